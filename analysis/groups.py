@@ -1,0 +1,215 @@
+"""Groups runs into repeats and computes the numbers the figures and the report show.
+
+What it is: a group is one engine at one sweep point; the runs in it differ only by seed
+(repeats). Here live the mean/std over repeats (curves put on a common x grid first), the
+time to reach a target, the default target, and the per-group summary table.
+What it is not: no file reading (rundata.py) and no drawing (figures.py).
+
+Conventions, stated once:
+- std is the sample standard deviation (ddof=1) over repeats, 0 for a single run.
+- Final metrics, totals and time-to-target are averaged over the group's *completed* runs
+  only: a diverged run's final loss is inf/NaN and an unfinished run has no final at all.
+  The table's status columns say how many runs were left out and why.
+"""
+
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+COMPLETED = "completed"
+STATUS_ORDER = ("completed", "diverged", "interrupted", "unfinished", "missing")
+
+# (column stem in the table, how to read it from a Run)
+FINAL_QUANTITIES = (
+    ("train_loss", lambda run: run.final("train_loss")),
+    ("test_loss", lambda run: run.final("test_loss")),
+    ("test_accuracy", lambda run: run.final("test_accuracy")),
+    ("time", lambda run: run.total("time")),
+    ("updates", lambda run: run.total("updates")),
+    ("dropped_gradients", lambda run: run.total("dropped_gradients")),
+    ("mean_staleness", lambda run: run.mean_staleness()),
+)
+
+# Default loss target = this factor x the worst final train loss among completed runs, so
+# every completed run reaches it and the fastest ones reach it early.
+DEFAULT_TARGET_FACTOR = 1.1
+
+
+@dataclass
+class Group:
+    engine: str
+    sweep: dict     # sweep key -> canonical text of the value ("0.1", "4", "uniform")
+    runs: list      # Run objects, sorted by seed
+
+    @property
+    def key(self):
+        return (self.engine, tuple(self.sweep.items()))
+
+    @property
+    def label(self):
+        return ", ".join([self.engine] + [f"{k}={v}" for k, v in self.sweep.items()])
+
+    @property
+    def completed(self):
+        return [run for run in self.runs if run.status == COMPLETED]
+
+    @property
+    def first_run(self):
+        return self.runs[0]
+
+
+def canonical_text(value):
+    """Sweep value -> text that is equal for equal values whatever file it came from
+    (config.json's 4 and 4.0, index.csv's "4" all give "4")."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return format(float(value), ".12g")
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def value_sort_key(text):
+    """Numbers sort numerically and before text."""
+    try:
+        return (0, float(text), "")
+    except ValueError:
+        return (1, 0.0, text)
+
+
+def seed_sort_key(run):
+    seed = run.seed
+    return (0, float(seed), run.run_id) if isinstance(seed, (int, float)) else (1, 0.0, run.run_id)
+
+
+def group_runs(experiment):
+    """Runs -> groups, ordered by engine (config order) then sweep values."""
+    by_key = {}
+    for run in experiment.runs:
+        sweep = {k: canonical_text(run.sweep.get(k)) for k in experiment.sweep_keys}
+        group = Group(engine=run.engine, sweep=sweep, runs=[])
+        by_key.setdefault(group.key, group).runs.append(run)
+    order = {engine: i for i, engine in enumerate(experiment.engine_order)}
+    groups = sorted(by_key.values(), key=lambda g: (
+        order.get(g.engine, len(order)), g.engine, [value_sort_key(v) for v in g.sweep.values()]))
+    for group in groups:
+        group.runs.sort(key=seed_sort_key)
+    return groups
+
+
+def curve(run, x_name, y_name):
+    """(x, y) arrays of one run's metrics, rows with a non-finite x or y dropped, sorted by x."""
+    metrics = run.metrics
+    if metrics is None or x_name not in metrics or y_name not in metrics:
+        return np.empty(0), np.empty(0)
+    x = metrics[x_name].to_numpy(dtype=float)
+    y = metrics[y_name].to_numpy(dtype=float)
+    keep = np.isfinite(x) & np.isfinite(y)
+    order = np.argsort(x[keep], kind="stable")
+    return x[keep][order], y[keep][order]
+
+
+def sample_std(values):
+    """std over repeats: ddof=1, 0 for one value, NaN for none. values is (repeats, ...)."""
+    values = np.asarray(values, dtype=float)
+    if values.shape[0] == 0:
+        return np.full(values.shape[1:], math.nan)
+    if values.shape[0] == 1:
+        return np.zeros(values.shape[1:])
+    return values.std(axis=0, ddof=1)
+
+
+def mean_curve(curves):
+    """Mean and std of repeats' curves, list of (x, y) -> (grid, mean, std).
+
+    Repeats that share their x values are averaged point by point. Otherwise each is
+    linearly interpolated onto the union of the x values inside the range every repeat
+    covers (no extrapolation), so the mean never mixes in invented tails.
+    """
+    curves = [(x, y) for x, y in curves if len(x) > 0]
+    if not curves:
+        return np.empty(0), np.empty(0), np.empty(0)
+    first_x = curves[0][0]
+    if all(len(x) == len(first_x) and np.allclose(x, first_x) for x, _ in curves):
+        grid, ys = first_x, np.array([y for _, y in curves])
+    else:
+        low, high = max(x[0] for x, _ in curves), min(x[-1] for x, _ in curves)
+        if low > high:  # repeats do not overlap: no honest mean
+            return np.empty(0), np.empty(0), np.empty(0)
+        grid = np.unique(np.concatenate([x[(x >= low) & (x <= high)] for x, _ in curves]))
+        ys = np.array([np.interp(grid, x, y) for x, y in curves])
+    return grid, ys.mean(axis=0), sample_std(ys)
+
+
+def time_to_target(run, metric, target, x_name="time"):
+    """First eval point's x at which metric reaches target (<= for losses, >= for accuracy).
+    NaN when the run never reaches it or target is NaN."""
+    if target is None or not math.isfinite(target):
+        return math.nan
+    x, y = curve(run, x_name, metric)
+    reached = y >= target if metric == "test_accuracy" else y <= target
+    return float(x[np.argmax(reached)]) if reached.any() else math.nan
+
+
+def final_train_loss(run):
+    """summary's final train loss, else the last finite train_loss in metrics.csv."""
+    value = run.final("train_loss")
+    if math.isfinite(value):
+        return value
+    _, y = curve(run, "time", "train_loss")
+    return float(y[-1]) if len(y) else math.nan
+
+
+def default_target_loss(groups):
+    """DEFAULT_TARGET_FACTOR x the worst final train loss among completed runs (NaN if none)."""
+    finals = [final_train_loss(run) for g in groups for run in g.completed]
+    finals = [v for v in finals if math.isfinite(v)]
+    return DEFAULT_TARGET_FACTOR * max(finals) if finals else math.nan
+
+
+def mean_and_std(values):
+    values = [v for v in values if math.isfinite(v)]
+    if not values:
+        return math.nan, math.nan
+    return float(np.mean(values)), float(sample_std(np.array(values)))
+
+
+def status_counts(runs):
+    counts = {}
+    for run in runs:
+        counts[run.status] = counts.get(run.status, 0) + 1
+    known = [s for s in STATUS_ORDER if s in counts]
+    return {s: counts[s] for s in known + sorted(set(counts) - set(known))}
+
+
+def summary_table(groups, sweep_keys, target_loss, target_accuracy=None):
+    """One row per group: status counts, mean/std of finals over completed runs, and the
+    mean/std time to reach the targets (over the completed runs that reach them)."""
+    rows = []
+    for group in groups:
+        row = {"group": group.label, "engine": group.engine}
+        row.update({key: group.sweep[key] for key in sweep_keys})
+        counts = status_counts(group.runs)
+        row["runs"] = len(group.runs)
+        for status in STATUS_ORDER[:4]:
+            row[status] = counts.get(status, 0)
+        done = group.completed
+        for stem, read in FINAL_QUANTITIES:
+            row[stem + "_mean"], row[stem + "_std"] = mean_and_std([read(r) for r in done])
+        targets = [("loss", "train_loss", target_loss)]
+        if target_accuracy is not None:
+            targets.append(("accuracy", "test_accuracy", target_accuracy))
+        for name, metric, target in targets:
+            times = [time_to_target(run, metric, target) for run in done]
+            row[f"target_{name}"] = target
+            row[f"time_to_target_{name}_mean"], row[f"time_to_target_{name}_std"] = \
+                mean_and_std(times)
+            row[f"target_{name}_reached"] = sum(math.isfinite(t) for t in times)
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,282 @@
+"""Reads one experiment folder written by `asgdsim run` into plain Python objects.
+
+What it is: the only module that knows the run-folder files (index.csv, experiment.json,
+and per run config.json, metrics.csv, summary.json, staleness.csv, workers.csv,
+trace.json). Missing optional files become None; numbers that do not parse (empty, "nan",
+"-nan", "inf", null) become float NaN/inf, never an exception.
+What it is not: no statistics and no plotting (see groups.py and figures.py).
+"""
+
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+# Columns of index.csv that are not sweep keys; the sweep keys sit between engine and seed.
+INDEX_FIXED_COLUMNS = ("run_id", "engine", "seed", "status", "final_train_loss",
+                       "final_test_loss", "final_test_accuracy", "time", "updates")
+
+# Status of a run folder that has no summary.json (crashed or still running): summary.json
+# is written last, so its absence means the run did not finish.
+UNFINISHED = "unfinished"
+# Status of a run listed in index.csv whose folder is gone.
+MISSING = "missing"
+
+
+class NotAnExperiment(Exception):
+    """The folder holds neither index.csv nor run folders with metrics.csv."""
+
+
+@dataclass
+class Run:
+    run_id: str
+    folder: Path            # RUNS/EXPERIMENT/<run_id>; may not exist (status MISSING)
+    engine: str
+    sweep: dict             # dotted sweep key -> value as written (JSON value or index text)
+    seed: object            # int, or None when no file says
+    status: str             # completed | diverged | interrupted | unfinished | missing
+    summary: dict = None    # parsed summary.json, None when absent
+    index_row: dict = None  # this run's index.csv row (all text), None when absent
+    metrics: pd.DataFrame = None    # one row per eval point, numeric columns (NaN if unparsable)
+    staleness_hist: pd.DataFrame = None  # columns staleness, count
+    workers: pd.DataFrame = None         # worker, gradients, applied, dropped, busy_time, idle_time
+    trace_path: Path = None              # trace.json, read lazily (it can be large)
+
+    def summary_part(self, name):
+        """summary[name] when it is a JSON object, else {}."""
+        value = (self.summary or {}).get(name)
+        return value if isinstance(value, dict) else {}
+
+    @property
+    def has_summary(self):
+        return self.summary is not None
+
+    def final(self, name):
+        """Final metric (train_loss, test_loss, test_accuracy) from summary.json, else index.csv."""
+        if self.summary is not None:
+            return to_float(self.summary_part("final").get(name))
+        return to_float((self.index_row or {}).get("final_" + name))
+
+    def total(self, name):
+        """A top-level summary number (time, updates, gradients, dropped_gradients)."""
+        if self.summary is not None:
+            return to_float(self.summary.get(name))
+        return to_float((self.index_row or {}).get(name))
+
+    def mean_staleness(self):
+        """summary.json staleness.mean, else the mean of staleness.csv's histogram."""
+        if self.summary is not None:
+            value = to_float(self.summary_part("staleness").get("mean"))
+            if not math.isnan(value):
+                return value
+        hist = self.staleness_hist
+        if hist is not None and len(hist) and hist["count"].sum() > 0:
+            return float((hist["staleness"] * hist["count"]).sum() / hist["count"].sum())
+        return math.nan
+
+
+@dataclass
+class Experiment:
+    folder: Path
+    name: str
+    config: dict              # experiment.json, None when absent
+    sweep_keys: list          # dotted sweep keys in index.csv order
+    engine_order: list        # engine types in the order the config lists them
+    runs: list = field(default_factory=list)
+
+
+def to_float(value):
+    """Any JSON/CSV value -> float; None, text that is not a number, and lists -> NaN."""
+    if isinstance(value, bool) or value is None:
+        return math.nan
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        return float(str(value).strip())
+    except ValueError:
+        return math.nan
+
+
+def object_at(parent, key):
+    """parent[key] when parent is a dict and that value is a JSON object, else {}."""
+    value = parent.get(key) if isinstance(parent, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def warn(message):
+    print("plot.py: warning: " + message, file=sys.stderr)
+
+
+def read_json(path):
+    """Parsed JSON object, or None when the file is absent or unreadable (warns)."""
+    if not path.is_file():
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            value = json.load(handle)  # accepts NaN / Infinity literals
+    except (OSError, ValueError) as error:
+        warn(f"ignoring {path}: {error}")
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def read_numeric_csv(path, required=()):
+    """CSV with every column coerced to float (unparsable -> NaN); None if absent/unusable."""
+    if not path.is_file():
+        return None
+    try:
+        frame = pd.read_csv(path, skipinitialspace=True)  # parses nan, -nan, inf, empty
+    except (OSError, ValueError, pd.errors.ParserError) as error:  # EmptyDataError is a ValueError
+        warn(f"ignoring {path}: {error}")
+        return None
+    frame.columns = [str(c).strip() for c in frame.columns]
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        warn(f"ignoring {path}: no column {', '.join(missing)}")
+        return None
+    return frame.apply(pd.to_numeric, errors="coerce").astype(float)
+
+
+def read_index(path):
+    """index.csv as a list of row dicts (text values), or None when absent/unreadable."""
+    if not path.is_file():
+        return None, []
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+    except (OSError, ValueError, pd.errors.ParserError) as error:
+        warn(f"ignoring {path}: {error}")
+        return None, []
+    frame.columns = [str(c).strip() for c in frame.columns]
+    if "run_id" not in frame.columns:
+        warn(f"ignoring {path}: no run_id column")
+        return None, []
+    return list(frame.columns), frame.to_dict("records")
+
+
+def parse_index_value(text):
+    """Index cells are text; sweep values are JSON scalars there ("0.1", "true", "uniform")."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def sweep_keys_of(index_columns, config, run_configs):
+    """Sweep keys: index.csv's columns between engine and seed, else the config's sweep."""
+    if index_columns and "engine" in index_columns and "seed" in index_columns:
+        start, stop = index_columns.index("engine") + 1, index_columns.index("seed")
+        keys = index_columns[start:stop]
+        if keys or not (config or {}).get("sweep"):
+            return keys
+    if config and isinstance(config.get("sweep"), dict):
+        return list(config["sweep"].keys())
+    keys = []
+    for run_config in run_configs:
+        for key in object_at(object_at(run_config, "run"), "sweep"):
+            if key not in keys:
+                keys.append(key)
+    return keys
+
+
+def run_folders(folder):
+    """Sub-folders that look like runs (hold any of the per-run files)."""
+    markers = ("metrics.csv", "summary.json", "config.json")
+    return sorted(p for p in folder.iterdir()
+                  if p.is_dir() and any((p / m).is_file() for m in markers))
+
+
+def load_run(folder, run_id, index_row, run_config, sweep_keys):
+    summary = read_json(folder / "summary.json")
+    run_info = object_at(run_config, "run")
+    row = index_row or {}
+
+    engine = object_at(run_config, "engine").get("type") \
+        or (summary or {}).get("engine") or row.get("engine") or "unknown"
+    if isinstance(run_info.get("sweep"), dict):
+        sweep = dict(run_info["sweep"])
+    else:
+        sweep = {k: parse_index_value(row[k]) for k in sweep_keys if k in row}
+    seed = run_info.get("seed", (summary or {}).get("seed"))
+    if seed is None and row.get("seed", "") != "":
+        seed = parse_index_value(row["seed"])
+
+    if summary is not None:
+        status = str(summary.get("status") or "unknown")
+    elif folder.is_dir():
+        status = UNFINISHED
+    else:
+        status = row.get("status") or MISSING
+
+    trace = folder / "trace.json"
+    return Run(run_id=run_id, folder=folder, engine=str(engine), sweep=sweep, seed=seed,
+               status=status, summary=summary, index_row=index_row,
+               metrics=read_numeric_csv(folder / "metrics.csv"),
+               staleness_hist=read_numeric_csv(folder / "staleness.csv", ("staleness", "count")),
+               workers=read_numeric_csv(folder / "workers.csv",
+                                        ("worker", "busy_time", "idle_time")),
+               trace_path=trace if trace.is_file() else None)
+
+
+def engine_order_of(config, runs):
+    order = []
+    for engine in (config or {}).get("engines") or []:
+        if isinstance(engine, dict) and engine.get("type") and engine["type"] not in order:
+            order.append(str(engine["type"]))
+    for run in runs:
+        if run.engine not in order:
+            order.append(run.engine)
+    return order
+
+
+def load_experiment(folder):
+    """Reads RUNS/EXPERIMENT. Raises NotAnExperiment when it does not look like one."""
+    folder = Path(folder)
+    expected = ("expected an experiment folder written by `asgdsim run`: "
+                "index.csv and/or run folders containing metrics.csv")
+    if not folder.is_dir():
+        raise NotAnExperiment(f"{folder}: no such folder; {expected}")
+
+    index_columns, index_rows = read_index(folder / "index.csv")
+    folders = run_folders(folder)
+    if index_columns is None and not any((p / "metrics.csv").is_file() for p in folders):
+        raise NotAnExperiment(f"{folder} is not an experiment folder: {expected}")
+
+    config = read_json(folder / "experiment.json")
+    rows_by_id = {str(row["run_id"]): row for row in index_rows}
+    run_ids = list(rows_by_id) + [p.name for p in folders if p.name not in rows_by_id]
+    run_configs = {rid: read_json(folder / rid / "config.json") for rid in run_ids}
+    sweep_keys = sweep_keys_of(index_columns, config, run_configs.values())
+
+    runs = [load_run(folder / rid, rid, rows_by_id.get(rid), run_configs[rid], sweep_keys)
+            for rid in run_ids]
+    name = (config or {}).get("name") or folder.name
+    return Experiment(folder=folder, name=str(name), config=config, sweep_keys=sweep_keys,
+                      engine_order=engine_order_of(config, runs), runs=runs)
+
+
+def read_trace(path):
+    """trace.json -> (complete events as dicts, {tid: thread name}). Empty on any error."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError) as error:
+        warn(f"ignoring {path}: {error}")
+        return [], {}
+    events = data.get("traceEvents", []) if isinstance(data, dict) else data
+    if not isinstance(events, list):
+        return [], {}
+    names, spans = {}, []
+    for event in events:
+        if not isinstance(event, dict):
+            continue
+        if event.get("ph") == "M" and event.get("name") == "thread_name":
+            names[event.get("tid")] = str((event.get("args") or {}).get("name", ""))
+        elif event.get("ph") == "X":
+            ts, dur = to_float(event.get("ts")), to_float(event.get("dur"))
+            if math.isfinite(ts) and math.isfinite(dur):
+                spans.append({"name": str(event.get("name", "")), "tid": event.get("tid", 0),
+                              "ts": ts, "dur": max(dur, 0.0)})
+    return spans, names

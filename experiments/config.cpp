@@ -1,0 +1,547 @@
+// experiments/config.cpp — the config schema (which parameters live where, read from the
+// components' own descriptions), validation, overrides and sweep expansion.
+#include "experiments/config.h"
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include "engines/engine_registry.h"
+#include "sim/distribution.h"
+
+namespace asgd {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+ParamInfo num(std::string name, json def, std::string doc, double min = -kInf, bool excl = false,
+              double max = kInf) {
+  ParamInfo p{std::move(name), ParamType::Number, std::move(def), std::move(doc), min, max, excl};
+  return p;
+}
+ParamInfo integer(std::string name, json def, std::string doc, double min = 0, double max = kInf) {
+  ParamInfo p{std::move(name), ParamType::Integer, std::move(def), std::move(doc), min, max};
+  return p;
+}
+ParamInfo str(std::string name, json def, std::string doc, std::vector<std::string> choices = {}) {
+  ParamInfo p{std::move(name), ParamType::String, std::move(def), std::move(doc)};
+  p.choices = std::move(choices);
+  return p;
+}
+ParamInfo boolean(std::string name, bool def, std::string doc) {
+  return ParamInfo{std::move(name), ParamType::Boolean, def, std::move(doc)};
+}
+ParamInfo any(std::string name, json def, std::string doc) {
+  return ParamInfo{std::move(name), ParamType::Any, std::move(def), std::move(doc)};
+}
+ParamInfo list(std::string name, ParamType t, json def, std::string doc, double min = -kInf, bool excl = false) {
+  ParamInfo p{std::move(name), t, std::move(def), std::move(doc), min, kInf, excl};
+  return p;
+}
+
+const std::string kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+
+const SectionInfo& section(const std::string& name) {
+  for (const auto& s : section_catalog())
+    if (s.name == name) return s;
+  throw std::logic_error("no config section " + name);
+}
+
+std::vector<std::string> names_of(const std::vector<ParamInfo>& ps) {
+  std::vector<std::string> n;
+  for (const auto& p : ps) n.push_back(p.name);
+  return n;
+}
+
+// -------- checks that need more than one key --------
+
+void check_curvature(const json& c, const std::string& path, Validator& v) {
+  if (c.is_number()) {
+    if (!(c.get<double>() > 0)) v.error(path, "curvature must be > 0, got " + brief(c));
+    return;
+  }
+  if (c.is_array()) {
+    if (c.empty()) v.error(path, "curvature list is empty");
+    for (size_t i = 0; i < c.size(); ++i)
+      if (!c[i].is_number() || !(c[i].get<double>() > 0))
+        v.error(index_path(path, i), "curvature must be a number > 0, got " + brief(c[i]));
+    return;
+  }
+  if (c.is_object()) {
+    json o = v.object(c, path, {num("min", nullptr, "smallest curvature", 0, true),
+                                num("max", nullptr, "largest curvature", 0, true)});
+    if (o.contains("min") && o.contains("max") && o["min"].is_number() && o["max"].is_number() &&
+        o["max"].get<double>() < o["min"].get<double>())
+      v.error(path, "curvature.max must be >= curvature.min");
+    return;
+  }
+  v.error(path, "expected a number > 0, a list of them, or {\"min\": a, \"max\": b}; got " + brief(c));
+}
+
+void check_model_data(const json& model, const json& data, Validator& v) {
+  if (!model.contains("type") || !data.contains("type") || !model["type"].is_string() || !data["type"].is_string()) return;
+  std::string m = model["type"], d = data["type"];
+  if (m == "quadratic") {
+    if (d != "none") v.error("data.type", "the quadratic model reads no data: use \"none\" (got '" + d + "')");
+    if (model.contains("curvature") && model["curvature"].is_array() && model.contains("dim") &&
+        model["dim"].is_number() && model["curvature"].size() != model["dim"].get<size_t>())
+      v.error("model.curvature", "list has " + std::to_string(model["curvature"].size()) +
+                                     " values but model.dim is " + model["dim"].dump());
+    return;
+  }
+  if (d == "none") {
+    v.error("data.type", "model '" + m + "' needs data: synthetic or fashion_mnist");
+    return;
+  }
+  bool regression = d == "synthetic" && data.value("task", std::string()) == "regression";
+  if (m == "linear" && !regression)
+    v.error("data", "model 'linear' is a regression model: use synthetic data with task \"regression\"");
+  if (m != "linear" && regression)
+    v.error("data.task", "model '" + m + "' is a classifier: use task \"classification\"");
+  if (m == "logistic" && !(d == "synthetic" && data.value("classes", 0) == 2))
+    v.error("data", "model 'logistic' is binary: use synthetic classification data with classes 2");
+}
+
+void check_lr_schedule(const json& s, const std::string& path, Validator& v) {
+  if (s.contains("scale")) {
+    const json& k = s["scale"];
+    if (!((k.is_number() && k.get<double>() > 0) || (k.is_string() && k.get<std::string>() == "workers")))
+      v.error(join_path(path, "scale"), "expected a number > 0 or \"workers\", got " + brief(k));
+  }
+  if (s.contains("warmup_from")) {
+    const json& f = s["warmup_from"];
+    if (!((f.is_number() && f.get<double>() >= 0) || (f.is_string() && f.get<std::string>() == "lr")))
+      v.error(join_path(path, "warmup_from"), "expected a number >= 0 or \"lr\", got " + brief(f));
+  }
+}
+
+json resolve_run(const json& u, Validator& v) {
+  json out = v.object(u, "", section("top").params,
+                      {"model", "data", "train", "stop", "eval", "cluster", "staleness", "engine", "run"});
+  if (!u.is_object()) return out;
+
+  if (!u.contains("model")) v.error("model", "missing required key (an object with \"type\")");
+  json model = v.component(u.value("model", json::object()), "model", "type", model_catalog());
+  if (model.contains("curvature")) check_curvature(model["curvature"], "model.curvature", v);
+  out["model"] = model;
+
+  std::string default_data = model.value("type", std::string()) == "quadratic" ? "none" : "synthetic";
+  json data = v.component(u.value("data", json::object()), "data", "type", data_catalog(), {}, default_data);
+  out["data"] = data;
+  check_model_data(model, data, v);
+
+  json train = v.object(u.value("train", json::object()), "train", section("train").params, {"lr_schedule"});
+  json sched = v.component(train.value("lr_schedule", json::object()), "train.lr_schedule", "type",
+                           lr_schedule_catalog(), {}, "constant");
+  check_lr_schedule(sched, "train.lr_schedule", v);
+  train["lr_schedule"] = sched;
+  out["train"] = train;
+
+  json stop_user = u.value("stop", json{{"epochs", 1}});
+  json stop = v.object(stop_user, "stop", section("stop").params);
+  if (stop.is_object()) {
+    bool any_limit = false;
+    for (const char* k : {"time", "updates", "gradients", "epochs"})
+      if (stop.contains(k) && stop[k].is_number() && stop[k].get<double>() > 0) any_limit = true;
+    if (!any_limit) v.error("stop", "give at least one limit > 0: time, updates, gradients or epochs");
+  }
+  out["stop"] = stop;
+  out["eval"] = v.object(u.value("eval", json::object()), "eval", section("eval").params);
+
+  json cluster = v.object(u.value("cluster", json::object()), "cluster", section("cluster").params, {"compute"});
+  json compute_user = cluster.value("compute", json{{"dist", "exponential"}, {"mean", 0.01}});
+  cluster["compute"] = v.component(compute_user, "cluster.compute", "dist", distribution_catalog());
+  if (cluster.contains("speeds") && cluster["speeds"].is_array() && !cluster["speeds"].empty() &&
+      cluster.contains("workers") && cluster["workers"].is_number() &&
+      cluster["speeds"].size() != cluster["workers"].get<size_t>())
+    v.error("cluster.speeds", "has " + std::to_string(cluster["speeds"].size()) + " factors but cluster.workers is " +
+                                  cluster["workers"].dump());
+  out["cluster"] = cluster;
+
+  json st = v.component(u.value("staleness", json::object()), "staleness", "mode", staleness_catalog(), {}, "emergent");
+  out["staleness"] = st;
+
+  if (!u.contains("engine")) v.error("engine", "missing required key");
+  else out["engine"] = v.component(u["engine"], "engine", "type", engine_catalog(),
+                                   {str("name", "", "label for this engine in run ids and plots (default: its type)")});
+
+  if (train.contains("global_batch") && train["global_batch"].is_number_integer() && train["global_batch"].get<int64_t>() > 0 &&
+      cluster.contains("workers") && cluster["workers"].is_number_integer()) {
+    int64_t g = train["global_batch"], w = cluster["workers"];
+    if (w > 0 && g % w != 0)
+      v.error("train.global_batch", std::to_string(g) + " does not split evenly over " + std::to_string(w) + " workers");
+  }
+  return out;
+}
+
+// --- dotted paths ---
+struct PathToken {
+  std::string key;
+  bool is_index = false;
+  size_t index = 0;
+};
+
+std::vector<PathToken> parse_path(const std::string& path) {
+  std::vector<PathToken> out;
+  std::string cur;
+  auto flush = [&] {
+    if (cur.empty()) return;
+    bool digits = std::all_of(cur.begin(), cur.end(), ::isdigit);
+    out.push_back(digits ? PathToken{"", true, std::stoul(cur)} : PathToken{cur});
+    cur.clear();
+  };
+  for (size_t i = 0; i < path.size(); ++i) {
+    char c = path[i];
+    if (c == '.') flush();
+    else if (c == '[') {
+      flush();
+      size_t close = path.find(']', i);
+      if (close == std::string::npos) throw std::invalid_argument("unclosed '[' in key path '" + path + "'");
+      cur = path.substr(i + 1, close - i - 1);
+      if (cur.empty() || !std::all_of(cur.begin(), cur.end(), ::isdigit))
+        throw std::invalid_argument("list index in '" + path + "' must be a number");
+      flush();
+      i = close;
+    } else cur += c;
+  }
+  flush();
+  if (out.empty()) throw std::invalid_argument("empty key path");
+  return out;
+}
+
+void set_path(json& root, const std::string& path, const json& value) {
+  auto tokens = parse_path(path);
+  json* node = &root;
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    const auto& tok = tokens[t];
+    bool last = t + 1 == tokens.size();
+    if (tok.is_index) {
+      if (!node->is_array() || tok.index >= node->size())
+        throw std::invalid_argument("'" + path + "': no list element [" + std::to_string(tok.index) + "] there");
+      node = &(*node)[tok.index];
+    } else {
+      if (node->is_null()) *node = json::object();
+      if (!node->is_object()) throw std::invalid_argument("'" + path + "': '" + tok.key + "' is inside a non-object");
+      node = &(*node)[tok.key];
+    }
+    if (last) *node = value;
+  }
+}
+
+std::string sanitize(const std::string& s) {
+  std::string out;
+  for (char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_') ? c : '_';
+  return out;
+}
+
+std::string value_text(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+}  // namespace
+
+// ------------------------------------------------------------------ catalogs
+
+const std::vector<SectionInfo>& section_catalog() {
+  static const std::vector<SectionInfo> sections = {
+      {"top", "top-level keys",
+       {str("name", "", "experiment name: the folder under --out (default: the config file's name)"),
+        str("description", "", "free text, kept with the results"),
+        integer("seed", 1, "base seed; repeat r uses seed + r"),
+        integer("repeats", 1, "runs per (engine, sweep point), seeds seed, seed+1, ...", 1),
+        boolean("trace", false, "write trace.json (Chrome trace events) for every run")}},
+      {"train", "optimisation",
+       {integer("batch_size", 32, "minibatch size per worker", 1),
+        integer("global_batch", 0, "if > 0: the batch summed over workers; per-worker batch = global_batch / workers"),
+        num("lr", 0.1, "base learning rate", 0, true),
+        num("momentum", 0.0, "heavy-ball momentum on the server (0 = plain SGD)", 0, false, 0.999999),
+        str("aggregate", "mean", "how synchronous engines combine worker gradients", {"mean", "sum"})}},
+      {"stop", "when a run ends: the first limit reached (0 = no limit)",
+       {num("time", 0, "virtual seconds", 0), integer("updates", 0, "updates of the model of record"),
+        integer("gradients", 0, "gradients computed"), num("epochs", 0, "passes over the training set", 0)}},
+      {"eval", "when the model of record is evaluated",
+       {num("every", 0.25, "interval between evaluations, in `unit`", 0, true),
+        str("unit", "epochs", "what `every` counts", {"time", "updates", "epochs"}),
+        integer("train_samples", 10000, "train_loss is measured on the first so many training samples (0 = all)"),
+        integer("test_samples", 0, "test metrics on the first so many test samples (0 = all)"),
+        num("divergence_bound", 1e6, "a train_loss above this (or NaN/Inf) ends the run as diverged", 0, true)}},
+      {"cluster", "the simulated workers",
+       {integer("workers", 4, "number of workers", 1, 16777215),
+        list("speeds", ParamType::NumberList, json::array(),
+             "per-worker slowdown factors (2 = twice as slow); empty = all 1", 0, true)}},
+  };
+  return sections;
+}
+
+const std::vector<ComponentInfo>& model_catalog() {
+  static const std::vector<ComponentInfo> c = {
+      {"quadratic", "f(w) = 1/2 sum_i h_i w_i^2 (optimum 0), with optional gradient noise; reads no data",
+       {integer("dim", 100, "number of parameters", 1),
+        any("curvature", 1.0, "h: a number, a list of dim numbers, or {min, max} log-spaced"),
+        num("noise", 0.0, "std of N(0, noise^2) added to each gradient coordinate", 0),
+        num("init", 1.0, "every coordinate starts here")}},
+      {"linear", "linear regression, squared loss (synthetic regression data)", {}},
+      {"logistic", "logistic regression, binary labels (synthetic classification, classes 2)", {}},
+      {"softmax", "softmax regression, cross-entropy", {}},
+      {"mlp", "multi-layer perceptron, ReLU hidden layers, softmax cross-entropy",
+       {list("hidden", ParamType::IntegerList, json::array({128}), "hidden layer sizes", 1)}},
+  };
+  return c;
+}
+
+const std::vector<ComponentInfo>& data_catalog() {
+  static const std::vector<ComponentInfo> c = {
+      {"none", "no data (quadratic model); samples only define the epoch length",
+       {integer("samples", 1024, "nominal samples per epoch", 1)}},
+      {"synthetic", "generated from the seed: Gaussian inputs, a random teacher model",
+       {str("task", "classification", "classification or regression", {"classification", "regression"}),
+        integer("classes", 10, "classes (classification)", 2, 1000),
+        integer("features", 20, "input dimension", 1, 100000),
+        integer("train_samples", 4096, "training samples", 1, 1e8),
+        integer("test_samples", 1024, "test samples", 1, 1e8),
+        num("noise", 0.1, "std of noise on the teacher's logits or targets", 0)}},
+      {"fashion_mnist", "Fashion-MNIST (28x28 grey images, 10 classes) from IDX files",
+       {str("path", kFashionMnistDir, "folder with the four IDX .gz files (Debian: dataset-fashion-mnist)"),
+        integer("train_limit", 0, "use only the first so many training images (0 = all 60000)"),
+        integer("test_limit", 0, "use only the first so many test images (0 = all 10000)")}},
+  };
+  return c;
+}
+
+const std::vector<ComponentInfo>& staleness_catalog() {
+  static const std::vector<ComponentInfo> c = {
+      {"emergent", "staleness arises from timing alone", {}},
+      {"fixed", "each gradient is computed on the version tau updates older than the current one",
+       {integer("tau", nullptr, "the lag T")}},
+      {"uniform", "lag drawn uniformly from 0..tau per gradient", {integer("tau", nullptr, "largest lag")}},
+      {"geometric", "lag drawn from a geometric distribution with the given mean, capped at max",
+       {num("mean", nullptr, "mean lag", 0, true),
+        integer("max", 0, "cap on the lag (0 = ceil(10 * mean))")}},
+  };
+  return c;
+}
+
+const std::vector<ComponentInfo>& lr_schedule_catalog() {
+  std::vector<ParamInfo> common = {
+      any("scale", 1.0, "multiplier k of the linear scaling rule: a number > 0, or \"workers\""),
+      num("warmup_epochs", 0.0, "linear warm-up from warmup_from to lr * scale over these epochs", 0),
+      any("warmup_from", "lr", "rate at epoch 0 of the warm-up: a number, or \"lr\" (Goyal et al.)")};
+  auto with = [&](std::vector<ParamInfo> extra) {
+    std::vector<ParamInfo> p = common;
+    p.insert(p.end(), extra.begin(), extra.end());
+    return p;
+  };
+  static const std::vector<ComponentInfo> c = {
+      {"constant", "lr * scale after the warm-up", with({})},
+      {"step", "multiply by gamma at each milestone epoch",
+       with({list("milestones", ParamType::NumberList, json::array(), "epochs", 0),
+             num("gamma", 0.1, "factor at each milestone", 0, true)})},
+      {"cosine", "cosine decay from lr * scale to min_lr at total_epochs",
+       with({num("total_epochs", nullptr, "end of the decay", 0, true), num("min_lr", 0.0, "final rate", 0)})},
+  };
+  return c;
+}
+
+// ------------------------------------------------------------------ loading
+
+json load_json_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(path, {{"", std::string("cannot open: ") + std::strerror(errno)}});
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  try {
+    return json::parse(text, nullptr, true, /*ignore_comments=*/true);
+  } catch (const json::parse_error& e) {
+    size_t byte = e.byte > 0 ? e.byte - 1 : 0;
+    size_t line = 1, col = 1;
+    for (size_t i = 0; i < byte && i < text.size(); ++i) {
+      if (text[i] == '\n') { ++line; col = 1; } else ++col;
+    }
+    std::string what = e.what();
+    size_t cut = what.find("parse error");
+    if (cut != std::string::npos) what = what.substr(cut);
+    throw ConfigError(path, {{"", "JSON syntax error at line " + std::to_string(line) + ", column " +
+                                      std::to_string(col) + ": " + what}});
+  }
+}
+
+void apply_overrides(json& config, const std::vector<std::string>& sets, const std::string& source) {
+  std::vector<ConfigIssue> issues;
+  for (const auto& s : sets) {
+    size_t eq = s.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      issues.push_back({"--set " + s, "expected KEY.PATH=VALUE"});
+      continue;
+    }
+    std::string key = s.substr(0, eq), text = s.substr(eq + 1);
+    json value;
+    try {
+      value = json::parse(text);
+    } catch (const json::parse_error&) {
+      value = text;  // bare words are strings
+    }
+    try {
+      set_path(config, key, value);
+    } catch (const std::exception& e) {
+      issues.push_back({"--set " + key, e.what()});
+    }
+  }
+  if (!issues.empty()) throw ConfigError(source, issues);
+}
+
+Experiment resolve_experiment(const json& user, const std::string& source, const std::string& base_dir) {
+  Validator v;
+  Experiment exp;
+  exp.source = source;
+  exp.base_dir = base_dir;
+  if (!user.is_object()) {
+    v.error("", "the config must be a JSON object, got " + brief(user));
+    v.throw_if_failed(source);
+  }
+  // The run-level keys common to every run, checked once on the experiment.
+  json base = user;
+  base.erase("engines");
+  base.erase("sweep");
+  json top_checked = v.object(user, "", section("top").params,
+                              {"model", "data", "train", "stop", "eval", "cluster", "staleness", "engines", "sweep"});
+
+  // engines
+  std::vector<json> engines;
+  if (!user.contains("engines")) v.error("engines", "missing required key (a non-empty list of {\"type\": ...})");
+  else if (!user["engines"].is_array() || user["engines"].empty())
+    v.error("engines", "expected a non-empty list of engine objects, got " + brief(user["engines"]));
+  else
+    for (size_t i = 0; i < user["engines"].size(); ++i)
+      engines.push_back(user["engines"][i]);
+
+  // sweep
+  std::vector<std::pair<std::string, json>> sweep;
+  if (user.contains("sweep")) {
+    const json& s = user["sweep"];
+    if (!s.is_object()) v.error("sweep", "expected an object {\"dotted.key\": [values...]}, got " + brief(s));
+    else
+      for (const auto& [key, values] : s.items()) {
+        if (!values.is_array() || values.empty()) {
+          v.error("sweep." + key, "expected a non-empty list of values, got " + brief(values));
+          continue;
+        }
+        if (key == "seed" || key == "repeats" || key == "name" || key.rfind("engines", 0) == 0) {
+          v.error("sweep." + key, "cannot be swept (use repeats for seeds, the engines list for engines)");
+          continue;
+        }
+        sweep.emplace_back(key, values);
+      }
+  }
+  std::string name = top_checked.value("name", std::string());
+  uint64_t seed = top_checked.value("seed", json(1)).is_number_unsigned() || top_checked.value("seed", json(1)).is_number_integer()
+                      ? top_checked["seed"].get<uint64_t>() : 1;
+  int repeats = top_checked.value("repeats", json(1)).is_number_integer() ? top_checked["repeats"].get<int>() : 1;
+  if (repeats < 1) repeats = 1;
+
+  // engine labels must be distinct
+  std::vector<std::string> labels;
+  for (size_t i = 0; i < engines.size(); ++i) {
+    std::string label;
+    if (engines[i].is_object()) {
+      if (engines[i].contains("name") && engines[i]["name"].is_string() && !engines[i]["name"].get<std::string>().empty())
+        label = engines[i]["name"];
+      else if (engines[i].contains("type") && engines[i]["type"].is_string())
+        label = engines[i]["type"];
+    }
+    if (label.empty()) label = "engine" + std::to_string(i);
+    if (std::find(labels.begin(), labels.end(), label) != labels.end())
+      v.error(index_path("engines", i), "two engines are labelled '" + label + "': give each a distinct \"name\"");
+    labels.push_back(sanitize(label));
+  }
+
+  // Expand: engine x sweep point x repeat; every run validated whole.
+  size_t points = 1;
+  for (const auto& [k, vals] : sweep) points *= vals.size();
+  std::vector<std::string> short_names;
+  for (const auto& [k, vals] : sweep) {
+    std::string last = k.substr(k.find_last_of('.') == std::string::npos ? 0 : k.find_last_of('.') + 1);
+    short_names.push_back(last);
+  }
+  for (size_t i = 0; i < short_names.size(); ++i)
+    if (std::count(short_names.begin(), short_names.end(), short_names[i]) > 1) short_names[i] = sweep[i].first;
+
+  for (size_t e = 0; e < engines.size(); ++e) {
+    for (size_t p = 0; p < points; ++p) {
+      json run_user = base;
+      run_user["engine"] = engines[e];
+      json sweep_values = json::object();
+      std::string id = labels[e];
+      size_t rest = p;
+      std::vector<size_t> idx(sweep.size());
+      for (size_t k = sweep.size(); k-- > 0;) {
+        idx[k] = rest % sweep[k].second.size();
+        rest /= sweep[k].second.size();
+      }
+      std::string point_text;
+      for (size_t k = 0; k < sweep.size(); ++k) {
+        const json& val = sweep[k].second[idx[k]];
+        sweep_values[sweep[k].first] = val;
+        id += "-" + sanitize(short_names[k] + "=" + value_text(val));
+        point_text += (point_text.empty() ? "" : ", ") + sweep[k].first + "=" + value_text(val);
+        try {
+          set_path(run_user, sweep[k].first, val);
+        } catch (const std::exception& ex) {
+          v.error("sweep." + sweep[k].first, ex.what());
+        }
+      }
+      Validator rv;
+      json resolved = resolve_run(run_user, rv);
+      for (const auto& issue : rv.issues()) {
+        std::string path = issue.path;
+        if (path.rfind("engine", 0) == 0 && (path.size() == 6 || path[6] == '.'))
+          path = index_path("engines", e) + path.substr(6);
+        bool from_sweep = false;
+        for (const auto& [k, vals] : sweep)
+          if (path == k || path.rfind(k + ".", 0) == 0) from_sweep = true;
+        v.error(from_sweep ? "sweep." + path : path, issue.message);
+      }
+      if (!rv.ok()) continue;
+      for (int r = 0; r < repeats; ++r) {
+        RunSpec run;
+        run.engine = labels[e];
+        run.sweep_values = sweep_values;
+        run.seed = seed + uint64_t(r);
+        run.repeat = r;
+        run.run_id = id + "-seed" + std::to_string(run.seed);
+        run.config = resolved;
+        run.config["seed"] = run.seed;
+        run.config["name"] = name;
+        run.config["run"] = {{"run_id", run.run_id}, {"experiment", name}, {"engine", run.engine},
+                             {"sweep", sweep_values}, {"repeat", r}, {"seed", run.seed}};
+        exp.runs.push_back(std::move(run));
+      }
+    }
+  }
+  v.throw_if_failed(source);
+
+  exp.resolved = top_checked;
+  json resolved_engines = json::array();
+  for (const auto& r : exp.runs)
+    if (r.repeat == 0 && (resolved_engines.empty() || resolved_engines.back().value("name", std::string()) != r.engine)) {
+      json e = r.config["engine"];
+      e["name"] = r.engine;
+      bool seen = false;
+      for (const auto& x : resolved_engines) seen |= x["name"] == r.engine;
+      if (!seen) resolved_engines.push_back(e);
+    }
+  exp.resolved["engines"] = resolved_engines;
+  json sweep_json = json::object();
+  for (const auto& [k, vals] : sweep) {
+    sweep_json[k] = vals;
+    exp.sweep_keys.push_back(k);
+  }
+  exp.resolved["sweep"] = sweep_json;
+  // Sections as resolved for the first run (sweeps vary them per run; see each config.json).
+  if (!exp.runs.empty())
+    for (const char* k : {"model", "data", "train", "stop", "eval", "cluster", "staleness"})
+      exp.resolved[k] = exp.runs.front().config[k];
+  return exp;
+}
+
+}  // namespace asgd

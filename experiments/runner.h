@@ -1,0 +1,28 @@
+// experiments/runner.h — runs an experiment's runs and writes the run folders:
+// OUT/<name>/<run_id>/{config.json, meta.json, metrics.csv, staleness.csv, workers.csv,
+// trace.json, summary.json (last)} and OUT/<name>/index.csv. Resumes: a run whose
+// summary.json says completed (for the same config) is skipped unless --force.
+#pragma once
+#include <string>
+#include "experiments/config.h"
+#include "sim/settings.h"
+
+namespace asgd {
+
+struct RunnerOptions {
+  std::string out_dir = "runs";
+  int threads = 0;          // 0: hardware concurrency
+  bool quiet = false;
+  bool trace = false;       // force trace.json for every run
+  bool force = false;       // re-run completed runs
+  std::string command_line;
+};
+
+// Returns the process exit code: 0 all runs ended (completed or diverged), 130
+// interrupted, 1 a run failed (its error printed with the run id).
+int run_experiment(const Experiment& exp, const RunnerOptions& opts);
+
+// Builds the simulator's settings from a run's resolved config.
+RunSettings settings_from_config(const json& run_config);
+
+}  // namespace asgd

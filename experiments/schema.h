@@ -1,0 +1,68 @@
+// experiments/schema.h — strict validation of JSON against parameter descriptions
+// (sim/param_info.h): unknown keys (with the nearest valid key suggested), wrong types,
+// out-of-range values and missing required keys are collected, every one with its JSON
+// path (e.g. engines[2].backups); defaults are filled in. Nothing here knows the config's
+// meaning: experiments/config.cpp says which parameters live where.
+#pragma once
+#include <stdexcept>
+#include <string>
+#include <vector>
+#include <nlohmann/json.hpp>
+#include "sim/param_info.h"
+
+namespace asgd {
+
+using nlohmann::json;
+
+struct ConfigIssue {
+  std::string path;     // JSON path, "" for the whole document
+  std::string message;
+};
+
+// Invalid input: carries every issue found; what() lists them one per line.
+class ConfigError : public std::runtime_error {
+ public:
+  ConfigError(const std::string& source, std::vector<ConfigIssue> issues);
+  const std::vector<ConfigIssue>& issues() const { return issues_; }
+
+ private:
+  std::vector<ConfigIssue> issues_;
+};
+
+class Validator {
+ public:
+  void error(const std::string& path, const std::string& message);
+  bool ok() const { return issues_.empty(); }
+  const std::vector<ConfigIssue>& issues() const { return issues_; }
+  // Throws ConfigError(source, issues) if any were found.
+  void throw_if_failed(const std::string& source) const;
+
+  // Validates the object at `path` against `params` (plus `also_allowed` keys that the
+  // caller checks itself) and returns it with defaults filled in.
+  json object(const json& value, const std::string& path, const std::vector<ParamInfo>& params,
+              const std::vector<std::string>& also_allowed = {});
+  // Validates one value against one parameter description; false if it reported an issue.
+  bool value(const json& v, const ParamInfo& p, const std::string& path);
+  // For {"<type_key>": name, ...}: finds the component, reports an unknown name with the
+  // nearest valid one, validates its parameters. Returns the filled object (or `value`
+  // unchanged if the type is unusable).
+  json component(const json& value, const std::string& path, const std::string& type_key,
+                 const std::vector<ComponentInfo>& catalog,
+                 const std::vector<ParamInfo>& common = {},
+                 const std::string& default_type = "");
+
+ private:
+  std::vector<ConfigIssue> issues_;
+};
+
+// "a.b" + "c" -> "a.b.c"; "" + "c" -> "c"
+std::string join_path(const std::string& base, const std::string& key);
+std::string index_path(const std::string& base, size_t i);
+// The candidate closest to `key` by edit distance, or "" if none is close.
+std::string nearest_key(const std::string& key, const std::vector<std::string>& candidates);
+// A value as it would appear in JSON, shortened for messages.
+std::string brief(const json& v);
+// "an integer >= 1", "one of: a, b", ...: what a parameter accepts.
+std::string describe_allowed(const ParamInfo& p);
+
+}  // namespace asgd

@@ -1,0 +1,70 @@
+// kernels/detail/backend.h — included only by kernel sources (.cu): the Thrust execution
+// policy of a context, an index-space for_each, error checks. The rest of the program
+// never sees this header.
+#pragma once
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <vector>
+#if defined(ASGD_BACKEND_CUDA)
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#endif
+#include <thrust/execution_policy.h>
+#include <thrust/for_each.h>
+#include <thrust/iterator/counting_iterator.h>
+#if defined(ASGD_BACKEND_CUDA)
+#include <thrust/system/cuda/execution_policy.h>
+#endif
+#include "kernels/buffer.h"
+#include "kernels/exec.h"
+#include "kernels/hd.h"
+
+// Device-only qualifier: functors that call cuRAND's device API.
+#if defined(__CUDACC__)
+#define ASGD_D __device__
+#else
+#define ASGD_D
+#endif
+
+namespace asgd {
+
+struct ExecContext::Impl {
+#if defined(ASGD_BACKEND_CUDA)
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+#endif
+  std::vector<DeviceArray<float>> scratch;
+  DeviceArray<int32_t> ids;
+};
+
+namespace detail {
+
+[[noreturn]] inline void fail(const char* what, const char* file, int line) {
+  throw std::runtime_error(std::string(file) + ":" + std::to_string(line) + ": " + what);
+}
+#if defined(ASGD_BACKEND_CUDA)
+#define ASGD_CUDA_CHECK(expr)                                                     \
+  do {                                                                            \
+    cudaError_t asgd_err_ = (expr);                                               \
+    if (asgd_err_ != cudaSuccess)                                                 \
+      ::asgd::detail::fail(cudaGetErrorString(asgd_err_), __FILE__, __LINE__);    \
+  } while (0)
+inline auto policy(ExecContext& ctx) { return thrust::cuda::par.on(ctx.impl().stream); }
+#else
+inline auto policy(ExecContext&) { return thrust::device; }
+#endif
+
+// Calls f(i) for i in [0, n) on the context's backend.
+template <class F>
+void for_each_index(ExecContext& ctx, size_t n, const F& f) {
+  if (n == 0) return;
+  thrust::for_each_n(policy(ctx), thrust::counting_iterator<size_t>(0), n, f);
+}
+
+// C (M x N) = alpha * op(A) (M x K) * op(B) (K x N) + beta * C, all row-major.
+void gemm(ExecContext& ctx, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+          const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc);
+
+}  // namespace detail
+}  // namespace asgd

@@ -1,0 +1,66 @@
+// kernels/exec.cu — ExecContext: per-thread stream/handle (CUDA) and scratch memory.
+#include "kernels/detail/backend.h"
+#if defined(ASGD_BACKEND_OMP)
+#include <omp.h>
+#endif
+
+namespace asgd {
+
+ExecContext::ExecContext() : impl_(std::make_unique<Impl>()) {
+#if defined(ASGD_BACKEND_CUDA)
+  ASGD_CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
+  if (cublasCreate(&impl_->blas) != CUBLAS_STATUS_SUCCESS)
+    detail::fail("cublasCreate failed", __FILE__, __LINE__);
+  cublasSetStream(impl_->blas, impl_->stream);
+#endif
+}
+
+ExecContext::~ExecContext() {
+#if defined(ASGD_BACKEND_CUDA)
+  if (impl_->blas) cublasDestroy(impl_->blas);
+  if (impl_->stream) cudaStreamDestroy(impl_->stream);
+#endif
+}
+
+float* ExecContext::scratch(int slot, size_t n) {
+  if (slot < 0) detail::fail("negative scratch slot", __FILE__, __LINE__);
+  if (static_cast<size_t>(slot) >= impl_->scratch.size()) impl_->scratch.resize(slot + 1);
+  auto& buf = impl_->scratch[slot];
+  buf.resize_discard(n);
+  return buf.data();
+}
+
+const int32_t* ExecContext::stage_ids(const int32_t* host_ids, size_t n) {
+#if defined(ASGD_BACKEND_CUDA)
+  impl_->ids.upload(host_ids, n);
+  return impl_->ids.data();
+#else
+  (void)n;
+  return host_ids;  // host memory is backend memory
+#endif
+}
+
+void ExecContext::synchronize() {
+#if defined(ASGD_BACKEND_CUDA)
+  ASGD_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
+#endif
+}
+
+void kernels_use_one_thread_here() {
+#if defined(ASGD_BACKEND_OMP)
+  omp_set_num_threads(1);
+#endif
+}
+
+const char* kernels_backend() { return ASGD_BACKEND_NAME; }
+
+bool kernels_device_available() {
+#if defined(ASGD_BACKEND_CUDA)
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+#else
+  return true;
+#endif
+}
+
+}  // namespace asgd

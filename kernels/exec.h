@@ -1,0 +1,43 @@
+// kernels/exec.h — ExecContext: where a kernel call runs. One per thread that launches
+// kernels (each worker-pool thread, the scheduler thread). On CUDA it owns a stream and a
+// cuBLAS handle; on every backend it owns reusable scratch memory so that a warm
+// gradient job allocates nothing. Not thread-safe: one thread uses one context.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace asgd {
+
+class ExecContext {
+ public:
+  ExecContext();
+  ~ExecContext();
+  ExecContext(const ExecContext&) = delete;
+  ExecContext& operator=(const ExecContext&) = delete;
+
+  // Scratch buffer number `slot` with room for n floats; valid until the next call
+  // with the same slot. Grows, never shrinks.
+  float* scratch(int slot, size_t n);
+  // Copies n sample ids to backend memory (a no-op copy target on CPU backends).
+  const int32_t* stage_ids(const int32_t* host_ids, size_t n);
+  // Waits until all work queued on this context is done.
+  void synchronize();
+
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Call once on each thread that runs gradient jobs: on the OMP backend, Thrust's
+// parallel regions opened from this thread then use one thread (parallelism comes from
+// concurrent workers, not from inside a job).
+void kernels_use_one_thread_here();
+// The build's backend: "CUDA", "OMP" or "CPP".
+const char* kernels_backend();
+// CUDA: whether a GPU is usable now. CPU backends: always true.
+bool kernels_device_available();
+
+}  // namespace asgd

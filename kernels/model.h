@@ -1,0 +1,67 @@
+// kernels/model.h — the model interface: minibatch loss + gradient, and evaluation over a
+// range of a dataset. Parameters are one flat float array per model (layout documented
+// by each model). Not here: optimisers, time, workers — the engines own those.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+#include "kernels/buffer.h"
+#include "kernels/exec.h"
+
+namespace asgd {
+
+// A dataset in backend memory. x is (n, dim) row-major; y is (n): the regression
+// target, or the class index stored as a float.
+struct DeviceDataset {
+  DeviceArray<float> x;
+  DeviceArray<float> y;
+  size_t n = 0;
+  size_t dim = 0;
+  int classes = 0;  // 0 for regression
+};
+
+// Key of the gradient-noise stream of one job: (seed, worker, step).
+struct NoiseKey {
+  uint64_t seed = 0;
+  uint32_t worker = 0;
+  uint32_t step = 0;
+};
+
+// Sums over evaluated rows; loss_sum / count is the mean loss.
+struct EvalSums {
+  double loss_sum = 0;
+  double correct = 0;
+  size_t count = 0;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual std::string name() const = 0;
+  virtual size_t num_params() const = 0;
+  virtual bool is_classifier() const = 0;
+  // Initial parameters from the seed (host vector of num_params()).
+  virtual void init_params(uint64_t seed, std::vector<float>& w) const = 0;
+  // Mean loss over the m samples `ids` (host array) of `data`; writes the mean gradient
+  // into grad (num_params, backend memory). w is (num_params, backend memory).
+  virtual double loss_grad(ExecContext& ctx, const float* w, const DeviceDataset* data,
+                           const int32_t* ids, size_t m, const NoiseKey& noise,
+                           float* grad) const = 0;
+  // Loss (and correct predictions) summed over rows [begin, end) of data.
+  virtual EvalSums evaluate(ExecContext& ctx, const float* w, const DeviceDataset* data,
+                            size_t begin, size_t end) const = 0;
+  // Whether the model reads a dataset at all (the quadratic does not).
+  virtual bool uses_data() const { return true; }
+};
+
+// f(w) = 1/2 sum_i h_i w_i^2 with N(0, noise_std^2) added to each gradient coordinate.
+std::unique_ptr<Model> make_quadratic(std::vector<float> curvature, float noise_std, float init);
+
+enum class DenseLoss { Squared, Logistic, SoftmaxCrossEntropy };
+// A dense ReLU network, layers = {inputs, hidden..., outputs}; no hidden layer gives
+// linear (Squared, 1 output), logistic (Logistic, 1 output) or softmax regression.
+std::unique_ptr<Model> make_dense(std::vector<int> layers, DenseLoss loss);
+
+}  // namespace asgd

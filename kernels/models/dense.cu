@@ -1,0 +1,238 @@
+// kernels/models/dense.cu — a dense ReLU network with one of three output losses. With no
+// hidden layer it is linear regression (Squared), logistic regression (Logistic) or
+// softmax regression (SoftmaxCrossEntropy); with hidden layers it is the MLP.
+// Parameter layout, per layer l (in_l -> out_l), in order: W_l (in_l, out_l) row-major,
+// then b_l (out_l). GEMMs go to cuBLAS/OpenBLAS; everything else is Thrust functors.
+#include <cmath>
+#include "kernels/detail/backend.h"
+#include "kernels/model.h"
+#include "kernels/ops.h"
+#include "kernels/rng.h"
+
+namespace asgd {
+namespace {
+
+// rows (m, d) <- x[ids[r]] (gathered minibatch). On the GPU one element per thread; on
+// the CPU one row per call, so the inner copy is a contiguous, vectorised loop.
+struct GatherElements {
+  const float* x; const int32_t* ids; float* out; size_t d;
+  ASGD_HD void operator()(size_t k) const {
+    size_t r = k / d, c = k % d;
+    out[k] = x[size_t(ids[r]) * d + c];
+  }
+};
+struct GatherRows {
+  const float* x; const int32_t* ids; float* out; size_t d;
+  ASGD_HD void operator()(size_t r) const {
+    const float* src = x + size_t(ids[r]) * d;
+    float* dst = out + r * d;
+    for (size_t c = 0; c < d; ++c) dst[c] = src[c];
+  }
+};
+
+// z (m, n) += b; ReLU if hidden
+struct BiasActivation {
+  float* z; const float* b; size_t n; bool relu;
+  ASGD_HD void operator()(size_t k) const {
+    float v = z[k] + b[k % n];
+    z[k] = (relu && v < 0.0f) ? 0.0f : v;
+  }
+};
+
+// Per-row loss of the logits (k outputs); optionally writes dz = dloss/dz * scale.
+// label is the class index (classification) or the target (regression).
+struct RowLoss {
+  const float* z; const float* y; const int32_t* ids;  // ids null: row r is sample r
+  float* row_loss; float* row_correct; float* dz;      // dz may be null
+  int k; int loss; float scale;                        // loss: DenseLoss as int
+  ASGD_HD void operator()(size_t r) const {
+    float target = y[ids ? size_t(ids[r]) : r];
+    const float* zr = z + r * k;
+    float l = 0.0f, correct = 0.0f;
+    if (loss == int(DenseLoss::Squared)) {
+      float diff = zr[0] - target;
+      l = 0.5f * diff * diff;
+      if (dz) dz[r] = diff * scale;
+    } else if (loss == int(DenseLoss::Logistic)) {
+      float v = zr[0];
+      float softplus = (v > 0.0f ? v : 0.0f) + log1pf(expf(-fabsf(v)));
+      l = softplus - target * v;
+      correct = ((v > 0.0f) == (target > 0.5f)) ? 1.0f : 0.0f;
+      if (dz) dz[r] = (1.0f / (1.0f + expf(-v)) - target) * scale;
+    } else {
+      int label = int(target);
+      float mx = zr[0];
+      int arg = 0;
+      for (int j = 1; j < k; ++j)
+        if (zr[j] > mx) { mx = zr[j]; arg = j; }
+      float se = 0.0f;
+      for (int j = 0; j < k; ++j) se += expf(zr[j] - mx);
+      float lse = mx + logf(se);
+      l = lse - zr[label];
+      correct = (arg == label) ? 1.0f : 0.0f;
+      if (dz) {
+        float* dr = dz + r * k;
+        for (int j = 0; j < k; ++j)
+          dr[j] = (expf(zr[j] - lse) - (j == label ? 1.0f : 0.0f)) * scale;
+      }
+    }
+    row_loss[r] = l;
+    if (row_correct) row_correct[r] = correct;
+  }
+};
+
+// db[c] = sum over rows of dz[r, c], rows in order (deterministic)
+struct ColumnSums {
+  const float* dz; float* db; size_t m; size_t n;
+  ASGD_HD void operator()(size_t c) const {
+    float s = 0.0f;
+    for (size_t r = 0; r < m; ++r) s += dz[r * n + c];
+    db[c] = s;
+  }
+};
+
+// da (m, n) *= relu'(a): a is the post-ReLU activation
+struct ReluBackward {
+  float* da; const float* a;
+  ASGD_HD void operator()(size_t k) const {
+    if (!(a[k] > 0.0f)) da[k] = 0.0f;
+  }
+};
+
+constexpr size_t kEvalChunk = 1024;  // rows per forward pass during evaluation
+
+class Dense final : public Model {
+ public:
+  Dense(std::vector<int> layers, DenseLoss loss) : layers_(std::move(layers)), loss_(loss) {
+    if (layers_.size() < 2) throw std::invalid_argument("dense model needs >= 2 layer sizes");
+    for (int s : layers_)
+      if (s < 1) throw std::invalid_argument("dense model layer sizes must be >= 1");
+    if (loss_ != DenseLoss::SoftmaxCrossEntropy && layers_.back() != 1)
+      throw std::invalid_argument("squared and logistic losses need exactly 1 output");
+    size_t off = 0;
+    for (size_t l = 0; l + 1 < layers_.size(); ++l) {
+      w_off_.push_back(off);
+      off += size_t(layers_[l]) * layers_[l + 1];
+      b_off_.push_back(off);
+      off += layers_[l + 1];
+    }
+    num_params_ = off;
+  }
+
+  std::string name() const override {
+    if (layers_.size() > 2) return "mlp";
+    return loss_ == DenseLoss::Squared ? "linear"
+           : loss_ == DenseLoss::Logistic ? "logistic" : "softmax";
+  }
+  size_t num_params() const override { return num_params_; }
+  bool is_classifier() const override { return loss_ != DenseLoss::Squared; }
+
+  // He-normal weights for ReLU layers (std sqrt(2/in)), sqrt(1/in) for the output layer;
+  // zero biases. Stream: (seed, Init, layer, 0).
+  void init_params(uint64_t seed, std::vector<float>& w) const override {
+    w.assign(num_params_, 0.0f);
+    size_t L = layers_.size() - 1;
+    for (size_t l = 0; l < L; ++l) {
+      double fan_in = layers_[l];
+      double std = std::sqrt((l + 1 < L ? 2.0 : 1.0) / fan_in);
+      Rng rng(seed, RngPurpose::Init, uint32_t(l), 0);
+      size_t count = size_t(layers_[l]) * layers_[l + 1];
+      for (size_t i = 0; i < count; ++i) w[w_off_[l] + i] = float(std * rng.normal());
+    }
+  }
+
+  double loss_grad(ExecContext& ctx, const float* w, const DeviceDataset* data,
+                   const int32_t* host_ids, size_t m, const NoiseKey&,
+                   float* grad) const override {
+    check_data(data);
+    const int32_t* ids = ctx.stage_ids(host_ids, m);
+    size_t L = layers_.size() - 1;
+    // activations: slot 1 + l holds a_l (m, layers_[l]); a_0 is the gathered input
+    float* a0 = ctx.scratch(1, m * layers_[0]);
+#if defined(ASGD_BACKEND_CUDA)
+    detail::for_each_index(ctx, m * layers_[0], GatherElements{data->x.data(), ids, a0, size_t(layers_[0])});
+#else
+    detail::for_each_index(ctx, m, GatherRows{data->x.data(), ids, a0, size_t(layers_[0])});
+#endif
+    forward(ctx, w, a0, m, /*first_slot=*/1);
+    int k = layers_.back();
+    float* zl = ctx.scratch(1 + int(L), m * k);
+    float* row_loss = ctx.scratch(0, m);
+    // deltas: slot 2 + L + l holds dz_l (m, layers_[l])
+    float* dz = ctx.scratch(2 + int(L) + int(L), m * k);
+    detail::for_each_index(ctx, m, RowLoss{zl, data->y.data(), ids, row_loss, nullptr, dz, k,
+                                           int(loss_), 1.0f / float(m)});
+    for (size_t l = L; l >= 1; --l) {
+      int in = layers_[l - 1], out = layers_[l];
+      const float* a_prev = ctx.scratch(1 + int(l - 1), m * in);
+      float* dz_l = ctx.scratch(2 + int(L) + int(l), m * out);
+      // dW_l = a_{l-1}^T dz_l   (in, out)
+      detail::gemm(ctx, true, false, in, out, int(m), 1.0f, a_prev, in, dz_l, out, 0.0f,
+                   grad + w_off_[l - 1], out);
+      detail::for_each_index(ctx, out, ColumnSums{dz_l, grad + b_off_[l - 1], m, size_t(out)});
+      if (l > 1) {
+        float* dz_prev = ctx.scratch(2 + int(L) + int(l - 1), m * in);
+        // da_{l-1} = dz_l W_l^T   (m, in)
+        detail::gemm(ctx, false, true, int(m), in, out, 1.0f, dz_l, out, w + w_off_[l - 1],
+                     out, 0.0f, dz_prev, in);
+        detail::for_each_index(ctx, m * in, ReluBackward{dz_prev, a_prev});
+      }
+    }
+    return ops::sum(ctx, row_loss, m) / double(m);
+  }
+
+  EvalSums evaluate(ExecContext& ctx, const float* w, const DeviceDataset* data, size_t begin,
+                    size_t end) const override {
+    check_data(data);
+    EvalSums sums;
+    size_t L = layers_.size() - 1;
+    int k = layers_.back();
+    for (size_t r0 = begin; r0 < end; r0 += kEvalChunk) {
+      size_t m = std::min(kEvalChunk, end - r0);
+      const float* a0 = data->x.data() + r0 * data->dim;
+      forward(ctx, w, a0, m, 1);
+      float* zl = ctx.scratch(1 + int(L), m * k);
+      float* row_loss = ctx.scratch(0, m);
+      float* row_correct = ctx.scratch(2 + int(2 * L) + 1, m);
+      detail::for_each_index(ctx, m, RowLoss{zl, data->y.data() + r0, nullptr, row_loss,
+                                             row_correct, nullptr, k, int(loss_), 1.0f});
+      sums.loss_sum += ops::sum(ctx, row_loss, m);
+      sums.correct += ops::sum(ctx, row_correct, m);
+      sums.count += m;
+    }
+    return sums;
+  }
+
+ private:
+  void check_data(const DeviceDataset* data) const {
+    if (!data || data->dim != size_t(layers_[0]))
+      throw std::invalid_argument("dense model: dataset missing or feature count mismatch");
+  }
+
+  // a_l = act(a_{l-1} W_l + b_l) into scratch slots first_slot + l (a_0 given).
+  void forward(ExecContext& ctx, const float* w, const float* a0, size_t m, int first_slot) const {
+    size_t L = layers_.size() - 1;
+    const float* a_prev = a0;
+    for (size_t l = 1; l <= L; ++l) {
+      int in = layers_[l - 1], out = layers_[l];
+      float* z = ctx.scratch(first_slot + int(l), m * out);
+      detail::gemm(ctx, false, false, int(m), out, in, 1.0f, a_prev, in, w + w_off_[l - 1], out,
+                   0.0f, z, out);
+      detail::for_each_index(ctx, m * out, BiasActivation{z, w + b_off_[l - 1], size_t(out), l < L});
+      a_prev = z;
+    }
+  }
+
+  std::vector<int> layers_;
+  DenseLoss loss_;
+  std::vector<size_t> w_off_, b_off_;
+  size_t num_params_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> make_dense(std::vector<int> layers, DenseLoss loss) {
+  return std::make_unique<Dense>(std::move(layers), loss);
+}
+
+}  // namespace asgd

@@ -1,0 +1,190 @@
+// kernels/ops.cu — update rules and reductions (see ops.h). One small functor per rule,
+// fused into a single pass each (no temporaries).
+#include "kernels/ops.h"
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include "kernels/detail/backend.h"
+#if defined(ASGD_BACKEND_CUDA)
+#include <thrust/functional.h>
+#include <thrust/transform_reduce.h>
+#endif
+
+namespace asgd::ops {
+namespace {
+
+struct SgdStep {
+  float* out; const float* in; const float* g; float lr;
+  ASGD_HD void operator()(size_t i) const { out[i] = in[i] - lr * g[i]; }
+};
+struct MomentumStep {
+  float* out; const float* in; float* v; const float* g; float lr; float mu;
+  ASGD_HD void operator()(size_t i) const {
+    float vi = mu * v[i] + g[i];
+    v[i] = vi;
+    out[i] = in[i] - lr * vi;
+  }
+};
+struct DcSgdStep {
+  float* out; const float* in; const float* g; const float* backup; float lr; float lambda;
+  ASGD_HD void operator()(size_t i) const {
+    float gi = g[i];
+    out[i] = in[i] - lr * (gi + lambda * gi * gi * (in[i] - backup[i]));
+  }
+};
+struct AddInto {
+  float* acc; const float* x;
+  ASGD_HD void operator()(size_t i) const { acc[i] += x[i]; }
+};
+struct Scale {
+  float* x; float s;
+  ASGD_HD void operator()(size_t i) const { x[i] *= s; }
+};
+struct Copy {
+  float* out; const float* in;
+  ASGD_HD void operator()(size_t i) const { out[i] = in[i]; }
+};
+struct ElasticExchange {
+  float* x; float* c; float alpha;
+  ASGD_HD void operator()(size_t i) const {
+    float e = alpha * (x[i] - c[i]);
+    x[i] -= e;
+    c[i] += e;
+  }
+};
+struct MoveTowards {
+  float* c; const float* mean; float beta;
+  ASGD_HD void operator()(size_t i) const { c[i] += beta * (mean[i] - c[i]); }
+};
+
+ASGD_HD inline uint32_t float_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+ASGD_HD inline float bits_float(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+// bf16: keep the top 16 bits, rounding the dropped 16 to nearest-even.
+struct RoundBf16 {
+  float* x;
+  ASGD_HD void operator()(size_t i) const {
+    float f = x[i];
+    if (f != f) return;  // NaN stays
+    uint32_t u = float_bits(f);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    x[i] = bits_float(u & 0xFFFF0000u);
+  }
+};
+
+// fp16: 10 mantissa bits, exponent range [-14, 15]; values past 65504 round to inf.
+struct RoundFp16 {
+  float* x;
+  ASGD_HD void operator()(size_t i) const {
+    float f = x[i];
+    uint32_t u = float_bits(f);
+    uint32_t sign = u & 0x80000000u;
+    uint32_t mag = u & 0x7FFFFFFFu;
+    if (mag >= 0x7F800000u) return;                       // inf, NaN
+    if (mag >= 0x477FF000u) { x[i] = bits_float(sign | 0x7F800000u); return; }  // >= 65520
+    int exp = int(mag >> 23) - 127;
+    if (exp >= -14) {
+      // normal half: drop 13 mantissa bits with round-to-nearest-even
+      uint32_t lsb = (mag >> 13) & 1u;
+      mag += 0x0FFFu + lsb;
+      mag &= ~0x1FFFu;
+      x[i] = bits_float(sign | mag);
+    } else {
+      // subnormal half: quantum 2^-24; float arithmetic is exact here
+      const float quantum = 5.9604644775390625e-08f;  // 2^-24
+      float a = bits_float(mag) / quantum;            // exact (power-of-two scale)
+      float r = nearbyintf(a);                        // ties to even (default mode)
+      x[i] = bits_float(sign | float_bits(r * quantum));
+    }
+  }
+};
+
+#if defined(ASGD_BACKEND_CUDA)
+struct ToDouble {
+  ASGD_HD double operator()(float v) const { return double(v); }
+};
+struct SquareDouble {
+  ASGD_HD double operator()(float v) const { return double(v) * double(v); }
+};
+struct IsNonFinite {
+  ASGD_HD int operator()(float v) const { return (v - v) != 0.0f ? 1 : 0; }
+};
+#endif
+
+}  // namespace
+
+using detail::for_each_index;
+
+void sgd_step(ExecContext& ctx, float* out, const float* in, const float* g, float lr, size_t n) {
+  for_each_index(ctx, n, SgdStep{out, in, g, lr});
+}
+void momentum_step(ExecContext& ctx, float* out, const float* in, float* v, const float* g,
+                   float lr, float mu, size_t n) {
+  for_each_index(ctx, n, MomentumStep{out, in, v, g, lr, mu});
+}
+void dc_sgd_step(ExecContext& ctx, float* out, const float* in, const float* g,
+                 const float* backup, float lr, float lambda, size_t n) {
+  for_each_index(ctx, n, DcSgdStep{out, in, g, backup, lr, lambda});
+}
+void add_into(ExecContext& ctx, float* acc, const float* x, size_t n) {
+  for_each_index(ctx, n, AddInto{acc, x});
+}
+void scale(ExecContext& ctx, float* x, float s, size_t n) { for_each_index(ctx, n, Scale{x, s}); }
+void copy(ExecContext& ctx, float* out, const float* in, size_t n) {
+  if (out == in) return;
+  for_each_index(ctx, n, Copy{out, in});
+}
+void elastic_exchange(ExecContext& ctx, float* x, float* c, float alpha, size_t n) {
+  for_each_index(ctx, n, ElasticExchange{x, c, alpha});
+}
+void move_towards(ExecContext& ctx, float* c, const float* mean, float beta, size_t n) {
+  for_each_index(ctx, n, MoveTowards{c, mean, beta});
+}
+void round_fp16(ExecContext& ctx, float* x, size_t n) { for_each_index(ctx, n, RoundFp16{x}); }
+void round_bf16(ExecContext& ctx, float* x, size_t n) { for_each_index(ctx, n, RoundBf16{x}); }
+
+double sum(ExecContext& ctx, const float* x, size_t n) {
+#if defined(ASGD_BACKEND_CUDA)
+  return thrust::transform_reduce(detail::policy(ctx), x, x + n, ToDouble{}, 0.0,
+                                  thrust::plus<double>());
+#else
+  (void)ctx;
+  double s = 0;
+  for (size_t i = 0; i < n; ++i) s += x[i];
+  return s;
+#endif
+}
+
+double sq_norm(ExecContext& ctx, const float* x, size_t n) {
+#if defined(ASGD_BACKEND_CUDA)
+  return thrust::transform_reduce(detail::policy(ctx), x, x + n, SquareDouble{}, 0.0,
+                                  thrust::plus<double>());
+#else
+  (void)ctx;
+  double s = 0;
+  for (size_t i = 0; i < n; ++i) s += double(x[i]) * double(x[i]);
+  return s;
+#endif
+}
+
+bool all_finite(ExecContext& ctx, const float* x, size_t n) {
+#if defined(ASGD_BACKEND_CUDA)
+  return thrust::transform_reduce(detail::policy(ctx), x, x + n, IsNonFinite{}, 0,
+                                  thrust::plus<int>()) == 0;
+#else
+  (void)ctx;
+  for (size_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i])) return false;
+  return true;
+#endif
+}
+
+}  // namespace asgd::ops

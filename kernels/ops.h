@@ -1,0 +1,38 @@
+// kernels/ops.h — update rules and reductions used by the engines. Plain C++ signatures
+// over backend memory; every function has a scalar twin in kernels/ops_ref.h and a test
+// against it. Arrays are (n) floats unless said otherwise; out may alias in.
+// Reductions run in a fixed order so results do not depend on the thread count.
+#pragma once
+#include <cstddef>
+#include "kernels/exec.h"
+
+namespace asgd::ops {
+
+// out = in - lr * g
+void sgd_step(ExecContext& ctx, float* out, const float* in, const float* g, float lr, size_t n);
+// heavy-ball momentum: v = mu * v + g; out = in - lr * v
+void momentum_step(ExecContext& ctx, float* out, const float* in, float* v, const float* g,
+                   float lr, float mu, size_t n);
+// out = in - lr * (g + lambda * g * g * (in - backup))   (DC-ASGD delay compensation)
+void dc_sgd_step(ExecContext& ctx, float* out, const float* in, const float* g,
+                 const float* backup, float lr, float lambda, size_t n);
+// acc += x
+void add_into(ExecContext& ctx, float* acc, const float* x, size_t n);
+// x *= s
+void scale(ExecContext& ctx, float* x, float s, size_t n);
+// out = in
+void copy(ExecContext& ctx, float* out, const float* in, size_t n);
+// Elastic exchange (EASGD): e = alpha * (x - c); x -= e; c += e
+void elastic_exchange(ExecContext& ctx, float* x, float* c, float alpha, size_t n);
+// c += beta * (mean - c)
+void move_towards(ExecContext& ctx, float* c, const float* mean, float beta, size_t n);
+// Rounds every value through IEEE half (fp16) or bfloat16, nearest-even.
+void round_fp16(ExecContext& ctx, float* x, size_t n);
+void round_bf16(ExecContext& ctx, float* x, size_t n);
+// Sum and squared norm accumulated in double, in index order (CPU) or by one fixed
+// reduction tree (CUDA).
+double sum(ExecContext& ctx, const float* x, size_t n);
+double sq_norm(ExecContext& ctx, const float* x, size_t n);
+bool all_finite(ExecContext& ctx, const float* x, size_t n);
+
+}  // namespace asgd::ops

@@ -1,0 +1,78 @@
+// kernels/ops_ref.h — plain scalar references for kernels/ops.h, used only by tests.
+// Deliberately naive: one loop each, double accumulation, no backend.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace asgd::ops_ref {
+
+inline void sgd_step(std::vector<float>& w, const std::vector<float>& g, float lr) {
+  for (size_t i = 0; i < w.size(); ++i) w[i] = w[i] - lr * g[i];
+}
+inline void momentum_step(std::vector<float>& w, std::vector<float>& v, const std::vector<float>& g,
+                          float lr, float mu) {
+  for (size_t i = 0; i < w.size(); ++i) {
+    v[i] = mu * v[i] + g[i];
+    w[i] = w[i] - lr * v[i];
+  }
+}
+inline void dc_sgd_step(std::vector<float>& w, const std::vector<float>& g,
+                        const std::vector<float>& backup, float lr, float lambda) {
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = w[i] - lr * (g[i] + lambda * g[i] * g[i] * (w[i] - backup[i]));
+}
+inline void add_into(std::vector<float>& acc, const std::vector<float>& x) {
+  for (size_t i = 0; i < acc.size(); ++i) acc[i] += x[i];
+}
+inline void scale(std::vector<float>& x, float s) {
+  for (auto& v : x) v *= s;
+}
+inline void elastic_exchange(std::vector<float>& x, std::vector<float>& c, float alpha) {
+  for (size_t i = 0; i < x.size(); ++i) {
+    float e = alpha * (x[i] - c[i]);
+    x[i] -= e;
+    c[i] += e;
+  }
+}
+inline void move_towards(std::vector<float>& c, const std::vector<float>& mean, float beta) {
+  for (size_t i = 0; i < c.size(); ++i) c[i] += beta * (mean[i] - c[i]);
+}
+inline double sum(const std::vector<float>& x) {
+  double s = 0;
+  for (float v : x) s += v;
+  return s;
+}
+inline double sq_norm(const std::vector<float>& x) {
+  double s = 0;
+  for (float v : x) s += double(v) * double(v);
+  return s;
+}
+// bfloat16 round-to-nearest-even by bit manipulation (NaN kept quiet).
+inline float round_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if (std::isnan(f)) return f;
+  uint32_t lsb = (u >> 16) & 1u;
+  u += 0x7FFFu + lsb;
+  u &= 0xFFFF0000u;
+  float r;
+  std::memcpy(&r, &u, 4);
+  return r;
+}
+// IEEE binary16 round-to-nearest-even, computed by brute arithmetic on the value.
+inline float round_fp16(float f) {
+  if (std::isnan(f) || std::isinf(f)) return f;
+  double a = std::fabs(double(f));
+  if (a >= 65520.0) return std::copysign(INFINITY, f);  // rounds past the largest half
+  int e;
+  std::frexp(a, &e);                  // a = m * 2^e, m in [0.5, 1)
+  int exp2 = std::max(e - 1, -14);    // unbiased exponent, subnormals share -14
+  double ulp = std::ldexp(1.0, exp2 - 10);
+  double q = a / ulp;
+  double r = std::nearbyint(q);       // default rounding mode: nearest-even
+  return float(std::copysign(r * ulp, f));
+}
+
+}  // namespace asgd::ops_ref

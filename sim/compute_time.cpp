@@ -1,0 +1,21 @@
+// sim/compute_time.cpp
+#include "sim/compute_time.h"
+#include <stdexcept>
+
+namespace asgd {
+
+ComputeTimeModel::ComputeTimeModel(uint64_t seed, std::unique_ptr<Distribution> dist,
+                                   std::vector<double> slowdown)
+    : seed_(seed), dist_(std::move(dist)), slowdown_(std::move(slowdown)) {
+  for (double s : slowdown_)
+    if (!(s > 0)) throw std::invalid_argument("worker slowdown factors must be > 0");
+}
+
+SimTime ComputeTimeModel::duration(uint32_t worker, uint32_t step) const {
+  Rng rng(seed_, RngPurpose::ComputeTime, worker, step);
+  double d = dist_->sample(rng, worker, step);
+  if (worker < slowdown_.size()) d *= slowdown_[worker];
+  return seconds_to_sim(d);
+}
+
+}  // namespace asgd

@@ -1,0 +1,113 @@
+// sim/dataset.cpp
+#include "sim/dataset.h"
+#include <cmath>
+#include <sys/stat.h>
+#include "kernels/rng.h"
+
+namespace asgd {
+namespace {
+
+void fill_normal(std::vector<float>& v, uint64_t seed, uint32_t stream) {
+  Rng rng(seed, RngPurpose::Data, stream, 0);
+  for (auto& x : v) x = float(rng.normal());
+}
+
+HostDataset synthetic_part(const SyntheticSpec& s, const std::vector<float>& teacher, size_t n,
+                           uint64_t seed, uint32_t stream) {
+  HostDataset d;
+  d.n = n;
+  d.dim = s.features;
+  d.classes = s.classification ? s.classes : 0;
+  d.x.resize(n * s.features);
+  fill_normal(d.x, seed, stream);
+  d.y.resize(n);
+  Rng noise(seed, RngPurpose::Data, stream + 1, 0);
+  int outputs = s.classification ? s.classes : 1;
+  std::vector<double> logits(outputs);
+  for (size_t i = 0; i < n; ++i) {
+    for (int k = 0; k < outputs; ++k) {
+      double z = 0;
+      for (size_t j = 0; j < s.features; ++j) z += double(d.x[i * s.features + j]) * teacher[j * outputs + k];
+      logits[k] = z + s.noise * noise.normal();
+    }
+    if (s.classification) {
+      int best = 0;
+      for (int k = 1; k < outputs; ++k)
+        if (logits[k] > logits[best]) best = k;
+      d.y[i] = float(best);
+    } else {
+      d.y[i] = float(logits[0]);
+    }
+  }
+  return d;
+}
+
+std::string first_existing(const std::string& dir, const std::string& stem) {
+  struct stat st;
+  for (const char* ext : {".gz", ""}) {
+    std::string p = dir + "/" + stem + ext;
+    if (::stat(p.c_str(), &st) == 0) return p;
+  }
+  throw DataError("Fashion-MNIST file " + dir + "/" + stem + ".gz not found (install Debian's "
+                  "dataset-fashion-mnist, or set data.path)");
+}
+
+HostDataset from_idx(const std::string& images_path, const std::string& labels_path, size_t limit) {
+  IdxImages img = read_idx_images(images_path);
+  std::vector<uint8_t> labels = read_idx_labels(labels_path);
+  if (labels.size() != img.count)
+    throw DataError(images_path + " holds " + std::to_string(img.count) + " images but " + labels_path +
+                    " holds " + std::to_string(labels.size()) + " labels");
+  for (size_t i = 0; i < labels.size(); ++i)
+    if (labels[i] > 9)
+      throw DataError(labels_path + ": label " + std::to_string(labels[i]) + " at index " +
+                      std::to_string(i) + " is outside 0..9");
+  HostDataset d;
+  d.n = (limit > 0 && limit < img.count) ? limit : img.count;
+  d.dim = size_t(img.rows) * img.cols;
+  d.classes = 10;
+  d.x.resize(d.n * d.dim);
+  for (size_t i = 0; i < d.x.size(); ++i) d.x[i] = float(img.pixels[i]) / 255.0f;
+  d.y.assign(labels.begin(), labels.begin() + d.n);
+  return d;
+}
+
+}  // namespace
+
+DataSplit make_synthetic(const SyntheticSpec& s, uint64_t seed) {
+  int outputs = s.classification ? s.classes : 1;
+  std::vector<float> teacher(s.features * outputs);
+  fill_normal(teacher, seed, 0);
+  if (!s.classification)
+    for (auto& t : teacher) t /= float(std::sqrt(double(s.features)));
+  DataSplit split;
+  split.train = synthetic_part(s, teacher, s.train_samples, seed, 10);
+  split.test = synthetic_part(s, teacher, s.test_samples, seed, 20);
+  split.description = std::string("synthetic ") + (s.classification ? "classification" : "regression");
+  return split;
+}
+
+DataSplit load_fashion_mnist(const std::string& dir, size_t train_limit, size_t test_limit) {
+  DataSplit split;
+  split.train = from_idx(first_existing(dir, "train-images-idx3-ubyte"),
+                         first_existing(dir, "train-labels-idx1-ubyte"), train_limit);
+  split.test = from_idx(first_existing(dir, "t10k-images-idx3-ubyte"),
+                        first_existing(dir, "t10k-labels-idx1-ubyte"), test_limit);
+  if (split.train.dim != split.test.dim)
+    throw DataError(dir + ": train images are " + std::to_string(split.train.dim) +
+                    " pixels but test images " + std::to_string(split.test.dim));
+  split.description = "Fashion-MNIST from " + dir;
+  return split;
+}
+
+DeviceDataset upload(const HostDataset& host) {
+  DeviceDataset d;
+  d.x.upload(host.x);
+  d.y.upload(host.y);
+  d.n = host.n;
+  d.dim = host.dim;
+  d.classes = host.classes;
+  return d;
+}
+
+}  // namespace asgd

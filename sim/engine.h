@@ -1,0 +1,37 @@
+// sim/engine.h — the interface every algorithm (engines/) implements. The simulation
+// calls it; an engine decides what happens when a gradient arrives and who waits for
+// whom, and tells the simulation what it applied, dropped or updated.
+#pragma once
+#include <memory>
+#include <string>
+#include <nlohmann/json.hpp>
+#include "sim/event_queue.h"
+#include "sim/parameter_store.h"
+
+namespace asgd {
+
+class Simulation;
+struct GradientJob;
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual std::string type() const = 0;
+  // Schedule the first work (launch gradients) at time 0.
+  virtual void start(Simulation& sim) = 0;
+  // A gradient arrived (computed and pushed). The engine owns the job now and gives it
+  // back with sim.recycle() when done with it.
+  virtual void on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) = 0;
+  virtual void on_timer(Simulation& sim, const Event& e) {}
+  // Failure model: worker went down (its in-flight gradient is lost) or came back.
+  virtual void on_worker_down(Simulation& sim, int worker) {}
+  virtual void on_worker_up(Simulation& sim, int worker) {}
+  // The parameters train_loss/test_loss are measured on.
+  virtual Snapshot model_of_record() const = 0;
+  // Whether jobs must keep the parameters they read after arrival (DC-ASGD backups).
+  virtual bool keeps_read_params() const { return false; }
+  // The configuration actually used (written into the run's summary).
+  virtual nlohmann::json describe() const { return {{"type", type()}}; }
+};
+
+}  // namespace asgd

@@ -1,0 +1,42 @@
+// sim/settings.h — everything a simulated run needs to know, as plain values. The
+// experiments layer fills it from a validated config; sim/ never reads JSON for these.
+#pragma once
+#include <cstdint>
+#include <string>
+#include "sim/lr_schedule.h"
+#include "sim/time.h"
+
+namespace asgd {
+
+enum class EvalUnit { Time, Updates, Epochs };
+enum class StalenessMode { Emergent, Fixed, Uniform, Geometric };
+
+struct RunSettings {
+  uint64_t seed = 1;
+  int workers = 1;
+  size_t batch_size = 32;              // per worker
+  LrScheduleSpec lr;
+  double momentum = 0.0;
+  bool aggregate_sum = false;          // sum instead of mean across workers
+
+  // stop: the first limit reached ends the run (0 / kNever: no limit)
+  SimTime stop_time = kNever;
+  uint64_t stop_updates = 0;
+  uint64_t stop_gradients = 0;
+  double stop_epochs = 0.0;
+
+  EvalUnit eval_unit = EvalUnit::Epochs;
+  double eval_every = 0.25;            // seconds, updates or epochs
+  size_t eval_train_samples = 10000;   // first rows of the training set (0 = all)
+  size_t eval_test_samples = 0;        // first rows of the test set (0 = all)
+  double divergence_bound = 1e6;       // train_loss above this (or NaN/Inf): diverged
+
+  StalenessMode staleness = StalenessMode::Emergent;
+  uint32_t staleness_tau = 0;          // fixed: T; uniform: upper bound; geometric: cap
+  double staleness_mean = 0.0;         // geometric mean
+
+  size_t nominal_train_size = 0;       // samples per epoch when the model reads no data
+  bool trace = false;
+};
+
+}  // namespace asgd

@@ -1,0 +1,300 @@
+// sim/simulation.cpp — the event loop and the bookkeeping every engine shares.
+#include "sim/simulation.h"
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include "kernels/rng.h"
+#include "sim/interrupt.h"
+
+namespace asgd {
+namespace {
+constexpr size_t kEvalChunkRows = 2048;  // rows per evaluation task (fixed: deterministic sums)
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+}  // namespace
+
+Simulation::Simulation(const RunSettings& settings, const Model& model, const DeviceDataset* train,
+                       const DeviceDataset* test, WorkerPool& pool, const ComputeTimeModel& compute,
+                       Recorder& recorder)
+    : settings_(settings), model_(model), train_(train), test_(test), pool_(pool),
+      compute_(compute), recorder_(recorder), schedule_(settings.lr) {
+  if (settings_.workers < 1) throw std::invalid_argument("workers must be >= 1");
+  kernels_use_one_thread_here();  // the scheduler's kernels are small; pool threads do the heavy work
+  if (model_.uses_data() && (!train_ || !test_))
+    throw std::invalid_argument("model " + model_.name() + " needs a training and a test set");
+  train_size_ = model_.uses_data() ? train_->n : settings_.nominal_train_size;
+  if (train_size_ == 0) throw std::invalid_argument("training set size (samples per epoch) is 0");
+  stream_ = std::make_unique<SampleStream>(train_size_, settings_.seed);
+  steps_.assign(settings_.workers, 0);
+  alive_.assign(settings_.workers, true);
+  out_.workers.assign(settings_.workers, WorkerStats{});
+}
+
+Simulation::~Simulation() { drain(); }
+
+std::vector<float> Simulation::initial_params() const {
+  std::vector<float> w;
+  model_.init_params(settings_.seed, w);
+  return w;
+}
+
+size_t Simulation::history_needed() const {
+  switch (settings_.staleness) {
+    case StalenessMode::Emergent: return 0;
+    case StalenessMode::Fixed:
+    case StalenessMode::Uniform:
+    case StalenessMode::Geometric: return settings_.staleness_tau;
+  }
+  return 0;
+}
+
+Snapshot Simulation::read_for(int worker, const ParameterStore& store) {
+  uint64_t lag = 0;
+  switch (settings_.staleness) {
+    case StalenessMode::Emergent: break;
+    case StalenessMode::Fixed: lag = settings_.staleness_tau; break;
+    case StalenessMode::Uniform: {
+      Rng rng(settings_.seed, RngPurpose::Staleness, uint32_t(worker), steps_[worker]);
+      lag = rng.below(uint64_t(settings_.staleness_tau) + 1);
+      break;
+    }
+    case StalenessMode::Geometric: {
+      // failures before a success with p = 1 / (1 + mean): mean = (1 - p) / p
+      Rng rng(settings_.seed, RngPurpose::Staleness, uint32_t(worker), steps_[worker]);
+      double p = 1.0 / (1.0 + settings_.staleness_mean);
+      double u = rng.uniform();
+      double k = p >= 1.0 ? 0.0 : std::floor(std::log(u) / std::log1p(-p));
+      lag = uint64_t(std::min<double>(k, settings_.staleness_tau));
+      break;
+    }
+  }
+  return store.lagged(lag);
+}
+
+void Simulation::launch(int worker, Snapshot params, const int32_t* ids, size_t m, uint64_t tag) {
+  std::unique_ptr<GradientJob> job;
+  if (!spare_jobs_.empty()) {
+    job = std::move(spare_jobs_.back());
+    spare_jobs_.pop_back();
+  } else {
+    job = std::make_unique<GradientJob>();
+  }
+  job->worker = worker;
+  job->step = steps_[worker]++;
+  job->read_version = params.version;
+  job->read = std::move(params);
+  job->ids.assign(ids, ids + m);
+  job->grad.resize_discard(model_.num_params());
+  job->loss = 0;
+  job->tag = tag;
+  job->start = now();
+  job->arrival = now() + compute_.duration(uint32_t(worker), job->step);
+
+  GradientJob* raw = job.get();
+  const Model* model = &model_;
+  const DeviceDataset* data = train_;
+  NoiseKey noise{settings_.seed, uint32_t(worker), job->step};
+  job->ticket = pool_.submit([raw, model, data, noise](ExecContext& ctx) {
+    raw->loss = model->loss_grad(ctx, raw->read.data(), data, raw->ids.data(), raw->ids.size(),
+                                 noise, raw->grad.data());
+  });
+
+  size_t slot;
+  if (!free_slots_.empty()) {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+    in_flight_[slot] = std::move(job);
+  } else {
+    slot = in_flight_.size();
+    in_flight_.push_back(std::move(job));
+  }
+  queue_.push(in_flight_[slot]->arrival, EventKind::GradientArrival, worker, slot);
+}
+
+void Simulation::recycle(std::unique_ptr<GradientJob> job) {
+  job->read = Snapshot{};
+  job->ticket.reset();
+  spare_jobs_.push_back(std::move(job));
+}
+
+double Simulation::epoch() const { return double(out_.samples) / double(train_size_); }
+double Simulation::lr() const { return schedule_.at(epoch()); }
+
+void Simulation::applied(const GradientJob& job, uint64_t staleness) {
+  out_.workers[job.worker].applied++;
+  out_.staleness_hist[staleness]++;
+  out_.staleness_max = std::max(out_.staleness_max, staleness);
+  stale_sum_ += double(staleness);
+  stale_count_++;
+  stale_total_ += double(staleness);
+  stale_total_count_++;
+}
+
+void Simulation::dropped(const GradientJob& job) {
+  out_.workers[job.worker].dropped++;
+  out_.dropped++;
+}
+
+void Simulation::iteration_done(SimTime duration) {
+  iter_sum_ += sim_to_seconds(duration);
+  out_.iterations++;
+}
+
+void Simulation::schedule_timer(SimTime at, int worker, uint64_t payload) {
+  queue_.push(at, EventKind::EngineTimer, worker, payload);
+}
+
+void Simulation::updated() {
+  out_.updates++;
+  evaluated_at_current_state_ = false;
+  if (settings_.eval_unit == EvalUnit::Updates) {
+    uint64_t every = std::max<uint64_t>(1, uint64_t(settings_.eval_every));
+    if (out_.updates % every == 0) evaluate_row();
+  } else if (settings_.eval_unit == EvalUnit::Epochs && epoch() >= next_eval_epoch_) {
+    while (next_eval_epoch_ <= epoch()) next_eval_epoch_ += settings_.eval_every;
+    evaluate_row();
+  }
+  if (settings_.stop_updates && out_.updates >= settings_.stop_updates)
+    request_stop("completed", "reached stop.updates");
+  if (settings_.stop_gradients && out_.gradients >= settings_.stop_gradients)
+    request_stop("completed", "reached stop.gradients");
+  if (settings_.stop_epochs > 0 && epoch() >= settings_.stop_epochs - 1e-12)
+    request_stop("completed", "reached stop.epochs");
+}
+
+void Simulation::request_stop(const std::string& status, const std::string& note) {
+  if (stop_) return;
+  stop_ = true;
+  out_.status = status;
+  out_.note = note;
+}
+
+void Simulation::handle_arrival(const Event& e) {
+  size_t slot = size_t(e.payload);
+  std::unique_ptr<GradientJob> job = std::move(in_flight_[slot]);
+  free_slots_.push_back(slot);
+  pool_.wait(job->ticket);
+  if (!engine_->keeps_read_params()) job->read = Snapshot{};
+
+  auto& ws = out_.workers[job->worker];
+  ws.gradients++;
+  ws.busy += job->arrival - job->start;
+  recorder_.add_span(job->worker + 1, "compute", job->start, job->arrival);
+  out_.gradients++;
+  out_.samples += job->ids.size();
+  loss_sum_ += job->loss;
+  loss_count_++;
+  if (!std::isfinite(job->loss)) {
+    request_stop("diverged", "a worker's minibatch loss became " + format_number(job->loss));
+    recycle(std::move(job));
+    return;
+  }
+  engine_->on_gradient(*this, std::move(job));
+}
+
+void Simulation::evaluate_row() {
+  Snapshot snap = engine_->model_of_record();
+  const float* w = snap.data();
+  auto eval_set = [&](const DeviceDataset* data, size_t limit) -> EvalSums {
+    if (!model_.uses_data()) return model_.evaluate(exec_, w, nullptr, 0, 1);
+    size_t n = (limit > 0 && limit < data->n) ? limit : data->n;
+    size_t chunks = (n + kEvalChunkRows - 1) / kEvalChunkRows;
+    std::vector<EvalSums> parts(chunks);
+    std::vector<WorkerPool::Task> tasks;
+    for (size_t c = 0; c < chunks; ++c) {
+      size_t b = c * kEvalChunkRows, e = std::min(n, b + kEvalChunkRows);
+      tasks.push_back([&, c, b, e](ExecContext& ctx) { parts[c] = model_.evaluate(ctx, w, data, b, e); });
+    }
+    pool_.run_all(std::move(tasks));
+    EvalSums total;
+    for (const auto& p : parts) {  // chunk order: independent of thread count
+      total.loss_sum += p.loss_sum;
+      total.correct += p.correct;
+      total.count += p.count;
+    }
+    return total;
+  };
+  EvalSums tr = eval_set(train_, settings_.eval_train_samples);
+  EvalSums te = eval_set(test_, settings_.eval_test_samples);
+
+  MetricsRow row;
+  row.time = now();
+  row.updates = out_.updates;
+  row.gradients = out_.gradients;
+  row.samples = out_.samples;
+  row.epoch = epoch();
+  row.lr = lr();
+  row.train_loss = tr.loss_sum / double(std::max<size_t>(1, tr.count));
+  row.test_loss = te.loss_sum / double(std::max<size_t>(1, te.count));
+  row.test_accuracy = model_.is_classifier() ? te.correct / double(std::max<size_t>(1, te.count)) : kNaN;
+  row.worker_loss = loss_count_ ? loss_sum_ / double(loss_count_) : kNaN;
+  row.mean_staleness = stale_count_ ? stale_sum_ / double(stale_count_) : kNaN;
+  row.dropped = out_.dropped;
+  loss_sum_ = 0;
+  loss_count_ = 0;
+  stale_sum_ = 0;
+  stale_count_ = 0;
+  recorder_.add_row(row);
+  evaluated_at_current_state_ = true;
+  if (on_row) on_row(row);
+  if (!std::isfinite(row.train_loss) || row.train_loss > settings_.divergence_bound)
+    request_stop("diverged", "train_loss " + format_number(row.train_loss) +
+                                 (std::isfinite(row.train_loss) ? " exceeded the divergence bound"
+                                                                : " is not finite"));
+}
+
+void Simulation::drain() {
+  for (auto& job : in_flight_) {
+    if (!job) continue;
+    try {
+      pool_.wait(job->ticket);
+    } catch (...) {
+      // the run is over; its error was (or will be) reported by the arrival that failed
+    }
+    job.reset();
+  }
+  in_flight_.clear();
+  free_slots_.clear();
+}
+
+RunOutcome Simulation::run(Engine& engine) {
+  engine_ = &engine;
+  if (settings_.stop_time != kNever) queue_.push(settings_.stop_time, EventKind::StopTime);
+  if (settings_.eval_unit == EvalUnit::Time)
+    queue_.push(seconds_to_sim(settings_.eval_every), EventKind::Evaluate);
+  next_eval_epoch_ = settings_.eval_every;
+  engine.start(*this);
+  evaluate_row();  // the starting point (no update has been applied yet)
+
+  while (!stop_) {
+    if (interrupt_requested()) {
+      request_stop("interrupted", "interrupted by a signal");
+      break;
+    }
+    if (queue_.empty()) {
+      request_stop("completed", "no work left (every worker stopped)");
+      break;
+    }
+    Event e = queue_.pop();
+    switch (e.kind) {
+      case EventKind::GradientArrival: handle_arrival(e); break;
+      case EventKind::Evaluate:
+        evaluate_row();
+        queue_.push(e.time + seconds_to_sim(settings_.eval_every), EventKind::Evaluate);
+        break;
+      case EventKind::StopTime: request_stop("completed", "reached stop.time"); break;
+      case EventKind::EngineTimer: engine.on_timer(*this, e); break;
+      case EventKind::WorkerDown: alive_[e.worker] = false; engine.on_worker_down(*this, e.worker); break;
+      case EventKind::WorkerUp: alive_[e.worker] = true; engine.on_worker_up(*this, e.worker); break;
+    }
+  }
+  if (!evaluated_at_current_state_) evaluate_row();
+  drain();
+
+  out_.time = now();
+  out_.staleness_mean = stale_total_count_ ? stale_total_ / double(stale_total_count_) : 0.0;
+  out_.iteration_time_mean = out_.iterations ? iter_sum_ / double(out_.iterations) : 0.0;
+  return out_;
+}
+
+}  // namespace asgd

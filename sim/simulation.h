@@ -1,0 +1,133 @@
+// sim/simulation.h — one simulated run: the virtual clock and event queue, the gradient
+// jobs in flight on the worker pool, the sample stream, counters, evaluation of the model
+// of record, and the stop rules. Engines drive it through the small API below; results
+// are committed in virtual-time order, so output does not depend on the thread count.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+#include "kernels/model.h"
+#include "sim/compute_time.h"
+#include "sim/engine.h"
+#include "sim/event_queue.h"
+#include "sim/parameter_store.h"
+#include "sim/recorder.h"
+#include "sim/sample_stream.h"
+#include "sim/settings.h"
+#include "sim/worker_pool.h"
+
+namespace asgd {
+
+// One gradient computation: worker `worker`'s step `step`, on parameters `read`.
+struct GradientJob {
+  int worker = 0;
+  uint32_t step = 0;
+  Snapshot read;                // released at arrival unless the engine keeps it
+  uint64_t read_version = 0;
+  std::vector<int32_t> ids;     // minibatch sample ids
+  DeviceArray<float> grad;      // (num_params) mean gradient over the minibatch
+  double loss = 0;              // mean minibatch loss at `read`
+  SimTime start = 0, arrival = 0;
+  uint64_t tag = 0;             // engine's own (e.g. the sync iteration)
+  WorkerPool::Ticket ticket;
+};
+
+struct RunOutcome {
+  std::string status = "completed";  // completed | diverged | interrupted
+  std::string note;                  // why it ended, in words
+  SimTime time = 0;
+  uint64_t updates = 0, gradients = 0, samples = 0, dropped = 0, lost = 0;
+  std::map<uint64_t, uint64_t> staleness_hist;
+  double staleness_mean = 0;
+  uint64_t staleness_max = 0;
+  double iteration_time_mean = 0;    // sync family; 0 if none
+  uint64_t iterations = 0;
+  std::vector<WorkerStats> workers;
+  size_t param_buffers = 0;          // peak parameter buffers (memory figure)
+};
+
+class Simulation {
+ public:
+  Simulation(const RunSettings& settings, const Model& model, const DeviceDataset* train,
+             const DeviceDataset* test, WorkerPool& pool, const ComputeTimeModel& compute,
+             Recorder& recorder);
+  ~Simulation();
+
+  RunOutcome run(Engine& engine);
+  std::function<void(const MetricsRow&)> on_row;  // progress callback
+
+  // ---- the engine's API ----
+  SimTime now() const { return queue_.now(); }
+  int workers() const { return settings_.workers; }
+  const RunSettings& settings() const { return settings_; }
+  const Model& model() const { return model_; }
+  size_t num_params() const { return model_.num_params(); }
+  ExecContext& exec() { return exec_; }
+  std::vector<float> initial_params() const;
+  // History depth a parameter store needs for the configured forced staleness.
+  size_t history_needed() const;
+
+  // The parameters worker w reads now from `store`: the current version, or an older
+  // one under forced staleness.
+  Snapshot read_for(int worker, const ParameterStore& store);
+  // Appends the next m ids of the run's sample stream.
+  void take_samples(size_t m, std::vector<int32_t>& out) { stream_->next(m, out); }
+  // Starts worker w's next gradient on `params` with minibatch `ids` (moved in);
+  // it arrives (engine.on_gradient) after its compute time.
+  void launch(int worker, Snapshot params, const int32_t* ids, size_t m, uint64_t tag = 0);
+  void recycle(std::unique_ptr<GradientJob> job);
+  // Learning rate in force now (from the epoch reached).
+  double lr() const;
+  double epoch() const;
+
+  // Bookkeeping the engine reports.
+  void applied(const GradientJob& job, uint64_t staleness);
+  void dropped(const GradientJob& job);
+  void iteration_done(SimTime duration);
+  // One update of the model of record is done: runs evaluation/stop checks.
+  void updated();
+  void schedule_timer(SimTime at, int worker, uint64_t payload);
+  bool stopping() const { return stop_; }
+  bool worker_alive(int w) const { return alive_[w]; }
+
+ private:
+  void handle_arrival(const Event& e);
+  void evaluate_row();
+  void request_stop(const std::string& status, const std::string& note);
+  void drain();
+
+  const RunSettings& settings_;
+  const Model& model_;
+  const DeviceDataset* train_;
+  const DeviceDataset* test_;
+  WorkerPool& pool_;
+  const ComputeTimeModel& compute_;
+  Recorder& recorder_;
+  LrSchedule schedule_;
+  ExecContext exec_;
+  Engine* engine_ = nullptr;
+
+  EventQueue queue_;
+  std::unique_ptr<SampleStream> stream_;
+  size_t train_size_;
+  std::vector<std::unique_ptr<GradientJob>> in_flight_;  // by slot
+  std::vector<size_t> free_slots_;
+  std::vector<std::unique_ptr<GradientJob>> spare_jobs_;
+  std::vector<uint32_t> steps_;
+  std::vector<bool> alive_;
+
+  RunOutcome out_;
+  bool stop_ = false;
+  bool evaluated_at_current_state_ = false;
+  double next_eval_epoch_ = 0;
+  // windows since the last row
+  double loss_sum_ = 0; uint64_t loss_count_ = 0;
+  double stale_sum_ = 0; uint64_t stale_count_ = 0;
+  double stale_total_ = 0; uint64_t stale_total_count_ = 0;
+  double iter_sum_ = 0;
+};
+
+}  // namespace asgd

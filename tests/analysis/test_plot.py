@@ -1,0 +1,426 @@
+"""Tests of analysis/plot.py on small synthetic experiment folders.
+
+What it is: builds run folders in the format `asgdsim run` writes (2 engines x 2 worker
+counts x 2 seeds, one diverged run, one unfinished run without summary.json, one trace),
+runs plot.py as a subprocess, and checks exit codes, figures, the report and that the
+summary table's numbers equal those computed here from the summary.json files. A few unit
+tests call groups.py directly.
+What it is not: no test of the simulator; the folders are written by this file.
+Run from anywhere: /usr/bin/python3 -m unittest discover -s tests/analysis -v
+"""
+
+import base64
+import csv
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+import numpy as np
+
+ANALYSIS = Path(__file__).resolve().parents[2] / "analysis"
+PLOT = ANALYSIS / "plot.py"
+sys.path.insert(0, str(ANALYSIS))
+
+import groups  # noqa: E402
+
+ENGINES = ("async", "sync")
+WORKERS = (2, 4)
+SEEDS = (1, 2)
+DIVERGED = ("async", 4, 2)     # (engine, workers, seed)
+UNFINISHED = ("sync", 4, 2)
+TRACED = ("async", 2, 1)
+METRICS_HEADER = ("time,updates,gradients,samples,epoch,lr,train_loss,test_loss,"
+                  "test_accuracy,worker_loss,mean_staleness")
+
+
+def run_id(engine, workers, seed):
+    return f"{engine}-w{workers}-s{seed}"
+
+
+def python_for_plot():
+    """The interpreter that has matplotlib: this one when it does, else /usr/bin/python3."""
+    try:
+        import matplotlib  # noqa: F401
+        return sys.executable
+    except ImportError:
+        return "/usr/bin/python3"
+
+
+def run_plot(*args, command=None):
+    command = command or [python_for_plot(), str(PLOT)]
+    return subprocess.run(command + [str(a) for a in args], capture_output=True, text=True,
+                          timeout=120)
+
+
+# ---------------------------------------------------------------- synthetic experiment
+
+def loss_curve(engine, workers, seed, times):
+    """Exponential decay to a floor; async converges faster with more workers."""
+    rate = (0.6 if engine == "async" else 0.45) * workers / 2 * (1 + 0.15 * seed)
+    floor = 0.02 * (1 + 0.1 * seed) * (1.5 if engine == "async" else 1.0)
+    return 2.0 * np.exp(-rate * times) + floor
+
+
+def eval_times(seed, stop):
+    """Seeds use slightly different eval grids so the plot has to interpolate."""
+    step = 0.25 if seed == 1 else 0.3
+    return np.round(np.arange(0.0, stop + 1e-9, step), 6)
+
+
+def write_metrics(folder, engine, workers, seed, times, train, diverged=False):
+    updates = np.round(times * 40 * workers).astype(int)
+    lines = [METRICS_HEADER]
+    for i, (t, u, loss) in enumerate(zip(times, updates, train)):
+        test = "nan" if diverged and not math.isfinite(loss) else repr(float(loss) * 1.1)
+        accuracy = (min(0.99, max(0.1, 0.5 + 0.4 * (1 - loss / train[0])))
+                    if math.isfinite(loss) else "nan")
+        staleness = (workers - 1) * 0.9 if engine == "async" else 0
+        lines.append(f"{t!r},{u},{u * (1 if engine == 'async' else workers)},{u * 32},"
+                     f"{u * 32 / 1000!r},0.1,{float(loss)!r},{test},{accuracy},"
+                     f"{float(loss) * 1.2!r},{staleness}")
+    (folder / "metrics.csv").write_text("\n".join(lines) + "\n")
+
+
+def staleness_histogram(engine, workers, updates):
+    if engine == "sync":
+        return {0: updates}
+    weights = np.arange(1, workers + 1, dtype=float)
+    counts = np.floor(updates * weights / weights.sum()).astype(int)
+    return {s: int(c) for s, c in enumerate(counts)}
+
+
+def write_run(root, engine, workers, seed):
+    rid = run_id(engine, workers, seed)
+    folder = root / rid
+    folder.mkdir()
+    key = (engine, workers, seed)
+    stop = 6.0 if key != UNFINISHED else 1.5
+    times = eval_times(seed, stop)
+    train = loss_curve(engine, workers, seed, times)
+    if key == DIVERGED:
+        train = 0.5 * np.exp(1.5 * times)
+        train[-3:] = [math.inf, math.nan, math.nan]
+    write_metrics(folder, engine, workers, seed, times, train, diverged=key == DIVERGED)
+    config = {"name": "tiny", "engine": {"type": engine}, "cluster": {"workers": workers},
+              "run": {"run_id": rid, "sweep": {"cluster.workers": workers},
+                      "repeat": SEEDS.index(seed), "seed": seed}}
+    (folder / "config.json").write_text(json.dumps(config, indent=1))
+
+    updates = int(times[-1] * 40 * workers)
+    hist = staleness_histogram(engine, workers, updates)
+    (folder / "staleness.csv").write_text(
+        "staleness,count\n" + "".join(f"{s},{c}\n" for s, c in hist.items()))
+    busy = [times[-1] * (0.9 - 0.1 * w) for w in range(workers)]
+    (folder / "workers.csv").write_text(
+        "worker,gradients,applied,dropped,busy_time,idle_time\n" + "".join(
+            f"{w},{updates // workers},{updates // workers - w},{w},{b!r},{times[-1] - b!r}\n"
+            for w, b in enumerate(busy)))
+    if key == TRACED:
+        write_trace(folder, workers, times[-1])
+    if key == UNFINISHED:
+        return None  # crashed: no summary.json
+
+    finite = train[np.isfinite(train)]
+    summary = {
+        "status": "diverged" if key == DIVERGED else "completed",
+        "engine": engine, "run_id": rid, "seed": seed,
+        "final": {"train_loss": math.nan if key == DIVERGED else float(train[-1]),
+                  "test_loss": None if key == DIVERGED else float(train[-1]) * 1.1,
+                  "test_accuracy": 0.9 - 0.01 * seed},
+        "time": float(times[-1]), "updates": updates,
+        "gradients": updates if engine == "async" else updates * workers,
+        "dropped_gradients": 3 * workers + seed,
+        "staleness": {"mean": sum(s * c for s, c in hist.items()) / sum(hist.values()),
+                      "max": max(hist)},
+        "iteration_time": {"mean": 0.025 * seed} if engine == "sync" else None,
+        "wall_seconds": 0.5,
+        "unused_future_field": [1, 2],
+    }
+    assert len(finite)
+    (folder / "summary.json").write_text(json.dumps(summary))  # NaN written as NaN
+    return summary
+
+
+def write_trace(folder, workers, stop):
+    """compute/push/pull/wait per worker (tid w+1), apply on the server (tid 0); in us."""
+    events = [{"ph": "M", "name": "thread_name", "pid": 0, "tid": 0, "args": {"name": "server"}}]
+    for w in range(workers):
+        events.append({"ph": "M", "name": "thread_name", "pid": 0, "tid": w + 1,
+                       "args": {"name": f"worker {w}"}})
+        t = 0.0
+        while t < stop * 1e6:
+            for name, dur in (("pull", 8e3), ("compute", 60e3 + 15e3 * w), ("push", 8e3),
+                              ("wait", 10e3 * w)):
+                if dur:
+                    events.append({"name": name, "ph": "X", "ts": t, "dur": dur, "pid": 0,
+                                   "tid": w + 1, "args": {"version": int(t // 1e4)}})
+                t += dur
+            events.append({"name": "apply", "ph": "X", "ts": t, "dur": 2e3, "pid": 0,
+                           "tid": 0, "args": {}})
+    (folder / "trace.json").write_text(json.dumps({"traceEvents": events}))
+
+
+def write_experiment(root):
+    """The 2 engines x 2 worker counts x 2 seeds experiment; returns {run_id: summary}."""
+    root.mkdir(parents=True)
+    summaries, rows = {}, []
+    for engine in ENGINES:
+        for workers in WORKERS:
+            for seed in SEEDS:
+                summary = write_run(root, engine, workers, seed)
+                summaries[run_id(engine, workers, seed)] = summary
+                final = (summary or {}).get("final", {})
+                rows.append([run_id(engine, workers, seed), engine, workers, seed,
+                             (summary or {}).get("status", "interrupted"),
+                             final.get("train_loss", ""), final.get("test_loss", ""),
+                             final.get("test_accuracy", ""), (summary or {}).get("time", ""),
+                             (summary or {}).get("updates", "")])
+    with open(root / "index.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["run_id", "engine", "cluster.workers", "seed", "status",
+                         "final_train_loss", "final_test_loss", "final_test_accuracy",
+                         "time", "updates"])
+        writer.writerows(rows)
+    experiment = {"name": "tiny_scaling", "seed": 1, "repeats": 2,
+                  "model": {"type": "logistic"}, "data": {"type": "synthetic"},
+                  "train": {"batch_size": 32, "lr": 0.1}, "stop": {"time": 6.0},
+                  "eval": {"every": 0.25, "unit": "time"}, "cluster": {"workers": 2},
+                  "staleness": {"mode": "emergent"},
+                  "engines": [{"type": e} for e in ENGINES],
+                  "sweep": {"cluster.workers": list(WORKERS)}}
+    (root / "experiment.json").write_text(json.dumps(experiment, indent=2))
+    return summaries
+
+
+def write_bare_regression_run(root):
+    """No index.csv, no experiment.json, no sweep: one run with a regression model."""
+    folder = root / "only-run"
+    folder.mkdir(parents=True)
+    times = np.arange(0.0, 2.01, 0.1)
+    lines = [METRICS_HEADER + ",some_future_column"]
+    for i, t in enumerate(times):
+        loss = "-nan" if i == 3 else repr(float(np.exp(-t)))
+        lines.append(f"{t!r},{i * 10},{i * 10},{i * 320},{i * 0.32!r},0.05,{loss},{loss},,"
+                     f"{loss},0,7")
+    (folder / "metrics.csv").write_text("\n".join(lines) + "\n")
+    (folder / "summary.json").write_text(json.dumps({
+        "status": "completed", "engine": "async", "run_id": "only-run", "seed": 3,
+        "final": {"train_loss": float(np.exp(-2.0)), "test_loss": float(np.exp(-2.0)),
+                  "test_accuracy": None},
+        "time": 2.0, "updates": 200, "gradients": 200, "dropped_gradients": 0,
+        "staleness": {"mean": 0.0, "max": 0}, "wall_seconds": 0.1}))
+
+
+# ---------------------------------------------------------------- checks
+
+def assert_png_has_content(test, path, min_bytes=5000):
+    import matplotlib.image
+    test.assertTrue(path.is_file(), f"{path} missing")
+    test.assertGreater(path.stat().st_size, min_bytes, f"{path} is suspiciously small")
+    pixels = matplotlib.image.imread(str(path))
+    colours = np.unique(pixels.reshape(-1, pixels.shape[-1]), axis=0)
+    test.assertGreater(len(colours), 10, f"{path} is (nearly) a single colour")
+
+
+def read_table(path):
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def number(text):
+    return math.nan if text in ("", None) else float(text)
+
+
+class PlotExperimentTest(unittest.TestCase):
+    """One plot.py run over the synthetic experiment, shared by the tests below."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = Path(tempfile.mkdtemp(prefix="asgd_plot_test_"))
+        cls.experiment = cls.tmp / "runs" / "tiny_scaling"
+        cls.summaries = write_experiment(cls.experiment)
+        cls.result = run_plot(cls.experiment)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_exits_zero_and_prints_report_path_last(self):
+        self.assertEqual(self.result.returncode, 0, self.result.stderr)
+        last = self.result.stdout.strip().splitlines()[-1]
+        self.assertEqual(Path(last).resolve(), (self.experiment / "report.html").resolve())
+
+    def test_figures_exist_and_have_content(self):
+        plots = self.experiment / "plots"
+        for name in ("convergence", "staleness", "scaling", "timeline", "workers"):
+            assert_png_has_content(self, plots / f"{name}.png")
+        for name in ("convergence", "staleness", "scaling"):
+            self.assertTrue((plots / f"{name}.svg").is_file(), f"{name}.svg missing")
+
+    def test_report_html_embeds_images(self):
+        text = (self.experiment / "report.html").read_text()
+        self.assertIn("<title>tiny_scaling</title>", text)
+        images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', text)
+        self.assertEqual(len(images), 5)
+        for data in images:
+            self.assertTrue(base64.b64decode(data).startswith(b"\x89PNG\r\n\x1a\n"))
+        self.assertIn("&quot;cluster.workers&quot;", text)  # the config, escaped in <pre>
+        self.assertNotIn('src="plots/', text)  # self-contained
+
+    def test_report_md_references_pngs(self):
+        text = (self.experiment / "report.md").read_text()
+        for name in ("convergence", "staleness", "scaling", "timeline", "workers"):
+            self.assertIn(f"(plots/{name}.png)", text)
+
+    def test_summary_table_means_equal_summary_json(self):
+        table = {(row["engine"], int(float(row["cluster.workers"]))): row
+                 for row in read_table(self.experiment / "summary_table.csv")}
+        self.assertEqual(set(table), {(e, w) for e in ENGINES for w in WORKERS})
+        for (engine, workers), row in table.items():
+            done = [s for seed in SEEDS
+                    for s in [self.summaries[run_id(engine, workers, seed)]]
+                    if s is not None and s["status"] == "completed"]
+            expected = {
+                "train_loss": [s["final"]["train_loss"] for s in done],
+                "test_loss": [s["final"]["test_loss"] for s in done],
+                "test_accuracy": [s["final"]["test_accuracy"] for s in done],
+                "time": [s["time"] for s in done],
+                "updates": [s["updates"] for s in done],
+                "dropped_gradients": [s["dropped_gradients"] for s in done],
+                "mean_staleness": [s["staleness"]["mean"] for s in done],
+            }
+            for stem, values in expected.items():
+                with self.subTest(group=(engine, workers), quantity=stem):
+                    self.assertAlmostEqual(number(row[stem + "_mean"]), float(np.mean(values)),
+                                           delta=1e-12 * max(1.0, abs(np.mean(values))))
+                    std = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+                    self.assertAlmostEqual(number(row[stem + "_std"]), std, delta=1e-9)
+            self.assertEqual(int(row["completed"]), len(done))
+
+    def test_status_counts(self):
+        rows = read_table(self.experiment / "summary_table.csv")
+        by_group = {(r["engine"], int(float(r["cluster.workers"]))): r for r in rows}
+        self.assertEqual(by_group[DIVERGED[:2]]["diverged"], "1")
+        self.assertEqual(by_group[UNFINISHED[:2]]["unfinished"], "1")
+        self.assertEqual(sum(int(r["runs"]) for r in rows), 8)
+
+    def test_default_target_and_time_to_target(self):
+        rows = read_table(self.experiment / "summary_table.csv")
+        finals = [s["final"]["train_loss"] for s in self.summaries.values()
+                  if s is not None and s["status"] == "completed"]
+        target = groups.DEFAULT_TARGET_FACTOR * max(finals)
+        for row in rows:
+            self.assertAlmostEqual(number(row["target_loss"]), target, delta=1e-12)
+        # The sync, 2-worker group: first eval time at which each seed's loss <= target.
+        row = next(r for r in rows if r["engine"] == "sync" and r["cluster.workers"] == "2")
+        firsts = []
+        for seed in SEEDS:
+            times = eval_times(seed, 6.0)
+            loss = loss_curve("sync", 2, seed, times)
+            firsts.append(times[np.argmax(loss <= target)])
+        self.assertAlmostEqual(number(row["time_to_target_loss_mean"]), np.mean(firsts),
+                               delta=1e-12)
+        self.assertEqual(row["target_loss_reached"], "2")
+
+
+class PlotEdgeCasesTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = Path(tempfile.mkdtemp(prefix="asgd_plot_test_"))
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_not_an_experiment_exits_2_naming_the_folder(self):
+        folder = self.tmp / "just_notes"
+        (folder / "sub").mkdir(parents=True)
+        (folder / "notes.txt").write_text("hello\n")
+        for target in (folder, self.tmp / "does_not_exist"):
+            result = run_plot(target)
+            self.assertEqual(result.returncode, 2, result.stderr)
+            self.assertIn(str(target), result.stderr)
+            self.assertIn("metrics.csv", result.stderr)  # says what was expected
+            self.assertNotIn("Traceback", result.stderr)
+
+    def test_bare_run_folder_through_the_shebang(self):
+        """No index.csv/experiment.json, no sweep, no accuracy, a -nan loss, an unknown
+        column; run as an executable so the interpreter guard is exercised too."""
+        write_bare_regression_run(self.tmp / "bare")
+        out = self.tmp / "out"
+        executable = os.access(PLOT, os.X_OK)
+        command = [str(PLOT)] if executable else [python_for_plot(), str(PLOT)]
+        result = run_plot(self.tmp / "bare", "--x", "updates", "--format", "png",
+                          "--out", out, command=command)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        assert_png_has_content(self, out / "plots" / "convergence.png")
+        self.assertFalse((out / "plots" / "convergence.svg").exists())
+        self.assertFalse((out / "plots" / "scaling.png").exists())
+        row = read_table(out / "summary_table.csv")[0]
+        self.assertAlmostEqual(number(row["train_loss_mean"]), math.exp(-2.0), delta=1e-12)
+        self.assertTrue(math.isnan(number(row["test_accuracy_mean"])))
+
+    def test_degenerate_folder_does_not_crash(self):
+        """A run listed in index.csv without a folder, a corrupt summary.json, an empty
+        metrics.csv, losses that are zero or negative, unusable workers/staleness files."""
+        root = self.tmp / "odd"
+        for name in ("a", "b", "c"):
+            (root / name).mkdir(parents=True)
+        (root / "index.csv").write_text(
+            "run_id,engine,train.lr,seed,status,final_train_loss,final_test_loss,"
+            "final_test_accuracy,time,updates\n"
+            "a,async,0.1,1,diverged,nan,,,1,10\nb,sync,0.01,1,completed,-1,0,,2,20\n"
+            "c,sync,1e-2,2,completed,0,0,,2,20\ngone,sync,0.01,3,completed,0.5,0.5,,2,20\n")
+        (root / "a" / "metrics.csv").write_text(METRICS_HEADER + "\n")
+        (root / "a" / "summary.json").write_text('{"status": "diverged", "final": ')
+        (root / "b" / "metrics.csv").write_text("time,updates,train_loss\n0,0,0\n1,10,-1\n")
+        (root / "b" / "summary.json").write_text(json.dumps(
+            {"status": "completed", "final": {"train_loss": -1}, "staleness": 3}))
+        (root / "b" / "workers.csv").write_text("worker,busy_time,idle_time\nnan,1,1\n")
+        (root / "b" / "staleness.csv").write_text("")
+        (root / "c" / "metrics.csv").write_text("time,updates,train_loss\n0,0,inf\n1,10,0\n")
+        result = run_plot(root, "--format", "png")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        rows = {r["group"]: r for r in read_table(root / "summary_table.csv")}
+        self.assertEqual(set(rows), {"async, train.lr=0.1", "sync, train.lr=0.01"})
+        self.assertEqual(rows["sync, train.lr=0.01"]["runs"], "3")  # 0.01 and 1e-2 are one
+        self.assertEqual(rows["async, train.lr=0.1"]["unfinished"], "1")  # corrupt summary
+
+    def test_bad_option_exits_2(self):
+        write_bare_regression_run(self.tmp / "bare")
+        result = run_plot(self.tmp / "bare", "--metric", "accuracy")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("--metric", result.stderr)
+
+
+class GroupsUnitTest(unittest.TestCase):
+    def test_mean_curve_interpolates_onto_common_range(self):
+        a = (np.array([0.0, 1.0, 2.0]), np.array([0.0, 2.0, 4.0]))
+        b = (np.array([0.5, 1.5, 2.5]), np.array([1.0, 3.0, 5.0]))
+        grid, mean, std = groups.mean_curve([a, b])
+        np.testing.assert_allclose(grid, [0.5, 1.0, 1.5, 2.0])
+        np.testing.assert_allclose(mean, [1.0, 2.0, 3.0, 4.0])  # both are y = 2x
+        np.testing.assert_allclose(std, 0.0, atol=1e-12)
+
+    def test_mean_curve_same_grid_and_single_run(self):
+        x = np.array([0.0, 1.0])
+        grid, mean, std = groups.mean_curve([(x, np.array([1.0, 3.0])),
+                                             (x, np.array([3.0, 5.0]))])
+        np.testing.assert_allclose(mean, [2.0, 4.0])
+        np.testing.assert_allclose(std, [math.sqrt(2.0)] * 2)
+        _, _, std = groups.mean_curve([(x, np.array([1.0, 3.0]))])
+        np.testing.assert_allclose(std, 0.0)
+
+    def test_canonical_text_equates_sources(self):
+        self.assertEqual(groups.canonical_text(4), groups.canonical_text(4.0))
+        self.assertEqual(groups.canonical_text(0.1), "0.1")
+        self.assertEqual(groups.canonical_text(True), "true")
+
+
+if __name__ == "__main__":
+    unittest.main()
