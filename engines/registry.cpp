@@ -2,6 +2,7 @@
 #include "engines/engine_registry.h"
 #include <stdexcept>
 #include "engines/async.h"
+#include "engines/easgd.h"
 #include "engines/sync.h"
 
 namespace asgd {
@@ -10,6 +11,15 @@ const std::vector<ComponentInfo>& engine_catalog() {
   static const std::vector<ComponentInfo> catalog = {
       {"async", "asynchronous SGD, parameter server (Dean et al. 2012): apply each gradient on arrival", {}},
       {"sync", "synchronous SGD: all workers compute on the same parameters; apply the mean once all arrive", {}},
+      {"sync_backup",
+       "synchronous SGD with b backup replicas (Chen et al. 2016): apply the mean of the first "
+       "workers - b gradients, drop the late ones",
+       {ParamInfo{"backups", ParamType::Integer, 1, "b: replicas whose late gradients are dropped (< workers)", 0}}},
+      {"easgd",
+       "asynchronous elastic-averaged SGD (Zhang, Choromanska & LeCun 2015); delta > 0 gives EAMSGD",
+       {ParamInfo{"period", ParamType::Integer, 4, "local steps between exchanges with the center", 1},
+        ParamInfo{"alpha", ParamType::Any, "auto", "elastic coefficient in [0, 1], or \"auto\" = 0.9 / workers"},
+        ParamInfo{"delta", ParamType::Number, 0.0, "Nesterov momentum of the local steps (EAMSGD)", 0, 0.999999}}},
   };
   return catalog;
 }
@@ -17,7 +27,9 @@ const std::vector<ComponentInfo>& engine_catalog() {
 std::unique_ptr<Engine> make_engine(const nlohmann::json& spec) {
   const std::string type = spec.at("type").get<std::string>();
   if (type == "async") return std::make_unique<AsyncEngine>(spec);
-  if (type == "sync") return std::make_unique<SyncEngine>(spec);
+  if (type == "sync") return std::make_unique<SyncEngine>(spec, 0);
+  if (type == "sync_backup") return std::make_unique<SyncEngine>(spec, spec.at("backups").get<int>());
+  if (type == "easgd") return std::make_unique<EasgdEngine>(spec);
   std::string valid;
   for (const auto& e : engine_catalog()) valid += (valid.empty() ? "" : ", ") + e.name;
   throw std::invalid_argument("unknown engine type '" + type + "' (valid: " + valid + ")");

@@ -1,68 +1,78 @@
-// engines/sync.cpp — synchronous SGD: every iteration all N workers compute on the same
-// parameters, worker i on slice i of the next N*M sample ids; once all have arrived the
-// server sums their gradients in worker-index order and applies
-// w <- w - lr * (1/N) sum_i g_i   (no 1/N with aggregate = sum).
-// Hence N workers x batch M computes what 1 worker x batch N*M computes.
+// engines/sync.cpp — synchronous SGD, with or without backup replicas (Chen, Pan, Monga,
+// Bengio & Jozefowicz 2016, arXiv 1604.00981).
+// Every iteration the idle workers read the current parameters w and compute on their
+// own minibatch (taken from the run's sample stream in worker order, so with all N
+// workers starting together worker i gets slice i of the next N*M ids). The server
+// aggregates the first N - b gradients of the iteration, summed in worker-index order:
+//   w <- w - lr * (1/(N-b)) sum_i g_i     (no 1/(N-b) with aggregate = sum)
+// and starts the next iteration on the new w. The b late gradients are dropped when they
+// arrive (counted per worker); their workers then join the iteration in progress.
+// b = 0 is plain sync: N workers x batch M compute what 1 worker x batch N*M computes.
 #include "engines/sync.h"
 #include "engines/server_update.h"
 
 namespace asgd {
 
-SyncEngine::SyncEngine(const nlohmann::json& spec) : spec_(spec) {}
+SyncEngine::SyncEngine(const nlohmann::json& spec, int backups) : spec_(spec), backups_(backups) {}
 
 void SyncEngine::start(Simulation& sim) {
   store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed());
   server_ = std::make_unique<ServerUpdate>(sim.settings().momentum);
-  arrived_.resize(sim.workers());
-  begin_iteration(sim);
+  accepted_.resize(sim.workers());
+  busy_.assign(sim.workers(), false);
+  needed_ = sim.workers() - backups_;
+  if (needed_ < 1) throw std::invalid_argument("sync_backup: backups must be < cluster.workers");
+  iteration_start_ = sim.now();
+  launch_idle(sim);
 }
 
-void SyncEngine::begin_iteration(Simulation& sim) {
+void SyncEngine::launch_idle(Simulation& sim) {
   const size_t m = sim.settings().batch_size;
-  const int n = sim.workers();
-  iteration_start_ = sim.now();
-  ids_.clear();
-  sim.take_samples(m * size_t(n), ids_);
-  expected_ = 0;
-  received_ = 0;
-  for (int w = 0; w < n; ++w) {
-    if (!sim.worker_alive(w)) continue;
-    sim.launch(w, sim.read_for(w, *store_), ids_.data() + size_t(w) * m, m, iteration_);
-    ++expected_;
+  for (int w = 0; w < sim.workers(); ++w) {
+    if (busy_[w] || !sim.worker_alive(w)) continue;
+    ids_.clear();
+    sim.take_samples(m, ids_);
+    sim.launch(w, sim.read_for(w, *store_), ids_.data(), m, iteration_);
+    busy_[w] = true;
   }
 }
 
 void SyncEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) {
   int w = job->worker;
-  arrived_[w] = std::move(job);
-  if (++received_ == expected_) finish_iteration(sim);
+  busy_[w] = false;
+  if (job->tag != iteration_ || received_ >= needed_) {  // late: its iteration is over
+    sim.dropped(*job);
+    sim.recycle(std::move(job));
+    launch_idle(sim);
+    return;
+  }
+  accepted_[w] = std::move(job);
+  if (++received_ == needed_) finish_iteration(sim);
 }
 
 void SyncEngine::finish_iteration(Simulation& sim) {
   ExecContext& ctx = sim.exec();
   size_t n = store_->size();
   GradientJob* acc = nullptr;
-  int count = 0;
-  for (auto& job : arrived_) {  // worker-index order: fixed summation order
+  for (auto& job : accepted_) {  // worker-index order: fixed summation order
     if (!job) continue;
     if (!acc) acc = job.get();
     else ops::add_into(ctx, acc->grad.data(), job->grad.data(), n);
-    ++count;
   }
-  if (acc) {
-    float factor = sim.settings().aggregate_sum ? 1.0f : 1.0f / float(count);
-    if (factor != 1.0f) ops::scale(ctx, acc->grad.data(), factor, n);
-    server_->apply(sim, *store_, acc->grad.data(), float(sim.lr()));
-  }
-  for (auto& job : arrived_) {
+  float factor = sim.settings().aggregate_sum ? 1.0f : 1.0f / float(received_);
+  if (factor != 1.0f) ops::scale(ctx, acc->grad.data(), factor, n);
+  server_->apply(sim, *store_, acc->grad.data(), float(sim.lr()));
+  for (auto& job : accepted_) {
     if (!job) continue;
     sim.applied(*job, store_->version() - 1 - job->read_version);
     sim.recycle(std::move(job));
   }
   sim.iteration_done(sim.now() - iteration_start_);
   ++iteration_;
+  received_ = 0;
+  iteration_start_ = sim.now();
   sim.updated();
-  if (!sim.stopping()) begin_iteration(sim);
+  if (!sim.stopping()) launch_idle(sim);
 }
 
 Snapshot SyncEngine::model_of_record() const { return store_->current(); }

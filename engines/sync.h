@@ -1,4 +1,4 @@
-// engines/sync.h — synchronous SGD (see sync.cpp).
+// engines/sync.h — the synchronous family: sync and sync_backup are one engine.
 #pragma once
 #include <memory>
 #include <vector>
@@ -11,22 +11,26 @@ class ServerUpdate;
 
 class SyncEngine final : public Engine {
  public:
-  explicit SyncEngine(const nlohmann::json& spec);
-  std::string type() const override { return "sync"; }
+  // backups = b: aggregate the first workers - b gradients of an iteration (b = 0: sync).
+  SyncEngine(const nlohmann::json& spec, int backups);
+  std::string type() const override { return spec_.value("type", std::string("sync")); }
   void start(Simulation& sim) override;
   void on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) override;
   Snapshot model_of_record() const override;
   nlohmann::json describe() const override { return spec_; }
 
  private:
-  void begin_iteration(Simulation& sim);
+  void launch_idle(Simulation& sim);
   void finish_iteration(Simulation& sim);
   nlohmann::json spec_;
+  int backups_;
+  int needed_ = 0;                                     // gradients aggregated per iteration
   std::unique_ptr<ParameterStore> store_;
   std::shared_ptr<ServerUpdate> server_;
   std::vector<int32_t> ids_;
-  std::vector<std::unique_ptr<GradientJob>> arrived_;  // by worker index
-  int expected_ = 0, received_ = 0;
+  std::vector<std::unique_ptr<GradientJob>> accepted_;  // this iteration's, by worker index
+  std::vector<bool> busy_;
+  int received_ = 0;
   uint64_t iteration_ = 0;
   SimTime iteration_start_ = 0;
 };

@@ -117,6 +117,22 @@ void check_lr_schedule(const json& s, const std::string& path, Validator& v) {
   }
 }
 
+// Engine parameters whose range depends on another key, or that take a word or a number.
+void check_engine(const json& e, const json& cluster, Validator& v) {
+  if (!e.is_object() || !e.contains("type") || !e["type"].is_string()) return;
+  std::string t = e["type"];
+  if (t == "sync_backup" && e.contains("backups") && e["backups"].is_number_integer() &&
+      cluster.contains("workers") && cluster["workers"].is_number_integer() &&
+      e["backups"].get<int64_t>() >= cluster["workers"].get<int64_t>())
+    v.error("engine.backups", "must be < cluster.workers (" + cluster["workers"].dump() + "): at least one gradient " +
+                                  "is aggregated per iteration; got " + e["backups"].dump());
+  if (t == "easgd" && e.contains("alpha")) {
+    const json& a = e["alpha"];
+    bool ok = (a.is_number() && a.get<double>() >= 0 && a.get<double>() <= 1) || (a.is_string() && a.get<std::string>() == "auto");
+    if (!ok) v.error("engine.alpha", "expected a number in [0, 1] or \"auto\" (= 0.9 / workers), got " + brief(a));
+  }
+}
+
 json resolve_run(const json& u, Validator& v) {
   json out = v.object(u, "", section("top").params,
                       {"model", "data", "train", "stop", "eval", "cluster", "staleness", "engine", "run"});
@@ -166,6 +182,8 @@ json resolve_run(const json& u, Validator& v) {
   if (!u.contains("engine")) v.error("engine", "missing required key");
   else out["engine"] = v.component(u["engine"], "engine", "type", engine_catalog(),
                                    {str("name", "", "label for this engine in run ids and plots (default: its type)")});
+
+  check_engine(out.value("engine", json::object()), cluster, v);
 
   if (train.contains("global_batch") && train["global_batch"].is_number_integer() && train["global_batch"].get<int64_t>() > 0 &&
       cluster.contains("workers") && cluster["workers"].is_number_integer()) {

@@ -1,0 +1,230 @@
+// tests/test_engines.cpp — each engine's semantics pinned by an equivalence or a
+// closed-form reference, plus byte-for-byte determinism across thread counts.
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include "kernels/model.h"
+#include "kernels/ops.h"
+#include "sim/dataset.h"
+#include "sim/sample_stream.h"
+#include "test_helpers.h"
+
+using nlohmann::json;
+using namespace asgd;
+using namespace asgd::testing;
+
+namespace {
+
+json softmax_config(const std::string& name) {
+  return json{{"name", name},
+              {"seed", 7},
+              {"model", {{"type", "softmax"}}},
+              {"data", {{"type", "synthetic"}, {"classes", 5}, {"features", 12}, {"train_samples", 512}, {"test_samples", 256}}},
+              {"train", {{"batch_size", 8}, {"lr", 0.2}}},
+              {"stop", {{"updates", 40}}},
+              {"eval", {{"every", 4}, {"unit", "updates"}, {"train_samples", 0}}},
+              {"cluster", {{"workers", 4}, {"compute", {{"dist", "exponential"}, {"mean", 0.01}}}}},
+              {"engines", json::array({json{{"type", "sync"}}})}};
+}
+
+void expect_close_columns(const Metrics& a, const Metrics& b, const std::string& col, double rel) {
+  auto x = a.column(col), y = b.column(col);
+  ASSERT_EQ(x.size(), y.size()) << col;
+  ASSERT_FALSE(x.empty());
+  for (size_t i = 0; i < x.size(); ++i)
+    EXPECT_NEAR(x[i], y[i], rel * std::max(1.0, std::fabs(y[i]))) << col << " row " << i;
+}
+
+}  // namespace
+
+// DESIGN.md: sync with N workers x batch M equals one worker with batch N*M.
+TEST(SyncEngine, FourWorkersOfBatch8EqualOneWorkerOfBatch32) {
+  std::string out = temp_dir("eng");
+  json a = softmax_config("a");
+  a["cluster"]["workers"] = 4;
+  a["train"]["batch_size"] = 8;
+  json b = softmax_config("b");
+  b["cluster"]["workers"] = 1;
+  b["train"]["batch_size"] = 32;
+  Metrics ma = read_metrics(run_config(a, out) + "/sync-seed7/metrics.csv");
+  Metrics mb = read_metrics(run_config(b, out) + "/sync-seed7/metrics.csv");
+  ASSERT_EQ(ma.rows.size(), 11u);  // updates 0, 4, ..., 40
+  expect_close_columns(ma, mb, "train_loss", 1e-5);
+  expect_close_columns(ma, mb, "test_loss", 1e-5);
+  expect_close_columns(ma, mb, "samples", 0);
+  // and training really happened
+  auto loss = ma.column("train_loss");
+  EXPECT_LT(loss.back(), 0.8 * loss.front());
+}
+
+// Halving the per-worker batch while doubling the workers keeps the computation.
+TEST(SyncEngine, GlobalBatchSplitAcrossWorkersKeepsTheCurve) {
+  std::string out = temp_dir("eng");
+  json a = softmax_config("a");
+  a["train"]["global_batch"] = 32;
+  a["cluster"]["workers"] = 2;
+  json b = softmax_config("b");
+  b["train"]["global_batch"] = 32;
+  b["cluster"]["workers"] = 8;
+  Metrics ma = read_metrics(run_config(a, out) + "/sync-seed7/metrics.csv");
+  Metrics mb = read_metrics(run_config(b, out) + "/sync-seed7/metrics.csv");
+  expect_close_columns(ma, mb, "train_loss", 1e-5);
+}
+
+// Async with one worker is plain sequential SGD: replay it with the same kernels.
+TEST(AsyncEngine, OneWorkerEqualsSequentialSgd) {
+  std::string out = temp_dir("eng");
+  json c = softmax_config("seq");
+  c["cluster"]["workers"] = 1;
+  c["engines"] = json::array({json{{"type", "async"}}});
+  c["eval"] = {{"every", 1}, {"unit", "updates"}, {"train_samples", 0}};
+  c["stop"] = {{"updates", 25}};
+  Metrics m = read_metrics(run_config(c, out) + "/async-seed7/metrics.csv");
+
+  SyntheticSpec s;
+  s.classes = 5;
+  s.features = 12;
+  s.train_samples = 512;
+  s.test_samples = 256;
+  DataSplit split = make_synthetic(s, 7);
+  DeviceDataset train = upload(split.train);
+  auto model = make_dense({12, 5}, DenseLoss::SoftmaxCrossEntropy);
+  std::vector<float> w0;
+  model->init_params(7, w0);
+  DeviceArray<float> w, g(model->num_params());
+  w.upload(w0);
+  SampleStream stream(512, 7);
+  ExecContext ctx;
+  auto train_loss = [&] { return model->evaluate(ctx, w.data(), &train, 0, 512).loss_sum / 512.0; };
+  std::vector<double> expected{train_loss()};
+  for (int t = 0; t < 25; ++t) {
+    std::vector<int32_t> ids;
+    stream.next(8, ids);
+    model->loss_grad(ctx, w.data(), &train, ids.data(), 8, NoiseKey{7, 0, uint32_t(t)}, g.data());
+    ops::sgd_step(ctx, w.data(), w.data(), g.data(), 0.2f, model->num_params());
+    expected.push_back(train_loss());
+  }
+  auto got = m.column("train_loss");
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-6 * expected[i]) << "update " << i;
+  for (double s : m.column("mean_staleness")) EXPECT_TRUE(std::isnan(s) || s == 0.0);
+}
+
+// DESIGN.md forced staleness: w[t+1] = w[t] - lr * grad(w[max(t-T, 0)]) on the quadratic.
+TEST(AsyncEngine, FixedStalenessIsDelayedSgdUpdateByUpdate) {
+  const int T = 3;
+  const double lr = 0.3;
+  const std::vector<double> h{1.0, 2.0, 3.5};
+  std::string out = temp_dir("eng");
+  json c = {{"name", "delayed"},
+            {"model", {{"type", "quadratic"}, {"dim", 3}, {"curvature", h}, {"init", 1.0}}},
+            {"train", {{"batch_size", 1}, {"lr", lr}}},
+            {"stop", {{"updates", 30}}},
+            {"eval", {{"every", 1}, {"unit", "updates"}}},
+            {"cluster", {{"workers", 1}}},
+            {"staleness", {{"mode", "fixed"}, {"tau", T}}},
+            {"engines", json::array({json{{"type", "async"}}})}};
+  Metrics m = read_metrics(run_config(c, out) + "/async-seed1/metrics.csv");
+  std::vector<std::vector<double>> w{{1.0, 1.0, 1.0}};
+  for (int t = 0; t < 30; ++t) {
+    const auto& stale = w[std::max(t - T, 0)];
+    std::vector<double> next = w[t];
+    for (size_t i = 0; i < 3; ++i) next[i] -= lr * h[i] * stale[i];
+    w.push_back(next);
+  }
+  auto loss = m.column("train_loss");
+  ASSERT_EQ(loss.size(), 31u);
+  for (int t = 0; t <= 30; ++t) {
+    double f = 0;
+    for (size_t i = 0; i < 3; ++i) f += 0.5 * h[i] * w[t][i] * w[t][i];
+    EXPECT_NEAR(loss[t], f, 1e-5 * std::max(1.0, f)) << "update " << t;
+  }
+  // staleness seen by the server: 0 for the first update, then T (capped by history)
+  auto st = m.column("mean_staleness");
+  EXPECT_DOUBLE_EQ(st[T + 2], double(T));
+}
+
+// Chen et al. 2016 with b = 0 is exactly sync.
+TEST(SyncBackupEngine, ZeroBackupsEqualsSync) {
+  std::string out = temp_dir("eng");
+  json c = softmax_config("b0");
+  c["engines"] = json::array({json{{"type", "sync"}}, json{{"type", "sync_backup"}, {"backups", 0}}});
+  std::string dir = run_config(c, out);
+  EXPECT_EQ(read_file(dir + "/sync-seed7/metrics.csv"), read_file(dir + "/sync_backup-seed7/metrics.csv"));
+}
+
+TEST(SyncBackupEngine, DropsTheLateGradientsAndIsFasterPerIteration) {
+  std::string out = temp_dir("eng");
+  json c = softmax_config("b2");
+  c["cluster"]["workers"] = 6;
+  c["engines"] = json::array({json{{"type", "sync"}}, json{{"type", "sync_backup"}, {"backups", 2}}});
+  std::string dir = run_config(c, out);
+  json sync = json::parse(read_file(dir + "/sync-seed7/summary.json"));
+  json backup = json::parse(read_file(dir + "/sync_backup-seed7/summary.json"));
+  EXPECT_EQ(sync["dropped_gradients"], 0);
+  EXPECT_EQ(backup["updates"], 40);
+  // each iteration applies 4 of 6. Late workers rejoin the iteration in progress and can be
+  // late again, so at least 2 per iteration are dropped and every gradient is either
+  // applied or dropped.
+  Metrics wk0 = read_metrics(dir + "/sync_backup-seed7/workers.csv");
+  double applied = 0;
+  for (double a : wk0.column("applied")) applied += a;
+  EXPECT_EQ(applied, 4.0 * 40);
+  EXPECT_GE(backup["dropped_gradients"].get<int>(), 2 * 39);
+  EXPECT_EQ(backup["gradients"].get<int>(), 4 * 40 + backup["dropped_gradients"].get<int>());
+  EXPECT_LT(backup["iteration_time"]["mean"].get<double>(), sync["iteration_time"]["mean"].get<double>());
+  Metrics wk = read_metrics(dir + "/sync_backup-seed7/workers.csv");
+  double dropped = 0;
+  for (double d : wk.column("dropped")) dropped += d;
+  EXPECT_EQ(dropped, backup["dropped_gradients"].get<double>());
+}
+
+// EASGD with alpha = 0 never couples the workers: the center stays at the initial point.
+TEST(EasgdEngine, AlphaZeroLeavesTheCenterAtItsStart) {
+  std::string out = temp_dir("eng");
+  json c = softmax_config("e0");
+  c["engines"] = json::array({json{{"type", "easgd"}, {"alpha", 0.0}, {"period", 2}}});
+  c["stop"] = {{"gradients", 64}};
+  Metrics m = read_metrics(run_config(c, out) + "/easgd-seed7/metrics.csv");
+  auto loss = m.column("train_loss");
+  ASSERT_GE(loss.size(), 2u);
+  for (double l : loss) EXPECT_DOUBLE_EQ(l, loss.front());
+}
+
+TEST(EasgdEngine, ElasticCouplingTrainsTheCenter) {
+  std::string out = temp_dir("eng");
+  json c = softmax_config("e1");
+  c["engines"] = json::array({json{{"type", "easgd"}, {"period", 1}}});
+  c["stop"] = {{"gradients", 200}};
+  Metrics m = read_metrics(run_config(c, out) + "/easgd-seed7/metrics.csv");
+  auto loss = m.column("train_loss");
+  EXPECT_LT(loss.back(), 0.8 * loss.front());
+}
+
+// Same config + seed => byte-identical output for any --threads (DESIGN.md).
+TEST(Determinism, ThreadCountDoesNotChangeABit) {
+  std::string out1 = temp_dir("det1"), out2 = temp_dir("det2");
+  json c = {{"name", "det"},
+            {"model", {{"type", "mlp"}, {"hidden", {16, 8}}}},
+            {"data", {{"type", "synthetic"}, {"classes", 4}, {"features", 10}, {"train_samples", 600}, {"test_samples", 200}}},
+            {"train", {{"batch_size", 16}, {"lr", 0.1}, {"momentum", 0.5}}},
+            {"stop", {{"epochs", 3}}},
+            {"eval", {{"every", 0.5}}},
+            {"cluster", {{"workers", 5}, {"compute", {{"dist", "lognormal"}, {"mean", 0.02}, {"sigma", 0.7}}}}},
+            {"staleness", {{"mode", "uniform"}, {"tau", 2}}},
+            {"engines", json::array({json{{"type", "async"}}, json{{"type", "sync_backup"}, {"backups", 1}},
+                                     json{{"type", "easgd"}, {"delta", 0.5}}})}};
+  std::string d1 = run_config(c, out1, 1), d2 = run_config(c, out2, 2);
+  for (const char* run : {"async-seed1", "sync_backup-seed1", "easgd-seed1"})
+    for (const char* file : {"metrics.csv", "staleness.csv", "workers.csv", "config.json"}) {
+      std::string a = read_file(d1 + "/" + run + "/" + file), b = read_file(d2 + "/" + run + "/" + file);
+      EXPECT_FALSE(a.empty()) << run << "/" << file;
+      EXPECT_EQ(a, b) << run << "/" << file << " differs between --threads 1 and 2";
+    }
+  for (const char* run : {"async-seed1", "sync_backup-seed1", "easgd-seed1"}) {
+    json a = json::parse(read_file(d1 + "/" + run + "/summary.json"));
+    json b = json::parse(read_file(d2 + "/" + run + "/summary.json"));
+    a.erase("wall_seconds");
+    b.erase("wall_seconds");
+    EXPECT_EQ(a, b) << run;
+  }
+}
