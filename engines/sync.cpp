@@ -39,8 +39,8 @@ void SyncEngine::launch_idle(Simulation& sim) {
 
 void SyncEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) {
   int w = job->worker;
-  busy_[w] = false;
   if (job->tag != iteration_ || received_ >= needed_) {  // late: its iteration is over
+    busy_[w] = false;                                   // it pulls and joins the current one
     sim.dropped(*job);
     sim.recycle(std::move(job));
     launch_idle(sim);
@@ -64,6 +64,7 @@ void SyncEngine::finish_iteration(Simulation& sim) {
   server_->apply(sim, *store_, acc->grad.data(), float(sim.lr()));
   for (auto& job : accepted_) {
     if (!job) continue;
+    busy_[job->worker] = false;  // accepted workers wait for the iteration's end
     sim.applied(*job, store_->version() - 1 - job->read_version);
     sim.recycle(std::move(job));
   }
