@@ -9,6 +9,7 @@ namespace asgd {
 namespace {
 std::string fmt_num(double v) {
   std::ostringstream s;
+  s.precision(15);
   s << v;
   return s.str();
 }

@@ -1,0 +1,209 @@
+// tests/test_config.cpp — the config contract seen from the command line: bad input exits
+// 2 with a message naming the problem and leaves no complete-looking run folder; sweeps,
+// repeats, run ids, index.csv, resume; every shipped config validates.
+#include <filesystem>
+#include <regex>
+#include <nlohmann/json.hpp>
+#include "test_helpers.h"
+
+using nlohmann::json;
+using namespace asgd;
+using namespace asgd::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+json tiny() {
+  return json{{"name", "tiny"},
+              {"model", {{"type", "softmax"}}},
+              {"data", {{"type", "synthetic"}, {"classes", 3}, {"features", 6}, {"train_samples", 128}, {"test_samples", 64}}},
+              {"train", {{"batch_size", 8}, {"lr", 0.1}}},
+              {"stop", {{"updates", 10}}},
+              {"eval", {{"every", 5}, {"unit", "updates"}}},
+              {"cluster", {{"workers", 2}}},
+              {"engines", json::array({json{{"type", "async"}}})}};
+}
+
+struct BadCase {
+  std::string what;
+  std::string config_text;  // written to the file as is
+  std::string extra_args;
+  std::vector<std::string> must_mention;
+};
+
+}  // namespace
+
+TEST(ConfigCli, BadInputExitsTwoNamingTheProblem) {
+  std::string dir = temp_dir("cfg");
+  auto with = [](const std::function<void(json&)>& edit) {
+    json c = tiny();
+    edit(c);
+    return c.dump();
+  };
+  std::vector<BadCase> cases = {
+      {"malformed JSON", "{\"name\": \"x\",\n  \"seed\": 1,,\n}", "", {"line 2", "column"}},
+      {"unknown key", with([](json& c) { c["colour"] = "red"; }), "", {"colour", "unknown key"}},
+      {"misspelled key", with([](json& c) { c["train"]["lrr"] = 0.1; }), "", {"train.lrr", "did you mean 'lr'"}},
+      {"wrong type", with([](json& c) { c["train"]["batch_size"] = "big"; }), "", {"train.batch_size", "integer"}},
+      {"negative lr", with([](json& c) { c["train"]["lr"] = -0.1; }), "", {"train.lr", "> 0"}},
+      {"workers = 0", with([](json& c) { c["cluster"]["workers"] = 0; }), "", {"cluster.workers", "[1, 16777215]"}},
+      {"empty engines", with([](json& c) { c["engines"] = json::array(); }), "", {"engines", "non-empty"}},
+      {"unknown engine", with([](json& c) { c["engines"][0]["type"] = "asyncc"; }), "",
+       {"engines[0].type", "did you mean 'async'", "sync_backup"}},
+      {"sweep over a missing key", with([](json& c) { c["sweep"] = {{"train.lrate", json::array({0.1, 0.2})}}; }), "",
+       {"sweep.train.lrate", "unknown key"}},
+      {"backups < 0", with([](json& c) { c["engines"][0] = {{"type", "sync_backup"}, {"backups", -1}}; }), "",
+       {"engines[0].backups", ">= 0"}},
+      {"backups >= workers", with([](json& c) { c["engines"][0] = {{"type", "sync_backup"}, {"backups", 2}}; }), "",
+       {"engines[0].backups", "< cluster.workers"}},
+      {"period < 1", with([](json& c) { c["engines"][0] = {{"type", "easgd"}, {"period", 0}}; }), "",
+       {"engines[0].period", ">= 1"}},
+      {"alpha out of range", with([](json& c) { c["engines"][0] = {{"type", "easgd"}, {"alpha", 1.5}}; }), "",
+       {"engines[0].alpha", "[0, 1]"}},
+      {"negative distribution parameter",
+       with([](json& c) { c["cluster"]["compute"] = {{"dist", "exponential"}, {"mean", -1}}; }), "",
+       {"cluster.compute.mean", "> 0"}},
+      {"missing distribution parameter", with([](json& c) { c["cluster"]["compute"] = {{"dist", "pareto"}, {"scale", 1}}; }),
+       "", {"cluster.compute.alpha", "missing"}},
+      {"model/data mismatch", with([](json& c) { c["model"] = {{"type", "linear"}}; }), "", {"data", "regression"}},
+      {"bad --set", tiny().dump(), "--set train.lr", {"KEY.PATH=VALUE"}},
+      {"--set to a bad value", tiny().dump(), "--set train.momentum=2", {"train.momentum"}},
+      {"unwritable --out", tiny().dump(), "--out /proc/asgd_cannot_write", {"/proc/asgd_cannot_write"}},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& c = cases[i];
+    std::string path = dir + "/case" + std::to_string(i) + ".json";
+    write_text(path, c.config_text);
+    std::string out = dir + "/out" + std::to_string(i);
+    std::string args = c.extra_args.find("--out") == std::string::npos ? "--out " + out + " " + c.extra_args : c.extra_args;
+    CommandResult r = run_cli("run " + path + " --quiet " + args);
+    EXPECT_EQ(r.exit_code, 2) << c.what << ":\n" << r.output;
+    for (const auto& m : c.must_mention)
+      EXPECT_NE(r.output.find(m), std::string::npos) << c.what << ": message lacks '" << m << "':\n" << r.output;
+    // nothing that looks like a finished run
+    if (fs::exists(out))
+      for (const auto& e : fs::recursive_directory_iterator(out))
+        EXPECT_NE(e.path().filename(), "summary.json") << c.what;
+  }
+}
+
+TEST(ConfigCli, AllErrorsOfAConfigAreReportedAtOnce) {
+  std::string dir = temp_dir("cfg");
+  json c = tiny();
+  c["train"]["lr"] = -1;
+  c["cluster"]["workers"] = 0;
+  c["eval"]["unitt"] = "time";
+  write_text(dir + "/c.json", c.dump());
+  CommandResult r = run_cli("validate " + dir + "/c.json");
+  EXPECT_EQ(r.exit_code, 2);
+  for (const char* m : {"train.lr", "cluster.workers", "eval.unitt"}) EXPECT_NE(r.output.find(m), std::string::npos) << m;
+}
+
+TEST(ConfigCli, MissingDataFolderIsInvalidInput) {
+  std::string dir = temp_dir("cfg");
+  json c = tiny();
+  c["model"] = {{"type", "mlp"}, {"hidden", {8}}};
+  c["data"] = {{"type", "fashion_mnist"}, {"path", dir + "/nowhere"}};
+  write_text(dir + "/c.json", c.dump());
+  CommandResult r = run_cli("run " + dir + "/c.json --quiet --out " + dir + "/out");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("nowhere"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(dir + "/out/tiny/async-seed1/summary.json"));
+}
+
+TEST(ConfigCli, SweepTimesRepeatsTimesEnginesMakesEveryRunOnce) {
+  std::string dir = temp_dir("cfg");
+  json c = tiny();
+  c["repeats"] = 2;
+  c["engines"] = json::array({json{{"type", "async"}}, json{{"type", "sync"}}});
+  c["sweep"] = {{"train.lr", json::array({0.05, 0.1, 0.2})}};
+  write_text(dir + "/c.json", c.dump());
+
+  CommandResult v = run_cli("validate " + dir + "/c.json");
+  EXPECT_EQ(v.exit_code, 0) << v.output;
+  EXPECT_NE(v.output.find("12 run(s)"), std::string::npos) << v.output;
+  EXPECT_NE(v.output.find("sync-lr=0.2-seed2"), std::string::npos) << v.output;
+
+  CommandResult r = run_cli("run " + dir + "/c.json --out " + dir + "/out --threads 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::string index = read_file(dir + "/out/tiny/index.csv");
+  size_t lines = std::count(index.begin(), index.end(), '\n');
+  EXPECT_EQ(lines, 13u) << index;  // header + 12
+  EXPECT_EQ(index.rfind("run_id,engine,train.lr,seed,status,", 0), 0u) << index;
+  std::regex completed(",completed,");
+  EXPECT_EQ(std::distance(std::sregex_iterator(index.begin(), index.end(), completed), std::sregex_iterator()), 12);
+
+  // Resume: remove two runs' summaries (as if killed half-way); a re-run completes only those.
+  std::string one = dir + "/out/tiny/async-lr=0.1-seed1", two = dir + "/out/tiny/sync-lr=0.2-seed2";
+  fs::remove(one + "/summary.json");
+  fs::remove(two + "/summary.json");
+  std::string untouched = read_file(dir + "/out/tiny/async-lr=0.05-seed1/summary.json");
+  CommandResult again = run_cli("run " + dir + "/c.json --out " + dir + "/out");
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(std::count(again.output.begin(), again.output.end(), '\n') - 1, 12) << again.output;
+  size_t skipped = 0, pos = 0;
+  while ((pos = again.output.find("skipped", pos)) != std::string::npos) ++skipped, ++pos;
+  EXPECT_EQ(skipped, 10u) << again.output;
+  EXPECT_TRUE(fs::exists(one + "/summary.json"));
+  EXPECT_TRUE(fs::exists(two + "/summary.json"));
+  EXPECT_EQ(read_file(dir + "/out/tiny/async-lr=0.05-seed1/summary.json"), untouched);
+}
+
+TEST(ConfigCli, ADifferentConfigNeverOverwritesARunFolderSilently) {
+  std::string dir = temp_dir("cfg");
+  write_text(dir + "/c.json", tiny().dump());
+  ASSERT_EQ(run_cli("run " + dir + "/c.json --quiet --out " + dir + "/out").exit_code, 0);
+  std::string before = read_file(dir + "/out/tiny/async-seed1/metrics.csv");
+  CommandResult r = run_cli("run " + dir + "/c.json --quiet --out " + dir + "/out --set train.lr=0.3");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("different config"), std::string::npos) << r.output;
+  EXPECT_EQ(read_file(dir + "/out/tiny/async-seed1/metrics.csv"), before);
+  EXPECT_EQ(run_cli("run " + dir + "/c.json --quiet --force --out " + dir + "/out --set train.lr=0.3").exit_code, 0);
+  EXPECT_NE(read_file(dir + "/out/tiny/async-seed1/metrics.csv"), before);
+}
+
+TEST(ConfigCli, RunFolderHasTheContractFiles) {
+  std::string dir = temp_dir("cfg");
+  write_text(dir + "/c.json", tiny().dump());
+  ASSERT_EQ(run_cli("run " + dir + "/c.json --quiet --trace --out " + dir + "/out").exit_code, 0);
+  std::string run = dir + "/out/tiny/async-seed1";
+  for (const char* f : {"config.json", "meta.json", "metrics.csv", "summary.json", "staleness.csv", "workers.csv", "trace.json"})
+    EXPECT_TRUE(fs::exists(run + "/" + f)) << f;
+  json summary = json::parse(read_file(run + "/summary.json"));
+  for (const char* k : {"status", "engine", "seed", "final", "time", "updates", "gradients", "dropped_gradients",
+                        "staleness", "wall_seconds"})
+    EXPECT_TRUE(summary.contains(k)) << k;
+  json config = json::parse(read_file(run + "/config.json"));
+  EXPECT_EQ(config["train"]["momentum"], 0.0);  // defaults are filled in
+  EXPECT_EQ(config["engine"]["type"], "async");
+  json trace = json::parse(read_file(run + "/trace.json"));
+  EXPECT_GT(trace["traceEvents"].size(), 10u);
+  Metrics m = read_metrics(run + "/metrics.csv");
+  for (const char* col : {"time", "updates", "gradients", "samples", "epoch", "lr", "train_loss", "test_loss",
+                          "test_accuracy", "worker_loss", "mean_staleness"})
+    EXPECT_FALSE(m.column(col).empty()) << col;
+}
+
+TEST(ConfigCli, EveryShippedConfigValidates) {
+  for (const auto& e : fs::directory_iterator(std::string(ASGD_SOURCE_DIR) + "/experiments/configs")) {
+    if (e.path().extension() != ".json") continue;
+    CommandResult r = run_cli("validate " + e.path().string());
+    EXPECT_EQ(r.exit_code, 0) << e.path() << "\n" << r.output;
+  }
+}
+
+TEST(ConfigCli, ListNamesEveryEngineModelAndDistribution) {
+  CommandResult r = run_cli("list");
+  ASSERT_EQ(r.exit_code, 0);
+  for (const char* name : {"async", "sync", "sync_backup", "easgd", "quadratic", "linear", "logistic", "softmax", "mlp",
+                           "fashion_mnist", "synthetic", "exponential", "pareto", "lognormal", "trace", "geometric"})
+    EXPECT_NE(r.output.find(name), std::string::npos) << name;
+}
+
+TEST(ConfigCli, UsageErrorsExitTwo) {
+  EXPECT_EQ(run_cli("").exit_code, 2);
+  EXPECT_EQ(run_cli("frobnicate").exit_code, 2);
+  EXPECT_EQ(run_cli("run").exit_code, 2);
+  EXPECT_EQ(run_cli("run x.json --no-such-flag").exit_code, 2);
+  EXPECT_EQ(run_cli("run /nonexistent/c.json").exit_code, 2);
+}
