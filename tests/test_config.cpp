@@ -207,3 +207,16 @@ TEST(ConfigCli, UsageErrorsExitTwo) {
   EXPECT_EQ(run_cli("run x.json --no-such-flag").exit_code, 2);
   EXPECT_EQ(run_cli("run /nonexistent/c.json").exit_code, 2);
 }
+
+// Every shipped study runs end to end at a reduced size (a sliver of an epoch).
+TEST(ConfigCli, EveryShippedConfigRunsAtReducedSize) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "Fashion-MNIST not installed";
+  std::string dir = temp_dir("cfg");
+  for (const auto& e : fs::directory_iterator(std::string(ASGD_SOURCE_DIR) + "/experiments/configs")) {
+    if (e.path().extension() != ".json") continue;
+    CommandResult r = run_cli("run " + e.path().string() + " --quiet --out " + dir + " --set stop.epochs=0.02");
+    EXPECT_EQ(r.exit_code, 0) << e.path() << "\n" << r.output;
+    std::string index = read_file(dir + "/" + e.path().stem().string() + "/index.csv");
+    EXPECT_EQ(index.find(",pending,"), std::string::npos) << index;
+  }
+}
