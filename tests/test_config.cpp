@@ -220,3 +220,64 @@ TEST(ConfigCli, EveryShippedConfigRunsAtReducedSize) {
     EXPECT_EQ(index.find(",pending,"), std::string::npos) << index;
   }
 }
+
+// A diverged run is a result: status "diverged", exit 0, its rows kept, the next run goes on.
+TEST(Reliability, DivergenceIsAResultNotACrash) {
+  std::string dir = temp_dir("rel");
+  json c = {{"name", "div"},
+            {"model", {{"type", "quadratic"}, {"dim", 10}, {"curvature", 1.0}}},
+            {"train", {{"lr", 3.0}}},
+            {"stop", {{"updates", 1000}}},
+            {"eval", {{"every", 5}, {"unit", "updates"}, {"divergence_bound", 1e4}}},
+            {"cluster", {{"workers", 1}}},
+            {"engines", json::array({json{{"type", "async"}}, json{{"type", "sync"}}})}};
+  write_text(dir + "/c.json", c.dump());
+  CommandResult r = run_cli("run " + dir + "/c.json --quiet --out " + dir + "/out");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (const char* run : {"async-seed1", "sync-seed1"}) {
+    json s = json::parse(read_file(dir + "/out/div/" + std::string(run) + "/summary.json"));
+    EXPECT_EQ(s["status"], "diverged") << run;
+    Metrics m = read_metrics(dir + "/out/div/" + std::string(run) + "/metrics.csv");
+    ASSERT_GE(m.rows.size(), 2u);
+    EXPECT_GT(m.column("train_loss").back(), 1e4);
+    EXPECT_LT(m.column("updates").back(), 1000);
+  }
+}
+
+// SIGINT flushes the rows so far, marks the run interrupted, exits 130; a re-run of the
+// experiment runs the unfinished run again instead of skipping it.
+TEST(Reliability, InterruptMarksTheRunAndARerunRedoesIt) {
+  std::string dir = temp_dir("rel");
+  json c = {{"name", "intr"},
+            {"model", {{"type", "quadratic"}, {"dim", 20000}, {"curvature", {{"min", 0.01}, {"max", 1.0}}}, {"noise", 0.01}}},
+            {"train", {{"lr", 0.01}}},
+            {"stop", {{"updates", 400000}}},
+            {"eval", {{"every", 200}, {"unit", "updates"}}},
+            {"cluster", {{"workers", 4}}},
+            {"engines", json::array({json{{"type", "async"}}})}};
+  write_text(dir + "/c.json", c.dump());
+  auto run_and_interrupt = [&](const std::string& flags) {
+    std::string cmd = std::string(ASGD_BINARY) + " run " + dir + "/c.json " + flags + " --out " + dir +
+                      "/out & pid=$!; sleep 1.5; kill -INT $pid; wait $pid; echo rc=$?";
+    FILE* p = ::popen(("bash -c '" + cmd + "' 2>&1").c_str(), "r");
+    std::string out;
+    char buf[512];
+    while (p && std::fgets(buf, sizeof(buf), p)) out += buf;
+    if (p) ::pclose(p);
+    return out;
+  };
+  std::string first = run_and_interrupt("--quiet");
+  EXPECT_NE(first.find("rc=130"), std::string::npos) << first;
+  std::string run = dir + "/out/intr/async-seed1";
+  json s = json::parse(read_file(run + "/summary.json"));
+  EXPECT_EQ(s["status"], "interrupted");
+  Metrics m = read_metrics(run + "/metrics.csv");
+  EXPECT_GE(m.rows.size(), 2u);
+  EXPECT_EQ(m.column("updates").back(), s["updates"].get<double>());
+  EXPECT_LT(s["updates"].get<int>(), 400000);
+  EXPECT_NE(read_file(dir + "/out/intr/index.csv").find(",interrupted,"), std::string::npos);
+
+  std::string second = run_and_interrupt("");
+  EXPECT_EQ(second.find("skipped"), std::string::npos) << second;
+  EXPECT_NE(second.find("rc=130"), std::string::npos) << second;
+}
