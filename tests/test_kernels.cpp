@@ -1,0 +1,1102 @@
+// tests/test_kernels.cpp — the kernels/ layer against plain scalar references: update rules
+// and reductions (kernels/ops.h vs kernels/ops_ref.h), fp16/bf16 rounding, the models'
+// gradients (central finite differences in double), evaluation, determinism, the keyed
+// RNG and DeviceArray. Everything goes through upload/download, so the same tests run on
+// the CUDA backend. Not here: timing, workers, engines (tests/test_sim.cpp and later).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "kernels/buffer.h"
+#include "kernels/exec.h"
+#include "kernels/model.h"
+#include "kernels/ops.h"
+#include "kernels/ops_ref.h"
+#include "kernels/rng.h"
+#include "sim/dataset.h"
+
+namespace asgd {
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// helpers
+
+// Awkward sizes: empty, one, not a multiple of any vector width, odd and large.
+const size_t kSizes[] = {0, 1, 7, 1000, 100003};
+
+std::vector<float> random_vec(size_t n, uint32_t seed, float lo = -2.0f, float hi = 2.0f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(gen);
+  return v;
+}
+
+DeviceArray<float> to_device(const std::vector<float>& h) {
+  DeviceArray<float> d;
+  d.upload(h);
+  return d;
+}
+
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// |got - want| <= atol + rtol * |want| elementwise; reports the first few misses.
+::testing::AssertionResult all_close(const std::vector<float>& got, const std::vector<float>& want,
+                                     double rtol, double atol) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << "size " << got.size() << " != " << want.size();
+  size_t bad = 0;
+  std::string first;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double g = got[i], w = want[i];
+    if (!(std::fabs(g - w) <= atol + rtol * std::fabs(w))) {
+      if (++bad <= 5)
+        first += " [" + std::to_string(i) + "] got " + std::to_string(g) + " want " + std::to_string(w);
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << bad << " of " << got.size() << " differ:" << first;
+}
+
+// Runs fn on a fresh thread whose kernels run single-threaded, as on a worker-pool thread.
+// For hundreds of tiny kernel calls this avoids OpenMP fork/join barriers, which on a
+// loaded machine (more runnable threads than cores) cost milliseconds each.
+template <class F>
+void on_worker_thread(F fn) {
+  std::thread t([&] {
+    kernels_use_one_thread_here();
+    fn();
+  });
+  t.join();
+}
+
+// Elementwise ops are one or two float operations per element; the reference does the
+// same operations, so they agree to a few ulps (exactly on CPU; CUDA may fuse into FMAs).
+constexpr double kOpRtol = 1e-6, kOpAtol = 1e-6;
+
+// Tests that touch backend memory skip on a CUDA build when no GPU is visible (CI
+// compiles the CUDA targets on machines without one).
+class DeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!kernels_device_available()) GTEST_SKIP() << "backend " << kernels_backend() << ": no device";
+  }
+};
+class Ops : public DeviceTest {};
+class Rounding : public DeviceTest {};
+class DenseModel : public DeviceTest {};
+class QuadraticModel : public DeviceTest {};
+class DeviceArrayTest : public DeviceTest {};
+class ExecContextTest : public DeviceTest {};
+
+// ---------------------------------------------------------------------------------------
+// ops vs ops_ref
+
+TEST_F(Ops, SgdStepMatchesReferenceSeparateAndAliased) {
+  ExecContext ctx;
+  const float lr = 0.05f;
+  for (size_t n : kSizes) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    auto w = random_vec(n, 1), g = random_vec(n, 2);
+    auto want = w;
+    ops_ref::sgd_step(want, g, lr);
+
+    auto dw = to_device(w), dg = to_device(g);
+    DeviceArray<float> dout(n);
+    ops::sgd_step(ctx, dout.data(), dw.data(), dg.data(), lr, n);
+    ctx.synchronize();
+    EXPECT_TRUE(all_close(dout.to_host(), want, kOpRtol, kOpAtol));
+    EXPECT_EQ(dw.to_host(), w) << "input changed although out != in";
+
+    ops::sgd_step(ctx, dw.data(), dw.data(), dg.data(), lr, n);  // out == in
+    ctx.synchronize();
+    EXPECT_TRUE(all_close(dw.to_host(), want, kOpRtol, kOpAtol));
+  }
+}
+
+TEST_F(Ops, MomentumStepMatchesReferenceSeparateAndAliased) {
+  ExecContext ctx;
+  const float lr = 0.03f, mu = 0.9f;
+  for (size_t n : kSizes) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    auto w = random_vec(n, 3), v = random_vec(n, 4), g = random_vec(n, 5);
+    auto want_w = w, want_v = v;
+    ops_ref::momentum_step(want_w, want_v, g, lr, mu);
+
+    auto dw = to_device(w), dv = to_device(v), dg = to_device(g);
+    DeviceArray<float> dout(n);
+    ops::momentum_step(ctx, dout.data(), dw.data(), dv.data(), dg.data(), lr, mu, n);
+    ctx.synchronize();
+    EXPECT_TRUE(all_close(dout.to_host(), want_w, kOpRtol, kOpAtol));
+    EXPECT_TRUE(all_close(dv.to_host(), want_v, kOpRtol, kOpAtol));
+    EXPECT_EQ(dw.to_host(), w);
+
+    dv.upload(v);
+    ops::momentum_step(ctx, dw.data(), dw.data(), dv.data(), dg.data(), lr, mu, n);
+    ctx.synchronize();
+    EXPECT_TRUE(all_close(dw.to_host(), want_w, kOpRtol, kOpAtol));
+    EXPECT_TRUE(all_close(dv.to_host(), want_v, kOpRtol, kOpAtol));
+  }
+}
+
+TEST_F(Ops, DcSgdStepMatchesReferenceSeparateAndAliased) {
+  ExecContext ctx;
+  const float lr = 0.1f, lambda = 0.7f;
+  for (size_t n : kSizes) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    auto w = random_vec(n, 6), g = random_vec(n, 7), backup = random_vec(n, 8);
+    auto want = w;
+    ops_ref::dc_sgd_step(want, g, backup, lr, lambda);
+
+    auto dw = to_device(w), dg = to_device(g), db = to_device(backup);
+    DeviceArray<float> dout(n);
+    ops::dc_sgd_step(ctx, dout.data(), dw.data(), dg.data(), db.data(), lr, lambda, n);
+    ctx.synchronize();
+    EXPECT_TRUE(all_close(dout.to_host(), want, kOpRtol, kOpAtol));
+    EXPECT_EQ(dw.to_host(), w);
+
+    ops::dc_sgd_step(ctx, dw.data(), dw.data(), dg.data(), db.data(), lr, lambda, n);
+    ctx.synchronize();
+    EXPECT_TRUE(all_close(dw.to_host(), want, kOpRtol, kOpAtol));
+  }
+}
+
+TEST_F(Ops, DcSgdStepWithBackupEqualToParamsIsPlainSgd) {
+  // The compensation term vanishes when the worker read the current parameters.
+  ExecContext ctx;
+  auto w = random_vec(1000, 9), g = random_vec(1000, 10);
+  auto dw = to_device(w), dg = to_device(g), db = to_device(w);
+  DeviceArray<float> a(1000), b(1000);
+  ops::dc_sgd_step(ctx, a.data(), dw.data(), dg.data(), db.data(), 0.1f, 5.0f, 1000);
+  ops::sgd_step(ctx, b.data(), dw.data(), dg.data(), 0.1f, 1000);
+  ctx.synchronize();
+  EXPECT_EQ(a.to_host(), b.to_host());
+}
+
+TEST_F(Ops, AddIntoScaleCopyMatchReference) {
+  ExecContext ctx;
+  for (size_t n : kSizes) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    auto acc = random_vec(n, 11), x = random_vec(n, 12);
+
+    auto want = acc;
+    ops_ref::add_into(want, x);
+    auto dacc = to_device(acc), dx = to_device(x);
+    ops::add_into(ctx, dacc.data(), dx.data(), n);
+    ctx.synchronize();
+    EXPECT_TRUE(all_close(dacc.to_host(), want, kOpRtol, kOpAtol));
+    EXPECT_EQ(dx.to_host(), x);
+
+    auto scaled = x;
+    ops_ref::scale(scaled, -1.7f);
+    ops::scale(ctx, dx.data(), -1.7f, n);
+    ctx.synchronize();
+    EXPECT_TRUE(all_close(dx.to_host(), scaled, kOpRtol, kOpAtol));
+
+    DeviceArray<float> dout(n);
+    dout.fill(123.0f);
+    ops::copy(ctx, dout.data(), dacc.data(), n);
+    ops::copy(ctx, dacc.data(), dacc.data(), n);  // out == in: a no-op
+    ctx.synchronize();
+    EXPECT_EQ(dout.to_host(), dacc.to_host());
+    EXPECT_TRUE(all_close(dacc.to_host(), want, kOpRtol, kOpAtol));
+  }
+}
+
+TEST_F(Ops, ElasticExchangeMatchesReferenceAndConservesTheSum) {
+  ExecContext ctx;
+  const float alpha = 0.25f;
+  for (size_t n : kSizes) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    auto x = random_vec(n, 13), c = random_vec(n, 14);
+    auto want_x = x, want_c = c;
+    ops_ref::elastic_exchange(want_x, want_c, alpha);
+    auto dx = to_device(x), dc = to_device(c);
+    ops::elastic_exchange(ctx, dx.data(), dc.data(), alpha, n);
+    ctx.synchronize();
+    auto gx = dx.to_host(), gc = dc.to_host();
+    EXPECT_TRUE(all_close(gx, want_x, kOpRtol, kOpAtol));
+    EXPECT_TRUE(all_close(gc, want_c, kOpRtol, kOpAtol));
+    // The exchange moves mass between x and c: x + c is unchanged up to the rounding of
+    // the two float updates (|x|, |c| <= 2.5: half an ulp is 1.2e-7 each).
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_NEAR(double(gx[i]) + gc[i], double(x[i]) + c[i], 5e-7) << "at " << i;
+  }
+}
+
+TEST_F(Ops, MoveTowardsMatchesReference) {
+  ExecContext ctx;
+  for (size_t n : kSizes) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    auto c = random_vec(n, 15), mean = random_vec(n, 16);
+    auto want = c;
+    ops_ref::move_towards(want, mean, 0.4f);
+    auto dc = to_device(c), dm = to_device(mean);
+    ops::move_towards(ctx, dc.data(), dm.data(), 0.4f, n);
+    ctx.synchronize();
+    EXPECT_TRUE(all_close(dc.to_host(), want, kOpRtol, kOpAtol));
+    // beta = 1 lands exactly on the mean.
+    ops::move_towards(ctx, dc.data(), dm.data(), 1.0f, n);
+    ctx.synchronize();
+    EXPECT_TRUE(all_close(dc.to_host(), mean, 0, 1e-6));
+  }
+}
+
+TEST_F(Ops, SumAndSqNormMatchReference) {
+  ExecContext ctx;
+  for (size_t n : kSizes) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    auto x = random_vec(n, 17, -3.0f, 5.0f);
+    auto dx = to_device(x);
+    double abs_sum = 0;
+    for (float v : x) abs_sum += std::fabs(v);
+    // Both accumulate in double; only the order may differ (CUDA's tree), so the error
+    // is a few double ulps of the sum of magnitudes.
+    EXPECT_NEAR(ops::sum(ctx, dx.data(), n), ops_ref::sum(x), 1e-13 * abs_sum + 1e-300);
+    double want_sq = ops_ref::sq_norm(x);
+    EXPECT_NEAR(ops::sq_norm(ctx, dx.data(), n), want_sq, 1e-13 * want_sq + 1e-300);
+  }
+  // Values whose float sum would lose the small terms: accumulation really is in double.
+  std::vector<float> x(100001, 1e-4f);
+  x[0] = 1e8f;
+  auto dx = to_device(x);
+  // (float accumulation would lose all 10; double rounding costs at most 1e5 half-ulps of
+  // 1e8, i.e. 7.5e-4)
+  EXPECT_NEAR(ops::sum(ctx, dx.data(), x.size()), 1e8 + 100000 * double(1e-4f), 1e-3);
+  EXPECT_EQ(ops::sum(ctx, dx.data(), 0), 0.0);
+  EXPECT_EQ(ops::sq_norm(ctx, dx.data(), 0), 0.0);
+}
+
+TEST_F(Ops, AllFiniteFindsInfAndNanAnywhere) {
+  ExecContext ctx;
+  for (size_t n : kSizes) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    auto x = random_vec(n, 18);
+    auto dx = to_device(x);
+    EXPECT_TRUE(ops::all_finite(ctx, dx.data(), n));
+    if (n == 0) continue;
+    const float bad[] = {INFINITY, -INFINITY, NAN, -NAN};
+    for (float b : bad) {
+      for (size_t pos : {size_t(0), n / 2, n - 1}) {
+        auto y = x;
+        y[pos] = b;
+        dx.upload(y);
+        EXPECT_FALSE(ops::all_finite(ctx, dx.data(), n)) << b << " at " << pos;
+      }
+    }
+    // FLT_MAX and subnormals are finite.
+    auto y = x;
+    y[0] = FLT_MAX;
+    y[n - 1] = -std::numeric_limits<float>::denorm_min();
+    dx.upload(y);
+    EXPECT_TRUE(ops::all_finite(ctx, dx.data(), n));
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// fp16 / bf16 rounding
+
+// Values that stress rounding: ties, subnormals, the top of the fp16 range, signs,
+// inf/nan, plus random bit patterns over every exponent.
+std::vector<float> rounding_probe_values() {
+  std::vector<float> v = {0.0f, -0.0f, 1.0f, -1.0f, 0.1f, -0.1f, 3.14159265f, 1e-3f, 1e3f,
+                          INFINITY, -INFINITY, NAN, -NAN, FLT_MAX, -FLT_MAX, FLT_MIN, -FLT_MIN,
+                          std::numeric_limits<float>::denorm_min(),
+                          -std::numeric_limits<float>::denorm_min(),
+                          // top of the fp16 range: 65504 is the largest half; 65520 the tie
+                          65504.0f, 65505.0f, 65519.0f, std::nextafter(65520.0f, 0.0f), 65520.0f,
+                          std::nextafter(65520.0f, INFINITY), 65536.0f, 1e5f, -65504.0f,
+                          -65520.0f, -std::nextafter(65520.0f, 0.0f), 3e38f};
+  // fp16 subnormals: quantum 2^-24, smallest normal 2^-14; ties at (k + 1/2) quanta.
+  const float q = std::ldexp(1.0f, -24);
+  for (int k = 0; k <= 1025; ++k) {
+    for (float f : {k * q, (k + 0.5f) * q, (k + 0.25f) * q, (k + 0.75f) * q}) {
+      v.push_back(f);
+      v.push_back(-f);
+      v.push_back(std::nextafter(f, 0.0f));
+      v.push_back(std::nextafter(f, 1.0f));
+    }
+  }
+  v.push_back(std::ldexp(1.0f, -25));  // tie between 0 and the smallest subnormal
+  v.push_back(std::ldexp(1.0f, -26));
+  // fp16 and bf16 ties in the normal range: x + half an ulp for random representable x,
+  // and one float ulp either side of the tie.
+  std::mt19937 gen(42);
+  for (int i = 0; i < 20000; ++i) {
+    int e = int(gen() % 30) - 14;       // fp16 normal exponents
+    uint32_t mant = gen() % 1024;
+    float x = std::ldexp(1.0f + mant / 1024.0f, e);
+    float tie = x + std::ldexp(1.0f, e - 11);
+    for (float f : {tie, std::nextafter(tie, 0.0f), std::nextafter(tie, INFINITY)}) {
+      v.push_back(f);
+      v.push_back(-f);
+    }
+    int eb = int(gen() % 250) - 125;    // bf16 exponents
+    uint32_t mb = gen() % 128;
+    float xb = std::ldexp(1.0f + mb / 128.0f, eb);
+    float tb = xb + std::ldexp(1.0f, eb - 8);
+    for (float f : {tb, std::nextafter(tb, 0.0f), std::nextafter(tb, INFINITY)}) {
+      v.push_back(f);
+      v.push_back(-f);
+    }
+  }
+  for (int i = 0; i < (1 << 17); ++i) v.push_back(from_bits(uint32_t(gen())));
+  return v;
+}
+
+std::vector<float> device_round(const std::vector<float>& in, bool fp16) {
+  ExecContext ctx;
+  auto d = to_device(in);
+  if (fp16) ops::round_fp16(ctx, d.data(), in.size());
+  else ops::round_bf16(ctx, d.data(), in.size());
+  ctx.synchronize();
+  return d.to_host();
+}
+
+// Bit-exact, except that any NaN matches any NaN.
+::testing::AssertionResult same_rounding(const std::vector<float>& in, const std::vector<float>& got,
+                                         float (*ref)(float)) {
+  size_t bad = 0;
+  std::string first;
+  for (size_t i = 0; i < in.size(); ++i) {
+    float want = ref(in[i]);
+    bool ok = std::isnan(want) ? std::isnan(got[i]) : bits(got[i]) == bits(want);
+    if (!ok && ++bad <= 5) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, " [%a -> got %a want %a]", double(in[i]), double(got[i]),
+                    double(want));
+      first += buf;
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << bad << " of " << in.size() << " differ:" << first;
+}
+
+TEST_F(Rounding, Fp16MatchesReferenceBitForBit) {
+  auto in = rounding_probe_values();
+  EXPECT_TRUE(same_rounding(in, device_round(in, true), ops_ref::round_fp16));
+}
+
+TEST_F(Rounding, Bf16MatchesReferenceBitForBit) {
+  auto in = rounding_probe_values();
+  EXPECT_TRUE(same_rounding(in, device_round(in, false), ops_ref::round_bf16));
+}
+
+#if defined(__FLT16_MANT_DIG__)
+// The compiler's own float -> _Float16 conversion (IEEE, nearest-even) is an oracle
+// independent of both the kernel and ops_ref.
+TEST_F(Rounding, Fp16AgreesWithCompilerFloat16) {
+  auto in = rounding_probe_values();
+  auto got = device_round(in, true);
+  size_t bad = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    float want = float(static_cast<_Float16>(in[i]));
+    bool ok = std::isnan(want) ? std::isnan(got[i]) : bits(got[i]) == bits(want);
+    if (!ok && ++bad <= 5) ADD_FAILURE() << std::hexfloat << in[i] << " -> " << got[i] << " want " << want;
+  }
+  EXPECT_EQ(bad, 0u);
+}
+#endif
+
+TEST_F(Rounding, KnownValues) {
+  const float q = std::ldexp(1.0f, -24);
+  struct Case { float in, fp16, bf16; };
+  const Case cases[] = {
+      {1.0f + std::ldexp(1.0f, -11), 1.0f, 1.0f},                        // fp16 tie -> even
+      {1.0f + 3 * std::ldexp(1.0f, -11), 1.0f + std::ldexp(1.0f, -9), 1.0f},  // tie -> even (up)
+      {1.00390625f, 1.00390625f, 1.0f},                                  // bf16 tie -> even
+      {1.01171875f, 1.01171875f, 1.015625f},                             // bf16 tie -> even (up)
+      {2049.0f, 2048.0f, 2048.0f},                                       // fp16 ulp 2 at 2048
+      {2051.0f, 2052.0f, 2048.0f},
+      {65504.0f, 65504.0f, 65536.0f},
+      {65519.0f, 65504.0f, 65536.0f},
+      {65520.0f, INFINITY, 65536.0f},                                    // the fp16 overflow tie
+      {-65520.0f, -INFINITY, -65536.0f},
+      {1e6f, INFINITY, 999424.0f},
+      {0.1f, 0.0999755859375f, 0.10009765625f},
+      {std::ldexp(1.0f, -25), 0.0f, std::ldexp(1.0f, -25)},              // tie to the even 0
+      {3 * std::ldexp(1.0f, -25), 2 * q, 3 * std::ldexp(1.0f, -25)},     // 1.5 quanta -> 2
+      {1023.5f * q, 1024 * q, 1024 * q},                                 // fp16: up to normal
+      {-2.5f * q, -2 * q, -2.5f * q},
+  };
+  std::vector<float> in;
+  for (const auto& c : cases) in.push_back(c.in);
+  auto h = device_round(in, true), b = device_round(in, false);
+  for (size_t i = 0; i < in.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << std::hexfloat << "input " << in[i]);
+    EXPECT_EQ(bits(h[i]), bits(cases[i].fp16)) << "fp16 gave " << h[i];
+    EXPECT_EQ(bits(b[i]), bits(cases[i].bf16)) << "bf16 gave " << b[i];
+    EXPECT_EQ(bits(ops_ref::round_fp16(in[i])), bits(cases[i].fp16)) << "ops_ref fp16";
+    EXPECT_EQ(bits(ops_ref::round_bf16(in[i])), bits(cases[i].bf16)) << "ops_ref bf16";
+  }
+  // Signs of zero, infinities and NaN survive.
+  std::vector<float> sp = {-0.0f, INFINITY, -INFINITY, NAN, -1e-30f};
+  for (bool fp16 : {true, false}) {
+    auto r = device_round(sp, fp16);
+    EXPECT_EQ(bits(r[0]), bits(-0.0f));
+    EXPECT_EQ(r[1], INFINITY);
+    EXPECT_EQ(r[2], -INFINITY);
+    EXPECT_TRUE(std::isnan(r[3]));
+    EXPECT_TRUE(std::signbit(r[4]));
+  }
+  // Rounding is idempotent.
+  auto once = device_round(rounding_probe_values(), true);
+  auto twice = device_round(once, true);
+  EXPECT_TRUE(same_rounding(once, twice, [](float f) { return f; }));
+}
+
+// ---------------------------------------------------------------------------------------
+// models: a plain double-precision forward pass, gradient checks, evaluation
+
+// Per-row loss of the dense model computed naively in double from float parameters.
+// Layout as in kernels/models/dense.cu: per layer W (in, out) row-major, then b (out).
+struct RefRow {
+  double loss = 0;
+  bool correct = false;
+  double margin = 0;  // distance from a decision tie (classification)
+};
+
+RefRow ref_dense_row(const std::vector<int>& layers, DenseLoss loss, const std::vector<double>& w,
+                     const float* x, float y) {
+  std::vector<double> a(x, x + layers[0]);
+  size_t off = 0;
+  const size_t L = layers.size() - 1;
+  for (size_t l = 1; l <= L; ++l) {
+    int in = layers[l - 1], out = layers[l];
+    std::vector<double> z(out, 0.0);
+    for (int j = 0; j < out; ++j) {
+      double s = w[off + size_t(in) * out + j];  // bias
+      for (int i = 0; i < in; ++i) s += a[i] * w[off + size_t(i) * out + j];
+      z[j] = (l < L && s < 0) ? 0.0 : s;
+    }
+    off += size_t(in) * out + out;
+    a = z;
+  }
+  RefRow r;
+  if (loss == DenseLoss::Squared) {
+    double d = a[0] - y;
+    r.loss = 0.5 * d * d;
+  } else if (loss == DenseLoss::Logistic) {
+    double v = a[0];
+    r.loss = std::log1p(std::exp(-std::fabs(v))) + std::max(v, 0.0) - y * v;
+    r.correct = (v > 0) == (y > 0.5f);
+    r.margin = std::fabs(v);
+  } else {
+    int label = int(y), arg = 0;
+    for (size_t j = 1; j < a.size(); ++j)
+      if (a[j] > a[arg]) arg = int(j);
+    double mx = a[arg], se = 0, second = -INFINITY;
+    for (size_t j = 0; j < a.size(); ++j) {
+      se += std::exp(a[j] - mx);
+      if (int(j) != arg) second = std::max(second, a[j]);
+    }
+    r.loss = mx + std::log(se) - a[label];
+    r.correct = arg == label;
+    r.margin = mx - second;
+  }
+  return r;
+}
+
+double ref_mean_loss(const std::vector<int>& layers, DenseLoss loss, const std::vector<double>& w,
+                     const HostDataset& d, const std::vector<int32_t>& ids) {
+  double s = 0;
+  for (int32_t id : ids) s += ref_dense_row(layers, loss, w, &d.x[size_t(id) * d.dim], d.y[id]).loss;
+  return s / double(ids.size());
+}
+
+struct DenseCase {
+  const char* label;
+  std::vector<int> layers;
+  DenseLoss loss;
+  const char* name;
+  bool classification;
+  int classes;
+};
+
+const DenseCase kDenseCases[] = {
+    {"linear", {6, 1}, DenseLoss::Squared, "linear", false, 0},
+    {"logistic", {6, 1}, DenseLoss::Logistic, "logistic", true, 2},
+    {"softmax", {6, 4}, DenseLoss::SoftmaxCrossEntropy, "softmax", true, 4},
+    {"mlp", {6, 8, 5, 4}, DenseLoss::SoftmaxCrossEntropy, "mlp", true, 4},
+};
+
+HostDataset small_data(const DenseCase& c, size_t n, uint64_t seed) {
+  SyntheticSpec s;
+  s.classification = c.classification;
+  s.classes = c.classification ? c.classes : 10;
+  s.features = size_t(c.layers[0]);
+  s.train_samples = n;
+  s.test_samples = 1;
+  s.noise = 0.3;
+  return make_synthetic(s, seed).train;
+}
+
+// Initial parameters with non-zero biases (so bias gradients and dead/alive ReLUs are
+// both exercised).
+std::vector<float> test_params(const Model& m, uint64_t seed) {
+  std::vector<float> w;
+  m.init_params(seed, w);
+  auto jitter = random_vec(w.size(), uint32_t(seed) + 100, -0.3f, 0.3f);
+  for (size_t i = 0; i < w.size(); ++i) w[i] += jitter[i];
+  return w;
+}
+
+std::vector<int32_t> random_ids(size_t m, size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::vector<int32_t> ids(m);
+  for (auto& id : ids) id = int32_t(gen() % n);
+  return ids;
+}
+
+// Model loss at host parameters w (float), via loss_grad's returned mean loss.
+double model_loss(const Model& model, ExecContext& ctx, const std::vector<float>& w,
+                  const DeviceDataset* data, const std::vector<int32_t>& ids, const NoiseKey& key = {}) {
+  auto dw = to_device(w);
+  DeviceArray<float> g(w.size());
+  double l = model.loss_grad(ctx, dw.data(), data, ids.data(), ids.size(), key, g.data());
+  ctx.synchronize();
+  return l;
+}
+
+std::vector<float> model_grad(const Model& model, ExecContext& ctx, const std::vector<float>& w,
+                              const DeviceDataset* data, const std::vector<int32_t>& ids,
+                              const NoiseKey& key = {}, double* loss = nullptr) {
+  auto dw = to_device(w);
+  DeviceArray<float> g(w.size());
+  g.fill(NAN);  // every coordinate must be written
+  double l = model.loss_grad(ctx, dw.data(), data, ids.data(), ids.size(), key, g.data());
+  ctx.synchronize();
+  if (loss) *loss = l;
+  return g.to_host();
+}
+
+TEST_F(DenseModel, DescribesItself) {
+  for (const auto& c : kDenseCases) {
+    auto m = make_dense(c.layers, c.loss);
+    EXPECT_EQ(m->name(), c.name);
+    size_t want = 0;
+    for (size_t l = 1; l < c.layers.size(); ++l) want += size_t(c.layers[l - 1]) * c.layers[l] + c.layers[l];
+    EXPECT_EQ(m->num_params(), want) << c.label;
+    EXPECT_EQ(m->is_classifier(), c.loss != DenseLoss::Squared) << c.label;
+    EXPECT_TRUE(m->uses_data());
+  }
+  EXPECT_THROW(make_dense({5}, DenseLoss::Squared), std::invalid_argument);
+  EXPECT_THROW(make_dense({5, 0, 1}, DenseLoss::Squared), std::invalid_argument);
+  EXPECT_THROW(make_dense({5, 3}, DenseLoss::Squared), std::invalid_argument);
+  EXPECT_THROW(make_dense({5, 2}, DenseLoss::Logistic), std::invalid_argument);
+}
+
+TEST_F(DenseModel, RejectsAMismatchedDataset) {
+  auto m = make_dense({7, 3}, DenseLoss::SoftmaxCrossEntropy);
+  auto host = small_data(kDenseCases[2], 10, 1);  // 6 features
+  auto data = upload(host);
+  ExecContext ctx;
+  std::vector<float> w(m->num_params(), 0.0f);
+  std::vector<int32_t> ids = {0, 1};
+  EXPECT_THROW(model_loss(*m, ctx, w, &data, ids), std::invalid_argument);
+  EXPECT_THROW(model_loss(*m, ctx, w, nullptr, ids), std::invalid_argument);
+  auto dw = to_device(w);
+  EXPECT_THROW(m->evaluate(ctx, dw.data(), &data, 0, 2), std::invalid_argument);
+}
+
+// The analytic gradient (float) against central differences of a double-precision
+// re-implementation of the loss (h = 1e-6: truncation ~1e-12, rounding ~1e-10, and
+// practically no chance of stepping across a ReLU kink). Tight: catches small systematic
+// errors that the float differences below cannot see.
+TEST_F(DenseModel, GradientMatchesDoubleFiniteDifferencesOfReferenceLoss) {
+  ExecContext ctx;
+  for (const auto& c : kDenseCases) {
+    SCOPED_TRACE(c.label);
+    auto model = make_dense(c.layers, c.loss);
+    HostDataset host = small_data(c, 50, 7);
+    DeviceDataset data = upload(host);
+    auto ids = random_ids(16, host.n, 3);
+    const int32_t repeated = ids[0];
+    ids.push_back(repeated);  // a repeated id counts twice
+    auto w = test_params(*model, 11);
+    double loss = 0;
+    auto g = model_grad(*model, ctx, w, &data, ids, {}, &loss);
+
+    std::vector<double> wd(w.begin(), w.end());
+    EXPECT_NEAR(loss, ref_mean_loss(c.layers, c.loss, wd, host, ids), 1e-5 * (1 + loss));
+
+    const double h = 1e-6;
+    std::vector<double> fd(w.size());
+    double scale = 0;
+    for (size_t i = 0; i < w.size(); ++i) {
+      auto wp = wd, wm = wd;
+      wp[i] += h;
+      wm[i] -= h;
+      fd[i] = (ref_mean_loss(c.layers, c.loss, wp, host, ids) -
+               ref_mean_loss(c.layers, c.loss, wm, host, ids)) / (2 * h);
+      scale = std::max(scale, std::fabs(fd[i]));
+    }
+    ASSERT_GT(scale, 1e-3) << "degenerate test: gradient is ~0";
+    size_t nonzero = 0;
+    for (size_t i = 0; i < w.size(); ++i) {
+      // float gradient: relative 3e-5 of the coordinate, plus 3e-6 of the gradient's scale
+      // (observed: ~100x below this on the OMP backend)
+      EXPECT_NEAR(g[i], fd[i], 3e-5 * std::fabs(fd[i]) + 3e-6 * scale) << "param " << i;
+      nonzero += std::fabs(fd[i]) > 1e-6;
+    }
+    EXPECT_GT(nonzero, w.size() / 2) << "most parameters should get a gradient";
+  }
+}
+
+// The gradient against central differences of the model's own loss (float forward pass,
+// differences taken in double over the step actually representable in float). Checks
+// that loss and gradient are consistent inside the implementation.
+TEST_F(DenseModel, GradientMatchesFiniteDifferencesOfItsOwnLoss) {
+  on_worker_thread([] {
+    ExecContext ctx;
+    for (const auto& c : kDenseCases) {
+      SCOPED_TRACE(c.label);
+      auto model = make_dense(c.layers, c.loss);
+      HostDataset host = small_data(c, 50, 8);
+      DeviceDataset data = upload(host);
+      auto ids = random_ids(16, host.n, 4);
+      auto w = test_params(*model, 12);
+      auto g = model_grad(*model, ctx, w, &data, ids);
+      double scale = 0;
+      for (float v : g) scale = std::max(scale, double(std::fabs(v)));
+      const float h = 1e-3f;
+      for (size_t i = 0; i < w.size(); ++i) {
+        auto wp = w, wm = w;
+        wp[i] = w[i] + h;
+        wm[i] = w[i] - h;
+        double step = double(wp[i]) - double(wm[i]);
+        double fd =
+            (model_loss(*model, ctx, wp, &data, ids) - model_loss(*model, ctx, wm, &data, ids)) /
+            step;
+        EXPECT_NEAR(g[i], fd, 1e-2 * std::fabs(fd) + 1e-3 * scale) << "param " << i;
+      }
+    }
+  });
+}
+
+TEST_F(DenseModel, LossGradIsDeterministicAndIndependentOfThreadCount) {
+  const auto& c = kDenseCases[3];
+  auto model = make_dense(c.layers, c.loss);
+  HostDataset host = small_data(c, 300, 9);
+  DeviceDataset data = upload(host);
+  auto ids = random_ids(200, host.n, 5);
+  auto w = test_params(*model, 13);
+  ExecContext ctx;
+  double l1 = 0, l2 = 0, l3 = 0, l4 = 0;
+  auto g1 = model_grad(*model, ctx, w, &data, ids, {}, &l1);
+  auto g2 = model_grad(*model, ctx, w, &data, ids, {}, &l2);
+  ExecContext other;
+  auto g3 = model_grad(*model, other, w, &data, ids, {}, &l3);
+  std::vector<float> g4;
+  std::thread t([&] {  // a worker thread: kernels single-threaded, as in the pool
+    kernels_use_one_thread_here();
+    ExecContext own;
+    g4 = model_grad(*model, own, w, &data, ids, {}, &l4);
+  });
+  t.join();
+  ASSERT_EQ(g1.size(), model->num_params());
+  EXPECT_EQ(0, std::memcmp(g1.data(), g2.data(), g1.size() * 4));
+  EXPECT_EQ(0, std::memcmp(g1.data(), g3.data(), g1.size() * 4));
+  EXPECT_EQ(0, std::memcmp(g1.data(), g4.data(), g1.size() * 4));
+  EXPECT_EQ(l1, l2);
+  EXPECT_EQ(l1, l3);
+  EXPECT_EQ(l1, l4);
+}
+
+// evaluate() against the scalar reference, over more rows than one evaluation chunk.
+TEST_F(DenseModel, EvaluateMatchesScalarForwardPass) {
+  ExecContext ctx;
+  for (const auto& c : kDenseCases) {
+    SCOPED_TRACE(c.label);
+    auto model = make_dense(c.layers, c.loss);
+    HostDataset host = small_data(c, 2500, 10);
+    DeviceDataset data = upload(host);
+    auto w = test_params(*model, 14);
+    auto dw = to_device(w);
+    std::vector<double> wd(w.begin(), w.end());
+
+    double ref_loss = 0;
+    size_t ref_correct = 0, ambiguous = 0;
+    for (size_t r = 0; r < host.n; ++r) {
+      RefRow row = ref_dense_row(c.layers, c.loss, wd, &host.x[r * host.dim], host.y[r]);
+      ref_loss += row.loss;
+      ref_correct += row.correct;
+      ambiguous += model->is_classifier() && row.margin < 1e-4;  // float may break the tie
+    }
+    EvalSums s = model->evaluate(ctx, dw.data(), &data, 0, host.n);
+    EXPECT_EQ(s.count, host.n);
+    EXPECT_NEAR(s.loss_sum, ref_loss, 1e-5 * ref_loss + 1e-6);
+    EXPECT_LE(std::fabs(s.correct - double(ref_correct)), double(ambiguous));
+    if (!model->is_classifier()) EXPECT_EQ(s.correct, 0.0);
+    else EXPECT_GT(s.correct, 0.0);
+
+    // loss_grad's mean over all rows, times n, is evaluate's sum.
+    std::vector<int32_t> all(host.n);
+    std::iota(all.begin(), all.end(), 0);
+    double mean = model_loss(*model, ctx, w, &data, all);
+    EXPECT_NEAR(mean * double(host.n), s.loss_sum, 1e-5 * s.loss_sum);
+
+    // A range split in two sums to the whole (float per row; sums in double).
+    for (size_t split : {size_t(1), size_t(1024), size_t(1777)}) {
+      EvalSums a = model->evaluate(ctx, dw.data(), &data, 0, split);
+      EvalSums b = model->evaluate(ctx, dw.data(), &data, split, host.n);
+      EXPECT_EQ(a.count + b.count, host.n);
+      EXPECT_NEAR(a.loss_sum + b.loss_sum, s.loss_sum, 1e-6 * s.loss_sum);
+      EXPECT_EQ(a.correct + b.correct, s.correct);
+    }
+    // A sub-range matches the reference over the same rows.
+    EvalSums mid = model->evaluate(ctx, dw.data(), &data, 100, 110);
+    double mid_ref = 0;
+    for (size_t r = 100; r < 110; ++r)
+      mid_ref += ref_dense_row(c.layers, c.loss, wd, &host.x[r * host.dim], host.y[r]).loss;
+    EXPECT_EQ(mid.count, 10u);
+    EXPECT_NEAR(mid.loss_sum, mid_ref, 1e-5 * mid_ref + 1e-6);
+    EvalSums none = model->evaluate(ctx, dw.data(), &data, 5, 5);
+    EXPECT_EQ(none.count, 0u);
+    EXPECT_EQ(none.loss_sum, 0.0);
+  }
+}
+
+// A hand-computed tiny network: 2 inputs -> 2 ReLU units -> 2 logits.
+TEST_F(DenseModel, TinyNetworkByHand) {
+  auto model = make_dense({2, 2, 2}, DenseLoss::SoftmaxCrossEntropy);
+  ASSERT_EQ(model->num_params(), 12u);
+  // W1 = [[1, -1], [2, 1]] (in x out), b1 = [0, 0.5]; W2 = [[1, 0], [0, 1]], b2 = [0, 1]
+  std::vector<float> w = {1, -1, 2, 1, 0, 0.5f, 1, 0, 0, 1, 0, 1};
+  HostDataset host;
+  host.n = 2;
+  host.dim = 2;
+  host.classes = 2;
+  host.x = {1, 1, -1, 0};  // row0: h = relu([3, 0.5]) = [3, 0.5]; row1: relu([-1, 1.5]) = [0, 1.5]
+  host.y = {0, 0};         // logits row0 [3, 1.5] -> class 0 right; row1 [0, 2.5] -> wrong
+  DeviceDataset data = upload(host);
+  ExecContext ctx;
+  auto dw = to_device(w);
+  EvalSums s = model->evaluate(ctx, dw.data(), &data, 0, 2);
+  double l0 = std::log(std::exp(3.0) + std::exp(1.5)) - 3.0;
+  double l1 = std::log(1.0 + std::exp(2.5)) - 0.0;
+  EXPECT_NEAR(s.loss_sum, l0 + l1, 1e-5);
+  EXPECT_EQ(s.correct, 1.0);
+  EXPECT_EQ(s.count, 2u);
+}
+
+TEST_F(DenseModel, InitParamsAreSeededHeNormalWithZeroBiases) {
+  auto model = make_dense({200, 100, 10}, DenseLoss::SoftmaxCrossEntropy);
+  std::vector<float> a, b, c;
+  model->init_params(5, a);
+  model->init_params(5, b);
+  model->init_params(6, c);
+  ASSERT_EQ(a.size(), model->num_params());
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  // layer 1: W (200 x 100) std sqrt(2/200), then 100 zero biases; layer 2 std sqrt(1/100)
+  auto check = [&](size_t off, size_t count, double want_std) {
+    double s = 0, s2 = 0;
+    for (size_t i = off; i < off + count; ++i) {
+      s += a[i];
+      s2 += double(a[i]) * a[i];
+    }
+    double mean = s / count, var = s2 / count - mean * mean;
+    EXPECT_NEAR(mean, 0.0, 5 * want_std / std::sqrt(double(count)));
+    EXPECT_NEAR(var, want_std * want_std, 5 * std::sqrt(2.0 / count) * want_std * want_std);
+  };
+  check(0, 20000, std::sqrt(2.0 / 200));
+  for (size_t i = 20000; i < 20100; ++i) ASSERT_EQ(a[i], 0.0f);
+  check(20100, 1000, std::sqrt(1.0 / 100));
+  for (size_t i = 21100; i < 21110; ++i) ASSERT_EQ(a[i], 0.0f);
+}
+
+// ---- quadratic
+
+TEST_F(QuadraticModel, LossAndGradientWithoutNoise) {
+  std::vector<float> h = {1.0f, 2.0f, 0.5f, 10.0f, 1e-3f};
+  auto model = make_quadratic(h, 0.0f, 1.0f);
+  EXPECT_EQ(model->name(), "quadratic");
+  EXPECT_EQ(model->num_params(), 5u);
+  EXPECT_FALSE(model->uses_data());
+  EXPECT_FALSE(model->is_classifier());
+  std::vector<float> w0;
+  model->init_params(1, w0);
+  EXPECT_EQ(w0, std::vector<float>(5, 1.0f));
+
+  std::vector<float> w = {0.3f, -1.5f, 2.0f, 0.1f, -7.0f};
+  ExecContext ctx;
+  double loss = 0;
+  auto g = model_grad(*model, ctx, w, nullptr, {}, {}, &loss);
+  double want = 0;
+  for (size_t i = 0; i < h.size(); ++i) {
+    want += 0.5 * h[i] * double(w[i]) * w[i];
+    EXPECT_FLOAT_EQ(g[i], h[i] * w[i]);
+  }
+  EXPECT_NEAR(loss, want, 1e-6 * want);
+  // Central differences in double of the model's own loss.
+  for (size_t i = 0; i < w.size(); ++i) {
+    auto wp = w, wm = w;
+    wp[i] += 1e-2f;
+    wm[i] -= 1e-2f;
+    double fd = (model_loss(*model, ctx, wp, nullptr, {}) - model_loss(*model, ctx, wm, nullptr, {})) /
+                (double(wp[i]) - double(wm[i]));
+    EXPECT_NEAR(g[i], fd, 1e-3 * std::fabs(fd) + 1e-5) << "param " << i;
+  }
+  // evaluate: the loss itself, counted once (it reads no data).
+  auto dw = to_device(w);
+  EvalSums s = model->evaluate(ctx, dw.data(), nullptr, 0, 0);
+  EXPECT_NEAR(s.loss_sum, want, 1e-6 * want);
+  EXPECT_EQ(s.count, 1u);
+}
+
+TEST_F(QuadraticModel, GradientNoiseHasTheRightMomentsAndIsKeyed) {
+  const size_t dim = 200000;
+  const float sigma = 0.5f;
+  std::vector<float> h(dim, 2.0f);
+  auto model = make_quadratic(h, sigma, 0.0f);
+  std::vector<float> w(dim, 0.25f);  // exact gradient 0.5 everywhere
+  ExecContext ctx;
+  NoiseKey key{77, 3, 10};
+  auto g = model_grad(*model, ctx, w, nullptr, {}, key);
+  double s = 0, s2 = 0, s4 = 0, lag1 = 0, lag1_sq = 0;
+  for (size_t i = 0; i < dim; ++i) {
+    double e = g[i] - 0.5;
+    s += e;
+    s2 += e * e;
+    s4 += e * e * e * e;
+    if (i > 0) {
+      double prev = g[i - 1] - 0.5;
+      lag1 += e * prev;
+      lag1_sq += (e * e - sigma * sigma) * (prev * prev - sigma * sigma);
+    }
+  }
+  const double N = dim, var = double(sigma) * sigma;
+  EXPECT_NEAR(s / N, 0.0, 5 * sigma / std::sqrt(N));
+  EXPECT_NEAR(s2 / N, var, 5 * std::sqrt(2.0 / N) * var);  // Var(e^2) = 2 sigma^4
+  EXPECT_NEAR(s4 / N, 3 * var * var, 5 * std::sqrt(96.0 / N) * var * var);  // Gaussian kurtosis
+  EXPECT_NEAR(lag1 / N, 0.0, 5 * var / std::sqrt(N)) << "neighbouring coordinates correlated";
+  // Independence, not just zero correlation: coordinates sharing random numbers (e.g. an
+  // overlapping Philox offset) are uncorrelated but their squares are not.
+  EXPECT_NEAR(lag1_sq / N, 0.0, 5 * 2 * var * var / std::sqrt(N)) << "neighbouring coordinates dependent";
+
+  auto again = model_grad(*model, ctx, w, nullptr, {}, key);
+  EXPECT_EQ(0, std::memcmp(g.data(), again.data(), dim * 4)) << "same key, different noise";
+
+  auto differs = [&](NoiseKey k) {
+    auto o = model_grad(*model, ctx, w, nullptr, {}, k);
+    size_t same = 0;
+    double cross = 0;
+    for (size_t i = 0; i < dim; ++i) {
+      same += o[i] == g[i];
+      cross += (o[i] - 0.5) * (g[i] - 0.5);
+    }
+    EXPECT_LT(same, dim / 1000) << "seed " << k.seed << " worker " << k.worker << " step " << k.step;
+    EXPECT_NEAR(cross / N, 0.0, 5 * var / std::sqrt(N)) << "streams correlated";
+  };
+  differs({77, 3, 11});
+  differs({77, 4, 10});
+  differs({78, 3, 10});
+
+  // The noiseless model with the same curvature gives exactly h * w.
+  auto clean = make_quadratic(h, 0.0f, 0.0f);
+  auto gc = model_grad(*clean, ctx, w, nullptr, {}, key);
+  for (size_t i = 0; i < dim; i += 997) ASSERT_EQ(gc[i], 0.5f);
+}
+
+// ---------------------------------------------------------------------------------------
+// Rng
+
+std::vector<uint32_t> draws(Rng r, int n) {
+  std::vector<uint32_t> v(n);
+  for (auto& x : v) x = r.next_u32();
+  return v;
+}
+
+TEST(RngTest, SameKeySameSequenceDifferentKeyDifferent) {
+  auto base = draws(Rng(1, RngPurpose::Shuffle, 2, 3), 1000);
+  EXPECT_EQ(base, draws(Rng(1, RngPurpose::Shuffle, 2, 3), 1000));
+  EXPECT_NE(base, draws(Rng(2, RngPurpose::Shuffle, 2, 3), 1000));
+  EXPECT_NE(base, draws(Rng(1, RngPurpose::ComputeTime, 2, 3), 1000));
+  EXPECT_NE(base, draws(Rng(1, RngPurpose::Shuffle, 3, 3), 1000));
+  EXPECT_NE(base, draws(Rng(1, RngPurpose::Shuffle, 2, 4), 1000));
+  // No shared numbers between neighbouring keys (not merely shifted copies).
+  auto other = draws(Rng(1, RngPurpose::Shuffle, 2, 4), 1000);
+  std::sort(other.begin(), other.end());
+  size_t shared = 0;
+  for (uint32_t x : base) shared += std::binary_search(other.begin(), other.end(), x);
+  EXPECT_LT(shared, 3u);
+  // The uniform/normal draws are reproducible too.
+  Rng a(9, RngPurpose::Data, 0, 0), b(9, RngPurpose::Data, 0, 0);
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_EQ(a.uniform(), b.uniform());
+    ASSERT_EQ(a.normal(), b.normal());
+    ASSERT_EQ(a.below(1000), b.below(1000));
+  }
+}
+
+TEST(RngTest, SubsequenceEncodesTheKey) {
+  EXPECT_EQ(Rng::subsequence(RngPurpose::Staleness, 0x123456, 0xdeadbeef),
+            (uint64_t(6) << 56) | (uint64_t(0x123456) << 32) | 0xdeadbeefull);
+  EXPECT_EQ(Rng::subsequence(RngPurpose::Shuffle, 0, 0), uint64_t(1) << 56);
+  EXPECT_NO_THROW(Rng::subsequence(RngPurpose::Shuffle, (1u << 24) - 1, 0));
+  EXPECT_THROW(Rng::subsequence(RngPurpose::Shuffle, 1u << 24, 0), std::out_of_range);
+  EXPECT_THROW(Rng(1, RngPurpose::Shuffle, 1u << 24, 0), std::out_of_range);
+}
+
+TEST(RngTest, UniformIsInHalfOpenUnitIntervalWithRightMoments) {
+  const int N = 400000;
+  double s = 0, s2 = 0;
+  Rng r(123, RngPurpose::Data, 1, 2);
+  for (int i = 0; i < N; ++i) {
+    double u = r.uniform();
+    ASSERT_GT(u, 0.0);
+    ASSERT_LE(u, 1.0);
+    s += u;
+    s2 += u * u;
+  }
+  double mean = s / N, var = s2 / N - mean * mean;
+  EXPECT_NEAR(mean, 0.5, 5 * std::sqrt(1.0 / 12 / N));
+  // Var of the sample variance ~ (mu4 - sigma^4) / N with mu4 = 1/80 for U(0,1).
+  EXPECT_NEAR(var, 1.0 / 12, 5 * std::sqrt((1.0 / 80 - 1.0 / 144) / N));
+}
+
+TEST(RngTest, NormalHasZeroMeanUnitVariance) {
+  const int N = 400000;
+  double s = 0, s2 = 0, s3 = 0;
+  Rng r(321, RngPurpose::GradientNoise, 4, 5);
+  for (int i = 0; i < N; ++i) {
+    double z = r.normal();
+    ASSERT_TRUE(std::isfinite(z));
+    s += z;
+    s2 += z * z;
+    s3 += z * z * z;
+  }
+  EXPECT_NEAR(s / N, 0.0, 5 / std::sqrt(double(N)));
+  EXPECT_NEAR(s2 / N, 1.0, 5 * std::sqrt(2.0 / N));
+  EXPECT_NEAR(s3 / N, 0.0, 5 * std::sqrt(15.0 / N));  // symmetric: E z^3 = 0, Var z^3 = 15
+}
+
+TEST(RngTest, BelowIsInRangeAndUniform) {
+  const int N = 200000, K = 10;
+  std::vector<int> counts(K, 0);
+  Rng r(5, RngPurpose::Staleness, 0, 0);
+  for (int i = 0; i < N; ++i) {
+    uint64_t x = r.below(K);
+    ASSERT_LT(x, uint64_t(K));
+    counts[x]++;
+  }
+  double chi2 = 0, e = double(N) / K;
+  for (int c : counts) chi2 += (c - e) * (c - e) / e;
+  // chi-square with 9 degrees of freedom: mean 9, sd 4.24; P(chi2 > 40) ~ 5e-6.
+  EXPECT_LT(chi2, 40.0);
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(r.below(1), 0u);
+  // Large ranges: uses 64 bits, so the upper half of a 2^40 range is reached.
+  const uint64_t big = uint64_t(1) << 40;
+  double s = 0;
+  for (int i = 0; i < 10000; ++i) {
+    uint64_t x = r.below(big);
+    ASSERT_LT(x, big);
+    s += double(x) / double(big);
+  }
+  EXPECT_NEAR(s / 10000, 0.5, 5 * std::sqrt(1.0 / 12 / 10000));
+  EXPECT_THROW(r.below(0), std::invalid_argument);
+}
+
+// ---------------------------------------------------------------------------------------
+// DeviceArray and ExecContext
+
+TEST_F(DeviceArrayTest, UploadDownloadCopyFillResize) {
+  DeviceArray<float> a;
+  EXPECT_TRUE(a.empty());
+  EXPECT_TRUE(a.to_host().empty());
+  auto v = random_vec(1001, 31);
+  a.upload(v);
+  EXPECT_EQ(a.size(), 1001u);
+  EXPECT_EQ(a.to_host(), v);
+
+  DeviceArray<float> b(3);
+  b.copy_from(a);  // grows
+  EXPECT_EQ(b.size(), 1001u);
+  EXPECT_EQ(b.to_host(), v);
+  b.copy_from(b);  // self-copy is a no-op
+  EXPECT_EQ(b.to_host(), v);
+
+  b.fill(-2.5f);
+  EXPECT_EQ(b.to_host(), std::vector<float>(1001, -2.5f));
+  EXPECT_EQ(a.to_host(), v) << "copy_from must copy, not share";
+
+  // Shrinking keeps the allocation (no reallocation while capacity suffices).
+  const float* p = a.data();
+  a.resize_discard(10);
+  EXPECT_EQ(a.size(), 10u);
+  EXPECT_EQ(a.data(), p);
+  EXPECT_EQ(a.to_host(), std::vector<float>(v.begin(), v.begin() + 10));
+  a.resize_discard(1001);
+  EXPECT_EQ(a.data(), p);
+  a.resize_discard(5000);
+  EXPECT_EQ(a.size(), 5000u);
+  a.fill(1.0f);
+  EXPECT_EQ(a.to_host(), std::vector<float>(5000, 1.0f));
+
+  a.upload(std::vector<float>{});
+  EXPECT_EQ(a.size(), 0u);
+  a.fill(3.0f);  // nothing to fill
+  std::vector<float> out = {1, 2, 3};
+  a.download(out);
+  EXPECT_TRUE(out.empty());
+
+  // Moves transfer the buffer and leave the source empty.
+  DeviceArray<float> c(std::move(b));
+  EXPECT_EQ(c.size(), 1001u);
+  EXPECT_EQ(b.size(), 0u);
+  EXPECT_EQ(b.data(), nullptr);
+  DeviceArray<float> d;
+  d = std::move(c);
+  EXPECT_EQ(d.to_host(), std::vector<float>(1001, -2.5f));
+  EXPECT_EQ(c.size(), 0u);
+
+  DeviceArray<int32_t> ids;
+  std::vector<int32_t> iv = {0, -1, INT32_MAX, INT32_MIN, 42};
+  ids.upload(iv);
+  EXPECT_EQ(ids.to_host(), iv);
+  ids.fill(7);
+  EXPECT_EQ(ids.to_host(), std::vector<int32_t>(5, 7));
+}
+
+TEST_F(ExecContextTest, ScratchSlotsAreIndependentAndSurviveGrowthOfOthers) {
+  ExecContext ctx;
+  auto v = random_vec(100, 41);
+  auto dv = to_device(v);
+  float* s0 = ctx.scratch(0, 100);
+  ops::copy(ctx, s0, dv.data(), 100);
+  float* s7 = ctx.scratch(7, 1 << 16);  // grows the slot table
+  ops::scale(ctx, s7, 0.0f, 1 << 16);
+  EXPECT_EQ(ctx.scratch(0, 100), s0) << "same slot, same size: same memory";
+  DeviceArray<float> back(100);
+  ops::copy(ctx, back.data(), s0, 100);
+  ctx.synchronize();
+  EXPECT_EQ(back.to_host(), v);
+  EXPECT_THROW(ctx.scratch(-1, 1), std::runtime_error);
+  std::vector<int32_t> ids = {3, 1, 2};
+  const int32_t* staged = ctx.stage_ids(ids.data(), ids.size());
+  ASSERT_NE(staged, nullptr);
+  std::string backend = kernels_backend();
+  EXPECT_TRUE(backend == "CUDA" || backend == "OMP" || backend == "CPP") << backend;
+}
+
+}  // namespace
+}  // namespace asgd
