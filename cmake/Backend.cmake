@@ -71,9 +71,14 @@ target_include_directories(asgd_backend SYSTEM INTERFACE ${ASGD_CCCL_INCLUDE} ${
 target_compile_definitions(asgd_backend INTERFACE ASGD_BACKEND_NAME="${ASGD_BACKEND_RESOLVED}")
 
 # Marks kernel sources: CUDA sources for nvcc, or C++ (-x c++) for the host compiler.
+# On CUDA only the .cu files go to nvcc; .cpp kernel sources (rng.cpp: cuRAND's device
+# API compiled for the host) stay host C++ on every backend, since nvcc would treat
+# their curand_* calls as __device__-only.
 function(asgd_kernel_sources)
   if(ASGD_BACKEND_RESOLVED STREQUAL "CUDA")
-    set_source_files_properties(${ARGN} DIRECTORY ${PROJECT_SOURCE_DIR} PROPERTIES LANGUAGE CUDA)
+    set(_asgd_cu_sources ${ARGN})
+    list(FILTER _asgd_cu_sources INCLUDE REGEX "\\.cu$")
+    set_source_files_properties(${_asgd_cu_sources} DIRECTORY ${PROJECT_SOURCE_DIR} PROPERTIES LANGUAGE CUDA)
   else()
     set_source_files_properties(${ARGN} DIRECTORY ${PROJECT_SOURCE_DIR} PROPERTIES LANGUAGE CXX COMPILE_OPTIONS "-xc++")
   endif()

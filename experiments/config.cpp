@@ -49,12 +49,6 @@ const SectionInfo& section(const std::string& name) {
   throw std::logic_error("no config section " + name);
 }
 
-std::vector<std::string> names_of(const std::vector<ParamInfo>& ps) {
-  std::vector<std::string> n;
-  for (const auto& p : ps) n.push_back(p.name);
-  return n;
-}
-
 // -------- checks that need more than one key --------
 
 void check_curvature(const json& c, const std::string& path, Validator& v) {

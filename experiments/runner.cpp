@@ -302,7 +302,6 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
         {"lost_gradients", outcome.lost},
         {"staleness", {{"mean", outcome.staleness_mean}, {"max", outcome.staleness_max}}},
         {"iteration_time", outcome.iterations ? json{{"mean", outcome.iteration_time_mean}, {"count", outcome.iterations}} : json(nullptr)},
-        {"parameter_buffers", outcome.param_buffers},
         {"wall_seconds", wall},
     };
     write_file_atomic(dir + "/summary.json", summary.dump(2) + "\n");

@@ -1,6 +1,6 @@
 // sim/compute_time.h — how long one gradient computation takes in virtual time:
 // a draw from the configured distribution (stream keyed by (seed, worker, step)) times
-// the worker's speed factor. Not here: network transfer time (sim/network.h).
+// the worker's speed factor. Not here: network transfer time (not modelled yet).
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -46,7 +46,6 @@ struct RunOutcome {
   double iteration_time_mean = 0;    // sync family; 0 if none
   uint64_t iterations = 0;
   std::vector<WorkerStats> workers;
-  size_t param_buffers = 0;          // peak parameter buffers (memory figure)
 };
 
 class Simulation {

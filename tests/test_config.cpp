@@ -81,9 +81,11 @@ TEST(ConfigCli, BadInputExitsTwoNamingTheProblem) {
     for (const auto& m : c.must_mention)
       EXPECT_NE(r.output.find(m), std::string::npos) << c.what << ": message lacks '" << m << "':\n" << r.output;
     // nothing that looks like a finished run
-    if (fs::exists(out))
-      for (const auto& e : fs::recursive_directory_iterator(out))
+    if (fs::exists(out)) {
+      for (const auto& e : fs::recursive_directory_iterator(out)) {
         EXPECT_NE(e.path().filename(), "summary.json") << c.what;
+      }
+    }
   }
 }
 

@@ -21,6 +21,7 @@ struct GatherElements {
     out[k] = x[size_t(ids[r]) * d + c];
   }
 };
+#if !defined(ASGD_BACKEND_CUDA)
 struct GatherRows {
   const float* x; const int32_t* ids; float* out; size_t d;
   ASGD_HD void operator()(size_t r) const {
@@ -29,6 +30,7 @@ struct GatherRows {
     for (size_t c = 0; c < d; ++c) dst[c] = src[c];
   }
 };
+#endif
 
 // z (m, n) += b; ReLU if hidden
 struct BiasActivation {
