@@ -446,10 +446,9 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
       }
   }
   std::string name = top_checked.value("name", std::string());
-  uint64_t seed = top_checked.value("seed", json(1)).is_number_unsigned() || top_checked.value("seed", json(1)).is_number_integer()
-                      ? top_checked["seed"].get<uint64_t>() : 1;
-  int repeats = top_checked.value("repeats", json(1)).is_number_integer() ? top_checked["repeats"].get<int>() : 1;
-  if (repeats < 1) repeats = 1;
+  // object() filled the defaults; invalid values were reported (and fail below).
+  uint64_t seed = top_checked["seed"].is_number_integer() ? top_checked["seed"].get<uint64_t>() : 1;
+  int repeats = top_checked["repeats"].is_number_integer() ? std::max(1, top_checked["repeats"].get<int>()) : 1;
 
   // engine labels must be distinct
   std::vector<std::string> labels;
@@ -478,6 +477,7 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
   for (size_t i = 0; i < short_names.size(); ++i)
     if (std::count(short_names.begin(), short_names.end(), short_names[i]) > 1) short_names[i] = sweep[i].first;
 
+  json resolved_engines = json::array();
   for (size_t e = 0; e < engines.size(); ++e) {
     for (size_t p = 0; p < points; ++p) {
       json run_user = base;
@@ -514,6 +514,11 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
         v.error(from_sweep ? "sweep." + path : path, issue.message);
       }
       if (!rv.ok()) continue;
+      if (p == 0) {  // the engine as resolved, for experiment.json
+        json engine = resolved["engine"];
+        engine["name"] = labels[e];
+        resolved_engines.push_back(engine);
+      }
       for (int r = 0; r < repeats; ++r) {
         RunSpec run;
         run.engine = labels[e];
@@ -533,15 +538,6 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
   v.throw_if_failed(source);
 
   exp.resolved = top_checked;
-  json resolved_engines = json::array();
-  for (const auto& r : exp.runs)
-    if (r.repeat == 0 && (resolved_engines.empty() || resolved_engines.back().value("name", std::string()) != r.engine)) {
-      json e = r.config["engine"];
-      e["name"] = r.engine;
-      bool seen = false;
-      for (const auto& x : resolved_engines) seen |= x["name"] == r.engine;
-      if (!seen) resolved_engines.push_back(e);
-    }
   exp.resolved["engines"] = resolved_engines;
   json sweep_json = json::object();
   for (const auto& [k, vals] : sweep) {

@@ -9,6 +9,10 @@
 # Sourced by scripts/test.sh and scripts/run.sh (then call asgd_ensure_deps), or run
 # directly: scripts/deps.sh. On success it exports ASGD_CUDA_ROOT (the toolkit folder).
 
+# Phase timing shared by the scripts: t=$(now); ...; elapsed "$t" prints seconds.
+now() { echo "${EPOCHREALTIME:-$(date +%s)}"; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
 ASGD_DEBIAN_PACKAGES=(
   cmake ninja-build g++
   libboost-program-options-dev nlohmann-json3-dev libopenblas-dev libgtest-dev zlib1g-dev

@@ -11,9 +11,9 @@
 # 130 interrupted); 1 if the build or the plotting fails.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=scripts/deps.sh
+source scripts/deps.sh   # asgd_ensure_deps, now, elapsed
 
-now() { echo "${EPOCHREALTIME:-$(date +%s)}"; }
-elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 phase() { echo; echo "== run.sh: $*"; }
 timings=()
 record() { timings+=("$(printf '  %-6s %7ss' "$1" "$2")"); }
@@ -47,8 +47,6 @@ jobs=${ASGD_JOBS:-$(nproc 2>/dev/null || echo 2)}
 # ---- deps
 phase "deps"
 t=$(now)
-# shellcheck source=scripts/deps.sh
-source scripts/deps.sh
 asgd_ensure_deps
 record deps "$(elapsed "$t")"
 

@@ -15,9 +15,9 @@
 # (default 2).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+# shellcheck source=scripts/deps.sh
+source scripts/deps.sh   # asgd_ensure_deps, now, elapsed
 
-now() { echo "${EPOCHREALTIME:-$(date +%s)}"; }
-elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 phase() { echo; echo "== test.sh: $*"; }
 timings=()
 record() {  # phase, seconds (or - when skipped), outcome
@@ -45,8 +45,6 @@ configure() {
 # ---- 1. deps
 phase "deps"
 t=$(now)
-# shellcheck source=scripts/deps.sh
-source scripts/deps.sh
 asgd_ensure_deps
 echo "deps: all present (CUDA toolkit: $ASGD_CUDA_ROOT)"
 record deps "$(elapsed "$t")" "ok"
