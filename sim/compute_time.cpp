@@ -5,16 +5,22 @@
 namespace asgd {
 
 ComputeTimeModel::ComputeTimeModel(uint64_t seed, std::unique_ptr<Distribution> dist,
-                                   std::vector<double> slowdown)
-    : seed_(seed), dist_(std::move(dist)), slowdown_(std::move(slowdown)) {
+                                   std::vector<double> slowdown, StragglerSpec stragglers)
+    : seed_(seed), dist_(std::move(dist)), slowdown_(std::move(slowdown)), stragglers_(std::move(stragglers)) {
   for (double s : slowdown_)
     if (!(s > 0)) throw std::invalid_argument("worker slowdown factors must be > 0");
 }
 
-SimTime ComputeTimeModel::duration(uint32_t worker, uint32_t step) const {
+SimTime ComputeTimeModel::duration(uint32_t worker, uint32_t step, SimTime start) const {
   Rng rng(seed_, RngPurpose::ComputeTime, worker, step);
   double d = dist_->sample(rng, worker, step);
   if (worker < slowdown_.size()) d *= slowdown_[worker];
+  if (stragglers_.probability > 0) {
+    Rng straggle(seed_, RngPurpose::Straggler, worker, step);
+    if (straggle.uniform() <= stragglers_.probability) d *= stragglers_.factor;
+  }
+  for (const auto& w : stragglers_.windows)
+    if (w.worker == int(worker) && start >= w.from && start < w.to) d *= w.factor;
   return seconds_to_sim(d);
 }
 

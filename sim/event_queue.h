@@ -13,10 +13,11 @@ namespace asgd {
 
 enum class EventKind : uint8_t {
   GradientArrival,  // payload: job slot
+  ComputeDone,      // payload: job slot; the push is requested now (contended network)
   Evaluate,         // periodic evaluation (time unit)
   StopTime,         // the stop.time budget is reached
   EngineTimer,      // engine-defined; payload is the engine's
-  WorkerDown,       // failure model: worker goes down
+  WorkerDown,       // failure model: worker goes down; payload: time down (kNever: for good)
   WorkerUp,         // failure model: worker comes back
 };
 

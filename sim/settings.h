@@ -4,12 +4,22 @@
 #include <cstdint>
 #include <string>
 #include "sim/lr_schedule.h"
+#include "sim/network.h"
+#include <vector>
 #include "sim/time.h"
 
 namespace asgd {
 
 enum class EvalUnit { Time, Updates, Epochs };
 enum class StalenessMode { Emergent, Fixed, Uniform, Geometric };
+enum class Precision { Fp32, Fp16, Bf16 };  // of parameters pulled and gradients pushed
+
+// Worker `worker` fails at `at` and comes back after down_for (kNever: never).
+struct FailureEvent {
+  int worker = 0;
+  SimTime at = 0;
+  SimTime down_for = kNever;
+};
 
 struct RunSettings {
   uint64_t seed = 1;
@@ -18,6 +28,7 @@ struct RunSettings {
   LrScheduleSpec lr;
   double momentum = 0.0;
   bool aggregate_sum = false;          // sum instead of mean across workers
+  double single_replica_epochs = 0.0;  // warm-up: one replica trains this long before the engine
 
   // stop: the first limit reached ends the run (0 / kNever: no limit)
   SimTime stop_time = kNever;
@@ -34,6 +45,12 @@ struct RunSettings {
   StalenessMode staleness = StalenessMode::Emergent;
   uint32_t staleness_tau = 0;          // fixed: T; uniform: upper bound; geometric: cap
   double staleness_mean = 0.0;         // geometric mean
+
+  NetworkSpec network;
+  Precision precision = Precision::Fp32;
+  std::vector<FailureEvent> failures;  // scheduled failures
+  double failure_rate = 0;             // per worker per virtual second (exponential gaps)
+  SimTime failure_down_time = kNever;  // for rate failures: time down (kNever: never back)
 
   size_t nominal_train_size = 0;       // samples per epoch when the model reads no data
   bool trace = false;

@@ -4,11 +4,13 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include "kernels/ops.h"
 #include "kernels/rng.h"
 #include "sim/interrupt.h"
 
 namespace asgd {
 namespace {
+constexpr int kPrecisionScratchSlot = 64;  // above every model's own scratch slots
 constexpr size_t kEvalChunkRows = 2048;  // rows per evaluation task (fixed: deterministic sums)
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 }  // namespace
@@ -17,7 +19,8 @@ Simulation::Simulation(const RunSettings& settings, const Model& model, const De
                        const DeviceDataset* test, WorkerPool& pool, const ComputeTimeModel& compute,
                        Recorder& recorder)
     : settings_(settings), model_(model), train_(train), test_(test), pool_(pool),
-      compute_(compute), recorder_(recorder), schedule_(settings.lr) {
+      compute_(compute), recorder_(recorder), schedule_(settings.lr),
+      network_(settings.network, model.num_params()) {
   if (settings_.workers < 1) throw std::invalid_argument("workers must be >= 1");
   kernels_use_one_thread_here();  // the scheduler's kernels are small; pool threads do the heavy work
   if (model_.uses_data() && (!train_ || !test_))
@@ -27,12 +30,19 @@ Simulation::Simulation(const RunSettings& settings, const Model& model, const De
   stream_ = std::make_unique<SampleStream>(train_size_, settings_.seed);
   steps_.assign(settings_.workers, 0);
   alive_.assign(settings_.workers, true);
+  incarnation_.assign(settings_.workers, 0);
+  failure_draws_.assign(settings_.workers, 0);
+  down_since_.assign(settings_.workers, 0);
+  for (const auto& f : settings_.failures)
+    if (f.worker < 0 || f.worker >= settings_.workers)
+      throw std::invalid_argument("failure for worker " + std::to_string(f.worker) + ", which does not exist");
   out_.workers.assign(settings_.workers, WorkerStats{});
 }
 
 Simulation::~Simulation() { drain(); }
 
 std::vector<float> Simulation::initial_params() const {
+  if (!initial_override_.empty()) return initial_override_;
   std::vector<float> w;
   model_.init_params(settings_.seed, w);
   return w;
@@ -87,28 +97,93 @@ void Simulation::launch(int worker, Snapshot params, const int32_t* ids, size_t 
   job->grad.resize_discard(model_.num_params());
   job->loss = 0;
   job->tag = tag;
+  job->incarnation = incarnation_[worker];
   job->start = now();
-  job->arrival = now() + compute_.duration(uint32_t(worker), job->step);
+  job->compute_start = network_.free() ? now() : network_.pull(now());
+  job->compute_done = job->compute_start + compute_.duration(uint32_t(worker), job->step, job->compute_start);
+  // Uncontended links need no queueing, so the push time is known now.
+  job->arrival = network_.contended() ? kNever : network_.push(job->compute_done);
 
   GradientJob* raw = job.get();
   const Model* model = &model_;
   const DeviceDataset* data = train_;
   NoiseKey noise{settings_.seed, uint32_t(worker), job->step};
-  job->ticket = pool_.submit([raw, model, data, noise](ExecContext& ctx) {
-    raw->loss = model->loss_grad(ctx, raw->read.data(), data, raw->ids.data(), raw->ids.size(),
-                                 noise, raw->grad.data());
+  const Precision precision = settings_.precision;
+  job->ticket = pool_.submit([raw, model, data, noise, precision](ExecContext& ctx) {
+    const float* w = raw->read.data();
+    const size_t n = model->num_params();
+    if (precision != Precision::Fp32) {  // the pulled parameters really travel as 16-bit
+      float* copy = ctx.scratch(kPrecisionScratchSlot, n);
+      ops::copy(ctx, copy, w, n);
+      precision == Precision::Fp16 ? ops::round_fp16(ctx, copy, n) : ops::round_bf16(ctx, copy, n);
+      w = copy;
+    }
+    raw->loss = model->loss_grad(ctx, w, data, raw->ids.data(), raw->ids.size(), noise, raw->grad.data());
+    if (precision == Precision::Fp16) ops::round_fp16(ctx, raw->grad.data(), n);
+    if (precision == Precision::Bf16) ops::round_bf16(ctx, raw->grad.data(), n);
   });
 
-  size_t slot;
+  const bool two_stage = network_.contended();
+  SimTime when = two_stage ? job->compute_done : job->arrival;
+  size_t slot = take_slot(std::move(job));
+  queue_.push(when, two_stage ? EventKind::ComputeDone : EventKind::GradientArrival, worker, slot);
+}
+
+size_t Simulation::take_slot(std::unique_ptr<GradientJob> job) {
   if (!free_slots_.empty()) {
-    slot = free_slots_.back();
+    size_t slot = free_slots_.back();
     free_slots_.pop_back();
     in_flight_[slot] = std::move(job);
-  } else {
-    slot = in_flight_.size();
-    in_flight_.push_back(std::move(job));
+    return slot;
   }
-  queue_.push(in_flight_[slot]->arrival, EventKind::GradientArrival, worker, slot);
+  in_flight_.push_back(std::move(job));
+  return in_flight_.size() - 1;
+}
+
+bool Simulation::lose_if_stale(std::unique_ptr<GradientJob>& job) {
+  if (job->incarnation == incarnation_[job->worker]) return false;
+  pool_.wait(job->ticket);
+  out_.lost++;
+  out_.workers[job->worker].lost++;
+  recycle(std::move(job));
+  return true;
+}
+
+void Simulation::handle_compute_done(const Event& e) {
+  GradientJob& job = *in_flight_[size_t(e.payload)];
+  if (job.incarnation != incarnation_[job.worker]) {
+    std::unique_ptr<GradientJob> lost = std::move(in_flight_[size_t(e.payload)]);
+    free_slots_.push_back(size_t(e.payload));
+    lose_if_stale(lost);
+    return;
+  }
+  job.arrival = network_.push(now());
+  queue_.push(job.arrival, EventKind::GradientArrival, job.worker, e.payload);
+}
+
+void Simulation::worker_down(int w, SimTime down_for) {
+  if (!alive_[w]) return;
+  alive_[w] = false;
+  incarnation_[w]++;  // its gradient in flight, if any, is lost
+  out_.failures++;
+  down_since_[w] = now();
+  engine_->on_worker_down(*this, w);
+  if (down_for != kNever) queue_.push(now() + down_for, EventKind::WorkerUp, w);
+}
+
+void Simulation::worker_up(int w) {
+  if (alive_[w]) return;
+  alive_[w] = true;
+  out_.workers[w].down += now() - down_since_[w];
+  recorder_.add_span(w + 1, "down", down_since_[w], now());
+  if (settings_.failure_rate > 0) schedule_rate_failure(w);
+  engine_->on_worker_up(*this, w);
+}
+
+void Simulation::schedule_rate_failure(int w) {
+  Rng rng(settings_.seed, RngPurpose::Failure, uint32_t(w), failure_draws_[w]++);
+  SimTime gap = seconds_to_sim(-std::log(rng.uniform()) / settings_.failure_rate);
+  queue_.push(now() + gap, EventKind::WorkerDown, w, uint64_t(settings_.failure_down_time));
 }
 
 void Simulation::recycle(std::unique_ptr<GradientJob> job) {
@@ -173,13 +248,16 @@ void Simulation::handle_arrival(const Event& e) {
   size_t slot = size_t(e.payload);
   std::unique_ptr<GradientJob> job = std::move(in_flight_[slot]);
   free_slots_.push_back(slot);
+  if (lose_if_stale(job)) return;
   pool_.wait(job->ticket);
   if (!engine_->keeps_read_params()) job->read = Snapshot{};
 
   auto& ws = out_.workers[job->worker];
   ws.gradients++;
-  ws.busy += job->arrival - job->start;
-  recorder_.add_span(job->worker + 1, "compute", job->start, job->arrival);
+  ws.busy += job->compute_done - job->compute_start;
+  recorder_.add_span(job->worker + 1, "pull", job->start, job->compute_start);
+  recorder_.add_span(job->worker + 1, "compute", job->compute_start, job->compute_done);
+  recorder_.add_span(job->worker + 1, "push", job->compute_done, job->arrival);
   out_.gradients++;
   out_.samples += job->ids.size();
   loss_sum_ += job->loss;
@@ -263,6 +341,9 @@ RunOutcome Simulation::run(Engine& engine) {
   if (settings_.eval_unit == EvalUnit::Time)
     queue_.push(seconds_to_sim(settings_.eval_every), EventKind::Evaluate);
   next_eval_epoch_ = settings_.eval_every;
+  for (const auto& f : settings_.failures) queue_.push(f.at, EventKind::WorkerDown, f.worker, uint64_t(f.down_for));
+  if (settings_.failure_rate > 0)
+    for (int w = 0; w < settings_.workers; ++w) schedule_rate_failure(w);
   engine.start(*this);
   evaluate_row();  // the starting point (no update has been applied yet)
 
@@ -278,20 +359,30 @@ RunOutcome Simulation::run(Engine& engine) {
     Event e = queue_.pop();
     switch (e.kind) {
       case EventKind::GradientArrival: handle_arrival(e); break;
+      case EventKind::ComputeDone: handle_compute_done(e); break;
       case EventKind::Evaluate:
         evaluate_row();
-        queue_.push(e.time + seconds_to_sim(settings_.eval_every), EventKind::Evaluate);
+        // Only while work remains: a stalled run must end, not evaluate forever.
+        if (!queue_.empty()) queue_.push(e.time + seconds_to_sim(settings_.eval_every), EventKind::Evaluate);
         break;
       case EventKind::StopTime: request_stop("completed", "reached stop.time"); break;
       case EventKind::EngineTimer: engine.on_timer(*this, e); break;
-      case EventKind::WorkerDown: alive_[e.worker] = false; engine.on_worker_down(*this, e.worker); break;
-      case EventKind::WorkerUp: alive_[e.worker] = true; engine.on_worker_up(*this, e.worker); break;
+      case EventKind::WorkerDown: worker_down(e.worker, SimTime(e.payload)); break;
+      case EventKind::WorkerUp: worker_up(e.worker); break;
     }
   }
   if (!evaluated_at_current_state_) evaluate_row();
   drain();
 
   out_.time = now();
+  if (out_.failures > 0)
+    out_.note += "; " + std::to_string(out_.failures) + " worker failure(s), " + std::to_string(out_.lost) +
+                 " gradient(s) lost; the engine went on with the live workers";
+  for (int w = 0; w < settings_.workers; ++w)
+    if (!alive_[w]) {
+      out_.workers[w].down += now() - down_since_[w];
+      recorder_.add_span(w + 1, "down", down_since_[w], now());
+    }
   out_.staleness_mean = stale_total_count_ ? stale_total_ / double(stale_total_count_) : 0.0;
   out_.iteration_time_mean = out_.iterations ? iter_sum_ / double(out_.iterations) : 0.0;
   return out_;

@@ -13,6 +13,7 @@
 #include "sim/compute_time.h"
 #include "sim/engine.h"
 #include "sim/event_queue.h"
+#include "sim/network.h"
 #include "sim/parameter_store.h"
 #include "sim/recorder.h"
 #include "sim/sample_stream.h"
@@ -30,7 +31,11 @@ struct GradientJob {
   std::vector<int32_t> ids;     // minibatch sample ids
   DeviceArray<float> grad;      // (num_params) mean gradient over the minibatch
   double loss = 0;              // mean minibatch loss at `read`
-  SimTime start = 0, arrival = 0;
+  SimTime start = 0;            // read requested (pull starts)
+  SimTime compute_start = 0;    // parameters arrived
+  SimTime compute_done = 0;     // gradient ready (push starts)
+  SimTime arrival = 0;          // gradient at the server
+  uint64_t incarnation = 0;     // the worker's life it belongs to (a failure ends a life)
   uint64_t tag = 0;             // engine's own (e.g. the sync iteration)
   WorkerPool::Ticket ticket;
 };
@@ -39,7 +44,7 @@ struct RunOutcome {
   std::string status = "completed";  // completed | diverged | interrupted
   std::string note;                  // why it ended, in words
   SimTime time = 0;
-  uint64_t updates = 0, gradients = 0, samples = 0, dropped = 0, lost = 0;
+  uint64_t updates = 0, gradients = 0, samples = 0, dropped = 0, lost = 0, failures = 0;
   std::map<uint64_t, uint64_t> staleness_hist;
   double staleness_mean = 0;
   uint64_t staleness_max = 0;
@@ -65,7 +70,10 @@ class Simulation {
   const Model& model() const { return model_; }
   size_t num_params() const { return model_.num_params(); }
   ExecContext& exec() { return exec_; }
+  // The parameters engines start from: the model's seeded initialisation, unless
+  // set_initial_params gave others (the single-replica warm-up hands on its result so).
   std::vector<float> initial_params() const;
+  void set_initial_params(std::vector<float> w) { initial_override_ = std::move(w); }
   // History depth a parameter store needs for the configured forced staleness.
   size_t history_needed() const;
 
@@ -74,8 +82,9 @@ class Simulation {
   Snapshot read_for(int worker, const ParameterStore& store);
   // Appends the next m ids of the run's sample stream.
   void take_samples(size_t m, std::vector<int32_t>& out) { stream_->next(m, out); }
-  // Starts worker w's next gradient on `params` with minibatch `ids` (moved in);
-  // it arrives (engine.on_gradient) after its compute time.
+  // Starts worker w's next gradient on `params` with minibatch `ids`: the pull, the
+  // compute and the push take virtual time; then engine.on_gradient gets it (unless the
+  // worker failed meanwhile: then the gradient is lost and counted).
   void launch(int worker, Snapshot params, const int32_t* ids, size_t m, uint64_t tag = 0);
   void recycle(std::unique_ptr<GradientJob> job);
   // Learning rate in force now (from the epoch reached).
@@ -94,6 +103,13 @@ class Simulation {
 
  private:
   void handle_arrival(const Event& e);
+  void handle_compute_done(const Event& e);
+  // The job's worker failed after it started: the gradient is lost.
+  bool lose_if_stale(std::unique_ptr<GradientJob>& job);
+  void worker_down(int worker, SimTime down_for);
+  void worker_up(int worker);
+  void schedule_rate_failure(int worker);
+  size_t take_slot(std::unique_ptr<GradientJob> job);
   void evaluate_row();
   void request_stop(const std::string& status, const std::string& note);
   void drain();
@@ -117,6 +133,11 @@ class Simulation {
   std::vector<std::unique_ptr<GradientJob>> spare_jobs_;
   std::vector<uint32_t> steps_;
   std::vector<bool> alive_;
+  std::vector<float> initial_override_;  // set_initial_params (empty: the model's init)
+  std::vector<uint64_t> incarnation_;
+  std::vector<uint32_t> failure_draws_;
+  std::vector<SimTime> down_since_;
+  NetworkModel network_;
 
   RunOutcome out_;
   bool stop_ = false;
