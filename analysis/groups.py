@@ -33,9 +33,12 @@ FINAL_QUANTITIES = (
     ("mean_staleness", lambda run: run.mean_staleness()),
 )
 
-# Default loss target = this factor x the worst final train loss among completed runs, so
-# every completed run reaches it and the fastest ones reach it early.
+# Default loss target = this factor x the worst final train loss among the completed runs
+# that trained (final train loss at most TRAINED_FRACTION of their first), so every such
+# run reaches it and the fastest ones reach it early. Runs that never trained (collapsed
+# by staleness, say) would otherwise push the target above the starting loss.
 DEFAULT_TARGET_FACTOR = 1.1
+TRAINED_FRACTION = 0.5
 
 
 @dataclass
@@ -166,10 +169,17 @@ def final_train_loss(run):
     return float(y[-1]) if len(y) else math.nan
 
 
+def trained(run):
+    """Whether the run's final train loss is at most TRAINED_FRACTION of its first."""
+    final = final_train_loss(run)
+    _, losses = curve(run, "updates", "train_loss")
+    return math.isfinite(final) and len(losses) > 0 and final <= TRAINED_FRACTION * losses[0]
+
+
 def default_target_loss(groups):
-    """DEFAULT_TARGET_FACTOR x the worst final train loss among completed runs (NaN if none)."""
-    finals = [final_train_loss(run) for g in groups for run in g.completed]
-    finals = [v for v in finals if math.isfinite(v)]
+    """DEFAULT_TARGET_FACTOR x the worst final train loss among completed runs that trained
+    (NaN if none)."""
+    finals = [final_train_loss(run) for g in groups for run in g.completed if trained(run)]
     return DEFAULT_TARGET_FACTOR * max(finals) if finals else math.nan
 
 

@@ -85,7 +85,8 @@ def parse_arguments(argv):
     parser.add_argument("--target-loss", type=float, metavar="X",
                         help="train-loss target for time-to-target and scaling (default: "
                              f"{grouping.DEFAULT_TARGET_FACTOR} x the worst final train "
-                             "loss among completed runs)")
+                             "loss among completed runs that trained, i.e. ended at most "
+                             f"{grouping.TRAINED_FRACTION} x their first loss)")
     parser.add_argument("--target-accuracy", type=float, metavar="X",
                         help="test-accuracy target for time-to-target (default: none)")
     parser.add_argument("--timeline-seconds", type=float, metavar="S",
@@ -104,9 +105,9 @@ def loss_target(args, groups):
         return args.target_loss, "given with --target-loss"
     value = grouping.default_target_loss(groups)
     if math.isnan(value):
-        return value, "no completed run to derive it from"
+        return value, "no completed run that trained to derive it from"
     return value, (f"{grouping.DEFAULT_TARGET_FACTOR} x the worst final train loss among "
-                   "completed runs")
+                   f"completed runs that trained (final <= {grouping.TRAINED_FRACTION} x first)")
 
 
 def draw_all(experiment, groups, args, target):
