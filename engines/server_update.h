@@ -1,7 +1,11 @@
-// engines/server_update.h — how a parameter server applies an aggregated gradient to the
-// model of record: plain SGD, or heavy-ball momentum with a server-side velocity. One
-// piece of code for every server-based engine.
+// engines/server_update.h — how a parameter server applies a gradient to the model of
+// record: plain SGD, or heavy-ball momentum with a server-side velocity; and how several
+// workers' contributions are combined first (summed in worker-index order, then weighted
+// for train.aggregate). One piece of code for every server-based engine (async, sync,
+// sync_backup, ssp, local_sgd and the single-replica warm-up).
 #pragma once
+#include <stdexcept>
+#include <vector>
 #include "kernels/ops.h"
 #include "sim/parameter_store.h"
 #include "sim/simulation.h"
@@ -12,7 +16,7 @@ class ServerUpdate {
  public:
   explicit ServerUpdate(double momentum) : momentum_(float(momentum)) {}
 
-  // w <- w - lr * g   (or v <- mu v + g; w <- w - lr v)
+  // w <- w - lr * g   (or v <- mu v + g; w <- w - lr v).  g is (store.size()).
   void apply(Simulation& sim, ParameterStore& store, const float* g, float lr) {
     size_t n = store.size();
     ExecContext& ctx = sim.exec();
@@ -29,9 +33,42 @@ class ServerUpdate {
     }
   }
 
+  // Delay-compensated step (DC-ASGD, Zheng et al. 2017):
+  //   w <- w - lr * (g + lambda * g (.) g (.) (w - backup)),
+  // backup = the parameters the gradient was computed on (read, (store.size())).
+  // Plain SGD only: the validator refuses delay compensation with train.momentum > 0.
+  void apply_delay_compensated(Simulation& sim, ParameterStore& store, const float* g,
+                               const float* backup, float lr, float lambda) {
+    if (momentum_ > 0.0f)
+      throw std::invalid_argument("delay compensation is implemented for plain SGD (train.momentum = 0)");
+    size_t n = store.size();
+    ExecContext& ctx = sim.exec();
+    store.update([&](float* out, const float* in) { ops::dc_sgd_step(ctx, out, in, g, backup, lr, lambda, n); });
+  }
+
+  // One update from several workers' contributions: g = weight * (parts[0] + parts[1] + ...),
+  // summed left to right in the order given (callers pass worker-index order, so the
+  // result does not depend on arrival order or thread count), then apply(g, lr).
+  // parts are (store.size()) each; the sum is formed in parts[0], which is overwritten.
+  void apply_sum(Simulation& sim, ParameterStore& store, const std::vector<float*>& parts,
+                 float weight, float lr) {
+    size_t n = store.size();
+    ExecContext& ctx = sim.exec();
+    float* acc = parts.front();
+    for (size_t i = 1; i < parts.size(); ++i) ops::add_into(ctx, acc, parts[i], n);
+    if (weight != 1.0f) ops::scale(ctx, acc, weight, n);
+    apply(sim, store, acc, lr);
+  }
+
  private:
   float momentum_;
   DeviceArray<float> velocity_;
 };
+
+// Weight of one worker's contribution when `count` are combined: 1/count for
+// train.aggregate = mean, 1 for sum.
+inline float aggregate_weight(const Simulation& sim, int count) {
+  return sim.settings().aggregate_sum ? 1.0f : 1.0f / float(count);
+}
 
 }  // namespace asgd

@@ -51,17 +51,10 @@ void SyncEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) 
 }
 
 void SyncEngine::finish_iteration(Simulation& sim) {
-  ExecContext& ctx = sim.exec();
-  size_t n = store_->size();
-  GradientJob* acc = nullptr;
-  for (auto& job : accepted_) {  // worker-index order: fixed summation order
-    if (!job) continue;
-    if (!acc) acc = job.get();
-    else ops::add_into(ctx, acc->grad.data(), job->grad.data(), n);
-  }
-  float factor = sim.settings().aggregate_sum ? 1.0f : 1.0f / float(received_);
-  if (factor != 1.0f) ops::scale(ctx, acc->grad.data(), factor, n);
-  server_->apply(sim, *store_, acc->grad.data(), float(sim.lr()));
+  parts_.clear();
+  for (auto& job : accepted_)  // worker-index order: fixed summation order
+    if (job) parts_.push_back(job->grad.data());
+  server_->apply_sum(sim, *store_, parts_, aggregate_weight(sim, received_), float(sim.lr()));
   for (auto& job : accepted_) {
     if (!job) continue;
     busy_[job->worker] = false;  // accepted workers wait for the iteration's end

@@ -29,6 +29,7 @@ class SyncEngine final : public Engine {
   std::shared_ptr<ServerUpdate> server_;
   std::vector<int32_t> ids_;
   std::vector<std::unique_ptr<GradientJob>> accepted_;  // this iteration's, by worker index
+  std::vector<float*> parts_;                           // their gradients, to sum
   std::vector<bool> busy_;  // computing, or accepted and waiting for the iteration to end
   int received_ = 0;
   uint64_t iteration_ = 0;
