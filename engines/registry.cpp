@@ -1,8 +1,13 @@
-// engines/registry.cpp — engine types, their parameters, and the factory.
+// engines/registry.cpp — engine types, their parameters, and the factory. The ParamInfo
+// entries drive config validation (type, range, choices), `asgdsim list` and the error
+// messages; checks that involve other config keys are in check_engine
+// (experiments/config.cpp).
 #include "engines/engine_registry.h"
 #include <stdexcept>
 #include "engines/async.h"
 #include "engines/easgd.h"
+#include "engines/local_sgd.h"
+#include "engines/ssp.h"
 #include "engines/sync.h"
 
 namespace asgd {
@@ -15,6 +20,14 @@ const std::vector<ComponentInfo>& engine_catalog() {
        "synchronous SGD with b backup replicas (Chen et al. 2016): apply the mean of the first "
        "workers - b gradients, drop the late ones",
        {ParamInfo{"backups", ParamType::Integer, 1, "b: replicas whose late gradients are dropped (< workers)", 0}}},
+      {"ssp",
+       "stale-synchronous parallel (Ho et al. 2013): a worker may run at most `bound` clocks ahead of the "
+       "slowest; gradients are applied as they arrive; bound 0 is sync",
+       {ParamInfo{"bound", ParamType::Integer, 3, "s: how many clocks a worker may lead the slowest live worker", 0}}},
+      {"local_sgd",
+       "local SGD (Stich 2019; Lin et al. 2020): every worker takes `steps` SGD steps on its own copy, then "
+       "the copies are averaged into the model of record; steps 1 is sync",
+       {ParamInfo{"steps", ParamType::Integer, 4, "H: local steps per worker between averagings", 1}}},
       {"easgd",
        "asynchronous elastic-averaged SGD (Zhang, Choromanska & LeCun 2015); delta > 0 gives EAMSGD",
        {ParamInfo{"period", ParamType::Integer, 4, "local steps between exchanges with the center", 1},
@@ -29,6 +42,8 @@ std::unique_ptr<Engine> make_engine(const nlohmann::json& spec) {
   if (type == "async") return std::make_unique<AsyncEngine>(spec);
   if (type == "sync") return std::make_unique<SyncEngine>(spec, 0);
   if (type == "sync_backup") return std::make_unique<SyncEngine>(spec, spec.at("backups").get<int>());
+  if (type == "ssp") return std::make_unique<SspEngine>(spec);
+  if (type == "local_sgd") return std::make_unique<LocalSgdEngine>(spec);
   if (type == "easgd") return std::make_unique<EasgdEngine>(spec);
   std::string valid;
   for (const auto& e : engine_catalog()) valid += (valid.empty() ? "" : ", ") + e.name;

@@ -1,5 +1,6 @@
 // tests/test_engines.cpp — each engine's semantics pinned by an equivalence or a
 // closed-form reference, plus byte-for-byte determinism across thread counts.
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include "kernels/model.h"
@@ -24,6 +25,45 @@ json softmax_config(const std::string& name) {
               {"eval", {{"every", 4}, {"unit", "updates"}, {"train_samples", 0}}},
               {"cluster", {{"workers", 4}, {"compute", {{"dist", "exponential"}, {"mean", 0.01}}}}},
               {"engines", json::array({json{{"type", "sync"}}})}};
+}
+
+// f(w) = 1/2 sum_i h_i w_i^2 (starting at w = 1), 512 nominal samples per epoch, batch 8,
+// every compute time exactly 10 ms, one row per update.
+json quadratic_config(const std::string& name, const std::vector<double>& h, int workers, double lr,
+                      double noise = 0.0) {
+  return json{{"name", name},
+              {"seed", 3},
+              {"model", {{"type", "quadratic"}, {"dim", h.size()}, {"curvature", h}, {"noise", noise}, {"init", 1.0}}},
+              {"data", {{"type", "none"}, {"samples", 512}}},
+              {"train", {{"batch_size", 8}, {"lr", lr}}},
+              {"stop", {{"updates", 30}}},
+              {"eval", {{"every", 1}, {"unit", "updates"}}},
+              {"cluster", {{"workers", workers}, {"compute", {{"dist", "constant"}, {"value", 0.01}}}}},
+              {"engines", json::array({json{{"type", "async"}}})}};
+}
+
+double quadratic_loss(const std::vector<double>& h, const std::vector<double>& w) {
+  double f = 0;
+  for (size_t i = 0; i < h.size(); ++i) f += 0.5 * h[i] * w[i] * w[i];
+  return f;
+}
+
+// The quadratic's gradient noise for (seed, worker, step): its gradient at w = 0.
+std::vector<double> quadratic_noise(const Model& model, uint64_t seed, int worker, uint32_t step) {
+  ExecContext ctx;
+  DeviceArray<float> zero(model.num_params()), g(model.num_params());
+  zero.fill(0.0f);
+  model.loss_grad(ctx, zero.data(), nullptr, nullptr, 0, NoiseKey{seed, uint32_t(worker), step}, g.data());
+  std::vector<float> host = g.to_host();
+  return std::vector<double>(host.begin(), host.end());
+}
+
+void expect_same_files(const std::string& dir_a, const std::string& dir_b, const std::vector<std::string>& files) {
+  for (const auto& f : files) {
+    std::string a = read_file(dir_a + "/" + f), b = read_file(dir_b + "/" + f);
+    EXPECT_FALSE(a.empty()) << dir_a << "/" << f;
+    EXPECT_EQ(a, b) << f << " differs: " << dir_a << " vs " << dir_b;
+  }
 }
 
 void expect_close_columns(const Metrics& a, const Metrics& b, const std::string& col, double rel) {
@@ -201,31 +241,153 @@ TEST(EasgdEngine, ElasticCouplingTrainsTheCenter) {
   EXPECT_LT(loss.back(), 0.8 * loss.front());
 }
 
+// ---------------------------------------------------------------- SSP (Ho et al. 2013)
+
+// Bound 0 is bulk-synchronous: same sample ids, same summation order, same bookkeeping.
+TEST(SspEngine, BoundZeroIsByteIdenticalToSync) {
+  std::string out = temp_dir("eng");
+  json c = softmax_config("ssp0");
+  c["train"]["momentum"] = 0.5;
+  c["engines"] = json::array({json{{"type", "sync"}}, json{{"type", "ssp"}, {"bound", 0}}});
+  c["sweep"] = {{"train.aggregate", {"mean", "sum"}}};
+  std::string dir = run_config(c, out);
+  for (const char* agg : {"mean", "sum"}) {
+    std::string point = std::string("-aggregate=") + agg + "-seed7";
+    expect_same_files(dir + "/sync" + point, dir + "/ssp" + point, {"metrics.csv", "staleness.csv", "workers.csv"});
+    json a = json::parse(read_file(dir + "/sync" + point + "/summary.json"));
+    json b = json::parse(read_file(dir + "/ssp" + point + "/summary.json"));
+    EXPECT_EQ(a["iteration_time"], b["iteration_time"]) << agg;
+  }
+}
+
+// A bound no worker ever reaches never blocks anyone: each update is one gradient, which
+// with aggregate = sum is exactly async SGD.
+TEST(SspEngine, UnreachedBoundWithSumIsByteIdenticalToAsync) {
+  std::string out = temp_dir("eng");
+  json c = softmax_config("sspinf");
+  c["train"]["aggregate"] = "sum";
+  c["cluster"]["compute"] = {{"dist", "lognormal"}, {"mean", 0.01}, {"sigma", 1.0}};
+  c["stop"] = {{"updates", 120}};
+  c["eval"]["every"] = 10;
+  c["engines"] = json::array({json{{"type", "async"}}, json{{"type", "ssp"}, {"bound", 1000000}}});
+  std::string dir = run_config(c, out);
+  expect_same_files(dir + "/async-seed7", dir + "/ssp-seed7", {"metrics.csv", "staleness.csv", "workers.csv"});
+  auto st = read_metrics(dir + "/ssp-seed7/metrics.csv").column("mean_staleness");
+  EXPECT_GT(st.back(), 1.0);  // really asynchronous
+}
+
+// No worker ever leads the slowest by more than the bound (+1 for the gradient it just
+// pushed); async, without a bound, lets the fast workers run away.
+TEST(SspEngine, FastWorkersWaitForTheSlowest) {
+  const int s = 2;
+  std::string out = temp_dir("eng");
+  json c = softmax_config("ssplead");
+  c["cluster"]["speeds"] = {1, 1, 1, 5};
+  c["cluster"]["compute"] = {{"dist", "constant"}, {"value", 0.01}};
+  c["stop"] = {{"gradients", 200}};
+  c["engines"] = json::array({json{{"type", "async"}}, json{{"type", "ssp"}, {"bound", s}}});
+  std::string dir = run_config(c, out);
+  auto gradients_of = [&](const std::string& run) {
+    return read_metrics(dir + "/" + run + "/workers.csv").column("gradients");
+  };
+  auto g = gradients_of("ssp-seed7");
+  ASSERT_EQ(g.size(), 4u);
+  for (int w = 0; w < 3; ++w) {
+    EXPECT_LE(g[w] - g[3], s + 1.0) << "worker " << w;
+    EXPECT_GE(g[w] - g[3], s - 1.0) << "worker " << w;  // and they do run ahead, as far as allowed
+  }
+  auto a = gradients_of("async-seed7");
+  EXPECT_GT(a[0] - a[3], 10.0 * (s + 1));
+  json summary = json::parse(read_file(dir + "/ssp-seed7/summary.json"));
+  EXPECT_GT(summary["iteration_time"]["mean"].get<double>(), 0.0);
+}
+
+// ------------------------------------------------------------- local SGD
+
+TEST(LocalSgdEngine, OneLocalStepIsByteIdenticalToSync) {
+  std::string out = temp_dir("eng");
+  json c = softmax_config("local1");
+  c["engines"] = json::array({json{{"type", "sync"}}, json{{"type", "local_sgd"}, {"steps", 1}}});
+  c["sweep"] = {{"train.momentum", {0.0, 0.5}}};
+  std::string dir = run_config(c, out);
+  for (const char* m : {"-momentum=0.0-seed7", "-momentum=0.5-seed7"})
+    expect_same_files(dir + "/sync" + m, dir + "/local_sgd" + m, {"metrics.csv", "staleness.csv", "workers.csv"});
+}
+
+// H local steps per worker on its own copy, then w <- the mean of the copies: replayed on
+// the noisy quadratic, where every worker's copy takes its own path.
+TEST(LocalSgdEngine, AveragesTheWorkersCopiesAfterHSteps) {
+  const std::vector<double> h{0.5, 2.0};
+  const int workers = 3, steps = 3, rounds = 8;
+  const double lr = 0.1, noise = 0.3;
+  std::string out = temp_dir("eng");
+  json c = quadratic_config("local3", h, workers, lr, noise);
+  c["engines"] = json::array({json{{"type", "local_sgd"}, {"steps", steps}}});
+  c["stop"] = {{"updates", rounds}};
+  Metrics m = read_metrics(run_config(c, out) + "/local_sgd-seed3/metrics.csv");
+
+  auto model = make_quadratic({0.5f, 2.0f}, float(noise), 1.0f);
+  std::vector<double> w{1.0, 1.0};
+  std::vector<double> expected{quadratic_loss(h, w)};
+  for (int r = 0; r < rounds; ++r) {
+    std::vector<double> mean(2, 0.0);
+    for (int i = 0; i < workers; ++i) {
+      std::vector<double> x = w;
+      for (int k = 0; k < steps; ++k) {
+        auto e = quadratic_noise(*model, 3, i, uint32_t(r * steps + k));
+        for (size_t d = 0; d < 2; ++d) x[d] -= lr * (h[d] * x[d] + e[d]);
+      }
+      for (size_t d = 0; d < 2; ++d) mean[d] += x[d] / workers;
+    }
+    w = mean;
+    expected.push_back(quadratic_loss(h, w));
+  }
+  auto loss = m.column("train_loss");
+  ASSERT_EQ(loss.size(), expected.size());
+  for (size_t u = 0; u < loss.size(); ++u) EXPECT_NEAR(loss[u], expected[u], 1e-5 * std::max(1.0, expected[u])) << "update " << u;
+  auto grads = m.column("gradients");
+  EXPECT_EQ(grads.back(), double(rounds * steps * workers));
+}
+
+// ---------------------------------------------------------------- determinism
+
 // Same config + seed => byte-identical output for any --threads (DESIGN.md).
-TEST(Determinism, ThreadCountDoesNotChangeABit) {
+namespace {
+void expect_thread_count_invariant(const json& c, const std::vector<std::string>& runs) {
   std::string out1 = temp_dir("det1"), out2 = temp_dir("det2");
-  json c = {{"name", "det"},
-            {"model", {{"type", "mlp"}, {"hidden", {16, 8}}}},
-            {"data", {{"type", "synthetic"}, {"classes", 4}, {"features", 10}, {"train_samples", 600}, {"test_samples", 200}}},
-            {"train", {{"batch_size", 16}, {"lr", 0.1}, {"momentum", 0.5}}},
-            {"stop", {{"epochs", 3}}},
-            {"eval", {{"every", 0.5}}},
-            {"cluster", {{"workers", 5}, {"compute", {{"dist", "lognormal"}, {"mean", 0.02}, {"sigma", 0.7}}}}},
-            {"staleness", {{"mode", "uniform"}, {"tau", 2}}},
-            {"engines", json::array({json{{"type", "async"}}, json{{"type", "sync_backup"}, {"backups", 1}},
-                                     json{{"type", "easgd"}, {"delta", 0.5}}})}};
   std::string d1 = run_config(c, out1, 1), d2 = run_config(c, out2, 2);
-  for (const char* run : {"async-seed1", "sync_backup-seed1", "easgd-seed1"})
+  for (const auto& run : runs) {
     for (const char* file : {"metrics.csv", "staleness.csv", "workers.csv", "config.json"}) {
       std::string a = read_file(d1 + "/" + run + "/" + file), b = read_file(d2 + "/" + run + "/" + file);
       EXPECT_FALSE(a.empty()) << run << "/" << file;
       EXPECT_EQ(a, b) << run << "/" << file << " differs between --threads 1 and 2";
     }
-  for (const char* run : {"async-seed1", "sync_backup-seed1", "easgd-seed1"}) {
     json a = json::parse(read_file(d1 + "/" + run + "/summary.json"));
     json b = json::parse(read_file(d2 + "/" + run + "/summary.json"));
     a.erase("wall_seconds");
     b.erase("wall_seconds");
     EXPECT_EQ(a, b) << run;
   }
+}
+
+json determinism_config() {
+  return {{"name", "det"},
+          {"model", {{"type", "mlp"}, {"hidden", {16, 8}}}},
+          {"data", {{"type", "synthetic"}, {"classes", 4}, {"features", 10}, {"train_samples", 600}, {"test_samples", 200}}},
+          {"train", {{"batch_size", 16}, {"lr", 0.1}, {"momentum", 0.5}}},
+          {"stop", {{"epochs", 3}}},
+          {"eval", {{"every", 0.5}}},
+          {"cluster", {{"workers", 5}, {"compute", {{"dist", "lognormal"}, {"mean", 0.02}, {"sigma", 0.7}}}}},
+          {"staleness", {{"mode", "uniform"}, {"tau", 2}}},
+          {"engines", json::array()}};
+}
+}  // namespace
+
+TEST(Determinism, ThreadCountDoesNotChangeABit) {
+  json c = determinism_config();
+  c["engines"] = json::array({json{{"type", "async"}}, json{{"type", "sync_backup"}, {"backups", 1}},
+                              json{{"type", "easgd"}, {"delta", 0.5}},
+                              json{{"type", "ssp"}, {"bound", 1}}, json{{"type", "local_sgd"}, {"steps", 3}}});
+  expect_thread_count_invariant(c, {"async-seed1", "sync_backup-seed1", "easgd-seed1", "ssp-seed1",
+                                    "local_sgd-seed1"});
 }

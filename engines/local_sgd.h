@@ -1,0 +1,44 @@
+// engines/local_sgd.h — local SGD with periodic model averaging (see local_sgd.cpp).
+#pragma once
+#include <memory>
+#include <vector>
+#include "sim/engine.h"
+#include "sim/simulation.h"
+
+namespace asgd {
+
+class ServerUpdate;
+
+class LocalSgdEngine final : public Engine {
+ public:
+  explicit LocalSgdEngine(const nlohmann::json& spec);
+  std::string type() const override { return "local_sgd"; }
+  void start(Simulation& sim) override;
+  void on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) override;
+  void on_worker_down(Simulation& sim, int worker) override;
+  void on_worker_up(Simulation& sim, int worker) override;
+  Snapshot model_of_record() const override;
+  nlohmann::json describe() const override { return spec_; }
+
+ private:
+  void start_round(Simulation& sim);
+  void launch_local_step(Simulation& sim, int worker);
+  void finish_round_if_done(Simulation& sim);
+
+  nlohmann::json spec_;
+  int steps_;                                          // H
+  std::unique_ptr<ParameterStore> store_;              // w, the model of record
+  std::shared_ptr<ServerUpdate> server_;
+  float lr_ref_ = 1.0f;                                // the displacements' unit (see .cpp)
+  std::vector<Snapshot> base_;                         // what each worker read at the round's start
+  std::vector<std::unique_ptr<ParameterStore>> local_; // x_i = base_i - lr_ref * D_i
+  std::vector<DeviceArray<float>> disp_;               // D_i (num_params), by worker
+  std::vector<int> done_;                              // local steps done this round
+  std::vector<bool> in_round_, busy_;
+  bool round_open_ = false;
+  SimTime round_start_ = 0;
+  std::vector<float*> parts_;
+  std::vector<int32_t> ids_;
+};
+
+}  // namespace asgd

@@ -1,0 +1,132 @@
+// engines/ssp.cpp — stale-synchronous parallel SGD (Ho, Cipar, Cui, Kim, Lee, Gibbons,
+// Gibson, Ganger & Xing 2013, "More Effective Distributed ML via a Stale Synchronous
+// Parallel Parameter Server"). Worker w's clock c_w counts the gradients it has pushed.
+// A worker at clock c may start its next gradient only while the slowest live worker's
+// clock is >= c - s (s = `bound`); otherwise it waits, idle. Gradients are applied as
+// they arrive, as in async: every read sees every gradient that arrived before it.
+//
+// How "applied on arrival" is realised, and why s = 0 is exactly sync: just before a
+// worker reads, the server applies every gradient that arrived since its last update, as
+// one update  w <- w - lr * weight * sum_i g_i  (summed in worker-index order; weight 1/N
+// for train.aggregate = mean, so one clock of N gradients moves w as far as one sync step,
+// and 1 for sum). A waiting worker computes nothing, so at most one gradient per worker is
+// pending. No read can tell this from applying each gradient the moment it arrives; what
+// it fixes is the float summation order and how gradients group into updates:
+//   s = 0     nobody reads until every live worker has pushed clock c, so each update is
+//             one whole clock summed in worker-index order, and the workers then launch in
+//             worker order taking their sample ids as sync does: byte-identical to sync.
+//   large s   the arriving worker reads again at once, so each update is its own gradient:
+//             with aggregate = sum this is exactly async; with mean, async at lr / N.
+// Staleness of a gradient = updates between its read and the update that applies it (so
+// it counts grouped updates, as the sync family does). An iteration (summary
+// iteration_time) is one advance of the slowest clock.
+// Failures: the slowest clock is taken over live workers; a worker that goes down loses
+// its gradient in flight and a worker that comes back resumes at the slowest live clock.
+#include "engines/ssp.h"
+#include <algorithm>
+#include <limits>
+#include "engines/server_update.h"
+
+namespace asgd {
+
+SspEngine::SspEngine(const nlohmann::json& spec)
+    : spec_(spec), bound_(spec.at("bound").get<uint64_t>()) {}
+
+void SspEngine::start(Simulation& sim) {
+  const int n = sim.workers();
+  store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed());
+  server_ = std::make_shared<ServerUpdate>(sim.settings().momentum);
+  clock_.assign(n, 0);
+  busy_.assign(n, false);
+  pending_.clear();
+  pending_.resize(n);
+  pending_count_ = 0;
+  slowest_since_ = sim.now();
+  find_slowest(sim);
+  launch_ready(sim);
+}
+
+bool SspEngine::may_start(int w) const {
+  return clock_[w] <= slowest_ || clock_[w] - slowest_ <= bound_;
+}
+
+void SspEngine::find_slowest(Simulation& sim) {
+  slowest_ = std::numeric_limits<uint64_t>::max();
+  at_slowest_ = 0;
+  for (int w = 0; w < sim.workers(); ++w) {
+    if (!sim.worker_alive(w)) continue;
+    if (clock_[w] < slowest_) {
+      slowest_ = clock_[w];
+      at_slowest_ = 1;
+    } else if (clock_[w] == slowest_) {
+      ++at_slowest_;
+    }
+  }
+}
+
+void SspEngine::launch_ready(Simulation& sim) {
+  for (int w = 0; w < sim.workers() && !sim.stopping(); ++w)
+    if (!busy_[w] && sim.worker_alive(w) && may_start(w)) launch(sim, w);
+}
+
+void SspEngine::launch(Simulation& sim, int w) {
+  if (pending_count_ > 0) {
+    apply_pending(sim);  // the reader must see every gradient that has arrived
+    if (sim.stopping()) return;
+  }
+  ids_.clear();
+  sim.take_samples(sim.settings().batch_size, ids_);
+  sim.launch(w, sim.read_for(w, *store_), ids_.data(), ids_.size());
+  busy_[w] = true;
+}
+
+void SspEngine::apply_pending(Simulation& sim) {
+  parts_.clear();
+  for (auto& job : pending_)  // worker-index order: fixed summation order
+    if (job) parts_.push_back(job->grad.data());
+  server_->apply_sum(sim, *store_, parts_, aggregate_weight(sim, sim.workers()), float(sim.lr()));
+  for (auto& job : pending_) {
+    if (!job) continue;
+    sim.applied(*job, store_->version() - 1 - job->read_version);
+    sim.recycle(std::move(job));
+  }
+  pending_count_ = 0;
+  sim.updated();
+}
+
+void SspEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) {
+  const int w = job->worker;
+  busy_[w] = false;
+  pending_[w] = std::move(job);
+  ++pending_count_;
+  bool was_slowest = sim.worker_alive(w) && clock_[w] == slowest_;
+  ++clock_[w];
+  if (was_slowest && --at_slowest_ == 0) {
+    // the slowest clock advanced: every waiting worker may be free to go
+    sim.iteration_done(sim.now() - slowest_since_);
+    slowest_since_ = sim.now();
+    find_slowest(sim);
+    launch_ready(sim);
+  } else if (sim.worker_alive(w) && may_start(w)) {
+    launch(sim, w);
+  }
+}
+
+void SspEngine::on_worker_down(Simulation& sim, int w) {
+  busy_[w] = false;  // its gradient in flight is lost
+  find_slowest(sim);
+  launch_ready(sim);
+}
+
+void SspEngine::on_worker_up(Simulation& sim, int w) {
+  uint64_t others = std::numeric_limits<uint64_t>::max();
+  for (int v = 0; v < sim.workers(); ++v)
+    if (v != w && sim.worker_alive(v)) others = std::min(others, clock_[v]);
+  if (others != std::numeric_limits<uint64_t>::max()) clock_[w] = std::max(clock_[w], others);
+  find_slowest(sim);
+  launch_ready(sim);
+}
+
+Snapshot SspEngine::model_of_record() const { return store_->current(); }
+
+}  // namespace asgd

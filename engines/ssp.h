@@ -1,0 +1,45 @@
+// engines/ssp.h — stale-synchronous parallel SGD with staleness bound s (see ssp.cpp).
+#pragma once
+#include <memory>
+#include <vector>
+#include "sim/engine.h"
+#include "sim/simulation.h"
+
+namespace asgd {
+
+class ServerUpdate;
+
+class SspEngine final : public Engine {
+ public:
+  explicit SspEngine(const nlohmann::json& spec);
+  std::string type() const override { return "ssp"; }
+  void start(Simulation& sim) override;
+  void on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) override;
+  void on_worker_down(Simulation& sim, int worker) override;
+  void on_worker_up(Simulation& sim, int worker) override;
+  Snapshot model_of_record() const override;
+  nlohmann::json describe() const override { return spec_; }
+
+ private:
+  bool may_start(int worker) const;
+  void find_slowest(Simulation& sim);
+  void launch_ready(Simulation& sim);     // every idle worker the bound lets go, in worker order
+  void launch(Simulation& sim, int worker);
+  void apply_pending(Simulation& sim);
+
+  nlohmann::json spec_;
+  uint64_t bound_;                                      // s
+  std::unique_ptr<ParameterStore> store_;
+  std::shared_ptr<ServerUpdate> server_;
+  std::vector<uint64_t> clock_;                         // gradients pushed, by worker
+  std::vector<bool> busy_;                              // computing a gradient
+  std::vector<std::unique_ptr<GradientJob>> pending_;   // arrived, not applied yet, by worker
+  size_t pending_count_ = 0;
+  uint64_t slowest_ = 0;                                // min clock over live workers
+  int at_slowest_ = 0;                                  // live workers at that clock
+  SimTime slowest_since_ = 0;                           // when the slowest clock last advanced
+  std::vector<float*> parts_;
+  std::vector<int32_t> ids_;
+};
+
+}  // namespace asgd
