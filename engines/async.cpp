@@ -1,13 +1,27 @@
 // engines/async.cpp — asynchronous SGD with a parameter server (Downpour; Dean et al.
 // 2012). Each worker reads the current parameters, computes a gradient, and the server
 // applies it on arrival: w <- w - lr * g(w_read); the worker then reads again.
-// Staleness of a gradient = updates applied between its read and its application.
+// Staleness tau of a gradient = updates applied between its read and its application.
+// Two remedies for stale gradients, off by default:
+//   lr_staleness = "divide"   staleness-aware rate (Zhang, Gupta, Lian & Liu 2016, arXiv
+//                             1511.05950): lr / max(tau, 1). tau = 0 (nothing applied since
+//                             the read: the first gradients, or a single worker) keeps the
+//                             full rate, as tau = 1 does.
+//   delay_compensation = lambda > 0   DC-ASGD (Zheng et al. 2017):
+//                             w <- w - lr * (g + lambda * g (.) g (.) (w - w_read)), where
+//                             w_read is the copy this worker read (its backup), kept with
+//                             the job (keeps_read_params). Plain SGD only (no momentum).
+// Both combine: the compensated step uses the staleness-aware rate.
 #include "engines/async.h"
+#include <algorithm>
 #include "engines/server_update.h"
 
 namespace asgd {
 
-AsyncEngine::AsyncEngine(const nlohmann::json& spec) : spec_(spec) {}
+AsyncEngine::AsyncEngine(const nlohmann::json& spec)
+    : spec_(spec),
+      divide_by_staleness_(spec.value("lr_staleness", std::string("none")) == "divide"),
+      lambda_(spec.value("delay_compensation", 0.0f)) {}
 
 void AsyncEngine::start(Simulation& sim) {
   store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed());
@@ -23,7 +37,12 @@ void AsyncEngine::launch_next(Simulation& sim, int worker) {
 
 void AsyncEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) {
   uint64_t staleness = store_->version() - job->read_version;
-  server_->apply(sim, *store_, job->grad.data(), float(sim.lr()));
+  float lr = float(sim.lr());
+  if (divide_by_staleness_) lr /= float(std::max<uint64_t>(staleness, 1));
+  if (lambda_ > 0.0f)
+    server_->apply_delay_compensated(sim, *store_, job->grad.data(), job->read.data(), lr, lambda_);
+  else
+    server_->apply(sim, *store_, job->grad.data(), lr);
   sim.applied(*job, staleness);
   int worker = job->worker;
   sim.recycle(std::move(job));

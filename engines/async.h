@@ -1,4 +1,5 @@
-// engines/async.h — asynchronous parameter-server SGD (see async.cpp).
+// engines/async.h — asynchronous parameter-server SGD, with the staleness-aware rate and
+// DC-ASGD delay compensation as options (see async.cpp).
 #pragma once
 #include <memory>
 #include <vector>
@@ -16,11 +17,15 @@ class AsyncEngine final : public Engine {
   void start(Simulation& sim) override;
   void on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) override;
   Snapshot model_of_record() const override;
+  // DC-ASGD needs the parameters each gradient was computed on when it arrives.
+  bool keeps_read_params() const override { return lambda_ > 0.0f; }
   nlohmann::json describe() const override { return spec_; }
 
  private:
   void launch_next(Simulation& sim, int worker);
   nlohmann::json spec_;
+  bool divide_by_staleness_;   // lr_staleness = "divide": lr / max(tau, 1)
+  float lambda_;               // delay_compensation (0: off)
   std::unique_ptr<ParameterStore> store_;
   std::shared_ptr<ServerUpdate> server_;
   std::vector<int32_t> ids_;

@@ -1,27 +1,43 @@
-// engines/easgd.cpp — asynchronous elastic-averaged SGD (Zhang, Choromanska & LeCun 2015,
-// "Deep learning with Elastic Averaging SGD"). Worker i keeps its own parameters x_i and
-// takes local steps x_i <- x_i - lr * g(x_i); after every `period` local steps it
-// exchanges with the center c (the model of record):
-//   e = alpha * (x_i - c);  x_i <- x_i - e;  c <- c + e.
+// engines/easgd.cpp — elastic-averaged SGD (Zhang, Choromanska & LeCun 2015, "Deep
+// learning with Elastic Averaging SGD"). Worker i keeps its own parameters x_i and takes
+// local steps x_i <- x_i - lr * g(x_i) (lr in force when the gradient arrives). The center
+// c is the model of record. After every `period` local steps:
+//   mode "async": worker i alone exchanges with the center, then carries on:
+//       e = alpha * (x_i - c);  x_i <- x_i - e;  c <- c + e.        (one update per exchange)
+//   mode "sync":  worker i waits until every live worker has done its `period` steps; then,
+//       all from the values before the exchange (the paper's simultaneous update),
+//       x_i <- x_i - alpha (x_i - c) for every i,  c <- c + beta (mean_i x_i - c),
+//       beta = N alpha (N = workers in the exchange; the mean is summed in worker-index
+//       order). One update per exchange; the workers then go on together.
+// The exchange follows the period-th local step (the paper's combined step
+// x - lr g(x) - alpha (x - c) takes both at the same x; here the local step comes first).
+// With alpha = 0 nothing is exchanged: each worker runs independent SGD and c stays put.
 // EAMSGD (delta > 0): the local step uses Nesterov momentum, v <- delta v - lr g(x + delta v);
 // x <- x + v, kept here as V = -v / lr: V <- delta V + g(x - lr delta V); x <- x - lr V.
 // alpha = "auto" is 0.9 / N (beta = N alpha = 0.9, the paper's common choice).
+// Failures: a worker that goes down loses its gradient in flight; in mode sync it leaves
+// the barrier until it comes back, and then restarts its period.
 #include "engines/easgd.h"
 #include "kernels/ops.h"
 
 namespace asgd {
 
 EasgdEngine::EasgdEngine(const nlohmann::json& spec)
-    : spec_(spec), period_(spec.at("period").get<int>()), delta_(spec.at("delta").get<float>()) {}
+    : spec_(spec),
+      sync_(spec.value("mode", std::string("async")) == "sync"),
+      period_(spec.at("period").get<int>()),
+      delta_(spec.at("delta").get<float>()) {}
 
 nlohmann::json EasgdEngine::describe() const {
   nlohmann::json d = spec_;
   d["alpha_used"] = alpha_;
+  if (sync_) d["beta_used"] = alpha_ * workers_;
   return d;
 }
 
 void EasgdEngine::start(Simulation& sim) {
   const int n = sim.workers();
+  workers_ = n;
   const nlohmann::json& a = spec_.at("alpha");
   alpha_ = a.is_string() ? 0.9 / n : a.get<double>();
   std::vector<float> init = sim.initial_params();
@@ -29,9 +45,9 @@ void EasgdEngine::start(Simulation& sim) {
   local_.clear();
   for (int w = 0; w < n; ++w) local_.push_back(std::make_unique<ParameterStore>(init, 0));
   local_steps_.assign(n, 0);
+  waiting_.assign(n, false);
   if (delta_ > 0) {
     velocity_.resize(n);
-    lookahead_.resize(n);
     for (int w = 0; w < n; ++w) {
       velocity_[w].resize_discard(init.size());
       velocity_[w].fill(0.0f);
@@ -70,6 +86,11 @@ void EasgdEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job)
   sim.recycle(std::move(job));
 
   if (++local_steps_[w] % uint64_t(period_) == 0) {
+    if (sync_) {
+      waiting_[w] = true;
+      exchange_all_if_ready(sim);
+      return;
+    }
     // elastic exchange: both x_i and the center move towards each other
     x.update([&](float* xo, const float* xi) {
       ops::copy(ctx, xo, xi, n);
@@ -81,6 +102,48 @@ void EasgdEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job)
     sim.updated();
   }
   if (!sim.stopping()) launch_next(sim, w);
+}
+
+void EasgdEngine::exchange_all_if_ready(Simulation& sim) {
+  group_.clear();
+  for (int w = 0; w < workers_; ++w) {
+    if (!sim.worker_alive(w)) continue;
+    if (!waiting_[w]) return;  // someone is still stepping
+    group_.push_back(w);
+  }
+  if (group_.empty()) return;
+  const size_t n = center_->size();
+  ExecContext& ctx = sim.exec();
+  // mean_i x_i, summed in worker-index order, before anything moves
+  mean_.resize_discard(n);
+  ops::copy(ctx, mean_.data(), local_[group_[0]]->current().data(), n);
+  for (size_t k = 1; k < group_.size(); ++k) ops::add_into(ctx, mean_.data(), local_[group_[k]]->current().data(), n);
+  ops::scale(ctx, mean_.data(), 1.0f / float(group_.size()), n);
+  // x_i <- x_i + alpha (c - x_i), with the center before the exchange
+  const float* c = center_->current().data();
+  for (int w : group_)
+    local_[w]->update([&](float* out, const float* in) {
+      ops::copy(ctx, out, in, n);
+      ops::move_towards(ctx, out, c, float(alpha_), n);
+    });
+  // c <- c + beta (mean - c), beta = N alpha
+  const float beta = float(alpha_ * double(group_.size()));
+  center_->update([&](float* out, const float* in) {
+    ops::copy(ctx, out, in, n);
+    ops::move_towards(ctx, out, mean_.data(), beta, n);
+  });
+  for (int w : group_) waiting_[w] = false;
+  sim.updated();
+  if (sim.stopping()) return;
+  for (int w : group_) launch_next(sim, w);
+}
+
+void EasgdEngine::on_worker_down(Simulation& sim, int w) {
+  if (!sync_) return;  // async: its gradient in flight is lost, nothing else changes
+  // it leaves the barrier, and restarts its period when it comes back
+  local_steps_[w] -= local_steps_[w] % uint64_t(period_);
+  waiting_[w] = false;
+  exchange_all_if_ready(sim);
 }
 
 }  // namespace asgd

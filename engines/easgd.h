@@ -1,4 +1,4 @@
-// engines/easgd.h — elastic-averaged SGD (see easgd.cpp).
+// engines/easgd.h — elastic-averaged SGD, asynchronous or synchronous (see easgd.cpp).
 #pragma once
 #include <memory>
 #include <vector>
@@ -13,20 +13,26 @@ class EasgdEngine final : public Engine {
   std::string type() const override { return "easgd"; }
   void start(Simulation& sim) override;
   void on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) override;
+  void on_worker_down(Simulation& sim, int worker) override;
   Snapshot model_of_record() const override { return center_->current(); }
   nlohmann::json describe() const override;
 
  private:
   void launch_next(Simulation& sim, int worker);
+  void exchange_all_if_ready(Simulation& sim);  // mode sync: the barrier and the exchange
   nlohmann::json spec_;
+  bool sync_;          // mode "sync": all workers exchange together
   int period_;
+  int workers_ = 0;
   double alpha_ = 0;   // resolved at start ("auto" = 0.9 / workers)
   float delta_;        // EAMSGD Nesterov momentum (0: plain EASGD)
   std::unique_ptr<ParameterStore> center_;
   std::vector<std::unique_ptr<ParameterStore>> local_;  // x_i
   std::vector<DeviceArray<float>> velocity_;            // V_i (EAMSGD)
-  std::vector<DeviceArray<float>> lookahead_;           // x_i - lr*delta*V_i
   std::vector<uint64_t> local_steps_;
+  std::vector<bool> waiting_;                           // sync: done its period, at the barrier
+  std::vector<int> group_;                              // sync: the workers of this exchange
+  DeviceArray<float> mean_;                             // sync: mean_i x_i (num_params)
   std::vector<int32_t> ids_;
 };
 

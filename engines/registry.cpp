@@ -11,10 +11,26 @@
 #include "engines/sync.h"
 
 namespace asgd {
+namespace {
+ParamInfo choice(std::string name, std::string def, std::string doc, std::vector<std::string> choices) {
+  ParamInfo p{std::move(name), ParamType::String, std::move(def), std::move(doc)};
+  p.choices = std::move(choices);
+  return p;
+}
+}  // namespace
 
 const std::vector<ComponentInfo>& engine_catalog() {
   static const std::vector<ComponentInfo> catalog = {
-      {"async", "asynchronous SGD, parameter server (Dean et al. 2012): apply each gradient on arrival", {}},
+      {"async",
+       "asynchronous SGD, parameter server (Dean et al. 2012): apply each gradient on arrival; optionally "
+       "staleness-aware (Zhang et al. 2016) and delay-compensated (DC-ASGD, Zheng et al. 2017)",
+       {choice("lr_staleness", "none",
+               "\"divide\": a gradient of staleness tau is applied with lr / max(tau, 1) (Zhang et al. 2016)",
+               {"none", "divide"}),
+        ParamInfo{"delay_compensation", ParamType::Number, 0.0,
+                  "lambda of DC-ASGD: g + lambda g*g*(w - w_read) (0 = off; MXNet's default is 0.04; "
+                  "needs train.momentum 0)",
+                  0}}},
       {"sync", "synchronous SGD: all workers compute on the same parameters; apply the mean once all arrive", {}},
       {"sync_backup",
        "synchronous SGD with b backup replicas (Chen et al. 2016): apply the mean of the first "
@@ -29,9 +45,15 @@ const std::vector<ComponentInfo>& engine_catalog() {
        "the copies are averaged into the model of record; steps 1 is sync",
        {ParamInfo{"steps", ParamType::Integer, 4, "H: local steps per worker between averagings", 1}}},
       {"easgd",
-       "asynchronous elastic-averaged SGD (Zhang, Choromanska & LeCun 2015); delta > 0 gives EAMSGD",
-       {ParamInfo{"period", ParamType::Integer, 4, "local steps between exchanges with the center", 1},
-        ParamInfo{"alpha", ParamType::Any, "auto", "elastic coefficient in [0, 1], or \"auto\" = 0.9 / workers"},
+       "elastic-averaged SGD (Zhang, Choromanska & LeCun 2015), asynchronous or synchronous; delta > 0 gives "
+       "EAMSGD",
+       {choice("mode", "async",
+               "\"async\": each worker exchanges with the center on its own; \"sync\": all workers at once, "
+               "center += N alpha (mean - center)",
+               {"async", "sync"}),
+        ParamInfo{"period", ParamType::Integer, 4, "local steps between exchanges with the center", 1},
+        ParamInfo{"alpha", ParamType::Any, "auto",
+                  "elastic coefficient in [0, 1], or \"auto\" = 0.9 / workers (sync: beta = workers * alpha <= 1)"},
         ParamInfo{"delta", ParamType::Number, 0.0, "Nesterov momentum of the local steps (EAMSGD)", 0, 0.999999}}},
   };
   return catalog;

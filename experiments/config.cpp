@@ -112,7 +112,7 @@ void check_lr_schedule(const json& s, const std::string& path, Validator& v) {
 }
 
 // Engine parameters whose range depends on another key, or that take a word or a number.
-void check_engine(const json& e, const json& cluster, Validator& v) {
+void check_engine(const json& e, const json& cluster, const json& train, Validator& v) {
   if (!e.is_object() || !e.contains("type") || !e["type"].is_string()) return;
   std::string t = e["type"];
   if (t == "sync_backup" && e.contains("backups") && e["backups"].is_number_integer() &&
@@ -124,7 +124,17 @@ void check_engine(const json& e, const json& cluster, Validator& v) {
     const json& a = e["alpha"];
     bool ok = (a.is_number() && a.get<double>() >= 0 && a.get<double>() <= 1) || (a.is_string() && a.get<std::string>() == "auto");
     if (!ok) v.error("engine.alpha", "expected a number in [0, 1] or \"auto\" (= 0.9 / workers), got " + brief(a));
+    if (ok && a.is_number() && e.value("mode", std::string()) == "sync" && cluster.contains("workers") &&
+        cluster["workers"].is_number_integer() && a.get<double>() * cluster["workers"].get<double>() > 1)
+      v.error("engine.alpha", "mode \"sync\" moves the center by beta = workers * alpha, which must be <= 1 (the "
+                              "center would overshoot the workers' mean): use alpha <= 1/" + cluster["workers"].dump() +
+                              " or \"auto\"; got " + brief(a));
   }
+  if (t == "async" && e.contains("delay_compensation") && e["delay_compensation"].is_number() &&
+      e["delay_compensation"].get<double>() > 0 && train.contains("momentum") && train["momentum"].is_number() &&
+      train["momentum"].get<double>() > 0)
+    v.error("engine.delay_compensation", "DC-ASGD is implemented for plain SGD: set train.momentum to 0 or "
+                                         "delay_compensation to 0 (train.momentum is " + train["momentum"].dump() + ")");
 }
 
 json resolve_run(const json& u, Validator& v) {
@@ -177,7 +187,7 @@ json resolve_run(const json& u, Validator& v) {
   else out["engine"] = v.component(u["engine"], "engine", "type", engine_catalog(),
                                    {str("name", "", "label for this engine in run ids and plots (default: its type)")});
 
-  check_engine(out.value("engine", json::object()), cluster, v);
+  check_engine(out.value("engine", json::object()), cluster, train, v);
 
   if (train.contains("global_batch") && train["global_batch"].is_number_integer() && train["global_batch"].get<int64_t>() > 0 &&
       cluster.contains("workers") && cluster["workers"].is_number_integer()) {

@@ -349,6 +349,162 @@ TEST(LocalSgdEngine, AveragesTheWorkersCopiesAfterHSteps) {
   EXPECT_EQ(grads.back(), double(rounds * steps * workers));
 }
 
+// ------------------------------------------------------ async: staleness remedies
+
+// Three workers with equal, constant compute times take turns 0, 1, 2, 0, ...; the k-th
+// update applies a gradient read at update max(k - 2, 0)... exactly: worker k % 3 read the
+// version it saw after its previous update. Replayed by hand for each option.
+TEST(AsyncEngine, StalenessAwareAndDelayCompensatedMatchAHandComputedRun) {
+  const std::vector<double> h{1.0, 3.0};
+  const int workers = 3, updates = 30;
+  const double lr = 0.1, lambda = 0.5;
+  std::string out = temp_dir("eng");
+  json c = quadratic_config("remedies", h, workers, lr);
+  c["stop"] = {{"updates", updates}};
+  c["engines"] = json::array({json{{"type", "async"}, {"name", "plain"}},
+                              json{{"type", "async"}, {"name", "divide"}, {"lr_staleness", "divide"}},
+                              json{{"type", "async"}, {"name", "dc"}, {"delay_compensation", lambda}},
+                              json{{"type", "async"}, {"name", "both"}, {"lr_staleness", "divide"},
+                                   {"delay_compensation", lambda}}});
+  std::string dir = run_config(c, out);
+
+  auto replay = [&](bool divide, double lam, std::vector<double>* staleness) {
+    std::vector<std::vector<double>> version{{1.0, 1.0}};
+    std::vector<size_t> read(workers, 0);
+    std::vector<double> loss{quadratic_loss(h, version[0])};
+    for (int k = 0; k < updates; ++k) {
+      int i = k % workers;
+      const std::vector<double> now = version.back(), seen = version[read[i]];
+      size_t tau = version.size() - 1 - read[i];
+      double rate = divide ? lr / double(std::max<size_t>(tau, 1)) : lr;
+      std::vector<double> next = now;
+      for (size_t d = 0; d < h.size(); ++d) {
+        double g = h[d] * seen[d];
+        next[d] -= rate * (g + lam * g * g * (now[d] - seen[d]));
+      }
+      version.push_back(next);
+      read[i] = version.size() - 1;
+      loss.push_back(quadratic_loss(h, next));
+      if (staleness) staleness->push_back(double(tau));
+    }
+    return loss;
+  };
+  std::vector<double> tau;
+  std::vector<double> plain = replay(false, 0, &tau), divide = replay(true, 0, nullptr),
+                      dc = replay(false, lambda, nullptr), both = replay(true, lambda, nullptr);
+  // the options really change the trajectory (else this test would prove nothing)
+  EXPECT_GT(std::fabs(divide[12] - plain[12]), 0.05 * plain[12]);
+  EXPECT_GT(std::fabs(dc[12] - plain[12]), 0.01 * plain[12]);
+  EXPECT_GT(std::fabs(both[12] - divide[12]), 0.01 * divide[12]);
+  const std::vector<std::pair<std::string, std::vector<double>>> cases = {
+      {"plain", plain}, {"divide", divide}, {"dc", dc}, {"both", both}};
+  for (const auto& [name, expected] : cases) {
+    Metrics m = read_metrics(dir + "/" + name + "-seed3/metrics.csv");
+    auto loss = m.column("train_loss");
+    ASSERT_EQ(loss.size(), expected.size()) << name;
+    for (size_t u = 0; u < loss.size(); ++u)
+      EXPECT_NEAR(loss[u], expected[u], 1e-5 * std::max(1.0, expected[u])) << name << " update " << u;
+    auto st = m.column("mean_staleness");  // one row per update: that update's staleness
+    for (size_t u = 1; u < st.size(); ++u) EXPECT_EQ(st[u], tau[u - 1]) << name << " update " << u;
+  }
+  EXPECT_EQ(tau[0], 0.0);
+  EXPECT_EQ(tau[1], 1.0);
+  EXPECT_EQ(tau.back(), 2.0);  // N - 1
+  json summary = json::parse(read_file(dir + "/both-seed3/summary.json"));
+  EXPECT_EQ(summary["engine_config"]["lr_staleness"], "divide");
+}
+
+// ------------------------------------------------------------- EASGD
+
+namespace {
+// Independent SGD on worker i's own noisy quadratic path, with the same kernels.
+std::vector<std::vector<double>> independent_sgd_losses(const Model& model, int workers, int steps, float lr,
+                                                        uint64_t seed) {
+  std::vector<std::vector<double>> loss(workers);  // loss[i][k]: worker i's minibatch loss at step k
+  ExecContext ctx;
+  for (int i = 0; i < workers; ++i) {
+    DeviceArray<float> x(model.num_params()), g(model.num_params());
+    x.fill(1.0f);
+    for (int k = 0; k < steps; ++k) {
+      loss[i].push_back(model.loss_grad(ctx, x.data(), nullptr, nullptr, 0, NoiseKey{seed, uint32_t(i), uint32_t(k)},
+                                        g.data()));
+      ops::sgd_step(ctx, x.data(), x.data(), g.data(), lr, model.num_params());
+    }
+  }
+  return loss;
+}
+}  // namespace
+
+// alpha = 0 couples nothing: every worker runs plain SGD on its own copy (its minibatch
+// losses are those of independent SGD) and the center never moves, in both modes.
+TEST(EasgdEngine, AlphaZeroIsIndependentLocalSgdInBothModes) {
+  const std::vector<double> h{0.5, 2.0};
+  const int workers = 3, period = 2, rounds = 10;
+  const double lr = 0.1, noise = 0.3;
+  auto model = make_quadratic({0.5f, 2.0f}, float(noise), 1.0f);
+  auto local = independent_sgd_losses(*model, workers, rounds * period, float(lr), 3);
+  for (const char* mode : {"async", "sync"}) {
+    std::string out = temp_dir(std::string("eng_") + mode);
+    json c = quadratic_config("e0", h, workers, lr, noise);
+    c["engines"] = json::array({json{{"type", "easgd"}, {"mode", mode}, {"alpha", 0.0}, {"period", period}}});
+    bool sync = std::string(mode) == "sync";
+    // one row per round of `period` steps of every worker: async counts one update per
+    // worker's exchange, sync one per exchange of all
+    c["eval"]["every"] = sync ? 1 : workers;
+    c["stop"] = {{"updates", sync ? rounds : rounds * workers}};
+    Metrics m = read_metrics(run_config(c, out) + "/easgd-seed3/metrics.csv");
+    auto wl = m.column("worker_loss"), tl = m.column("train_loss");
+    ASSERT_EQ(wl.size(), size_t(rounds + 1)) << mode;
+    for (int r = 0; r < rounds; ++r) {
+      double sum = 0;  // in arrival order: step by step, workers in index order
+      for (int k = r * period; k < (r + 1) * period; ++k)
+        for (int i = 0; i < workers; ++i) sum += local[i][k];
+      double expected = sum / (period * workers);
+      EXPECT_NEAR(wl[r + 1], expected, 1e-8 * std::max(1.0, expected)) << mode << " round " << r;
+    }
+    for (double l : tl) EXPECT_DOUBLE_EQ(l, quadratic_loss(h, {1.0, 1.0})) << mode;
+  }
+}
+
+// Synchronous EASGD on the noisy quadratic, replayed by hand: every `period` local steps
+// x_i <- x_i - alpha (x_i - c) and c <- c + N alpha (mean_i x_i - c), both from the values
+// before the exchange.
+TEST(EasgdEngine, SyncModeMatchesAHandComputedRun) {
+  const std::vector<double> h{0.5, 2.0};
+  const int workers = 2, period = 2, rounds = 12;
+  const double lr = 0.1, noise = 0.3, alpha = 0.2;
+  std::string out = temp_dir("eng");
+  json c = quadratic_config("esync", h, workers, lr, noise);
+  c["engines"] = json::array({json{{"type", "easgd"}, {"mode", "sync"}, {"alpha", alpha}, {"period", period}}});
+  c["stop"] = {{"updates", rounds}};
+  std::string dir = run_config(c, out);
+  Metrics m = read_metrics(dir + "/easgd-seed3/metrics.csv");
+
+  auto model = make_quadratic({0.5f, 2.0f}, float(noise), 1.0f);
+  std::vector<std::vector<double>> x(workers, std::vector<double>{1.0, 1.0});
+  std::vector<double> center{1.0, 1.0};
+  std::vector<double> expected{quadratic_loss(h, center)};
+  for (int r = 0; r < rounds; ++r) {
+    for (int i = 0; i < workers; ++i)
+      for (int k = 0; k < period; ++k) {
+        auto e = quadratic_noise(*model, 3, i, uint32_t(r * period + k));
+        for (size_t d = 0; d < 2; ++d) x[i][d] -= lr * (h[d] * x[i][d] + e[d]);
+      }
+    std::vector<double> mean(2, 0.0);
+    for (int i = 0; i < workers; ++i)
+      for (size_t d = 0; d < 2; ++d) mean[d] += x[i][d] / workers;
+    for (int i = 0; i < workers; ++i)
+      for (size_t d = 0; d < 2; ++d) x[i][d] -= alpha * (x[i][d] - center[d]);
+    for (size_t d = 0; d < 2; ++d) center[d] += workers * alpha * (mean[d] - center[d]);
+    expected.push_back(quadratic_loss(h, center));
+  }
+  auto loss = m.column("train_loss");
+  ASSERT_EQ(loss.size(), expected.size());
+  for (size_t u = 0; u < loss.size(); ++u) EXPECT_NEAR(loss[u], expected[u], 1e-5 * std::max(1.0, expected[u])) << "update " << u;
+  json summary = json::parse(read_file(dir + "/easgd-seed3/summary.json"));
+  EXPECT_NEAR(summary["engine_config"]["beta_used"].get<double>(), workers * alpha, 1e-12);
+}
+
 // ---------------------------------------------------------------- determinism
 
 // Same config + seed => byte-identical output for any --threads (DESIGN.md).
@@ -387,7 +543,8 @@ TEST(Determinism, ThreadCountDoesNotChangeABit) {
   json c = determinism_config();
   c["engines"] = json::array({json{{"type", "async"}}, json{{"type", "sync_backup"}, {"backups", 1}},
                               json{{"type", "easgd"}, {"delta", 0.5}},
+                              json{{"type", "easgd"}, {"name", "easgd_sync"}, {"mode", "sync"}, {"delta", 0.5}},
                               json{{"type", "ssp"}, {"bound", 1}}, json{{"type", "local_sgd"}, {"steps", 3}}});
-  expect_thread_count_invariant(c, {"async-seed1", "sync_backup-seed1", "easgd-seed1", "ssp-seed1",
-                                    "local_sgd-seed1"});
+  expect_thread_count_invariant(c, {"async-seed1", "sync_backup-seed1", "easgd-seed1", "easgd_sync-seed1",
+                                    "ssp-seed1", "local_sgd-seed1"});
 }
