@@ -7,6 +7,7 @@
 #include "engines/async.h"
 #include "engines/easgd.h"
 #include "engines/local_sgd.h"
+#include "engines/single_replica_warmup.h"
 #include "engines/ssp.h"
 #include "engines/sync.h"
 
@@ -59,7 +60,8 @@ const std::vector<ComponentInfo>& engine_catalog() {
   return catalog;
 }
 
-std::unique_ptr<Engine> make_engine(const nlohmann::json& spec) {
+namespace {
+std::unique_ptr<Engine> make_bare_engine(const nlohmann::json& spec) {
   const std::string type = spec.at("type").get<std::string>();
   if (type == "async") return std::make_unique<AsyncEngine>(spec);
   if (type == "sync") return std::make_unique<SyncEngine>(spec, 0);
@@ -70,6 +72,13 @@ std::unique_ptr<Engine> make_engine(const nlohmann::json& spec) {
   std::string valid;
   for (const auto& e : engine_catalog()) valid += (valid.empty() ? "" : ", ") + e.name;
   throw std::invalid_argument("unknown engine type '" + type + "' (valid: " + valid + ")");
+}
+}  // namespace
+
+// Every engine is wrapped in the single-replica warm-up, which only forwards unless
+// train.single_replica_epochs > 0 (it reads that from the run's settings at start).
+std::unique_ptr<Engine> make_engine(const nlohmann::json& spec) {
+  return std::make_unique<SingleReplicaWarmup>(make_bare_engine(spec));
 }
 
 }  // namespace asgd

@@ -277,7 +277,10 @@ const std::vector<SectionInfo>& section_catalog() {
         integer("global_batch", 0, "if > 0: the batch summed over workers; per-worker batch = global_batch / workers"),
         num("lr", 0.1, "base learning rate", 0, true),
         num("momentum", 0.0, "heavy-ball momentum on the server (0 = plain SGD)", 0, false, 0.999999),
-        str("aggregate", "mean", "how synchronous engines combine worker gradients", {"mean", "sum"})}},
+        str("aggregate", "mean", "how synchronous engines combine worker gradients", {"mean", "sum"}),
+        num("single_replica_epochs", 0.0,
+            "warm-up: a single replica (worker 0) trains alone for these epochs, then the engine starts from its "
+            "parameters (the lr schedule and stop limits count the whole run)", 0)}},
       {"stop", "when a run ends: the first limit reached (0 = no limit)",
        {num("time", 0, "virtual seconds", 0), integer("updates", 0, "updates of the model of record"),
         integer("gradients", 0, "gradients computed"), num("epochs", 0, "passes over the training set", 0)}},

@@ -167,6 +167,7 @@ RunSettings settings_from_config(const json& c) {
   }
   s.momentum = t["momentum"];
   s.aggregate_sum = t["aggregate"] == "sum";
+  s.single_replica_epochs = t["single_replica_epochs"];
 
   const json& st = c["stop"];
   if (st["time"].get<double>() > 0) s.stop_time = seconds_to_sim(st["time"].get<double>());

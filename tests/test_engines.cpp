@@ -505,6 +505,74 @@ TEST(EasgdEngine, SyncModeMatchesAHandComputedRun) {
   EXPECT_NEAR(summary["engine_config"]["beta_used"].get<double>(), workers * alpha, 1e-12);
 }
 
+// ------------------------------------------------- single-replica warm-up (all engines)
+
+// The warm-up is one replica training alone: up to epoch E the run is, row for row, the
+// 1-worker async run (same compute times, since worker 0's are keyed by its own steps).
+TEST(SingleReplicaWarmup, IsOneWorkerAsyncUpToEpochE) {
+  std::string out = temp_dir("eng");
+  json warm = softmax_config("warm");
+  warm["train"]["single_replica_epochs"] = 1;
+  warm["eval"] = {{"every", 0.25}, {"unit", "epochs"}, {"train_samples", 0}};
+  warm["stop"] = {{"epochs", 2}};
+  warm["engines"] = json::array({json{{"type", "sync"}}, json{{"type", "easgd"}}});
+  json one = warm;
+  one["name"] = "one";
+  one["train"]["single_replica_epochs"] = 0;
+  one["cluster"]["workers"] = 1;
+  one["stop"] = {{"epochs", 1}};
+  one["engines"] = json::array({json{{"type", "async"}}});
+  std::string dw = run_config(warm, out), d1 = run_config(one, out);
+  std::string prefix = read_file(d1 + "/async-seed7/metrics.csv");
+  ASSERT_FALSE(prefix.empty());
+  for (const char* run : {"sync-seed7", "easgd-seed7"}) {
+    std::string all = read_file(dw + "/" + run + "/metrics.csv");
+    EXPECT_EQ(all.substr(0, prefix.size()), prefix) << run;
+    EXPECT_GT(all.size(), prefix.size()) << run << ": the engine went on after the warm-up";
+    json summary = json::parse(read_file(dw + "/" + run + "/summary.json"));
+    EXPECT_EQ(summary["engine_config"]["single_replica_epochs"], 1.0) << run;
+  }
+}
+
+// After the warm-up the engine starts from the replica's parameters, and the learning-rate
+// schedule goes on by epoch: on the noiseless quadratic every update, warm-up or sync,
+// multiplies w by (1 - lr h) with the rate of the epoch reached.
+TEST(SingleReplicaWarmup, EngineStartsFromTheReplicaAndTheScheduleContinues) {
+  const std::vector<double> h{0.5, 2.0};
+  const int workers = 4;
+  std::string out = temp_dir("eng");
+  json c = quadratic_config("handover", h, workers, 0.1);
+  c["train"]["single_replica_epochs"] = 0.5;
+  c["train"]["lr_schedule"] = {{"type", "step"}, {"milestones", {1.0}}, {"gamma", 0.5}};
+  c["stop"] = {{"epochs", 2}};
+  c["engines"] = json::array({json{{"type", "sync"}}});
+  Metrics m = read_metrics(run_config(c, out) + "/sync-seed3/metrics.csv");
+
+  std::vector<double> w{1.0, 1.0}, expected{quadratic_loss(h, w)}, epochs{0.0};
+  size_t samples = 0;
+  while (samples < 2 * 512) {
+    samples += samples < 256 ? 8 : 8 * workers;  // warm-up: one batch per update; then sync
+    double epoch = samples / 512.0, rate = epoch >= 1.0 ? 0.05 : 0.1;
+    for (size_t d = 0; d < 2; ++d) w[d] *= 1.0 - rate * h[d];
+    expected.push_back(quadratic_loss(h, w));
+    epochs.push_back(epoch);
+  }
+  EXPECT_EQ(expected.size(), 1u + 32 + 24);
+  auto loss = m.column("train_loss"), epoch = m.column("epoch"), lr = m.column("lr");
+  ASSERT_EQ(loss.size(), expected.size());
+  LrScheduleSpec spec;
+  spec.type = "step";
+  spec.lr = 0.1;
+  spec.milestones = {1.0};
+  spec.gamma = 0.5;
+  LrSchedule schedule(spec);
+  for (size_t u = 0; u < loss.size(); ++u) {
+    EXPECT_NEAR(loss[u], expected[u], 1e-5 * std::max(1.0, expected[u])) << "update " << u;
+    EXPECT_DOUBLE_EQ(epoch[u], epochs[u]) << "update " << u;
+    EXPECT_DOUBLE_EQ(lr[u], schedule.at(epoch[u])) << "update " << u;
+  }
+}
+
 // ---------------------------------------------------------------- determinism
 
 // Same config + seed => byte-identical output for any --threads (DESIGN.md).
@@ -547,4 +615,17 @@ TEST(Determinism, ThreadCountDoesNotChangeABit) {
                               json{{"type", "ssp"}, {"bound", 1}}, json{{"type", "local_sgd"}, {"steps", 3}}});
   expect_thread_count_invariant(c, {"async-seed1", "sync_backup-seed1", "easgd-seed1", "easgd_sync-seed1",
                                     "ssp-seed1", "local_sgd-seed1"});
+}
+
+// The async remedies (DC-ASGD keeps each job's read parameters) and the single-replica
+// warm-up, which hands over to each engine part-way through the run.
+TEST(Determinism, RemediesAndWarmUpDoNotDependOnTheThreadCount) {
+  json c = determinism_config();
+  c["train"]["momentum"] = 0.0;  // DC-ASGD is plain SGD
+  c["train"]["single_replica_epochs"] = 0.5;
+  c["staleness"] = {{"mode", "emergent"}};
+  c["engines"] = json::array({json{{"type", "async"}, {"lr_staleness", "divide"}, {"delay_compensation", 0.04}},
+                              json{{"type", "ssp"}, {"bound", 2}}, json{{"type", "local_sgd"}, {"steps", 2}},
+                              json{{"type", "easgd"}, {"mode", "sync"}}});
+  expect_thread_count_invariant(c, {"async-seed1", "ssp-seed1", "local_sgd-seed1", "easgd-seed1"});
 }

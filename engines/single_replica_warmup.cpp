@@ -1,0 +1,90 @@
+// engines/single_replica_warmup.cpp — a warm-up phase shared by every engine: for the
+// first E = train.single_replica_epochs epochs a single replica (worker 0) trains alone,
+// as async SGD with one worker does (plain sequential SGD on the server's parameters,
+// minibatches of the per-worker batch from the run's sample stream, train.momentum on the
+// server); the other workers are idle. At the first update at which the epoch reached is
+// >= E, the replica's parameters become the engine's starting point
+// (Simulation::set_initial_params) and the engine starts, at that virtual time, with every
+// worker. The run's counters go on: epochs, samples and updates include the warm-up, so
+// the learning-rate schedule simply continues by epoch and stop limits count the whole
+// run. The warm-up's momentum velocity is not handed on (the engine starts its own).
+// This is the remedy for early staleness that the seed material recommends: the first
+// epochs, where gradients change fastest, are trained without stale gradients.
+// Failures during the warm-up: if worker 0 goes down, its gradient is lost and the replica
+// resumes when it comes back.
+#include "engines/single_replica_warmup.h"
+#include "engines/server_update.h"
+
+namespace asgd {
+
+SingleReplicaWarmup::SingleReplicaWarmup(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {}
+
+void SingleReplicaWarmup::start(Simulation& sim) {
+  epochs_ = sim.settings().single_replica_epochs;
+  if (epochs_ <= 0) {
+    engine_started_ = true;
+    engine_->start(sim);
+    return;
+  }
+  store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed());
+  server_ = std::make_shared<ServerUpdate>(sim.settings().momentum);
+  launch(sim);
+}
+
+void SingleReplicaWarmup::launch(Simulation& sim) {
+  if (busy_ || !sim.worker_alive(0)) return;
+  ids_.clear();
+  sim.take_samples(sim.settings().batch_size, ids_);
+  sim.launch(0, sim.read_for(0, *store_), ids_.data(), ids_.size());
+  busy_ = true;
+}
+
+void SingleReplicaWarmup::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) {
+  if (engine_started_) {
+    engine_->on_gradient(sim, std::move(job));
+    return;
+  }
+  busy_ = false;
+  uint64_t staleness = store_->version() - job->read_version;
+  server_->apply(sim, *store_, job->grad.data(), float(sim.lr()));
+  sim.applied(*job, staleness);
+  sim.recycle(std::move(job));
+  sim.updated();
+  if (sim.stopping()) return;
+  if (sim.epoch() >= epochs_ - 1e-12) hand_over(sim);
+  else launch(sim);
+}
+
+void SingleReplicaWarmup::hand_over(Simulation& sim) {
+  sim.set_initial_params(store_->current().params->to_host());
+  engine_started_ = true;
+  engine_->start(sim);
+  store_.reset();
+  server_.reset();
+}
+
+void SingleReplicaWarmup::on_timer(Simulation& sim, const Event& e) {
+  if (engine_started_) engine_->on_timer(sim, e);
+}
+
+void SingleReplicaWarmup::on_worker_down(Simulation& sim, int worker) {
+  if (engine_started_) engine_->on_worker_down(sim, worker);
+  else if (worker == 0) busy_ = false;  // the replica's gradient in flight is lost
+}
+
+void SingleReplicaWarmup::on_worker_up(Simulation& sim, int worker) {
+  if (engine_started_) engine_->on_worker_up(sim, worker);
+  else if (worker == 0) launch(sim);
+}
+
+Snapshot SingleReplicaWarmup::model_of_record() const {
+  return engine_started_ ? engine_->model_of_record() : store_->current();
+}
+
+nlohmann::json SingleReplicaWarmup::describe() const {
+  nlohmann::json d = engine_->describe();
+  if (epochs_ > 0) d["single_replica_epochs"] = epochs_;
+  return d;
+}
+
+}  // namespace asgd

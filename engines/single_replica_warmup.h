@@ -1,0 +1,40 @@
+// engines/single_replica_warmup.h — the single-replica warm-up phase every engine can be
+// preceded by (train.single_replica_epochs; see single_replica_warmup.cpp).
+#pragma once
+#include <memory>
+#include <vector>
+#include "sim/engine.h"
+#include "sim/simulation.h"
+
+namespace asgd {
+
+class ServerUpdate;
+
+// Wraps the configured engine: with train.single_replica_epochs = 0 it only forwards.
+class SingleReplicaWarmup final : public Engine {
+ public:
+  explicit SingleReplicaWarmup(std::unique_ptr<Engine> engine);
+  std::string type() const override { return engine_->type(); }
+  void start(Simulation& sim) override;
+  void on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) override;
+  void on_timer(Simulation& sim, const Event& e) override;
+  void on_worker_down(Simulation& sim, int worker) override;
+  void on_worker_up(Simulation& sim, int worker) override;
+  Snapshot model_of_record() const override;
+  bool keeps_read_params() const override { return engine_->keeps_read_params(); }
+  nlohmann::json describe() const override;
+
+ private:
+  void launch(Simulation& sim);
+  void hand_over(Simulation& sim);
+
+  std::unique_ptr<Engine> engine_;
+  double epochs_ = 0;                      // E
+  bool engine_started_ = false;
+  bool busy_ = false;                      // the replica's gradient is in flight
+  std::unique_ptr<ParameterStore> store_;  // the replica's parameters during the warm-up
+  std::shared_ptr<ServerUpdate> server_;
+  std::vector<int32_t> ids_;
+};
+
+}  // namespace asgd
