@@ -6,6 +6,7 @@
 #include "kernels/model.h"
 #include "kernels/ops.h"
 #include "sim/dataset.h"
+#include "sim/lr_schedule.h"
 #include "sim/sample_stream.h"
 #include "test_helpers.h"
 
@@ -571,6 +572,86 @@ TEST(SingleReplicaWarmup, EngineStartsFromTheReplicaAndTheScheduleContinues) {
     EXPECT_DOUBLE_EQ(epoch[u], epochs[u]) << "update " << u;
     EXPECT_DOUBLE_EQ(lr[u], schedule.at(epoch[u])) << "update " << u;
   }
+}
+
+// --------------------------------------------------- learning rate by epoch
+
+// DESIGN.md: the rate is a function of epochs, so epoch n has the same rate with 1 and 8
+// workers (same per-worker batch: 8 workers take 8x fewer updates per epoch).
+TEST(LearningRate, EpochNHasTheSameRateForOneAndEightWorkers) {
+  const json schedules = json::array(
+      {json{{"type", "step"}, {"milestones", {2.0, 3.0}}, {"gamma", 0.1}, {"warmup_epochs", 1.0}, {"warmup_from", 0.01}},
+       json{{"type", "cosine"}, {"total_epochs", 4.0}, {"min_lr", 0.001}, {"warmup_epochs", 0.5}}});
+  for (const auto& sched : schedules) {
+    std::string out = temp_dir("eng_" + sched["type"].get<std::string>());
+    json c = quadratic_config("lr", {0.5, 2.0}, 1, 0.1);
+    c["train"]["lr_schedule"] = sched;
+    c["eval"] = {{"every", 0.25}, {"unit", "epochs"}};
+    c["stop"] = {{"epochs", 4}};
+    c["engines"] = json::array({json{{"type", "sync"}}});
+    c["sweep"] = {{"cluster.workers", {1, 8}}};
+    std::string dir = run_config(c, out);
+    Metrics one = read_metrics(dir + "/sync-workers=1-seed3/metrics.csv");
+    Metrics eight = read_metrics(dir + "/sync-workers=8-seed3/metrics.csv");
+    auto e1 = one.column("epoch"), e8 = eight.column("epoch"), l1 = one.column("lr"), l8 = eight.column("lr");
+    ASSERT_EQ(e1.size(), 17u) << sched;  // epochs 0, 0.25, ..., 4
+    ASSERT_EQ(e1, e8) << sched;
+    EXPECT_EQ(l1, l8) << sched;
+    EXPECT_LT(one.column("updates").back(), 8.5 * eight.column("updates").back());
+    EXPECT_GT(one.column("updates").back(), 7.5 * eight.column("updates").back());
+    std::vector<double> distinct = l1;
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    EXPECT_GE(distinct.size(), 4u) << sched << ": the schedule should really change the rate";
+  }
+}
+
+// ------------------------------------------------------------------ bad input
+
+// Exit 2, naming the JSON path and what is allowed (the ParamInfo catalog drives this).
+TEST(EngineConfig, BadEngineParametersExitTwoNamingThePath) {
+  std::string dir = temp_dir("eng");
+  json base = softmax_config("bad");
+  base["engines"] = json::array({json{{"type", "async"}}});
+  struct Case {
+    json engine;
+    std::vector<std::string> must_mention;
+    json train = json::object();
+  };
+  const std::vector<Case> cases = {
+      {{{"type", "ssp"}, {"bound", -1}}, {"engines[0].bound", ">= 0"}},
+      {{{"type", "ssp"}, {"bound", 1.5}}, {"engines[0].bound", "integer"}},
+      {{{"type", "local_sgd"}, {"steps", 0}}, {"engines[0].steps", ">= 1"}},
+      {{{"type", "async"}, {"delay_compensation", -0.1}}, {"engines[0].delay_compensation", ">= 0"}},
+      {{{"type", "async"}, {"lr_staleness", "half"}}, {"engines[0].lr_staleness", "none, divide"}},
+      {{{"type", "async"}, {"lr_staleness", "devide"}}, {"engines[0].lr_staleness", "did you mean 'divide'"}},
+      {{{"type", "easgd"}, {"mode", "semi"}}, {"engines[0].mode", "async, sync"}},
+      {{{"type", "easgd"}, {"mode", "sync"}, {"alpha", 0.5}}, {"engines[0].alpha", "beta", "<= 1"}},
+      {{{"type", "async"}, {"delay_compensation", 0.04}}, {"engines[0].delay_compensation", "train.momentum"},
+       json{{"momentum", 0.9}}},
+      {{{"type", "sync"}}, {"train.single_replica_epochs", ">= 0"}, json{{"single_replica_epochs", -1}}},
+      {{{"type", "local_sgd"}, {"step", 2}}, {"engines[0].step", "did you mean 'steps'"}},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    json c = base;
+    c["engines"][0] = cases[i].engine;
+    for (const auto& [k, v] : cases[i].train.items()) c["train"][k] = v;
+    std::string path = dir + "/case" + std::to_string(i) + ".json";
+    write_text(path, c.dump());
+    CommandResult r = run_cli("validate " + path);
+    EXPECT_EQ(r.exit_code, 2) << cases[i].engine << ":\n" << r.output;
+    for (const auto& s : cases[i].must_mention)
+      EXPECT_NE(r.output.find(s), std::string::npos) << cases[i].engine << ": lacks '" << s << "':\n" << r.output;
+  }
+  // and the valid forms pass
+  json ok = base;
+  ok["engines"] = json::array({json{{"type", "ssp"}, {"bound", 0}}, json{{"type", "local_sgd"}, {"steps", 1}},
+                               json{{"type", "async"}, {"lr_staleness", "divide"}, {"delay_compensation", 0.04}},
+                               json{{"type", "easgd"}, {"mode", "sync"}, {"alpha", 0.25}}});
+  ok["train"]["single_replica_epochs"] = 0.5;
+  write_text(dir + "/ok.json", ok.dump());
+  CommandResult r = run_cli("validate " + dir + "/ok.json");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
 // ---------------------------------------------------------------- determinism
