@@ -23,7 +23,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage:\n"
-    "  asgdsim run CONFIG.json [--set KEY.PATH=VALUE]... [--out DIR] [--threads N] [--force] [--quiet] [--trace]\n"
+    "  asgdsim run CONFIG.json [--set KEY.PATH=VALUE]... [--out DIR] [--threads N] [--jobs N] [--force] [--quiet] [--trace]\n"
     "  asgdsim validate CONFIG.json [--set KEY.PATH=VALUE]...\n"
     "  asgdsim list\n"
     "exit codes: 0 done, 2 invalid input, 1 other failure, 130 interrupted\n";
@@ -109,6 +109,7 @@ int dispatch(int argc, char** argv) {
       ("set", po::value<std::vector<std::string>>(&sets)->composing(), "override KEY.PATH=VALUE")
       ("out", po::value<std::string>(&ro.out_dir)->default_value("runs"), "output folder")
       ("threads", po::value<int>(&ro.threads)->default_value(0), "worker threads (0 = cores)")
+      ("jobs", po::value<int>(&ro.jobs)->default_value(1), "runs side by side, each with threads/N threads")
       ("force", po::bool_switch(&ro.force), "re-run completed runs, overwrite other configs' folders")
       ("quiet", po::bool_switch(&ro.quiet), "no progress or per-run lines")
       ("trace", po::bool_switch(&ro.trace), "write trace.json for every run");
@@ -123,6 +124,7 @@ int dispatch(int argc, char** argv) {
   }
   if (!vm.count("config")) throw UsageError("missing CONFIG.json");
   if (ro.threads < 0) throw UsageError("--threads must be >= 0");
+  if (ro.jobs < 1) throw UsageError("--jobs must be >= 1");
   Experiment exp = load_experiment(vm["config"].as<std::string>(), sets);
   if (cmd == "validate") return cmd_validate(exp);
 

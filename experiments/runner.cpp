@@ -1,19 +1,26 @@
 // experiments/runner.cpp — from RunSpecs to run folders.
 #include "experiments/runner.h"
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <iostream>
+#include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include "asgd/build_info.h"
 #include "engines/engine_registry.h"
 #include "sim/atomic_file.h"
 #include "sim/dataset.h"
+#include "sim/idx_reader.h"
 #include "sim/interrupt.h"
 #include "sim/simulation.h"
 
@@ -50,15 +57,18 @@ struct LoadedData {
   DeviceDataset train, test;
 };
 
-std::shared_ptr<LoadedData> load_data(const json& cfg, const std::string& base_dir,
-                                      std::shared_ptr<LoadedData> cached) {
+// Runs with equal keys share one loaded data set (synthetic data depends on the seed).
+json data_key(const json& cfg) {
+  json key = cfg["data"];
+  if (key["type"] == "synthetic") key["seed"] = cfg["seed"];
+  return key;
+}
+
+std::shared_ptr<LoadedData> load_data(const json& cfg, const std::string& base_dir) {
   const json& d = cfg["data"];
-  json key = d;
   std::string type = d["type"];
-  if (type == "synthetic") key["seed"] = cfg["seed"];
-  if (cached && cached->key == key) return cached;
   auto out = std::make_shared<LoadedData>();
-  out->key = key;
+  out->key = data_key(cfg);
   if (type == "none") return out;
   if (type == "synthetic") {
     SyntheticSpec s;
@@ -122,9 +132,12 @@ std::string index_csv(const Experiment& exp, const std::string& exp_dir) {
   out += ",seed,status,final_train_loss,final_test_loss,final_test_accuracy,time,updates\n";
   auto cell = [](const json& v) -> std::string {
     if (v.is_null()) return "nan";
-    if (v.is_string()) return v.get<std::string>();
     if (v.is_number_float()) return format_number(v.get<double>());
-    return v.dump();
+    std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+    if (text.find_first_of(",\"\n") == std::string::npos) return text;
+    std::string quoted = "\"";  // RFC 4180: a list or object swept, or a string with a comma
+    for (char ch : text) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+    return quoted + "\"";
   };
   for (const auto& run : exp.runs) {
     json s;
@@ -198,24 +211,247 @@ RunSettings settings_from_config(const json& c) {
   return s;
 }
 
+namespace {
+
+// ---- running runs side by side (--jobs) ----
+
+// Data sets shared by every lane, keyed by data_key: a data set is read once
+// even when two lanes ask for it at the same moment, and one no run holds any more is
+// dropped when another is needed (so --jobs 1 keeps one at a time, as before).
+class DataCache {
+ public:
+  explicit DataCache(std::string base_dir) : base_dir_(std::move(base_dir)) {}
+
+  std::shared_ptr<LoadedData> get(const json& cfg) {
+    json key = data_key(cfg);
+    std::promise<std::shared_ptr<LoadedData>> promise;
+    std::shared_future<std::shared_ptr<LoadedData>> future;
+    bool mine = false;  // this call loads it
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& [k, f] : entries_)
+        if (k == key) future = f;
+      if (!future.valid()) {
+        drop_unused_locked();
+        future = promise.get_future().share();
+        entries_.emplace_back(key, future);
+        mine = true;
+      }
+    }
+    if (!mine) return future.get();  // another lane loads it (or did); rethrows its error
+    try {
+      promise.set_value(load_data(cfg, base_dir_));
+    } catch (...) {
+      promise.set_exception(std::current_exception());
+    }
+    return future.get();
+  }
+
+ private:
+  void drop_unused_locked() {
+    auto unused = [](const auto& entry) {
+      const auto& f = entry.second;
+      if (f.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
+      try {
+        return f.get().use_count() == 1;  // only this cache holds it
+      } catch (...) {
+        return true;  // a failed load: let the next run try again
+      }
+    };
+    entries_.erase(std::remove_if(entries_.begin(), entries_.end(), unused), entries_.end());
+  }
+
+  std::string base_dir_;
+  std::mutex mutex_;
+  std::vector<std::pair<json, std::shared_future<std::shared_ptr<LoadedData>>>> entries_;
+};
+
+// Everything the runs print goes through here, so lines stay whole when runs finish side
+// by side: per-run lines on stdout, and (on a terminal) one live progress line on stderr
+// that shows every lane's run.
+class Console {
+ public:
+  Console(bool quiet, bool live, int lanes) : quiet_(quiet), live_(live), lanes_(size_t(lanes)) {}
+  bool live() const { return live_; }
+
+  void line(const std::string& text) {
+    if (quiet_) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (live_) std::cerr << "\r\033[K" << std::flush;
+    std::cout << text << "\n" << std::flush;
+    if (live_) draw_locked();
+  }
+  void error(const std::string& text) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (live_) std::cerr << "\r\033[K";
+    std::cerr << text << "\n" << std::flush;
+  }
+  // Sets lane `lane`'s part of the progress line ("" when it is idle); redraws at most
+  // every 100 ms unless `now`.
+  void progress(int lane, std::string text, bool now = false) {
+    if (!live_) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    lanes_[size_t(lane)] = std::move(text);
+    auto t = std::chrono::steady_clock::now();
+    if (!now && t - last_draw_ < std::chrono::milliseconds(100)) return;
+    last_draw_ = t;
+    draw_locked();
+  }
+  void clear() {
+    if (!live_) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::cerr << "\r\033[K" << std::flush;
+  }
+
+ private:
+  void draw_locked() {
+    std::string all;
+    for (const auto& l : lanes_)
+      if (!l.empty()) all += (all.empty() ? "" : "  |  ") + l;
+    winsize ws{};
+    size_t width = ::ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 120;
+    if (all.size() >= width) all.resize(width - 1);  // a wrapped line cannot be redrawn with \r
+    std::cerr << "\r\033[K" << all << std::flush;
+  }
+
+  const bool quiet_, live_;
+  std::mutex mutex_;
+  std::vector<std::string> lanes_;
+  std::chrono::steady_clock::time_point last_draw_{};
+};
+
+// What a lane needs to make one run.
+struct Lane {
+  int index = 0;
+  int lanes = 1;
+  WorkerPool* pool = nullptr;
+};
+
+// Makes run `k` into `dir`: config.json and meta.json first, summary.json last. Returns
+// the run's status (completed, diverged or interrupted); throws on failure.
+std::string make_run(const Experiment& exp, size_t k, const std::string& dir, const RunnerOptions& opts,
+                     const Lane& lane, DataCache& cache, Console& console) {
+  const RunSpec& run = exp.runs[k];
+  const std::string tag = "[" + std::to_string(k + 1) + "/" + std::to_string(exp.runs.size()) + "] " + run.run_id;
+  make_directories(dir);
+  std::error_code ec;
+  fs::remove(dir + "/summary.json", ec);  // the folder must not look complete while running
+  write_file_atomic(dir + "/config.json", run.config.dump(2) + "\n");
+
+  json meta = {{"asgdsim_version", build::version}, {"git_commit", build::git_commit},
+               {"git_dirty", build::git_dirty}, {"backend", build::backend},
+               {"build_type", build::build_type}, {"threads", lane.pool->threads()}, {"jobs", lane.lanes},
+               {"command_line", opts.command_line}, {"start", iso_now()}};
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  meta["host"] = host;
+  write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
+
+  auto wall_start = std::chrono::steady_clock::now();
+  RunSettings settings = settings_from_config(run.config);
+  settings.trace = settings.trace || opts.trace;
+  std::shared_ptr<LoadedData> data = cache.get(run.config);
+  std::unique_ptr<Model> model = build_model(run.config["model"], *data);
+  ComputeTimeModel compute(settings.seed, make_distribution(run.config["cluster"]["compute"], exp.base_dir),
+                           run.config["cluster"]["speeds"].get<std::vector<double>>());
+  Recorder recorder(settings.trace);
+  std::unique_ptr<Engine> engine = make_engine(run.config["engine"]);
+  RunOutcome outcome;
+  {
+    bool uses_data = model->uses_data();
+    Simulation sim(settings, *model, uses_data ? &data->train : nullptr, uses_data ? &data->test : nullptr,
+                   *lane.pool, compute, recorder);
+    if (console.live())
+      sim.on_row = [&](const MetricsRow& r) {
+        double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+        double f = progress_fraction(settings, r);
+        char buf[256];
+        if (lane.lanes == 1)
+          std::snprintf(buf, sizeof(buf), "%s  t=%.3gs  epoch %.2f  train_loss %.4g%s  %3.0f%%  ETA %.0fs",
+                        tag.c_str(), sim_to_seconds(r.time), r.epoch, r.train_loss,
+                        std::isnan(r.test_accuracy) ? "" : ("  acc " + format_number(std::round(r.test_accuracy * 1000) / 1000)).c_str(),
+                        100 * f, f > 0.01 ? elapsed * (1 - f) / f : 0.0);
+        else
+          std::snprintf(buf, sizeof(buf), "%s %3.0f%%", tag.c_str(), 100 * f);
+        console.progress(lane.index, buf);
+      };
+    outcome = sim.run(*engine);
+  }
+  console.progress(lane.index, "");
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+
+  recorder.write_metrics(dir + "/metrics.csv");
+  Recorder::write_staleness(dir + "/staleness.csv", outcome.staleness_hist);
+  Recorder::write_workers(dir + "/workers.csv", outcome.workers, outcome.time);
+  if (settings.trace) recorder.write_trace(dir + "/trace.json", settings.workers);
+  meta["end"] = iso_now();
+  write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
+
+  const MetricsRow& last = recorder.rows().back();
+  json summary = {
+      {"status", outcome.status},
+      {"note", outcome.note},
+      {"run_id", run.run_id},
+      {"engine", run.engine},
+      {"engine_config", engine->describe()},
+      {"seed", run.seed},
+      {"sweep", run.sweep_values},
+      {"final", {{"train_loss", finite_or_null(last.train_loss)}, {"test_loss", finite_or_null(last.test_loss)},
+                 {"test_accuracy", finite_or_null(last.test_accuracy)}}},
+      {"time", sim_to_seconds(outcome.time)},
+      {"updates", outcome.updates},
+      {"gradients", outcome.gradients},
+      {"samples", outcome.samples},
+      {"epochs", last.epoch},
+      {"dropped_gradients", outcome.dropped},
+      {"lost_gradients", outcome.lost},
+      {"staleness", {{"mean", outcome.staleness_mean}, {"max", outcome.staleness_max}}},
+      {"iteration_time", outcome.iterations ? json{{"mean", outcome.iteration_time_mean}, {"count", outcome.iterations}} : json(nullptr)},
+      {"wall_seconds", wall},
+  };
+  write_file_atomic(dir + "/summary.json", summary.dump(2) + "\n");
+
+  std::string text = tag + ": " + outcome.status + " (" + outcome.note + "), train_loss " + format_number(last.train_loss);
+  if (!std::isnan(last.test_accuracy)) text += ", test_accuracy " + format_number(last.test_accuracy);
+  text += ", virtual " + format_number(sim_to_seconds(outcome.time)) + " s, " + std::to_string(outcome.updates) +
+          " updates, " + format_number(std::round(wall * 100) / 100) + " s wall";
+  console.line(text);
+  return outcome.status;
+}
+
+// Rethrows a run's error with its run id in front, keeping the type main() maps to an
+// exit code (invalid data and I/O problems: 2; anything else: 1).
+[[noreturn]] void rethrow_naming_run(const std::exception_ptr& error, const std::string& run_id) {
+  const std::string prefix = "run " + run_id + ": ";
+  try {
+    std::rethrow_exception(error);
+  } catch (const DataError& e) {
+    throw DataError(prefix + e.what());
+  } catch (const IoError& e) {
+    throw IoError(prefix + e.what());
+  } catch (const ConfigError&) {
+    throw;  // already names its source and JSON paths
+  } catch (const std::exception& e) {
+    throw std::runtime_error(prefix + e.what());
+  }
+}
+
+}  // namespace
+
 int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
   const std::string name = exp.resolved.value("name", std::string("experiment"));
   const std::string exp_dir = opts.out_dir + "/" + name;
   make_directories(exp_dir);
   write_file_atomic(exp_dir + "/experiment.json", exp.resolved.dump(2) + "\n");
-
-  int threads = opts.threads > 0 ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  WorkerPool pool(threads);
-  const bool live = !opts.quiet && ::isatty(STDERR_FILENO);
-  std::shared_ptr<LoadedData> data;
-  int exit_code = 0;
   const size_t total = exp.runs.size();
 
-  for (size_t k = 0; k < total && exit_code == 0; ++k) {
+  // In run order: skip runs already done, refuse folders that hold another config (before
+  // anything runs, so a refusal leaves every folder as it was).
+  std::vector<size_t> todo;
+  std::vector<std::string> skipped_lines;
+  for (size_t k = 0; k < total; ++k) {
     const RunSpec& run = exp.runs[k];
     const std::string dir = exp_dir + "/" + run.run_id;
-    const std::string tag = "[" + std::to_string(k + 1) + "/" + std::to_string(total) + "] " + run.run_id;
-
     json old_config, old_summary;
     bool has_config = read_json(dir + "/config.json", old_config);
     bool has_summary = read_json(dir + "/summary.json", old_summary);
@@ -224,102 +460,79 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
     if (has_config && has_summary && !opts.force) {
       std::string status = old_summary.value("status", "");
       if (status == "completed" || status == "diverged") {
-        if (!opts.quiet) std::cout << tag << ": " << status << " earlier, skipped (--force re-runs it)\n";
+        skipped_lines.push_back("[" + std::to_string(k + 1) + "/" + std::to_string(total) + "] " + run.run_id + ": " +
+                                status + " earlier, skipped (--force re-runs it)");
         continue;
       }
     }
-    make_directories(dir);
-    std::error_code ec;
-    fs::remove(dir + "/summary.json", ec);  // the folder must not look complete while running
-    write_file_atomic(dir + "/config.json", run.config.dump(2) + "\n");
-
-    json meta = {{"asgdsim_version", build::version}, {"git_commit", build::git_commit},
-                 {"git_dirty", build::git_dirty}, {"backend", build::backend},
-                 {"build_type", build::build_type}, {"threads", threads},
-                 {"command_line", opts.command_line}, {"start", iso_now()}};
-    char host[256] = {0};
-    ::gethostname(host, sizeof(host) - 1);
-    meta["host"] = host;
-    write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
-
-    auto wall_start = std::chrono::steady_clock::now();
-    RunSettings settings = settings_from_config(run.config);
-    settings.trace = settings.trace || opts.trace;
-    data = load_data(run.config, exp.base_dir, data);
-    std::unique_ptr<Model> model = build_model(run.config["model"], *data);
-    ComputeTimeModel compute(settings.seed, make_distribution(run.config["cluster"]["compute"], exp.base_dir),
-                             run.config["cluster"]["speeds"].get<std::vector<double>>());
-    Recorder recorder(settings.trace);
-    std::unique_ptr<Engine> engine = make_engine(run.config["engine"]);
-    RunOutcome outcome;
-    {
-      bool uses_data = model->uses_data();
-      Simulation sim(settings, *model, uses_data ? &data->train : nullptr, uses_data ? &data->test : nullptr,
-                     pool, compute, recorder);
-      auto last_print = std::chrono::steady_clock::now() - std::chrono::seconds(1);
-      if (live)
-        sim.on_row = [&](const MetricsRow& r) {
-          auto now = std::chrono::steady_clock::now();
-          if (now - last_print < std::chrono::milliseconds(100)) return;
-          last_print = now;
-          double elapsed = std::chrono::duration<double>(now - wall_start).count();
-          double f = progress_fraction(settings, r);
-          char buf[256];
-          std::snprintf(buf, sizeof(buf), "\r\033[K%s  t=%.3gs  epoch %.2f  train_loss %.4g%s  %3.0f%%  ETA %.0fs",
-                        tag.c_str(), sim_to_seconds(r.time), r.epoch, r.train_loss,
-                        std::isnan(r.test_accuracy) ? "" : ("  acc " + format_number(std::round(r.test_accuracy * 1000) / 1000)).c_str(),
-                        100 * f, f > 0.01 ? elapsed * (1 - f) / f : 0.0);
-          std::cerr << buf << std::flush;
-        };
-      outcome = sim.run(*engine);
-    }
-    if (live) std::cerr << "\r\033[K" << std::flush;
-    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-
-    recorder.write_metrics(dir + "/metrics.csv");
-    Recorder::write_staleness(dir + "/staleness.csv", outcome.staleness_hist);
-    Recorder::write_workers(dir + "/workers.csv", outcome.workers, outcome.time);
-    if (settings.trace) recorder.write_trace(dir + "/trace.json", settings.workers);
-    meta["end"] = iso_now();
-    write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
-
-    const MetricsRow& last = recorder.rows().back();
-    json summary = {
-        {"status", outcome.status},
-        {"note", outcome.note},
-        {"run_id", run.run_id},
-        {"engine", run.engine},
-        {"engine_config", engine->describe()},
-        {"seed", run.seed},
-        {"sweep", run.sweep_values},
-        {"final", {{"train_loss", finite_or_null(last.train_loss)}, {"test_loss", finite_or_null(last.test_loss)},
-                   {"test_accuracy", finite_or_null(last.test_accuracy)}}},
-        {"time", sim_to_seconds(outcome.time)},
-        {"updates", outcome.updates},
-        {"gradients", outcome.gradients},
-        {"samples", outcome.samples},
-        {"epochs", last.epoch},
-        {"dropped_gradients", outcome.dropped},
-        {"lost_gradients", outcome.lost},
-        {"staleness", {{"mean", outcome.staleness_mean}, {"max", outcome.staleness_max}}},
-        {"iteration_time", outcome.iterations ? json{{"mean", outcome.iteration_time_mean}, {"count", outcome.iterations}} : json(nullptr)},
-        {"wall_seconds", wall},
-    };
-    write_file_atomic(dir + "/summary.json", summary.dump(2) + "\n");
-
-    if (!opts.quiet) {
-      std::cout << tag << ": " << outcome.status << " (" << outcome.note << "), train_loss "
-                << format_number(last.train_loss);
-      if (!std::isnan(last.test_accuracy)) std::cout << ", test_accuracy " << format_number(last.test_accuracy);
-      std::cout << ", virtual " << format_number(sim_to_seconds(outcome.time)) << " s, " << outcome.updates
-                << " updates, " << format_number(std::round(wall * 100) / 100) << " s wall\n"
-                << std::flush;
-    }
-    if (outcome.status == "interrupted") exit_code = 130;
+    todo.push_back(k);
   }
+
+  // Lanes: up to --jobs runs at once, each on its own worker pool with a share of the
+  // threads (at least one). Results do not depend on the pool size, so they do not
+  // depend on --jobs either.
+  const int threads = opts.threads > 0 ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  const int lanes = int(std::max<size_t>(1, std::min<size_t>(size_t(std::max(1, opts.jobs)), todo.size())));
+  Console console(opts.quiet, !opts.quiet && ::isatty(STDERR_FILENO), lanes);
+  for (const auto& l : skipped_lines) console.line(l);
+  DataCache cache(exp.base_dir);
+
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::vector<std::string> status(total);
+  std::vector<std::exception_ptr> errors(total);
+  auto lane_main = [&](int index) {
+    Lane lane;
+    lane.index = index;
+    lane.lanes = lanes;
+    std::unique_ptr<WorkerPool> pool;
+    for (;;) {
+      if (failed.load() || interrupt_requested()) return;  // start nothing new
+      size_t i = next.fetch_add(1);
+      if (i >= todo.size()) return;
+      size_t k = todo[i];
+      try {
+        if (!pool) pool = std::make_unique<WorkerPool>(std::max(1, threads / lanes + (index < threads % lanes ? 1 : 0)));
+        lane.pool = pool.get();
+        status[k] = make_run(exp, k, exp_dir + "/" + exp.runs[k].run_id, opts, lane, cache, console);
+      } catch (...) {
+        errors[k] = std::current_exception();
+        failed.store(true);
+        console.progress(index, "");
+      }
+    }
+  };
+  if (lanes == 1) {
+    lane_main(0);
+  } else {
+    std::vector<std::thread> pool_of_lanes;
+    for (int i = 0; i < lanes; ++i) pool_of_lanes.emplace_back(lane_main, i);
+    for (auto& t : pool_of_lanes) t.join();
+  }
+  console.clear();
+
   write_file_atomic(exp_dir + "/index.csv", index_csv(exp, exp_dir));
+  // The first failure (in run order) becomes the error; others that ran beside it are
+  // printed so none is lost.
+  std::optional<size_t> first_error;
+  for (size_t k = 0; k < total; ++k) {
+    if (!errors[k]) continue;
+    if (!first_error) {
+      first_error = k;
+      continue;
+    }
+    try {
+      rethrow_naming_run(errors[k], exp.runs[k].run_id);
+    } catch (const std::exception& e) {
+      console.error(std::string("asgdsim: ") + e.what());
+    }
+  }
+  if (first_error) rethrow_naming_run(errors[*first_error], exp.runs[*first_error].run_id);
+
   if (!opts.quiet) std::cout << "results: " << exp_dir << "\n";
-  return exit_code;
+  bool interrupted = interrupt_requested();
+  for (const auto& s : status) interrupted = interrupted || s == "interrupted";
+  return interrupted ? 130 : 0;
 }
 
 }  // namespace asgd

@@ -1,7 +1,9 @@
 // experiments/runner.h — runs an experiment's runs and writes the run folders:
 // OUT/<name>/<run_id>/{config.json, meta.json, metrics.csv, staleness.csv, workers.csv,
 // trace.json, summary.json (last)} and OUT/<name>/index.csv. Resumes: a run whose
-// summary.json says completed (for the same config) is skipped unless --force.
+// summary.json says completed (for the same config) is skipped unless --force. With
+// jobs > 1, that many runs go side by side, each on its own worker pool; the files
+// are the same bytes as with jobs = 1 (wall-clock fields aside).
 #pragma once
 #include <string>
 #include "experiments/config.h"
@@ -12,6 +14,7 @@ namespace asgd {
 struct RunnerOptions {
   std::string out_dir = "runs";
   int threads = 0;          // 0: hardware concurrency
+  int jobs = 1;             // runs side by side; each gets threads / jobs threads (at least 1)
   bool quiet = false;
   bool trace = false;       // force trace.json for every run
   bool force = false;       // re-run completed runs
@@ -19,7 +22,9 @@ struct RunnerOptions {
 };
 
 // Returns the process exit code: 0 all runs ended (completed or diverged), 130
-// interrupted, 1 a run failed (its error printed with the run id).
+// interrupted (runs under way end as interrupted, none new starts). A run that fails
+// stops new runs from starting; its error is rethrown (same type) with its run id in
+// front, after the runs under way end and index.csv is written.
 int run_experiment(const Experiment& exp, const RunnerOptions& opts);
 
 // Builds the simulator's settings from a run's resolved config.

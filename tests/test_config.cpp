@@ -283,3 +283,137 @@ TEST(Reliability, InterruptMarksTheRunAndARerunRedoesIt) {
   EXPECT_EQ(second.find("skipped"), std::string::npos) << second;
   EXPECT_NE(second.find("rc=130"), std::string::npos) << second;
 }
+
+// ---- --jobs: runs side by side ----
+
+namespace {
+
+// Runs `bash -c script` and returns its stdout and stderr together.
+std::string shell(const std::string& script) {
+  FILE* p = ::popen(("bash -c '" + script + "' 2>&1").c_str(), "r");
+  std::string out;
+  char buf[512];
+  while (p && std::fgets(buf, sizeof(buf), p)) out += buf;
+  if (p) ::pclose(p);
+  return out;
+}
+
+}  // namespace
+
+// 2 engines x 2 sweep values x 2 repeats, run one at a time and three at a time: every
+// run file is the same bytes (summary.json but for wall_seconds), and so is index.csv.
+TEST(Jobs, SideBySideRunsWriteTheSameBytes) {
+  std::string dir = temp_dir("jobs");
+  json c = tiny();
+  c["repeats"] = 2;
+  c["stop"] = {{"updates", 60}};
+  c["engines"] = json::array({json{{"type", "async"}}, json{{"type", "sync_backup"}, {"backups", 1}}});
+  c["sweep"] = {{"train.lr", json::array({0.05, 0.2})}};
+  c["cluster"]["workers"] = 3;
+  write_text(dir + "/c.json", c.dump());
+  CommandResult one = run_cli("run " + dir + "/c.json --trace --jobs 1 --threads 2 --out " + dir + "/one");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  CommandResult three = run_cli("run " + dir + "/c.json --trace --jobs 3 --threads 2 --out " + dir + "/three");
+  ASSERT_EQ(three.exit_code, 0) << three.output;
+
+  // Each run's line is whole: 8 of them, in some order, then the results line.
+  std::regex run_line(R"(\[[1-8]/8\] [a-z_]+-lr=0\.(05|2)-seed[12]: completed \(.*\), train_loss .*, [0-9.]+ s wall)");
+  std::stringstream lines(three.output);
+  std::vector<std::string> seen;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("results: ", 0) == 0) continue;
+    EXPECT_TRUE(std::regex_match(line, run_line)) << "not a whole run line: '" << line << "'\n" << three.output;
+    seen.push_back(line.substr(0, line.find(':')));
+  }
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(std::unique(seen.begin(), seen.end()) - seen.begin(), 8) << three.output;
+
+  size_t runs = 0;
+  for (const auto& e : fs::directory_iterator(dir + "/one/tiny")) {
+    if (!e.is_directory()) continue;
+    ++runs;
+    std::string a = e.path().string(), b = dir + "/three/tiny/" + e.path().filename().string();
+    for (const char* f : {"config.json", "metrics.csv", "staleness.csv", "workers.csv", "trace.json"})
+      EXPECT_EQ(read_file(a + "/" + f), read_file(b + "/" + f)) << e.path().filename() << "/" << f;
+    json sa = json::parse(read_file(a + "/summary.json")), sb = json::parse(read_file(b + "/summary.json"));
+    sa.erase("wall_seconds");
+    sb.erase("wall_seconds");
+    EXPECT_EQ(sa.dump(2), sb.dump(2)) << e.path().filename();
+    EXPECT_EQ(json::parse(read_file(b + "/meta.json"))["jobs"], 3);
+  }
+  EXPECT_EQ(runs, 8u);
+  EXPECT_EQ(read_file(dir + "/one/tiny/index.csv"), read_file(dir + "/three/tiny/index.csv"));
+}
+
+// A run that fails at run time is named by its run id and keeps its exit code (missing
+// data: 2); the runs before it complete, and index.csv is written.
+TEST(Jobs, AFailingRunNamesItsRunId) {
+  std::string dir = temp_dir("jobs");
+  json c = tiny();
+  json good = {{"type", "synthetic"}, {"classes", 3}, {"features", 6}, {"train_samples", 128}, {"test_samples", 64}};
+  json bad = {{"type", "fashion_mnist"}, {"path", dir + "/nowhere"}};
+  c.erase("data");
+  c["sweep"] = {{"data", json::array({good, bad})}};
+  c["repeats"] = 2;  // runs: good seed1, good seed2, bad seed1, bad seed2
+  c["stop"] = {{"updates", 2000}};
+  write_text(dir + "/c.json", c.dump());
+  CommandResult v = run_cli("validate " + dir + "/c.json");
+  ASSERT_EQ(v.exit_code, 0) << v.output;
+  std::string bad_id;
+  {
+    std::smatch m;
+    std::regex id(R"((async-data=\S*nowhere\S*-seed1))");
+    ASSERT_TRUE(std::regex_search(v.output, m, id)) << v.output;
+    bad_id = m[1];
+  }
+  CommandResult r = run_cli("run " + dir + "/c.json --jobs 2 --threads 2 --out " + dir + "/out");
+  EXPECT_EQ(r.exit_code, 2) << r.output;  // missing data is invalid input, as with --jobs 1
+  EXPECT_NE(r.output.find("run " + bad_id + ": "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("nowhere"), std::string::npos) << r.output;
+  std::string index = read_file(dir + "/out/tiny/index.csv");
+  EXPECT_EQ(std::count(index.begin(), index.end(), '\n'), 5) << index;
+  EXPECT_FALSE(fs::exists(dir + "/out/tiny/" + bad_id + "/summary.json"));
+  EXPECT_NE(index.find(bad_id + ",async,\"{\"\"path\"\":"), std::string::npos) << index;  // a swept object, quoted
+  std::regex completed(",completed,");
+  EXPECT_EQ(std::distance(std::sregex_iterator(index.begin(), index.end(), completed), std::sregex_iterator()), 2)
+      << index;
+}
+
+// SIGINT: every run under way ends as interrupted (rows kept), none new starts, index.csv
+// is written, exit 130.
+TEST(Jobs, InterruptEndsEveryRunUnderWay) {
+  std::string dir = temp_dir("jobs");
+  json c = {{"name", "intr"},
+            {"repeats", 3},
+            {"model", {{"type", "quadratic"}, {"dim", 20000}, {"curvature", {{"min", 0.01}, {"max", 1.0}}}, {"noise", 0.01}}},
+            {"train", {{"lr", 0.01}}},
+            {"stop", {{"updates", 400000}}},
+            {"eval", {{"every", 200}, {"unit", "updates"}}},
+            {"cluster", {{"workers", 4}}},
+            {"engines", json::array({json{{"type", "async"}}})}};
+  write_text(dir + "/c.json", c.dump());
+  std::string out = shell(std::string(ASGD_BINARY) + " run " + dir + "/c.json --quiet --jobs 2 --threads 2 --out " + dir +
+                          "/out & pid=$!; sleep 1.5; kill -INT $pid; wait $pid; echo rc=$?");
+  EXPECT_NE(out.find("rc=130"), std::string::npos) << out;
+  for (const char* run : {"async-seed1", "async-seed2"}) {
+    std::string folder = dir + "/out/intr/" + run;
+    json s = json::parse(read_file(folder + "/summary.json"));
+    EXPECT_EQ(s["status"], "interrupted") << run;
+    Metrics m = read_metrics(folder + "/metrics.csv");
+    ASSERT_GE(m.rows.size(), 1u) << run;
+    EXPECT_EQ(m.column("updates").back(), s["updates"].get<double>()) << run;
+  }
+  EXPECT_FALSE(fs::exists(dir + "/out/intr/async-seed3/summary.json"));
+  std::string index = read_file(dir + "/out/intr/index.csv");
+  EXPECT_NE(index.find("async-seed1,async,1,interrupted,"), std::string::npos) << index;
+  EXPECT_NE(index.find("async-seed2,async,2,interrupted,"), std::string::npos) << index;
+  EXPECT_NE(index.find("async-seed3,async,3,pending,"), std::string::npos) << index;
+}
+
+TEST(Jobs, JobsBelowOneIsAUsageError) {
+  std::string dir = temp_dir("jobs");
+  write_text(dir + "/c.json", tiny().dump());
+  CommandResult r = run_cli("run " + dir + "/c.json --jobs 0 --out " + dir + "/out");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("--jobs"), std::string::npos) << r.output;
+}
