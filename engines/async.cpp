@@ -26,7 +26,8 @@ AsyncEngine::AsyncEngine(const nlohmann::json& spec)
 void AsyncEngine::start(Simulation& sim) {
   store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed());
   server_ = std::make_unique<ServerUpdate>(sim.settings().momentum);
-  for (int w = 0; w < sim.workers(); ++w) launch_next(sim, w);
+  for (int w = 0; w < sim.workers(); ++w)  // (after a warm-up some may be down)
+    if (sim.worker_alive(w)) launch_next(sim, w);
 }
 
 void AsyncEngine::launch_next(Simulation& sim, int worker) {

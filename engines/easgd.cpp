@@ -53,7 +53,8 @@ void EasgdEngine::start(Simulation& sim) {
       velocity_[w].fill(0.0f);
     }
   }
-  for (int w = 0; w < n; ++w) launch_next(sim, w);
+  for (int w = 0; w < n; ++w)  // (after a warm-up some may be down)
+    if (sim.worker_alive(w)) launch_next(sim, w);
 }
 
 void EasgdEngine::launch_next(Simulation& sim, int worker) {
@@ -144,6 +145,10 @@ void EasgdEngine::on_worker_down(Simulation& sim, int w) {
   local_steps_[w] -= local_steps_[w] % uint64_t(period_);
   waiting_[w] = false;
   exchange_all_if_ready(sim);
+}
+
+void EasgdEngine::on_worker_up(Simulation& sim, int w) {
+  if (!sim.stopping()) launch_next(sim, w);  // from its own copy, where it left off
 }
 
 }  // namespace asgd

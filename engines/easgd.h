@@ -14,6 +14,7 @@ class EasgdEngine final : public Engine {
   void start(Simulation& sim) override;
   void on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) override;
   void on_worker_down(Simulation& sim, int worker) override;
+  void on_worker_up(Simulation& sim, int worker) override;
   Snapshot model_of_record() const override { return center_->current(); }
   nlohmann::json describe() const override;
 

@@ -10,8 +10,9 @@
 // run. The warm-up's momentum velocity is not handed on (the engine starts its own).
 // This is the remedy for early staleness that the seed material recommends: the first
 // epochs, where gradients change fastest, are trained without stale gradients.
-// Failures during the warm-up: if worker 0 goes down, its gradient is lost and the replica
-// resumes when it comes back.
+// Failures during the warm-up: the replica runs on the lowest-index live worker; if that
+// worker goes down, its gradient in flight is lost and the next live worker carries on
+// from the replica's parameters (or the first to come back, if none is live).
 #include "engines/single_replica_warmup.h"
 #include "engines/server_update.h"
 
@@ -32,10 +33,14 @@ void SingleReplicaWarmup::start(Simulation& sim) {
 }
 
 void SingleReplicaWarmup::launch(Simulation& sim) {
-  if (busy_ || !sim.worker_alive(0)) return;
+  if (busy_) return;
+  replica_ = -1;  // the lowest-index live worker: worker 0 unless it has failed
+  for (int w = 0; w < sim.workers() && replica_ < 0; ++w)
+    if (sim.worker_alive(w)) replica_ = w;
+  if (replica_ < 0) return;  // every worker is down: wait for one to come back
   ids_.clear();
   sim.take_samples(sim.settings().batch_size, ids_);
-  sim.launch(0, sim.read_for(0, *store_), ids_.data(), ids_.size());
+  sim.launch(replica_, sim.read_for(replica_, *store_), ids_.data(), ids_.size());
   busy_ = true;
 }
 
@@ -68,13 +73,17 @@ void SingleReplicaWarmup::on_timer(Simulation& sim, const Event& e) {
 }
 
 void SingleReplicaWarmup::on_worker_down(Simulation& sim, int worker) {
-  if (engine_started_) engine_->on_worker_down(sim, worker);
-  else if (worker == 0) busy_ = false;  // the replica's gradient in flight is lost
+  if (engine_started_) {
+    engine_->on_worker_down(sim, worker);
+  } else if (busy_ && worker == replica_) {
+    busy_ = false;  // the replica's gradient in flight is lost: another live worker takes over
+    launch(sim);
+  }
 }
 
 void SingleReplicaWarmup::on_worker_up(Simulation& sim, int worker) {
   if (engine_started_) engine_->on_worker_up(sim, worker);
-  else if (worker == 0) launch(sim);
+  else launch(sim);  // only if the replica is not running
 }
 
 Snapshot SingleReplicaWarmup::model_of_record() const {

@@ -32,6 +32,7 @@ class SingleReplicaWarmup final : public Engine {
   double epochs_ = 0;                      // E
   bool engine_started_ = false;
   bool busy_ = false;                      // the replica's gradient is in flight
+  int replica_ = 0;                        // the worker running the replica
   std::unique_ptr<ParameterStore> store_;  // the replica's parameters during the warm-up
   std::shared_ptr<ServerUpdate> server_;
   std::vector<int32_t> ids_;

@@ -5,7 +5,10 @@
 #include <nlohmann/json.hpp>
 #include "kernels/model.h"
 #include "kernels/ops.h"
+#include "engines/engine_registry.h"
 #include "sim/dataset.h"
+#include "sim/distribution.h"
+#include "sim/simulation.h"
 #include "sim/lr_schedule.h"
 #include "sim/sample_stream.h"
 #include "test_helpers.h"
@@ -506,6 +509,57 @@ TEST(EasgdEngine, SyncModeMatchesAHandComputedRun) {
   EXPECT_NEAR(summary["engine_config"]["beta_used"].get<double>(), workers * alpha, 1e-12);
 }
 
+// ------------------------------------------------------------------ failures
+
+namespace {
+// A 4-worker noisy-quadratic run (constant 10 ms compute, 512 samples per epoch) with the
+// given failures, driven through the library (sim/ reads failures from RunSettings).
+RunOutcome run_with_failures(const json& engine_spec, std::vector<FailureEvent> failures, double warmup_epochs) {
+  static auto model = make_quadratic({0.5f, 2.0f}, 0.1f, 1.0f);
+  WorkerPool pool(2);
+  RunSettings s;
+  s.seed = 3;
+  s.workers = 4;
+  s.batch_size = 8;
+  s.lr.lr = 0.1;
+  s.stop_epochs = 1;
+  s.eval_every = 0.25;
+  s.nominal_train_size = 512;
+  s.single_replica_epochs = warmup_epochs;
+  s.failures = std::move(failures);
+  ComputeTimeModel compute(3, make_distribution(json{{"dist", "constant"}, {"value", 0.01}}), {});
+  Recorder recorder(false);
+  Simulation sim(s, *model, nullptr, nullptr, pool, compute, recorder);
+  std::unique_ptr<Engine> engine = make_engine(engine_spec);
+  return sim.run(*engine);
+}
+
+const std::vector<json>& engines_with_failure_handling() {
+  static const std::vector<json> e = {
+      {{"type", "ssp"}, {"bound", 0}},
+      {{"type", "ssp"}, {"bound", 2}},
+      {{"type", "local_sgd"}, {"steps", 2}},
+      {{"type", "easgd"}, {"mode", "async"}, {"period", 2}, {"alpha", "auto"}, {"delta", 0.0}},
+      {{"type", "easgd"}, {"mode", "sync"}, {"period", 2}, {"alpha", "auto"}, {"delta", 0.0}}};
+  return e;
+}
+}  // namespace
+
+// A worker that fails loses its gradient in flight; ssp, local_sgd and sync-mode easgd
+// then wait only for the live workers, and a worker that comes back takes part again
+// (easgd in both modes goes on from its own copy).
+TEST(Failures, NewEnginesGoOnWithTheLiveWorkersAndTakeBackTheReturning) {
+  for (const auto& spec : engines_with_failure_handling()) {
+    RunOutcome out = run_with_failures(
+        spec, {FailureEvent{1, seconds_to_sim(0.025), seconds_to_sim(0.05)}, FailureEvent{3, seconds_to_sim(0.035), kNever}},
+        0.0);
+    EXPECT_EQ(out.status, "completed") << spec;
+    EXPECT_EQ(out.note.rfind("reached stop.epochs", 0), 0u) << spec << ": " << out.note;
+    EXPECT_LE(out.workers[3].gradients, 4u) << spec;
+    EXPECT_GT(out.workers[1].gradients, 4 * out.workers[3].gradients) << spec << ": worker 1 came back";
+  }
+}
+
 // ------------------------------------------------- single-replica warm-up (all engines)
 
 // The warm-up is one replica training alone: up to epoch E the run is, row for row, the
@@ -571,6 +625,26 @@ TEST(SingleReplicaWarmup, EngineStartsFromTheReplicaAndTheScheduleContinues) {
     EXPECT_NEAR(loss[u], expected[u], 1e-5 * std::max(1.0, expected[u])) << "update " << u;
     EXPECT_DOUBLE_EQ(epoch[u], epochs[u]) << "update " << u;
     EXPECT_DOUBLE_EQ(lr[u], schedule.at(epoch[u])) << "update " << u;
+  }
+}
+
+// Failures during the warm-up: the replica moves to the next live worker when its worker
+// fails, and the engine starts on the live workers only (a worker that is down computes
+// nothing). Driven through the library: sim/ reads failures from RunSettings.
+TEST(SingleReplicaWarmup, FailuresDuringTheWarmUpNeitherHangNorWakeTheDead) {
+  std::vector<json> engines = engines_with_failure_handling();
+  engines.push_back({{"type", "async"}, {"lr_staleness", "none"}, {"delay_compensation", 0.0}});
+  for (const auto& spec : engines) {
+    // worker 2 fails before the engine starts, worker 0 (the replica) during the warm-up
+    RunOutcome out = run_with_failures(
+        spec, {FailureEvent{2, seconds_to_sim(0.005), kNever}, FailureEvent{0, seconds_to_sim(0.015), kNever}}, 0.25);
+    EXPECT_EQ(out.status, "completed") << spec;
+    EXPECT_EQ(out.note.rfind("reached stop.epochs", 0), 0u) << spec << ": " << out.note;
+    EXPECT_EQ(out.workers[0].gradients, 1u) << spec;  // then it failed with one in flight
+    EXPECT_EQ(out.workers[0].lost, 1u) << spec;
+    EXPECT_EQ(out.workers[2].gradients + out.workers[2].lost, 0u) << spec;
+    EXPECT_GT(out.workers[1].gradients, 16u) << spec;  // the rest of the warm-up, then the engine
+    EXPECT_GT(out.workers[3].gradients, 8u) << spec;   // the engine only
   }
 }
 
