@@ -1,6 +1,8 @@
 // experiments/main.cpp — the asgdsim command line. Parses arguments, turns exceptions into
 // exit codes (0 done, 2 invalid input, 1 other failure, 130 interrupted). Nothing below
 // main calls exit().
+#include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <iostream>
@@ -25,7 +27,7 @@ constexpr const char* kUsage =
     "usage:\n"
     "  asgdsim run CONFIG.json [--set KEY.PATH=VALUE]... [--out DIR] [--threads N] [--jobs N] [--force] [--quiet] [--trace]\n"
     "  asgdsim validate CONFIG.json [--set KEY.PATH=VALUE]...\n"
-    "  asgdsim list\n"
+    "  asgdsim list [--markdown]\n"
     "exit codes: 0 done, 2 invalid input, 1 other failure, 130 interrupted\n";
 
 struct UsageError : std::runtime_error {
@@ -53,6 +55,22 @@ void print_params(const std::vector<ParamInfo>& params, const std::string& inden
   }
 }
 
+// The families of components chosen by a "type"-like key, in the order `list` shows them.
+struct Family {
+  const char* title;
+  const char* key;  // the choosing key's path
+  const std::vector<ComponentInfo>& catalog;
+};
+
+std::vector<Family> families() {
+  return {{"engines", "engines[].type", engine_catalog()},
+          {"models", "model.type", model_catalog()},
+          {"datasets", "data.type", data_catalog()},
+          {"distributions", "cluster.compute.dist", distribution_catalog()},
+          {"staleness modes", "staleness.mode", staleness_catalog()},
+          {"learning-rate schedules", "train.lr_schedule.type", lr_schedule_catalog()}};
+}
+
 void print_components(const std::string& title, const std::string& key, const std::vector<ComponentInfo>& cat) {
   std::cout << "\n" << title << " (" << key << "):\n";
   for (const auto& c : cat) {
@@ -67,12 +85,133 @@ int cmd_list() {
     std::cout << "\n" << (s.name == "top" ? std::string("top level") : s.name) << " — " << s.doc << ":\n";
     print_params(s.params, "    ");
   }
-  print_components("engines", "engines[].type", engine_catalog());
-  print_components("models", "model.type", model_catalog());
-  print_components("datasets", "data.type", data_catalog());
-  print_components("distributions", "cluster.compute.dist", distribution_catalog());
-  print_components("staleness modes", "staleness.mode", staleness_catalog());
-  print_components("learning-rate schedules", "train.lr_schedule.type", lr_schedule_catalog());
+  for (const auto& f : families()) print_components(f.title, f.key, f.catalog);
+  return 0;
+}
+
+// ---- `list --markdown`: docs/config.md, from the same catalogs ----
+
+// The smallest valid config; what it resolves to shows every default.
+const json kSmallestConfig = {{"model", {{"type", "softmax"}}}, {"engines", json::array({{{"type", "async"}}})}};
+
+std::string md_escape(std::string s) {
+  for (size_t i = 0; (i = s.find('|', i)) != std::string::npos; i += 2) s.replace(i, 1, "\\|");
+  return s;
+}
+
+// A value to show in the example column: the default when it says something, else a
+// value of the right type inside the range.
+json example_value(const ParamInfo& p) {
+  const json& d = p.default_value;
+  bool empty = d.is_null() || (d.is_string() && d.get<std::string>().empty()) || (d.is_array() && d.empty());
+  if (!empty) return d;
+  double lo = std::isfinite(p.min) ? p.min + (p.min_exclusive ? 1 : 0) : 1;
+  double one = (1 >= lo && 1 <= p.max) ? 1 : std::min(lo, p.max);
+  switch (p.type) {
+    case ParamType::Boolean: return true;
+    case ParamType::String: return p.choices.empty() ? json("...") : json(p.choices.front());
+    case ParamType::Integer: return int64_t(one);
+    case ParamType::IntegerList: return json::array({int64_t(one)});
+    case ParamType::NumberList: return json::array({one});
+    case ParamType::Number:
+    case ParamType::Any: return one;
+  }
+  return nullptr;
+}
+
+// `prefix` is where the keys live as --set writes it ("" at the top, "engines[0]", ...).
+void md_params(std::ostream& out, const std::vector<ParamInfo>& params, const std::string& prefix) {
+  if (params.empty()) {
+    out << "No parameters.\n";
+    return;
+  }
+  out << "| key | type and range | default | example | meaning |\n| --- | --- | --- | --- | --- |\n";
+  for (const auto& p : params) {
+    json ex = example_value(p);
+    std::string path = (prefix.empty() ? "" : prefix + ".") + p.name;
+    out << "| `" << p.name << "` | " << md_escape(describe_allowed(p)) << " | "
+        << (p.required() ? std::string("**required**") : "`" + md_escape(p.default_value.dump()) + "`") << " | `--set "
+        << md_escape(path + "=" + (ex.is_string() ? ex.get<std::string>() : ex.dump())) << "` | " << md_escape(p.doc) << " |\n";
+  }
+}
+
+// "engines[].type" -> "engines[0]"; "model.type" -> "model".
+std::string set_prefix(std::string path) {
+  size_t dot = path.find_last_of('.');
+  path = dot == std::string::npos ? "" : path.substr(0, dot);
+  for (size_t i = 0; (i = path.find("[]", i)) != std::string::npos;) path.replace(i, 2, "[0]");
+  return path;
+}
+
+int cmd_list_markdown() {
+  Experiment smallest = resolve_experiment(kSmallestConfig, "the smallest config", ".");
+  const json& run = smallest.runs.front().config;
+  std::ostream& out = std::cout;
+  out << "# asgdsim config reference\n\n"
+         "<!-- Generated by `asgdsim list --markdown`: do not edit by hand. -->\n"
+         "This page is generated by `build/asgdsim list --markdown > docs/config.md` from the catalogs that\n"
+         "validate configs and that `asgdsim list` prints (`section_catalog` and the model, data, staleness and\n"
+         "learning-rate-schedule catalogs in `experiments/config.cpp`, `engine_catalog` in `engines/registry.cpp`,\n"
+         "`distribution_catalog` in `sim/distribution.cpp`). Whoever adds or changes a config key, engine,\n"
+         "model, dataset, distribution, staleness mode or schedule must regenerate it; the test\n"
+         "`ConfigDocs.ConfigMdIsTheOutputOfListMarkdown` fails while it is out of date.\n\n"
+         "A config is one JSON object (comments allowed). Validation is strict: an unknown key (with the\n"
+         "nearest valid one suggested), a wrong type, a value out of range or a missing required key is an\n"
+         "error naming its JSON path, every error of a config is reported at once, and `asgdsim` exits 2.\n"
+         "In the tables, *example* is an argument of `asgdsim run` or `asgdsim validate` that sets the key\n"
+         "(the value is read as JSON, else as a string; a list element must exist before `--set` reaches\n"
+         "into it).\n\n"
+         "## The smallest config, and what it resolves to\n\n"
+         "Only `model` and `engines` are required:\n\n```json\n"
+      << kSmallestConfig.dump() << "\n```\n\n"
+      << "Every default filled in, as `asgdsim run` writes it to `OUT/<name>/experiment.json` (each run's\n"
+         "`config.json` holds the same, with its one `engine`, its sweep values and its seed):\n\n```json\n"
+      << smallest.resolved.dump(2) << "\n```\n\n"
+      << "One run is made per engine × sweep point × repeat. `sweep` maps dotted keys to lists of values\n"
+         "(`{\"train.lr\": [0.05, 0.1], \"engine.period\": [1, 4]}`; `engine.` keys set every engine's\n"
+         "parameter) and runs their cartesian product; `repeats` runs each point with seeds `seed`,\n"
+         "`seed + 1`, .... A run's id is `<engine>[-<key>=<value>...]-seed<seed>`.\n";
+  for (const auto& s : section_catalog()) {
+    out << "\n## " << (s.name == "top" ? std::string("Top-level keys") : "`" + s.name + "`: " + s.doc) << "\n\n";
+    md_params(out, s.params, s.name == "top" ? "" : set_prefix(s.name + ".x"));
+    std::string pointer = "/" + s.name;
+    std::replace(pointer.begin(), pointer.end(), '.', '/');
+    json at = s.name == "top" ? smallest.resolved : smallest.resolved.value(json::json_pointer(pointer), json());
+    json differ = json::object();  // what a left-out section resolves to, where not its keys' defaults
+    for (const auto& p : s.params)
+      if (at.is_object() && at.contains(p.name) && at[p.name] != p.default_value) differ[p.name] = at[p.name];
+    if (s.name != "top" && !differ.empty()) out << "\nLeft out, `" << s.name << "` is `" << differ.dump() << "`.\n";
+  }
+  for (const auto& f : families()) {
+    std::string key = f.key, prefix = set_prefix(key);
+    std::string chooser = key.substr(key.find_last_of('.') + 1);
+    out << "\n## " << f.title << ": `" << key << "`\n\n";
+    json at = run;  // the choosing key's value in the smallest config, resolved
+    std::string tail = key;
+    for (size_t dot; !at.is_null() && (dot = tail.find('.')) != std::string::npos; tail = tail.substr(dot + 1))
+      at = at.value(tail.substr(0, dot), json());
+    bool required = key == "model.type" || key == "engines[].type";
+    out << "`" << chooser << "` is one of: ";
+    for (size_t i = 0; i < f.catalog.size(); ++i) out << (i ? ", " : "") << "`" << f.catalog[i].name << "`";
+    if (!required && at.is_object() && at.contains(chooser)) {  // the default, less what its parameters' defaults say
+      json shown = {{chooser, at[chooser]}};
+      for (const auto& c : f.catalog)
+        if (c.name == at[chooser])
+          for (const auto& p : c.params)
+            if (at.contains(p.name) && at[p.name] != p.default_value) shown[p.name] = at[p.name];
+      out << " (default: `" << shown.dump() << "`).\n";
+    } else {
+      out << (required ? " (required).\n" : ".\n");
+    }
+    if (key == "engines[].type")
+      out << "\n`engines` is a non-empty list; each element is an object with `type`, an optional `name` (its\n"
+             "label in run ids, plots and tables; default: its type; labels must be distinct) and the\n"
+             "engine's parameters below.\n";
+    for (const auto& c : f.catalog) {
+      out << "\n### `" << c.name << "`\n\n" << c.doc << ".\n\n";
+      md_params(out, c.params, prefix);
+    }
+  }
   return 0;
 }
 
@@ -98,7 +237,11 @@ int dispatch(int argc, char** argv) {
               << " backend " << build::backend << "\n";
     return 0;
   }
-  if (cmd == "list") return cmd_list();
+  if (cmd == "list" && argc == 3 && std::string(argv[2]) == "--markdown") return cmd_list_markdown();
+  if (cmd == "list") {
+    if (argc > 2) throw UsageError("list takes no arguments but --markdown");
+    return cmd_list();
+  }
   if (cmd != "run" && cmd != "validate") throw UsageError("unknown command '" + cmd + "'");
 
   po::options_description opts("options");

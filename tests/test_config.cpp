@@ -417,3 +417,18 @@ TEST(Jobs, JobsBelowOneIsAUsageError) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("--jobs"), std::string::npos) << r.output;
 }
+
+// ---- docs/config.md is `asgdsim list --markdown`, so the reference cannot drift ----
+
+TEST(ConfigDocs, ConfigMdIsTheOutputOfListMarkdown) {
+  CommandResult r = run_cli("list --markdown");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::string committed = read_file(std::string(ASGD_SOURCE_DIR) + "/docs/config.md");
+  if (committed == r.output) return;
+  std::stringstream a(committed), b(r.output);
+  std::string la, lb;
+  int line = 1;
+  while (std::getline(a, la) && std::getline(b, lb) && la == lb) ++line;
+  ADD_FAILURE() << "docs/config.md is out of date (first difference at line " << line << ":\n  committed: " << la
+                << "\n  generated: " << lb << ")\nRegenerate it: build/asgdsim list --markdown > docs/config.md";
+}
