@@ -34,7 +34,7 @@ class NotAnExperiment(Exception):
 class Run:
     run_id: str
     folder: Path            # RUNS/EXPERIMENT/<run_id>; may not exist (status MISSING)
-    engine: str
+    engine: str             # the engine's label: its config "name", else its type
     sweep: dict             # dotted sweep key -> value as written (JSON value or index text)
     seed: object            # int, or None when no file says
     status: str             # completed | diverged | interrupted | unfinished | missing
@@ -84,7 +84,7 @@ class Experiment:
     name: str
     config: dict              # experiment.json, None when absent
     sweep_keys: list          # dotted sweep keys in index.csv order
-    engine_order: list        # engine types in the order the config lists them
+    engine_order: list        # engine labels (name, else type) in the config's order
     runs: list = field(default_factory=list)
 
 
@@ -193,7 +193,10 @@ def load_run(folder, run_id, index_row, run_config, sweep_keys):
     run_info = object_at(run_config, "run")
     row = index_row or {}
 
-    engine = object_at(run_config, "engine").get("type") \
+    # The engine's label: its "name" when the config gives one (two sync_backup engines
+    # with different backups are two groups), as in run ids, index.csv and summary.json.
+    engine_config = object_at(run_config, "engine")
+    engine = engine_config.get("name") or engine_config.get("type") \
         or (summary or {}).get("engine") or row.get("engine") or "unknown"
     if isinstance(run_info.get("sweep"), dict):
         sweep = dict(run_info["sweep"])
@@ -223,8 +226,9 @@ def load_run(folder, run_id, index_row, run_config, sweep_keys):
 def engine_order_of(config, runs):
     order = []
     for engine in (config or {}).get("engines") or []:
-        if isinstance(engine, dict) and engine.get("type") and engine["type"] not in order:
-            order.append(str(engine["type"]))
+        label = isinstance(engine, dict) and (engine.get("name") or engine.get("type"))
+        if label and label not in order:
+            order.append(str(label))
     for run in runs:
         if run.engine not in order:
             order.append(run.engine)

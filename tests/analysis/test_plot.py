@@ -430,5 +430,36 @@ class GroupsUnitTest(unittest.TestCase):
         self.assertEqual(groups.canonical_text(True), "true")
 
 
+class EngineNamesTest(unittest.TestCase):
+    """Two engines of one type under different names (sync_backup as backup1 and backup2)
+    are two groups, labelled by name, in config order."""
+
+    def test_named_engines_of_one_type_are_separate_groups(self):
+        tmp = Path(tempfile.mkdtemp(prefix="asgd_plot_test_"))
+        try:
+            root = tmp / "named"
+            root.mkdir()
+            engines = [{"type": "sync_backup", "name": "backup2", "backups": 2},
+                       {"type": "sync_backup", "name": "backup1", "backups": 1}]
+            for engine, final in zip(engines, (0.3, 0.5)):
+                folder = root / f"{engine['name']}-seed1"
+                folder.mkdir()
+                times = np.arange(0.0, 2.01, 0.5)
+                write_metrics(folder, "sync", 2, 1, times, np.linspace(1.0, final, len(times)))
+                (folder / "config.json").write_text(json.dumps(
+                    {"engine": engine, "run": {"run_id": folder.name, "sweep": {}, "seed": 1}}))
+                (folder / "summary.json").write_text(json.dumps(
+                    {"status": "completed", "engine": engine["name"], "seed": 1,
+                     "final": {"train_loss": final}, "time": 2.0, "updates": 80}))
+            (root / "experiment.json").write_text(json.dumps({"name": "named", "engines": engines}))
+            result = run_plot(root, "--format", "png")
+            self.assertEqual(result.returncode, 0, result.stderr)
+            rows = read_table(root / "summary_table.csv")
+            self.assertEqual([r["engine"] for r in rows], ["backup2", "backup1"])
+            self.assertEqual([float(r["train_loss_mean"]) for r in rows], [0.3, 0.5])
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 if __name__ == "__main__":
     unittest.main()
