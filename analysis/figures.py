@@ -135,6 +135,7 @@ def draw_convergence_panel(ax, groups, x_name, metric, colours):
         grid, mean, std = mean_curve(done)
         if len(grid):
             ax.plot(grid, mean, color=colour, lw=1.6, marker="." if len(grid) == 1 else None)
+            ax.plot(grid[-1:], mean[-1:], color=colour, marker="o", ms=4)  # where it ended
             if len(done) > 1:
                 bands.append((grid, mean, std, colour))
         else:  # repeats that do not overlap in x: show each one thinly
@@ -157,25 +158,58 @@ def draw_convergence_panel(ax, groups, x_name, metric, colours):
     ax.grid(True, which="major", alpha=0.3)
 
 
+def after_start(curves):
+    """The values of each curve after its first point (the untrained start), or the whole
+    curve when it has only one. The y range is fitted to these, so the start's loss (a
+    decade above the rest, typically) does not squeeze the part where runs differ; the
+    curves still start there, leaving the axes at the top (bottom for accuracy)."""
+    return [y[1:] if len(y) > 1 else y for y in curves]
+
+
+def leading_digit(value):
+    return round(value / 10 ** math.floor(math.log10(value) + 1e-9))
+
+
+def plain_log_labels(axis, low, high):
+    """Plain-number labels on a log axis spanning under two decades. Over more than 0.6 of
+    a decade the labels would collide, so only 1, 2, 3 and 5 (times a power of ten) are
+    labelled, unless that leaves fewer than three in view."""
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    in_view = [d * 10.0 ** k for k in range(math.floor(math.log10(low)), math.ceil(math.log10(high)))
+               for d in range(1, 10) if low <= d * 10.0 ** k <= high]
+    sparse = (math.log10(high / low) > 0.6 and
+              sum(leading_digit(v) in (1, 2, 3, 5) for v in in_view) >= 3)
+
+    def minor(value, _):
+        return f"{value:g}" if not sparse or leading_digit(value) in (2, 3, 5) else ""
+    axis.set_minor_formatter(FuncFormatter(minor))
+
+
 def set_metric_scale(ax, metric, completed_values, all_values):
-    """Losses: log y when every value drawn is positive, else linear. Either way the axis
-    is capped so a diverging run cannot flatten the others: DIVERGED_HEADROOM x the
-    completed runs' largest value (log), or that many of their ranges beyond them (linear).
-    Returns the floor a band's lower edge is clipped to on a log axis, else None."""
-    values = np.concatenate(all_values) if all_values else np.empty(0)
-    done = np.concatenate(completed_values) if completed_values else np.empty(0)
-    if metric not in LOSS_METRICS or not len(values):
+    """Losses: log y when every value drawn is positive, else linear. The range fits the
+    values after each curve's first point (after_start). Either way the axis is capped so
+    a diverging run cannot flatten the others: DIVERGED_HEADROOM x the completed runs'
+    largest value (log), or that many of their ranges beyond them (linear). Accuracy:
+    linear, fitted to the values after the first point. Returns the floor a band's lower
+    edge is clipped to on a log axis, else None."""
+    values = np.concatenate(after_start(all_values)) if all_values else np.empty(0)
+    done = np.concatenate(after_start(completed_values)) if completed_values else np.empty(0)
+    if not len(values):
+        return None
+    if metric not in LOSS_METRICS:
+        low, high = values.min(), values.max()
+        pad = 0.05 * (high - low) or 0.05 * abs(high) or 0.05
+        ax.set_ylim(low - pad, high + pad)
         return None
     if (values > 0).all():
         ax.set_yscale("log", nonpositive="clip")
-        floor, top = values.min() / 1.5, values.max()
+        floor, top = values.min() / 1.25, values.max()
         if len(done):
             top = min(top, DIVERGED_HEADROOM * done.max())
-        top = max(top * 1.5, floor * 10)
+        top = max(top * 1.25, floor * 2)
         ax.set_ylim(floor, top)
         if top / floor < 100:  # under two decades: label ticks as plain numbers
-            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-            ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            plain_log_labels(ax.yaxis, floor, top)
         return floor
     if len(done):
         span = (done.max() - done.min()) or abs(done.max()) or 1.0
@@ -229,7 +263,17 @@ def draw_staleness(groups, sweep_keys, colours):
 
 
 def draw_staleness_histograms(ax, hists, colours):
-    """Grouped bars while they stay readable, else one step line per group."""
+    """Grouped bars while they stay readable, else one step line per group. Groups whose
+    gradients all have staleness 0 (the sync family, say) would be one point at (0, 1)
+    that hides under the others: they are named in the panel instead, unless every
+    group is like that."""
+    fresh = [g for g, (staleness, _) in hists if (staleness == 0).all()]
+    if len(fresh) < len(hists):
+        hists = [(g, h) for g, h in hists if g not in fresh]
+        if fresh:
+            ax.text(0.98, 0.95, "staleness 0 for every gradient:\n" +
+                    "\n".join(g.label for g in fresh), transform=ax.transAxes, ha="right",
+                    va="top", fontsize="small", color="#444")
     values = sorted({int(s) for _, (staleness, _) in hists for s in staleness})
     if len(hists) * len(values) <= 160:
         width = 0.8 / len(hists)
@@ -264,8 +308,13 @@ def draw_loss_vs_staleness(ax, points, colours):
     for group, s, loss, completed in points:
         ax.plot([s], [loss], ls="none", color=colours[group.key],
                 marker="o" if completed else "x", ms=6, alpha=0.85)
-    if all(loss > 0 for _, _, loss, _ in points):
+    losses = [loss for _, _, loss, _ in points]
+    if all(loss > 0 for loss in losses):
         ax.set_yscale("log")
+        low, high = min(losses), max(losses)
+        if high / low < 100:
+            ax.set_ylim(low / 1.1, high * 1.1)
+            plain_log_labels(ax.yaxis, low / 1.1, high * 1.1)
     ax.set_xlabel("mean staleness of the run")
     ax.set_ylabel("final train loss")
     ax.set_title("Final train loss per run (\u00d7 = not completed)", fontsize="medium")
@@ -416,6 +465,12 @@ def draw_timeline(groups, window_seconds=None, max_events=2000):
             traced.append((run, spans, names))
     if not traced:
         return None
+    if window_seconds is None:  # the same window for every engine, so they compare
+        windows = []
+        for _, spans, _ in traced:
+            begin, end = trace_window(spans, None, max_events)
+            windows.append((end - begin) / 1e6)
+        window_seconds = min(windows) if min(windows) > 0 else None
     heights = [1.2 + 0.28 * len(shown_threads(spans)[0]) for _, spans, _ in traced]
     fig = Figure(figsize=(11.0, sum(heights) + 0.3), layout="constrained")
     axes = fig.subplots(len(traced), 1, squeeze=False, height_ratios=heights)[:, 0]
@@ -448,7 +503,7 @@ def draw_workers(groups):
     columns = min(len(picks), 3)
     rows = math.ceil(len(picks) / columns)
     fig = Figure(figsize=(4.2 * columns, 3.2 * rows), layout="constrained")
-    axes = fig.subplots(rows, columns, squeeze=False).ravel()
+    axes = fig.subplots(rows, columns, squeeze=False, sharey=True).ravel()  # times compare
     for ax, run in zip(axes, picks):
         table = run.workers.dropna(subset=["worker"]).sort_values("worker")
         worker = table["worker"].to_numpy()
@@ -463,6 +518,7 @@ def draw_workers(groups):
                      f"\nrun {run.run_id}, seed {run.seed}{used}", fontsize="medium")
         ax.set_xlabel("worker")
         ax.set_ylabel("virtual time (s)")
+        ax.yaxis.set_tick_params(labelleft=True)
         if len(worker) <= 32:
             ax.set_xticks(worker, [str(int(w)) for w in worker], fontsize="small")
         ax.grid(True, axis="y", alpha=0.3)

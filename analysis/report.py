@@ -28,13 +28,18 @@ FIGURE_TITLES = {"convergence": "Convergence", "staleness": "Staleness",
                  "workers": "Worker utilisation"}
 FIGURE_CAPTIONS = {
     "convergence": "Convergence curves: mean over seeds (completed runs) with a \u00b11 std "
-                   "band; runs that did not complete are dashed.",
-    "staleness": "Staleness of applied gradients per group, and final train loss against "
-                 "each run's mean staleness.",
+                   "band, a dot where each ends; runs that did not complete are dashed. "
+                   "The y range fits the points after the first evaluation, so the "
+                   "starting loss lies above the frame.",
+    "staleness": "Staleness of applied gradients per group (groups whose gradients are "
+                 "all fresh are named, not drawn), and final train loss against each "
+                 "run's mean staleness.",
     "scaling": "Virtual time to reach the target train loss against the number of workers, "
                "with ideal linear speedup from the fewest workers.",
-    "timeline": "Event timeline of each engine's first traced run (server and workers).",
-    "workers": "Busy and idle virtual time per worker, each engine's first run.",
+    "timeline": "Event timeline of each engine's first traced run (server and workers), "
+                "the same window of virtual time for every engine.",
+    "workers": "Busy and idle virtual time per worker, each engine's first run, on one "
+               "time scale.",
 }
 
 CSS = """
