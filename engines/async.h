@@ -16,6 +16,7 @@ class AsyncEngine final : public Engine {
   std::string type() const override { return "async"; }
   void start(Simulation& sim) override;
   void on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) override;
+  void on_worker_up(Simulation& sim, int worker) override { launch_next(sim, worker); }
   Snapshot model_of_record() const override;
   // DC-ASGD needs the parameters each gradient was computed on when it arrives.
   bool keeps_read_params() const override { return lambda_ > 0.0f; }

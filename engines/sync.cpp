@@ -8,6 +8,8 @@
 // and starts the next iteration on the new w. The b late gradients are dropped when they
 // arrive (counted per worker); their workers then join the iteration in progress.
 // b = 0 is plain sync: N workers x batch M compute what 1 worker x batch N*M computes.
+// Failures: a failed worker's gradient is lost, so an iteration also ends once every
+// gradient still in flight for it has arrived (sync waits for the live workers only).
 #include "engines/sync.h"
 #include "engines/server_update.h"
 
@@ -20,6 +22,7 @@ void SyncEngine::start(Simulation& sim) {
   server_ = std::make_unique<ServerUpdate>(sim.settings().momentum);
   accepted_.resize(sim.workers());
   busy_.assign(sim.workers(), false);
+  computing_.assign(sim.workers(), false);
   needed_ = sim.workers() - backups_;
   if (needed_ < 1) throw std::invalid_argument("sync_backup: backups must be < cluster.workers");
   iteration_start_ = sim.now();
@@ -34,11 +37,15 @@ void SyncEngine::launch_idle(Simulation& sim) {
     sim.take_samples(m, ids_);
     sim.launch(w, sim.read_for(w, *store_), ids_.data(), m, iteration_);
     busy_[w] = true;
+    computing_[w] = true;
+    ++pending_;
   }
 }
 
 void SyncEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) {
   int w = job->worker;
+  if (computing_[w]) --pending_;  // (set only for jobs of the current iteration)
+  computing_[w] = false;
   if (job->tag != iteration_ || received_ >= needed_) {  // late: its iteration is over
     busy_[w] = false;                                   // it pulls and joins the current one
     sim.dropped(*job);
@@ -47,7 +54,23 @@ void SyncEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) 
     return;
   }
   accepted_[w] = std::move(job);
-  if (++received_ == needed_) finish_iteration(sim);
+  ++received_;
+  finish_if_complete(sim);
+}
+
+void SyncEngine::finish_if_complete(Simulation& sim) {
+  if (received_ >= needed_ || (received_ > 0 && pending_ == 0)) finish_iteration(sim);
+}
+
+void SyncEngine::on_worker_down(Simulation& sim, int w) {
+  if (computing_[w]) {  // its gradient for this iteration is lost
+    computing_[w] = false;
+    busy_[w] = false;
+    --pending_;
+  } else if (!accepted_[w]) {
+    busy_[w] = false;     // a late gradient of an older iteration: lost too
+  }
+  finish_if_complete(sim);
 }
 
 void SyncEngine::finish_iteration(Simulation& sim) {
@@ -64,6 +87,8 @@ void SyncEngine::finish_iteration(Simulation& sim) {
   sim.iteration_done(sim.now() - iteration_start_);
   ++iteration_;
   received_ = 0;
+  pending_ = 0;  // gradients still in flight belong to the old iteration: they will be dropped
+  std::fill(computing_.begin(), computing_.end(), false);
   iteration_start_ = sim.now();
   sim.updated();
   if (!sim.stopping()) launch_idle(sim);

@@ -16,12 +16,15 @@ class SyncEngine final : public Engine {
   std::string type() const override { return spec_.value("type", std::string("sync")); }
   void start(Simulation& sim) override;
   void on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) override;
+  void on_worker_down(Simulation& sim, int worker) override;
+  void on_worker_up(Simulation& sim, int worker) override { launch_idle(sim); }
   Snapshot model_of_record() const override;
   nlohmann::json describe() const override { return spec_; }
 
  private:
   void launch_idle(Simulation& sim);
   void finish_iteration(Simulation& sim);
+  void finish_if_complete(Simulation& sim);
   nlohmann::json spec_;
   int backups_;
   int needed_ = 0;                                     // gradients aggregated per iteration
@@ -31,6 +34,8 @@ class SyncEngine final : public Engine {
   std::vector<std::unique_ptr<GradientJob>> accepted_;  // this iteration's, by worker index
   std::vector<float*> parts_;                           // their gradients, to sum
   std::vector<bool> busy_;  // computing, or accepted and waiting for the iteration to end
+  std::vector<bool> computing_;  // a gradient of the current iteration is in flight
+  int pending_ = 0;              // how many: the iteration can still receive these
   int received_ = 0;
   uint64_t iteration_ = 0;
   SimTime iteration_start_ = 0;

@@ -137,6 +137,63 @@ void check_engine(const json& e, const json& cluster, const json& train, Validat
                                          "delay_compensation to 0 (train.momentum is " + train["momentum"].dump() + ")");
 }
 
+// Validates a list of objects (each against `section_name`'s keys) whose "worker" must
+// name an existing worker.
+json worker_list(const json& list, const std::string& path, const std::string& section_name, int64_t workers,
+                 Validator& v) {
+  if (!list.is_array()) {
+    v.error(path, "expected a list of objects, got " + brief(list));
+    return json::array();
+  }
+  json out = json::array();
+  for (size_t i = 0; i < list.size(); ++i) {
+    json item = v.object(list[i], index_path(path, i), section(section_name).params);
+    if (item.contains("worker") && item["worker"].is_number_integer() && workers > 0 &&
+        item["worker"].get<int64_t>() >= workers)
+      v.error(index_path(path, i) + ".worker", "worker " + item["worker"].dump() + " does not exist (cluster.workers is " +
+                                                  std::to_string(workers) + ": valid 0.." + std::to_string(workers - 1) + ")");
+    out.push_back(item);
+  }
+  return out;
+}
+
+json resolve_cluster(const json& user, Validator& v) {
+  json cluster = v.object(user, "cluster", section("cluster").params, {"compute", "network", "stragglers", "failures"});
+  if (!cluster.is_object()) return cluster;
+  int64_t workers = cluster["workers"].is_number_integer() ? cluster["workers"].get<int64_t>() : 0;
+  json compute_user = cluster.value("compute", json{{"dist", "exponential"}, {"mean", 0.01}});
+  cluster["compute"] = v.component(compute_user, "cluster.compute", "dist", distribution_catalog());
+
+  json& speeds = cluster["speeds"];
+  if (speeds.is_object()) {
+    speeds = v.component(speeds, "cluster.speeds", "dist", distribution_catalog());
+  } else if (speeds.is_array()) {
+    for (size_t i = 0; i < speeds.size(); ++i)
+      if (!speeds[i].is_number() || !(speeds[i].get<double>() > 0))
+        v.error(index_path("cluster.speeds", i), "expected a number > 0, got " + brief(speeds[i]));
+    if (!speeds.empty() && workers > 0 && speeds.size() != size_t(workers))
+      v.error("cluster.speeds", "has " + std::to_string(speeds.size()) + " factors but cluster.workers is " +
+                                    std::to_string(workers));
+  } else {
+    v.error("cluster.speeds", "expected a list of factors > 0 or a distribution {\"dist\": ...}, got " + brief(speeds));
+  }
+
+  cluster["network"] = v.object(cluster.value("network", json::object()), "cluster.network", section("cluster.network").params);
+  json stragglers = v.object(cluster.value("stragglers", json::object()), "cluster.stragglers",
+                             section("cluster.stragglers").params, {"slow"});
+  if (stragglers.is_object())
+    stragglers["slow"] = worker_list(stragglers.value("slow", json::array()), "cluster.stragglers.slow",
+                                     "cluster.stragglers.slow[]", workers, v);
+  cluster["stragglers"] = stragglers;
+  json failures = v.object(cluster.value("failures", json::object()), "cluster.failures",
+                           section("cluster.failures").params, {"events"});
+  if (failures.is_object())
+    failures["events"] = worker_list(failures.value("events", json::array()), "cluster.failures.events",
+                                     "cluster.failures.events[]", workers, v);
+  cluster["failures"] = failures;
+  return cluster;
+}
+
 json resolve_run(const json& u, Validator& v) {
   json out = v.object(u, "", section("top").params,
                       {"model", "data", "train", "stop", "eval", "cluster", "staleness", "engine", "run"});
@@ -170,14 +227,7 @@ json resolve_run(const json& u, Validator& v) {
   out["stop"] = stop;
   out["eval"] = v.object(u.value("eval", json::object()), "eval", section("eval").params);
 
-  json cluster = v.object(u.value("cluster", json::object()), "cluster", section("cluster").params, {"compute"});
-  json compute_user = cluster.value("compute", json{{"dist", "exponential"}, {"mean", 0.01}});
-  cluster["compute"] = v.component(compute_user, "cluster.compute", "dist", distribution_catalog());
-  if (cluster.contains("speeds") && cluster["speeds"].is_array() && !cluster["speeds"].empty() &&
-      cluster.contains("workers") && cluster["workers"].is_number() &&
-      cluster["speeds"].size() != cluster["workers"].get<size_t>())
-    v.error("cluster.speeds", "has " + std::to_string(cluster["speeds"].size()) + " factors but cluster.workers is " +
-                                  cluster["workers"].dump());
+  json cluster = resolve_cluster(u.value("cluster", json::object()), v);
   out["cluster"] = cluster;
 
   json st = v.component(u.value("staleness", json::object()), "staleness", "mode", staleness_catalog(), {}, "emergent");
@@ -290,10 +340,29 @@ const std::vector<SectionInfo>& section_catalog() {
         integer("train_samples", 10000, "train_loss is measured on the first so many training samples (0 = all)"),
         integer("test_samples", 0, "test metrics on the first so many test samples (0 = all)"),
         num("divergence_bound", 1e6, "a train_loss above this (or NaN/Inf) ends the run as diverged", 0, true)}},
-      {"cluster", "the simulated workers",
+      {"cluster", "the simulated workers (also: compute, network, stragglers, failures)",
        {integer("workers", 4, "number of workers", 1, 16777215),
-        list("speeds", ParamType::NumberList, json::array(),
-             "per-worker slowdown factors (2 = twice as slow); empty = all 1", 0, true)}},
+        any("speeds", json::array(),
+            "per-worker slowdown factors (2 = twice as slow): a list of one factor per worker (empty = all 1), "
+            "or a distribution {\"dist\": ...} drawn once per worker")}},
+      {"cluster.network", "what pulling parameters and pushing gradients costs; the server's link is shared",
+       {num("latency", 0.0, "virtual seconds per message", 0),
+        num("bandwidth", 0.0, "bytes per virtual second of each shard's link, each direction (0 = unlimited)", 0),
+        integer("shards", 1, "parameter-server shards, each with its own link; a message is split evenly", 1, 4096),
+        str("precision", "fp32", "format of pulled parameters and pushed gradients (16-bit: half the bytes, values rounded)",
+            {"fp32", "fp16", "bf16"})}},
+      {"cluster.stragglers", "slow steps on top of the compute-time distribution (also: slow, a list of windows)",
+       {num("probability", 0.0, "chance that a step is a transient straggler", 0, false, 1),
+        num("factor", 1.0, "how many times slower a transient straggler step is", 0, true)}},
+      {"cluster.stragglers.slow[]", "a named slow worker over a time window",
+       {integer("worker", nullptr, "worker index"), num("factor", nullptr, "how many times slower", 0, true),
+        num("from", 0.0, "start (virtual seconds)", 0), num("to", 0.0, "end (virtual seconds; 0 = the end of the run)", 0)}},
+      {"cluster.failures", "workers that fail: at given times (events) and/or at a rate; a failed worker's gradient in flight is lost",
+       {num("rate", 0.0, "failures per worker per virtual second (exponential gaps)", 0),
+        num("down_time", 0.0, "how long a rate failure lasts (0 = the worker never comes back)", 0)}},
+      {"cluster.failures.events[]", "one scheduled failure",
+       {integer("worker", nullptr, "worker index"), num("at", nullptr, "when (virtual seconds)", 0),
+        num("down_for", 0.0, "how long it stays down (0 = it never comes back)", 0)}},
   };
   return sections;
 }
@@ -548,6 +617,21 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
       }
     }
   }
+  // Trace files are read now, so a missing file or a bad line is invalid input, not a
+  // failure half-way through an experiment.
+  std::vector<json> checked;
+  for (const auto& run : exp.runs)
+    for (const char* key : {"compute", "speeds"}) {
+      const json& spec = run.config["cluster"][key];
+      if (!spec.is_object() || spec.value("dist", "") != "trace" || spec.value("file", "").empty()) continue;
+      if (std::find(checked.begin(), checked.end(), spec) != checked.end()) continue;
+      checked.push_back(spec);
+      try {
+        make_distribution(spec, base_dir);
+      } catch (const std::exception& e) {
+        v.error(std::string("cluster.") + key + ".file", e.what());
+      }
+    }
   v.throw_if_failed(source);
 
   exp.resolved = top_checked;

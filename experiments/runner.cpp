@@ -19,6 +19,7 @@
 #include "asgd/build_info.h"
 #include "engines/engine_registry.h"
 #include "sim/atomic_file.h"
+#include "kernels/rng.h"
 #include "sim/dataset.h"
 #include "sim/idx_reader.h"
 #include "sim/interrupt.h"
@@ -156,6 +157,29 @@ std::string index_csv(const Experiment& exp, const std::string& exp_dir) {
   return out;
 }
 
+ComputeTimeModel build_compute_model(const json& c, const RunSettings& s, const std::string& base_dir) {
+  const json& cluster = c["cluster"];
+  std::vector<double> slowdown;
+  if (cluster["speeds"].is_object()) {  // drawn once per worker from (seed, Speed, w, 0)
+    auto dist = make_distribution(cluster["speeds"], base_dir);
+    for (int w = 0; w < s.workers; ++w) {
+      Rng rng(s.seed, RngPurpose::Speed, uint32_t(w), 0);
+      slowdown.push_back(std::max(1e-9, dist->sample(rng, uint32_t(w), 0)));
+    }
+  } else {
+    slowdown = cluster["speeds"].get<std::vector<double>>();
+  }
+  StragglerSpec st;
+  st.probability = cluster["stragglers"]["probability"];
+  st.factor = cluster["stragglers"]["factor"];
+  for (const auto& w : cluster["stragglers"]["slow"]) {
+    double to = w["to"];
+    st.windows.push_back(SlowWindow{w["worker"].get<int>(), w["factor"].get<double>(),
+                                    seconds_to_sim(w["from"].get<double>()), to > 0 ? seconds_to_sim(to) : kNever});
+  }
+  return ComputeTimeModel(s.seed, make_distribution(cluster["compute"], base_dir), slowdown, st);
+}
+
 }  // namespace
 
 RunSettings settings_from_config(const json& c) {
@@ -206,6 +230,20 @@ RunSettings settings_from_config(const json& c) {
     uint32_t cap = sl["max"];
     s.staleness_tau = cap > 0 ? cap : uint32_t(std::ceil(10.0 * s.staleness_mean));
   }
+  const json& net = c["cluster"]["network"];
+  s.network.latency = net["latency"];
+  s.network.bandwidth = net["bandwidth"];
+  s.network.shards = net["shards"];
+  std::string precision = net["precision"];
+  s.precision = precision == "fp16" ? Precision::Fp16 : precision == "bf16" ? Precision::Bf16 : Precision::Fp32;
+  s.network.bytes_per_value = s.precision == Precision::Fp32 ? 4 : 2;
+  const json& fail = c["cluster"]["failures"];
+  auto down = [](double seconds) { return seconds > 0 ? seconds_to_sim(seconds) : kNever; };
+  for (const auto& f : fail["events"])
+    s.failures.push_back(FailureEvent{f["worker"].get<int>(), seconds_to_sim(f["at"].get<double>()),
+                                      down(f["down_for"].get<double>())});
+  s.failure_rate = fail["rate"];
+  s.failure_down_time = down(fail["down_time"].get<double>());
   if (c["data"]["type"] == "none") s.nominal_train_size = c["data"]["samples"];
   s.trace = c.value("trace", false);
   return s;
@@ -352,8 +390,7 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   settings.trace = settings.trace || opts.trace;
   std::shared_ptr<LoadedData> data = cache.get(run.config);
   std::unique_ptr<Model> model = build_model(run.config["model"], *data);
-  ComputeTimeModel compute(settings.seed, make_distribution(run.config["cluster"]["compute"], exp.base_dir),
-                           run.config["cluster"]["speeds"].get<std::vector<double>>());
+  ComputeTimeModel compute = build_compute_model(run.config, settings, exp.base_dir);
   Recorder recorder(settings.trace);
   std::unique_ptr<Engine> engine = make_engine(run.config["engine"]);
   RunOutcome outcome;
@@ -405,6 +442,7 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
       {"epochs", last.epoch},
       {"dropped_gradients", outcome.dropped},
       {"lost_gradients", outcome.lost},
+      {"worker_failures", outcome.failures},
       {"staleness", {{"mean", outcome.staleness_mean}, {"max", outcome.staleness_max}}},
       {"iteration_time", outcome.iterations ? json{{"mean", outcome.iteration_time_mean}, {"count", outcome.iterations}} : json(nullptr)},
       {"wall_seconds", wall},
