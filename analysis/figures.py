@@ -373,14 +373,17 @@ def draw_scaling(groups, sweep_keys, target, colours):
         speed_ax.plot(workers, mean[0] / mean, color=colour, marker="o", ms=4)
         handles.append(Line2D([], [], color=colour, marker="o", label=label))
         max_workers, min_workers = max(max_workers, workers.max()), min(min_workers, workers[0])
-    ideal = np.array([min_workers, max_workers])
+    ideal = np.geomspace(min_workers, max_workers, 64)  # y = x is curved on a log2 x axis
     speed_ax.plot(ideal, ideal / min_workers, color="black", ls="--", lw=1)
     worker_counts = sorted({w for points in series.values() for w, _, _ in points})
     for ax in (time_ax, speed_ax):
         label_worker_axis(ax, worker_counts)
     time_ax.set_yscale("log")
-    time_ax.yaxis.set_major_formatter(ScalarFormatter())
-    time_ax.yaxis.set_minor_formatter(ScalarFormatter())
+    low, high = time_ax.get_ylim()
+    if high / low < 100:
+        plain_log_labels(time_ax.yaxis, low, high)
+    else:
+        time_ax.yaxis.set_major_formatter(ScalarFormatter())
     time_ax.set_ylabel("virtual time to target (s)")
     time_ax.set_title(f"Time to train loss \u2264 {target:.4g} (dotted: ideal linear speedup)",
                       fontsize="medium")
