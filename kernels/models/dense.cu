@@ -32,7 +32,8 @@ struct GatherRows {
 };
 #endif
 
-// z (m, n) += b; ReLU if hidden
+// z (m, n) += b; ReLU if hidden. On the GPU one element per thread; on the CPU one row
+// per call, so the inner loop has no division and vectorises.
 struct BiasActivation {
   float* z; const float* b; size_t n; bool relu;
   ASGD_HD void operator()(size_t k) const {
@@ -40,6 +41,22 @@ struct BiasActivation {
     z[k] = (relu && v < 0.0f) ? 0.0f : v;
   }
 };
+#if !defined(ASGD_BACKEND_CUDA)
+struct BiasActivationRows {
+  float* z; const float* b; size_t n; bool relu;
+  void operator()(size_t r) const {
+    float* zr = z + r * n;
+    if (relu) {
+      for (size_t c = 0; c < n; ++c) {
+        float v = zr[c] + b[c];
+        zr[c] = v < 0.0f ? 0.0f : v;
+      }
+    } else {
+      for (size_t c = 0; c < n; ++c) zr[c] += b[c];
+    }
+  }
+};
+#endif
 
 // Per-row loss of the logits (k outputs); optionally writes dz = dloss/dz * scale.
 // label is the class index (classification) or the target (regression).
@@ -92,13 +109,25 @@ struct ColumnSums {
     db[c] = s;
   }
 };
+#if !defined(ASGD_BACKEND_CUDA)
+// The same sums, the same order of additions per column (so the same bits), walking
+// the rows contiguously: one call does all columns, and the inner loop vectorises.
+struct ColumnSumsRowwise {
+  const float* dz; float* db; size_t m; size_t n;
+  void operator()(size_t) const {
+    for (size_t c = 0; c < n; ++c) db[c] = 0.0f;
+    for (size_t r = 0; r < m; ++r) {
+      const float* row = dz + r * n;
+      for (size_t c = 0; c < n; ++c) db[c] += row[c];
+    }
+  }
+};
+#endif
 
-// da (m, n) *= relu'(a): a is the post-ReLU activation
+// da (m, n) *= relu'(a): a is the post-ReLU activation (a select, so it vectorises)
 struct ReluBackward {
   float* da; const float* a;
-  ASGD_HD void operator()(size_t k) const {
-    if (!(a[k] > 0.0f)) da[k] = 0.0f;
-  }
+  ASGD_HD void operator()(size_t k) const { da[k] = a[k] > 0.0f ? da[k] : 0.0f; }
 };
 
 constexpr size_t kEvalChunk = 1024;  // rows per forward pass during evaluation
@@ -171,7 +200,11 @@ class Dense final : public Model {
       // dW_l = a_{l-1}^T dz_l   (in, out)
       detail::gemm(ctx, true, false, in, out, int(m), 1.0f, a_prev, in, dz_l, out, 0.0f,
                    grad + w_off_[l - 1], out);
+#if defined(ASGD_BACKEND_CUDA)
       detail::for_each_index(ctx, out, ColumnSums{dz_l, grad + b_off_[l - 1], m, size_t(out)});
+#else
+      detail::for_each_index(ctx, 1, ColumnSumsRowwise{dz_l, grad + b_off_[l - 1], m, size_t(out)});
+#endif
       if (l > 1) {
         float* dz_prev = ctx.scratch(2 + int(L) + int(l - 1), m * in);
         // da_{l-1} = dz_l W_l^T   (m, in)
@@ -220,7 +253,11 @@ class Dense final : public Model {
       float* z = ctx.scratch(first_slot + int(l), m * out);
       detail::gemm(ctx, false, false, int(m), out, in, 1.0f, a_prev, in, w + w_off_[l - 1], out,
                    0.0f, z, out);
+#if defined(ASGD_BACKEND_CUDA)
       detail::for_each_index(ctx, m * out, BiasActivation{z, w + b_off_[l - 1], size_t(out), l < L});
+#else
+      detail::for_each_index(ctx, m, BiasActivationRows{z, w + b_off_[l - 1], size_t(out), l < L});
+#endif
       a_prev = z;
     }
   }
