@@ -16,6 +16,9 @@
 #include <thread>
 #include <vector>
 
+#include <cuda_runtime.h>  // host definitions curand_kernel.h needs under g++
+#include <curand_kernel.h>
+
 #include "kernels/buffer.h"
 #include "kernels/exec.h"
 #include "kernels/model.h"
@@ -895,6 +898,26 @@ TEST_F(QuadraticModel, GradientNoiseHasTheRightMomentsAndIsKeyed) {
 
   auto again = model_grad(*model, ctx, w, nullptr, {}, key);
   EXPECT_EQ(0, std::memcmp(g.data(), again.data(), dim * 4)) << "same key, different noise";
+
+  // The documented stream, against cuRAND's public API: coordinate i's noise is component
+  // i % 4 of the four normals curand_normal4 gives right after curand_init(seed,
+  // subsequence(GradientNoise, worker, step), 4 * (i / 4)): one Philox block per four
+  // coordinates. Also for a dimension that is not a multiple of 4 (the last block is cut).
+  auto reference_noise = [](const NoiseKey& k, size_t i) {
+    curandStatePhilox4_32_10_t st;
+    curand_init(k.seed, Rng::subsequence(RngPurpose::GradientNoise, k.worker, k.step), 4 * (i / 4), &st);
+    float4 z = curand_normal4(&st);
+    const float c[4] = {z.x, z.y, z.z, z.w};
+    return c[i % 4];
+  };
+  for (size_t i : {size_t(0), size_t(1), size_t(2), size_t(3), size_t(4), size_t(7), size_t(4097), dim - 1})
+    EXPECT_FLOAT_EQ(g[i], 0.5f + sigma * reference_noise(key, i)) << "coordinate " << i;
+  {
+    auto small = make_quadratic(std::vector<float>(7, 2.0f), sigma, 0.0f);
+    auto gs = model_grad(*small, ctx, std::vector<float>(7, 0.25f), nullptr, {}, key);
+    for (size_t i = 0; i < 7; ++i)
+      EXPECT_FLOAT_EQ(gs[i], 0.5f + sigma * reference_noise(key, i)) << "dim 7, coordinate " << i;
+  }
 
   auto differs = [&](NoiseKey k) {
     auto o = model_grad(*model, ctx, w, nullptr, {}, k);

@@ -1,5 +1,6 @@
 // kernels/models/quadratic.cu — f(w) = 1/2 sum_i h_i w_i^2, optimum at 0, with optional
-// additive N(0, noise^2) gradient noise drawn per (seed, worker, step, coordinate).
+// additive N(0, noise^2) gradient noise drawn per (seed, worker, step, coordinate)
+// (Philox4x32-10 and Box-Muller from cuRAND's device API, four coordinates per block).
 // Parameters: w (dim). Reads no dataset.
 #include <cuda_runtime.h>  // host definitions for curand_kernel.h under g++
 #include <curand_kernel.h>
@@ -11,18 +12,30 @@
 namespace asgd {
 namespace {
 
-struct QuadraticGradient {
-  const float* w; const float* h; float* g; float noise_std;
-  unsigned long long seed; unsigned long long subsequence;
-  ASGD_D void operator()(size_t i) const {
-    float gi = h[i] * w[i];
-    if (noise_std > 0.0f) {
-      curandStatePhilox4_32_10_t s;
-      curand_init(seed, subsequence, 4ull * i, &s);
-      gi += noise_std * curand_normal(&s);
-    }
-    g[i] = gi;
+// Noise of coordinate i: one Philox4x32-10 block serves four coordinates. Block
+// j = i / 4 is the counter (j, subsequence) under the key `seed` (what curand_init(seed,
+// subsequence, 4 j) would start from), and its four 32-bit words give two Box-Muller
+// pairs: coordinates 4j, 4j+1 from (x, y), and 4j+2, 4j+3 from (z, w). So the noise is
+// still a function of (seed, worker, step, coordinate) alone, at one Philox call per
+// four coordinates instead of a curand_init (one call) and a normal (another) per
+// coordinate.
+struct QuadraticNoisyGradient {  // handles coordinates 4j .. 4j+3
+  const float* w; const float* h; float* g; size_t n; float noise_std;
+  uint2 key; unsigned sub_lo, sub_hi;
+  ASGD_D void operator()(size_t j) const {
+    uint4 r = curand_Philox4x32_10(make_uint4(unsigned(j), unsigned(j >> 32), sub_lo, sub_hi), key);
+    float2 a = _curand_box_muller(r.x, r.y);
+    float2 b = _curand_box_muller(r.z, r.w);
+    const float z[4] = {a.x, a.y, b.x, b.y};
+    const size_t i0 = 4 * j;
+    const size_t k_end = n - i0 < 4 ? n - i0 : 4;
+    for (size_t k = 0; k < k_end; ++k) g[i0 + k] = h[i0 + k] * w[i0 + k] + noise_std * z[k];
   }
+};
+
+struct QuadraticGradient {  // no noise: g = h * w
+  const float* w; const float* h; float* g;
+  ASGD_HD void operator()(size_t i) const { g[i] = h[i] * w[i]; }
 };
 
 struct QuadraticTerm {  // out_i = 1/2 h_i w_i^2
@@ -45,10 +58,15 @@ class Quadratic final : public Model {
 
   double loss_grad(ExecContext& ctx, const float* w, const DeviceDataset*, const int32_t*,
                    size_t, const NoiseKey& noise, float* grad) const override {
-    detail::for_each_index(ctx, dim_,
-                           QuadraticGradient{w, h_.data(), grad, noise_std_, noise.seed,
-                                             Rng::subsequence(RngPurpose::GradientNoise,
-                                                              noise.worker, noise.step)});
+    if (noise_std_ > 0.0f) {
+      uint64_t sub = Rng::subsequence(RngPurpose::GradientNoise, noise.worker, noise.step);
+      uint2 key = make_uint2(unsigned(noise.seed), unsigned(noise.seed >> 32));
+      detail::for_each_index(ctx, (dim_ + 3) / 4,
+                             QuadraticNoisyGradient{w, h_.data(), grad, dim_, noise_std_, key,
+                                                    unsigned(sub), unsigned(sub >> 32)});
+    } else {
+      detail::for_each_index(ctx, dim_, QuadraticGradient{w, h_.data(), grad});
+    }
     return loss(ctx, w);
   }
 
