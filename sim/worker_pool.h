@@ -2,16 +2,29 @@
 // thread owns an ExecContext (scratch memory, CUDA stream) and runs kernels
 // single-threaded; parallelism comes from running several jobs at once. The scheduler
 // submits jobs and later waits for the one it needs; a job's exception is rethrown by
-// wait(). Job results never depend on which thread ran them.
+// wait(). Job results never depend on which thread ran them, and that freedom is used:
+//   - wait() runs a job that no pool thread has started yet on the calling thread
+//     (which then runs kernels single-threaded, see kernels_use_one_thread_here), so
+//     the scheduler computes instead of sleeping while its job sits in the queue;
+//   - jobs that take well under a microsecond (a tiny model) run at once inside
+//     submit(): handing them to another core would cost more than running them.
+// Hot-path cost: no heap allocation per job (jobs live in a slab and are recycled; the
+// callable is stored inside the job when it fits in kInlineBytes), one short lock to
+// queue, and a futex wake only when a thread sleeps and the work is worth waking it
+// for (see submit). Not here: priorities or cancellation.
 #pragma once
+#include <atomic>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 #include "kernels/exec.h"
 
@@ -21,12 +34,46 @@ class WorkerPool {
  public:
   using Task = std::function<void(ExecContext&)>;
 
+  struct State;  // shared between the pool, its threads and outstanding tickets
+
+  // One job: its callable (stored in place), its state and its error.
   struct Job {
-    Task task;
-    bool done = false;
+    static constexpr size_t kInlineBytes = 96;
+    alignas(std::max_align_t) unsigned char storage[kInlineBytes];
+    void (*run)(Job&, ExecContext&) = nullptr;  // calls the stored callable
+    void (*destroy)(Job&) = nullptr;            // destroys it (null: already destroyed)
+    std::atomic<int> status{kFree};
+    std::atomic<int> refs{0};           // tickets + 1 while queued or running
+    std::atomic<int> sleepers{0};       // threads blocked in wait() on this job
     std::exception_ptr error;
+    Job* next = nullptr;                // queue or free-list link
+    State* home = nullptr;              // null: the shared "done" job (never recycled)
+    enum : int { kFree, kQueued, kRunning, kDone };
   };
-  using Ticket = std::shared_ptr<Job>;
+
+  // A handle to a submitted job; copyable; reset() lets the job go (it still runs). A
+  // ticket may outlive its pool: the pool's shared state lives until the last one goes.
+  class Ticket {
+   public:
+    Ticket() = default;
+    Ticket(const Ticket& o) : job_(o.job_) { retain(job_); }
+    Ticket(Ticket&& o) noexcept : job_(o.job_) { o.job_ = nullptr; }
+    Ticket& operator=(Ticket o) noexcept {
+      std::swap(job_, o.job_);
+      return *this;
+    }
+    ~Ticket() { reset(); }
+    void reset() {
+      release(job_);
+      job_ = nullptr;
+    }
+    explicit operator bool() const { return job_ != nullptr; }
+
+   private:
+    friend class WorkerPool;
+    explicit Ticket(Job* j) : job_(j) {}
+    Job* job_ = nullptr;
+  };
 
   explicit WorkerPool(int threads);
   ~WorkerPool();
@@ -34,20 +81,76 @@ class WorkerPool {
   WorkerPool& operator=(const WorkerPool&) = delete;
 
   int threads() const { return int(threads_.size()); }
-  Ticket submit(Task task);
-  // Blocks until the job is done; rethrows its exception.
+
+  // Queues f(ExecContext&) (or, for tiny jobs, runs it now on the calling thread).
+  template <class F>
+  Ticket submit(F&& f) {
+    using Fn = std::decay_t<F>;
+    if (inline_now()) {
+      if (Ticket done = run_inline(f)) return done;
+    }
+    Job* j = allocate();
+    construct<Fn>(*j, std::forward<F>(f));
+    return enqueue(j, /*wake_all=*/false);
+  }
+  // Blocks until the job is done; rethrows its exception (every time it is waited on).
   void wait(const Ticket& ticket);
   // Runs every task (in parallel), waits for all, rethrows the first error by index.
   void run_all(std::vector<Task> tasks);
 
+  // Mean duration of recent jobs in nanoseconds (-1: none measured yet); for tests.
+  int64_t recent_job_ns() const;
+
  private:
+  static void retain(Job* j);
+  static void release(Job* j);
+
+  template <class Fn>
+  static void construct(Job& j, Fn&& f) {
+    using T = std::decay_t<Fn>;
+    if constexpr (sizeof(T) <= Job::kInlineBytes && alignof(T) <= alignof(std::max_align_t)) {
+      new (j.storage) T(std::forward<Fn>(f));
+      j.run = [](Job& job, ExecContext& ctx) { (*std::launder(reinterpret_cast<T*>(job.storage)))(ctx); };
+      j.destroy = [](Job& job) { std::launder(reinterpret_cast<T*>(job.storage))->~T(); };
+    } else {  // too big to store in place: box it
+      T* boxed = new T(std::forward<Fn>(f));
+      new (j.storage) T*(boxed);
+      j.run = [](Job& job, ExecContext& ctx) { (**std::launder(reinterpret_cast<T**>(job.storage)))(ctx); };
+      j.destroy = [](Job& job) { delete *std::launder(reinterpret_cast<T**>(job.storage)); };
+    }
+  }
+
+  template <class F>
+  Ticket run_inline(F& f) {
+    ExecContext* ctx = lock_caller_context();
+    if (!ctx) return Ticket();
+    bool sample = take_inline_sample();
+    int64_t t0 = sample ? now_ns() : 0;
+    std::exception_ptr error;
+    try {
+      f(*ctx);
+      ctx->synchronize();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    if (sample) record_ns(now_ns() - t0);
+    unlock_caller_context();
+    return finished(error);
+  }
+
+  bool inline_now() const;
+  bool take_inline_sample();
+  static int64_t now_ns();
+  void record_ns(int64_t ns);
+  ExecContext* lock_caller_context();
+  void unlock_caller_context();
+  Ticket finished(std::exception_ptr error);  // a ticket for a job already run
+  Job* allocate();
+  Ticket enqueue(Job* j, bool wake_all);
+  void execute(Job& j, ExecContext& ctx, bool sample);
   void thread_main();
 
-  std::mutex mutex_;
-  std::condition_variable work_ready_;
-  std::condition_variable job_done_;
-  std::deque<Ticket> queue_;
-  bool stopping_ = false;
+  State* state_;
   std::vector<std::thread> threads_;
 };
 
