@@ -4,35 +4,89 @@
 #include <stdexcept>
 
 namespace asgd {
+namespace {
+std::atomic<uint64_t> g_total_allocated{0};
+}  // namespace
 
-std::shared_ptr<BufferPool> make_buffer_pool(size_t n) {
-  auto pool = std::shared_ptr<BufferPool>(new BufferPool(n));
-  pool->self_ = pool;
-  return pool;
+// Lives while the pool or any buffer it handed out does. The buffers' deleter holds a
+// plain pointer to it (no weak_ptr: returning a buffer costs one uncontended lock).
+struct BufferPool::Home {
+  std::mutex mutex;
+  std::vector<Params*> free;
+  size_t allocated = 0;
+  size_t out = 0;          // handed out, not yet returned
+  bool orphaned = false;   // the pool is gone
+};
+
+namespace {
+struct ReturnBuffer {
+  BufferPool::Home* home;
+  void operator()(Params* p) const {
+    bool last = false;
+    {
+      std::lock_guard<std::mutex> lock(home->mutex);
+      --home->out;
+      if (home->orphaned) {
+        last = home->out == 0;
+      } else {
+        home->free.push_back(p);
+        p = nullptr;
+      }
+    }
+    delete p;
+    if (last) delete home;
+  }
+};
+}  // namespace
+
+BufferPool::BufferPool(size_t n) : n_(n), home_(new Home) {}
+
+BufferPool::~BufferPool() {
+  std::vector<Params*> free;
+  bool last;
+  {
+    std::lock_guard<std::mutex> lock(home_->mutex);
+    home_->orphaned = true;
+    free.swap(home_->free);
+    last = home_->out == 0;
+  }
+  for (Params* p : free) delete p;
+  if (last) delete home_;
 }
+
+uint64_t BufferPool::total_allocated() { return g_total_allocated.load(std::memory_order_relaxed); }
+
+size_t BufferPool::allocated() const {
+  std::lock_guard<std::mutex> lock(home_->mutex);
+  return home_->allocated;
+}
+
+std::shared_ptr<BufferPool> make_buffer_pool(size_t n) { return std::make_shared<BufferPool>(n); }
 
 std::shared_ptr<Params> BufferPool::acquire() {
-  std::unique_ptr<Params> buf;
+  Params* buf = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!free_.empty()) {
-      buf = std::move(free_.back());
-      free_.pop_back();
+    std::lock_guard<std::mutex> lock(home_->mutex);
+    ++home_->out;
+    if (!home_->free.empty()) {
+      buf = home_->free.back();
+      home_->free.pop_back();
     } else {
-      ++allocated_;
+      ++home_->allocated;
     }
   }
-  if (!buf) buf = std::make_unique<Params>(n_);
-  std::weak_ptr<BufferPool> home = self_;
-  return std::shared_ptr<Params>(buf.release(), [home](Params* p) {
-    if (auto pool = home.lock()) pool->release(p);
-    else delete p;
-  });
-}
-
-void BufferPool::release(Params* p) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  free_.emplace_back(p);
+  if (!buf) {
+    g_total_allocated.fetch_add(1, std::memory_order_relaxed);
+    try {
+      buf = new Params(n_);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(home_->mutex);
+      --home_->out;
+      --home_->allocated;
+      throw;
+    }
+  }
+  return std::shared_ptr<Params>(buf, ReturnBuffer{home_});
 }
 
 ParameterStore::ParameterStore(const std::vector<float>& init, size_t keep_history)

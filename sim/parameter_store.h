@@ -23,22 +23,25 @@ struct Snapshot {
 };
 
 // Recycles parameter buffers; buffers come back from any thread (a finished job drops
-// its snapshot on a pool thread), hence the mutex.
+// its snapshot on a pool thread), hence the mutex. A buffer handed out may outlive the
+// pool: it is then freed when its last holder lets it go.
 class BufferPool {
  public:
-  explicit BufferPool(size_t n) : n_(n) {}
+  explicit BufferPool(size_t n);
+  ~BufferPool();
+  BufferPool(const BufferPool&) = delete;
+  BufferPool& operator=(const BufferPool&) = delete;
   std::shared_ptr<Params> acquire();
-  size_t allocated() const { return allocated_; }
+  size_t allocated() const;
   size_t n() const { return n_; }
+  // Buffers allocated by every pool of the process so far (benchmarks read it).
+  static uint64_t total_allocated();
+
+  struct Home;  // the free list and counters, shared with the buffers handed out
 
  private:
-  void release(Params* p);
   size_t n_;
-  std::mutex mutex_;
-  std::vector<std::unique_ptr<Params>> free_;
-  size_t allocated_ = 0;
-  std::weak_ptr<BufferPool> self_;
-  friend std::shared_ptr<BufferPool> make_buffer_pool(size_t n);
+  Home* home_;
 };
 std::shared_ptr<BufferPool> make_buffer_pool(size_t n);
 
