@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include "asgd/build_info.h"
 #include "engines/engine_registry.h"
+#include "experiments/bench.h"
 #include "experiments/config.h"
 #include "experiments/runner.h"
 #include "sim/atomic_file.h"
@@ -28,6 +29,7 @@ constexpr const char* kUsage =
     "  asgdsim run CONFIG.json [--set KEY.PATH=VALUE]... [--out DIR] [--threads N] [--jobs N] [--force] [--quiet] [--trace]\n"
     "  asgdsim validate CONFIG.json [--set KEY.PATH=VALUE]...\n"
     "  asgdsim list [--markdown]\n"
+    "  asgdsim bench [--threads N] [--quick] [--only a,b,c,d,e] [--json FILE] [--repeats R] [--data DIR]\n"
     "exit codes: 0 done, 2 invalid input, 1 other failure, 130 interrupted\n";
 
 struct UsageError : std::runtime_error {
@@ -241,6 +243,15 @@ int dispatch(int argc, char** argv) {
   if (cmd == "list") {
     if (argc > 2) throw UsageError("list takes no arguments but --markdown");
     return cmd_list();
+  }
+  if (cmd == "bench") {
+    BenchOptions bo;
+    try {
+      bo = parse_bench_options(argc - 1, argv + 1);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+    return run_bench(bo, std::cout);
   }
   if (cmd != "run" && cmd != "validate") throw UsageError("unknown command '" + cmd + "'");
 

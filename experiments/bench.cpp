@@ -1,0 +1,643 @@
+// experiments/bench.cpp — `asgdsim bench` (see bench.h). Each workload is a config
+// validated by resolve_experiment and turned into RunSettings by settings_from_config,
+// exactly as `asgdsim run` does; the simulated side then runs Simulation + engine on a
+// WorkerPool without writing run folders (files are not what is measured), and the
+// bare side calls the same kernels directly on as many threads. Data loading, model
+// construction and thread start-up are outside both timings.
+#include "experiments/bench.h"
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iomanip>
+#include <mutex>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+#include "engines/engine_registry.h"
+#include "experiments/config.h"
+#include "experiments/runner.h"
+#include "kernels/ops.h"
+#include "sim/dataset.h"
+#include "sim/distribution.h"
+#include "sim/parameter_store.h"
+#include "sim/sample_stream.h"
+#include "sim/simulation.h"
+
+namespace asgd {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// CPU seconds (user + system) of every thread of the process so far.
+double process_cpu_seconds() {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) + 1e-6 * double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return std::nan("");
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int default_threads(int threads) {
+  return threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// Evaluation only at the start and the end of a run, on few rows: the workloads measure
+// the training loop; workload e measures evaluation on its own.
+json minimal_eval() {
+  return json{{"every", 1e9}, {"unit", "epochs"}, {"train_samples", 256}, {"test_samples", 256}};
+}
+
+// ---- the two sides ----
+
+struct Problem {
+  const Model* model = nullptr;
+  const DeviceDataset* train = nullptr;  // null: the model reads no data
+  const DeviceDataset* test = nullptr;
+};
+
+struct SimRun {
+  double seconds = 0;
+  RunOutcome outcome;
+};
+
+// One simulated run of the (single-engine) experiment `user`, as `asgdsim run` would run
+// it, minus the run folder.
+SimRun time_simulation(const json& user, const Problem& p, WorkerPool& pool) {
+  Experiment exp = resolve_experiment(user, "bench", ".");
+  if (exp.runs.size() != 1) throw std::logic_error("bench: a workload must expand to one run");
+  const json& c = exp.runs[0].config;
+  RunSettings settings = settings_from_config(c);
+  ComputeTimeModel compute(settings.seed, make_distribution(c["cluster"]["compute"]),
+                           c["cluster"]["speeds"].get<std::vector<double>>());
+  Recorder recorder(false);
+  std::unique_ptr<Engine> engine = make_engine(c["engine"]);
+  SimRun r;
+  auto t0 = Clock::now();
+  {
+    Simulation sim(settings, *p.model, p.train, p.test, pool, compute, recorder);
+    r.outcome = sim.run(*engine);
+  }
+  r.seconds = seconds_since(t0);
+  if (r.outcome.status != "completed")
+    throw std::runtime_error("bench: simulated run ended " + r.outcome.status + " (" + r.outcome.note + ")");
+  return r;
+}
+
+// The bare limit: `gradients` loss+gradient evaluations and `updates` SGD steps split over
+// `threads` threads; each thread owns an ExecContext, its parameters and gradient, and
+// calls Model::loss_grad and ops::sgd_step in a loop (updates spread evenly among the
+// gradients). Minibatches are slices of a SampleStream, as in a run. Returns the wall
+// seconds from the moment every thread is ready until the last one is done.
+double time_bare(const Problem& p, size_t train_size, size_t batch, uint64_t gradients,
+                 uint64_t updates, int threads, uint64_t seed) {
+  const size_t n = p.model->num_params();
+  std::vector<float> init;
+  p.model->init_params(seed, init);
+  std::mutex m;
+  std::condition_variable cv;
+  int ready = 0;
+  bool go = false;
+  std::atomic<double> sink{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      kernels_use_one_thread_here();
+      ExecContext ctx;
+      DeviceArray<float> w, g(n);
+      w.upload(init);
+      uint64_t my_grads = gradients / threads + (uint64_t(t) < gradients % threads ? 1 : 0);
+      uint64_t my_updates = updates / threads + (uint64_t(t) < updates % threads ? 1 : 0);
+      // Minibatch ids: up to 1024 batches of the thread's own stream, cycled.
+      size_t batches = size_t(std::min<uint64_t>(std::max<uint64_t>(my_grads, 1), 1024));
+      std::vector<int32_t> ids;
+      SampleStream stream(train_size, seed + 1000 + t);
+      stream.next(batches * batch, ids);
+      const float lr = 1e-4f;  // small: the parameters stay finite whatever the model
+      double loss = p.model->loss_grad(ctx, w.data(), p.train, ids.data(), batch, {seed, uint32_t(t), 0}, g.data());
+      {
+        std::unique_lock<std::mutex> lock(m);
+        ++ready;
+        cv.notify_all();
+        cv.wait(lock, [&] { return go; });
+      }
+      uint64_t done_updates = 0;
+      for (uint64_t k = 0; k < my_grads; ++k) {
+        const int32_t* b = ids.data() + (k % batches) * batch;
+        loss += p.model->loss_grad(ctx, w.data(), p.train, b, batch, {seed, uint32_t(t), uint32_t(k)}, g.data());
+        // updates spread evenly: after gradient k, the total applied is (k+1)*U/G
+        uint64_t due = my_grads ? (k + 1) * my_updates / my_grads : 0;
+        for (; done_updates < due; ++done_updates) ops::sgd_step(ctx, w.data(), w.data(), g.data(), lr, n);
+      }
+      for (; done_updates < my_updates; ++done_updates) ops::sgd_step(ctx, w.data(), w.data(), g.data(), lr, n);
+      ctx.synchronize();
+      sink.store(sink.load() + loss);
+    });
+  }
+  Clock::time_point t0;
+  {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return ready == threads; });
+    t0 = Clock::now();
+    go = true;
+  }
+  cv.notify_all();
+  for (auto& th : pool) th.join();
+  double s = seconds_since(t0);
+  if (!std::isfinite(sink.load())) throw std::runtime_error("bench: bare loop produced a non-finite loss");
+  return s;
+}
+
+// Interleaved, repeated (sim, bare) pairs; the order alternates so that a slow phase of a
+// shared machine hits both sides alike. The ratio is the median of the pairs' ratios.
+template <class SimFn, class BareFn>
+void measure_pairs(int repeats, SimFn&& sim, BareFn&& bare, BenchResult& r) {
+  std::vector<double> ts, tb, cs, cb;
+  auto timed = [](auto&& f, std::vector<double>& wall, std::vector<double>& cpu) {
+    double c0 = process_cpu_seconds();
+    wall.push_back(f());
+    cpu.push_back(process_cpu_seconds() - c0);
+  };
+  for (int i = 0; i < repeats; ++i) {
+    if (i % 2 == 0) { timed(sim, ts, cs); timed(bare, tb, cb); }
+    else { timed(bare, tb, cb); timed(sim, ts, cs); }
+    r.ratios.push_back(tb.back() / ts.back());
+  }
+  r.sim_seconds = median(ts);
+  r.bare_seconds = median(tb);
+  r.sim_cpu_seconds = median(cs);
+  r.bare_cpu_seconds = median(cb);
+  r.ratio = median(r.ratios);
+  r.cpu_ratio = r.bare_cpu_seconds / r.sim_cpu_seconds;
+}
+
+void set_rates(BenchResult& r, bool per_update) {
+  double count = double(per_update ? r.updates : r.gradients);
+  r.rate_unit = per_update ? "updates/s" : "gradients/s";
+  r.sim_rate = count / r.sim_seconds;
+  r.bare_rate = count / r.bare_seconds;
+}
+
+// ---- workloads ----
+
+struct MnistFixture {
+  DataSplit host;
+  DeviceDataset train, test;
+  std::unique_ptr<Model> model;
+};
+
+std::unique_ptr<MnistFixture> load_mnist(const std::string& dir, size_t train_limit) {
+  auto f = std::make_unique<MnistFixture>();
+  f->host = load_fashion_mnist(dir, train_limit, 5000);
+  f->train = upload(f->host.train);
+  f->test = upload(f->host.test);
+  f->model = make_dense({int(f->train.dim), 128, f->train.classes}, DenseLoss::SoftmaxCrossEntropy);
+  return f;
+}
+
+json mlp_config(const std::string& engine, int workers, uint64_t gradients, const std::string& dir,
+                size_t train_limit) {
+  return json{{"name", "bench"},
+              {"seed", 1},
+              {"model", {{"type", "mlp"}, {"hidden", {128}}}},
+              {"data", {{"type", "fashion_mnist"}, {"path", dir}, {"train_limit", train_limit}, {"test_limit", 5000}}},
+              {"train", {{"batch_size", 32}, {"lr", 0.05}}},
+              {"stop", {{"gradients", gradients}}},
+              {"eval", minimal_eval()},
+              {"cluster", {{"workers", workers}, {"compute", {{"dist", "exponential"}, {"mean", 0.01}}}}},
+              {"engines", json::array({json{{"type", engine}}})}};
+}
+
+BenchResult mlp_workload(const MnistFixture& f, const std::string& workload, const std::string& engine,
+                         int workers, uint64_t gradients, int threads, int repeats,
+                         const std::string& dir, size_t train_limit) {
+  BenchResult r;
+  r.workload = workload;
+  r.name = "mlp_" + engine;
+  r.engine = engine;
+  r.model = "mlp 784-128-10, batch 32, fashion_mnist";
+  r.workers = workers;
+  r.threads = threads;
+  Problem p{f.model.get(), &f.train, &f.test};
+  WorkerPool pool(threads);
+  json cfg = mlp_config(engine, workers, gradients, dir, train_limit);
+  // Warm-up (scratch buffers, page faults, caches): a short run of each side.
+  json warm = mlp_config(engine, workers, std::max<uint64_t>(gradients / 10, 4 * workers), dir, train_limit);
+  time_simulation(warm, p, pool);
+  SimRun last;
+  auto sim = [&] {
+    last = time_simulation(cfg, p, pool);
+    return last.seconds;
+  };
+  // The bare side does what the run did: its gradients, and one SGD step per update of
+  // a model (async: every gradient; sync: one per iteration; easgd: every local step).
+  uint64_t counted_grads = 0, counted_updates = 0;
+  auto bare = [&] {
+    return time_bare(p, f.train.n, 32, counted_grads, counted_updates, threads, 1);
+  };
+  // One simulated run first fixes the counts.
+  sim();
+  counted_grads = last.outcome.gradients;
+  counted_updates = engine == "easgd" ? last.outcome.gradients : last.outcome.updates;
+  time_bare(p, f.train.n, 32, std::min<uint64_t>(counted_grads, 4 * threads), 0, threads, 1);  // warm-up
+  measure_pairs(repeats, sim, bare, r);
+  r.gradients = counted_grads;
+  r.updates = counted_updates;
+  set_rates(r, engine == "async");
+  if (engine == "easgd") r.note = "updates = local SGD steps (one per gradient)";
+  if (engine == "sync") r.note = "one update per iteration of " + std::to_string(workers) + " gradients";
+  return r;
+}
+
+json quadratic_config(size_t dim, int workers, uint64_t updates, double lr) {
+  return json{{"name", "bench"},
+              {"seed", 1},
+              {"model", {{"type", "quadratic"}, {"dim", dim}, {"curvature", 1.0}, {"noise", 0.0}, {"init", 1.0}}},
+              {"data", {{"type", "none"}}},
+              // The quadratic reads no data: the batch only sets the epoch length, so one
+              // id per gradient keeps the sample stream out of the event core's cost.
+              {"train", {{"batch_size", 1}, {"lr", lr}}},
+              {"stop", {{"updates", updates}}},
+              {"eval", minimal_eval()},
+              {"cluster", {{"workers", workers}, {"compute", {{"dist", "exponential"}, {"mean", 0.01}}}}},
+              {"engines", json::array({json{{"type", "async"}}})}};
+}
+
+std::unique_ptr<Model> quadratic_model(size_t dim) {
+  return make_quadratic(std::vector<float>(dim, 1.0f), 0.0f, 1.0f);
+}
+
+// c: the event core. A 1-dim quadratic's gradient is nearly free, so this is scheduling,
+// version handling, bookkeeping and the pool's hand-offs.
+BenchResult event_core_workload(int workers, uint64_t updates, int threads, int repeats) {
+  BenchResult r;
+  r.workload = "c";
+  r.name = "event_core";
+  r.engine = "async";
+  r.model = "quadratic dim 1";
+  r.workers = workers;
+  r.threads = threads;
+  auto model = quadratic_model(1);
+  Problem p{model.get(), nullptr, nullptr};
+  WorkerPool pool(threads);
+  // lr * staleness (~workers) << 1 keeps stale SGD stable
+  json cfg = quadratic_config(1, workers, updates, 1e-6);
+  time_simulation(quadratic_config(1, workers, std::max<uint64_t>(updates / 10, workers), 1e-6), p, pool);
+  SimRun last;
+  auto sim = [&] {
+    last = time_simulation(cfg, p, pool);
+    return last.seconds;
+  };
+  sim();
+  uint64_t g = last.outcome.gradients, u = last.outcome.updates;
+  auto bare = [&] { return time_bare(p, 1024, 1, g, u, threads, 1); };
+  measure_pairs(repeats, sim, bare, r);
+  r.gradients = g;
+  r.updates = u;
+  set_rates(r, true);
+  return r;
+}
+
+uint64_t rusage_maxrss_kb(int who) {
+  struct rusage ru;
+  getrusage(who, &ru);
+  return uint64_t(ru.ru_maxrss);
+}
+
+double current_rss_mb() {
+  std::ifstream in("/proc/self/statm");
+  double pages_total = 0, pages_rss = 0;
+  if (!(in >> pages_total >> pages_rss)) return -1;
+  return pages_rss * double(sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
+}
+
+// d: scale. Every in-flight gradient holds the version it read, so memory is bounded by
+// the distinct versions in flight (at most workers + 1) plus one gradient per job.
+BenchResult scale_workload(int workers, size_t dim, uint64_t updates, int threads) {
+  BenchResult r;
+  r.workload = "d";
+  r.name = "scale";
+  r.engine = "async";
+  r.model = "quadratic dim " + std::to_string(dim);
+  r.workers = workers;
+  r.threads = threads;
+  auto model = quadratic_model(dim);
+  Problem p{model.get(), nullptr, nullptr};
+  double start_rss = current_rss_mb();
+  uint64_t buffers0 = BufferPool::total_allocated();
+  SimRun run;
+  double c0 = process_cpu_seconds();
+  {
+    WorkerPool pool(threads);
+    run = time_simulation(quadratic_config(dim, workers, updates, 1e-7), p, pool);
+  }
+  r.sim_cpu_seconds = process_cpu_seconds() - c0;
+  r.param_buffers = BufferPool::total_allocated() - buffers0;
+  r.sim_seconds = run.seconds;
+  r.gradients = run.outcome.gradients;
+  r.updates = run.outcome.updates;
+  c0 = process_cpu_seconds();
+  r.bare_seconds = time_bare(p, 1024, 1, r.gradients, r.updates, threads, 1);
+  r.bare_cpu_seconds = process_cpu_seconds() - c0;
+  r.ratio = r.bare_seconds / r.sim_seconds;
+  r.cpu_ratio = r.bare_cpu_seconds / r.sim_cpu_seconds;
+  r.ratios = {r.ratio};
+  set_rates(r, true);
+  r.max_versions_in_flight = uint64_t(workers) + 1;
+  std::ostringstream note;
+  note << "one parameter or gradient vector is " << std::fixed << std::setprecision(1)
+       << double(dim) * 4 / 1024 << " KiB; RSS at start " << std::setprecision(0) << start_rss << " MiB";
+  r.note = note.str();
+  return r;
+}
+
+// Runs f in a child process so that its peak RSS (ru_maxrss of the child) is its own;
+// the result comes back as JSON through a pipe. Falls back to running here.
+BenchResult in_child(const std::function<BenchResult()>& f) {
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    BenchResult r = f();
+    r.peak_rss_mb = double(rusage_maxrss_kb(RUSAGE_SELF)) / 1024.0;
+    return r;
+  }
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    json out;
+    try {
+      out = f().to_json();
+    } catch (const std::exception& e) {
+      out = json{{"error", e.what()}};
+    }
+    std::string s = out.dump();
+    size_t off = 0;
+    while (off < s.size()) {
+      ssize_t k = ::write(fds[1], s.data() + off, s.size() - off);
+      if (k <= 0) break;
+      off += size_t(k);
+    }
+    ::close(fds[1]);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  if (pid < 0) {
+    ::close(fds[0]);
+    BenchResult r = f();
+    r.peak_rss_mb = double(rusage_maxrss_kb(RUSAGE_SELF)) / 1024.0;
+    return r;
+  }
+  std::string s;
+  char buf[4096];
+  for (ssize_t k; (k = ::read(fds[0], buf, sizeof(buf))) > 0;) s.append(buf, size_t(k));
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  json j = s.empty() ? json{{"error", "the child process died"}} : json::parse(s);
+  if (j.contains("error")) throw std::runtime_error("bench: " + j["error"].get<std::string>());
+  BenchResult r;
+  r.workload = j["workload"];
+  r.name = j["name"];
+  r.engine = j["engine"];
+  r.model = j["model"];
+  r.workers = j["workers"];
+  r.threads = j["threads"];
+  r.gradients = j["gradients"];
+  r.updates = j["updates"];
+  r.sim_seconds = j["sim_seconds"];
+  r.bare_seconds = j["bare_seconds"];
+  r.ratio = j["ratio"];
+  r.ratios = j["ratios"].get<std::vector<double>>();
+  r.rate_unit = j["rate_unit"];
+  r.sim_rate = j["sim_rate"];
+  r.sim_cpu_seconds = j["sim_cpu_seconds"];
+  r.bare_cpu_seconds = j["bare_cpu_seconds"];
+  r.cpu_ratio = j["cpu_ratio"];
+  r.bare_rate = j["bare_rate"];
+  r.param_buffers = j["param_buffers"];
+  r.max_versions_in_flight = j["max_versions_in_flight"];
+  r.note = j["note"];
+  r.peak_rss_mb = double(rusage_maxrss_kb(RUSAGE_CHILDREN)) / 1024.0;
+  return r;
+}
+
+// e: what the default eval schedule (experiments/configs/default.json: every 0.5 epochs,
+// 2000 train and 5000 test samples) costs in a run of the default experiment's async
+// engine, as a share of its wall time: (t_default_eval - t_minimal_eval) / t_default_eval.
+json default_eval() {
+  return json{{"every", 0.5}, {"unit", "epochs"}, {"train_samples", 2000}, {"test_samples", 5000}};
+}
+
+BenchResult eval_workload(const MnistFixture& f, double epochs, int threads, int repeats,
+                          const std::string& dir) {
+  BenchResult r;
+  r.workload = "e";
+  r.name = "eval_cost";
+  r.engine = "async";
+  r.model = "default.json: mlp 784-128-10, 8 workers";
+  r.workers = 8;
+  r.threads = threads;
+  Problem p{f.model.get(), &f.train, &f.test};
+  WorkerPool pool(threads);
+  auto cfg = [&](const json& eval) {
+    return json{{"name", "bench"},
+                {"seed", 1},
+                {"model", {{"type", "mlp"}, {"hidden", {128}}}},
+                {"data", {{"type", "fashion_mnist"}, {"path", dir}, {"test_limit", 5000}}},
+                {"train", {{"batch_size", 32}, {"lr", 0.2}, {"lr_schedule", {{"type", "cosine"}, {"total_epochs", 10}}}}},
+                {"stop", {{"epochs", epochs}}},
+                {"eval", eval},
+                {"cluster", {{"workers", 8}, {"compute", {{"dist", "exponential"}, {"mean", 0.01}}}}},
+                {"engines", json::array({json{{"type", "async"}}})}};
+  };
+  json with_eval = cfg(default_eval()), without = cfg(minimal_eval());
+  SimRun last;
+  json warm = cfg(minimal_eval());
+  warm["stop"]["epochs"] = 0.05;
+  time_simulation(warm, p, pool);  // warm-up
+  // here "sim" is the run with the default schedule and "bare" the same run with minimal eval
+  measure_pairs(
+      repeats, [&] { last = time_simulation(with_eval, p, pool); return last.seconds; },
+      [&] { return time_simulation(without, p, pool).seconds; }, r);
+  r.gradients = last.outcome.gradients;
+  r.updates = last.outcome.updates;
+  std::vector<double> fractions;
+  for (double x : r.ratios) fractions.push_back(1.0 - x);
+  r.eval_fraction = median(fractions);
+  set_rates(r, true);
+  r.note = "sim = default eval schedule, bare = the same run with minimal eval; eval_fraction = 1 - ratio";
+  return r;
+}
+
+std::string fmt(double v, int prec = 0) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(prec) << v;
+  return s.str();
+}
+
+std::string target_of(const BenchResult& r) {
+  if (r.workload == "a" || r.workload == "b") return r.ratio >= 0.8 ? "ratio >= 0.8: met" : "ratio >= 0.8: NOT met";
+  if (r.workload == "c") return r.sim_rate >= 2e6 ? ">= 2M updates/s: met" : ">= 2M updates/s: NOT met";
+  if (r.workload == "d") return "peak " + fmt(r.peak_rss_mb) + " MiB, " + std::to_string(r.param_buffers) + " param buffers";
+  if (r.workload == "e") return "eval " + fmt(100 * r.eval_fraction, 1) + "% of a run (< 10%: " + (r.eval_fraction < 0.1 ? "met)" : "NOT met)");
+  return "";
+}
+
+void print_table(const std::vector<BenchResult>& results, std::ostream& out) {
+  out << "\n" << std::left << std::setw(3) << "" << std::setw(13) << "workload" << std::setw(8) << "engine"
+      << std::right << std::setw(8) << "workers" << std::setw(8) << "threads" << std::setw(14) << "sim rate"
+      << std::setw(14) << "bare rate" << std::setw(13) << "unit" << std::setw(7) << "ratio" << std::setw(6)
+      << "cpu" << "  target\n";
+  for (const auto& r : results) {
+    out << std::left << std::setw(3) << r.workload << std::setw(13) << r.name << std::setw(8) << r.engine
+        << std::right << std::setw(8) << r.workers << std::setw(8) << r.threads << std::setw(14)
+        << fmt(r.sim_rate) << std::setw(14) << fmt(r.bare_rate) << std::setw(13) << r.rate_unit
+        << std::setw(7) << fmt(r.ratio, 2) << std::setw(6) << fmt(r.cpu_ratio, 2) << "  " << target_of(r) << "\n";
+  }
+}
+
+bool selected(const BenchOptions& o, const std::string& w) {
+  return o.only.empty() || std::find(o.only.begin(), o.only.end(), w) != o.only.end();
+}
+
+}  // namespace
+
+json BenchResult::to_json() const {
+  json j = {{"workload", workload}, {"name", name}, {"engine", engine}, {"model", model},
+            {"workers", workers}, {"threads", threads}, {"gradients", gradients}, {"updates", updates},
+            {"sim_seconds", sim_seconds}, {"bare_seconds", bare_seconds}, {"rate_unit", rate_unit},
+            {"sim_rate", sim_rate}, {"bare_rate", bare_rate}, {"ratio", ratio}, {"ratios", ratios},
+            {"param_buffers", param_buffers}, {"max_versions_in_flight", max_versions_in_flight},
+            {"sim_cpu_seconds", sim_cpu_seconds}, {"bare_cpu_seconds", bare_cpu_seconds},
+            {"cpu_ratio", cpu_ratio},
+            {"note", note}, {"backend", kernels_backend()}};
+  if (peak_rss_mb >= 0) j["peak_rss_mb"] = peak_rss_mb;
+  if (eval_fraction >= 0 || workload == "e") j["eval_fraction"] = eval_fraction;
+  return j;
+}
+
+BenchOptions parse_bench_options(int argc, char** argv) {
+  BenchOptions o;
+  auto value = [&](int& i, const std::string& flag) -> std::string {
+    if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
+    return argv[++i];
+  };
+  auto integer = [](const std::string& flag, const std::string& v) {
+    try {
+      size_t pos = 0;
+      int x = std::stoi(v, &pos);
+      if (pos != v.size()) throw std::invalid_argument("");
+      return x;
+    } catch (...) {
+      throw std::invalid_argument(flag + " expects an integer, got '" + v + "'");
+    }
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--threads") {
+      o.threads = integer(a, value(i, a));
+      if (o.threads < 0) throw std::invalid_argument("--threads must be >= 0");
+    } else if (a == "--repeats") {
+      o.repeats = integer(a, value(i, a));
+      if (o.repeats < 1) throw std::invalid_argument("--repeats must be >= 1");
+    } else if (a == "--quick") {
+      o.quick = true;
+    } else if (a == "--json") {
+      o.json_path = value(i, a);
+    } else if (a == "--data") {
+      o.data_dir = value(i, a);
+    } else if (a == "--only") {
+      std::stringstream ss(value(i, a));
+      for (std::string w; std::getline(ss, w, ',');) {
+        if (w.size() != 1 || w[0] < 'a' || w[0] > 'e')
+          throw std::invalid_argument("--only takes workload letters a, b, c, d, e; got '" + w + "'");
+        o.only.push_back(w);
+      }
+    } else {
+      throw std::invalid_argument("bench: unknown argument '" + a + "'");
+    }
+  }
+  return o;
+}
+
+BenchResult bench_mlp(const std::string& workload, const std::string& engine, int workers,
+                      uint64_t gradients, int threads, int repeats, const std::string& data_dir,
+                      size_t train_limit) {
+  auto f = load_mnist(data_dir, train_limit);
+  return mlp_workload(*f, workload, engine, workers, gradients, default_threads(threads), repeats,
+                      data_dir, train_limit);
+}
+
+json bench_default_eval_schedule() { return default_eval(); }
+
+BenchResult bench_event_core(int workers, uint64_t updates, int threads, int repeats) {
+  return event_core_workload(workers, updates, default_threads(threads), repeats);
+}
+
+int run_bench(const BenchOptions& opts, std::ostream& out) {
+  const int threads = default_threads(opts.threads);
+  const bool q = opts.quick;
+  const int repeats = opts.repeats > 0 ? opts.repeats : (q ? 5 : 7);
+  std::vector<BenchResult> results;
+  std::ofstream json_file;
+  if (!opts.json_path.empty()) {
+    json_file.open(opts.json_path);
+    if (!json_file) throw std::runtime_error("bench: cannot write " + opts.json_path);
+  }
+  auto report = [&](const BenchResult& r) {
+    std::string line = r.to_json().dump();
+    out << line << "\n" << std::flush;
+    if (json_file) json_file << line << "\n" << std::flush;
+    results.push_back(r);
+  };
+  out << "asgdsim bench: backend " << kernels_backend() << ", " << threads << " thread(s)"
+      << (q ? ", quick" : "") << ", " << repeats << " timed pair(s) per workload\n";
+
+  // d first, in a child process started before this one loads data or starts threads,
+  // so that the child's peak RSS is the workload's own.
+  if (selected(opts, "d")) {
+    int workers = 100000;
+    uint64_t updates = q ? 200000 : 1000000;
+    report(in_child([&] { return scale_workload(workers, 1000, updates, threads); }));
+  }
+  const size_t train_limit = 10000;
+  std::unique_ptr<MnistFixture> mnist;
+  if (selected(opts, "a") || selected(opts, "b")) mnist = load_mnist(opts.data_dir, train_limit);
+  // Short runs, many pairs: on a shared machine a pair's two sides then see the same load.
+  const uint64_t mlp_grads = q ? 1500 : 6000;
+  if (selected(opts, "a"))
+    report(mlp_workload(*mnist, "a", "async", 16, mlp_grads, threads, repeats, opts.data_dir, train_limit));
+  if (selected(opts, "b")) {
+    report(mlp_workload(*mnist, "b", "sync", 16, mlp_grads, threads, repeats, opts.data_dir, train_limit));
+    report(mlp_workload(*mnist, "b", "easgd", 16, mlp_grads, threads, repeats, opts.data_dir, train_limit));
+  }
+  if (selected(opts, "c")) report(event_core_workload(10000, q ? 300000 : 2000000, threads, repeats));
+  if (selected(opts, "e")) {
+    mnist.reset();
+    auto full = load_mnist(opts.data_dir, 0);
+    report(eval_workload(*full, q ? 1.0 : 10.0, threads, std::min(repeats, 3), opts.data_dir));
+  }
+  std::sort(results.begin(), results.end(),
+            [](const BenchResult& a, const BenchResult& b) { return a.workload < b.workload; });
+  print_table(results, out);
+  return 0;
+}
+
+}  // namespace asgd
