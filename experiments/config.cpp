@@ -41,6 +41,19 @@ ParamInfo list(std::string name, ParamType t, json def, std::string doc, double 
   return p;
 }
 
+// Members read while validating, when the validator may already have reported them as the
+// wrong type: a wrong type reads as absent instead of throwing.
+std::string text_of(const json& o, const char* key) {
+  if (!o.is_object()) return "";
+  auto it = o.find(key);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : "";
+}
+int64_t int_of(const json& o, const char* key, int64_t fallback) {
+  if (!o.is_object()) return fallback;
+  auto it = o.find(key);
+  return it != o.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
+}
+
 const std::string kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 
 const SectionInfo& section(const std::string& name) {
@@ -89,12 +102,12 @@ void check_model_data(const json& model, const json& data, Validator& v) {
     v.error("data.type", "model '" + m + "' needs data: synthetic or fashion_mnist");
     return;
   }
-  bool regression = d == "synthetic" && data.value("task", std::string()) == "regression";
+  bool regression = d == "synthetic" && text_of(data, "task") == "regression";
   if (m == "linear" && !regression)
     v.error("data", "model 'linear' is a regression model: use synthetic data with task \"regression\"");
   if (m != "linear" && regression)
     v.error("data.task", "model '" + m + "' is a classifier: use task \"classification\"");
-  if (m == "logistic" && !(d == "synthetic" && data.value("classes", 0) == 2))
+  if (m == "logistic" && !(d == "synthetic" && int_of(data, "classes", 0) == 2))
     v.error("data", "model 'logistic' is binary: use synthetic classification data with classes 2");
 }
 
@@ -124,7 +137,7 @@ void check_engine(const json& e, const json& cluster, const json& train, Validat
     const json& a = e["alpha"];
     bool ok = (a.is_number() && a.get<double>() >= 0 && a.get<double>() <= 1) || (a.is_string() && a.get<std::string>() == "auto");
     if (!ok) v.error("engine.alpha", "expected a number in [0, 1] or \"auto\" (= 0.9 / workers), got " + brief(a));
-    if (ok && a.is_number() && e.value("mode", std::string()) == "sync" && cluster.contains("workers") &&
+    if (ok && a.is_number() && text_of(e, "mode") == "sync" && cluster.contains("workers") &&
         cluster["workers"].is_number_integer() && a.get<double>() * cluster["workers"].get<double>() > 1)
       v.error("engine.alpha", "mode \"sync\" moves the center by beta = workers * alpha, which must be <= 1 (the "
                               "center would overshoot the workers' mean): use alpha <= 1/" + cluster["workers"].dump() +
@@ -204,7 +217,7 @@ json resolve_run(const json& u, Validator& v) {
   if (model.contains("curvature")) check_curvature(model["curvature"], "model.curvature", v);
   out["model"] = model;
 
-  std::string default_data = model.value("type", std::string()) == "quadratic" ? "none" : "synthetic";
+  std::string default_data = text_of(model, "type") == "quadratic" ? "none" : "synthetic";
   json data = v.component(u.value("data", json::object()), "data", "type", data_catalog(), {}, default_data);
   out["data"] = data;
   check_model_data(model, data, v);
@@ -457,6 +470,8 @@ json load_json_file(const std::string& path) {
     if (cut != std::string::npos) what = what.substr(cut);
     throw ConfigError(path, {{"", "JSON syntax error at line " + std::to_string(line) + ", column " +
                                       std::to_string(col) + ": " + what}});
+  } catch (const json::exception& e) {  // e.g. a number literal too large for a double
+    throw ConfigError(path, {{"", std::string("unreadable JSON: ") + e.what()}});
   }
 }
 
@@ -472,8 +487,8 @@ void apply_overrides(json& config, const std::vector<std::string>& sets, const s
     json value;
     try {
       value = json::parse(text);
-    } catch (const json::parse_error&) {
-      value = text;  // bare words are strings
+    } catch (const json::exception&) {
+      value = text;  // bare words (and numbers no double holds) are strings; validation judges them
     }
     try {
       set_path(config, key, value);
@@ -527,7 +542,7 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
         sweep.emplace_back(key, values);
       }
   }
-  std::string name = top_checked.value("name", std::string());
+  std::string name = text_of(top_checked, "name");
   // object() filled the defaults; invalid values were reported (and fail below).
   uint64_t seed = top_checked["seed"].is_number_integer() ? top_checked["seed"].get<uint64_t>() : 1;
   int repeats = top_checked["repeats"].is_number_integer() ? std::max(1, top_checked["repeats"].get<int>()) : 1;

@@ -432,3 +432,34 @@ TEST(ConfigDocs, ConfigMdIsTheOutputOfListMarkdown) {
   ADD_FAILURE() << "docs/config.md is out of date (first difference at line " << line << ":\n  committed: " << la
                 << "\n  generated: " << lb << ")\nRegenerate it: build/asgdsim list --markdown > docs/config.md";
 }
+
+// Inputs the config fuzzer (tests/fuzz/fuzz_config.cpp) found crashing the validator:
+// each must be a plain invalid-input error naming the place.
+TEST(FuzzFindings, WrongTypesAndHugeNumbersAreInvalidInputNotCrashes) {
+  std::string dir = temp_dir("fuzz");
+  struct Case {
+    std::string text;
+    std::vector<std::string> mention;
+  };
+  const std::string engines = R"("engines": [{"type": "async"}])";
+  std::vector<Case> cases = {
+      {R"({"model": {"type": 2}, )" + engines + "}", {"model.type"}},
+      {R"({"name": 5, "model": {"type": "softmax"}, )" + engines + "}", {"name"}},
+      {R"({"model": {"type": "logistic"}, "data": {"type": "synthetic", "classes": "two"}, )" + engines + "}",
+       {"data.classes"}},
+      {R"({"model": {"type": "quadratic"}, "engines": [{"type": "easgd", "mode": 7}]})", {"engines[0].mode"}},
+      {R"({"seed": 7700000000000000001E824712669162, "model": {"type": "quadratic"}, )" + engines + "}",
+       {"unreadable JSON", "number overflow"}},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    std::string path = dir + "/f" + std::to_string(i) + ".json";
+    write_text(path, cases[i].text);
+    CommandResult r = run_cli("validate " + path);
+    EXPECT_EQ(r.exit_code, 2) << cases[i].text << "\n" << r.output;
+    for (const auto& m : cases[i].mention)
+      EXPECT_NE(r.output.find(m), std::string::npos) << cases[i].text << " lacks " << m << ":\n" << r.output;
+  }
+  CommandResult r = run_cli("validate " + dir + "/f0.json --set seed=1e999");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("seed"), std::string::npos) << r.output;
+}

@@ -1,0 +1,25 @@
+// tests/fuzz/fuzz_config.cpp — libFuzzer target for the config loader: any bytes either
+// fail to parse, fail validation with a ConfigError, or resolve into runs whose settings
+// can be built. Any other exception or crash is a bug in the validator (a config it let
+// through that a later stage cannot read) and stops the fuzzer.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <nlohmann/json.hpp>
+#include "experiments/config.h"
+#include "experiments/runner.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(data, data + size, nullptr, true, /*ignore_comments=*/true);
+  } catch (const nlohmann::json::exception&) {  // load_json_file reports these as ConfigError
+    return 0;
+  }
+  try {
+    asgd::Experiment exp = asgd::resolve_experiment(j, "fuzz", "/nonexistent-fuzz-dir");
+    for (const auto& run : exp.runs) asgd::settings_from_config(run.config);
+  } catch (const asgd::ConfigError&) {
+  }
+  return 0;
+}
