@@ -52,6 +52,9 @@ struct BenchResult {
   uint64_t max_versions_in_flight = 0;  // the bound: workers + 1 versions at most
   // workload e: evaluation cost
   double eval_fraction = -1;        // share of a run's wall time spent evaluating
+  double eval_fraction_by_difference = -1;  // 1 - ratio of the runs with and without it
+  uint64_t evaluations = 0;         // evaluations in the run
+  double eval_seconds = 0;          // one evaluation (median)
   std::string note;
   nlohmann::json to_json() const;
 };
