@@ -18,6 +18,7 @@ ASGD_DEBIAN_PACKAGES=(
   libboost-program-options-dev nlohmann-json3-dev libopenblas-dev libgtest-dev zlib1g-dev
   python3-matplotlib python3-pandas python3-numpy
   dataset-fashion-mnist
+  clang libclang-rt-14-dev
 )
 
 # Prints the packages of ASGD_DEBIAN_PACKAGES that dpkg does not list as installed.

@@ -8,7 +8,10 @@
 #   2. build   Release, ASGD_BACKEND=OMP, into build/ (tests included)
 #   3. cuda    when nvcc exists: ASGD_BACKEND=CUDA into build-cuda/, compile and link only,
 #              no tests (nothing CUDA runs here). ASGD_SKIP_CUDA=1 skips it.
-#   4. ctest   ctest --test-dir build --output-on-failure -j2 [CTEST ARGS]
+#   4. sanitize  in CI (CI=true) or with ASGD_SANITIZERS=1: scripts/sanitize.sh (the
+#              suites under ASan+UBSan and TSan, and bounded libFuzzer runs);
+#              ASGD_SKIP_SANITIZERS=1 skips it.
+#   5. ctest   ctest --test-dir build --output-on-failure -j2 [CTEST ARGS]
 # The closing line of the output is ctest's summary ("100% tests passed, ..."). Exits
 # non-zero when any phase fails; a failed CUDA build still lets ctest run first.
 # Environment: ASGD_JOBS (build jobs, default nproc), ASGD_SKIP_CUDA=1, ASGD_CTEST_JOBS
@@ -86,7 +89,21 @@ else
   fi
 fi
 
-# ---- 4. ctest
+# ---- 4. sanitizers and fuzzing (CI, or ASGD_SANITIZERS=1; ASGD_SKIP_SANITIZERS=1 skips)
+if [[ "${ASGD_SKIP_SANITIZERS:-0}" != "1" && ( "${CI:-}" == "true" || "${ASGD_SANITIZERS:-0}" == "1" ) ]]; then
+  phase "sanitize: ASan+UBSan, libFuzzer, TSan (scripts/sanitize.sh)"
+  t=$(now)
+  if ./scripts/sanitize.sh; then
+    record sanitize "$(elapsed "$t")" "ok (clean)"
+  else
+    record sanitize "$(elapsed "$t")" "FAILED"
+    failed+=("sanitizers")
+  fi
+else
+  record sanitize "-" "skipped (runs in CI, or with ASGD_SANITIZERS=1)"
+fi
+
+# ---- 5. ctest
 phase "ctest: --test-dir build --output-on-failure -j$ctest_jobs $*"
 t=$(now)
 log=$(mktemp "${TMPDIR:-/tmp}/asgd-ctest.XXXXXX")

@@ -7,8 +7,9 @@
 namespace asgd {
 
 LrSchedule::LrSchedule(LrScheduleSpec spec) : spec_(std::move(spec)) {
-  if (spec_.type != "constant" && spec_.type != "step" && spec_.type != "cosine")
-    throw std::invalid_argument("unknown lr schedule '" + spec_.type + "'");
+  if (spec_.type == "step") kind_ = Kind::Step;
+  else if (spec_.type == "cosine") kind_ = Kind::Cosine;
+  else if (spec_.type != "constant") throw std::invalid_argument("unknown lr schedule '" + spec_.type + "'");
   std::sort(spec_.milestones.begin(), spec_.milestones.end());
 }
 
@@ -18,13 +19,13 @@ double LrSchedule::at(double epoch) const {
     double from = spec_.warmup_from < 0 ? spec_.lr : spec_.warmup_from;
     return from + (peak - from) * (epoch / spec_.warmup_epochs);
   }
-  if (spec_.type == "step") {
+  if (kind_ == Kind::Step) {
     double rate = peak;
     for (double m : spec_.milestones)
       if (epoch >= m) rate *= spec_.gamma;
     return rate;
   }
-  if (spec_.type == "cosine") {
+  if (kind_ == Kind::Cosine) {
     double span = spec_.total_epochs - spec_.warmup_epochs;
     if (span <= 0) return spec_.min_lr;
     double t = std::min(1.0, (epoch - spec_.warmup_epochs) / span);

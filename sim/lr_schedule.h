@@ -30,7 +30,9 @@ class LrSchedule {
   const LrScheduleSpec& spec() const { return spec_; }
 
  private:
+  enum class Kind { Constant, Step, Cosine };
   LrScheduleSpec spec_;
+  Kind kind_ = Kind::Constant;  // spec_.type, parsed once: at() runs on every update
 };
 
 }  // namespace asgd

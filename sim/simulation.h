@@ -26,7 +26,7 @@ namespace asgd {
 struct GradientJob {
   int worker = 0;
   uint32_t step = 0;
-  Snapshot read;                // released at arrival unless the engine keeps it
+  Snapshot read;                // released once computed unless the engine keeps it
   uint64_t read_version = 0;
   std::vector<int32_t> ids;     // minibatch sample ids
   DeviceArray<float> grad;      // (num_params) mean gradient over the minibatch
@@ -146,6 +146,7 @@ class Simulation {
   // windows since the last row
   double loss_sum_ = 0; uint64_t loss_count_ = 0;
   double stale_sum_ = 0; uint64_t stale_count_ = 0;
+  std::vector<uint64_t> stale_counts_;  // applied gradients by staleness
   double stale_total_ = 0; uint64_t stale_total_count_ = 0;
   double iter_sum_ = 0;
 };
