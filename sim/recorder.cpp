@@ -59,9 +59,13 @@ void Recorder::write_trace(const std::string& path, int workers) const {
            ",\"args\":{\"name\":\"worker " + std::to_string(w) + "\"}}";
   char buf[200];
   for (const auto& s : spans_) {
-    std::snprintf(buf, sizeof(buf),
-                  ",\n{\"ph\":\"X\",\"name\":\"%s\",\"pid\":0,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f}",
-                  s.name, s.track, double(s.start) / 1e3, double(s.end - s.start) / 1e3);
+    if (s.start == s.end && s.track == 0)  // server updates take no virtual time: instants
+      std::snprintf(buf, sizeof(buf), ",\n{\"ph\":\"i\",\"s\":\"t\",\"name\":\"%s\",\"pid\":0,\"tid\":0,\"ts\":%.3f}",
+                    s.name, double(s.start) / 1e3);
+    else
+      std::snprintf(buf, sizeof(buf),
+                    ",\n{\"ph\":\"X\",\"name\":\"%s\",\"pid\":0,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f}",
+                    s.name, s.track, double(s.start) / 1e3, double(s.end - s.start) / 1e3);
     out += buf;
   }
   out += "\n]}\n";

@@ -29,7 +29,7 @@ struct WorkerStats {
 
 struct Span {
   int track;              // 0 = server, w + 1 = worker w
-  const char* name;       // compute | pull | push | wait | apply | down (static strings)
+  const char* name;       // compute | pull | push | wait | down; update (server, an instant)
   SimTime start, end;
 };
 

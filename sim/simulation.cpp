@@ -33,6 +33,7 @@ Simulation::Simulation(const RunSettings& settings, const Model& model, const De
   incarnation_.assign(settings_.workers, 0);
   failure_draws_.assign(settings_.workers, 0);
   down_since_.assign(settings_.workers, 0);
+  idle_since_.assign(settings_.workers, 0);
   for (const auto& f : settings_.failures)
     if (f.worker < 0 || f.worker >= settings_.workers)
       throw std::invalid_argument("failure for worker " + std::to_string(f.worker) + ", which does not exist");
@@ -97,6 +98,9 @@ void Simulation::launch(int worker, Snapshot params, const int32_t* ids, size_t 
   job->grad.resize_discard(model_.num_params());
   job->loss = 0;
   job->tag = tag;
+  if (idle_since_[worker] >= 0 && now() > idle_since_[worker])
+    recorder_.add_span(worker + 1, "wait", idle_since_[worker], now());  // e.g. at a sync barrier
+  idle_since_[worker] = -1;
   job->incarnation = incarnation_[worker];
   job->start = now();
   job->compute_start = network_.free() ? now() : network_.pull(now());
@@ -227,6 +231,7 @@ void Simulation::schedule_timer(SimTime at, int worker, uint64_t payload) {
 
 void Simulation::updated() {
   out_.updates++;
+  recorder_.add_span(0, "update", now(), now());  // an instant on the server's track
   evaluated_at_current_state_ = false;
   if (settings_.eval_unit == EvalUnit::Updates) {
     uint64_t every = std::max<uint64_t>(1, uint64_t(settings_.eval_every));
@@ -264,6 +269,7 @@ void Simulation::handle_arrival(const Event& e) {
   recorder_.add_span(job->worker + 1, "pull", job->start, job->compute_start);
   recorder_.add_span(job->worker + 1, "compute", job->compute_start, job->compute_done);
   recorder_.add_span(job->worker + 1, "push", job->compute_done, job->arrival);
+  idle_since_[job->worker] = job->arrival;
   out_.gradients++;
   out_.samples += job->ids.size();
   loss_sum_ += job->loss;

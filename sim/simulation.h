@@ -137,6 +137,7 @@ class Simulation {
   std::vector<uint64_t> incarnation_;
   std::vector<uint32_t> failure_draws_;
   std::vector<SimTime> down_since_;
+  std::vector<SimTime> idle_since_;  // for trace "wait" spans: when the worker last went idle (-1: busy)
   NetworkModel network_;
 
   RunOutcome out_;

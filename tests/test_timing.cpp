@@ -225,5 +225,8 @@ TEST(Determinism, EveryTimingModelOnStillByteIdenticalAcrossThreads) {
     EXPECT_GT(s["worker_failures"].get<int>(), 0) << run;
   }
   std::string trace = read_file(d1 + "/async-seed1/trace.json");
-  for (const char* span : {"\"pull\"", "\"compute\"", "\"push\"", "\"down\""}) EXPECT_NE(trace.find(span), std::string::npos) << span;
+  for (const char* span : {"\"pull\"", "\"compute\"", "\"push\"", "\"down\"", "\"update\""})
+    EXPECT_NE(trace.find(span), std::string::npos) << span;
+  // the sync family waits at its barrier: visible as wait spans
+  EXPECT_NE(read_file(d1 + "/sync_backup-seed1/trace.json").find("\"wait\""), std::string::npos);
 }
