@@ -209,7 +209,7 @@ json resolve_cluster(const json& user, Validator& v) {
 
 json resolve_run(const json& u, Validator& v) {
   json out = v.object(u, "", section("top").params,
-                      {"model", "data", "train", "stop", "eval", "cluster", "staleness", "engine", "run"});
+                      {"model", "data", "train", "stop", "eval", "cluster", "staleness", "real", "engine", "run"});
   if (!u.is_object()) return out;
 
   if (!u.contains("model")) v.error("model", "missing required key (an object with \"type\")");
@@ -245,6 +245,7 @@ json resolve_run(const json& u, Validator& v) {
 
   json st = v.component(u.value("staleness", json::object()), "staleness", "mode", staleness_catalog(), {}, "emergent");
   out["staleness"] = st;
+  out["real"] = v.object(u.value("real", json::object()), "real", section("real").params);
 
   if (!u.contains("engine")) v.error("engine", "missing required key");
   else out["engine"] = v.component(u["engine"], "engine", "type", engine_catalog(),
@@ -376,6 +377,13 @@ const std::vector<SectionInfo>& section_catalog() {
       {"cluster.failures.events[]", "one scheduled failure",
        {integer("worker", nullptr, "worker index"), num("at", nullptr, "when (virtual seconds)", 0),
         num("down_for", 0.0, "how long it stays down (0 = it never comes back)", 0)}},
+      {"real", "`asgdsim cluster` only (real MPI processes; `asgdsim run` ignores it)",
+       {num("delay_scale", 0.0,
+            "0: workers compute flat out; s > 0: a worker's step lasts at least s x the compute time drawn from "
+            "cluster.compute, speeds and stragglers (it sleeps for the rest), replaying the simulated timing", 0),
+        num("worker_timeout", 60.0,
+            "wall seconds a worker may take for one step before the server declares it dead (must exceed the "
+            "slowest step)", 0, true)}},
   };
   return sections;
 }
@@ -513,7 +521,7 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
   base.erase("engines");
   base.erase("sweep");
   json top_checked = v.object(user, "", section("top").params,
-                              {"model", "data", "train", "stop", "eval", "cluster", "staleness", "engines", "sweep"});
+                              {"model", "data", "train", "stop", "eval", "cluster", "staleness", "real", "engines", "sweep"});
 
   // engines
   std::vector<json> engines;
@@ -659,7 +667,7 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
   exp.resolved["sweep"] = sweep_json;
   // Sections as resolved for the first run (sweeps vary them per run; see each config.json).
   if (!exp.runs.empty())
-    for (const char* k : {"model", "data", "train", "stop", "eval", "cluster", "staleness"})
+    for (const char* k : {"model", "data", "train", "stop", "eval", "cluster", "staleness", "real"})
       exp.resolved[k] = exp.runs.front().config[k];
   return exp;
 }

@@ -6,12 +6,17 @@
 #include <csignal>
 #include <filesystem>
 #include <iostream>
+#include <thread>
+#include <tuple>
 #include <boost/program_options.hpp>
 #include <unistd.h>
 #include "asgd/build_info.h"
 #include "engines/engine_registry.h"
 #include "experiments/bench.h"
+#include "experiments/cluster.h"
 #include "experiments/config.h"
+#include "experiments/mpi_env.h"
+#include "experiments/run_parts.h"
 #include "experiments/runner.h"
 #include "sim/atomic_file.h"
 #include "sim/distribution.h"
@@ -26,7 +31,10 @@ namespace {
 
 constexpr const char* kUsage =
     "usage:\n"
-    "  asgdsim run CONFIG.json [--set KEY.PATH=VALUE]... [--out DIR] [--threads N] [--jobs N] [--force] [--quiet] [--trace]\n"
+    "  asgdsim run CONFIG.json [--set KEY.PATH=VALUE]... [--out DIR] [--threads N] [--jobs N] [--shard I/K] [--force] [--quiet] [--trace]\n"
+    "  mpirun -np K asgdsim run CONFIG.json ...      (the runs spread over K ranks; needs an MPI build)\n"
+    "  mpirun -np N+1 asgdsim cluster CONFIG.json [--set ...] [--out DIR] [--force] [--quiet] [--trace]\n"
+    "                                                (real processes: rank 0 the server, N workers)\n"
     "  asgdsim validate CONFIG.json [--set KEY.PATH=VALUE]...\n"
     "  asgdsim list [--markdown]\n"
     "  asgdsim bench [--threads N] [--quick] [--only a,b,c,d,e] [--json FILE] [--repeats R] [--data DIR]\n"
@@ -227,7 +235,49 @@ int cmd_validate(const Experiment& exp) {
   return 0;
 }
 
-int dispatch(int argc, char** argv) {
+// "I/K" -> (I, K), 0 <= I < K.
+std::pair<int, int> parse_shard(const std::string& text) {
+  size_t slash = text.find('/');
+  try {
+    if (slash != std::string::npos) {
+      size_t a = 0, b = 0;
+      int i = std::stoi(text.substr(0, slash), &a), k = std::stoi(text.substr(slash + 1), &b);
+      if (a == slash && b == text.size() - slash - 1 && k >= 1 && i >= 0 && i < k) return {i, k};
+    }
+  } catch (const std::exception&) {
+  }
+  throw UsageError("--shard '" + text + "': expected I/K with 0 <= I < K (e.g. --shard 0/4)");
+}
+
+// `asgdsim run` under mpirun: each rank makes its share of the runs (run k on rank
+// k mod K), and rank 0 writes index.csv once every rank is done. A rank's error reaches
+// its own stderr and exit code; the others finish their runs.
+int run_on_ranks(const Experiment& exp, RunnerOptions ro, const MpiEnv& mpi, int (*report)(std::exception_ptr)) {
+  ro.shard = mpi.rank();
+  ro.shards = mpi.size();
+  ro.write_index = false;
+  int code = 0;
+  try {
+    code = run_experiment(exp, ro);
+  } catch (...) {
+    code = report(std::current_exception());
+  }
+  int worst = mpi.all_max(code);  // every rank is done
+  if (mpi.rank() == 0) {
+    const std::string exp_dir = ro.out_dir + "/" + exp.resolved.value("name", std::string("experiment"));
+    try {
+      write_index(exp, exp_dir);
+    } catch (...) {
+      return std::max(code, report(std::current_exception()));
+    }
+    if (!ro.quiet) std::cout << "results: " << exp_dir << (worst ? " (some runs did not end well: see above)" : "") << "\n";
+  }
+  return code;
+}
+
+int report_error(std::exception_ptr error);
+
+int dispatch(int argc, char** argv, const MpiEnv& mpi) {
   if (argc < 2) throw UsageError("missing command");
   std::string cmd = argv[1];
   if (cmd == "-h" || cmd == "--help" || cmd == "help") {
@@ -253,7 +303,7 @@ int dispatch(int argc, char** argv) {
     }
     return run_bench(bo, std::cout);
   }
-  if (cmd != "run" && cmd != "validate") throw UsageError("unknown command '" + cmd + "'");
+  if (cmd != "run" && cmd != "validate" && cmd != "cluster") throw UsageError("unknown command '" + cmd + "'");
 
   po::options_description opts("options");
   std::vector<std::string> sets;
@@ -264,6 +314,7 @@ int dispatch(int argc, char** argv) {
       ("out", po::value<std::string>(&ro.out_dir)->default_value("runs"), "output folder")
       ("threads", po::value<int>(&ro.threads)->default_value(0), "worker threads (0 = cores)")
       ("jobs", po::value<int>(&ro.jobs)->default_value(1), "runs side by side, each with threads/N threads")
+      ("shard", po::value<std::string>(), "make only runs k with k mod K == I (I/K)")
       ("force", po::bool_switch(&ro.force), "re-run completed runs, overwrite other configs' folders")
       ("quiet", po::bool_switch(&ro.quiet), "no progress or per-run lines")
       ("trace", po::bool_switch(&ro.trace), "write trace.json for every run");
@@ -279,20 +330,41 @@ int dispatch(int argc, char** argv) {
   if (!vm.count("config")) throw UsageError("missing CONFIG.json");
   if (ro.threads < 0) throw UsageError("--threads must be >= 0");
   if (ro.jobs < 1) throw UsageError("--jobs must be >= 1");
+  if (vm.count("shard")) {
+    if (cmd != "run") throw UsageError("--shard is for asgdsim run");
+    if (mpi.size() > 1) throw UsageError("--shard and mpirun both split the runs: use one of them");
+    std::tie(ro.shard, ro.shards) = parse_shard(vm["shard"].as<std::string>());
+  }
+  if (cmd == "cluster" && (vm["threads"].as<int>() != 0 || ro.jobs != 1))
+    throw UsageError("asgdsim cluster runs one process per worker: --threads and --jobs do not apply");
   Experiment exp = load_experiment(vm["config"].as<std::string>(), sets);
   if (cmd == "validate") return cmd_validate(exp);
 
   for (int i = 0; i < argc; ++i) ro.command_line += (i ? " " : "") + std::string(argv[i]);
+  if (mpi.size() > 1) ro.command_line = "mpirun -np " + std::to_string(mpi.size()) + " " + ro.command_line;
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
+  if (cmd == "cluster") {
+    ClusterOptions co;
+    co.out_dir = ro.out_dir;
+    co.quiet = ro.quiet;
+    co.force = ro.force;
+    co.trace = ro.trace;
+    co.command_line = ro.command_line;
+    return run_cluster(exp, co, mpi);
+  }
+  if (mpi.size() > 1) {
+    if (ro.threads == 0)  // the cores of a host are shared by its ranks
+      ro.threads = std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, mpi.local_size()));
+    return run_on_ranks(exp, ro, mpi, report_error);
+  }
   return run_experiment(exp, ro);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// Prints the error as main() reports it and returns its exit code.
+int report_error(std::exception_ptr error) {
   try {
-    return dispatch(argc, argv);
+    std::rethrow_exception(error);
   } catch (const UsageError& e) {
     std::cerr << "asgdsim: " << e.what() << "\n" << kUsage;
     return 2;
@@ -308,5 +380,27 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::cerr << "asgdsim: error: " << e.what() << "\n";
     return 1;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MpiEnv mpi(argc, argv);  // under mpirun (MPI builds): MPI_Init here, MPI_Finalize on return
+  try {
+    return dispatch(argc, argv, mpi);
+  } catch (...) {
+    std::exception_ptr error = std::current_exception();
+    bool same_on_every_rank = false;  // invalid input: each rank found it; rank 0 says it
+    try {
+      std::rethrow_exception(error);
+    } catch (const UsageError&) {
+      same_on_every_rank = true;
+    } catch (const ConfigError&) {
+      same_on_every_rank = true;
+    } catch (...) {
+    }
+    if (same_on_every_rank && mpi.rank() != 0) return 2;
+    return report_error(error);
   }
 }

@@ -3,7 +3,9 @@
 // trace.json, summary.json (last)} and OUT/<name>/index.csv. Resumes: a run whose
 // summary.json says completed (for the same config) is skipped unless --force. With
 // jobs > 1, that many runs go side by side, each on its own worker pool; the files
-// are the same bytes as with jobs = 1 (wall-clock fields aside).
+// are the same bytes as with jobs = 1 (wall-clock fields aside). With shards > 1, several
+// processes (machines, MPI ranks) share one experiment folder, each making its share of
+// the runs; the files are again the same bytes.
 #pragma once
 #include <string>
 #include "experiments/config.h"
@@ -18,6 +20,11 @@ struct RunnerOptions {
   bool quiet = false;
   bool trace = false;       // force trace.json for every run
   bool force = false;       // re-run completed runs
+  // This process makes only the runs k with k % shards == shard (--shard I/K, or one MPI
+  // rank of K); the others are left to other processes sharing the experiment folder.
+  int shard = 0;
+  int shards = 1;
+  bool write_index = true;  // false: the caller writes index.csv once every shard is done
   std::string command_line;
 };
 

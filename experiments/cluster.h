@@ -1,0 +1,50 @@
+// experiments/cluster.h — `asgdsim cluster`: the engines run for real on MPI processes.
+// Rank 0 is the parameter server (the center for EASGD; the aggregator for sync), ranks
+// 1..N are the N workers, computing with the same kernels, models and data as the
+// simulator. Time is wall-clock time. Each run's folder has the files of a simulated run
+// (time in wall seconds, staleness measured) in OUT/<name>-cluster/<run_id>/, so analysis/
+// draws simulated and real runs of one config side by side.
+//
+// What carries over from the config, and what does not:
+//   engines     async (with lr_staleness and delay_compensation), sync, sync_backup,
+//               easgd (async and sync modes, delta) — others are refused by name
+//   data, model, train (lr schedules, momentum, aggregate), stop, eval: as simulated
+//   cluster.compute, speeds, stragglers: replayed only with real.delay_scale > 0 — a
+//               worker's step then lasts at least delay_scale x the drawn compute time
+//               (it sleeps for what the computation left of it)
+//   cluster.failures.events: worker `worker` really dies (SIGKILL) `at` wall seconds in;
+//               down_for and failure rates are refused
+//   cluster.network: the real transport is used; latency/bandwidth/shards are ignored
+//               (said in summary.json's note); 16-bit precision is refused
+//   staleness modes other than emergent, single_replica_epochs: refused
+// Sample ids: async and sync take them from the run's one sample stream on the server, in
+// the order work is handed out, as the simulator does; EASGD workers step on their own,
+// each through its own shuffle (seed, worker) of the training set.
+// Dead workers: a worker that sends nothing for real.worker_timeout seconds after it was
+// given work is declared dead. async, easgd (async mode) and sync_backup (while enough
+// workers live) go on without it and report it; sync and easgd's sync mode wait for every
+// worker, so the run ends as "failed" with an error naming the worker.
+#pragma once
+#include <string>
+#include "experiments/config.h"
+#include "experiments/mpi_env.h"
+
+namespace asgd {
+
+struct ClusterOptions {
+  std::string out_dir = "runs";
+  bool quiet = false;
+  bool force = false;
+  bool trace = false;
+  std::string command_line;
+};
+
+// The experiment folder name for cluster runs of `exp`: "<name>-cluster".
+std::string cluster_experiment_name(const Experiment& exp);
+
+// Makes every run of `exp`, one after another, on all ranks of the MPI job (called on
+// every rank). Returns the exit code: 0 runs ended (completed or diverged), 130
+// interrupted; throws (on rank 0) when a run fails, after its folder says so.
+int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi);
+
+}  // namespace asgd

@@ -1,0 +1,44 @@
+// experiments/run_parts.h — the pieces `asgdsim run` (experiments/runner.cpp) and
+// `asgdsim cluster` (experiments/cluster.cpp) share: data, model and compute-time model
+// built from a run's resolved config, and the experiment's index.csv.
+#pragma once
+#include <memory>
+#include <string>
+#include <nlohmann/json.hpp>
+#include "experiments/config.h"
+#include "kernels/model.h"
+#include "sim/compute_time.h"
+#include "sim/dataset.h"
+#include "sim/settings.h"
+
+namespace asgd {
+
+using nlohmann::json;
+
+// A run's data, on the host and in backend memory.
+struct LoadedData {
+  json key;
+  DataSplit host;
+  DeviceDataset train, test;
+};
+
+std::string iso_now();  // UTC, ISO 8601, to the second
+json finite_or_null(double v);
+// Parses the JSON file at `path` into out; false if it is missing or not JSON.
+bool read_json(const std::string& path, json& out);
+
+// Runs with equal keys share one loaded data set (synthetic data depends on the seed).
+json data_key(const json& cfg);
+std::shared_ptr<LoadedData> load_data(const json& cfg, const std::string& base_dir);
+std::unique_ptr<Model> build_model(const json& model, const LoadedData& data);
+ComputeTimeModel build_compute_model(const json& cfg, const RunSettings& s, const std::string& base_dir);
+
+// index.csv's text: one row per run of `exp`, from the summary.json files in exp_dir
+// ("pending" for runs without one).
+std::string index_csv(const Experiment& exp, const std::string& exp_dir);
+// Writes exp_dir/index.csv atomically, holding an exclusive lock on exp_dir/.index.lock
+// while it reads the summaries and writes: processes that share the folder (--shard,
+// mpirun) each write it when done, and the last one's index lists every finished run.
+void write_index(const Experiment& exp, const std::string& exp_dir);
+
+}  // namespace asgd
