@@ -155,6 +155,11 @@ struct Message {
   }
 };
 
+// Stop messages carry this in h.tag when a worker rank of the job has died: the ranks
+// still alive then must not call MPI_Finalize (it would wait for the dead one).
+constexpr uint64_t kStopPeerLost = 1;
+bool g_peer_lost = false;  // a Stop said so (worker ranks)
+
 // Sleeps a little between polls: on a shared machine the CPU belongs to the workers.
 void pause_briefly() { std::this_thread::sleep_for(std::chrono::microseconds(50)); }
 
@@ -172,6 +177,7 @@ int receive(int source, int tag, Message& m, std::vector<char>& buf, double time
       buf.resize(size_t(bytes));
       MPI_Recv(buf.data(), bytes, MPI_BYTE, st.MPI_SOURCE, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
       m.unpack(buf);
+      if (Kind(m.h.kind) == Kind::Stop && m.h.tag == kStopPeerLost) g_peer_lost = true;
       return st.MPI_SOURCE;
     }
     if (Clock::now() >= deadline) return -1;
@@ -546,7 +552,7 @@ class ServerProcess {
       out_.failures++;
       out_.lost++;
       out_.workers[size_t(w)].lost++;
-      down_since_[size_t(w)] = t;
+      down_since_[size_t(w)] = st.given_at;  // last heard of then
       std::string what = who(w) + " sent nothing for " + format_number(timeout_) +
                          " s (real.worker_timeout): it died or hangs";
       notes_.push_back(what);
@@ -831,13 +837,14 @@ class ServerProcess {
           out_.failures++;
           out_.lost++;
           out_.workers[size_t(w)].lost++;
-          down_since_[size_t(w)] = t;
+          down_since_[size_t(w)] = st.given_at;
           notes_.push_back(who(w) + " sent nothing for " + format_number(timeout_) + " s at the end of the run");
         }
       }
     }
     Message stop;
     stop.h.kind = uint32_t(Kind::Stop);
+    if (!dead_ranks().empty()) stop.h.tag = kStopPeerLost;
     for (int w = 0; w < s_.workers; ++w)
       if (ws_[size_t(w)].alive || ws_[size_t(w)].zombie) ws_[size_t(w)].out.send(rank_of(w), stop);
     for (auto& st : ws_) st.out.finish(st.alive || st.zombie);
@@ -911,6 +918,7 @@ class ServerProcess {
 void skip_run_on_workers(int workers, const std::vector<bool>& dead) {
   Message stop;
   stop.h.kind = uint32_t(Kind::Stop);
+  if (std::count(dead.begin(), dead.end(), true) > 0) stop.h.tag = kStopPeerLost;
   std::vector<char> buf;
   stop.pack(buf);
   for (int r = 1; r <= workers; ++r)
@@ -964,6 +972,7 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
       }
       WorkerProcess(run, s, in, *compute, mpi.rank() - 1).run();
     }
+    if (g_peer_lost) mpi.note_peer_lost();
     return 0;
   }
 
@@ -1050,7 +1059,8 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
     }
     for (int r : server.dead_ranks()) dead[size_t(r)] = true;
     std::string note = outcome.note;
-    for (const auto& n : server.notes()) note += "; " + n;
+    for (const auto& n : server.notes())
+      if (note.find(n) == std::string::npos) note += "; " + n;
     const json& net = run.config["cluster"]["network"];
     if (net["latency"].get<double>() > 0 || net["bandwidth"].get<double>() > 0 || net["shards"].get<int>() > 1)
       note += "; cluster.network ignored: the transfers were real";
@@ -1099,6 +1109,7 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
       first_error_run = run.run_id;
     }
   }
+  if (std::count(dead.begin(), dead.end(), true) > 0) mpi.note_peer_lost();
   write_index(named, exp_dir);
   if (first_error) {
     try {

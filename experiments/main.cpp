@@ -385,8 +385,8 @@ int report_error(std::exception_ptr error) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  MpiEnv mpi(argc, argv);  // under mpirun (MPI builds): MPI_Init here, MPI_Finalize on return
+// dispatch(), with errors reported as exit codes.
+int run_main(int argc, char** argv, const MpiEnv& mpi) {
   try {
     return dispatch(argc, argv, mpi);
   } catch (...) {
@@ -403,4 +403,15 @@ int main(int argc, char** argv) {
     if (same_on_every_rank && mpi.rank() != 0) return 2;
     return report_error(error);
   }
+}
+
+int main(int argc, char** argv) {
+  MpiEnv mpi(argc, argv);  // under mpirun (MPI builds): MPI_Init here, MPI_Finalize on return
+  int code = run_main(argc, argv, mpi);
+  if (mpi.peer_lost()) {  // every file is written; MPI_Finalize would wait for the dead rank
+    if (mpi.rank() == 0)
+      std::cerr << "asgdsim: a worker rank died: every rank leaves without MPI_Finalize (exit code " << code << ")\n";
+    mpi.exit_without_finalize(code);
+  }
+  return code;
 }

@@ -1,7 +1,9 @@
 // experiments/mpi_env.cpp — MPI set-up and tear-down, or a single process without it.
 #include "experiments/mpi_env.h"
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <iostream>
 #include <string>
 #if ASGD_WITH_MPI
 #include <mpi.h>
@@ -66,11 +68,11 @@ int MpiEnv::all_max(int value) const {
   return value;
 }
 
-void MpiEnv::abort(int code) const {
-#if ASGD_WITH_MPI
-  if (active_) MPI_Abort(MPI_COMM_WORLD, code);
-#endif
-  std::exit(code);
+void MpiEnv::exit_without_finalize(int code) const {
+  std::fflush(nullptr);
+  std::cout.flush();
+  std::cerr.flush();
+  std::_Exit(code);
 }
 
 std::string MpiEnv::where() const {

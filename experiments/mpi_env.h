@@ -24,15 +24,20 @@ class MpiEnv {
   int local_size() const { return local_size_; }  // ranks on this host (for thread shares)
   // Largest `value` over all ranks (a barrier too); `value` itself when not active.
   int all_max(int value) const;
-  // Ends every rank of the job now with `code` (after an error that leaves the others
-  // waiting); plain exit when not active.
-  [[noreturn]] void abort(int code) const;
+  // Ends this process with `code` without MPI_Finalize (after a rank of the job died;
+  // streams are flushed first).
+  [[noreturn]] void exit_without_finalize(int code) const;
   // "" or ", rank R of K" for messages.
   std::string where() const;
+  // A rank of the job died: MPI_Finalize would wait for it forever (Open MPI 4 under
+  // --enable-recovery), so main() leaves with exit_without_finalize() instead.
+  void note_peer_lost() const { peer_lost_ = true; }
+  bool peer_lost() const { return peer_lost_; }
 
  private:
   bool active_ = false;
   int rank_ = 0, size_ = 1, local_size_ = 1;
+  mutable bool peer_lost_ = false;
 };
 
 }  // namespace asgd
