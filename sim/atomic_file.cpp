@@ -8,8 +8,10 @@
 
 namespace asgd {
 
+std::string atomic_temp_path(const std::string& path, long pid) { return path + ".tmp." + std::to_string(pid); }
+
 void write_file_atomic(const std::string& path, const std::string& content) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::string tmp = atomic_temp_path(path, long(::getpid()));
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw IoError("cannot write " + path + ": " + std::strerror(errno));
   const char* p = content.data();
@@ -26,8 +28,11 @@ void write_file_atomic(const std::string& path, const std::string& content) {
     p += n;
     left -= size_t(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    int err = errno;
+  // Some file systems report a full disk only here (delayed allocation, NFS). The file is
+  // closed whether or not fsync fails, so a failure leaks no descriptor.
+  int err = ::fsync(fd) == 0 ? 0 : errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err != 0) {
     ::unlink(tmp.c_str());
     throw IoError("cannot write " + path + ": " + std::strerror(err));
   }

@@ -14,6 +14,9 @@ class IoError : public std::runtime_error {
 };
 
 void write_file_atomic(const std::string& path, const std::string& content);
+// The temporary file write_file_atomic(path, ...) uses in process `pid`: "PATH.tmp.PID".
+// Public so a test can stand in its way (tests/test_reliability.cpp blocks a write there).
+std::string atomic_temp_path(const std::string& path, long pid);
 // Creates the directory and its parents; throws IoError when it cannot.
 void make_directories(const std::string& path);
 
