@@ -2,8 +2,12 @@
 // the library path (resolve_experiment + run_experiment) and the CLI binary, and readers
 // for the run-folder files.
 #pragma once
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <array>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -95,5 +99,104 @@ inline void write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
 }
+
+// The asgdsim binary as a child process, for tests that signal it or limit its resources
+// (run_cli above goes through a shell and waits). The child is forked at construction but
+// execs only on start(), so a test can first prepare files named after pid(). `in_child`
+// runs in the child just before exec: async-signal-safe calls only (setrlimit, sigaction).
+// stdout and stderr go to one pipe, read while waiting. A child still running when this is
+// destroyed is killed (SIGKILL) and reaped.
+class CliProcess {
+ public:
+  explicit CliProcess(const std::vector<std::string>& args, void (*in_child)() = nullptr) {
+    std::vector<std::string> all = {ASGD_BINARY};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;  // built before fork: the child must not allocate
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    int out[2], gate[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(gate, O_CLOEXEC) != 0) return;
+    pid_ = ::fork();
+    if (pid_ < 0) {
+      for (int fd : {out[0], out[1], gate[0], gate[1]}) ::close(fd);
+      return;
+    }
+    if (pid_ == 0) {
+      ::dup2(out[1], STDOUT_FILENO);
+      ::dup2(out[1], STDERR_FILENO);
+      char go = 0;
+      if (::read(gate[0], &go, 1) != 1) ::_exit(127);  // the test gave up before start()
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);  // exec keeps the mask: start clean
+      if (in_child) in_child();
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    ::close(gate[0]);
+    out_fd_ = out[0];
+    gate_fd_ = gate[1];
+    ::fcntl(out_fd_, F_SETFL, O_NONBLOCK);
+  }
+  CliProcess(const CliProcess&) = delete;
+  CliProcess& operator=(const CliProcess&) = delete;
+  ~CliProcess() {
+    if (running()) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (gate_fd_ >= 0) ::close(gate_fd_);
+    if (out_fd_ >= 0) ::close(out_fd_);
+  }
+
+  pid_t pid() const { return pid_; }
+  void start() {
+    char go = 1;
+    if (gate_fd_ >= 0 && ::write(gate_fd_, &go, 1) == 1) {
+      ::close(gate_fd_);
+      gate_fd_ = -1;
+    }
+  }
+  // Reaps the child if it has exited; false then (and when it never started).
+  bool running() {
+    drain();
+    if (pid_ <= 0 || exited_) return false;
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) != pid_) return true;
+    exited_ = true;
+    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    drain();
+    return false;
+  }
+  // Waits up to `seconds` for the child to exit; true when it has.
+  bool wait_exit(double seconds) {
+    auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (running()) {
+      if (std::chrono::steady_clock::now() > until) return false;
+      ::usleep(5000);
+    }
+    return exited_;
+  }
+  // As run_cli reports it: the exit status, or 128 + the signal that ended it; -1 before.
+  int exit_code() const { return exit_code_; }
+  const std::string& output() {
+    drain();
+    return output_;
+  }
+
+ private:
+  void drain() {
+    char buf[4096];
+    ssize_t n;
+    while (out_fd_ >= 0 && (n = ::read(out_fd_, buf, sizeof(buf))) > 0) output_.append(buf, size_t(n));
+  }
+
+  pid_t pid_ = -1;
+  int out_fd_ = -1, gate_fd_ = -1;
+  bool exited_ = false;
+  int exit_code_ = -1;
+  std::string output_;
+};
 
 }  // namespace asgd::testing
