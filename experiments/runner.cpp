@@ -245,6 +245,7 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   char host[256] = {0};
   ::gethostname(host, sizeof(host) - 1);
   meta["host"] = host;
+  if (opts.shards > 1) meta["shard"] = std::to_string(opts.shard) + "/" + std::to_string(opts.shards);
   write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
 
   auto wall_start = std::chrono::steady_clock::now();
@@ -412,7 +413,15 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
   }
   console.clear();
 
-  if (opts.write_index) write_index(exp, exp_dir);
+  if (opts.write_index) {
+    try {
+      write_index(exp, exp_dir);
+    } catch (const std::exception& e) {
+      bool run_failed = std::any_of(errors.begin(), errors.end(), [](const auto& e) { return bool(e); });
+      if (!run_failed) throw;
+      console.error(std::string("asgdsim: ") + e.what());  // a run's own error (the cause, often) follows
+    }
+  }
   // The first failure (in run order) becomes the error; others that ran beside it are
   // printed so none is lost.
   std::optional<size_t> first_error;

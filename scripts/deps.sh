@@ -19,6 +19,7 @@ ASGD_DEBIAN_PACKAGES=(
   python3-matplotlib python3-pandas python3-numpy
   dataset-fashion-mnist
   clang libclang-rt-14-dev
+  openmpi-bin libopenmpi-dev
 )
 
 # Prints the packages of ASGD_DEBIAN_PACKAGES that dpkg does not list as installed.

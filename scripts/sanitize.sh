@@ -4,14 +4,15 @@
 #   ./scripts/sanitize.sh            (scripts/test.sh runs it in CI, or with ASGD_SANITIZERS=1)
 #
 # 1. build-asan/ (clang, -fsanitize=fuzzer-no-link,address,undefined): the GoogleTest
-#    suites test_kernels, test_sim, test_engines, test_timing and test_config run with
-#    ASan/UBSan halting on the first report; the same build holds the libFuzzer targets,
+#    suites test_kernels, test_sim, test_engines, test_timing, test_config and
+#    test_reliability run with ASan/UBSan halting on the first report; the same build holds the libFuzzer targets,
 #    which then run for ASGD_FUZZ_SECONDS each (default 60) from a seed corpus
 #    (experiments/configs/*.json; two tiny IDX files). A crash leaves its input in
 #    build-asan/fuzz-findings/ and fails the script: turn it into a regression test.
-# 2. build-tsan/ (clang, -fsanitize=thread): test_sim, test_engines, test_timing. libgomp
-#    is not TSan-instrumented, so OMP_NUM_THREADS=1 keeps OpenMP regions on one thread;
-#    the worker pool, the scheduler and every job still run on their own threads.
+# 2. build-tsan/ (clang, -fsanitize=thread): test_sim, test_engines, test_timing,
+#    test_reliability. libgomp is not TSan-instrumented, so OMP_NUM_THREADS=1 keeps
+#    OpenMP regions on one thread; the worker pool, the scheduler and every job still
+#    run on their own threads.
 # Prints each phase's duration. Exits non-zero on any report or failure.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -41,11 +42,11 @@ run_suites() {  # dir, suites...
 echo "== sanitize.sh: ASan + UBSan (clang) -> build-asan/"
 t=$(now)
 configure build-asan -DASGD_SANITIZE=fuzzer-no-link,address,undefined -DASGD_FUZZ=ON
-cmake --build build-asan -j "$jobs" --target asgdsim test_kernels test_sim test_engines test_timing test_config fuzz_config fuzz_idx
+cmake --build build-asan -j "$jobs" --target asgdsim test_kernels test_sim test_engines test_timing test_config test_reliability fuzz_config fuzz_idx
 record asan-build "$(elapsed "$t")" "ok"
 t=$(now)
 ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  run_suites build-asan test_kernels test_sim test_engines test_timing test_config
+  run_suites build-asan test_kernels test_sim test_engines test_timing test_config test_reliability
 record asan-tests "$(elapsed "$t")" "clean"
 
 echo "== sanitize.sh: fuzzing, ${fuzz_seconds}s per target"
@@ -73,10 +74,10 @@ record fuzz "$(elapsed "$t")" "clean (${fuzz_seconds}s x 2 targets)"
 echo "== sanitize.sh: TSan (clang) -> build-tsan/"
 t=$(now)
 configure build-tsan -DASGD_SANITIZE=thread
-cmake --build build-tsan -j "$jobs" --target asgdsim test_sim test_engines test_timing
+cmake --build build-tsan -j "$jobs" --target asgdsim test_sim test_engines test_timing test_reliability
 record tsan-build "$(elapsed "$t")" "ok"
 t=$(now)
-TSAN_OPTIONS=halt_on_error=1:ignore_noninstrumented_modules=1 OMP_NUM_THREADS=1 run_suites build-tsan test_sim test_engines test_timing
+TSAN_OPTIONS=halt_on_error=1:ignore_noninstrumented_modules=1 OMP_NUM_THREADS=1 run_suites build-tsan test_sim test_engines test_timing test_reliability
 record tsan-tests "$(elapsed "$t")" "clean"
 
 echo

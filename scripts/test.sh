@@ -5,7 +5,8 @@
 #
 # Phases (each timed):
 #   1. deps    Debian packages and CUDA toolkit headers (scripts/deps.sh)
-#   2. build   Release, ASGD_BACKEND=OMP, into build/ (tests included)
+#   2. build   Release, ASGD_BACKEND=OMP, ASGD_MPI=ON (Open MPI from deps), into build/
+#              (tests included; the MPI tests run asgdsim under mpirun on loopback)
 #   3. cuda    when nvcc exists: ASGD_BACKEND=CUDA into build-cuda/, compile and link only,
 #              no tests (nothing CUDA runs here). ASGD_SKIP_CUDA=1 skips it.
 #   4. sanitize  in CI (CI=true) or with ASGD_SANITIZERS=1: scripts/sanitize.sh (the
@@ -15,7 +16,7 @@
 # The closing line of the output is ctest's summary ("100% tests passed, ..."). Exits
 # non-zero when any phase fails; a failed CUDA build still lets ctest run first.
 # Environment: ASGD_JOBS (build jobs, default nproc), ASGD_SKIP_CUDA=1, ASGD_CTEST_JOBS
-# (default 2).
+# (default 2), ASGD_MPI=OFF (build without MPI: no mpirun sweeps, no asgdsim cluster).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/deps.sh
@@ -53,11 +54,12 @@ echo "deps: all present (CUDA toolkit: $ASGD_CUDA_ROOT)"
 record deps "$(elapsed "$t")" "ok"
 
 # ---- 2. build (OMP)
-phase "build: Release, ASGD_BACKEND=OMP -> build/ (-j$jobs)"
+mpi=${ASGD_MPI:-ON}
+phase "build: Release, ASGD_BACKEND=OMP, ASGD_MPI=$mpi -> build/ (-j$jobs)"
 t=$(now)
-configure build -DASGD_BACKEND=OMP
+configure build -DASGD_BACKEND=OMP -DASGD_MPI="$mpi"
 cmake --build build -j "$jobs"
-record build "$(elapsed "$t")" "ok (OMP, build/)"
+record build "$(elapsed "$t")" "ok (OMP, MPI $mpi, build/)"
 
 # ---- 3. cuda (compile and link only)
 nvcc=""

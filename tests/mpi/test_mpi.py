@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""MPI: sweeps over mpirun ranks and --shard, and the real distributed mode (asgdsim cluster).
+
+Run by ctest when asgdsim is built with ASGD_MPI=ON (scripts/test.sh does). Every mpirun
+runs on loopback with --oversubscribe; the environment gives ASGDSIM (the binary) and
+MPIRUN. Standard library only.
+"""
+import csv
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+
+ASGDSIM = os.environ.get("ASGDSIM", "")
+MPIRUN = os.environ.get("MPIRUN", "mpirun")
+FASHION = "/usr/share/datasets/fashion-mnist"
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_rmaps_base_oversubscribe="1")
+
+# A sweep of small, quick runs (synthetic data, two engines x two rates x two seeds).
+SWEEP = {
+    "name": "sweep",
+    "seed": 5,
+    "repeats": 2,
+    "model": {"type": "softmax"},
+    "data": {"type": "synthetic", "features": 16, "train_samples": 1024, "test_samples": 256},
+    "train": {"lr": 0.1, "batch_size": 16},
+    "stop": {"epochs": 2},
+    "eval": {"every": 0.5},
+    "cluster": {"workers": 4},
+    "sweep": {"train.lr": [0.05, 0.2]},
+    "engines": [{"type": "async"}, {"type": "sync"}],
+}
+
+# The real-mode config: the MLP on a slice of Fashion-MNIST, 4 workers.
+REAL = {
+    "name": "real",
+    "seed": 3,
+    "model": {"type": "mlp", "hidden": [64]},
+    "data": {"type": "fashion_mnist", "train_limit": 12000, "test_limit": 2000},
+    "train": {"lr": 0.05, "batch_size": 32},
+    "stop": {"epochs": 3},
+    "eval": {"every": 0.5, "train_samples": 2000},
+    "cluster": {"workers": 4},
+    "real": {"worker_timeout": 20},
+    "engines": [{"type": "async"}],
+}
+
+CSV_FILES = ("metrics.csv", "staleness.csv", "workers.csv")
+
+
+def write_config(folder, cfg):
+    path = os.path.join(folder, cfg["name"] + ".json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    return path
+
+
+def run(args, timeout=240, mpi=None):
+    cmd = ([MPIRUN, "--oversubscribe"] + mpi if mpi else []) + [ASGDSIM] + args
+    t = time.monotonic()
+    p = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=timeout)
+    p.seconds = time.monotonic() - t
+    return p
+
+
+def read_csv(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+@unittest.skipUnless(ASGDSIM, "ASGDSIM is not set (ctest sets it)")
+class Sweeps(unittest.TestCase):
+    """mpirun -np 3 asgdsim run and --shard I/K give what one process gives."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="asgd-mpi-sweep-")
+        cls.cfg = write_config(cls.tmp, SWEEP)
+        cls.plain = run(["run", cls.cfg, "--out", os.path.join(cls.tmp, "plain"), "--quiet"])
+        cls.mpi = run(["run", cls.cfg, "--out", os.path.join(cls.tmp, "mpi"), "--quiet"], mpi=["-np", "3"])
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def folder(self, which):
+        return os.path.join(self.tmp, which, "sweep")
+
+    def assert_same_results(self, which):
+        a, b = self.folder("plain"), self.folder(which)
+        with open(os.path.join(a, "index.csv")) as f, open(os.path.join(b, "index.csv")) as g:
+            self.assertEqual(f.read(), g.read())
+        runs = [r["run_id"] for r in read_csv(os.path.join(a, "index.csv"))]
+        self.assertEqual(len(runs), 8)
+        for rid in runs:
+            for name in CSV_FILES + ("config.json",):
+                with open(os.path.join(a, rid, name), "rb") as f, open(os.path.join(b, rid, name), "rb") as g:
+                    self.assertEqual(f.read(), g.read(), f"{rid}/{name} differs")
+            sa, sb = load(os.path.join(a, rid, "summary.json")), load(os.path.join(b, rid, "summary.json"))
+            sa.pop("wall_seconds")
+            sb.pop("wall_seconds")
+            self.assertEqual(sa, sb)
+        return runs
+
+    def test_mpirun_gives_the_same_files_as_one_process(self):
+        self.assertEqual(self.plain.returncode, 0, self.plain.stderr)
+        self.assertEqual(self.mpi.returncode, 0, self.mpi.stderr)
+        runs = self.assert_same_results("mpi")
+        # run k was made by rank k mod 3
+        for k, rid in enumerate(runs):
+            meta = load(os.path.join(self.folder("mpi"), rid, "meta.json"))
+            self.assertEqual(meta["shard"], f"{k % 3}/3")
+            self.assertIn("mpirun -np 3", meta["command_line"])
+
+    def test_shards_one_after_another_give_the_same_files(self):
+        out = os.path.join(self.tmp, "shards")
+        first = run(["run", self.cfg, "--out", out, "--quiet", "--shard", "0/2"])
+        self.assertEqual(first.returncode, 0, first.stderr)
+        statuses = [r["status"] for r in read_csv(os.path.join(self.folder("shards"), "index.csv"))]
+        self.assertEqual(statuses, ["completed", "pending"] * 4)  # the other shard's runs are not made yet
+        second = run(["run", self.cfg, "--out", out, "--quiet", "--shard", "1/2"])
+        self.assertEqual(second.returncode, 0, second.stderr)
+        self.assert_same_results("shards")
+
+    def test_bad_shard_is_a_usage_error(self):
+        for bad in ("2/2", "1", "a/b", "-1/3", "0/0"):
+            p = run(["run", self.cfg, "--out", os.path.join(self.tmp, "bad"), "--shard", bad])
+            self.assertEqual(p.returncode, 2, bad)
+            self.assertIn(f"--shard '{bad}'", p.stderr)
+
+
+@unittest.skipUnless(ASGDSIM and os.path.isdir(FASHION), "needs ASGDSIM and Fashion-MNIST")
+class RealRuns(unittest.TestCase):
+    """asgdsim cluster: the engines on 5 real processes (a server and 4 workers)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="asgd-mpi-real-")
+        cfg = dict(REAL, engines=[{"type": "async"}, {"type": "sync"}, {"type": "sync_backup", "backups": 1},
+                                  {"type": "easgd"}])
+        cls.cfg = write_config(cls.tmp, cfg)
+        cls.out = os.path.join(cls.tmp, "out")
+        cls.real = run(["cluster", cls.cfg, "--out", cls.out], mpi=["-np", "5"])
+        cls.sim = run(["run", cls.cfg, "--out", cls.out, "--quiet"])
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def summaries(self, run_id):
+        return (load(os.path.join(self.out, "real", run_id, "summary.json")),
+                load(os.path.join(self.out, "real-cluster", run_id, "summary.json")))
+
+    def test_every_engine_completes_with_the_files_of_a_simulated_run(self):
+        self.assertEqual(self.real.returncode, 0, self.real.stderr)
+        self.assertEqual(self.sim.returncode, 0, self.sim.stderr)
+        index = read_csv(os.path.join(self.out, "real-cluster", "index.csv"))
+        self.assertEqual([r["status"] for r in index], ["completed"] * 4)
+        for r in index:
+            folder = os.path.join(self.out, "real-cluster", r["run_id"])
+            sim_folder = os.path.join(self.out, "real", r["run_id"])
+            self.assertEqual(sorted(os.listdir(folder)), sorted(os.listdir(sim_folder)))
+            self.assertEqual(load(os.path.join(folder, "summary.json"))["mode"], "cluster")
+            with open(os.path.join(folder, "metrics.csv")) as f, open(os.path.join(sim_folder, "metrics.csv")) as g:
+                self.assertEqual(f.readline(), g.readline())  # the same columns
+
+    def test_async_trains_to_the_simulated_accuracy_with_staleness_near_n_minus_1(self):
+        sim, real = self.summaries("async-seed3")
+        self.assertEqual(real["gradients"], sim["gradients"])
+        self.assertAlmostEqual(real["final"]["test_accuracy"], sim["final"]["test_accuracy"], delta=0.05)
+        self.assertGreater(real["final"]["test_accuracy"], 0.7)
+        # every worker always has one gradient in flight, so on average the other 3 land
+        # during its step: mean staleness N - 1 = 3, measured for real
+        self.assertGreater(real["staleness"]["mean"], 2.5)
+        self.assertLess(real["staleness"]["mean"], 3.5)
+
+    def test_sync_for_real_computes_what_the_simulator_computes(self):
+        # the same ids in worker order, the same kernels, the same summation order: the
+        # losses agree to the last bit; only the time column is the wall clock
+        sim = read_csv(os.path.join(self.out, "real", "sync-seed3", "metrics.csv"))
+        real = read_csv(os.path.join(self.out, "real-cluster", "sync-seed3", "metrics.csv"))
+        self.assertEqual(len(sim), len(real))
+        for a, b in zip(sim, real):
+            for col in ("updates", "gradients", "samples", "epoch", "lr", "train_loss", "test_loss", "test_accuracy"):
+                self.assertEqual(a[col], b[col], col)
+
+    def test_sync_backup_and_easgd_train(self):
+        for rid in ("sync_backup-seed3", "easgd-seed3"):
+            sim, real = self.summaries(rid)
+            self.assertAlmostEqual(real["final"]["test_accuracy"], sim["final"]["test_accuracy"], delta=0.06, msg=rid)
+        sim, real = self.summaries("easgd-seed3")
+        self.assertEqual(real["staleness"]["mean"], 0)
+
+
+@unittest.skipUnless(ASGDSIM and os.path.isdir(FASHION), "needs ASGDSIM and Fashion-MNIST")
+class KilledWorker(unittest.TestCase):
+    """cluster.failures.events kills a worker process for real (SIGKILL) mid-run."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="asgd-mpi-kill-")
+        self.out = os.path.join(self.tmp, "out")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def cluster(self, engine):
+        cfg = dict(REAL, name="kill", engines=[{"type": engine}],
+                   cluster={"workers": 4, "failures": {"events": [{"worker": 1, "at": 0.3}]}},
+                   real={"worker_timeout": 2, "delay_scale": 1})
+        # --enable-recovery: without it, mpirun ends the whole job when one process dies
+        return run(["cluster", write_config(self.tmp, cfg), "--out", self.out], timeout=120,
+                   mpi=["--enable-recovery", "-np", "5"])
+
+    def test_async_goes_on_without_it_and_reports_it(self):
+        p = self.cluster("async")
+        s = load(os.path.join(self.out, "kill-cluster", "async-seed3", "summary.json"))
+        self.assertEqual(s["status"], "completed", p.stderr)
+        self.assertEqual(s["worker_failures"], 1)
+        self.assertIn("worker 1 (rank 2) sent nothing for 2 s", s["note"])
+        self.assertIn("worker 1 (rank 2)", p.stderr)
+        workers = read_csv(os.path.join(self.out, "kill-cluster", "async-seed3", "workers.csv"))
+        self.assertEqual(workers[1]["lost"], "1")
+        self.assertGreater(float(workers[1]["down_time"]), 0)
+        # the other three carry on: staleness near their N - 1 = 2
+        self.assertLess(s["staleness"]["mean"], 2.6)
+
+    def test_sync_ends_with_a_clear_error_instead_of_hanging(self):
+        p = self.cluster("sync")  # (run() fails the test on its timeout)
+        self.assertIn("asgdsim: error: run sync-seed3: worker 1 (rank 2) sent nothing for 2 s", p.stderr)
+        self.assertIn("sync waits for every worker", p.stderr)
+        s = load(os.path.join(self.out, "kill-cluster", "sync-seed3", "summary.json"))
+        self.assertEqual(s["status"], "failed")
+        self.assertLess(p.seconds, 60)
+        self.assertEqual(read_csv(os.path.join(self.out, "kill-cluster", "index.csv"))[0]["status"], "failed")
+
+
+@unittest.skipUnless(ASGDSIM, "ASGDSIM is not set (ctest sets it)")
+class ClusterRefusals(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="asgd-mpi-bad-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_what_it_cannot_run_is_named_once_with_its_path(self):
+        cfg = dict(SWEEP, name="bad", engines=[{"type": "ssp"}], staleness={"mode": "fixed", "tau": 2})
+        cfg.pop("sweep")
+        p = run(["cluster", write_config(self.tmp, cfg), "--out", os.path.join(self.tmp, "o")], mpi=["-np", "3"])
+        self.assertNotEqual(p.returncode, 0)
+        self.assertEqual(p.stderr.count("invalid config"), 1, p.stderr)  # rank 0 says it, once
+        self.assertIn("engine.type: 'ssp': asgdsim cluster runs async, sync, sync_backup and easgd", p.stderr)
+        self.assertIn("staleness.mode", p.stderr)
+        self.assertIn("cluster.workers: 4, but the MPI job has 2 worker rank(s): start it with mpirun -np 5", p.stderr)
+
+    def test_without_mpirun_it_says_how_to_start_it(self):
+        cfg = dict(SWEEP, name="plain")
+        p = run(["cluster", write_config(self.tmp, cfg), "--out", os.path.join(self.tmp, "o")])
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("mpirun -np N+1", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
