@@ -587,8 +587,9 @@ class ServerProcess {
     ws.busy += seconds_to_sim(busy);
     out_.gradients += std::max<uint64_t>(1, m.h.steps);
     out_.samples += samples;
-    rec_.add_span(w + 1, "compute", seconds_to_sim(std::max(0.0, now() - busy)), seconds_to_sim(now()));
-    idle_since_[size_t(w)] = now();
+    const double t = now();  // (as the server sees it: the worker's busy seconds up to their arrival)
+    rec_.add_span(w + 1, "compute", seconds_to_sim(std::max(0.0, t - busy)), seconds_to_sim(t));
+    idle_since_[size_t(w)] = t;
   }
 
   void applied(int w, uint64_t staleness, uint64_t count = 1) {
@@ -745,7 +746,8 @@ class ServerProcess {
 
   void updated() {
     out_.updates++;
-    rec_.add_span(0, "update", seconds_to_sim(now()), seconds_to_sim(now()));
+    const SimTime t = seconds_to_sim(now());
+    rec_.add_span(0, "update", t, t);  // an instant on the server's track
     evaluated_now_ = false;
     if (s_.eval_unit == EvalUnit::Updates) {
       uint64_t every = std::max<uint64_t>(1, uint64_t(s_.eval_every));
