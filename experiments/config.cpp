@@ -382,8 +382,8 @@ const std::vector<SectionInfo>& section_catalog() {
             "0: workers compute flat out; s > 0: a worker's step lasts at least s x the compute time drawn from "
             "cluster.compute, speeds and stragglers (it sleeps for the rest), replaying the simulated timing", 0),
         num("worker_timeout", 60.0,
-            "wall seconds a worker may take for one step before the server declares it dead (must exceed the "
-            "slowest step)", 0, true)}},
+            "wall seconds a worker may stay silent with work in hand (one step; EASGD: `period` steps) before "
+            "the server declares it dead: it must exceed the slowest", 0, true)}},
   };
   return sections;
 }
