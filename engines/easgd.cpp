@@ -17,6 +17,10 @@
 // alpha = "auto" is 0.9 / N (beta = N alpha = 0.9, the paper's common choice).
 // Failures: a worker that goes down loses its gradient in flight; in mode sync it leaves
 // the barrier until it comes back, and then restarts its period.
+// Where the work runs: a local step that no exchange follows (plain EASGD) is deferred to
+// the worker's next gradient job (DeferredStep), which applies it on its pool thread just
+// before computing at the result: the same arithmetic, in the same order for x_i, without
+// the scheduler thread making a pass over x_i and g per gradient.
 #include "engines/easgd.h"
 #include "kernels/ops.h"
 
@@ -43,11 +47,18 @@ void EasgdEngine::start(Simulation& sim) {
   std::vector<float> init = sim.initial_params();
   center_ = std::make_unique<ParameterStore>(init, 0);
   local_.clear();
-  for (int w = 0; w < n; ++w) local_.push_back(std::make_unique<ParameterStore>(init, 0));
+  for (int w = 0; w < n; ++w) {
+    local_.push_back(std::make_shared<Params>());
+    local_.back()->upload(init);
+  }
+  local_version_.assign(n, 0);
+  deferred_grad_.clear();
+  deferred_grad_.resize(delta_ > 0 ? 0 : n);
   local_steps_.assign(n, 0);
   waiting_.assign(n, false);
   if (delta_ > 0) {
     velocity_.resize(n);
+    lookahead_.resize(n);
     for (int w = 0; w < n; ++w) {
       velocity_[w].resize_discard(init.size());
       velocity_[w].fill(0.0f);
@@ -57,18 +68,20 @@ void EasgdEngine::start(Simulation& sim) {
     if (sim.worker_alive(w)) launch_next(sim, w);
 }
 
-void EasgdEngine::launch_next(Simulation& sim, int worker) {
+// Called only when no job of `worker` is computing (its last one arrived, or settled).
+void EasgdEngine::launch_next(Simulation& sim, int worker, const DeferredStep& before) {
   ids_.clear();
   sim.take_samples(sim.settings().batch_size, ids_);
-  Snapshot at = local_[worker]->current();
+  Snapshot at{local_[worker], local_version_[worker]};
   if (delta_ > 0) {
-    // gradient at the look-ahead point x - lr * delta * V, in a buffer of its own
-    auto buf = std::make_shared<Params>(at.params->size());
-    ops::sgd_step(sim.exec(), buf->data(), at.data(), velocity_[worker].data(),
-                  float(sim.lr()) * delta_, at.params->size());
-    at = Snapshot{std::move(buf), at.version};
+    // gradient at the look-ahead point x - lr * delta * V, in the worker's own buffer
+    const size_t n = center_->size();
+    std::shared_ptr<Params>& buf = lookahead_[worker];
+    if (!buf) buf = std::make_shared<Params>(n);
+    ops::sgd_step(sim.exec(), buf->data(), at.data(), velocity_[worker].data(), float(sim.lr()) * delta_, n);
+    at = Snapshot{buf, at.version};
   }
-  sim.launch(worker, std::move(at), ids_.data(), ids_.size());
+  sim.launch(worker, std::move(at), ids_.data(), ids_.size(), 0, before);
 }
 
 void EasgdEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) {
@@ -76,14 +89,21 @@ void EasgdEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job)
   const size_t n = center_->size();
   ExecContext& ctx = sim.exec();
   const float lr = float(sim.lr());
-  ParameterStore& x = *local_[w];
-  if (delta_ > 0)
-    x.update([&](float* out, const float* in) {
-      ops::momentum_step(ctx, out, in, velocity_[w].data(), job->grad.data(), lr, delta_, n);
-    });
-  else
-    x.update([&](float* out, const float* in) { ops::sgd_step(ctx, out, in, job->grad.data(), lr, n); });
+  float* x = local_[w]->data();
   sim.applied(*job, 0);  // computed on the worker's own parameters
+  const bool exchange = (local_steps_[w] + 1) % uint64_t(period_) == 0;
+  if (delta_ == 0 && !exchange && !sim.stopping()) {
+    // x_i <- x_i - lr g, applied by the worker's next job (launched now) before it computes
+    std::swap(deferred_grad_[w], job->grad);
+    sim.recycle(std::move(job));
+    ++local_steps_[w];
+    ++local_version_[w];
+    launch_next(sim, w, DeferredStep{x, deferred_grad_[w].data(), lr});
+    return;
+  }
+  if (delta_ > 0) ops::momentum_step(ctx, x, x, velocity_[w].data(), job->grad.data(), lr, delta_, n);
+  else ops::sgd_step(ctx, x, x, job->grad.data(), lr, n);
+  ++local_version_[w];
   sim.recycle(std::move(job));
 
   if (++local_steps_[w] % uint64_t(period_) == 0) {
@@ -93,12 +113,10 @@ void EasgdEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job)
       return;
     }
     // elastic exchange: both x_i and the center move towards each other
-    x.update([&](float* xo, const float* xi) {
-      ops::copy(ctx, xo, xi, n);
-      center_->update([&](float* co, const float* ci) {
-        ops::copy(ctx, co, ci, n);
-        ops::elastic_exchange(ctx, xo, co, float(alpha_), n);
-      });
+    ++local_version_[w];
+    center_->update([&](float* co, const float* ci) {
+      ops::copy(ctx, co, ci, n);
+      ops::elastic_exchange(ctx, x, co, float(alpha_), n);
     });
     sim.updated();
   }
@@ -117,16 +135,15 @@ void EasgdEngine::exchange_all_if_ready(Simulation& sim) {
   ExecContext& ctx = sim.exec();
   // mean_i x_i, summed in worker-index order, before anything moves
   mean_.resize_discard(n);
-  ops::copy(ctx, mean_.data(), local_[group_[0]]->current().data(), n);
-  for (size_t k = 1; k < group_.size(); ++k) ops::add_into(ctx, mean_.data(), local_[group_[k]]->current().data(), n);
+  ops::copy(ctx, mean_.data(), local_[group_[0]]->data(), n);
+  for (size_t k = 1; k < group_.size(); ++k) ops::add_into(ctx, mean_.data(), local_[group_[k]]->data(), n);
   ops::scale(ctx, mean_.data(), 1.0f / float(group_.size()), n);
   // x_i <- x_i + alpha (c - x_i), with the center before the exchange
   const float* c = center_->current().data();
-  for (int w : group_)
-    local_[w]->update([&](float* out, const float* in) {
-      ops::copy(ctx, out, in, n);
-      ops::move_towards(ctx, out, c, float(alpha_), n);
-    });
+  for (int w : group_) {
+    ops::move_towards(ctx, local_[w]->data(), c, float(alpha_), n);
+    ++local_version_[w];
+  }
   // c <- c + beta (mean - c), beta = N alpha
   const float beta = float(alpha_ * double(group_.size()));
   center_->update([&](float* out, const float* in) {
@@ -148,6 +165,7 @@ void EasgdEngine::on_worker_down(Simulation& sim, int w) {
 }
 
 void EasgdEngine::on_worker_up(Simulation& sim, int w) {
+  sim.settle(w);  // its lost job may still be applying a deferred step to x_i, or reading it
   if (!sim.stopping()) launch_next(sim, w);  // from its own copy, where it left off
 }
 

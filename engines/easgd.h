@@ -19,7 +19,7 @@ class EasgdEngine final : public Engine {
   nlohmann::json describe() const override;
 
  private:
-  void launch_next(Simulation& sim, int worker);
+  void launch_next(Simulation& sim, int worker, const DeferredStep& before = {});
   void exchange_all_if_ready(Simulation& sim);  // mode sync: the barrier and the exchange
   nlohmann::json spec_;
   bool sync_;          // mode "sync": all workers exchange together
@@ -28,8 +28,13 @@ class EasgdEngine final : public Engine {
   double alpha_ = 0;   // resolved at start ("auto" = 0.9 / workers)
   float delta_;        // EAMSGD Nesterov momentum (0: plain EASGD)
   std::unique_ptr<ParameterStore> center_;
-  std::vector<std::unique_ptr<ParameterStore>> local_;  // x_i
+  // x_i, (num_params) each, updated in place: only worker i's own job reads it, and it is
+  // changed only while none is computing (or by that job itself: a deferred step)
+  std::vector<std::shared_ptr<Params>> local_;
+  std::vector<uint64_t> local_version_;                 // updates of x_i so far
+  std::vector<DeviceArray<float>> deferred_grad_;       // g of x_i's step deferred to its next job
   std::vector<DeviceArray<float>> velocity_;            // V_i (EAMSGD)
+  std::vector<std::shared_ptr<Params>> lookahead_;      // EAMSGD: x_i - lr delta V_i, reused
   std::vector<uint64_t> local_steps_;
   std::vector<bool> waiting_;                           // sync: done its period, at the barrier
   std::vector<int> group_;                              // sync: the workers of this exchange

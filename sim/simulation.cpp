@@ -82,7 +82,8 @@ Snapshot Simulation::read_for(int worker, const ParameterStore& store) {
   return store.lagged(lag);
 }
 
-void Simulation::launch(int worker, Snapshot params, const int32_t* ids, size_t m, uint64_t tag) {
+void Simulation::launch(int worker, Snapshot params, const int32_t* ids, size_t m, uint64_t tag,
+                        const DeferredStep& before) {
   std::unique_ptr<GradientJob> job;
   if (!spare_jobs_.empty()) {
     job = std::move(spare_jobs_.back());
@@ -98,6 +99,7 @@ void Simulation::launch(int worker, Snapshot params, const int32_t* ids, size_t 
   job->grad.resize_discard(model_.num_params());
   job->loss = 0;
   job->tag = tag;
+  job->before = before;
   if (idle_since_[worker] >= 0 && now() > idle_since_[worker])
     recorder_.add_span(worker + 1, "wait", idle_since_[worker], now());  // e.g. at a sync barrier
   idle_since_[worker] = -1;
@@ -118,8 +120,9 @@ void Simulation::launch(int worker, Snapshot params, const int32_t* ids, size_t 
   // being computed on, not the versions whose gradients are still travelling.
   const bool release_read = !engine_->keeps_read_params();
   job->ticket = pool_.submit([raw, model, data, noise, precision, release_read](ExecContext& ctx) {
-    const float* w = raw->read.data();
     const size_t n = model->num_params();
+    if (raw->before.params) ops::sgd_step(ctx, raw->before.params, raw->before.params, raw->before.grad, raw->before.lr, n);
+    const float* w = raw->read.data();
     if (precision != Precision::Fp32) {  // the pulled parameters really travel as 16-bit
       float* copy = ctx.scratch(kPrecisionScratchSlot, n);
       ops::copy(ctx, copy, w, n);
@@ -147,6 +150,17 @@ size_t Simulation::take_slot(std::unique_ptr<GradientJob> job) {
   }
   in_flight_.push_back(std::move(job));
   return in_flight_.size() - 1;
+}
+
+void Simulation::settle(int worker) {
+  for (auto& job : in_flight_) {
+    if (!job || job->worker != worker) continue;
+    try {
+      pool_.wait(job->ticket);
+    } catch (...) {
+      // rethrown when the job arrives (or is found lost)
+    }
+  }
 }
 
 bool Simulation::lose_if_stale(std::unique_ptr<GradientJob>& job) {

@@ -22,6 +22,18 @@
 
 namespace asgd {
 
+// An SGD step that a gradient job applies, on its pool thread, to parameters its worker
+// owns before computing: params <- params - lr * grad, in place, (n) floats each. An
+// engine whose workers keep their own parameters (EASGD) defers a local step so: it then
+// runs beside the other gradients instead of on the scheduler thread, and the gradient
+// reads the parameters while they are still in that core's cache. The engine keeps grad
+// alive and leaves params alone until the job has computed (its arrival, or settle()).
+struct DeferredStep {
+  float* params = nullptr;  // null: nothing deferred
+  const float* grad = nullptr;
+  float lr = 0;
+};
+
 // One gradient computation: worker `worker`'s step `step`, on parameters `read`.
 struct GradientJob {
   int worker = 0;
@@ -37,6 +49,7 @@ struct GradientJob {
   SimTime arrival = 0;          // gradient at the server
   uint64_t incarnation = 0;     // the worker's life it belongs to (a failure ends a life)
   uint64_t tag = 0;             // engine's own (e.g. the sync iteration)
+  DeferredStep before;          // applied to `read` before computing (see DeferredStep)
   WorkerPool::Ticket ticket;
 };
 
@@ -84,8 +97,14 @@ class Simulation {
   void take_samples(size_t m, std::vector<int32_t>& out) { stream_->next(m, out); }
   // Starts worker w's next gradient on `params` with minibatch `ids`: the pull, the
   // compute and the push take virtual time; then engine.on_gradient gets it (unless the
-  // worker failed meanwhile: then the gradient is lost and counted).
-  void launch(int worker, Snapshot params, const int32_t* ids, size_t m, uint64_t tag = 0);
+  // worker failed meanwhile: then the gradient is lost and counted). `before`, if set,
+  // is applied to params.data() (== before.params) first, on the pool thread.
+  void launch(int worker, Snapshot params, const int32_t* ids, size_t m, uint64_t tag = 0,
+              const DeferredStep& before = {});
+  // Waits until every gradient job of `worker` still in flight has computed (a lost one
+  // too: its deferred step is then applied and it reads its parameters no more). Its
+  // errors are left for its arrival to report. Scans the jobs in flight: for failures.
+  void settle(int worker);
   void recycle(std::unique_ptr<GradientJob> job);
   // Learning rate in force now (from the epoch reached).
   double lr() const;
