@@ -1074,29 +1074,9 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
     meta["end"] = iso_now();
     write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
     const MetricsRow& last = recorder.rows().back();
-    json summary = {
-        {"status", outcome.status},
-        {"note", note},
-        {"mode", "cluster"},
-        {"run_id", run.run_id},
-        {"engine", run.engine},
-        {"engine_config", run.config["engine"]},
-        {"seed", run.seed},
-        {"sweep", run.sweep_values},
-        {"final", {{"train_loss", finite_or_null(last.train_loss)}, {"test_loss", finite_or_null(last.test_loss)},
-                   {"test_accuracy", finite_or_null(last.test_accuracy)}}},
-        {"time", sim_to_seconds(outcome.time)},
-        {"updates", outcome.updates},
-        {"gradients", outcome.gradients},
-        {"samples", outcome.samples},
-        {"epochs", last.epoch},
-        {"dropped_gradients", outcome.dropped},
-        {"lost_gradients", outcome.lost},
-        {"worker_failures", outcome.failures},
-        {"staleness", {{"mean", outcome.staleness_mean}, {"max", outcome.staleness_max}}},
-        {"iteration_time", outcome.iterations ? json{{"mean", outcome.iteration_time_mean}, {"count", outcome.iterations}} : json(nullptr)},
-        {"wall_seconds", sim_to_seconds(outcome.time)},
-    };
+    json summary = summary_json(run, outcome, last, run.config["engine"], note, sim_to_seconds(outcome.time));
+    summary["mode"] = "cluster";
+
     write_file_atomic(dir + "/summary.json", summary.dump(2) + "\n");
     if (!opts.quiet) {
       std::string text = tag + ": " + outcome.status + " (" + note + "), train_loss " + format_number(last.train_loss);

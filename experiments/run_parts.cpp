@@ -156,6 +156,33 @@ ComputeTimeModel build_compute_model(const json& c, const RunSettings& s, const 
 
 namespace asgd {
 
+json summary_json(const RunSpec& run, const RunOutcome& outcome, const MetricsRow& last, const json& engine_config,
+                  const std::string& note, double wall_seconds) {
+  return {
+      {"status", outcome.status},
+      {"note", note},
+      {"run_id", run.run_id},
+      {"engine", run.engine},
+      {"engine_config", engine_config},
+      {"seed", run.seed},
+      {"sweep", run.sweep_values},
+      {"final", {{"train_loss", finite_or_null(last.train_loss)}, {"test_loss", finite_or_null(last.test_loss)},
+                 {"test_accuracy", finite_or_null(last.test_accuracy)}}},
+      {"time", sim_to_seconds(outcome.time)},
+      {"updates", outcome.updates},
+      {"gradients", outcome.gradients},
+      {"samples", outcome.samples},
+      {"epochs", last.epoch},
+      {"dropped_gradients", outcome.dropped},
+      {"lost_gradients", outcome.lost},
+      {"worker_failures", outcome.failures},
+      {"staleness", {{"mean", outcome.staleness_mean}, {"max", outcome.staleness_max}}},
+      {"iteration_time", outcome.iterations ? json{{"mean", outcome.iteration_time_mean}, {"count", outcome.iterations}}
+                                            : json(nullptr)},
+      {"wall_seconds", wall_seconds},
+  };
+}
+
 void write_index(const Experiment& exp, const std::string& exp_dir) {
   const std::string lock_path = exp_dir + "/.index.lock";
   int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);

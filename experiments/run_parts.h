@@ -10,6 +10,7 @@
 #include "sim/compute_time.h"
 #include "sim/dataset.h"
 #include "sim/settings.h"
+#include "sim/simulation.h"
 
 namespace asgd {
 
@@ -32,6 +33,11 @@ json data_key(const json& cfg);
 std::shared_ptr<LoadedData> load_data(const json& cfg, const std::string& base_dir);
 std::unique_ptr<Model> build_model(const json& model, const LoadedData& data);
 ComputeTimeModel build_compute_model(const json& cfg, const RunSettings& s, const std::string& base_dir);
+
+// A run's summary.json: status, note, what it is, final metrics (`last` is its last
+// metrics row), counts, staleness, iteration time (sync family) and wall seconds.
+json summary_json(const RunSpec& run, const RunOutcome& outcome, const MetricsRow& last, const json& engine_config,
+                  const std::string& note, double wall_seconds);
 
 // index.csv's text: one row per run of `exp`, from the summary.json files in exp_dir
 // ("pending" for runs without one).

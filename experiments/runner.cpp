@@ -288,28 +288,8 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
 
   const MetricsRow& last = recorder.rows().back();
-  json summary = {
-      {"status", outcome.status},
-      {"note", outcome.note},
-      {"run_id", run.run_id},
-      {"engine", run.engine},
-      {"engine_config", engine->describe()},
-      {"seed", run.seed},
-      {"sweep", run.sweep_values},
-      {"final", {{"train_loss", finite_or_null(last.train_loss)}, {"test_loss", finite_or_null(last.test_loss)},
-                 {"test_accuracy", finite_or_null(last.test_accuracy)}}},
-      {"time", sim_to_seconds(outcome.time)},
-      {"updates", outcome.updates},
-      {"gradients", outcome.gradients},
-      {"samples", outcome.samples},
-      {"epochs", last.epoch},
-      {"dropped_gradients", outcome.dropped},
-      {"lost_gradients", outcome.lost},
-      {"worker_failures", outcome.failures},
-      {"staleness", {{"mean", outcome.staleness_mean}, {"max", outcome.staleness_max}}},
-      {"iteration_time", outcome.iterations ? json{{"mean", outcome.iteration_time_mean}, {"count", outcome.iterations}} : json(nullptr)},
-      {"wall_seconds", wall},
-  };
+  json summary = summary_json(run, outcome, last, engine->describe(), outcome.note, wall);
+
   write_file_atomic(dir + "/summary.json", summary.dump(2) + "\n");
 
   std::string text = tag + ": " + outcome.status + " (" + outcome.note + "), train_loss " + format_number(last.train_loss);
