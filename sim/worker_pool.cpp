@@ -77,7 +77,8 @@ WorkerPool::Job& done_job() {  // the ticket of every job that ran inline withou
 }
 }  // namespace
 
-WorkerPool::WorkerPool(int threads) : state_(new State) {
+WorkerPool::WorkerPool(int threads)
+    : state_(new State), spare_core_(unsigned(threads) < std::thread::hardware_concurrency()) {
   if (threads < 1) {
     delete state_;
     throw std::invalid_argument("WorkerPool needs at least one thread");
@@ -118,6 +119,12 @@ int64_t WorkerPool::recent_job_ns() const { return state_->avg_ns.load(std::memo
 bool WorkerPool::inline_now() const {
   int64_t a = state_->avg_ns.load(std::memory_order_relaxed);
   return a >= 0 && a < kInlineBelowNs;
+}
+
+bool WorkerPool::callers_help() const {
+  if (spare_core_) return true;
+  int64_t a = state_->avg_ns.load(std::memory_order_relaxed);
+  return a >= 0 && a < kShortJobNs;
 }
 
 bool WorkerPool::take_inline_sample() { return (state_->inline_jobs++ & 63u) == 0; }
@@ -231,7 +238,12 @@ void WorkerPool::wait(const Ticket& ticket) {
   if (j->status.load(std::memory_order_acquire) != Job::kDone) {
     // Not started: run it here rather than sleep while it waits in the queue.
     if (j->status.load(std::memory_order_relaxed) == Job::kQueued) {
-      if (ExecContext* ctx = lock_caller_context()) {
+      if (!callers_help()) {
+        // A pool thread will run it. enqueue may have skipped the wake-up when the jobs
+        // were short and the caller was to run it, so wake one now (no syscall unless
+        // one sleeps).
+        state_->work.notify_one();
+      } else if (ExecContext* ctx = lock_caller_context()) {
         execute(*j, *ctx, true);
         unlock_caller_context();
       }

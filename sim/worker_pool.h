@@ -5,7 +5,10 @@
 // wait(). Job results never depend on which thread ran them, and that freedom is used:
 //   - wait() runs a job that no pool thread has started yet on the calling thread
 //     (which then runs kernels single-threaded, see kernels_use_one_thread_here), so
-//     the scheduler computes instead of sleeping while its job sits in the queue;
+//     the scheduler computes instead of sleeping while its job sits in the queue, when
+//     that is cheaper (callers_help()): not for long jobs when the pool's threads
+//     already occupy every core, where a third thread computing only takes turns with
+//     them (preempted jobs then hold up the arrivals waiting for them);
 //   - jobs that take well under a microsecond (a tiny model) run at once inside
 //     submit(): handing them to another core would cost more than running them.
 // Hot-path cost: no heap allocation per job (jobs live in a slab and are recycled; the
@@ -98,6 +101,10 @@ class WorkerPool {
   // Runs every task (in parallel), waits for all, rethrows the first error by index.
   void run_all(std::vector<Task> tasks);
 
+  // Whether wait() runs a still-queued job on the calling thread: when the jobs are
+  // short (a sleep and a wake-up cost more) or the pool leaves a core free.
+  bool callers_help() const;
+
   // Mean duration of recent jobs in nanoseconds (-1: none measured yet); for tests.
   int64_t recent_job_ns() const;
 
@@ -152,6 +159,7 @@ class WorkerPool {
 
   State* state_;
   std::vector<std::thread> threads_;
+  bool spare_core_;  // fewer threads than the machine has cores
 };
 
 }  // namespace asgd
