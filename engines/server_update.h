@@ -18,19 +18,10 @@ class ServerUpdate {
 
   // w <- w - lr * g   (or v <- mu v + g; w <- w - lr v).  g is (store.size()).
   void apply(Simulation& sim, ParameterStore& store, const float* g, float lr) {
-    size_t n = store.size();
+    const size_t n = store.size();
     ExecContext& ctx = sim.exec();
-    if (momentum_ > 0.0f) {
-      if (velocity_.size() != n) {
-        velocity_.resize_discard(n);
-        velocity_.fill(0.0f);
-      }
-      store.update([&](float* out, const float* in) {
-        ops::momentum_step(ctx, out, in, velocity_.data(), g, lr, momentum_, n);
-      });
-    } else {
-      store.update([&](float* out, const float* in) { ops::sgd_step(ctx, out, in, g, lr, n); });
-    }
+    prepare(n);
+    store.update([&](float* out, const float* in) { step(ctx, out, in, g, lr, 0, n); });
   }
 
   // Delay-compensated step (DC-ASGD, Zheng et al. 2017):
@@ -50,17 +41,40 @@ class ServerUpdate {
   // summed left to right in the order given (callers pass worker-index order, so the
   // result does not depend on arrival order or thread count), then apply(g, lr).
   // parts are (store.size()) each; the sum is formed in parts[0], which is overwritten.
+  // Every step is elementwise, so it runs block by block (sum, weight and step while the
+  // block's slices are in cache: each part is read once) with the blocks split over the
+  // worker pool, idle while the engine waits for this update; the bits are the same as
+  // one pass after another over the whole vector.
   void apply_sum(Simulation& sim, ParameterStore& store, const std::vector<float*>& parts,
                  float weight, float lr) {
-    size_t n = store.size();
-    ExecContext& ctx = sim.exec();
+    const size_t n = store.size();
     float* acc = parts.front();
-    for (size_t i = 1; i < parts.size(); ++i) ops::add_into(ctx, acc, parts[i], n);
-    if (weight != 1.0f) ops::scale(ctx, acc, weight, n);
-    apply(sim, store, acc, lr);
+    prepare(n);
+    store.update([&](float* out, const float* in) {
+      sim.for_each_block(n, [&](ExecContext& ctx, size_t b, size_t e) {
+        const size_t len = e - b;
+        for (size_t i = 1; i < parts.size(); ++i) ops::add_into(ctx, acc + b, parts[i] + b, len);
+        if (weight != 1.0f) ops::scale(ctx, acc + b, weight, len);
+        step(ctx, out + b, in + b, acc + b, lr, b, len);
+      });
+    });
   }
 
  private:
+  // The velocity starts at 0 (momentum only).
+  void prepare(size_t n) {
+    if (momentum_ > 0.0f && velocity_.size() != n) {
+      velocity_.resize_discard(n);
+      velocity_.fill(0.0f);
+    }
+  }
+  // The rule on elements [b, b + len): out, in and g point at element b.
+  void step(ExecContext& ctx, float* out, const float* in, const float* g, float lr, size_t b,
+            size_t len) {
+    if (momentum_ > 0.0f) ops::momentum_step(ctx, out, in, velocity_.data() + b, g, lr, momentum_, len);
+    else ops::sgd_step(ctx, out, in, g, lr, len);
+  }
+
   float momentum_;
   DeviceArray<float> velocity_;
 };

@@ -106,6 +106,13 @@ class Simulation {
   // errors are left for its arrival to report. Scans the jobs in flight: for failures.
   void settle(int worker);
   void recycle(std::unique_ptr<GradientJob> job);
+  // Elementwise work over [0, n) on the worker pool: f(ctx, begin, end) is called for
+  // consecutive blocks (a few thousand elements: what several arrays' slices keep in the
+  // core's cache between passes), the blocks split into ranges run side by side by the
+  // pool threads and the caller. On CUDA, or for small n, one call f(exec(), 0, n) here.
+  // f must give the same result however [0, n) is split: elementwise kernels only.
+  using BlockFn = std::function<void(ExecContext& ctx, size_t begin, size_t end)>;
+  void for_each_block(size_t n, const BlockFn& f);
   // Learning rate in force now (from the epoch reached).
   double lr() const;
   double epoch() const;
@@ -142,6 +149,7 @@ class Simulation {
   Recorder& recorder_;
   LrSchedule schedule_;
   ExecContext exec_;
+  bool host_kernels_;  // kernels run on the CPU (OMP, CPP): for_each_block splits over the pool
   Engine* engine_ = nullptr;
 
   EventQueue queue_;

@@ -784,3 +784,27 @@ TEST(Determinism, RemediesAndWarmUpDoNotDependOnTheThreadCount) {
                               json{{"type", "easgd"}, {"mode", "sync"}}});
   expect_thread_count_invariant(c, {"async-seed1", "ssp-seed1", "local_sgd-seed1", "easgd-seed1"});
 }
+
+// Work the engines hand to the pool: the synchronous family's sum and step run in blocks
+// spread over the pool threads (40,000 parameters are enough to be split, into as many
+// ranges as threads + 1), and EASGD defers each local step to the worker's next job,
+// which a failure loses (the step must still land once, before the worker goes on). No
+// bit of the output may depend on the thread count.
+TEST(Determinism, SplitSumsAndDeferredStepsDoNotDependOnTheThreadCount) {
+  json c = {{"name", "split"},
+            {"model", {{"type", "quadratic"}, {"dim", 40000}, {"curvature", {{"min", 0.1}, {"max", 3.0}}},
+                       {"noise", 0.5}, {"init", 1.0}}},
+            {"data", {{"type", "none"}, {"samples", 512}}},
+            {"train", {{"batch_size", 8}, {"lr", 0.05}, {"momentum", 0.5}}},
+            {"stop", {{"epochs", 3}}},
+            {"eval", {{"every", 0.25}}},
+            {"cluster", {{"workers", 5},
+                         {"compute", {{"dist", "lognormal"}, {"mean", 0.02}, {"sigma", 0.7}}},
+                         {"failures", {{"events", json::array({json{{"worker", 1}, {"at", 0.05}, {"down_for", 0.08}},
+                                                               json{{"worker", 3}, {"at", 0.12}}})}}}}},
+            {"engines", json::array({json{{"type", "sync"}}, json{{"type", "ssp"}, {"bound", 1}},
+                                     json{{"type", "local_sgd"}, {"steps", 2}},
+                                     json{{"type", "easgd"}, {"period", 3}, {"alpha", 0.2}},
+                                     json{{"type", "easgd"}, {"name", "easgd_sync"}, {"mode", "sync"}, {"period", 2}}})}};
+  expect_thread_count_invariant(c, {"sync-seed1", "ssp-seed1", "local_sgd-seed1", "easgd-seed1", "easgd_sync-seed1"});
+}
