@@ -252,7 +252,9 @@ std::pair<int, int> parse_shard(const std::string& text) {
 // `asgdsim run` under mpirun: each rank makes its share of the runs (run k on rank
 // k mod K), and rank 0 writes index.csv once every rank is done. A rank's error reaches
 // its own stderr and exit code; the others finish their runs.
-int run_on_ranks(const Experiment& exp, RunnerOptions ro, const MpiEnv& mpi, int (*report)(std::exception_ptr)) {
+int report_error(std::exception_ptr error);
+
+int run_on_ranks(const Experiment& exp, RunnerOptions ro, const MpiEnv& mpi) {
   ro.shard = mpi.rank();
   ro.shards = mpi.size();
   ro.write_index = false;
@@ -260,7 +262,7 @@ int run_on_ranks(const Experiment& exp, RunnerOptions ro, const MpiEnv& mpi, int
   try {
     code = run_experiment(exp, ro);
   } catch (...) {
-    code = report(std::current_exception());
+    code = report_error(std::current_exception());
   }
   int worst = mpi.all_max(code);  // every rank is done
   if (mpi.rank() == 0) {
@@ -268,14 +270,12 @@ int run_on_ranks(const Experiment& exp, RunnerOptions ro, const MpiEnv& mpi, int
     try {
       write_index(exp, exp_dir);
     } catch (...) {
-      return std::max(code, report(std::current_exception()));
+      return std::max(code, report_error(std::current_exception()));
     }
     if (!ro.quiet) std::cout << "results: " << exp_dir << (worst ? " (some runs did not end well: see above)" : "") << "\n";
   }
   return code;
 }
-
-int report_error(std::exception_ptr error);
 
 int dispatch(int argc, char** argv, const MpiEnv& mpi) {
   if (argc < 2) throw UsageError("missing command");
@@ -356,7 +356,7 @@ int dispatch(int argc, char** argv, const MpiEnv& mpi) {
   if (mpi.size() > 1) {
     if (ro.threads == 0)  // the cores of a host are shared by its ranks
       ro.threads = std::max(1, int(std::thread::hardware_concurrency()) / std::max(1, mpi.local_size()));
-    return run_on_ranks(exp, ro, mpi, report_error);
+    return run_on_ranks(exp, ro, mpi);
   }
   return run_experiment(exp, ro);
 }
