@@ -90,7 +90,6 @@ using Clock = std::chrono::steady_clock;
 constexpr int kTagToWorker = 11;
 constexpr int kTagToServer = 12;
 constexpr size_t kEvalChunkRows = 2048;
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 enum class Kind : uint32_t {
   Work = 1,      // server -> worker: parameters (+ ids); EASGD: the starting point
@@ -597,15 +596,15 @@ class ServerProcess {
     if (staleness >= stale_counts_.size()) stale_counts_.resize(staleness + 1, 0);
     stale_counts_[staleness] += count;
     out_.staleness_max = std::max(out_.staleness_max, staleness);
-    stale_sum_ += double(staleness) * double(count);
-    stale_count_ += count;
+    window_.stale_sum += double(staleness) * double(count);
+    window_.stale_count += count;
     stale_total_ += double(staleness) * double(count);
     stale_total_count_ += count;
   }
 
   bool check_loss(double loss, uint64_t count) {
-    loss_sum_ += loss;
-    loss_count_ += count;
+    window_.loss_sum += loss;
+    window_.loss_count += count;
     if (std::isfinite(loss)) return true;
     request_stop("diverged", "a worker's minibatch loss became " + format_number(loss));
     return false;
@@ -793,16 +792,8 @@ class ServerProcess {
     row.samples = out_.samples;
     row.epoch = epoch();
     row.lr = schedule_.at(epoch());
-    row.train_loss = tr.loss_sum / double(std::max<size_t>(1, tr.count));
-    row.test_loss = te.loss_sum / double(std::max<size_t>(1, te.count));
-    row.test_accuracy = model_.is_classifier() ? te.correct / double(std::max<size_t>(1, te.count)) : kNaN;
-    row.worker_loss = loss_count_ ? loss_sum_ / double(loss_count_) : kNaN;
-    row.mean_staleness = stale_count_ ? stale_sum_ / double(stale_count_) : kNaN;
     row.dropped = out_.dropped;
-    loss_sum_ = 0;
-    loss_count_ = 0;
-    stale_sum_ = 0;
-    stale_count_ = 0;
+    window_.fill(row, tr, te, model_.is_classifier());
     rec_.add_row(row);
     evaluated_now_ = true;
     eval_seconds_ += wall_since(t);
@@ -905,10 +896,7 @@ class ServerProcess {
   double next_eval_epoch_ = 0, next_eval_time_ = 0;
   bool stop_ = false, evaluated_now_ = false, wound_down_ = false;
   RunOutcome out_;
-  double loss_sum_ = 0;
-  uint64_t loss_count_ = 0;
-  double stale_sum_ = 0;
-  uint64_t stale_count_ = 0;
+  RowWindow window_;
   std::vector<uint64_t> stale_counts_;
   double stale_total_ = 0;
   uint64_t stale_total_count_ = 0;

@@ -3,10 +3,13 @@
 // the writers for metrics.csv, staleness.csv, workers.csv and trace.json. Every file is
 // written atomically. Number formatting is fixed, so equal runs give equal bytes.
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
+#include "kernels/model.h"  // EvalSums
 #include "sim/time.h"
 
 namespace asgd {
@@ -19,6 +22,27 @@ struct MetricsRow {
   double worker_loss = 0;      // mean minibatch loss of gradients arrived since the last row
   double mean_staleness = 0;   // mean staleness of gradients applied since the last row
   uint64_t dropped = 0;        // gradients dropped so far
+};
+
+// What a metrics row measures besides the model: the minibatch losses and the staleness
+// of the gradients since the previous row. fill() writes a row's losses, accuracy
+// (NaN unless a classifier), worker_loss and mean_staleness (NaN when the window is
+// empty), then starts the next window. Shared by the simulator and asgdsim cluster.
+struct RowWindow {
+  double loss_sum = 0;
+  uint64_t loss_count = 0;
+  double stale_sum = 0;
+  uint64_t stale_count = 0;
+
+  void fill(MetricsRow& row, const EvalSums& train, const EvalSums& test, bool classifier) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    row.train_loss = train.loss_sum / double(std::max<size_t>(1, train.count));
+    row.test_loss = test.loss_sum / double(std::max<size_t>(1, test.count));
+    row.test_accuracy = classifier ? test.correct / double(std::max<size_t>(1, test.count)) : nan;
+    row.worker_loss = loss_count ? loss_sum / double(loss_count) : nan;
+    row.mean_staleness = stale_count ? stale_sum / double(stale_count) : nan;
+    *this = RowWindow{};
+  }
 };
 
 struct WorkerStats {

@@ -12,7 +12,6 @@ namespace asgd {
 namespace {
 constexpr int kPrecisionScratchSlot = 64;  // above every model's own scratch slots
 constexpr size_t kEvalChunkRows = 2048;  // rows per evaluation task (fixed: deterministic sums)
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // for_each_block: 4,096 floats (16 KiB) per array and block, so that the slices of a
 // dozen arrays stay in L1/L2 from one pass to the next; vectors under 8 blocks run on
 // the calling thread (handing ranges to the pool costs a few wake-ups, ~10-30 us).
@@ -253,8 +252,8 @@ void Simulation::applied(const GradientJob& job, uint64_t staleness) {
   if (staleness >= stale_counts_.size()) stale_counts_.resize(staleness + 1, 0);
   stale_counts_[staleness]++;  // dense: a map here was a quarter of the event core's time
   out_.staleness_max = std::max(out_.staleness_max, staleness);
-  stale_sum_ += double(staleness);
-  stale_count_++;
+  window_.stale_sum += double(staleness);
+  window_.stale_count++;
   stale_total_ += double(staleness);
   stale_total_count_++;
 }
@@ -316,8 +315,8 @@ void Simulation::handle_arrival(const Event& e) {
   idle_since_[job->worker] = job->arrival;
   out_.gradients++;
   out_.samples += job->ids.size();
-  loss_sum_ += job->loss;
-  loss_count_++;
+  window_.loss_sum += job->loss;
+  window_.loss_count++;
   if (!std::isfinite(job->loss)) {
     request_stop("diverged", "a worker's minibatch loss became " + format_number(job->loss));
     recycle(std::move(job));
@@ -358,16 +357,8 @@ void Simulation::evaluate_row() {
   row.samples = out_.samples;
   row.epoch = epoch();
   row.lr = lr();
-  row.train_loss = tr.loss_sum / double(std::max<size_t>(1, tr.count));
-  row.test_loss = te.loss_sum / double(std::max<size_t>(1, te.count));
-  row.test_accuracy = model_.is_classifier() ? te.correct / double(std::max<size_t>(1, te.count)) : kNaN;
-  row.worker_loss = loss_count_ ? loss_sum_ / double(loss_count_) : kNaN;
-  row.mean_staleness = stale_count_ ? stale_sum_ / double(stale_count_) : kNaN;
   row.dropped = out_.dropped;
-  loss_sum_ = 0;
-  loss_count_ = 0;
-  stale_sum_ = 0;
-  stale_count_ = 0;
+  window_.fill(row, tr, te, model_.is_classifier());
   recorder_.add_row(row);
   evaluated_at_current_state_ = true;
   if (on_row) on_row(row);

@@ -172,8 +172,7 @@ class Simulation {
   bool evaluated_at_current_state_ = false;
   double next_eval_epoch_ = 0;
   // windows since the last row
-  double loss_sum_ = 0; uint64_t loss_count_ = 0;
-  double stale_sum_ = 0; uint64_t stale_count_ = 0;
+  RowWindow window_;
   std::vector<uint64_t> stale_counts_;  // applied gradients by staleness
   double stale_total_ = 0; uint64_t stale_total_count_ = 0;
   double iter_sum_ = 0;
