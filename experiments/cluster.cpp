@@ -17,7 +17,6 @@
 #include <limits>
 #include <thread>
 #include <unistd.h>
-#include "asgd/build_info.h"
 #include "experiments/run_parts.h"
 #include "experiments/runner.h"
 #include "kernels/ops.h"
@@ -213,12 +212,6 @@ struct Outbox {
   }
 };
 
-
-std::string host_name() {
-  char host[256] = {0};
-  ::gethostname(host, sizeof(host) - 1);
-  return host;
-}
 
 double wall_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -1028,11 +1021,9 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
       first_error_run = run.run_id;
       continue;
     }
-    json meta = {{"asgdsim_version", build::version}, {"git_commit", build::git_commit},
-                 {"git_dirty", build::git_dirty}, {"backend", build::backend}, {"build_type", build::build_type},
-                 {"mode", "cluster"}, {"ranks", mpi.size()}, {"command_line", opts.command_line},
-                 {"start", iso_now()}};
-    meta["host"] = host_name();
+    json meta = run_meta(opts.command_line);
+    meta["mode"] = "cluster";
+    meta["ranks"] = mpi.size();
     write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
 
     Recorder recorder(s.trace);
@@ -1055,17 +1046,10 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
     if (net["latency"].get<double>() > 0 || net["bandwidth"].get<double>() > 0 || net["shards"].get<int>() > 1)
       note += "; cluster.network ignored: the transfers were real";
 
-    recorder.write_metrics(dir + "/metrics.csv");
-    Recorder::write_staleness(dir + "/staleness.csv", outcome.staleness_hist);
-    Recorder::write_workers(dir + "/workers.csv", outcome.workers, outcome.time);
-    if (s.trace) recorder.write_trace(dir + "/trace.json", s.workers);
-    meta["end"] = iso_now();
-    write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
     const MetricsRow& last = recorder.rows().back();
     json summary = summary_json(run, outcome, last, run.config["engine"], note, sim_to_seconds(outcome.time));
     summary["mode"] = "cluster";
-
-    write_file_atomic(dir + "/summary.json", summary.dump(2) + "\n");
+    write_run_results(dir, recorder, outcome, s.workers, meta, summary);
     if (!opts.quiet) {
       std::string text = tag + ": " + outcome.status + " (" + note + "), train_loss " + format_number(last.train_loss);
       if (!std::isnan(last.test_accuracy)) text += ", test_accuracy " + format_number(last.test_accuracy);

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include "asgd/build_info.h"
 #include "sim/atomic_file.h"
 #include "sim/idx_reader.h"
 #include "sim/recorder.h"
@@ -155,6 +156,29 @@ ComputeTimeModel build_compute_model(const json& c, const RunSettings& s, const 
 }  // namespace asgd
 
 namespace asgd {
+
+std::string host_name() {
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
+json run_meta(const std::string& command_line) {
+  return {{"asgdsim_version", build::version}, {"git_commit", build::git_commit}, {"git_dirty", build::git_dirty},
+          {"backend", build::backend},         {"build_type", build::build_type}, {"command_line", command_line},
+          {"host", host_name()},               {"start", iso_now()}};
+}
+
+void write_run_results(const std::string& dir, const Recorder& recorder, const RunOutcome& outcome, int workers,
+                       json& meta, const json& summary) {
+  recorder.write_metrics(dir + "/metrics.csv");
+  Recorder::write_staleness(dir + "/staleness.csv", outcome.staleness_hist);
+  Recorder::write_workers(dir + "/workers.csv", outcome.workers, outcome.time);
+  if (recorder.tracing()) recorder.write_trace(dir + "/trace.json", workers);
+  meta["end"] = iso_now();
+  write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
+  write_file_atomic(dir + "/summary.json", summary.dump(2) + "\n");
+}
 
 json summary_json(const RunSpec& run, const RunOutcome& outcome, const MetricsRow& last, const json& engine_config,
                   const std::string& note, double wall_seconds) {

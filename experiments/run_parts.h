@@ -9,6 +9,7 @@
 #include "kernels/model.h"
 #include "sim/compute_time.h"
 #include "sim/dataset.h"
+#include "sim/recorder.h"
 #include "sim/settings.h"
 #include "sim/simulation.h"
 
@@ -33,6 +34,16 @@ json data_key(const json& cfg);
 std::shared_ptr<LoadedData> load_data(const json& cfg, const std::string& base_dir);
 std::unique_ptr<Model> build_model(const json& model, const LoadedData& data);
 ComputeTimeModel build_compute_model(const json& cfg, const RunSettings& s, const std::string& base_dir);
+
+std::string host_name();
+// meta.json's common part: version, git commit and state, backend, build type, the
+// command line, the host, and the start time (UTC).
+json run_meta(const std::string& command_line);
+// Writes a finished run's files into dir: metrics.csv, staleness.csv, workers.csv,
+// trace.json (when the recorder traced), meta.json with its "end", and summary.json last,
+// so that the folder looks complete only once everything is there.
+void write_run_results(const std::string& dir, const Recorder& recorder, const RunOutcome& outcome, int workers,
+                       json& meta, const json& summary);
 
 // A run's summary.json: status, note, what it is, final metrics (`last` is its last
 // metrics row), counts, staleness, iteration time (sync family) and wall seconds.

@@ -16,7 +16,6 @@
 #include <optional>
 #include <sstream>
 #include <thread>
-#include "asgd/build_info.h"
 #include "engines/engine_registry.h"
 #include "experiments/run_parts.h"
 #include "sim/atomic_file.h"
@@ -238,13 +237,9 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   fs::remove(dir + "/summary.json", ec);  // the folder must not look complete while running
   write_file_atomic(dir + "/config.json", run.config.dump(2) + "\n");
 
-  json meta = {{"asgdsim_version", build::version}, {"git_commit", build::git_commit},
-               {"git_dirty", build::git_dirty}, {"backend", build::backend},
-               {"build_type", build::build_type}, {"threads", lane.pool->threads()}, {"jobs", lane.lanes},
-               {"command_line", opts.command_line}, {"start", iso_now()}};
-  char host[256] = {0};
-  ::gethostname(host, sizeof(host) - 1);
-  meta["host"] = host;
+  json meta = run_meta(opts.command_line);
+  meta["threads"] = lane.pool->threads();
+  meta["jobs"] = lane.lanes;
   if (opts.shards > 1) meta["shard"] = std::to_string(opts.shard) + "/" + std::to_string(opts.shards);
   write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
 
@@ -280,17 +275,9 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   console.progress(lane.index, "");
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
 
-  recorder.write_metrics(dir + "/metrics.csv");
-  Recorder::write_staleness(dir + "/staleness.csv", outcome.staleness_hist);
-  Recorder::write_workers(dir + "/workers.csv", outcome.workers, outcome.time);
-  if (settings.trace) recorder.write_trace(dir + "/trace.json", settings.workers);
-  meta["end"] = iso_now();
-  write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
-
   const MetricsRow& last = recorder.rows().back();
   json summary = summary_json(run, outcome, last, engine->describe(), outcome.note, wall);
-
-  write_file_atomic(dir + "/summary.json", summary.dump(2) + "\n");
+  write_run_results(dir, recorder, outcome, settings.workers, meta, summary);
 
   std::string text = tag + ": " + outcome.status + " (" + outcome.note + "), train_loss " + format_number(last.train_loss);
   if (!std::isnan(last.test_accuracy)) text += ", test_accuracy " + format_number(last.test_accuracy);
