@@ -35,13 +35,16 @@ SWEEP = {
     "engines": [{"type": "async"}, {"type": "sync"}],
 }
 
-# The real-mode config: the MLP on a slice of Fashion-MNIST, 4 workers.
+# The real-mode config: the MLP on a slice of Fashion-MNIST, 4 workers. The rate decays
+# (cosine) to 0 at the end, so the final accuracy is a settled figure: at a constant rate
+# it swings by several points from one evaluation to the next (0.70-0.83 over seeds 1-6),
+# and a real run's update order, which the OS decides, is enough to land on a dip.
 REAL = {
     "name": "real",
     "seed": 3,
     "model": {"type": "mlp", "hidden": [64]},
     "data": {"type": "fashion_mnist", "train_limit": 12000, "test_limit": 2000},
-    "train": {"lr": 0.05, "batch_size": 32},
+    "train": {"lr": 0.1, "batch_size": 32, "lr_schedule": {"type": "cosine", "total_epochs": 3}},
     "stop": {"epochs": 3},
     "eval": {"every": 0.5, "train_samples": 2000},
     "cluster": {"workers": 4},
@@ -176,7 +179,7 @@ class RealRuns(unittest.TestCase):
     def test_async_trains_to_the_simulated_accuracy_with_staleness_near_n_minus_1(self):
         sim, real = self.summaries("async-seed3")
         self.assertEqual(real["gradients"], sim["gradients"])
-        self.assertAlmostEqual(real["final"]["test_accuracy"], sim["final"]["test_accuracy"], delta=0.05)
+        self.assertAlmostEqual(real["final"]["test_accuracy"], sim["final"]["test_accuracy"], delta=0.03)
         self.assertGreater(real["final"]["test_accuracy"], 0.7)
         # every worker always has one gradient in flight, so on average the other 3 land
         # during its step: mean staleness N - 1 = 3, measured for real
@@ -196,7 +199,7 @@ class RealRuns(unittest.TestCase):
     def test_sync_backup_and_easgd_train(self):
         for rid in ("sync_backup-seed3", "easgd-seed3"):
             sim, real = self.summaries(rid)
-            self.assertAlmostEqual(real["final"]["test_accuracy"], sim["final"]["test_accuracy"], delta=0.06, msg=rid)
+            self.assertAlmostEqual(real["final"]["test_accuracy"], sim["final"]["test_accuracy"], delta=0.04, msg=rid)
         sim, real = self.summaries("easgd-seed3")
         self.assertEqual(real["staleness"]["mean"], 0)
 
