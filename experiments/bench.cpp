@@ -238,7 +238,7 @@ BenchResult mlp_workload(const MnistFixture& f, const std::string& workload, con
   r.workers = workers;
   r.threads = threads;
   Problem p{f.model.get(), &f.train, &f.test};
-  WorkerPool pool(threads);
+  WorkerPool pool(threads, /*caller_computes=*/true);  // the simulating thread is one of them
   json cfg = mlp_config(engine, workers, gradients, dir, train_limit);
   // Warm-up (scratch buffers, page faults, caches): a short run of each side.
   json warm = mlp_config(engine, workers, std::max<uint64_t>(gradients / 10, 4 * workers), dir, train_limit);
@@ -298,7 +298,7 @@ BenchResult event_core_workload(int workers, uint64_t updates, int threads, int 
   r.threads = threads;
   auto model = quadratic_model(1);
   Problem p{model.get(), nullptr, nullptr};
-  WorkerPool pool(threads);
+  WorkerPool pool(threads, /*caller_computes=*/true);  // the simulating thread is one of them
   // lr * staleness (~workers) << 1 keeps stale SGD stable
   json cfg = quadratic_config(1, workers, updates, 1e-6);
   time_simulation(quadratic_config(1, workers, std::max<uint64_t>(updates / 10, workers), 1e-6), p, pool);
@@ -347,7 +347,7 @@ BenchResult scale_workload(int workers, size_t dim, uint64_t updates, int thread
   SimRun run;
   double c0 = process_cpu_seconds();
   {
-    WorkerPool pool(threads);
+    WorkerPool pool(threads, /*caller_computes=*/true);  // the simulating thread is one of them
     run = time_simulation(quadratic_config(dim, workers, updates, 1e-7), p, pool);
   }
   r.sim_cpu_seconds = process_cpu_seconds() - c0;
@@ -457,7 +457,7 @@ BenchResult eval_workload(const MnistFixture& f, double epochs, int threads, int
   r.workers = 8;
   r.threads = threads;
   Problem p{f.model.get(), &f.train, &f.test};
-  WorkerPool pool(threads);
+  WorkerPool pool(threads, /*caller_computes=*/true);  // the simulating thread is one of them
   auto cfg = [&](const json& eval) {
     return json{{"name", "bench"},
                 {"seed", 1},

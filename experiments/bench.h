@@ -3,7 +3,9 @@
 // Simulation, engine, worker pool and parameter store, built from a validated config)
 // and the "bare limit": the same number of loss+gradient evaluations and SGD updates,
 // with the same kernels (Model::loss_grad, ops::sgd_step) on the same number of
-// threads, called directly with no scheduler, events or snapshots. Both are measured in
+// threads, called directly with no scheduler, events or snapshots. The same number of
+// threads: the simulating thread is one of the simulated side's (a pool with
+// caller_computes, as runs have), so neither side has more threads than the other. Both are measured in
 // the same process, interleaved and repeated; the ratio bare/sim time is what the
 // targets and the CI floor are about (never an absolute time).
 // Not here: run folders (nothing is written but the optional --json file).

@@ -338,7 +338,7 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
   }
 
   // Lanes: up to --jobs runs at once, each on its own worker pool with a share of the
-  // threads (at least one). Results do not depend on the pool size, so they do not
+  // threads (at least one, the lane's thread itself). Results do not depend on the pool size, so they do not
   // depend on --jobs either.
   const int threads = opts.threads > 0 ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   const int lanes = int(std::max<size_t>(1, std::min<size_t>(size_t(std::max(1, opts.jobs)), todo.size())));
@@ -361,7 +361,10 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
       if (i >= todo.size()) return;
       size_t k = todo[i];
       try {
-        if (!pool) pool = std::make_unique<WorkerPool>(std::max(1, threads / lanes + (index < threads % lanes ? 1 : 0)));
+        // the lane's own thread, which runs the simulation, is one of its threads
+        if (!pool)
+          pool = std::make_unique<WorkerPool>(std::max(1, threads / lanes + (index < threads % lanes ? 1 : 0)),
+                                              /*caller_computes=*/true);
         lane.pool = pool.get();
         status[k] = make_run(exp, k, exp_dir + "/" + exp.runs[k].run_id, opts, lane, cache, console);
       } catch (...) {

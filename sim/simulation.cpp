@@ -233,8 +233,8 @@ void Simulation::for_each_block(size_t n, const BlockFn& f) {
     blocks(exec_, 0, n);
     return;
   }
-  // one range per pool thread, and one for the caller if it runs queued jobs itself
-  const size_t ranges = size_t(pool_.threads()) + (pool_.callers_help() ? 1 : 0);
+  // one range per thread that computes while the caller waits (the caller included)
+  const size_t ranges = size_t(pool_.parallelism());
   const size_t per = (nblocks + ranges - 1) / ranges * kBlockFloats;
   std::vector<WorkerPool::Task> tasks;
   for (size_t b = 0; b < n; b += per) {

@@ -77,17 +77,20 @@ WorkerPool::Job& done_job() {  // the ticket of every job that ran inline withou
 }
 }  // namespace
 
-WorkerPool::WorkerPool(int threads)
-    : state_(new State), spare_core_(unsigned(threads) < std::thread::hardware_concurrency()) {
+WorkerPool::WorkerPool(int threads, bool caller_computes)
+    : state_(new State), caller_computes_(caller_computes),
+      spare_core_(unsigned(threads) < std::thread::hardware_concurrency()) {
   if (threads < 1) {
     delete state_;
     throw std::invalid_argument("WorkerPool needs at least one thread");
   }
-  threads_.reserve(threads);
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { thread_main(); });
+  const int own = caller_computes ? threads - 1 : threads;
+  threads_.reserve(own);
+  for (int i = 0; i < own; ++i) threads_.emplace_back([this] { thread_main(); });
 }
 
 WorkerPool::~WorkerPool() {
+  if (caller_computes_) help(nullptr);  // its share of what is queued (all, with no threads)
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
     state_->stopping = true;
@@ -122,7 +125,7 @@ bool WorkerPool::inline_now() const {
 }
 
 bool WorkerPool::callers_help() const {
-  if (spare_core_) return true;
+  if (caller_computes_ || spare_core_) return true;
   int64_t a = state_->avg_ns.load(std::memory_order_relaxed);
   return a >= 0 && a < kShortJobNs;
 }
@@ -248,12 +251,28 @@ void WorkerPool::wait(const Ticket& ticket) {
         unlock_caller_context();
       }
     }
+    // Running elsewhere: run queued jobs meanwhile (they are needed next) rather than
+    // sleep; a job taken so may finish after the awaited one, which only delays the
+    // caller, never the pool.
+    if (callers_help() && j->status.load(std::memory_order_acquire) != Job::kDone) help(j);
     for (int i = 0; i < kWaitSpins && j->status.load(std::memory_order_acquire) != Job::kDone; ++i) cpu_relax();
     if (j->status.load(std::memory_order_acquire) != Job::kDone) {
+      auto done = [&] { return j->status.load(std::memory_order_seq_cst) == Job::kDone; };
       j->sleepers.fetch_add(1, std::memory_order_seq_cst);
       {
         std::unique_lock<std::mutex> lock(state_->done_mutex);
-        state_->done_cv.wait(lock, [&] { return j->status.load(std::memory_order_seq_cst) == Job::kDone; });
+        if (!threads_.empty()) {
+          state_->done_cv.wait(lock, done);
+        } else {
+          // No thread of its own: another waiter holds the caller's context; once it
+          // has its job it stops helping, so take the queue over then.
+          while (!done()) {
+            lock.unlock();
+            help(j);
+            lock.lock();
+            state_->done_cv.wait_for(lock, std::chrono::microseconds(200), done);
+          }
+        }
       }
       j->sleepers.fetch_sub(1, std::memory_order_relaxed);
     }
@@ -278,6 +297,34 @@ void WorkerPool::run_all(std::vector<Task> tasks) {
     }
   }
   if (first) std::rethrow_exception(first);
+}
+
+WorkerPool::Job* WorkerPool::pop_head() {
+  State& s = *state_;
+  Job* j = s.head;
+  if (!j) return nullptr;
+  s.head = j->next;
+  if (!s.head) s.tail = nullptr;
+  s.queued.fetch_sub(1, std::memory_order_relaxed);
+  j->next = nullptr;
+  return j;
+}
+
+bool WorkerPool::help(const Job* until) {
+  ExecContext* ctx = lock_caller_context();
+  if (!ctx) return false;
+  while (!until || until->status.load(std::memory_order_acquire) != Job::kDone) {
+    Job* j;
+    {
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      j = pop_head();
+    }
+    if (!j) break;
+    execute(*j, *ctx, true);  // a no-op if another waiter ran it already
+    release(j);               // the queue's reference
+  }
+  unlock_caller_context();
+  return true;
 }
 
 void WorkerPool::thread_main() {
@@ -308,12 +355,8 @@ void WorkerPool::thread_main() {
           if (!s.head) return;  // stopping and drained
         }
       }
-      j = s.head;
-      s.head = j->next;
-      if (!s.head) s.tail = nullptr;
-      s.queued.fetch_sub(1, std::memory_order_relaxed);
+      j = pop_head();
     }
-    j->next = nullptr;
     execute(*j, ctx, (count++ & 3u) == 0);  // a no-op if a waiter ran it already
     release(j);                             // the queue's reference
   }

@@ -3,18 +3,25 @@
 // single-threaded; parallelism comes from running several jobs at once. The scheduler
 // submits jobs and later waits for the one it needs; a job's exception is rethrown by
 // wait(). Job results never depend on which thread ran them, and that freedom is used:
-//   - wait() runs a job that no pool thread has started yet on the calling thread
-//     (which then runs kernels single-threaded, see kernels_use_one_thread_here), so
-//     the scheduler computes instead of sleeping while its job sits in the queue, when
-//     that is cheaper (callers_help()): not for long jobs when the pool's threads
-//     already occupy every core, where a third thread computing only takes turns with
-//     them (preempted jobs then hold up the arrivals waiting for them);
+//   - with caller_computes (what runs and the benchmark use), the thread that drives the
+//     pool is one of its `threads`: the pool starts threads - 1 of its own, and a wait()
+//     computes instead of sleeping, the awaited job if still queued, else queued jobs
+//     from the head (needed next anyway) while the awaited one runs elsewhere. The
+//     scheduler's own work then takes a core's time only while it has some; a pool of
+//     `threads` threads beside a scheduler thread kept one more thread than cores busy,
+//     and the preemptions, wake-ups and cold caches cost 15-30% of a run;
+//   - without it, wait() runs a job that no pool thread has started yet on the calling
+//     thread (which then runs kernels single-threaded, see kernels_use_one_thread_here)
+//     when that is cheaper (callers_help()): not for long jobs when the pool's threads
+//     already occupy every core, where one more thread computing only takes turns with
+//     them;
 //   - jobs that take well under a microsecond (a tiny model) run at once inside
 //     submit(): handing them to another core would cost more than running them.
 // Hot-path cost: no heap allocation per job (jobs live in a slab and are recycled; the
 // callable is stored inside the job when it fits in kInlineBytes), one short lock to
 // queue, and a futex wake only when a thread sleeps and the work is worth waking it
-// for (see submit). Not here: priorities or cancellation.
+// for (see submit). Jobs must not wait for one another. Not here: priorities or
+// cancellation.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -78,12 +85,19 @@ class WorkerPool {
     Job* job_ = nullptr;
   };
 
-  explicit WorkerPool(int threads);
-  ~WorkerPool();
+  // `threads` threads compute; with caller_computes the calling thread is one of them
+  // (threads - 1 are started; threads = 1 starts none, and jobs run in wait()).
+  explicit WorkerPool(int threads, bool caller_computes = false);
+  ~WorkerPool();  // runs (caller_computes) or lets its threads run what is still queued
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
-  int threads() const { return int(threads_.size()); }
+  // Threads that compute: the pool's own, plus the caller with caller_computes.
+  int threads() const { return int(threads_.size()) + (caller_computes_ ? 1 : 0); }
+  bool caller_computes() const { return caller_computes_; }
+  // How many jobs run at once while the caller waits for them (run_all, for_each_block):
+  // threads(), plus the caller when it helps without counting as one of them.
+  int parallelism() const { return threads() + (!caller_computes_ && callers_help() ? 1 : 0); }
 
   // Queues f(ExecContext&) (or, for tiny jobs, runs it now on the calling thread).
   template <class F>
@@ -101,8 +115,9 @@ class WorkerPool {
   // Runs every task (in parallel), waits for all, rethrows the first error by index.
   void run_all(std::vector<Task> tasks);
 
-  // Whether wait() runs a still-queued job on the calling thread: when the jobs are
-  // short (a sleep and a wake-up cost more) or the pool leaves a core free.
+  // Whether wait() runs queued jobs on the calling thread: always with caller_computes;
+  // else when the jobs are short (a sleep and a wake-up cost more) or the pool leaves a
+  // core free.
   bool callers_help() const;
 
   // Mean duration of recent jobs in nanoseconds (-1: none measured yet); for tests.
@@ -154,11 +169,17 @@ class WorkerPool {
   Ticket finished(std::exception_ptr error);  // a ticket for a job already run
   Job* allocate();
   Ticket enqueue(Job* j, bool wake_all);
+  Job* pop_head();  // under the queue lock; null if empty
+  // Runs queued jobs from the head on the calling thread until `until` is done or the
+  // queue is empty (until == nullptr: until empty); false if another thread holds the
+  // caller's context.
+  bool help(const Job* until);
   void execute(Job& j, ExecContext& ctx, bool sample);
   void thread_main();
 
   State* state_;
   std::vector<std::thread> threads_;
+  bool caller_computes_;
   bool spare_core_;  // fewer threads than the machine has cores
 };
 

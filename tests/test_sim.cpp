@@ -1000,6 +1000,70 @@ TEST(WorkerPoolTest, BigCallablesAndTicketsThatOutliveThePool) {
   });
 }
 
+// caller_computes: the thread that waits is one of the pool's threads. With one thread
+// the pool starts none, and every job runs on the caller, in wait(), in run_all() or
+// when the pool is destroyed; nothing is lost and nothing hangs.
+TEST(WorkerPoolTest, CallerComputesWithOneThreadRunsEverythingOnTheCaller) {
+  within_seconds(30, "caller-computes pool", [] {
+    const auto caller = std::this_thread::get_id();
+    std::atomic<int> elsewhere{0};
+    std::atomic<long> sum{0};
+    {
+      WorkerPool pool(1, /*caller_computes=*/true);
+      EXPECT_EQ(pool.threads(), 1);
+      EXPECT_EQ(pool.parallelism(), 1);
+      EXPECT_TRUE(pool.callers_help());
+      std::vector<WorkerPool::Ticket> tickets;
+      for (int i = 0; i < 300; ++i)
+        tickets.push_back(pool.submit([&, i](ExecContext&) {
+          if (std::this_thread::get_id() != caller) elsewhere++;
+          std::this_thread::sleep_for(std::chrono::microseconds(i % 10 == 0 ? 50 : 0));
+          sum += i;
+        }));
+      for (auto it = tickets.rbegin(); it != tickets.rend(); ++it) pool.wait(*it);  // out of order
+      EXPECT_EQ(sum.load(), 299L * 300 / 2);
+      auto bad = pool.submit([](ExecContext&) { throw std::runtime_error("caller boom"); });
+      EXPECT_THROW_WITH(pool.wait(bad), std::runtime_error, "caller boom");
+      std::vector<WorkerPool::Task> tasks(50, [&](ExecContext&) { sum += 1; });
+      pool.run_all(std::move(tasks));
+      EXPECT_EQ(sum.load(), 299L * 300 / 2 + 50);
+      for (int i = 0; i < 20; ++i) pool.submit([&](ExecContext&) { sum += 1000; });  // never waited for
+    }
+    EXPECT_EQ(sum.load(), 299L * 300 / 2 + 50 + 20000) << "the destructor must run what is still queued";
+    EXPECT_EQ(elsewhere.load(), 0) << "a one-thread caller_computes pool must not start a thread";
+  });
+}
+
+// While the job it waits for runs on a pool thread, the caller runs queued jobs from the
+// head instead of sleeping. The blocker below finishes only once the two jobs queued
+// behind it have run, which only the caller can do (the pool's one thread is the
+// blocker's).
+TEST(WorkerPoolTest, CallerComputesRunsQueuedJobsWhileItsJobRunsElsewhere) {
+  within_seconds(30, "caller helps from the head", [] {
+    WorkerPool pool(2, /*caller_computes=*/true);
+    EXPECT_EQ(pool.threads(), 2);
+    const auto caller = std::this_thread::get_id();
+    std::atomic<bool> blocker_started{false};
+    std::atomic<int> done{0}, on_caller{0};
+    bool met = false;
+    auto blocker = pool.submit([&](ExecContext&) {
+      blocker_started = true;
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (done.load() < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+      met = done.load() == 2;
+    });
+    while (!blocker_started.load()) std::this_thread::yield();
+    for (int i = 0; i < 2; ++i)
+      pool.submit([&](ExecContext&) {
+        if (std::this_thread::get_id() == caller) on_caller++;
+        done++;
+      });
+    pool.wait(blocker);
+    EXPECT_TRUE(met) << "the caller slept instead of running the queued jobs";
+    EXPECT_EQ(on_caller.load(), 2);
+  });
+}
+
 // ---------------------------------------------------------------------------------------
 // LrSchedule
 
