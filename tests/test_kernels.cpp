@@ -135,6 +135,37 @@ TEST_F(Ops, SgdStepMatchesReferenceSeparateAndAliased) {
   }
 }
 
+// Large out-of-place steps on the CPU stream their output (ops.cu); the result must be
+// bit for bit the plain loop's, whatever the output's alignment and length, since a
+// server step writes in place or out of place depending on who still holds a version.
+// Run on a thread with one kernel thread, as pool threads and the scheduler are.
+TEST_F(Ops, LargeOutOfPlaceSgdStepIsBitIdenticalToThePlainLoop) {
+  std::thread t([] {
+    kernels_use_one_thread_here();
+    ExecContext ctx;
+    const float lr = 0.0371f;
+    for (size_t n : {size_t(1) << 16, (size_t(1) << 17) + 3, size_t(101770)}) {
+      for (size_t offset : {0, 1, 2, 3}) {
+        SCOPED_TRACE("n = " + std::to_string(n) + ", output offset " + std::to_string(offset));
+        auto w = random_vec(n, 11), g = random_vec(n, 12);
+        auto want = w;
+        ops_ref::sgd_step(want, g, lr);
+        auto dw = to_device(w), dg = to_device(g);
+        DeviceArray<float> dout(n + offset);
+        ops::sgd_step(ctx, dout.data() + offset, dw.data(), dg.data(), lr, n);
+        ctx.synchronize();
+        std::vector<float> got = dout.to_host();
+        got.erase(got.begin(), got.begin() + long(offset));
+        EXPECT_EQ(got, want);
+        ops::sgd_step(ctx, dw.data(), dw.data(), dg.data(), lr, n);  // in place: the plain loop
+        ctx.synchronize();
+        EXPECT_EQ(dw.to_host(), want);
+      }
+    }
+  });
+  t.join();
+}
+
 TEST_F(Ops, MomentumStepMatchesReferenceSeparateAndAliased) {
   ExecContext ctx;
   const float lr = 0.03f, mu = 0.9f;
