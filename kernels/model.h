@@ -52,7 +52,9 @@ class Model {
   // Loss (and correct predictions) summed over rows [begin, end) of data.
   virtual EvalSums evaluate(ExecContext& ctx, const float* w, const DeviceDataset* data,
                             size_t begin, size_t end) const = 0;
-  // Whether the model reads a dataset at all (the quadratic does not).
+  // Whether the model reads a dataset at all (the quadratic does not). A model that does
+  // not must ignore the ids loss_grad gets: the simulation then hands out ids in order
+  // instead of shuffling them (they only count samples).
   virtual bool uses_data() const { return true; }
 };
 

@@ -32,7 +32,8 @@ Simulation::Simulation(const RunSettings& settings, const Model& model, const De
     throw std::invalid_argument("model " + model_.name() + " needs a training and a test set");
   train_size_ = model_.uses_data() ? train_->n : settings_.nominal_train_size;
   if (train_size_ == 0) throw std::invalid_argument("training set size (samples per epoch) is 0");
-  stream_ = std::make_unique<SampleStream>(train_size_, settings_.seed);
+  // a model that reads no data ignores the ids: they only count samples
+  stream_ = std::make_unique<SampleStream>(train_size_, settings_.seed, /*shuffle=*/model_.uses_data());
   steps_.assign(settings_.workers, 0);
   alive_.assign(settings_.workers, true);
   incarnation_.assign(settings_.workers, 0);

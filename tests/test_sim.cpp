@@ -454,6 +454,19 @@ TEST(SampleStreamTest, EachEpochIsAPermutation) {
   EXPECT_EQ(s.taken(), 3 * n);
 }
 
+// For models that read no data (shuffle = false) the ids only count samples: every epoch
+// is 0..n-1 in order, across batch boundaries, with the same counts.
+TEST(SampleStreamTest, WithoutShufflingEveryEpochIsInOrder) {
+  const size_t n = 7;
+  SampleStream s(n, 42, /*shuffle=*/false);
+  std::vector<int32_t> got;
+  for (size_t m : {3, 5, 6, 7})  // 21 = three epochs, the batches crossing their ends
+    s.next(m, got);
+  ASSERT_EQ(got.size(), 3 * n);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], int32_t(i % n)) << "id " << i;
+  EXPECT_EQ(s.taken(), 3 * n);
+}
+
 TEST(SampleStreamTest, SeededAndReproducible) {
   SampleStream a(500, 7), b(500, 7), c(500, 8);
   std::vector<int32_t> va, vb, vc;
