@@ -417,7 +417,6 @@ class ServerProcess {
     ws_.resize(size_t(s.workers));
     idle_since_.assign(size_t(s.workers), 0.0);
     down_since_.assign(size_t(s.workers), 0.0);
-    next_eval_epoch_ = s.eval_every;
     next_eval_time_ = s.eval_every;
   }
 
@@ -741,16 +740,9 @@ class ServerProcess {
     const SimTime t = seconds_to_sim(now());
     rec_.add_span(0, "update", t, t);  // an instant on the server's track
     evaluated_now_ = false;
-    if (s_.eval_unit == EvalUnit::Updates) {
-      uint64_t every = std::max<uint64_t>(1, uint64_t(s_.eval_every));
-      if (out_.updates % every == 0) evaluate_row();
-    } else if (s_.eval_unit == EvalUnit::Epochs && epoch() >= next_eval_epoch_) {
-      while (next_eval_epoch_ <= epoch()) next_eval_epoch_ += s_.eval_every;
-      evaluate_row();
-    }
-    if (s_.stop_updates && out_.updates >= s_.stop_updates) request_stop("completed", "reached stop.updates");
-    if (s_.stop_gradients && out_.gradients >= s_.stop_gradients) request_stop("completed", "reached stop.gradients");
-    if (s_.stop_epochs > 0 && epoch() >= s_.stop_epochs - 1e-12) request_stop("completed", "reached stop.epochs");
+    if (after_update_.evaluate(out_.updates, epoch())) evaluate_row();
+    if (const char* limit = after_update_.limit_reached(out_.updates, out_.gradients, epoch()))
+      request_stop("completed", limit);
   }
 
   void request_stop(const std::string& status, const std::string& note) {
@@ -886,7 +878,8 @@ class ServerProcess {
   double iteration_start_ = 0, iter_sum_ = 0;
   Clock::time_point t0_;
   double eval_seconds_ = 0;
-  double next_eval_epoch_ = 0, next_eval_time_ = 0;
+  AfterUpdate after_update_{s_};  // the eval schedule in updates/epochs and the stop limits
+  double next_eval_time_ = 0;
   bool stop_ = false, evaluated_now_ = false, wound_down_ = false;
   RunOutcome out_;
   RowWindow window_;

@@ -56,4 +56,34 @@ struct RunSettings {
   bool trace = false;
 };
 
+// What follows each update of the model of record, the same in the simulator and in the
+// real mode (asgdsim cluster): whether the eval schedule in updates or epochs asks for a
+// row now, and which stop limit on updates, gradients or epochs is reached. (Schedules in
+// time are events or clocks of their own.)
+class AfterUpdate {
+ public:
+  explicit AfterUpdate(const RunSettings& s) : s_(s), next_eval_epoch_(s.eval_every) {}
+  // True when a row is due; moves the next epoch mark past `epoch`.
+  bool evaluate(uint64_t updates, double epoch) {
+    if (s_.eval_unit == EvalUnit::Updates) {
+      uint64_t every = uint64_t(s_.eval_every) > 0 ? uint64_t(s_.eval_every) : 1;
+      return updates % every == 0;
+    }
+    if (s_.eval_unit != EvalUnit::Epochs || epoch < next_eval_epoch_) return false;
+    while (next_eval_epoch_ <= epoch) next_eval_epoch_ += s_.eval_every;
+    return true;
+  }
+  // The note of the first limit reached ("reached stop.updates", ...), or null.
+  const char* limit_reached(uint64_t updates, uint64_t gradients, double epoch) const {
+    if (s_.stop_updates && updates >= s_.stop_updates) return "reached stop.updates";
+    if (s_.stop_gradients && gradients >= s_.stop_gradients) return "reached stop.gradients";
+    if (s_.stop_epochs > 0 && epoch >= s_.stop_epochs - 1e-12) return "reached stop.epochs";
+    return nullptr;
+  }
+
+ private:
+  const RunSettings& s_;
+  double next_eval_epoch_;
+};
+
 }  // namespace asgd

@@ -25,7 +25,7 @@ Simulation::Simulation(const RunSettings& settings, const Model& model, const De
     : settings_(settings), model_(model), train_(train), test_(test), pool_(pool),
       compute_(compute), recorder_(recorder), schedule_(settings.lr),
       host_kernels_(std::string(kernels_backend()) != "CUDA"),
-      network_(settings.network, model.num_params()) {
+      network_(settings.network, model.num_params()), after_update_(settings) {
   if (settings_.workers < 1) throw std::invalid_argument("workers must be >= 1");
   kernels_use_one_thread_here();  // the scheduler's kernels are small; pool threads do the heavy work
   if (model_.uses_data() && (!train_ || !test_))
@@ -277,19 +277,9 @@ void Simulation::updated() {
   out_.updates++;
   recorder_.add_span(0, "update", now(), now());  // an instant on the server's track
   evaluated_at_current_state_ = false;
-  if (settings_.eval_unit == EvalUnit::Updates) {
-    uint64_t every = std::max<uint64_t>(1, uint64_t(settings_.eval_every));
-    if (out_.updates % every == 0) evaluate_row();
-  } else if (settings_.eval_unit == EvalUnit::Epochs && epoch() >= next_eval_epoch_) {
-    while (next_eval_epoch_ <= epoch()) next_eval_epoch_ += settings_.eval_every;
-    evaluate_row();
-  }
-  if (settings_.stop_updates && out_.updates >= settings_.stop_updates)
-    request_stop("completed", "reached stop.updates");
-  if (settings_.stop_gradients && out_.gradients >= settings_.stop_gradients)
-    request_stop("completed", "reached stop.gradients");
-  if (settings_.stop_epochs > 0 && epoch() >= settings_.stop_epochs - 1e-12)
-    request_stop("completed", "reached stop.epochs");
+  if (after_update_.evaluate(out_.updates, epoch())) evaluate_row();
+  if (const char* limit = after_update_.limit_reached(out_.updates, out_.gradients, epoch()))
+    request_stop("completed", limit);
 }
 
 void Simulation::request_stop(const std::string& status, const std::string& note) {
@@ -388,7 +378,6 @@ RunOutcome Simulation::run(Engine& engine) {
   if (settings_.stop_time != kNever) queue_.push(settings_.stop_time, EventKind::StopTime);
   if (settings_.eval_unit == EvalUnit::Time)
     queue_.push(seconds_to_sim(settings_.eval_every), EventKind::Evaluate);
-  next_eval_epoch_ = settings_.eval_every;
   for (const auto& f : settings_.failures) queue_.push(f.at, EventKind::WorkerDown, f.worker, uint64_t(f.down_for));
   if (settings_.failure_rate > 0)
     for (int w = 0; w < settings_.workers; ++w) schedule_rate_failure(w);

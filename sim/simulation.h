@@ -170,7 +170,7 @@ class Simulation {
   RunOutcome out_;
   bool stop_ = false;
   bool evaluated_at_current_state_ = false;
-  double next_eval_epoch_ = 0;
+  AfterUpdate after_update_;  // the eval schedule in updates/epochs and the stop limits
   // windows since the last row
   RowWindow window_;
   std::vector<uint64_t> stale_counts_;  // applied gradients by staleness
