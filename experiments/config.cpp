@@ -335,7 +335,11 @@ const std::vector<SectionInfo>& section_catalog() {
         str("description", "", "free text, kept with the results"),
         integer("seed", 1, "base seed; repeat r uses seed + r"),
         integer("repeats", 1, "runs per (engine, sweep point), seeds seed, seed+1, ...", 1),
-        boolean("trace", false, "write trace.json (Chrome trace events) for every run")}},
+        boolean("trace", false, "write trace.json (Chrome trace events) for every run"),
+        integer("batched_gradients", 1,
+                "gradient jobs computed together as one batched call (GEMMs of all of them in one cuBLAS "
+                "batched call: for many workers per GPU); 1 = each alone. CPU backends: the same files for every value",
+                1, 1024)}},
       {"train", "optimisation",
        {integer("batch_size", 32, "minibatch size per worker", 1),
         integer("global_batch", 0, "if > 0: the batch summed over workers; per-worker batch = global_batch / workers"),

@@ -107,6 +107,7 @@ RunSettings settings_from_config(const json& c) {
   s.failure_down_time = down(fail["down_time"].get<double>());
   if (c["data"]["type"] == "none") s.nominal_train_size = c["data"]["samples"];
   s.trace = c.value("trace", false);
+  s.batched_gradients = c.value("batched_gradients", size_t(1));
   return s;
 }
 

@@ -26,4 +26,21 @@ void gemm(ExecContext& ctx, bool trans_a, bool trans_b, int M, int N, int K, flo
 #endif
 }
 
+void gemm_batched(ExecContext& ctx, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                  const float* const* A, int lda, const float* const* B, int ldb, float beta,
+                  float* const* C, int ldc, int count) {
+  if (count <= 0) return;
+#if defined(ASGD_BACKEND_CUDA)
+  // Row-major as in gemm(): the column-major product C^T = op(B)^T op(A)^T, batch-wise.
+  cublasOperation_t ob = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t oa = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (cublasSgemmBatched(ctx.impl().blas, ob, oa, N, M, K, &alpha, B, ldb, A, lda, &beta, C, ldc,
+                         count) != CUBLAS_STATUS_SUCCESS)
+    fail("cublasSgemmBatched failed", __FILE__, __LINE__);
+#else
+  for (int i = 0; i < count; ++i)
+    gemm(ctx, trans_a, trans_b, M, N, K, alpha, A[i], lda, B[i], ldb, beta, C[i], ldc);
+#endif
+}
+
 }  // namespace asgd::detail

@@ -17,6 +17,7 @@ ExecContext::ExecContext() : impl_(std::make_unique<Impl>()) {
 
 ExecContext::~ExecContext() {
 #if defined(ASGD_BACKEND_CUDA)
+  if (impl_->pointers) cudaFree(impl_->pointers);
   if (impl_->blas) cublasDestroy(impl_->blas);
   if (impl_->stream) cudaStreamDestroy(impl_->stream);
 #endif
@@ -32,11 +33,33 @@ float* ExecContext::scratch(int slot, size_t n) {
 
 const int32_t* ExecContext::stage_ids(const int32_t* host_ids, size_t n) {
 #if defined(ASGD_BACKEND_CUDA)
-  impl_->ids.upload(host_ids, n);
+  // On this context's stream: a plain cudaMemcpy runs on the legacy stream, which a
+  // non-blocking stream's kernels do not wait for. Pageable host memory is staged
+  // before the call returns, so the caller may reuse host_ids at once.
+  impl_->ids.resize_discard(n);
+  ASGD_CUDA_CHECK(cudaMemcpyAsync(impl_->ids.data(), host_ids, n * sizeof(int32_t),
+                                  cudaMemcpyHostToDevice, impl_->stream));
   return impl_->ids.data();
 #else
   (void)n;
   return host_ids;  // host memory is backend memory
+#endif
+}
+
+float* const* ExecContext::stage_pointers(float* const* host, size_t n) {
+#if defined(ASGD_BACKEND_CUDA)
+  if (n > impl_->pointers_capacity) {
+    if (impl_->pointers) ASGD_CUDA_CHECK(cudaFree(impl_->pointers));  // waits for the kernels using it
+    impl_->pointers = nullptr;
+    ASGD_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&impl_->pointers), n * sizeof(float*)));
+    impl_->pointers_capacity = n;
+  }
+  ASGD_CUDA_CHECK(cudaMemcpyAsync(impl_->pointers, host, n * sizeof(float*), cudaMemcpyHostToDevice,
+                                  impl_->stream));
+  return impl_->pointers;
+#else
+  (void)n;
+  return host;
 #endif
 }
 

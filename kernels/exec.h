@@ -21,6 +21,10 @@ class ExecContext {
   float* scratch(int slot, size_t n);
   // Copies n sample ids to backend memory (a no-op copy target on CPU backends).
   const int32_t* stage_ids(const int32_t* host_ids, size_t n);
+  // Copies a table of n pointers into backend memory, for batched kernels that index
+  // their inputs by request (the arrays pointed to are backend memory already). On CPU
+  // backends it returns `host` itself: it must stay alive while the kernels run.
+  float* const* stage_pointers(float* const* host, size_t n);
   // Waits until all work queued on this context is done.
   void synchronize();
 

@@ -29,6 +29,16 @@ struct NoiseKey {
   uint32_t step = 0;
 };
 
+// One gradient of a batch (Model::loss_grad_batch): loss_grad's arguments, and its result.
+struct GradRequest {
+  const float* w = nullptr;      // (num_params, backend memory)
+  const int32_t* ids = nullptr;  // host array of m sample ids
+  size_t m = 0;
+  NoiseKey noise;
+  float* grad = nullptr;         // (num_params, backend memory), written
+  double loss = 0;               // written: the mean minibatch loss
+};
+
 // Sums over evaluated rows; loss_sum / count is the mean loss.
 struct EvalSums {
   double loss_sum = 0;
@@ -49,6 +59,15 @@ class Model {
   virtual double loss_grad(ExecContext& ctx, const float* w, const DeviceDataset* data,
                            const int32_t* ids, size_t m, const NoiseKey& noise,
                            float* grad) const = 0;
+  // Computes k gradients, each exactly as loss_grad would (on CPU backends the same bits);
+  // the requests may read different parameters. A model that can share the work
+  // overrides it: the dense model runs each layer's GEMMs of all k as one batched GEMM
+  // call (cuBLAS: one launch for k), and each elementwise pass once over all k*m rows.
+  virtual void loss_grad_batch(ExecContext& ctx, const DeviceDataset* data, GradRequest* reqs,
+                               size_t k) const {
+    for (size_t i = 0; i < k; ++i)
+      reqs[i].loss = loss_grad(ctx, reqs[i].w, data, reqs[i].ids, reqs[i].m, reqs[i].noise, reqs[i].grad);
+  }
   // Loss (and correct predictions) summed over rows [begin, end) of data.
   virtual EvalSums evaluate(ExecContext& ctx, const float* w, const DeviceDataset* data,
                             size_t begin, size_t end) const = 0;

@@ -53,6 +53,11 @@ struct RunSettings {
   SimTime failure_down_time = kNever;  // for rate failures: time down (kNever: never back)
 
   size_t nominal_train_size = 0;       // samples per epoch when the model reads no data
+  // Gradient jobs computed together by one Model::loss_grad_batch call (1: each alone).
+  // Which jobs go together follows from the virtual-time order of launches and waits
+  // alone, so a batched run is as deterministic as any; on CPU backends its files are
+  // byte-identical to the unbatched run's.
+  size_t batched_gradients = 1;
   bool trace = false;
 };
 

@@ -17,7 +17,56 @@ constexpr size_t kEvalChunkRows = 2048;  // rows per evaluation task (fixed: det
 // the calling thread (handing ranges to the pool costs a few wake-ups, ~10-30 us).
 constexpr size_t kBlockFloats = 4096;
 constexpr size_t kSplitFromBlocks = 8;
+
+// Before a job's gradient: its deferred step, and the pulled parameters rounded to 16
+// bits when they travel so (into scratch slot `slot`). Returns what to compute on.
+const float* prepare(ExecContext& ctx, GradientJob& job, const JobSetup& s, int slot) {
+  const size_t n = s.model->num_params();
+  if (job.before.params) ops::sgd_step(ctx, job.before.params, job.before.params, job.before.grad, job.before.lr, n);
+  const float* w = job.read.data();
+  if (s.precision == Precision::Fp32) return w;
+  float* copy = ctx.scratch(slot, n);  // the pulled parameters really travel as 16-bit
+  ops::copy(ctx, copy, w, n);
+  s.precision == Precision::Fp16 ? ops::round_fp16(ctx, copy, n) : ops::round_bf16(ctx, copy, n);
+  return copy;
+}
+
+// After it: the pushed gradient rounded to 16 bits if so; the snapshot let go.
+void finish(ExecContext& ctx, GradientJob& job, const JobSetup& s) {
+  const size_t n = s.model->num_params();
+  if (s.precision == Precision::Fp16) ops::round_fp16(ctx, job.grad.data(), n);
+  if (s.precision == Precision::Bf16) ops::round_bf16(ctx, job.grad.data(), n);
+  if (s.release_read) job.read = Snapshot{};
+}
 }  // namespace
+
+void Simulation::flush_pending() {
+  if (pending_.empty()) return;
+  const JobSetup setup = setup_;
+  WorkerPool::Ticket ticket = pool_.submit([jobs = pending_, setup](ExecContext& ctx) {
+    std::vector<GradRequest> reqs(jobs.size());
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      GradientJob& j = *jobs[i];
+      reqs[i].w = prepare(ctx, j, setup, kPrecisionScratchSlot + int(i));
+      reqs[i].ids = j.ids.data();
+      reqs[i].m = j.ids.size();
+      reqs[i].noise = NoiseKey{setup.seed, uint32_t(j.worker), j.step};
+      reqs[i].grad = j.grad.data();
+    }
+    setup.model->loss_grad_batch(ctx, setup.data, reqs.data(), reqs.size());
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      jobs[i]->loss = reqs[i].loss;
+      finish(ctx, *jobs[i], setup);
+    }
+  });
+  for (GradientJob* j : pending_) j->ticket = ticket;  // one job: waiting on any waits for all
+  pending_.clear();
+}
+
+void Simulation::await(GradientJob& job) {
+  if (!job.ticket) flush_pending();  // it is in the batch being gathered
+  pool_.wait(job.ticket);
+}
 
 Simulation::Simulation(const RunSettings& settings, const Model& model, const DeviceDataset* train,
                        const DeviceDataset* test, WorkerPool& pool, const ComputeTimeModel& compute,
@@ -116,30 +165,19 @@ void Simulation::launch(int worker, Snapshot params, const int32_t* ids, size_t 
   // Uncontended links need no queueing, so the push time is known now.
   job->arrival = network_.contended() ? kNever : network_.push(job->compute_done);
 
-  GradientJob* raw = job.get();
-  const Model* model = &model_;
-  const DeviceDataset* data = train_;
-  NoiseKey noise{settings_.seed, uint32_t(worker), job->step};
-  const Precision precision = settings_.precision;
-  // Unless the engine wants the parameters back at arrival (DC-ASGD), the job lets go of
-  // its snapshot as soon as the gradient is computed: memory then follows the versions
-  // being computed on, not the versions whose gradients are still travelling.
-  const bool release_read = !engine_->keeps_read_params();
-  job->ticket = pool_.submit([raw, model, data, noise, precision, release_read](ExecContext& ctx) {
-    const size_t n = model->num_params();
-    if (raw->before.params) ops::sgd_step(ctx, raw->before.params, raw->before.params, raw->before.grad, raw->before.lr, n);
-    const float* w = raw->read.data();
-    if (precision != Precision::Fp32) {  // the pulled parameters really travel as 16-bit
-      float* copy = ctx.scratch(kPrecisionScratchSlot, n);
-      ops::copy(ctx, copy, w, n);
-      precision == Precision::Fp16 ? ops::round_fp16(ctx, copy, n) : ops::round_bf16(ctx, copy, n);
-      w = copy;
-    }
-    raw->loss = model->loss_grad(ctx, w, data, raw->ids.data(), raw->ids.size(), noise, raw->grad.data());
-    if (precision == Precision::Fp16) ops::round_fp16(ctx, raw->grad.data(), n);
-    if (precision == Precision::Bf16) ops::round_bf16(ctx, raw->grad.data(), n);
-    if (release_read) raw->read = Snapshot{};
-  });
+  if (settings_.batched_gradients <= 1) {
+    GradientJob* raw = job.get();
+    const JobSetup setup = setup_;
+    raw->ticket = pool_.submit([raw, setup](ExecContext& ctx) {
+      const float* w = prepare(ctx, *raw, setup, kPrecisionScratchSlot);
+      raw->loss = setup.model->loss_grad(ctx, w, setup.data, raw->ids.data(), raw->ids.size(),
+                                         NoiseKey{setup.seed, uint32_t(raw->worker), raw->step}, raw->grad.data());
+      finish(ctx, *raw, setup);
+    });
+  } else {
+    pending_.push_back(job.get());
+    if (pending_.size() >= settings_.batched_gradients) flush_pending();
+  }
 
   const bool two_stage = network_.contended();
   SimTime when = two_stage ? job->compute_done : job->arrival;
@@ -162,7 +200,7 @@ void Simulation::settle(int worker) {
   for (auto& job : in_flight_) {
     if (!job || job->worker != worker) continue;
     try {
-      pool_.wait(job->ticket);
+      await(*job);
     } catch (...) {
       // rethrown when the job arrives (or is found lost)
     }
@@ -171,7 +209,7 @@ void Simulation::settle(int worker) {
 
 bool Simulation::lose_if_stale(std::unique_ptr<GradientJob>& job) {
   if (job->incarnation == incarnation_[job->worker]) return false;
-  pool_.wait(job->ticket);
+  await(*job);
   out_.lost++;
   out_.workers[job->worker].lost++;
   recycle(std::move(job));
@@ -294,7 +332,7 @@ void Simulation::handle_arrival(const Event& e) {
   std::unique_ptr<GradientJob> job = std::move(in_flight_[slot]);
   free_slots_.push_back(slot);
   if (lose_if_stale(job)) return;
-  pool_.wait(job->ticket);
+  await(*job);
   if (!engine_->keeps_read_params()) job->read = Snapshot{};
 
   auto& ws = out_.workers[job->worker];
@@ -363,7 +401,7 @@ void Simulation::drain() {
   for (auto& job : in_flight_) {
     if (!job) continue;
     try {
-      pool_.wait(job->ticket);
+      await(*job);
     } catch (...) {
       // the run is over; its error was (or will be) reported by the arrival that failed
     }
@@ -375,6 +413,10 @@ void Simulation::drain() {
 
 RunOutcome Simulation::run(Engine& engine) {
   engine_ = &engine;
+  // Unless the engine wants the parameters back at arrival (DC-ASGD), a job lets go of
+  // its snapshot as soon as the gradient is computed: memory then follows the versions
+  // being computed on, not the versions whose gradients are still travelling.
+  setup_ = JobSetup{&model_, train_, settings_.seed, settings_.precision, !engine.keeps_read_params()};
   if (settings_.stop_time != kNever) queue_.push(settings_.stop_time, EventKind::StopTime);
   if (settings_.eval_unit == EvalUnit::Time)
     queue_.push(seconds_to_sim(settings_.eval_every), EventKind::Evaluate);

@@ -53,6 +53,15 @@ struct GradientJob {
   WorkerPool::Ticket ticket;
 };
 
+// What every gradient job of a run shares, besides its GradientJob.
+struct JobSetup {
+  const Model* model = nullptr;
+  const DeviceDataset* data = nullptr;
+  uint64_t seed = 0;
+  Precision precision = Precision::Fp32;
+  bool release_read = true;  // let go of the snapshot once computed
+};
+
 struct RunOutcome {
   std::string status = "completed";  // completed | diverged | interrupted
   std::string note;                  // why it ended, in words
@@ -136,6 +145,12 @@ class Simulation {
   void worker_up(int worker);
   void schedule_rate_failure(int worker);
   size_t take_slot(std::unique_ptr<GradientJob> job);
+  // Submits the jobs gathered for a batch (settings.batched_gradients > 1) as one pool
+  // job; they are gathered in launch order and flushed when the batch is full or one of
+  // them is awaited: both follow virtual time, so the batches are the same every run.
+  void flush_pending();
+  // Waits for a job's gradient (flushing its batch first if it is still gathering).
+  void await(GradientJob& job);
   void evaluate_row();
   void request_stop(const std::string& status, const std::string& note);
   void drain();
@@ -158,6 +173,8 @@ class Simulation {
   std::vector<std::unique_ptr<GradientJob>> in_flight_;  // by slot
   std::vector<size_t> free_slots_;
   std::vector<std::unique_ptr<GradientJob>> spare_jobs_;
+  JobSetup setup_;                     // set by run()
+  std::vector<GradientJob*> pending_;  // launched, not yet submitted (batched_gradients > 1)
   std::vector<uint32_t> steps_;
   std::vector<bool> alive_;
   std::vector<float> initial_override_;  // set_initial_params (empty: the model's init)

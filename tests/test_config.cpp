@@ -68,6 +68,7 @@ TEST(ConfigCli, BadInputExitsTwoNamingTheProblem) {
       {"model/data mismatch", with([](json& c) { c["model"] = {{"type", "linear"}}; }), "", {"data", "regression"}},
       {"bad --set", tiny().dump(), "--set train.lr", {"KEY.PATH=VALUE"}},
       {"--set to a bad value", tiny().dump(), "--set train.momentum=2", {"train.momentum"}},
+      {"batched_gradients = 0", tiny().dump(), "--set batched_gradients=0", {"batched_gradients", "[1, 1024]"}},
       {"unwritable --out", tiny().dump(), "--out /proc/asgd_cannot_write", {"/proc/asgd_cannot_write"}},
   };
   for (size_t i = 0; i < cases.size(); ++i) {

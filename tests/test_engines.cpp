@@ -789,6 +789,45 @@ TEST(Determinism, RemediesAndWarmUpDoNotDependOnTheThreadCount) {
   expect_thread_count_invariant(c, {"async-seed1", "ssp-seed1", "local_sgd-seed1", "easgd-seed1"});
 }
 
+// batched_gradients gathers launched jobs and computes each batch with one
+// loss_grad_batch call. On CPU backends that gives the same bits per gradient, so every
+// file but config.json must be the same as the unbatched run's: with every engine
+// (EASGD's deferred local steps go into the batch), 16-bit transfers, forced staleness,
+// failures that lose gradients still gathering, and batches larger than the workers.
+TEST(Determinism, BatchedGradientsGiveTheSameFilesOnCpu) {
+  json c = determinism_config();
+  c["cluster"]["network"] = {{"precision", "fp16"}};
+  c["cluster"]["failures"] = {{"events", json::array({json{{"worker", 1}, {"at", 0.05}, {"down_for", 0.08}},
+                                                      json{{"worker", 3}, {"at", 0.3}}})}};
+  c["engines"] = json::array({json{{"type", "async"}}, json{{"type", "sync_backup"}, {"backups", 1}},
+                              json{{"type", "easgd"}, {"delta", 0.5}},
+                              json{{"type", "easgd"}, {"name", "easgd_sync"}, {"mode", "sync"}},
+                              json{{"type", "ssp"}, {"bound", 1}}, json{{"type", "local_sgd"}, {"steps", 3}}});
+  const std::vector<std::string> runs = {"async-seed1", "sync_backup-seed1", "easgd-seed1",
+                                         "easgd_sync-seed1", "ssp-seed1", "local_sgd-seed1"};
+  std::string d1 = run_config(c, temp_dir("batch1"), 2);
+  for (int batch : {2, 4, 16}) {
+    json b = c;
+    b["batched_gradients"] = batch;
+    std::string d2 = run_config(b, temp_dir("batch" + std::to_string(batch)), batch == 4 ? 1 : 2);
+    for (const auto& run : runs) {
+      for (const char* file : {"metrics.csv", "staleness.csv", "workers.csv"}) {
+        std::string x = read_file(d1 + "/" + run + "/" + file), y = read_file(d2 + "/" + run + "/" + file);
+        EXPECT_FALSE(x.empty()) << run << "/" << file;
+        EXPECT_EQ(x, y) << run << "/" << file << " differs with batched_gradients " << batch;
+      }
+      json x = json::parse(read_file(d1 + "/" + run + "/summary.json"));
+      json y = json::parse(read_file(d2 + "/" + run + "/summary.json"));
+      EXPECT_EQ(x["worker_failures"].get<int>(), 2) << run;
+      if (run == "async-seed1" || run == "easgd-seed1") {
+        EXPECT_GT(x["lost_gradients"].get<int>(), 0) << run;
+      }
+      for (json* j : {&x, &y}) j->erase("wall_seconds");
+      EXPECT_EQ(x, y) << run << " (batched_gradients " << batch << ")";
+    }
+  }
+}
+
 // Work the engines hand to the pool: the synchronous family's sum and step run in blocks
 // spread over the pool threads (40,000 parameters are enough to be split, into as many
 // ranges as threads), and EASGD defers each local step to the worker's next job,

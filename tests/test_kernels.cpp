@@ -755,6 +755,94 @@ TEST_F(DenseModel, LossGradIsDeterministicAndIndependentOfThreadCount) {
   EXPECT_EQ(l1, l4);
 }
 
+// loss_grad_batch: k requests on different parameters and minibatches, computed together,
+// give every request exactly the bits loss_grad gives it alone (CPU backends; on CUDA
+// the batched GEMM may round differently, see model.h). Covers the batched path (equal
+// minibatch sizes), the fall-back (mixed sizes), a batch of one, every loss, and the
+// kernels run single-threaded (a pool thread) and by OpenMP (a plain thread).
+std::vector<std::vector<float>> batch_grads(const Model& model, ExecContext& ctx, const DeviceDataset* data,
+                                            const std::vector<std::vector<float>>& ws,
+                                            const std::vector<std::vector<int32_t>>& ids,
+                                            std::vector<double>& losses) {
+  const size_t k = ws.size();
+  std::vector<DeviceArray<float>> dw, dg;
+  std::vector<GradRequest> reqs(k);
+  for (size_t i = 0; i < k; ++i) {
+    dw.push_back(to_device(ws[i]));
+    dg.emplace_back(ws[i].size());
+    dg.back().fill(NAN);  // every coordinate must be written
+  }
+  for (size_t i = 0; i < k; ++i) {
+    reqs[i].w = dw[i].data();
+    reqs[i].ids = ids[i].data();
+    reqs[i].m = ids[i].size();
+    reqs[i].noise = NoiseKey{7, uint32_t(i), uint32_t(3 * i)};
+    reqs[i].grad = dg[i].data();
+    reqs[i].loss = NAN;
+  }
+  model.loss_grad_batch(ctx, data, reqs.data(), k);
+  ctx.synchronize();
+  std::vector<std::vector<float>> out;
+  losses.clear();
+  for (size_t i = 0; i < k; ++i) {
+    out.push_back(dg[i].to_host());
+    losses.push_back(reqs[i].loss);
+  }
+  return out;
+}
+
+void expect_batch_matches_single(const Model& model, const DeviceDataset* data, size_t n,
+                                 const std::vector<size_t>& sizes, const std::string& label) {
+  std::vector<std::vector<float>> ws;
+  std::vector<std::vector<int32_t>> ids;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    ws.push_back(test_params(model, 40 + i));
+    ids.push_back(random_ids(sizes[i], n ? n : 1, uint32_t(60 + i)));
+  }
+  for (bool pool_thread : {true, false}) {
+    std::vector<std::vector<float>> got;
+    std::vector<double> losses;
+    std::thread t([&] {
+      if (pool_thread) kernels_use_one_thread_here();
+      ExecContext ctx;
+      got = batch_grads(model, ctx, data, ws, ids, losses);
+      // and again on the same context: warm scratch and tables give the same bits
+      std::vector<double> again_losses;
+      auto again = batch_grads(model, ctx, data, ws, ids, again_losses);
+      EXPECT_EQ(again, got) << label;
+      EXPECT_EQ(again_losses, losses) << label;
+    });
+    t.join();
+    ExecContext ctx;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      double loss = 0;
+      auto want = model_grad(model, ctx, ws[i], data, ids[i], NoiseKey{7, uint32_t(i), uint32_t(3 * i)}, &loss);
+      ASSERT_EQ(got[i].size(), want.size());
+      EXPECT_EQ(0, std::memcmp(got[i].data(), want.data(), want.size() * 4))
+          << label << ": request " << i << " of " << sizes.size() << (pool_thread ? " (pool thread)" : "");
+      EXPECT_EQ(losses[i], loss) << label << ": request " << i;
+    }
+  }
+}
+
+TEST_F(DenseModel, BatchedGradientsAreBitIdenticalToOneAtATime) {
+  for (const auto& c : kDenseCases) {
+    auto model = make_dense(c.layers, c.loss);
+    HostDataset host = small_data(c, 300, 9);
+    DeviceDataset data = upload(host);
+    expect_batch_matches_single(*model, &data, host.n, {16}, std::string(c.label) + " k=1");
+    expect_batch_matches_single(*model, &data, host.n, {7, 7, 7}, std::string(c.label) + " k=3");
+    expect_batch_matches_single(*model, &data, host.n, {32, 32, 32, 32, 32, 32, 32, 32, 32},
+                                std::string(c.label) + " k=9");
+    expect_batch_matches_single(*model, &data, host.n, {5, 9, 5}, std::string(c.label) + " mixed sizes");
+  }
+}
+
+TEST_F(QuadraticModel, BatchedGradientsAreBitIdenticalToOneAtATime) {
+  auto model = make_quadratic({1.0f, 2.0f, 0.5f, 10.0f}, 0.3f, 1.0f);  // noise keyed per request
+  expect_batch_matches_single(*model, nullptr, 0, {4, 4, 4, 4}, "quadratic");
+}
+
 // evaluate() against the scalar reference, over more rows than one evaluation chunk.
 TEST_F(DenseModel, EvaluateMatchesScalarForwardPass) {
   ExecContext ctx;

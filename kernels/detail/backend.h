@@ -36,9 +36,14 @@ struct ExecContext::Impl {
 #if defined(ASGD_BACKEND_CUDA)
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
+  float** pointers = nullptr;  // stage_pointers' table in GPU memory
+  size_t pointers_capacity = 0;
 #endif
   std::vector<DeviceArray<float>> scratch;
   DeviceArray<int32_t> ids;
+  // Host staging for batched kernels (kept here: a warm batch reuses their storage).
+  std::vector<int32_t> host_ids;
+  std::vector<float*> host_pointers;
 };
 
 namespace detail {
@@ -86,6 +91,12 @@ void for_each_index(ExecContext& ctx, size_t n, const F& f) {
 // C (M x N) = alpha * op(A) (M x K) * op(B) (K x N) + beta * C, all row-major.
 void gemm(ExecContext& ctx, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
           const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc);
+// `count` GEMMs of one shape: C[i] = alpha * op(A[i]) op(B[i]) + beta * C[i]. The three
+// pointer tables are backend memory (ExecContext::stage_pointers). CUDA: one
+// cublasSgemmBatched call; CPU: gemm() for each i in order (the same bits as k calls).
+void gemm_batched(ExecContext& ctx, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                  const float* const* A, int lda, const float* const* B, int ldb, float beta,
+                  float* const* C, int ldc, int count);
 
 }  // namespace detail
 }  // namespace asgd

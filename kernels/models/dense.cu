@@ -3,7 +3,9 @@
 // softmax regression (SoftmaxCrossEntropy); with hidden layers it is the MLP.
 // Parameter layout, per layer l (in_l -> out_l), in order: W_l (in_l, out_l) row-major,
 // then b_l (out_l). GEMMs go to cuBLAS/OpenBLAS; everything else is Thrust functors.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 #include "kernels/detail/backend.h"
 #include "kernels/model.h"
 #include "kernels/ops.h"
@@ -124,6 +126,40 @@ struct ColumnSumsRowwise {
 };
 #endif
 
+#if defined(ASGD_BACKEND_CUDA)
+// Batched twins for loss_grad_batch: k requests' rows lie one after another (m rows
+// each), and request i's parameters and gradient are found through a pointer table.
+// z (k*m, n) += b_i; ReLU if hidden. b_i = w[i] + b_off.
+struct BiasActivationBatched {
+  float* z; float* const* w; size_t b_off; size_t n; size_t m; bool relu;
+  ASGD_HD void operator()(size_t e) const {
+    size_t r = e / n, c = e % n;
+    float v = z[e] + w[r / m][b_off + c];
+    z[e] = (relu && v < 0.0f) ? 0.0f : v;
+  }
+};
+// grad[i][b_off + c] = sum over request i's rows of dz[r, c], rows in order.
+struct ColumnSumsBatched {
+  const float* dz; float* const* grad; size_t b_off; size_t m; size_t n;
+  ASGD_HD void operator()(size_t e) const {
+    size_t i = e / n, c = e % n;
+    const float* d = dz + i * m * n + c;
+    float s = 0.0f;
+    for (size_t r = 0; r < m; ++r) s += d[r * n];
+    grad[i][b_off + c] = s;
+  }
+};
+// out[i] = sum of request i's row losses, in row order, in double.
+struct RequestLossSums {
+  const float* row_loss; double* out; size_t m;
+  ASGD_HD void operator()(size_t i) const {
+    double s = 0.0;
+    for (size_t r = 0; r < m; ++r) s += row_loss[i * m + r];
+    out[i] = s;
+  }
+};
+#endif
+
 // da (m, n) *= relu'(a): a is the post-ReLU activation (a select, so it vectorises)
 struct ReluBackward {
   float* da; const float* a;
@@ -214,6 +250,107 @@ class Dense final : public Model {
       }
     }
     return ops::sum(ctx, row_loss, m) / double(m);
+  }
+
+  // k requests of one minibatch size m as one pass: their rows stacked (k*m), each
+  // layer's GEMMs as one batched GEMM (request i's slice against its own W_l), each
+  // elementwise pass once over all rows. Per row and per GEMM the arithmetic is
+  // loss_grad's, so on CPU backends every gradient and loss is bit-identical to it. On
+  // CUDA the batched GEMM and the loss sums may round differently from k loss_grad calls
+  // (results stay deterministic for a given batch). Other sizes: one request at a time.
+  void loss_grad_batch(ExecContext& ctx, const DeviceDataset* data, GradRequest* reqs,
+                       size_t k) const override {
+    const size_t m = k > 0 ? reqs[0].m : 0;
+    bool same_m = k > 1 && m > 0;
+    for (size_t i = 1; same_m && i < k; ++i) same_m = reqs[i].m == m;
+    if (!same_m) return Model::loss_grad_batch(ctx, data, reqs, k);
+    check_data(data);
+    auto& im = ctx.impl();
+    const size_t L = layers_.size() - 1;
+    const size_t rows = k * m;
+    const int kout = layers_.back();
+
+    im.host_ids.resize(rows);
+    for (size_t i = 0; i < k; ++i) std::copy(reqs[i].ids, reqs[i].ids + m, im.host_ids.begin() + i * m);
+    const int32_t* ids = ctx.stage_ids(im.host_ids.data(), rows);
+
+    // Scratch as in loss_grad, k times the rows: a_l in slot 1 + l, dz_l in 2 + L + l.
+    std::vector<float*> act(L + 1), delta(L + 1, nullptr);
+    for (size_t l = 0; l <= L; ++l) act[l] = ctx.scratch(1 + int(l), rows * layers_[l]);
+    for (size_t l = 1; l <= L; ++l) delta[l] = ctx.scratch(2 + int(L + l), rows * layers_[l]);
+    float* row_loss = ctx.scratch(0, rows);
+
+    // Pointer tables, one section of k per operand: the parameters and gradients (base),
+    // and per layer W_l, dW_l and the slices of a_l and dz_l.
+    auto& table = im.host_pointers;
+    table.clear();
+    auto section = [&](auto&& pointer_of) {
+      size_t at = table.size();
+      for (size_t i = 0; i < k; ++i) table.push_back(pointer_of(i));
+      return at;
+    };
+    [[maybe_unused]] const size_t w_base = section([&](size_t i) { return const_cast<float*>(reqs[i].w); });
+    [[maybe_unused]] const size_t g_base = section([&](size_t i) { return reqs[i].grad; });
+    std::vector<size_t> w_sec(L + 1), gw_sec(L + 1), a_sec(L + 1), d_sec(L + 1);
+    for (size_t l = 0; l <= L; ++l) {
+      a_sec[l] = section([&](size_t i) { return act[l] + i * m * layers_[l]; });
+      if (l == 0) continue;
+      w_sec[l] = section([&](size_t i) { return const_cast<float*>(reqs[i].w) + w_off_[l - 1]; });
+      gw_sec[l] = section([&](size_t i) { return reqs[i].grad + w_off_[l - 1]; });
+      d_sec[l] = section([&](size_t i) { return delta[l] + i * m * layers_[l]; });
+    }
+    float* const* ptr = ctx.stage_pointers(table.data(), table.size());
+    const int M = int(m);
+
+#if defined(ASGD_BACKEND_CUDA)
+    detail::for_each_index(ctx, rows * layers_[0], GatherElements{data->x.data(), ids, act[0], size_t(layers_[0])});
+#else
+    detail::for_each_index(ctx, rows, GatherRows{data->x.data(), ids, act[0], size_t(layers_[0])});
+#endif
+    for (size_t l = 1; l <= L; ++l) {  // forward: a_l = act(a_{l-1} W_l + b_l)
+      int in = layers_[l - 1], out = layers_[l];
+      detail::gemm_batched(ctx, false, false, M, out, in, 1.0f, ptr + a_sec[l - 1], in, ptr + w_sec[l], out,
+                           0.0f, ptr + a_sec[l], out, int(k));
+#if defined(ASGD_BACKEND_CUDA)
+      detail::for_each_index(ctx, rows * out,
+                             BiasActivationBatched{act[l], ptr + w_base, b_off_[l - 1], size_t(out), m, l < L});
+#else
+      for (size_t i = 0; i < k; ++i)
+        detail::for_each_index(ctx, m, BiasActivationRows{act[l] + i * m * out, reqs[i].w + b_off_[l - 1],
+                                                          size_t(out), l < L});
+#endif
+    }
+    detail::for_each_index(ctx, rows, RowLoss{act[L], data->y.data(), ids, row_loss, nullptr, delta[L], kout,
+                                              int(loss_), 1.0f / float(m)});
+    for (size_t l = L; l >= 1; --l) {  // backward
+      int in = layers_[l - 1], out = layers_[l];
+      detail::gemm_batched(ctx, true, false, in, out, M, 1.0f, ptr + a_sec[l - 1], in, ptr + d_sec[l], out,
+                           0.0f, ptr + gw_sec[l], out, int(k));
+#if defined(ASGD_BACKEND_CUDA)
+      detail::for_each_index(ctx, k * out, ColumnSumsBatched{delta[l], ptr + g_base, b_off_[l - 1], m, size_t(out)});
+#else
+      for (size_t i = 0; i < k; ++i)
+        detail::for_each_index(ctx, 1, ColumnSumsRowwise{delta[l] + i * m * out, reqs[i].grad + b_off_[l - 1], m,
+                                                         size_t(out)});
+#endif
+      if (l > 1) {
+        detail::gemm_batched(ctx, false, true, M, in, out, 1.0f, ptr + d_sec[l], out, ptr + w_sec[l], out, 0.0f,
+                             ptr + d_sec[l - 1], in, int(k));
+        detail::for_each_index(ctx, rows * in, ReluBackward{delta[l - 1], act[l - 1]});
+      }
+    }
+#if defined(ASGD_BACKEND_CUDA)
+    // the k loss sums in one pass, then one copy back (the doubles live in a float slot)
+    double* sums = reinterpret_cast<double*>(ctx.scratch(3 + int(2 * L), 2 * k));
+    detail::for_each_index(ctx, k, RequestLossSums{row_loss, sums, m});
+    std::vector<double> host(k);
+    ASGD_CUDA_CHECK(cudaMemcpyAsync(host.data(), sums, k * sizeof(double), cudaMemcpyDeviceToHost,
+                                    im.stream));
+    ctx.synchronize();
+    for (size_t i = 0; i < k; ++i) reqs[i].loss = host[i] / double(m);
+#else
+    for (size_t i = 0; i < k; ++i) reqs[i].loss = ops::sum(ctx, row_loss + i * m, m) / double(m);
+#endif
   }
 
   EvalSums evaluate(ExecContext& ctx, const float* w, const DeviceDataset* data, size_t begin,
