@@ -106,10 +106,12 @@ SimRun time_simulation(const json& user, const Problem& p, WorkerPool& pool) {
 // The bare limit: `gradients` loss+gradient evaluations and `updates` SGD steps split over
 // `threads` threads; each thread owns an ExecContext, its parameters and gradient, and
 // calls Model::loss_grad and ops::sgd_step in a loop (updates spread evenly among the
-// gradients). Minibatches are slices of a SampleStream, as in a run. Returns the wall
-// seconds from the moment every thread is ready until the last one is done.
+// gradients). Minibatches are slices of a SampleStream, as in a run. With jobs > 1 a
+// thread computes `jobs` gradients (on its parameters, into as many buffers) per
+// Model::loss_grad_batch call, as a run with batched_gradients = jobs does. Returns the
+// wall seconds from the moment every thread is ready until the last one is done.
 double time_bare(const Problem& p, size_t train_size, size_t batch, uint64_t gradients,
-                 uint64_t updates, int threads, uint64_t seed) {
+                 uint64_t updates, int threads, uint64_t seed, int jobs = 1) {
   const size_t n = p.model->num_params();
   std::vector<float> init;
   p.model->init_params(seed, init);
@@ -141,12 +143,32 @@ double time_bare(const Problem& p, size_t train_size, size_t batch, uint64_t gra
         cv.wait(lock, [&] { return go; });
       }
       uint64_t done_updates = 0;
-      for (uint64_t k = 0; k < my_grads; ++k) {
-        const int32_t* b = ids.data() + (k % batches) * batch;
-        loss += p.model->loss_grad(ctx, w.data(), p.train, b, batch, {seed, uint32_t(t), uint32_t(k)}, g.data());
-        // updates spread evenly: after gradient k, the total applied is (k+1)*U/G
-        uint64_t due = my_grads ? (k + 1) * my_updates / my_grads : 0;
-        for (; done_updates < due; ++done_updates) ops::sgd_step(ctx, w.data(), w.data(), g.data(), lr, n);
+      if (jobs <= 1) {
+        for (uint64_t k = 0; k < my_grads; ++k) {
+          const int32_t* b = ids.data() + (k % batches) * batch;
+          loss += p.model->loss_grad(ctx, w.data(), p.train, b, batch, {seed, uint32_t(t), uint32_t(k)}, g.data());
+          // updates spread evenly: after gradient k, the total applied is (k+1)*U/G
+          uint64_t due = my_grads ? (k + 1) * my_updates / my_grads : 0;
+          for (; done_updates < due; ++done_updates) ops::sgd_step(ctx, w.data(), w.data(), g.data(), lr, n);
+        }
+      } else {
+        std::vector<DeviceArray<float>> grads;
+        for (int j = 0; j < jobs; ++j) grads.emplace_back(n);
+        std::vector<GradRequest> reqs(static_cast<size_t>(jobs));
+        for (uint64_t k = 0; k < my_grads; k += uint64_t(jobs)) {
+          size_t count = size_t(std::min<uint64_t>(uint64_t(jobs), my_grads - k));
+          for (size_t j = 0; j < count; ++j) {
+            reqs[j].w = w.data();
+            reqs[j].ids = ids.data() + ((k + j) % batches) * batch;
+            reqs[j].m = batch;
+            reqs[j].noise = {seed, uint32_t(t), uint32_t(k + j)};
+            reqs[j].grad = grads[j].data();
+          }
+          p.model->loss_grad_batch(ctx, p.train, reqs.data(), count);
+          for (size_t j = 0; j < count; ++j) loss += reqs[j].loss;
+          uint64_t due = (k + count) * my_updates / my_grads;
+          for (; done_updates < due; ++done_updates) ops::sgd_step(ctx, w.data(), w.data(), g.data(), lr, n);
+        }
       }
       for (; done_updates < my_updates; ++done_updates) ops::sgd_step(ctx, w.data(), w.data(), g.data(), lr, n);
       ctx.synchronize();
@@ -215,8 +237,9 @@ std::unique_ptr<MnistFixture> load_mnist(const std::string& dir, size_t train_li
 }
 
 json mlp_config(const std::string& engine, int workers, uint64_t gradients, const std::string& dir,
-                size_t train_limit) {
+                size_t train_limit, int batched_gradients) {
   return json{{"name", "bench"},
+              {"batched_gradients", batched_gradients},
               {"seed", 1},
               {"model", {{"type", "mlp"}, {"hidden", {128}}}},
               {"data", {{"type", "fashion_mnist"}, {"path", dir}, {"train_limit", train_limit}, {"test_limit", 5000}}},
@@ -229,7 +252,7 @@ json mlp_config(const std::string& engine, int workers, uint64_t gradients, cons
 
 BenchResult mlp_workload(const MnistFixture& f, const std::string& workload, const std::string& engine,
                          int workers, uint64_t gradients, int threads, int repeats,
-                         const std::string& dir, size_t train_limit) {
+                         const std::string& dir, size_t train_limit, int batched) {
   BenchResult r;
   r.workload = workload;
   r.name = "mlp_" + engine;
@@ -239,9 +262,10 @@ BenchResult mlp_workload(const MnistFixture& f, const std::string& workload, con
   r.threads = threads;
   Problem p{f.model.get(), &f.train, &f.test};
   WorkerPool pool(threads, /*caller_computes=*/true);  // the simulating thread is one of them
-  json cfg = mlp_config(engine, workers, gradients, dir, train_limit);
+  r.batched_gradients = batched;
+  json cfg = mlp_config(engine, workers, gradients, dir, train_limit, batched);
   // Warm-up (scratch buffers, page faults, caches): a short run of each side.
-  json warm = mlp_config(engine, workers, std::max<uint64_t>(gradients / 10, 4 * workers), dir, train_limit);
+  json warm = mlp_config(engine, workers, std::max<uint64_t>(gradients / 10, 4 * workers), dir, train_limit, batched);
   time_simulation(warm, p, pool);
   SimRun last;
   auto sim = [&] {
@@ -252,19 +276,20 @@ BenchResult mlp_workload(const MnistFixture& f, const std::string& workload, con
   // a model (async: every gradient; sync: one per iteration; easgd: every local step).
   uint64_t counted_grads = 0, counted_updates = 0;
   auto bare = [&] {
-    return time_bare(p, f.train.n, 32, counted_grads, counted_updates, threads, 1);
+    return time_bare(p, f.train.n, 32, counted_grads, counted_updates, threads, 1, batched);
   };
   // One simulated run first fixes the counts.
   sim();
   counted_grads = last.outcome.gradients;
   counted_updates = engine == "easgd" ? last.outcome.gradients : last.outcome.updates;
-  time_bare(p, f.train.n, 32, std::min<uint64_t>(counted_grads, 4 * threads), 0, threads, 1);  // warm-up
+  time_bare(p, f.train.n, 32, std::min<uint64_t>(counted_grads, 4 * threads * batched), 0, threads, 1, batched);  // warm-up
   measure_pairs(repeats, sim, bare, r);
   r.gradients = counted_grads;
   r.updates = counted_updates;
   set_rates(r, engine == "async");
   if (engine == "easgd") r.note = "updates = local SGD steps (one per gradient)";
   if (engine == "sync") r.note = "one update per iteration of " + std::to_string(workers) + " gradients";
+  if (batched > 1) r.note += std::string(r.note.empty() ? "" : "; ") + "batched_gradients " + std::to_string(batched);
   return r;
 }
 
@@ -553,7 +578,8 @@ bool selected(const BenchOptions& o, const std::string& w) {
 
 json BenchResult::to_json() const {
   json j = {{"workload", workload}, {"name", name}, {"engine", engine}, {"model", model},
-            {"workers", workers}, {"threads", threads}, {"gradients", gradients}, {"updates", updates},
+            {"workers", workers}, {"threads", threads}, {"batched_gradients", batched_gradients},
+            {"gradients", gradients}, {"updates", updates},
             {"sim_seconds", sim_seconds}, {"bare_seconds", bare_seconds}, {"rate_unit", rate_unit},
             {"sim_rate", sim_rate}, {"bare_rate", bare_rate}, {"ratio", ratio}, {"ratios", ratios},
             {"param_buffers", param_buffers}, {"max_versions_in_flight", max_versions_in_flight},
@@ -594,6 +620,10 @@ BenchOptions parse_bench_options(int argc, char** argv) {
     } else if (a == "--repeats") {
       o.repeats = integer(a, value(i, a));
       if (o.repeats < 1) throw std::invalid_argument("--repeats must be >= 1");
+    } else if (a == "--batched-gradients") {
+      o.batched_gradients = integer(a, value(i, a));
+      if (o.batched_gradients < 1 || o.batched_gradients > 1024)
+        throw std::invalid_argument("--batched-gradients must be in [1, 1024]");
     } else if (a == "--quick") {
       o.quick = true;
     } else if (a == "--json") {
@@ -616,10 +646,10 @@ BenchOptions parse_bench_options(int argc, char** argv) {
 
 BenchResult bench_mlp(const std::string& workload, const std::string& engine, int workers,
                       uint64_t gradients, int threads, int repeats, const std::string& data_dir,
-                      size_t train_limit) {
+                      size_t train_limit, int batched_gradients) {
   auto f = load_mnist(data_dir, train_limit);
   return mlp_workload(*f, workload, engine, workers, gradients, default_threads(threads), repeats,
-                      data_dir, train_limit);
+                      data_dir, train_limit, batched_gradients);
 }
 
 json bench_default_eval_schedule() { return default_eval(); }
@@ -645,7 +675,9 @@ int run_bench(const BenchOptions& opts, std::ostream& out) {
     results.push_back(r);
   };
   out << "asgdsim bench: backend " << kernels_backend() << ", " << threads << " thread(s)"
-      << (q ? ", quick" : "") << ", " << repeats << " timed pair(s) per workload\n";
+      << (q ? ", quick" : "") << ", " << repeats << " timed pair(s) per workload"
+      << (opts.batched_gradients > 1 ? ", batched_gradients " + std::to_string(opts.batched_gradients) + " (a, b)" : "")
+      << "\n";
 
   // d first, in a child process started before this one loads data or starts threads,
   // so that the child's peak RSS is the workload's own.
@@ -660,10 +692,13 @@ int run_bench(const BenchOptions& opts, std::ostream& out) {
   // Short runs, many pairs: on a shared machine a pair's two sides then see the same load.
   const uint64_t mlp_grads = q ? 1500 : 6000;
   if (selected(opts, "a"))
-    report(mlp_workload(*mnist, "a", "async", 16, mlp_grads, threads, repeats, opts.data_dir, train_limit));
+    report(mlp_workload(*mnist, "a", "async", 16, mlp_grads, threads, repeats, opts.data_dir, train_limit,
+                        opts.batched_gradients));
   if (selected(opts, "b")) {
-    report(mlp_workload(*mnist, "b", "sync", 16, mlp_grads, threads, repeats, opts.data_dir, train_limit));
-    report(mlp_workload(*mnist, "b", "easgd", 16, mlp_grads, threads, repeats, opts.data_dir, train_limit));
+    report(mlp_workload(*mnist, "b", "sync", 16, mlp_grads, threads, repeats, opts.data_dir, train_limit,
+                        opts.batched_gradients));
+    report(mlp_workload(*mnist, "b", "easgd", 16, mlp_grads, threads, repeats, opts.data_dir, train_limit,
+                        opts.batched_gradients));
   }
   if (selected(opts, "c")) report(event_core_workload(10000, q ? 300000 : 2000000, threads, repeats));
   if (selected(opts, "e")) {

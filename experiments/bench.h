@@ -25,6 +25,8 @@ struct BenchOptions {
   std::string json_path;           // also write the JSON lines to this file
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   int repeats = 0;                 // timed (sim, bare) pairs; 0: 3 (quick: 3 as well)
+  int batched_gradients = 1;       // a, b: the runs' batched_gradients; the bare side
+                                   // batches as many per loss_grad_batch call
 };
 
 // `asgdsim bench` arguments (argv[0] is "bench"); throws std::invalid_argument on bad usage.
@@ -38,6 +40,7 @@ struct BenchResult {
   std::string model;
   int workers = 0;
   int threads = 0;
+  int batched_gradients = 1;  // gradients per loss_grad_batch call, on both sides (a, b)
   uint64_t gradients = 0;  // per timed simulated run (bare: the same number)
   uint64_t updates = 0;    // SGD updates per timed run (bare: the same number)
   double sim_seconds = 0, bare_seconds = 0;  // medians
@@ -64,9 +67,11 @@ struct BenchResult {
 // The MLP workloads (a, b): MLP 784-128-10, batch 32, Fashion-MNIST (first train_limit
 // training images), `engine` with `workers` workers, exponential compute times,
 // `gradients` gradients per timed run, evaluation only at the start and the end.
+// batched_gradients > 1: the run gathers its jobs so (RunSettings::batched_gradients)
+// and each bare thread computes as many per Model::loss_grad_batch call.
 BenchResult bench_mlp(const std::string& workload, const std::string& engine, int workers,
                       uint64_t gradients, int threads, int repeats, const std::string& data_dir,
-                      size_t train_limit);
+                      size_t train_limit, int batched_gradients = 1);
 
 // c: the event core: async on a 1-dim quadratic with `workers` workers, `updates` updates.
 BenchResult bench_event_core(int workers, uint64_t updates, int threads, int repeats);

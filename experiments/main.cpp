@@ -38,6 +38,7 @@ constexpr const char* kUsage =
     "  asgdsim validate CONFIG.json [--set KEY.PATH=VALUE]...\n"
     "  asgdsim list [--markdown]\n"
     "  asgdsim bench [--threads N] [--quick] [--only a,b,c,d,e] [--json FILE] [--repeats R] [--data DIR]\n"
+    "                [--batched-gradients K]\n"
     "exit codes: 0 done, 2 invalid input, 1 other failure, 130 interrupted\n";
 
 struct UsageError : std::runtime_error {

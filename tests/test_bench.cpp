@@ -44,11 +44,15 @@ TEST(BenchOptions, ParsesTheDocumentedFlags) {
   EXPECT_EQ(o.json_path, "out.jsonl");
   EXPECT_EQ(o.repeats, 2);
 
+  char* batched[] = {arg("bench"), arg("--batched-gradients"), arg("8")};
+  EXPECT_EQ(parse_bench_options(3, batched).batched_gradients, 8);
+
   char* none[] = {arg("bench")};
   BenchOptions d = parse_bench_options(1, none);
   EXPECT_EQ(d.threads, 0);
   EXPECT_FALSE(d.quick);
   EXPECT_TRUE(d.only.empty());
+  EXPECT_EQ(d.batched_gradients, 1);
 }
 
 TEST(BenchOptions, RejectsBadUsage) {
@@ -58,6 +62,10 @@ TEST(BenchOptions, RejectsBadUsage) {
   EXPECT_THROW(parse_bench_options(3, bad_threads), std::invalid_argument);
   char* missing[] = {arg("bench"), arg("--json")};
   EXPECT_THROW(parse_bench_options(2, missing), std::invalid_argument);
+  for (const char* k : {"0", "1025", "x"}) {
+    char* bad_batch[] = {arg("bench"), arg("--batched-gradients"), arg(k)};
+    EXPECT_THROW(parse_bench_options(3, bad_batch), std::invalid_argument) << k;
+  }
   char* unknown[] = {arg("bench"), arg("--fast")};
   EXPECT_THROW(parse_bench_options(2, unknown), std::invalid_argument);
   // The CLI turns these into usage errors: exit code 2.
