@@ -98,7 +98,8 @@ void EasgdEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job)
     sim.recycle(std::move(job));
     ++local_steps_[w];
     ++local_version_[w];
-    launch_next(sim, w, DeferredStep{x, deferred_grad_[w].data(), lr});
+    // (the job computes its gradient into the buffer its step reads first)
+    launch_next(sim, w, DeferredStep{x, deferred_grad_[w].data(), lr, &deferred_grad_[w]});
     return;
   }
   if (delta_ > 0) ops::momentum_step(ctx, x, x, velocity_[w].data(), job->grad.data(), lr, delta_, n);

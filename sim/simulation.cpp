@@ -155,6 +155,12 @@ void Simulation::launch(int worker, Snapshot params, const int32_t* ids, size_t 
   job->loss = 0;
   job->tag = tag;
   job->before = before;
+  if (before.grad_buffer) {  // the step's gradient buffer becomes the job's output (see DeferredStep)
+    if (before.grad != before.grad_buffer->data() || before.grad_buffer->size() != job->grad.size())
+      throw std::logic_error("launch: DeferredStep::grad_buffer must hold the step's gradient");
+    std::swap(job->grad, *before.grad_buffer);
+    job->before.grad_buffer = nullptr;
+  }
   if (idle_since_[worker] >= 0 && now() > idle_since_[worker])
     recorder_.add_span(worker + 1, "wait", idle_since_[worker], now());  // e.g. at a sync barrier
   idle_since_[worker] = -1;

@@ -28,10 +28,15 @@ namespace asgd {
 // runs beside the other gradients instead of on the scheduler thread, and the gradient
 // reads the parameters while they are still in that core's cache. The engine keeps grad
 // alive and leaves params alone until the job has computed (its arrival, or settle()).
+// With grad_buffer (the array grad points into), the job also computes its own gradient
+// into that buffer, after the step has read it: the engine gets the job's former buffer
+// in exchange. The gradient's writes then go to lines the step just brought into the
+// core's cache, instead of to a buffer untouched since the job before.
 struct DeferredStep {
   float* params = nullptr;  // null: nothing deferred
   const float* grad = nullptr;
   float lr = 0;
+  DeviceArray<float>* grad_buffer = nullptr;
 };
 
 // One gradient computation: worker `worker`'s step `step`, on parameters `read`.
