@@ -338,7 +338,8 @@ const std::vector<SectionInfo>& section_catalog() {
         boolean("trace", false, "write trace.json (Chrome trace events) for every run"),
         integer("batched_gradients", 1,
                 "gradient jobs computed together as one batched call (GEMMs of all of them in one cuBLAS "
-                "batched call: for many workers per GPU); 1 = each alone. CPU backends: the same files for every value",
+                "batched call: for many workers per GPU); 1 = each alone. CPU backends: the same files for every value, "
+                "but slower (a batch runs on one core)",
                 1, 1024)}},
       {"train", "optimisation",
        {integer("batch_size", 32, "minibatch size per worker", 1),
