@@ -506,29 +506,20 @@ BenchResult eval_workload(const MnistFixture& f, double epochs, int threads, int
   r.gradients = last.outcome.gradients;
   r.updates = last.outcome.updates;
   set_rates(r, true);
-  // Directly: one evaluation as Simulation::evaluate_row does it (first 2,000 training and
-  // 5,000 test rows in 2,048-row chunks on the pool, summed in chunk order), timed on its
-  // own, times the evaluations the run made, over the run's median wall time.
+  // Directly: one evaluation as Simulation::evaluate_row does it (evaluate_params: the
+  // first 2,000 training and 5,000 test rows on the pool), timed on its own, times the
+  // evaluations the run made, over the run's median wall time.
   std::vector<float> w0;
   f.model->init_params(1, w0);
   DeviceArray<float> w;
   w.upload(w0);
-  auto evaluate = [&](const DeviceDataset& d, size_t limit) {
-    size_t n = std::min(limit, d.n);
-    std::vector<EvalSums> parts((n + 2047) / 2048);
-    std::vector<WorkerPool::Task> tasks;
-    for (size_t c = 0; c < parts.size(); ++c)
-      tasks.push_back([&, c](ExecContext& ctx) {
-        parts[c] = f.model->evaluate(ctx, w.data(), &d, c * 2048, std::min(n, (c + 1) * 2048));
-      });
-    pool.run_all(std::move(tasks));
-  };
+  ExecContext ctx;
   const json ev = default_eval();
   std::vector<double> one;
   for (int i = 0; i < 7; ++i) {
     auto t0 = Clock::now();
-    evaluate(f.train, ev["train_samples"].get<size_t>());
-    evaluate(f.test, ev["test_samples"].get<size_t>());
+    evaluate_params(*f.model, pool, ctx, w.data(), &f.train, ev["train_samples"].get<size_t>(), &f.test,
+                    ev["test_samples"].get<size_t>());
     one.push_back(seconds_since(t0));
   }
   r.eval_seconds = median(one);

@@ -360,30 +360,65 @@ void Simulation::handle_arrival(const Event& e) {
   engine_->on_gradient(*this, std::move(job));
 }
 
+EvalPair evaluate_params(const Model& model, WorkerPool& pool, ExecContext& exec, const float* w,
+                         const DeviceDataset* train, size_t train_limit, const DeviceDataset* test,
+                         size_t test_limit) {
+  EvalPair out;
+  if (!model.uses_data()) {
+    out.train = model.evaluate(exec, w, nullptr, 0, 1);
+    out.test = model.evaluate(exec, w, nullptr, 0, 1);
+    return out;
+  }
+  // The fixed chunks of both sets go to the pool as one set of tasks, larger first:
+  // evaluated one set after the other, the default 2,000 training rows (one chunk) and
+  // the test set's last, short chunk each left a core idle. Which thread computes a
+  // chunk, and when, does not matter: each set's sums are added in chunk order.
+  struct Chunk {
+    const DeviceDataset* data;
+    size_t begin, end;
+    EvalSums sums;
+  };
+  std::vector<Chunk> chunks;
+  auto add_chunks = [&](const DeviceDataset* data, size_t limit) {
+    const size_t n = (limit > 0 && limit < data->n) ? limit : data->n;
+    for (size_t b = 0; b < n; b += kEvalChunkRows) chunks.push_back({data, b, std::min(n, b + kEvalChunkRows), {}});
+    return chunks.size();
+  };
+  const size_t train_chunks = add_chunks(train, train_limit);
+  add_chunks(test, test_limit);
+  std::vector<size_t> order(chunks.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return chunks[a].end - chunks[a].begin > chunks[b].end - chunks[b].begin;
+  });
+  std::vector<WorkerPool::Task> tasks;
+  for (size_t i : order)
+    tasks.push_back([&, i](ExecContext& ctx) {
+      Chunk& c = chunks[i];
+      c.sums = model.evaluate(ctx, w, c.data, c.begin, c.end);
+    });
+  pool.run_all(std::move(tasks));
+  auto total = [&](size_t from, size_t to) {
+    EvalSums t;
+    for (size_t i = from; i < to; ++i) {  // chunk order: independent of the thread count
+      t.loss_sum += chunks[i].sums.loss_sum;
+      t.correct += chunks[i].sums.correct;
+      t.count += chunks[i].sums.count;
+    }
+    return t;
+  };
+  out.train = total(0, train_chunks);
+  out.test = total(train_chunks, chunks.size());
+  return out;
+}
+
 void Simulation::evaluate_row() {
   Snapshot snap = engine_->model_of_record();
   const float* w = snap.data();
-  auto eval_set = [&](const DeviceDataset* data, size_t limit) -> EvalSums {
-    if (!model_.uses_data()) return model_.evaluate(exec_, w, nullptr, 0, 1);
-    size_t n = (limit > 0 && limit < data->n) ? limit : data->n;
-    size_t chunks = (n + kEvalChunkRows - 1) / kEvalChunkRows;
-    std::vector<EvalSums> parts(chunks);
-    std::vector<WorkerPool::Task> tasks;
-    for (size_t c = 0; c < chunks; ++c) {
-      size_t b = c * kEvalChunkRows, e = std::min(n, b + kEvalChunkRows);
-      tasks.push_back([&, c, b, e](ExecContext& ctx) { parts[c] = model_.evaluate(ctx, w, data, b, e); });
-    }
-    pool_.run_all(std::move(tasks));
-    EvalSums total;
-    for (const auto& p : parts) {  // chunk order: independent of thread count
-      total.loss_sum += p.loss_sum;
-      total.correct += p.correct;
-      total.count += p.count;
-    }
-    return total;
-  };
-  EvalSums tr = eval_set(train_, settings_.eval_train_samples);
-  EvalSums te = eval_set(test_, settings_.eval_test_samples);
+  const EvalPair sums = evaluate_params(model_, pool_, exec_, w, train_, settings_.eval_train_samples, test_,
+                                        settings_.eval_test_samples);
+  const EvalSums& tr = sums.train;
+  const EvalSums& te = sums.test;
 
   MetricsRow row;
   row.time = now();

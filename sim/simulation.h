@@ -67,6 +67,18 @@ struct JobSetup {
   bool release_read = true;  // let go of the snapshot once computed
 };
 
+// The train and test sums of parameters w as a run's metrics rows take them: the first
+// train_limit / test_limit rows of each set (0: all), in fixed 2,048-row chunks computed
+// side by side on the pool, each set's chunks added in chunk order (so the result does
+// not depend on the thread count). A model that reads no data is evaluated once per set,
+// on exec.
+struct EvalPair {
+  EvalSums train, test;
+};
+EvalPair evaluate_params(const Model& model, WorkerPool& pool, ExecContext& exec, const float* w,
+                         const DeviceDataset* train, size_t train_limit, const DeviceDataset* test,
+                         size_t test_limit);
+
 struct RunOutcome {
   std::string status = "completed";  // completed | diverged | interrupted
   std::string note;                  // why it ended, in words

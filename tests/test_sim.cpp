@@ -43,6 +43,7 @@
 #include "sim/lr_schedule.h"
 #include "sim/parameter_store.h"
 #include "sim/sample_stream.h"
+#include "sim/simulation.h"
 #include "sim/time.h"
 #include "sim/worker_pool.h"
 
@@ -737,6 +738,47 @@ TEST(DatasetTest, SyntheticIsSeededAndUploadRoundTrips) {
   EXPECT_EQ(d.classes, 3);
   EXPECT_EQ(d.x.to_host(), a.train.x);
   EXPECT_EQ(d.y.to_host(), a.train.y);
+}
+
+// evaluate_params: both sets' chunks side by side on the pool. The limits pick the first
+// rows; the sums agree with one evaluate() call over the same rows (up to the order of
+// the double additions) and, bit for bit, across pools of 1, 2 and 3 threads, where the
+// chunks finish in different orders.
+TEST(EvaluateParams, SumsTheFirstRowsOfEachSetIndependentlyOfTheThreadCount) {
+  SyntheticSpec spec;
+  spec.features = 12;
+  spec.classes = 5;
+  spec.train_samples = 5000;  // 3 chunks, the last short
+  spec.test_samples = 2100;   // 2 chunks
+  DataSplit host = make_synthetic(spec, 4);
+  DeviceDataset train = upload(host.train), test = upload(host.test);
+  auto model = make_dense({12, 16, 5}, DenseLoss::SoftmaxCrossEntropy);
+  std::vector<float> w0;
+  model->init_params(3, w0);
+  DeviceArray<float> w;
+  w.upload(w0);
+  ExecContext ctx;
+  for (size_t train_limit : {size_t(0), size_t(4100), size_t(100)}) {
+    std::vector<EvalPair> got;
+    for (int threads : {1, 2, 3}) {
+      WorkerPool pool(threads, /*caller_computes=*/true);
+      got.push_back(evaluate_params(*model, pool, ctx, w.data(), &train, train_limit, &test, 0));
+    }
+    const size_t n = train_limit ? train_limit : 5000;
+    EXPECT_EQ(got[0].train.count, n);
+    EXPECT_EQ(got[0].test.count, 2100u);
+    EvalSums whole = model->evaluate(ctx, w.data(), &train, 0, n);
+    EXPECT_NEAR(got[0].train.loss_sum, whole.loss_sum, 1e-9 * std::fabs(whole.loss_sum));
+    EXPECT_EQ(got[0].train.correct, whole.correct);
+    EvalSums whole_test = model->evaluate(ctx, w.data(), &test, 0, 2100);
+    EXPECT_NEAR(got[0].test.loss_sum, whole_test.loss_sum, 1e-9 * std::fabs(whole_test.loss_sum));
+    for (size_t t = 1; t < got.size(); ++t) {
+      EXPECT_EQ(got[t].train.loss_sum, got[0].train.loss_sum) << "limit " << train_limit;
+      EXPECT_EQ(got[t].test.loss_sum, got[0].test.loss_sum) << "limit " << train_limit;
+      EXPECT_EQ(got[t].train.correct, got[0].train.correct);
+      EXPECT_EQ(got[t].test.correct, got[0].test.correct);
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------
