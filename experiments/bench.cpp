@@ -143,32 +143,31 @@ double time_bare(const Problem& p, size_t train_size, size_t batch, uint64_t gra
         cv.wait(lock, [&] { return go; });
       }
       uint64_t done_updates = 0;
-      if (jobs <= 1) {
-        for (uint64_t k = 0; k < my_grads; ++k) {
+      // jobs gradients per step of the loop (one loss_grad call when jobs is 1), into g and
+      // jobs - 1 more buffers; the updates step with g, the group's first gradient
+      const uint64_t group = uint64_t(std::max(jobs, 1));
+      std::vector<DeviceArray<float>> more(size_t(group - 1));
+      for (auto& buf : more) buf.resize_discard(n);
+      std::vector<GradRequest> reqs(static_cast<size_t>(group));
+      for (uint64_t k = 0; k < my_grads; k += group) {
+        const size_t count = size_t(std::min(group, my_grads - k));
+        if (group == 1) {
           const int32_t* b = ids.data() + (k % batches) * batch;
           loss += p.model->loss_grad(ctx, w.data(), p.train, b, batch, {seed, uint32_t(t), uint32_t(k)}, g.data());
-          // updates spread evenly: after gradient k, the total applied is (k+1)*U/G
-          uint64_t due = my_grads ? (k + 1) * my_updates / my_grads : 0;
-          for (; done_updates < due; ++done_updates) ops::sgd_step(ctx, w.data(), w.data(), g.data(), lr, n);
-        }
-      } else {
-        std::vector<DeviceArray<float>> grads;
-        for (int j = 0; j < jobs; ++j) grads.emplace_back(n);
-        std::vector<GradRequest> reqs(static_cast<size_t>(jobs));
-        for (uint64_t k = 0; k < my_grads; k += uint64_t(jobs)) {
-          size_t count = size_t(std::min<uint64_t>(uint64_t(jobs), my_grads - k));
+        } else {
           for (size_t j = 0; j < count; ++j) {
             reqs[j].w = w.data();
             reqs[j].ids = ids.data() + ((k + j) % batches) * batch;
             reqs[j].m = batch;
             reqs[j].noise = {seed, uint32_t(t), uint32_t(k + j)};
-            reqs[j].grad = grads[j].data();
+            reqs[j].grad = j == 0 ? g.data() : more[j - 1].data();
           }
           p.model->loss_grad_batch(ctx, p.train, reqs.data(), count);
           for (size_t j = 0; j < count; ++j) loss += reqs[j].loss;
-          uint64_t due = (k + count) * my_updates / my_grads;
-          for (; done_updates < due; ++done_updates) ops::sgd_step(ctx, w.data(), w.data(), g.data(), lr, n);
         }
+        // updates spread evenly: after gradient i, the total applied is (i+1)*U/G
+        const uint64_t due = (k + count) * my_updates / my_grads;
+        for (; done_updates < due; ++done_updates) ops::sgd_step(ctx, w.data(), w.data(), g.data(), lr, n);
       }
       for (; done_updates < my_updates; ++done_updates) ops::sgd_step(ctx, w.data(), w.data(), g.data(), lr, n);
       ctx.synchronize();
