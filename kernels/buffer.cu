@@ -31,6 +31,14 @@ void backend_free(void* p) {
 #endif
 }
 
+// On CUDA a copy is complete, on the device too, when this returns, and a copy from the
+// device sees every write queued before it on any stream. A plain cudaMemcpy gives
+// neither: it runs on the legacy stream, which the contexts' non-blocking streams do not
+// wait for (nor it for them); from pageable memory it returns once the data is staged,
+// before the DMA lands; and a device-to-device copy does not wait at all. Kernels on
+// another stream then read the old contents (seen on an H100: with --jobs 3 a run's first
+// evaluation read its parameters before they had landed). These copies are rare (data and initial
+// parameters, engine set-up, the real mode's messages), never per gradient.
 enum class Dir { HostToDevice, DeviceToHost, DeviceToDevice };
 void backend_copy(void* dst, const void* src, size_t bytes, Dir dir) {
   if (bytes == 0) return;
@@ -38,7 +46,9 @@ void backend_copy(void* dst, const void* src, size_t bytes, Dir dir) {
   cudaMemcpyKind kind = dir == Dir::HostToDevice   ? cudaMemcpyHostToDevice
                         : dir == Dir::DeviceToHost ? cudaMemcpyDeviceToHost
                                                    : cudaMemcpyDeviceToDevice;
+  ASGD_CUDA_CHECK(cudaDeviceSynchronize());  // every kernel that writes or reads src or dst
   ASGD_CUDA_CHECK(cudaMemcpy(dst, src, bytes, kind));
+  ASGD_CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));  // the copy itself has landed
 #else
   (void)dir;
   std::memcpy(dst, src, bytes);
