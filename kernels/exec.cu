@@ -18,6 +18,8 @@ ExecContext::ExecContext() : impl_(std::make_unique<Impl>()) {
 ExecContext::~ExecContext() {
 #if defined(ASGD_BACKEND_CUDA)
   if (impl_->pointers) cudaFree(impl_->pointers);
+  for (auto& b : impl_->temp) cudaFree(b.ptr);
+  if (impl_->mark) cudaEventDestroy(impl_->mark);
   if (impl_->blas) cublasDestroy(impl_->blas);
   if (impl_->stream) cudaStreamDestroy(impl_->stream);
 #endif
@@ -66,6 +68,24 @@ float* const* ExecContext::stage_pointers(float* const* host, size_t n) {
 void ExecContext::synchronize() {
 #if defined(ASGD_BACKEND_CUDA)
   ASGD_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
+#endif
+}
+
+QueueMark ExecContext::mark() {
+#if defined(ASGD_BACKEND_CUDA)
+  if (!impl_->mark) ASGD_CUDA_CHECK(cudaEventCreateWithFlags(&impl_->mark, cudaEventDisableTiming));
+  ASGD_CUDA_CHECK(cudaEventRecord(impl_->mark, impl_->stream));
+  return QueueMark{impl_->mark};
+#else
+  return QueueMark{};
+#endif
+}
+
+void ExecContext::wait_for(const QueueMark& m) {
+#if defined(ASGD_BACKEND_CUDA)
+  if (m.event) ASGD_CUDA_CHECK(cudaStreamWaitEvent(impl_->stream, static_cast<cudaEvent_t>(m.event), 0));
+#else
+  (void)m;
 #endif
 }
 

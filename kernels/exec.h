@@ -9,6 +9,13 @@
 
 namespace asgd {
 
+// A point in a context's queue of work: on CUDA an event recorded on its stream, which
+// another context's later kernels can be made to wait for without the host waiting. On
+// CPU backends kernels finish before their call returns, so a mark holds nothing.
+struct QueueMark {
+  void* event = nullptr;
+};
+
 class ExecContext {
  public:
   ExecContext();
@@ -27,6 +34,12 @@ class ExecContext {
   float* const* stage_pointers(float* const* host, size_t n);
   // Waits until all work queued on this context is done.
   void synchronize();
+  // The work queued on this context so far. The mark stays usable while the context
+  // lives; marking again moves it later (a waiter then waits for more, never less).
+  QueueMark mark();
+  // Work queued on this context from now on starts after the marked work is done. Safe
+  // from another thread than the marking context's (the CUDA calls are thread-safe).
+  void wait_for(const QueueMark& m);
 
   struct Impl;
   Impl& impl() { return *impl_; }

@@ -43,7 +43,9 @@ void finish(ExecContext& ctx, GradientJob& job, const JobSetup& s) {
 void Simulation::flush_pending() {
   if (pending_.empty()) return;
   const JobSetup setup = setup_;
-  WorkerPool::Ticket ticket = pool_.submit([jobs = pending_, setup](ExecContext& ctx) {
+  const QueueMark after = exec_.mark();  // the engine's steps so far, on the scheduler's stream
+  WorkerPool::Ticket ticket = pool_.submit([jobs = pending_, setup, after](ExecContext& ctx) {
+    ctx.wait_for(after);
     std::vector<GradRequest> reqs(jobs.size());
     for (size_t i = 0; i < jobs.size(); ++i) {
       GradientJob& j = *jobs[i];
@@ -174,7 +176,9 @@ void Simulation::launch(int worker, Snapshot params, const int32_t* ids, size_t 
   if (settings_.batched_gradients <= 1) {
     GradientJob* raw = job.get();
     const JobSetup setup = setup_;
-    raw->ticket = pool_.submit([raw, setup](ExecContext& ctx) {
+    const QueueMark after = exec_.mark();  // the engine's steps so far, on the scheduler's stream
+    raw->ticket = pool_.submit([raw, setup, after](ExecContext& ctx) {
+      ctx.wait_for(after);
       const float* w = prepare(ctx, *raw, setup, kPrecisionScratchSlot);
       raw->loss = setup.model->loss_grad(ctx, w, setup.data, raw->ids.data(), raw->ids.size(),
                                          NoiseKey{setup.seed, uint32_t(raw->worker), raw->step}, raw->grad.data());
@@ -364,6 +368,7 @@ EvalPair evaluate_params(const Model& model, WorkerPool& pool, ExecContext& exec
                          const DeviceDataset* train, size_t train_limit, const DeviceDataset* test,
                          size_t test_limit) {
   EvalPair out;
+  exec.synchronize();  // w may have been written on the caller's stream; the pool reads it on others
   if (!model.uses_data()) {
     out.train = model.evaluate(exec, w, nullptr, 0, 1);
     out.test = model.evaluate(exec, w, nullptr, 0, 1);
