@@ -38,6 +38,17 @@ struct ExecContext::Impl {
   cublasHandle_t blas = nullptr;
   float** pointers = nullptr;  // stage_pointers' table in GPU memory
   size_t pointers_capacity = 0;
+  cudaEvent_t mark = nullptr;  // mark()'s event, made on first use
+  // Thrust's temporary storage (a reduction's partial sums), kept for the next call:
+  // Thrust's own allocator calls cudaMalloc and cudaFree on every reduction, and
+  // cudaFree waits for the whole device, so every loss sum of every worker thread
+  // waited for all the others' kernels. Blocks are never shared between contexts.
+  struct TempBlock {
+    char* ptr;
+    size_t bytes;
+    bool used;
+  };
+  std::vector<TempBlock> temp;
 #endif
   std::vector<DeviceArray<float>> scratch;
   DeviceArray<int32_t> ids;
@@ -58,7 +69,36 @@ namespace detail {
     if (asgd_err_ != cudaSuccess)                                                 \
       ::asgd::detail::fail(cudaGetErrorString(asgd_err_), __FILE__, __LINE__);    \
   } while (0)
-inline auto policy(ExecContext& ctx) { return thrust::cuda::par.on(ctx.impl().stream); }
+// Hands out the context's cached temporary blocks to Thrust (first fit; a new block,
+// rounded up to a power of two, only when none is free and large enough).
+struct TempAllocator {
+  using value_type = char;
+  ExecContext::Impl* impl;
+  char* allocate(std::ptrdiff_t n) {
+    for (auto& b : impl->temp)
+      if (!b.used && b.bytes >= size_t(n)) {
+        b.used = true;
+        return b.ptr;
+      }
+    size_t bytes = 4096;
+    while (bytes < size_t(n)) bytes *= 2;
+    void* p = nullptr;
+    ASGD_CUDA_CHECK(cudaMalloc(&p, bytes));
+    impl->temp.push_back({static_cast<char*>(p), bytes, true});
+    return static_cast<char*>(p);
+  }
+  void deallocate(char* p, size_t) {
+    for (auto& b : impl->temp)
+      if (b.ptr == p) b.used = false;
+  }
+};
+// The context's stream, its temporary blocks, and no synchronisation after each
+// algorithm (thrust::cuda::par waits for the stream after every for_each). Work on a
+// context is complete when ExecContext::synchronize returns, or when an algorithm that
+// returns a value to the host (a reduction) does.
+inline auto policy(ExecContext& ctx) {
+  return thrust::cuda::par_nosync(TempAllocator{&ctx.impl()}).on(ctx.impl().stream);
+}
 #else
 inline auto policy(ExecContext&) { return thrust::device; }
 #endif
