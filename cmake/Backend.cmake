@@ -47,8 +47,13 @@ if(ASGD_BACKEND_RESOLVED STREQUAL "CUDA")
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   target_compile_definitions(asgd_backend INTERFACE ASGD_BACKEND_CUDA=1
     THRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_CUDA)
+  # --fmad=false: nvcc would otherwise fuse a*b+c into one FMA (one rounding), where the
+  # CPU backends (baseline x86-64, no FMA) round twice; without fusion the elementwise
+  # kernels (SGD steps, gradient noise, rounding to 16 bits) give the CPU's bits, which
+  # the kernel tests check on both. They are memory-bound, so fusion buys no speed; the
+  # GEMMs are cuBLAS's and round their own way.
   target_compile_options(asgd_backend INTERFACE
-    $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr --extended-lambda>)
+    $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr --extended-lambda --fmad=false>)
   target_link_libraries(asgd_backend INTERFACE CUDA::cudart CUDA::cublas)
 else()
   # CPU backends: the .cu sources are plain C++ to g++ (-x c++); GEMMs go to OpenBLAS.
