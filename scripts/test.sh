@@ -7,8 +7,9 @@
 #   1. deps    Debian packages and CUDA toolkit headers (scripts/deps.sh)
 #   2. build   Release, ASGD_BACKEND=OMP, ASGD_MPI=ON (Open MPI from deps), into build/
 #              (tests included; the MPI tests run asgdsim under mpirun on loopback)
-#   3. cuda    when nvcc exists: ASGD_BACKEND=CUDA into build-cuda/, compile and link only,
-#              no tests (nothing CUDA runs here). ASGD_SKIP_CUDA=1 skips it.
+#   3. cuda    when nvcc exists: ASGD_BACKEND=CUDA into build-cuda/ with the tests, compile
+#              and link only (nothing CUDA runs here; scripts/gpu-check.sh runs them on a
+#              GPU). ASGD_SKIP_CUDA=1 skips it.
 #   4. sanitize  in CI (CI=true) or with ASGD_SANITIZERS=1: scripts/sanitize.sh (the
 #              suites under ASan+UBSan and TSan, and bounded libFuzzer runs);
 #              ASGD_SKIP_SANITIZERS=1 skips it.
@@ -73,16 +74,16 @@ if [[ "${ASGD_SKIP_CUDA:-0}" == "1" ]]; then
 elif [[ -z "$nvcc" ]]; then
   record cuda "-" "skipped (no nvcc)"
 else
-  phase "cuda: ASGD_BACKEND=CUDA -> build-cuda/, compile and link only ($nvcc, -j$jobs)"
+  phase "cuda: ASGD_BACKEND=CUDA -> build-cuda/ (tests included), compile and link only ($nvcc, -j$jobs)"
   t=$(now)
-  if configure build-cuda -DASGD_BACKEND=CUDA -DCMAKE_CUDA_COMPILER="$nvcc" -DASGD_BUILD_TESTS=OFF &&
+  if configure build-cuda -DASGD_BACKEND=CUDA -DCMAKE_CUDA_COMPILER="$nvcc" -DASGD_BUILD_TESTS=ON -DASGD_MPI=OFF &&
      cmake --build build-cuda -j "$jobs"; then
     if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
-      gpu_note="a GPU is visible, but this script runs only the CPU tests"
+      gpu_note="a GPU is visible: scripts/gpu-check.sh runs the CUDA tests on it"
     else
       gpu_note="no GPU here"
     fi
-    echo "cuda: the CUDA backend compiled and linked (build-cuda/asgdsim); nothing CUDA was run ($gpu_note)."
+    echo "cuda: the CUDA backend and its tests compiled and linked (build-cuda/); nothing CUDA was run ($gpu_note)."
     record cuda "$(elapsed "$t")" "ok (compiled and linked, not run)"
   else
     echo "cuda: FAILED: the CUDA backend did not compile or link (see above); ASGD_SKIP_CUDA=1 skips this step" >&2
