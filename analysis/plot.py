@@ -3,7 +3,7 @@
 
     analysis/plot.py RUNS/EXPERIMENT [--x time|updates|epoch]
         [--metric train_loss|test_loss|test_accuracy ...] [--out DIR] [--format png,svg]
-        [--target-loss X] [--target-accuracy X] [--timeline-seconds S]
+        [--target-loss X] [--target-accuracy X] [--band ci|std|none] [--timeline-seconds S]
 
 What it is: the command line. It reads the folder (rundata.py), groups repeats and computes
 the table (groups.py), draws (figures.py), and writes DIR/plots/*.png|svg, DIR/report.html,
@@ -47,6 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import figures  # noqa: E402
 import groups as grouping  # noqa: E402
 import report  # noqa: E402
+import stats  # noqa: E402
 from rundata import NotAnExperiment, load_experiment, warn  # noqa: E402
 
 X_AXES = ("time", "updates", "epoch")
@@ -89,6 +90,11 @@ def parse_arguments(argv):
                              f"{grouping.TRAINED_FRACTION} x their first loss)")
     parser.add_argument("--target-accuracy", type=float, metavar="X",
                         help="test-accuracy target for time-to-target (default: none)")
+    parser.add_argument("--band", choices=stats.BANDS, default=stats.DEFAULT_BAND,
+                        help="spread over seeds drawn as bands and error bars and written "
+                             "as \u00b1 in the tables: ci = 95%% confidence interval of the "
+                             "mean (Student's t), std = \u00b11 sample std, none "
+                             "(default: ci)")
     parser.add_argument("--timeline-seconds", type=float, metavar="S",
                         help="timeline window from the first event, in virtual seconds "
                              "(default: whole run if short, else its first 2000 events)")
@@ -110,14 +116,17 @@ def loss_target(args, groups):
                    f"completed runs that trained (final <= {grouping.TRAINED_FRACTION} x first)")
 
 
-def draw_all(experiment, groups, args, target):
+def draw_all(experiment, groups, table, args, target):
     """[(name, Figure)] for every figure the experiment has data for."""
     colours = figures.group_colours(groups)
     x_axes = [args.x] if args.x else list(X_AXES)
+    keys = experiment.sweep_keys
     drawn = [
-        ("convergence", figures.draw_convergence(groups, args.metric, x_axes, colours)),
-        ("staleness", figures.draw_staleness(groups, experiment.sweep_keys, colours)),
-        ("scaling", figures.draw_scaling(groups, experiment.sweep_keys, target, colours)),
+        ("convergence", figures.draw_convergence(groups, args.metric, x_axes, colours,
+                                                 args.band)),
+        ("sweep", figures.draw_sweep(table, keys, target, args.band)),
+        ("staleness", figures.draw_staleness(groups, keys, colours)),
+        ("scaling", figures.draw_scaling(table, keys, target, colours, args.band)),
         ("timeline", figures.draw_timeline(groups, args.timeline_seconds)),
         ("workers", figures.draw_workers(groups)),
     ]
@@ -165,13 +174,13 @@ def main(argv):
     counts = grouping.status_counts(experiment.runs)
 
     rendered = [(name, save_figure(fig, name, plots_dir, args.format))
-                for name, fig in draw_all(experiment, groups, args, target)]
+                for name, fig in draw_all(experiment, groups, table, args, target)]
     report.write_summary_csv(table, out / "summary_table.csv")
     report.write_markdown(out / "report.md", experiment, table,
                           [(n, figure_reference(n, args.format)) for n, _ in rendered],
-                          counts, targets)
+                          counts, targets, args.band)
     report_path = out / "report.html"
-    report.write_html(report_path, experiment, table, rendered, counts, targets)
+    report.write_html(report_path, experiment, table, rendered, counts, targets, args.band)
     print(f"figures: {plots_dir}")
     print(report_path)
 

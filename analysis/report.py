@@ -11,6 +11,9 @@ import html
 import json
 import math
 
+import groups as grouping
+import stats
+
 # (column stem in the summary table, heading in the report)
 TABLE_QUANTITIES = (
     ("train_loss", "final train loss"),
@@ -23,19 +26,31 @@ TABLE_QUANTITIES = (
 )
 STATUS_COLUMNS = ("completed", "diverged", "interrupted", "unfinished")
 
-FIGURE_TITLES = {"convergence": "Convergence", "staleness": "Staleness",
-                 "scaling": "Scaling with workers", "timeline": "Timeline",
-                 "workers": "Worker utilisation"}
+FIGURE_TITLES = {"convergence": "Convergence", "sweep": "Sweep",
+                 "staleness": "Staleness", "scaling": "Scaling with workers",
+                 "timeline": "Timeline", "workers": "Worker utilisation"}
 FIGURE_CAPTIONS = {
-    "convergence": "Convergence curves: mean over seeds (completed runs) with a \u00b11 std "
-                   "band, a dot where each ends; runs that did not complete are dashed. "
-                   "The y range fits the points after the first evaluation, so the "
-                   "starting loss lies above the frame.",
+    "convergence": "Convergence curves. Each seed of a group thin, to its own end (| marks "
+                   "where it ends); their mean thick, with the band, over the range every "
+                   "seed covers (a mean needs all of them, so it stops where the earliest "
+                   "seed ends); runs that did not complete dashed. The y range fits the "
+                   "points after the first evaluation, so the starting loss may lie above "
+                   "the frame. Notes under the figure say what a frame or a mean leaves out.",
+    "sweep": "Final metrics and time to the target train loss against each swept key: one "
+             "line per engine (and values of the other swept keys), mean over the "
+             "completed seeds with error bars and a light band. A log x axis when the "
+             "values span a decade or more; lines with equal points are shifted sideways "
+             "so that all show; a hollow triangle at the top marks a point where no "
+             "completed run reached the target.",
     "staleness": "Staleness of applied gradients per group (groups whose gradients are "
-                 "all fresh are named, not drawn), and final train loss against each "
-                 "run's mean staleness.",
+                 "all fresh, and groups whose histogram equals another's, are named, not "
+                 "drawn), and final train loss against each run's mean staleness when that "
+                 "varies.",
     "scaling": "Virtual time to reach the target train loss against the number of workers, "
-               "with ideal linear speedup from the fewest workers.",
+               "and the speedup over the fewest workers that reached it, on log-log axes "
+               "(ideal linear speedup is a straight line), with error bars over seeds (the "
+               "speedup's by first-order error propagation). Triangles on the frame's edge: "
+               "no completed run reached the target there.",
     "timeline": "Event timeline of each engine's first traced run (server and workers), "
                 "the same window of virtual time for every engine.",
     "workers": "Busy and idle virtual time per worker, each engine's first run, on one "
@@ -53,21 +68,24 @@ pre { background: #f7f7f7; padding: 1em; overflow-x: auto; font-size: 0.85em; }
 """
 
 
+# Significant digits of a value shown without a band: counts keep every digit up to 10^7.
+COUNT_STEMS = ("updates", "dropped_gradients")
+
+
 def format_number(value, digits=4):
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "\u2014"
-    return f"{value:.{digits}g}"
+    return stats.format_value(value, digits)
 
 
-def format_mean_std(row, stem):
-    """'mean \u00b1 std' (std left out when it rests on a single run)."""
-    mean, std = row.get(stem + "_mean"), row.get(stem + "_std")
-    digits = 7 if stem in ("updates", "dropped_gradients") else 4
+def format_cell(row, stem, band):
+    """A table cell: 'mean ± half-width' of the band (stats.format_estimate), or just the
+    mean when the band is none or rests on fewer than 2 values."""
+    mean = row.get(stem + grouping.MEAN)
     if mean is None or math.isnan(mean):
         return "\u2014"
-    if row.get("completed", 0) > 1 and std is not None and not math.isnan(std):
-        return f"{format_number(mean, digits)} \u00b1 {format_number(std, 2)}"
-    return format_number(mean, digits)
+    half = grouping.band_half_width(row, stem, band)
+    if math.isnan(half):
+        return format_number(mean, 7 if stem in COUNT_STEMS else 4)
+    return stats.format_estimate(mean, half, int(row[stem + grouping.COUNT]))
 
 
 def status_text(row):
@@ -78,15 +96,13 @@ def status_text(row):
     return ", ".join(parts) or "0"
 
 
-def target_text(row, name):
+def target_text(row, name, band):
     reached = row.get(f"target_{name}_reached", 0)
-    time = format_mean_std({"completed": reached,
-                            "x_mean": row.get(f"time_to_target_{name}_mean", math.nan),
-                            "x_std": row.get(f"time_to_target_{name}_std", math.nan)}, "x")
+    time = format_cell(row, f"time_to_target_{name}", band)
     return f"{time} ({reached}/{row.get('completed', 0)} reached)"
 
 
-def display_rows(table, sweep_keys):
+def display_rows(table, sweep_keys, band):
     """The report table as (headings, rows of text); all-empty quantities are left out."""
     quantities = [(stem, head) for stem, head in TABLE_QUANTITIES
                   if stem + "_mean" in table and table[stem + "_mean"].notna().any()]
@@ -97,10 +113,22 @@ def display_rows(table, sweep_keys):
     for record in table.to_dict("records"):
         cells = [record["engine"]] + [str(record[k]) for k in sweep_keys]
         cells.append(status_text(record))
-        cells += [format_mean_std(record, stem) for stem, _ in quantities]
-        cells += [target_text(record, name) for name in targets]
+        cells += [format_cell(record, stem, band) for stem, _ in quantities]
+        cells += [target_text(record, name, band) for name in targets]
         rows.append(cells)
     return headings, rows
+
+
+def table_explanation(band):
+    """What the table's numbers are, in one sentence."""
+    what = {"ci": f"\u00b1 = {stats.band_description('ci')}",
+            "std": f"\u00b1 = {stats.band_description('std')}",
+            "none": "no spread shown (--band none)"}[band]
+    return (f"Mean over the group's completed runs (seeds); {what}; no \u00b1 where it "
+            "rests on a single run. Other runs are counted, not averaged. Time to target: "
+            "first evaluation point at which the target is reached, over the runs that "
+            "reach it. summary_table.csv has every number at full precision (_std, _ci95, "
+            "_n columns).")
 
 
 def text_columns(sweep_keys):
@@ -133,9 +161,9 @@ def write_summary_csv(table, path):
     table.to_csv(path, index=False)  # floats as shortest round-trip text
 
 
-def write_html(path, experiment, table, figures, status_counts, targets):
+def write_html(path, experiment, table, figures, status_counts, targets, band):
     """figures: list of (name, png bytes)."""
-    headings, rows = display_rows(table, experiment.sweep_keys)
+    headings, rows = display_rows(table, experiment.sweep_keys, band)
     parts = [f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
              f"<title>{html.escape(experiment.name)}</title><style>{CSS}</style></head><body>",
              f"<h1>{html.escape(experiment.name)}</h1>",
@@ -145,9 +173,7 @@ def write_html(path, experiment, table, figures, status_counts, targets):
              + ".</p>",
              f"<p>Targets: {html.escape(targets_sentence(targets))}.</p>",
              "<h2>Final metrics per group</h2>",
-             "<p>Mean \u00b1 sample std over the group's completed runs (other runs are "
-             "counted, not averaged). Time to target: first evaluation point at which the "
-             "target is reached.</p>",
+             f"<p>{html.escape(table_explanation(band))}</p>",
              html_table(headings, rows, text_columns(experiment.sweep_keys)),
              "<h2>Status counts</h2>",
              html_table(["status", "runs"], [[s, str(n)] for s, n in status_counts.items()], 1)]
@@ -162,15 +188,15 @@ def write_html(path, experiment, table, figures, status_counts, targets):
     path.write_text("\n".join(parts) + "\n", encoding="utf-8")
 
 
-def write_markdown(path, experiment, table, figure_files, status_counts, targets):
+def write_markdown(path, experiment, table, figure_files, status_counts, targets, band):
     """figure_files: list of (name, path of the image relative to the report)."""
-    headings, rows = display_rows(table, experiment.sweep_keys)
+    headings, rows = display_rows(table, experiment.sweep_keys, band)
     lines = [f"# {experiment.name}", "",
              f"Experiment folder: `{experiment.folder}`. {len(experiment.runs)} runs; "
              + ", ".join(f"{n} {s}" for s, n in status_counts.items()) + ".", "",
              f"Targets: {targets_sentence(targets)}.", "",
              "## Final metrics per group", "",
-             "Mean \u00b1 sample std over the group's completed runs.", "",
+             table_explanation(band), "",
              markdown_table(headings, rows), ""]
     for name, relative in figure_files:
         lines += [f"## {FIGURE_TITLES.get(name, name)}", "", f"![{name}]({relative})", "",

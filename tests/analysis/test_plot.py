@@ -36,6 +36,9 @@ SEEDS = (1, 2)
 DIVERGED = ("async", 4, 2)     # (engine, workers, seed)
 UNFINISHED = ("sync", 4, 2)
 TRACED = ("async", 2, 1)
+FIGURES = ("convergence", "sweep", "staleness", "scaling", "timeline", "workers")
+# t_{0.975, 1}: with 2 seeds the 95% interval's half-width is this x std / sqrt(2).
+T975_DF1 = math.tan(math.pi * 0.475)
 METRICS_HEADER = ("time,updates,gradients,samples,epoch,lr,train_loss,test_loss,"
                   "test_accuracy,worker_loss,mean_staleness")
 
@@ -259,16 +262,16 @@ class PlotExperimentTest(unittest.TestCase):
 
     def test_figures_exist_and_have_content(self):
         plots = self.experiment / "plots"
-        for name in ("convergence", "staleness", "scaling", "timeline", "workers"):
+        for name in FIGURES:
             assert_png_has_content(self, plots / f"{name}.png")
-        for name in ("convergence", "staleness", "scaling"):
+        for name in ("convergence", "sweep", "staleness", "scaling"):
             self.assertTrue((plots / f"{name}.svg").is_file(), f"{name}.svg missing")
 
     def test_report_html_embeds_images(self):
         text = (self.experiment / "report.html").read_text()
         self.assertIn("<title>tiny_scaling</title>", text)
         images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', text)
-        self.assertEqual(len(images), 5)
+        self.assertEqual(len(images), len(FIGURES))
         for data in images:
             self.assertTrue(base64.b64decode(data).startswith(b"\x89PNG\r\n\x1a\n"))
         self.assertIn("&quot;cluster.workers&quot;", text)  # the config, escaped in <pre>
@@ -276,7 +279,7 @@ class PlotExperimentTest(unittest.TestCase):
 
     def test_report_md_references_pngs(self):
         text = (self.experiment / "report.md").read_text()
-        for name in ("convergence", "staleness", "scaling", "timeline", "workers"):
+        for name in FIGURES:
             self.assertIn(f"(plots/{name}.png)", text)
 
     def test_summary_table_means_equal_summary_json(self):
@@ -300,8 +303,16 @@ class PlotExperimentTest(unittest.TestCase):
                 with self.subTest(group=(engine, workers), quantity=stem):
                     self.assertAlmostEqual(number(row[stem + "_mean"]), float(np.mean(values)),
                                            delta=1e-12 * max(1.0, abs(np.mean(values))))
-                    std = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+                    self.assertEqual(int(row[stem + "_n"]), len(values))
+                    if len(values) == 1:  # one run says nothing about the spread
+                        self.assertTrue(math.isnan(number(row[stem + "_std"])))
+                        self.assertTrue(math.isnan(number(row[stem + "_ci95"])))
+                        continue
+                    self.assertEqual(len(values), 2)
+                    std = float(np.std(values, ddof=1))
                     self.assertAlmostEqual(number(row[stem + "_std"]), std, delta=1e-9)
+                    self.assertAlmostEqual(number(row[stem + "_ci95"]),
+                                           T975_DF1 * std / math.sqrt(2), delta=1e-9)
             self.assertEqual(int(row["completed"]), len(done))
 
     def test_status_counts(self):
@@ -410,19 +421,22 @@ class GroupsUnitTest(unittest.TestCase):
     def test_mean_curve_interpolates_onto_common_range(self):
         a = (np.array([0.0, 1.0, 2.0]), np.array([0.0, 2.0, 4.0]))
         b = (np.array([0.5, 1.5, 2.5]), np.array([1.0, 3.0, 5.0]))
-        grid, mean, std = groups.mean_curve([a, b])
+        grid, mean, std, n = groups.mean_curve([a, b])
+        self.assertEqual(n, 2)
         np.testing.assert_allclose(grid, [0.5, 1.0, 1.5, 2.0])
         np.testing.assert_allclose(mean, [1.0, 2.0, 3.0, 4.0])  # both are y = 2x
         np.testing.assert_allclose(std, 0.0, atol=1e-12)
 
     def test_mean_curve_same_grid_and_single_run(self):
         x = np.array([0.0, 1.0])
-        grid, mean, std = groups.mean_curve([(x, np.array([1.0, 3.0])),
-                                             (x, np.array([3.0, 5.0]))])
+        grid, mean, std, n = groups.mean_curve([(x, np.array([1.0, 3.0])),
+                                                (x, np.array([3.0, 5.0]))])
         np.testing.assert_allclose(mean, [2.0, 4.0])
         np.testing.assert_allclose(std, [math.sqrt(2.0)] * 2)
-        _, _, std = groups.mean_curve([(x, np.array([1.0, 3.0]))])
-        np.testing.assert_allclose(std, 0.0)
+        _, mean, std, n = groups.mean_curve([(x, np.array([1.0, 3.0]))])
+        self.assertEqual(n, 1)
+        np.testing.assert_allclose(mean, [1.0, 3.0])
+        self.assertTrue(np.isnan(std).all())  # no spread from one run
 
     def test_canonical_text_equates_sources(self):
         self.assertEqual(groups.canonical_text(4), groups.canonical_text(4.0))
