@@ -109,7 +109,9 @@ def draw_convergence(groups, metrics, x_axes, colours, band=stats.DEFAULT_BAND):
 
 
 def add_figure_notes(fig, notes, limit=8):
-    """Notes under the axes (savefig's tight bounding box takes them in)."""
+    """Notes under the axes (savefig's tight bounding box takes them in), at most `limit`
+    of them; all of them in fig.asgd_notes, for the report."""
+    fig.asgd_notes = list(notes)
     if not notes:
         return
     shown = notes[:limit]

@@ -56,7 +56,7 @@ class Group:
 
     @property
     def label(self):
-        return ", ".join([self.engine] + [f"{k}={v}" for k, v in self.sweep.items()])
+        return group_label(self.engine, self.sweep)
 
     @property
     def completed(self):
@@ -65,6 +65,12 @@ class Group:
     @property
     def first_run(self):
         return self.runs[0]
+
+
+def group_label(engine, sweep):
+    """'engine, key=value, ...' for sweep {key: canonical text}: how figures, tables and
+    asgdsim_data name a group."""
+    return ", ".join([engine] + [f"{k}={v}" for k, v in sweep.items()])
 
 
 def canonical_text(value):

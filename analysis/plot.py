@@ -5,10 +5,12 @@
         [--metric train_loss|test_loss|test_accuracy ...] [--out DIR] [--format png,svg]
         [--target-loss X] [--target-accuracy X] [--band ci|std|none] [--timeline-seconds S]
 
-What it is: the command line. It reads the folder (rundata.py), groups repeats and computes
-the table (groups.py), draws (figures.py), and writes DIR/plots/*.png|svg, DIR/report.html,
-DIR/report.md and DIR/summary_table.csv (DIR defaults to the experiment folder). The last
-line on stdout is the report's path.
+What it is: the command line. It reads the folder (asgdsim_data.read, the loader notebooks
+use too), groups repeats and computes the table (groups.py), draws (figures.py), and
+writes DIR/figure_<name>.png|svg, DIR/report.html, DIR/report.md and
+DIR/summary_table.csv (DIR defaults to the experiment folder; files only, no sub-folder,
+so that the experiment's sub-folders stay its runs). The last line on stdout is the
+report's path.
 What it is not: it never runs the simulator and reads nothing but the run-folder files.
 Exit codes: 0 done, 2 invalid input (not an experiment folder, bad option), 1 other failure.
 """
@@ -48,7 +50,8 @@ import figures  # noqa: E402
 import groups as grouping  # noqa: E402
 import report  # noqa: E402
 import stats  # noqa: E402
-from rundata import NotAnExperiment, load_experiment, warn  # noqa: E402
+import asgdsim_data  # noqa: E402
+from rundata import NotAnExperiment, warn  # noqa: E402
 
 X_AXES = ("time", "updates", "epoch")
 METRICS = ("train_loss", "test_loss", "test_accuracy")
@@ -136,14 +139,24 @@ def draw_all(experiment, groups, table, args, target):
     return [(name, fig) for name, fig in drawn if fig is not None]
 
 
-def save_figure(fig, name, plots_dir, formats):
-    """Writes plots_dir/name.<format> for each format; returns the PNG bytes (for the HTML)."""
+# Figures are files beside the report, not a sub-folder: a sub-folder of the experiment
+# folder would look like one more run to a script that walks glob("*/").
+FIGURE_PREFIX = "figure_"
+
+
+def figure_file(name, fmt):
+    return f"{FIGURE_PREFIX}{name}.{fmt}"
+
+
+def save_figure(fig, name, out, formats):
+    """Writes out/figure_<name>.<format> for each format; returns the PNG bytes (for the
+    HTML)."""
     options = dict(dpi=DPI, bbox_inches="tight", pad_inches=0.15, facecolor="white")
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", **options)
     png = buffer.getvalue()
     for fmt in formats:
-        path = plots_dir / f"{name}.{fmt}"
+        path = out / figure_file(name, fmt)
         if fmt == "png":
             path.write_bytes(png)
         else:
@@ -153,16 +166,19 @@ def save_figure(fig, name, plots_dir, formats):
 
 def figure_reference(name, formats):
     """Path of a figure relative to the report, preferring PNG."""
-    fmt = "png" if "png" in formats else formats[0]
-    return f"plots/{name}.{fmt}"
+    return figure_file(name, "png" if "png" in formats else formats[0])
 
 
 def main(argv):
     args = parse_arguments(argv)
-    experiment = load_experiment(args.experiment)
+    experiment = asgdsim_data.read(args.experiment)
     out = Path(args.out) if args.out else experiment.folder
-    plots_dir = out / "plots"
-    plots_dir.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    if (out / "plots").is_dir():
+        warn(f"{out / 'plots'} is from an older plot.py, which drew into that sub-folder; "
+             f"figures are now {out}/{FIGURE_PREFIX}*.png beside the report. Remove plots/ "
+             "when you no longer need it (a script that walks the experiment's sub-folders "
+             "takes it for a run).")
 
     groups = grouping.group_runs(experiment)
     target, how = loss_target(args, groups)
@@ -172,16 +188,19 @@ def main(argv):
                         "given with --target-accuracy"))
     table = grouping.summary_table(groups, experiment.sweep_keys, target, args.target_accuracy)
     counts = grouping.status_counts(experiment.runs)
+    provenance = report.provenance_rows(experiment, ["analysis/plot.py"] + list(argv))
 
-    rendered = [(name, save_figure(fig, name, plots_dir, args.format))
+    rendered = [(name, save_figure(fig, name, out, args.format), getattr(fig, "asgd_notes", []))
                 for name, fig in draw_all(experiment, groups, table, args, target)]
     report.write_summary_csv(table, out / "summary_table.csv")
     report.write_markdown(out / "report.md", experiment, table,
-                          [(n, figure_reference(n, args.format)) for n, _ in rendered],
-                          counts, targets, args.band)
+                          [(n, figure_reference(n, args.format), notes)
+                           for n, _, notes in rendered],
+                          counts, targets, args.band, provenance)
     report_path = out / "report.html"
-    report.write_html(report_path, experiment, table, rendered, counts, targets, args.band)
-    print(f"figures: {plots_dir}")
+    report.write_html(report_path, experiment, table, rendered, counts, targets, args.band,
+                      provenance)
+    print(f"figures: {out}/{FIGURE_PREFIX}*.{args.format[0]}")
     print(report_path)
 
 

@@ -7,11 +7,14 @@ table shows (at full precision), so the two can never disagree.
 """
 
 import base64
+import datetime
 import html
 import json
 import math
+import shlex
 
 import groups as grouping
+import rundata
 import stats
 
 # (column stem in the summary table, heading in the report)
@@ -59,6 +62,12 @@ FIGURE_CAPTIONS = {
 
 CSS = """
 body { font-family: sans-serif; margin: 2em; max-width: 1400px; color: #222; }
+div.scroll { overflow-x: auto; max-width: 100%; margin: 1em 0; }
+div.scroll > table { margin: 0; }
+table.provenance td { text-align: left; } table.provenance code { white-space: pre-wrap;
+  word-break: break-all; }
+p.warning { color: #a00; font-weight: bold; }
+ul.notes { color: #444; font-size: 0.9em; }
 table { border-collapse: collapse; font-size: 0.9em; margin: 1em 0; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }
 th { background: #f0f0f0; } td.text { text-align: left; }
@@ -135,15 +144,23 @@ def text_columns(sweep_keys):
     return 2 + len(sweep_keys)  # engine, sweep values, runs are left-aligned
 
 
-def html_table(headings, rows, left_columns):
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headings)
+def html_table(headings, rows, left_columns, css_class=None, code_columns=()):
+    """A table inside a div that scrolls sideways, so a wide table never widens the page.
+    Cells of code_columns are set as code."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headings) if headings else ""
     body = []
     for row in rows:
-        cells = "".join(
-            f'<td class="text">{html.escape(c)}</td>' if i < left_columns
-            else f"<td>{html.escape(c)}</td>" for i, c in enumerate(row))
-        body.append(f"<tr>{cells}</tr>")
-    return f"<table><tr>{head}</tr>\n" + "\n".join(body) + "</table>"
+        cells = []
+        for i, cell in enumerate(row):
+            text = html.escape(cell)
+            if i in code_columns:
+                text = f"<code>{text}</code>"
+            cells.append(f'<td class="text">{text}</td>' if i < left_columns
+                         else f"<td>{text}</td>")
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    opening = f'<table class="{css_class}">' if css_class else "<table>"
+    header = f"<tr>{head}</tr>\n" if head else ""
+    return (f'<div class="scroll">{opening}{header}' + "\n".join(body) + "</table></div>")
 
 
 def markdown_table(headings, rows):
@@ -157,50 +174,180 @@ def targets_sentence(targets):
     return "; ".join(f"{d} {format_number(v)} ({how})" for d, v, how in targets) or "none"
 
 
+# meta.json keys (asgdsim's run_meta and the runner/cluster additions), as the report
+# names them; keys not listed here are shown too, under their own names, after these.
+PROVENANCE_FIELDS = (
+    ("asgdsim_version", "asgdsim version"), ("git_commit", "git commit"),
+    ("git_dirty", "uncommitted changes in that build"), ("backend", "backend"),
+    ("build_type", "build type"), ("command_line", "command line"), ("host", "host"),
+    ("threads", "threads"), ("jobs", "runs at once (--jobs)"), ("shard", "shard"),
+    ("mode", "mode"), ("ranks", "MPI ranks"))
+# Keys whose values must agree for runs to be comparable bit for bit (DESIGN.md:
+# determinism holds on the same backend and build).
+BUILD_FIELDS = ("asgdsim_version", "git_commit", "git_dirty", "backend", "build_type")
+TIME_FIELDS = ("start", "end")
+
+
+def meta_text(value):
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def distinct_text(values):
+    """The one value, or each distinct value with its number of runs, most common first."""
+    counts = {}
+    for value in values:
+        text = meta_text(value)
+        counts[text] = counts.get(text, 0) + 1
+    if len(counts) == 1:
+        return next(iter(counts))
+    ordered = sorted(counts.items(), key=lambda item: -item[1])
+    return "; ".join(f"{text} ({n} run{'s' if n > 1 else ''})" for text, n in ordered)
+
+
+def parse_time(text):
+    """meta.json's ISO-8601 UTC time ('2026-11-23T00:51:56Z') -> datetime, or None."""
+    try:
+        return datetime.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def duration_text(seconds):
+    if seconds < 60:
+        return f"{stats.format_value(seconds, 2 if seconds < 10 else 3)} s"
+    minutes, seconds = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds} s"
+    return f"{minutes // 60} h {minutes % 60} min"
+
+
+def provenance_rows(experiment, command):
+    """[(what, value)] from the runs' meta.json files: build, command lines, hosts,
+    when, wall time; first a warning row when runs come from different builds; last
+    the command that wrote this report. command: plot.py's argv (a list)."""
+    metas = [run.meta for run in experiment.runs if isinstance(run.meta, dict)]
+    rows = []
+    differing = [label for key, label in PROVENANCE_FIELDS
+                 if key in BUILD_FIELDS and len({meta_text(m.get(key)) for m in metas}) > 1]
+    if differing:
+        rows.append(("warning", "the runs come from different builds (" + ", ".join(differing)
+                     + " differ): their numbers need not agree bit for bit"))
+    known = [key for key, _ in PROVENANCE_FIELDS]
+    others = sorted({k for m in metas for k in m} - set(known) - set(TIME_FIELDS))
+    labels = dict(PROVENANCE_FIELDS)
+    for key in known + others:
+        values = [m[key] for m in metas if key in m]
+        if values:
+            rows.append((labels.get(key, key), distinct_text(values)))
+    starts = [t for t in (parse_time(m.get("start")) for m in metas) if t]
+    ends = [t for t in (parse_time(m.get("end")) for m in metas) if t]
+    wall = [rundata.to_float((run.summary or {}).get("wall_seconds")) for run in experiment.runs]
+    wall = [w for w in wall if math.isfinite(w)]
+    if starts and ends:
+        first, last = min(starts), max(ends)
+        rows.append(("ran (UTC)", f"{first:%Y-%m-%d %H:%M:%S} to {last:%Y-%m-%d %H:%M:%S}"))
+        rows.append(("wall time", f"{duration_text((last - first).total_seconds())} from the "
+                     "first run's start to the last run's end" +
+                     (f"; the runs' own wall_seconds add up to {duration_text(sum(wall))}"
+                      if wall else "")))
+    elif wall:
+        rows.append(("wall time", f"the runs' own wall_seconds add up to "
+                     f"{duration_text(sum(wall))}"))
+    missing = len(experiment.runs) - len(metas)
+    if missing:
+        rows.append(("runs without meta.json", f"{missing} of {len(experiment.runs)}"))
+    now = datetime.datetime.now(datetime.timezone.utc)
+    rows.append(("report command", shlex.join(command)))
+    rows.append(("report written (UTC)", f"{now:%Y-%m-%d %H:%M:%S}"))
+    return rows
+
+
+def provenance_line(rows):
+    """The provenance in one sentence, for the top of the report."""
+    found = dict(rows)
+    build = ", ".join(found[label] for key, label in PROVENANCE_FIELDS
+                      if key in ("backend", "build_type") and label in found)
+    parts = []
+    if "asgdsim version" in found:
+        parts.append(f"asgdsim {found['asgdsim version']}"
+                     + (f" (commit {found['git commit']})" if "git commit" in found else "")
+                     + (f", {build}" if build else ""))
+    if "host" in found:
+        parts.append(f"on {found['host']}")
+    if "wall time" in found:
+        parts.append(found["wall time"].split(" from")[0].split(";")[0] + " of wall time")
+    return ("Made by " + " ".join(parts[:2]) + ("; " + parts[2] if len(parts) > 2 else "")
+            + ". Details under Provenance.") if parts else "No run has a meta.json."
+
+
+def figure_notes_html(notes):
+    if not notes:
+        return ""
+    return '<ul class="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>"
+
+
 def write_summary_csv(table, path):
     table.to_csv(path, index=False)  # floats as shortest round-trip text
 
 
-def write_html(path, experiment, table, figures, status_counts, targets, band):
-    """figures: list of (name, png bytes)."""
+def write_html(path, experiment, table, figures, status_counts, targets, band, provenance):
+    """figures: list of (name, png bytes, notes); provenance: provenance_rows()."""
     headings, rows = display_rows(table, experiment.sweep_keys, band)
+    warnings = [text for what, text in provenance if what == "warning"]
     parts = [f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
              f"<title>{html.escape(experiment.name)}</title><style>{CSS}</style></head><body>",
              f"<h1>{html.escape(experiment.name)}</h1>",
              f"<p>Experiment folder: <code>{html.escape(str(experiment.folder))}</code>. "
              f"{len(experiment.runs)} runs; "
              + html.escape(", ".join(f"{n} {s}" for s, n in status_counts.items()))
-             + ".</p>",
-             f"<p>Targets: {html.escape(targets_sentence(targets))}.</p>",
-             "<h2>Final metrics per group</h2>",
-             f"<p>{html.escape(table_explanation(band))}</p>",
-             html_table(headings, rows, text_columns(experiment.sweep_keys)),
-             "<h2>Status counts</h2>",
-             html_table(["status", "runs"], [[s, str(n)] for s, n in status_counts.items()], 1)]
-    for name, png in figures:
+             + f". {html.escape(provenance_line(provenance))}</p>"]
+    parts += [f'<p class="warning">Warning: {html.escape(w)}.</p>' for w in warnings]
+    parts += [f"<p>Targets: {html.escape(targets_sentence(targets))}.</p>",
+              "<h2>Final metrics per group</h2>",
+              f"<p>{html.escape(table_explanation(band))}</p>",
+              html_table(headings, rows, text_columns(experiment.sweep_keys)),
+              "<h2>Status counts</h2>",
+              html_table(["status", "runs"], [[s, str(n)] for s, n in status_counts.items()],
+                         1)]
+    for name, png, notes in figures:
         data = base64.b64encode(png).decode("ascii")
         parts.append(f"<h2>{html.escape(FIGURE_TITLES.get(name, name))}</h2><figure>"
                      f"<img alt=\"{html.escape(name)}\" src=\"data:image/png;base64,{data}\">"
-                     f"<figcaption>{html.escape(FIGURE_CAPTIONS.get(name, ''))}</figcaption>"
-                     "</figure>")
+                     f"<figcaption>{html.escape(FIGURE_CAPTIONS.get(name, ''))}"
+                     f"{figure_notes_html(notes)}</figcaption></figure>")
+    parts.append("<h2>Provenance</h2>")
+    parts.append("<p>From the runs' meta.json files (a value that differs between runs is "
+                 "listed with its number of runs).</p>")
+    parts.append(html_table(None, [[what, text] for what, text in provenance], 2,
+                            "provenance", code_columns=(1,)))
     parts.append("<h2>Experiment config (resolved)</h2>")
     parts.append(f"<pre>{html.escape(config_text(experiment.config))}</pre></body></html>")
     path.write_text("\n".join(parts) + "\n", encoding="utf-8")
 
 
-def write_markdown(path, experiment, table, figure_files, status_counts, targets, band):
-    """figure_files: list of (name, path of the image relative to the report)."""
+def write_markdown(path, experiment, table, figure_files, status_counts, targets, band,
+                   provenance):
+    """figure_files: list of (name, path of the image relative to the report, notes)."""
     headings, rows = display_rows(table, experiment.sweep_keys, band)
     lines = [f"# {experiment.name}", "",
              f"Experiment folder: `{experiment.folder}`. {len(experiment.runs)} runs; "
-             + ", ".join(f"{n} {s}" for s, n in status_counts.items()) + ".", "",
-             f"Targets: {targets_sentence(targets)}.", "",
-             "## Final metrics per group", "",
-             table_explanation(band), "",
-             markdown_table(headings, rows), ""]
-    for name, relative in figure_files:
+             + ", ".join(f"{n} {s}" for s, n in status_counts.items()) + ". "
+             + provenance_line(provenance), ""]
+    lines += [f"**Warning: {text}.**\n" for what, text in provenance if what == "warning"]
+    lines += [f"Targets: {targets_sentence(targets)}.", "",
+              "## Final metrics per group", "",
+              table_explanation(band), "",
+              markdown_table(headings, rows), ""]
+    for name, relative, notes in figure_files:
         lines += [f"## {FIGURE_TITLES.get(name, name)}", "", f"![{name}]({relative})", "",
                   FIGURE_CAPTIONS.get(name, ""), ""]
+        lines += [f"- {note}" for note in notes] + ([""] if notes else [])
+    lines += ["## Provenance", "", markdown_table(["", ""], [[w, f"`{t}`" if w in (
+        "command line", "report command") else t] for w, t in provenance]), ""]
     lines += ["## Experiment config (resolved)", "", "```json",
               config_text(experiment.config), "```", ""]
     path.write_text("\n".join(lines), encoding="utf-8")

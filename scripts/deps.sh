@@ -17,6 +17,7 @@ ASGD_DEBIAN_PACKAGES=(
   cmake ninja-build g++
   libboost-program-options-dev nlohmann-json3-dev libopenblas-dev libgtest-dev zlib1g-dev
   python3-matplotlib python3-pandas python3-numpy
+  chromium  # the analysis tests screenshot report.html with it (headless)
   dataset-fashion-mnist
   clang libclang-rt-14-dev
   openmpi-bin libopenmpi-dev

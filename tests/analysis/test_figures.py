@@ -56,7 +56,11 @@ def lines_with(ax, **style):
 
 
 def notes_of(fig):
-    return "\n".join(t.get_text() for t in fig.texts)
+    """The notes under the figure (unwrapped); checks they are drawn, too."""
+    drawn = " ".join(" ".join(t.get_text().split()) for t in fig.texts)
+    for note in fig.asgd_notes[:8]:
+        assert " ".join(note.split()) in drawn, f"note not drawn: {note}"
+    return "\n".join(fig.asgd_notes)
 
 
 def vline_segments(ax):
