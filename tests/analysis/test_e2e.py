@@ -322,6 +322,24 @@ class EndToEndTest(unittest.TestCase):
             meta = json.loads((self.folder / run_id(*key) / "meta.json").read_text())
             self.assertEqual(runs.loc[run_id(*key)].meta_backend, meta["backend"])
 
+    def test_docs_outputs_md_names_every_column_and_field(self):
+        """docs/outputs.md documents every column and field the binary wrote here."""
+        doc = (ANALYSIS.parent / "docs" / "outputs.md").read_text()
+        folder = self.folder / run_id("async", RATES[0], SEEDS[0])
+        names = set()
+        for path in (folder / "metrics.csv", folder / "workers.csv", folder / "staleness.csv",
+                     self.folder / "index.csv", self.folder / "summary_table.csv"):
+            with open(path, newline="") as handle:
+                names |= set(next(csv.reader(handle)))
+        names -= {"train.lr"}  # a sweep key
+        names = {re.sub(r"_(mean|std|ci95|n)$", "", n) if n.startswith(
+            ("train_loss_", "test_loss_", "test_accuracy_", "time_", "updates_",
+             "dropped_gradients_", "mean_staleness_")) else n for n in names}
+        for name in ("summary.json", "meta.json"):
+            names |= set(json.loads((folder / name).read_text()))
+        undocumented = sorted(n for n in names if f"`{n}`" not in doc)
+        self.assertEqual(undocumented, [], "not in docs/outputs.md")
+
     def test_index_csv_equals_summary_json(self):
         with open(self.folder / "index.csv", newline="") as handle:
             rows = list(csv.DictReader(handle))
