@@ -191,6 +191,7 @@ class SweepFigureTest(unittest.TestCase):
         shift = (sync_line.get_transform().transform(point)[0]
                  - async_line.get_transform().transform(point)[0])
         self.assertAlmostEqual(shift, figures.DODGE_POINTS * self.fig.dpi / 72.0, delta=1e-6)
+        self.assertGreaterEqual(shift, 3 * self.fig.dpi / 72.0)  # at least 3 points apart
         # identical in the time panel? no: async never reaches at lr=1; test loss is x1.1
         time_ax = self.axes["time to train loss \u2264 0.1 (s)"]
         [async_time] = lines_with(time_ax, marker="o")

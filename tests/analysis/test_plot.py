@@ -531,6 +531,10 @@ class PlotEdgeCasesTest(unittest.TestCase):
         result = run_plot(self.tmp / "bare", "--metric", "accuracy")
         self.assertEqual(result.returncode, 2)
         self.assertIn("--metric", result.stderr)
+        result = run_plot(self.tmp / "bare", "--band", "sem")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("--band", result.stderr)
+        self.assertIn("'ci', 'std', 'none'", result.stderr)  # says what is allowed
 
 
 class GroupsUnitTest(unittest.TestCase):
