@@ -250,8 +250,9 @@ def provenance_rows(experiment, command):
     if starts and ends:
         first, last = min(starts), max(ends)
         rows.append(("ran (UTC)", f"{first:%Y-%m-%d %H:%M:%S} to {last:%Y-%m-%d %H:%M:%S}"))
-        rows.append(("wall time", f"{duration_text((last - first).total_seconds())} from the "
-                     "first run's start to the last run's end" +
+        span = (last - first).total_seconds()  # meta.json's times are whole seconds
+        rows.append(("wall time", (duration_text(span) if span >= 1 else "under 1 s")
+                     + " from the first run's start to the last run's end" +
                      (f"; the runs' own wall_seconds add up to {duration_text(sum(wall))}"
                       if wall else "")))
     elif wall:

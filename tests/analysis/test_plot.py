@@ -487,14 +487,21 @@ class PlotEdgeCasesTest(unittest.TestCase):
         self.assertTrue((self.tmp / "bare" / "figure_convergence.png").is_file())
 
     def test_runs_from_different_builds_are_flagged(self):
+        """In process (no figures): the report of runs from two commits warns at the top."""
+        import asgdsim_data
+        import report
         root = self.tmp / "mixed"
         write_experiment(root)
         meta = root / run_id("sync", 2, 1) / "meta.json"
         changed = json.loads(meta.read_text())
         changed["git_commit"] = "0123456789ab"
         meta.write_text(json.dumps(changed))
-        result = run_plot(root, "--format", "png")
-        self.assertEqual(result.returncode, 0, result.stderr)
+        experiment = asgdsim_data.read(root)
+        grouped = groups.group_runs(experiment)
+        table = groups.summary_table(grouped, experiment.sweep_keys, 0.5)
+        provenance = report.provenance_rows(experiment, ["analysis/plot.py", str(root)])
+        report.write_html(root / "report.html", experiment, table, [],
+                          groups.status_counts(experiment.runs), [], "ci", provenance)
         text = (root / "report.html").read_text()
         self.assertIn('<p class="warning">Warning: the runs come from different builds '
                       "(git commit differ)", text)
