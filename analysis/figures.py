@@ -16,11 +16,13 @@ import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.ticker import (FixedLocator, FuncFormatter, MaxNLocator,  # noqa: E402
-                               NullLocator, ScalarFormatter)
+from matplotlib.ticker import (FixedFormatter, FixedLocator, FuncFormatter,  # noqa: E402
+                               MaxNLocator, NullLocator, ScalarFormatter)
+from matplotlib.transforms import ScaledTranslation, blended_transform_factory  # noqa: E402
 
-from groups import (COMPLETED, curve, final_train_loss, mean_curve,  # noqa: E402
-                    sample_std, time_to_target)
+import stats  # noqa: E402
+from groups import (COMPLETED, band_half_width, curve, final_train_loss,  # noqa: E402
+                    mean_curve, value_sort_key)
 from rundata import read_trace  # noqa: E402
 
 X_LABELS = {"time": "virtual time (s)", "updates": "updates", "epoch": "epoch"}
@@ -79,33 +81,54 @@ def add_figure_legend(fig, handles, title=None):
 
 # ---------------------------------------------------------------- convergence
 
-def draw_convergence(groups, metrics, x_axes, colours):
-    """Grid: rows = metrics, columns = x axes. Mean over seeds with a +-1 std band for the
-    completed runs of each group; every other run dashed on its own."""
+def draw_convergence(groups, metrics, x_axes, colours, band=stats.DEFAULT_BAND):
+    """Grid: rows = metrics, columns = x axes. For each group's completed runs: every seed
+    thin to its own end (a tick where it ends), and their mean, thick, over the range
+    every seed covers, with the band (stats.py). Every other run dashed on its own.
+    Whatever the frame or the mean leaves out is said under the figure (cut_notes)."""
     metrics = [m for m in metrics if has_values(groups, m)]
     x_axes = [x for x in x_axes if has_values(groups, x)]
     if not metrics or not x_axes:
         return None
     fig = Figure(figsize=(4.0 * len(x_axes), 2.9 * len(metrics)), layout="constrained")
     axes = fig.subplots(len(metrics), len(x_axes), squeeze=False, sharex="col")
+    frame_notes = set()
     for i, metric in enumerate(metrics):
         for j, x_name in enumerate(x_axes):
             ax = axes[i][j]
-            draw_convergence_panel(ax, groups, x_name, metric, colours)
+            frame_notes |= draw_convergence_panel(ax, groups, x_name, metric, colours, band)
             if i == len(metrics) - 1:
                 ax.set_xlabel(X_LABELS.get(x_name, x_name))
             if j == 0:
                 ax.set_ylabel(METRIC_LABELS.get(metric, metric))
-    fig.suptitle(wrap_title(convergence_title(groups), fig), fontsize="medium")
+    fig.suptitle(wrap_title(convergence_title(groups, band), fig), fontsize="medium")
     add_figure_legend(fig, convergence_legend(groups, colours))
+    notes = sorted(frame_notes) + mean_cut_notes(groups, x_axes, metrics)
+    add_figure_notes(fig, notes)
     return fig
 
 
-def convergence_title(groups):
+def add_figure_notes(fig, notes, limit=8):
+    """Notes under the axes (savefig's tight bounding box takes them in), at most `limit`
+    of them; all of them in fig.asgd_notes, for the report."""
+    fig.asgd_notes = list(notes)
+    if not notes:
+        return
+    shown = notes[:limit]
+    if len(notes) > limit:
+        shown.append(f"... and {len(notes) - limit} more (see the report)")
+    width = max(60, int(fig.get_figwidth() * 15))
+    text = "\n".join(textwrap.fill(n, width=width, subsequent_indent="   ") for n in shown)
+    fig.text(0.0, -0.01, text, ha="left", va="top", fontsize="small", color="#333")
+
+
+def convergence_title(groups, band):
     """Says how to read the lines, mentioning only what the figure shows."""
     parts = ["Convergence"]
     if any(len(g.completed) > 1 for g in groups):
-        parts.append("lines = mean over seeds, band = \u00b11 std")
+        spread = "" if band == "none" else f", band = {stats.band_description(band, short=True)}"
+        parts.append("thick = mean over seeds where every seed has data" + spread)
+        parts.append("thin = each seed, | = where it ends")
     statuses = {r.status for g in groups for r in g.runs if r.status != COMPLETED}
     if statuses:
         parts.append("dashed = runs that did not complete")
@@ -119,28 +142,65 @@ def convergence_legend(groups, colours):
     for group in groups:
         colour, done = colours[group.key], len(group.completed)
         if done:
-            suffix = f" (mean of {done})" if done > 1 else ""
-            handles.append(Line2D([], [], color=colour, lw=1.6, label=group.label + suffix))
+            suffix = f" (mean of {done} seeds)" if done > 1 else ""
+            handles.append(Line2D([], [], color=colour, lw=MEAN_LINE_WIDTH,
+                                  label=group.label + suffix))
         for status in sorted({r.status for r in group.runs if r.status != COMPLETED}):
             handles.append(Line2D([], [], color=colour, lw=1.2, ls="--",
                                   label=f"{group.label} ({status})"))
+    if any(len(g.completed) > 1 for g in groups):
+        handles.append(Line2D([], [], color="#555", lw=SEED_LINE_WIDTH, alpha=SEED_ALPHA,
+                              marker="|", ms=8, label="one seed; | where it ends"))
     return handles
 
 
-def draw_convergence_panel(ax, groups, x_name, metric, colours):
+# A seed's own line under its group's mean: thin and light, so the mean reads first.
+SEED_LINE_WIDTH, SEED_ALPHA, MEAN_LINE_WIDTH = 0.8, 0.5, 1.8
+
+
+def mean_cut_notes(groups, x_axes, metrics):
+    """For each group whose seeds end at different x: where its mean stops (the earliest
+    seed's end) and where the last seed ends. Empty when nothing is cut."""
+    notes = []
+    for group in groups:
+        parts = []
+        for x_name in x_axes:
+            ends = []
+            for run in group.completed:
+                x = np.concatenate([curve(run, x_name, m)[0][-1:] for m in metrics])
+                if len(x):
+                    ends.append(x.max())
+            if len(ends) > 1 and max(ends) - min(ends) > 1e-9 * max(abs(max(ends)), 1.0):
+                unit = " s" if x_name == "time" else f" {x_name}"
+                parts.append(f"{stats.format_value(min(ends))} of "
+                             f"{stats.format_value(max(ends))}{unit}")
+        if parts:
+            notes.append(f"{group.label}: seeds end at different points; the mean is drawn "
+                         f"up to the earliest end ({'; '.join(parts)}), each seed to its own.")
+    return notes
+
+
+def draw_convergence_panel(ax, groups, x_name, metric, colours, band=stats.DEFAULT_BAND):
+    """One panel; returns notes on what its frame leaves out."""
     bands, completed_values, all_values = [], [], []
     for group in groups:
         colour = colours[group.key]
-        done = [curve(run, x_name, metric) for run in group.completed]
-        grid, mean, std = mean_curve(done)
-        if len(grid):
-            ax.plot(grid, mean, color=colour, lw=1.6, marker="." if len(grid) == 1 else None)
-            ax.plot(grid[-1:], mean[-1:], color=colour, marker="o", ms=4)  # where it ended
-            if len(done) > 1:
-                bands.append((grid, mean, std, colour))
-        else:  # repeats that do not overlap in x: show each one thinly
+        done = [c for c in (curve(run, x_name, metric) for run in group.completed) if len(c[0])]
+        if len(done) == 1:
+            x, y = done[0]
+            ax.plot(x, y, color=colour, lw=1.6, marker="." if len(x) == 1 else None)
+            ax.plot(x[-1:], y[-1:], color=colour, marker="o", ms=4)  # where it ended
+        elif len(done) > 1:
             for x, y in done:
-                ax.plot(x, y, color=colour, lw=1.0, alpha=0.7)
+                ax.plot(x, y, color=colour, lw=SEED_LINE_WIDTH, alpha=SEED_ALPHA)
+                ax.plot(x[-1:], y[-1:], color=colour, marker="|", ms=8, mew=1.3)
+            grid, mean, std, n = mean_curve(done)
+            if len(grid):
+                ax.plot(grid, mean, color=colour, lw=MEAN_LINE_WIDTH,
+                        marker="." if len(grid) == 1 else None)
+                half = stats.half_width(std, n, band)
+                if np.isfinite(half).any():
+                    bands.append((grid, mean, half, colour))
         completed_values += [y for _, y in done]
         for run in group.runs:
             if run.status == COMPLETED:
@@ -152,10 +212,30 @@ def draw_convergence_panel(ax, groups, x_name, metric, colours):
                 ax.plot(x[-1:], y[-1:], color=colour, marker="x", ms=7, mew=1.5)
     all_values += completed_values
     floor = set_metric_scale(ax, metric, completed_values, all_values)
-    for grid, mean, std, colour in bands:
-        low = mean - std if floor is None else np.maximum(mean - std, floor)
-        ax.fill_between(grid, low, mean + std, color=colour, alpha=0.18, lw=0)
+    for grid, mean, half, colour in bands:
+        low = mean - half if floor is None else np.maximum(mean - half, floor)
+        ax.fill_between(grid, low, mean + half, color=colour, alpha=0.18, lw=0)
     ax.grid(True, which="major", alpha=0.3)
+    return frame_notes(ax, metric, all_values)
+
+
+def frame_notes(ax, metric, curves):
+    """What lies outside the y range set_metric_scale chose, in words."""
+    low, high = ax.get_ylim()
+    name = METRIC_LABELS.get(metric, metric)
+    notes = set()
+    starts = [y[0] for y in curves if len(y) > 1]
+    if any(s > high or s < low for s in starts):
+        notes.add(f"{name}: the y range fits the values after the first evaluation; "
+                  "starting values lie outside the frame.")
+    rest = [v for y in curves for v in y[1:]]
+    if any(v > high or v < low for v in rest):
+        cap = (f"{DIVERGED_HEADROOM:g}\u00d7 the completed runs' largest value"
+               if ax.get_yscale() == "log" else
+               f"{DIVERGED_HEADROOM:g}\u00d7 the completed runs' spread beyond them")
+        notes.add(f"{name}: the y axis stops at {cap}, so that a diverging run does not "
+                  "flatten the others; its values beyond are not shown.")
+    return notes
 
 
 def after_start(curves):
@@ -239,13 +319,27 @@ def combined_histogram(group):
     return staleness, np.array([counts[s] for s in staleness]) / total
 
 
+def staleness_varies(points):
+    """Whether the runs' mean staleness differs by at least STALENESS_SPREAD (absolute,
+    in updates, or relative to the largest)."""
+    values = [s for _, s, _, _ in points]
+    return len(values) > 1 and max(values) - min(values) >= max(
+        STALENESS_SPREAD[0], STALENESS_SPREAD[1] * max(values))
+
+
+# The loss-vs-staleness panel is drawn, without a staleness key swept, only when the runs'
+# mean staleness spans at least this much: (updates, fraction of the largest).
+STALENESS_SPREAD = (0.5, 0.05)
+
+
 def draw_staleness(groups, sweep_keys, colours):
-    """Left: staleness histogram per group. Right (when staleness is swept or there are
-    several groups): each run's final train loss against its mean staleness."""
+    """Left: staleness histogram per group. Right (when staleness is swept or the runs'
+    mean staleness varies): each run's final train loss against its mean staleness."""
     hists = [(g, combined_histogram(g)) for g in groups]
     hists = [(g, h) for g, h in hists if h is not None]
-    wants_scatter = any(k.startswith("staleness.") for k in sweep_keys) or len(groups) > 1
-    points = staleness_points(groups) if wants_scatter else []
+    points = staleness_points(groups)
+    if not any(k.startswith("staleness.") for k in sweep_keys) and not staleness_varies(points):
+        points = []  # every run at about the same staleness: a column of dots says nothing
     panels = (["hist"] if hists else []) + (["scatter"] if points else [])
     if not panels:
         return None
@@ -263,17 +357,28 @@ def draw_staleness(groups, sweep_keys, colours):
 
 
 def draw_staleness_histograms(ax, hists, colours):
-    """Grouped bars while they stay readable, else one step line per group. Groups whose
-    gradients all have staleness 0 (the sync family, say) would be one point at (0, 1)
-    that hides under the others: they are named in the panel instead, unless every
-    group is like that."""
+    """Grouped bars while they stay readable, else one step line per group (each its own
+    dash pattern). Groups whose gradients all have staleness 0 (the sync family, say)
+    would be one point at (0, 1) that hides under the others, and a group whose
+    histogram equals another's would hide under it: both kinds are named in the panel
+    instead of drawn (unless every group has staleness 0)."""
     fresh = [g for g, (staleness, _) in hists if (staleness == 0).all()]
+    notes = []
     if len(fresh) < len(hists):
         hists = [(g, h) for g, h in hists if g not in fresh]
         if fresh:
-            ax.text(0.98, 0.95, "staleness 0 for every gradient:\n" +
-                    "\n".join(g.label for g in fresh), transform=ax.transAxes, ha="right",
-                    va="top", fontsize="small", color="#444")
+            notes.append("staleness 0 for every gradient:\n" + "\n".join(g.label for g in fresh))
+    kept, same = [], []
+    for group, (staleness, fraction) in hists:
+        twin = next((g for g, (s, f) in kept if np.array_equal(s, staleness)
+                     and np.allclose(f, fraction, rtol=1e-12, atol=0)), None)
+        if twin is None:
+            kept.append((group, (staleness, fraction)))
+        else:
+            same.append(f"{group.label} = {twin.label}")
+    if same:
+        notes.append("identical histograms (drawn once):\n" + "\n".join(same))
+    hists = kept
     values = sorted({int(s) for _, (staleness, _) in hists for s in staleness})
     if len(hists) * len(values) <= 160:
         width = 0.8 / len(hists)
@@ -281,9 +386,12 @@ def draw_staleness_histograms(ax, hists, colours):
             offset = (i - (len(hists) - 1) / 2) * width
             ax.bar(staleness + offset, fraction, width=width, color=colours[group.key])
     else:
-        for group, (staleness, fraction) in hists:
+        for i, (group, (staleness, fraction)) in enumerate(hists):
             ax.plot(staleness, fraction, drawstyle="steps-mid", color=colours[group.key],
-                    lw=1.3)
+                    lw=1.3, ls=SERIES_DASHES[i % len(SERIES_DASHES)])
+    if notes:
+        ax.text(0.98, 0.95, "\n".join(notes), transform=ax.transAxes, ha="right", va="top",
+                fontsize="small", color="#444")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("staleness (updates between read and apply)")
     ax.set_ylabel("fraction of applied gradients")
@@ -321,27 +429,245 @@ def draw_loss_vs_staleness(ax, points, colours):
     ax.grid(True, alpha=0.3)
 
 
-# ---------------------------------------------------------------- scaling
+# ---------------------------------------------------------------- sweep points
 
-def scaling_series(groups, target):
-    """{(engine, other sweep values): [(workers, mean time, std time), ...]} over the
-    completed runs that reach the target; plus the first group of each series (colour)."""
-    series, first = {}, {}
-    for group in groups:
-        try:
-            workers = float(group.sweep[WORKERS_KEY])
-        except (KeyError, ValueError):
+def table_series(table, sweep_keys, key):
+    """Rows of the summary table grouped into lines along sweep key `key`: one line per
+    engine and values of the other sweep keys. {(engine, ((k, v), ...)): [row, ...]} with
+    rows in the order of key's values (numbers numerically), in table order of lines."""
+    series = {}
+    for row in table.to_dict("records"):
+        others = tuple((k, row[k]) for k in sweep_keys if k != key)
+        series.setdefault((row["engine"], others), []).append(row)
+    return {k: sorted(rows, key=lambda r: value_sort_key(r[key])) for k, rows in series.items()}
+
+
+def series_label(series_key):
+    engine, others = series_key
+    return ", ".join([engine] + [f"{k}={v}" for k, v in others])
+
+
+def numeric_values(texts):
+    """The sweep values as floats, or None when any is not a number."""
+    try:
+        values = [float(t) for t in texts]
+    except (TypeError, ValueError):
+        return None
+    return values if all(math.isfinite(v) for v in values) else None
+
+
+def sweep_axis_scale(values):
+    """'log' when the swept values are positive and span at least a decade, 'symlog' when
+    they also hold 0 (and their positive ones span a decade), else 'linear'."""
+    positive = [v for v in values if v > 0]
+    if len(positive) < 2 or min(values) < 0 or max(positive) / min(positive) < 10:
+        return "linear"
+    return "log" if len(positive) == len(values) else "symlog"
+
+
+def dodge(ax, index, count, base=None):
+    """A transform that draws line `index` of `count` DODGE_POINTS points sideways of the
+    next, so that equal points of different lines stay visible whatever the x scale.
+    base: the transform to shift (default: data coordinates)."""
+    shift = (index - (count - 1) / 2) * DODGE_POINTS / 72.0
+    return (base or ax.transData) + ScaledTranslation(shift, 0, ax.figure.dpi_scale_trans)
+
+
+# Sideways shift between lines that share an x value, in points (1/72 inch).
+DODGE_POINTS = 4.0
+NOT_REACHED_Y = 0.96  # axes fraction where "target not reached" markers sit
+NOT_REACHED = "no completed run reached the target"
+
+
+def mark_not_reached(ax, x, colour, bottom=False, shift=None):
+    """A hollow triangle at the top (bottom) edge: this point has no value because no
+    completed run reached the target. shift: dodge's (index, count)."""
+    transform = blended_transform_factory(ax.transData, ax.transAxes)
+    if shift:
+        transform = dodge(ax, *shift, base=transform)
+    ax.plot(x, [1 - NOT_REACHED_Y if bottom else NOT_REACHED_Y] * len(x), ls="none",
+            marker="v" if bottom else "^", ms=7, mfc="white", mec=colour, mew=1.5,
+            transform=transform, clip_on=False)
+
+
+def error_bars(ax, x, mean, half, transform, colour, marker="o", dash="-", ms=5):
+    """Line through the means with vertical bars where half is finite, drawn through
+    `transform` (errorbar() cannot be shifted sideways). half: one array (+-half) or a
+    pair (below, above)."""
+    below, above = half if isinstance(half, tuple) else (half, half)
+    ax.plot(x, mean, color=colour, marker=marker, ms=ms, ls=dash, lw=1.4, transform=transform)
+    # Autoscaling ignores artists drawn through a shifted transform: feed it the points.
+    ax.update_datalim(np.column_stack([x, mean]))
+    bars = np.isfinite(below) & np.isfinite(above) & np.isfinite(mean)
+    if bars.any():
+        low, high = mean[bars] - below[bars], mean[bars] + above[bars]
+        ax.update_datalim(np.column_stack([np.concatenate([x[bars], x[bars]]),
+                                           np.concatenate([low, high])]))
+        ax.vlines(x[bars], low, high, color=colour, lw=1.2, transform=transform)
+        ax.plot(np.concatenate([x[bars], x[bars]]), np.concatenate([low, high]), ls="none",
+                marker="_", ms=7, mew=1.2, color=colour, transform=transform)
+
+
+def identical_lines(lines):
+    """{label: label of an earlier line with exactly the same points} for lines whose
+    points equal an earlier line's. lines: [(label, x, y)]."""
+    same = {}
+    for i, (label, x, y) in enumerate(lines):
+        for other, ox, oy in lines[:i]:
+            if (len(x) == len(ox) and len(x) and np.array_equal(np.asarray(x), np.asarray(ox))
+                    and np.allclose(y, oy, rtol=1e-12, atol=0, equal_nan=True)):
+                same[label] = same.get(other, other)
+                break
+    return same
+
+
+# ---------------------------------------------------------------- sweep
+
+def sweep_quantities(table, target):
+    """[(stem, y label, is a time to target)] the sweep figure shows."""
+    quantities = []
+    for stem, label in (("train_loss", "final train loss"), ("test_accuracy", "final test accuracy")):
+        if stem + "_mean" in table and table[stem + "_mean"].notna().any():
+            quantities.append((stem, label, False))
+    if not any(stem == "test_accuracy" for stem, _, _ in quantities) and \
+            "test_loss_mean" in table and table["test_loss_mean"].notna().any():
+        quantities.append(("test_loss", "final test loss", False))
+    if target is not None and math.isfinite(target) and "time_to_target_loss_mean" in table:
+        quantities.append(("time_to_target_loss",
+                           f"time to train loss \u2264 {stats.format_value(target)} (s)", True))
+    return quantities
+
+
+def draw_sweep(table, sweep_keys, target, band=stats.DEFAULT_BAND):
+    """Final metrics and time to target against each swept key (columns): one line per
+    engine (and values of the other swept keys), mean over the completed seeds with the
+    band as error bars and a light band. None when no key has two values."""
+    keys = [k for k in sweep_keys if k in table and table[k].nunique() > 1]
+    quantities = sweep_quantities(table, target)
+    if not keys or not quantities:
+        return None
+    fig = Figure(figsize=(4.3 * len(keys), 2.9 * len(quantities)), layout="constrained")
+    axes = fig.subplots(len(quantities), len(keys), squeeze=False)
+    notes, handles = [], {}
+    for j, key in enumerate(keys):
+        series = table_series(table, sweep_keys, key)
+        palette = matplotlib.colormaps["tab10"].colors
+        styles = {s: (palette[i % len(palette)], SERIES_MARKERS[i % len(SERIES_MARKERS)],
+                      SERIES_DASHES[(i // len(palette)) % len(SERIES_DASHES)])
+                  for i, s in enumerate(series)}
+        for i, (stem, label, is_time) in enumerate(quantities):
+            ax = axes[i][j]
+            notes += draw_sweep_panel(ax, key, series, styles, stem, label, is_time, band,
+                                      handles)
+            ax.set_ylabel(label)
+            if i == len(quantities) - 1:
+                ax.set_xlabel(key)
+    spread = "" if band == "none" else \
+        f"; error bars and band = {stats.band_description(band, short=True)} over seeds"
+    fig.suptitle(wrap_title("Sweep: each quantity against each swept key, mean over the "
+                            "completed seeds" + spread, fig), fontsize="medium")
+    legend = list(handles.values())
+    if any(NOT_REACHED in note for note in notes):
+        legend.append(Line2D([], [], ls="none", marker="^", mfc="white", mec="#555", mew=1.5,
+                             label=NOT_REACHED))
+    add_figure_legend(fig, legend)
+    add_figure_notes(fig, list(dict.fromkeys(notes)))
+    return fig
+
+
+SERIES_MARKERS = ("o", "s", "D", "^", "v", "P", "X", "*", "<", ">")
+SERIES_DASHES = ("-", "--", ":", "-.")
+
+
+def set_sweep_xlim(ax, scale, positions):
+    """x limits with room beside the outermost values (lines are drawn shifted sideways,
+    which autoscaling does not see)."""
+    low, high = positions[0], positions[-1]
+    if scale == "log":
+        pad = (high / low) ** 0.08 if high > low else 1.5
+        ax.set_xlim(low / pad, high * pad)
+    elif scale == "symlog":
+        ax.set_xlim(-0.3 * min(p for p in positions if p > 0), high * 1.4)
+    else:
+        pad = 0.08 * (high - low) if high > low else 0.5
+        ax.set_xlim(low - pad, high + pad)
+
+
+def draw_sweep_panel(ax, key, series, styles, stem, quantity, is_time, band, handles):
+    """One quantity against one key; returns notes. handles collects legend entries."""
+    all_texts = sorted({r[key] for rows in series.values() for r in rows}, key=value_sort_key)
+    numbers = numeric_values(all_texts)
+    scale = sweep_axis_scale(numbers) if numbers else "linear"
+    position = ({t: v for t, v in zip(all_texts, numbers)} if numbers
+                else {t: float(i) for i, t in enumerate(all_texts)})
+    if scale == "symlog":
+        ax.set_xscale("symlog", linthresh=min(v for v in numbers if v > 0), linscale=0.5)
+    elif scale == "log":
+        ax.set_xscale("log")
+    lines, notes, values = [], [], []
+    for index, (skey, rows) in enumerate(series.items()):
+        colour, marker, dash = styles[skey]
+        shifted = dodge(ax, index, len(series))
+        x = np.array([position[r[key]] for r in rows])
+        mean = np.array([r[stem + "_mean"] for r in rows], dtype=float)
+        half = np.array([band_half_width(r, stem, band) for r in rows])
+        ok = np.isfinite(mean)
+        label = series_label(skey)
+        lines.append((label, x[ok], mean[ok]))
+        error_bars(ax, x[ok], mean[ok], half[ok], shifted, colour, marker, dash)
+        both = ok & np.isfinite(half)
+        if both.sum() > 1 and numbers:
+            ax.fill_between(x[both], mean[both] - half[both], mean[both] + half[both],
+                            color=colour, alpha=0.12, lw=0, transform=shifted)
+        values += list(mean[ok]) + list((mean - half)[both]) + list((mean + half)[both])
+        handles.setdefault(label, Line2D([], [], color=colour, marker=marker, ls=dash,
+                                         label=label))
+        if not is_time:
             continue
-        others = tuple((k, v) for k, v in group.sweep.items() if k != WORKERS_KEY)
-        key = (group.engine, others)
-        first.setdefault(key, group)
-        times = [time_to_target(r, "train_loss", target) for r in group.completed]
-        times = np.array([t for t in times if math.isfinite(t)])
-        if len(times):
-            series.setdefault(key, []).append(
-                (workers, float(times.mean()), float(sample_std(times))))
-    return {k: sorted(v) for k, v in series.items()}, first
+        missing = [r for r in rows if not math.isfinite(r[stem + "_mean"])]
+        if missing:
+            mark_not_reached(ax, [position[r[key]] for r in missing], colour,
+                             shift=(index, len(series)))
+            notes.append(f"{label}: {NOT_REACHED} at "
+                         + ", ".join(f"{key}={r[key]} ({r.get('target_loss_reached', 0)}/"
+                                     f"{r.get('completed', 0)})" for r in missing) + ".")
+        for r, xs, m in zip(rows, x, mean):
+            if math.isfinite(m) and r.get("target_loss_reached", 0) < r.get("completed", 0):
+                ax.annotate(f"{r['target_loss_reached']}/{r['completed']}", (xs, m),
+                            xycoords=shifted, textcoords="offset points", xytext=(5, 4),
+                            fontsize="x-small", color=colour)
+    for label, other in identical_lines(lines).items():
+        notes.append(f"{quantity} against {key}: {label} has the same values as {other}; "
+                     "its points are shifted sideways so that both show.")
+    ax.autoscale_view()
+    set_value_scale(ax, stem, values)
+    set_sweep_xlim(ax, scale, sorted(position.values()))
+    ordered = sorted(position.items(), key=lambda item: item[1])
+    ax.xaxis.set_major_locator(FixedLocator([v for _, v in ordered]))
+    ax.xaxis.set_major_formatter(FixedFormatter([t for t, _ in ordered]))
+    ax.xaxis.set_minor_locator(NullLocator())
+    if len(all_texts) > 6 or max(len(t) for t in all_texts) > 8:
+        ax.tick_params(axis="x", labelrotation=30)
+    ax.grid(True, alpha=0.3)
+    return notes
 
+
+def set_value_scale(ax, stem, values):
+    """Log y for losses and times when every value is positive and they span more than a
+    factor of 3; plain-number labels under two decades."""
+    values = [v for v in values if math.isfinite(v)]
+    if stem == "test_accuracy" or not values or min(values) <= 0:
+        return
+    low, high = min(values), max(values)
+    if high / low > 3:
+        ax.set_yscale("log")
+        low, high = low / 1.2, high * 1.2
+        ax.set_ylim(low, high)
+        if high / low < 100:
+            plain_log_labels(ax.yaxis, low, high)
+
+
+# ---------------------------------------------------------------- scaling
 
 def label_worker_axis(ax, worker_counts):
     """Log2 x axis ticked at the swept worker counts, written as plain numbers."""
@@ -353,44 +679,92 @@ def label_worker_axis(ax, worker_counts):
     ax.grid(True, which="major", alpha=0.3)
 
 
-def draw_scaling(groups, sweep_keys, target, colours):
+def speedup_with_error(times, halves):
+    """Speedups times[0] / times and their half-widths by first-order error propagation
+    (relative errors add in quadrature; a missing half-width counts as 0). The first is 1
+    by definition: its half-width is NaN (no bar)."""
+    times, halves = np.asarray(times, dtype=float), np.asarray(halves, dtype=float)
+    speedup = times[0] / times
+    rel = np.hypot(np.nan_to_num(halves[0] / times[0]), np.nan_to_num(halves / times))
+    rel[0] = math.nan
+    return speedup, speedup * rel
+
+
+def draw_scaling(table, sweep_keys, target, colours, band=stats.DEFAULT_BAND):
     """Time to reach the target train loss against workers, and the speedup over the
-    smallest worker count, each with the ideal linear-speedup line."""
+    fewest workers that reached it, both on log-log axes (ideal linear speedup is then a
+    straight line), with error bars over seeds; points where no run reached the target
+    are marked on the frame's edge and named under the figure."""
     if WORKERS_KEY not in sweep_keys or target is None or not math.isfinite(target):
         return None
-    series, first = scaling_series(groups, target)
-    if not series:
+    series = table_series(table, sweep_keys, WORKERS_KEY)
+    stem = "time_to_target_loss"
+    if not any(math.isfinite(r[stem + "_mean"]) for rows in series.values() for r in rows):
         return None
-    fig = Figure(figsize=(10.0, 3.8), layout="constrained")
+    fig = Figure(figsize=(10.0, 4.0), layout="constrained")
     time_ax, speed_ax = fig.subplots(1, 2)
-    handles, max_workers, min_workers = [], 1.0, math.inf
-    for key, points in series.items():
-        colour = colours[first[key].key]
-        workers, mean, std = (np.array(column) for column in zip(*points))
-        label = ", ".join([key[0]] + [f"{k}={v}" for k, v in key[1]])
-        time_ax.errorbar(workers, mean, yerr=std, color=colour, marker="o", ms=4, capsize=3)
-        time_ax.plot(workers, mean[0] * workers[0] / workers, color=colour, ls=":", lw=1.2)
-        speed_ax.plot(workers, mean[0] / mean, color=colour, marker="o", ms=4)
+    handles, notes, worker_counts, speed_values = [], [], set(), []
+    for index, (skey, rows) in enumerate(series.items()):
+        group_key = (skey[0], tuple((k, rows[0][k]) for k in sweep_keys))
+        colour = colours.get(group_key, "tab:blue")
+        shift = (index, len(series))
+        workers = np.array([float(r[WORKERS_KEY]) for r in rows])
+        mean = np.array([r[stem + "_mean"] for r in rows], dtype=float)
+        half = np.array([band_half_width(r, stem, band) for r in rows])
+        worker_counts |= set(workers)
+        ok = np.isfinite(mean)
+        label = series_label(skey)
         handles.append(Line2D([], [], color=colour, marker="o", label=label))
-        max_workers, min_workers = max(max_workers, workers.max()), min(min_workers, workers[0])
-    ideal = np.geomspace(min_workers, max_workers, 64)  # y = x is curved on a log2 x axis
-    speed_ax.plot(ideal, ideal / min_workers, color="black", ls="--", lw=1)
-    worker_counts = sorted({w for points in series.values() for w, _, _ in points})
+        if not ok.all():
+            mark_not_reached(time_ax, workers[~ok], colour, shift=shift)
+            mark_not_reached(speed_ax, workers[~ok], colour, bottom=True, shift=shift)
+            notes.append(f"{label}: {NOT_REACHED} with "
+                         + ", ".join(f"{w:g} workers ({r.get('target_loss_reached', 0)}/"
+                                     f"{r.get('completed', 0)})"
+                                     for w, r, good in zip(workers, rows, ok) if not good) + ".")
+        if not ok.any():
+            continue
+        w, m, h = workers[ok], mean[ok], half[ok]
+        error_bars(time_ax, w, m, h, dodge(time_ax, *shift), colour, ms=4)
+        time_ax.plot(w, m[0] * w[0] / w, color=colour, ls=":", lw=1.2)
+        speedup, speed_half = speedup_with_error(m, h)
+        below = np.minimum(speed_half, 0.95 * speedup)  # a log axis has no room below 0
+        error_bars(speed_ax, w, speedup, (below, speed_half), dodge(speed_ax, *shift), colour,
+                   ms=4)
+        speed_ax.plot(w, w / w[0], color=colour, ls="--", lw=1)
+        speed_values += list(speedup - below) + list(speedup + speed_half) + list(w / w[0])
+        for r, x, y in zip([r for r, good in zip(rows, ok) if good], w, m):
+            if r.get("target_loss_reached", 0) < r.get("completed", 0):
+                time_ax.annotate(f"{r['target_loss_reached']}/{r['completed']}", (x, y),
+                                 textcoords="offset points", xytext=(5, 4),
+                                 fontsize="x-small", color=colour)
+    counts = sorted(worker_counts)
     for ax in (time_ax, speed_ax):
-        label_worker_axis(ax, worker_counts)
+        label_worker_axis(ax, counts)
     time_ax.set_yscale("log")
     low, high = time_ax.get_ylim()
     if high / low < 100:
         plain_log_labels(time_ax.yaxis, low, high)
     else:
         time_ax.yaxis.set_major_formatter(ScalarFormatter())
+    speed_ax.set_yscale("log", base=2)
+    positive = [v for v in speed_values if v > 0 and math.isfinite(v)]
+    if positive:
+        speed_ax.set_ylim(min(positive) / 1.3, max(positive) * 1.3)
+    speed_ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    bars = "" if band == "none" else f"; bars = {stats.band_description(band, short=True)}"
     time_ax.set_ylabel("virtual time to target (s)")
-    time_ax.set_title(f"Time to train loss \u2264 {target:.4g} (dotted: ideal linear speedup)",
-                      fontsize="medium")
-    speed_ax.set_ylabel("speedup over fewest workers")
-    speed_ax.set_title("Speedup (dashed: ideal linear)", fontsize="medium")
+    time_ax.set_title(f"Time to train loss \u2264 {stats.format_value(target)}\n"
+                      f"(dotted: ideal linear speedup{bars})", fontsize="medium")
+    speed_ax.set_ylabel("speedup over the fewest workers\nthat reached the target")
+    speed_ax.set_title("Speedup, log-log axes\n(dashed: ideal linear speedup)",
+                       fontsize="medium")
     handles.append(Line2D([], [], color="black", ls="--", label="ideal linear speedup"))
+    if notes:
+        handles.append(Line2D([], [], ls="none", marker="^", mfc="white", mec="#555", mew=1.5,
+                              label=NOT_REACHED))
     add_figure_legend(fig, handles)
+    add_figure_notes(fig, notes)
     return fig
 
 

@@ -6,7 +6,8 @@ time to reach a target, the default target, and the per-group summary table.
 What it is not: no file reading (rundata.py) and no drawing (figures.py).
 
 Conventions, stated once:
-- std is the sample standard deviation (ddof=1) over repeats, 0 for a single run.
+- std and the confidence interval over repeats are those of stats.py (ddof=1; NaN for a
+  single run: one run says nothing about the spread).
 - Final metrics, totals and time-to-target are averaged over the group's *completed* runs
   only: a diverged run's final loss is inf/NaN and an unfinished run has no final at all.
   The table's status columns say how many runs were left out and why.
@@ -18,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
+import stats
 
 COMPLETED = "completed"
 STATUS_ORDER = ("completed", "diverged", "interrupted", "unfinished", "missing")
@@ -53,7 +56,7 @@ class Group:
 
     @property
     def label(self):
-        return ", ".join([self.engine] + [f"{k}={v}" for k, v in self.sweep.items()])
+        return group_label(self.engine, self.sweep)
 
     @property
     def completed(self):
@@ -62,6 +65,12 @@ class Group:
     @property
     def first_run(self):
         return self.runs[0]
+
+
+def group_label(engine, sweep):
+    """'engine, key=value, ...' for sweep {key: canonical text}: how figures, tables and
+    asgdsim_data name a group."""
+    return ", ".join([engine] + [f"{k}={v}" for k, v in sweep.items()])
 
 
 def canonical_text(value):
@@ -118,36 +127,34 @@ def curve(run, x_name, y_name):
     return x[keep][order], y[keep][order]
 
 
-def sample_std(values):
-    """std over repeats: ddof=1, 0 for one value, NaN for none. values is (repeats, ...)."""
-    values = np.asarray(values, dtype=float)
-    if values.shape[0] == 0:
-        return np.full(values.shape[1:], math.nan)
-    if values.shape[0] == 1:
-        return np.zeros(values.shape[1:])
-    return values.std(axis=0, ddof=1)
-
-
 def mean_curve(curves):
-    """Mean and std of repeats' curves, list of (x, y) -> (grid, mean, std).
+    """Mean and std of repeats' curves where every repeat has data.
+    curves: list of (x, y) -> (grid, mean, std, n); std is NaN for a single repeat.
 
     Repeats that share their x values are averaged point by point. Otherwise each is
     linearly interpolated onto the union of the x values inside the range every repeat
-    covers (no extrapolation), so the mean never mixes in invented tails.
+    covers (no extrapolation), so the mean never mixes in invented tails: it ends where
+    the earliest-ending repeat ends (figures.py draws every repeat in full beside it).
     """
     curves = [(x, y) for x, y in curves if len(x) > 0]
+    empty = np.empty(0)
     if not curves:
-        return np.empty(0), np.empty(0), np.empty(0)
+        return empty, empty, empty, 0
     first_x = curves[0][0]
     if all(len(x) == len(first_x) and np.allclose(x, first_x) for x, _ in curves):
         grid, ys = first_x, np.array([y for _, y in curves])
     else:
-        low, high = max(x[0] for x, _ in curves), min(x[-1] for x, _ in curves)
+        low, high = common_range(curves)
         if low > high:  # repeats do not overlap: no honest mean
-            return np.empty(0), np.empty(0), np.empty(0)
+            return empty, empty, empty, len(curves)
         grid = np.unique(np.concatenate([x[(x >= low) & (x <= high)] for x, _ in curves]))
         ys = np.array([np.interp(grid, x, y) for x, y in curves])
-    return grid, ys.mean(axis=0), sample_std(ys)
+    return grid, ys.mean(axis=0), np.asarray(stats.sample_std(ys)), len(curves)
+
+
+def common_range(curves):
+    """(low, high): the x range every one of the non-empty curves covers."""
+    return max(x[0] for x, _ in curves), min(x[-1] for x, _ in curves)
 
 
 def time_to_target(run, metric, target, x_name="time"):
@@ -183,13 +190,6 @@ def default_target_loss(groups):
     return DEFAULT_TARGET_FACTOR * max(finals) if finals else math.nan
 
 
-def mean_and_std(values):
-    values = [v for v in values if math.isfinite(v)]
-    if not values:
-        return math.nan, math.nan
-    return float(np.mean(values)), float(sample_std(np.array(values)))
-
-
 def status_counts(runs):
     counts = {}
     for run in runs:
@@ -198,9 +198,30 @@ def status_counts(runs):
     return {s: counts[s] for s in known + sorted(set(counts) - set(known))}
 
 
+# Suffixes of a quantity's columns in the summary table (stem + suffix).
+MEAN, STD, CI, COUNT = "_mean", "_std", f"_ci{round(stats.CI_LEVEL * 100)}", "_n"
+
+
+def band_half_width(row, stem, band):
+    """The half-width a table row holds for stem under band (ci -> _ci95, std -> _std,
+    none -> NaN); NaN where it rests on fewer than 2 values."""
+    column = {"ci": CI, "std": STD}.get(band)
+    if column is None or row.get(stem + COUNT, 0) < 2:
+        return math.nan
+    value = row.get(stem + column)
+    return math.nan if value is None else float(value)
+
+
+def add_estimate(row, stem, values):
+    """row[stem_mean/_std/_ci95/_n] over the finite values (stats.estimate)."""
+    mean, std, half, n = stats.estimate(values, "ci")
+    row[stem + MEAN], row[stem + STD], row[stem + CI], row[stem + COUNT] = mean, std, half, n
+
+
 def summary_table(groups, sweep_keys, target_loss, target_accuracy=None):
-    """One row per group: status counts, mean/std of finals over completed runs, and the
-    mean/std time to reach the targets (over the completed runs that reach them)."""
+    """One row per group: status counts; for each final quantity over the completed runs
+    and each time to target over the completed runs that reach it, the mean, sample std,
+    95% CI half-width and the number of values (columns stem_mean, _std, _ci95, _n)."""
     rows = []
     for group in groups:
         row = {"group": group.label, "engine": group.engine}
@@ -211,15 +232,14 @@ def summary_table(groups, sweep_keys, target_loss, target_accuracy=None):
             row[status] = counts.get(status, 0)
         done = group.completed
         for stem, read in FINAL_QUANTITIES:
-            row[stem + "_mean"], row[stem + "_std"] = mean_and_std([read(r) for r in done])
+            add_estimate(row, stem, [read(r) for r in done])
         targets = [("loss", "train_loss", target_loss)]
         if target_accuracy is not None:
             targets.append(("accuracy", "test_accuracy", target_accuracy))
         for name, metric, target in targets:
             times = [time_to_target(run, metric, target) for run in done]
             row[f"target_{name}"] = target
-            row[f"time_to_target_{name}_mean"], row[f"time_to_target_{name}_std"] = \
-                mean_and_std(times)
+            add_estimate(row, f"time_to_target_{name}", times)
             row[f"target_{name}_reached"] = sum(math.isfinite(t) for t in times)
         rows.append(row)
     return pd.DataFrame(rows)

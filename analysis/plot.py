@@ -3,12 +3,14 @@
 
     analysis/plot.py RUNS/EXPERIMENT [--x time|updates|epoch]
         [--metric train_loss|test_loss|test_accuracy ...] [--out DIR] [--format png,svg]
-        [--target-loss X] [--target-accuracy X] [--timeline-seconds S]
+        [--target-loss X] [--target-accuracy X] [--band ci|std|none] [--timeline-seconds S]
 
-What it is: the command line. It reads the folder (rundata.py), groups repeats and computes
-the table (groups.py), draws (figures.py), and writes DIR/plots/*.png|svg, DIR/report.html,
-DIR/report.md and DIR/summary_table.csv (DIR defaults to the experiment folder). The last
-line on stdout is the report's path.
+What it is: the command line. It reads the folder (asgdsim_data.read, the loader notebooks
+use too), groups repeats and computes the table (groups.py), draws (figures.py), and
+writes DIR/figure_<name>.png|svg, DIR/report.html, DIR/report.md and
+DIR/summary_table.csv (DIR defaults to the experiment folder; files only, no sub-folder,
+so that the experiment's sub-folders stay its runs). The last line on stdout is the
+report's path.
 What it is not: it never runs the simulator and reads nothing but the run-folder files.
 Exit codes: 0 done, 2 invalid input (not an experiment folder, bad option), 1 other failure.
 """
@@ -47,7 +49,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import figures  # noqa: E402
 import groups as grouping  # noqa: E402
 import report  # noqa: E402
-from rundata import NotAnExperiment, load_experiment, warn  # noqa: E402
+import stats  # noqa: E402
+import asgdsim_data  # noqa: E402
+from rundata import NotAnExperiment, warn  # noqa: E402
 
 X_AXES = ("time", "updates", "epoch")
 METRICS = ("train_loss", "test_loss", "test_accuracy")
@@ -89,6 +93,11 @@ def parse_arguments(argv):
                              f"{grouping.TRAINED_FRACTION} x their first loss)")
     parser.add_argument("--target-accuracy", type=float, metavar="X",
                         help="test-accuracy target for time-to-target (default: none)")
+    parser.add_argument("--band", choices=stats.BANDS, default=stats.DEFAULT_BAND,
+                        help="spread over seeds drawn as bands and error bars and written "
+                             "as \u00b1 in the tables: ci = 95%% confidence interval of the "
+                             "mean (Student's t), std = \u00b11 sample std, none "
+                             "(default: ci)")
     parser.add_argument("--timeline-seconds", type=float, metavar="S",
                         help="timeline window from the first event, in virtual seconds "
                              "(default: whole run if short, else its first 2000 events)")
@@ -110,14 +119,17 @@ def loss_target(args, groups):
                    f"completed runs that trained (final <= {grouping.TRAINED_FRACTION} x first)")
 
 
-def draw_all(experiment, groups, args, target):
+def draw_all(experiment, groups, table, args, target):
     """[(name, Figure)] for every figure the experiment has data for."""
     colours = figures.group_colours(groups)
     x_axes = [args.x] if args.x else list(X_AXES)
+    keys = experiment.sweep_keys
     drawn = [
-        ("convergence", figures.draw_convergence(groups, args.metric, x_axes, colours)),
-        ("staleness", figures.draw_staleness(groups, experiment.sweep_keys, colours)),
-        ("scaling", figures.draw_scaling(groups, experiment.sweep_keys, target, colours)),
+        ("convergence", figures.draw_convergence(groups, args.metric, x_axes, colours,
+                                                 args.band)),
+        ("sweep", figures.draw_sweep(table, keys, target, args.band)),
+        ("staleness", figures.draw_staleness(groups, keys, colours)),
+        ("scaling", figures.draw_scaling(table, keys, target, colours, args.band)),
         ("timeline", figures.draw_timeline(groups, args.timeline_seconds)),
         ("workers", figures.draw_workers(groups)),
     ]
@@ -127,14 +139,24 @@ def draw_all(experiment, groups, args, target):
     return [(name, fig) for name, fig in drawn if fig is not None]
 
 
-def save_figure(fig, name, plots_dir, formats):
-    """Writes plots_dir/name.<format> for each format; returns the PNG bytes (for the HTML)."""
+# Figures are files beside the report, not a sub-folder: a sub-folder of the experiment
+# folder would look like one more run to a script that walks glob("*/").
+FIGURE_PREFIX = "figure_"
+
+
+def figure_file(name, fmt):
+    return f"{FIGURE_PREFIX}{name}.{fmt}"
+
+
+def save_figure(fig, name, out, formats):
+    """Writes out/figure_<name>.<format> for each format; returns the PNG bytes (for the
+    HTML)."""
     options = dict(dpi=DPI, bbox_inches="tight", pad_inches=0.15, facecolor="white")
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", **options)
     png = buffer.getvalue()
     for fmt in formats:
-        path = plots_dir / f"{name}.{fmt}"
+        path = out / figure_file(name, fmt)
         if fmt == "png":
             path.write_bytes(png)
         else:
@@ -144,16 +166,19 @@ def save_figure(fig, name, plots_dir, formats):
 
 def figure_reference(name, formats):
     """Path of a figure relative to the report, preferring PNG."""
-    fmt = "png" if "png" in formats else formats[0]
-    return f"plots/{name}.{fmt}"
+    return figure_file(name, "png" if "png" in formats else formats[0])
 
 
 def main(argv):
     args = parse_arguments(argv)
-    experiment = load_experiment(args.experiment)
+    experiment = asgdsim_data.read(args.experiment)
     out = Path(args.out) if args.out else experiment.folder
-    plots_dir = out / "plots"
-    plots_dir.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    if (out / "plots").is_dir():
+        warn(f"{out / 'plots'} is from an older plot.py, which drew into that sub-folder; "
+             f"figures are now {out}/{FIGURE_PREFIX}*.png beside the report. Remove plots/ "
+             "when you no longer need it (a script that walks the experiment's sub-folders "
+             "takes it for a run).")
 
     groups = grouping.group_runs(experiment)
     target, how = loss_target(args, groups)
@@ -163,16 +188,19 @@ def main(argv):
                         "given with --target-accuracy"))
     table = grouping.summary_table(groups, experiment.sweep_keys, target, args.target_accuracy)
     counts = grouping.status_counts(experiment.runs)
+    provenance = report.provenance_rows(experiment, ["analysis/plot.py"] + list(argv))
 
-    rendered = [(name, save_figure(fig, name, plots_dir, args.format))
-                for name, fig in draw_all(experiment, groups, args, target)]
+    rendered = [(name, save_figure(fig, name, out, args.format), getattr(fig, "asgd_notes", []))
+                for name, fig in draw_all(experiment, groups, table, args, target)]
     report.write_summary_csv(table, out / "summary_table.csv")
     report.write_markdown(out / "report.md", experiment, table,
-                          [(n, figure_reference(n, args.format)) for n, _ in rendered],
-                          counts, targets)
+                          [(n, figure_reference(n, args.format), notes)
+                           for n, _, notes in rendered],
+                          counts, targets, args.band, provenance)
     report_path = out / "report.html"
-    report.write_html(report_path, experiment, table, rendered, counts, targets)
-    print(f"figures: {plots_dir}")
+    report.write_html(report_path, experiment, table, rendered, counts, targets, args.band,
+                      provenance)
+    print(f"figures: {out}/{FIGURE_PREFIX}*.{args.format[0]}")
     print(report_path)
 
 

@@ -7,9 +7,15 @@ table shows (at full precision), so the two can never disagree.
 """
 
 import base64
+import datetime
 import html
 import json
 import math
+import shlex
+
+import groups as grouping
+import rundata
+import stats
 
 # (column stem in the summary table, heading in the report)
 TABLE_QUANTITIES = (
@@ -23,19 +29,31 @@ TABLE_QUANTITIES = (
 )
 STATUS_COLUMNS = ("completed", "diverged", "interrupted", "unfinished")
 
-FIGURE_TITLES = {"convergence": "Convergence", "staleness": "Staleness",
-                 "scaling": "Scaling with workers", "timeline": "Timeline",
-                 "workers": "Worker utilisation"}
+FIGURE_TITLES = {"convergence": "Convergence", "sweep": "Sweep",
+                 "staleness": "Staleness", "scaling": "Scaling with workers",
+                 "timeline": "Timeline", "workers": "Worker utilisation"}
 FIGURE_CAPTIONS = {
-    "convergence": "Convergence curves: mean over seeds (completed runs) with a \u00b11 std "
-                   "band, a dot where each ends; runs that did not complete are dashed. "
-                   "The y range fits the points after the first evaluation, so the "
-                   "starting loss lies above the frame.",
+    "convergence": "Convergence curves. Each seed of a group thin, to its own end (| marks "
+                   "where it ends); their mean thick, with the band, over the range every "
+                   "seed covers (a mean needs all of them, so it stops where the earliest "
+                   "seed ends); runs that did not complete dashed. The y range fits the "
+                   "points after the first evaluation, so the starting loss may lie above "
+                   "the frame. Notes under the figure say what a frame or a mean leaves out.",
+    "sweep": "Final metrics and time to the target train loss against each swept key: one "
+             "line per engine (and values of the other swept keys), mean over the "
+             "completed seeds with error bars and a light band. A log x axis when the "
+             "values span a decade or more; lines with equal points are shifted sideways "
+             "so that all show; a hollow triangle at the top marks a point where no "
+             "completed run reached the target.",
     "staleness": "Staleness of applied gradients per group (groups whose gradients are "
-                 "all fresh are named, not drawn), and final train loss against each "
-                 "run's mean staleness.",
+                 "all fresh, and groups whose histogram equals another's, are named, not "
+                 "drawn), and final train loss against each run's mean staleness when that "
+                 "varies.",
     "scaling": "Virtual time to reach the target train loss against the number of workers, "
-               "with ideal linear speedup from the fewest workers.",
+               "and the speedup over the fewest workers that reached it, on log-log axes "
+               "(ideal linear speedup is a straight line), with error bars over seeds (the "
+               "speedup's by first-order error propagation). Triangles on the frame's edge: "
+               "no completed run reached the target there.",
     "timeline": "Event timeline of each engine's first traced run (server and workers), "
                 "the same window of virtual time for every engine.",
     "workers": "Busy and idle virtual time per worker, each engine's first run, on one "
@@ -44,6 +62,12 @@ FIGURE_CAPTIONS = {
 
 CSS = """
 body { font-family: sans-serif; margin: 2em; max-width: 1400px; color: #222; }
+div.scroll { overflow-x: auto; max-width: 100%; margin: 1em 0; }
+div.scroll > table { margin: 0; }
+table.provenance td { text-align: left; } table.provenance code { white-space: pre-wrap;
+  word-break: break-all; }
+p.warning { color: #a00; font-weight: bold; }
+ul.notes { color: #444; font-size: 0.9em; }
 table { border-collapse: collapse; font-size: 0.9em; margin: 1em 0; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: right; }
 th { background: #f0f0f0; } td.text { text-align: left; }
@@ -53,21 +77,24 @@ pre { background: #f7f7f7; padding: 1em; overflow-x: auto; font-size: 0.85em; }
 """
 
 
+# Significant digits of a value shown without a band: counts keep every digit up to 10^7.
+COUNT_STEMS = ("updates", "dropped_gradients")
+
+
 def format_number(value, digits=4):
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "\u2014"
-    return f"{value:.{digits}g}"
+    return stats.format_value(value, digits)
 
 
-def format_mean_std(row, stem):
-    """'mean \u00b1 std' (std left out when it rests on a single run)."""
-    mean, std = row.get(stem + "_mean"), row.get(stem + "_std")
-    digits = 7 if stem in ("updates", "dropped_gradients") else 4
+def format_cell(row, stem, band):
+    """A table cell: 'mean ± half-width' of the band (stats.format_estimate), or just the
+    mean when the band is none or rests on fewer than 2 values."""
+    mean = row.get(stem + grouping.MEAN)
     if mean is None or math.isnan(mean):
         return "\u2014"
-    if row.get("completed", 0) > 1 and std is not None and not math.isnan(std):
-        return f"{format_number(mean, digits)} \u00b1 {format_number(std, 2)}"
-    return format_number(mean, digits)
+    half = grouping.band_half_width(row, stem, band)
+    if math.isnan(half):
+        return format_number(mean, 7 if stem in COUNT_STEMS else 4)
+    return stats.format_estimate(mean, half, int(row[stem + grouping.COUNT]))
 
 
 def status_text(row):
@@ -78,15 +105,13 @@ def status_text(row):
     return ", ".join(parts) or "0"
 
 
-def target_text(row, name):
+def target_text(row, name, band):
     reached = row.get(f"target_{name}_reached", 0)
-    time = format_mean_std({"completed": reached,
-                            "x_mean": row.get(f"time_to_target_{name}_mean", math.nan),
-                            "x_std": row.get(f"time_to_target_{name}_std", math.nan)}, "x")
+    time = format_cell(row, f"time_to_target_{name}", band)
     return f"{time} ({reached}/{row.get('completed', 0)} reached)"
 
 
-def display_rows(table, sweep_keys):
+def display_rows(table, sweep_keys, band):
     """The report table as (headings, rows of text); all-empty quantities are left out."""
     quantities = [(stem, head) for stem, head in TABLE_QUANTITIES
                   if stem + "_mean" in table and table[stem + "_mean"].notna().any()]
@@ -97,25 +122,45 @@ def display_rows(table, sweep_keys):
     for record in table.to_dict("records"):
         cells = [record["engine"]] + [str(record[k]) for k in sweep_keys]
         cells.append(status_text(record))
-        cells += [format_mean_std(record, stem) for stem, _ in quantities]
-        cells += [target_text(record, name) for name in targets]
+        cells += [format_cell(record, stem, band) for stem, _ in quantities]
+        cells += [target_text(record, name, band) for name in targets]
         rows.append(cells)
     return headings, rows
+
+
+def table_explanation(band):
+    """What the table's numbers are, in one sentence."""
+    what = {"ci": f"\u00b1 = {stats.band_description('ci')}",
+            "std": f"\u00b1 = {stats.band_description('std')}",
+            "none": "no spread shown (--band none)"}[band]
+    return (f"Mean over the group's completed runs (seeds); {what}; no \u00b1 where it "
+            "rests on a single run. Other runs are counted, not averaged. Time to target: "
+            "first evaluation point at which the target is reached, over the runs that "
+            "reach it. summary_table.csv has every number at full precision (_std, _ci95, "
+            "_n columns).")
 
 
 def text_columns(sweep_keys):
     return 2 + len(sweep_keys)  # engine, sweep values, runs are left-aligned
 
 
-def html_table(headings, rows, left_columns):
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headings)
+def html_table(headings, rows, left_columns, css_class=None, code_columns=()):
+    """A table inside a div that scrolls sideways, so a wide table never widens the page.
+    Cells of code_columns are set as code."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headings) if headings else ""
     body = []
     for row in rows:
-        cells = "".join(
-            f'<td class="text">{html.escape(c)}</td>' if i < left_columns
-            else f"<td>{html.escape(c)}</td>" for i, c in enumerate(row))
-        body.append(f"<tr>{cells}</tr>")
-    return f"<table><tr>{head}</tr>\n" + "\n".join(body) + "</table>"
+        cells = []
+        for i, cell in enumerate(row):
+            text = html.escape(cell)
+            if i in code_columns:
+                text = f"<code>{text}</code>"
+            cells.append(f'<td class="text">{text}</td>' if i < left_columns
+                         else f"<td>{text}</td>")
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    opening = f'<table class="{css_class}">' if css_class else "<table>"
+    header = f"<tr>{head}</tr>\n" if head else ""
+    return (f'<div class="scroll">{opening}{header}' + "\n".join(body) + "</table></div>")
 
 
 def markdown_table(headings, rows):
@@ -129,52 +174,181 @@ def targets_sentence(targets):
     return "; ".join(f"{d} {format_number(v)} ({how})" for d, v, how in targets) or "none"
 
 
+# meta.json keys (asgdsim's run_meta and the runner/cluster additions), as the report
+# names them; keys not listed here are shown too, under their own names, after these.
+PROVENANCE_FIELDS = (
+    ("asgdsim_version", "asgdsim version"), ("git_commit", "git commit"),
+    ("git_dirty", "uncommitted changes in that build"), ("backend", "backend"),
+    ("build_type", "build type"), ("command_line", "command line"), ("host", "host"),
+    ("threads", "threads"), ("jobs", "runs at once (--jobs)"), ("shard", "shard"),
+    ("mode", "mode"), ("ranks", "MPI ranks"))
+# Keys whose values must agree for runs to be comparable bit for bit (DESIGN.md:
+# determinism holds on the same backend and build).
+BUILD_FIELDS = ("asgdsim_version", "git_commit", "git_dirty", "backend", "build_type")
+TIME_FIELDS = ("start", "end")
+
+
+def meta_text(value):
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def distinct_text(values):
+    """The one value, or each distinct value with its number of runs, most common first."""
+    counts = {}
+    for value in values:
+        text = meta_text(value)
+        counts[text] = counts.get(text, 0) + 1
+    if len(counts) == 1:
+        return next(iter(counts))
+    ordered = sorted(counts.items(), key=lambda item: -item[1])
+    return "; ".join(f"{text} ({n} run{'s' if n > 1 else ''})" for text, n in ordered)
+
+
+def parse_time(text):
+    """meta.json's ISO-8601 UTC time ('2026-11-23T00:51:56Z') -> datetime, or None."""
+    try:
+        return datetime.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def duration_text(seconds):
+    if seconds < 60:
+        return f"{stats.format_value(seconds, 2 if seconds < 10 else 3)} s"
+    minutes, seconds = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds} s"
+    return f"{minutes // 60} h {minutes % 60} min"
+
+
+def provenance_rows(experiment, command):
+    """[(what, value)] from the runs' meta.json files: build, command lines, hosts,
+    when, wall time; first a warning row when runs come from different builds; last
+    the command that wrote this report. command: plot.py's argv (a list)."""
+    metas = [run.meta for run in experiment.runs if isinstance(run.meta, dict)]
+    rows = []
+    differing = [label for key, label in PROVENANCE_FIELDS
+                 if key in BUILD_FIELDS and len({meta_text(m.get(key)) for m in metas}) > 1]
+    if differing:
+        rows.append(("warning", "the runs come from different builds (" + ", ".join(differing)
+                     + " differ): their numbers need not agree bit for bit"))
+    known = [key for key, _ in PROVENANCE_FIELDS]
+    others = sorted({k for m in metas for k in m} - set(known) - set(TIME_FIELDS))
+    labels = dict(PROVENANCE_FIELDS)
+    for key in known + others:
+        values = [m[key] for m in metas if key in m]
+        if values:
+            rows.append((labels.get(key, key), distinct_text(values)))
+    starts = [t for t in (parse_time(m.get("start")) for m in metas) if t]
+    ends = [t for t in (parse_time(m.get("end")) for m in metas) if t]
+    wall = [rundata.to_float((run.summary or {}).get("wall_seconds")) for run in experiment.runs]
+    wall = [w for w in wall if math.isfinite(w)]
+    if starts and ends:
+        first, last = min(starts), max(ends)
+        rows.append(("ran (UTC)", f"{first:%Y-%m-%d %H:%M:%S} to {last:%Y-%m-%d %H:%M:%S}"))
+        span = (last - first).total_seconds()  # meta.json's times are whole seconds
+        rows.append(("wall time", (duration_text(span) if span >= 1 else "under 1 s")
+                     + " from the first run's start to the last run's end" +
+                     (f"; the runs' own wall_seconds add up to {duration_text(sum(wall))}"
+                      if wall else "")))
+    elif wall:
+        rows.append(("wall time", f"the runs' own wall_seconds add up to "
+                     f"{duration_text(sum(wall))}"))
+    missing = len(experiment.runs) - len(metas)
+    if missing:
+        rows.append(("runs without meta.json", f"{missing} of {len(experiment.runs)}"))
+    now = datetime.datetime.now(datetime.timezone.utc)
+    rows.append(("report command", shlex.join(command)))
+    rows.append(("report written (UTC)", f"{now:%Y-%m-%d %H:%M:%S}"))
+    return rows
+
+
+def provenance_line(rows):
+    """The provenance in one sentence, for the top of the report."""
+    found = dict(rows)
+    build = ", ".join(found[label] for key, label in PROVENANCE_FIELDS
+                      if key in ("backend", "build_type") and label in found)
+    parts = []
+    if "asgdsim version" in found:
+        parts.append(f"asgdsim {found['asgdsim version']}"
+                     + (f" (commit {found['git commit']})" if "git commit" in found else "")
+                     + (f", {build}" if build else ""))
+    if "host" in found:
+        parts.append(f"on {found['host']}")
+    if "wall time" in found:
+        parts.append(found["wall time"].split(" from")[0].split(";")[0] + " of wall time")
+    return ("Made by " + " ".join(parts[:2]) + ("; " + parts[2] if len(parts) > 2 else "")
+            + ". Details under Provenance.") if parts else "No run has a meta.json."
+
+
+def figure_notes_html(notes):
+    if not notes:
+        return ""
+    return '<ul class="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>"
+
+
 def write_summary_csv(table, path):
     table.to_csv(path, index=False)  # floats as shortest round-trip text
 
 
-def write_html(path, experiment, table, figures, status_counts, targets):
-    """figures: list of (name, png bytes)."""
-    headings, rows = display_rows(table, experiment.sweep_keys)
+def write_html(path, experiment, table, figures, status_counts, targets, band, provenance):
+    """figures: list of (name, png bytes, notes); provenance: provenance_rows()."""
+    headings, rows = display_rows(table, experiment.sweep_keys, band)
+    warnings = [text for what, text in provenance if what == "warning"]
     parts = [f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
              f"<title>{html.escape(experiment.name)}</title><style>{CSS}</style></head><body>",
              f"<h1>{html.escape(experiment.name)}</h1>",
              f"<p>Experiment folder: <code>{html.escape(str(experiment.folder))}</code>. "
              f"{len(experiment.runs)} runs; "
              + html.escape(", ".join(f"{n} {s}" for s, n in status_counts.items()))
-             + ".</p>",
-             f"<p>Targets: {html.escape(targets_sentence(targets))}.</p>",
-             "<h2>Final metrics per group</h2>",
-             "<p>Mean \u00b1 sample std over the group's completed runs (other runs are "
-             "counted, not averaged). Time to target: first evaluation point at which the "
-             "target is reached.</p>",
-             html_table(headings, rows, text_columns(experiment.sweep_keys)),
-             "<h2>Status counts</h2>",
-             html_table(["status", "runs"], [[s, str(n)] for s, n in status_counts.items()], 1)]
-    for name, png in figures:
+             + f". {html.escape(provenance_line(provenance))}</p>"]
+    parts += [f'<p class="warning">Warning: {html.escape(w)}.</p>' for w in warnings]
+    parts += [f"<p>Targets: {html.escape(targets_sentence(targets))}.</p>",
+              "<h2>Final metrics per group</h2>",
+              f"<p>{html.escape(table_explanation(band))}</p>",
+              html_table(headings, rows, text_columns(experiment.sweep_keys)),
+              "<h2>Status counts</h2>",
+              html_table(["status", "runs"], [[s, str(n)] for s, n in status_counts.items()],
+                         1)]
+    for name, png, notes in figures:
         data = base64.b64encode(png).decode("ascii")
         parts.append(f"<h2>{html.escape(FIGURE_TITLES.get(name, name))}</h2><figure>"
                      f"<img alt=\"{html.escape(name)}\" src=\"data:image/png;base64,{data}\">"
-                     f"<figcaption>{html.escape(FIGURE_CAPTIONS.get(name, ''))}</figcaption>"
-                     "</figure>")
+                     f"<figcaption>{html.escape(FIGURE_CAPTIONS.get(name, ''))}"
+                     f"{figure_notes_html(notes)}</figcaption></figure>")
+    parts.append("<h2>Provenance</h2>")
+    parts.append("<p>From the runs' meta.json files (a value that differs between runs is "
+                 "listed with its number of runs).</p>")
+    parts.append(html_table(None, [[what, text] for what, text in provenance], 2,
+                            "provenance", code_columns=(1,)))
     parts.append("<h2>Experiment config (resolved)</h2>")
     parts.append(f"<pre>{html.escape(config_text(experiment.config))}</pre></body></html>")
     path.write_text("\n".join(parts) + "\n", encoding="utf-8")
 
 
-def write_markdown(path, experiment, table, figure_files, status_counts, targets):
-    """figure_files: list of (name, path of the image relative to the report)."""
-    headings, rows = display_rows(table, experiment.sweep_keys)
+def write_markdown(path, experiment, table, figure_files, status_counts, targets, band,
+                   provenance):
+    """figure_files: list of (name, path of the image relative to the report, notes)."""
+    headings, rows = display_rows(table, experiment.sweep_keys, band)
     lines = [f"# {experiment.name}", "",
              f"Experiment folder: `{experiment.folder}`. {len(experiment.runs)} runs; "
-             + ", ".join(f"{n} {s}" for s, n in status_counts.items()) + ".", "",
-             f"Targets: {targets_sentence(targets)}.", "",
-             "## Final metrics per group", "",
-             "Mean \u00b1 sample std over the group's completed runs.", "",
-             markdown_table(headings, rows), ""]
-    for name, relative in figure_files:
+             + ", ".join(f"{n} {s}" for s, n in status_counts.items()) + ". "
+             + provenance_line(provenance), ""]
+    lines += [f"**Warning: {text}.**\n" for what, text in provenance if what == "warning"]
+    lines += [f"Targets: {targets_sentence(targets)}.", "",
+              "## Final metrics per group", "",
+              table_explanation(band), "",
+              markdown_table(headings, rows), ""]
+    for name, relative, notes in figure_files:
         lines += [f"## {FIGURE_TITLES.get(name, name)}", "", f"![{name}]({relative})", "",
                   FIGURE_CAPTIONS.get(name, ""), ""]
+        lines += [f"- {note}" for note in notes] + ([""] if notes else [])
+    lines += ["## Provenance", "", markdown_table(["", ""], [[w, f"`{t}`" if w in (
+        "command line", "report command") else t] for w, t in provenance]), ""]
     lines += ["## Experiment config (resolved)", "", "```json",
               config_text(experiment.config), "```", ""]
     path.write_text("\n".join(lines), encoding="utf-8")

@@ -1,8 +1,8 @@
 """Reads one experiment folder written by `asgdsim run` into plain Python objects.
 
 What it is: the only module that knows the run-folder files (index.csv, experiment.json,
-and per run config.json, metrics.csv, summary.json, staleness.csv, workers.csv,
-trace.json). Missing optional files become None; numbers that do not parse (empty, "nan",
+and per run config.json, meta.json, metrics.csv, summary.json, staleness.csv,
+workers.csv, trace.json). asgdsim_data.py turns what it reads into DataFrames. Missing optional files become None; numbers that do not parse (empty, "nan",
 "-nan", "inf", null) become float NaN/inf, never an exception.
 What it is not: no statistics and no plotting (see groups.py and figures.py).
 """
@@ -44,6 +44,7 @@ class Run:
     staleness_hist: pd.DataFrame = None  # columns staleness, count
     workers: pd.DataFrame = None         # worker, gradients, applied, dropped, busy_time, idle_time
     trace_path: Path = None              # trace.json, read lazily (it can be large)
+    meta: dict = None                    # parsed meta.json (provenance), None when absent
 
     def summary_part(self, name):
         """summary[name] when it is a JSON object, else {}."""
@@ -220,7 +221,8 @@ def load_run(folder, run_id, index_row, run_config, sweep_keys):
                staleness_hist=read_numeric_csv(folder / "staleness.csv", ("staleness", "count")),
                workers=read_numeric_csv(folder / "workers.csv",
                                         ("worker", "busy_time", "idle_time")),
-               trace_path=trace if trace.is_file() else None)
+               trace_path=trace if trace.is_file() else None,
+               meta=read_json(folder / "meta.json"))
 
 
 def engine_order_of(config, runs):

@@ -118,5 +118,5 @@ printf '%s\n' "${timings[@]}"
 echo
 echo "== run.sh: results of experiment '$name'"
 echo "  run folders: $exp_dir/<run_id>/  ($runs runs; one row each in $exp_dir/index.csv)"
-echo "  plots:       $exp_dir/plots/"
+echo "  figures:     $exp_dir/figure_*.png"
 echo "  report:      $exp_dir/report.html  (also report.md, summary_table.csv)"

@@ -50,6 +50,7 @@ configure() {
 # ---- 1. deps
 phase "deps"
 t=$(now)
+ASGD_DEBIAN_PACKAGES+=(chromium)  # only the tests need it: they screenshot report.html headless
 asgd_ensure_deps
 echo "deps: all present (CUDA toolkit: $ASGD_CUDA_ROOT)"
 record deps "$(elapsed "$t")" "ok"

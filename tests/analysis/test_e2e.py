@@ -1,10 +1,16 @@
-"""End to end: the asgdsim binary runs a tiny experiment, analysis/plot.py draws its report.
+"""End to end: the asgdsim binary runs a 3-seed sweep, analysis/plot.py draws its report.
 
 What it is: 2 engines (async, and sync_backup under the name "backup1", so the report must
-group by engine name) x a sweep of 2 learning rates x 2 repeats on synthetic softmax data, with --trace, run by the real simulator; then plot.py on the folder. Checks
-that every figure exists and is a non-trivial PNG, and that the report's numbers (the
-summary table, its Markdown rendering and index.csv) equal those in the runs'
-summary.json files.
+group by engine name) x a sweep of 3 learning rates spanning a decade x 3 seeds on
+synthetic softmax data, with --trace, run by the real simulator; then plot.py on the
+folder. Checks that every figure exists and is a non-trivial PNG; that the summary table's
+means, standard deviations and 95% confidence intervals equal a hand computation from the
+runs' summary.json files (t quantile from its closed form for 2 degrees of freedom), and
+that the report's cells show them to 2 significant digits of the interval; that the sweep
+figure plot.py draws holds those numbers (log x, one line per engine, error bars of the
+hand-computed half-width, time to target from metrics.csv by hand, a marker where no run
+reached it); that the convergence figure reaches the slowest seed's end; and that the
+DataFrame API returns the files' rows.
 What it is not: a test of the plots' looks (a person does that) or of the simulator's
 numbers (the GoogleTest suites do).
 
@@ -24,12 +30,16 @@ import tempfile
 import unittest
 from pathlib import Path
 
-PLOT = Path(__file__).resolve().parents[2] / "analysis" / "plot.py"
+ANALYSIS = Path(__file__).resolve().parents[2] / "analysis"
+PLOT = ANALYSIS / "plot.py"
 ASGDSIM = os.environ.get("ASGDSIM")
 
 ENGINES = ("async", "backup1")
-RATES = (0.05, 0.2)
-SEEDS = (1, 2)
+RATES = (0.02, 0.05, 0.2)
+SEEDS = (1, 2, 3)
+# t_{0.975, 2} = (2p - 1) / sqrt(2 p (1 - p)) at p = 0.975: the closed form for 2 degrees
+# of freedom, so the hand computation does not use the code under test.
+T975_DF2 = 0.95 / math.sqrt(2 * 0.975 * 0.025)
 CONFIG = {
     "name": "e2e",
     "seed": SEEDS[0],
@@ -44,7 +54,7 @@ CONFIG = {
     "engines": [{"type": "async"}, {"type": "sync_backup", "name": "backup1", "backups": 1}],
     "sweep": {"train.lr": list(RATES)},
 }
-FIGURES = ("convergence", "staleness", "timeline", "workers")  # no scaling: workers not swept
+FIGURES = ("convergence", "sweep", "staleness", "timeline", "workers")  # workers not swept
 
 
 def python_for_plot():
@@ -61,12 +71,12 @@ def run_id(engine, rate, seed):
     return f"{engine}-lr={rate:g}-seed{seed}"
 
 
-def mean_std(values):
-    """Mean and sample std (ddof=1; 0 for one value), as the report defines them."""
-    mean = sum(values) / len(values)
-    if len(values) < 2:
-        return mean, 0.0
-    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+def by_hand(values):
+    """Mean, sample std (ddof=1) and 95% CI half-width of 3 values."""
+    assert len(values) == 3
+    mean = sum(values) / 3
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / 2)
+    return mean, std, T975_DF2 * std / math.sqrt(3)
 
 
 def png_is_non_trivial(test, path):
@@ -82,9 +92,22 @@ def png_is_non_trivial(test, path):
     test.assertGreater(len(colours), 10, f"{path} is (nearly) a single colour")
 
 
-def cell_numbers(text):
-    """'0.1234 \u00b1 0.002' -> [0.1234, 0.002]; '\u2014' -> []."""
-    return [float(v) for v in re.findall(r"[-+]?\d+(?:\.\d*)?(?:e[-+]?\d+)?", text)]
+NUMBER = r"[-+]?\d+(?:\.\d*)?"
+
+
+def check_cell(test, text, mean, half):
+    """A report cell 'm ± h': h to 2 significant digits (integer digits kept), m to the
+    same decimal place, each within half a unit of that place of the hand value."""
+    match = re.fullmatch(rf"({NUMBER}) \u00b1 ({NUMBER})", text)
+    test.assertIsNotNone(match, f"{text!r} is not 'mean \u00b1 half-width'")
+    shown_mean, shown_half = match.groups()
+    decimals = len(shown_half.split(".")[1]) if "." in shown_half else 0
+    test.assertEqual(decimals, len(shown_mean.split(".")[1]) if "." in shown_mean else 0, text)
+    significant = shown_half.replace(".", "").lstrip("0")
+    test.assertTrue(len(significant) == 2 or (decimals == 0 and half >= 10), text)
+    unit = 10.0 ** -decimals
+    test.assertLessEqual(abs(float(shown_mean) - mean), 0.5 * unit + 1e-12, text)
+    test.assertLessEqual(abs(float(shown_half) - half), 0.5 * unit + 1e-12, text)
 
 
 @unittest.skipUnless(ASGDSIM, "set ASGDSIM to the asgdsim binary to run the end-to-end test")
@@ -130,6 +153,18 @@ class EndToEndTest(unittest.TestCase):
             "mean_staleness": [s["staleness"]["mean"] for s in runs],
         }
 
+    def table(self):
+        with open(self.folder / "summary_table.csv", newline="") as handle:
+            return list(csv.DictReader(handle))
+
+    def time_to_target(self, engine, rate, seed, target):
+        """First evaluation time at which train_loss <= target, read from metrics.csv."""
+        with open(self.folder / run_id(engine, rate, seed) / "metrics.csv", newline="") as f:
+            for row in csv.DictReader(f):
+                if float(row["train_loss"]) <= target:
+                    return float(row["time"])
+        return math.nan
+
     def test_every_run_completed_with_its_files(self):
         self.assertEqual(len(self.summaries), len(ENGINES) * len(RATES) * len(SEEDS))
         for key, summary in self.summaries.items():
@@ -153,18 +188,18 @@ class EndToEndTest(unittest.TestCase):
         self.assertEqual(Path(last).resolve(), (self.folder / "report.html").resolve())
 
     def test_figures_exist_and_are_non_trivial_pngs(self):
-        plots = self.folder / "plots"
         for name in FIGURES:
             with self.subTest(figure=name):
-                png_is_non_trivial(self, plots / f"{name}.png")
-                self.assertGreater((plots / f"{name}.svg").stat().st_size, 5000)
-        self.assertFalse((plots / "scaling.png").exists())
+                png_is_non_trivial(self, self.folder / f"figure_{name}.png")
+                self.assertGreater((self.folder / f"figure_{name}.svg").stat().st_size, 5000)
+        self.assertFalse((self.folder / "figure_scaling.png").exists())
         html = (self.folder / "report.html").read_text()
         self.assertEqual(html.count('src="data:image/png;base64,'), len(FIGURES))
+        for expected in ("backend", "asgdsim version", f"{ASGDSIM} run "):
+            self.assertIn(expected, html[html.index("<h2>Provenance</h2>"):])
 
-    def test_summary_table_equals_summary_json(self):
-        with open(self.folder / "summary_table.csv", newline="") as handle:
-            rows = list(csv.DictReader(handle))
+    def test_summary_table_mean_std_ci_by_hand(self):
+        rows = self.table()
         self.assertEqual(len(rows), len(ENGINES) * len(RATES))
         for row in rows:
             engine, rate = row["engine"], float(row["train.lr"])
@@ -172,14 +207,15 @@ class EndToEndTest(unittest.TestCase):
             self.assertEqual(int(row["completed"]), len(SEEDS))
             for stem, values in self.group_values(engine, rate).items():
                 with self.subTest(group=(engine, rate), quantity=stem):
-                    mean, std = mean_std(values)
-                    self.assertAlmostEqual(float(row[stem + "_mean"]), mean,
-                                           delta=1e-12 * max(1.0, abs(mean)))
-                    self.assertAlmostEqual(float(row[stem + "_std"]), std,
-                                           delta=1e-9 * max(1.0, abs(mean)))
+                    mean, std, half = by_hand(values)
+                    scale = max(1.0, abs(mean))
+                    self.assertAlmostEqual(float(row[stem + "_mean"]), mean, delta=1e-12 * scale)
+                    self.assertAlmostEqual(float(row[stem + "_std"]), std, delta=1e-9 * scale)
+                    self.assertAlmostEqual(float(row[stem + "_ci95"]), half, delta=1e-9 * scale)
+                    self.assertEqual(int(row[stem + "_n"]), 3)
 
-    def test_report_md_table_shows_the_same_numbers(self):
-        """The table a reader sees: 4 significant digits of the mean, 2 of the std."""
+    def test_report_md_cells_show_the_interval(self):
+        """The table a reader sees: mean ± the 95% CI half-width, to 2 significant digits."""
         text = (self.folder / "report.md").read_text()
         lines = [line for line in text.splitlines() if line.startswith("| ")]
         headings = [h.strip() for h in lines[0].strip("|").split("|")]
@@ -190,16 +226,119 @@ class EndToEndTest(unittest.TestCase):
                 shown[(cells[0], float(cells[1]))] = dict(zip(headings, cells))
         self.assertEqual(set(shown), {(e, r) for e in ENGINES for r in RATES})
         columns = {"train_loss": "final train loss", "test_accuracy": "final test accuracy",
-                   "time": "virtual time (s)", "updates": "updates"}
+                   "time": "virtual time (s)", "mean_staleness": "mean staleness"}
         for (engine, rate), row in shown.items():
             values = self.group_values(engine, rate)
             for stem, heading in columns.items():
-                with self.subTest(group=(engine, rate), quantity=stem):
-                    mean, std = mean_std(values[stem])
-                    numbers = cell_numbers(row[heading])
-                    self.assertAlmostEqual(numbers[0], mean, delta=5e-4 * abs(mean) + 1e-12)
-                    if std > 0:
-                        self.assertAlmostEqual(numbers[1], std, delta=5e-2 * std)
+                mean, std, half = by_hand(values[stem])
+                with self.subTest(group=(engine, rate), quantity=stem, cell=row[heading]):
+                    if std == 0:
+                        self.assertRegex(row[heading], r" \u00b1 0$")
+                    else:
+                        check_cell(self, row[heading], mean, half)
+        self.assertIn("95% confidence interval", text)
+
+    def test_sweep_figure_holds_the_hand_computed_numbers(self):
+        sys.path.insert(0, str(ANALYSIS))
+        import asgdsim_data
+        import figures
+        import groups
+        experiment = asgdsim_data.read(self.folder)
+        target = float(self.table()[0]["target_loss"])
+        table = groups.summary_table(groups.group_runs(experiment), experiment.sweep_keys,
+                                     target)
+        fig = figures.draw_sweep(table, experiment.sweep_keys, target, "ci")
+        axes = {ax.get_ylabel().split(" \u2264")[0]: ax for ax in fig.axes}
+        self.assertEqual(set(axes), {"final train loss", "final test accuracy",
+                                     "time to train loss"})
+        markers = {"async": "o", "backup1": "s"}  # one line per engine, in config order
+        for label, stem in (("final train loss", "train_loss"),
+                            ("final test accuracy", "test_accuracy")):
+            ax = axes[label]
+            self.assertEqual(ax.get_xscale(), "log")  # 0.02 .. 0.2: a decade
+            bars = [(s[0][0], abs(s[1][1] - s[0][1])) for c in ax.collections
+                    for s in getattr(c, "get_segments", lambda: [])() if len(s) == 2]
+            for engine, marker in markers.items():
+                [line] = [l for l in ax.lines if l.get_marker() == marker]
+                self.assertEqual(list(line.get_xdata()), list(RATES))
+                for rate, y in zip(RATES, line.get_ydata()):
+                    mean, _, half = by_hand(self.group_values(engine, rate)[stem])
+                    self.assertAlmostEqual(y, mean, delta=1e-12)
+                    self.assertTrue(any(x == rate and abs(length - 2 * half) < 1e-9
+                                        for x, length in bars),
+                                    f"{label}, {engine}, lr={rate}: no bar of half-width {half}")
+        ax = axes["time to train loss"]
+        for engine, marker in markers.items():
+            reached = {}
+            for rate in RATES:
+                times = [self.time_to_target(engine, rate, s, target) for s in SEEDS]
+                times = [t for t in times if math.isfinite(t)]
+                if times:
+                    reached[rate] = sum(times) / len(times)
+            lines = [l for l in ax.lines if l.get_marker() == marker]
+            if reached:
+                self.assertEqual(list(lines[0].get_xdata()), list(reached))
+                for y, mean in zip(lines[0].get_ydata(), reached.values()):
+                    self.assertAlmostEqual(y, mean, delta=1e-12)
+            missing = [r for r in RATES if r not in reached]
+            if missing:
+                self.assertIn(f"{engine}: no completed run reached the target at "
+                              f"train.lr={missing[0]:g} (0/3)",
+                              "\n".join(fig.asgd_notes))
+
+    def test_convergence_reaches_the_slowest_seed(self):
+        sys.path.insert(0, str(ANALYSIS))
+        import asgdsim_data
+        import figures
+        import groups
+        experiment = asgdsim_data.read(self.folder)
+        grouped = groups.group_runs(experiment)
+        fig = figures.draw_convergence(grouped, ["train_loss"], ["time"],
+                                       figures.group_colours(grouped), "ci")
+        ax = fig.axes[0]
+        ends = [s["time"] for s in self.summaries.values()]
+        drawn = max(l.get_xdata().max() for l in ax.lines if len(l.get_xdata()))
+        self.assertAlmostEqual(drawn, max(ends), delta=1e-9)
+        self.assertGreaterEqual(ax.get_xlim()[1], max(ends))
+        ticks = sorted(float(l.get_xdata()[0]) for l in ax.lines if l.get_marker() == "|")
+        self.assertEqual(len(ticks), len(self.summaries))  # every seed's end is marked
+        for got, want in zip(ticks, sorted(ends)):
+            self.assertAlmostEqual(got, want, delta=1e-9)
+
+    def test_data_api_returns_the_files(self):
+        sys.path.insert(0, str(ANALYSIS))
+        import asgdsim_data
+        df = asgdsim_data.load(self.folder)
+        rows = 0
+        for key in self.summaries:
+            with open(self.folder / run_id(*key) / "metrics.csv") as handle:
+                rows += sum(1 for _ in handle) - 1
+        self.assertEqual(len(df), rows)
+        self.assertEqual(sorted(df.train_lr.unique()), list(RATES))
+        runs = asgdsim_data.summaries(self.folder).set_index("run_id")
+        for key, summary in self.summaries.items():
+            self.assertEqual(runs.loc[run_id(*key)].final_train_loss,
+                             summary["final"]["train_loss"])
+            meta = json.loads((self.folder / run_id(*key) / "meta.json").read_text())
+            self.assertEqual(runs.loc[run_id(*key)].meta_backend, meta["backend"])
+
+    def test_docs_outputs_md_names_every_column_and_field(self):
+        """docs/outputs.md documents every column and field the binary wrote here."""
+        doc = (ANALYSIS.parent / "docs" / "outputs.md").read_text()
+        folder = self.folder / run_id("async", RATES[0], SEEDS[0])
+        names = set()
+        for path in (folder / "metrics.csv", folder / "workers.csv", folder / "staleness.csv",
+                     self.folder / "index.csv", self.folder / "summary_table.csv"):
+            with open(path, newline="") as handle:
+                names |= set(next(csv.reader(handle)))
+        names -= {"train.lr"}  # a sweep key
+        names = {re.sub(r"_(mean|std|ci95|n)$", "", n) if n.startswith(
+            ("train_loss_", "test_loss_", "test_accuracy_", "time_", "updates_",
+             "dropped_gradients_", "mean_staleness_")) else n for n in names}
+        for name in ("summary.json", "meta.json"):
+            names |= set(json.loads((folder / name).read_text()))
+        undocumented = sorted(n for n in names if f"`{n}`" not in doc)
+        self.assertEqual(undocumented, [], "not in docs/outputs.md")
 
     def test_index_csv_equals_summary_json(self):
         with open(self.folder / "index.csv", newline="") as handle:

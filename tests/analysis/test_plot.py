@@ -11,6 +11,7 @@ Run from anywhere: /usr/bin/python3 -m unittest discover -s tests/analysis -v
 
 import base64
 import csv
+import glob
 import json
 import math
 import os
@@ -23,6 +24,7 @@ import unittest
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 ANALYSIS = Path(__file__).resolve().parents[2] / "analysis"
 PLOT = ANALYSIS / "plot.py"
@@ -36,6 +38,9 @@ SEEDS = (1, 2)
 DIVERGED = ("async", 4, 2)     # (engine, workers, seed)
 UNFINISHED = ("sync", 4, 2)
 TRACED = ("async", 2, 1)
+FIGURES = ("convergence", "sweep", "staleness", "scaling", "timeline", "workers")
+# t_{0.975, 1}: with 2 seeds the 95% interval's half-width is this x std / sqrt(2).
+T975_DF1 = math.tan(math.pi * 0.475)
 METRICS_HEADER = ("time,updates,gradients,samples,epoch,lr,train_loss,test_loss,"
                   "test_accuracy,worker_loss,mean_staleness")
 
@@ -124,6 +129,13 @@ def write_run(root, engine, workers, seed):
             for w, b in enumerate(busy)))
     if key == TRACED:
         write_trace(folder, workers, times[-1])
+    if key != DIVERGED:  # the diverged run has no meta.json: the report counts it
+        (folder / "meta.json").write_text(json.dumps({
+            "asgdsim_version": "0.1.0", "git_commit": "abc123def456", "git_dirty": False,
+            "backend": "OMP", "build_type": "Release",
+            "command_line": "build/asgdsim run tiny.json --threads 2", "host": "testhost",
+            "threads": 2, "jobs": 1, "start": "2026-01-02T03:04:05Z",
+            "end": f"2026-01-02T03:04:0{5 + seed}Z"}))
     if key == UNFINISHED:
         return None  # crashed: no summary.json
 
@@ -229,6 +241,51 @@ def assert_png_has_content(test, path, min_bytes=5000):
     test.assertGreater(len(colours), 10, f"{path} is (nearly) a single colour")
 
 
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
+SCREENSHOT_SIZE = (1280, 2400)
+
+
+def screenshot(test, html_path):
+    """A PNG of html_path rendered by headless Chromium (Debian's chromium, installed by
+    scripts/deps.sh); the test is skipped, saying so, where no Chromium is installed.
+    With ASGD_SCREENSHOT_DIR set, the PNG is also copied there (to look at)."""
+    browser = next((shutil.which(n) for n in CHROMIUM_NAMES if shutil.which(n)), None)
+    if browser is None:
+        test.skipTest("no Chromium (Debian package chromium; scripts/deps.sh installs it): "
+                      "report.html not rendered")
+    with tempfile.TemporaryDirectory(prefix="asgd_chromium_") as profile:
+        shot = Path(profile) / "report.png"
+        result = subprocess.run(
+            [browser, "--headless", "--no-sandbox", "--disable-gpu",
+             "--disable-background-networking", "--disable-component-update",
+             "--disable-sync", "--no-first-run", f"--user-data-dir={profile}/profile",
+             "--hide-scrollbars", f"--window-size={SCREENSHOT_SIZE[0]},{SCREENSHOT_SIZE[1]}",
+             f"--screenshot={shot}", html_path.resolve().as_uri()],
+            capture_output=True, text=True, timeout=120)
+        test.assertTrue(shot.is_file(), f"Chromium wrote no screenshot: {result.stderr[-2000:]}")
+        data = shot.read_bytes()
+    if os.environ.get("ASGD_SCREENSHOT_DIR"):
+        Path(os.environ["ASGD_SCREENSHOT_DIR"], html_path.parent.name + "_report.png"
+             ).write_bytes(data)
+    return data
+
+
+def check_screenshot(test, data):
+    """The page has content: the size asked for, a fair share of non-white pixels, spread
+    over its height (title, table and figures, not one blob), and varied pixels."""
+    import io
+    import matplotlib.image
+    pixels = matplotlib.image.imread(io.BytesIO(data), format="png")[:, :, :3]
+    test.assertEqual((pixels.shape[1], pixels.shape[0]), SCREENSHOT_SIZE)
+    ink = (pixels < 0.9).any(axis=2)
+    test.assertGreater(ink.mean(), 0.03, "the screenshot is (nearly) blank")
+    rows = ink.any(axis=1)
+    thirds = np.array_split(rows, 3)
+    test.assertTrue(all(part.mean() > 0.1 for part in thirds),
+                    f"content only in parts of the page: {[part.mean() for part in thirds]}")
+    test.assertGreater(float(pixels.std()), 0.05, "the screenshot has (nearly) one colour")
+
+
 def read_table(path):
     with open(path, newline="") as handle:
         return list(csv.DictReader(handle))
@@ -258,26 +315,61 @@ class PlotExperimentTest(unittest.TestCase):
         self.assertEqual(Path(last).resolve(), (self.experiment / "report.html").resolve())
 
     def test_figures_exist_and_have_content(self):
-        plots = self.experiment / "plots"
-        for name in ("convergence", "staleness", "scaling", "timeline", "workers"):
-            assert_png_has_content(self, plots / f"{name}.png")
-        for name in ("convergence", "staleness", "scaling"):
-            self.assertTrue((plots / f"{name}.svg").is_file(), f"{name}.svg missing")
+        for name in FIGURES:
+            assert_png_has_content(self, self.experiment / f"figure_{name}.png")
+        for name in ("convergence", "sweep", "staleness", "scaling"):
+            self.assertTrue((self.experiment / f"figure_{name}.svg").is_file(),
+                            f"figure_{name}.svg missing")
+
+    def test_a_naive_walk_over_sub_folders_finds_only_runs(self):
+        """plot.py writes files, no sub-folder: glob('*/') + metrics.csv still works."""
+        folders = sorted(glob.glob(f"{self.experiment}/*/"))
+        self.assertEqual(len(folders), len(self.summaries))
+        for folder in folders:
+            self.assertGreater(len(pd.read_csv(Path(folder) / "metrics.csv")), 0)
+
+    def test_report_shows_provenance(self):
+        text = (self.experiment / "report.html").read_text()
+        section = text[text.index("<h2>Provenance</h2>"):]
+        for expected in ("0.1.0", "abc123def456", "OMP", "Release", "testhost",
+                         "build/asgdsim run tiny.json --threads 2", "2026-01-02 03:04:05"):
+            self.assertIn(expected, section)
+        # wall time: first start 03:04:05, last end 03:04:07 (seed 2); wall_seconds 0.5 x 7
+        self.assertIn("2 s from the first run&#x27;s start to the last run&#x27;s end; the "
+                      "runs&#x27; own wall_seconds add up to 3.5 s", section)
+        self.assertIn("runs without meta.json</td><td class=\"text\"><code>1 of 8", section)
+        self.assertIn("Made by asgdsim 0.1.0 (commit abc123def456), OMP, Release on testhost",
+                      text)
+        self.assertNotIn("Warning", text)  # one build
+        md = (self.experiment / "report.md").read_text()
+        self.assertIn("| command line | `build/asgdsim run tiny.json --threads 2` |", md)
+
+    def test_wide_tables_scroll_inside_the_page(self):
+        text = (self.experiment / "report.html").read_text()
+        tables = text.count("<table")
+        self.assertGreaterEqual(tables, 3)
+        self.assertEqual(text.count('<div class="scroll"><table'), tables)
+        self.assertIn("div.scroll { overflow-x: auto;", text)
+
+    def test_report_screenshot_is_not_blank(self):
+        """report.html as headless Chromium renders it: a page with content, not blank."""
+        shot = screenshot(self, self.experiment / "report.html")
+        check_screenshot(self, shot)
 
     def test_report_html_embeds_images(self):
         text = (self.experiment / "report.html").read_text()
         self.assertIn("<title>tiny_scaling</title>", text)
         images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', text)
-        self.assertEqual(len(images), 5)
+        self.assertEqual(len(images), len(FIGURES))
         for data in images:
             self.assertTrue(base64.b64decode(data).startswith(b"\x89PNG\r\n\x1a\n"))
         self.assertIn("&quot;cluster.workers&quot;", text)  # the config, escaped in <pre>
-        self.assertNotIn('src="plots/', text)  # self-contained
+        self.assertNotIn('src="figure_', text)  # self-contained
 
     def test_report_md_references_pngs(self):
         text = (self.experiment / "report.md").read_text()
-        for name in ("convergence", "staleness", "scaling", "timeline", "workers"):
-            self.assertIn(f"(plots/{name}.png)", text)
+        for name in FIGURES:
+            self.assertIn(f"(figure_{name}.png)", text)
 
     def test_summary_table_means_equal_summary_json(self):
         table = {(row["engine"], int(float(row["cluster.workers"]))): row
@@ -300,8 +392,16 @@ class PlotExperimentTest(unittest.TestCase):
                 with self.subTest(group=(engine, workers), quantity=stem):
                     self.assertAlmostEqual(number(row[stem + "_mean"]), float(np.mean(values)),
                                            delta=1e-12 * max(1.0, abs(np.mean(values))))
-                    std = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+                    self.assertEqual(int(row[stem + "_n"]), len(values))
+                    if len(values) == 1:  # one run says nothing about the spread
+                        self.assertTrue(math.isnan(number(row[stem + "_std"])))
+                        self.assertTrue(math.isnan(number(row[stem + "_ci95"])))
+                        continue
+                    self.assertEqual(len(values), 2)
+                    std = float(np.std(values, ddof=1))
                     self.assertAlmostEqual(number(row[stem + "_std"]), std, delta=1e-9)
+                    self.assertAlmostEqual(number(row[stem + "_ci95"]),
+                                           T975_DF1 * std / math.sqrt(2), delta=1e-9)
             self.assertEqual(int(row["completed"]), len(done))
 
     def test_status_counts(self):
@@ -366,12 +466,46 @@ class PlotEdgeCasesTest(unittest.TestCase):
         result = run_plot(self.tmp / "bare", "--x", "updates", "--format", "png",
                           "--out", out, command=command)
         self.assertEqual(result.returncode, 0, result.stderr)
-        assert_png_has_content(self, out / "plots" / "convergence.png")
-        self.assertFalse((out / "plots" / "convergence.svg").exists())
-        self.assertFalse((out / "plots" / "scaling.png").exists())
+        assert_png_has_content(self, out / "figure_convergence.png")
+        self.assertFalse((out / "figure_convergence.svg").exists())
+        self.assertFalse((out / "figure_scaling.png").exists())
+        self.assertFalse((out / "figure_sweep.png").exists())  # nothing swept
+        self.assertIn("runs without meta.json", (out / "report.md").read_text())
         row = read_table(out / "summary_table.csv")[0]
         self.assertAlmostEqual(number(row["train_loss_mean"]), math.exp(-2.0), delta=1e-12)
         self.assertTrue(math.isnan(number(row["test_accuracy_mean"])))
+
+    def test_an_old_plots_folder_is_named_and_left_alone(self):
+        write_bare_regression_run(self.tmp / "bare")
+        old = self.tmp / "bare" / "plots"
+        old.mkdir()
+        (old / "convergence.png").write_bytes(b"old")
+        result = run_plot(self.tmp / "bare", "--format", "png")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn(f"{old} is from an older plot.py", result.stderr)
+        self.assertEqual((old / "convergence.png").read_bytes(), b"old")
+        self.assertTrue((self.tmp / "bare" / "figure_convergence.png").is_file())
+
+    def test_runs_from_different_builds_are_flagged(self):
+        """In process (no figures): the report of runs from two commits warns at the top."""
+        import asgdsim_data
+        import report
+        root = self.tmp / "mixed"
+        write_experiment(root)
+        meta = root / run_id("sync", 2, 1) / "meta.json"
+        changed = json.loads(meta.read_text())
+        changed["git_commit"] = "0123456789ab"
+        meta.write_text(json.dumps(changed))
+        experiment = asgdsim_data.read(root)
+        grouped = groups.group_runs(experiment)
+        table = groups.summary_table(grouped, experiment.sweep_keys, 0.5)
+        provenance = report.provenance_rows(experiment, ["analysis/plot.py", str(root)])
+        report.write_html(root / "report.html", experiment, table, [],
+                          groups.status_counts(experiment.runs), [], "ci", provenance)
+        text = (root / "report.html").read_text()
+        self.assertIn('<p class="warning">Warning: the runs come from different builds '
+                      "(git commit differ)", text)
+        self.assertIn("abc123def456 (6 runs); 0123456789ab (1 run)", text)
 
     def test_degenerate_folder_does_not_crash(self):
         """A run listed in index.csv without a folder, a corrupt summary.json, an empty
@@ -404,25 +538,32 @@ class PlotEdgeCasesTest(unittest.TestCase):
         result = run_plot(self.tmp / "bare", "--metric", "accuracy")
         self.assertEqual(result.returncode, 2)
         self.assertIn("--metric", result.stderr)
+        result = run_plot(self.tmp / "bare", "--band", "sem")
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("--band", result.stderr)
+        self.assertIn("'ci', 'std', 'none'", result.stderr)  # says what is allowed
 
 
 class GroupsUnitTest(unittest.TestCase):
     def test_mean_curve_interpolates_onto_common_range(self):
         a = (np.array([0.0, 1.0, 2.0]), np.array([0.0, 2.0, 4.0]))
         b = (np.array([0.5, 1.5, 2.5]), np.array([1.0, 3.0, 5.0]))
-        grid, mean, std = groups.mean_curve([a, b])
+        grid, mean, std, n = groups.mean_curve([a, b])
+        self.assertEqual(n, 2)
         np.testing.assert_allclose(grid, [0.5, 1.0, 1.5, 2.0])
         np.testing.assert_allclose(mean, [1.0, 2.0, 3.0, 4.0])  # both are y = 2x
         np.testing.assert_allclose(std, 0.0, atol=1e-12)
 
     def test_mean_curve_same_grid_and_single_run(self):
         x = np.array([0.0, 1.0])
-        grid, mean, std = groups.mean_curve([(x, np.array([1.0, 3.0])),
-                                             (x, np.array([3.0, 5.0]))])
+        grid, mean, std, n = groups.mean_curve([(x, np.array([1.0, 3.0])),
+                                                (x, np.array([3.0, 5.0]))])
         np.testing.assert_allclose(mean, [2.0, 4.0])
         np.testing.assert_allclose(std, [math.sqrt(2.0)] * 2)
-        _, _, std = groups.mean_curve([(x, np.array([1.0, 3.0]))])
-        np.testing.assert_allclose(std, 0.0)
+        _, mean, std, n = groups.mean_curve([(x, np.array([1.0, 3.0]))])
+        self.assertEqual(n, 1)
+        np.testing.assert_allclose(mean, [1.0, 3.0])
+        self.assertTrue(np.isnan(std).all())  # no spread from one run
 
     def test_canonical_text_equates_sources(self):
         self.assertEqual(groups.canonical_text(4), groups.canonical_text(4.0))

@@ -1,0 +1,327 @@
+"""Tests of analysis/figures.py read from the figures' own data, not by eye.
+
+What it is: builds Run objects in memory (no files, no subprocess), draws the
+convergence, sweep, scaling and staleness figures, and checks what the artists hold:
+where lines end, where the mean stops and what the figure says about it, band and
+error-bar half-widths against a hand computation with the t quantile, axis scales,
+markers for groups that never reach the target, and that equal groups stay visible.
+What it is not: no check of looks (a person looks at the PNGs) and no file reading
+(test_plot.py runs plot.py on folders).
+"""
+
+import math
+import sys
+import unittest
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "analysis"))
+
+import figures  # noqa: E402
+import groups  # noqa: E402
+import report  # noqa: E402
+import rundata  # noqa: E402
+import stats  # noqa: E402
+
+T975 = {2: 4.302652729749464, 3: 3.182446305284263}  # t_{0.975, df}
+
+
+def make_run(engine, seed, sweep, times, train, status="completed"):
+    times, train = np.asarray(times, dtype=float), np.asarray(train, dtype=float)
+    metrics = pd.DataFrame({"time": times, "updates": np.arange(len(times)) * 10.0,
+                            "epoch": times / 2, "train_loss": train, "test_loss": train * 1.1})
+    summary = {"status": status, "engine": engine, "seed": seed,
+               "final": {"train_loss": float(train[-1]), "test_loss": float(train[-1]) * 1.1},
+               "time": float(times[-1]), "updates": 10 * (len(times) - 1),
+               "staleness": {"mean": 1.0, "max": 3}}
+    rid = "-".join([engine] + [f"{k}={v}" for k, v in sweep.items()] + [f"seed{seed}"])
+    return rundata.Run(run_id=rid, folder=Path("/nonexistent") / rid, engine=engine,
+                       sweep=dict(sweep), seed=seed, status=status, summary=summary,
+                       metrics=metrics)
+
+
+def make_groups(runs, sweep_keys, engines):
+    experiment = rundata.Experiment(folder=Path("/nonexistent"), name="t", config=None,
+                                    sweep_keys=list(sweep_keys), engine_order=list(engines),
+                                    runs=runs)
+    return groups.group_runs(experiment)
+
+
+def lines_with(ax, **style):
+    """ax's Line2D objects whose getters return the given values (linewidth=..., marker=...)."""
+    return [line for line in ax.lines
+            if all(getattr(line, "get_" + k)() == v for k, v in style.items())]
+
+
+def notes_of(fig):
+    """The notes under the figure (unwrapped); checks they are drawn, too."""
+    drawn = " ".join(" ".join(t.get_text().split()) for t in fig.texts)
+    for note in fig.asgd_notes[:8]:
+        assert " ".join(note.split()) in drawn, f"note not drawn: {note}"
+    return "\n".join(fig.asgd_notes)
+
+
+def vline_segments(ax):
+    """(x, low, high) of every vertical segment in ax's line collections (error bars)."""
+    out = []
+    for collection in ax.collections:
+        for segment in getattr(collection, "get_segments", lambda: [])():
+            if len(segment) == 2 and segment[0][0] == segment[1][0]:
+                out.append((segment[0][0], min(segment[0][1], segment[1][1]),
+                            max(segment[0][1], segment[1][1])))
+    return out
+
+
+class ConvergenceMeanTest(unittest.TestCase):
+    """The issue's straggler case: sync's seeds end at 7.43, 7.62 and 13.33 s."""
+    ENDS = (7.43, 7.62, 13.33)
+    RATES = (0.30, 0.35, 0.45)
+
+    def setUp(self):
+        self.runs = []
+        for seed, (end, rate) in enumerate(zip(self.ENDS, self.RATES), start=1):
+            times = np.append(np.arange(0.0, end, 0.25), end)
+            self.runs.append(make_run("sync", seed, {}, times, 2 * np.exp(-rate * times) + 0.05))
+        self.groups = make_groups(self.runs, [], ["sync"])
+        self.colours = figures.group_colours(self.groups)
+
+    def draw(self, band):
+        fig = figures.draw_convergence(self.groups, ["train_loss"], ["time"], self.colours, band)
+        return fig, fig.axes[0]
+
+    def test_every_seed_is_drawn_to_its_end_and_marked(self):
+        fig, ax = self.draw("ci")
+        seeds = lines_with(ax, linewidth=figures.SEED_LINE_WIDTH)
+        self.assertEqual(len(seeds), 3)
+        self.assertAlmostEqual(max(line.get_xdata().max() for line in seeds), max(self.ENDS))
+        self.assertGreaterEqual(ax.get_xlim()[1], max(self.ENDS))  # the axis reaches the slowest
+        ticks = sorted(float(line.get_xdata()[0]) for line in lines_with(ax, marker="|"))
+        np.testing.assert_allclose(ticks, self.ENDS)
+
+    def test_mean_stops_at_the_fastest_seed_and_says_so(self):
+        fig, ax = self.draw("ci")
+        [mean_line] = lines_with(ax, linewidth=figures.MEAN_LINE_WIDTH)
+        x, y = mean_line.get_xdata(), mean_line.get_ydata()
+        self.assertEqual((x[0], x[-1]), (0.0, min(self.ENDS)))
+        at_two = [2 * math.exp(-r * 2.0) + 0.05 for r in self.RATES]
+        self.assertAlmostEqual(y[np.flatnonzero(x == 2.0)[0]], np.mean(at_two), delta=1e-12)
+        text = notes_of(fig)
+        self.assertIn("sync", text)
+        self.assertIn("7.43 of 13.33 s", text)
+
+    def test_band_is_the_t_interval_by_hand(self):
+        at_two = [2 * math.exp(-r * 2.0) + 0.05 for r in self.RATES]
+        mean = sum(at_two) / 3
+        std = math.sqrt(sum((v - mean) ** 2 for v in at_two) / 2)
+        for band, half in (("ci", T975[2] * std / math.sqrt(3)), ("std", std)):
+            with self.subTest(band=band):
+                fig, ax = self.draw(band)
+                [poly] = ax.collections
+                vertices = poly.get_paths()[0].vertices
+                edge = vertices[np.isclose(vertices[:, 0], 2.0)][:, 1]
+                self.assertAlmostEqual(edge.max(), mean + half, delta=1e-12)
+                self.assertAlmostEqual(edge.min(), max(mean - half, ax.get_ylim()[0]),
+                                       delta=1e-12)
+        fig, ax = self.draw("none")
+        self.assertEqual(len(ax.collections), 0)
+        self.assertNotIn("band", fig._suptitle.get_text())
+
+    def test_same_end_has_no_cut_note(self):
+        runs = [make_run("async", s, {}, np.arange(0, 5.01, 0.5), np.exp(-s * np.arange(0, 5.01, 0.5)))
+                for s in (1, 2)]
+        grouped = make_groups(runs, [], ["async"])
+        fig = figures.draw_convergence(grouped, ["train_loss"], ["time"],
+                                       figures.group_colours(grouped), "ci")
+        self.assertNotIn("earliest end", notes_of(fig))
+
+
+def sweep_runs():
+    """async and sync over train.lr 0.01, 0.1, 1 x 3 seeds. Both reach loss 0.1 at
+    t = 1/lr + seed/10 (0.1 s grid), except async at lr=1, which never trains; sync's
+    curves are async's (so their final losses are identical where both train)."""
+    runs, times = [], np.round(np.arange(0.0, 120.01, 0.1), 10)
+    for engine in ("async", "sync"):
+        for lr in (0.01, 0.1, 1.0):
+            for seed in (1, 2, 3):
+                reach = round(1 / lr + seed / 10, 10) if lr < 1 or engine == "sync" else math.inf
+                final = 0.1 - 0.01 * seed * lr
+                train = np.where(times < reach, 1.0, final)
+                runs.append(make_run(engine, seed, {"train.lr": lr}, times, train))
+    return runs
+
+
+class SweepFigureTest(unittest.TestCase):
+    TARGET = 0.1
+
+    def setUp(self):
+        self.groups = make_groups(sweep_runs(), ["train.lr"], ["async", "sync"])
+        self.table = groups.summary_table(self.groups, ["train.lr"], self.TARGET)
+        self.fig = figures.draw_sweep(self.table, ["train.lr"], self.TARGET, "ci")
+        self.axes = {ax.get_ylabel(): ax for ax in self.fig.axes}
+
+    def test_panels_and_log_x(self):
+        self.assertEqual(set(self.axes), {"final train loss", "final test loss",
+                                          "time to train loss \u2264 0.1 (s)"})
+        for ax in self.axes.values():
+            self.assertEqual(ax.get_xscale(), "log")  # 0.01 .. 1 spans two decades
+            self.assertEqual([t.get_text() for t in ax.get_xticklabels()], ["0.01", "0.1", "1"])
+
+    def test_means_and_ci_by_hand(self):
+        ax = self.axes["final train loss"]
+        [line] = lines_with(ax, marker="s")  # sync: the second line
+        np.testing.assert_allclose(line.get_xdata(), [0.01, 0.1, 1.0])
+        for lr, y in zip((0.01, 0.1, 1.0), line.get_ydata()):
+            finals = [0.1 - 0.01 * seed * lr for seed in (1, 2, 3)]
+            mean = sum(finals) / 3
+            self.assertAlmostEqual(y, mean, delta=1e-15)
+            std = math.sqrt(sum((v - mean) ** 2 for v in finals) / 2)
+            half = T975[2] * std / math.sqrt(3)
+            bars = [(lo, hi) for x, lo, hi in vline_segments(ax) if x == lr]
+            self.assertTrue(any(abs(hi - lo - 2 * half) < 1e-12 for lo, hi in bars),
+                            f"lr={lr}: no error bar of half-width {half}")
+
+    def test_identical_groups_both_show(self):
+        ax = self.axes["final train loss"]
+        [async_line], [sync_line] = lines_with(ax, marker="o"), lines_with(ax, marker="s")
+        # equal where both trained (lr 0.01 and 0.1); drawn side by side, not on top
+        np.testing.assert_array_equal(async_line.get_ydata()[:2], sync_line.get_ydata()[:2])
+        point = (0.01, async_line.get_ydata()[0])
+        shift = (sync_line.get_transform().transform(point)[0]
+                 - async_line.get_transform().transform(point)[0])
+        self.assertAlmostEqual(shift, figures.DODGE_POINTS * self.fig.dpi / 72.0, delta=1e-6)
+        self.assertGreaterEqual(shift, 3 * self.fig.dpi / 72.0)  # at least 3 points apart
+        # identical in the time panel? no: async never reaches at lr=1; test loss is x1.1
+        time_ax = self.axes["time to train loss \u2264 0.1 (s)"]
+        [async_time] = lines_with(time_ax, marker="o")
+        np.testing.assert_allclose(async_time.get_xdata(), [0.01, 0.1])  # lr=1: not reached
+
+    def test_not_reached_is_marked_and_named(self):
+        time_ax = self.axes["time to train loss \u2264 0.1 (s)"]
+        [marker] = lines_with(time_ax, marker="^")
+        np.testing.assert_allclose(marker.get_xdata(), [1.0])
+        self.assertIn("async: no completed run reached the target at train.lr=1 (0/3)",
+                      notes_of(self.fig))
+        [sync_time] = lines_with(time_ax, marker="s")
+        np.testing.assert_allclose(sync_time.get_ydata(),
+                                   [np.mean([1 / lr + s / 10 for s in (1, 2, 3)])
+                                    for lr in (0.01, 0.1, 1.0)], rtol=1e-12)
+
+    def test_no_figure_without_a_swept_key(self):
+        runs = [make_run("async", s, {}, [0, 1], [1, 0.5]) for s in (1, 2)]
+        table = groups.summary_table(make_groups(runs, [], ["async"]), [], 0.6)
+        self.assertIsNone(figures.draw_sweep(table, [], 0.6))
+
+    def test_categorical_and_zero_values(self):
+        self.assertEqual(figures.sweep_axis_scale([0, 4, 16, 64]), "symlog")
+        self.assertEqual(figures.sweep_axis_scale([4, 16, 64]), "log")
+        self.assertEqual(figures.sweep_axis_scale([1, 2, 4]), "linear")
+        runs = [make_run("async", s, {"staleness.mode": mode}, [0, 1], [1, 0.1 * s])
+                for mode in ("fixed", "uniform") for s in (1, 2)]
+        table = groups.summary_table(make_groups(runs, ["staleness.mode"], ["async"]),
+                                     ["staleness.mode"], 0.5)
+        fig = figures.draw_sweep(table, ["staleness.mode"], 0.5, "ci")
+        ax = fig.axes[0]
+        self.assertEqual([t.get_text() for t in ax.get_xticklabels()], ["fixed", "uniform"])
+
+
+class ScalingFigureTest(unittest.TestCase):
+    """Time to target 8/w x (1 + seed/20) for w = 1, 2, 4; never reached with 8 workers."""
+    WORKERS = (1, 2, 4, 8)
+
+    @staticmethod
+    def reach(w, seed):
+        return round(8 / w * (1 + seed / 20), 1)
+
+    def setUp(self):
+        times = np.round(np.arange(0.0, 12.01, 0.1), 10)
+        runs = []
+        for w in self.WORKERS:
+            for seed in (1, 2, 3):
+                reach = self.reach(w, seed) if w < 8 else math.inf
+                runs.append(make_run("async", seed, {"cluster.workers": w}, times,
+                                     np.where(times < reach, 1.0, 0.05)))
+        grouped = make_groups(runs, ["cluster.workers"], ["async"])
+        self.table = groups.summary_table(grouped, ["cluster.workers"], 0.5)
+        self.fig = figures.draw_scaling(self.table, ["cluster.workers"], 0.5,
+                                        figures.group_colours(grouped), "ci")
+        self.time_ax, self.speed_ax = self.fig.axes[:2]
+
+    def test_log_log_so_ideal_is_straight(self):
+        for ax in (self.time_ax, self.speed_ax):
+            self.assertEqual((ax.get_xscale(), ax.get_yscale()), ("log", "log"))
+        [ideal] = lines_with(self.speed_ax, linestyle="--")
+        np.testing.assert_allclose(ideal.get_xdata(), [1, 2, 4])
+        np.testing.assert_allclose(ideal.get_ydata(), [1, 2, 4])
+
+    def test_speedup_and_error_bars_by_hand(self):
+        means, halves = [], []
+        for w in (1, 2, 4):
+            values = [self.reach(w, s) for s in (1, 2, 3)]
+            mean = sum(values) / 3
+            std = math.sqrt(sum((v - mean) ** 2 for v in values) / 2)
+            means.append(mean)
+            halves.append(T975[2] * std / math.sqrt(3))
+        [line] = lines_with(self.speed_ax, marker="o")
+        np.testing.assert_allclose(line.get_ydata(), [means[0] / m for m in means], rtol=1e-12)
+        bars = {x: hi - lo for x, lo, hi in vline_segments(self.speed_ax)}
+        self.assertNotIn(1.0, bars)  # speedup 1 by definition at the baseline
+        for i, w in enumerate((2, 4), start=1):
+            speedup = means[0] / means[i]
+            half = speedup * math.hypot(halves[0] / means[0], halves[i] / means[i])
+            self.assertAlmostEqual(bars[w], 2 * half, delta=1e-9)
+        time_bars = {x: hi - lo for x, lo, hi in vline_segments(self.time_ax)}
+        for i, w in enumerate((1, 2, 4)):
+            self.assertAlmostEqual(time_bars[w], 2 * halves[i], delta=1e-9)
+
+    def test_never_reached_is_shown(self):
+        [top] = lines_with(self.time_ax, marker="^")
+        [bottom] = lines_with(self.speed_ax, marker="v")
+        np.testing.assert_allclose(top.get_xdata(), [8])
+        np.testing.assert_allclose(bottom.get_xdata(), [8])
+        self.assertIn("async: no completed run reached the target with 8 workers (0/3)",
+                      notes_of(self.fig))
+
+
+class StalenessFigureTest(unittest.TestCase):
+    def test_identical_histograms_are_named_not_hidden(self):
+        runs = []
+        for engine in ("async", "dcasgd"):
+            run = make_run(engine, 1, {}, [0, 1], [1, 0.5])
+            run.staleness_hist = pd.DataFrame({"staleness": [0.0, 1.0, 2.0],
+                                               "count": [5.0, 3.0, 2.0]})
+            runs.append(run)
+        grouped = make_groups(runs, [], ["async", "dcasgd"])
+        fig = figures.draw_staleness(grouped, [], figures.group_colours(grouped))
+        ax = fig.axes[0]
+        self.assertEqual(len(ax.patches), 3)  # one histogram's bars
+        text = "\n".join(t.get_text() for t in ax.texts)
+        self.assertIn("dcasgd = async", text)
+
+
+class ReportCellsTest(unittest.TestCase):
+    """The table's ± follows --band, to 2 significant digits; one run shows no ±."""
+
+    def test_cells(self):
+        finals = {1: 0.61, 2: 0.55, 3: 0.70}
+        runs = [make_run("async", s, {}, [0, 1], [1.0, v]) for s, v in finals.items()]
+        runs.append(make_run("sync", 1, {}, [0, 1], [1.0, 0.4321]))
+        table = groups.summary_table(make_groups(runs, [], ["async", "sync"]), [], 0.9)
+        mean = sum(finals.values()) / 3
+        std = math.sqrt(sum((v - mean) ** 2 for v in finals.values()) / 2)
+        expected = {"ci": stats.format_estimate(mean, T975[2] * std / math.sqrt(3)),
+                    "std": stats.format_estimate(mean, std), "none": "0.62"}
+        self.assertEqual(expected["ci"], "0.62 \u00b1 0.19")
+        self.assertEqual(expected["std"], "0.620 \u00b1 0.075")
+        for band, text in expected.items():
+            headings, rows = report.display_rows(table, [], band)
+            column = headings.index("final train loss")
+            self.assertEqual(rows[0][column], text)
+            self.assertEqual(rows[1][column], "0.4321")  # one run: no ±
+            self.assertIn({"ci": "95% confidence interval", "std": "standard deviation",
+                           "none": "no spread"}[band], report.table_explanation(band))
+
+
+if __name__ == "__main__":
+    unittest.main()
