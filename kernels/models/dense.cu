@@ -328,8 +328,8 @@ class Dense final : public Model {
 
  private:
   void check_data(const DeviceDataset* data) const {
-    if (!data || data->dim != size_t(layers_[0]))
-      throw std::invalid_argument("dense model: dataset missing or feature count mismatch");
+    if (!data || data->sparse() || data->dim != size_t(layers_[0]))
+      throw std::invalid_argument("dense model: dataset missing, sparse, or of another feature count");
   }
 
   // a_l = act(a_{l-1} W_l + b_l) into scratch slots first_slot + l (a_0 given).
