@@ -214,6 +214,16 @@ GradResult model_grad(const Model& model, ExecContext& ctx, const std::vector<fl
   return {g.to_host(), loss};
 }
 
+// A random sparse set (random_sparse's arguments), uploaded, and a model for it.
+struct Problem {
+  HostDataset host;
+  DeviceDataset data;
+  std::unique_ptr<Model> model;
+  Problem(const SparseCase& c, size_t n, size_t F, size_t max_len, uint32_t seed)
+      : host(random_sparse(n, F, c.classes, max_len, seed)), data(upload(host)),
+        model(make_sparse_linear(F, c.classes, c.loss)) {}
+};
+
 TEST_F(SparseModel, DescribesItselfAndChecksItsArguments) {
   auto lg = make_sparse_linear(1000, 2, DenseLoss::Logistic);
   EXPECT_EQ(lg->name(), "sparse_logistic");
@@ -266,9 +276,10 @@ TEST_F(SparseModel, GradientMatchesTheScalarReferenceAndFiniteDifferences) {
   ExecContext ctx;
   for (const auto& c : kCases) {
     SCOPED_TRACE(c.label);
-    HostDataset host = random_sparse(80, 40, c.classes, 6, 5);
-    DeviceDataset data = upload(host);
-    auto model = make_sparse_linear(host.dim, c.classes, c.loss);
+    Problem p(c, 80, 40, 6, 5);
+    const HostDataset& host = p.host;
+    const DeviceDataset& data = p.data;
+    const Model* model = p.model.get();
     auto ids = random_ids(24, host.n, 9);
     ids.push_back(ids[3]);  // a repeated sample counts twice
     auto w = test_params(model->num_params(), 11);
@@ -315,9 +326,10 @@ TEST_F(SparseModel, GradientMatchesFiniteDifferencesOfItsOwnLoss) {
   ExecContext ctx;
   for (const auto& c : kCases) {
     SCOPED_TRACE(c.label);
-    HostDataset host = random_sparse(50, 12, c.classes, 5, 6);
-    DeviceDataset data = upload(host);
-    auto model = make_sparse_linear(host.dim, c.classes, c.loss);
+    Problem p(c, 50, 12, 5, 6);
+    const HostDataset& host = p.host;
+    const DeviceDataset& data = p.data;
+    const Model* model = p.model.get();
     auto ids = random_ids(16, host.n, 4);
     auto w = test_params(model->num_params(), 12);
     GradResult got = model_grad(*model, ctx, w, data, ids);
@@ -340,9 +352,10 @@ TEST_F(SparseModel, EvaluateMatchesTheScalarReference) {
   ExecContext ctx;
   for (const auto& c : kCases) {
     SCOPED_TRACE(c.label);
-    HostDataset host = random_sparse(2600, 30, c.classes, 5, 7);
-    DeviceDataset data = upload(host);
-    auto model = make_sparse_linear(host.dim, c.classes, c.loss);
+    Problem p(c, 2600, 30, 5, 7);
+    const HostDataset& host = p.host;
+    const DeviceDataset& data = p.data;
+    const Model* model = p.model.get();
     auto w = test_params(model->num_params(), 13);
     DeviceArray<float> dw;
     dw.upload(w);
@@ -364,9 +377,10 @@ TEST_F(SparseModel, EvaluateMatchesTheScalarReference) {
 
 // A gradient is the same bits on any thread, computed again, or after another minibatch.
 TEST_F(SparseModel, GradientIsDeterministic) {
-  HostDataset host = random_sparse(300, 500, 5, 20, 8);
-  DeviceDataset data = upload(host);
-  auto model = make_sparse_linear(host.dim, 5, DenseLoss::SoftmaxCrossEntropy);
+  Problem p({"sparse_softmax", DenseLoss::SoftmaxCrossEntropy, 5}, 300, 500, 20, 8);
+  const HostDataset& host = p.host;
+  const DeviceDataset& data = p.data;
+  const Model* model = p.model.get();
   auto ids = random_ids(64, host.n, 2), other = random_ids(40, host.n, 3);
   auto w = test_params(model->num_params(), 14);
   ExecContext ctx;
