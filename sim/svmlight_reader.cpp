@@ -46,10 +46,10 @@ class GzStream {
 };
 
 // Calls f(begin, end, line) for every line (without its '\n') of what read(buf, n)
-// delivers; a last line without '\n' counts too.
+// delivers, `chunk` bytes at a time; a last line without '\n' counts too.
 template <class Read, class F>
-void for_each_line(Read&& read, F&& f) {
-  std::vector<char> buf(kChunk);
+void for_each_line(Read&& read, F&& f, size_t chunk = kChunk) {
+  std::vector<char> buf(chunk);
   size_t held = 0;  // bytes of an unfinished line at the start of buf
   uint32_t line = 0;
   for (;;) {
@@ -212,7 +212,7 @@ SvmlightFile parse_svmlight(const std::string& text, const std::string& name, si
     std::memcpy(buf, text.data() + at, k);
     at += k;
     return k;
-  }, [&](const char* b, const char* e, uint32_t line) { parser.line(b, e, line); });
+  }, [&](const char* b, const char* e, uint32_t line) { parser.line(b, e, line); }, std::min(kChunk, text.size() + 1));
   if (out.samples() == 0) throw DataError(name + ": no samples (the file is empty, or holds only comments and blank lines)");
   return out;
 }
