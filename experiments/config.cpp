@@ -9,6 +9,7 @@
 #include <limits>
 #include <sstream>
 #include "engines/engine_registry.h"
+#include "sim/dataset.h"
 #include "sim/distribution.h"
 
 namespace asgd {
@@ -98,8 +99,27 @@ void check_model_data(const json& model, const json& data, Validator& v) {
                                      " values but model.dim is " + model["dim"].dump());
     return;
   }
+  const bool sparse_model = m == "sparse_logistic" || m == "sparse_softmax";
+  const bool sparse_data = d == "sparse_synthetic" || d == "svmlight";
   if (d == "none") {
-    v.error("data.type", "model '" + m + "' needs data: synthetic or fashion_mnist");
+    v.error("data.type", "model '" + m + "' needs data: " +
+                             (sparse_model ? "sparse_synthetic or svmlight" : "synthetic or fashion_mnist"));
+    return;
+  }
+  if (sparse_model != sparse_data) {
+    v.error("data.type", sparse_model ? "model '" + m + "' reads sparse data: sparse_synthetic or svmlight (got '" + d + "')"
+                                      : "model '" + m + "' reads dense data: synthetic or fashion_mnist; for '" + d +
+                                            "' use sparse_logistic or sparse_softmax");
+    return;
+  }
+  if (sparse_model) {
+    if (d == "sparse_synthetic" && int_of(data, "nnz", 0) > int_of(data, "features", INT64_MAX))
+      v.error("data.nnz", "must be <= data.features (" + data["features"].dump() + "): each sample takes one feature "
+                          "from each of nnz fields");
+    if (m == "sparse_logistic" && d == "sparse_synthetic" && int_of(data, "classes", 2) != 2)
+      v.error("data.classes", "model 'sparse_logistic' is binary: use classes 2, or sparse_softmax");
+    if (m == "sparse_logistic" && d == "svmlight" && int_of(data, "classes", 0) > 2)
+      v.error("data.classes", "model 'sparse_logistic' is binary: use classes 0 (from the labels) or 2, or sparse_softmax");
     return;
   }
   bool regression = d == "synthetic" && text_of(data, "task") == "regression";
@@ -109,6 +129,38 @@ void check_model_data(const json& model, const json& data, Validator& v) {
     v.error("data.task", "model '" + m + "' is a classifier: use task \"classification\"");
   if (m == "logistic" && !(d == "synthetic" && int_of(data, "classes", 0) == 2))
     v.error("data", "model 'logistic' is binary: use synthetic classification data with classes 2");
+}
+
+// What a sparse model and its data take, known before anything is loaded: refused when
+// more than the machine has. Data: the sets as stored, twice while they are uploaded (the
+// host's and the backend's copy). Parameters: at least workers + 2 copies (one dense
+// gradient per worker in flight, the server's parameters, the initial host vector).
+// svmlight files are measured when they are read (sim/svmlight_reader.h).
+void check_sparse_memory(const json& model, const json& data, const json& cluster, Validator& v) {
+  const std::string m = text_of(model, "type"), d = text_of(data, "type");
+  if (m != "sparse_logistic" && m != "sparse_softmax") return;
+  const int64_t features = int_of(data, "features", 0), workers = int_of(cluster, "workers", 1);
+  const int64_t classes = int_of(data, "classes", 0);
+  uint64_t data_bytes = 0;
+  if (d == "sparse_synthetic") {
+    const uint64_t nnz = uint64_t(int_of(data, "nnz", 1));
+    for (const char* k : {"train_samples", "test_samples"}) {
+      const uint64_t n = uint64_t(int_of(data, k, 0));
+      data_bytes += sparse_bytes(n, n * nnz);
+    }
+  }
+  uint64_t param_bytes = 0;
+  if (features > 0 && (m == "sparse_logistic" || classes > 0)) {
+    const uint64_t k = m == "sparse_logistic" ? 1 : uint64_t(classes);
+    param_bytes = (uint64_t(features) * k + k) * sizeof(float);
+  }
+  const uint64_t need = 2 * data_bytes + uint64_t(workers + 2) * param_bytes, limit = memory_limit_bytes();
+  if (need <= limit) return;
+  const bool data_larger = 2 * data_bytes >= uint64_t(workers + 2) * param_bytes;
+  v.error(data_larger ? "data.train_samples" : "data.features",
+          "needs about " + format_bytes(need) + " of memory (data: 2 x " + format_bytes(data_bytes) +
+              " while uploading; parameters: (workers + 2) x " + format_bytes(param_bytes) + "), more than the " +
+              format_bytes(limit) + " here: reduce " + (data_larger ? "train_samples or nnz" : "features or cluster.workers"));
 }
 
 void check_lr_schedule(const json& s, const std::string& path, Validator& v) {
@@ -217,7 +269,10 @@ json resolve_run(const json& u, Validator& v) {
   if (model.contains("curvature")) check_curvature(model["curvature"], "model.curvature", v);
   out["model"] = model;
 
-  std::string default_data = text_of(model, "type") == "quadratic" ? "none" : "synthetic";
+  const std::string model_type = text_of(model, "type");
+  std::string default_data = model_type == "quadratic"                                            ? "none"
+                             : model_type == "sparse_logistic" || model_type == "sparse_softmax" ? "sparse_synthetic"
+                                                                                                  : "synthetic";
   json data = v.component(u.value("data", json::object()), "data", "type", data_catalog(), {}, default_data);
   out["data"] = data;
   check_model_data(model, data, v);
@@ -252,6 +307,7 @@ json resolve_run(const json& u, Validator& v) {
                                    {str("name", "", "label for this engine in run ids and plots (default: its type)")});
 
   check_engine(out.value("engine", json::object()), cluster, train, v);
+  check_sparse_memory(model, data, cluster, v);
 
   if (train.contains("global_batch") && train["global_batch"].is_number_integer() && train["global_batch"].get<int64_t>() > 0 &&
       cluster.contains("workers") && cluster["workers"].is_number_integer()) {
@@ -405,6 +461,10 @@ const std::vector<ComponentInfo>& model_catalog() {
       {"softmax", "softmax regression, cross-entropy", {}},
       {"mlp", "multi-layer perceptron, ReLU hidden layers, softmax cross-entropy",
        {list("hidden", ParamType::IntegerList, json::array({128}), "hidden layer sizes", 1)}},
+      {"sparse_logistic", "logistic regression on sparse data (sparse_synthetic or svmlight, 2 classes); "
+                          "a gradient touches only the rows of the features in its minibatch", {}},
+      {"sparse_softmax", "softmax regression on sparse data (sparse_synthetic or svmlight), cross-entropy; "
+                         "a gradient touches only the rows of the features in its minibatch", {}},
   };
   return c;
 }
@@ -424,6 +484,25 @@ const std::vector<ComponentInfo>& data_catalog() {
        {str("path", kFashionMnistDir, "folder with the four IDX .gz files (Debian: dataset-fashion-mnist)"),
         integer("train_limit", 0, "use only the first so many training images (0 = all 60000)"),
         integer("test_limit", 0, "use only the first so many test images (0 = all 10000)")}},
+      {"sparse_synthetic",
+       "sparse click-through-like classification data generated from the seed: nnz one-hot fields, Zipf feature "
+       "popularity within each, labels from a hidden linear teacher (the sparse models' default data)",
+       {integer("features", 100000, "features, split into nnz equal fields", 1, 1e7),
+        integer("nnz", 20, "features per sample: one from each field (<= features)", 1, 1000),
+        num("zipf", 1.1, "popularity exponent: a field's feature of rank k is drawn with probability ~ k^-zipf "
+                         "(0: uniform)", 0, false, 5),
+        integer("classes", 2, "classes", 2, 1000),
+        integer("train_samples", 10000, "training samples", 1, 1e8),
+        integer("test_samples", 2000, "test samples", 1, 1e8),
+        num("noise", 0.1, "std of the noise on the teacher's logits", 0)}},
+      {"svmlight", "LIBSVM/svmlight text files (RCV1, news20, Criteo in LIBSVM form), plain or gzip (sparse models)",
+       {str("path", nullptr, "training file (a relative path is from the config's folder)"),
+        str("test_path", "", "test file; empty: the last `holdout` share of path's samples is the test set"),
+        num("holdout", 0.1, "share of path's samples held out as the test set when test_path is empty", 0, true, 0.9),
+        integer("features", 0, "features (indices beyond are errors); 0: one past the largest index in the files", 0,
+                2147483647),
+        integer("index_base", 1, "index of the first feature: 1 (LIBSVM) or 0", 0, 1),
+        integer("classes", 0, "classes; 0: from the labels (-1/+1: 2; else the largest class number + 1)", 0, 1000)}},
   };
   return c;
 }

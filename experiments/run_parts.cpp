@@ -14,6 +14,8 @@
 #include "sim/atomic_file.h"
 #include "sim/idx_reader.h"
 #include "sim/recorder.h"
+#include "sim/sparse_synthetic.h"
+#include "sim/svmlight_reader.h"
 #include "kernels/rng.h"
 
 namespace asgd {
@@ -44,9 +46,16 @@ bool read_json(const std::string& path, json& out) {
 // Runs with equal keys share one loaded data set (synthetic data depends on the seed).
 json data_key(const json& cfg) {
   json key = cfg["data"];
-  if (key["type"] == "synthetic") key["seed"] = cfg["seed"];
+  if (key["type"] == "synthetic" || key["type"] == "sparse_synthetic") key["seed"] = cfg["seed"];
   return key;
 }
+
+namespace {
+// A config's path: relative ones are from the config's folder; "" stays "".
+std::string resolve_path(const std::string& path, const std::string& base_dir) {
+  return !path.empty() && path[0] != '/' && !base_dir.empty() ? base_dir + "/" + path : path;
+}
+}  // namespace
 
 std::shared_ptr<LoadedData> load_data(const json& cfg, const std::string& base_dir) {
   const json& d = cfg["data"];
@@ -63,13 +72,34 @@ std::shared_ptr<LoadedData> load_data(const json& cfg, const std::string& base_d
     s.test_samples = d["test_samples"];
     s.noise = d["noise"];
     out->host = make_synthetic(s, cfg["seed"].get<uint64_t>());
+  } else if (type == "sparse_synthetic") {
+    SparseSyntheticSpec s;
+    s.features = d["features"];
+    s.nnz = d["nnz"];
+    s.zipf = d["zipf"];
+    s.classes = d["classes"];
+    s.train_samples = d["train_samples"];
+    s.test_samples = d["test_samples"];
+    s.noise = d["noise"];
+    out->host = make_sparse_synthetic(s, cfg["seed"].get<uint64_t>());
+  } else if (type == "svmlight") {
+    SvmlightSpec s;
+    s.path = resolve_path(d["path"], base_dir);
+    s.test_path = resolve_path(d["test_path"], base_dir);
+    s.holdout = d["holdout"];
+    s.features = d["features"];
+    s.index_base = d["index_base"];
+    s.classes = d["classes"];
+    out->host = load_svmlight(s);
   } else {
-    std::string path = d["path"];
-    if (!path.empty() && path[0] != '/' && !base_dir.empty()) path = base_dir + "/" + path;
-    out->host = load_fashion_mnist(path, d["train_limit"], d["test_limit"]);
+    out->host = load_fashion_mnist(resolve_path(d["path"], base_dir), d["train_limit"], d["test_limit"]);
   }
   out->train = upload(out->host.train);
   out->test = upload(out->host.test);
+  for (HostDataset* h : {&out->host.train, &out->host.test})
+    if (h->sparse()) {  // uploaded: the backend's copy (and its host index) is what runs read
+      *h = HostDataset{{}, {}, h->n, h->dim, h->classes};
+    }
   return out;
 }
 
@@ -90,6 +120,13 @@ std::unique_ptr<Model> build_model(const json& m, const LoadedData& data) {
   }
   int in = int(data.host.train.dim);
   int classes = data.host.train.classes;
+  if (type == "sparse_logistic" || type == "sparse_softmax") {
+    if (type == "sparse_logistic" && classes != 2)
+      throw DataError("model sparse_logistic is binary, but the data (" + data.host.description + ") has " +
+                      std::to_string(classes) + " classes: use sparse_softmax");
+    return make_sparse_linear(data.host.train.dim, classes,
+                              type == "sparse_logistic" ? DenseLoss::Logistic : DenseLoss::SoftmaxCrossEntropy);
+  }
   if (type == "linear") return make_dense({in, 1}, DenseLoss::Squared);
   if (type == "logistic") return make_dense({in, 1}, DenseLoss::Logistic);
   std::vector<int> layers{in};

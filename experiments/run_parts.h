@@ -17,7 +17,8 @@ namespace asgd {
 
 using nlohmann::json;
 
-// A run's data, on the host and in backend memory.
+// A run's data, on the host and in backend memory. Of a sparse set the host copy keeps
+// only its sizes once uploaded (the backend's copy has its own host index).
 struct LoadedData {
   json key;
   DataSplit host;

@@ -125,5 +125,6 @@ void DeviceArray<T>::fill(T value) {
 
 template class DeviceArray<float>;
 template class DeviceArray<int32_t>;
+template class DeviceArray<int64_t>;
 
 }  // namespace asgd

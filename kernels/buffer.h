@@ -42,5 +42,6 @@ class DeviceArray {
 
 extern template class DeviceArray<float>;
 extern template class DeviceArray<int32_t>;
+extern template class DeviceArray<int64_t>;
 
 }  // namespace asgd

@@ -12,14 +12,38 @@
 
 namespace asgd {
 
-// A dataset in backend memory. x is (n, dim) row-major; y is (n): the regression
+// A dataset in backend memory: dense, x (n, dim) row-major; or sparse (sparse() true, x
+// empty), in CSR: sample i's features are col[row_ptr[i] .. row_ptr[i+1]), strictly
+// increasing and < dim, with the values val[same range]. y is (n): the regression
 // target, or the class index stored as a float.
 struct DeviceDataset {
   DeviceArray<float> x;
   DeviceArray<float> y;
   size_t n = 0;
-  size_t dim = 0;
+  size_t dim = 0;   // features
   int classes = 0;  // 0 for regression
+  DeviceArray<int64_t> row_ptr;  // (n + 1), sparse data only
+  DeviceArray<int32_t> col;      // (nnz)
+  DeviceArray<float> val;        // (nnz)
+  // row_ptr and col readable on the host, so that the rows a minibatch touches are found
+  // without waiting for the device (Model::touched_rows): on CPU backends these point
+  // into the arrays above; on CUDA into host_index, a host copy.
+  const int64_t* host_row_ptr = nullptr;
+  const int32_t* host_col = nullptr;
+  std::vector<int64_t> host_index_row_ptr;  // CUDA only
+  std::vector<int32_t> host_index_col;
+  bool sparse() const { return !row_ptr.empty(); }
+};
+
+// How a gradient can be sparse. A model whose parameters begin with a table of rows, one
+// per input feature (a sparse linear model's weights, an embedding table), gets from a
+// minibatch a gradient that is exactly zero outside the rows its samples' features name.
+// Parameters [0, rows * width) are the table, row j at [j * width, (j + 1) * width);
+// parameters [rows * width, num_params) are dense: any gradient may touch all of them.
+// A dense model has no table (rows 0): every gradient touches every parameter.
+struct RowLayout {
+  size_t rows = 0;
+  size_t width = 0;
 };
 
 // Key of the gradient-noise stream of one job: (seed, worker, step).
@@ -75,6 +99,17 @@ class Model {
   // not must ignore the ids loss_grad gets: the simulation then hands out ids in order
   // instead of shuffling them (they only count samples).
   virtual bool uses_data() const { return true; }
+  // The parameter table, if any (RowLayout). Default: none, every parameter is dense.
+  virtual RowLayout row_layout() const { return {}; }
+  // The table rows that the gradient on samples `ids` (host array of m) of `data` can
+  // make non-zero, sorted and unique, into `rows`; every other row's gradient is exactly
+  // 0, and the dense part may all be non-zero. Computed on the host from data's host
+  // index, with no kernel and no wait, so a caller can size a message before the
+  // gradient exists. A model without a table leaves `rows` empty.
+  virtual void touched_rows(const DeviceDataset* data, const int32_t* ids, size_t m,
+                            std::vector<int32_t>& rows) const {
+    rows.clear();
+  }
 };
 
 // f(w) = 1/2 sum_i h_i w_i^2 with N(0, noise_std^2) added to each gradient coordinate.
@@ -84,5 +119,11 @@ enum class DenseLoss { Squared, Logistic, SoftmaxCrossEntropy };
 // A dense ReLU network, layers = {inputs, hidden..., outputs}; no hidden layer gives
 // linear (Squared, 1 output), logistic (Logistic, 1 output) or softmax regression.
 std::unique_ptr<Model> make_dense(std::vector<int> layers, DenseLoss loss);
+
+// A linear model on sparse data (DeviceDataset::sparse()): logits z = x W + b over
+// `features` inputs. Logistic: 1 output (binary labels 0/1); SoftmaxCrossEntropy:
+// `classes` outputs. Parameters: W (features, outputs) row-major, then b (outputs); W is
+// the row table (RowLayout {features, outputs}). Initial parameters are all zero.
+std::unique_ptr<Model> make_sparse_linear(size_t features, int classes, DenseLoss loss);
 
 }  // namespace asgd

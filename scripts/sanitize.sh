@@ -42,23 +42,24 @@ run_suites() {  # dir, suites...
 echo "== sanitize.sh: ASan + UBSan (clang) -> build-asan/"
 t=$(now)
 configure build-asan -DASGD_SANITIZE=fuzzer-no-link,address,undefined -DASGD_FUZZ=ON
-cmake --build build-asan -j "$jobs" --target asgdsim test_kernels test_sim test_engines test_timing test_config test_reliability fuzz_config fuzz_idx
+cmake --build build-asan -j "$jobs" --target asgdsim test_kernels test_sim test_engines test_timing test_config test_reliability test_sparse fuzz_config fuzz_idx fuzz_svmlight
 record asan-build "$(elapsed "$t")" "ok"
 t=$(now)
 ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  run_suites build-asan test_kernels test_sim test_engines test_timing test_config test_reliability
+  run_suites build-asan test_kernels test_sim test_engines test_timing test_config test_reliability test_sparse
 record asan-tests "$(elapsed "$t")" "clean"
 
 echo "== sanitize.sh: fuzzing, ${fuzz_seconds}s per target"
 t=$(now)
 findings=build-asan/fuzz-findings
 rm -rf build-asan/fuzz-corpus "$findings"
-mkdir -p build-asan/fuzz-corpus/config build-asan/fuzz-corpus/idx "$findings"
+mkdir -p build-asan/fuzz-corpus/config build-asan/fuzz-corpus/idx build-asan/fuzz-corpus/svmlight "$findings"
 cp experiments/configs/*.json build-asan/fuzz-corpus/config/
 printf '\x00\x00\x08\x03\x00\x00\x00\x02\x00\x00\x00\x02\x00\x00\x00\x02\x01\x02\x03\x04\x05\x06\x07\x08' \
   > build-asan/fuzz-corpus/idx/images
 printf '\x00\x00\x08\x01\x00\x00\x00\x02\x03\x07' > build-asan/fuzz-corpus/idx/labels
-for target in config idx; do
+printf '# comment\n+1 1:0.5 3:-2 7:1e-3 # tail\n\n-1\t2:4\r\n0 1:1 4:+2\n' > build-asan/fuzz-corpus/svmlight/sample
+for target in config idx svmlight; do
   echo "-- fuzz_$target"
   if ! ASAN_OPTIONS=detect_leaks=1 build-asan/tests/fuzz/fuzz_$target -max_total_time="$fuzz_seconds" \
        -print_final_stats=1 -artifact_prefix="$findings/$target-" build-asan/fuzz-corpus/$target \
@@ -69,7 +70,7 @@ for target in config idx; do
   fi
   grep -E 'stat::number_of_executed_units|stat::new_units_added' "build-asan/fuzz_$target.log"
 done
-record fuzz "$(elapsed "$t")" "clean (${fuzz_seconds}s x 2 targets)"
+record fuzz "$(elapsed "$t")" "clean (${fuzz_seconds}s x 3 targets)"
 
 echo "== sanitize.sh: TSan (clang) -> build-tsan/"
 t=$(now)

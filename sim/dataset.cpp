@@ -1,7 +1,10 @@
-// sim/dataset.cpp
+// sim/dataset.cpp — the dense sources, the upload, and the sizes of sparse sets.
 #include "sim/dataset.h"
 #include <cmath>
 #include <sys/stat.h>
+#include <unistd.h>
+#include <cstdio>
+#include "kernels/exec.h"
 #include "kernels/rng.h"
 
 namespace asgd {
@@ -107,7 +110,38 @@ DeviceDataset upload(const HostDataset& host) {
   d.n = host.n;
   d.dim = host.dim;
   d.classes = host.classes;
+  if (host.sparse()) {
+    d.row_ptr.upload(host.row_ptr);
+    d.col.upload(host.col);
+    d.val.upload(host.val);
+    if (std::string(kernels_backend()) == "CUDA") {  // device memory: keep a host copy of the index
+      d.host_index_row_ptr = host.row_ptr;
+      d.host_index_col = host.col;
+      d.host_row_ptr = d.host_index_row_ptr.data();
+      d.host_col = d.host_index_col.data();
+    } else {  // backend memory is host memory
+      d.host_row_ptr = d.row_ptr.data();
+      d.host_col = d.col.data();
+    }
+  }
   return d;
+}
+
+uint64_t sparse_bytes(uint64_t rows, uint64_t nnz) {
+  return (rows + 1) * sizeof(int64_t) + rows * sizeof(float) + nnz * (sizeof(int32_t) + sizeof(float));
+}
+
+uint64_t memory_limit_bytes() {
+  long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : UINT64_MAX;
+}
+
+std::string format_bytes(uint64_t bytes) {
+  char buf[32];
+  const double gib = double(bytes) / double(1ull << 30);
+  if (gib >= 0.1) std::snprintf(buf, sizeof(buf), "%.1f GiB", gib);
+  else std::snprintf(buf, sizeof(buf), "%.1f MiB", double(bytes) / double(1ull << 20));
+  return buf;
 }
 
 }  // namespace asgd

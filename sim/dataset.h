@@ -1,6 +1,7 @@
 // sim/dataset.h — training and test sets on the host, then uploaded once to the backend.
 // Sources: synthetic regression/classification generated from the seed, and
-// Fashion-MNIST from IDX files. Not here: minibatch order (sim/sample_stream.h).
+// Fashion-MNIST from IDX files; sparse data (CSR) from sim/sparse_synthetic.h and
+// sim/svmlight_reader.h. Not here: minibatch order (sim/sample_stream.h).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -11,12 +12,26 @@
 namespace asgd {
 
 struct HostDataset {
-  std::vector<float> x;  // (n, dim) row-major
+  std::vector<float> x;  // (n, dim) row-major; empty for sparse data
   std::vector<float> y;  // (n) target, or class index as float
   size_t n = 0;
-  size_t dim = 0;
+  size_t dim = 0;        // features
   int classes = 0;       // 0: regression
+  // Sparse data (CSR, as DeviceDataset): sample i's features are col[row_ptr[i] ..
+  // row_ptr[i+1]), strictly increasing and < dim, with values val[same range].
+  std::vector<int64_t> row_ptr;  // (n + 1); empty for dense data
+  std::vector<int32_t> col;      // (nnz)
+  std::vector<float> val;        // (nnz)
+  bool sparse() const { return !row_ptr.empty(); }
 };
+
+// Bytes of a sparse set of `rows` samples holding `nnz` features in all, as stored: CSR
+// (row offsets, feature ids, values) and the labels.
+uint64_t sparse_bytes(uint64_t rows, uint64_t nnz);
+// What data may take: the machine's physical memory (bytes).
+uint64_t memory_limit_bytes();
+// "12.3 GiB": bytes for messages.
+std::string format_bytes(uint64_t bytes);
 
 struct DataSplit {
   HostDataset train, test;
@@ -40,6 +55,8 @@ DataSplit make_synthetic(const SyntheticSpec& spec, uint64_t seed);
 // [0,1]. train_limit / test_limit > 0 keep only the first so many samples.
 DataSplit load_fashion_mnist(const std::string& dir, size_t train_limit = 0, size_t test_limit = 0);
 
+// Copies a set to backend memory. For sparse data the device set also gets its host
+// index (DeviceDataset::host_row_ptr, host_col).
 DeviceDataset upload(const HostDataset& host);
 
 }  // namespace asgd

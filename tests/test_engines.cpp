@@ -776,6 +776,19 @@ TEST(Determinism, ThreadCountDoesNotChangeABit) {
                                     "ssp-seed1", "local_sgd-seed1"});
 }
 
+// Sparse models on sparse data (issue #16): the minibatch transpose and the per-row sums
+// run inside each job, so no bit may depend on which thread ran it.
+TEST(Determinism, SparseModelsDoNotDependOnTheThreadCount) {
+  json c = determinism_config();
+  c["model"] = {{"type", "sparse_softmax"}};
+  c["data"] = {{"type", "sparse_synthetic"}, {"features", 3000}, {"nnz", 8}, {"classes", 3}, {"train_samples", 600},
+               {"test_samples", 200}};
+  c["train"]["lr"] = 1.0;
+  c["engines"] = json::array({json{{"type", "async"}}, json{{"type", "sync_backup"}, {"backups", 1}},
+                              json{{"type", "easgd"}, {"mode", "sync"}}, json{{"type", "local_sgd"}, {"steps", 2}}});
+  expect_thread_count_invariant(c, {"async-seed1", "sync_backup-seed1", "easgd-seed1", "local_sgd-seed1"});
+}
+
 // The async remedies (DC-ASGD keeps each job's read parameters) and the single-replica
 // warm-up, which hands over to each engine part-way through the run.
 TEST(Determinism, RemediesAndWarmUpDoNotDependOnTheThreadCount) {

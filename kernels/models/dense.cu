@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 #include "kernels/detail/backend.h"
+#include "kernels/layers/loss.h"
 #include "kernels/model.h"
 #include "kernels/ops.h"
 #include "kernels/rng.h"
@@ -59,48 +60,6 @@ struct BiasActivationRows {
   }
 };
 #endif
-
-// Per-row loss of the logits (k outputs); optionally writes dz = dloss/dz * scale.
-// label is the class index (classification) or the target (regression).
-struct RowLoss {
-  const float* z; const float* y; const int32_t* ids;  // ids null: row r is sample r
-  float* row_loss; float* row_correct; float* dz;      // dz may be null
-  int k; int loss; float scale;                        // loss: DenseLoss as int
-  ASGD_HD void operator()(size_t r) const {
-    float target = y[ids ? size_t(ids[r]) : r];
-    const float* zr = z + r * k;
-    float l = 0.0f, correct = 0.0f;
-    if (loss == int(DenseLoss::Squared)) {
-      float diff = zr[0] - target;
-      l = 0.5f * diff * diff;
-      if (dz) dz[r] = diff * scale;
-    } else if (loss == int(DenseLoss::Logistic)) {
-      float v = zr[0];
-      float softplus = (v > 0.0f ? v : 0.0f) + log1pf(expf(-fabsf(v)));
-      l = softplus - target * v;
-      correct = ((v > 0.0f) == (target > 0.5f)) ? 1.0f : 0.0f;
-      if (dz) dz[r] = (1.0f / (1.0f + expf(-v)) - target) * scale;
-    } else {
-      int label = int(target);
-      float mx = zr[0];
-      int arg = 0;
-      for (int j = 1; j < k; ++j)
-        if (zr[j] > mx) { mx = zr[j]; arg = j; }
-      float se = 0.0f;
-      for (int j = 0; j < k; ++j) se += expf(zr[j] - mx);
-      float lse = mx + logf(se);
-      l = lse - zr[label];
-      correct = (arg == label) ? 1.0f : 0.0f;
-      if (dz) {
-        float* dr = dz + r * k;
-        for (int j = 0; j < k; ++j)
-          dr[j] = (expf(zr[j] - lse) - (j == label ? 1.0f : 0.0f)) * scale;
-      }
-    }
-    row_loss[r] = l;
-    if (row_correct) row_correct[r] = correct;
-  }
-};
 
 // db[c] = sum over rows of dz[r, c], rows in order (deterministic)
 struct ColumnSums {
@@ -170,12 +129,8 @@ constexpr size_t kEvalChunk = 1024;  // rows per forward pass during evaluation
 
 class Dense final : public Model {
  public:
-  Dense(std::vector<int> layers, DenseLoss loss) : layers_(std::move(layers)), loss_(loss) {
-    if (layers_.size() < 2) throw std::invalid_argument("dense model needs >= 2 layer sizes");
-    for (int s : layers_)
-      if (s < 1) throw std::invalid_argument("dense model layer sizes must be >= 1");
-    if (loss_ != DenseLoss::SoftmaxCrossEntropy && layers_.back() != 1)
-      throw std::invalid_argument("squared and logistic losses need exactly 1 output");
+  Dense(std::vector<int> layers, DenseLoss loss)
+      : layers_(std::move(layers)), loss_(loss), out_(loss, checked_outputs(layers_)) {
     size_t off = 0;
     for (size_t l = 0; l + 1 < layers_.size(); ++l) {
       w_off_.push_back(off);
@@ -227,8 +182,7 @@ class Dense final : public Model {
     float* row_loss = ctx.scratch(0, m);
     // deltas: slot 2 + L + l holds dz_l (m, layers_[l])
     float* dz = ctx.scratch(2 + int(L) + int(L), m * k);
-    detail::for_each_index(ctx, m, RowLoss{zl, data->y.data(), ids, row_loss, nullptr, dz, k,
-                                           int(loss_), 1.0f / float(m)});
+    out_.apply(ctx, zl, m, data->y.data(), ids, row_loss, nullptr, dz, 1.0f / float(m));
     for (size_t l = L; l >= 1; --l) {
       int in = layers_[l - 1], out = layers_[l];
       const float* a_prev = ctx.scratch(1 + int(l - 1), m * in);
@@ -268,7 +222,6 @@ class Dense final : public Model {
     auto& im = ctx.impl();
     const size_t L = layers_.size() - 1;
     const size_t rows = k * m;
-    const int kout = layers_.back();
 
     im.host_ids.resize(rows);
     for (size_t i = 0; i < k; ++i) std::copy(reqs[i].ids, reqs[i].ids + m, im.host_ids.begin() + i * m);
@@ -320,8 +273,7 @@ class Dense final : public Model {
                                                           size_t(out), l < L});
 #endif
     }
-    detail::for_each_index(ctx, rows, RowLoss{act[L], data->y.data(), ids, row_loss, nullptr, delta[L], kout,
-                                              int(loss_), 1.0f / float(m)});
+    out_.apply(ctx, act[L], rows, data->y.data(), ids, row_loss, nullptr, delta[L], 1.0f / float(m));
     for (size_t l = L; l >= 1; --l) {  // backward
       int in = layers_[l - 1], out = layers_[l];
       detail::gemm_batched(ctx, true, false, in, out, M, 1.0f, ptr + a_sec[l - 1], in, ptr + d_sec[l], out,
@@ -366,8 +318,7 @@ class Dense final : public Model {
       float* zl = ctx.scratch(1 + int(L), m * k);
       float* row_loss = ctx.scratch(0, m);
       float* row_correct = ctx.scratch(2 + int(2 * L) + 1, m);
-      detail::for_each_index(ctx, m, RowLoss{zl, data->y.data() + r0, nullptr, row_loss,
-                                             row_correct, nullptr, k, int(loss_), 1.0f});
+      out_.apply(ctx, zl, m, data->y.data() + r0, nullptr, row_loss, row_correct, nullptr, 1.0f);
       sums.loss_sum += ops::sum(ctx, row_loss, m);
       sums.correct += ops::sum(ctx, row_correct, m);
       sums.count += m;
@@ -377,8 +328,8 @@ class Dense final : public Model {
 
  private:
   void check_data(const DeviceDataset* data) const {
-    if (!data || data->dim != size_t(layers_[0]))
-      throw std::invalid_argument("dense model: dataset missing or feature count mismatch");
+    if (!data || data->sparse() || data->dim != size_t(layers_[0]))
+      throw std::invalid_argument("dense model: dataset missing, sparse, or of another feature count");
   }
 
   // a_l = act(a_{l-1} W_l + b_l) into scratch slots first_slot + l (a_0 given).
@@ -399,8 +350,16 @@ class Dense final : public Model {
     }
   }
 
+  static int checked_outputs(const std::vector<int>& layers) {
+    if (layers.size() < 2) throw std::invalid_argument("dense model needs >= 2 layer sizes");
+    for (int s : layers)
+      if (s < 1) throw std::invalid_argument("dense model layer sizes must be >= 1");
+    return layers.back();
+  }
+
   std::vector<int> layers_;
   DenseLoss loss_;
+  layers::OutputLoss out_;  // checks that squared and logistic losses have 1 output
   std::vector<size_t> w_off_, b_off_;
   size_t num_params_ = 0;
 };
