@@ -54,6 +54,10 @@ class ExecContext {
 void kernels_use_one_thread_here();
 // The build's backend: "CUDA", "OMP" or "CPP".
 const char* kernels_backend();
+// The GEMM library and, for OpenBLAS, the CPU core whose kernels it picked ("Haswell",
+// "SkylakeX", ...): GEMMs round differently from one to another, so results saved on one
+// machine are bit-comparable only where this is the same.
+const char* kernels_gemm_core();
 // CUDA: whether a GPU is usable now. CPU backends: always true.
 bool kernels_device_available();
 

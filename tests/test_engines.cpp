@@ -2,6 +2,9 @@
 // closed-form reference, plus byte-for-byte determinism across thread counts.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include "kernels/model.h"
 #include "kernels/ops.h"
@@ -764,6 +767,31 @@ json determinism_config() {
           {"staleness", {{"mode", "uniform"}, {"tau", 2}}},
           {"engines", json::array()}};
 }
+
+// Golden runs: metrics.csv of short MLP runs as the dense model computed them before it
+// became a composition of layers (saved with ASGD_WRITE_GOLDEN=1 set, at 2d26861). On CPU
+// backends with the OpenBLAS core that wrote them, every byte must stay.
+const std::string kGoldenRunDir = std::string(ASGD_SOURCE_DIR) + "/tests/data/golden";
+
+void expect_golden_run(const json& c, const std::vector<std::string>& runs) {
+  const std::string core_file = kGoldenRunDir + "/dense_kernels.txt";
+  std::string first;
+  std::getline(*std::make_unique<std::ifstream>(core_file), first);
+  const bool writing = std::getenv("ASGD_WRITE_GOLDEN") != nullptr;
+  if (!writing && (std::string(kernels_backend()) == "CUDA" || first != "gemm " + std::string(kernels_gemm_core())))
+    GTEST_SKIP() << "golden runs were written with " << first << "; this build uses " << kernels_gemm_core();
+  std::string dir = run_config(c, temp_dir("golden"), 2);
+  for (const auto& run : runs) {
+    const std::string golden = kGoldenRunDir + "/" + c["name"].get<std::string>() + "-" + run + ".metrics.csv";
+    std::string got = read_file(dir + "/" + run + "/metrics.csv");
+    ASSERT_FALSE(got.empty()) << run;
+    if (writing) {
+      std::ofstream(golden) << got;
+      continue;
+    }
+    EXPECT_EQ(got, read_file(golden)) << run << ": metrics.csv differs from " << golden;
+  }
+}
 }  // namespace
 
 TEST(Determinism, ThreadCountDoesNotChangeABit) {
@@ -854,4 +882,29 @@ TEST(Determinism, SplitSumsAndDeferredStepsDoNotDependOnTheThreadCount) {
                                      json{{"type", "easgd"}, {"period", 3}, {"alpha", 0.2}},
                                      json{{"type", "easgd"}, {"name", "easgd_sync"}, {"mode", "sync"}, {"period", 2}}})}};
   expect_thread_count_invariant(c, {"sync-seed1", "ssp-seed1", "local_sgd-seed1", "easgd-seed1", "easgd_sync-seed1"});
+}
+
+TEST(GoldenRuns, MlpOnFashionMnistGivesTheSavedMetrics) {
+  const std::string dir = "/usr/share/datasets/fashion-mnist";
+  if (!std::ifstream(dir + "/train-images-idx3-ubyte.gz") && !std::ifstream(dir + "/train-images-idx3-ubyte"))
+    GTEST_SKIP() << "no Fashion-MNIST in " << dir;
+  json c = {{"name", "golden_fmnist"},
+            {"model", {{"type", "mlp"}, {"hidden", {128}}}},
+            {"data", {{"type", "fashion_mnist"}, {"train_limit", 3000}, {"test_limit", 1000}}},
+            {"train", {{"batch_size", 32}, {"lr", 0.1}, {"lr_schedule", {{"type", "cosine"}, {"total_epochs", 1}}}}},
+            {"stop", {{"epochs", 1}}},
+            {"eval", {{"every", 0.25}, {"train_samples", 1000}}},
+            {"cluster", {{"workers", 4}, {"compute", {{"dist", "exponential"}, {"mean", 0.01}}}}},
+            {"engines", json::array({json{{"type", "async"}}, json{{"type", "sync"}}, json{{"type", "easgd"}}})}};
+  expect_golden_run(c, {"async-seed1", "sync-seed1", "easgd-seed1"});
+}
+
+TEST(GoldenRuns, DeeperMlpWithSixteenBitTransfersGivesTheSavedMetrics) {
+  json c = determinism_config();
+  c["name"] = "golden_synthetic";
+  c["model"]["hidden"] = {32, 16, 8};
+  c["cluster"]["network"] = {{"precision", "fp16"}};
+  c["engines"] = json::array({json{{"type", "async"}}, json{{"type", "sync_backup"}, {"backups", 1}},
+                              json{{"type", "easgd"}, {"mode", "sync"}}});
+  expect_golden_run(c, {"async-seed1", "sync_backup-seed1", "easgd-seed1"});
 }

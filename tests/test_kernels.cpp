@@ -9,10 +9,13 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <numeric>
 #include <random>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -959,6 +962,121 @@ TEST_F(DenseModel, InitParamsAreSeededHeNormalWithZeroBiases) {
   for (size_t i = 20000; i < 20100; ++i) ASSERT_EQ(a[i], 0.0f);
   check(20100, 1000, std::sqrt(1.0 / 100));
   for (size_t i = 21100; i < 21110; ++i) ASSERT_EQ(a[i], 0.0f);
+}
+
+// ---- golden outputs: the dense models as they were before they became compositions of
+// layers (kernels/models/dense.cu at 2d26861), saved by this test with ASGD_WRITE_GOLDEN=1
+// set. Every bit must stay: the initial parameters, loss_grad's loss and gradient,
+// loss_grad_batch's, and evaluate's sums, for every loss and a deeper MLP. OpenBLAS picks
+// its GEMM kernels by CPU, and other kernels round differently, so the comparison runs
+// only on CPU backends with the OpenBLAS core the file was written with.
+
+const std::string kGoldenDir = std::string(ASGD_SOURCE_DIR) + "/tests/data/golden";
+
+// One line per record: a key, then the values' bits in hex (floats 8 digits, doubles 16).
+struct GoldenRecords {
+  std::vector<std::pair<std::string, std::vector<std::string>>> lines;
+  void add(const std::string& key, const std::vector<float>& v) {
+    std::vector<std::string> hex;
+    char buf[24];
+    for (float f : v) {
+      std::snprintf(buf, sizeof buf, "%08x", bits(f));
+      hex.push_back(buf);
+    }
+    lines.push_back({key, hex});
+  }
+  void add(const std::string& key, double d) {
+    uint64_t u;
+    std::memcpy(&u, &d, 8);
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(u));
+    lines.push_back({key, {buf}});
+  }
+  std::string text() const {
+    std::string out;
+    for (const auto& [k, vals] : lines) {
+      out += k;
+      for (const auto& v : vals) out += " " + v;
+      out += "\n";
+    }
+    return out;
+  }
+};
+
+// The dense models' outputs, as GoldenRecords.
+GoldenRecords dense_golden_records() {
+  GoldenRecords r;
+  std::vector<DenseCase> cases(std::begin(kDenseCases), std::end(kDenseCases));
+  cases.push_back({"deep", {9, 16, 12, 8, 5}, DenseLoss::SoftmaxCrossEntropy, "mlp", true, 5});
+  on_worker_thread([&] {
+    ExecContext ctx;
+    for (const auto& c : cases) {
+      const std::string tag = c.label;
+      auto model = make_dense(c.layers, c.loss);
+      std::vector<float> init;
+      model->init_params(5, init);
+      r.add(tag + ".init", init);
+
+      HostDataset host = small_data(c, 50, 7);
+      DeviceDataset data = upload(host);
+      auto ids = random_ids(16, host.n, 3);
+      ids.push_back(ids[0]);
+      auto w = test_params(*model, 11);
+      double loss = 0;
+      auto g = model_grad(*model, ctx, w, &data, ids, {}, &loss);
+      r.add(tag + ".loss", loss);
+      r.add(tag + ".grad", g);
+
+      std::vector<std::vector<float>> ws;
+      std::vector<std::vector<int32_t>> bids;
+      for (size_t i = 0; i < 3; ++i) {
+        ws.push_back(test_params(*model, 40 + i));
+        bids.push_back(random_ids(7, host.n, uint32_t(60 + i)));
+      }
+      std::vector<double> losses;
+      auto grads = batch_grads(*model, ctx, &data, ws, bids, losses);
+      for (size_t i = 0; i < 3; ++i) {
+        r.add(tag + ".batch" + std::to_string(i) + ".loss", losses[i]);
+        r.add(tag + ".batch" + std::to_string(i) + ".grad", grads[i]);
+      }
+
+      HostDataset big = small_data(c, 2500, 10);
+      DeviceDataset bdata = upload(big);
+      auto dw = to_device(test_params(*model, 14));
+      EvalSums s = model->evaluate(ctx, dw.data(), &bdata, 0, big.n);
+      r.add(tag + ".eval.loss_sum", s.loss_sum);
+      r.add(tag + ".eval.correct", s.correct);
+    }
+  });
+  return r;
+}
+
+TEST_F(DenseModel, OutputsAreBitIdenticalToTheSavedOnes) {
+  GoldenRecords now = dense_golden_records();
+  const std::string path = kGoldenDir + "/dense_kernels.txt";
+  if (std::getenv("ASGD_WRITE_GOLDEN")) {
+    std::ofstream(path) << "gemm " << std::string(kernels_gemm_core()) << "\n" << now.text();
+    GTEST_SKIP() << "wrote " << path;
+  }
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << path;
+  std::string first;
+  std::getline(in, first);
+  if (std::string(kernels_backend()) == "CUDA" || first != "gemm " + std::string(kernels_gemm_core()))
+    GTEST_SKIP() << path << " holds outputs of " << first << "; this build uses " << std::string(kernels_gemm_core());
+  std::stringstream rest;
+  rest << in.rdbuf();
+  const std::string want = rest.str(), got = now.text();
+  if (want == got) return;
+  std::stringstream a(want), b(got);
+  size_t line = 2;
+  for (std::string x, y; std::getline(a, x) && std::getline(b, y); ++line)
+    if (x != y) {
+      ADD_FAILURE() << path << ":" << line << " differs: want '" << x.substr(0, 120) << "...', got '"
+                    << y.substr(0, 120) << "...'";
+      return;
+    }
+  ADD_FAILURE() << path << ": a different number of records";
 }
 
 // ---- quadratic
