@@ -263,7 +263,7 @@ BenchResult mlp_workload(const MnistFixture& f, const std::string& workload, con
   WorkerPool pool(threads, /*caller_computes=*/true);  // the simulating thread is one of them
   r.batched_gradients = batched;
   json cfg = mlp_config(engine, workers, gradients, dir, train_limit, batched);
-  // Warm-up (scratch buffers, page faults, caches): a short run of each side.
+  // Warm-up (workspaces, page faults, caches): a short run of each side.
   json warm = mlp_config(engine, workers, std::max<uint64_t>(gradients / 10, 4 * workers), dir, train_limit, batched);
   time_simulation(warm, p, pool);
   SimRun last;

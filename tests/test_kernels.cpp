@@ -817,7 +817,7 @@ void expect_batch_matches_single(const Model& model, const DeviceDataset* data, 
       if (pool_thread) kernels_use_one_thread_here();
       ExecContext ctx;
       got = batch_grads(model, ctx, data, ws, ids, losses);
-      // and again on the same context: warm scratch and tables give the same bits
+      // and again on the same context: a warm workspace and tables give the same bits
       std::vector<double> again_losses;
       auto again = batch_grads(model, ctx, data, ws, ids, again_losses);
       EXPECT_EQ(again, got) << label;
@@ -1361,20 +1361,62 @@ TEST_F(DeviceArrayTest, UploadDownloadCopyFillResize) {
   EXPECT_EQ(ids.to_host(), std::vector<int32_t>(5, 7));
 }
 
-TEST_F(ExecContextTest, ScratchSlotsAreIndependentAndSurviveGrowthOfOthers) {
+// Every live buffer of a workspace is its own memory, whatever was taken before or after
+// (a block added for a large buffer leaves earlier buffers where they are); a frame gives
+// back what was taken in it; and once warm, the same sequence of takes reuses the same
+// memory without allocating.
+TEST_F(ExecContextTest, WorkspaceBuffersAreDisjointAndGoBackWithTheirFrame) {
   ExecContext ctx;
-  auto v = random_vec(100, 41);
+  Workspace& ws = ctx.workspace();
+  EXPECT_THROW(ws.take<float>("outside", 10), std::logic_error);
+  auto v = random_vec(1000, 41);
   auto dv = to_device(v);
-  float* s0 = ctx.scratch(0, 100);
-  ops::copy(ctx, s0, dv.data(), 100);
-  float* s7 = ctx.scratch(7, 1 << 16);  // grows the slot table
-  ops::scale(ctx, s7, 0.0f, 1 << 16);
-  EXPECT_EQ(ctx.scratch(0, 100), s0) << "same slot, same size: same memory";
-  DeviceArray<float> back(100);
-  ops::copy(ctx, back.data(), s0, 100);
-  ctx.synchronize();
-  EXPECT_EQ(back.to_host(), v);
-  EXPECT_THROW(ctx.scratch(-1, 1), std::runtime_error);
+  auto job = [&](std::vector<const void*>& where) {
+    Workspace::Frame outer(ws);
+    float* a = ws.take<float>("a", 1000);
+    ops::copy(ctx, a, dv.data(), 1000);
+    int32_t* b = ws.take<int32_t>("b", 7, 3);
+    double* h = ws.take_host<double>("h", 5);
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(h[i], 0.0) << "host buffers start zeroed";
+    where = {a, b, h};
+    {
+      Workspace::Frame inner(ws);
+      float* big = ws.take<float>("big", size_t(3) << 20, 0);  // 12 MiB: past the first block
+      ops::scale(ctx, big, 0.0f, size_t(3) << 20);
+      float* small = ws.take<float>("small", 3, 1);
+      where.push_back(big);
+      where.push_back(small);
+      auto live = ws.live();
+      ASSERT_EQ(live.size(), 5u);
+      EXPECT_STREQ(live[0].name, "a");
+      EXPECT_EQ(live[1].index, 3);
+      EXPECT_TRUE(live[2].host);
+      for (size_t x = 0; x < live.size(); ++x)
+        for (size_t y = x + 1; y < live.size(); ++y) {
+          if (live[x].host != live[y].host) continue;
+          auto lo = [](const Workspace::Buffer& z) { return static_cast<const char*>(z.data); };
+          EXPECT_TRUE(lo(live[x]) + live[x].bytes <= lo(live[y]) || lo(live[y]) + live[y].bytes <= lo(live[x]))
+              << live[x].name << " and " << live[y].name << " overlap";
+        }
+      EXPECT_EQ(ws.depth(), 2u);
+    }
+    EXPECT_EQ(ws.live().size(), 3u) << "the inner frame's buffers went back";
+    DeviceArray<float> back(1000);
+    ops::copy(ctx, back.data(), a, 1000);
+    ctx.synchronize();
+    EXPECT_EQ(back.to_host(), v) << "a buffer kept its contents while others were taken";
+  };
+  std::vector<const void*> first, second, third;
+  job(first);
+  EXPECT_EQ(ws.depth(), 0u);
+  EXPECT_TRUE(ws.live().empty());
+  const size_t reserved = ws.reserved_bytes();
+  EXPECT_GE(reserved, (size_t(3) << 22) + 4000);
+  job(second);
+  job(third);
+  EXPECT_EQ(ws.reserved_bytes(), reserved) << "a warm job allocates nothing";
+  EXPECT_EQ(second, third) << "a warm job reuses the same memory";
+
   std::vector<int32_t> ids = {3, 1, 2};
   const int32_t* staged = ctx.stage_ids(ids.data(), ids.size());
   ASSERT_NE(staged, nullptr);
