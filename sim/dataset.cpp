@@ -1,6 +1,7 @@
 // sim/dataset.cpp
 #include "sim/dataset.h"
 #include <cmath>
+#include <stdexcept>
 #include <sys/stat.h>
 #include "kernels/rng.h"
 
@@ -18,6 +19,7 @@ HostDataset synthetic_part(const SyntheticSpec& s, const std::vector<float>& tea
   d.n = n;
   d.dim = s.features;
   d.classes = s.classification ? s.classes : 0;
+  d.shape = s.image ? *s.image : Shape{1, 1, int(s.features)};
   d.x.resize(n * s.features);
   fill_normal(d.x, seed, stream);
   d.y.resize(n);
@@ -66,6 +68,7 @@ HostDataset from_idx(const std::string& images_path, const std::string& labels_p
   d.n = (limit > 0 && limit < img.count) ? limit : img.count;
   d.dim = size_t(img.rows) * img.cols;
   d.classes = 10;
+  d.shape = Shape{int(img.rows), int(img.cols), 1};
   d.x.resize(d.n * d.dim);
   for (size_t i = 0; i < d.x.size(); ++i) d.x[i] = float(img.pixels[i]) / 255.0f;
   d.y.assign(labels.begin(), labels.begin() + d.n);
@@ -75,6 +78,9 @@ HostDataset from_idx(const std::string& images_path, const std::string& labels_p
 }  // namespace
 
 DataSplit make_synthetic(const SyntheticSpec& s, uint64_t seed) {
+  if (s.image && s.image->size() != s.features)
+    throw std::invalid_argument("synthetic data: image " + s.image->text() + " holds " + std::to_string(s.image->size()) +
+                                " values, features is " + std::to_string(s.features));
   int outputs = s.classification ? s.classes : 1;
   std::vector<float> teacher(s.features * outputs);
   fill_normal(teacher, seed, 0);
@@ -107,6 +113,7 @@ DeviceDataset upload(const HostDataset& host) {
   d.n = host.n;
   d.dim = host.dim;
   d.classes = host.classes;
+  d.shape = host.shape.size() == host.dim ? host.shape : Shape{1, 1, int(host.dim)};  // unset: flat
   return d;
 }
 

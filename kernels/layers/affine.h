@@ -8,7 +8,7 @@
 #pragma once
 #include "kernels/detail/backend.h"
 #include "kernels/layers/layer.h"
-#include "kernels/layers/tables.h"
+#include "kernels/layers/per_request.h"
 
 namespace asgd::layers {
 

@@ -19,7 +19,7 @@ namespace asgd::layers {
 
 using asgd::Shape;  // kernels/shape.h: one sample's activation, channels last
 
-class PointerTables;  // kernels/layers/tables.h: per-request pointer tables for batched GEMMs
+class PointerTables;
 
 // One pass over k requests of m samples each. Activations are stacked: request i's rows
 // are rows [i m, (i+1) m) of every (k m, size) activation.
@@ -33,6 +33,44 @@ struct Pass {
   PointerTables* tables = nullptr;  // k > 1: where layers register their GEMM operands
   size_t rows() const { return k * m; }
   bool training() const { return g != nullptr; }
+};
+
+// The pointer tables a batched pass gives its batched GEMMs (detail::gemm_batched reads
+// each operand's k pointers from backend memory). Layers register sections while they
+// bind; then one copy stages all of them (StackPass). Uses the context's host staging
+// vector (kept across calls, so a warm pass allocates nothing) and stage_pointers' table
+// in backend memory: one pass at a time per context.
+class PointerTables {
+ public:
+  PointerTables(ExecContext& ctx, size_t k);  // clears the staging vector
+  PointerTables(const PointerTables&) = delete;
+  PointerTables& operator=(const PointerTables&) = delete;
+  // A section of k pointers: base + i stride (request i's rows of a stacked buffer).
+  size_t stacked(const float* base, size_t stride) {
+    return add([&](size_t i) { return const_cast<float*>(base) + i * stride; });
+  }
+  // Request i's parameters or gradient, from offset.
+  size_t params(const Pass& p, size_t offset) {
+    return add([&](size_t i) { return const_cast<float*>(p.w[i]) + offset; });
+  }
+  size_t grads(const Pass& p, size_t offset) {
+    return add([&](size_t i) { return p.g[i] + offset; });
+  }
+  // Copies every section to backend memory (after the last registration).
+  void stage();
+  float* const* operator[](size_t section) const { return staged_ + section; }
+
+ private:
+  template <class F>
+  size_t add(F&& pointer_of) {
+    size_t at = host_->size();
+    for (size_t i = 0; i < k_; ++i) host_->push_back(pointer_of(i));
+    return at;
+  }
+  ExecContext* ctx_;
+  std::vector<float*>* host_;
+  size_t k_;
+  float* const* staged_ = nullptr;
 };
 
 // A layer's buffers in one pass, set up by LayerStack::bind and the layer's own bind.

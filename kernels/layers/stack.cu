@@ -1,9 +1,16 @@
 // kernels/layers/stack.cu — LayerStack (see stack.h) and the layers' shared descriptions.
 #include "kernels/layers/stack.h"
 #include <stdexcept>
+#include "kernels/detail/backend.h"
 #include "kernels/ops.h"
 
 namespace asgd::layers {
+
+PointerTables::PointerTables(ExecContext& ctx, size_t k) : ctx_(&ctx), host_(&ctx.impl().host_pointers), k_(k) {
+  host_->clear();
+}
+
+void PointerTables::stage() { staged_ = ctx_->stage_pointers(host_->data(), host_->size()); }
 
 std::string Layer::describe() const { return kind() + ": " + in_.text() + " -> " + out_.text(); }
 
@@ -106,5 +113,29 @@ void LayerStack::backward(ExecContext& ctx, const Pass& p, const Bound& b) const
     ops::copy(ctx, b.d_input, b.io[0].d_in, p.rows() * in_shape().size());
 }
 
-}  // namespace asgd::layers
 
+StackPass::StackPass(ExecContext& ctx, const LayerStack& stack, size_t k, size_t m, const float* const* w,
+                     float* const* g, const float* input, float* d_input)
+    : ctx_(ctx), stack_(stack) {
+  p_.k = k;
+  p_.m = m;
+  p_.w = w;
+  p_.g = g;
+  p_.w_table = w;  // k = 1: not read; k > 1 on CPU backends: stage_pointers gives them back
+  p_.g_table = g;
+  size_t w_section = 0, g_section = 0;
+  if (k > 1) {
+    tables_.emplace(ctx, k);
+    p_.tables = &*tables_;
+    w_section = tables_->params(p_, 0);
+    if (g) g_section = tables_->grads(p_, 0);
+  }
+  b_ = stack.bind(ctx.workspace(), p_, input, d_input);
+  if (k > 1) {
+    tables_->stage();
+    p_.w_table = (*tables_)[w_section];
+    if (g) p_.g_table = (*tables_)[g_section];
+  }
+}
+
+}  // namespace asgd::layers

@@ -2,10 +2,11 @@
 // input, over one flat parameter vector (each layer's slice in order). It sets up a
 // pass's buffers in the job's workspace, then runs forward and backward. Where a layer
 // may run in place (an activation right after a layer whose backward does not read its
-// output) it writes over its input. The models (kernels/models/sequential.cu) and the
-// layer tests use it. Plain C++.
+// output) it writes over its input. StackPass runs one pass. The models
+// (kernels/models/sequential.cu) and the layer tests use them. Plain C++.
 #pragma once
 #include <memory>
+#include <optional>
 #include <vector>
 #include "kernels/layers/layer.h"
 
@@ -48,6 +49,34 @@ class LayerStack {
  private:
   std::vector<std::unique_ptr<Layer>> layers_;
   size_t num_params_ = 0;
+};
+
+// One pass of a stack over k requests of m samples, in buffers of the caller's open
+// workspace frame: the Pass (with its pointer tables staged in one copy when k > 1) and
+// the bound buffers. forward(); then, training, the caller writes d_output() and calls
+// backward().
+class StackPass {
+ public:
+  // w: host array of k parameter vectors; g: of k gradient vectors (written by
+  // backward), or null for a forward-only pass; input (k m, in size) is only read;
+  // d_input: where backward writes d loss / d input (null: not computed).
+  StackPass(ExecContext& ctx, const LayerStack& stack, size_t k, size_t m, const float* const* w, float* const* g,
+            const float* input, float* d_input);
+  StackPass(const StackPass&) = delete;
+  StackPass& operator=(const StackPass&) = delete;
+  const Pass& pass() const { return p_; }
+  const float* output() const { return b_.output; }  // (k m, out size)
+  const LayerIO& io(size_t layer) const { return b_.io[layer]; }
+  float* d_output() const { return b_.d_output; }    // (k m, out size), training
+  void forward() { stack_.forward(ctx_, p_, b_); }
+  void backward() { stack_.backward(ctx_, p_, b_); }
+
+ private:
+  ExecContext& ctx_;
+  const LayerStack& stack_;
+  Pass p_;
+  std::optional<PointerTables> tables_;
+  LayerStack::Bound b_;
 };
 
 }  // namespace asgd::layers

@@ -5,12 +5,10 @@
 // all in buffers of its workspace frame; a batch of k requests does the same over their
 // k m rows at once (each layer's GEMMs as one batched call per product).
 #include <algorithm>
-#include <optional>
 #include <stdexcept>
 #include "kernels/detail/backend.h"
 #include "kernels/layers/loss.h"
 #include "kernels/layers/stack.h"
-#include "kernels/layers/tables.h"
 #include "kernels/model.h"
 #include "kernels/ops.h"
 
@@ -18,7 +16,6 @@ namespace asgd {
 namespace {
 
 using layers::LayerStack;
-using layers::Pass;
 
 // rows (m, d) <- x[ids[r]] (the minibatch gathered)
 struct GatherRows {
@@ -81,15 +78,11 @@ class Sequential final : public Model {
       const size_t m = std::min(eval_chunk_, end - r0);
       Workspace::Frame frame(ctx.workspace());
       Workspace& space = ctx.workspace();
-      Pass p;
-      p.k = 1;
-      p.m = m;
-      p.w = ws;
-      const LayerStack::Bound b = stack_.bind(space, p, data->x.data() + r0 * data->dim, nullptr);
+      layers::StackPass pass(ctx, stack_, 1, m, ws, nullptr, data->x.data() + r0 * data->dim, nullptr);
       float* row_loss = space.take<float>("row loss", m);
       float* row_correct = space.take<float>("row correct", m);
-      stack_.forward(ctx, p, b);
-      loss_.apply(ctx, b.output, m, data->y.data() + r0, nullptr, row_loss, row_correct, nullptr, 1.0f);
+      pass.forward();
+      loss_.apply(ctx, pass.output(), m, data->y.data() + r0, nullptr, row_loss, row_correct, nullptr, 1.0f);
       sums.loss_sum += ops::sum(ctx, row_loss, m);
       sums.correct += ops::sum(ctx, row_correct, m);
       sums.count += m;
@@ -129,34 +122,14 @@ class Sequential final : public Model {
       w[i] = reqs[i].w;
       g[i] = reqs[i].grad;
     }
-    Pass p;
-    p.k = k;
-    p.m = m;
-    p.w = w;
-    p.g = g;
-    p.w_table = w;
-    p.g_table = g;
-    std::optional<layers::PointerTables> tables;
-    size_t w_section = 0, g_section = 0;
-    if (k > 1) {
-      tables.emplace(ctx, k);
-      p.tables = &*tables;
-      w_section = tables->params(p, 0);
-      g_section = tables->grads(p, 0);
-    }
     float* input = space.take<float>("minibatch", rows * dim);
-    const LayerStack::Bound b = stack_.bind(space, p, input, nullptr);
+    layers::StackPass pass(ctx, stack_, k, m, w, g, input, nullptr);
     float* row_loss = space.take<float>("row loss", rows);
-    if (k > 1) {
-      tables->stage();
-      p.w_table = (*tables)[w_section];
-      p.g_table = (*tables)[g_section];
-    }
 
     detail::for_each_2d(ctx, rows, dim, GatherRows{data->x.data(), ids, input, dim});
-    stack_.forward(ctx, p, b);
-    loss_.apply(ctx, b.output, rows, data->y.data(), ids, row_loss, nullptr, b.d_output, 1.0f / float(m));
-    stack_.backward(ctx, p, b);
+    pass.forward();
+    loss_.apply(ctx, pass.output(), rows, data->y.data(), ids, row_loss, nullptr, pass.d_output(), 1.0f / float(m));
+    pass.backward();
 
     double* sums = space.take_host<double>("request loss sums", k);
     detail::request_sums(ctx, row_loss, m, k, sums);
