@@ -160,6 +160,40 @@ void for_each_2d(ExecContext& ctx, size_t rows, size_t cols, const F& f) {
 #endif
 }
 
+// Calls f(i, j, l) for every i < n0, j < n1, l < n2: on CUDA one thread per (i, j, l);
+// on the CPU three nested loops, so that what depends on i (or i, j) alone is worked out
+// once per i (or i, j): index arithmetic with divisions goes in the outer indices.
+template <class F>
+struct Rows3d {  // CPU: one i per call
+  F f;
+  size_t n1, n2;
+  void operator()(size_t i) const {
+    for (size_t j = 0; j < n1; ++j)
+      for (size_t l = 0; l < n2; ++l) f(i, j, l);
+  }
+};
+template <class F>
+struct Elements3d {  // CUDA: one (i, j, l) per call
+  F f;
+  size_t n1, n2;
+  ASGD_HD void operator()(size_t e) const { f(e / (n1 * n2), (e / n2) % n1, e % n2); }
+};
+template <class F>
+void for_each_3d(ExecContext& ctx, size_t n0, size_t n1, size_t n2, const F& f) {
+  if (n0 == 0 || n1 == 0 || n2 == 0) return;
+#if defined(ASGD_BACKEND_CUDA)
+  thrust::for_each_n(policy(ctx), thrust::counting_iterator<size_t>(0), n0 * n1 * n2, Elements3d<F>{f, n1, n2});
+#else
+  if (one_cpu_thread_here()) {
+    for (size_t i = 0; i < n0; ++i)
+      for (size_t j = 0; j < n1; ++j)
+        for (size_t l = 0; l < n2; ++l) f(i, j, l);
+    return;
+  }
+  thrust::for_each_n(policy(ctx), thrust::counting_iterator<size_t>(0), n0, Rows3d<F>{f, n1, n2});
+#endif
+}
+
 // Request i's array in a batch of k (Model::loss_grad_batch): table[i] + offset, or, for a
 // single request, single + offset (no table to stage). table is backend memory.
 struct PerRequest {

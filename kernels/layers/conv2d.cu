@@ -16,36 +16,41 @@ struct Geometry {
   int KH, KW, S, P;
 };
 
-// Row r = (q, kh) of the columns, q = (sample, oh, ow); element t of the window row kh
-// (t = kw C + c, so a row of the window is KW C contiguous inputs).
+// Columns row (sample, oh, ow), its kh-th window row: the KW C inputs from column ow S - P
+// of input row oh S - P + kh (contiguous in HWC), zero where they fall outside the input.
+// i = sample OH + oh. One call writes KW C values.
 struct Im2col {
   const float* x; float* col; Geometry g;
-  ASGD_HD void operator()(size_t r, size_t t) const {
-    const size_t q = r / size_t(g.KH);
-    const int kh = int(r % size_t(g.KH));
-    const size_t positions = size_t(g.OH) * size_t(g.OW);
-    const size_t s = q / positions;
-    const int pos = int(q % positions), oh = pos / g.OW, ow = pos % g.OW;
+  ASGD_HD void operator()(size_t i, size_t ow_, size_t kh_) const {
+    const int oh = int(i % size_t(g.OH)), ow = int(ow_), kh = int(kh_);
+    const size_t s = i / size_t(g.OH);
     const int ih = oh * g.S - g.P + kh, iw0 = ow * g.S - g.P;
-    const long lo = iw0 < 0 ? long(-iw0) * g.C : 0;                          // first t inside
-    const long hi = long(g.W - iw0 < g.KW ? g.W - iw0 : g.KW) * g.C;         // past the last
-    const long base = ((long(s) * g.H + ih) * g.W + iw0) * g.C;
-    const long tt = long(t);
-    const bool inside = ih >= 0 && ih < g.H && tt >= lo && tt < hi;
-    col[r * size_t(g.KW * g.C) + t] = inside ? x[base + tt] : 0.0f;
+    const int run = g.KW * g.C;                                        // values per window row
+    const int lo = iw0 < 0 ? -iw0 * g.C : 0;                           // first inside
+    const int hi = (g.W - iw0 < g.KW ? g.W - iw0 : g.KW) * g.C;        // past the last inside
+    float* out = col + ((i * size_t(g.OW) + size_t(ow)) * size_t(g.KH) + size_t(kh)) * size_t(run);
+    if (ih < 0 || ih >= g.H) {
+      for (int t = 0; t < run; ++t) out[t] = 0.0f;
+      return;
+    }
+    const float* in = x + ((s * size_t(g.H) + size_t(ih)) * size_t(g.W)) * size_t(g.C) + long(iw0) * g.C;
+    for (int t = 0; t < lo; ++t) out[t] = 0.0f;  // three loops without a branch inside
+    for (int t = lo; t < hi; ++t) out[t] = in[t];
+    for (int t = hi; t < run; ++t) out[t] = 0.0f;
   }
 };
 
-// dx at input element (sample, ih, iw, c) = sum of the columns' gradient over the
-// (kh, kw) that read it, kh then kw ascending.
+// dx at input position (sample, ih, iw) = the sum, for each channel, of the columns'
+// gradient over the (kh, kw) that read it, kh then kw ascending. i = sample H + ih. One
+// call writes the position's C values (no two calls write the same value).
 struct Col2im {
   const float* dcol; float* dx; Geometry g;
-  ASGD_HD void operator()(size_t r, size_t c) const {
-    const size_t plane = size_t(g.H) * size_t(g.W);
-    const size_t s = r / plane;
-    const int pos = int(r % plane), ih = pos / g.W, iw = pos % g.W;
+  ASGD_HD void operator()(size_t i, size_t iw_) const {
+    const int ih = int(i % size_t(g.H)), iw = int(iw_);
+    const size_t s = i / size_t(g.H);
     const size_t K = size_t(g.KH) * g.KW * g.C;
-    float acc = 0.0f;
+    float* out = dx + (i * size_t(g.W) + size_t(iw)) * size_t(g.C);
+    for (int c = 0; c < g.C; ++c) out[c] = 0.0f;
     for (int kh = (ih + g.P) % g.S; kh < g.KH; kh += g.S) {
       const int oh = (ih + g.P - kh) / g.S;  // decreases as kh grows
       if (oh < 0) break;
@@ -54,10 +59,10 @@ struct Col2im {
         const int ow = (iw + g.P - kw) / g.S;
         if (ow < 0) break;
         if (ow >= g.OW) continue;
-        acc += dcol[((s * g.OH + oh) * g.OW + ow) * K + (size_t(kh) * g.KW + kw) * g.C + c];
+        const float* d = dcol + ((s * g.OH + size_t(oh)) * g.OW + size_t(ow)) * K + (size_t(kh) * g.KW + kw) * g.C;
+        for (int c = 0; c < g.C; ++c) out[c] += d[c];
       }
     }
-    dx[r * g.C + c] = acc;
   }
 };
 
@@ -89,14 +94,14 @@ class Conv2d final : public Layer {
   }
   void forward(ExecContext& ctx, const Pass& p, const LayerIO& io) const override {
     float* col = static_cast<float*>(io.own[0]);
-    detail::for_each_2d(ctx, p.rows() * positions() * size_t(g_.KH), size_t(g_.KW * g_.C), Im2col{io.in, col, g_});
+    detail::for_each_3d(ctx, p.rows() * size_t(g_.OH), size_t(g_.OW), size_t(g_.KH), Im2col{io.in, col, g_});
     affine().forward(ctx, p, p.m * positions(), col, io.out, io);
   }
   void backward(ExecContext& ctx, const Pass& p, const LayerIO& io) const override {
     float* col = static_cast<float*>(io.own[0]);
     affine().backward(ctx, p, p.m * positions(), col, io.d_out, io.d_in ? col : nullptr, io);
     if (io.d_in)
-      detail::for_each_2d(ctx, p.rows() * size_t(g_.H) * size_t(g_.W), size_t(g_.C), Col2im{col, io.d_in, g_});
+      detail::for_each_2d(ctx, p.rows() * size_t(g_.H), size_t(g_.W), Col2im{col, io.d_in, g_});
   }
 
  private:

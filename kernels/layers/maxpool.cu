@@ -1,8 +1,8 @@
 // kernels/layers/maxpool.cu — max-pooling over non-overlapping window x window blocks of
 // each channel (stride = window; rows and columns past the last whole block are
 // dropped). Training keeps each output's position in its window (the first maximum in
-// row-major order); backward is a gather: an input element gets its block's output
-// gradient if it was that block's maximum, else 0.
+// row-major order); backward writes each block's inputs: the output's gradient at its
+// maximum, 0 elsewhere.
 #include "kernels/detail/backend.h"
 #include "kernels/layers/layer.h"
 
@@ -36,21 +36,26 @@ struct MaxPoolForward {
   }
 };
 
-// Input (sample, ih, iw) = row r, channel c.
+// The input gradient of output (sample, oh, ow, c)'s window, i = sample OH + oh: d_out at
+// the window's maximum, 0 elsewhere. Windows do not overlap, so each input value is
+// written by one call; inputs in no window (dropped edges) are zeroed first
+// (MaxPool::backward).
 struct MaxPoolBackward {
   const float* d_out; const int32_t* arg; float* d_in; PoolGeometry g;
-  ASGD_HD void operator()(size_t r, size_t c) const {
-    const size_t plane = size_t(g.H) * size_t(g.W);
-    const size_t s = r / plane;
-    const int pos = int(r % plane), ih = pos / g.W, iw = pos % g.W;
-    const int oh = ih / g.window, ow = iw / g.window;
-    float v = 0.0f;
-    if (oh < g.OH && ow < g.OW) {
-      const size_t o = ((s * g.OH + oh) * g.OW + ow) * g.C + c;
-      if (arg[o] == (ih % g.window) * g.window + iw % g.window) v = d_out[o];
-    }
-    d_in[r * g.C + c] = v;
+  ASGD_HD void operator()(size_t i, size_t ow, size_t c) const {
+    const size_t s = i / size_t(g.OH), oh = i % size_t(g.OH);
+    const size_t o = (i * g.OW + ow) * g.C + c;
+    const float d = d_out[o];
+    const int at = arg[o];
+    float* base = d_in + ((s * g.H + oh * g.window) * g.W + ow * g.window) * g.C + c;
+    for (int dy = 0; dy < g.window; ++dy)
+      for (int dx = 0; dx < g.window; ++dx) base[(size_t(dy) * g.W + dx) * g.C] = dy * g.window + dx == at ? d : 0.0f;
   }
+};
+
+struct Zero {
+  float* x;
+  ASGD_HD void operator()(size_t i) const { x[i] = 0.0f; }
 };
 
 class MaxPool final : public Layer {
@@ -76,10 +81,10 @@ class MaxPool final : public Layer {
   }
   void backward(ExecContext& ctx, const Pass& p, const LayerIO& io) const override {
     if (!io.d_in) return;
-    detail::for_each_2d(ctx, p.rows() * size_t(g_.H) * size_t(g_.W), size_t(g_.C),
+    if (g_.H % g_.window || g_.W % g_.window) detail::for_each_index(ctx, p.rows() * in_.size(), Zero{io.d_in});
+    detail::for_each_3d(ctx, p.rows() * size_t(g_.OH), size_t(g_.OW), size_t(g_.C),
                         MaxPoolBackward{io.d_out, static_cast<const int32_t*>(io.own[0]), io.d_in, g_});
   }
-
  private:
   PoolGeometry g_;
 };
