@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -502,6 +503,22 @@ double ref_mean_loss(const std::vector<int>& layers, DenseLoss loss, const std::
   return s / double(ids.size());
 }
 
+// Central differences (step h) of loss at every coordinate of w; scale: their largest
+// magnitude.
+std::vector<double> central_differences(const std::function<double(const std::vector<double>&)>& loss,
+                                        const std::vector<double>& w, double h, double& scale) {
+  std::vector<double> fd(w.size());
+  scale = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    auto wp = w, wm = w;
+    wp[i] += h;
+    wm[i] -= h;
+    fd[i] = (loss(wp) - loss(wm)) / (2 * h);
+    scale = std::max(scale, std::fabs(fd[i]));
+  }
+  return fd;
+}
+
 struct DenseCase {
   const char* label;
   std::vector<int> layers;
@@ -618,17 +635,9 @@ TEST_F(DenseModel, GradientMatchesDoubleFiniteDifferencesOfReferenceLoss) {
     std::vector<double> wd(w.begin(), w.end());
     EXPECT_NEAR(loss, ref_mean_loss(c.layers, c.loss, wd, host, ids), 1e-5 * (1 + loss));
 
-    const double h = 1e-6;
-    std::vector<double> fd(w.size());
     double scale = 0;
-    for (size_t i = 0; i < w.size(); ++i) {
-      auto wp = wd, wm = wd;
-      wp[i] += h;
-      wm[i] -= h;
-      fd[i] = (ref_mean_loss(c.layers, c.loss, wp, host, ids) -
-               ref_mean_loss(c.layers, c.loss, wm, host, ids)) / (2 * h);
-      scale = std::max(scale, std::fabs(fd[i]));
-    }
+    auto fd = central_differences([&](const std::vector<double>& v) { return ref_mean_loss(c.layers, c.loss, v, host, ids); },
+                                  wd, 1e-6, scale);
     ASSERT_GT(scale, 1e-3) << "degenerate test: gradient is ~0";
     size_t nonzero = 0;
     for (size_t i = 0; i < w.size(); ++i) {
@@ -1036,17 +1045,9 @@ TEST_F(CnnModel, GradientMatchesDoubleFiniteDifferencesOfReferenceLoss) {
     auto g = model_grad(*model, ctx, w, &data, ids, {}, &loss);
     std::vector<double> wd(w.begin(), w.end());
     EXPECT_NEAR(loss, ref_cnn_mean_loss(spec, kTinyImage, 3, wd, host, ids), 1e-5 * (1 + loss));
-    const double h = 1e-6;
-    std::vector<double> fd(w.size());
     double scale = 0;
-    for (size_t i = 0; i < w.size(); ++i) {
-      auto wp = wd, wm = wd;
-      wp[i] += h;
-      wm[i] -= h;
-      fd[i] = (ref_cnn_mean_loss(spec, kTinyImage, 3, wp, host, ids) - ref_cnn_mean_loss(spec, kTinyImage, 3, wm, host, ids)) /
-              (2 * h);
-      scale = std::max(scale, std::fabs(fd[i]));
-    }
+    auto fd = central_differences(
+        [&](const std::vector<double>& v) { return ref_cnn_mean_loss(spec, kTinyImage, 3, v, host, ids); }, wd, 1e-6, scale);
     ASSERT_GT(scale, 1e-3);
     size_t nonzero = 0;
     for (size_t i = 0; i < w.size(); ++i) {

@@ -8,7 +8,7 @@
 #include "kernels/exec.h"
 #include "kernels/model.h"
 #include "kernels/ops_ref.h"
-#include "sim/dataset.h"
+#include "experiments/run_parts.h"
 #include "sim/sample_stream.h"
 #include "test_helpers.h"
 
@@ -122,17 +122,12 @@ TEST(Network, SixteenBitCopyOfADeepModelsParametersIsNotOverwritten) {
   auto got = m.column("train_loss");
   ASSERT_EQ(got.size(), updates + 1);
 
-  SyntheticSpec spec;
-  spec.classes = 4;
-  spec.features = 6;
-  spec.train_samples = 256;
-  spec.test_samples = 64;
-  DataSplit split = make_synthetic(spec, 1);
-  DeviceDataset train = upload(split.train);
-  std::vector<int> layers(42, 16);
-  layers.front() = 6;
-  layers.back() = 4;
-  auto model = make_dense(layers, DenseLoss::SoftmaxCrossEntropy);
+  // The run's data and model, built as the run built them.
+  const json resolved = resolve_experiment(c, "test", ".").runs.front().config;
+  auto data = load_data(resolved, ".");
+  const DeviceDataset& train = data->train;
+  auto model = build_model(resolved["model"], *data);
+  ASSERT_EQ(model->num_params(), 6u * 16 + 16 + 39u * (16 * 16 + 16) + 16 * 4 + 4);
   std::vector<float> w;
   model->init_params(1, w);
   SampleStream stream(train.n, 1);
