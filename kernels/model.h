@@ -65,8 +65,8 @@ class Model {
                            float* grad) const = 0;
   // Computes k gradients, each exactly as loss_grad would (on CPU backends the same bits);
   // the requests may read different parameters. A model that can share the work
-  // overrides it: the dense model runs each layer's GEMMs of all k as one batched GEMM
-  // call (cuBLAS: one launch for k), and each elementwise pass once over all k*m rows.
+  // overrides it: the layered models run each layer's GEMMs of all k as one batched GEMM
+  // call (cuBLAS: one launch for k), and every other pass once over all k*m rows.
   virtual void loss_grad_batch(ExecContext& ctx, const DeviceDataset* data, GradRequest* reqs,
                                size_t k) const {
     for (size_t i = 0; i < k; ++i)
