@@ -1,4 +1,5 @@
-// kernels/layers/stack.cu — LayerStack (see stack.h) and the layers' shared descriptions.
+// kernels/layers/stack.cu — LayerStack and StackPass (see stack.h), PointerTables
+// (layer.h), and the layers' shared descriptions.
 #include "kernels/layers/stack.h"
 #include <stdexcept>
 #include "kernels/detail/backend.h"
