@@ -21,11 +21,11 @@ namespace asgd {
 struct BenchOptions {
   int threads = 0;                 // worker threads of both sides; 0: every core
   bool quick = false;              // smaller workloads (seconds instead of a minute)
-  std::vector<std::string> only;   // workload letters a..e; empty: all
+  std::vector<std::string> only;   // workload letters a..f; empty: all
   std::string json_path;           // also write the JSON lines to this file
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   int repeats = 0;                 // timed (sim, bare) pairs; 0: 3 (quick: 3 as well)
-  int batched_gradients = 1;       // a, b: the runs' batched_gradients; the bare side
+  int batched_gradients = 1;       // a, b, f: the runs' batched_gradients; the bare side
                                    // batches as many per loss_grad_batch call
 };
 
@@ -40,7 +40,7 @@ struct BenchResult {
   std::string model;
   int workers = 0;
   int threads = 0;
-  int batched_gradients = 1;  // gradients per loss_grad_batch call, on both sides (a, b)
+  int batched_gradients = 1;  // gradients per loss_grad_batch call, on both sides (a, b, f)
   uint64_t gradients = 0;  // per timed simulated run (bare: the same number)
   uint64_t updates = 0;    // SGD updates per timed run (bare: the same number)
   double sim_seconds = 0, bare_seconds = 0;  // medians
@@ -51,6 +51,11 @@ struct BenchResult {
   std::vector<double> ratios;  // each repeat's
   std::string rate_unit;   // "updates/s" or "gradients/s": what sim_rate / bare_rate count
   double sim_rate = 0, bare_rate = 0;
+  // The model's floating-point operations per gradient, Model::flops_per_sample() x the
+  // batch (GEMM multiply-adds counted as 2; 0 for the quadratic). The JSON adds
+  // sim_gflops and bare_gflops = flops_per_gradient x gradients / seconds / 1e9: over a
+  // device's peak, the fraction of it each side reaches.
+  double flops_per_gradient = 0;
   // workload d: memory
   double peak_rss_mb = -1;          // peak resident set of the process that ran it
   uint64_t param_buffers = 0;       // parameter buffers allocated during the run
@@ -72,6 +77,11 @@ struct BenchResult {
 BenchResult bench_mlp(const std::string& workload, const std::string& engine, int workers,
                       uint64_t gradients, int threads, int repeats, const std::string& data_dir,
                       size_t train_limit, int batched_gradients = 1);
+
+// f: the LeNet-5 CNN (model cnn, arch lenet5), batch 32, Fashion-MNIST (first train_limit
+// training images), `engine` with `workers` workers, as the MLP workloads.
+BenchResult bench_cnn(const std::string& engine, int workers, uint64_t gradients, int threads, int repeats,
+                      const std::string& data_dir, size_t train_limit);
 
 // c: the event core: async on a 1-dim quadratic with `workers` workers, `updates` updates.
 BenchResult bench_event_core(int workers, uint64_t updates, int threads, int repeats);

@@ -7,9 +7,11 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include "engines/engine_registry.h"
 #include "sim/dataset.h"
+#include "kernels/model.h"
 #include "sim/distribution.h"
 
 namespace asgd {
@@ -63,7 +65,103 @@ const SectionInfo& section(const std::string& name) {
   throw std::logic_error("no config section " + name);
 }
 
+json conv_json(const ConvSpec& c) {
+  return {{"channels", c.channels}, {"kernel", c.kernel}, {"stride", c.stride}, {"padding", c.padding}, {"pool", c.pool}};
+}
+json lenet5_conv_json() {
+  json out = json::array();
+  for (const ConvSpec& c : lenet5().conv) out.push_back(conv_json(c));
+  return out;
+}
+
 // -------- checks that need more than one key --------
+
+// The data's samples as images, when the config says (Fashion-MNIST, or synthetic data
+// with an image): height x width x channels.
+std::optional<Shape> data_image(const json& data) {
+  const std::string d = text_of(data, "type");
+  if (d == "fashion_mnist") return Shape{28, 28, 1};
+  if (d == "synthetic" && data.contains("image") && data["image"].is_array() && data["image"].size() == 3) {
+    const json& i = data["image"];
+    for (const auto& x : i)
+      if (!x.is_number_integer() || x.get<int64_t>() < 1 || x.get<int64_t>() > 1000000) return std::nullopt;
+    return Shape{int(i[1].get<int64_t>()), int(i[2].get<int64_t>()), int(i[0].get<int64_t>())};
+  }
+  return std::nullopt;
+}
+
+// data.image: [channels, height, width] or []; features, when left out, is their product.
+void resolve_image(const json& user_data, json& data, Validator& v) {
+  if (!data.is_object() || !data.contains("image") || !data["image"].is_array() || data["image"].empty()) return;
+  const json& i = data["image"];
+  if (i.size() != 3) {
+    v.error("data.image", "expected [channels, height, width] (or [] for flat samples), got " + brief(i));
+    return;
+  }
+  auto shape = data_image(data);
+  if (!shape) return;  // the list's values were reported already
+  const int64_t product = int64_t(shape->size());
+  const bool given = user_data.is_object() && user_data.contains("features");
+  if (!given) data["features"] = product;
+  else if (data["features"].is_number_integer() && data["features"].get<int64_t>() != product)
+    v.error("data.features", "is " + data["features"].dump() + " but data.image " + i.dump() + " holds " +
+                                 std::to_string(product) + " values per sample: leave features out, or set it to " +
+                                 std::to_string(product));
+}
+
+// model cnn: the conv blocks (each against section model.conv[]), the lenet5 preset.
+void resolve_cnn(const json& user_model, json& model, Validator& v) {
+  if (text_of(model, "type") != "cnn") return;
+  if (text_of(model, "arch") == "lenet5") {
+    for (const char* k : {"conv", "hidden"})
+      if (user_model.is_object() && user_model.contains(k))
+        v.error(std::string("model.") + k, "arch \"lenet5\" sets the layers: leave out conv and hidden, or use arch "
+                                           "\"custom\"");
+    model["conv"] = lenet5_conv_json();
+    model["hidden"] = lenet5().hidden;
+    return;
+  }
+  const json& conv = model["conv"];
+  if (!conv.is_array()) {
+    v.error("model.conv", "expected a list of {channels, kernel, stride, padding, pool}, got " + brief(conv));
+    return;
+  }
+  json blocks = json::array();
+  for (size_t i = 0; i < conv.size(); ++i)
+    blocks.push_back(v.object(conv[i], index_path("model.conv", i), section("model.conv[]").params));
+  model["conv"] = blocks;
+}
+
+// The CNN's shapes from the data's images: each block's, so that a kernel or a pool window
+// larger than its input is reported at its key.
+void check_cnn_shapes(const json& model, const json& data, Validator& v) {
+  if (text_of(model, "type") != "cnn" || !model.contains("conv") || !model["conv"].is_array()) return;
+  std::optional<Shape> input = data_image(data);
+  if (!input) {
+    if (text_of(data, "type") == "synthetic")
+      v.error("data.image", "model 'cnn' reads images: give the samples' shape, [channels, height, width]");
+    return;
+  }
+  std::vector<ConvSpec> specs;
+  for (const auto& c : model["conv"]) {
+    if (!c.is_object()) return;
+    ConvSpec s;
+    s.channels = int(int_of(c, "channels", 0));
+    s.kernel = int(int_of(c, "kernel", 0));
+    s.stride = int(int_of(c, "stride", 1));
+    s.padding = int(int_of(c, "padding", 0));
+    s.pool = int(int_of(c, "pool", 1));
+    if (s.channels < 1 || s.kernel < 1 || s.stride < 1 || s.padding < 0 || s.pool < 1) return;  // reported already
+    specs.push_back(s);
+  }
+  try {
+    cnn_block_shapes(*input, specs);
+  } catch (const CnnShapeError& e) {
+    v.error(index_path("model.conv", e.block) + "." + e.key,
+            std::string(e.what()) + " (conv block " + std::to_string(e.block) + "; the data's images are " +
+                input->text() + ", height x width x channels)");
+  }
+}
 
 void check_curvature(const json& c, const std::string& path, Validator& v) {
   if (c.is_number()) {
@@ -267,6 +365,7 @@ json resolve_run(const json& u, Validator& v) {
   if (!u.contains("model")) v.error("model", "missing required key (an object with \"type\")");
   json model = v.component(u.value("model", json::object()), "model", "type", model_catalog());
   if (model.contains("curvature")) check_curvature(model["curvature"], "model.curvature", v);
+  resolve_cnn(u.value("model", json::object()), model, v);
   out["model"] = model;
 
   const std::string model_type = text_of(model, "type");
@@ -274,8 +373,10 @@ json resolve_run(const json& u, Validator& v) {
                              : model_type == "sparse_logistic" || model_type == "sparse_softmax" ? "sparse_synthetic"
                                                                                                   : "synthetic";
   json data = v.component(u.value("data", json::object()), "data", "type", data_catalog(), {}, default_data);
+  resolve_image(u.value("data", json::object()), data, v);
   out["data"] = data;
   check_model_data(model, data, v);
+  check_cnn_shapes(model, data, v);
 
   json train = v.object(u.value("train", json::object()), "train", section("train").params, {"lr_schedule"});
   json sched = v.component(train.value("lr_schedule", json::object()), "train.lr_schedule", "type",
@@ -438,6 +539,14 @@ const std::vector<SectionInfo>& section_catalog() {
       {"cluster.failures.events[]", "one scheduled failure",
        {integer("worker", nullptr, "worker index"), num("at", nullptr, "when (virtual seconds)", 0),
         num("down_for", 0.0, "how long it stays down (0 = it never comes back)", 0)}},
+      {"model.conv[]", "one convolution block of model cnn: convolution, the activation, then max-pooling",
+       {integer("channels", nullptr, "filters (output channels)", 1, 4096),
+        integer("kernel", nullptr, "the filters' side (kernel x kernel)", 1, 1024),
+        integer("stride", 1, "step between windows", 1, 1024),
+        integer("padding", 0, "zeros added on every side of the input (< kernel)", 0, 1023),
+        integer("pool", 1, "max-pool window and stride after the activation (1: none); rows and columns past the "
+                           "last whole window are dropped",
+                1, 1024)}},
       {"real", "`asgdsim cluster` only (real MPI processes; `asgdsim run` ignores it)",
        {num("delay_scale", 0.0,
             "0: workers compute flat out; s > 0: a worker's step lasts at least s x the compute time drawn from "
@@ -459,8 +568,22 @@ const std::vector<ComponentInfo>& model_catalog() {
       {"linear", "linear regression, squared loss (synthetic regression data)", {}},
       {"logistic", "logistic regression, binary labels (synthetic classification, classes 2)", {}},
       {"softmax", "softmax regression, cross-entropy", {}},
-      {"mlp", "multi-layer perceptron, ReLU hidden layers, softmax cross-entropy",
-       {list("hidden", ParamType::IntegerList, json::array({128}), "hidden layer sizes", 1)}},
+      {"mlp", "multi-layer perceptron: dense hidden layers, each followed by the activation; softmax cross-entropy",
+       {list("hidden", ParamType::IntegerList, json::array({128}), "hidden layer sizes", 1),
+        str("activation", "relu", "after every hidden layer", {"relu", "tanh"})}},
+      {"cnn",
+       "convolutional network on the data's images (Fashion-MNIST: 28x28x1; synthetic data: data.image): conv "
+       "blocks (convolution, activation, max-pool), flatten, dense hidden layers with the activation, softmax "
+       "cross-entropy",
+       {str("arch", "custom",
+            "\"lenet5\": the LeNet-5 layers (conv and hidden as their defaults say), and conv and hidden must be left "
+            "out; \"custom\": conv and hidden as given",
+            {"custom", "lenet5"}),
+        any("conv", lenet5_conv_json(),
+            "the convolution blocks in order: a list of {channels, kernel, stride, padding, pool} (section "
+            "model.conv[])"),
+        list("hidden", ParamType::IntegerList, json(lenet5().hidden), "dense layer sizes after flattening", 1),
+        str("activation", "relu", "after every convolution and hidden layer", {"relu", "tanh"})}},
       {"sparse_logistic", "logistic regression on sparse data (sparse_synthetic or svmlight, 2 classes); "
                           "a gradient touches only the rows of the features in its minibatch", {}},
       {"sparse_softmax", "softmax regression on sparse data (sparse_synthetic or svmlight), cross-entropy; "
@@ -479,7 +602,11 @@ const std::vector<ComponentInfo>& data_catalog() {
         integer("features", 20, "input dimension", 1, 100000),
         integer("train_samples", 4096, "training samples", 1, 1e8),
         integer("test_samples", 1024, "test samples", 1, 1e8),
-        num("noise", 0.1, "std of noise on the teacher's logits or targets", 0)}},
+        num("noise", 0.1, "std of noise on the teacher's logits or targets", 0),
+        list("image", ParamType::IntegerList, json::array(),
+             "the samples' shape as images, [channels, height, width] (features is then their product; stored "
+             "channels last); [] = flat",
+             1)}},
       {"fashion_mnist", "Fashion-MNIST (28x28 grey images, 10 classes) from IDX files",
        {str("path", kFashionMnistDir, "folder with the four IDX .gz files (Debian: dataset-fashion-mnist)"),
         integer("train_limit", 0, "use only the first so many training images (0 = all 60000)"),

@@ -37,7 +37,7 @@ constexpr const char* kUsage =
     "                                                (real processes: rank 0 the server, N workers)\n"
     "  asgdsim validate CONFIG.json [--set KEY.PATH=VALUE]...\n"
     "  asgdsim list [--markdown]\n"
-    "  asgdsim bench [--threads N] [--quick] [--only a,b,c,d,e] [--json FILE] [--repeats R] [--data DIR]\n"
+    "  asgdsim bench [--threads N] [--quick] [--only a,b,c,d,e,f] [--json FILE] [--repeats R] [--data DIR]\n"
     "                [--batched-gradients K]\n"
     "exit codes: 0 done, 2 invalid input, 1 other failure, 130 interrupted\n";
 

@@ -71,6 +71,8 @@ std::shared_ptr<LoadedData> load_data(const json& cfg, const std::string& base_d
     s.train_samples = d["train_samples"];
     s.test_samples = d["test_samples"];
     s.noise = d["noise"];
+    const json image = d.value("image", json::array());  // [channels, height, width], or [] for flat samples
+    if (image.size() == 3) s.image = Shape{image[1].get<int>(), image[2].get<int>(), image[0].get<int>()};
     out->host = make_synthetic(s, cfg["seed"].get<uint64_t>());
   } else if (type == "sparse_synthetic") {
     SparseSyntheticSpec s;
@@ -129,11 +131,21 @@ std::unique_ptr<Model> build_model(const json& m, const LoadedData& data) {
   }
   if (type == "linear") return make_dense({in, 1}, DenseLoss::Squared);
   if (type == "logistic") return make_dense({in, 1}, DenseLoss::Logistic);
+  const Activation activation = m.value("activation", "relu") == "tanh" ? Activation::Tanh : Activation::ReLU;
+  if (type == "cnn") {  // conv and hidden as resolved (the lenet5 preset is filled in by then)
+    CnnSpec spec;
+    for (const auto& c : m["conv"])
+      spec.conv.push_back(ConvSpec{c["channels"].get<int>(), c["kernel"].get<int>(), c["stride"].get<int>(),
+                                   c["padding"].get<int>(), c["pool"].get<int>()});
+    spec.hidden = m["hidden"].get<std::vector<int>>();
+    spec.activation = activation;
+    return make_cnn(data.host.train.shape, spec, classes);
+  }
   std::vector<int> layers{in};
   if (type == "mlp")
     for (const auto& h : m["hidden"]) layers.push_back(h.get<int>());
   layers.push_back(classes);
-  return make_dense(layers, DenseLoss::SoftmaxCrossEntropy);
+  return make_dense(layers, DenseLoss::SoftmaxCrossEntropy, activation);
 }
 
 std::string index_csv(const Experiment& exp, const std::string& exp_dir) {

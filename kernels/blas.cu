@@ -6,7 +6,17 @@
 #include <mutex>
 #endif
 
-namespace asgd::detail {
+namespace asgd {
+
+const char* kernels_gemm_core() {
+#if defined(ASGD_BACKEND_CUDA)
+  return "cuBLAS";
+#else
+  return openblas_get_corename();
+#endif
+}
+
+namespace detail {
 
 void gemm(ExecContext& ctx, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
           const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc) {
@@ -43,4 +53,5 @@ void gemm_batched(ExecContext& ctx, bool trans_a, bool trans_b, int M, int N, in
 #endif
 }
 
-}  // namespace asgd::detail
+}  // namespace detail
+}  // namespace asgd

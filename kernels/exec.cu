@@ -1,4 +1,5 @@
-// kernels/exec.cu — ExecContext: per-thread stream/handle (CUDA) and scratch memory.
+// kernels/exec.cu — ExecContext: per-thread stream/handle (CUDA), staging of ids and
+// pointer tables, queue marks.
 #include "kernels/detail/backend.h"
 #if defined(ASGD_BACKEND_OMP)
 #include <omp.h>
@@ -23,14 +24,6 @@ ExecContext::~ExecContext() {
   if (impl_->blas) cublasDestroy(impl_->blas);
   if (impl_->stream) cudaStreamDestroy(impl_->stream);
 #endif
-}
-
-float* ExecContext::scratch(int slot, size_t n) {
-  if (slot < 0) detail::fail("negative scratch slot", __FILE__, __LINE__);
-  if (static_cast<size_t>(slot) >= impl_->scratch.size()) impl_->scratch.resize(slot + 1);
-  auto& buf = impl_->scratch[slot];
-  buf.resize_discard(n);
-  return buf.data();
 }
 
 const int32_t* ExecContext::stage_ids(const int32_t* host_ids, size_t n) {

@@ -1,11 +1,13 @@
 // kernels/exec.h — ExecContext: where a kernel call runs. One per thread that launches
 // kernels (each worker-pool thread, the scheduler thread). On CUDA it owns a stream and a
-// cuBLAS handle; on every backend it owns reusable scratch memory so that a warm
-// gradient job allocates nothing. Not thread-safe: one thread uses one context.
+// cuBLAS handle; on every backend it owns the Workspace that jobs take their buffers
+// from, so that a warm gradient job allocates nothing. Not thread-safe: one thread uses
+// one context.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include "kernels/workspace.h"
 
 namespace asgd {
 
@@ -23,9 +25,8 @@ class ExecContext {
   ExecContext(const ExecContext&) = delete;
   ExecContext& operator=(const ExecContext&) = delete;
 
-  // Scratch buffer number `slot` with room for n floats; valid until the next call
-  // with the same slot. Grows, never shrinks.
-  float* scratch(int slot, size_t n);
+  // The buffers of the jobs run on this context (see workspace.h).
+  Workspace& workspace() { return workspace_; }
   // Copies n sample ids to backend memory (a no-op copy target on CPU backends).
   const int32_t* stage_ids(const int32_t* host_ids, size_t n);
   // Copies a table of n pointers into backend memory, for batched kernels that index
@@ -46,6 +47,7 @@ class ExecContext {
 
  private:
   std::unique_ptr<Impl> impl_;
+  Workspace workspace_;
 };
 
 // Call once on each thread that runs gradient jobs: on the OMP backend, Thrust's
@@ -54,6 +56,10 @@ class ExecContext {
 void kernels_use_one_thread_here();
 // The build's backend: "CUDA", "OMP" or "CPP".
 const char* kernels_backend();
+// The GEMM library and, for OpenBLAS, the CPU core whose kernels it picked ("Haswell",
+// "SkylakeX", ...): GEMMs round differently from one to another, so results saved on one
+// machine are bit-comparable only where this is the same.
+const char* kernels_gemm_core();
 // CUDA: whether a GPU is usable now. CPU backends: always true.
 bool kernels_device_available();
 

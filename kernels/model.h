@@ -1,6 +1,8 @@
 // kernels/model.h — the model interface: minibatch loss + gradient, and evaluation over a
-// range of a dataset. Parameters are one flat float array per model (layout documented
-// by each model). Not here: optimisers, time, workers — the engines own those.
+// range of a dataset, and the models there are: the quadratic, and the models made of
+// layers (dense networks and CNNs, kernels/models/sequential.cu). Parameters are one flat
+// float array per model (layout documented by each model). Not here: optimisers, time,
+// workers — the engines own those.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -9,6 +11,7 @@
 #include <vector>
 #include "kernels/buffer.h"
 #include "kernels/exec.h"
+#include "kernels/shape.h"
 
 namespace asgd {
 
@@ -32,6 +35,7 @@ struct DeviceDataset {
   const int32_t* host_col = nullptr;
   std::vector<int64_t> host_index_row_ptr;  // CUDA only
   std::vector<int32_t> host_index_col;
+  Shape shape;      // one sample as an image, channels last (dim floats); 1 x 1 x dim if flat
   bool sparse() const { return !row_ptr.empty(); }
 };
 
@@ -85,8 +89,8 @@ class Model {
                            float* grad) const = 0;
   // Computes k gradients, each exactly as loss_grad would (on CPU backends the same bits);
   // the requests may read different parameters. A model that can share the work
-  // overrides it: the dense model runs each layer's GEMMs of all k as one batched GEMM
-  // call (cuBLAS: one launch for k), and each elementwise pass once over all k*m rows.
+  // overrides it: the layered models run each layer's GEMMs of all k as one batched GEMM
+  // call (cuBLAS: one launch for k), and every other pass once over all k*m rows.
   virtual void loss_grad_batch(ExecContext& ctx, const DeviceDataset* data, GradRequest* reqs,
                                size_t k) const {
     for (size_t i = 0; i < k; ++i)
@@ -110,15 +114,52 @@ class Model {
                             std::vector<int32_t>& rows) const {
     rows.clear();
   }
+  // Floating-point operations of one sample's share of loss_grad: the GEMMs'
+  // multiply-adds counted as 2 (forward, the weights' gradients, and the activations'
+  // gradients below the first layer), elementwise work not counted. So a gradient of a
+  // minibatch of m costs m times this; with a measured rate it gives the fraction of a
+  // device's peak. 0 for a model that reads no samples (the quadratic).
+  virtual double flops_per_sample() const { return 0; }
 };
 
 // f(w) = 1/2 sum_i h_i w_i^2 with N(0, noise_std^2) added to each gradient coordinate.
 std::unique_ptr<Model> make_quadratic(std::vector<float> curvature, float noise_std, float init);
 
 enum class DenseLoss { Squared, Logistic, SoftmaxCrossEntropy };
-// A dense ReLU network, layers = {inputs, hidden..., outputs}; no hidden layer gives
-// linear (Squared, 1 output), logistic (Logistic, 1 output) or softmax regression.
-std::unique_ptr<Model> make_dense(std::vector<int> layers, DenseLoss loss);
+enum class Activation { ReLU, Tanh };
+// A dense network, layers = {inputs, hidden..., outputs}, the activation after each
+// hidden layer; no hidden layer gives linear (Squared, 1 output), logistic (Logistic, 1
+// output) or softmax regression. Parameters, per layer l (in_l -> out_l) in order: W_l
+// (in_l, out_l) row-major, then b_l (out_l). Initial weights N(0, gain / in_l), gain 2
+// before a ReLU, else 1; zero biases.
+std::unique_ptr<Model> make_dense(std::vector<int> layers, DenseLoss loss, Activation activation = Activation::ReLU);
+
+// A convolution block of a CNN: `channels` filters of kernel x kernel, stride, zero
+// padding; then the activation; then max-pooling over pool x pool blocks (1: none).
+struct ConvSpec {
+  int channels = 0, kernel = 0, stride = 1, padding = 0, pool = 1;
+};
+struct CnnSpec {
+  std::vector<ConvSpec> conv;
+  std::vector<int> hidden;  // dense layers after flattening, each followed by the activation
+  Activation activation = Activation::ReLU;
+};
+// LeNet-5 as commonly adapted to 28x28 images: conv 6 5x5 padding 2, pool 2; conv 16
+// 5x5, pool 2; dense 120, 84 (ReLU).
+CnnSpec lenet5();
+// The shape after each conv block (activation and pool included) of an input of shape
+// `input`; throws ShapeError (kernels/shape.h) naming the key at fault, with `block` set
+// to the block's index.
+struct CnnShapeError : ShapeError {
+  CnnShapeError(size_t block, const ShapeError& e) : ShapeError(e), block(block) {}
+  size_t block;
+};
+std::vector<Shape> cnn_block_shapes(Shape input, const std::vector<ConvSpec>& conv);
+// A CNN on images of shape `input` (the data's): the conv blocks, flatten, the hidden
+// dense layers, a dense layer to `classes` logits, softmax cross-entropy. Parameters:
+// each conv layer's W (kernel, kernel, in channels, channels) then b (channels), then the
+// dense layers' as in make_dense; initialised as make_dense does.
+std::unique_ptr<Model> make_cnn(Shape input, const CnnSpec& spec, int classes);
 
 // A linear model on sparse data (DeviceDataset::sparse()): logits z = x W + b over
 // `features` inputs. Logistic: 1 output (binary labels 0/1); SoftmaxCrossEntropy:

@@ -1,6 +1,7 @@
 // sim/dataset.cpp — the dense sources, the upload, and the sizes of sparse sets.
 #include "sim/dataset.h"
 #include <cmath>
+#include <stdexcept>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cstdio>
@@ -21,6 +22,7 @@ HostDataset synthetic_part(const SyntheticSpec& s, const std::vector<float>& tea
   d.n = n;
   d.dim = s.features;
   d.classes = s.classification ? s.classes : 0;
+  d.shape = s.image ? *s.image : Shape{1, 1, int(s.features)};
   d.x.resize(n * s.features);
   fill_normal(d.x, seed, stream);
   d.y.resize(n);
@@ -69,6 +71,7 @@ HostDataset from_idx(const std::string& images_path, const std::string& labels_p
   d.n = (limit > 0 && limit < img.count) ? limit : img.count;
   d.dim = size_t(img.rows) * img.cols;
   d.classes = 10;
+  d.shape = Shape{int(img.rows), int(img.cols), 1};
   d.x.resize(d.n * d.dim);
   for (size_t i = 0; i < d.x.size(); ++i) d.x[i] = float(img.pixels[i]) / 255.0f;
   d.y.assign(labels.begin(), labels.begin() + d.n);
@@ -78,6 +81,9 @@ HostDataset from_idx(const std::string& images_path, const std::string& labels_p
 }  // namespace
 
 DataSplit make_synthetic(const SyntheticSpec& s, uint64_t seed) {
+  if (s.image && s.image->size() != s.features)
+    throw std::invalid_argument("synthetic data: image " + s.image->text() + " holds " + std::to_string(s.image->size()) +
+                                " values, features is " + std::to_string(s.features));
   int outputs = s.classification ? s.classes : 1;
   std::vector<float> teacher(s.features * outputs);
   fill_normal(teacher, seed, 0);
@@ -124,6 +130,7 @@ DeviceDataset upload(const HostDataset& host) {
       d.host_col = d.col.data();
     }
   }
+  d.shape = host.shape.size() == host.dim ? host.shape : Shape{1, 1, int(host.dim)};  // unset: flat
   return d;
 }
 

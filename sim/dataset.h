@@ -4,6 +4,7 @@
 // sim/svmlight_reader.h. Not here: minibatch order (sim/sample_stream.h).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 #include "kernels/model.h"
@@ -23,6 +24,7 @@ struct HostDataset {
   std::vector<int32_t> col;      // (nnz)
   std::vector<float> val;        // (nnz)
   bool sparse() const { return !row_ptr.empty(); }
+  Shape shape;           // one sample as an image, channels last (dim floats); 1 x 1 x dim if flat
 };
 
 // Bytes of a sparse set of `rows` samples holding `nnz` features in all, as stored: CSR
@@ -45,6 +47,7 @@ struct SyntheticSpec {
   size_t train_samples = 4096;
   size_t test_samples = 1024;
   double noise = 0.1;     // label noise (logit std) or target noise std
+  std::optional<Shape> image;  // the samples' shape (its size must be `features`); none: flat
 };
 
 // Regression: x ~ N(0,1), y = x.w* + noise*N(0,1), w* ~ N(0, 1/d).
@@ -52,7 +55,7 @@ struct SyntheticSpec {
 DataSplit make_synthetic(const SyntheticSpec& spec, uint64_t seed);
 
 // Reads {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] from dir; pixels scaled to
-// [0,1]. train_limit / test_limit > 0 keep only the first so many samples.
+// [0,1]; shape rows x cols x 1. train_limit / test_limit > 0 keep only the first so many samples.
 DataSplit load_fashion_mnist(const std::string& dir, size_t train_limit = 0, size_t test_limit = 0);
 
 // Copies a set to backend memory. For sparse data the device set also gets its host

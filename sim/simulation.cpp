@@ -10,7 +10,6 @@
 
 namespace asgd {
 namespace {
-constexpr int kPrecisionScratchSlot = 64;  // above every model's own scratch slots
 constexpr size_t kEvalChunkRows = 2048;  // rows per evaluation task (fixed: deterministic sums)
 // for_each_block: 4,096 floats (16 KiB) per array and block, so that the slices of a
 // dozen arrays stay in L1/L2 from one pass to the next; vectors under 8 blocks run on
@@ -19,13 +18,14 @@ constexpr size_t kBlockFloats = 4096;
 constexpr size_t kSplitFromBlocks = 8;
 
 // Before a job's gradient: its deferred step, and the pulled parameters rounded to 16
-// bits when they travel so (into scratch slot `slot`). Returns what to compute on.
-const float* prepare(ExecContext& ctx, GradientJob& job, const JobSetup& s, int slot) {
+// bits when they travel so, into a buffer of the job's workspace frame (request `index`
+// of a batch). Returns what to compute on.
+const float* prepare(ExecContext& ctx, GradientJob& job, const JobSetup& s, int index) {
   const size_t n = s.model->num_params();
   if (job.before.params) ops::sgd_step(ctx, job.before.params, job.before.params, job.before.grad, job.before.lr, n);
   const float* w = job.read.data();
   if (s.precision == Precision::Fp32) return w;
-  float* copy = ctx.scratch(slot, n);  // the pulled parameters really travel as 16-bit
+  float* copy = ctx.workspace().take<float>("16-bit copy of the pulled parameters", n, index);
   ops::copy(ctx, copy, w, n);
   s.precision == Precision::Fp16 ? ops::round_fp16(ctx, copy, n) : ops::round_bf16(ctx, copy, n);
   return copy;
@@ -46,10 +46,11 @@ void Simulation::flush_pending() {
   const QueueMark after = exec_.mark();  // the engine's steps so far, on the scheduler's stream
   WorkerPool::Ticket ticket = pool_.submit([jobs = pending_, setup, after](ExecContext& ctx) {
     ctx.wait_for(after);
+    Workspace::Frame frame(ctx.workspace());
     std::vector<GradRequest> reqs(jobs.size());
     for (size_t i = 0; i < jobs.size(); ++i) {
       GradientJob& j = *jobs[i];
-      reqs[i].w = prepare(ctx, j, setup, kPrecisionScratchSlot + int(i));
+      reqs[i].w = prepare(ctx, j, setup, int(i));
       reqs[i].ids = j.ids.data();
       reqs[i].m = j.ids.size();
       reqs[i].noise = NoiseKey{setup.seed, uint32_t(j.worker), j.step};
@@ -179,7 +180,8 @@ void Simulation::launch(int worker, Snapshot params, const int32_t* ids, size_t 
     const QueueMark after = exec_.mark();  // the engine's steps so far, on the scheduler's stream
     raw->ticket = pool_.submit([raw, setup, after](ExecContext& ctx) {
       ctx.wait_for(after);
-      const float* w = prepare(ctx, *raw, setup, kPrecisionScratchSlot);
+      Workspace::Frame frame(ctx.workspace());
+      const float* w = prepare(ctx, *raw, setup, 0);
       raw->loss = setup.model->loss_grad(ctx, w, setup.data, raw->ids.data(), raw->ids.size(),
                                          NoiseKey{setup.seed, uint32_t(raw->worker), raw->step}, raw->grad.data());
       finish(ctx, *raw, setup);

@@ -1,5 +1,5 @@
 // sim/worker_pool.h — a fixed pool of threads that run gradient and evaluation jobs. Each
-// thread owns an ExecContext (scratch memory, CUDA stream) and runs kernels
+// thread owns an ExecContext (workspace, CUDA stream) and runs kernels
 // single-threaded; parallelism comes from running several jobs at once. The scheduler
 // submits jobs and later waits for the one it needs; a job's exception is rethrown by
 // wait(). Job results never depend on which thread ran them, and that freedom is used:

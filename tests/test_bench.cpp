@@ -44,6 +44,9 @@ TEST(BenchOptions, ParsesTheDocumentedFlags) {
   EXPECT_EQ(o.json_path, "out.jsonl");
   EXPECT_EQ(o.repeats, 2);
 
+  char* cnn[] = {arg("bench"), arg("--only"), arg("f")};
+  EXPECT_EQ(parse_bench_options(3, cnn).only, (std::vector<std::string>{"f"}));
+
   char* batched[] = {arg("bench"), arg("--batched-gradients"), arg("8")};
   EXPECT_EQ(parse_bench_options(3, batched).batched_gradients, 8);
 
@@ -121,4 +124,21 @@ TEST(BenchRegression, AsyncMlpStaysNearTheBareLimit) {
   EXPECT_GE(r.gradients, 3000u);
   EXPECT_GT(r.ratio, 0.3) << "simulated " << r.sim_rate << " updates/s vs bare " << r.bare_rate;
   EXPECT_GT(r.cpu_ratio, 0.35) << "CPU seconds: simulated " << r.sim_cpu_seconds << ", bare " << r.bare_cpu_seconds;
+}
+
+// Workload f at a small size: the LeNet-5 CNN's counts, its FLOPs per gradient (LeNet-5
+// on 28x28x1: 2,263,920 per sample, batch 32), and both sides timed. The ratio floor is
+// the MLP's (a CNN gradient is ~20 times the work, so the simulator's share is smaller).
+TEST(BenchWorkloads, CnnWorkloadCountsFlopsAndStaysNearTheBareLimit) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed at " << kFashionMnist;
+  BenchResult r = bench_cnn("async", 16, 96, /*threads=*/2, /*repeats=*/1, kFashionMnist, 2000);
+  EXPECT_EQ(r.workload, "f");
+  EXPECT_EQ(r.name, "cnn_async");
+  EXPECT_EQ(r.gradients, r.updates);
+  EXPECT_GE(r.gradients, 96u);
+  EXPECT_EQ(r.flops_per_gradient, 2263920.0 * 32);
+  json j = r.to_json();
+  for (const char* k : {"flops_per_gradient", "sim_gflops", "bare_gflops"}) EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_NEAR(j["sim_gflops"].get<double>(), r.flops_per_gradient * r.sim_rate / 1e9, 1e-6 * j["sim_gflops"].get<double>());
+  EXPECT_GT(r.ratio, 0.3) << "simulated " << r.sim_rate << " gradients/s vs bare " << r.bare_rate;
 }

@@ -198,7 +198,7 @@ TEST(ConfigCli, EveryShippedConfigValidates) {
 TEST(ConfigCli, ListNamesEveryEngineModelAndDistribution) {
   CommandResult r = run_cli("list");
   ASSERT_EQ(r.exit_code, 0);
-  for (const char* name : {"async", "sync", "sync_backup", "easgd", "quadratic", "linear", "logistic", "softmax", "mlp",
+  for (const char* name : {"async", "sync", "sync_backup", "easgd", "quadratic", "linear", "logistic", "softmax", "mlp", "cnn",
                            "fashion_mnist", "synthetic", "exponential", "pareto", "lognormal", "trace", "geometric"})
     EXPECT_NE(r.output.find(name), std::string::npos) << name;
 }
@@ -468,4 +468,72 @@ TEST(FuzzFindings, WrongTypesAndHugeNumbersAreInvalidInputNotCrashes) {
   CommandResult r = run_cli("validate " + dir + "/f0.json --set seed=1e999");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("seed"), std::string::npos) << r.output;
+}
+
+// model cnn: the conv blocks are checked against the data's images, each error at the key
+// of the block at fault; the lenet5 preset fills in its layers; data.image sets features.
+TEST(ConfigCli, CnnLayersAreCheckedAgainstTheDatasImages) {
+  std::string dir = temp_dir("cfg");
+  auto cnn = [](const json& conv) {
+    json c = tiny();
+    c["model"] = {{"type", "cnn"}, {"conv", conv}, {"hidden", {8}}};
+    c["data"]["image"] = {1, 12, 12};
+    c["data"].erase("features");
+    return c;
+  };
+  const json two_blocks = json::array({json{{"channels", 4}, {"kernel", 5}, {"pool", 2}}, json{{"channels", 8}, {"kernel", 5}}});
+  struct Case {
+    std::string what;
+    json config;
+    std::vector<std::string> must_mention;
+  };
+  json lenet_with_conv = tiny();
+  lenet_with_conv["model"] = {{"type", "cnn"}, {"arch", "lenet5"}, {"conv", json::array()}};
+  lenet_with_conv["data"] = {{"type", "fashion_mnist"}};
+  json flat = tiny();
+  flat["model"] = {{"type", "cnn"}};
+  json mismatch = cnn(two_blocks);
+  mismatch["data"]["features"] = 100;
+  json regression = cnn(two_blocks);
+  regression["data"]["task"] = "regression";
+  std::vector<Case> cases = {
+      {"kernel larger than its input", cnn(two_blocks), {"model.conv[1].kernel", "larger than its input 4x4x4", "12x12x1"}},
+      {"pool larger than its input",
+       cnn(json::array({json{{"channels", 4}, {"kernel", 3}, {"pool", 11}}})), {"model.conv[0].pool", "10x10x4"}},
+      {"padding as large as the kernel", cnn(json::array({json{{"channels", 4}, {"kernel", 3}, {"padding", 3}}})),
+       {"model.conv[0].padding", "smaller than the kernel"}},
+      {"misspelled block key", cnn(json::array({json{{"channels", 4}, {"kernal", 3}}})),
+       {"model.conv[0].kernal", "did you mean 'kernel'", "model.conv[0].kernel"}},
+      {"no channels", cnn(json::array({json{{"kernel", 3}}})), {"model.conv[0].channels", "missing"}},
+      {"conv not a list", cnn(json{{"channels", 4}}), {"model.conv", "a list"}},
+      {"lenet5 with its own layers", lenet_with_conv, {"model.conv", "lenet5"}},
+      {"flat synthetic data", flat, {"data.image", "[channels, height, width]"}},
+      {"image of two numbers", [&] { json c = cnn(two_blocks); c["data"]["image"] = {12, 12}; return c; }(),
+       {"data.image", "[channels, height, width]"}},
+      {"features against image", mismatch, {"data.features", "144"}},
+      {"regression data", regression, {"data.task", "classifier"}},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    std::string path = dir + "/cnn" + std::to_string(i) + ".json";
+    write_text(path, cases[i].config.dump());
+    CommandResult r = run_cli("validate " + path);
+    EXPECT_EQ(r.exit_code, 2) << cases[i].what << ":\n" << r.output;
+    for (const auto& m : cases[i].must_mention)
+      EXPECT_NE(r.output.find(m), std::string::npos) << cases[i].what << ": message lacks '" << m << "':\n" << r.output;
+  }
+
+  // What they resolve to: the preset's layers, every block's defaults, features from the image.
+  json lenet = tiny();
+  lenet["model"] = {{"type", "cnn"}, {"arch", "lenet5"}};
+  lenet["data"] = {{"type", "fashion_mnist"}};
+  json m = resolve_experiment(lenet, "test", ".").runs.front().config["model"];
+  EXPECT_EQ(m["conv"], json::parse(R"([{"channels":6,"kernel":5,"padding":2,"pool":2,"stride":1},
+                                         {"channels":16,"kernel":5,"padding":0,"pool":2,"stride":1}])"));
+  EXPECT_EQ(m["hidden"], json({120, 84}));
+  json ok = cnn(json::array({json{{"channels", 4}, {"kernel", 3}, {"pool", 2}}}));
+  json run = resolve_experiment(ok, "test", ".").runs.front().config;
+  EXPECT_EQ(run["data"]["features"], 144);
+  EXPECT_EQ(run["model"]["conv"][0], json::parse(R"({"channels":4,"kernel":3,"padding":0,"pool":2,"stride":1})"));
+  EXPECT_EQ(run["model"]["activation"], "relu");
+  EXPECT_EQ(run["model"]["arch"], "custom");
 }

@@ -9,10 +9,14 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <random>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -21,11 +25,13 @@
 
 #include "kernels/buffer.h"
 #include "kernels/exec.h"
+#include "kernels/layers/layers_ref.h"
 #include "kernels/model.h"
 #include "kernels/ops.h"
 #include "kernels/ops_ref.h"
 #include "kernels/rng.h"
 #include "sim/dataset.h"
+#include "kernel_test_helpers.h"
 
 namespace asgd {
 namespace {
@@ -36,77 +42,15 @@ namespace {
 // Awkward sizes: empty, one, not a multiple of any vector width, odd and large.
 const size_t kSizes[] = {0, 1, 7, 1000, 100003};
 
-std::vector<float> random_vec(size_t n, uint32_t seed, float lo = -2.0f, float hi = 2.0f) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(gen);
-  return v;
-}
-
-DeviceArray<float> to_device(const std::vector<float>& h) {
-  DeviceArray<float> d;
-  d.upload(h);
-  return d;
-}
-
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-float from_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-// |got - want| <= atol + rtol * |want| elementwise; reports the first few misses.
-::testing::AssertionResult all_close(const std::vector<float>& got, const std::vector<float>& want,
-                                     double rtol, double atol) {
-  if (got.size() != want.size())
-    return ::testing::AssertionFailure() << "size " << got.size() << " != " << want.size();
-  size_t bad = 0;
-  std::string first;
-  for (size_t i = 0; i < got.size(); ++i) {
-    double g = got[i], w = want[i];
-    if (!(std::fabs(g - w) <= atol + rtol * std::fabs(w))) {
-      if (++bad <= 5)
-        first += " [" + std::to_string(i) + "] got " + std::to_string(g) + " want " + std::to_string(w);
-    }
-  }
-  if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << bad << " of " << got.size() << " differ:" << first;
-}
-
-// Runs fn on a fresh thread whose kernels run single-threaded, as on a worker-pool thread.
-// For hundreds of tiny kernel calls this avoids OpenMP fork/join barriers, which on a
-// loaded machine (more runnable threads than cores) cost milliseconds each.
-template <class F>
-void on_worker_thread(F fn) {
-  std::thread t([&] {
-    kernels_use_one_thread_here();
-    fn();
-  });
-  t.join();
-}
-
 // Elementwise ops are one or two float operations per element; the reference does the
 // same operations, so they agree to a few ulps (exactly on CPU; CUDA may fuse into FMAs).
 constexpr double kOpRtol = 1e-6, kOpAtol = 1e-6;
 
-// Tests that touch backend memory skip on a CUDA build when no GPU is visible (CI
-// compiles the CUDA targets on machines without one).
-class DeviceTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!kernels_device_available()) GTEST_SKIP() << "backend " << kernels_backend() << ": no device";
-  }
-};
 class Ops : public DeviceTest {};
 class Rounding : public DeviceTest {};
 class DenseModel : public DeviceTest {};
 class QuadraticModel : public DeviceTest {};
+class CnnModel : public DeviceTest {};
 class DeviceArrayTest : public DeviceTest {};
 class ExecContextTest : public DeviceTest {};
 
@@ -559,6 +503,22 @@ double ref_mean_loss(const std::vector<int>& layers, DenseLoss loss, const std::
   return s / double(ids.size());
 }
 
+// Central differences (step h) of loss at every coordinate of w; scale: their largest
+// magnitude.
+std::vector<double> central_differences(const std::function<double(const std::vector<double>&)>& loss,
+                                        const std::vector<double>& w, double h, double& scale) {
+  std::vector<double> fd(w.size());
+  scale = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    auto wp = w, wm = w;
+    wp[i] += h;
+    wm[i] -= h;
+    fd[i] = (loss(wp) - loss(wm)) / (2 * h);
+    scale = std::max(scale, std::fabs(fd[i]));
+  }
+  return fd;
+}
+
 struct DenseCase {
   const char* label;
   std::vector<int> layers;
@@ -675,17 +635,9 @@ TEST_F(DenseModel, GradientMatchesDoubleFiniteDifferencesOfReferenceLoss) {
     std::vector<double> wd(w.begin(), w.end());
     EXPECT_NEAR(loss, ref_mean_loss(c.layers, c.loss, wd, host, ids), 1e-5 * (1 + loss));
 
-    const double h = 1e-6;
-    std::vector<double> fd(w.size());
     double scale = 0;
-    for (size_t i = 0; i < w.size(); ++i) {
-      auto wp = wd, wm = wd;
-      wp[i] += h;
-      wm[i] -= h;
-      fd[i] = (ref_mean_loss(c.layers, c.loss, wp, host, ids) -
-               ref_mean_loss(c.layers, c.loss, wm, host, ids)) / (2 * h);
-      scale = std::max(scale, std::fabs(fd[i]));
-    }
+    auto fd = central_differences([&](const std::vector<double>& v) { return ref_mean_loss(c.layers, c.loss, v, host, ids); },
+                                  wd, 1e-6, scale);
     ASSERT_GT(scale, 1e-3) << "degenerate test: gradient is ~0";
     size_t nonzero = 0;
     for (size_t i = 0; i < w.size(); ++i) {
@@ -814,7 +766,7 @@ void expect_batch_matches_single(const Model& model, const DeviceDataset* data, 
       if (pool_thread) kernels_use_one_thread_here();
       ExecContext ctx;
       got = batch_grads(model, ctx, data, ws, ids, losses);
-      // and again on the same context: warm scratch and tables give the same bits
+      // and again on the same context: a warm workspace and tables give the same bits
       std::vector<double> again_losses;
       auto again = batch_grads(model, ctx, data, ws, ids, again_losses);
       EXPECT_EQ(again, got) << label;
@@ -959,6 +911,323 @@ TEST_F(DenseModel, InitParamsAreSeededHeNormalWithZeroBiases) {
   for (size_t i = 20000; i < 20100; ++i) ASSERT_EQ(a[i], 0.0f);
   check(20100, 1000, std::sqrt(1.0 / 100));
   for (size_t i = 21100; i < 21110; ++i) ASSERT_EQ(a[i], 0.0f);
+}
+
+// ---- CNN: the layers composed, against a double-precision composition of the layers'
+// scalar references (kernels/layers/layers_ref.h)
+
+// 6x6x2 images: conv 3 filters 3x3 padding 1, pool 2 -> 3x3x3; conv 4 filters 2x2 ->
+// 2x2x4; flatten; dense 5; dense 3 classes.
+CnnSpec tiny_cnn(Activation a) {
+  CnnSpec s;
+  s.conv = {ConvSpec{3, 3, 1, 1, 2}, ConvSpec{4, 2, 1, 0, 1}};
+  s.hidden = {5};
+  s.activation = a;
+  return s;
+}
+const Shape kTinyImage{6, 6, 2};
+
+HostDataset image_data(Shape shape, int classes, size_t n, uint64_t seed) {
+  SyntheticSpec s;
+  s.classes = classes;
+  s.features = shape.size();
+  s.image = shape;
+  s.train_samples = n;
+  s.test_samples = 1;
+  return make_synthetic(s, seed).train;
+}
+
+// The logits of `rows` samples x, by the layers' references in double.
+layers_ref::Batch ref_cnn_logits(const CnnSpec& spec, Shape in, int classes, const std::vector<double>& w,
+                                 layers_ref::Batch a, size_t rows) {
+  auto act = [&](layers_ref::Batch v) {
+    return spec.activation == Activation::ReLU ? layers_ref::relu(std::move(v)) : layers_ref::tanh(std::move(v));
+  };
+  size_t off = 0;
+  Shape s = in;
+  for (const ConvSpec& c : spec.conv) {
+    a = act(layers_ref::conv2d(a, rows, s, c.channels, c.kernel, c.stride, c.padding, w.data() + off));
+    off += size_t(c.kernel) * c.kernel * s.channels * c.channels + c.channels;
+    s = conv2d_out_shape(s, c.channels, c.kernel, c.stride, c.padding);
+    if (c.pool != 1) {
+      a = layers_ref::maxpool(a, rows, s, c.pool);
+      s = maxpool_out_shape(s, c.pool);
+    }
+  }
+  size_t size = s.size();
+  for (int h : spec.hidden) {
+    a = act(layers_ref::dense(a, rows, size, size_t(h), w.data() + off));
+    off += size * h + h;
+    size = size_t(h);
+  }
+  a = layers_ref::dense(a, rows, size, size_t(classes), w.data() + off);
+  EXPECT_EQ(off + size * classes + classes, w.size()) << "the reference reads every parameter";
+  return a;
+}
+
+double ref_cnn_mean_loss(const CnnSpec& spec, Shape in, int classes, const std::vector<double>& w,
+                         const HostDataset& d, const std::vector<int32_t>& ids) {
+  layers_ref::Batch x;
+  for (int32_t id : ids) x.insert(x.end(), d.x.begin() + long(size_t(id) * d.dim), d.x.begin() + long(size_t(id + 1) * d.dim));
+  auto z = ref_cnn_logits(spec, in, classes, w, x, ids.size());
+  double s = 0;
+  for (size_t r = 0; r < ids.size(); ++r)
+    s += layers_ref::row_loss(DenseLoss::SoftmaxCrossEntropy, &z[r * classes], classes, d.y[ids[r]]);
+  return s / double(ids.size());
+}
+
+TEST_F(CnnModel, DescribesItselfAndCountsItsFlops) {
+  auto lenet = make_cnn(Shape{28, 28, 1}, lenet5(), 10);
+  EXPECT_EQ(lenet->name(), "cnn");
+  EXPECT_TRUE(lenet->is_classifier());
+  EXPECT_TRUE(lenet->uses_data());
+  // conv 5x5x1x6 + 6, conv 5x5x6x16 + 16, dense 400x120 + 120, 120x84 + 84, 84x10 + 10
+  EXPECT_EQ(lenet->num_params(), 156u + 2416u + 48120u + 10164u + 850u);
+  // 2 x multiply-adds: conv1 forward and weights (no input gradient) at 28x28 positions,
+  // conv2 all three products at 10x10, the dense layers all three
+  const double conv1 = 2.0 * 25 * 6 * 2 * 784, conv2 = 2.0 * 150 * 16 * 3 * 100;
+  const double dense = 2.0 * 3 * (400 * 120 + 120 * 84 + 84 * 10);
+  EXPECT_EQ(lenet->flops_per_sample(), conv1 + conv2 + dense);
+  auto mlp = make_dense({784, 128, 10}, DenseLoss::SoftmaxCrossEntropy);
+  EXPECT_EQ(mlp->flops_per_sample(), 2.0 * 784 * 128 * 2 + 2.0 * 128 * 10 * 3);
+  EXPECT_EQ(make_quadratic({1.0f}, 0.0f, 1.0f)->flops_per_sample(), 0.0);
+
+  std::vector<float> w, again;
+  lenet->init_params(3, w);
+  lenet->init_params(3, again);
+  ASSERT_EQ(w.size(), lenet->num_params());
+  EXPECT_EQ(w, again);
+  for (size_t i = 150; i < 156; ++i) EXPECT_EQ(w[i], 0.0f) << "conv1's biases start at 0";
+  double s2 = 0;  // conv1's weights: N(0, 2 / 25) (a ReLU follows)
+  for (size_t i = 0; i < 150; ++i) s2 += double(w[i]) * w[i];
+  EXPECT_NEAR(s2 / 150, 2.0 / 25, 5 * std::sqrt(2.0 / 150) * 2.0 / 25);
+}
+
+TEST_F(CnnModel, ShapesAndBadInput) {
+  auto shapes = cnn_block_shapes(Shape{28, 28, 1}, lenet5().conv);
+  ASSERT_EQ(shapes.size(), 2u);
+  EXPECT_EQ(shapes[0], (Shape{14, 14, 6}));
+  EXPECT_EQ(shapes[1], (Shape{5, 5, 16}));
+  try {
+    cnn_block_shapes(Shape{12, 12, 1}, {ConvSpec{4, 5, 1, 0, 2}, ConvSpec{8, 5, 1, 0, 1}});  // 8x8 -> 4x4, then 5x5
+    ADD_FAILURE() << "a kernel larger than its input must be refused";
+  } catch (const CnnShapeError& e) {
+    EXPECT_EQ(e.block, 1u);
+    EXPECT_EQ(e.key, "kernel");
+    EXPECT_NE(std::string(e.what()).find("4x4x4"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(make_cnn(Shape{12, 12, 1}, CnnSpec{{ConvSpec{4, 13, 1, 0, 1}}, {}, Activation::ReLU}, 3), CnnShapeError);
+  EXPECT_THROW(make_cnn(kTinyImage, tiny_cnn(Activation::ReLU), 1), std::invalid_argument);
+  // The data's samples must be images of the model's shape, not only of its size.
+  auto model = make_cnn(kTinyImage, tiny_cnn(Activation::ReLU), 3);
+  DeviceDataset other = upload(image_data(Shape{12, 3, 2}, 3, 10, 1));
+  ExecContext ctx;
+  std::vector<float> w;
+  model->init_params(1, w);
+  auto dw = to_device(w);
+  EXPECT_THROW(model->evaluate(ctx, dw.data(), &other, 0, 2), std::invalid_argument);
+}
+
+// As for the dense models: the float gradient against central differences (h = 1e-6) of
+// the double reference loss, with ReLU and with tanh.
+TEST_F(CnnModel, GradientMatchesDoubleFiniteDifferencesOfReferenceLoss) {
+  ExecContext ctx;
+  for (Activation a : {Activation::ReLU, Activation::Tanh}) {
+    SCOPED_TRACE(a == Activation::ReLU ? "relu" : "tanh");
+    const CnnSpec spec = tiny_cnn(a);
+    auto model = make_cnn(kTinyImage, spec, 3);
+    HostDataset host = image_data(kTinyImage, 3, 60, 7);
+    DeviceDataset data = upload(host);
+    auto ids = random_ids(12, host.n, 3);
+    ids.push_back(ids[0]);
+    auto w = test_params(*model, 11);
+    double loss = 0;
+    auto g = model_grad(*model, ctx, w, &data, ids, {}, &loss);
+    std::vector<double> wd(w.begin(), w.end());
+    EXPECT_NEAR(loss, ref_cnn_mean_loss(spec, kTinyImage, 3, wd, host, ids), 1e-5 * (1 + loss));
+    double scale = 0;
+    auto fd = central_differences(
+        [&](const std::vector<double>& v) { return ref_cnn_mean_loss(spec, kTinyImage, 3, v, host, ids); }, wd, 1e-6, scale);
+    ASSERT_GT(scale, 1e-3);
+    size_t nonzero = 0;
+    for (size_t i = 0; i < w.size(); ++i) {
+      EXPECT_NEAR(g[i], fd[i], 3e-5 * std::fabs(fd[i]) + 3e-6 * scale) << "param " << i;
+      nonzero += std::fabs(fd[i]) > 1e-6;
+    }
+    EXPECT_GT(nonzero, w.size() / 2);
+  }
+}
+
+TEST_F(CnnModel, EvaluateMatchesTheReferenceAndSplitsExactly) {
+  ExecContext ctx;
+  const CnnSpec spec = tiny_cnn(Activation::ReLU);
+  auto model = make_cnn(kTinyImage, spec, 3);
+  HostDataset host = image_data(kTinyImage, 3, 1500, 10);  // more than one evaluation chunk
+  DeviceDataset data = upload(host);
+  auto w = test_params(*model, 14);
+  auto dw = to_device(w);
+  std::vector<double> wd(w.begin(), w.end());
+  auto z = ref_cnn_logits(spec, kTinyImage, 3, wd, layers_ref::Batch(host.x.begin(), host.x.end()), host.n);
+  double ref_loss = 0;
+  size_t ref_correct = 0, ambiguous = 0;
+  for (size_t r = 0; r < host.n; ++r) {
+    const double* zr = &z[r * 3];
+    ref_loss += layers_ref::row_loss(DenseLoss::SoftmaxCrossEntropy, zr, 3, host.y[r]);
+    std::vector<double> v(zr, zr + 3);
+    std::sort(v.begin(), v.end());
+    ref_correct += int(std::max_element(zr, zr + 3) - zr) == int(host.y[r]);
+    ambiguous += v[2] - v[1] < 1e-4;
+  }
+  EvalSums s = model->evaluate(ctx, dw.data(), &data, 0, host.n);
+  EXPECT_EQ(s.count, host.n);
+  EXPECT_NEAR(s.loss_sum, ref_loss, 1e-5 * ref_loss);
+  EXPECT_LE(std::fabs(s.correct - double(ref_correct)), double(ambiguous));
+  EvalSums a = model->evaluate(ctx, dw.data(), &data, 0, 777), b = model->evaluate(ctx, dw.data(), &data, 777, host.n);
+  EXPECT_EQ(a.count + b.count, host.n);
+  EXPECT_NEAR(a.loss_sum + b.loss_sum, s.loss_sum, 1e-6 * s.loss_sum);
+  EXPECT_EQ(a.correct + b.correct, s.correct);
+}
+
+// Batched gradients bit for bit (CPU) as one at a time, and the same bits whichever
+// thread and context computes them (kernels on one thread, or OpenMP's).
+TEST_F(CnnModel, BatchedAndThreadCountIndependentGradients) {
+  const bool exact = std::string(kernels_backend()) != "CUDA";
+  for (Activation a : {Activation::ReLU, Activation::Tanh}) {
+    auto model = make_cnn(kTinyImage, tiny_cnn(a), 3);
+    HostDataset host = image_data(kTinyImage, 3, 200, 9);
+    DeviceDataset data = upload(host);
+    expect_batch_matches_single(*model, &data, host.n, {16}, "cnn k=1", exact);
+    expect_batch_matches_single(*model, &data, host.n, {7, 7, 7}, "cnn k=3", exact);
+    expect_batch_matches_single(*model, &data, host.n, {5, 9, 5}, "cnn mixed sizes", exact);
+
+    auto ids = random_ids(64, host.n, 5);
+    auto w = test_params(*model, 13);
+    ExecContext ctx;
+    double l1 = 0, l2 = 0;
+    auto g1 = model_grad(*model, ctx, w, &data, ids, {}, &l1);
+    std::vector<float> g2;
+    on_worker_thread([&] {
+      ExecContext own;
+      g2 = model_grad(*model, own, w, &data, ids, {}, &l2);
+    });
+    EXPECT_EQ(0, std::memcmp(g1.data(), g2.data(), g1.size() * 4));
+    EXPECT_EQ(l1, l2);
+  }
+}
+
+// ---- golden outputs: the dense models as they were before they became compositions of
+// layers (kernels/models/dense.cu at 2d26861), saved by this test with ASGD_WRITE_GOLDEN=1
+// set. Every bit must stay: the initial parameters, loss_grad's loss and gradient,
+// loss_grad_batch's, and evaluate's sums, for every loss and a deeper MLP. OpenBLAS picks
+// its GEMM kernels by CPU, and other kernels round differently, so the comparison runs
+// only on CPU backends with the OpenBLAS core the file was written with.
+
+const std::string kGoldenDir = std::string(ASGD_SOURCE_DIR) + "/tests/data/golden";
+
+// One line per record: a key, then the values' bits in hex (floats 8 digits, doubles 16).
+struct GoldenRecords {
+  std::vector<std::pair<std::string, std::vector<std::string>>> lines;
+  void add(const std::string& key, const std::vector<float>& v) {
+    std::vector<std::string> hex;
+    char buf[24];
+    for (float f : v) {
+      std::snprintf(buf, sizeof buf, "%08x", bits(f));
+      hex.push_back(buf);
+    }
+    lines.push_back({key, hex});
+  }
+  void add(const std::string& key, double d) {
+    uint64_t u;
+    std::memcpy(&u, &d, 8);
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(u));
+    lines.push_back({key, {buf}});
+  }
+  std::string text() const {
+    std::string out;
+    for (const auto& [k, vals] : lines) {
+      out += k;
+      for (const auto& v : vals) out += " " + v;
+      out += "\n";
+    }
+    return out;
+  }
+};
+
+// The dense models' outputs, as GoldenRecords.
+GoldenRecords dense_golden_records() {
+  GoldenRecords r;
+  std::vector<DenseCase> cases(std::begin(kDenseCases), std::end(kDenseCases));
+  cases.push_back({"deep", {9, 16, 12, 8, 5}, DenseLoss::SoftmaxCrossEntropy, "mlp", true, 5});
+  on_worker_thread([&] {
+    ExecContext ctx;
+    for (const auto& c : cases) {
+      const std::string tag = c.label;
+      auto model = make_dense(c.layers, c.loss);
+      std::vector<float> init;
+      model->init_params(5, init);
+      r.add(tag + ".init", init);
+
+      HostDataset host = small_data(c, 50, 7);
+      DeviceDataset data = upload(host);
+      auto ids = random_ids(16, host.n, 3);
+      ids.push_back(ids[0]);
+      auto w = test_params(*model, 11);
+      double loss = 0;
+      auto g = model_grad(*model, ctx, w, &data, ids, {}, &loss);
+      r.add(tag + ".loss", loss);
+      r.add(tag + ".grad", g);
+
+      std::vector<std::vector<float>> ws;
+      std::vector<std::vector<int32_t>> bids;
+      for (size_t i = 0; i < 3; ++i) {
+        ws.push_back(test_params(*model, 40 + i));
+        bids.push_back(random_ids(7, host.n, uint32_t(60 + i)));
+      }
+      std::vector<double> losses;
+      auto grads = batch_grads(*model, ctx, &data, ws, bids, losses);
+      for (size_t i = 0; i < 3; ++i) {
+        r.add(tag + ".batch" + std::to_string(i) + ".loss", losses[i]);
+        r.add(tag + ".batch" + std::to_string(i) + ".grad", grads[i]);
+      }
+
+      HostDataset big = small_data(c, 2500, 10);
+      DeviceDataset bdata = upload(big);
+      auto dw = to_device(test_params(*model, 14));
+      EvalSums s = model->evaluate(ctx, dw.data(), &bdata, 0, big.n);
+      r.add(tag + ".eval.loss_sum", s.loss_sum);
+      r.add(tag + ".eval.correct", s.correct);
+    }
+  });
+  return r;
+}
+
+TEST_F(DenseModel, OutputsAreBitIdenticalToTheSavedOnes) {
+  GoldenRecords now = dense_golden_records();
+  const std::string path = kGoldenDir + "/dense_kernels.txt";
+  if (std::getenv("ASGD_WRITE_GOLDEN")) {
+    std::ofstream(path) << "gemm " << std::string(kernels_gemm_core()) << "\n" << now.text();
+    GTEST_SKIP() << "wrote " << path;
+  }
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << path;
+  std::string first;
+  std::getline(in, first);
+  if (std::string(kernels_backend()) == "CUDA" || first != "gemm " + std::string(kernels_gemm_core()))
+    GTEST_SKIP() << path << " holds outputs of " << first << "; this build uses " << std::string(kernels_gemm_core());
+  std::stringstream rest;
+  rest << in.rdbuf();
+  const std::string want = rest.str(), got = now.text();
+  if (want == got) return;
+  std::stringstream a(want), b(got);
+  size_t line = 2;
+  for (std::string x, y; std::getline(a, x) && std::getline(b, y); ++line)
+    if (x != y) {
+      ADD_FAILURE() << path << ":" << line << " differs: want '" << x.substr(0, 120) << "...', got '"
+                    << y.substr(0, 120) << "...'";
+      return;
+    }
+  ADD_FAILURE() << path << ": a different number of records";
 }
 
 // ---- quadratic
@@ -1243,20 +1512,62 @@ TEST_F(DeviceArrayTest, UploadDownloadCopyFillResize) {
   EXPECT_EQ(ids.to_host(), std::vector<int32_t>(5, 7));
 }
 
-TEST_F(ExecContextTest, ScratchSlotsAreIndependentAndSurviveGrowthOfOthers) {
+// Every live buffer of a workspace is its own memory, whatever was taken before or after
+// (a block added for a large buffer leaves earlier buffers where they are); a frame gives
+// back what was taken in it; and once warm, the same sequence of takes reuses the same
+// memory without allocating.
+TEST_F(ExecContextTest, WorkspaceBuffersAreDisjointAndGoBackWithTheirFrame) {
   ExecContext ctx;
-  auto v = random_vec(100, 41);
+  Workspace& ws = ctx.workspace();
+  EXPECT_THROW(ws.take<float>("outside", 10), std::logic_error);
+  auto v = random_vec(1000, 41);
   auto dv = to_device(v);
-  float* s0 = ctx.scratch(0, 100);
-  ops::copy(ctx, s0, dv.data(), 100);
-  float* s7 = ctx.scratch(7, 1 << 16);  // grows the slot table
-  ops::scale(ctx, s7, 0.0f, 1 << 16);
-  EXPECT_EQ(ctx.scratch(0, 100), s0) << "same slot, same size: same memory";
-  DeviceArray<float> back(100);
-  ops::copy(ctx, back.data(), s0, 100);
-  ctx.synchronize();
-  EXPECT_EQ(back.to_host(), v);
-  EXPECT_THROW(ctx.scratch(-1, 1), std::runtime_error);
+  auto job = [&](std::vector<const void*>& where) {
+    Workspace::Frame outer(ws);
+    float* a = ws.take<float>("a", 1000);
+    ops::copy(ctx, a, dv.data(), 1000);
+    int32_t* b = ws.take<int32_t>("b", 7, 3);
+    double* h = ws.take_host<double>("h", 5);
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(h[i], 0.0) << "host buffers start zeroed";
+    where = {a, b, h};
+    {
+      Workspace::Frame inner(ws);
+      float* big = ws.take<float>("big", size_t(3) << 20, 0);  // 12 MiB: past the first block
+      ops::scale(ctx, big, 0.0f, size_t(3) << 20);
+      float* small = ws.take<float>("small", 3, 1);
+      where.push_back(big);
+      where.push_back(small);
+      auto live = ws.live();
+      ASSERT_EQ(live.size(), 5u);
+      EXPECT_STREQ(live[0].name, "a");
+      EXPECT_EQ(live[1].index, 3);
+      EXPECT_TRUE(live[2].host);
+      for (size_t x = 0; x < live.size(); ++x)
+        for (size_t y = x + 1; y < live.size(); ++y) {
+          if (live[x].host != live[y].host) continue;
+          auto lo = [](const Workspace::Buffer& z) { return static_cast<const char*>(z.data); };
+          EXPECT_TRUE(lo(live[x]) + live[x].bytes <= lo(live[y]) || lo(live[y]) + live[y].bytes <= lo(live[x]))
+              << live[x].name << " and " << live[y].name << " overlap";
+        }
+      EXPECT_EQ(ws.depth(), 2u);
+    }
+    EXPECT_EQ(ws.live().size(), 3u) << "the inner frame's buffers went back";
+    DeviceArray<float> back(1000);
+    ops::copy(ctx, back.data(), a, 1000);
+    ctx.synchronize();
+    EXPECT_EQ(back.to_host(), v) << "a buffer kept its contents while others were taken";
+  };
+  std::vector<const void*> first, second, third;
+  job(first);
+  EXPECT_EQ(ws.depth(), 0u);
+  EXPECT_TRUE(ws.live().empty());
+  const size_t reserved = ws.reserved_bytes();
+  EXPECT_GE(reserved, (size_t(3) << 22) + 4000);
+  job(second);
+  job(third);
+  EXPECT_EQ(ws.reserved_bytes(), reserved) << "a warm job allocates nothing";
+  EXPECT_EQ(second, third) << "a warm job reuses the same memory";
+
   std::vector<int32_t> ids = {3, 1, 2};
   const int32_t* staged = ctx.stage_ids(ids.data(), ids.size());
   ASSERT_NE(staged, nullptr);

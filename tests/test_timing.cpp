@@ -4,7 +4,12 @@
 // engine), bad timing input is rejected, and everything stays byte-deterministic.
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include "kernels/buffer.h"
+#include "kernels/exec.h"
+#include "kernels/model.h"
 #include "kernels/ops_ref.h"
+#include "experiments/run_parts.h"
+#include "sim/sample_stream.h"
 #include "test_helpers.h"
 
 using nlohmann::json;
@@ -94,6 +99,56 @@ TEST(Network, SixteenBitTransfersRoundLikeTheFormat) {
     }
     EXPECT_GT(max_gap, 1e-5) << precision << ": rounding should change the trajectory";
   }
+}
+
+// The worker's 16-bit copy of the parameters lives in its job's workspace beside the
+// model's own buffers (activations, deltas), which grow with the depth: 40 hidden layers
+// must not overwrite it. By hand: one async worker computes each gradient at the rounded
+// current parameters, on the next batch of the sample stream, and the server applies it
+// rounded; the run's train_loss must follow.
+TEST(Network, SixteenBitCopyOfADeepModelsParametersIsNotOverwritten) {
+  const float lr = 0.05f;
+  const size_t batch = 32, updates = 6;
+  json c = {{"name", "deep16"},
+            {"seed", 1},
+            {"model", {{"type", "mlp"}, {"hidden", std::vector<int>(40, 16)}}},
+            {"data", {{"type", "synthetic"}, {"classes", 4}, {"features", 6}, {"train_samples", 256}, {"test_samples", 64}}},
+            {"train", {{"batch_size", batch}, {"lr", lr}}},
+            {"stop", {{"updates", updates}}},
+            {"eval", {{"every", 1}, {"unit", "updates"}, {"train_samples", 0}}},
+            {"cluster", {{"workers", 1}, {"network", {{"precision", "fp16"}}}}},
+            {"engines", json::array({json{{"type", "async"}}})}};
+  Metrics m = read_metrics(run_config(c, temp_dir("deep16")) + "/async-seed1/metrics.csv");
+  auto got = m.column("train_loss");
+  ASSERT_EQ(got.size(), updates + 1);
+
+  // The run's data and model, built as the run built them.
+  const json resolved = resolve_experiment(c, "test", ".").runs.front().config;
+  auto data = load_data(resolved, ".");
+  const DeviceDataset& train = data->train;
+  auto model = build_model(resolved["model"], *data);
+  ASSERT_EQ(model->num_params(), 6u * 16 + 16 + 39u * (16 * 16 + 16) + 16 * 4 + 4);
+  std::vector<float> w;
+  model->init_params(1, w);
+  SampleStream stream(train.n, 1);
+  ExecContext ctx;
+  DeviceArray<float> dw, g(w.size());
+  double max_change = 0;
+  for (size_t t = 0; t <= updates; ++t) {
+    dw.upload(w);
+    EvalSums s = model->evaluate(ctx, dw.data(), &train, 0, train.n);
+    EXPECT_NEAR(got[t], s.loss_sum / double(s.count), 1e-6 * s.loss_sum / double(s.count)) << "after update " << t;
+    max_change = std::max(max_change, std::fabs(got[t] - got[0]));
+    std::vector<int32_t> ids;
+    stream.next(batch, ids);
+    std::vector<float> rounded = w;
+    for (float& v : rounded) v = ops_ref::round_fp16(v);
+    dw.upload(rounded);
+    model->loss_grad(ctx, dw.data(), &train, ids.data(), ids.size(), {}, g.data());
+    std::vector<float> gh = g.to_host();
+    for (size_t i = 0; i < w.size(); ++i) w[i] = w[i] - lr * ops_ref::round_fp16(gh[i]);
+  }
+  EXPECT_GT(max_change, 1e-4) << "degenerate test: the loss should move";
 }
 
 TEST(Stragglers, TransientAndWindowedSlowdownsStretchVirtualTime) {

@@ -50,7 +50,6 @@ struct ExecContext::Impl {
   };
   std::vector<TempBlock> temp;
 #endif
-  std::vector<DeviceArray<float>> scratch;
   DeviceArray<int32_t> ids;
   // Host staging for batched kernels (kept here: a warm batch reuses their storage).
   std::vector<int32_t> host_ids;
@@ -127,6 +126,92 @@ void for_each_index(ExecContext& ctx, size_t n, const F& f) {
 #endif
   thrust::for_each_n(policy(ctx), thrust::counting_iterator<size_t>(0), n, f);
 }
+
+// Calls f(r, c) for every r in [0, rows), c in [0, cols). On CUDA one thread per element;
+// on the CPU row by row, the inner loop over c, so that what depends on r alone is worked
+// out once per row and the inner loop vectorises where f allows. f must not depend on
+// the order of the calls (elements are independent).
+template <class F>
+struct Rows2d {  // CPU: one row per call
+  F f;
+  size_t cols;
+  void operator()(size_t r) const {
+    for (size_t c = 0; c < cols; ++c) f(r, c);
+  }
+};
+template <class F>
+struct Elements2d {  // CUDA: one element per call
+  F f;
+  size_t cols;
+  ASGD_HD void operator()(size_t e) const { f(e / cols, e % cols); }
+};
+template <class F>
+void for_each_2d(ExecContext& ctx, size_t rows, size_t cols, const F& f) {
+  if (rows == 0 || cols == 0) return;
+#if defined(ASGD_BACKEND_CUDA)
+  thrust::for_each_n(policy(ctx), thrust::counting_iterator<size_t>(0), rows * cols, Elements2d<F>{f, cols});
+#else
+  if (one_cpu_thread_here()) {
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t c = 0; c < cols; ++c) f(r, c);
+    return;
+  }
+  thrust::for_each_n(policy(ctx), thrust::counting_iterator<size_t>(0), rows, Rows2d<F>{f, cols});
+#endif
+}
+
+// Calls f(i, j, l) for every i < n0, j < n1, l < n2: on CUDA one thread per (i, j, l);
+// on the CPU three nested loops, so that what depends on i (or i, j) alone is worked out
+// once per i (or i, j): index arithmetic with divisions goes in the outer indices.
+template <class F>
+struct Rows3d {  // CPU: one i per call
+  F f;
+  size_t n1, n2;
+  void operator()(size_t i) const {
+    for (size_t j = 0; j < n1; ++j)
+      for (size_t l = 0; l < n2; ++l) f(i, j, l);
+  }
+};
+template <class F>
+struct Elements3d {  // CUDA: one (i, j, l) per call
+  F f;
+  size_t n1, n2;
+  ASGD_HD void operator()(size_t e) const { f(e / (n1 * n2), (e / n2) % n1, e % n2); }
+};
+template <class F>
+void for_each_3d(ExecContext& ctx, size_t n0, size_t n1, size_t n2, const F& f) {
+  if (n0 == 0 || n1 == 0 || n2 == 0) return;
+#if defined(ASGD_BACKEND_CUDA)
+  thrust::for_each_n(policy(ctx), thrust::counting_iterator<size_t>(0), n0 * n1 * n2, Elements3d<F>{f, n1, n2});
+#else
+  if (one_cpu_thread_here()) {
+    for (size_t i = 0; i < n0; ++i)
+      for (size_t j = 0; j < n1; ++j)
+        for (size_t l = 0; l < n2; ++l) f(i, j, l);
+    return;
+  }
+  thrust::for_each_n(policy(ctx), thrust::counting_iterator<size_t>(0), n0, Rows3d<F>{f, n1, n2});
+#endif
+}
+
+// Request i's array in a batch of k (Model::loss_grad_batch): table[i] + offset, or, for a
+// single request, single + offset (no table to stage). table is backend memory.
+struct PerRequest {
+  float* const* table;
+  float* single;
+  size_t offset;
+  ASGD_HD float* at(size_t i) const { return (table ? table[i] : single) + offset; }
+};
+
+// For i < k: out.at(i)[c] = sum over r < R of x[(i R + r) n + c], each column summed in row
+// order. CPU: row by row (vectorised across columns). CUDA: one thread per column for
+// up to kSequentialColumnRows rows (the CPU's bits); longer columns (a convolution's
+// outputs) in chunks of rows, the chunks' sums then added in order (deterministic).
+constexpr size_t kSequentialColumnRows = 2048;
+void column_sums(ExecContext& ctx, const float* x, size_t R, size_t n, size_t k, const PerRequest& out);
+// out[i] = sum of x[i m .. (i+1) m) in double, for i < k (host array out). CPU: ops::sum's
+// order; CUDA: ops::sum for k = 1, else one thread per request and one copy back.
+void request_sums(ExecContext& ctx, const float* x, size_t m, size_t k, double* out);
 
 // C (M x N) = alpha * op(A) (M x K) * op(B) (K x N) + beta * C, all row-major.
 void gemm(ExecContext& ctx, bool trans_a, bool trans_b, int M, int N, int K, float alpha,

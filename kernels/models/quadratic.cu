@@ -80,7 +80,8 @@ class Quadratic final : public Model {
 
  private:
   double loss(ExecContext& ctx, const float* w) const {
-    float* terms = ctx.scratch(0, dim_);
+    Workspace::Frame frame(ctx.workspace());
+    float* terms = ctx.workspace().take<float>("quadratic loss terms", dim_);
     detail::for_each_index(ctx, dim_, QuadraticTerm{w, h_.data(), terms});
     return ops::sum(ctx, terms, dim_);
   }

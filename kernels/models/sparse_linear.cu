@@ -18,6 +18,7 @@
 #include "kernels/detail/backend.h"
 #include "kernels/layers/loss.h"
 #include "kernels/model.h"
+#include "kernels/workspace.h"
 #include "kernels/ops.h"
 #include "kernels/sparse_batch.h"
 
@@ -68,8 +69,8 @@ struct SparseGradient {
 
 constexpr size_t kEvalChunk = 1024;  // rows per forward pass during evaluation
 
-// Every buffer of a pass, taken here only: the scratch slots that a typed per-job
-// workspace (issue #20) replaces by named buffers.
+// Every buffer of a pass, taken here only, from the job's workspace (the caller holds a
+// frame open while they are in use).
 struct Buffers {
   float* z;            // (rows, k) logits
   float* dz;           // (rows, k) d loss / d z, training only
@@ -77,12 +78,12 @@ struct Buffers {
   float* row_correct;  // (rows), evaluation only
 };
 Buffers take_buffers(ExecContext& ctx, size_t rows, size_t k, bool training) {
-  enum Slot { kLogits, kRowLoss, kDelta, kRowCorrect };
+  Workspace& space = ctx.workspace();
   Buffers b;
-  b.z = ctx.scratch(kLogits, rows * k);
-  b.row_loss = ctx.scratch(kRowLoss, rows);
-  b.dz = training ? ctx.scratch(kDelta, rows * k) : nullptr;
-  b.row_correct = training ? nullptr : ctx.scratch(kRowCorrect, rows);
+  b.z = space.take<float>("sparse logits", rows * k);
+  b.row_loss = space.take<float>("sparse row losses", rows);
+  b.dz = training ? space.take<float>("sparse logit gradients", rows * k) : nullptr;
+  b.row_correct = training ? nullptr : space.take<float>("sparse row hits", rows);
   return b;
 }
 
@@ -152,6 +153,7 @@ class SparseLinear final : public Model {
     const int32_t* sample = seg + u + 1;
     const int32_t* offset = sample + entries;
 
+    Workspace::Frame frame(ctx.workspace());
     const Buffers buf = take_buffers(ctx, m, k_, /*training=*/true);
     const size_t b_off = features_ * k_;
     detail::for_each_index(ctx, m * k_, SparseLogits{data->row_ptr.data(), data->col.data(), data->val.data(), ids,
@@ -169,6 +171,7 @@ class SparseLinear final : public Model {
     EvalSums sums;
     for (size_t r0 = begin; r0 < end; r0 += kEvalChunk) {
       const size_t m = std::min(kEvalChunk, end - r0);
+      Workspace::Frame frame(ctx.workspace());
       const Buffers buf = take_buffers(ctx, m, k_, /*training=*/false);
       detail::for_each_index(ctx, m * k_, SparseLogits{data->row_ptr.data(), data->col.data(), data->val.data(),
                                                        nullptr, r0, w, features_ * k_, k_, buf.z});

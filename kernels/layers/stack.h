@@ -1,0 +1,82 @@
+// kernels/layers/stack.h — LayerStack: layers in order, each one's output the next one's
+// input, over one flat parameter vector (each layer's slice in order). It sets up a
+// pass's buffers in the job's workspace, then runs forward and backward. Where a layer
+// may run in place (an activation right after a layer whose backward does not read its
+// output) it writes over its input. StackPass runs one pass. The models
+// (kernels/models/sequential.cu) and the layer tests use them. Plain C++.
+#pragma once
+#include <memory>
+#include <optional>
+#include <vector>
+#include "kernels/layers/layer.h"
+
+namespace asgd::layers {
+
+class LayerStack {
+ public:
+  // Throws std::invalid_argument when one layer's output shape is not the next one's input.
+  explicit LayerStack(std::vector<std::unique_ptr<Layer>> layers);
+  const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+  Shape in_shape() const { return layers_.front()->in_shape(); }
+  Shape out_shape() const { return layers_.back()->out_shape(); }
+  size_t num_params() const { return num_params_; }
+  // Parameterised layer j (in order) draws from Rng (seed, Init, j, 0) with gain 2 when a
+  // ReLU follows it (views skipped), else 1. w: host, resized to num_params().
+  void init_params(uint64_t seed, std::vector<float>& w) const;
+  // GEMM multiply-adds x 2 of one sample's forward and backward pass; the gradient with
+  // respect to the stack's input is not computed, so not counted.
+  double flops_per_sample() const;
+  // Floats of workspace one sample's pass takes (activations, gradients, layers' own).
+  size_t floats_per_sample(bool training) const;
+
+  // A pass's buffers: each layer's LayerIO, the top's output and (training) the gradient
+  // with respect to it, which the caller writes before backward.
+  struct Bound {
+    LayerIO* io = nullptr;
+    const float* output = nullptr;
+    float* d_output = nullptr;
+    float* d_input = nullptr;
+  };
+  // Takes the pass's buffers from ws (in the caller's frame) and registers the layers'
+  // pointer tables in p.tables (k > 1: the caller stages them before forward). input
+  // (rows, in size) is only read. d_input: where backward writes d loss / d input (null:
+  // not computed). p.training() decides whether gradient buffers are taken.
+  Bound bind(Workspace& ws, const Pass& p, const float* input, float* d_input) const;
+  void forward(ExecContext& ctx, const Pass& p, const Bound& b) const;
+  // From b.d_output down: every layer's parameter gradient into p.g, and d_input.
+  void backward(ExecContext& ctx, const Pass& p, const Bound& b) const;
+
+ private:
+  std::vector<std::unique_ptr<Layer>> layers_;
+  size_t num_params_ = 0;
+};
+
+// One pass of a stack over k requests of m samples, in buffers of the caller's open
+// workspace frame: the Pass (with its pointer tables staged in one copy when k > 1) and
+// the bound buffers. forward(); then, training, the caller writes d_output() and calls
+// backward().
+class StackPass {
+ public:
+  // w: host array of k parameter vectors; g: of k gradient vectors (written by
+  // backward), or null for a forward-only pass; input (k m, in size) is only read;
+  // d_input: where backward writes d loss / d input (null: not computed).
+  StackPass(ExecContext& ctx, const LayerStack& stack, size_t k, size_t m, const float* const* w, float* const* g,
+            const float* input, float* d_input);
+  StackPass(const StackPass&) = delete;
+  StackPass& operator=(const StackPass&) = delete;
+  const Pass& pass() const { return p_; }
+  const float* output() const { return b_.output; }  // (k m, out size)
+  const LayerIO& io(size_t layer) const { return b_.io[layer]; }
+  float* d_output() const { return b_.d_output; }    // (k m, out size), training
+  void forward() { stack_.forward(ctx_, p_, b_); }
+  void backward() { stack_.backward(ctx_, p_, b_); }
+
+ private:
+  ExecContext& ctx_;
+  const LayerStack& stack_;
+  Pass p_;
+  std::optional<PointerTables> tables_;
+  LayerStack::Bound b_;
+};
+
+}  // namespace asgd::layers
