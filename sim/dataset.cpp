@@ -54,6 +54,7 @@ std::string first_existing(const std::string& dir, const std::string& stem) {
 
 HostDataset from_idx(const std::string& images_path, const std::string& labels_path, size_t limit) {
   IdxImages img = read_idx_images(images_path);
+  if (img.count == 0) throw DataError(images_path + ": holds no images (its header says 0): nothing to train or test on");
   std::vector<uint8_t> labels = read_idx_labels(labels_path);
   if (labels.size() != img.count)
     throw DataError(images_path + " holds " + std::to_string(img.count) + " images but " + labels_path +
