@@ -111,7 +111,10 @@ TEST(ConfigCli, MissingDataFolderIsInvalidInput) {
   CommandResult r = run_cli("run " + dir + "/c.json --quiet --out " + dir + "/out");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("nowhere"), std::string::npos) << r.output;
-  EXPECT_FALSE(fs::exists(dir + "/out/tiny/async-seed1/summary.json"));
+  // the run is marked failed, with the error; never completed
+  json summary = json::parse(read_file(dir + "/out/tiny/async-seed1/summary.json"));
+  EXPECT_EQ(summary["status"], "failed") << summary.dump(2);
+  EXPECT_NE(summary.value("error", "").find("nowhere"), std::string::npos) << summary.dump(2);
 }
 
 TEST(ConfigCli, SweepTimesRepeatsTimesEnginesMakesEveryRunOnce) {
@@ -378,7 +381,8 @@ TEST(Jobs, AFailingRunNamesItsRunId) {
   EXPECT_NE(r.output.find("nowhere"), std::string::npos) << r.output;
   std::string index = read_file(dir + "/out/tiny/index.csv");
   EXPECT_EQ(std::count(index.begin(), index.end(), '\n'), 5) << index;
-  EXPECT_FALSE(fs::exists(dir + "/out/tiny/" + bad_id + "/summary.json"));
+  EXPECT_EQ(json::parse(read_file(dir + "/out/tiny/" + bad_id + "/summary.json"))["status"], "failed");
+  EXPECT_NE(index.find(",failed,"), std::string::npos) << index;
   EXPECT_NE(index.find(bad_id + ",async,\"{\"\"path\"\":"), std::string::npos) << index;  // a swept object, quoted
   std::regex completed(",completed,");
   EXPECT_EQ(std::distance(std::sregex_iterator(index.begin(), index.end(), completed), std::sregex_iterator()), 2)
