@@ -143,8 +143,12 @@ def write_html(path, experiment, table, figures, status_counts, targets):
              f"{len(experiment.runs)} runs; "
              + html.escape(", ".join(f"{n} {s}" for s, n in status_counts.items()))
              + ".</p>",
-             f"<p>Targets: {html.escape(targets_sentence(targets))}.</p>",
-             "<h2>Final metrics per group</h2>",
+             f"<p>Targets: {html.escape(targets_sentence(targets))}.</p>"]
+    problems = problem_lines(experiment)
+    if problems:
+        parts += ["<h2>Runs with problems</h2>", f"<p>{html.escape(PROBLEMS_NOTE)}</p><ul>"]
+        parts += [f"<li>{html.escape(line)}</li>" for line in problems] + ["</ul>"]
+    parts += ["<h2>Final metrics per group</h2>",
              "<p>Mean \u00b1 sample std over the group's completed runs (other runs are "
              "counted, not averaged). Time to target: first evaluation point at which the "
              "target is reached.</p>",
@@ -168,8 +172,11 @@ def write_markdown(path, experiment, table, figure_files, status_counts, targets
     lines = [f"# {experiment.name}", "",
              f"Experiment folder: `{experiment.folder}`. {len(experiment.runs)} runs; "
              + ", ".join(f"{n} {s}" for s, n in status_counts.items()) + ".", "",
-             f"Targets: {targets_sentence(targets)}.", "",
-             "## Final metrics per group", "",
+             f"Targets: {targets_sentence(targets)}.", ""]
+    problems = problem_lines(experiment)
+    if problems:
+        lines += ["## Runs with problems", "", PROBLEMS_NOTE, ""] + [f"- {p}" for p in problems] + [""]
+    lines += ["## Final metrics per group", "",
              "Mean \u00b1 sample std over the group's completed runs.", "",
              markdown_table(headings, rows), ""]
     for name, relative in figure_files:
@@ -178,6 +185,19 @@ def write_markdown(path, experiment, table, figure_files, status_counts, targets
     lines += ["## Experiment config (resolved)", "", "```json",
               config_text(experiment.config), "```", ""]
     path.write_text("\n".join(lines), encoding="utf-8")
+
+
+def problem_lines(experiment):
+    """'run_id: what could not be read' for every run with a problem (rundata.Run.problems)."""
+    lines = []
+    for run in experiment.runs:
+        for problem in run.problems:
+            lines.append(f"{run.run_id}: {problem}")
+    return lines
+
+
+PROBLEMS_NOTE = ("These runs are counted by their status but their unreadable files are left "
+                 "out: a run without readable metrics has no curve and no time to target.")
 
 
 def config_text(config):
