@@ -218,17 +218,18 @@ json summary_json(const RunSpec& run, const RunOutcome& outcome, const MetricsRo
   };
 }
 
-json failed_summary_json(const RunSpec& run, const std::string& error) {
-  return {{"status", "failed"},
-          {"note", "the run failed: " + error},
-          {"error", error},
-          {"run_id", run.run_id},
-          {"engine", run.engine},
-          {"seed", run.seed},
-          {"sweep", run.sweep_values},
-          {"final", {{"train_loss", nullptr}, {"test_loss", nullptr}, {"test_accuracy", nullptr}}},
-          {"time", nullptr},
-          {"updates", nullptr}};
+json ended_summary_json(const RunSpec& run, const std::string& status, const std::string& why) {
+  json s = {{"status", status},
+            {"note", status == "failed" ? "the run failed: " + why : why},
+            {"run_id", run.run_id},
+            {"engine", run.engine},
+            {"seed", run.seed},
+            {"sweep", run.sweep_values},
+            {"final", {{"train_loss", nullptr}, {"test_loss", nullptr}, {"test_accuracy", nullptr}}},
+            {"time", nullptr},
+            {"updates", nullptr}};
+  if (status == "failed") s["error"] = why;
+  return s;
 }
 
 const std::vector<std::string>& run_result_files() {

@@ -50,9 +50,10 @@ void write_run_results(const std::string& dir, const Recorder& recorder, const R
 json summary_json(const RunSpec& run, const RunOutcome& outcome, const MetricsRow& last, const json& engine_config,
                   const std::string& note, double wall_seconds);
 
-// The summary.json of a run that failed (an exception ended it): status "failed" and the
-// error, so that the folder is marked (index.csv says failed) and a resume re-runs it.
-json failed_summary_json(const RunSpec& run, const std::string& error);
+// The summary.json of a run that ended without results: status "failed" (an exception
+// ended it; "error" says what) or "interrupted" (before its simulation started), so that
+// the folder is marked (index.csv says so) and a resume re-runs it.
+json ended_summary_json(const RunSpec& run, const std::string& status, const std::string& why);
 
 // The files a run folder's results consist of, summary.json first (removed first, so
 // that the folder never looks complete while they are replaced).

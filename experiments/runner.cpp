@@ -306,20 +306,24 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   }
 }
 
-// Writes a failed run's summary.json (status failed, the error), so that its folder is
-// marked: index.csv says failed and a resume re-runs it. Best effort: when the error was
-// that nothing can be written there (a full disk), this cannot be written either.
-void mark_failed(const RunSpec& run, const std::string& dir, const std::exception_ptr& error) {
-  std::string what = "unknown error";
+std::string error_text(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
   } catch (const std::exception& e) {
-    what = e.what();
+    return e.what();
   } catch (...) {
   }
+  return "unknown error";
+}
+
+// Writes the summary.json of a run that ended without results (status "failed" or
+// "interrupted", and why), so that its folder is marked: index.csv says so and a resume
+// re-runs it. Best effort: when the error was that nothing can be written there (a full
+// disk), this cannot be written either.
+void mark_ended(const RunSpec& run, const std::string& dir, const std::string& status, const std::string& why) {
   try {
     if (::access((dir + "/config.json").c_str(), F_OK) == 0)
-      write_file_atomic(dir + "/summary.json", failed_summary_json(run, what).dump(2) + "\n");
+      write_file_atomic(dir + "/summary.json", ended_summary_json(run, status, why).dump(2) + "\n");
   } catch (...) {
   }
 }
@@ -410,11 +414,15 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
                                               /*caller_computes=*/true);
         lane.pool = pool.get();
         status[k] = make_run(exp, k, exp_dir + "/" + exp.runs[k].run_id, opts, lane, cache, console);
+      } catch (const Interrupted& e) {  // before its simulation started: marked, not an error
+        status[k] = "interrupted";
+        console.progress(index, "");
+        mark_ended(exp.runs[k], exp_dir + "/" + exp.runs[k].run_id, "interrupted", e.what());
       } catch (...) {
         errors[k] = std::current_exception();
         failed.store(true);
         console.progress(index, "");
-        mark_failed(exp.runs[k], exp_dir + "/" + exp.runs[k].run_id, errors[k]);
+        mark_ended(exp.runs[k], exp_dir + "/" + exp.runs[k].run_id, "failed", error_text(errors[k]));
       }
     }
   };

@@ -3,13 +3,17 @@
 #include <cmath>
 #include <sys/stat.h>
 #include "kernels/rng.h"
+#include "sim/interrupt.h"
 
 namespace asgd {
 namespace {
 
 void fill_normal(std::vector<float>& v, uint64_t seed, uint32_t stream) {
   Rng rng(seed, RngPurpose::Data, stream, 0);
-  for (auto& x : v) x = float(rng.normal());
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i % (size_t(1) << 20) == 0) throw_if_interrupted("making synthetic data");
+    v[i] = float(rng.normal());
+  }
 }
 
 HostDataset synthetic_part(const SyntheticSpec& s, const std::vector<float>& teacher, size_t n,
@@ -25,6 +29,7 @@ HostDataset synthetic_part(const SyntheticSpec& s, const std::vector<float>& tea
   int outputs = s.classification ? s.classes : 1;
   std::vector<double> logits(outputs);
   for (size_t i = 0; i < n; ++i) {
+    if (i % 4096 == 0) throw_if_interrupted("making synthetic data");
     for (int k = 0; k < outputs; ++k) {
       double z = 0;
       for (size_t j = 0; j < s.features; ++j) z += double(d.x[i * s.features + j]) * teacher[j * outputs + k];

@@ -6,6 +6,7 @@
 #include <limits>
 #include <sstream>
 #include <stdexcept>
+#include "sim/interrupt.h"
 #include "sim/time.h"
 
 namespace asgd {
@@ -113,6 +114,7 @@ std::vector<double> read_trace_file(const std::string& path) {
   std::vector<double> values;
   std::string line;
   for (int lineno = 1; read_bounded_line(in, line, path, lineno); ++lineno) {
+    if (lineno % 65536 == 0) throw_if_interrupted("reading " + path);
     size_t b = line.find_first_not_of(" \t\r");
     if (b == std::string::npos || line[b] == '#') continue;
     size_t e = line.find_last_not_of(" \t\r,");

@@ -1,6 +1,7 @@
 // sim/idx_reader.cpp — gzip via zlib (gzread also reads plain files unchanged).
 #include "sim/idx_reader.h"
 #include <zlib.h>
+#include "sim/interrupt.h"
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -31,6 +32,7 @@ std::vector<uint8_t> read_idx(const std::string& path, size_t header_bytes,
   auto read_up_to = [&](uint64_t want) {  // appends up to `want` bytes; fewer at the end
     uint8_t buf[1 << 16];
     while (want > 0) {
+      throw_if_interrupted("reading " + path);
       int n = gzread(f, buf, unsigned(std::min<uint64_t>(want, sizeof(buf))));
       if (n < 0) {
         int err = 0;
