@@ -83,6 +83,12 @@ const SectionInfo& section(const std::string& name) {
 std::string sanitize(const std::string& s);  // a run-id label: characters outside [A-Za-z0-9._=-] become _
 std::string value_text(const json& v);
 
+std::string whole(double v) {  // a count for messages: 60000, not 60000.0
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.0f", v);
+  return text;
+}
+
 // A run id is a folder name: at most this long (file systems allow 255 bytes).
 constexpr size_t kMaxRunIdBytes = 200;
 
@@ -682,7 +688,7 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
     for (const auto& [k, vals] : sweep) product += " x " + std::to_string(vals.size()) + " " + k;
     product += " x " + std::to_string(repeats) + " repeat(s)";
     v.error(user.contains("repeats") && repeats > 1 ? "repeats" : sweep.empty() ? "engines" : "sweep",
-            "the config makes " + brief(run_count) + " runs (" + product + "), more than " + brief(kMaxRuns) +
+            "the config makes " + whole(run_count) + " runs (" + product + "), more than " + whole(kMaxRuns) +
                 ": split it into several configs");
     v.throw_if_failed(source);
   }

@@ -3,6 +3,8 @@
 // them (sim/, engines/, kernels/), rounded up for allocator and container overhead; the
 // per-worker and per-row constants were measured (docs/reliability.md).
 #include "experiments/resources.h"
+#include "experiments/runner.h"
+#include "sim/settings.h"
 #include <sys/resource.h>
 #include <unistd.h>
 #include <algorithm>
@@ -101,9 +103,9 @@ double mean_speed_factor(const json& cluster) {
 }  // namespace
 
 double model_param_count(const json& c) {
-  const json& model = c.value("model", json::object());
+  const json& model = c["model"];
   if (text(model, "type") == "quadratic") return num(model, "dim");
-  std::vector<double> layers = dense_layers(model, data_shape(c.value("data", json::object())));
+  std::vector<double> layers = dense_layers(model, data_shape(c["data"]));
   double p = 0;
   for (size_t l = 1; l < layers.size(); ++l) p += (layers[l - 1] + 1) * layers[l];
   return p;
@@ -111,24 +113,22 @@ double model_param_count(const json& c) {
 
 RunScale estimate_run_scale(const json& c, const Distribution& compute) {
   RunScale s;
-  const json& cluster = c.value("cluster", json::object());
-  const json& train = c.value("train", json::object());
-  const json& stop = c.value("stop", json::object());
-  const json& engine = c.value("engine", json::object());
-  const json& net = cluster.value("network", json::object());
-  const double workers = std::max(1.0, num(cluster, "workers", 1));
-  const double global = num(train, "global_batch");
-  const double batch = std::max(1.0, global > 0 ? std::floor(global / workers) : num(train, "batch_size", 1));
-  const double samples = std::max(1.0, data_shape(c.value("data", json::object())).train);
+  const RunSettings rs = settings_from_config(c);  // workers, batch, stop limits, network as the run reads them
+  const json& cluster = c["cluster"];
+  const json& engine = c["engine"];
+  const double workers = std::max(1, rs.workers);
+  const double batch = std::max<double>(1, double(rs.batch_size));
+  const double samples = std::max(1.0, data_shape(c["data"]).train);
+  const double stop_time = rs.stop_time == kNever ? 0 : sim_to_seconds(rs.stop_time);
 
   // A step: compute (mean draw x mean slowdown, x the transient stragglers' mean factor),
   // then a pull and a push of the parameters.
-  const json& st = cluster.value("stragglers", json::object());
+  const json& st = cluster["stragglers"];
   double straggle = 1 + num(st, "probability") * (num(st, "factor", 1) - 1);
   double step = compute.mean() * mean_speed_factor(cluster) * straggle;
-  double bandwidth = num(net, "bandwidth");
-  if (bandwidth > 0) step += 2 * model_param_count(c) * kFloat / std::max(1.0, num(net, "shards", 1)) / bandwidth;
-  step += 2 * num(net, "latency");
+  if (rs.network.bandwidth > 0)
+    step += 2 * model_param_count(c) * rs.network.bytes_per_value / std::max(1, rs.network.shards) / rs.network.bandwidth;
+  step += 2 * rs.network.latency;
   s.step_seconds = std::isfinite(step) ? step : kInf;
 
   // Gradients per update, at most: one (async, ssp), a round of every worker (sync
@@ -140,31 +140,26 @@ RunScale estimate_run_scale(const json& c, const Distribution& compute) {
   if (type == "easgd") per_update = workers * std::max(1.0, num(engine, "period", 1));
 
   double g = kInf;
-  if (num(stop, "gradients") > 0) g = std::min(g, num(stop, "gradients"));
-  if (num(stop, "updates") > 0) g = std::min(g, num(stop, "updates") * per_update + workers);
-  if (num(stop, "epochs") > 0) g = std::min(g, std::ceil(num(stop, "epochs") * samples / batch) + workers);
+  if (rs.stop_gradients > 0) g = std::min(g, double(rs.stop_gradients));
+  if (rs.stop_updates > 0) g = std::min(g, double(rs.stop_updates) * per_update + workers);
+  if (rs.stop_epochs > 0) g = std::min(g, std::ceil(rs.stop_epochs * samples / batch) + workers);
   // A step under half a nanosecond rounds to 0 ns: virtual time would not advance.
-  if (num(stop, "time") > 0 && s.step_seconds >= 0.5e-9)
-    g = std::min(g, num(stop, "time") * workers / s.step_seconds + workers);
+  if (stop_time > 0 && s.step_seconds >= 0.5e-9) g = std::min(g, stop_time * workers / s.step_seconds + workers);
   s.gradients = g;
-  s.updates = num(stop, "updates") > 0 ? std::min(num(stop, "updates"), g) : g;
+  s.updates = rs.stop_updates > 0 ? std::min(double(rs.stop_updates), g) : g;
   s.epochs = g * batch / samples;
-  s.seconds = num(stop, "time") > 0 ? num(stop, "time") : std::isfinite(g) ? g * s.step_seconds / workers : kInf;
+  s.seconds = stop_time > 0 ? stop_time : std::isfinite(g) ? g * s.step_seconds / workers : kInf;
   return s;
 }
 
 MemoryEstimate estimate_run_memory(const json& c, const Distribution& compute) {
   MemoryEstimate m;
-  const json& cluster = c.value("cluster", json::object());
-  const json& train = c.value("train", json::object());
-  const json& model = c.value("model", json::object());
-  const json& engine = c.value("engine", json::object());
-  const json& stale = c.value("staleness", json::object());
-  const json& eval = c.value("eval", json::object());
-  const DataShape d = data_shape(c.value("data", json::object()));
-  const double workers = std::max(1.0, num(cluster, "workers", 1));
-  const double global = num(train, "global_batch");
-  const double batch = std::max(1.0, global > 0 ? std::floor(global / workers) : num(train, "batch_size", 1));
+  const RunSettings rs = settings_from_config(c);
+  const json& model = c["model"];
+  const json& engine = c["engine"];
+  const DataShape d = data_shape(c["data"]);
+  const double workers = std::max(1, rs.workers);
+  const double batch = std::max<double>(1, double(rs.batch_size));
   const double params = model_param_count(c);
   const double vec = params * kFloat;
   const RunScale scale = estimate_run_scale(c, compute);
@@ -180,13 +175,12 @@ MemoryEstimate estimate_run_memory(const json& c, const Distribution& compute) {
 
   // Parameter versions: the model of record, its momentum, and the history forced
   // staleness keeps (no more versions than there are updates).
-  double history = 0;
-  const std::string mode = text(stale, "mode");
-  if (mode == "fixed" || mode == "uniform") history = num(stale, "tau");
-  if (mode == "geometric") history = num(stale, "max") > 0 ? num(stale, "max") : std::ceil(10 * num(stale, "mean"));
-  history = std::min(history, scale.updates);
+  const double history = std::min(double(rs.staleness_tau), scale.updates);  // 0 unless forced
   add(model_key, "the model of record and its momentum (" + n(params) + " parameters)", 2 * vec);
-  add("staleness.tau", "the " + n(history) + " parameter versions forced staleness keeps", history * vec);
+  const std::string history_key = rs.staleness != StalenessMode::Geometric ? "staleness.tau"
+                                  : num(c["staleness"], "max") > 0         ? "staleness.max"
+                                                                            : "staleness.mean";
+  add(history_key, "the " + n(history) + " parameter versions forced staleness keeps", history * vec);
 
   // Per worker: a gradient in flight and the parameters it was computed on; replicas of
   // their own for local SGD and EASGD (EAMSGD: two more vectors); minibatch ids.
@@ -194,8 +188,9 @@ MemoryEstimate estimate_run_memory(const json& c, const Distribution& compute) {
   const std::string type = text(engine, "type");
   if (type == "local_sgd") copies += 2;
   if (type == "easgd") copies += num(engine, "delta") > 0 ? 4 : 2;
-  add("cluster.workers", n(workers) + " workers x " + n(copies) + " vectors of " + n(params) + " parameters",
-      workers * copies * vec);
+  // Named after the factor more out of the ordinary: the workers, or the model's size.
+  add(vec > workers * kWorkerBytes ? model_key : "cluster.workers",
+      n(workers) + " workers x " + n(copies) + " vectors of " + n(params) + " parameters", workers * copies * vec);
   add("cluster.workers", n(workers) + " workers' bookkeeping", workers * kWorkerBytes);
   add("train.batch_size", n(workers) + " workers x minibatches of " + n(batch) + " sample ids", workers * batch * 2 * 4);
 
@@ -210,20 +205,20 @@ MemoryEstimate estimate_run_memory(const json& c, const Distribution& compute) {
 
   // Data: inputs and labels as floats, on the host and in backend memory (the same RAM
   // on CPU backends), the raw file bytes while converting, and the sample order.
-  const std::string data_key = text(c.value("data", json::object()), "type") == "none" ? "data.samples" : "data";
+  const std::string data_key = text(c["data"], "type") == "none" ? "data.samples" : "data";
   add("data", n(d.train) + " + " + n(d.test) + " samples x " + n(d.in) + " features", 2 * d.stored_values * kFloat);
   add("data", "the raw data files", d.raw_bytes);
   add(data_key, "the sample order of " + n(d.train) + " samples", d.train * 4);
 
   // Metrics rows: the start, one per eval interval, the end. An interval in epochs is
   // checked after each update, so it gives at most one row per update.
-  const std::string unit = text(eval, "unit");
-  const double every = num(eval, "every", 1);
-  double span = unit == "time" ? scale.seconds : unit == "updates" ? scale.updates : scale.epochs;
+  const std::string unit = text(c["eval"], "unit");
+  const double every = rs.eval_every;
+  double span = rs.eval_unit == EvalUnit::Time ? scale.seconds : rs.eval_unit == EvalUnit::Updates ? scale.updates : scale.epochs;
   double rows = every > 0 ? span / every + 2 : kInf;
-  if (unit == "epochs") rows = std::min(rows, scale.updates + 2);
+  if (rs.eval_unit == EvalUnit::Epochs) rows = std::min(rows, scale.updates + 2);
   add("eval.every", n(rows) + " metrics rows (eval every " + n(every) + " " + unit + ")", rows * kRowBytes);
-  if (c.value("trace", false))
+  if (rs.trace)
     add("trace", n(scale.gradients) + " gradients' trace spans", scale.gradients * kSpansPerGradient * kSpanBytes);
 
   std::stable_sort(m.parts.begin(), m.parts.end(), [](const MemoryPart& a, const MemoryPart& b) { return a.bytes > b.bytes; });

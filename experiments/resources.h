@@ -18,6 +18,7 @@ namespace asgd {
 using nlohmann::json;
 
 // How far a run goes at most, from whichever stop limit binds first (+inf: unbounded).
+// The functions below take a run's resolved, validated config (RunSpec::config).
 struct RunScale {
   double gradients = 0, updates = 0, epochs = 0, seconds = 0;
   double step_seconds = 0;  // mean virtual duration of one worker step (compute + transfers)
