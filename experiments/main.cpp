@@ -364,11 +364,7 @@ int dispatch(int argc, char** argv, const MpiEnv& mpi) {
   if (ro.jobs < 1 || ro.jobs > kMaxThreads)
     throw UsageError("--jobs must be in 1.." + std::to_string(kMaxThreads) + ", got " + std::to_string(ro.jobs));
   if (ro.out_dir.empty()) throw UsageError("--out is empty: give the folder the experiment goes under");
-  if (cmd == "cluster" && (!mpi.active() || mpi.size() < 2))
-    throw UsageError("asgdsim cluster runs under MPI with one server and N workers: mpirun -np N+1 asgdsim cluster "
-                     "CONFIG (" + std::string(mpi.active() ? "this job has 1 rank" : "this process was not started by mpirun") +
-                     ")");
-  if (cmd == "cluster" && ro.wait) throw UsageError("--wait is for asgdsim run");
+
   if (vm.count("shard")) {
     if (cmd != "run") throw UsageError("--shard is for asgdsim run");
     if (mpi.size() > 1) throw UsageError("--shard and mpirun both split the runs: use one of them");
@@ -376,6 +372,11 @@ int dispatch(int argc, char** argv, const MpiEnv& mpi) {
   }
   if (cmd == "cluster" && (vm["threads"].as<int>() != 0 || ro.jobs != 1))
     throw UsageError("asgdsim cluster runs one process per worker: --threads and --jobs do not apply");
+  if (cmd == "cluster" && ro.wait) throw UsageError("--wait is for asgdsim run");
+  if (cmd == "cluster" && (!mpi.active() || mpi.size() < 2))
+    throw UsageError("asgdsim cluster runs under MPI with one server and N workers: mpirun -np N+1 asgdsim cluster "
+                     "CONFIG (" + std::string(mpi.active() ? "this job has 1 rank" : "this process was not started by mpirun") +
+                     ")");
   Experiment exp = load_experiment(vm["config"].as<std::string>(), sets);
   if (cmd == "validate") return cmd_validate(exp);
 

@@ -361,7 +361,8 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
     if (has_config && old_config != run.config && !opts.force)
       throw IoError(dir + " holds a run of a different config; pass --force to overwrite it, or choose another --out");
     if (has_config && has_summary && !opts.force && old_summary.is_object()) {
-      std::string status = old_summary.value("status", "");
+      const json& st = old_summary.contains("status") ? old_summary["status"] : json();
+      std::string status = st.is_string() ? st.get<std::string>() : "";
       if (status == "completed" || status == "diverged") {
         std::string missing = incomplete_results(dir, run.config, old_summary);
         if (missing.empty()) {
