@@ -788,13 +788,14 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
   // failure half-way through an experiment; then what each run will cost is checked
   // (a run that cannot advance, or that needs more memory than there is).
   std::vector<std::pair<json, std::shared_ptr<Distribution>>> built;
-  std::vector<json> failed_specs;
+  std::vector<json> checked, failed_specs;
+  const bool valid = v.ok();  // the cost checks read the runs' settings, which needs valid configs
   for (const auto& run : exp.runs) {
-    if (!v.ok()) break;  // later stages need valid configs
     for (const char* key : {"compute", "speeds"}) {
       const json& spec = run.config["cluster"][key];
       if (!spec.is_object() || spec.value("dist", "") != "trace" || spec.value("file", "").empty()) continue;
-      if (std::find(failed_specs.begin(), failed_specs.end(), spec) != failed_specs.end()) continue;
+      if (std::find(checked.begin(), checked.end(), spec) != checked.end()) continue;
+      checked.push_back(spec);
       try {
         make_distribution(spec, base_dir);
       } catch (const std::exception& e) {
@@ -803,7 +804,7 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
       }
     }
     const json& compute_spec = run.config["cluster"]["compute"];
-    if (std::find(failed_specs.begin(), failed_specs.end(), compute_spec) != failed_specs.end()) continue;
+    if (!valid || std::find(failed_specs.begin(), failed_specs.end(), compute_spec) != failed_specs.end()) continue;
     std::shared_ptr<Distribution> compute;
     for (const auto& [spec, dist] : built)
       if (spec == compute_spec) compute = dist;
