@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 #include "engines/engine_registry.h"
+#include "experiments/resources.h"
 #include "experiments/run_parts.h"
 #include "sim/atomic_file.h"
 #include "kernels/rng.h"
@@ -328,6 +329,29 @@ void mark_ended(const RunSpec& run, const std::string& dir, const std::string& s
   }
 }
 
+// resolve_experiment refused every run that alone needs more memory than there is; with
+// --jobs N, the N largest run side by side.
+void check_lanes_fit_in_memory(const Experiment& exp, const std::vector<size_t>& todo, int lanes) {
+  std::vector<double> need;
+  std::vector<std::pair<json, std::shared_ptr<Distribution>>> dists;  // trace files read once
+  for (size_t k : todo) {
+    const json& spec = exp.runs[k].config["cluster"]["compute"];
+    std::shared_ptr<Distribution> dist;
+    for (const auto& [s, d] : dists)
+      if (s == spec) dist = d;
+    if (!dist) dists.emplace_back(spec, dist = make_distribution(spec, exp.base_dir));
+    need.push_back(estimate_run_memory(exp.runs[k].config, *dist).total);
+  }
+  std::sort(need.begin(), need.end(), std::greater<double>());
+  double together = 0;
+  for (int i = 0; i < lanes; ++i) together += need[size_t(i)];
+  const double budget = memory_budget_bytes();
+  if (together > budget)
+    throw ConfigError("--jobs", {{"", std::to_string(lanes) + " runs side by side would need about " +
+                                          format_bytes(together) + " of memory, more than the " + format_bytes(budget) +
+                                          " this machine has: lower --jobs"}});
+}
+
 }  // namespace
 
 int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
@@ -374,6 +398,8 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
     }
     todo.push_back(k);
   }
+  const int lanes = int(std::max<size_t>(1, std::min<size_t>(size_t(std::max(1, opts.jobs)), todo.size())));
+  if (lanes > 1) check_lanes_fit_in_memory(exp, todo, lanes);
   const std::string experiment_json = exp.resolved.dump(2) + "\n";
   if (sharded) {  // shards of one experiment share experiment.json; one of another config must not replace it
     json old;
@@ -389,7 +415,6 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
   // threads (at least one, the lane's thread itself). Results do not depend on the pool size, so they do not
   // depend on --jobs either.
   const int threads = opts.threads > 0 ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  const int lanes = int(std::max<size_t>(1, std::min<size_t>(size_t(std::max(1, opts.jobs)), todo.size())));
   Console console(opts.quiet, !opts.quiet && ::isatty(STDERR_FILENO), lanes);
   for (const auto& l : skipped_lines) console.line(l);
   DataCache cache(exp.base_dir);

@@ -476,6 +476,11 @@ std::vector<Row> rows() {
   t.push_back(refused("d09_staleness_history_too_large", 9, kBase, {"staleness.tau", "parameter versions"},
                       "--set model.dim=100000000 --set 'staleness={\"mode\":\"fixed\",\"tau\":100000}' "
                       "--set stop.updates=1000000"));
+  t.push_back(row("d09_jobs_side_by_side_too_large", 9,  // each run fits in 2.5 GB, two at once do not
+                  "ulimit -v 2500000\n" + run + " --jobs 2 --set model.dim=60000000 --set stop.updates=5", 2,
+                  {"--jobs", "2 runs side by side would need about", "lower --jobs"},
+                  {"!base/experiment.json", "!base/async-seed1"})
+                  .no_sanitizer());
   t.push_back(row("d09_idx_header_too_large", 9, run, 2, {"train-images-idx3-ubyte.gz", "more than the 1024 MiB"},
                   {"fm/async-seed1/summary.json~\"failed\""})
                   .cfg(kFashion)
