@@ -297,9 +297,9 @@ json parse_json_strict(const std::string& text, bool allow_comments) {
         Frame& f = open.back();
         f.key = parsed.get<std::string>();
         if (!f.keys.insert(f.key).second) {
-          open.push_back(Frame{});  // so that path() names the repeated key itself
-          std::string at = path();
-          throw StrictJsonError("key \"" + f.key + "\" appears twice in one object (" + at +
+          const std::string key = f.key;  // `f` dangles once `open` grows
+          open.push_back(Frame{});        // so that path() names the repeated key itself
+          throw StrictJsonError("key \"" + key + "\" appears twice in one object (" + path() +
                                 "): JSON would silently keep only the last value");
         }
         break;
