@@ -337,8 +337,16 @@ void write_index(const Experiment& exp, const std::string& exp_dir) {
   const std::string lock_path = exp_dir + "/.index.lock";
   int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) throw IoError("cannot open " + lock_path + ": " + std::strerror(errno));
-  while (::flock(fd, LOCK_EX) != 0) {
+  // Polled rather than waited for in flock: another shard holds it only while it writes
+  // index.csv, and a thread asleep in usleep takes signals where one blocked in flock may
+  // not (TSan defers handlers to its intercepted calls), so a second Ctrl-C still ends
+  // the process at once.
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     if (errno == EINTR) continue;
+    if (errno == EWOULDBLOCK) {
+      ::usleep(10 * 1000);
+      continue;
+    }
     int err = errno;
     ::close(fd);
     throw IoError("cannot lock " + lock_path + ": " + std::strerror(err));
