@@ -307,8 +307,12 @@ def write_html(path, experiment, table, figures, status_counts, targets, band, p
              + html.escape(", ".join(f"{n} {s}" for s, n in status_counts.items()))
              + f". {html.escape(provenance_line(provenance))}</p>"]
     parts += [f'<p class="warning">Warning: {html.escape(w)}.</p>' for w in warnings]
-    parts += [f"<p>Targets: {html.escape(targets_sentence(targets))}.</p>",
-              "<h2>Final metrics per group</h2>",
+    parts += [f"<p>Targets: {html.escape(targets_sentence(targets))}.</p>"]
+    problems = problem_lines(experiment)
+    if problems:
+        parts += ["<h2>Runs with problems</h2>", f"<p>{html.escape(PROBLEMS_NOTE)}</p><ul>"]
+        parts += [f"<li>{html.escape(line)}</li>" for line in problems] + ["</ul>"]
+    parts += ["<h2>Final metrics per group</h2>",
               f"<p>{html.escape(table_explanation(band))}</p>",
               html_table(headings, rows, text_columns(experiment.sweep_keys)),
               "<h2>Status counts</h2>",
@@ -339,8 +343,11 @@ def write_markdown(path, experiment, table, figure_files, status_counts, targets
              + ", ".join(f"{n} {s}" for s, n in status_counts.items()) + ". "
              + provenance_line(provenance), ""]
     lines += [f"**Warning: {text}.**\n" for what, text in provenance if what == "warning"]
-    lines += [f"Targets: {targets_sentence(targets)}.", "",
-              "## Final metrics per group", "",
+    lines += [f"Targets: {targets_sentence(targets)}.", ""]
+    problems = problem_lines(experiment)
+    if problems:
+        lines += ["## Runs with problems", "", PROBLEMS_NOTE, ""] + [f"- {p}" for p in problems] + [""]
+    lines += ["## Final metrics per group", "",
               table_explanation(band), "",
               markdown_table(headings, rows), ""]
     for name, relative, notes in figure_files:
@@ -352,6 +359,19 @@ def write_markdown(path, experiment, table, figure_files, status_counts, targets
     lines += ["## Experiment config (resolved)", "", "```json",
               config_text(experiment.config), "```", ""]
     path.write_text("\n".join(lines), encoding="utf-8")
+
+
+def problem_lines(experiment):
+    """'run_id: what could not be read' for every run with a problem (rundata.Run.problems)."""
+    lines = []
+    for run in experiment.runs:
+        for problem in run.problems:
+            lines.append(f"{run.run_id}: {problem}")
+    return lines
+
+
+PROBLEMS_NOTE = ("These runs are counted by their status but their unreadable files are left "
+                 "out: a run without readable metrics has no curve and no time to target.")
 
 
 def config_text(config):

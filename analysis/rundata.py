@@ -45,6 +45,9 @@ class Run:
     workers: pd.DataFrame = None         # worker, gradients, applied, dropped, busy_time, idle_time
     trace_path: Path = None              # trace.json, read lazily (it can be large)
     meta: dict = None                    # parsed meta.json (provenance), None when absent
+    # What could not be read (a corrupt metrics.csv, a summary.json that is not an object):
+    # warned about when read, and listed in the report beside the run.
+    problems: list = field(default_factory=list)
 
     def summary_part(self, name):
         """summary[name] when it is a JSON object, else {}."""
@@ -111,33 +114,41 @@ def warn(message):
     print("plot.py: warning: " + message, file=sys.stderr)
 
 
-def read_json(path):
-    """Parsed JSON object, or None when the file is absent or unreadable (warns)."""
+def read_json(path, problems=None):
+    """Parsed JSON object, or None when the file is absent or unreadable or not an object
+    (warns, and appends what is wrong to `problems` when given)."""
     if not path.is_file():
         return None
     try:
         with open(path, encoding="utf-8") as handle:
             value = json.load(handle)  # accepts NaN / Infinity literals
     except (OSError, ValueError) as error:
-        warn(f"ignoring {path}: {error}")
-        return None
-    return value if isinstance(value, dict) else None
+        return ignored(path, str(error), problems)
+    if not isinstance(value, dict):
+        return ignored(path, f"not a JSON object (a {type(value).__name__})", problems)
+    return value
 
 
-def read_numeric_csv(path, required=()):
-    """CSV with every column coerced to float (unparsable -> NaN); None if absent/unusable."""
+def ignored(path, why, problems):
+    warn(f"ignoring {path}: {why}")
+    if problems is not None:
+        problems.append(f"{path.name} ignored: {why}")
+    return None
+
+
+def read_numeric_csv(path, required=(), problems=None):
+    """CSV with every column coerced to float (unparsable -> NaN); None if absent/unusable
+    (warns, and appends what is wrong to `problems` when given)."""
     if not path.is_file():
         return None
     try:
         frame = pd.read_csv(path, skipinitialspace=True)  # parses nan, -nan, inf, empty
     except (OSError, ValueError, pd.errors.ParserError) as error:  # EmptyDataError is a ValueError
-        warn(f"ignoring {path}: {error}")
-        return None
+        return ignored(path, str(error), problems)
     frame.columns = [str(c).strip() for c in frame.columns]
     missing = [c for c in required if c not in frame.columns]
     if missing:
-        warn(f"ignoring {path}: no column {', '.join(missing)}")
-        return None
+        return ignored(path, f"no column {', '.join(missing)}", problems)
     return frame.apply(pd.to_numeric, errors="coerce").astype(float)
 
 
@@ -190,7 +201,8 @@ def run_folders(folder):
 
 
 def load_run(folder, run_id, index_row, run_config, sweep_keys):
-    summary = read_json(folder / "summary.json")
+    problems = []
+    summary = read_json(folder / "summary.json", problems)
     run_info = object_at(run_config, "run")
     row = index_row or {}
 
@@ -214,10 +226,16 @@ def load_run(folder, run_id, index_row, run_config, sweep_keys):
     else:
         status = row.get("status") or MISSING
 
+    if summary is not None and status == "failed" and summary.get("error"):
+        problems.append(f"failed: {summary.get('error')}")
+    metrics = read_numeric_csv(folder / "metrics.csv", problems=problems)
+    if metrics is not None and "train_loss" in metrics and len(metrics) and metrics["train_loss"].notna().sum() == 0:
+        problems.append("metrics.csv holds no readable train_loss")
+        warn(f"{folder / 'metrics.csv'}: no readable train_loss in {len(metrics)} rows")
     trace = folder / "trace.json"
     return Run(run_id=run_id, folder=folder, engine=str(engine), sweep=sweep, seed=seed,
-               status=status, summary=summary, index_row=index_row,
-               metrics=read_numeric_csv(folder / "metrics.csv"),
+               status=status, summary=summary, index_row=index_row, problems=problems,
+               metrics=metrics,
                staleness_hist=read_numeric_csv(folder / "staleness.csv", ("staleness", "count")),
                workers=read_numeric_csv(folder / "workers.csv",
                                         ("worker", "busy_time", "idle_time")),

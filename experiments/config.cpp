@@ -12,12 +12,28 @@
 #include "engines/engine_registry.h"
 #include "sim/dataset.h"
 #include "kernels/model.h"
+#include "experiments/resources.h"
+#include "sim/atomic_file.h"
 #include "sim/distribution.h"
+#include "sim/time.h"
 
 namespace asgd {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr size_t kMaxConfigBytes = size_t(64) << 20;  // a config file larger than this is refused unread
+// The most runs one config may make (engines x sweep points x repeats): each holds its
+// resolved config (~20 KB), and a config is split long before this.
+constexpr double kMaxRuns = 50000;
+// Workers of one simulated cluster: per-worker state is kept for each (docs/reliability.md).
+constexpr double kMaxWorkers = 1000000;
+
+// A key in virtual seconds: at most kMaxConfigSeconds, so the int64 nanosecond clock
+// cannot overflow from the config alone (sim/time.h).
+ParamInfo seconds(std::string name, json def, std::string doc, double min = 0, bool excl = false) {
+  ParamInfo p{std::move(name), ParamType::Number, std::move(def), std::move(doc), min, kMaxConfigSeconds, excl};
+  return p;
+}
 
 ParamInfo num(std::string name, json def, std::string doc, double min = -kInf, bool excl = false,
               double max = kInf) {
@@ -163,6 +179,32 @@ void check_cnn_shapes(const json& model, const json& data, Validator& v) {
   }
 }
 
+std::string sanitize(const std::string& s);  // a run-id label: characters outside [A-Za-z0-9._=-] become _
+std::string value_text(const json& v);
+
+std::string whole(double v) {  // a count for messages: 60000, not 60000.0
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.0f", v);
+  return text;
+}
+
+// A run id is a folder name: at most this long (file systems allow 255 bytes).
+constexpr size_t kMaxRunIdBytes = 200;
+
+// The experiment's name is a folder under --out: the label rule of run ids (letters,
+// digits and . - _ =), and not "." or "..", so that no name leads out of --out.
+void check_name(const std::string& name, const json& user, Validator& v) {
+  if (!user.contains("name") || !user["name"].is_string()) return;  // the default, or a type error reported
+  std::string why;
+  if (name.empty()) why = "is empty";
+  else if (name == "." || name == "..") why = "would write into or beside --out instead of a folder of its own";
+  else if (sanitize(name) != name) why = "holds characters a folder name must not (only letters, digits and . - _ =)";
+  else if (name.size() > kMaxRunIdBytes) why = "is longer than " + std::to_string(kMaxRunIdBytes) + " bytes";
+  if (!why.empty())
+    v.error("name", "'" + name + "' " + why + ": it names the experiment's folder under --out" +
+                        (name.empty() || name == "." || name == ".." ? std::string() : " (e.g. '" + sanitize(name) + "')"));
+}
+
 void check_curvature(const json& c, const std::string& path, Validator& v) {
   if (c.is_number()) {
     if (!(c.get<double>() > 0)) v.error(path, "curvature must be > 0, got " + brief(c));
@@ -259,6 +301,23 @@ void check_sparse_memory(const json& model, const json& data, const json& cluste
           "needs about " + format_bytes(need) + " of memory (data: 2 x " + format_bytes(data_bytes) +
               " while uploading; parameters: (workers + 2) x " + format_bytes(param_bytes) + "), more than the " +
               format_bytes(limit) + " here: reduce " + (data_larger ? "train_samples or nnz" : "features or cluster.workers"));
+}
+
+// eval.every's range depends on its unit: a time interval must be a whole nanosecond or
+// more (else the next evaluation is due at the same instant, forever) and fit the clock;
+// an interval in updates is a whole number (it is stored as one).
+void check_eval(const json& e, Validator& v) {
+  if (!e.is_object() || !e.contains("every") || !e["every"].is_number() || !(e["every"].get<double>() > 0)) return;
+  const double every = e["every"];
+  const std::string unit = text_of(e, "unit");
+  if (unit == "time" && every < 1e-9)
+    v.error("eval.every", brief(e["every"]) + " s is under the virtual clock's resolution (1 ns): the next evaluation "
+                          "would be due at the same instant forever; use eval.every >= 1e-9");
+  if (unit == "time" && every > kMaxConfigSeconds)
+    v.error("eval.every", brief(e["every"]) + " s is more than the " + brief(kMaxConfigSeconds) +
+                              " s a time key may be (the virtual clock holds ~9.2e9 s)");
+  if (unit == "updates" && (every < 1 || std::floor(every) != every))
+    v.error("eval.every", "in updates it must be a whole number >= 1, got " + brief(e["every"]));
 }
 
 void check_lr_schedule(const json& s, const std::string& path, Validator& v) {
@@ -395,6 +454,7 @@ json resolve_run(const json& u, Validator& v) {
   }
   out["stop"] = stop;
   out["eval"] = v.object(u.value("eval", json::object()), "eval", section("eval").params);
+  check_eval(out["eval"], v);
 
   json cluster = resolve_cluster(u.value("cluster", json::object()), v);
   out["cluster"] = cluster;
@@ -415,6 +475,9 @@ json resolve_run(const json& u, Validator& v) {
     int64_t g = train["global_batch"], w = cluster["workers"];
     if (w > 0 && g % w != 0)
       v.error("train.global_batch", std::to_string(g) + " does not split evenly over " + std::to_string(w) + " workers");
+    else if (w > 0 && g / w > 16777216)
+      v.error("train.global_batch", std::to_string(g) + " over " + std::to_string(w) + " workers is a batch of " +
+                                        std::to_string(g / w) + " per worker, more than train.batch_size may be (16777216)");
   }
   return out;
 }
@@ -426,12 +489,14 @@ struct PathToken {
   size_t index = 0;
 };
 
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
 std::vector<PathToken> parse_path(const std::string& path) {
   std::vector<PathToken> out;
   std::string cur;
   auto flush = [&] {
     if (cur.empty()) return;
-    bool digits = std::all_of(cur.begin(), cur.end(), ::isdigit);
+    bool digits = std::all_of(cur.begin(), cur.end(), is_digit);
     out.push_back(digits ? PathToken{"", true, std::stoul(cur)} : PathToken{cur});
     cur.clear();
   };
@@ -443,7 +508,7 @@ std::vector<PathToken> parse_path(const std::string& path) {
       size_t close = path.find(']', i);
       if (close == std::string::npos) throw std::invalid_argument("unclosed '[' in key path '" + path + "'");
       cur = path.substr(i + 1, close - i - 1);
-      if (cur.empty() || !std::all_of(cur.begin(), cur.end(), ::isdigit))
+      if (cur.empty() || !std::all_of(cur.begin(), cur.end(), is_digit))
         throw std::invalid_argument("list index in '" + path + "' must be a number");
       flush();
       i = close;
@@ -481,6 +546,13 @@ std::string sanitize(const std::string& s) {
 
 std::string value_text(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
+// "engine 'a b', train.lr=0.1, seed 1": what a run is, for messages.
+std::string describe_run(const RunSpec& run) {
+  std::string out = "engine '" + run.engine + "'";
+  for (const auto& [k, val] : run.sweep_values.items()) out += ", " + k + "=" + val.dump();
+  return "(" + out + ", seed " + std::to_string(run.seed) + ")";
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------ catalogs
@@ -488,10 +560,11 @@ std::string value_text(const json& v) { return v.is_string() ? v.get<std::string
 const std::vector<SectionInfo>& section_catalog() {
   static const std::vector<SectionInfo> sections = {
       {"top", "top-level keys",
-       {str("name", "", "experiment name: the folder under --out (default: the config file's name)"),
+       {str("name", "", "experiment name: the folder under --out, of letters, digits and . - _ = (default: the config "
+                        "file's name, other characters as _)"),
         str("description", "", "free text, kept with the results"),
-        integer("seed", 1, "base seed; repeat r uses seed + r"),
-        integer("repeats", 1, "runs per (engine, sweep point), seeds seed, seed+1, ...", 1),
+        integer("seed", 1, "base seed; repeat r uses seed + r", 0, kMaxCount),
+        integer("repeats", 1, "runs per (engine, sweep point), seeds seed, seed+1, ...", 1, kMaxRuns),
         boolean("trace", false, "write trace.json (Chrome trace events) for every run"),
         integer("batched_gradients", 1,
                 "gradient jobs computed together as one batched call (GEMMs of all of them in one cuBLAS "
@@ -499,7 +572,7 @@ const std::vector<SectionInfo>& section_catalog() {
                 "but slower (a batch runs on one core)",
                 1, 1024)}},
       {"train", "optimisation",
-       {integer("batch_size", 32, "minibatch size per worker", 1),
+       {integer("batch_size", 32, "minibatch size per worker", 1, 16777216),
         integer("global_batch", 0, "if > 0: the batch summed over workers; per-worker batch = global_batch / workers"),
         num("lr", 0.1, "base learning rate", 0, true),
         num("momentum", 0.0, "heavy-ball momentum on the server (0 = plain SGD)", 0, false, 0.999999),
@@ -508,21 +581,24 @@ const std::vector<SectionInfo>& section_catalog() {
             "warm-up: a single replica (worker 0) trains alone for these epochs, then the engine starts from its "
             "parameters (the lr schedule and stop limits count the whole run)", 0)}},
       {"stop", "when a run ends: the first limit reached (0 = no limit)",
-       {num("time", 0, "virtual seconds", 0), integer("updates", 0, "updates of the model of record"),
-        integer("gradients", 0, "gradients computed"), num("epochs", 0, "passes over the training set", 0)}},
+       {seconds("time", 0, "virtual seconds"), integer("updates", 0, "updates of the model of record", 0, kMaxCount),
+        integer("gradients", 0, "gradients computed", 0, kMaxCount),
+        num("epochs", 0, "passes over the training set", 0, false, 1e9)}},
       {"eval", "when the model of record is evaluated",
-       {num("every", 0.25, "interval between evaluations, in `unit`", 0, true),
+       {num("every", 0.25,
+            "interval between evaluations, in `unit` (time: >= 1e-9, a nanosecond; updates: a whole number)", 0, true,
+            kMaxCount),
         str("unit", "epochs", "what `every` counts", {"time", "updates", "epochs"}),
         integer("train_samples", 10000, "train_loss is measured on the first so many training samples (0 = all)"),
         integer("test_samples", 0, "test metrics on the first so many test samples (0 = all)"),
         num("divergence_bound", 1e6, "a train_loss above this (or NaN/Inf) ends the run as diverged", 0, true)}},
       {"cluster", "the simulated workers (also: compute, network, stragglers, failures)",
-       {integer("workers", 4, "number of workers", 1, 16777215),
+       {integer("workers", 4, "number of workers", 1, kMaxWorkers),
         any("speeds", json::array(),
             "per-worker slowdown factors (2 = twice as slow): a list of one factor per worker (empty = all 1), "
             "or a distribution {\"dist\": ...} drawn once per worker")}},
       {"cluster.network", "what pulling parameters and pushing gradients costs; the server's link is shared",
-       {num("latency", 0.0, "virtual seconds per message", 0),
+       {seconds("latency", 0.0, "virtual seconds per message"),
         num("bandwidth", 0.0, "bytes per virtual second of each shard's link, each direction (0 = unlimited)", 0),
         integer("shards", 1, "parameter-server shards, each with its own link; a message is split evenly", 1, 4096),
         str("precision", "fp32", "format of pulled parameters and pushed gradients (16-bit: half the bytes, values rounded)",
@@ -532,13 +608,13 @@ const std::vector<SectionInfo>& section_catalog() {
         num("factor", 1.0, "how many times slower a transient straggler step is", 0, true)}},
       {"cluster.stragglers.slow[]", "a named slow worker over a time window",
        {integer("worker", nullptr, "worker index"), num("factor", nullptr, "how many times slower", 0, true),
-        num("from", 0.0, "start (virtual seconds)", 0), num("to", 0.0, "end (virtual seconds; 0 = the end of the run)", 0)}},
+        seconds("from", 0.0, "start (virtual seconds)"), seconds("to", 0.0, "end (virtual seconds; 0 = the end of the run)")}},
       {"cluster.failures", "workers that fail: at given times (events) and/or at a rate; a failed worker's gradient in flight is lost",
        {num("rate", 0.0, "failures per worker per virtual second (exponential gaps)", 0),
-        num("down_time", 0.0, "how long a rate failure lasts (0 = the worker never comes back)", 0)}},
+        seconds("down_time", 0.0, "how long a rate failure lasts (0 = the worker never comes back)")}},
       {"cluster.failures.events[]", "one scheduled failure",
-       {integer("worker", nullptr, "worker index"), num("at", nullptr, "when (virtual seconds)", 0),
-        num("down_for", 0.0, "how long it stays down (0 = it never comes back)", 0)}},
+       {integer("worker", nullptr, "worker index"), seconds("at", nullptr, "when (virtual seconds)"),
+        seconds("down_for", 0.0, "how long it stays down (0 = it never comes back)")}},
       {"model.conv[]", "one convolution block of model cnn: convolution, the activation, then max-pooling",
        {integer("channels", nullptr, "filters (output channels)", 1, 4096),
         integer("kernel", nullptr, "the filters' side (kernel x kernel)", 1, 1024),
@@ -550,10 +626,11 @@ const std::vector<SectionInfo>& section_catalog() {
       {"real", "`asgdsim cluster` only (real MPI processes; `asgdsim run` ignores it)",
        {num("delay_scale", 0.0,
             "0: workers compute flat out; s > 0: a worker's step lasts at least s x the compute time drawn from "
-            "cluster.compute, speeds and stragglers (it sleeps for the rest), replaying the simulated timing", 0),
-        num("worker_timeout", 60.0,
-            "wall seconds a worker may stay silent with work in hand (one step; EASGD: `period` steps) before "
-            "the server declares it dead: it must exceed the slowest", 0, true)}},
+            "cluster.compute, speeds and stragglers (it sleeps for the rest), replaying the simulated timing", 0,
+            false, 1e6),
+        seconds("worker_timeout", 60.0,
+                "wall seconds a worker may stay silent with work in hand (one step; EASGD: `period` steps) before "
+                "the server declares it dead: it must exceed the slowest", 0, true)}},
   };
   return sections;
 }
@@ -641,7 +718,7 @@ const std::vector<ComponentInfo>& staleness_catalog() {
        {integer("tau", nullptr, "the lag T")}},
       {"uniform", "lag drawn uniformly from 0..tau per gradient", {integer("tau", nullptr, "largest lag")}},
       {"geometric", "lag drawn from a geometric distribution with the given mean, capped at max",
-       {num("mean", nullptr, "mean lag", 0, true),
+       {num("mean", nullptr, "mean lag (at most 1e8: the cap ceil(10 * mean) is stored in 32 bits)", 0, true, 1e8),
         integer("max", 0, "cap on the lag (0 = ceil(10 * mean))")}},
   };
   return c;
@@ -671,13 +748,16 @@ const std::vector<ComponentInfo>& lr_schedule_catalog() {
 // ------------------------------------------------------------------ loading
 
 json load_json_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path, {{"", std::string("cannot open: ") + std::strerror(errno)}});
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
+  // Read at most kMaxConfigBytes + 1: a config is never that large, and /dev/zero or a
+  // huge file must fail here, not exhaust memory.
+  std::string text;
+  if (!read_file_limited(path, kMaxConfigBytes, text))
+    throw ConfigError(path, {{"", std::string("cannot open: ") + std::strerror(errno)}});
+  if (text.size() > kMaxConfigBytes)
+    throw ConfigError(path, {{"", "larger than " + std::to_string(kMaxConfigBytes >> 20) +
+                                      " MiB: not a config (give long traces as cluster.compute.file)"}});
   try {
-    return json::parse(text, nullptr, true, /*ignore_comments=*/true);
+    return parse_json_strict(text, /*allow_comments=*/true);
   } catch (const json::parse_error& e) {
     size_t byte = e.byte > 0 ? e.byte - 1 : 0;
     size_t line = 1, col = 1;
@@ -689,6 +769,8 @@ json load_json_file(const std::string& path) {
     if (cut != std::string::npos) what = what.substr(cut);
     throw ConfigError(path, {{"", "JSON syntax error at line " + std::to_string(line) + ", column " +
                                       std::to_string(col) + ": " + what}});
+  } catch (const StrictJsonError& e) {
+    throw ConfigError(path, {{"", e.what()}});
   } catch (const json::exception& e) {  // e.g. a number literal too large for a double
     throw ConfigError(path, {{"", std::string("unreadable JSON: ") + e.what()}});
   }
@@ -703,9 +785,20 @@ void apply_overrides(json& config, const std::vector<std::string>& sets, const s
       continue;
     }
     std::string key = s.substr(0, eq), text = s.substr(eq + 1);
+    size_t bad = 0;
+    if (!valid_utf8(s, &bad)) {  // JSON holds only UTF-8: such a value could never be written out
+      char byte[8];
+      std::snprintf(byte, sizeof(byte), "0x%02x", unsigned(static_cast<unsigned char>(s[bad])));
+      issues.push_back({"--set " + (valid_utf8(key) ? key : std::string("(key)")),
+                        std::string("not valid UTF-8 (byte ") + byte + " at offset " + std::to_string(bad) + ")"});
+      continue;
+    }
     json value;
     try {
-      value = json::parse(text);
+      value = parse_json_strict(text, /*allow_comments=*/false);
+    } catch (const StrictJsonError& e) {
+      issues.push_back({"--set " + key, e.what()});
+      continue;
     } catch (const json::exception&) {
       value = text;  // bare words (and numbers no double holds) are strings; validation judges them
     }
@@ -761,13 +854,16 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
         sweep.emplace_back(key, values);
       }
   }
-  std::string name = text_of(top_checked, "name");
+  std::string name = user.contains("name") ? text_of(top_checked, "name") : "experiment";
+  check_name(name, user, v);
   // object() filled the defaults; invalid values were reported (and fail below).
   uint64_t seed = top_checked["seed"].is_number_integer() ? top_checked["seed"].get<uint64_t>() : 1;
-  int repeats = top_checked["repeats"].is_number_integer() ? std::max(1, top_checked["repeats"].get<int>()) : 1;
+  int64_t repeats = int_of(top_checked, "repeats", 1);
+  if (repeats < 1 || repeats > int64_t(kMaxRuns)) repeats = 1;  // reported by the range check
 
-  // engine labels must be distinct
-  std::vector<std::string> labels;
+  // Engine labels must be distinct as written in run ids (after sanitising): "a b" and
+  // "a_b" would share every run folder.
+  std::vector<std::string> labels, raw_labels;
   for (size_t i = 0; i < engines.size(); ++i) {
     std::string label;
     if (engines[i].is_object()) {
@@ -777,9 +873,30 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
         label = engines[i]["type"];
     }
     if (label.empty()) label = "engine" + std::to_string(i);
-    if (std::find(labels.begin(), labels.end(), label) != labels.end())
-      v.error(index_path("engines", i), "two engines are labelled '" + label + "': give each a distinct \"name\"");
+    auto same = std::find(labels.begin(), labels.end(), sanitize(label));
+    if (same != labels.end()) {
+      const std::string& other = raw_labels[size_t(same - labels.begin())];
+      v.error(index_path("engines", i),
+              (other == label ? "two engines are labelled '" + label + "'"
+                              : "engines labelled '" + other + "' and '" + label + "' both become '" + sanitize(label) +
+                                    "' in run ids (which keep only letters, digits and . - _ =)") +
+                  ": give each a distinct \"name\"");
+    }
     labels.push_back(sanitize(label));
+    raw_labels.push_back(label);
+  }
+
+  // The number of runs, before making any: each holds a resolved config.
+  double run_count = double(std::max<size_t>(1, engines.size())) * double(repeats);
+  for (const auto& [k, vals] : sweep) run_count *= double(vals.size());
+  if (run_count > kMaxRuns) {
+    std::string product = std::to_string(engines.size()) + " engine(s)";
+    for (const auto& [k, vals] : sweep) product += " x " + std::to_string(vals.size()) + " " + k;
+    product += " x " + std::to_string(repeats) + " repeat(s)";
+    v.error(user.contains("repeats") && repeats > 1 ? "repeats" : sweep.empty() ? "engines" : "sweep",
+            "the config makes " + whole(run_count) + " runs (" + product + "), more than " + whole(kMaxRuns) +
+                ": split it into several configs");
+    v.throw_if_failed(source);
   }
 
   // Expand: engine x sweep point x repeat; every run validated whole.
@@ -794,6 +911,7 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
     if (std::count(short_names.begin(), short_names.end(), short_names[i]) > 1) short_names[i] = sweep[i].first;
 
   json resolved_engines = json::array();
+  std::vector<size_t> engine_of_run;  // index into engines, per run
   for (size_t e = 0; e < engines.size(); ++e) {
     for (size_t p = 0; p < points; ++p) {
       json run_user = base;
@@ -835,7 +953,7 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
         engine["name"] = labels[e];
         resolved_engines.push_back(engine);
       }
-      for (int r = 0; r < repeats; ++r) {
+      for (int r = 0; r < int(repeats); ++r) {
         RunSpec run;
         run.engine = labels[e];
         run.sweep_values = sweep_values;
@@ -848,13 +966,37 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
         run.config["run"] = {{"run_id", run.run_id}, {"experiment", name}, {"engine", run.engine},
                              {"sweep", sweep_values}, {"repeat", r}, {"seed", run.seed}};
         exp.runs.push_back(std::move(run));
+        engine_of_run.push_back(e);
       }
     }
   }
+  // Run ids name folders: two runs with one id would share (and overwrite) one folder.
+  std::map<std::string, size_t> id_owner;
+  for (size_t i = 0; i < exp.runs.size(); ++i) {
+    const RunSpec& run = exp.runs[i];
+    if (run.run_id.size() > kMaxRunIdBytes)
+      v.error("sweep", "run id '" + run.run_id.substr(0, 60) + "...' is " + std::to_string(run.run_id.size()) +
+                           " bytes, too long for a folder name (at most " + std::to_string(kMaxRunIdBytes) +
+                           "): shorten the engine names or sweep values");
+    auto [it, fresh] = id_owner.emplace(run.run_id, i);
+    if (fresh) continue;
+    const RunSpec& first = exp.runs[it->second];
+    if (engine_of_run[it->second] != engine_of_run[i]) continue;  // two engines' labels: reported above
+    if (first.sweep_values == run.sweep_values)
+      v.error("sweep", "the sweep lists the same point twice: " + describe_run(run) + " would run twice as '" +
+                           run.run_id + "'; remove the repeated value");
+    else
+      v.error("sweep", "two runs get the same run id '" + run.run_id + "' (run ids keep only letters, digits and . - _ =): " +
+                           describe_run(first) + " and " + describe_run(run) + "; make the sweep values distinct after that");
+  }
+
   // Trace files are read now, so a missing file or a bad line is invalid input, not a
-  // failure half-way through an experiment.
-  std::vector<json> checked;
-  for (const auto& run : exp.runs)
+  // failure half-way through an experiment; then what each run will cost is checked
+  // (a run that cannot advance, or that needs more memory than there is).
+  std::vector<std::pair<json, std::shared_ptr<Distribution>>> built;
+  std::vector<json> checked, failed_specs;
+  const bool valid = v.ok();  // the cost checks read the runs' settings, which needs valid configs
+  for (const auto& run : exp.runs) {
     for (const char* key : {"compute", "speeds"}) {
       const json& spec = run.config["cluster"][key];
       if (!spec.is_object() || spec.value("dist", "") != "trace" || spec.value("file", "").empty()) continue;
@@ -864,11 +1006,29 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
         make_distribution(spec, base_dir);
       } catch (const std::exception& e) {
         v.error(std::string("cluster.") + key + ".file", e.what());
+        failed_specs.push_back(spec);
       }
     }
+    const json& compute_spec = run.config["cluster"]["compute"];
+    if (!valid || std::find(failed_specs.begin(), failed_specs.end(), compute_spec) != failed_specs.end()) continue;
+    std::shared_ptr<Distribution> compute;
+    for (const auto& [spec, dist] : built)
+      if (spec == compute_spec) compute = dist;
+    if (!compute) {
+      try {
+        compute = make_distribution(compute_spec, base_dir);
+      } catch (const std::exception& e) {
+        v.error("cluster.compute", e.what());
+        continue;
+      }
+      built.emplace_back(compute_spec, compute);
+    }
+    check_run_resources(run.config, *compute, v);
+  }
   v.throw_if_failed(source);
 
   exp.resolved = top_checked;
+  exp.resolved["name"] = name;
   exp.resolved["engines"] = resolved_engines;
   json sweep_json = json::object();
   for (const auto& [k, vals] : sweep) {

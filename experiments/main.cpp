@@ -2,6 +2,7 @@
 // exit codes (0 done, 2 invalid input, 1 other failure, 130 interrupted). Nothing below
 // main calls exit().
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <csignal>
 #include <filesystem>
@@ -22,6 +23,7 @@
 #include "sim/distribution.h"
 #include "sim/idx_reader.h"
 #include "sim/interrupt.h"
+#include "sim/time.h"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
@@ -31,7 +33,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage:\n"
-    "  asgdsim run CONFIG.json [--set KEY.PATH=VALUE]... [--out DIR] [--threads N] [--jobs N] [--shard I/K] [--force] [--quiet] [--trace]\n"
+    "  asgdsim run CONFIG.json [--set KEY.PATH=VALUE]... [--out DIR] [--threads N] [--jobs N] [--shard I/K] [--force] [--wait] [--quiet] [--trace]\n"
     "  mpirun -np K asgdsim run CONFIG.json ...      (the runs spread over K ranks; needs an MPI build)\n"
     "  mpirun -np N+1 asgdsim cluster CONFIG.json [--set ...] [--out DIR] [--force] [--quiet] [--trace]\n"
     "                                                (real processes: rank 0 the server, N workers)\n"
@@ -39,7 +41,12 @@ constexpr const char* kUsage =
     "  asgdsim list [--markdown]\n"
     "  asgdsim bench [--threads N] [--quick] [--only a,b,c,d,e,f] [--json FILE] [--repeats R] [--data DIR]\n"
     "                [--batched-gradients K]\n"
-    "exit codes: 0 done, 2 invalid input, 1 other failure, 130 interrupted\n";
+    "exit codes: 0 done, 2 invalid input (config, usage, data, files; the experiment folder in use), 1 other failure,\n"
+    "            130 interrupted (SIGINT, SIGTERM, SIGHUP)\n";
+
+// --threads and --jobs above this are refused: far past any machine's cores, and each
+// thread reserves a stack.
+constexpr int kMaxThreads = 1024;
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -49,10 +56,31 @@ void on_signal(int) {
   if (interrupt_count().fetch_add(1) >= 1) _exit(130);  // second signal: leave now
 }
 
+// The file's name as an experiment name: characters the label rule does not allow
+// become _ (a name given in the config is checked instead, and refused if it breaks it).
+std::string name_from_path(const std::string& path) {
+  std::string stem = fs::path(path).stem().string(), name;
+  for (char c : stem) name += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == '=') ? c : '_';
+  return name.empty() || name == "." || name == ".." ? "experiment" : name;
+}
+
+// The command line as meta.json records it: bytes that are not UTF-8 (a path can hold
+// any) become '?', since JSON holds only UTF-8.
+std::string printable_command_line(int argc, char** argv) {
+  std::string line;
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = argv[i];
+    size_t bad;
+    while (!valid_utf8(arg, &bad)) arg[bad] = '?';
+    line += (i ? " " : "") + arg;
+  }
+  return line;
+}
+
 Experiment load_experiment(const std::string& path, const std::vector<std::string>& sets) {
   json cfg = load_json_file(path);
   apply_overrides(cfg, sets, path);
-  if (cfg.is_object() && !cfg.contains("name")) cfg["name"] = fs::path(path).stem().string();
+  if (cfg.is_object() && !cfg.contains("name")) cfg["name"] = name_from_path(path);
   std::string base = fs::path(path).parent_path().string();
   Experiment exp = resolve_experiment(cfg, path, base.empty() ? "." : base);
   if (!sets.empty()) exp.resolved["overrides"] = sets;
@@ -317,6 +345,7 @@ int dispatch(int argc, char** argv, const MpiEnv& mpi) {
       ("jobs", po::value<int>(&ro.jobs)->default_value(1), "runs side by side, each with threads/N threads")
       ("shard", po::value<std::string>(), "make only runs k with k mod K == I (I/K)")
       ("force", po::bool_switch(&ro.force), "re-run completed runs, overwrite other configs' folders")
+      ("wait", po::bool_switch(&ro.wait), "wait while another asgdsim uses the experiment folder (else exit 2)")
       ("quiet", po::bool_switch(&ro.quiet), "no progress or per-run lines")
       ("trace", po::bool_switch(&ro.trace), "write trace.json for every run");
   po::positional_options_description pos;
@@ -329,8 +358,13 @@ int dispatch(int argc, char** argv, const MpiEnv& mpi) {
     throw UsageError(e.what());
   }
   if (!vm.count("config")) throw UsageError("missing CONFIG.json");
-  if (ro.threads < 0) throw UsageError("--threads must be >= 0");
-  if (ro.jobs < 1) throw UsageError("--jobs must be >= 1");
+  if (ro.threads < 0 || ro.threads > kMaxThreads)
+    throw UsageError("--threads must be in 0.." + std::to_string(kMaxThreads) + " (0 = the cores), got " +
+                     std::to_string(ro.threads));
+  if (ro.jobs < 1 || ro.jobs > kMaxThreads)
+    throw UsageError("--jobs must be in 1.." + std::to_string(kMaxThreads) + ", got " + std::to_string(ro.jobs));
+  if (ro.out_dir.empty()) throw UsageError("--out is empty: give the folder the experiment goes under");
+
   if (vm.count("shard")) {
     if (cmd != "run") throw UsageError("--shard is for asgdsim run");
     if (mpi.size() > 1) throw UsageError("--shard and mpirun both split the runs: use one of them");
@@ -338,13 +372,23 @@ int dispatch(int argc, char** argv, const MpiEnv& mpi) {
   }
   if (cmd == "cluster" && (vm["threads"].as<int>() != 0 || ro.jobs != 1))
     throw UsageError("asgdsim cluster runs one process per worker: --threads and --jobs do not apply");
+  if (cmd == "cluster" && ro.wait) throw UsageError("--wait is for asgdsim run");
+  if (cmd == "cluster" && (!mpi.active() || mpi.size() < 2))
+    throw UsageError("asgdsim cluster runs under MPI with one server and N workers: mpirun -np N+1 asgdsim cluster "
+                     "CONFIG (" + std::string(mpi.active() ? "this job has 1 rank" : "this process was not started by mpirun") +
+                     ")");
   Experiment exp = load_experiment(vm["config"].as<std::string>(), sets);
   if (cmd == "validate") return cmd_validate(exp);
 
-  for (int i = 0; i < argc; ++i) ro.command_line += (i ? " " : "") + std::string(argv[i]);
+  ro.command_line = printable_command_line(argc, argv);
   if (mpi.size() > 1) ro.command_line = "mpirun -np " + std::to_string(mpi.size()) + " " + ro.command_line;
+  // A hang-up (the terminal closed, an ssh session dropped) stops as Ctrl-C does: runs
+  // under way end as interrupted and are written. A closed stdout (`| head`) is not a
+  // reason to stop: writes to it fail (EPIPE) and printing stops; the runs go on.
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
+  std::signal(SIGHUP, on_signal);
+  std::signal(SIGPIPE, SIG_IGN);
   if (cmd == "cluster") {
     ClusterOptions co;
     co.out_dir = ro.out_dir;
@@ -377,6 +421,9 @@ int report_error(std::exception_ptr error) {
     return 2;
   } catch (const IoError& e) {
     std::cerr << "asgdsim: " << e.what() << "\n";
+    return 2;
+  } catch (const TimeOverflow& e) {  // the config drove virtual time out of the clock's range
+    std::cerr << "asgdsim: virtual time overflow: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "asgdsim: error: " << e.what() << "\n";

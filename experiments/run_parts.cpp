@@ -10,9 +10,11 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <iostream>
 #include "asgd/build_info.h"
 #include "sim/atomic_file.h"
 #include "sim/idx_reader.h"
+#include "sim/interrupt.h"
 #include "sim/recorder.h"
 #include "sim/sparse_synthetic.h"
 #include "sim/svmlight_reader.h"
@@ -30,10 +32,13 @@ std::string iso_now() {
 json finite_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 
 bool read_json(const std::string& path, json& out) {
-  std::ifstream in(path);
-  if (!in) return false;
+  // Run files are a few KB; anything past 64 MiB (or nested past kMaxJsonDepth, or with
+  // a key twice) is not one of ours.
+  constexpr size_t kMaxBytes = size_t(64) << 20;
+  std::string text;
+  if (!read_file_limited(path, kMaxBytes, text) || text.size() > kMaxBytes) return false;
   try {
-    out = json::parse(in);
+    out = parse_json_strict(text, /*allow_comments=*/false);
     return true;
   } catch (...) {
     return false;
@@ -161,6 +166,11 @@ std::string index_csv(const Experiment& exp, const std::string& exp_dir) {
     for (char ch : text) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch);
     return quoted + "\"";
   };
+  // A summary.json is read as it is: whatever it holds (a hand edit, another program's
+  // file) gives a row, its missing or odd members "nan" or "unknown".
+  auto member = [](const json& o, const char* key) {
+    return o.is_object() && o.contains(key) ? o.at(key) : json();
+  };
   for (const auto& run : exp.runs) {
     json s;
     bool have = read_json(exp_dir + "/" + run.run_id + "/summary.json", s);
@@ -168,9 +178,10 @@ std::string index_csv(const Experiment& exp, const std::string& exp_dir) {
     for (const auto& k : exp.sweep_keys) out += "," + cell(run.sweep_values[k]);
     out += "," + std::to_string(run.seed);
     if (have) {
-      const json& f = s["final"];
-      out += "," + s.value("status", std::string("unknown")) + "," + cell(f["train_loss"]) + "," +
-             cell(f["test_loss"]) + "," + cell(f["test_accuracy"]) + "," + cell(s["time"]) + "," + cell(s["updates"]) + "\n";
+      const json f = member(s, "final"), status = member(s, "status");
+      out += "," + (status.is_string() ? cell(status) : std::string("unknown")) + "," + cell(member(f, "train_loss")) +
+             "," + cell(member(f, "test_loss")) + "," + cell(member(f, "test_accuracy")) + "," +
+             cell(member(s, "time")) + "," + cell(member(s, "updates")) + "\n";
     } else {
       out += ",pending,nan,nan,nan,nan,nan\n";
     }
@@ -256,12 +267,135 @@ json summary_json(const RunSpec& run, const RunOutcome& outcome, const MetricsRo
   };
 }
 
+json ended_summary_json(const RunSpec& run, const std::string& status, const std::string& why) {
+  json s = {{"status", status},
+            {"note", status == "failed" ? "the run failed: " + why : why},
+            {"run_id", run.run_id},
+            {"engine", run.engine},
+            {"seed", run.seed},
+            {"sweep", run.sweep_values},
+            {"final", {{"train_loss", nullptr}, {"test_loss", nullptr}, {"test_accuracy", nullptr}}},
+            {"time", nullptr},
+            {"updates", nullptr}};
+  if (status == "failed") s["error"] = why;
+  return s;
+}
+
+const std::vector<std::string>& run_result_files() {
+  static const std::vector<std::string> files = {"summary.json", "metrics.csv", "staleness.csv", "workers.csv",
+                                                 "trace.json",   "meta.json",   "config.json"};
+  return files;
+}
+
+void clear_run_folder(const std::string& dir) {
+  for (const auto& f : run_result_files()) {
+    const std::string path = dir + "/" + f;
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+      throw IoError("cannot remove " + path + " before re-running the run: " + std::strerror(errno));
+  }
+  remove_stale_temp_files(dir, run_result_files());
+}
+
+namespace {
+// The last line of a text file (without its newline), "" if none; reads only the tail.
+std::string last_line(const std::string& path, std::string* first = nullptr) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  if (first) std::getline(in, *first);
+  in.clear();
+  in.seekg(0, std::ios::end);
+  std::streamoff size = in.tellg();
+  std::streamoff from = std::max<std::streamoff>(0, size - 4096);
+  in.seekg(from);
+  std::string tail(size_t(size - from), '\0');
+  in.read(&tail[0], std::streamsize(tail.size()));
+  while (!tail.empty() && tail.back() == '\n') tail.pop_back();
+  size_t nl = tail.rfind('\n');
+  return nl == std::string::npos ? (from == 0 ? tail : "") : tail.substr(nl + 1);
+}
+}  // namespace
+
+std::string incomplete_results(const std::string& dir, const json& config, const json& summary) {
+  if (!summary.is_object()) return "summary.json is not an object";
+  if (summary.value("run_id", json()) != config["run"]["run_id"]) return "summary.json is another run's";
+  for (const char* f : {"metrics.csv", "staleness.csv", "workers.csv", "meta.json"})
+    if (::access((dir + "/" + f).c_str(), R_OK) != 0) return std::string(f) + " is missing";
+  std::string header;
+  const std::string last = last_line(dir + "/metrics.csv", &header);
+  if (header.rfind("time,updates,", 0) != 0) return "metrics.csv has no header";
+  // The last row is taken at the end of the run: its updates are the summary's.
+  size_t a = last.find(','), b = a == std::string::npos ? a : last.find(',', a + 1);
+  const json updates = summary.value("updates", json());
+  if (b == std::string::npos || !updates.is_number_integer() || last.substr(a + 1, b - a - 1) != updates.dump())
+    return "metrics.csv does not end at the summary's " + updates.dump() + " updates";
+  std::string workers_header;
+  last_line(dir + "/workers.csv", &workers_header);
+  if (workers_header.rfind("worker,", 0) != 0) return "workers.csv has no header";
+  std::string staleness_header;
+  last_line(dir + "/staleness.csv", &staleness_header);
+  if (staleness_header.rfind("staleness,", 0) != 0) return "staleness.csv has no header";
+  if (config.value("trace", false) && ::access((dir + "/trace.json").c_str(), R_OK) != 0) return "trace.json is missing";
+  return "";
+}
+
+ExperimentLock::ExperimentLock(const std::string& exp_dir, Mode mode, bool wait, const std::string& command_line,
+                               bool quiet) {
+  const std::string path = exp_dir + "/.lock";
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd_ < 0) throw IoError("cannot open " + path + ": " + std::strerror(errno));
+  const int op = (mode == Mode::Exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB;
+  bool said = false;
+  while (::flock(fd_, op) != 0) {
+    if (errno == EINTR) continue;
+    if (errno != EWOULDBLOCK) {
+      int err = errno;
+      ::close(fd_);
+      fd_ = -1;
+      throw IoError("cannot lock " + path + ": " + std::strerror(err));
+    }
+    std::string holder(512, '\0');
+    ssize_t n = ::pread(fd_, &holder[0], holder.size(), 0);
+    holder.resize(n > 0 ? size_t(n) : 0);
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\0')) holder.pop_back();
+    if (holder.empty()) holder = "another process";
+    if (!wait) {
+      ::close(fd_);
+      fd_ = -1;
+      throw IoError("experiment folder " + exp_dir + " is in use by " + holder +
+                    ": wait for it to end (or pass --wait to wait for it), or choose another --out or name");
+    }
+    if (!said && !quiet) std::cerr << "asgdsim: waiting for " << exp_dir << ", in use by " << holder << "\n";
+    said = true;
+    if (interrupt_requested()) return;  // held_ stays false
+    ::usleep(100 * 1000);
+  }
+  held_ = true;
+  // Who holds it, for a process that finds it taken (shared holders: the latest).
+  std::string me = "pid " + std::to_string(::getpid()) + " on " + host_name() + " since " + iso_now() + " (" +
+                   command_line + ")\n";
+  if (::ftruncate(fd_, 0) == 0 && ::pwrite(fd_, me.data(), me.size(), 0) < 0) {
+    // informational only: the lock holds without it
+  }
+}
+
+ExperimentLock::~ExperimentLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
+}
+
 void write_index(const Experiment& exp, const std::string& exp_dir) {
   const std::string lock_path = exp_dir + "/.index.lock";
   int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) throw IoError("cannot open " + lock_path + ": " + std::strerror(errno));
-  while (::flock(fd, LOCK_EX) != 0) {
+  // Polled rather than waited for in flock: another shard holds it only while it writes
+  // index.csv, and a thread asleep in usleep takes signals where one blocked in flock may
+  // not (TSan defers handlers to its intercepted calls), so a second Ctrl-C still ends
+  // the process at once.
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     if (errno == EINTR) continue;
+    if (errno == EWOULDBLOCK) {
+      ::usleep(10 * 1000);
+      continue;
+    }
     int err = errno;
     ::close(fd);
     throw IoError("cannot lock " + lock_path + ": " + std::strerror(err));

@@ -51,6 +51,42 @@ void write_run_results(const std::string& dir, const Recorder& recorder, const R
 json summary_json(const RunSpec& run, const RunOutcome& outcome, const MetricsRow& last, const json& engine_config,
                   const std::string& note, double wall_seconds);
 
+// The summary.json of a run that ended without results: status "failed" (an exception
+// ended it; "error" says what) or "interrupted" (before its simulation started), so that
+// the folder is marked (index.csv says so) and a resume re-runs it.
+json ended_summary_json(const RunSpec& run, const std::string& status, const std::string& why);
+
+// The files a run folder's results consist of, summary.json first (removed first, so
+// that the folder never looks complete while they are replaced).
+const std::vector<std::string>& run_result_files();
+// Before a run (re-)starts in `dir`: removes its old result files and the temporary
+// files an earlier process left there (killed between writing and renaming).
+void clear_run_folder(const std::string& dir);
+// Why the results in `dir` are not those of a finished run of `config` whose summary.json
+// is `summary` (a file missing, metrics.csv not ending at the summary's update count, a
+// run id that differs, ...), or "" when they are complete.
+std::string incomplete_results(const std::string& dir, const json& config, const json& summary);
+
+// An flock on OUT/<name>/.lock, held for a whole `asgdsim run`: exclusive, or shared by
+// the processes that split one experiment's runs (--shard, mpirun ranks). The kernel
+// releases it when the process ends in any way (kill -9 included), so it is never stale.
+class ExperimentLock {
+ public:
+  enum class Mode { Exclusive, Shared };
+  // Takes the lock. If another process holds it: throws IoError naming that process (its
+  // pid, host, start and command line, which each holder writes into the lock file), or
+  // with `wait` waits for it, polling for interruption (held() is false if interrupted).
+  ExperimentLock(const std::string& exp_dir, Mode mode, bool wait, const std::string& command_line, bool quiet);
+  ~ExperimentLock();
+  ExperimentLock(const ExperimentLock&) = delete;
+  ExperimentLock& operator=(const ExperimentLock&) = delete;
+  bool held() const { return held_; }
+
+ private:
+  int fd_ = -1;
+  bool held_ = false;
+};
+
 // index.csv's text: one row per run of `exp`, from the summary.json files in exp_dir
 // ("pending" for runs without one).
 std::string index_csv(const Experiment& exp, const std::string& exp_dir);

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 #include "engines/engine_registry.h"
+#include "experiments/resources.h"
 #include "experiments/run_parts.h"
 #include "sim/atomic_file.h"
 #include "kernels/rng.h"
@@ -234,8 +235,7 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   const RunSpec& run = exp.runs[k];
   const std::string tag = "[" + std::to_string(k + 1) + "/" + std::to_string(exp.runs.size()) + "] " + run.run_id;
   make_directories(dir);
-  std::error_code ec;
-  fs::remove(dir + "/summary.json", ec);  // the folder must not look complete while running
+  clear_run_folder(dir);  // an earlier attempt's files (and temporary files) go first
   write_file_atomic(dir + "/config.json", run.config.dump(2) + "\n");
 
   json meta = run_meta(opts.command_line);
@@ -300,49 +300,121 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
     throw IoError(prefix + e.what());
   } catch (const ConfigError&) {
     throw;  // already names its source and JSON paths
+  } catch (const TimeOverflow& e) {
+    throw TimeOverflow(prefix + e.what());
   } catch (const std::exception& e) {
     throw std::runtime_error(prefix + e.what());
   }
+}
+
+std::string error_text(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+  }
+  return "unknown error";
+}
+
+// Writes the summary.json of a run that ended without results (status "failed" or
+// "interrupted", and why), so that its folder is marked: index.csv says so and a resume
+// re-runs it. Best effort: when the error was that nothing can be written there (a full
+// disk), this cannot be written either.
+void mark_ended(const RunSpec& run, const std::string& dir, const std::string& status, const std::string& why) {
+  try {
+    if (::access((dir + "/config.json").c_str(), F_OK) == 0)
+      write_file_atomic(dir + "/summary.json", ended_summary_json(run, status, why).dump(2) + "\n");
+  } catch (...) {
+  }
+}
+
+// resolve_experiment refused every run that alone needs more memory than there is; with
+// --jobs N, the N largest run side by side.
+void check_lanes_fit_in_memory(const Experiment& exp, const std::vector<size_t>& todo, int lanes) {
+  std::vector<double> need;
+  std::vector<std::pair<json, std::shared_ptr<Distribution>>> dists;  // trace files read once
+  for (size_t k : todo) {
+    const json& spec = exp.runs[k].config["cluster"]["compute"];
+    std::shared_ptr<Distribution> dist;
+    for (const auto& [s, d] : dists)
+      if (s == spec) dist = d;
+    if (!dist) dists.emplace_back(spec, dist = make_distribution(spec, exp.base_dir));
+    need.push_back(estimate_run_memory(exp.runs[k].config, *dist).total);
+  }
+  std::sort(need.begin(), need.end(), std::greater<double>());
+  double together = 0;
+  for (int i = 0; i < lanes; ++i) together += need[size_t(i)];
+  const double budget = memory_budget_bytes();
+  if (together > budget)
+    throw ConfigError("--jobs", {{"", std::to_string(lanes) + " runs side by side would need about " +
+                                          format_bytes(together) + " of memory, more than the " + format_bytes(budget) +
+                                          " this machine has: lower --jobs"}});
 }
 
 }  // namespace
 
 int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
   const std::string name = exp.resolved.value("name", std::string("experiment"));
+  if (opts.out_dir.empty()) throw IoError("--out is empty: give the folder the experiment goes under");
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
+    throw IoError("experiment name '" + name + "' cannot be a folder under --out");
   const std::string exp_dir = opts.out_dir + "/" + name;
   make_directories(exp_dir);
-  write_file_atomic(exp_dir + "/experiment.json", exp.resolved.dump(2) + "\n");
+  // The folder is this process's (shared with the other shards of the same experiment)
+  // until it returns: no other asgdsim writes into it meanwhile.
+  const bool sharded = opts.shards > 1;
+  ExperimentLock lock(exp_dir, sharded ? ExperimentLock::Mode::Shared : ExperimentLock::Mode::Exclusive, opts.wait,
+                      opts.command_line, opts.quiet);
+  if (!lock.held()) return 130;  // interrupted while waiting for it
   const size_t total = exp.runs.size();
 
-  // In run order: skip runs already done, refuse folders that hold another config (before
-  // anything runs, so a refusal leaves every folder as it was).
+  // Everything is checked before anything is written: in run order, skip runs already
+  // done (their result files complete), refuse folders that hold another config. A
+  // refusal leaves every file as it was, experiment.json included.
   std::vector<size_t> todo;
   std::vector<std::string> skipped_lines;
   for (size_t k = 0; k < total; ++k) {
     if (int(k % size_t(std::max(1, opts.shards))) != opts.shard) continue;  // another shard's
     const RunSpec& run = exp.runs[k];
     const std::string dir = exp_dir + "/" + run.run_id;
+    const std::string tag = "[" + std::to_string(k + 1) + "/" + std::to_string(total) + "] " + run.run_id;
     json old_config, old_summary;
     bool has_config = read_json(dir + "/config.json", old_config);
     bool has_summary = read_json(dir + "/summary.json", old_summary);
     if (has_config && old_config != run.config && !opts.force)
       throw IoError(dir + " holds a run of a different config; pass --force to overwrite it, or choose another --out");
-    if (has_config && has_summary && !opts.force) {
-      std::string status = old_summary.value("status", "");
+    if (has_config && has_summary && !opts.force && old_summary.is_object()) {
+      const json& st = old_summary.contains("status") ? old_summary["status"] : json();
+      std::string status = st.is_string() ? st.get<std::string>() : "";
       if (status == "completed" || status == "diverged") {
-        skipped_lines.push_back("[" + std::to_string(k + 1) + "/" + std::to_string(total) + "] " + run.run_id + ": " +
-                                status + " earlier, skipped (--force re-runs it)");
-        continue;
+        std::string missing = incomplete_results(dir, run.config, old_summary);
+        if (missing.empty()) {
+          skipped_lines.push_back(tag + ": " + status + " earlier, skipped (--force re-runs it)");
+          continue;
+        }
+        skipped_lines.push_back(tag + ": " + status + " earlier, but " + missing + ": re-running it");
       }
     }
     todo.push_back(k);
   }
+  const int lanes = int(std::max<size_t>(1, std::min<size_t>(size_t(std::max(1, opts.jobs)), todo.size())));
+  if (lanes > 1) check_lanes_fit_in_memory(exp, todo, lanes);
+  const std::string experiment_json = exp.resolved.dump(2) + "\n";
+  if (sharded) {  // shards of one experiment share experiment.json; one of another config must not replace it
+    json old;
+    if (read_json(exp_dir + "/experiment.json", old) && old != exp.resolved && !opts.force)
+      throw IoError(exp_dir + "/experiment.json is another config's: a sharded run (--shard, mpirun) never replaces "
+                    "it; run without sharding or pass --force to replace it, or choose another --out");
+  } else {
+    remove_stale_temp_files(exp_dir, {"experiment.json", "index.csv"});  // no other process writes here now
+  }
+  write_file_atomic(exp_dir + "/experiment.json", experiment_json);
 
   // Lanes: up to --jobs runs at once, each on its own worker pool with a share of the
   // threads (at least one, the lane's thread itself). Results do not depend on the pool size, so they do not
   // depend on --jobs either.
   const int threads = opts.threads > 0 ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  const int lanes = int(std::max<size_t>(1, std::min<size_t>(size_t(std::max(1, opts.jobs)), todo.size())));
   Console console(opts.quiet, !opts.quiet && ::isatty(STDERR_FILENO), lanes);
   for (const auto& l : skipped_lines) console.line(l);
   DataCache cache(exp.base_dir);
@@ -368,10 +440,15 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
                                               /*caller_computes=*/true);
         lane.pool = pool.get();
         status[k] = make_run(exp, k, exp_dir + "/" + exp.runs[k].run_id, opts, lane, cache, console);
+      } catch (const Interrupted& e) {  // before its simulation started: marked, not an error
+        status[k] = "interrupted";
+        console.progress(index, "");
+        mark_ended(exp.runs[k], exp_dir + "/" + exp.runs[k].run_id, "interrupted", e.what());
       } catch (...) {
         errors[k] = std::current_exception();
         failed.store(true);
         console.progress(index, "");
+        mark_ended(exp.runs[k], exp_dir + "/" + exp.runs[k].run_id, "failed", error_text(errors[k]));
       }
     }
   };
@@ -379,7 +456,13 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
     lane_main(0);
   } else {
     std::vector<std::thread> pool_of_lanes;
-    for (int i = 0; i < lanes; ++i) pool_of_lanes.emplace_back(lane_main, i);
+    try {
+      for (int i = 0; i < lanes; ++i) pool_of_lanes.emplace_back(lane_main, i);
+    } catch (...) {  // lanes already started finish their run and start no other; then rethrow
+      failed.store(true);
+      for (auto& t : pool_of_lanes) t.join();
+      throw;
+    }
     for (auto& t : pool_of_lanes) t.join();
   }
   console.clear();

@@ -1,7 +1,9 @@
 // experiments/runner.h — runs an experiment's runs and writes the run folders:
 // OUT/<name>/<run_id>/{config.json, meta.json, metrics.csv, staleness.csv, workers.csv,
-// trace.json, summary.json (last)} and OUT/<name>/index.csv. Resumes: a run whose
-// summary.json says completed (for the same config) is skipped unless --force. With
+// trace.json, summary.json (last)} and OUT/<name>/index.csv, holding OUT/<name>/.lock
+// (ExperimentLock) throughout. Resumes: a run whose summary.json says completed or
+// diverged (for the same config), with its result files complete, is skipped unless
+// --force. A run that fails gets a summary.json with status "failed". With
 // jobs > 1, that many runs go side by side, each on its own worker pool; the files
 // are the same bytes as with jobs = 1 (wall-clock fields aside). With shards > 1, several
 // processes (machines, MPI ranks) share one experiment folder, each making its share of
@@ -20,6 +22,7 @@ struct RunnerOptions {
   bool quiet = false;
   bool trace = false;       // force trace.json for every run
   bool force = false;       // re-run completed runs
+  bool wait = false;        // wait for the experiment folder's lock instead of refusing
   // This process makes only the runs k with k % shards == shard (--shard I/K, or one MPI
   // rank of K); the others are left to other processes sharing the experiment folder.
   int shard = 0;
@@ -29,7 +32,9 @@ struct RunnerOptions {
 };
 
 // Returns the process exit code: 0 all runs ended (completed or diverged), 130
-// interrupted (runs under way end as interrupted, none new starts). A run that fails
+// interrupted (runs under way end as interrupted, none new starts). Checks every run
+// folder before writing anything; a folder holding another config, or an experiment
+// folder another process holds, throws IoError with nothing written. A run that fails
 // stops new runs from starting; its error is rethrown (same type) with its run id in
 // front, after the runs under way end and index.csv is written.
 int run_experiment(const Experiment& exp, const RunnerOptions& opts);

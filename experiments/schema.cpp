@@ -1,7 +1,9 @@
-// experiments/schema.cpp
+// experiments/schema.cpp — the validator, and strict reading of JSON text (repeated
+// keys and deep nesting refused).
 #include "experiments/schema.h"
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <sstream>
 
 namespace asgd {
@@ -99,13 +101,19 @@ std::string describe_allowed(const ParamInfo& p) {
     case ParamType::IntegerList: what = "a list of integers"; break;
     case ParamType::Any: return "a value";
   }
-  bool lo = std::isfinite(p.min), hi = std::isfinite(p.max);
+  const double max = effective_max(p);
+  bool lo = std::isfinite(p.min), hi = std::isfinite(max);
   std::string each = (p.type == ParamType::NumberList || p.type == ParamType::IntegerList) ? " (each" : "";
-  if (lo && hi) what += each + " in " + (p.min_exclusive ? "(" : "[") + fmt_num(p.min) + ", " + fmt_num(p.max) + "]";
+  if (lo && hi) what += each + " in " + (p.min_exclusive ? "(" : "[") + fmt_num(p.min) + ", " + fmt_num(max) + "]";
   else if (lo) what += each + (p.min_exclusive ? " > " : " >= ") + fmt_num(p.min);
-  else if (hi) what += each + " <= " + fmt_num(p.max);
+  else if (hi) what += each + " <= " + fmt_num(max);
   if (!each.empty() && (lo || hi)) what += ")";
   return what;
+}
+
+double effective_max(const ParamInfo& p) {
+  bool integral = p.type == ParamType::Integer || p.type == ParamType::IntegerList;
+  return integral && !std::isfinite(p.max) ? kDefaultIntegerMax : p.max;
 }
 
 void Validator::error(const std::string& path, const std::string& message) {
@@ -123,10 +131,11 @@ bool Validator::value(const json& v, const ParamInfo& p, const std::string& path
     error(path, "expected " + describe_allowed(p) + ", got " + brief(v) + " (" + json_type_name(v) + ")");
     return false;
   };
+  const double max = effective_max(p);
   auto in_range = [&](double d) {
     if (!std::isfinite(d)) return false;
     if (p.min_exclusive ? !(d > p.min) : !(d >= p.min)) return false;
-    return d <= p.max;
+    return d <= max;
   };
   switch (p.type) {
     case ParamType::Any: return true;
@@ -222,6 +231,86 @@ json Validator::component(const json& value, const std::string& path, const std:
   std::vector<ParamInfo> params = common;
   params.insert(params.end(), it->params.begin(), it->params.end());
   return object(v, path, params, {type_key});
+}
+
+}  // namespace asgd
+
+namespace asgd {
+
+bool valid_utf8(const std::string& text, size_t* bad_offset) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  for (size_t i = 0; i < n;) {
+    unsigned char c = s[i];
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    bool ok = len > 0 && i + len <= n;
+    for (size_t k = 1; ok && k < len; ++k) ok = (s[i + k] & 0xc0) == 0x80;
+    if (ok && len > 1) {  // no overlong forms, no surrogates, nothing past U+10FFFF
+      uint32_t cp = c & (0xff >> (len + 1));
+      for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (s[i + k] & 0x3f);
+      ok = cp >= (len == 2 ? 0x80u : len == 3 ? 0x800u : 0x10000u) && cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff);
+    }
+    if (!ok) {
+      if (bad_offset) *bad_offset = i;
+      return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+json parse_json_strict(const std::string& text, bool allow_comments) {
+  // The parser's callback sees every object start, key, value and end in document order:
+  // a stack of the open objects' keys finds a repeat, its size is the depth.
+  struct Frame {
+    bool object;
+    std::set<std::string> keys;
+    std::string key;   // object: the key being read
+    size_t items = 0;  // array: elements begun so far
+  };
+  std::vector<Frame> open;
+  auto path = [&open]() {
+    std::string p;
+    for (const auto& f : open) {
+      if (&f == &open.back()) break;
+      p += f.object ? (p.empty() ? "" : ".") + f.key : "[" + std::to_string(f.items - 1) + "]";
+    }
+    return p;
+  };
+  auto element_begins = [&open]() {
+    if (!open.empty() && !open.back().object) open.back().items++;
+  };
+  json::parser_callback_t callback = [&](int, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        element_begins();
+        open.push_back(Frame{event == json::parse_event_t::object_start, {}, {}, 0});
+        if (open.size() > size_t(kMaxJsonDepth)) {
+          std::string at = path();
+          if (at.size() > 60) at = at.substr(0, 60) + "...";
+          throw StrictJsonError("nested deeper than " + std::to_string(kMaxJsonDepth) + " levels (at " +
+                                (at.empty() ? std::string("the top") : at) + ")");
+        }
+        break;
+      case json::parse_event_t::key: {
+        Frame& f = open.back();
+        f.key = parsed.get<std::string>();
+        if (!f.keys.insert(f.key).second) {
+          const std::string key = f.key;  // `f` dangles once `open` grows
+          open.push_back(Frame{});        // so that path() names the repeated key itself
+          throw StrictJsonError("key \"" + key + "\" appears twice in one object (" + path() +
+                                "): JSON would silently keep only the last value");
+        }
+        break;
+      }
+      case json::parse_event_t::value: element_begins(); break;
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end: open.pop_back(); break;
+    }
+    return true;
+  };
+  return json::parse(text, callback, /*allow_exceptions=*/true, allow_comments);
 }
 
 }  // namespace asgd

@@ -55,6 +55,37 @@ class Validator {
   std::vector<ConfigIssue> issues_;
 };
 
+// ---- reading JSON text strictly ----
+
+// Nesting deeper than this is refused while parsing (a config needs about 6 levels; a
+// 100,000-deep document would otherwise exhaust the stack in later recursive code).
+inline constexpr int kMaxJsonDepth = 64;
+
+// JSON text that parses but that strict reading refuses: a key repeated in one object
+// (which would silently keep the last value), or nesting deeper than kMaxJsonDepth.
+class StrictJsonError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// json::parse with comments allowed or not, that also throws StrictJsonError for a
+// repeated key (naming its JSON path) or too deep a nesting. Syntax errors and invalid
+// UTF-8 throw json::parse_error as json::parse does.
+json parse_json_strict(const std::string& text, bool allow_comments);
+// Whether `text` is well-formed UTF-8; if not, `bad_offset` is the first bad byte.
+bool valid_utf8(const std::string& text, size_t* bad_offset = nullptr);
+
+// ---- limits every numeric key gets ----
+
+// An Integer (or IntegerList) parameter whose ParamInfo sets no finite max gets this one:
+// what an int holds. Keys stored wider say so with an explicit max (kMaxCount).
+inline constexpr double kDefaultIntegerMax = 2147483647.0;  // INT32_MAX
+// The max of count-like keys stored in 64 bits (seed, stop.updates, ...): exactly
+// representable in a double, far beyond any run.
+inline constexpr double kMaxCount = 1e15;
+// The max a parameter is checked against: its own, else kDefaultIntegerMax for integers.
+double effective_max(const ParamInfo& p);
+
 // "a.b" + "c" -> "a.b.c"; "" + "c" -> "c"
 std::string join_path(const std::string& base, const std::string& key);
 std::string index_path(const std::string& base, size_t i);

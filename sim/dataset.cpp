@@ -7,13 +7,17 @@
 #include <cstdio>
 #include "kernels/exec.h"
 #include "kernels/rng.h"
+#include "sim/interrupt.h"
 
 namespace asgd {
 namespace {
 
 void fill_normal(std::vector<float>& v, uint64_t seed, uint32_t stream) {
   Rng rng(seed, RngPurpose::Data, stream, 0);
-  for (auto& x : v) x = float(rng.normal());
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i % (size_t(1) << 20) == 0) throw_if_interrupted("making synthetic data");
+    v[i] = float(rng.normal());
+  }
 }
 
 HostDataset synthetic_part(const SyntheticSpec& s, const std::vector<float>& teacher, size_t n,
@@ -30,6 +34,7 @@ HostDataset synthetic_part(const SyntheticSpec& s, const std::vector<float>& tea
   int outputs = s.classification ? s.classes : 1;
   std::vector<double> logits(outputs);
   for (size_t i = 0; i < n; ++i) {
+    if (i % 4096 == 0) throw_if_interrupted("making synthetic data");
     for (int k = 0; k < outputs; ++k) {
       double z = 0;
       for (size_t j = 0; j < s.features; ++j) z += double(d.x[i * s.features + j]) * teacher[j * outputs + k];
@@ -59,6 +64,7 @@ std::string first_existing(const std::string& dir, const std::string& stem) {
 
 HostDataset from_idx(const std::string& images_path, const std::string& labels_path, size_t limit) {
   IdxImages img = read_idx_images(images_path);
+  if (img.count == 0) throw DataError(images_path + ": holds no images (its header says 0): nothing to train or test on");
   std::vector<uint8_t> labels = read_idx_labels(labels_path);
   if (labels.size() != img.count)
     throw DataError(images_path + " holds " + std::to_string(img.count) + " images but " + labels_path +

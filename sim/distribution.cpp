@@ -6,6 +6,8 @@
 #include <limits>
 #include <sstream>
 #include <stdexcept>
+#include "sim/interrupt.h"
+#include "sim/time.h"
 
 namespace asgd {
 namespace {
@@ -87,12 +89,32 @@ class Trace final : public Distribution {
   std::vector<double> v_;
 };
 
+// A trace file's limits: a line is one number, and a trace of more durations than this
+// is not a trace but a mistake (or /dev/zero): reading stops there with an error instead
+// of growing without bound.
+constexpr size_t kMaxTraceLineBytes = 1024;
+constexpr size_t kMaxTraceValues = 10000000;
+
+// Reads one line of at most kMaxTraceLineBytes into `line`; false at the end of the input.
+bool read_bounded_line(std::istream& in, std::string& line, const std::string& path, int lineno) {
+  line.clear();
+  for (int c; (c = in.get()) != EOF;) {
+    if (c == '\n') return true;
+    if (line.size() == kMaxTraceLineBytes)
+      throw std::invalid_argument("trace file " + path + " line " + std::to_string(lineno) + ": longer than " +
+                                  std::to_string(kMaxTraceLineBytes) + " bytes (expected one duration per line)");
+    line += char(c);
+  }
+  return !line.empty();
+}
+
 std::vector<double> read_trace_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::invalid_argument("trace file " + path + ": cannot be opened");
   std::vector<double> values;
   std::string line;
-  for (int lineno = 1; std::getline(in, line); ++lineno) {
+  for (int lineno = 1; read_bounded_line(in, line, path, lineno); ++lineno) {
+    if (lineno % 65536 == 0) throw_if_interrupted("reading " + path);
     size_t b = line.find_first_not_of(" \t\r");
     if (b == std::string::npos || line[b] == '#') continue;
     size_t e = line.find_last_not_of(" \t\r,");
@@ -105,6 +127,12 @@ std::vector<double> read_trace_file(const std::string& path) {
     if (v < 0)
       throw std::invalid_argument("trace file " + path + " line " + std::to_string(lineno) +
                                   ": duration " + field + " is negative");
+    if (v > kMaxConfigSeconds)
+      throw std::invalid_argument("trace file " + path + " line " + std::to_string(lineno) + ": duration " + field +
+                                  " is more than " + std::to_string(long(kMaxConfigSeconds)) + " s");
+    if (values.size() == kMaxTraceValues)
+      throw std::invalid_argument("trace file " + path + ": more than " + std::to_string(kMaxTraceValues) +
+                                  " durations (a trace is replayed cyclically: give a representative part)");
     values.push_back(v);
   }
   if (values.empty()) throw std::invalid_argument("trace file " + path + ": holds no durations");
@@ -115,7 +143,8 @@ std::vector<double> read_trace_file(const std::string& path) {
 
 const std::vector<ComponentInfo>& distribution_catalog() {
   static const std::vector<ComponentInfo> catalog = [] {
-    ParamInfo pos{"", ParamType::Number, nullptr, "", 0.0, kInf, true};
+    // Every parameter is a duration (seconds) or a factor: at most kMaxConfigSeconds.
+    ParamInfo pos{"", ParamType::Number, nullptr, "", 0.0, kMaxConfigSeconds, true};
     auto p = [&](std::string name, std::string doc, nlohmann::json def = nullptr, double min = 0,
                  bool exclusive = true) {
       ParamInfo q = pos;
@@ -139,7 +168,7 @@ const std::vector<ComponentInfo>& distribution_catalog() {
          {p("scale", "minimum value x_m"), p("alpha", "tail index (mean finite for alpha > 1)")}},
         {"trace", "replays a list of durations, per worker from the start, cyclically",
          {ParamInfo{"values", ParamType::NumberList, nlohmann::json::array(),
-                    "the durations (or give `file`)"},
+                    "the durations (or give `file`)", 0.0, kMaxConfigSeconds},
           ParamInfo{"file", ParamType::String, "", "CSV/text file, one duration per line"}}},
     };
   }();

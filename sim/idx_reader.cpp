@@ -1,36 +1,87 @@
 // sim/idx_reader.cpp — gzip via zlib (gzread also reads plain files unchanged).
 #include "sim/idx_reader.h"
 #include <zlib.h>
+#include "sim/interrupt.h"
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 namespace asgd {
 namespace {
 
-std::vector<uint8_t> read_all(const std::string& path) {
+// The most bytes an IDX file may hold: 1 GiB, about 22 times Fashion-MNIST's training
+// images. A header asking for more is refused before anything is inflated.
+constexpr uint64_t kMaxIdxBytes = uint64_t(1) << 30;
+
+uint32_t be32(const uint8_t* b) {
+  return (uint32_t(b[0]) << 24) | (uint32_t(b[1]) << 16) | (uint32_t(b[2]) << 8) | uint32_t(b[3]);
+}
+
+// The data bytes an IDX header announces, or kBadHeader for a header that parse_idx_*
+// refuses by itself (wrong magic, implausible size).
+constexpr uint64_t kBadHeader = ~uint64_t(0);
+
+// Reads (inflating gzip) the header of `header_bytes`, then exactly as many more bytes as
+// `payload(header)` says follow it, and one more to tell whether anything does: a file
+// that inflates to far more than its header says (a gzip bomb) is never read past that.
+std::vector<uint8_t> read_idx(const std::string& path, size_t header_bytes,
+                              uint64_t (*payload)(const uint8_t* header, const std::string& path)) {
   gzFile f = gzopen(path.c_str(), "rb");
   if (!f) throw DataError(path + ": cannot open (" + std::strerror(errno) + ")");
   std::vector<uint8_t> out;
-  uint8_t buf[1 << 16];
-  for (;;) {
-    int n = gzread(f, buf, sizeof(buf));
-    if (n < 0) {
-      int err = 0;
-      std::string msg = gzerror(f, &err);
-      gzclose(f);
-      throw DataError(path + ": corrupt or truncated gzip data (" + msg + ")");
+  auto read_up_to = [&](uint64_t want) {  // appends up to `want` bytes; fewer at the end
+    uint8_t buf[1 << 16];
+    while (want > 0) {
+      throw_if_interrupted("reading " + path);
+      int n = gzread(f, buf, unsigned(std::min<uint64_t>(want, sizeof(buf))));
+      if (n < 0) {
+        int err = 0;
+        std::string msg = gzerror(f, &err);
+        throw DataError(path + ": corrupt or truncated gzip data (" + msg + ")");
+      }
+      if (n == 0) break;
+      out.insert(out.end(), buf, buf + n);
+      want -= uint64_t(n);
     }
-    if (n == 0) break;
-    out.insert(out.end(), buf, buf + n);
+  };
+  try {
+    read_up_to(header_bytes);
+    uint64_t body = out.size() == header_bytes ? payload(out.data(), path) : kBadHeader;  // throws if too large
+    if (body != kBadHeader) {
+      out.reserve(size_t(header_bytes + body + 1));
+      read_up_to(body + 1);
+      if (out.size() > header_bytes + body)
+        throw DataError(path + ": unexpected bytes after the last item: the header announces " + std::to_string(body) +
+                        " bytes of data, and more follow");
+    }
+  } catch (...) {
+    gzclose(f);
+    throw;
   }
   gzclose(f);
   return out;
 }
 
-uint32_t be32(const std::vector<uint8_t>& b, size_t off) {
-  return (uint32_t(b[off]) << 24) | (uint32_t(b[off + 1]) << 16) | (uint32_t(b[off + 2]) << 8) |
-         uint32_t(b[off + 3]);
+uint64_t image_payload(const uint8_t* h, const std::string& path) {
+  if (be32(h) != 0x00000803 || be32(h + 8) == 0 || be32(h + 12) == 0 || be32(h + 8) > 4096 || be32(h + 12) > 4096)
+    return kBadHeader;
+  uint64_t bytes = uint64_t(be32(h + 4)) * be32(h + 8) * be32(h + 12);
+  if (bytes > kMaxIdxBytes)
+    throw DataError(path + ": header says " + std::to_string(be32(h + 4)) + " images of " + std::to_string(be32(h + 8)) +
+                    "x" + std::to_string(be32(h + 12)) + " (" + std::to_string(bytes) + " bytes), more than the " +
+                    std::to_string(kMaxIdxBytes >> 20) + " MiB an IDX file may hold");
+  return bytes;
 }
+
+uint64_t label_payload(const uint8_t* h, const std::string& path) {
+  if (be32(h) != 0x00000801) return kBadHeader;
+  uint64_t bytes = be32(h + 4);
+  if (bytes > kMaxIdxBytes)
+    throw DataError(path + ": header says " + std::to_string(bytes) + " labels, more than an IDX file may hold");
+  return bytes;
+}
+
+uint32_t be32(const std::vector<uint8_t>& b, size_t off) { return be32(b.data() + off); }
 
 std::string hex(uint32_t v) {
   char s[16];
@@ -74,7 +125,7 @@ std::vector<uint8_t> parse_idx_labels(const std::vector<uint8_t>& b, const std::
   return std::vector<uint8_t>(b.begin() + 8, b.end());
 }
 
-IdxImages read_idx_images(const std::string& path) { return parse_idx_images(read_all(path), path); }
-std::vector<uint8_t> read_idx_labels(const std::string& path) { return parse_idx_labels(read_all(path), path); }
+IdxImages read_idx_images(const std::string& path) { return parse_idx_images(read_idx(path, 16, image_payload), path); }
+std::vector<uint8_t> read_idx_labels(const std::string& path) { return parse_idx_labels(read_idx(path, 8, label_payload), path); }
 
 }  // namespace asgd

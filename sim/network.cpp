@@ -19,11 +19,11 @@ SimTime NetworkModel::transfer(SimTime now, std::vector<SimTime>& queue_free) {
   if (spec_.bandwidth > 0) {
     for (auto& free_at : queue_free) {  // every shard carries its slice
       SimTime start = std::max(now, free_at);
-      free_at = start + shard_time_;
+      free_at = add_time(start, shard_time_);
       done = std::max(done, free_at);
     }
   }
-  return done + latency_;
+  return add_time(done, latency_);
 }
 
 }  // namespace asgd

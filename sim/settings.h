@@ -1,6 +1,7 @@
 // sim/settings.h — everything a simulated run needs to know, as plain values. The
 // experiments layer fills it from a validated config; sim/ never reads JSON for these.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include "sim/lr_schedule.h"
@@ -75,7 +76,19 @@ class AfterUpdate {
       return updates % every == 0;
     }
     if (s_.eval_unit != EvalUnit::Epochs || epoch < next_eval_epoch_) return false;
-    while (next_eval_epoch_ <= epoch) next_eval_epoch_ += s_.eval_every;
+    // The marks are sums of eval_every. An interval far below one update's progress would
+    // take ~(progress / every) additions, and one below the mark's rounding step would
+    // never move it (a hang): past kMaxSteps additions, or at the first that changes
+    // nothing, the mark moves straight past `epoch`. Either way that is a row per update,
+    // which is what such an interval asks for.
+    constexpr int kMaxSteps = 1 << 16;
+    for (int steps = 0; next_eval_epoch_ <= epoch; ++steps) {
+      if (steps == kMaxSteps || next_eval_epoch_ + s_.eval_every == next_eval_epoch_) {
+        next_eval_epoch_ = std::nextafter(epoch, epoch + 1.0);
+        break;
+      }
+      next_eval_epoch_ += s_.eval_every;
+    }
     return true;
   }
   // The note of the first limit reached ("reached stop.updates", ...), or null.

@@ -170,7 +170,7 @@ void Simulation::launch(int worker, Snapshot params, const int32_t* ids, size_t 
   job->incarnation = incarnation_[worker];
   job->start = now();
   job->compute_start = network_.free() ? now() : network_.pull(now());
-  job->compute_done = job->compute_start + compute_.duration(uint32_t(worker), job->step, job->compute_start);
+  job->compute_done = add_time(job->compute_start, compute_.duration(uint32_t(worker), job->step, job->compute_start));
   // Uncontended links need no queueing, so the push time is known now.
   job->arrival = network_.contended() ? kNever : network_.push(job->compute_done);
 
@@ -247,7 +247,7 @@ void Simulation::worker_down(int w, SimTime down_for) {
   out_.failures++;
   down_since_[w] = now();
   engine_->on_worker_down(*this, w);
-  if (down_for != kNever) queue_.push(now() + down_for, EventKind::WorkerUp, w);
+  if (down_for != kNever) queue_.push(add_time(now(), down_for), EventKind::WorkerUp, w);
 }
 
 void Simulation::worker_up(int w) {
@@ -261,8 +261,10 @@ void Simulation::worker_up(int w) {
 
 void Simulation::schedule_rate_failure(int w) {
   Rng rng(settings_.seed, RngPurpose::Failure, uint32_t(w), failure_draws_[w]++);
-  SimTime gap = seconds_to_sim(-std::log(rng.uniform()) / settings_.failure_rate);
-  queue_.push(now() + gap, EventKind::WorkerDown, w, uint64_t(settings_.failure_down_time));
+  const double gap_seconds = -std::log(rng.uniform()) / settings_.failure_rate;
+  if (!(sim_to_seconds(now()) + gap_seconds < 9e9)) return;  // beyond the clock's range: it never fails
+  SimTime gap = seconds_to_sim(gap_seconds);
+  queue_.push(add_time(now(), gap), EventKind::WorkerDown, w, uint64_t(settings_.failure_down_time));
 }
 
 void Simulation::recycle(std::unique_ptr<GradientJob> job) {
@@ -490,7 +492,7 @@ RunOutcome Simulation::run(Engine& engine) {
       case EventKind::Evaluate:
         evaluate_row();
         // Only while work remains: a stalled run must end, not evaluate forever.
-        if (!queue_.empty()) queue_.push(e.time + seconds_to_sim(settings_.eval_every), EventKind::Evaluate);
+        if (!queue_.empty()) queue_.push(add_time(e.time, seconds_to_sim(settings_.eval_every)), EventKind::Evaluate);
         break;
       case EventKind::StopTime: request_stop("completed", "reached stop.time"); break;
       case EventKind::EngineTimer: engine.on_timer(*this, e); break;

@@ -85,8 +85,24 @@ WorkerPool::WorkerPool(int threads, bool caller_computes)
     throw std::invalid_argument("WorkerPool needs at least one thread");
   }
   const int own = caller_computes ? threads - 1 : threads;
-  threads_.reserve(own);
-  for (int i = 0; i < own; ++i) threads_.emplace_back([this] { thread_main(); });
+  try {
+    threads_.reserve(own);
+    for (int i = 0; i < own; ++i) threads_.emplace_back([this] { thread_main(); });
+  } catch (const std::exception& e) {
+    // No destructor runs for a constructor that throws: the threads already started must
+    // be stopped and joined here (a joinable std::thread destroyed would terminate).
+    const size_t started = threads_.size();
+    {
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      state_->stopping = true;
+    }
+    state_->work.notify_all();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+    delete state_;
+    throw std::runtime_error("cannot start " + std::to_string(own) + " worker threads (started " +
+                             std::to_string(started) + "): " + e.what() + "; use fewer --threads");
+  }
 }
 
 WorkerPool::~WorkerPool() {

@@ -696,9 +696,9 @@ TEST(EngineConfig, BadEngineParametersExitTwoNamingThePath) {
     json train = json::object();
   };
   const std::vector<Case> cases = {
-      {{{"type", "ssp"}, {"bound", -1}}, {"engines[0].bound", ">= 0"}},
+      {{{"type", "ssp"}, {"bound", -1}}, {"engines[0].bound", "in [0, 2147483647]"}},
       {{{"type", "ssp"}, {"bound", 1.5}}, {"engines[0].bound", "integer"}},
-      {{{"type", "local_sgd"}, {"steps", 0}}, {"engines[0].steps", ">= 1"}},
+      {{{"type", "local_sgd"}, {"steps", 0}}, {"engines[0].steps", "in [1, 2147483647]"}},
       {{{"type", "async"}, {"delay_compensation", -0.1}}, {"engines[0].delay_compensation", ">= 0"}},
       {{{"type", "async"}, {"lr_staleness", "half"}}, {"engines[0].lr_staleness", "none, divide"}},
       {{{"type", "async"}, {"lr_staleness", "devide"}}, {"engines[0].lr_staleness", "did you mean 'divide'"}},

@@ -6,6 +6,7 @@
 // Not here: the graceful interrupt itself (tests/test_config.cpp) and write_file_atomic's
 // plain cases (tests/test_sim.cpp).
 #include <sched.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -78,11 +79,13 @@ class SmallDisk {
   bool mounted_ = false;
 };
 
-// Every regular file under `dir`, by path relative to it, with its bytes.
+// Every regular file under `dir`, by path relative to it, with its bytes; not the
+// experiment lock's file, whose content (who holds it) each process rewrites.
 std::map<std::string, std::string> snapshot(const std::string& dir) {
   std::map<std::string, std::string> files;
   for (const auto& e : fs::recursive_directory_iterator(dir))
-    if (e.is_regular_file()) files[fs::relative(e.path(), dir).string()] = read_file(e.path().string());
+    if (e.is_regular_file() && e.path().filename() != ".lock")
+      files[fs::relative(e.path(), dir).string()] = read_file(e.path().string());
   return files;
 }
 
@@ -144,7 +147,11 @@ void expect_nothing_lost_nothing_half_written(const std::string& exp, const std:
   }
   EXPECT_TRUE(before.count(kSmallRun + "/metrics.csv") && before.count(kSmallRun + "/summary.json")) << names(before);
   EXPECT_GT(kept, 2u) << names(before);
-  EXPECT_FALSE(fs::exists(exp + "/" + kBigRun + "/summary.json")) << names(after);
+  json big_summary;  // a failed run is marked (summary.json says failed), never complete
+  if (fs::exists(exp + "/" + kBigRun + "/summary.json")) {
+    big_summary = json::parse(read_file(exp + "/" + kBigRun + "/summary.json"));
+    EXPECT_EQ(big_summary.value("status", ""), "failed") << big_summary.dump(2);
+  }
   EXPECT_FALSE(fs::exists(exp + "/" + kBigRun + "/metrics.csv")) << names(after);
   EXPECT_EQ(temp_files(exp), std::vector<std::string>{});
 
@@ -320,53 +327,32 @@ bool sigint_pending(pid_t pid) {
   return pending & (1ull << (SIGINT - 1));
 }
 
-// Blocks the graceful stop of process `pid` in `run_dir`: the first file it writes after
-// the simulation, metrics.csv, goes through atomic_temp_path(metrics.csv, pid), which this
-// makes a FIFO whose buffer it fills first. The open succeeds (this holds the FIFO open),
-// the write() then waits for a reader that never reads, and the process can only leave
-// by a signal.
-class BlockedMetricsWrite {
+// Blocks the graceful stop of an asgdsim writing into `exp_dir` at its last step: after
+// a run's files are written, index.csv is written under an exclusive flock on
+// exp_dir/.index.lock (run_parts.cpp, write_index), which this holds until release().
+// (The temporary files of write_file_atomic cannot be stood in the way of any more:
+// their names are unpredictable and they are created with O_EXCL.)
+class BlockedIndexWrite {
  public:
-  BlockedMetricsWrite(const std::string& run_dir, pid_t pid) {
-    fs::create_directories(run_dir);
-    std::string fifo = atomic_temp_path(run_dir + "/metrics.csv", long(pid));
-    if (::mkfifo(fifo.c_str(), 0644) != 0 || (fd_ = ::open(fifo.c_str(), O_RDWR | O_NONBLOCK | O_CLOEXEC)) < 0) {
-      why_ = fifo + ": " + std::strerror(errno);
-      return;
+  explicit BlockedIndexWrite(const std::string& exp_dir) {
+    fs::create_directories(exp_dir);
+    const std::string lock = exp_dir + "/.index.lock";
+    fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0 || ::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      why_ = lock + ": " + std::strerror(errno);
+      release();
     }
-    ::fcntl(fd_, F_SETPIPE_SZ, 4096);  // the smallest buffer; if refused, the default fills too
-    std::string chunk(4096, '#');
-    ssize_t n;
-    while ((n = ::write(fd_, chunk.data(), chunk.size())) > 0) filler_ += size_t(n);
   }
-  ~BlockedMetricsWrite() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  bool ok() const { return fd_ >= 0 && filler_ > 0; }
+  ~BlockedIndexWrite() { release(); }
+  bool ok() const { return fd_ >= 0; }
   const std::string& why() const { return why_; }
-  // Reads the FIFO for up to `seconds` until `needle` shows past the filler; returns what
-  // came past it. Reading lets the blocked write go on.
-  std::string read_past_filler(const std::string& needle, double seconds) {
-    std::string got;
-    size_t skipped = 0;
-    wait_for(
-        [&] {
-          char buf[4096];
-          ssize_t n;
-          while ((n = ::read(fd_, buf, sizeof(buf))) > 0) {
-            size_t skip = std::min(size_t(n), filler_ - skipped);
-            skipped += skip;
-            got.append(buf + skip, size_t(n) - skip);
-          }
-          return got.find(needle) != std::string::npos;
-        },
-        seconds);
-    return got;
+  void release() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
   }
 
  private:
   int fd_ = -1;
-  size_t filler_ = 0;
   std::string why_;
 };
 
@@ -375,7 +361,7 @@ class BlockedMetricsWrite {
 struct BlockedRun {
   std::string out, run_dir;
   std::unique_ptr<CliProcess> process;
-  std::unique_ptr<BlockedMetricsWrite> block;
+  std::unique_ptr<BlockedIndexWrite> block;
 
   explicit BlockedRun(const std::string& dir) : out(dir + "/out"), run_dir(out + "/long/async-seed1") {
     write_text(dir + "/long.json", long_run().dump());
@@ -385,7 +371,7 @@ struct BlockedRun {
   // Empty when started; else what went wrong.
   std::string start() {
     if (process->pid() <= 0) return std::string("fork: ") + std::strerror(errno);
-    block = std::make_unique<BlockedMetricsWrite>(run_dir, process->pid());
+    block = std::make_unique<BlockedIndexWrite>(out + "/long");
     if (!block->ok()) return "cannot block the graceful stop: " + block->why();
     process->start();
     if (!wait_for([&] { return fs::exists(run_dir + "/meta.json") || !process->running(); }, 60))
@@ -409,7 +395,9 @@ TEST(SecondSignal, ExitsAtOnceWhileTheGracefulStopIsBlocked) {
   std::string failed = run.start();
   ASSERT_EQ(failed, "");
   run.interrupt();
-  std::this_thread::sleep_for(std::chrono::seconds(1));
+  // The run's own files are written; the graceful stop then waits for the index lock.
+  ASSERT_TRUE(wait_for([&] { return fs::exists(run.run_dir + "/summary.json") || !run.process->running(); }, 30));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   ASSERT_TRUE(run.process->running()) << "the first SIGINT alone ended it: exit " << run.process->exit_code() << "\n"
                                       << run.process->output();
 
@@ -419,22 +407,24 @@ TEST(SecondSignal, ExitsAtOnceWhileTheGracefulStopIsBlocked) {
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
   EXPECT_EQ(run.process->exit_code(), 130) << run.process->output();
   std::cerr << "exited " << took << " s after the second SIGINT\n";
-  // Left from the handler: nothing of what the graceful stop writes after metrics.csv.
-  EXPECT_FALSE(fs::exists(run.run_dir + "/metrics.csv"));
-  EXPECT_FALSE(fs::exists(run.run_dir + "/summary.json"));
+  // Left from the handler: nothing of what the graceful stop writes after the block.
   EXPECT_FALSE(fs::exists(run.out + "/long/index.csv"));
 }
 
 // The control for the test above: after one SIGINT the process stays, and what it is
-// blocked on is the graceful stop writing metrics.csv (its header comes out of the FIFO).
+// blocked on is the graceful stop's last step: released, it writes index.csv and exits 130.
 TEST(SecondSignal, FirstSignalAloneWaitsForTheGracefulStop) {
   BlockedRun run(temp_dir("sig"));
   std::string failed = run.start();
   ASSERT_EQ(failed, "");
   run.interrupt();
+  ASSERT_TRUE(wait_for([&] { return fs::exists(run.run_dir + "/summary.json") || !run.process->running(); }, 30));
   std::this_thread::sleep_for(std::chrono::seconds(1));
   ASSERT_TRUE(run.process->running()) << "exit " << run.process->exit_code() << "\n" << run.process->output();
-  std::string written = run.block->read_past_filler("\n0,0,0,0,0,", 30);
-  EXPECT_EQ(written.rfind("time,updates,gradients,samples,", 0), 0u) << "'" << written.substr(0, 200) << "'";
-  EXPECT_NE(written.find("\n0,0,0,0,0,"), std::string::npos) << "'" << written.substr(0, 200) << "'";
+  EXPECT_FALSE(fs::exists(run.out + "/long/index.csv"));
+  run.block->release();
+  ASSERT_TRUE(run.process->wait_exit(30)) << "still running 30 s after the index lock was released";
+  EXPECT_EQ(run.process->exit_code(), 130) << run.process->output();
+  std::string index = read_file(run.out + "/long/index.csv");
+  EXPECT_NE(index.find("\nasync-seed1,async,1,interrupted,"), std::string::npos) << index;
 }

@@ -533,6 +533,28 @@ class PlotEdgeCasesTest(unittest.TestCase):
         self.assertEqual(rows["sync, train.lr=0.01"]["runs"], "3")  # 0.01 and 1e-2 are one
         self.assertEqual(rows["async, train.lr=0.1"]["unfinished"], "1")  # corrupt summary
 
+    def test_unreadable_files_are_warned_about_and_listed_in_the_report(self):
+        """Issue 17: a corrupt metrics.csv and a summary.json that is not an object were
+        dropped without a word; each is now a warning and a line under the run in the report."""
+        root = self.tmp / "bad"
+        for name in ("x", "y"):
+            (root / name).mkdir(parents=True)
+        (root / "x" / "metrics.csv").write_bytes(b"\x00\x01garbage\xff\n1,2\n")
+        (root / "x" / "summary.json").write_text(json.dumps(
+            {"status": "completed", "engine": "async", "final": {"train_loss": 0.1}}))
+        (root / "y" / "metrics.csv").write_text("time,updates,train_loss\n0,0,1\n1,10,0.5\n")
+        (root / "y" / "summary.json").write_text("[1, 2]")
+        result = run_plot(root, "--format", "png")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("ignoring", result.stderr)
+        self.assertIn("x/metrics.csv", result.stderr)
+        self.assertIn("not a JSON object", result.stderr)
+        for report in ("report.md", "report.html"):
+            text = (root / report).read_text(encoding="utf-8")
+            self.assertIn("Runs with problems", text, report)
+            self.assertRegex(text, r"x: metrics\.csv ignored", report)
+            self.assertRegex(text, r"y: summary\.json ignored: not a JSON object", report)
+
     def test_bad_option_exits_2(self):
         write_bare_regression_run(self.tmp / "bare")
         result = run_plot(self.tmp / "bare", "--metric", "accuracy")

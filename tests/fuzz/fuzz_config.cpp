@@ -11,9 +11,11 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(data, data + size, nullptr, true, /*ignore_comments=*/true);
+  try {  // as load_json_file reads a config: repeated keys and deep nesting refused
+    j = asgd::parse_json_strict(std::string(reinterpret_cast<const char*>(data), size), /*allow_comments=*/true);
   } catch (const nlohmann::json::exception&) {  // load_json_file reports these as ConfigError
+    return 0;
+  } catch (const asgd::StrictJsonError&) {
     return 0;
   }
   try {

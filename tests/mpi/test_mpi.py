@@ -292,7 +292,7 @@ class ClusterRefusals(unittest.TestCase):
     def test_without_mpirun_it_says_how_to_start_it(self):
         cfg = dict(SWEEP, name="plain")
         p = run(["cluster", write_config(self.tmp, cfg), "--out", os.path.join(self.tmp, "o")])
-        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.returncode, 2)  # a usage error (issue 17)
         self.assertIn("mpirun -np N+1", p.stderr)
 
 

@@ -1,0 +1,274 @@
+// experiments/resources.cpp — run scale and memory estimates from a resolved run config
+// (see resources.h). The per-item byte counts are the sizes of the structures that hold
+// them (sim/, engines/, kernels/), rounded up for allocator and container overhead; the
+// per-worker and per-row constants were measured (docs/reliability.md).
+#include "experiments/resources.h"
+#include "experiments/runner.h"
+#include "sim/settings.h"
+#include <sys/resource.h>
+#include <unistd.h>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <thread>
+
+namespace asgd {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kFloat = 4;  // bytes per parameter, gradient or data value
+// Bookkeeping per simulated worker beyond its buffers (job record, stats, engine state,
+// per-worker vectors of the scheduler and the engines): measured ~0.6 KB, rounded up.
+constexpr double kWorkerBytes = 1024;
+// One metrics row: the record (104 bytes), its CSV text when written, vector growth.
+constexpr double kRowBytes = 512;
+// One trace span: the record (32 bytes), its JSON text when written (~110), growth.
+constexpr double kSpanBytes = 256;
+constexpr double kSpansPerGradient = 4;  // pull, compute, push, and an update instant
+// The Fashion-MNIST files' sizes (images 28x28).
+constexpr double kFashionTrain = 60000, kFashionTest = 10000, kFashionPixels = 784;
+
+double num(const json& j, const char* key, double fallback = 0) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
+}
+std::string text(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+struct DataShape {
+  double train = 0, test = 0;  // samples
+  double in = 0, outputs = 1;  // input dimension, model outputs
+  double stored_values = 0;    // floats the data set occupies (inputs and labels, both sets)
+  double raw_bytes = 0;        // bytes read before conversion (IDX pixels)
+};
+
+DataShape data_shape(const json& data) {
+  DataShape d;
+  const std::string type = text(data, "type");
+  if (type == "synthetic") {
+    d.train = num(data, "train_samples");
+    d.test = num(data, "test_samples");
+    d.in = num(data, "features");
+    d.outputs = text(data, "task") == "regression" ? 1 : num(data, "classes", 10);
+  } else if (type == "fashion_mnist") {
+    double tl = num(data, "train_limit"), sl = num(data, "test_limit");
+    d.train = tl > 0 ? std::min(tl, kFashionTrain) : kFashionTrain;
+    d.test = sl > 0 ? std::min(sl, kFashionTest) : kFashionTest;
+    d.in = kFashionPixels;
+    d.outputs = 10;
+    d.raw_bytes = (kFashionTrain + kFashionTest) * (kFashionPixels + 1);
+  } else {  // none: the samples only count epochs
+    d.train = num(data, "samples", 1024);
+  }
+  d.stored_values = (d.train + d.test) * (d.in + 1);
+  return d;
+}
+
+// Layer widths of a dense model (input first), empty for the quadratic model.
+std::vector<double> dense_layers(const json& model, const DataShape& d) {
+  const std::string type = text(model, "type");
+  if (type == "linear" || type == "logistic") return {d.in, 1};
+  if (type == "softmax") return {d.in, d.outputs};
+  if (type == "mlp") {
+    std::vector<double> layers{d.in};
+    if (model.contains("hidden") && model["hidden"].is_array())
+      for (const auto& h : model["hidden"])
+        if (h.is_number()) layers.push_back(h.get<double>());
+    layers.push_back(d.outputs);
+    return layers;
+  }
+  return {};
+}
+
+double mean_speed_factor(const json& cluster) {
+  const json& s = cluster.value("speeds", json::array());
+  if (s.is_array() && !s.empty()) {
+    double sum = 0;
+    for (const auto& f : s) sum += f.is_number() ? f.get<double>() : 1;
+    return sum / double(s.size());
+  }
+  if (s.is_object()) {
+    try {
+      return make_distribution(s)->mean();
+    } catch (const std::exception&) {
+    }
+  }
+  return 1;
+}
+
+}  // namespace
+
+double model_param_count(const json& c) {
+  const json& model = c["model"];
+  if (text(model, "type") == "quadratic") return num(model, "dim");
+  std::vector<double> layers = dense_layers(model, data_shape(c["data"]));
+  double p = 0;
+  for (size_t l = 1; l < layers.size(); ++l) p += (layers[l - 1] + 1) * layers[l];
+  return p;
+}
+
+RunScale estimate_run_scale(const json& c, const Distribution& compute) {
+  RunScale s;
+  const RunSettings rs = settings_from_config(c);  // workers, batch, stop limits, network as the run reads them
+  const json& cluster = c["cluster"];
+  const json& engine = c["engine"];
+  const double workers = std::max(1, rs.workers);
+  const double batch = std::max<double>(1, double(rs.batch_size));
+  const double samples = std::max(1.0, data_shape(c["data"]).train);
+  const double stop_time = rs.stop_time == kNever ? 0 : sim_to_seconds(rs.stop_time);
+
+  // A step: compute (mean draw x mean slowdown, x the transient stragglers' mean factor),
+  // then a pull and a push of the parameters.
+  const json& st = cluster["stragglers"];
+  double straggle = 1 + num(st, "probability") * (num(st, "factor", 1) - 1);
+  double step = compute.mean() * mean_speed_factor(cluster) * straggle;
+  if (rs.network.bandwidth > 0)
+    step += 2 * model_param_count(c) * rs.network.bytes_per_value / std::max(1, rs.network.shards) / rs.network.bandwidth;
+  step += 2 * rs.network.latency;
+  s.step_seconds = std::isfinite(step) ? step : kInf;
+
+  // Gradients per update, at most: one (async, ssp), a round of every worker (sync
+  // family), every worker's local steps (local_sgd, easgd).
+  double per_update = 1;
+  const std::string type = text(engine, "type");
+  if (type == "sync" || type == "sync_backup") per_update = workers;
+  if (type == "local_sgd") per_update = workers * std::max(1.0, num(engine, "steps", 1));
+  if (type == "easgd") per_update = workers * std::max(1.0, num(engine, "period", 1));
+
+  double g = kInf;
+  if (rs.stop_gradients > 0) g = std::min(g, double(rs.stop_gradients));
+  if (rs.stop_updates > 0) g = std::min(g, double(rs.stop_updates) * per_update + workers);
+  if (rs.stop_epochs > 0) g = std::min(g, std::ceil(rs.stop_epochs * samples / batch) + workers);
+  // A step under half a nanosecond rounds to 0 ns: virtual time would not advance.
+  if (stop_time > 0 && s.step_seconds >= 0.5e-9) g = std::min(g, stop_time * workers / s.step_seconds + workers);
+  s.gradients = g;
+  s.updates = rs.stop_updates > 0 ? std::min(double(rs.stop_updates), g) : g;
+  s.epochs = g * batch / samples;
+  s.seconds = stop_time > 0 ? stop_time : std::isfinite(g) ? g * s.step_seconds / workers : kInf;
+  return s;
+}
+
+MemoryEstimate estimate_run_memory(const json& c, const Distribution& compute) {
+  MemoryEstimate m;
+  const RunSettings rs = settings_from_config(c);
+  const json& model = c["model"];
+  const json& engine = c["engine"];
+  const DataShape d = data_shape(c["data"]);
+  const double workers = std::max(1, rs.workers);
+  const double batch = std::max<double>(1, double(rs.batch_size));
+  const double params = model_param_count(c);
+  const double vec = params * kFloat;
+  const RunScale scale = estimate_run_scale(c, compute);
+  const std::string model_key = text(model, "type") == "quadratic" ? "model.dim" : "model";
+  auto add = [&m](std::string key, std::string what, double bytes) {
+    if (bytes > 0) m.parts.push_back({std::move(key), std::move(what), bytes});
+  };
+  auto n = [](double v) {
+    char s[32];
+    std::snprintf(s, sizeof(s), "%.4g", v);
+    return std::string(s);
+  };
+
+  // Parameter versions: the model of record, its momentum, and the history forced
+  // staleness keeps (no more versions than there are updates).
+  const double history = std::min(double(rs.staleness_tau), scale.updates);  // 0 unless forced
+  add(model_key, "the model of record and its momentum (" + n(params) + " parameters)", 2 * vec);
+  const std::string history_key = rs.staleness != StalenessMode::Geometric ? "staleness.tau"
+                                  : num(c["staleness"], "max") > 0         ? "staleness.max"
+                                                                            : "staleness.mean";
+  add(history_key, "the " + n(history) + " parameter versions forced staleness keeps", history * vec);
+
+  // Per worker: a gradient in flight and the parameters it was computed on; replicas of
+  // their own for local SGD and EASGD (EAMSGD: two more vectors); minibatch ids.
+  double copies = 2;
+  const std::string type = text(engine, "type");
+  if (type == "local_sgd") copies += 2;
+  if (type == "easgd") copies += num(engine, "delta") > 0 ? 4 : 2;
+  // Named after the factor more out of the ordinary: the workers, or the model's size.
+  add(vec > workers * kWorkerBytes ? model_key : "cluster.workers",
+      n(workers) + " workers x " + n(copies) + " vectors of " + n(params) + " parameters", workers * copies * vec);
+  add("cluster.workers", n(workers) + " workers' bookkeeping", workers * kWorkerBytes);
+  add("train.batch_size", n(workers) + " workers x minibatches of " + n(batch) + " sample ids", workers * batch * 2 * 4);
+
+  // Activations: each thread computing a dense model's gradient holds the layers'
+  // outputs and deltas for its minibatch (evaluation: for chunks of 2,048 rows).
+  std::vector<double> layers = dense_layers(model, d);
+  double width = 0;
+  for (double l : layers) width += l;
+  const double threads = std::min(workers, double(std::max(1u, std::thread::hardware_concurrency())));
+  add("train.batch_size", n(threads) + " threads x activations of " + n(batch) + " samples x " + n(width) + " units",
+      threads * std::max(batch, 2048.0) * width * 2 * kFloat * (width > 0));
+
+  // Data: inputs and labels as floats, on the host and in backend memory (the same RAM
+  // on CPU backends), the raw file bytes while converting, and the sample order.
+  const std::string data_key = text(c["data"], "type") == "none" ? "data.samples" : "data";
+  add("data", n(d.train) + " + " + n(d.test) + " samples x " + n(d.in) + " features", 2 * d.stored_values * kFloat);
+  add("data", "the raw data files", d.raw_bytes);
+  add(data_key, "the sample order of " + n(d.train) + " samples", d.train * 4);
+
+  // Metrics rows: the start, one per eval interval, the end. An interval in epochs is
+  // checked after each update, so it gives at most one row per update.
+  const std::string unit = text(c["eval"], "unit");
+  const double every = rs.eval_every;
+  double span = rs.eval_unit == EvalUnit::Time ? scale.seconds : rs.eval_unit == EvalUnit::Updates ? scale.updates : scale.epochs;
+  double rows = every > 0 ? span / every + 2 : kInf;
+  if (rs.eval_unit == EvalUnit::Epochs) rows = std::min(rows, scale.updates + 2);
+  add("eval.every", n(rows) + " metrics rows (eval every " + n(every) + " " + unit + ")", rows * kRowBytes);
+  if (rs.trace)
+    add("trace", n(scale.gradients) + " gradients' trace spans", scale.gradients * kSpansPerGradient * kSpanBytes);
+
+  std::stable_sort(m.parts.begin(), m.parts.end(), [](const MemoryPart& a, const MemoryPart& b) { return a.bytes > b.bytes; });
+  for (const auto& p : m.parts) m.total += p.bytes;
+  return m;
+}
+
+double memory_budget_bytes() {
+  double budget = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE));
+  if (!(budget > 0)) budget = kInf;
+  for (int resource : {RLIMIT_AS, RLIMIT_DATA}) {
+    rlimit r{};
+    if (::getrlimit(resource, &r) == 0 && r.rlim_cur != RLIM_INFINITY) budget = std::min(budget, double(r.rlim_cur));
+  }
+  std::ifstream cgroup("/sys/fs/cgroup/memory.max");  // cgroup v2: "max" or bytes
+  double limit = 0;
+  if (cgroup >> limit && limit > 0) budget = std::min(budget, limit);
+  return budget;
+}
+
+std::string format_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 6) {
+    bytes /= 1024;
+    ++u;
+  }
+  char s[48];
+  if (!std::isfinite(bytes)) return "unbounded";
+  std::snprintf(s, sizeof(s), bytes < 10 ? "%.1f %s" : "%.0f %s", bytes, units[u]);
+  return s;
+}
+
+void check_run_resources(const json& c, const Distribution& compute, Validator& v) {
+  const RunScale scale = estimate_run_scale(c, compute);
+  if (!std::isfinite(scale.gradients)) {  // only stop.time bounds it, and steps take no time
+    v.error("stop.time", "the run can never reach it: a worker's step takes 0 ns of virtual time (cluster.compute has "
+                         "mean " + brief(json(compute.mean())) + " s, rounded to whole nanoseconds, and the "
+                         "network charges nothing), so "
+                         "virtual time never advances; give cluster.compute a duration >= 1 ns, or add a limit on "
+                         "stop.updates, stop.gradients or stop.epochs");
+    return;
+  }
+  const MemoryEstimate m = estimate_run_memory(c, compute);
+  const double budget = memory_budget_bytes();
+  if (m.total <= budget) return;
+  const MemoryPart& top = m.parts.front();
+  v.error(top.key, "this run would need about " + format_bytes(m.total) + " of memory, more than the " +
+                       format_bytes(budget) + " this machine has; the largest part is " + top.what + ": " +
+                       format_bytes(top.bytes) + ". Lower " + top.key);
+}
+
+}  // namespace asgd

@@ -1,0 +1,52 @@
+// experiments/resources.h — what a run will cost, judged from its resolved config before
+// anything runs: how far it goes (gradients, updates, epochs, virtual seconds, from its
+// stop limits and its timing) and how much memory its largest allocations take.
+// resolve_experiment uses it to refuse, as invalid input naming the key responsible, a
+// run that cannot advance (only stop.time, with steps of 0 ns) and a run whose estimate
+// exceeds the machine's memory. An estimate, not an accounting: its terms are the
+// allocations that grow with a config key (per-worker buffers, parameter versions, data
+// sets, metrics rows, trace spans); fixed costs of a few MB are left out.
+#pragma once
+#include <string>
+#include <vector>
+#include <nlohmann/json.hpp>
+#include "experiments/schema.h"
+#include "sim/distribution.h"
+
+namespace asgd {
+
+using nlohmann::json;
+
+// How far a run goes at most, from whichever stop limit binds first (+inf: unbounded).
+// The functions below take a run's resolved, validated config (RunSpec::config).
+struct RunScale {
+  double gradients = 0, updates = 0, epochs = 0, seconds = 0;
+  double step_seconds = 0;  // mean virtual duration of one worker step (compute + transfers)
+};
+RunScale estimate_run_scale(const json& run_config, const Distribution& compute);
+
+struct MemoryPart {
+  std::string key;   // the config key that drives it (named in a refusal)
+  std::string what;  // what it is, with the numbers behind it
+  double bytes = 0;
+};
+struct MemoryEstimate {
+  double total = 0;
+  std::vector<MemoryPart> parts;  // largest first
+};
+MemoryEstimate estimate_run_memory(const json& run_config, const Distribution& compute);
+
+// What this process may use: physical memory, lowered by RLIMIT_AS/RLIMIT_DATA and a cgroup
+// memory.max where set.
+double memory_budget_bytes();
+std::string format_bytes(double bytes);
+
+// Reports, into v, a run that cannot advance or that needs more memory than
+// memory_budget_bytes(). `compute` is the run's cluster.compute distribution.
+void check_run_resources(const json& run_config, const Distribution& compute, Validator& v);
+
+// The number of parameters of a model config (data dimensions from the data config);
+// 0 for a model type it does not know.
+double model_param_count(const json& run_config);
+
+}  // namespace asgd

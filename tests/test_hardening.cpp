@@ -1,0 +1,847 @@
+// tests/test_hardening.cpp — issue 17's table: every case found by probing asgdsim as an
+// attacker and a careless user would (the 14 defects), and the earlier bad-input cases,
+// as rows of (input, expected exit code, words the output must hold, state of the folder
+// afterwards). Each row is one test: a bash snippet run against the asgdsim binary in a
+// folder of its own, with a time limit, so a hang is a failure and not a stuck suite.
+//
+// Placeholders in a row's command: {bin} the asgdsim under test, {cfg} the row's config
+// file, {out} the --out folder, {dir} the row's folder (helper configs: long.json, a run
+// of "base" that lasts minutes; sync.json, base with engine sync only), {src} the
+// source tree. Helpers in the snippet: wait_for FILE, wait_grep FILE TEXT.
+// State entries, paths relative to {out} unless they start with {dir} or /:
+//   "P" exists, "!P" does not, "P~T" holds text T, "P!~T" does not, "P#N" has N lines,
+//   "EMPTY" nothing was written under {out}.
+//
+// Rows marked control() hold with or without the fixes (valid configs next to refused
+// ones, behaviour a fix must keep); every other row of defects 1-14 fails without them.
+// To see which rows fail without the fixes, point the suite at another binary (and
+// ASGD_HARDENING_SOURCE at another tree, for analysis/plot.py):
+//   ASGD_HARDENING_BINARY=/path/to/old/asgdsim ASGD_HARDENING_TIMEOUT=20
+//   ASGD_HARDENING_ULIMIT_KB=4000000 build/tests/test_hardening   (one command line)
+// (the time limit and the address-space limit keep the old hangs and memory bombs short).
+// Not here: the write_file_atomic and full-disk cases (test_reliability.cpp), plot.py's
+// own tests (tests/analysis).
+#include <sys/stat.h>
+#include <zlib.h>
+#include <cstdlib>
+#include <functional>
+#include <set>
+#include <nlohmann/json.hpp>
+#include "test_helpers.h"
+
+using nlohmann::json;
+using namespace asgd::testing;
+namespace fs = std::filesystem;
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define ASGD_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define ASGD_SANITIZED 1
+#endif
+#endif
+#ifndef ASGD_SANITIZED
+#define ASGD_SANITIZED 0
+#endif
+
+namespace {
+
+// The issue's small config B.
+const json kBase = json::parse(R"({"name": "base", "model": {"type": "quadratic", "dim": 10},
+  "cluster": {"workers": 2}, "stop": {"updates": 200}, "engines": [{"type": "async"}, {"type": "sync"}]})");
+
+json with(json c, const std::function<void(json&)>& edit) {
+  edit(c);
+  return c;
+}
+// Four engines and a row per update: a run that prints four lines.
+const json kFour = with(kBase, [](json& c) {
+  c["stop"]["updates"] = 20000;
+  c["engines"] = json::array({{{"type", "async"}}, {{"type", "sync"}}, {{"type", "ssp"}}, {{"type", "easgd"}}});
+});
+// The earlier bad-input tests' config (tests/test_config.cpp).
+const json kTiny = json::parse(R"({"name": "tiny", "model": {"type": "softmax"},
+  "data": {"type": "synthetic", "classes": 3, "features": 6, "train_samples": 128, "test_samples": 64},
+  "train": {"batch_size": 8, "lr": 0.1}, "stop": {"updates": 10}, "eval": {"every": 5, "unit": "updates"},
+  "cluster": {"workers": 2}, "engines": [{"type": "async"}]})");
+
+struct Ctx {
+  std::string dir, out, cfg, output;
+  int exit_code = -1;
+};
+
+struct Row {
+  std::string id;
+  int defect = 0;  // 1..14: the issue's defect; 0: an earlier bad-input case
+  std::string config;
+  std::string command;
+  int exit = 0;
+  std::vector<std::string> words;
+  std::vector<std::string> state;
+  std::function<void(Ctx&)> setup;  // before the command (files it needs)
+  std::function<void(Ctx&)> check;  // after it, beyond words and state
+  bool unsanitized_only = false;    // needs ulimit -v, which ASan/TSan cannot run under
+  // Holds with or without the defect's fix: what the fix must keep working (a valid config
+  // near a refused one, the behaviour a refusal leaves alone).
+  bool is_control = false;
+  double timeout = 60;
+
+  Row& cfg(const json& c) { config = c.dump(); return *this; }
+  Row& cfg_text(std::string text) { config = std::move(text); return *this; }
+  Row& before(std::function<void(Ctx&)> f) { setup = std::move(f); return *this; }
+  Row& after(std::function<void(Ctx&)> f) { check = std::move(f); return *this; }
+  Row& no_sanitizer() { unsanitized_only = true; return *this; }
+  Row& control() { is_control = true; return *this; }
+  Row& limit(double seconds) { timeout = seconds; return *this; }
+};
+
+Row row(std::string id, int defect, std::string command, int exit, std::vector<std::string> words = {},
+        std::vector<std::string> state = {}) {
+  Row r;
+  r.id = std::move(id);
+  r.defect = defect;
+  r.config = kBase.dump();
+  r.command = std::move(command);
+  r.exit = exit;
+  r.words = std::move(words);
+  r.state = std::move(state);
+  return r;
+}
+// `asgdsim validate` of a config: exit 2 naming the problem, nothing written.
+Row invalid(std::string id, int defect, const json& config, std::vector<std::string> words, std::string sets = "") {
+  return row(std::move(id), defect, "{bin} validate {cfg} " + sets, 2, std::move(words), {"EMPTY"}).cfg(config);
+}
+// `asgdsim run` of a config that is refused: exit 2 naming the problem, nothing written.
+Row refused(std::string id, int defect, const json& config, std::vector<std::string> words, std::string sets = "") {
+  return row(std::move(id), defect, "{bin} run {cfg} --quiet --out {out} " + sets, 2, std::move(words), {"EMPTY"})
+      .cfg(config);
+}
+
+std::string quote(const std::string& s) {  // for bash, single-quoted
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+void write_gz(const std::string& path, const std::vector<uint8_t>& head, size_t zeros = 0) {
+  gzFile f = gzopen(path.c_str(), "wb1");
+  ASSERT_NE(f, nullptr) << path;
+  if (!head.empty()) {
+    ASSERT_EQ(gzwrite(f, head.data(), unsigned(head.size())), int(head.size()));
+  }
+  std::vector<uint8_t> chunk(1 << 20, 0);
+  for (size_t left = zeros; left > 0;) {
+    unsigned n = unsigned(std::min(left, chunk.size()));
+    ASSERT_EQ(gzwrite(f, chunk.data(), n), int(n));
+    left -= n;
+  }
+  ASSERT_EQ(gzclose(f), Z_OK);
+}
+std::vector<uint8_t> be32(uint32_t v) {
+  return {uint8_t(v >> 24), uint8_t(v >> 16), uint8_t(v >> 8), uint8_t(v)};
+}
+std::vector<uint8_t> idx_images_header(uint32_t count, uint32_t rows, uint32_t cols) {
+  std::vector<uint8_t> h = be32(0x803);
+  for (uint32_t v : {count, rows, cols})
+    for (uint8_t b : be32(v)) h.push_back(b);
+  return h;
+}
+std::vector<uint8_t> idx_labels(uint32_t count) {
+  std::vector<uint8_t> h = be32(0x801);
+  for (uint8_t b : be32(count)) h.push_back(b);
+  for (uint32_t i = 0; i < count; ++i) h.push_back(uint8_t(i % 10));
+  return h;
+}
+// A Fashion-MNIST folder at {dir}/fm: real-shaped small sets, with the training images
+// replaced by `train_images` (header + `zeros` zero bytes, gzip).
+std::function<void(Ctx&)> fashion_folder(std::vector<uint8_t> train_images, size_t zeros,
+                                         const std::string& name = "fm") {
+  return [=](Ctx& c) {
+    const std::string fm = c.dir + "/" + name;
+    fs::create_directories(fm);
+    write_gz(fm + "/train-images-idx3-ubyte.gz", train_images, zeros);
+    write_gz(fm + "/train-labels-idx1-ubyte.gz", idx_labels(20));
+    std::vector<uint8_t> test = idx_images_header(10, 28, 28);
+    test.resize(test.size() + 10 * 784, 7);
+    write_gz(fm + "/t10k-images-idx3-ubyte.gz", test);
+    write_gz(fm + "/t10k-labels-idx1-ubyte.gz", idx_labels(10));
+  };
+}
+const json kFashion = json::parse(R"({"name": "fm", "model": {"type": "softmax"},
+  "data": {"type": "fashion_mnist", "path": "fm"}, "stop": {"updates": 5}, "engines": [{"type": "async"}]})");
+
+std::vector<Row> rows() {
+  std::vector<Row> t;
+  const std::string run = "{bin} run {cfg} --quiet --out {out}";
+  const std::string long_bg =  // a run of "base" that lasts until interrupted, in the background as $P
+      "{bin} run {dir}/long.json --quiet --out {out} & P=$!\n"
+      "wait_for {out}/base/async-seed1/meta.json || exit 99\n";
+
+  // ---- 1. run ids that collide after sanitising
+  t.push_back(refused("d01_engine_labels_sanitise_alike", 1,
+                      with(kBase, [](json& c) {
+                        c["engines"] = json::parse(
+                            R"([{"type":"async","name":"async_div"},{"type":"async","name":"async div","lr_staleness":"divide"}])");
+                      }),
+                      {"engines[1]", "'async_div' and 'async div' both become 'async_div'"}));
+  t.push_back(refused("d01_engine_names_with_slash_and_underscore", 1,
+                      with(kBase, [](json& c) {
+                        c["engines"] = json::parse(R"([{"type":"async","name":"a_b"},{"type":"sync","name":"a/b"}])");
+                      }),
+                      {"'a_b' and 'a/b' both become 'a_b'"}));
+  t.push_back(refused("d01_sweep_value_repeated", 1,
+                      with(kBase, [](json& c) { c["sweep"] = {{"train.lr", {0.1, 0.1}}}; }),
+                      {"sweep", "same point twice", "async-lr=0.1-seed1"}));
+  t.push_back(refused("d01_sweep_strings_sanitise_alike", 1,
+                      with(kBase, [](json& c) { c["sweep"] = {{"description", {"x y", "x_y"}}}; }),
+                      {"sweep", "same run id 'async-description=x_y-seed1'", "\"x y\"", "\"x_y\""}));
+  t.push_back(refused("d01_sweep_punctuation_alike", 1,
+                      with(kBase, [](json& c) { c["sweep"] = {{"description", {"a:b", "a;b"}}}; }),
+                      {"same run id 'async-description=a_b-seed1'"}));
+  t.push_back(invalid("d01_validate_reports_collisions_too", 1,
+                      with(kBase, [](json& c) {
+                        c["engines"] = json::parse(R"([{"type":"async","name":"p q"},{"type":"sync","name":"p_q"}])");
+                      }),
+                      {"both become 'p_q'"}));
+  t.push_back(refused("d01_same_engine_twice", 0,
+                      with(kBase, [](json& c) { c["engines"] = json::parse(R"([{"type":"async"},{"type":"async"}])"); }),
+                      {"two engines are labelled 'async'"}));
+  t.push_back(row("d01_distinct_labels_run", 1, run, 0, {},
+                  {"base/a.b-seed1/summary.json", "base/a_b-seed1/summary.json", "base/index.csv#3"})
+                  .cfg(with(kBase, [](json& c) {
+                    c["engines"] = json::parse(R"([{"type":"async","name":"a.b"},{"type":"async","name":"a_b"}])");
+                  })).control());
+
+  // ---- 2. a refused run must not touch the record; one process per experiment folder
+  t.push_back(row("d02_refused_run_leaves_experiment_json", 2,
+                  run + " || exit 98\n" + run + " --set train.lr=0.05", 2, {"holds a run of a different config"},
+                  {"base/experiment.json~\"lr\": 0.1,", "base/experiment.json!~0.05"}));
+  t.push_back(row("d02_second_process_is_refused_naming_the_holder", 2,
+                  long_bg + run + "; rc=$?\nkill -INT $P; wait $P; exit $rc", 2,
+                  {"experiment folder", "is in use by pid", "long.json", "--wait"},
+                  {"base/experiment.json!~\"updates\": 200,", "!base/sync-seed1"}));
+  t.push_back(row("d02_wait_waits_for_the_holder", 2,
+                  long_bg +
+                      "{bin} run {dir}/sync.json --wait --out {out} > {dir}/second.txt 2>&1 & Q=$!\n"
+                      "wait_grep {dir}/second.txt 'waiting for' || exit 97\n"
+                      "kill -INT $P; wait $P; wait $Q; rc=$?; cat {dir}/second.txt; exit $rc",
+                  0, {"waiting for", "in use by pid", "sync-seed1: completed"},
+                  {"base/sync-seed1/summary.json~completed", "base/async-seed1/summary.json~interrupted",
+                   "base/index.csv~sync-seed1,sync,1,completed"}));
+  t.push_back(row("d02_wait_stops_at_ctrl_c", 2,
+                  long_bg +
+                      "{bin} run {dir}/sync.json --wait --out {out} > {dir}/second.txt 2>&1 & Q=$!\n"
+                      "wait_grep {dir}/second.txt 'waiting for' || exit 97\n"
+                      "kill -INT $Q; wait $Q; rc=$?; kill -INT $P; wait $P; exit $rc",
+                  130, {}, {"!base/sync-seed1"}));
+  t.push_back(row("d02_two_configs_started_together", 2,
+                  "for i in 1 2 3; do rm -rf {out}\n"
+                  "  {bin} run {cfg} --quiet --out {out} > {dir}/a.txt 2>&1 & A=$!\n"
+                  "  {bin} run {cfg} --quiet --out {out} --set train.lr=0.05 > {dir}/b.txt 2>&1 & B=$!\n"
+                  "  wait $A; a=$?; wait $B; b=$?; cat {dir}/a.txt {dir}/b.txt; echo \"codes $a $b\"\n"
+                  "  lr_exp=$(grep -m1 '\"lr\"' {out}/base/experiment.json)\n"
+                  "  lr_run=$(grep -m1 '\"lr\"' {out}/base/async-seed1/config.json)\n"
+                  "  [ \"$lr_exp\" = \"$lr_run\" ] || { echo \"experiment.json says $lr_exp, the runs $lr_run\"; exit 3; }\n"
+                  "done",
+                  0, {"codes"})
+                  .cfg(with(kBase, [](json& c) { c["stop"]["updates"] = 20000; })));
+  t.push_back(row("d02_force_removes_old_result_files", 2,
+                  run + " --trace || exit 98\n" + run + " --force", 0, {},
+                  {"!base/async-seed1/trace.json", "base/async-seed1/metrics.csv", "base/async-seed1/summary.json"}));
+  t.push_back(row("d02_force_overwrites_another_config", 2, run + " || exit 98\n" + run + " --force --set train.lr=0.05",
+                  0, {}, {"base/experiment.json~0.05", "base/async-seed1/config.json~0.05"}).control());
+  t.push_back(row("d02_shard_of_another_config_is_refused", 2,
+                  run + " --shard 0/2 || exit 98\n" + run + " --shard 1/2 --set train.lr=0.05", 2,
+                  {"another config's"}, {"base/experiment.json!~0.05", "!base/sync-seed1"}));
+  t.push_back(row("d02_shards_of_one_config_share_the_folder", 2,
+                  run + " --shard 0/2 & A=$!\n" + run + " --shard 1/2; b=$?; wait $A; a=$?; exit $((a + b))", 0, {},
+                  {"base/async-seed1/summary.json~completed", "base/sync-seed1/summary.json~completed"}).control());
+  t.push_back(row("d02_no_stale_lock_after_kill_9", 2,
+                  long_bg + "kill -9 $P; wait $P\n{bin} run {dir}/sync.json --quiet --out {out}", 0, {},
+                  {"base/sync-seed1/summary.json~completed"}).control());
+
+  // ---- 3. failed runs are marked; resume verifies the result files
+  t.push_back(row("d03_failed_run_says_failed", 3, run, 2, {"run async-seed1", "nowhere"},
+                  {"tiny/async-seed1/summary.json~\"failed\"", "tiny/async-seed1/summary.json~\"error\"",
+                   "tiny/async-seed1/summary.json~nowhere", "tiny/index.csv~async-seed1,async,1,failed"})
+                  .cfg(with(kTiny, [](json& c) {
+                    c["model"] = {{"type", "mlp"}, {"hidden", {8}}};
+                    c["data"] = {{"type", "fashion_mnist"}, {"path", "nowhere"}};
+                  })));
+  {
+    std::vector<uint8_t> images = idx_images_header(20, 28, 28);
+    images.resize(images.size() + 20 * 784, 9);
+    t.push_back(row("d03_failed_run_is_rerun", 3,  // the data folder appears after the first attempt
+                    run + "\ngrep -q failed {out}/fm/async-seed1/summary.json || exit 98\nmv {dir}/later {dir}/fm\n" + run, 0,
+                    {}, {"fm/async-seed1/summary.json~completed", "fm/index.csv!~failed"})
+                    .cfg(kFashion)
+                    .before(fashion_folder(images, 0, "later")));
+  }
+  for (const std::string file : {"metrics.csv", "workers.csv", "staleness.csv", "meta.json"})
+    t.push_back(row("d03_resume_reruns_without_" + file.substr(0, file.find('.')), 3, run + " || exit 98\nrm {out}/base/async-seed1/" + file + "\n{bin} run {cfg} --out {out}", 0,
+                    {file + " is missing: re-running it", "sync-seed1: completed earlier, skipped"},
+                    {"base/async-seed1/" + file}));
+  t.push_back(row("d03_resume_reruns_a_truncated_metrics_csv", 3,
+                  run + " || exit 98\nsed -i '$d' {out}/base/async-seed1/metrics.csv\n{bin} run {cfg} --out {out}", 0,
+                  {"metrics.csv does not end at the summary's 200 updates"}, {"base/async-seed1/summary.json~completed"}));
+  t.push_back(row("d03_summary_json_a_list", 3,
+                  run + " || exit 98\necho '[1, 2]' > {out}/base/async-seed1/summary.json\n" + run, 0, {},
+                  {"base/async-seed1/summary.json~completed", "base/index.csv#3"}));
+  t.push_back(row("d03_summary_status_a_number", 3,
+                  run + " || exit 98\necho '{\"status\": 5, \"final\": 3}' > {out}/base/async-seed1/summary.json\n" + run, 0,
+                  {}, {"base/async-seed1/summary.json~completed"}));
+  t.push_back(row("d03_summary_final_not_an_object_in_index", 3,  // index.csv reads the summary as it is
+                  run + " || exit 98\necho '{\"status\": \"completed\", \"final\": 3}' > {out}/base/sync-seed1/summary.json\n" +
+                      run + " --shard 0/2 --force",
+                  0, {}, {"base/index.csv#3", "base/index.csv~sync-seed1,sync,1,completed,nan,nan,nan,nan,nan"}));
+  t.push_back(row("d03_summary_nested_deep", 3,
+                  run + " || exit 98\npython3 -c \"print('['*200000 + ']'*200000)\" > {out}/base/async-seed1/summary.json\n" +
+                      run,
+                  0, {}, {"base/async-seed1/summary.json~completed"}));
+  t.push_back(row("d03_interrupted_run_is_rerun", 0,  // the re-run starts by removing the old summary.json
+                  long_bg + "kill -INT $P; wait $P\ngrep -q interrupted {out}/base/async-seed1/summary.json || exit 98\n"
+                            "{bin} run {dir}/long.json --quiet --out {out} & Q=$!\n"
+                            "for i in $(seq 1 600); do [ -e {out}/base/async-seed1/summary.json ] || break; sleep 0.05; done\n"
+                            "kill -INT $Q; wait $Q",
+                  130, {}, {"base/async-seed1/summary.json~interrupted"}));
+  t.push_back(row("d03_completed_run_is_skipped", 3, run + " || exit 98\n{bin} run {cfg} --out {out}", 0,
+                  {"async-seed1: completed earlier, skipped", "sync-seed1: completed earlier, skipped"}).control());
+
+  // ---- 4. temporary files: never written through, stale ones removed
+  t.push_back(row("d04_planted_temp_symlinks_are_not_followed", 4,
+                  "mkdir -p {out}/base/async-seed1 {out}/base/sync-seed1; echo precious > {dir}/victim\n"
+                  "bash -c 'for d in async-seed1 sync-seed1; do for f in config.json meta.json metrics.csv staleness.csv "
+                  "workers.csv summary.json; do ln -s {dir}/victim {out}/base/$d/$f.tmp.$$; done; done\n"
+                  "for f in experiment.json index.csv; do ln -s {dir}/victim {out}/base/$f.tmp.$$; done\n"
+                  "exec {bin} run {cfg} --quiet --out {out}'",
+                  0, {}, {"{dir}/victim#1", "{dir}/victim~precious", "base/async-seed1/summary.json~completed"})
+                  .after([](Ctx& c) {
+                    EXPECT_FALSE(fs::is_symlink(c.out + "/base/async-seed1/config.json"));
+                    EXPECT_FALSE(fs::is_symlink(c.out + "/base/experiment.json"));
+                  }));
+  t.push_back(row("d04_stale_temp_files_removed_on_resume", 4,
+                  run + " || exit 98\nrm {out}/base/async-seed1/summary.json\n"
+                        "head -c 4000000 /dev/zero > {out}/base/async-seed1/metrics.csv.tmp.12345\n"
+                        "echo x > {out}/base/async-seed1/summary.json.tmp.777.abc\n"
+                        "echo x > {out}/base/experiment.json.tmp.999\n" + run,
+                  0, {},
+                  {"!base/async-seed1/metrics.csv.tmp.12345", "!base/async-seed1/summary.json.tmp.777.abc",
+                   "!base/experiment.json.tmp.999", "base/async-seed1/summary.json~completed"}));
+  t.push_back(row("d04_a_symlink_at_the_target_is_replaced", 4,
+                  "mkdir -p {out}/base/async-seed1; echo precious > {dir}/victim\n"
+                  "ln -s {dir}/victim {out}/base/async-seed1/metrics.csv\n" + run,
+                  0, {}, {"{dir}/victim~precious", "{dir}/victim#1", "base/async-seed1/metrics.csv~time,updates"}).control());
+
+  // ---- 5. no path leaves --out
+  t.push_back(row("d05_name_dot_dot_slash", 5, "mkdir -p {dir}/o1/o2; {bin} run {cfg} --quiet --out {dir}/o1/o2 --set name=../../x",
+                  2, {"name", "'../../x'", "folder name"}, {"!{dir}/x", "!{dir}/o1/o2/x"}));
+  t.push_back(refused("d05_name_dot_dot", 5, kBase, {"name", "'..'"}, "--set name=.."));
+  t.push_back(refused("d05_name_dot", 5, kBase, {"name", "'.'"}, "--set name=."));
+  t.push_back(refused("d05_name_empty", 5, kBase, {"name", "is empty"}, "--set 'name=\"\"'"));
+  t.push_back(refused("d05_name_with_slash", 5, kBase, {"name", "'a/b'"}, "--set name=a/b"));
+  t.push_back(refused("d05_name_too_long", 5, kBase, {"name", "longer than 200"}, "--set name=" + std::string(300, 'n')));
+  t.push_back(refused("d05_run_id_too_long", 5, with(kBase, [](json& c) {
+                        c["sweep"] = {{"description", {std::string(250, 'd')}}};
+                      }), {"too long for a folder name"}));
+  t.push_back(row("d05_empty_out", 5, "{bin} run {cfg} --quiet --out ''", 2, {"--out is empty"},
+                  {"!/asgd_hardening_empty_out"})
+                  .cfg(with(kBase, [](json& c) { c["name"] = "asgd_hardening_empty_out"; }))
+                  .after([](Ctx&) { fs::remove_all("/asgd_hardening_empty_out"); }));
+  t.push_back(row("d05_name_from_file_is_sanitised", 5, "cp {cfg} '{dir}/my exp.json'\n{bin} run '{dir}/my exp.json' --quiet --out {out}",
+                  0, {}, {"my_exp/index.csv", "!my exp"})
+                  .cfg(with(kBase, [](json& c) { c.erase("name"); })));
+
+  // ---- 6. what cannot advance is refused; nothing spins
+  t.push_back(refused("d06_eval_every_below_a_nanosecond", 6, kBase, {"eval.every", "1 ns"},
+                      "--set 'eval={\"every\":1e-10,\"unit\":\"time\"}'"));
+  t.push_back(invalid("d06_validate_eval_every_below_a_nanosecond", 6, kBase, {"eval.every"},
+                      "--set 'eval={\"every\":1e-10,\"unit\":\"time\"}'"));
+  t.push_back(row("d06_eval_every_1e-17_epochs_ends", 6, run + " --set 'eval={\"every\":1e-17}' --set stop.updates=50", 0,
+                  {}, {"base/async-seed1/metrics.csv#52", "base/sync-seed1/summary.json~completed"})
+                  .limit(30));
+  t.push_back(refused("d06_zero_compute_with_only_stop_time", 6, kBase, {"stop.time", "can never reach it", "0 ns"},
+                      "--set 'cluster.compute={\"dist\":\"constant\",\"value\":0}' --set 'stop={\"time\":1}'"));
+  t.push_back(refused("d06_picosecond_compute_with_only_stop_time", 6, kBase, {"stop.time", "can never reach it"},
+                      "--set 'cluster.compute={\"dist\":\"constant\",\"value\":1e-12}' --set 'stop={\"time\":1}'"));
+  t.push_back(refused("d06_tiny_exponential_with_only_stop_time", 6, kBase, {"stop.time"},
+                      "--set 'cluster.compute={\"dist\":\"exponential\",\"mean\":1e-13}' --set 'stop={\"time\":1}'"));
+  t.push_back(row("d06_zero_compute_with_stop_updates_runs", 6,
+                  run + " --set 'cluster.compute={\"dist\":\"constant\",\"value\":0}'", 0, {},
+                  {"base/async-seed1/summary.json~completed"}).control());
+  t.push_back(row("d06_zero_compute_with_latency_reaches_stop_time", 6,
+                  run + " --set 'cluster.compute={\"dist\":\"constant\",\"value\":0}' --set 'stop={\"time\":0.05}' "
+                        "--set cluster.network.latency=0.001",
+                  0, {}, {"base/async-seed1/summary.json~reached stop.time"}).control());
+  t.push_back(row("d06_eval_every_nanosecond_is_fine", 6,
+                  run + " --set 'eval={\"every\":1e-9,\"unit\":\"time\"}' --set 'stop={\"time\":2e-7}' "
+                        "--set 'cluster.compute={\"dist\":\"constant\",\"value\":1e-8}'",
+                  0, {}, {"base/async-seed1/summary.json~completed"}).control());
+  t.push_back(row("d06_ctrl_c_while_making_data", 6,
+                  "{bin} run {cfg} --quiet --out {out} & P=$!\n"
+                  "wait_for {out}/big/async-seed1/meta.json || exit 99\nsleep 0.3; kill -INT $P\n"
+                  "s=$(date +%s); wait $P; rc=$?; e=$(( $(date +%s) - s )); echo \"stopped after ${e}s\"\n"
+                  "[ $e -le 8 ] || exit 3; exit $rc",
+                  130, {}, {"big/async-seed1/summary.json~interrupted", "big/index.csv~interrupted"})
+                  .cfg(json::parse(R"({"name": "big", "model": {"type": "softmax"}, "data": {"type": "synthetic",
+                      "features": 200, "classes": 1000, "train_samples": 200000, "test_samples": 10},
+                      "stop": {"updates": 5}, "engines": [{"type": "async"}]})")));
+
+  // ---- 7. the int64 nanosecond clock
+  t.push_back(refused("d07_stop_time_1e10", 7, kBase, {"stop.time", "[0, 1000000000]"}, "--set stop.time=1e10"));
+  t.push_back(refused("d07_constant_compute_3e9", 7, kBase, {"cluster.compute.value"},
+                      "--set 'cluster.compute={\"dist\":\"constant\",\"value\":3e9}' --set stop.updates=10"));
+  t.push_back(refused("d07_eval_every_1e10_seconds", 7, kBase, {"eval.every"},
+                      "--set 'eval={\"every\":1e10,\"unit\":\"time\"}'"));
+  t.push_back(refused("d07_failure_at_1e10", 7, kBase, {"cluster.failures.events[0].at"},
+                      "--set 'cluster.failures={\"events\":[{\"worker\":0,\"at\":1e10}]}'"));
+  t.push_back(refused("d07_down_for_1e10", 7, kBase, {"down_for"},
+                      "--set 'cluster.failures={\"events\":[{\"worker\":0,\"at\":1,\"down_for\":1e10}]}'"));
+  t.push_back(refused("d07_slow_window_from_1e10", 7, kBase, {"cluster.stragglers.slow[0].from"},
+                      "--set 'cluster.stragglers={\"slow\":[{\"worker\":0,\"factor\":2,\"from\":1e10}]}'"));
+  t.push_back(refused("d07_latency_1e10", 7, kBase, {"cluster.network.latency"}, "--set cluster.network.latency=1e10"));
+  t.push_back(refused("d07_failure_down_time_1e10", 7, kBase, {"cluster.failures.down_time"},
+                      "--set 'cluster.failures={\"rate\":0.1,\"down_time\":1e10}'"));
+  t.push_back(row("d07_heavy_tail_overflows_during_the_run", 7,
+                  run + " --set 'cluster.compute={\"dist\":\"pareto\",\"scale\":0.01,\"alpha\":0.5}' "
+                        "--set cluster.workers=8 --set stop.updates=1000000",
+                  2, {"virtual time overflow", "run async-seed1", "drew a compute time", "lighter tail"},
+                  {"base/async-seed1/summary.json~\"failed\"", "base/index.csv~async-seed1,async,1,failed"}));
+  t.push_back(row("d07_sum_of_long_steps_overflows", 7,
+                  run + " --set 'cluster.compute={\"dist\":\"constant\",\"value\":1e9}' --set stop.updates=30 "
+                        "--set 'engines=[{\"type\":\"async\"}]'",
+                  2, {"virtual time overflow", "outside the virtual clock's range"},
+                  {"base/async-seed1/summary.json~\"failed\""}));
+  t.push_back(row("d07_rare_failures_beyond_the_clock_never_happen", 7,
+                  run + " --set 'cluster.failures={\"rate\":1e-15}'", 0, {},
+                  {"base/async-seed1/summary.json~\"worker_failures\": 0"}));
+  t.push_back(row("d07_trace_value_beyond_the_limit", 7, "printf '0.01\\n1e10\\n' > {dir}/trace.txt\n" + run +
+                      " --set 'cluster.compute={\"dist\":\"trace\",\"file\":\"trace.txt\"}'",
+                  2, {"trace.txt line 2", "more than 1000000000 s"}, {"EMPTY"}));
+  t.push_back(row("d07_tiny_bandwidth_overflows", 7, run + " --set cluster.network.bandwidth=1e-10", 2,
+                  {"virtual time overflow"}, {"base/async-seed1/summary.json~\"failed\""}));
+
+  // ---- 8. every number fits the type it is stored in
+  t.push_back(refused("d08_tau_2_to_32", 8, kBase, {"staleness.tau", "2147483647"},
+                      "--set 'staleness={\"mode\":\"fixed\",\"tau\":4294967296}'"));
+  t.push_back(refused("d08_tau_2_to_31", 8, kBase, {"staleness.tau"},
+                      "--set 'staleness={\"mode\":\"uniform\",\"tau\":2147483648}'"));
+  t.push_back(refused("d08_geometric_mean_1e300", 8, kBase, {"staleness.mean", "100000000"},
+                      "--set 'staleness={\"mode\":\"geometric\",\"mean\":1e300}'"));
+  t.push_back(refused("d08_geometric_max_2_to_32", 8, kBase, {"staleness.max"},
+                      "--set 'staleness={\"mode\":\"geometric\",\"mean\":2,\"max\":4294967296}'"));
+  t.push_back(refused("d08_hidden_2_to_32_plus_1", 8, kTiny, {"model.hidden", "2147483647"},
+                      "--set 'model={\"type\":\"mlp\",\"hidden\":[4294967297]}'"));
+  t.push_back(refused("d08_eval_every_1e20_updates", 8, kBase, {"eval.every"},
+                      "--set 'eval={\"every\":1e20,\"unit\":\"updates\"}'"));
+  t.push_back(refused("d08_eval_every_fractional_updates", 8, kBase, {"eval.every", "whole number"},
+                      "--set 'eval={\"every\":2.5,\"unit\":\"updates\"}'"));
+  t.push_back(refused("d08_seed_2_to_60", 8, kBase, {"seed"}, "--set seed=1152921504606846976"));
+  t.push_back(refused("d08_batch_size_2_to_31", 8, kBase, {"train.batch_size"}, "--set train.batch_size=2147483648"));
+  t.push_back(refused("d08_global_batch_too_large_per_worker", 8, kBase, {"train.global_batch", "per worker"},
+                      "--set train.global_batch=100000000"));
+  t.push_back(refused("d08_data_samples_2_to_40", 8, kBase, {"data.samples"}, "--set data.samples=1099511627776"));
+  t.push_back(refused("d08_backups_2_to_32", 8, kBase, {"engines[0].backups"},
+                      "--set 'engines=[{\"type\":\"sync_backup\",\"backups\":4294967296}]'").control());
+  t.push_back(refused("d08_period_2_to_40", 8, kBase, {"engines[0].period"},
+                      "--set 'engines=[{\"type\":\"easgd\",\"period\":1099511627776}]'"));
+  t.push_back(refused("d08_failure_worker_2_to_32", 8, kBase, {"cluster.failures.events[0].worker"},
+                      "--set 'cluster.failures={\"events\":[{\"worker\":4294967296,\"at\":1}]}'").control());
+  t.push_back(refused("d08_stop_updates_huge", 0, kBase, {"stop.updates"}, "--set stop.updates=1e300"));
+  t.push_back(refused("d08_workers_fractional", 0, kBase, {"cluster.workers", "integer"}, "--set cluster.workers=2.5"));
+  t.push_back(refused("d08_classes_1001", 0, kTiny, {"data.classes", "[2, 1000]"}, "--set data.classes=1001"));
+
+  // ---- 9. memory: estimated up front, refused naming the key
+  t.push_back(refused("d09_workers_documented_max", 9, kBase, {"cluster.workers", "[1, 1000000]"},
+                      "--set cluster.workers=16777215"));
+  t.push_back(refused("d09_workers_times_model", 9, kBase, {"cluster.workers", "would need about", "GiB", "Lower"},
+                      "--set cluster.workers=1000000 --set model.dim=100000000"));
+  t.push_back(row("d09_repeats_1e6", 9, "{bin} validate {cfg} --set repeats=1000000", 2, {"repeats", "[1, 50000]"},
+                  {"EMPTY"}));
+  t.push_back(invalid("d09_sweep_product_too_many_runs", 9, with(kBase, [](json& c) {
+                        json lrs = json::array();
+                        for (int i = 1; i <= 300; ++i) lrs.push_back(0.001 * i);
+                        c["sweep"] = {{"train.lr", lrs}};
+                        c["repeats"] = 100;
+                      }),
+                      {"makes 60000 runs", "2 engine(s) x 300 train.lr x 100 repeat(s)", "more than 50000"}));
+  t.push_back(refused("d09_batch_size_1e9", 9, kBase, {"train.batch_size"}, "--set train.batch_size=1000000000"));
+  t.push_back(refused("d09_hidden_layers_too_large", 9, kTiny, {"model", "would need about"},
+                      "--set 'model={\"type\":\"mlp\",\"hidden\":[1000000000,1000000000]}'"));
+  t.push_back(refused("d09_synthetic_data_too_large", 9, kTiny, {"data", "would need about"},
+                      "--set data.features=100000 --set data.train_samples=100000000"));
+  t.push_back(refused("d09_metrics_rows_too_many", 9, kBase, {"eval.every", "metrics rows"},
+                      "--set 'eval={\"every\":1e-9,\"unit\":\"time\"}' --set 'stop={\"time\":1e8}'"));
+  t.push_back(refused("d09_trace_spans_too_many", 9, kBase, {"trace", "trace spans"},
+                      "--set trace=true --set stop.updates=100000000000000"));
+  t.push_back(refused("d09_staleness_history_too_large", 9, kBase, {"staleness.tau", "parameter versions"},
+                      "--set model.dim=100000000 --set 'staleness={\"mode\":\"fixed\",\"tau\":100000}' "
+                      "--set stop.updates=1000000"));
+  t.push_back(row("d09_jobs_side_by_side_too_large", 9,  // each run fits in 2.5 GB, two at once do not
+                  "ulimit -v 2500000\n" + run + " --jobs 2 --set model.dim=60000000 --set stop.updates=5", 2,
+                  {"--jobs", "2 runs side by side would need about", "lower --jobs"},
+                  {"!base/experiment.json", "!base/async-seed1"})
+                  .no_sanitizer());
+  t.push_back(row("d09_idx_header_too_large", 9, run, 2, {"train-images-idx3-ubyte.gz", "more than the 1024 MiB"},
+                  {"fm/async-seed1/summary.json~\"failed\""})
+                  .cfg(kFashion)
+                  .before(fashion_folder(idx_images_header(2000000, 28, 28), 0)));
+  t.push_back(row("d09_idx_gzip_bomb_is_not_inflated", 9, "ulimit -v 600000\n" + run, 2,
+                  {"unexpected bytes after the last item"}, {"fm/async-seed1/summary.json~\"failed\""})
+                  .cfg(kFashion)
+                  .before(fashion_folder(idx_images_header(20, 28, 28), size_t(900) << 20))
+                  .no_sanitizer());
+  t.push_back(row("d09_compute_file_dev_zero", 9, run + " --set 'cluster.compute={\"dist\":\"trace\",\"file\":\"/dev/zero\"}'",
+                  2, {"/dev/zero line 1", "longer than 1024 bytes"}, {"EMPTY"}));
+  t.push_back(row("d09_config_file_dev_zero", 9, "{bin} validate /dev/zero", 2, {"/dev/zero", "larger than 64 MiB"}));
+  t.push_back(row("d09_trace_line_too_long", 9,
+                  "head -c 5000 /dev/zero | tr '\\0' 1 > {dir}/long.txt\n" + run +
+                      " --set 'cluster.compute={\"dist\":\"trace\",\"file\":\"long.txt\"}'",
+                  2, {"long.txt line 1", "longer than 1024"}, {"EMPTY"}));
+
+  // ---- 10. threads and nesting
+  t.push_back(row("d10_threads_100000", 10, run + " --threads 100000", 2, {"--threads", "0..1024"}, {"EMPTY"}));
+  t.push_back(row("d10_jobs_5000", 10, run + " --jobs 5000", 2, {"--jobs", "1..1024"}, {"EMPTY"}));
+  t.push_back(row("d10_threads_negative", 0, run + " --threads -1", 2, {"--threads"}, {"EMPTY"}));
+  t.push_back(row("d10_jobs_zero", 0, run + " --jobs 0", 2, {"--jobs"}, {"EMPTY"}));
+  t.push_back(row("d10_thread_creation_failure_is_an_error", 10,
+                  "ulimit -v 2500000\nOPENBLAS_NUM_THREADS=1 " + run + " --threads 1000", 1,
+                  {"cannot start 999 worker threads", "use fewer --threads"},
+                  {"base/index.csv~pending", "!base/async-seed1/summary.json"})
+                  .no_sanitizer());
+  t.push_back(row("d10_threads_1000_run", 10, run + " --threads 1000", 0, {}, {"base/index.csv~completed"}).control());
+  t.push_back(row("d10_json_nested_100000_deep", 10,
+                  "python3 -c \"print('['*100000 + ']'*100000)\" > {dir}/deep.json\n{bin} validate {dir}/deep.json", 2,
+                  {"nested deeper than 64 levels"}));
+  t.push_back(row("d10_json_nested_deep_in_config", 10,
+                  "python3 -c \"print('{\\\"model\\\": {\\\"type\\\": \\\"quadratic\\\"}, \\\"engines\\\": [{\\\"type\\\": "
+                  "\\\"async\\\"}], \\\"description\\\": ' + '{\\\"a\\\":'*5000 + '1' + '}'*5001)\" > {dir}/deep.json\n"
+                  "{bin} validate {dir}/deep.json",
+                  2, {"nested deeper than 64 levels", "description.a.a"}));
+  t.push_back(row("d10_json_nested_deep_in_set", 10,
+                  "{bin} validate {cfg} --set \"description=$(python3 -c \"print('['*60000 + ']'*60000)\")\"", 2,
+                  {"--set description", "nested deeper"}));
+  t.push_back(invalid("d10_json_nested_a_little_is_a_type_error", 0, kBase, {"description", "expected a string"},
+                      "--set 'description=[[[[[[[[1]]]]]]]]'"));
+
+  // ---- 11. a repeated key is an error
+  t.push_back(row("d11_repeated_engines", 11, "{bin} validate {cfg}", 2, {"key \"engines\" appears twice"})
+                  .cfg_text(R"({"model": {"type": "quadratic"}, "engines": [{"type": "async"}], "engines": [{"type": "sync"}]})"));
+  t.push_back(row("d11_repeated_key_in_an_engine", 11, "{bin} validate {cfg}", 2,
+                  {"key \"type\" appears twice", "engines[1].type"})
+                  .cfg_text(R"({"model": {"type": "quadratic"}, "engines": [{"type": "async"}, {"type": "async", "type": "sync"}]})"));
+  t.push_back(row("d11_repeated_key_nested", 11, run, 2, {"key \"workers\" appears twice", "cluster.workers"}, {"EMPTY"})
+                  .cfg_text(R"({"model": {"type": "quadratic"}, "cluster": {"workers": 2, "workers": 8},
+                                "engines": [{"type": "async"}]})"));
+  t.push_back(invalid("d11_repeated_key_in_set", 11, kBase, {"--set engines", "appears twice"},
+                      "--set 'engines=[{\"type\":\"async\",\"type\":\"sync\"}]'"));
+  t.push_back(row("d11_repeated_key_with_comments", 11, "{bin} validate {cfg}", 2, {"key \"seed\" appears twice"})
+                  .cfg_text("{\"seed\": 1, // the seed\n \"seed\": 2, \"model\": {\"type\": \"quadratic\"}, "
+                            "\"engines\": [{\"type\": \"async\"}]}"));
+  t.push_back(invalid("d11_key_in_another_case_is_unknown", 0, with(kBase, [](json& c) { c["Engines"] = c["engines"]; }),
+                      {"Engines", "unknown key"}));
+
+  // ---- 12. signals
+  t.push_back(row("d12_sighup_is_an_interruption", 12, long_bg + "kill -HUP $P; wait $P", 130, {},
+                  {"base/async-seed1/summary.json~interrupted", "base/index.csv~async-seed1,async,1,interrupted"}));
+  t.push_back(row("d12_sigterm_is_an_interruption", 0, long_bg + "kill -TERM $P; wait $P", 130, {},
+                  {"base/async-seed1/summary.json~interrupted", "base/index.csv~interrupted"}));
+  t.push_back(row("d12_sigint_is_an_interruption", 0, long_bg + "kill -INT $P; wait $P", 130, {},
+                  {"base/async-seed1/summary.json~interrupted", "base/async-seed1/metrics.csv"}));
+  t.push_back(row("d12_closed_stdout_stops_printing_not_running", 12,
+                  "set -o pipefail\n{bin} run {cfg} --out {out} | head -1", 0, {"[1/4]"},
+                  {"base/index.csv#5", "base/index.csv!~pending", "base/easgd-seed1/summary.json~completed"})
+                  .cfg(kFour));
+
+  // ---- 13. exit 2 where the input is at fault
+  t.push_back(row("d13_idx_of_zero_images", 13, run, 2, {"holds no images"}, {"fm/async-seed1/summary.json~failed"})
+                  .cfg(kFashion)
+                  .before(fashion_folder(idx_images_header(0, 28, 28), 0)));
+  t.push_back(refused("d13_set_not_utf8", 13, kBase, {"--set description", "not valid UTF-8", "0xff"},
+                      "--set description=$'\\xff\\xfe'"));
+  t.push_back(invalid("d13_validate_set_not_utf8", 13, kBase, {"not valid UTF-8"}, "--set description=$'\\xff\\xfe'"));
+  t.push_back(row("d13_cluster_without_mpirun", 13, "{bin} cluster {cfg} --out {out}", 2,
+                  {"mpirun -np N+1", "not started by mpirun"}, {"EMPTY"}));
+  t.push_back(row("d13_out_not_utf8", 13, "{bin} run {cfg} --quiet --out {out}/$'\\xff'", 0, {})
+                  .after([](Ctx& c) {
+                    json meta = json::parse(read_file(c.out + "/\xff/base/async-seed1/meta.json"));
+                    EXPECT_NE(meta["command_line"].get<std::string>().find("?"), std::string::npos);
+                  }));
+  t.push_back(row("d13_config_file_name_not_utf8", 13,
+                  "cp {cfg} {dir}/$'\\xff'.json\n{bin} run {dir}/$'\\xff'.json --quiet --out {out}", 0, {},
+                  {"_/index.csv"})
+                  .cfg(with(kBase, [](json& c) { c.erase("name"); })));
+  t.push_back(row("d13_config_not_utf8", 0, "printf '{\"name\": \"\\xff\"}' > {dir}/bad.json\n{bin} validate {dir}/bad.json",
+                  2, {"bad.json", "syntax error"}));
+
+  // ---- 14. plot.py: unreadable files are warned about and listed
+  t.push_back(row("d14_plot_corrupt_metrics_and_summary", 14,
+                  run + " || exit 98\nprintf '\\x00garbage\\xff\\n1,2\\n' > {out}/base/async-seed1/metrics.csv\n"
+                        "echo '[1, 2]' > {out}/base/sync-seed1/summary.json\n"
+                        "/usr/bin/python3 {src}/analysis/plot.py {out}/base --format png",
+                  0, {"warning: ignoring", "async-seed1/metrics.csv", "not a JSON object"},
+                  {"base/report.md~Runs with problems", "base/report.md~async-seed1: metrics.csv ignored",
+                   "base/report.md~sync-seed1: summary.json ignored", "base/report.html~Runs with problems"})
+                  .limit(120));
+  t.push_back(row("d14_plot_lists_failed_runs", 14,
+                  run + " --set 'cluster.compute={\"dist\":\"pareto\",\"scale\":0.01,\"alpha\":0.5}' --set "
+                        "stop.updates=1000000 --set cluster.workers=8\n"
+                        "/usr/bin/python3 {src}/analysis/plot.py {out}/base --format png",
+                  0, {}, {"base/report.md~async-seed1: failed: worker", "base/report.md~1 failed"})
+                  .limit(120));
+
+  // ---- earlier bad-input cases (tests/test_config.cpp, tests/test_engines.cpp, the fuzzer's findings)
+  auto tiny = [](const std::function<void(json&)>& edit) { return with(kTiny, edit); };
+  t.push_back(row("e_malformed_json", 0, run, 2, {"line 2", "column"}, {"EMPTY"})
+                  .cfg_text("{\"name\": \"x\",\n  \"seed\": 1,,\n}"));
+  t.push_back(refused("e_unknown_key", 0, tiny([](json& c) { c["colour"] = "red"; }), {"colour", "unknown key"}));
+  t.push_back(refused("e_misspelled_key", 0, tiny([](json& c) { c["train"]["lrr"] = 0.1; }),
+                      {"train.lrr", "did you mean 'lr'"}));
+  t.push_back(refused("e_wrong_type", 0, tiny([](json& c) { c["train"]["batch_size"] = "big"; }),
+                      {"train.batch_size", "integer"}));
+  t.push_back(refused("e_negative_lr", 0, tiny([](json& c) { c["train"]["lr"] = -0.1; }), {"train.lr", "> 0"}));
+  t.push_back(refused("e_workers_zero", 0, tiny([](json& c) { c["cluster"]["workers"] = 0; }), {"cluster.workers"}));
+  t.push_back(refused("e_empty_engines", 0, tiny([](json& c) { c["engines"] = json::array(); }), {"engines", "non-empty"}));
+  t.push_back(refused("e_unknown_engine", 0, tiny([](json& c) { c["engines"][0]["type"] = "asyncc"; }),
+                      {"engines[0].type", "did you mean 'async'"}));
+  t.push_back(refused("e_sweep_over_a_missing_key", 0,
+                      tiny([](json& c) { c["sweep"] = {{"train.lrate", {0.1, 0.2}}}; }), {"sweep.train.lrate", "unknown key"}));
+  t.push_back(refused("e_backups_negative", 0,
+                      tiny([](json& c) { c["engines"][0] = {{"type", "sync_backup"}, {"backups", -1}}; }),
+                      {"engines[0].backups"}));
+  t.push_back(refused("e_backups_at_least_workers", 0,
+                      tiny([](json& c) { c["engines"][0] = {{"type", "sync_backup"}, {"backups", 2}}; }),
+                      {"engines[0].backups", "< cluster.workers"}));
+  t.push_back(refused("e_period_zero", 0, tiny([](json& c) { c["engines"][0] = {{"type", "easgd"}, {"period", 0}}; }),
+                      {"engines[0].period"}));
+  t.push_back(refused("e_alpha_out_of_range", 0,
+                      tiny([](json& c) { c["engines"][0] = {{"type", "easgd"}, {"alpha", 1.5}}; }),
+                      {"engines[0].alpha", "[0, 1]"}));
+  t.push_back(refused("e_negative_distribution_parameter", 0,
+                      tiny([](json& c) { c["cluster"]["compute"] = {{"dist", "exponential"}, {"mean", -1}}; }),
+                      {"cluster.compute.mean"}));
+  t.push_back(refused("e_missing_distribution_parameter", 0,
+                      tiny([](json& c) { c["cluster"]["compute"] = {{"dist", "pareto"}, {"scale", 1}}; }),
+                      {"cluster.compute.alpha", "missing"}));
+  t.push_back(refused("e_model_data_mismatch", 0, tiny([](json& c) { c["model"] = {{"type", "linear"}}; }),
+                      {"data", "regression"}));
+  t.push_back(refused("e_set_without_value", 0, kTiny, {"KEY.PATH=VALUE"}, "--set train.lr"));
+  t.push_back(refused("e_set_to_a_bad_value", 0, kTiny, {"train.momentum"}, "--set train.momentum=2"));
+  t.push_back(refused("e_batched_gradients_zero", 0, kTiny, {"batched_gradients", "[1, 1024]"},
+                      "--set batched_gradients=0"));
+  t.push_back(row("e_unwritable_out", 0, "{bin} run {cfg} --quiet --out /proc/asgd_cannot_write", 2,
+                  {"/proc/asgd_cannot_write"})
+                  .cfg(kTiny));
+  t.push_back(invalid("e_fuzz_model_type_a_number", 0, json::parse(R"({"model": {"type": 2}, "engines": [{"type": "async"}]})"),
+                      {"model.type"}));
+  t.push_back(invalid("e_fuzz_name_a_number", 0, json::parse(R"({"name": 5, "model": {"type": "softmax"}, "engines": [{"type": "async"}]})"),
+                      {"name"}));
+  t.push_back(invalid("e_fuzz_classes_a_string", 0,
+                      json::parse(R"({"model": {"type": "logistic"}, "data": {"type": "synthetic", "classes": "two"},
+                                      "engines": [{"type": "async"}]})"),
+                      {"data.classes"}));
+  t.push_back(invalid("e_fuzz_mode_a_number", 0,
+                      json::parse(R"({"model": {"type": "quadratic"}, "engines": [{"type": "easgd", "mode": 7}]})"),
+                      {"engines[0].mode"}));
+  t.push_back(row("e_fuzz_number_literal_too_large", 0, "{bin} validate {cfg}", 2, {"unreadable JSON", "number overflow"})
+                  .cfg_text(R"({"seed": 7700000000000000001E824712669162, "model": {"type": "quadratic"}, "engines": [{"type": "async"}]})"));
+  t.push_back(invalid("e_fuzz_seed_1e999_in_set", 0, kBase, {"seed"}, "--set seed=1e999"));
+  t.push_back(row("e_usage_no_command", 0, "{bin}", 2, {"missing command", "usage"}));
+  t.push_back(row("e_usage_unknown_command", 0, "{bin} frobnicate", 2, {"unknown command 'frobnicate'"}));
+  t.push_back(row("e_usage_run_without_config", 0, "{bin} run", 2, {"missing CONFIG.json"}));
+  t.push_back(row("e_usage_unknown_flag", 0, "{bin} run {cfg} --no-such-flag", 2, {"no-such-flag"}, {"EMPTY"}));
+  t.push_back(row("e_usage_missing_config_file", 0, "{bin} run /nonexistent/c.json", 2, {"/nonexistent/c.json", "cannot open"}));
+  t.push_back(row("e_usage_bad_shard", 0, run + " --shard 3/2", 2, {"--shard '3/2'"}, {"EMPTY"}));
+  t.push_back(row("e_usage_cluster_with_threads", 0, "{bin} cluster {cfg} --threads 2", 2, {"--threads and --jobs do not apply"}));
+  t.push_back(row("e_missing_fashion_folder", 0, run, 2, {"nowhere", "dataset-fashion-mnist"},
+                  {"tiny/async-seed1/summary.json~failed"})
+                  .cfg(tiny([](json& c) {
+                    c["model"] = {{"type", "mlp"}, {"hidden", {8}}};
+                    c["data"] = {{"type", "fashion_mnist"}, {"path", "nowhere"}};
+                  })));
+  t.push_back(row("e_different_config_refused_without_force", 0,
+                  run + " || exit 98\n" + run + " --set train.lr=0.3", 2, {"holds a run of a different config", "--force"},
+                  {"base/async-seed1/config.json!~0.3"}));
+  t.push_back(row("e_divergence_is_a_result", 0, run + " --set train.lr=5 --set 'engines=[{\"type\":\"async\"}]'", 0, {},
+                  {"base/async-seed1/summary.json~diverged"}));
+  return t;
+}
+
+const std::string kPrelude = R"(set -u
+wait_for() { for i in $(seq 1 1200); do [ -e "$1" ] && return 0; sleep 0.05; done; echo "wait_for $1: timed out"; return 1; }
+wait_grep() { for i in $(seq 1 1200); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done; echo "wait_grep $1 $2: timed out"; return 1; }
+)";
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t i = 0; (i = s.find(from, i)) != std::string::npos; i += to.size()) s.replace(i, from.size(), to);
+  return s;
+}
+
+std::string binary_under_test() {
+  const char* b = std::getenv("ASGD_HARDENING_BINARY");
+  return b && *b ? b : ASGD_BINARY;
+}
+std::string source_under_test() {  // for analysis/plot.py
+  const char* s = std::getenv("ASGD_HARDENING_SOURCE");
+  return s && *s ? s : ASGD_SOURCE_DIR;
+}
+
+// Every path under `dir` (relative), files and folders.
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!fs::exists(dir)) return out;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+    out.push_back(fs::relative(it->path(), dir).string());
+  return out;
+}
+
+void check_state(const std::string& entry, const Ctx& c) {
+  if (entry == "EMPTY") {
+    EXPECT_EQ(entries(c.out), std::vector<std::string>{}) << "expected nothing written under " << c.out;
+    return;
+  }
+  auto path_of = [&](std::string p) {
+    p = replace_all(p, "{dir}", c.dir);
+    return p[0] == '/' ? p : c.out + "/" + p;
+  };
+  size_t at;
+  if (entry[0] == '!' && entry.find('~') == std::string::npos) {
+    EXPECT_FALSE(fs::exists(fs::symlink_status(path_of(entry.substr(1))))) << entry << " should not exist";
+  } else if ((at = entry.find("!~")) != std::string::npos) {
+    std::string text = read_file(path_of(entry.substr(0, at)));
+    EXPECT_EQ(text.find(entry.substr(at + 2)), std::string::npos) << entry << ":\n" << text.substr(0, 2000);
+  } else if ((at = entry.find('~')) != std::string::npos) {
+    const std::string path = path_of(entry.substr(0, at));
+    ASSERT_TRUE(fs::exists(path)) << path << " is missing (" << entry << ")";
+    std::string text = read_file(path);
+    EXPECT_NE(text.find(entry.substr(at + 1)), std::string::npos) << entry << ":\n" << text.substr(0, 2000);
+  } else if ((at = entry.rfind('#')) != std::string::npos) {
+    const std::string path = path_of(entry.substr(0, at));
+    std::string text = read_file(path);
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), std::stol(entry.substr(at + 1))) << path << ":\n"
+                                                                                           << text.substr(0, 2000);
+  } else {
+    EXPECT_TRUE(fs::exists(path_of(entry))) << entry << " should exist";
+  }
+}
+
+// Runs `bash script` in a process group of its own, stdout and stderr together; after
+// `seconds` the whole group is killed (exit 137), and when bash exits, whatever it left
+// running in the background is killed too, so no row can outlive its test.
+CommandResult run_script(const std::string& script, double seconds) {
+  CommandResult r;
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0) return r;
+  const std::string bash = "/bin/bash";
+  std::vector<char*> argv = {const_cast<char*>(bash.c_str()), const_cast<char*>(script.c_str()), nullptr};
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::dup2(out[1], STDOUT_FILENO);
+    ::dup2(out[1], STDERR_FILENO);
+    ::execv(bash.c_str(), argv.data());
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  if (pid < 0) {
+    ::close(out[0]);
+    return r;
+  }
+  ::setpgid(pid, pid);  // as the child does: whichever runs first
+  ::fcntl(out[0], F_SETFL, O_NONBLOCK);
+  auto drain = [&] {
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(out[0], buf, sizeof(buf))) > 0) r.output.append(buf, size_t(n));
+  };
+  auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  int status = 0;
+  bool timed_out = false;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    drain();
+    if (std::chrono::steady_clock::now() > until) {
+      ::kill(-pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      timed_out = true;
+      break;
+    }
+    ::usleep(5000);
+  }
+  ::kill(-pid, SIGKILL);  // what the script left in the background
+  ::usleep(20000);
+  drain();
+  ::close(out[0]);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (timed_out) r.output += "\n[row timed out after " + std::to_string(int(seconds)) + " s]";
+  return r;
+}
+
+class Hardening : public ::testing::TestWithParam<Row> {};
+
+TEST_P(Hardening, Row) {
+  const Row& r = GetParam();
+  if (r.unsanitized_only && ASGD_SANITIZED) GTEST_SKIP() << "needs ulimit -v, which a sanitizer cannot run under";
+  Ctx c;
+  c.dir = temp_dir("hard");
+  c.out = c.dir + "/out";
+  c.cfg = c.dir + "/c.json";
+  write_text(c.cfg, r.config);
+  write_text(c.dir + "/long.json", with(kBase, [](json& j) {
+                                     j["stop"]["updates"] = 100000000;
+                                     j["eval"] = {{"every", 100000}, {"unit", "updates"}};
+                                     j["engines"] = json::array({{{"type", "async"}}});
+                                   }).dump());
+  write_text(c.dir + "/sync.json", with(kBase, [](json& j) { j["engines"] = json::array({{{"type", "sync"}}}); }).dump());
+  if (r.setup) r.setup(c);
+  if (::testing::Test::HasFatalFailure()) return;
+
+  std::string script = kPrelude;
+  if (const char* kb = std::getenv("ASGD_HARDENING_ULIMIT_KB")) script += "ulimit -v " + std::string(kb) + " || true\n";
+  script += "cd " + quote(c.dir) + "\n";
+  std::string cmd = r.command;
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"{bin}", binary_under_test()}, {"{cfg}", c.cfg}, {"{out}", c.out}, {"{dir}", c.dir}, {"{src}", source_under_test()}})
+    cmd = replace_all(cmd, key, value);
+  script += cmd + "\n";
+  write_text(c.dir + "/row.sh", script);
+  double limit = r.timeout;
+  if (const char* t = std::getenv("ASGD_HARDENING_TIMEOUT")) limit = std::min(limit, std::atof(t));
+  if (ASGD_SANITIZED) limit *= 3;
+  CommandResult res = run_script(c.dir + "/row.sh", limit);
+  c.output = res.output;
+  c.exit_code = res.exit_code;
+  const std::string shown = res.output.size() > 4000 ? res.output.substr(0, 4000) + "..." : res.output;
+  EXPECT_EQ(res.exit_code, r.exit) << "defect " << r.defect << ", command:\n" << cmd << "\noutput:\n" << shown;
+  for (const auto& w : r.words) EXPECT_NE(res.output.find(w), std::string::npos) << "output lacks '" << w << "':\n" << shown;
+  for (const auto& s : r.state) check_state(s, c);
+  if (r.check) r.check(c);
+}
+
+std::string row_name(const ::testing::TestParamInfo<Row>& info) {
+  std::string name = info.param.id;
+  for (char& ch : name)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Issue17, Hardening, ::testing::ValuesIn(rows()), row_name);
+
+// The table is the issue's floor: at least 100 rows, every defect 1..14 with a case, no
+// two rows with one name.
+TEST(HardeningTable, CoversEveryDefect) {
+  std::vector<Row> t = rows();
+  EXPECT_GE(t.size(), 100u);
+  std::set<int> defects;
+  std::set<std::string> ids;
+  for (const auto& r : t) {
+    defects.insert(r.defect);
+    EXPECT_TRUE(ids.insert(r.id).second) << "two rows named " << r.id;
+  }
+  for (int d = 1; d <= 14; ++d) EXPECT_TRUE(defects.count(d)) << "no row for defect " << d;
+  size_t cases = 0, controls = 0;
+  for (const auto& r : t) (r.is_control ? controls : r.defect > 0 ? cases : controls) += r.is_control || r.defect > 0;
+  std::cerr << t.size() << " rows: " << cases << " cases of defects 1-14, " << controls << " controls, "
+            << t.size() - cases - controls << " earlier bad-input cases\n";
+}
+
+}  // namespace
