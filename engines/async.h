@@ -1,6 +1,7 @@
 // engines/async.h — asynchronous parameter-server SGD, with the staleness-aware rate and
 // DC-ASGD delay compensation as options (see async.cpp).
 #pragma once
+#include <deque>
 #include <memory>
 #include <vector>
 #include "sim/engine.h"
@@ -16,7 +17,7 @@ class AsyncEngine final : public Engine {
   std::string type() const override { return "async"; }
   void start(Simulation& sim) override;
   void on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) override;
-  void on_worker_up(Simulation& sim, int worker) override { launch_next(sim, worker); }
+  void on_worker_up(Simulation& sim, int worker) override;
   Snapshot model_of_record() const override;
   // DC-ASGD needs the parameters each gradient was computed on when it arrives.
   bool keeps_read_params() const override { return lambda_ > 0.0f; }
@@ -24,12 +25,15 @@ class AsyncEngine final : public Engine {
 
  private:
   void launch_next(Simulation& sim, int worker);
+  void apply_oldest(Simulation& sim);  // the server's next update: the oldest gradient arrived
   nlohmann::json spec_;
   bool divide_by_staleness_;   // lr_staleness = "divide": lr / max(tau, 1)
   float lambda_;               // delay_compensation (0: off)
   std::unique_ptr<ParameterStore> store_;
   std::shared_ptr<ServerUpdate> server_;
   std::vector<int32_t> ids_;
+  std::deque<std::unique_ptr<GradientJob>> arrived_;  // at the server, waiting to be applied (in order)
+  std::vector<bool> at_server_;  // by worker: its gradient arrived and is not applied yet
 };
 
 }  // namespace asgd

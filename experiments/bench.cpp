@@ -23,6 +23,7 @@
 #include <thread>
 #include "engines/engine_registry.h"
 #include "experiments/config.h"
+#include "experiments/run_parts.h"
 #include "experiments/runner.h"
 #include "kernels/ops.h"
 #include "sim/dataset.h"
@@ -86,8 +87,7 @@ SimRun time_simulation(const json& user, const Problem& p, WorkerPool& pool) {
   if (exp.runs.size() != 1) throw std::logic_error("bench: a workload must expand to one run");
   const json& c = exp.runs[0].config;
   RunSettings settings = settings_from_config(c);
-  ComputeTimeModel compute(settings.seed, make_distribution(c["cluster"]["compute"]),
-                           c["cluster"]["speeds"].get<std::vector<double>>());
+  ComputeTimeModel compute = build_compute_model(c, settings, ".");
   Recorder recorder(false);
   std::unique_ptr<Engine> engine = make_engine(c["engine"]);
   SimRun r;
@@ -245,7 +245,7 @@ json mlp_config(const std::string& engine, int workers, uint64_t gradients, cons
               {"train", {{"batch_size", 32}, {"lr", 0.05}}},
               {"stop", {{"gradients", gradients}}},
               {"eval", minimal_eval()},
-              {"cluster", {{"workers", workers}, {"compute", {{"dist", "exponential"}, {"mean", 0.01}}}}},
+              {"cluster", {{"workers", workers}, {"compute", {{"dist", "exponential"}, {"mean", 0.01}, {"per", "step"}}}}},
               {"engines", json::array({json{{"type", engine}}})}};
 }
 
@@ -302,7 +302,7 @@ json quadratic_config(size_t dim, int workers, uint64_t updates, double lr) {
               {"train", {{"batch_size", 1}, {"lr", lr}}},
               {"stop", {{"updates", updates}}},
               {"eval", minimal_eval()},
-              {"cluster", {{"workers", workers}, {"compute", {{"dist", "exponential"}, {"mean", 0.01}}}}},
+              {"cluster", {{"workers", workers}, {"compute", {{"dist", "exponential"}, {"mean", 0.01}, {"per", "step"}}}}},
               {"engines", json::array({json{{"type", "async"}}})}};
 }
 
@@ -490,7 +490,7 @@ BenchResult eval_workload(const MnistFixture& f, double epochs, int threads, int
                 {"train", {{"batch_size", 32}, {"lr", 0.2}, {"lr_schedule", {{"type", "cosine"}, {"total_epochs", 10}}}}},
                 {"stop", {{"epochs", epochs}}},
                 {"eval", eval},
-                {"cluster", {{"workers", 8}, {"compute", {{"dist", "exponential"}, {"mean", 0.01}}}}},
+                {"cluster", {{"workers", 8}, {"compute", {{"dist", "exponential"}, {"mean", 0.01}, {"per", "step"}}}}},
                 {"engines", json::array({json{{"type", "async"}}})}};
   };
   json with_eval = cfg(default_eval()), without = cfg(minimal_eval());
