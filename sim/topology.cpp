@@ -14,13 +14,13 @@ int Links::add(double bandwidth) {
   return int(bandwidth_.size() - 1);
 }
 
-TransferTimes Links::cross(const int* path, size_t k, double bytes, SimTime now) {
+TransferTimes Links::cross(const Hop* hops, size_t k, SimTime now) {
   SimTime start = now;
-  for (size_t i = 0; i < k; ++i) start = std::max(start, free_at_[size_t(path[i])]);
+  for (size_t i = 0; i < k; ++i) start = std::max(start, free_at_[size_t(hops[i].link)]);
   SimTime end = start;
   for (size_t i = 0; i < k; ++i) {
-    const size_t l = size_t(path[i]);
-    const SimTime held = seconds_to_sim(bytes / bandwidth_[l]);
+    const size_t l = size_t(hops[i].link);
+    const SimTime held = seconds_to_sim(hops[i].bytes / bandwidth_[l]);
     free_at_[l] = start + held;
     busy_[l] += held;
     end = std::max(end, start + held);
@@ -60,28 +60,18 @@ class StarTopology final : public Topology {
     check(from);
     check(to);
     if (from == to) throw std::invalid_argument("a transfer needs two endpoints");
-    int path[2] = {0, 0};
-    TransferTimes t{kNever, now};
+    route_.clear();
     if (from != kServer && to != kServer) {  // worker to worker: NIC up, then NIC down
-      size_t k = 0;
-      if (!nic_up_.empty()) path[k++] = nic_up_[size_t(from)];
-      if (!nic_down_.empty()) path[k++] = nic_down_[size_t(to)];
-      t = links_.cross(path, k, bytes, now);
+      if (!nic_up_.empty()) route_.push_back({nic_up_[size_t(from)], bytes});
+      if (!nic_down_.empty()) route_.push_back({nic_down_[size_t(to)], bytes});
     } else {
       const bool down = from == kServer;
       const int worker = down ? to : from;
-      const std::vector<int>& shard = down ? shard_down_ : shard_up_;
+      for (int link : down ? shard_down_ : shard_up_) route_.push_back({link, bytes / spec_.shards});
       const std::vector<int>& nic = down ? nic_down_ : nic_up_;
-      const double piece = bytes / spec_.shards;
-      for (int s = 0; s < spec_.shards; ++s) {  // in shard order: pieces share the NIC one after another
-        size_t k = 0;
-        if (!shard.empty()) path[k++] = shard[size_t(s)];
-        if (!nic.empty()) path[k++] = nic[size_t(worker)];
-        TransferTimes p = links_.cross(path, k, piece, now);
-        t.start = std::min(t.start, p.start);
-        t.arrival = std::max(t.arrival, p.arrival);
-      }
+      if (!nic.empty()) route_.push_back({nic[size_t(worker)], bytes});
     }
+    TransferTimes t = links_.cross(route_.data(), route_.size(), now);
     t.arrival += latency_;
     return t;
   }
@@ -97,6 +87,7 @@ class StarTopology final : public Topology {
   int workers_ = 0;
   Links links_;
   std::vector<int> shard_down_, shard_up_, nic_down_, nic_up_;
+  std::vector<Hop> route_;  // the route being built (reused)
 };
 
 }  // namespace

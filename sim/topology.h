@@ -2,21 +2,22 @@
 // takes over them. Engines never compute a cost; they say what they send (a pull, a push,
 // an exchange) and the Simulation asks the Topology when it arrives.
 //
-// The model (cut-through at the bottleneck rate, FIFO per link). A link has a bandwidth
-// (bytes per virtual second) and serves one transfer at a time, in the order transfers
-// were requested. A message is sent as one or more pieces; each piece crosses a path of
-// links together. A piece of b bytes requested at `now` starts when every link on its path
-// is free (start = max(now, each link's free time)); from then each link l on the path is
-// busy for b / bandwidth_l, and the piece has arrived when the slowest of them is done.
-// The pieces of one message are requested in order, so pieces that share a link go one
-// after another. The message starts when its first piece starts (for a pull: the moment
-// the server serves it, whose parameters it carries) and arrives when its last piece
-// arrives, plus the latency (once per message). So, uncontended, a message of B bytes over
-// a path of bandwidths b_1..b_k takes latency + B / min(b_i): the bottleneck sets the rate,
-// and a faster link is held only for its own share (B / b_i), free for other transfers
-// after that. A link of bandwidth 0 is unlimited: it is not on any path. Not modelled:
-// links shared fairly between concurrent flows (a link serves one transfer at a time),
-// packet loss, and a per-link latency.
+// The model (cut-through, FIFO per link). A link has a bandwidth (bytes per virtual
+// second) and carries one transfer at a time, in the order transfers were requested. A
+// message crosses a route: a set of hops, each a link and the bytes the message puts on it
+// (a message split over the server's S shards puts B/S bytes on each shard's link and B on
+// the worker's NIC). Requested at `now`, it starts when every link of its route is free
+// (start = max(now, each link's free time)); from then each link l is busy for
+// bytes_l / bandwidth_l, and the message arrives when the last of them is done, plus the
+// latency (once per message). So, uncontended, a message takes
+//     latency + max over its hops of bytes_l / bandwidth_l
+// (B bytes over S shards of bandwidth b and a NIC of bandwidth n: latency + B / min(S b, n));
+// the bottleneck sets the rate, and a faster link is held only for its own share, free for
+// other transfers after that. The start is also when the server serves a pull: the
+// parameters it carries are those of that moment. A link of bandwidth 0 is unlimited: it
+// is on no route. Not modelled: links shared fairly between concurrent flows (a link
+// carries one transfer at a time), a message waiting for one link while holding none, a
+// per-link latency, and loss.
 //
 // Requests must come in event order at the virtual time they are made, so who waits behind
 // whom never depends on threads: a transfer that depends on an earlier event (a gradient
@@ -39,16 +40,22 @@ struct TransferTimes {
   SimTime arrival = 0;  // the last piece has arrived, latency included
 };
 
-// FIFO links, by index. One piece crosses a path of them (see above).
+// One link of a route and the bytes a message puts on it.
+struct Hop {
+  int link = 0;
+  double bytes = 0;
+};
+
+// FIFO links, by index (see the model above).
 class Links {
  public:
   // bandwidth in bytes per virtual second, > 0; returns the link's index.
   int add(double bandwidth);
   size_t size() const { return bandwidth_.size(); }
-  // One piece of `bytes` over links path[0..k) requested at `now` (see the model above);
-  // reserves each link, returns its start and its end (no latency).
-  TransferTimes cross(const int* path, size_t k, double bytes, SimTime now);
-  // Virtual time link i has been busy so far.
+  // A message over hops[0..k) requested at `now`: reserves each link, returns when it
+  // starts and when its last hop is done (no latency).
+  TransferTimes cross(const Hop* hops, size_t k, SimTime now);
+  // Virtual time link i has been busy so far (reserved up to now and beyond).
   SimTime busy(int i) const { return busy_[size_t(i)]; }
 
  private:
@@ -83,11 +90,11 @@ struct NetworkSpec {
 double message_bytes(const NetworkSpec& spec, size_t values);
 
 // The star: shard s has a downlink (server -> workers) and an uplink, worker w's NIC a
-// downlink and an uplink. A message between worker w and the server goes as S pieces of
-// B/S bytes, piece s over [shard s's link, w's NIC link] in its direction; between two
-// workers as one piece over [the sender's NIC uplink, the receiver's NIC downlink]. So
-// with S shards of bandwidth b and NICs of bandwidth n, one uncontended message of B bytes
-// takes latency + B / min(S b, n) (the pieces share the NIC: one after another).
+// downlink and an uplink. A message of B bytes between worker w and the server crosses
+// every shard's link in its direction with B/S bytes and w's NIC link with B; between two
+// workers, the sender's NIC uplink and the receiver's NIC downlink with B each. So with S
+// shards of bandwidth b and NICs of bandwidth n, one uncontended message takes
+// latency + B / min(S b, n).
 std::unique_ptr<Topology> make_star_topology(const NetworkSpec& spec, int workers);
 
 }  // namespace asgd
