@@ -79,8 +79,13 @@ void SspEngine::let_go_ready(Simulation& sim) {
       u.launch.push_back(w);
     }
   if (u.launch.empty() || sim.stopping()) return;
-  if (pending_count_ == 0) {  // nothing to apply first
-    launch_all(sim, u.launch);
+  if (pending_count_ == 0) {  // nothing new to apply first
+    if (updates_.empty()) {
+      launch_all(sim, u.launch);
+    } else {  // but the server is still applying some: read after them
+      std::vector<int>& after = updates_.back().launch;
+      after.insert(after.end(), u.launch.begin(), u.launch.end());
+    }
     return;
   }
   for (auto& job : pending_)  // the reader must see every gradient that has arrived
