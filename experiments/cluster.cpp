@@ -636,6 +636,7 @@ class ServerProcess {
     }
     // sync, sync_backup
     if (m.h.tag != iteration_ || received_ >= needed_) {  // late: its iteration is over
+      out_.samples -= m.ids.empty() ? s_.batch_size : m.ids.size();  // epochs count applied samples only
       out_.dropped++;
       out_.workers[size_t(w)].dropped++;
       hand_out(w);  // it joins the iteration in progress
