@@ -450,6 +450,7 @@ TEST(Counting, StalenessSaysItsUnitAndConfigShowsTheResolvedBatch) {
   for (const auto& [engine, unit] : engines) {
     json c = clock_config("unit", 4, 0.01, engine);
     c["cluster"]["compute"] = {{"dist", "exponential"}, {"mean", 0.001}};
+    c["train"].erase("batch_size");  // (its default, 32, is not what global_batch resolves to)
     c["train"]["global_batch"] = 32;
     c["stop"] = {{"epochs", 1}};
     std::string dir = run_one(c, "unit");
