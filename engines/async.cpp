@@ -35,12 +35,7 @@ void AsyncEngine::start(Simulation& sim) {
 }
 
 void AsyncEngine::launch_next(Simulation& sim, int worker) {
-  ids_.clear();
-  sim.take_samples(sim.settings().batch_size, ids_);
-  Step step;
-  step.worker = worker;
-  step.ids = ids_.data();
-  step.m = ids_.size();
+  Step step = sim.next_step(worker, ids_);
   step.pull = store_.get();
   sim.launch(step);
 }

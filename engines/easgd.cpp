@@ -81,8 +81,7 @@ void EasgdEngine::start(Simulation& sim) {
 
 // Called only when no job of `worker` is computing (its last one arrived, or settled).
 void EasgdEngine::launch_next(Simulation& sim, int worker, const DeferredStep& before) {
-  ids_.clear();
-  sim.take_samples(sim.settings().batch_size, ids_);
+  Step step = sim.next_step(worker, ids_);
   Snapshot at{local_[worker], local_version_[worker]};
   if (delta_ > 0) {
     // gradient at the look-ahead point x - lr * delta * V, in the worker's own buffer
@@ -92,10 +91,6 @@ void EasgdEngine::launch_next(Simulation& sim, int worker, const DeferredStep& b
     ops::sgd_step(sim.exec(), buf->data(), at.data(), velocity_[worker].data(), float(sim.lr()) * delta_, n);
     at = Snapshot{buf, at.version};
   }
-  Step step;
-  step.worker = worker;
-  step.ids = ids_.data();
-  step.m = ids_.size();
   step.own = std::move(at);
   step.reply = reply_due_[worker];
   step.push = (local_steps_[worker] + 1) % uint64_t(period_) == 0;  // it ends a period: the exchange

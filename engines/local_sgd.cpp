@@ -64,12 +64,7 @@ void LocalSgdEngine::start_round(Simulation& sim) {
     in_round_[w] = true;
     round_open_ = true;
     done_[w] = 0;
-    ids_.clear();
-    sim.take_samples(sim.settings().batch_size, ids_);
-    Step step;  // the first step computes at base_i, the w it pulls
-    step.worker = w;
-    step.ids = ids_.data();
-    step.m = ids_.size();
+    Step step = sim.next_step(w, ids_);  // the first step computes at base_i, the w it pulls
     step.pull = store_.get();
     step.push = steps_ == 1;
     sim.launch(step);
@@ -84,12 +79,7 @@ void LocalSgdEngine::launch_local_step(Simulation& sim, int w) {
   const float* d = disp_[w].data();
   const float lr_ref = lr_ref_;
   local_[w]->update([&](float* out, const float*) { ops::sgd_step(ctx, out, base, d, lr_ref, n); });
-  ids_.clear();
-  sim.take_samples(sim.settings().batch_size, ids_);
-  Step step;
-  step.worker = w;
-  step.ids = ids_.data();
-  step.m = ids_.size();
+  Step step = sim.next_step(w, ids_);
   step.own = local_[w]->current();
   step.own.version = base_[w].version;  // the model-of-record version this copy descends from
   step.push = done_[w] + 1 == steps_;   // the round's last step sends the worker's model

@@ -41,12 +41,7 @@ void SingleReplicaWarmup::launch(Simulation& sim) {
   for (int w = 0; w < sim.workers() && replica_ < 0; ++w)
     if (sim.worker_alive(w)) replica_ = w;
   if (replica_ < 0) return;  // every worker is down: wait for one to come back
-  ids_.clear();
-  sim.take_samples(sim.settings().batch_size, ids_);
-  Step step;
-  step.worker = replica_;
-  step.ids = ids_.data();
-  step.m = ids_.size();
+  Step step = sim.next_step(replica_, ids_);
   step.own = store_->current();
   step.push = false;
   sim.launch(step);

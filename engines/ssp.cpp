@@ -114,12 +114,7 @@ void SspEngine::launch_all(Simulation& sim, const std::vector<int>& workers) {
     if (!let_go_[w]) continue;  // went down meanwhile
     let_go_[w] = false;
     if (sim.stopping() || !sim.worker_alive(w)) continue;
-    ids_.clear();
-    sim.take_samples(sim.settings().batch_size, ids_);
-    Step step;
-    step.worker = w;
-    step.ids = ids_.data();
-    step.m = ids_.size();
+    Step step = sim.next_step(w, ids_);
     step.pull = store_.get();
     sim.launch(step);
     busy_[w] = true;

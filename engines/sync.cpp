@@ -37,15 +37,9 @@ void SyncEngine::start(Simulation& sim) {
 
 void SyncEngine::launch_idle(Simulation& sim) {
   if (updating_) return;  // the server is applying the last iteration: pull after it
-  const size_t m = sim.settings().batch_size;
   for (int w = 0; w < sim.workers(); ++w) {
     if (busy_[w] || !sim.worker_alive(w)) continue;
-    ids_.clear();
-    sim.take_samples(m, ids_);
-    Step step;
-    step.worker = w;
-    step.ids = ids_.data();
-    step.m = m;
+    Step step = sim.next_step(w, ids_);
     step.tag = iteration_;
     step.pull = store_.get();
     sim.launch(step);

@@ -161,8 +161,18 @@ class Simulation {
   // History depth a parameter store needs for the configured forced staleness.
   size_t history_needed() const;
 
-  // Appends the next m ids of the run's sample stream.
-  void take_samples(size_t m, std::vector<int32_t>& out) { stream_->next(m, out); }
+  // Worker w's next step on the next minibatch (the per-worker batch of the stream, into
+  // `ids`, which must outlive the launch): the engine then says where the parameters come
+  // from and what travels, and launches it.
+  Step next_step(int worker, std::vector<int32_t>& ids) {
+    ids.clear();
+    stream_->next(settings_.batch_size, ids);
+    Step step;
+    step.worker = worker;
+    step.ids = ids.data();
+    step.m = ids.size();
+    return step;
+  }
   // Starts worker step.worker's next step: the messages it declares and its compute take
   // virtual time; then engine.on_gradient gets the job, at the server when pushed, else on
   // the worker when computed (unless the worker failed meanwhile: then it is lost and
