@@ -463,6 +463,38 @@ TEST(Counting, StalenessSaysItsUnitAndConfigShowsTheResolvedBatch) {
   }
 }
 
+// ------------------------------------------------------------------ equivalences
+
+// The engines' equivalences hold with links, NICs, latency and the server's time on, since
+// equal algorithms send equal messages: local SGD with H = 1 and SSP with bound 0 are sync
+// (with aggregate sum: SSP applies gradients in full), an unreachable SSP bound is async.
+TEST(TimeModel, EquivalencesHoldWithTheNetworkAndTheServerOn) {
+  auto with_costs = [](json c) {
+    c["cluster"]["compute"] = {{"dist", "exponential"}, {"mean", 0.001}};
+    c["cluster"]["network"] = {
+        {"bandwidth", 2e7}, {"worker_bandwidth", 1.5e7}, {"shards", 2}, {"latency", 0.0005}, {"message_bytes", 1e5}};
+    c["cluster"]["server"] = {{"update_seconds", 0.002}};
+    c["train"]["aggregate"] = "sum";
+    c["stop"] = {{"updates", 40}};
+    c["eval"] = {{"every", 5}, {"unit", "updates"}};
+    return c;
+  };
+  // (iteration_time too for the sync family: async has none, SSP counts its slowest clock)
+  auto files_of = [](const std::string& dir, bool iterations = true) {
+    std::string all;
+    for (const char* f : {"metrics.csv", "staleness.csv", "workers.csv"}) all += read_file(dir + "/" + f);
+    json s = summary_at(dir);
+    return all + (iterations ? s["iteration_time"].dump() : "") + s["server"].dump() + s["messages"].dump();
+  };
+  const std::string sync = files_of(run_one(with_costs(clock_config("eq_sync", 4, 0, {{"type", "sync"}})), "eq"));
+  EXPECT_EQ(sync, files_of(run_one(with_costs(clock_config("eq_l1", 4, 0, {{"type", "local_sgd"}, {"steps", 1}})), "eq")));
+  EXPECT_EQ(sync, files_of(run_one(with_costs(clock_config("eq_s0", 4, 0, {{"type", "ssp"}, {"bound", 0}})), "eq")));
+  const std::string async = files_of(run_one(with_costs(clock_config("eq_a", 4, 0, {{"type", "async"}})), "eq"), false);
+  EXPECT_EQ(async,
+            files_of(run_one(with_costs(clock_config("eq_si", 4, 0, {{"type", "ssp"}, {"bound", 1000000}})), "eq"), false));
+  EXPECT_NE(async, sync);
+}
+
 // ------------------------------------------------------------------ determinism
 
 // Every new piece of the time model on at once: the same bytes for 1, 2 and 3 threads.
