@@ -42,13 +42,10 @@ void AsyncEngine::launch_next(Simulation& sim, int worker) {
 
 void AsyncEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) {
   at_server_[job->worker] = true;
-  arrived_.push_back(std::move(job));
-  sim.server_update([this, &sim] { apply_oldest(sim); });
+  sim.server_update([this, &sim, job = std::move(job)]() mutable { apply(sim, std::move(job)); });
 }
 
-void AsyncEngine::apply_oldest(Simulation& sim) {
-  std::unique_ptr<GradientJob> job = std::move(arrived_.front());
-  arrived_.pop_front();
+void AsyncEngine::apply(Simulation& sim, std::unique_ptr<GradientJob> job) {
   uint64_t staleness = store_->version() - job->read_version;
   sim.applied(*job, staleness);  // (its samples count toward the epoch, and so the rate)
   float lr = float(sim.lr());

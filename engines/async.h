@@ -1,7 +1,6 @@
 // engines/async.h — asynchronous parameter-server SGD, with the staleness-aware rate and
 // DC-ASGD delay compensation as options (see async.cpp).
 #pragma once
-#include <deque>
 #include <memory>
 #include <vector>
 #include "sim/engine.h"
@@ -25,14 +24,13 @@ class AsyncEngine final : public Engine {
 
  private:
   void launch_next(Simulation& sim, int worker);
-  void apply_oldest(Simulation& sim);  // the server's next update: the oldest gradient arrived
+  void apply(Simulation& sim, std::unique_ptr<GradientJob> job);  // the server's update for one gradient
   nlohmann::json spec_;
   bool divide_by_staleness_;   // lr_staleness = "divide": lr / max(tau, 1)
   float lambda_;               // delay_compensation (0: off)
   std::unique_ptr<ParameterStore> store_;
   std::shared_ptr<ServerUpdate> server_;
   std::vector<int32_t> ids_;
-  std::deque<std::unique_ptr<GradientJob>> arrived_;  // at the server, waiting to be applied (in order)
   std::vector<bool> at_server_;  // by worker: its gradient arrived and is not applied yet
 };
 

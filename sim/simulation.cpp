@@ -259,9 +259,9 @@ void Simulation::handle_pull_served(const Event& e) {
 
 void Simulation::handle_server_done() {
   out_.server_updates++;
-  std::function<void()> task = std::move(server_tasks_.front());
+  std::unique_ptr<ServerTask> task = std::move(server_tasks_.front());
   server_tasks_.pop_front();
-  task();
+  task->run();
 }
 
 void Simulation::account(GradientJob& job, SimTime until) {

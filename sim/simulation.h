@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 #include "kernels/model.h"
 #include "sim/compute_time.h"
@@ -181,7 +182,8 @@ class Simulation {
   // The server applies one update (an async gradient, a sync aggregate, an EASGD exchange,
   // a local-SGD averaging): it is busy cluster.server.update_seconds per update, one at a
   // time in the order asked, and `apply` (which makes the update and goes on) runs when the
-  // update is done: at once when the server is free and updates take no time.
+  // update is done: at once when the server is free and updates take no time. `apply` is
+  // called once; it may own what it needs (a move-only capture, such as the job).
   template <class F>
   void server_update(F&& apply);
   // Waits until every gradient job of `worker` still in flight has computed (a lost one
@@ -281,7 +283,18 @@ class Simulation {
   bool free_network_ = true;          // topology_->free()
   SimTime server_seconds_ = 0;        // cluster.server.update_seconds
   SimTime server_free_ = 0;           // when the server finishes the updates asked so far
-  std::deque<std::function<void()>> server_tasks_;  // updates waiting for ServerDone, in order
+  // An update waiting for its ServerDone event (a move-only callable, type-erased).
+  struct ServerTask {
+    virtual ~ServerTask() = default;
+    virtual void run() = 0;
+  };
+  template <class F>
+  struct ServerTaskOf final : ServerTask {
+    explicit ServerTaskOf(F&& f) : f_(std::move(f)) {}
+    void run() override { f_(); }
+    F f_;
+  };
+  std::deque<std::unique_ptr<ServerTask>> server_tasks_;  // in the order asked
 
   RunOutcome out_;
   bool stop_ = false;
@@ -306,7 +319,8 @@ void Simulation::server_update(F&& apply) {
   server_free_ = start + server_seconds_;
   out_.server_busy += server_seconds_;
   recorder_.add_span(0, "apply", start, server_free_);
-  server_tasks_.emplace_back(std::forward<F>(apply));
+  using Task = std::decay_t<F>;
+  server_tasks_.push_back(std::make_unique<ServerTaskOf<Task>>(Task(std::forward<F>(apply))));
   queue_.push(server_free_, EventKind::ServerDone);
 }
 
