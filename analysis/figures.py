@@ -873,7 +873,9 @@ def first_run_with_workers_per_engine(groups):
 
 
 def draw_workers(groups):
-    """Busy and idle virtual time per worker, stacked, for each engine's first run."""
+    """Compute, communication and waiting virtual time per worker, stacked, for each
+    engine's first run (workers.csv: compute_time, comm_time, wait_time; down_time when a
+    worker failed)."""
     picks = first_run_with_workers_per_engine(groups)
     if not picks:
         return None
@@ -881,15 +883,25 @@ def draw_workers(groups):
     rows = math.ceil(len(picks) / columns)
     fig = Figure(figsize=(4.2 * columns, 3.2 * rows), layout="constrained")
     axes = fig.subplots(rows, columns, squeeze=False, sharey=True).ravel()  # times compare
+    parts = (("compute_time", "compute", TRACE_COLOURS["compute"]),
+             ("comm_time", "communication", TRACE_COLOURS["push"]),
+             ("wait_time", "waiting", TRACE_COLOURS["wait"]),
+             ("down_time", "down", "black"))
     for ax, run in zip(axes, picks):
         table = run.workers.dropna(subset=["worker"]).sort_values("worker")
         worker = table["worker"].to_numpy()
-        busy = np.nan_to_num(table["busy_time"].to_numpy(), nan=0.0, posinf=0.0)
-        idle = np.nan_to_num(table["idle_time"].to_numpy(), nan=0.0, posinf=0.0)
-        ax.bar(worker, busy, color="tab:blue", width=0.8)
-        ax.bar(worker, idle, bottom=busy, color="#c8c8c8", width=0.8)
-        total = busy.sum() + idle.sum()
-        used = f", busy {100 * busy.sum() / total:.0f}%" if total > 0 else ""
+        bottom = np.zeros(len(worker))
+        shares = {}
+        for column, _, colour in parts:
+            if column not in table:
+                continue
+            value = np.nan_to_num(table[column].to_numpy(), nan=0.0, posinf=0.0)
+            ax.bar(worker, value, bottom=bottom, color=colour, width=0.8)
+            bottom += value
+            shares[column] = value.sum()
+        total = bottom.sum()
+        used = (f", compute {100 * shares['compute_time'] / total:.0f}%, "
+                f"comm {100 * shares.get('comm_time', 0.0) / total:.0f}%") if total > 0 else ""
         sweep = ", ".join(f"{k}={v}" for k, v in run.sweep.items())
         ax.set_title(f"{run.engine}" + (f" ({sweep})" if sweep else "") +
                      f"\nrun {run.run_id}, seed {run.seed}{used}", fontsize="medium")
@@ -901,6 +913,5 @@ def draw_workers(groups):
         ax.grid(True, axis="y", alpha=0.3)
     for ax in axes[len(picks):]:
         ax.set_visible(False)
-    add_figure_legend(fig, [Patch(color="tab:blue", label="busy"),
-                            Patch(color="#c8c8c8", label="idle")])
+    add_figure_legend(fig, [Patch(color=colour, label=label) for _, label, colour in parts])
     return fig

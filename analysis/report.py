@@ -56,8 +56,8 @@ FIGURE_CAPTIONS = {
                "no completed run reached the target there.",
     "timeline": "Event timeline of each engine's first traced run (server and workers), "
                 "the same window of virtual time for every engine.",
-    "workers": "Busy and idle virtual time per worker, each engine's first run, on one "
-               "time scale.",
+    "workers": "Compute, communication and waiting virtual time per worker (and time down), "
+               "each engine's first run, on one time scale.",
 }
 
 CSS = """

@@ -42,7 +42,7 @@ class Run:
     index_row: dict = None  # this run's index.csv row (all text), None when absent
     metrics: pd.DataFrame = None    # one row per eval point, numeric columns (NaN if unparsable)
     staleness_hist: pd.DataFrame = None  # columns staleness, count
-    workers: pd.DataFrame = None         # worker, gradients, applied, dropped, busy_time, idle_time
+    workers: pd.DataFrame = None         # worker, gradients, ..., compute_time, comm_time, wait_time, down_time
     trace_path: Path = None              # trace.json, read lazily (it can be large)
     meta: dict = None                    # parsed meta.json (provenance), None when absent
     # What could not be read (a corrupt metrics.csv, a summary.json that is not an object):
@@ -238,7 +238,7 @@ def load_run(folder, run_id, index_row, run_config, sweep_keys):
                metrics=metrics,
                staleness_hist=read_numeric_csv(folder / "staleness.csv", ("staleness", "count")),
                workers=read_numeric_csv(folder / "workers.csv",
-                                        ("worker", "busy_time", "idle_time")),
+                                        ("worker", "compute_time", "wait_time")),
                trace_path=trace if trace.is_file() else None,
                meta=read_json(folder / "meta.json"))
 

@@ -12,6 +12,9 @@
 //                             w_read is the copy this worker read (its backup), kept with
 //                             the job (keeps_read_params). Plain SGD only (no momentum).
 // Both combine: the compensated step uses the staleness-aware rate.
+// Messages: each step pulls the parameters (read when the server serves the pull), computes
+// and pushes its gradient; the server applies gradients one at a time in arrival order
+// (Simulation::server_update), and a worker pulls again once its gradient is applied.
 #include "engines/async.h"
 #include <algorithm>
 #include "engines/server_update.h"
@@ -26,29 +29,40 @@ AsyncEngine::AsyncEngine(const nlohmann::json& spec)
 void AsyncEngine::start(Simulation& sim) {
   store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed());
   server_ = std::make_unique<ServerUpdate>(sim.settings().momentum);
+  at_server_.assign(sim.workers(), false);
   for (int w = 0; w < sim.workers(); ++w)  // (after a warm-up some may be down)
     if (sim.worker_alive(w)) launch_next(sim, w);
 }
 
 void AsyncEngine::launch_next(Simulation& sim, int worker) {
-  ids_.clear();
-  sim.take_samples(sim.settings().batch_size, ids_);
-  sim.launch(worker, sim.read_for(worker, *store_), ids_.data(), ids_.size());
+  Step step = sim.next_step(worker, ids_);
+  step.pull = store_.get();
+  sim.launch(step);
 }
 
 void AsyncEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) {
+  at_server_[job->worker] = true;
+  sim.server_update([this, &sim, job = std::move(job)]() mutable { apply(sim, std::move(job)); });
+}
+
+void AsyncEngine::apply(Simulation& sim, std::unique_ptr<GradientJob> job) {
   uint64_t staleness = store_->version() - job->read_version;
+  sim.applied(*job, staleness);  // (its samples count toward the epoch, and so the rate)
   float lr = float(sim.lr());
   if (divide_by_staleness_) lr /= float(std::max<uint64_t>(staleness, 1));
   if (lambda_ > 0.0f)
     server_->apply_delay_compensated(sim, *store_, job->grad.data(), job->read.data(), lr, lambda_);
   else
     server_->apply(sim, *store_, job->grad.data(), lr);
-  sim.applied(*job, staleness);
   int worker = job->worker;
   sim.recycle(std::move(job));
+  at_server_[worker] = false;
   sim.updated();
-  if (!sim.stopping()) launch_next(sim, worker);
+  if (!sim.stopping() && sim.worker_alive(worker)) launch_next(sim, worker);
+}
+
+void AsyncEngine::on_worker_up(Simulation& sim, int worker) {
+  if (!at_server_[worker]) launch_next(sim, worker);  // else it pulls once its gradient is applied
 }
 
 Snapshot AsyncEngine::model_of_record() const { return store_->current(); }

@@ -16,7 +16,7 @@ class AsyncEngine final : public Engine {
   std::string type() const override { return "async"; }
   void start(Simulation& sim) override;
   void on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) override;
-  void on_worker_up(Simulation& sim, int worker) override { launch_next(sim, worker); }
+  void on_worker_up(Simulation& sim, int worker) override;
   Snapshot model_of_record() const override;
   // DC-ASGD needs the parameters each gradient was computed on when it arrives.
   bool keeps_read_params() const override { return lambda_ > 0.0f; }
@@ -24,12 +24,14 @@ class AsyncEngine final : public Engine {
 
  private:
   void launch_next(Simulation& sim, int worker);
+  void apply(Simulation& sim, std::unique_ptr<GradientJob> job);  // the server's update for one gradient
   nlohmann::json spec_;
   bool divide_by_staleness_;   // lr_staleness = "divide": lr / max(tau, 1)
   float lambda_;               // delay_compensation (0: off)
   std::unique_ptr<ParameterStore> store_;
   std::shared_ptr<ServerUpdate> server_;
   std::vector<int32_t> ids_;
+  std::vector<bool> at_server_;  // by worker: its gradient arrived and is not applied yet
 };
 
 }  // namespace asgd

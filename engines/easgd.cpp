@@ -17,6 +17,14 @@
 // alpha = "auto" is 0.9 / N (beta = N alpha = 0.9, the paper's common choice).
 // Failures: a worker that goes down loses its gradient in flight; in mode sync it leaves
 // the barrier until it comes back, and then restarts its period.
+// Messages: local steps send nothing. The step that ends a period pushes the worker's
+// parameters (the exchange); the server computes the exchange as one update
+// (Simulation::server_update: in mode sync once every live worker's parameters are in) and
+// replies, and the worker's next step first receives that reply (one message; a worker's
+// very first step likewise receives the center it starts from).
+// Staleness (unit: exchanges) of a local gradient = exchanges the center has taken since
+// the worker last exchanged with it: how old the worker's view of the model of record is
+// (always 0 in mode sync, where everyone exchanges together).
 // Where the work runs: a local step that no exchange follows (plain EASGD) is deferred to
 // the worker's next gradient job (DeferredStep), which applies it on its pool thread just
 // before computing at the result: the same arithmetic, in the same order for x_i, without
@@ -56,6 +64,9 @@ void EasgdEngine::start(Simulation& sim) {
   deferred_grad_.resize(delta_ > 0 ? 0 : n);
   local_steps_.assign(n, 0);
   waiting_.assign(n, false);
+  in_exchange_.assign(n, false);
+  reply_due_.assign(n, true);  // each worker first receives the center it starts from
+  seen_.assign(n, 0);
   if (delta_ > 0) {
     velocity_.resize(n);
     lookahead_.resize(n);
@@ -70,8 +81,7 @@ void EasgdEngine::start(Simulation& sim) {
 
 // Called only when no job of `worker` is computing (its last one arrived, or settled).
 void EasgdEngine::launch_next(Simulation& sim, int worker, const DeferredStep& before) {
-  ids_.clear();
-  sim.take_samples(sim.settings().batch_size, ids_);
+  Step step = sim.next_step(worker, ids_);
   Snapshot at{local_[worker], local_version_[worker]};
   if (delta_ > 0) {
     // gradient at the look-ahead point x - lr * delta * V, in the worker's own buffer
@@ -81,16 +91,21 @@ void EasgdEngine::launch_next(Simulation& sim, int worker, const DeferredStep& b
     ops::sgd_step(sim.exec(), buf->data(), at.data(), velocity_[worker].data(), float(sim.lr()) * delta_, n);
     at = Snapshot{buf, at.version};
   }
-  sim.launch(worker, std::move(at), ids_.data(), ids_.size(), 0, before);
+  step.own = std::move(at);
+  step.reply = reply_due_[worker];
+  step.push = (local_steps_[worker] + 1) % uint64_t(period_) == 0;  // it ends a period: the exchange
+  step.before = before;
+  reply_due_[worker] = false;
+  sim.launch(step);
 }
 
 void EasgdEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) {
   const int w = job->worker;
   const size_t n = center_->size();
   ExecContext& ctx = sim.exec();
-  const float lr = float(sim.lr());
   float* x = local_[w]->data();
-  sim.applied(*job, 0);  // computed on the worker's own parameters
+  sim.applied(*job, center_->version() - seen_[w]);  // (before the rate: its samples count)
+  const float lr = float(sim.lr());
   const bool exchange = (local_steps_[w] + 1) % uint64_t(period_) == 0;
   if (delta_ == 0 && !exchange && !sim.stopping()) {
     // x_i <- x_i - lr g, applied by the worker's next job (launched now) before it computes
@@ -107,21 +122,38 @@ void EasgdEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job)
   ++local_version_[w];
   sim.recycle(std::move(job));
 
-  if (++local_steps_[w] % uint64_t(period_) == 0) {
+  if (++local_steps_[w] % uint64_t(period_) == 0) {  // its parameters are at the server now
     if (sync_) {
       waiting_[w] = true;
       exchange_all_if_ready(sim);
-      return;
+    } else {
+      in_exchange_[w] = true;
+      sim.server_update([this, &sim, w] { exchange_one(sim, w); });
     }
-    // elastic exchange: both x_i and the center move towards each other
-    ++local_version_[w];
-    center_->update([&](float* co, const float* ci) {
-      ops::copy(ctx, co, ci, n);
-      ops::elastic_exchange(ctx, x, co, float(alpha_), n);
-    });
-    sim.updated();
+    return;
   }
   if (!sim.stopping()) launch_next(sim, w);
+}
+
+void EasgdEngine::exchange_one(Simulation& sim, int w) {
+  // elastic exchange: both x_i and the center move towards each other
+  const size_t n = center_->size();
+  ExecContext& ctx = sim.exec();
+  float* x = local_[w]->data();
+  ++local_version_[w];
+  center_->update([&](float* co, const float* ci) {
+    ops::copy(ctx, co, ci, n);
+    ops::elastic_exchange(ctx, x, co, float(alpha_), n);
+  });
+  replied(w);
+  sim.updated();
+  if (!sim.stopping() && sim.worker_alive(w)) launch_next(sim, w);
+}
+
+void EasgdEngine::replied(int w) {
+  in_exchange_[w] = false;
+  seen_[w] = center_->version();
+  reply_due_[w] = true;
 }
 
 void EasgdEngine::exchange_all_if_ready(Simulation& sim) {
@@ -132,29 +164,38 @@ void EasgdEngine::exchange_all_if_ready(Simulation& sim) {
     group_.push_back(w);
   }
   if (group_.empty()) return;
+  for (int w : group_) {
+    waiting_[w] = false;
+    in_exchange_[w] = true;
+  }
+  sim.server_update([this, &sim, group = group_] { exchange_group(sim, group); });
+}
+
+void EasgdEngine::exchange_group(Simulation& sim, const std::vector<int>& group) {
   const size_t n = center_->size();
   ExecContext& ctx = sim.exec();
   // mean_i x_i, summed in worker-index order, before anything moves
   mean_.resize_discard(n);
-  ops::copy(ctx, mean_.data(), local_[group_[0]]->data(), n);
-  for (size_t k = 1; k < group_.size(); ++k) ops::add_into(ctx, mean_.data(), local_[group_[k]]->data(), n);
-  ops::scale(ctx, mean_.data(), 1.0f / float(group_.size()), n);
+  ops::copy(ctx, mean_.data(), local_[group[0]]->data(), n);
+  for (size_t k = 1; k < group.size(); ++k) ops::add_into(ctx, mean_.data(), local_[group[k]]->data(), n);
+  ops::scale(ctx, mean_.data(), 1.0f / float(group.size()), n);
   // x_i <- x_i + alpha (c - x_i), with the center before the exchange
   const float* c = center_->current().data();
-  for (int w : group_) {
+  for (int w : group) {
     ops::move_towards(ctx, local_[w]->data(), c, float(alpha_), n);
     ++local_version_[w];
   }
   // c <- c + beta (mean - c), beta = N alpha
-  const float beta = float(alpha_ * double(group_.size()));
+  const float beta = float(alpha_ * double(group.size()));
   center_->update([&](float* out, const float* in) {
     ops::copy(ctx, out, in, n);
     ops::move_towards(ctx, out, mean_.data(), beta, n);
   });
-  for (int w : group_) waiting_[w] = false;
+  for (int w : group) replied(w);
   sim.updated();
   if (sim.stopping()) return;
-  for (int w : group_) launch_next(sim, w);
+  for (int w : group)
+    if (sim.worker_alive(w)) launch_next(sim, w);
 }
 
 void EasgdEngine::on_worker_down(Simulation& sim, int w) {
@@ -167,7 +208,8 @@ void EasgdEngine::on_worker_down(Simulation& sim, int w) {
 
 void EasgdEngine::on_worker_up(Simulation& sim, int w) {
   sim.settle(w);  // its lost job may still be applying a deferred step to x_i, or reading it
-  if (!sim.stopping()) launch_next(sim, w);  // from its own copy, where it left off
+  // from its own copy, where it left off (or, in an exchange, once the server replies)
+  if (!in_exchange_[w] && !sim.stopping()) launch_next(sim, w);
 }
 
 }  // namespace asgd

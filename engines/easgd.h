@@ -16,11 +16,15 @@ class EasgdEngine final : public Engine {
   void on_worker_down(Simulation& sim, int worker) override;
   void on_worker_up(Simulation& sim, int worker) override;
   Snapshot model_of_record() const override { return center_->current(); }
+  const char* staleness_unit() const override { return "exchanges"; }
   nlohmann::json describe() const override;
 
  private:
   void launch_next(Simulation& sim, int worker, const DeferredStep& before = {});
-  void exchange_all_if_ready(Simulation& sim);  // mode sync: the barrier and the exchange
+  void exchange_one(Simulation& sim, int worker);  // mode async: the server's update for one exchange
+  void exchange_all_if_ready(Simulation& sim);  // mode sync: the barrier, then the exchange
+  void exchange_group(Simulation& sim, const std::vector<int>& group);  // mode sync: the server's update
+  void replied(int worker);  // the worker's exchange is done: its next step receives the reply
   nlohmann::json spec_;
   bool sync_;          // mode "sync": all workers exchange together
   int period_;
@@ -37,6 +41,9 @@ class EasgdEngine final : public Engine {
   std::vector<std::shared_ptr<Params>> lookahead_;      // EAMSGD: x_i - lr delta V_i, reused
   std::vector<uint64_t> local_steps_;
   std::vector<bool> waiting_;                           // sync: done its period, at the barrier
+  std::vector<bool> in_exchange_;                       // pushed for an exchange the server has not answered
+  std::vector<bool> reply_due_;                         // its next step first receives the server's reply
+  std::vector<uint64_t> seen_;                          // center version at the worker's last exchange
   std::vector<int> group_;                              // sync: the workers of this exchange
   DeviceArray<float> mean_;                             // sync: mean_i x_i (num_params)
   std::vector<int32_t> ids_;

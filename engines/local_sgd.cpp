@@ -21,6 +21,12 @@
 // A local step's staleness is how many updates base_i lags w (0 without forced staleness).
 // Failures: a worker that goes down leaves the round (its displacement is dropped); the
 // round ends when the live workers in it are done; a returning worker joins the next round.
+// Messages: a round's first step pulls w (read when the server serves the pull: that is
+// base_i), the local steps send nothing, and the H-th step pushes the worker's model (its
+// displacement: one parameter-sized message). When the last worker's push arrives the round
+// ends (iteration_time runs from one such end to the next), the server averages as one
+// update (Simulation::server_update), and the next round's pulls follow it. With H = 1
+// every step pulls and pushes, as sync's do: the same messages, times and counters.
 #include "engines/local_sgd.h"
 #include "engines/server_update.h"
 
@@ -44,13 +50,13 @@ void LocalSgdEngine::start(Simulation& sim) {
   done_.assign(n, 0);
   in_round_.assign(n, false);
   busy_.assign(n, false);
+  round_start_ = sim.now();
   start_round(sim);
 }
 
 void LocalSgdEngine::start_round(Simulation& sim) {
   double lr = sim.lr();
   lr_ref_ = lr > 0 ? float(lr) : 1.0f;
-  round_start_ = sim.now();
   round_open_ = false;
   for (int w = 0; w < sim.workers(); ++w) {
     in_round_[w] = false;
@@ -58,10 +64,10 @@ void LocalSgdEngine::start_round(Simulation& sim) {
     in_round_[w] = true;
     round_open_ = true;
     done_[w] = 0;
-    base_[w] = sim.read_for(w, *store_);
-    ids_.clear();
-    sim.take_samples(sim.settings().batch_size, ids_);
-    sim.launch(w, base_[w], ids_.data(), ids_.size());  // the first step computes at base_i
+    Step step = sim.next_step(w, ids_);  // the first step computes at base_i, the w it pulls
+    step.pull = store_.get();
+    step.push = steps_ == 1;
+    sim.launch(step);
     busy_[w] = true;
   }
 }
@@ -73,11 +79,11 @@ void LocalSgdEngine::launch_local_step(Simulation& sim, int w) {
   const float* d = disp_[w].data();
   const float lr_ref = lr_ref_;
   local_[w]->update([&](float* out, const float*) { ops::sgd_step(ctx, out, base, d, lr_ref, n); });
-  ids_.clear();
-  sim.take_samples(sim.settings().batch_size, ids_);
-  Snapshot x = local_[w]->current();
-  x.version = base_[w].version;  // the model-of-record version this copy descends from
-  sim.launch(w, std::move(x), ids_.data(), ids_.size());
+  Step step = sim.next_step(w, ids_);
+  step.own = local_[w]->current();
+  step.own.version = base_[w].version;  // the model-of-record version this copy descends from
+  step.push = done_[w] + 1 == steps_;   // the round's last step sends the worker's model
+  sim.launch(step);
   busy_[w] = true;
 }
 
@@ -91,11 +97,12 @@ void LocalSgdEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> j
     sim.recycle(std::move(job));
     return;
   }
+  if (done_[w] == 0) base_[w] = job->read;  // what the round's pull delivered
+  sim.applied(*job, store_->version() - base_[w].version);  // (before the rate: its samples count)
   float ratio = float(sim.lr()) / lr_ref_;
   if (ratio != 1.0f) ops::scale(ctx, job->grad.data(), ratio, n);
   if (done_[w] == 0) ops::copy(ctx, disp_[w].data(), job->grad.data(), n);
   else ops::add_into(ctx, disp_[w].data(), job->grad.data(), n);
-  sim.applied(*job, store_->version() - base_[w].version);
   sim.recycle(std::move(job));
   if (++done_[w] < steps_) launch_local_step(sim, w);
   else finish_round_if_done(sim);
@@ -110,10 +117,17 @@ void LocalSgdEngine::finish_round_if_done(Simulation& sim) {
     parts_.push_back(disp_[w].data());
   }
   round_open_ = false;
+  averaging_ = true;
+  sim.iteration_done(sim.now() - round_start_);
+  round_start_ = sim.now();
+  sim.server_update([this, &sim] { average(sim); });
+}
+
+void LocalSgdEngine::average(Simulation& sim) {
+  averaging_ = false;
   for (auto& b : base_) b = Snapshot{};  // let w be updated in place
   if (!parts_.empty())
     server_->apply_sum(sim, *store_, parts_, aggregate_weight(sim, int(parts_.size())), lr_ref_);
-  sim.iteration_done(sim.now() - round_start_);
   sim.updated();
   if (!sim.stopping()) start_round(sim);
 }
@@ -132,7 +146,8 @@ void LocalSgdEngine::on_worker_down(Simulation& sim, int w) {
 }
 
 void LocalSgdEngine::on_worker_up(Simulation& sim, int) {
-  if (!round_open_ && !sim.stopping()) start_round(sim);  // else it joins the next round
+  // else it joins the next round (also when the server is averaging the last one)
+  if (!round_open_ && !averaging_ && !sim.stopping()) start_round(sim);
 }
 
 Snapshot LocalSgdEngine::model_of_record() const { return store_->current(); }

@@ -18,12 +18,15 @@ class LocalSgdEngine final : public Engine {
   void on_worker_down(Simulation& sim, int worker) override;
   void on_worker_up(Simulation& sim, int worker) override;
   Snapshot model_of_record() const override;
+  // The round's first step hands on what its pull delivered (base_i).
+  bool keeps_read_params() const override { return true; }
   nlohmann::json describe() const override { return spec_; }
 
  private:
   void start_round(Simulation& sim);
   void launch_local_step(Simulation& sim, int worker);
   void finish_round_if_done(Simulation& sim);
+  void average(Simulation& sim);  // the server's update: w <- the workers' average
 
   nlohmann::json spec_;
   int steps_;                                          // H
@@ -36,6 +39,7 @@ class LocalSgdEngine final : public Engine {
   std::vector<int> done_;                              // local steps done this round
   std::vector<bool> in_round_, busy_;
   bool round_open_ = false;
+  bool averaging_ = false;                             // the server is averaging the last round
   SimTime round_start_ = 0;
   std::vector<float*> parts_;
   std::vector<int32_t> ids_;

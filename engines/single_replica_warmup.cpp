@@ -9,7 +9,10 @@
 // the learning-rate schedule simply continues by epoch and stop limits count the whole
 // run. The warm-up's momentum velocity is not handed on (the engine starts its own).
 // This is the remedy for early staleness that the seed material recommends: the first
-// epochs, where gradients change fastest, are trained without stale gradients.
+// epochs, where gradients change fastest, are trained without stale gradients: forced
+// staleness (staleness.mode) does not apply to the replica either. The replica trains on
+// its own parameters: it sends no message and asks nothing of the server (no network or
+// server time), only its compute takes time.
 // Failures during the warm-up: the replica runs on the lowest-index live worker; if that
 // worker goes down, its gradient in flight is lost and the next live worker carries on
 // from the replica's parameters (or the first to come back, if none is live).
@@ -27,7 +30,7 @@ void SingleReplicaWarmup::start(Simulation& sim) {
     engine_->start(sim);
     return;
   }
-  store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed());
+  store_ = std::make_unique<ParameterStore>(sim.initial_params(), 0);
   server_ = std::make_shared<ServerUpdate>(sim.settings().momentum);
   launch(sim);
 }
@@ -38,9 +41,10 @@ void SingleReplicaWarmup::launch(Simulation& sim) {
   for (int w = 0; w < sim.workers() && replica_ < 0; ++w)
     if (sim.worker_alive(w)) replica_ = w;
   if (replica_ < 0) return;  // every worker is down: wait for one to come back
-  ids_.clear();
-  sim.take_samples(sim.settings().batch_size, ids_);
-  sim.launch(replica_, sim.read_for(replica_, *store_), ids_.data(), ids_.size());
+  Step step = sim.next_step(replica_, ids_);
+  step.own = store_->current();
+  step.push = false;
+  sim.launch(step);
   busy_ = true;
 }
 
@@ -50,9 +54,8 @@ void SingleReplicaWarmup::on_gradient(Simulation& sim, std::unique_ptr<GradientJ
     return;
   }
   busy_ = false;
-  uint64_t staleness = store_->version() - job->read_version;
+  sim.applied(*job, store_->version() - job->read_version);  // (before the rate: its samples count)
   server_->apply(sim, *store_, job->grad.data(), float(sim.lr()));
-  sim.applied(*job, staleness);
   sim.recycle(std::move(job));
   sim.updated();
   if (sim.stopping()) return;

@@ -22,6 +22,7 @@ class SingleReplicaWarmup final : public Engine {
   void on_worker_up(Simulation& sim, int worker) override;
   Snapshot model_of_record() const override;
   bool keeps_read_params() const override { return engine_->keeps_read_params(); }
+  const char* staleness_unit() const override { return engine_->staleness_unit(); }
   nlohmann::json describe() const override;
 
  private:

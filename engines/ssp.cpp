@@ -3,20 +3,26 @@
 // Parallel Parameter Server"). Worker w's clock c_w counts the gradients it has pushed.
 // A worker at clock c may start its next gradient only while the slowest live worker's
 // clock is >= c - s (s = `bound`); otherwise it waits, idle. Gradients are applied as
-// they arrive, as in async: every read sees every gradient that arrived before it.
+// they arrive, each in full (Ho et al.: a worker's update is added to the shared
+// parameters as it is; train.aggregate, which is about combining synchronous gradients,
+// does not apply): every read sees every gradient that arrived before it.
 //
-// How "applied on arrival" is realised, and why s = 0 is exactly sync: just before a
-// worker reads, the server applies every gradient that arrived since its last update, as
-// one update  w <- w - lr * weight * sum_i g_i  (summed in worker-index order; weight 1/N
-// for train.aggregate = mean, so one clock of N gradients moves w as far as one sync step,
-// and 1 for sum). A waiting worker computes nothing, so at most one gradient per worker is
-// pending. No read can tell this from applying each gradient the moment it arrives; what
-// it fixes is the float summation order and how gradients group into updates:
+// How "applied on arrival" is realised, and why s = 0 is exactly sync with aggregate sum:
+// when workers may start (the arriving one, or every worker waiting on the slowest clock
+// once it advances), the server first applies every gradient that arrived since its last
+// update, as one update  w <- w - lr * sum_i g_i  (summed in worker-index order), and the
+// workers then pull. A waiting worker computes nothing, so at most one gradient per worker
+// is pending. No read can tell this from applying each gradient the moment it arrives;
+// what it fixes is the float summation order and how gradients group into updates:
 //   s = 0     nobody reads until every live worker has pushed clock c, so each update is
 //             one whole clock summed in worker-index order, and the workers then launch in
-//             worker order taking their sample ids as sync does: byte-identical to sync.
+//             worker order taking their sample ids as sync does: byte-identical to sync
+//             with aggregate = sum (messages, server time and counters included).
 //   large s   the arriving worker reads again at once, so each update is its own gradient:
-//             with aggregate = sum this is exactly async; with mean, async at lr / N.
+//             exactly async.
+// Messages: each step pulls the parameters, computes and pushes its gradient; each grouped
+// update is one update of the server (Simulation::server_update), and the workers it lets
+// go pull once it is done.
 // Staleness of a gradient = updates between its read and the update that applies it (so
 // it counts grouped updates, as the sync family does). An iteration (summary
 // iteration_time) is one advance of the slowest clock.
@@ -38,12 +44,13 @@ void SspEngine::start(Simulation& sim) {
   server_ = std::make_shared<ServerUpdate>(sim.settings().momentum);
   clock_.assign(n, 0);
   busy_.assign(n, false);
+  let_go_.assign(n, false);
   pending_.clear();
   pending_.resize(n);
   pending_count_ = 0;
   slowest_since_ = sim.now();
   find_slowest(sim);
-  launch_ready(sim);
+  let_go_ready(sim);
 }
 
 bool SspEngine::may_start(int w) const {
@@ -64,34 +71,54 @@ void SspEngine::find_slowest(Simulation& sim) {
   }
 }
 
-void SspEngine::launch_ready(Simulation& sim) {
-  for (int w = 0; w < sim.workers() && !sim.stopping(); ++w)
-    if (!busy_[w] && sim.worker_alive(w) && may_start(w)) launch(sim, w);
-}
-
-void SspEngine::launch(Simulation& sim, int w) {
-  if (pending_count_ > 0) {
-    apply_pending(sim);  // the reader must see every gradient that has arrived
-    if (sim.stopping()) return;
+void SspEngine::let_go_ready(Simulation& sim) {
+  Update u;
+  for (int w = 0; w < sim.workers(); ++w)
+    if (!busy_[w] && !let_go_[w] && sim.worker_alive(w) && may_start(w)) {
+      let_go_[w] = true;
+      u.launch.push_back(w);
+    }
+  if (u.launch.empty() || sim.stopping()) return;
+  if (pending_count_ == 0) {  // nothing new to apply first
+    if (updates_.empty()) {
+      launch_all(sim, u.launch);
+    } else {  // but the server is still applying some: read after them
+      std::vector<int>& after = updates_.back().launch;
+      after.insert(after.end(), u.launch.begin(), u.launch.end());
+    }
+    return;
   }
-  ids_.clear();
-  sim.take_samples(sim.settings().batch_size, ids_);
-  sim.launch(w, sim.read_for(w, *store_), ids_.data(), ids_.size());
-  busy_[w] = true;
-}
-
-void SspEngine::apply_pending(Simulation& sim) {
-  parts_.clear();
-  for (auto& job : pending_)  // worker-index order: fixed summation order
-    if (job) parts_.push_back(job->grad.data());
-  server_->apply_sum(sim, *store_, parts_, aggregate_weight(sim, sim.workers()), float(sim.lr()));
-  for (auto& job : pending_) {
-    if (!job) continue;
-    sim.applied(*job, store_->version() - 1 - job->read_version);
-    sim.recycle(std::move(job));
-  }
+  for (auto& job : pending_)  // the reader must see every gradient that has arrived
+    if (job) u.jobs.push_back(std::move(job));
   pending_count_ = 0;
+  updates_.push_back(std::move(u));
+  sim.server_update([this, &sim] { apply_oldest(sim); });
+}
+
+void SspEngine::apply_oldest(Simulation& sim) {
+  Update u = std::move(updates_.front());
+  updates_.pop_front();
+  parts_.clear();
+  for (auto& job : u.jobs) {  // worker-index order: fixed summation order
+    parts_.push_back(job->grad.data());
+    sim.applied(*job, store_->version() - job->read_version);  // (before the rate: its samples count)
+  }
+  server_->apply_sum(sim, *store_, parts_, 1.0f, float(sim.lr()));  // each worker's update in full
+  for (auto& job : u.jobs) sim.recycle(std::move(job));
   sim.updated();
+  launch_all(sim, u.launch);
+}
+
+void SspEngine::launch_all(Simulation& sim, const std::vector<int>& workers) {
+  for (int w : workers) {
+    if (!let_go_[w]) continue;  // went down meanwhile
+    let_go_[w] = false;
+    if (sim.stopping() || !sim.worker_alive(w)) continue;
+    Step step = sim.next_step(w, ids_);
+    step.pull = store_.get();
+    sim.launch(step);
+    busy_[w] = true;
+  }
 }
 
 void SspEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) {
@@ -106,16 +133,15 @@ void SspEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) {
     sim.iteration_done(sim.now() - slowest_since_);
     slowest_since_ = sim.now();
     find_slowest(sim);
-    launch_ready(sim);
-  } else if (sim.worker_alive(w) && may_start(w)) {
-    launch(sim, w);
   }
+  let_go_ready(sim);
 }
 
 void SspEngine::on_worker_down(Simulation& sim, int w) {
   busy_[w] = false;  // its gradient in flight is lost
+  let_go_[w] = false;
   find_slowest(sim);
-  launch_ready(sim);
+  let_go_ready(sim);
 }
 
 void SspEngine::on_worker_up(Simulation& sim, int w) {
@@ -124,7 +150,7 @@ void SspEngine::on_worker_up(Simulation& sim, int w) {
     if (v != w && sim.worker_alive(v)) others = std::min(others, clock_[v]);
   if (others != std::numeric_limits<uint64_t>::max()) clock_[w] = std::max(clock_[w], others);
   find_slowest(sim);
-  launch_ready(sim);
+  let_go_ready(sim);
 }
 
 Snapshot SspEngine::model_of_record() const { return store_->current(); }

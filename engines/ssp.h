@@ -1,5 +1,6 @@
 // engines/ssp.h — stale-synchronous parallel SGD with staleness bound s (see ssp.cpp).
 #pragma once
+#include <deque>
 #include <memory>
 #include <vector>
 #include "sim/engine.h"
@@ -21,11 +22,18 @@ class SspEngine final : public Engine {
   nlohmann::json describe() const override { return spec_; }
 
  private:
+  // One update of the server: the gradients it applies, then the workers it lets go.
+  struct Update {
+    std::vector<std::unique_ptr<GradientJob>> jobs;  // worker-index order
+    std::vector<int> launch;
+  };
   bool may_start(int worker) const;
   void find_slowest(Simulation& sim);
-  void launch_ready(Simulation& sim);     // every idle worker the bound lets go, in worker order
-  void launch(Simulation& sim, int worker);
-  void apply_pending(Simulation& sim);
+  // Every idle worker the bound lets go, in worker order: launched at once, or after the
+  // server has applied the gradients pending now.
+  void let_go_ready(Simulation& sim);
+  void apply_oldest(Simulation& sim);  // the server's next update
+  void launch_all(Simulation& sim, const std::vector<int>& workers);
 
   nlohmann::json spec_;
   uint64_t bound_;                                      // s
@@ -33,8 +41,10 @@ class SspEngine final : public Engine {
   std::shared_ptr<ServerUpdate> server_;
   std::vector<uint64_t> clock_;                         // gradients pushed, by worker
   std::vector<bool> busy_;                              // computing a gradient
+  std::vector<bool> let_go_;                            // may start: launched when its update is done
   std::vector<std::unique_ptr<GradientJob>> pending_;   // arrived, not applied yet, by worker
   size_t pending_count_ = 0;
+  std::deque<Update> updates_;                          // asked of the server, in order
   uint64_t slowest_ = 0;                                // min clock over live workers
   int at_slowest_ = 0;                                  // live workers at that clock
   SimTime slowest_since_ = 0;                           // when the slowest clock last advanced

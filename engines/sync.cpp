@@ -10,6 +10,12 @@
 // b = 0 is plain sync: N workers x batch M compute what 1 worker x batch N*M computes.
 // Failures: a failed worker's gradient is lost, so an iteration also ends once every
 // gradient still in flight for it has arrived (sync waits for the live workers only).
+// Messages and time: a worker pulls w when it starts (or joins) an iteration, computes and
+// pushes its gradient. The iteration ends when its last needed gradient arrives
+// (iteration_time runs from one such end to the next); the server then applies the
+// aggregate as one update (Simulation::server_update), and only when that is done do the
+// idle workers pull the new w: a late gradient arriving meanwhile is dropped and its worker
+// waits for the update too.
 #include "engines/sync.h"
 #include "engines/server_update.h"
 
@@ -30,12 +36,13 @@ void SyncEngine::start(Simulation& sim) {
 }
 
 void SyncEngine::launch_idle(Simulation& sim) {
-  const size_t m = sim.settings().batch_size;
+  if (updating_) return;  // the server is applying the last iteration: pull after it
   for (int w = 0; w < sim.workers(); ++w) {
     if (busy_[w] || !sim.worker_alive(w)) continue;
-    ids_.clear();
-    sim.take_samples(m, ids_);
-    sim.launch(w, sim.read_for(w, *store_), ids_.data(), m, iteration_);
+    Step step = sim.next_step(w, ids_);
+    step.tag = iteration_;
+    step.pull = store_.get();
+    sim.launch(step);
     busy_[w] = true;
     computing_[w] = true;
     ++pending_;
@@ -74,22 +81,32 @@ void SyncEngine::on_worker_down(Simulation& sim, int w) {
 }
 
 void SyncEngine::finish_iteration(Simulation& sim) {
-  parts_.clear();
-  for (auto& job : accepted_)  // worker-index order: fixed summation order
-    if (job) parts_.push_back(job->grad.data());
-  server_->apply_sum(sim, *store_, parts_, aggregate_weight(sim, received_), float(sim.lr()));
-  for (auto& job : accepted_) {
-    if (!job) continue;
-    busy_[job->worker] = false;  // accepted workers wait for the iteration's end
-    sim.applied(*job, store_->version() - 1 - job->read_version);
-    sim.recycle(std::move(job));
-  }
   sim.iteration_done(sim.now() - iteration_start_);
+  iteration_start_ = sim.now();
   ++iteration_;
   received_ = 0;
   pending_ = 0;  // gradients still in flight belong to the old iteration: they will be dropped
   std::fill(computing_.begin(), computing_.end(), false);
-  iteration_start_ = sim.now();
+  updating_ = true;
+  sim.server_update([this, &sim] { apply_iteration(sim); });
+}
+
+void SyncEngine::apply_iteration(Simulation& sim) {
+  parts_.clear();
+  int count = 0;
+  for (auto& job : accepted_) {  // worker-index order: fixed summation order
+    if (!job) continue;
+    parts_.push_back(job->grad.data());
+    sim.applied(*job, store_->version() - job->read_version);  // (before the rate: its samples count)
+    ++count;
+  }
+  server_->apply_sum(sim, *store_, parts_, aggregate_weight(sim, count), float(sim.lr()));
+  for (auto& job : accepted_) {
+    if (!job) continue;
+    busy_[job->worker] = false;  // accepted workers wait for the iteration's end
+    sim.recycle(std::move(job));
+  }
+  updating_ = false;
   sim.updated();
   if (!sim.stopping()) launch_idle(sim);
 }

@@ -23,7 +23,8 @@ class SyncEngine final : public Engine {
 
  private:
   void launch_idle(Simulation& sim);
-  void finish_iteration(Simulation& sim);
+  void finish_iteration(Simulation& sim);  // the last needed gradient arrived
+  void apply_iteration(Simulation& sim);   // the server's update for it
   void finish_if_complete(Simulation& sim);
   nlohmann::json spec_;
   int backups_;
@@ -39,6 +40,7 @@ class SyncEngine final : public Engine {
   int received_ = 0;
   uint64_t iteration_ = 0;
   SimTime iteration_start_ = 0;
+  bool updating_ = false;        // the server is applying the finished iteration
 };
 
 }  // namespace asgd

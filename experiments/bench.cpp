@@ -87,8 +87,7 @@ SimRun time_simulation(const json& user, const Problem& p, WorkerPool& pool) {
   if (exp.runs.size() != 1) throw std::logic_error("bench: a workload must expand to one run");
   const json& c = exp.runs[0].config;
   RunSettings settings = settings_from_config(c);
-  ComputeTimeModel compute(settings.seed, make_distribution(c["cluster"]["compute"]),
-                           c["cluster"]["speeds"].get<std::vector<double>>());
+  ComputeTimeModel compute = build_compute_model(c, settings, ".");
   Recorder recorder(false);
   std::unique_ptr<Engine> engine = make_engine(c["engine"]);
   SimRun r;
@@ -240,7 +239,7 @@ json mnist_config(const json& model, const std::string& engine, int workers, uin
               {"train", {{"batch_size", 32}, {"lr", 0.05}}},
               {"stop", {{"gradients", gradients}}},
               {"eval", minimal_eval()},
-              {"cluster", {{"workers", workers}, {"compute", {{"dist", "exponential"}, {"mean", 0.01}}}}},
+              {"cluster", {{"workers", workers}, {"compute", {{"dist", "exponential"}, {"mean", 0.01}, {"per", "step"}}}}},
               {"engines", json::array({json{{"type", engine}}})}};
 }
 
@@ -321,7 +320,7 @@ json quadratic_config(size_t dim, int workers, uint64_t updates, double lr) {
               {"train", {{"batch_size", 1}, {"lr", lr}}},
               {"stop", {{"updates", updates}}},
               {"eval", minimal_eval()},
-              {"cluster", {{"workers", workers}, {"compute", {{"dist", "exponential"}, {"mean", 0.01}}}}},
+              {"cluster", {{"workers", workers}, {"compute", {{"dist", "exponential"}, {"mean", 0.01}, {"per", "step"}}}}},
               {"engines", json::array({json{{"type", "async"}}})}};
 }
 
@@ -510,7 +509,7 @@ BenchResult eval_workload(const MnistFixture& f, double epochs, int threads, int
                 {"train", {{"batch_size", 32}, {"lr", 0.2}, {"lr_schedule", {{"type", "cosine"}, {"total_epochs", 10}}}}},
                 {"stop", {{"epochs", epochs}}},
                 {"eval", eval},
-                {"cluster", {{"workers", 8}, {"compute", {{"dist", "exponential"}, {"mean", 0.01}}}}},
+                {"cluster", {{"workers", 8}, {"compute", {{"dist", "exponential"}, {"mean", 0.01}, {"per", "step"}}}}},
                 {"engines", json::array({json{{"type", "async"}}})}};
   };
   json with_eval = cfg(default_eval()), without = cfg(minimal_eval());

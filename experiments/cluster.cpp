@@ -282,7 +282,8 @@ class WorkerProcess {
     double loss = model_.loss_grad(ctx_, w, data_, ids.data(), ids.size(), noise, grad_.data());
     ctx_.synchronize();
     if (delay_scale_ > 0) {
-      double want = delay_scale_ * sim_to_seconds(compute_.duration(uint32_t(worker_), step, seconds_to_sim(start)));
+      double want =
+          delay_scale_ * sim_to_seconds(compute_.duration(uint32_t(worker_), step, ids.size(), seconds_to_sim(start)));
       double left = want - (wall_since(t0_) - start);
       if (left > 0) std::this_thread::sleep_for(std::chrono::duration<double>(left));
     }
@@ -575,9 +576,10 @@ class ServerProcess {
   void count_gradient(int w, const Message& m, uint64_t samples, double busy) {
     auto& ws = out_.workers[size_t(w)];
     ws.gradients += std::max<uint64_t>(1, m.h.steps);
-    ws.busy += seconds_to_sim(busy);
+    ws.compute += seconds_to_sim(busy);  // (real runs do not split out communication: it is in wait_time)
     out_.gradients += std::max<uint64_t>(1, m.h.steps);
     out_.samples += samples;
+    out_.samples_computed += samples;
     const double t = now();  // (as the server sees it: the worker's busy seconds up to their arrival)
     rec_.add_span(w + 1, "compute", seconds_to_sim(std::max(0.0, t - busy)), seconds_to_sim(t));
     idle_since_[size_t(w)] = t;
@@ -634,6 +636,7 @@ class ServerProcess {
     }
     // sync, sync_backup
     if (m.h.tag != iteration_ || received_ >= needed_) {  // late: its iteration is over
+      out_.samples -= m.ids.empty() ? s_.batch_size : m.ids.size();  // epochs count applied samples only
       out_.dropped++;
       out_.workers[size_t(w)].dropped++;
       hand_out(w);  // it joins the iteration in progress
@@ -1036,8 +1039,11 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
     for (const auto& n : server.notes())
       if (note.find(n) == std::string::npos) note += "; " + n;
     const json& net = run.config["cluster"]["network"];
-    if (net["latency"].get<double>() > 0 || net["bandwidth"].get<double>() > 0 || net["shards"].get<int>() > 1)
+    if (net["latency"].get<double>() > 0 || net["bandwidth"].get<double>() > 0 || net["shards"].get<int>() > 1 ||
+        net["worker_bandwidth"].get<double>() > 0 || net["message_bytes"].get<double>() > 0)
       note += "; cluster.network ignored: the transfers were real";
+    if (run.config["cluster"]["server"]["update_seconds"].get<double>() > 0)
+      note += "; cluster.server ignored: the server's updates took their real time";
 
     const MetricsRow& last = recorder.rows().back();
     json summary = summary_json(run, outcome, last, run.config["engine"], note, sim_to_seconds(outcome.time));

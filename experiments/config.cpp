@@ -380,11 +380,14 @@ json worker_list(const json& list, const std::string& path, const std::string& s
 }
 
 json resolve_cluster(const json& user, Validator& v) {
-  json cluster = v.object(user, "cluster", section("cluster").params, {"compute", "network", "stragglers", "failures"});
+  json cluster =
+      v.object(user, "cluster", section("cluster").params, {"compute", "network", "server", "stragglers", "failures"});
   if (!cluster.is_object()) return cluster;
   int64_t workers = cluster["workers"].is_number_integer() ? cluster["workers"].get<int64_t>() : 0;
-  json compute_user = cluster.value("compute", json{{"dist", "exponential"}, {"mean", 0.01}});
-  cluster["compute"] = v.component(compute_user, "cluster.compute", "dist", distribution_catalog());
+  // left out: 10 ms per step at the default batch of 32, exponentially distributed
+  json compute_user = cluster.value("compute", json{{"dist", "exponential"}, {"mean", 0.01 / 32}});
+  cluster["compute"] =
+      v.component(compute_user, "cluster.compute", "dist", distribution_catalog(), section("cluster.compute").params);
 
   json& speeds = cluster["speeds"];
   if (speeds.is_object()) {
@@ -401,6 +404,7 @@ json resolve_cluster(const json& user, Validator& v) {
   }
 
   cluster["network"] = v.object(cluster.value("network", json::object()), "cluster.network", section("cluster.network").params);
+  cluster["server"] = v.object(cluster.value("server", json::object()), "cluster.server", section("cluster.server").params);
   json stragglers = v.object(cluster.value("stragglers", json::object()), "cluster.stragglers",
                              section("cluster.stragglers").params, {"slow"});
   if (stragglers.is_object())
@@ -478,6 +482,8 @@ json resolve_run(const json& u, Validator& v) {
     else if (w > 0 && g / w > 16777216)
       v.error("train.global_batch", std::to_string(g) + " over " + std::to_string(w) + " workers is a batch of " +
                                         std::to_string(g / w) + " per worker, more than train.batch_size may be (16777216)");
+    else if (w > 0)
+      out["train"]["batch_size"] = g / w;  // the per-worker batch it resolves to, shown in config.json
   }
   return out;
 }
@@ -592,17 +598,35 @@ const std::vector<SectionInfo>& section_catalog() {
         integer("train_samples", 10000, "train_loss is measured on the first so many training samples (0 = all)"),
         integer("test_samples", 0, "test metrics on the first so many test samples (0 = all)"),
         num("divergence_bound", 1e6, "a train_loss above this (or NaN/Inf) ends the run as diverged", 0, true)}},
-      {"cluster", "the simulated workers (also: compute, network, stragglers, failures)",
+      {"cluster", "the simulated workers (also: compute, network, server, stragglers, failures)",
        {integer("workers", 4, "number of workers", 1, kMaxWorkers),
         any("speeds", json::array(),
             "per-worker slowdown factors (2 = twice as slow): a list of one factor per worker (empty = all 1), "
             "or a distribution {\"dist\": ...} drawn once per worker")}},
-      {"cluster.network", "what pulling parameters and pushing gradients costs; the server's link is shared",
+      {"cluster.compute",
+       "a step's compute time: `dist` and its keys (see distributions below) give one draw per step; a step on m "
+       "samples lasts overhead + m x draw (per sample) or overhead + draw (per step), times the worker's speed and "
+       "straggler factors",
+       {str("per", "sample", "what one draw is the time of: one sample (a step scales with its batch) or one whole step",
+            {"sample", "step"}),
+        seconds("overhead", 0.0, "fixed virtual seconds added to every step (before the speed and straggler factors)")}},
+      {"cluster.network",
+       "the messages engines send (docs/architecture.md, Time model): each crosses the worker's NIC and the "
+       "parameter-server shard links, FIFO per link",
        {seconds("latency", 0.0, "virtual seconds per message"),
         num("bandwidth", 0.0, "bytes per virtual second of each shard's link, each direction (0 = unlimited)", 0),
         integer("shards", 1, "parameter-server shards, each with its own link; a message is split evenly", 1, 4096),
+        num("worker_bandwidth", 0.0, "bytes per virtual second of each worker's NIC, each direction (0 = unlimited)", 0),
+        num("message_bytes", 0.0,
+            "bytes of every parameter or gradient message (0 = parameters x bytes per value of `precision`): a proxy "
+            "size, to time a large model's traffic while computing a small model's learning",
+            0),
         str("precision", "fp32", "format of pulled parameters and pushed gradients (16-bit: half the bytes, values rounded)",
             {"fp32", "fp16", "bf16"})}},
+      {"cluster.server", "the parameter server (or EASGD center) as a resource: one update at a time, FIFO",
+       {seconds("update_seconds", 0.0,
+                "virtual seconds the server is busy per update it applies (an async gradient, a sync aggregate, an "
+                "EASGD exchange, a local-SGD averaging)")}},
       {"cluster.stragglers", "slow steps on top of the compute-time distribution (also: slow, a list of windows)",
        {num("probability", 0.0, "chance that a step is a transient straggler", 0, false, 1),
         num("factor", 1.0, "how many times slower a transient straggler step is", 0, true)}},

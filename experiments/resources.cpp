@@ -3,6 +3,7 @@
 // them (sim/, engines/, kernels/), rounded up for allocator and container overhead; the
 // per-worker and per-row constants were measured (docs/reliability.md).
 #include "experiments/resources.h"
+#include "experiments/run_parts.h"
 #include "experiments/runner.h"
 #include "sim/settings.h"
 #include <sys/resource.h>
@@ -121,20 +122,28 @@ RunScale estimate_run_scale(const json& c, const Distribution& compute) {
   const double samples = std::max(1.0, data_shape(c["data"]).train);
   const double stop_time = rs.stop_time == kNever ? 0 : sim_to_seconds(rs.stop_time);
 
-  // A step: compute (mean draw x mean slowdown, x the transient stragglers' mean factor),
-  // then a pull and a push of the parameters.
+  // A step: compute (overhead + the batch's or the step's mean draw, x mean slowdown, x the
+  // transient stragglers' mean factor), then the engine's messages per step (a pull and a
+  // push for async, ssp and the sync family; one exchange per period or round for easgd
+  // and local_sgd) over the slower of the shard links and the worker's NIC.
   const json& st = cluster["stragglers"];
+  const std::string type = text(engine, "type");
   double straggle = 1 + num(st, "probability") * (num(st, "factor", 1) - 1);
-  double step = compute.mean() * mean_speed_factor(cluster) * straggle;
-  if (rs.network.bandwidth > 0)
-    step += 2 * model_param_count(c) * rs.network.bytes_per_value / std::max(1, rs.network.shards) / rs.network.bandwidth;
-  step += 2 * rs.network.latency;
+  const StepCost cost = step_cost_of(cluster);
+  double step = (cost.overhead + compute.mean() * (cost.per_sample ? batch : 1)) * mean_speed_factor(cluster) * straggle;
+  double messages = 2;
+  if (type == "easgd") messages = 2 / std::max(1.0, num(engine, "period", 1));
+  if (type == "local_sgd") messages = 2 / std::max(1.0, num(engine, "steps", 1));
+  double bytes_per_second = kInf;
+  if (rs.network.bandwidth > 0) bytes_per_second = rs.network.bandwidth * std::max(1, rs.network.shards);
+  if (rs.network.worker_bandwidth > 0) bytes_per_second = std::min(bytes_per_second, rs.network.worker_bandwidth);
+  const double bytes = message_bytes(rs.network, size_t(model_param_count(c)));
+  step += messages * (bytes / bytes_per_second + rs.network.latency);
   s.step_seconds = std::isfinite(step) ? step : kInf;
 
   // Gradients per update, at most: one (async, ssp), a round of every worker (sync
   // family), every worker's local steps (local_sgd, easgd).
   double per_update = 1;
-  const std::string type = text(engine, "type");
   if (type == "sync" || type == "sync_backup") per_update = workers;
   if (type == "local_sgd") per_update = workers * std::max(1.0, num(engine, "steps", 1));
   if (type == "easgd") per_update = workers * std::max(1.0, num(engine, "period", 1));

@@ -209,7 +209,14 @@ ComputeTimeModel build_compute_model(const json& c, const RunSettings& s, const 
     st.windows.push_back(SlowWindow{w["worker"].get<int>(), w["factor"].get<double>(),
                                     seconds_to_sim(w["from"].get<double>()), to > 0 ? seconds_to_sim(to) : kNever});
   }
-  return ComputeTimeModel(s.seed, make_distribution(cluster["compute"], base_dir), slowdown, st);
+  return ComputeTimeModel(s.seed, make_distribution(cluster["compute"], base_dir), slowdown, st, step_cost_of(cluster));
+}
+
+StepCost step_cost_of(const json& cluster) {
+  StepCost cost;
+  cost.per_sample = cluster["compute"]["per"] == "sample";
+  cost.overhead = cluster["compute"]["overhead"];
+  return cost;
 }
 
 
@@ -256,13 +263,24 @@ json summary_json(const RunSpec& run, const RunOutcome& outcome, const MetricsRo
       {"updates", outcome.updates},
       {"gradients", outcome.gradients},
       {"samples", outcome.samples},
+      {"samples_computed", outcome.samples_computed},
       {"epochs", last.epoch},
       {"dropped_gradients", outcome.dropped},
       {"lost_gradients", outcome.lost},
       {"worker_failures", outcome.failures},
-      {"staleness", {{"mean", outcome.staleness_mean}, {"max", outcome.staleness_max}}},
+      {"staleness",
+       {{"mean", outcome.staleness_mean}, {"max", outcome.staleness_max}, {"unit", outcome.staleness_unit}}},
       {"iteration_time", outcome.iterations ? json{{"mean", outcome.iteration_time_mean}, {"count", outcome.iterations}}
                                             : json(nullptr)},
+      {"server",
+       {{"updates", outcome.server_updates},
+        {"busy_time", sim_to_seconds(outcome.server_busy)},
+        {"utilisation", outcome.time > 0 ? double(outcome.server_busy) / double(outcome.time) : 0.0}}},
+      {"messages",
+       {{"to_server", outcome.messages_to_server},
+        {"to_workers", outcome.messages_to_workers},
+        {"bytes_to_server", outcome.bytes_to_server},
+        {"bytes_to_workers", outcome.bytes_to_workers}}},
       {"wall_seconds", wall_seconds},
   };
 }

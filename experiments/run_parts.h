@@ -34,6 +34,8 @@ bool read_json(const std::string& path, json& out);
 json data_key(const json& cfg);
 std::shared_ptr<LoadedData> load_data(const json& cfg, const std::string& base_dir);
 std::unique_ptr<Model> build_model(const json& model, const LoadedData& data);
+// What one draw of cluster.compute stands for (its `per` and `overhead` keys).
+StepCost step_cost_of(const json& cluster);
 ComputeTimeModel build_compute_model(const json& cfg, const RunSettings& s, const std::string& base_dir);
 
 std::string host_name();

@@ -96,6 +96,9 @@ RunSettings settings_from_config(const json& c) {
   s.network.latency = net["latency"];
   s.network.bandwidth = net["bandwidth"];
   s.network.shards = net["shards"];
+  s.network.worker_bandwidth = net["worker_bandwidth"];
+  s.network.message_bytes = net["message_bytes"];
+  s.server_update_seconds = c["cluster"]["server"]["update_seconds"];
   std::string precision = net["precision"];
   s.precision = precision == "fp16" ? Precision::Fp16 : precision == "bf16" ? Precision::Bf16 : Precision::Fp32;
   s.network.bytes_per_value = s.precision == Precision::Fp32 ? 4 : 2;

@@ -1,4 +1,4 @@
-// sim/compute_time.cpp
+// sim/compute_time.cpp — a step's compute time (see compute_time.h).
 #include "sim/compute_time.h"
 #include <stdexcept>
 #include <string>
@@ -6,15 +6,18 @@
 namespace asgd {
 
 ComputeTimeModel::ComputeTimeModel(uint64_t seed, std::unique_ptr<Distribution> dist,
-                                   std::vector<double> slowdown, StragglerSpec stragglers)
-    : seed_(seed), dist_(std::move(dist)), slowdown_(std::move(slowdown)), stragglers_(std::move(stragglers)) {
+                                   std::vector<double> slowdown, StragglerSpec stragglers, StepCost cost)
+    : seed_(seed), dist_(std::move(dist)), slowdown_(std::move(slowdown)), stragglers_(std::move(stragglers)),
+      cost_(cost) {
   for (double s : slowdown_)
     if (!(s > 0)) throw std::invalid_argument("worker slowdown factors must be > 0");
+  if (!(cost_.overhead >= 0)) throw std::invalid_argument("compute overhead must be >= 0");
 }
 
-SimTime ComputeTimeModel::duration(uint32_t worker, uint32_t step, SimTime start) const {
+SimTime ComputeTimeModel::duration(uint32_t worker, uint32_t step, size_t samples, SimTime start) const {
   Rng rng(seed_, RngPurpose::ComputeTime, worker, step);
-  double d = dist_->sample(rng, worker, step);
+  double draw = dist_->sample(rng, worker, step);
+  double d = cost_.overhead + (cost_.per_sample ? double(samples) * draw : draw);
   if (worker < slowdown_.size()) d *= slowdown_[worker];
   if (stragglers_.probability > 0) {
     Rng straggle(seed_, RngPurpose::Straggler, worker, step);

@@ -30,6 +30,9 @@ class Engine {
   virtual Snapshot model_of_record() const = 0;
   // Whether jobs must keep the parameters they read after arrival (DC-ASGD backups).
   virtual bool keeps_read_params() const { return false; }
+  // What its staleness counts (summary.json staleness.unit): updates of the model of record
+  // by default.
+  virtual const char* staleness_unit() const { return "updates"; }
   // The configuration actually used (written into the run's summary).
   virtual nlohmann::json describe() const { return {{"type", type()}}; }
 };

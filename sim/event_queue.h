@@ -12,8 +12,10 @@
 namespace asgd {
 
 enum class EventKind : uint8_t {
-  GradientArrival,  // payload: job slot
+  GradientArrival,  // payload: job slot; at the server (pushed) or computed (kept on the worker)
   ComputeDone,      // payload: job slot; the push is requested now (contended network)
+  PullServed,       // payload: job slot; the server serves the pull now (it reads the parameters)
+  ServerDone,       // the server has finished its oldest update (Simulation::server_update)
   Evaluate,         // periodic evaluation (time unit)
   StopTime,         // the stop.time budget is reached
   EngineTimer,      // engine-defined; payload is the engine's

@@ -37,15 +37,15 @@ void Recorder::write_staleness(const std::string& path, const std::map<uint64_t,
 
 void Recorder::write_workers(const std::string& path, const std::vector<WorkerStats>& workers,
                              SimTime end_time) {
-  std::string out = "worker,gradients,applied,dropped,lost,busy_time,idle_time,down_time\n";
+  std::string out = "worker,gradients,applied,dropped,lost,compute_time,comm_time,wait_time,down_time\n";
   for (size_t w = 0; w < workers.size(); ++w) {
     const auto& s = workers[w];
-    SimTime idle = end_time - s.busy - s.down;
-    if (idle < 0) idle = 0;
+    SimTime wait = end_time - s.compute - s.comm - s.down;
+    if (wait < 0) wait = 0;
     out += std::to_string(w) + "," + std::to_string(s.gradients) + "," + std::to_string(s.applied) +
            "," + std::to_string(s.dropped) + "," + std::to_string(s.lost) + "," +
-           format_number(sim_to_seconds(s.busy)) + "," + format_number(sim_to_seconds(idle)) + "," +
-           format_number(sim_to_seconds(s.down)) + "\n";
+           format_number(sim_to_seconds(s.compute)) + "," + format_number(sim_to_seconds(s.comm)) + "," +
+           format_number(sim_to_seconds(wait)) + "," + format_number(sim_to_seconds(s.down)) + "\n";
   }
   write_file_atomic(path, out);
 }
@@ -59,7 +59,7 @@ void Recorder::write_trace(const std::string& path, int workers) const {
            ",\"args\":{\"name\":\"worker " + std::to_string(w) + "\"}}";
   char buf[200];
   for (const auto& s : spans_) {
-    if (s.start == s.end && s.track == 0)  // server updates take no virtual time: instants
+    if (s.start == s.end && s.track == 0)  // updates of the model of record: instants
       std::snprintf(buf, sizeof(buf), ",\n{\"ph\":\"i\",\"s\":\"t\",\"name\":\"%s\",\"pid\":0,\"tid\":0,\"ts\":%.3f}",
                     s.name, double(s.start) / 1e3);
     else

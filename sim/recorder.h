@@ -45,15 +45,20 @@ struct RowWindow {
   }
 };
 
+// A worker's counters. Its virtual time splits into compute + comm + wait + down = the
+// run's time: comm is pulls, replies and pushes from request to arrival (queueing behind
+// other transfers included); wait is the rest (at a barrier, behind a staleness bound, for
+// the server to apply its update and answer).
 struct WorkerStats {
   uint64_t gradients = 0, applied = 0, dropped = 0, lost = 0;
-  SimTime busy = 0;       // computing
+  SimTime compute = 0;    // computing gradients (the part of a step cut off by a failure or the end too)
+  SimTime comm = 0;       // its messages in transit
   SimTime down = 0;       // failed
 };
 
 struct Span {
   int track;              // 0 = server, w + 1 = worker w
-  const char* name;       // compute | pull | push | wait | down; update (server, an instant)
+  const char* name;       // compute | pull | push | wait | down; server: update (an instant), apply (its busy time)
   SimTime start, end;
 };
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 #include "sim/lr_schedule.h"
-#include "sim/network.h"
+#include "sim/topology.h"
 #include <vector>
 #include "sim/time.h"
 
@@ -49,6 +49,7 @@ struct RunSettings {
 
   NetworkSpec network;
   Precision precision = Precision::Fp32;
+  double server_update_seconds = 0;    // the server is busy this long per update it applies
   std::vector<FailureEvent> failures;  // scheduled failures
   double failure_rate = 0;             // per worker per virtual second (exponential gaps)
   SimTime failure_down_time = kNever;  // for rate failures: time down (kNever: never back)
@@ -69,12 +70,18 @@ struct RunSettings {
 class AfterUpdate {
  public:
   explicit AfterUpdate(const RunSettings& s) : s_(s), next_eval_epoch_(s.eval_every) {}
-  // True when a row is due; moves the next epoch mark past `epoch`.
+  // True when a row is due after update number `updates`, at `epoch`; moves the next
+  // epoch mark past `epoch`.
   bool evaluate(uint64_t updates, double epoch) {
     if (s_.eval_unit == EvalUnit::Updates) {
       uint64_t every = uint64_t(s_.eval_every) > 0 ? uint64_t(s_.eval_every) : 1;
       return updates % every == 0;
     }
+    return epoch_due(epoch);
+  }
+  // With eval.unit = epochs: true when `epoch` has reached the next mark (and moves it past
+  // `epoch`); checked after any step, not only after updates of the model of record.
+  bool epoch_due(double epoch) {
     if (s_.eval_unit != EvalUnit::Epochs || epoch < next_eval_epoch_) return false;
     // The marks are sums of eval_every. An interval far below one update's progress would
     // take ~(progress / every) additions, and one below the mark's rounding step would

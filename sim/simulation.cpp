@@ -67,6 +67,7 @@ void Simulation::flush_pending() {
 }
 
 void Simulation::await(GradientJob& job) {
+  if (!job.submitted) return;        // a pull never served: nothing was computed
   if (!job.ticket) flush_pending();  // it is in the batch being gathered
   pool_.wait(job.ticket);
 }
@@ -76,9 +77,14 @@ Simulation::Simulation(const RunSettings& settings, const Model& model, const De
                        Recorder& recorder)
     : settings_(settings), model_(model), train_(train), test_(test), pool_(pool),
       compute_(compute), recorder_(recorder), schedule_(settings.lr),
-      host_kernels_(std::string(kernels_backend()) != "CUDA"),
-      network_(settings.network, model.num_params()), after_update_(settings) {
+      host_kernels_(std::string(kernels_backend()) != "CUDA"), after_update_(settings) {
   if (settings_.workers < 1) throw std::invalid_argument("workers must be >= 1");
+  topology_ = make_star_topology(settings_.network, settings_.workers);
+  message_bytes_ = message_bytes(settings_.network, model_.num_params());
+  contended_ = topology_->contended();
+  free_network_ = topology_->free();
+  if (!(settings_.server_update_seconds >= 0)) throw std::invalid_argument("server update_seconds must be >= 0");
+  server_seconds_ = seconds_to_sim(settings_.server_update_seconds);
   kernels_use_one_thread_here();  // the scheduler's kernels are small; pool threads do the heavy work
   if (model_.uses_data() && (!train_ || !test_))
     throw std::invalid_argument("model " + model_.name() + " needs a training and a test set");
@@ -117,19 +123,19 @@ size_t Simulation::history_needed() const {
   return 0;
 }
 
-Snapshot Simulation::read_for(int worker, const ParameterStore& store) {
+Snapshot Simulation::read_for(int worker, uint32_t step, const ParameterStore& store) {
   uint64_t lag = 0;
   switch (settings_.staleness) {
     case StalenessMode::Emergent: break;
     case StalenessMode::Fixed: lag = settings_.staleness_tau; break;
     case StalenessMode::Uniform: {
-      Rng rng(settings_.seed, RngPurpose::Staleness, uint32_t(worker), steps_[worker]);
+      Rng rng(settings_.seed, RngPurpose::Staleness, uint32_t(worker), step);
       lag = rng.below(uint64_t(settings_.staleness_tau) + 1);
       break;
     }
     case StalenessMode::Geometric: {
       // failures before a success with p = 1 / (1 + mean): mean = (1 - p) / p
-      Rng rng(settings_.seed, RngPurpose::Staleness, uint32_t(worker), steps_[worker]);
+      Rng rng(settings_.seed, RngPurpose::Staleness, uint32_t(worker), step);
       double p = 1.0 / (1.0 + settings_.staleness_mean);
       double u = rng.uniform();
       double k = p >= 1.0 ? 0.0 : std::floor(std::log(u) / std::log1p(-p));
@@ -140,8 +146,10 @@ Snapshot Simulation::read_for(int worker, const ParameterStore& store) {
   return store.lagged(lag);
 }
 
-void Simulation::launch(int worker, Snapshot params, const int32_t* ids, size_t m, uint64_t tag,
-                        const DeferredStep& before) {
+void Simulation::launch(const Step& st) {
+  const int worker = st.worker;
+  if ((st.pull != nullptr) == bool(st.own.params) || (st.pull && (st.reply || st.before.params)))
+    throw std::logic_error("launch: a step computes on pulled parameters or on its own (with a reply or a deferred step)");
   std::unique_ptr<GradientJob> job;
   if (!spare_jobs_.empty()) {
     job = std::move(spare_jobs_.back());
@@ -151,17 +159,20 @@ void Simulation::launch(int worker, Snapshot params, const int32_t* ids, size_t 
   }
   job->worker = worker;
   job->step = steps_[worker]++;
-  job->read_version = params.version;
-  job->read = std::move(params);
-  job->ids.assign(ids, ids + m);
+  job->ids.assign(st.ids, st.ids + st.m);
   job->grad.resize_discard(model_.num_params());
   job->loss = 0;
-  job->tag = tag;
-  job->before = before;
-  if (before.grad_buffer) {  // the step's gradient buffer becomes the job's output (see DeferredStep)
-    if (before.grad != before.grad_buffer->data() || before.grad_buffer->size() != job->grad.size())
+  job->tag = st.tag;
+  job->source = st.pull;
+  job->received = st.pull || st.reply;
+  job->pushed = st.push;
+  job->submitted = false;
+  job->accounted = false;
+  job->before = st.before;
+  if (st.before.grad_buffer) {  // the step's gradient buffer becomes the job's output (see DeferredStep)
+    if (st.before.grad != st.before.grad_buffer->data() || st.before.grad_buffer->size() != job->grad.size())
       throw std::logic_error("launch: DeferredStep::grad_buffer must hold the step's gradient");
-    std::swap(job->grad, *before.grad_buffer);
+    std::swap(job->grad, *st.before.grad_buffer);
     job->before.grad_buffer = nullptr;
   }
   if (idle_since_[worker] >= 0 && now() > idle_since_[worker])
@@ -169,13 +180,54 @@ void Simulation::launch(int worker, Snapshot params, const int32_t* ids, size_t 
   idle_since_[worker] = -1;
   job->incarnation = incarnation_[worker];
   job->start = now();
-  job->compute_start = network_.free() ? now() : network_.pull(now());
-  job->compute_done = add_time(job->compute_start, compute_.duration(uint32_t(worker), job->step, job->compute_start));
-  // Uncontended links need no queueing, so the push time is known now.
-  job->arrival = network_.contended() ? kNever : network_.push(job->compute_done);
+  SimTime served = now();  // when the parameters are read
+  job->compute_start = now();
+  if (job->received) {  // a pull, or the server's reply: one message to the worker
+    TransferTimes t = free_network_ ? TransferTimes{now(), now()} : topology_->transfer(kServer, worker, message_bytes_, now());
+    served = t.start;
+    job->compute_start = t.arrival;
+    out_.messages_to_workers++;
+    out_.bytes_to_workers += message_bytes_;
+  }
+  job->compute_done =
+      add_time(job->compute_start, compute_.duration(uint32_t(worker), job->step, st.m, job->compute_start));
+  job->arrival = kNever;
 
+  GradientJob* raw = job.get();
+  size_t slot = take_slot(std::move(job));
+  if (st.pull && served > now()) {  // queued behind other transfers: read when served
+    queue_.push(served, EventKind::PullServed, worker, slot);
+    return;
+  }
+  if (st.pull) {
+    raw->read = read_for(worker, raw->step, *st.pull);
+  } else {
+    raw->read = st.own;
+  }
+  raw->read_version = raw->read.version;
+  submit(raw);
+  schedule_after_read(*raw, slot);
+}
+
+void Simulation::schedule_after_read(GradientJob& job, size_t slot) {
+  if (job.pushed) {
+    out_.messages_to_server++;
+    out_.bytes_to_server += message_bytes_;
+    if (contended_) {  // the push queues behind transfers requested before it: ask when it starts
+      queue_.push(job.compute_done, EventKind::ComputeDone, job.worker, slot);
+      return;
+    }
+    job.arrival = free_network_ ? job.compute_done
+                                : topology_->transfer(job.worker, kServer, message_bytes_, job.compute_done).arrival;
+  } else {
+    job.arrival = job.compute_done;  // the result stays on the worker
+  }
+  queue_.push(job.arrival, EventKind::GradientArrival, job.worker, slot);
+}
+
+void Simulation::submit(GradientJob* raw) {
+  raw->submitted = true;
   if (settings_.batched_gradients <= 1) {
-    GradientJob* raw = job.get();
     const JobSetup setup = setup_;
     const QueueMark after = exec_.mark();  // the engine's steps so far, on the scheduler's stream
     raw->ticket = pool_.submit([raw, setup, after](ExecContext& ctx) {
@@ -187,14 +239,47 @@ void Simulation::launch(int worker, Snapshot params, const int32_t* ids, size_t 
       finish(ctx, *raw, setup);
     });
   } else {
-    pending_.push_back(job.get());
+    pending_.push_back(raw);
     if (pending_.size() >= settings_.batched_gradients) flush_pending();
   }
+}
 
-  const bool two_stage = network_.contended();
-  SimTime when = two_stage ? job->compute_done : job->arrival;
-  size_t slot = take_slot(std::move(job));
-  queue_.push(when, two_stage ? EventKind::ComputeDone : EventKind::GradientArrival, worker, slot);
+void Simulation::handle_pull_served(const Event& e) {
+  const size_t slot = size_t(e.payload);
+  GradientJob& job = *in_flight_[slot];
+  if (job.incarnation != incarnation_[job.worker]) {  // its worker failed while the pull queued
+    std::unique_ptr<GradientJob> lost = std::move(in_flight_[slot]);
+    free_slots_.push_back(slot);
+    lose_if_stale(lost);
+    return;
+  }
+  job.read = read_for(job.worker, job.step, *job.source);
+  job.read_version = job.read.version;
+  submit(&job);
+  schedule_after_read(job, slot);
+}
+
+void Simulation::handle_server_done() {
+  out_.server_updates++;
+  std::unique_ptr<ServerTask> task = std::move(server_tasks_.front());
+  server_tasks_.pop_front();
+  task->run();
+}
+
+void Simulation::account(GradientJob& job, SimTime until) {
+  if (job.accounted) return;
+  job.accounted = true;
+  auto& ws = out_.workers[job.worker];
+  const int track = job.worker + 1;
+  auto part = [&](const char* name, SimTime a, SimTime b, SimTime& counter) {
+    b = std::min(b, until);
+    if (b <= a) return;
+    counter += b - a;
+    recorder_.add_span(track, name, a, b);
+  };
+  if (job.received) part("pull", job.start, job.compute_start, ws.comm);
+  part("compute", job.compute_start, job.compute_done, ws.compute);
+  if (job.pushed) part("push", job.compute_done, job.arrival == kNever ? until : job.arrival, ws.comm);
 }
 
 size_t Simulation::take_slot(std::unique_ptr<GradientJob> job) {
@@ -210,7 +295,7 @@ size_t Simulation::take_slot(std::unique_ptr<GradientJob> job) {
 
 void Simulation::settle(int worker) {
   for (auto& job : in_flight_) {
-    if (!job || job->worker != worker) continue;
+    if (!job || job->worker != worker || !job->submitted) continue;
     try {
       await(*job);
     } catch (...) {
@@ -236,7 +321,7 @@ void Simulation::handle_compute_done(const Event& e) {
     lose_if_stale(lost);
     return;
   }
-  job.arrival = network_.push(now());
+  job.arrival = topology_->transfer(job.worker, kServer, message_bytes_, now()).arrival;
   queue_.push(job.arrival, EventKind::GradientArrival, job.worker, e.payload);
 }
 
@@ -244,6 +329,8 @@ void Simulation::worker_down(int w, SimTime down_for) {
   if (!alive_[w]) return;
   alive_[w] = false;
   incarnation_[w]++;  // its gradient in flight, if any, is lost
+  for (auto& job : in_flight_)  // its time so far was spent; the rest never happens
+    if (job && job->worker == w) account(*job, now());
   out_.failures++;
   down_since_[w] = now();
   engine_->on_worker_down(*this, w);
@@ -302,6 +389,8 @@ double Simulation::lr() const { return schedule_.at(epoch()); }
 
 void Simulation::applied(const GradientJob& job, uint64_t staleness) {
   out_.workers[job.worker].applied++;
+  out_.samples += job.ids.size();
+  progressed_ = true;
   if (staleness >= stale_counts_.size()) stale_counts_.resize(staleness + 1, 0);
   stale_counts_[staleness]++;  // dense: a map here was a quarter of the event core's time
   out_.staleness_max = std::max(out_.staleness_max, staleness);
@@ -334,6 +423,14 @@ void Simulation::updated() {
     request_stop("completed", limit);
 }
 
+void Simulation::check_progress() {
+  progressed_ = false;
+  if (stop_) return;
+  if (after_update_.epoch_due(epoch())) evaluate_row();
+  if (const char* limit = after_update_.limit_reached(out_.updates, out_.gradients, epoch()))
+    request_stop("completed", limit);
+}
+
 void Simulation::request_stop(const std::string& status, const std::string& note) {
   if (stop_) return;
   stop_ = true;
@@ -349,15 +446,12 @@ void Simulation::handle_arrival(const Event& e) {
   await(*job);
   if (!engine_->keeps_read_params()) job->read = Snapshot{};
 
-  auto& ws = out_.workers[job->worker];
-  ws.gradients++;
-  ws.busy += job->compute_done - job->compute_start;
-  recorder_.add_span(job->worker + 1, "pull", job->start, job->compute_start);
-  recorder_.add_span(job->worker + 1, "compute", job->compute_start, job->compute_done);
-  recorder_.add_span(job->worker + 1, "push", job->compute_done, job->arrival);
+  out_.workers[job->worker].gradients++;
+  account(*job, now());
   idle_since_[job->worker] = job->arrival;
   out_.gradients++;
-  out_.samples += job->ids.size();
+  out_.samples_computed += job->ids.size();
+  progressed_ = true;
   window_.loss_sum += job->loss;
   window_.loss_count++;
   if (!std::isfinite(job->loss)) {
@@ -489,6 +583,8 @@ RunOutcome Simulation::run(Engine& engine) {
     switch (e.kind) {
       case EventKind::GradientArrival: handle_arrival(e); break;
       case EventKind::ComputeDone: handle_compute_done(e); break;
+      case EventKind::PullServed: handle_pull_served(e); break;
+      case EventKind::ServerDone: handle_server_done(); break;
       case EventKind::Evaluate:
         evaluate_row();
         // Only while work remains: a stalled run must end, not evaluate forever.
@@ -499,11 +595,16 @@ RunOutcome Simulation::run(Engine& engine) {
       case EventKind::WorkerDown: worker_down(e.worker, SimTime(e.payload)); break;
       case EventKind::WorkerUp: worker_up(e.worker); break;
     }
+    if (progressed_) check_progress();
   }
   if (!evaluated_at_current_state_) evaluate_row();
+  for (auto& job : in_flight_)  // steps under way at the end: their time so far was spent
+    if (job && job->incarnation == incarnation_[job->worker]) account(*job, now());
   drain();
 
   out_.time = now();
+  out_.staleness_unit = engine.staleness_unit();
+  if (server_free_ > out_.time) out_.server_busy -= server_free_ - out_.time;  // updates cut off by the end
   if (out_.failures > 0)
     out_.note += "; " + std::to_string(out_.failures) + " worker failure(s), " + std::to_string(out_.lost) +
                  " gradient(s) lost; the engine went on with the live workers";

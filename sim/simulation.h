@@ -1,19 +1,25 @@
 // sim/simulation.h — one simulated run: the virtual clock and event queue, the gradient
-// jobs in flight on the worker pool, the sample stream, counters, evaluation of the model
-// of record, and the stop rules. Engines drive it through the small API below; results
-// are committed in virtual-time order, so output does not depend on the thread count.
+// jobs in flight on the worker pool, the messages they send over the topology, the server
+// as a resource, the sample stream, counters, evaluation of the model of record, and the
+// stop rules. Engines drive it through the small API below, in the terms the algorithm
+// uses (pull the parameters, compute, push the result; the server applies an update), and
+// never compute a cost themselves. Results are committed in virtual-time order, so output
+// does not depend on the thread count.
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 #include "kernels/model.h"
 #include "sim/compute_time.h"
 #include "sim/engine.h"
 #include "sim/event_queue.h"
-#include "sim/network.h"
+#include "sim/topology.h"
 #include "sim/parameter_store.h"
 #include "sim/recorder.h"
 #include "sim/sample_stream.h"
@@ -39,6 +45,34 @@ struct DeferredStep {
   DeviceArray<float>* grad_buffer = nullptr;
 };
 
+// One step of worker `worker` and the messages around it, as the engine declares them
+// (Simulation::launch). Each message is parameter-sized (cluster.network.message_bytes) and
+// crosses the topology; nothing else is charged. What the engines send:
+//   async, SSP            pull from the server's store, compute, push the gradient
+//   sync, sync_backup     the same (the pull at the iteration's start or on joining it)
+//   local SGD             the round's first step pulls w, the H-th pushes the worker's model
+//   EASGD                 local steps send nothing; the step that ends a period pushes the
+//                         worker's parameters (the exchange), the next one first receives
+//                         the server's reply (and a worker's very first step the center)
+//   single-replica warm-up  nothing: one replica trains alone
+struct Step {
+  int worker = 0;
+  const int32_t* ids = nullptr;  // the minibatch's m sample ids (copied)
+  size_t m = 0;
+  uint64_t tag = 0;              // the engine's own (e.g. the sync iteration)
+  // The parameters the step computes on, one of:
+  //  - pull: the server's store. The pull reads it when the server serves the pull (the
+  //    transfer starts), not when it is requested; forced staleness (staleness.mode) picks
+  //    the version there.
+  //  - own: the worker's own parameters (pull == null); with `reply`, the server's answer
+  //    to the worker's last push reaches the worker first (one message), else no message.
+  const ParameterStore* pull = nullptr;
+  Snapshot own;
+  bool reply = false;
+  bool push = true;              // the result travels to the server (one message)
+  DeferredStep before;           // own only: applied to own.data() first (see DeferredStep)
+};
+
 // One gradient computation: worker `worker`'s step `step`, on parameters `read`.
 struct GradientJob {
   int worker = 0;
@@ -48,12 +82,17 @@ struct GradientJob {
   std::vector<int32_t> ids;     // minibatch sample ids
   DeviceArray<float> grad;      // (num_params) mean gradient over the minibatch
   double loss = 0;              // mean minibatch loss at `read`
-  SimTime start = 0;            // read requested (pull starts)
-  SimTime compute_start = 0;    // parameters arrived
+  SimTime start = 0;            // launched (a pull or reply is requested now)
+  SimTime compute_start = 0;    // parameters at the worker
   SimTime compute_done = 0;     // gradient ready (push starts)
-  SimTime arrival = 0;          // gradient at the server
+  SimTime arrival = 0;          // at the server (pushed), or compute_done (kept on the worker); kNever: not known yet
   uint64_t incarnation = 0;     // the worker's life it belongs to (a failure ends a life)
   uint64_t tag = 0;             // engine's own (e.g. the sync iteration)
+  const ParameterStore* source = nullptr;  // pulled from this store, read when served
+  bool received = false;        // a message brought the parameters (a pull or a reply)
+  bool pushed = false;          // the result travels to the server
+  bool submitted = false;       // handed to the pool (a pull is handed over once served)
+  bool accounted = false;       // its time is in the worker's compute/comm counters
   DeferredStep before;          // applied to `read` before computing (see DeferredStep)
   WorkerPool::Ticket ticket;
 };
@@ -83,12 +122,19 @@ struct RunOutcome {
   std::string status = "completed";  // completed | diverged | interrupted
   std::string note;                  // why it ended, in words
   SimTime time = 0;
-  uint64_t updates = 0, gradients = 0, samples = 0, dropped = 0, lost = 0, failures = 0;
+  uint64_t updates = 0, gradients = 0, dropped = 0, lost = 0, failures = 0;
+  uint64_t samples = 0;              // of applied gradients: what epochs count
+  uint64_t samples_computed = 0;     // of every gradient that arrived (applied, dropped or held)
   std::map<uint64_t, uint64_t> staleness_hist;
   double staleness_mean = 0;
   uint64_t staleness_max = 0;
+  std::string staleness_unit = "updates";  // what staleness counts (Engine::staleness_unit)
   double iteration_time_mean = 0;    // sync family; 0 if none
   uint64_t iterations = 0;
+  uint64_t server_updates = 0;       // updates the server finished (Simulation::server_update)
+  SimTime server_busy = 0;           // virtual time it spent on updates, up to the run's end
+  uint64_t messages_to_server = 0, messages_to_workers = 0;
+  double bytes_to_server = 0, bytes_to_workers = 0;
   std::vector<WorkerStats> workers;
 };
 
@@ -116,17 +162,30 @@ class Simulation {
   // History depth a parameter store needs for the configured forced staleness.
   size_t history_needed() const;
 
-  // The parameters worker w reads now from `store`: the current version, or an older
-  // one under forced staleness.
-  Snapshot read_for(int worker, const ParameterStore& store);
-  // Appends the next m ids of the run's sample stream.
-  void take_samples(size_t m, std::vector<int32_t>& out) { stream_->next(m, out); }
-  // Starts worker w's next gradient on `params` with minibatch `ids`: the pull, the
-  // compute and the push take virtual time; then engine.on_gradient gets it (unless the
-  // worker failed meanwhile: then the gradient is lost and counted). `before`, if set,
-  // is applied to params.data() (== before.params) first, on the pool thread.
-  void launch(int worker, Snapshot params, const int32_t* ids, size_t m, uint64_t tag = 0,
-              const DeferredStep& before = {});
+  // Worker w's next step on the next minibatch (the per-worker batch of the stream, into
+  // `ids`, which must outlive the launch): the engine then says where the parameters come
+  // from and what travels, and launches it.
+  Step next_step(int worker, std::vector<int32_t>& ids) {
+    ids.clear();
+    stream_->next(settings_.batch_size, ids);
+    Step step;
+    step.worker = worker;
+    step.ids = ids.data();
+    step.m = ids.size();
+    return step;
+  }
+  // Starts worker step.worker's next step: the messages it declares and its compute take
+  // virtual time; then engine.on_gradient gets the job, at the server when pushed, else on
+  // the worker when computed (unless the worker failed meanwhile: then it is lost and
+  // counted). The engine launches a worker's next step only once its last one is back.
+  void launch(const Step& step);
+  // The server applies one update (an async gradient, a sync aggregate, an EASGD exchange,
+  // a local-SGD averaging): it is busy cluster.server.update_seconds per update, one at a
+  // time in the order asked, and `apply` (which makes the update and goes on) runs when the
+  // update is done: at once when the server is free and updates take no time. `apply` is
+  // called once; it may own what it needs (a move-only capture, such as the job).
+  template <class F>
+  void server_update(F&& apply);
   // Waits until every gradient job of `worker` still in flight has computed (a lost one
   // too: its deferred step is then applied and it reads its parameters no more). Its
   // errors are left for its arrival to report. Scans the jobs in flight: for failures.
@@ -144,10 +203,14 @@ class Simulation {
   double epoch() const;
 
   // Bookkeeping the engine reports.
+  // The job's gradient is applied (to the model of record, or to the worker's own model):
+  // its samples count toward the epoch, so call it before reading lr() for its step.
   void applied(const GradientJob& job, uint64_t staleness);
   void dropped(const GradientJob& job);
   void iteration_done(SimTime duration);
-  // One update of the model of record is done: runs evaluation/stop checks.
+  // One update of the model of record is done: runs evaluation/stop checks. (Rows due in
+  // epochs and the stop limits on gradients and epochs are also checked after every event,
+  // so engines whose steps do not update the model of record stop and evaluate there too.)
   void updated();
   void schedule_timer(SimTime at, int worker, uint64_t payload);
   bool stopping() const { return stop_; }
@@ -156,6 +219,21 @@ class Simulation {
  private:
   void handle_arrival(const Event& e);
   void handle_compute_done(const Event& e);
+  void handle_pull_served(const Event& e);
+  void handle_server_done();
+  // The parameters worker w's step `step` reads from `store` now: the current version, or
+  // an older one under forced staleness.
+  Snapshot read_for(int worker, uint32_t step, const ParameterStore& store);
+  // Hands the job to the pool (or the batch being gathered).
+  void submit(GradientJob* job);
+  // Schedules the job's next event once its parameters are at the worker: the push when it
+  // is computed (ComputeDone, contended links), else its arrival.
+  void schedule_after_read(GradientJob& job, size_t slot);
+  // Adds the job's pull, compute and push time up to `until` to its worker's counters (and
+  // the trace); once per job.
+  void account(GradientJob& job, SimTime until);
+  // Rows due in epochs, and the stop limits, after an event that applied gradients.
+  void check_progress();
   // The job's worker failed after it started: the gradient is lost.
   bool lose_if_stale(std::unique_ptr<GradientJob>& job);
   void worker_down(int worker, SimTime down_for);
@@ -199,7 +277,24 @@ class Simulation {
   std::vector<uint32_t> failure_draws_;
   std::vector<SimTime> down_since_;
   std::vector<SimTime> idle_since_;  // for trace "wait" spans: when the worker last went idle (-1: busy)
-  NetworkModel network_;
+  std::unique_ptr<Topology> topology_;
+  double message_bytes_ = 0;          // one parameter-sized message
+  bool contended_ = false;            // topology_->contended()
+  bool free_network_ = true;          // topology_->free()
+  SimTime server_seconds_ = 0;        // cluster.server.update_seconds
+  SimTime server_free_ = 0;           // when the server finishes the updates asked so far
+  // An update waiting for its ServerDone event (a move-only callable, type-erased).
+  struct ServerTask {
+    virtual ~ServerTask() = default;
+    virtual void run() = 0;
+  };
+  template <class F>
+  struct ServerTaskOf final : ServerTask {
+    explicit ServerTaskOf(F&& f) : f_(std::move(f)) {}
+    void run() override { f_(); }
+    F f_;
+  };
+  std::deque<std::unique_ptr<ServerTask>> server_tasks_;  // in the order asked
 
   RunOutcome out_;
   bool stop_ = false;
@@ -207,9 +302,26 @@ class Simulation {
   AfterUpdate after_update_;  // the eval schedule in updates/epochs and the stop limits
   // windows since the last row
   RowWindow window_;
+  bool progressed_ = false;             // gradients arrived or applied since check_progress
   std::vector<uint64_t> stale_counts_;  // applied gradients by staleness
   double stale_total_ = 0; uint64_t stale_total_count_ = 0;
   double iter_sum_ = 0;
 };
+
+template <class F>
+void Simulation::server_update(F&& apply) {
+  if (server_seconds_ == 0) {
+    out_.server_updates++;
+    apply();
+    return;
+  }
+  const SimTime start = std::max(now(), server_free_);
+  server_free_ = add_time(start, server_seconds_);
+  out_.server_busy += server_seconds_;
+  recorder_.add_span(0, "apply", start, server_free_);
+  using Task = std::decay_t<F>;
+  server_tasks_.push_back(std::make_unique<ServerTaskOf<Task>>(Task(std::forward<F>(apply))));
+  queue_.push(server_free_, EventKind::ServerDone);
+}
 
 }  // namespace asgd

@@ -407,7 +407,7 @@ std::vector<Row> rows() {
                   2, {"virtual time overflow", "run async-seed1", "drew a compute time", "lighter tail"},
                   {"base/async-seed1/summary.json~\"failed\"", "base/index.csv~async-seed1,async,1,failed"}));
   t.push_back(row("d07_sum_of_long_steps_overflows", 7,
-                  run + " --set 'cluster.compute={\"dist\":\"constant\",\"value\":1e9}' --set stop.updates=30 "
+                  run + " --set 'cluster.compute={\"dist\":\"constant\",\"value\":1e9,\"per\":\"step\"}' --set stop.updates=30 "
                         "--set 'engines=[{\"type\":\"async\"}]'",
                   2, {"virtual time overflow", "outside the virtual clock's range"},
                   {"base/async-seed1/summary.json~\"failed\""}));

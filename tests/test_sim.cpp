@@ -392,38 +392,64 @@ TEST(ComputeTimeModelTest, DeterministicPerWorkerAndStep) {
   ComputeTimeModel other_seed(6, make_distribution(spec), {});
   std::vector<SimTime> forward;
   for (uint32_t w = 0; w < 4; ++w)
-    for (uint32_t s = 0; s < 50; ++s) forward.push_back(a.duration(w, s));
+    for (uint32_t s = 0; s < 50; ++s) forward.push_back(a.duration(w, s, 1));
   // same (worker, step) in reverse call order on another instance: same values
   size_t k = forward.size();
   for (int w = 3; w >= 0; --w)
-    for (int s = 49; s >= 0; --s) ASSERT_EQ(b.duration(uint32_t(w), uint32_t(s)), forward[--k]);
+    for (int s = 49; s >= 0; --s) ASSERT_EQ(b.duration(uint32_t(w), uint32_t(s), 1), forward[--k]);
   std::set<SimTime> distinct(forward.begin(), forward.end());
   EXPECT_GT(distinct.size(), forward.size() - 2) << "different (worker, step) should differ";
-  EXPECT_NE(other_seed.duration(0, 0), a.duration(0, 0));
+  EXPECT_NE(other_seed.duration(0, 0, 1), a.duration(0, 0, 1));
   // the draw is the distribution's, from the (seed, ComputeTime, worker, step) stream
   Rng rng(5, RngPurpose::ComputeTime, 2, 17);
-  EXPECT_EQ(a.duration(2, 17), seconds_to_sim(a.distribution().sample(rng, 2, 17)));
+  EXPECT_EQ(a.duration(2, 17, 1), seconds_to_sim(a.distribution().sample(rng, 2, 17)));
   EXPECT_DOUBLE_EQ(a.distribution().mean(), 0.1);
 }
 
 TEST(ComputeTimeModelTest, SlowdownFactorsMultiply) {
   ComputeTimeModel c(1, make_distribution({{"dist", "constant"}, {"value", 0.5}}), {1.0, 2.0, 0.5});
-  EXPECT_EQ(c.duration(0, 0), 500000000);
-  EXPECT_EQ(c.duration(1, 7), 1000000000);
-  EXPECT_EQ(c.duration(2, 3), 250000000);
-  EXPECT_EQ(c.duration(3, 3), 500000000) << "workers past the list run at nominal speed";
+  EXPECT_EQ(c.duration(0, 0, 1), 500000000);
+  EXPECT_EQ(c.duration(1, 7, 1), 1000000000);
+  EXPECT_EQ(c.duration(2, 3, 1), 250000000);
+  EXPECT_EQ(c.duration(3, 3, 1), 500000000) << "workers past the list run at nominal speed";
 
   auto spec = json{{"dist", "lognormal"}, {"mean", 0.2}, {"sigma", 0.7}};
   ComputeTimeModel nominal(9, make_distribution(spec), {});
   ComputeTimeModel slow(9, make_distribution(spec), {1.0, 3.0});
   for (uint32_t s = 0; s < 100; ++s) {
-    EXPECT_EQ(slow.duration(0, s), nominal.duration(0, s));
+    EXPECT_EQ(slow.duration(0, s, 1), nominal.duration(0, s, 1));
     Rng rng(9, RngPurpose::ComputeTime, 1, s);
-    EXPECT_EQ(slow.duration(1, s), seconds_to_sim(3.0 * nominal.distribution().sample(rng, 1, s)));
-    EXPECT_NEAR(double(slow.duration(1, s)), 3.0 * double(nominal.duration(1, s)), 2.0);
+    EXPECT_EQ(slow.duration(1, s, 1), seconds_to_sim(3.0 * nominal.distribution().sample(rng, 1, s)));
+    EXPECT_NEAR(double(slow.duration(1, s, 1)), 3.0 * double(nominal.duration(1, s, 1)), 2.0);
   }
   EXPECT_THROW(ComputeTimeModel(1, make_distribution(spec), {1.0, 0.0}), std::invalid_argument);
   EXPECT_THROW(ComputeTimeModel(1, make_distribution(spec), {-1.0}), std::invalid_argument);
+}
+
+// A step costs overhead + m x draw per sample, overhead + draw per step; the worker's
+// speed and straggler factors multiply the whole step, overhead included.
+TEST(ComputeTimeModelTest, StepsScaleWithTheBatchAndFactorsMultiplyTheWholeStep) {
+  auto spec = json{{"dist", "exponential"}, {"mean", 0.001}};
+  ComputeTimeModel per_sample(4, make_distribution(spec), {1.0, 2.0}, {}, StepCost{true, 0.002});
+  ComputeTimeModel per_step(4, make_distribution(spec), {1.0, 2.0}, {}, StepCost{false, 0.002});
+  StragglerSpec windows;
+  windows.windows.push_back(SlowWindow{0, 3.0, 0, seconds_to_sim(1.0)});
+  ComputeTimeModel slow_window(4, make_distribution(spec), {}, windows, StepCost{true, 0.002});
+  for (uint32_t s = 0; s < 20; ++s) {
+    Rng rng(4, RngPurpose::ComputeTime, 1, s);
+    const double draw = per_sample.distribution().sample(rng, 1, s);
+    EXPECT_EQ(per_sample.duration(1, s, 32), seconds_to_sim(2.0 * (0.002 + 32 * draw))) << s;
+    EXPECT_EQ(per_step.duration(1, s, 32), seconds_to_sim(2.0 * (0.002 + draw))) << s;
+    Rng rng0(4, RngPurpose::ComputeTime, 0, s);
+    const double draw0 = per_sample.distribution().sample(rng0, 0, s);
+    EXPECT_EQ(slow_window.duration(0, s, 8, seconds_to_sim(0.5)), seconds_to_sim(3.0 * (0.002 + 8 * draw0))) << s;
+    EXPECT_EQ(slow_window.duration(0, s, 8, seconds_to_sim(1.5)), seconds_to_sim(0.002 + 8 * draw0)) << s;
+  }
+  // no overhead, per sample: twice the batch, twice the time (up to the nanosecond)
+  ComputeTimeModel plain(4, make_distribution(spec), {});
+  for (uint32_t s = 0; s < 20; ++s)
+    EXPECT_NEAR(double(plain.duration(3, s, 64)), 2.0 * double(plain.duration(3, s, 32)), 1.0);
+  EXPECT_THROW(ComputeTimeModel(1, make_distribution(spec), {}, {}, StepCost{true, -1.0}), std::invalid_argument);
 }
 
 // ---------------------------------------------------------------------------------------

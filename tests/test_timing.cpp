@@ -27,7 +27,7 @@ json link_config(int workers, double bandwidth, int shards = 1, const std::strin
               {"eval", {{"every", 1.0}, {"unit", "time"}}},
               {"cluster",
                {{"workers", workers},
-                {"compute", {{"dist", "constant"}, {"value", 0.01}}},
+                {"compute", {{"dist", "constant"}, {"value", 0.01}, {"per", "step"}}},
                 {"network", {{"bandwidth", bandwidth}, {"latency", 0.001}, {"shards", shards}, {"precision", precision}}}}},
               {"engines", json::array({json{{"type", "async"}}})}};
 }

@@ -94,9 +94,9 @@ def write_run(root, run_id, real, experiment):
                                else f"0,{updates // 4}\n1,{updates // 2}\n"
                                     f"2,{updates - updates // 4 - updates // 2}\n"))
     (folder / "workers.csv").write_text(
-        "worker,gradients,applied,dropped,lost,busy_time,idle_time,down_time\n" +
+        "worker,gradients,applied,dropped,lost,compute_time,comm_time,wait_time,down_time\n" +
         "".join(f"{w},{updates // WORKERS},{updates // WORKERS},0,0,"
-                f"{last['time'] * 0.9!r},{last['time'] * 0.1!r},0\n" for w in range(WORKERS)))
+                f"{last['time'] * 0.9!r},0,{last['time'] * 0.1!r},0\n" for w in range(WORKERS)))
     engine = engine_of(run_id)
     run_info = {"engine": engine, "experiment": experiment, "repeat": 0, "run_id": run_id,
                 "seed": 1, "sweep": {}}

@@ -124,8 +124,8 @@ def write_run(root, engine, workers, seed):
         "staleness,count\n" + "".join(f"{s},{c}\n" for s, c in hist.items()))
     busy = [times[-1] * (0.9 - 0.1 * w) for w in range(workers)]
     (folder / "workers.csv").write_text(
-        "worker,gradients,applied,dropped,busy_time,idle_time\n" + "".join(
-            f"{w},{updates // workers},{updates // workers - w},{w},{b!r},{times[-1] - b!r}\n"
+        "worker,gradients,applied,dropped,compute_time,comm_time,wait_time\n" + "".join(
+            f"{w},{updates // workers},{updates // workers - w},{w},{b!r},0.0,{times[-1] - b!r}\n"
             for w, b in enumerate(busy)))
     if key == TRACED:
         write_trace(folder, workers, times[-1])
@@ -523,7 +523,7 @@ class PlotEdgeCasesTest(unittest.TestCase):
         (root / "b" / "metrics.csv").write_text("time,updates,train_loss\n0,0,0\n1,10,-1\n")
         (root / "b" / "summary.json").write_text(json.dumps(
             {"status": "completed", "final": {"train_loss": -1}, "staleness": 3}))
-        (root / "b" / "workers.csv").write_text("worker,busy_time,idle_time\nnan,1,1\n")
+        (root / "b" / "workers.csv").write_text("worker,compute_time,wait_time\nnan,1,1\n")
         (root / "b" / "staleness.csv").write_text("")
         (root / "c" / "metrics.csv").write_text("time,updates,train_loss\n0,0,inf\n1,10,0\n")
         result = run_plot(root, "--format", "png")

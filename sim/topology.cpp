@@ -1,0 +1,99 @@
+// sim/topology.cpp — FIFO links and the parameter-server star (see topology.h).
+#include "sim/topology.h"
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace asgd {
+
+int Links::add(double bandwidth) {
+  if (!(bandwidth > 0)) throw std::invalid_argument("a link's bandwidth must be > 0");
+  bandwidth_.push_back(bandwidth);
+  free_at_.push_back(0);
+  busy_.push_back(0);
+  return int(bandwidth_.size() - 1);
+}
+
+TransferTimes Links::cross(const Hop* hops, size_t k, SimTime now) {
+  SimTime start = now;
+  for (size_t i = 0; i < k; ++i) start = std::max(start, free_at_[size_t(hops[i].link)]);
+  SimTime end = start;
+  for (size_t i = 0; i < k; ++i) {
+    const size_t l = size_t(hops[i].link);
+    const SimTime held = seconds_to_sim(hops[i].bytes / bandwidth_[l]);
+    free_at_[l] = add_time(start, held);
+    busy_[l] += held;
+    end = std::max(end, free_at_[l]);
+  }
+  return {start, end};
+}
+
+double message_bytes(const NetworkSpec& spec, size_t values) {
+  return spec.message_bytes > 0 ? spec.message_bytes : double(values) * spec.bytes_per_value;
+}
+
+namespace {
+
+class StarTopology final : public Topology {
+ public:
+  StarTopology(const NetworkSpec& spec, int workers) : spec_(spec), latency_(seconds_to_sim(spec.latency)) {
+    if (spec_.shards < 1) throw std::invalid_argument("network shards must be >= 1");
+    if (workers < 1) throw std::invalid_argument("the star needs at least one worker");
+    if (spec_.bandwidth > 0)
+      for (int s = 0; s < spec_.shards; ++s) {
+        shard_down_.push_back(links_.add(spec_.bandwidth));
+        shard_up_.push_back(links_.add(spec_.bandwidth));
+      }
+    if (spec_.worker_bandwidth > 0)
+      for (int w = 0; w < workers; ++w) {
+        nic_down_.push_back(links_.add(spec_.worker_bandwidth));
+        nic_up_.push_back(links_.add(spec_.worker_bandwidth));
+      }
+    workers_ = workers;
+  }
+
+  bool contended() const override { return links_.size() > 0; }
+  bool free() const override { return links_.size() == 0 && latency_ == 0; }
+
+  TransferTimes transfer(int from, int to, double bytes, SimTime now) override {
+    if (links_.size() == 0) return {now, add_time(now, latency_)};
+    check(from);
+    check(to);
+    if (from == to) throw std::invalid_argument("a transfer needs two endpoints");
+    route_.clear();
+    if (from != kServer && to != kServer) {  // worker to worker: NIC up, then NIC down
+      if (!nic_up_.empty()) route_.push_back({nic_up_[size_t(from)], bytes});
+      if (!nic_down_.empty()) route_.push_back({nic_down_[size_t(to)], bytes});
+    } else {
+      const bool down = from == kServer;
+      const int worker = down ? to : from;
+      for (int link : down ? shard_down_ : shard_up_) route_.push_back({link, bytes / spec_.shards});
+      const std::vector<int>& nic = down ? nic_down_ : nic_up_;
+      if (!nic.empty()) route_.push_back({nic[size_t(worker)], bytes});
+    }
+    TransferTimes t = links_.cross(route_.data(), route_.size(), now);
+    t.arrival = add_time(t.arrival, latency_);
+    return t;
+  }
+
+ private:
+  void check(int endpoint) const {
+    if (endpoint != kServer && (endpoint < 0 || endpoint >= workers_))
+      throw std::out_of_range("no endpoint " + std::to_string(endpoint) + " in the star");
+  }
+
+  NetworkSpec spec_;
+  SimTime latency_;
+  int workers_ = 0;
+  Links links_;
+  std::vector<int> shard_down_, shard_up_, nic_down_, nic_up_;
+  std::vector<Hop> route_;  // the route being built (reused)
+};
+
+}  // namespace
+
+std::unique_ptr<Topology> make_star_topology(const NetworkSpec& spec, int workers) {
+  return std::make_unique<StarTopology>(spec, workers);
+}
+
+}  // namespace asgd

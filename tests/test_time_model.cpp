@@ -1,0 +1,546 @@
+// tests/test_time_model.cpp — the virtual clock's rules, each pinned by a closed form
+// (docs/architecture.md, "The time model"): compute that scales with the batch, the
+// topology's FIFO links and NICs, what each engine really sends, the server as a
+// resource, the proxy message size, pulls read when served, and counting that means one
+// thing for every engine (epochs, stop and evaluation points, workers.csv's split,
+// staleness units). Small models and short runs: the rules, not the learning, are tested.
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include "sim/lr_schedule.h"
+#include "sim/topology.h"
+#include "test_helpers.h"
+
+using nlohmann::json;
+using namespace asgd;
+using namespace asgd::testing;
+
+namespace {
+
+// A 10-parameter quadratic (its learning does not matter here), batch 8, 512 samples an
+// epoch, compute `step_seconds` a step, no network unless the test sets one.
+json clock_config(const std::string& name, int workers, double step_seconds, const json& engine) {
+  return json{{"name", name},
+              {"seed", 5},
+              {"model", {{"type", "quadratic"}, {"dim", 10}, {"curvature", 1.0}, {"noise", 0.1}}},
+              {"data", {{"type", "none"}, {"samples", 512}}},
+              {"train", {{"batch_size", 8}, {"lr", 0.01}}},
+              {"stop", {{"time", 2.0}}},
+              {"eval", {{"every", 1.0}, {"unit", "time"}}},
+              {"cluster",
+               {{"workers", workers}, {"compute", {{"dist", "constant"}, {"value", step_seconds}, {"per", "step"}}}}},
+              {"engines", json::array({engine})}};
+}
+
+// The one run of `cfg` (one engine, no sweep): its folder.
+std::string run_one(const json& cfg, const std::string& tag, int threads = 2) {
+  std::string dir = run_config(cfg, temp_dir(tag), threads);
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    if (entry.is_directory()) return entry.path().string();
+  ADD_FAILURE() << "no run folder in " << dir;
+  return dir;
+}
+
+json summary_at(const std::string& run_dir) { return json::parse(read_file(run_dir + "/summary.json")); }
+
+double rate(const json& s, const char* what) { return s[what].get<double>() / s["time"].get<double>(); }
+
+const double kMs = 1e-3;
+
+}  // namespace
+
+// ------------------------------------------------------------------ the topology itself
+
+// Uncontended, a message of B bytes takes latency + B / min(S x shard bandwidth, NIC): it
+// puts B/S bytes on each shard's link and B on the worker's NIC, all at once.
+TEST(Topology, AnUncontendedMessageTakesLatencyPlusBytesOverTheBottleneck) {
+  const double bytes = 4e5, shard_bw = 4e7, latency = 0.001;
+  for (int shards : {1, 4})
+    for (double nic : {0.0, 1e7, 1e9}) {
+      NetworkSpec spec;
+      spec.latency = latency;
+      spec.bandwidth = shard_bw;
+      spec.shards = shards;
+      spec.worker_bandwidth = nic;
+      auto star = make_star_topology(spec, 3);
+      double rate = shards * shard_bw;
+      if (nic > 0) rate = std::min(rate, nic);
+      for (int from_server : {1, 0}) {
+        TransferTimes t = from_server ? star->transfer(kServer, 1, bytes, 0) : star->transfer(1, kServer, bytes, 0);
+        EXPECT_EQ(t.start, 0);
+        EXPECT_NEAR(double(t.arrival), 1e9 * (latency + bytes / rate), 2.0) << shards << " shards, NIC " << nic;
+      }
+    }
+}
+
+// FIFO per link; a transfer starts when every link of its path is free; a fast link is held
+// only for its own share, so a slow NIC does not block the server's link for others.
+TEST(Topology, LinksQueueInOrderAndAFastLinkIsHeldOnlyForItsShare) {
+  NetworkSpec spec;
+  spec.bandwidth = 1e8;         // 1 MB: 10 ms on the shard link
+  spec.worker_bandwidth = 1e7;  // 100 ms on a NIC
+  auto star = make_star_topology(spec, 4);
+  const double mb = 1e6;
+  TransferTimes a = star->transfer(kServer, 0, mb, 0);  // shard [0, 10], NIC 0 [0, 100]
+  TransferTimes b = star->transfer(kServer, 1, mb, 0);  // shard [10, 20], NIC 1 [10, 110]
+  TransferTimes c = star->transfer(kServer, 0, mb, 0);  // waits for NIC 0: [100, 200]
+  TransferTimes up = star->transfer(0, kServer, mb, 0);  // the other direction: free
+  TransferTimes peer = star->transfer(2, 3, mb, 0);     // NIC 2 up, NIC 3 down
+  EXPECT_EQ(a.start, 0);
+  EXPECT_EQ(a.arrival, seconds_to_sim(0.1));
+  EXPECT_EQ(b.start, seconds_to_sim(0.01));
+  EXPECT_EQ(b.arrival, seconds_to_sim(0.11));
+  EXPECT_EQ(c.start, seconds_to_sim(0.1));
+  EXPECT_EQ(c.arrival, seconds_to_sim(0.2));
+  EXPECT_EQ(up.start, 0);
+  EXPECT_EQ(up.arrival, seconds_to_sim(0.1));
+  EXPECT_EQ(peer.arrival, seconds_to_sim(0.1));
+  EXPECT_TRUE(star->contended());
+
+  NetworkSpec none;
+  none.latency = 0.002;
+  auto latency_only = make_star_topology(none, 2);
+  EXPECT_FALSE(latency_only->contended());
+  EXPECT_FALSE(latency_only->free());
+  EXPECT_EQ(latency_only->transfer(kServer, 1, 1e9, 5).arrival, 5 + seconds_to_sim(0.002));
+  EXPECT_EQ(message_bytes(none, 1000), 4000.0);
+  none.message_bytes = 123;
+  EXPECT_EQ(message_bytes(none, 1000), 123.0);
+}
+
+// ------------------------------------------------------------------ compute
+
+// DESIGN.md's first fact: sync with 8 workers x 32 computes what 1 worker x 256 does, and
+// with compute proportional to the work (constant per sample, no overhead, no network)
+// an epoch comes 8 times sooner; the metrics per epoch are the same.
+TEST(TimeModel, SyncEightBy32FinishesEachEpochEightTimesSoonerThanOneBy256) {
+  json c = {{"name", "n"},
+            {"seed", 7},
+            {"model", {{"type", "softmax"}}},
+            {"data", {{"type", "synthetic"}, {"classes", 4}, {"features", 10}, {"train_samples", 1024}, {"test_samples", 256}}},
+            {"train", {{"batch_size", 32}, {"lr", 0.2}}},
+            {"stop", {{"epochs", 2}}},
+            {"eval", {{"every", 0.5}, {"unit", "epochs"}, {"train_samples", 0}}},
+            {"cluster", {{"workers", 8}, {"compute", {{"dist", "constant"}, {"value", 1e-4}}}}},
+            {"engines", json::array({json{{"type", "sync"}}})}};
+  Metrics eight = read_metrics(run_one(c, "n8") + "/metrics.csv");
+  c["cluster"]["workers"] = 1;
+  c["train"]["batch_size"] = 256;
+  Metrics one = read_metrics(run_one(c, "n1") + "/metrics.csv");
+  auto t8 = eight.column("time"), t1 = one.column("time");
+  ASSERT_EQ(t8.size(), 5u);  // epochs 0, 0.5, ..., 2
+  EXPECT_EQ(eight.column("epoch"), one.column("epoch"));
+  for (size_t i = 0; i < t8.size(); ++i) {
+    EXPECT_NEAR(t1[i], 8 * t8[i], 1e-12) << "row " << i;
+    EXPECT_NEAR(t8[i], eight.column("epoch")[i] * 4 * 32 * 1e-4, 1e-12) << "row " << i;  // 4 iterations an epoch
+    for (const char* col : {"train_loss", "test_loss"})
+      EXPECT_NEAR(eight.column(col)[i], one.column(col)[i], 1e-5 * std::max(1.0, one.column(col)[i])) << col << i;
+  }
+}
+
+// ------------------------------------------------------------------ what engines send
+
+// On a link that sets the pace, EASGD with period p sends one exchange (a push and the
+// reply) per p gradients where async sends a pull and a push per gradient: p times the
+// gradients per virtual second.
+TEST(TimeModel, EasgdWithPeriodPProcessesPTimesTheGradientsOfAsyncOnASaturatedLink) {
+  auto run = [](const json& engine) {
+    json c = clock_config("ea", 8, 1e-5, engine);
+    c["cluster"]["network"] = {{"bandwidth", 1e7}, {"message_bytes", 1e5}};  // 10 ms a message
+    c["stop"] = {{"time", 4.0}};
+    return summary_at(run_one(c, "ea"));
+  };
+  json async = run({{"type", "async"}});
+  const double base = rate(async, "gradients");
+  EXPECT_NEAR(base, 100.0, 2.0);  // one message per direction per 10 ms, one of each per gradient
+  for (int p : {4, 8}) {
+    json easgd = run({{"type", "easgd"}, {"period", p}});
+    EXPECT_NEAR(rate(easgd, "gradients") / base, double(p), 0.05 * p) << "period " << p;
+    // one exchange (a push) per p local steps, its reply, and each worker's first center
+    EXPECT_NEAR(easgd["messages"]["to_server"].get<double>(), easgd["gradients"].get<double>() / p, 8.0) << p;
+    EXPECT_NEAR(easgd["messages"]["to_workers"].get<double>(), easgd["updates"].get<double>() + 8, 8.0) << p;
+  }
+}
+
+// Local SGD: a round is a pull per worker, H local steps and a push per worker. On the
+// shared link with N workers, message time T and step time c, each round takes exactly
+// (N + 1) T + H c (the pulls go one after another, each worker computes as its pull lands,
+// its push follows the previous worker's), so H local steps give H N gradients in that.
+TEST(TimeModel, LocalSgdRoundCostsOnePullAndOnePushPerWorker) {
+  const int n = 4;
+  const double t = 0.01, c_step = 1e-4;
+  auto run = [&](int steps) {
+    json c = clock_config("local", n, c_step, {{"type", "local_sgd"}, {"steps", steps}});
+    c["cluster"]["network"] = {{"bandwidth", 1e7}, {"message_bytes", 1e5}};
+    c["stop"] = {{"gradients", 640}};
+    return summary_at(run_one(c, "local"));
+  };
+  json one = run(1), eight = run(8);
+  EXPECT_NEAR(one["iteration_time"]["mean"].get<double>(), (n + 1) * t + c_step, 1e-9);
+  EXPECT_NEAR(eight["iteration_time"]["mean"].get<double>(), (n + 1) * t + 8 * c_step, 1e-9);
+  const double expected_ratio = 8 * ((n + 1) * t + c_step) / ((n + 1) * t + 8 * c_step);
+  EXPECT_NEAR(rate(eight, "gradients") / rate(one, "gradients"), expected_ratio, 0.02 * expected_ratio);
+  // 640 gradients of 8 local steps: 20 rounds of 4 workers, a pull and a push each
+  EXPECT_EQ(eight["gradients"], 640);
+  EXPECT_EQ(eight["messages"]["to_server"], 80);
+  EXPECT_LE(eight["messages"]["to_workers"].get<int>(), 80 + n);  // (the next round's pulls, if begun)
+  EXPECT_EQ(one["messages"]["to_server"], 640);
+}
+
+// The single-replica warm-up trains one replica alone: no message, no server time.
+TEST(TimeModel, TheWarmUpSendsNothing) {
+  json c = clock_config("warm", 4, 0.01, {{"type", "async"}});
+  c["cluster"]["network"] = {{"bandwidth", 1e7}, {"message_bytes", 1e5}, {"latency", 0.001}};
+  c["cluster"]["server"] = {{"update_seconds", 0.005}};
+  c["train"]["single_replica_epochs"] = 1;
+  c["stop"] = {{"epochs", 1}};
+  json s = summary_at(run_one(c, "warm"));
+  EXPECT_EQ(s["messages"]["to_server"], 0);
+  EXPECT_EQ(s["messages"]["to_workers"], 0);
+  EXPECT_EQ(s["server"]["updates"], 0);
+  EXPECT_NEAR(s["time"].get<double>(), 64 * 0.01, 1e-9);  // 64 steps of 8 samples, compute only
+}
+
+// ------------------------------------------------------------------ links
+
+// One worker pulls and pushes through its NIC: with the NIC the bottleneck, 4 shards give
+// it nothing; without one, the shards split each message's time by 4.
+TEST(TimeModel, OneWorkerGainsNothingFromShardsWhenItsNicIsTheBottleneck) {
+  auto time_of = [](int shards, double nic) {
+    json c = clock_config("nic", 1, 0.01, {{"type", "async"}});
+    c["cluster"]["network"] = {
+        {"bandwidth", 4e7}, {"shards", shards}, {"worker_bandwidth", nic}, {"message_bytes", 4e5}};
+    c["stop"] = {{"updates", 20}};
+    c["eval"] = {{"every", 10}, {"unit", "updates"}};
+    return summary_at(run_one(c, "nic"))["time"].get<double>();
+  };
+  // NIC 40 ms a message, a shard 10 ms (2.5 ms for a quarter): 20 x (40 + 10 + 40) ms
+  EXPECT_NEAR(time_of(1, 1e7), 20 * 0.09, 1e-9);
+  EXPECT_NEAR(time_of(4, 1e7), 20 * 0.09, 1e-9);
+  EXPECT_NEAR(time_of(1, 0), 20 * 0.03, 1e-9);
+  EXPECT_NEAR(time_of(4, 0), 20 * 0.015, 1e-9);
+}
+
+// cluster.network.message_bytes is the size of every parameter or gradient message, and
+// nothing else: a 10-parameter model with 400 kB messages takes the time of a
+// 100,000-parameter one in fp32, and doubling it halves the throughput of a saturated link.
+TEST(TimeModel, MessageBytesSetsTheTrafficAndDoublingItHalvesBandwidthBoundThroughput) {
+  auto run = [](size_t dim, double bytes) {
+    json c = clock_config("bytes", 16, 1e-4, {{"type", "async"}});
+    c["model"]["dim"] = dim;
+    c["cluster"]["network"] = {{"bandwidth", 2e7}, {"message_bytes", bytes}};
+    c["stop"] = {{"time", 4.0}};
+    return summary_at(run_one(c, "bytes"));
+  };
+  json small = run(10, 4e5), doubled = run(10, 8e5), real = run(100000, 0);
+  // Saturated: the first gradient arrives after a pull, 0.1 ms of compute and a push, the
+  // others one message time T apart on the uplink: 1 + floor((4 s - 2T - 0.1 ms) / T).
+  auto saturated = [](double t) { return 1 + std::floor((4.0 - 2 * t - 1e-4) / t); };
+  EXPECT_EQ(small["updates"].get<double>(), saturated(0.02));
+  EXPECT_EQ(doubled["updates"].get<double>(), saturated(0.04));
+  EXPECT_NEAR(rate(doubled, "updates") / rate(small, "updates"), 0.5, 0.01);
+  EXPECT_EQ(small["updates"], real["updates"]);
+  EXPECT_EQ(small["time"], real["time"]);
+  EXPECT_EQ(small["messages"]["bytes_to_server"], real["messages"]["bytes_to_server"]);
+}
+
+// A pull reads the parameters when the server serves it, not when it is asked for. Four
+// workers, no compute, one shard link of 10 ms a message, 1 ms latency. The first pulls,
+// all asked for at 0, are served at 0, 10, 20 and 30 ms; the gradients arrive at 22, 32,
+// 42 and 52 ms. Worker 3's pull, served at 30, reads version 1 (applied at 22): its
+// gradient, applied after 3 updates, is 2 stale. Worker 0 asks again at 22, is served at
+// 40 (version 2), applied at 62 after 4 updates: 2; worker 1 asks at 32, served at 50
+// (version 3), applied at 72 after 5: 2. Pulls read when asked for would give 3, 3, 3.
+TEST(TimeModel, APullReadsTheParametersWhenTheServerServesIt) {
+  json c = clock_config("serve", 4, 0.0, {{"type", "async"}});
+  c["cluster"]["network"] = {{"bandwidth", 1e7}, {"message_bytes", 1e5}, {"latency", 0.001}};
+  c["stop"] = {{"updates", 6}};
+  c["eval"] = {{"every", 1}, {"unit", "updates"}};
+  Metrics m = read_metrics(run_one(c, "serve") + "/metrics.csv");
+  auto staleness = m.column("mean_staleness"), time = m.column("time");
+  ASSERT_EQ(staleness.size(), 7u);
+  const std::vector<double> expected{0, 1, 2, 2, 2, 2}, at{22, 32, 42, 52, 62, 72};
+  for (size_t u = 0; u < expected.size(); ++u) {
+    EXPECT_EQ(staleness[u + 1], expected[u]) << "update " << u + 1;
+    EXPECT_NEAR(time[u + 1], at[u] * kMs, 1e-12) << "update " << u + 1;
+  }
+}
+
+// ------------------------------------------------------------------ the server
+
+// The server applies one update at a time, each taking update_seconds: async throughput
+// never exceeds 1 / update_seconds, and with one worker each update adds its time to the
+// worker's cycle (it pulls once its gradient is applied).
+TEST(TimeModel, AsyncThroughputNeverExceedsOneOverUpdateSeconds) {
+  const double u = 0.005;
+  json c = clock_config("server", 16, 1e-3, {{"type", "async"}});
+  c["cluster"]["server"] = {{"update_seconds", u}};
+  json many = summary_at(run_one(c, "server"));
+  EXPECT_LE(rate(many, "updates"), 1 / u + 1e-9);
+  EXPECT_GE(rate(many, "updates"), 0.98 / u);
+  EXPECT_GT(many["server"]["utilisation"].get<double>(), 0.98);
+  EXPECT_LE(many["server"]["utilisation"].get<double>(), 1.0);
+
+  json one_cfg = clock_config("server1", 1, 0.005, {{"type", "async"}});
+  one_cfg["cluster"]["server"] = {{"update_seconds", u}};
+  one_cfg["stop"] = {{"updates", 50}};
+  one_cfg["eval"] = {{"every", 10}, {"unit", "updates"}};
+  json one = summary_at(run_one(one_cfg, "server1"));
+  EXPECT_NEAR(one["time"].get<double>(), 50 * (0.005 + u), 1e-9);
+  EXPECT_NEAR(one["server"]["utilisation"].get<double>(), 0.5, 1e-9);
+  EXPECT_EQ(one["server"]["updates"], 50);
+}
+
+// Every engine's update is one update of the server: a sync iteration is the slowest
+// worker plus the aggregate's update; local SGD's averaging and an EASGD exchange likewise.
+TEST(TimeModel, EachEnginesUpdatesOccupyTheServer) {
+  const double u = 0.004, step = 0.01;
+  auto run = [&](const json& engine) {
+    json c = clock_config("srv", 4, step, engine);
+    c["cluster"]["server"] = {{"update_seconds", u}};
+    c["stop"] = {{"updates", 20}};
+    c["eval"] = {{"every", 10}, {"unit", "updates"}};
+    return summary_at(run_one(c, "srv"));
+  };
+  json sync = run({{"type", "sync"}}), local = run({{"type", "local_sgd"}, {"steps", 3}}),
+       easgd = run({{"type", "easgd"}, {"mode", "sync"}, {"period", 3}});
+  // an iteration runs from one last arrival to the next: the first has no update before it
+  EXPECT_NEAR(sync["iteration_time"]["mean"].get<double>(), (step + 19 * (step + u)) / 20, 1e-9);
+  EXPECT_NEAR(sync["time"].get<double>(), 20 * (step + u), 1e-9);
+  EXPECT_NEAR(local["iteration_time"]["mean"].get<double>(), (3 * step + 19 * (3 * step + u)) / 20, 1e-9);
+  EXPECT_NEAR(local["time"].get<double>(), 20 * (3 * step + u), 1e-9);
+  EXPECT_NEAR(easgd["time"].get<double>(), 20 * (3 * step + u), 1e-9);
+  for (const json* s : {&sync, &local, &easgd}) {
+    EXPECT_EQ((*s)["server"]["updates"], 20);
+    EXPECT_NEAR((*s)["server"]["busy_time"].get<double>(), 20 * u, 1e-9);
+  }
+}
+
+// ------------------------------------------------------------------ counting
+
+// Every engine stops and evaluates at the same epochs, whether its steps update the model
+// of record (async, sync) or the workers' own models (EASGD, local SGD). (SSP applies
+// gradients in groups of varying size, so its rows fall at the first update past a mark.)
+TEST(Counting, EveryEngineStopsAndEvaluatesAtTheSameEpochs) {
+  const std::vector<json> engines = {
+      {{"type", "async"}},
+      {{"type", "sync"}},
+      {{"type", "local_sgd"}, {"steps", 4}},
+      {{"type", "easgd"}, {"period", 4}},
+      {{"type", "easgd"}, {"period", 3}, {"mode", "sync"}}};
+  for (const auto& engine : engines) {
+    json c = clock_config("epochs", 4, 0.01, engine);
+    c["cluster"]["compute"] = {{"dist", "exponential"}, {"mean", 0.001}};
+    c["stop"] = {{"epochs", 1}};
+    c["eval"] = {{"every", 0.25}, {"unit", "epochs"}};
+    std::string dir = run_one(c, "epochs");
+    EXPECT_EQ(read_metrics(dir + "/metrics.csv").column("epoch"), (std::vector<double>{0, 0.25, 0.5, 0.75, 1.0}))
+        << engine;
+    json s = summary_at(dir);
+    EXPECT_EQ(s["epochs"], 1.0) << engine;
+    EXPECT_EQ(s["samples"], 512) << engine;
+  }
+}
+
+// What an epoch counts: the samples of applied gradients. sync_backup's dropped gradients
+// are computed (samples_computed) but advance neither the epoch nor the rate, which stays
+// the schedule's value at the epoch reached, as for any worker count.
+TEST(Counting, DroppedGradientsAdvanceNeitherTheEpochNorTheRate) {
+  json c = clock_config("drop", 8, 0.0, {{"type", "sync_backup"}, {"backups", 2}});
+  c["cluster"]["compute"] = {{"dist", "exponential"}, {"mean", 0.01}};
+  c["train"]["lr_schedule"] = {{"type", "step"}, {"milestones", {0.5, 1.0}}, {"gamma", 0.5}};
+  c["stop"] = {{"epochs", 1.5}};
+  c["eval"] = {{"every", 0.1}, {"unit", "epochs"}};
+  std::string dir = run_one(c, "drop");
+  json s = summary_at(dir);
+  Metrics workers = read_metrics(dir + "/workers.csv");
+  double applied = 0, gradients = 0;
+  for (double a : workers.column("applied")) applied += a;
+  for (double g : workers.column("gradients")) gradients += g;
+  EXPECT_GT(s["dropped_gradients"].get<int>(), 10);
+  EXPECT_EQ(s["samples"].get<double>(), 8 * applied);
+  EXPECT_EQ(s["samples_computed"].get<double>(), 8 * gradients);
+  EXPECT_EQ(s["samples"].get<double>(), 8 * 6 * s["updates"].get<double>());  // N - b gradients an update
+  EXPECT_NEAR(s["epochs"].get<double>(), s["samples"].get<double>() / 512, 1e-12);
+  LrScheduleSpec spec;
+  spec.type = "step";
+  spec.lr = 0.01;
+  spec.milestones = {0.5, 1.0};
+  spec.gamma = 0.5;
+  LrSchedule schedule(spec);
+  Metrics m = read_metrics(dir + "/metrics.csv");
+  auto epoch = m.column("epoch"), lr = m.column("lr"), samples = m.column("samples");
+  ASSERT_GT(epoch.size(), 10u);
+  for (size_t i = 0; i < epoch.size(); ++i) {
+    EXPECT_DOUBLE_EQ(lr[i], schedule.at(epoch[i])) << "row " << i;
+    EXPECT_DOUBLE_EQ(epoch[i], samples[i] / 512) << "row " << i;
+  }
+}
+
+// The warm-up has no forced staleness: with staleness.mode fixed, its rows are still the
+// rows of one worker training alone on fresh parameters.
+TEST(Counting, TheWarmUpHasNoForcedStaleness) {
+  json warm = clock_config("warmst", 4, 0.01, {{"type", "async"}});
+  warm["train"]["single_replica_epochs"] = 0.5;
+  warm["staleness"] = {{"mode", "fixed"}, {"tau", 4}};
+  warm["stop"] = {{"epochs", 1}};
+  warm["eval"] = {{"every", 1}, {"unit", "updates"}};
+  json alone = warm;
+  alone["name"] = "alone";
+  alone["train"]["single_replica_epochs"] = 0;
+  alone["staleness"] = {{"mode", "emergent"}};
+  alone["cluster"]["workers"] = 1;
+  alone["stop"] = {{"epochs", 0.5}};
+  Metrics w = read_metrics(run_one(warm, "warmst") + "/metrics.csv");
+  Metrics a = read_metrics(run_one(alone, "alone") + "/metrics.csv");
+  ASSERT_EQ(a.rows.size(), 33u);  // 32 updates of 8 samples, and the start
+  ASSERT_GT(w.rows.size(), a.rows.size());
+  for (size_t i = 1; i < a.rows.size(); ++i) {
+    EXPECT_EQ(w.column("train_loss")[i], a.column("train_loss")[i]) << "update " << i;
+    EXPECT_EQ(w.column("mean_staleness")[i], 0.0) << "update " << i;
+  }
+  EXPECT_GT(w.column("mean_staleness").back(), 3.0);  // the engine afterwards: forced staleness
+}
+
+// workers.csv splits each worker's time into compute + comm + wait + down = the run's time.
+// async, 2 equal workers, 10 ms steps, 1 ms latency: each gradient is 10 ms of compute and
+// 2 ms of messages, nobody waits. sync with one worker twice as slow: per iteration the
+// fast one computes 10 ms, communicates 2 ms and waits 10 ms.
+TEST(Counting, WorkersCsvSplitsComputeCommunicationAndWaiting) {
+  json a = clock_config("split", 2, 0.01, {{"type", "async"}});
+  a["cluster"]["network"] = {{"latency", 0.001}};
+  a["stop"] = {{"updates", 20}};
+  a["eval"] = {{"every", 10}, {"unit", "updates"}};
+  std::string dir = run_one(a, "split");
+  Metrics w = read_metrics(dir + "/workers.csv");
+  EXPECT_EQ(w.header, (std::vector<std::string>{"worker", "gradients", "applied", "dropped", "lost", "compute_time",
+                                                "comm_time", "wait_time", "down_time"}));
+  EXPECT_NEAR(summary_at(dir)["time"].get<double>(), 0.12, 1e-12);
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(w.column("gradients")[k], 10);
+    EXPECT_NEAR(w.column("compute_time")[k], 0.1, 1e-12);
+    EXPECT_NEAR(w.column("comm_time")[k], 0.02, 1e-12);
+    EXPECT_NEAR(w.column("wait_time")[k], 0.0, 1e-12);
+  }
+
+  json s = clock_config("split2", 2, 0.01, {{"type", "sync"}});
+  s["cluster"]["network"] = {{"latency", 0.001}};
+  s["cluster"]["speeds"] = {1.0, 2.0};
+  s["stop"] = {{"updates", 10}};
+  s["eval"] = {{"every", 10}, {"unit", "updates"}};
+  dir = run_one(s, "split2");
+  w = read_metrics(dir + "/workers.csv");
+  EXPECT_NEAR(summary_at(dir)["time"].get<double>(), 10 * 0.022, 1e-12);
+  EXPECT_NEAR(w.column("compute_time")[0], 0.1, 1e-12);
+  EXPECT_NEAR(w.column("comm_time")[0], 0.02, 1e-12);
+  EXPECT_NEAR(w.column("wait_time")[0], 0.1, 1e-12);
+  EXPECT_NEAR(w.column("compute_time")[1], 0.2, 1e-12);
+  EXPECT_NEAR(w.column("wait_time")[1], 0.0, 1e-12);
+}
+
+// summary.json's staleness says what it counts; config.json shows the per-worker batch
+// that global_batch resolved to.
+TEST(Counting, StalenessSaysItsUnitAndConfigShowsTheResolvedBatch) {
+  const std::vector<std::pair<json, std::string>> engines = {
+      {{{"type", "async"}}, "updates"},
+      {{{"type", "ssp"}, {"bound", 1}}, "updates"},
+      {{{"type", "sync_backup"}, {"backups", 1}}, "updates"},
+      {{{"type", "local_sgd"}, {"steps", 2}}, "updates"},
+      {{{"type", "easgd"}, {"period", 2}}, "exchanges"}};
+  for (const auto& [engine, unit] : engines) {
+    json c = clock_config("unit", 4, 0.01, engine);
+    c["cluster"]["compute"] = {{"dist", "exponential"}, {"mean", 0.001}};
+    c["train"].erase("batch_size");  // (its default, 32, is not what global_batch resolves to)
+    c["train"]["global_batch"] = 32;
+    c["stop"] = {{"epochs", 1}};
+    std::string dir = run_one(c, "unit");
+    json s = summary_at(dir);
+    EXPECT_EQ(s["staleness"]["unit"], unit) << engine;
+    EXPECT_EQ(json::parse(read_file(dir + "/config.json"))["train"]["batch_size"], 8) << engine;
+    if (unit == "exchanges") {
+      EXPECT_GT(s["staleness"]["mean"].get<double>(), 0.5) << "other workers' exchanges";
+    }
+  }
+}
+
+// ------------------------------------------------------------------ equivalences
+
+// The engines' equivalences hold with links, NICs, latency and the server's time on, since
+// equal algorithms send equal messages: local SGD with H = 1 and SSP with bound 0 are sync
+// (with aggregate sum: SSP applies gradients in full), an unreachable SSP bound is async.
+TEST(TimeModel, EquivalencesHoldWithTheNetworkAndTheServerOn) {
+  auto with_costs = [](json c) {
+    c["cluster"]["compute"] = {{"dist", "exponential"}, {"mean", 0.001}};
+    c["cluster"]["network"] = {
+        {"bandwidth", 2e7}, {"worker_bandwidth", 1.5e7}, {"shards", 2}, {"latency", 0.0005}, {"message_bytes", 1e5}};
+    c["cluster"]["server"] = {{"update_seconds", 0.002}};
+    c["train"]["aggregate"] = "sum";
+    c["stop"] = {{"updates", 40}};
+    c["eval"] = {{"every", 5}, {"unit", "updates"}};
+    return c;
+  };
+  // (iteration_time too for the sync family: async has none, SSP counts its slowest clock)
+  auto files_of = [](const std::string& dir, bool iterations = true) {
+    std::string all;
+    for (const char* f : {"metrics.csv", "staleness.csv", "workers.csv"}) all += read_file(dir + "/" + f);
+    json s = summary_at(dir);
+    return all + (iterations ? s["iteration_time"].dump() : "") + s["server"].dump() + s["messages"].dump();
+  };
+  const std::string sync = files_of(run_one(with_costs(clock_config("eq_sync", 4, 0, {{"type", "sync"}})), "eq"));
+  EXPECT_EQ(sync, files_of(run_one(with_costs(clock_config("eq_l1", 4, 0, {{"type", "local_sgd"}, {"steps", 1}})), "eq")));
+  EXPECT_EQ(sync, files_of(run_one(with_costs(clock_config("eq_s0", 4, 0, {{"type", "ssp"}, {"bound", 0}})), "eq")));
+  const std::string async = files_of(run_one(with_costs(clock_config("eq_a", 4, 0, {{"type", "async"}})), "eq"), false);
+  EXPECT_EQ(async,
+            files_of(run_one(with_costs(clock_config("eq_si", 4, 0, {{"type", "ssp"}, {"bound", 1000000}})), "eq"), false));
+  EXPECT_NE(async, sync);
+}
+
+// ------------------------------------------------------------------ determinism
+
+// Every new piece of the time model on at once: the same bytes for 1, 2 and 3 threads.
+TEST(Determinism, TheWholeTimeModelIsByteIdenticalAcrossThreadCounts) {
+  json c = {{"name", "clock"},
+            {"seed", 2},
+            {"model", {{"type", "mlp"}, {"hidden", {12}}}},
+            {"data", {{"type", "synthetic"}, {"classes", 3}, {"features", 8}, {"train_samples", 400}, {"test_samples", 100}}},
+            {"train", {{"batch_size", 8}, {"lr", 0.1}, {"single_replica_epochs", 0.25}}},
+            {"stop", {{"epochs", 2}}},
+            {"eval", {{"every", 0.25}}},
+            {"trace", true},
+            {"cluster",
+             {{"workers", 5},
+              {"compute", {{"dist", "lognormal"}, {"mean", 0.001}, {"sigma", 0.8}, {"per", "sample"}, {"overhead", 0.002}}},
+              {"speeds", {{"dist", "uniform"}, {"low", 0.5}, {"high", 2.0}}},
+              {"network",
+               {{"bandwidth", 2e6}, {"latency", 0.001}, {"shards", 2}, {"worker_bandwidth", 3e6},
+                {"message_bytes", 20000}, {"precision", "bf16"}}},
+              {"server", {{"update_seconds", 0.003}}},
+              {"stragglers", {{"probability", 0.1}, {"factor", 4.0}}},
+              {"failures", {{"rate", 0.5}, {"down_time", 0.05}}}}},
+            {"staleness", {{"mode", "uniform"}, {"tau", 2}}},
+            {"engines", json::array({json{{"type", "async"}, {"delay_compensation", 0.04}},
+                                     json{{"type", "sync_backup"}, {"backups", 1}},
+                                     json{{"type", "ssp"}, {"bound", 1}},
+                                     json{{"type", "local_sgd"}, {"steps", 3}},
+                                     json{{"type", "easgd"}, {"period", 3}},
+                                     json{{"type", "easgd"}, {"name", "easgd_sync"}, {"mode", "sync"}, {"period", 2}}})}};
+  std::string d1 = run_config(c, temp_dir("clock1"), 1), d2 = run_config(c, temp_dir("clock2"), 2),
+              d3 = run_config(c, temp_dir("clock3"), 3);
+  for (const char* run : {"async-seed2", "sync_backup-seed2", "ssp-seed2", "local_sgd-seed2", "easgd-seed2",
+                          "easgd_sync-seed2"}) {
+    for (const char* file : {"metrics.csv", "staleness.csv", "workers.csv", "trace.json"}) {
+      std::string a = read_file(d1 + "/" + run + "/" + file);
+      EXPECT_FALSE(a.empty()) << run << "/" << file;
+      EXPECT_EQ(a, read_file(d2 + "/" + run + "/" + file)) << run << "/" << file;
+      EXPECT_EQ(a, read_file(d3 + "/" + run + "/" + file)) << run << "/" << file;
+    }
+    json s1 = json::parse(read_file(d1 + "/" + run + "/summary.json"));
+    for (const std::string& d : {d2, d3}) {
+      json s = json::parse(read_file(d + "/" + run + "/summary.json"));
+      s1["wall_seconds"] = s["wall_seconds"] = 0;
+      EXPECT_EQ(s1, s) << run;
+    }
+    EXPECT_GT(s1["server"]["utilisation"].get<double>(), 0.0) << run;
+    EXPECT_GT(s1["messages"]["to_server"].get<double>(), 0.0) << run;
+  }
+}
