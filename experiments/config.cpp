@@ -92,20 +92,6 @@ json lenet5_conv_json() {
 
 // -------- checks that need more than one key --------
 
-// The data's samples as images, when the config says (Fashion-MNIST, or synthetic data
-// with an image): height x width x channels.
-std::optional<Shape> data_image(const json& data) {
-  const std::string d = text_of(data, "type");
-  if (d == "fashion_mnist") return Shape{28, 28, 1};
-  if (d == "synthetic" && data.contains("image") && data["image"].is_array() && data["image"].size() == 3) {
-    const json& i = data["image"];
-    for (const auto& x : i)
-      if (!x.is_number_integer() || x.get<int64_t>() < 1 || x.get<int64_t>() > 1000000) return std::nullopt;
-    return Shape{int(i[1].get<int64_t>()), int(i[2].get<int64_t>()), int(i[0].get<int64_t>())};
-  }
-  return std::nullopt;
-}
-
 // data.image: [channels, height, width] or []; features, when left out, is their product.
 void resolve_image(const json& user_data, json& data, Validator& v) {
   if (!data.is_object() || !data.contains("image") || !data["image"].is_array() || data["image"].empty()) return;
@@ -269,38 +255,6 @@ void check_model_data(const json& model, const json& data, Validator& v) {
     v.error("data.task", "model '" + m + "' is a classifier: use task \"classification\"");
   if (m == "logistic" && !(d == "synthetic" && int_of(data, "classes", 0) == 2))
     v.error("data", "model 'logistic' is binary: use synthetic classification data with classes 2");
-}
-
-// What a sparse model and its data take, known before anything is loaded: refused when
-// more than the machine has. Data: the sets as stored, twice while they are uploaded (the
-// host's and the backend's copy). Parameters: at least workers + 2 copies (one dense
-// gradient per worker in flight, the server's parameters, the initial host vector).
-// svmlight files are measured when they are read (sim/svmlight_reader.h).
-void check_sparse_memory(const json& model, const json& data, const json& cluster, Validator& v) {
-  const std::string m = text_of(model, "type"), d = text_of(data, "type");
-  if (m != "sparse_logistic" && m != "sparse_softmax") return;
-  const int64_t features = int_of(data, "features", 0), workers = int_of(cluster, "workers", 1);
-  const int64_t classes = int_of(data, "classes", 0);
-  uint64_t data_bytes = 0;
-  if (d == "sparse_synthetic") {
-    const uint64_t nnz = uint64_t(int_of(data, "nnz", 1));
-    for (const char* k : {"train_samples", "test_samples"}) {
-      const uint64_t n = uint64_t(int_of(data, k, 0));
-      data_bytes += sparse_bytes(n, n * nnz);
-    }
-  }
-  uint64_t param_bytes = 0;
-  if (features > 0 && (m == "sparse_logistic" || classes > 0)) {
-    const uint64_t k = m == "sparse_logistic" ? 1 : uint64_t(classes);
-    param_bytes = (uint64_t(features) * k + k) * sizeof(float);
-  }
-  const uint64_t need = 2 * data_bytes + uint64_t(workers + 2) * param_bytes, limit = memory_limit_bytes();
-  if (need <= limit) return;
-  const bool data_larger = 2 * data_bytes >= uint64_t(workers + 2) * param_bytes;
-  v.error(data_larger ? "data.train_samples" : "data.features",
-          "needs about " + format_bytes(need) + " of memory (data: 2 x " + format_bytes(data_bytes) +
-              " while uploading; parameters: (workers + 2) x " + format_bytes(param_bytes) + "), more than the " +
-              format_bytes(limit) + " here: reduce " + (data_larger ? "train_samples or nnz" : "features or cluster.workers"));
 }
 
 // eval.every's range depends on its unit: a time interval must be a whole nanosecond or
@@ -472,7 +426,6 @@ json resolve_run(const json& u, Validator& v) {
                                    {str("name", "", "label for this engine in run ids and plots (default: its type)")});
 
   check_engine(out.value("engine", json::object()), cluster, train, v);
-  check_sparse_memory(model, data, cluster, v);
 
   if (train.contains("global_batch") && train["global_batch"].is_number_integer() && train["global_batch"].get<int64_t>() > 0 &&
       cluster.contains("workers") && cluster["workers"].is_number_integer()) {
@@ -560,6 +513,20 @@ std::string describe_run(const RunSpec& run) {
 }
 
 }  // namespace
+
+// The data's samples as images, when the config says (Fashion-MNIST, or synthetic data
+// with an image): height x width x channels.
+std::optional<Shape> data_image(const json& data) {
+  const std::string d = text_of(data, "type");
+  if (d == "fashion_mnist") return Shape{28, 28, 1};
+  if (d == "synthetic" && data.contains("image") && data["image"].is_array() && data["image"].size() == 3) {
+    const json& i = data["image"];
+    for (const auto& x : i)
+      if (!x.is_number_integer() || x.get<int64_t>() < 1 || x.get<int64_t>() > 1000000) return std::nullopt;
+    return Shape{int(i[1].get<int64_t>()), int(i[2].get<int64_t>()), int(i[0].get<int64_t>())};
+  }
+  return std::nullopt;
+}
 
 // ------------------------------------------------------------------ catalogs
 

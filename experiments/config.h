@@ -3,10 +3,12 @@
 // filled, and expansion into runs (engine x sweep point x repeat). Also the catalogs of
 // models, datasets, staleness modes and learning-rate schedules.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
 #include "experiments/schema.h"
+#include "kernels/shape.h"
 #include "sim/param_info.h"
 
 namespace asgd {
@@ -32,6 +34,10 @@ struct Experiment {
 
 // Reads and parses a JSON file; throws ConfigError naming file, line and column.
 json load_json_file(const std::string& path);
+
+// The data's samples as images, when the data config says (Fashion-MNIST, or synthetic
+// data with an `image`): height x width x channels; nullopt for flat or sparse samples.
+std::optional<Shape> data_image(const json& data);
 // Applies KEY.PATH=VALUE overrides (VALUE parsed as JSON, else taken as a string);
 // "engines[1].type" and "engines.1.type" both address a list element.
 void apply_overrides(json& config, const std::vector<std::string>& sets, const std::string& source);

@@ -3,8 +3,10 @@
 // them (sim/, engines/, kernels/), rounded up for allocator and container overhead; the
 // per-worker and per-row constants were measured (docs/reliability.md).
 #include "experiments/resources.h"
+#include "experiments/config.h"
 #include "experiments/run_parts.h"
 #include "experiments/runner.h"
+#include "sim/dataset.h"
 #include "sim/settings.h"
 #include <sys/resource.h>
 #include <unistd.h>
@@ -43,8 +45,11 @@ std::string text(const json& j, const char* key) {
 struct DataShape {
   double train = 0, test = 0;  // samples
   double in = 0, outputs = 1;  // input dimension, model outputs
-  double stored_values = 0;    // floats the data set occupies (inputs and labels, both sets)
+  int classes = 0;             // what a model is built for (0: regression)
+  Shape image{1, 1, 1};        // one sample as an image (flat: 1 x 1 x in)
+  double stored_values = 0;    // floats' worth of bytes the data set occupies (both sets)
   double raw_bytes = 0;        // bytes read before conversion (IDX pixels)
+  bool sparse = false;
 };
 
 DataShape data_shape(const json& data) {
@@ -54,17 +59,34 @@ DataShape data_shape(const json& data) {
     d.train = num(data, "train_samples");
     d.test = num(data, "test_samples");
     d.in = num(data, "features");
-    d.outputs = text(data, "task") == "regression" ? 1 : num(data, "classes", 10);
+    d.classes = text(data, "task") == "regression" ? 0 : int(num(data, "classes", 10));
+    d.outputs = std::max(1, d.classes);
   } else if (type == "fashion_mnist") {
     double tl = num(data, "train_limit"), sl = num(data, "test_limit");
     d.train = tl > 0 ? std::min(tl, kFashionTrain) : kFashionTrain;
     d.test = sl > 0 ? std::min(sl, kFashionTest) : kFashionTest;
     d.in = kFashionPixels;
+    d.classes = 10;
     d.outputs = 10;
     d.raw_bytes = (kFashionTrain + kFashionTest) * (kFashionPixels + 1);
+  } else if (type == "sparse_synthetic" || type == "svmlight") {  // svmlight: measured when read
+    d.sparse = true;
+    d.in = num(data, "features");
+    d.classes = int(num(data, "classes", 2));
+    d.outputs = d.classes;
+    if (type == "sparse_synthetic") {
+      d.train = num(data, "train_samples");
+      d.test = num(data, "test_samples");
+      const double nnz = num(data, "nnz", 1);
+      d.stored_values = (double(sparse_bytes(uint64_t(d.train), uint64_t(d.train * nnz))) +
+                         double(sparse_bytes(uint64_t(d.test), uint64_t(d.test * nnz)))) / kFloat;
+    }
+    return d;
   } else {  // none: the samples only count epochs
     d.train = num(data, "samples", 1024);
   }
+  if (auto image = data_image(data)) d.image = *image;
+  else d.image = Shape{1, 1, int(std::min(d.in, 2e9))};
   d.stored_values = (d.train + d.test) * (d.in + 1);
   return d;
 }
@@ -105,11 +127,13 @@ double mean_speed_factor(const json& cluster) {
 
 double model_param_count(const json& c) {
   const json& model = c["model"];
-  if (text(model, "type") == "quadratic") return num(model, "dim");
-  std::vector<double> layers = dense_layers(model, data_shape(c["data"]));
-  double p = 0;
-  for (size_t l = 1; l < layers.size(); ++l) p += (layers[l - 1] + 1) * layers[l];
-  return p;
+  if (text(model, "type") == "quadratic") return num(model, "dim");  // not built: its curvature is dim floats
+  const DataShape d = data_shape(c["data"]);
+  try {  // the model the run builds (construction allocates nothing but its layer list)
+    return double(build_model(model, ModelInput{size_t(d.in), d.classes, d.image, "the data"})->num_params());
+  } catch (const std::exception&) {
+    return 0;  // a model its data cannot feed: reported by the config's own checks
+  }
 }
 
 RunScale estimate_run_scale(const json& c, const Distribution& compute) {
@@ -172,7 +196,9 @@ MemoryEstimate estimate_run_memory(const json& c, const Distribution& compute) {
   const double params = model_param_count(c);
   const double vec = params * kFloat;
   const RunScale scale = estimate_run_scale(c, compute);
-  const std::string model_key = text(model, "type") == "quadratic" ? "model.dim" : "model";
+  // The key that sets the model's size: its dim, the data's features (a sparse model has a
+  // row per feature), or the model's layers.
+  const std::string model_key = text(model, "type") == "quadratic" ? "model.dim" : d.sparse ? "data.features" : "model";
   auto add = [&m](std::string key, std::string what, double bytes) {
     if (bytes > 0) m.parts.push_back({std::move(key), std::move(what), bytes});
   };
@@ -215,7 +241,11 @@ MemoryEstimate estimate_run_memory(const json& c, const Distribution& compute) {
   // Data: inputs and labels as floats, on the host and in backend memory (the same RAM
   // on CPU backends), the raw file bytes while converting, and the sample order.
   const std::string data_key = text(c["data"], "type") == "none" ? "data.samples" : "data";
-  add("data", n(d.train) + " + " + n(d.test) + " samples x " + n(d.in) + " features", 2 * d.stored_values * kFloat);
+  if (d.sparse)  // both copies while uploading, as stored (CSR)
+    add("data.train_samples", n(d.train) + " + " + n(d.test) + " sparse samples of " + n(num(c["data"], "nnz", 1)) +
+                                  " features each", 2 * d.stored_values * kFloat);
+  else
+    add("data", n(d.train) + " + " + n(d.test) + " samples x " + n(d.in) + " features", 2 * d.stored_values * kFloat);
   add("data", "the raw data files", d.raw_bytes);
   add(data_key, "the sample order of " + n(d.train) + " samples", d.train * 4);
 
@@ -235,32 +265,6 @@ MemoryEstimate estimate_run_memory(const json& c, const Distribution& compute) {
   return m;
 }
 
-double memory_budget_bytes() {
-  double budget = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE));
-  if (!(budget > 0)) budget = kInf;
-  for (int resource : {RLIMIT_AS, RLIMIT_DATA}) {
-    rlimit r{};
-    if (::getrlimit(resource, &r) == 0 && r.rlim_cur != RLIM_INFINITY) budget = std::min(budget, double(r.rlim_cur));
-  }
-  std::ifstream cgroup("/sys/fs/cgroup/memory.max");  // cgroup v2: "max" or bytes
-  double limit = 0;
-  if (cgroup >> limit && limit > 0) budget = std::min(budget, limit);
-  return budget;
-}
-
-std::string format_bytes(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 6) {
-    bytes /= 1024;
-    ++u;
-  }
-  char s[48];
-  if (!std::isfinite(bytes)) return "unbounded";
-  std::snprintf(s, sizeof(s), bytes < 10 ? "%.1f %s" : "%.0f %s", bytes, units[u]);
-  return s;
-}
-
 void check_run_resources(const json& c, const Distribution& compute, Validator& v) {
   const RunScale scale = estimate_run_scale(c, compute);
   if (!std::isfinite(scale.gradients)) {  // only stop.time bounds it, and steps take no time
@@ -272,7 +276,7 @@ void check_run_resources(const json& c, const Distribution& compute, Validator& 
     return;
   }
   const MemoryEstimate m = estimate_run_memory(c, compute);
-  const double budget = memory_budget_bytes();
+  const double budget = memory_limit_bytes();
   if (m.total <= budget) return;
   const MemoryPart& top = m.parts.front();
   v.error(top.key, "this run would need about " + format_bytes(m.total) + " of memory, more than the " +

@@ -36,13 +36,9 @@ struct MemoryEstimate {
 };
 MemoryEstimate estimate_run_memory(const json& run_config, const Distribution& compute);
 
-// What this process may use: physical memory, lowered by RLIMIT_AS/RLIMIT_DATA and a cgroup
-// memory.max where set.
-double memory_budget_bytes();
-std::string format_bytes(double bytes);
 
 // Reports, into v, a run that cannot advance or that needs more memory than
-// memory_budget_bytes(). `compute` is the run's cluster.compute distribution.
+// memory_limit_bytes() (sim/dataset.h). `compute` is the run's cluster.compute distribution.
 void check_run_resources(const json& run_config, const Distribution& compute, Validator& v);
 
 // The number of parameters of a model config (data dimensions from the data config);

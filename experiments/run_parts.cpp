@@ -111,6 +111,11 @@ std::shared_ptr<LoadedData> load_data(const json& cfg, const std::string& base_d
 }
 
 std::unique_ptr<Model> build_model(const json& m, const LoadedData& data) {
+  return build_model(m, ModelInput{data.host.train.dim, data.host.train.classes, data.host.train.shape,
+                                   data.host.description});
+}
+
+std::unique_ptr<Model> build_model(const json& m, const ModelInput& data) {
   std::string type = m["type"];
   if (type == "quadratic") {
     size_t dim = m["dim"];
@@ -125,13 +130,13 @@ std::unique_ptr<Model> build_model(const json& m, const LoadedData& data) {
     }
     return make_quadratic(std::move(h), m["noise"].get<float>(), m["init"].get<float>());
   }
-  int in = int(data.host.train.dim);
-  int classes = data.host.train.classes;
+  int in = int(data.dim);
+  int classes = data.classes;
   if (type == "sparse_logistic" || type == "sparse_softmax") {
     if (type == "sparse_logistic" && classes != 2)
-      throw DataError("model sparse_logistic is binary, but the data (" + data.host.description + ") has " +
+      throw DataError("model sparse_logistic is binary, but the data (" + data.description + ") has " +
                       std::to_string(classes) + " classes: use sparse_softmax");
-    return make_sparse_linear(data.host.train.dim, classes,
+    return make_sparse_linear(data.dim, classes,
                               type == "sparse_logistic" ? DenseLoss::Logistic : DenseLoss::SoftmaxCrossEntropy);
   }
   if (type == "linear") return make_dense({in, 1}, DenseLoss::Squared);
@@ -144,7 +149,7 @@ std::unique_ptr<Model> build_model(const json& m, const LoadedData& data) {
                                    c["padding"].get<int>(), c["pool"].get<int>()});
     spec.hidden = m["hidden"].get<std::vector<int>>();
     spec.activation = activation;
-    return make_cnn(data.host.train.shape, spec, classes);
+    return make_cnn(data.shape, spec, classes);
   }
   std::vector<int> layers{in};
   if (type == "mlp")

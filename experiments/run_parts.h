@@ -33,6 +33,15 @@ bool read_json(const std::string& path, json& out);
 // Runs with equal keys share one loaded data set (synthetic data depends on the seed).
 json data_key(const json& cfg);
 std::shared_ptr<LoadedData> load_data(const json& cfg, const std::string& base_dir);
+// What a model is built for: features per sample, classes (0: regression), one sample's
+// shape, and the data's description for errors.
+struct ModelInput {
+  size_t dim = 0;
+  int classes = 0;
+  Shape shape;
+  std::string description;
+};
+std::unique_ptr<Model> build_model(const json& model, const ModelInput& input);
 std::unique_ptr<Model> build_model(const json& model, const LoadedData& data);
 // What one draw of cluster.compute stands for (its `per` and `overhead` keys).
 StepCost step_cost_of(const json& cluster);

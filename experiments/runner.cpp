@@ -348,7 +348,7 @@ void check_lanes_fit_in_memory(const Experiment& exp, const std::vector<size_t>&
   std::sort(need.begin(), need.end(), std::greater<double>());
   double together = 0;
   for (int i = 0; i < lanes; ++i) together += need[size_t(i)];
-  const double budget = memory_budget_bytes();
+  const double budget = memory_limit_bytes();
   if (together > budget)
     throw ConfigError("--jobs", {{"", std::to_string(lanes) + " runs side by side would need about " +
                                           format_bytes(together) + " of memory, more than the " + format_bytes(budget) +

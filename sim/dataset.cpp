@@ -1,7 +1,11 @@
 // sim/dataset.cpp — the dense sources, the upload, and the sizes of sparse sets.
 #include "sim/dataset.h"
+#include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <limits>
 #include <stdexcept>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cstdio>
@@ -144,17 +148,30 @@ uint64_t sparse_bytes(uint64_t rows, uint64_t nnz) {
   return (rows + 1) * sizeof(int64_t) + rows * sizeof(float) + nnz * (sizeof(int32_t) + sizeof(float));
 }
 
-uint64_t memory_limit_bytes() {
-  long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : UINT64_MAX;
+double memory_limit_bytes() {
+  double limit = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE));
+  if (!(limit > 0)) limit = std::numeric_limits<double>::infinity();
+  for (int resource : {RLIMIT_AS, RLIMIT_DATA}) {
+    rlimit r{};
+    if (::getrlimit(resource, &r) == 0 && r.rlim_cur != RLIM_INFINITY) limit = std::min(limit, double(r.rlim_cur));
+  }
+  std::ifstream cgroup("/sys/fs/cgroup/memory.max");  // cgroup v2: "max" or bytes
+  double cg = 0;
+  if (cgroup >> cg && cg > 0) limit = std::min(limit, cg);
+  return limit;
 }
 
-std::string format_bytes(uint64_t bytes) {
-  char buf[32];
-  const double gib = double(bytes) / double(1ull << 30);
-  if (gib >= 0.1) std::snprintf(buf, sizeof(buf), "%.1f GiB", gib);
-  else std::snprintf(buf, sizeof(buf), "%.1f MiB", double(bytes) / double(1ull << 20));
-  return buf;
+std::string format_bytes(double bytes) {
+  if (!std::isfinite(bytes)) return "unbounded";
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 6) {
+    bytes /= 1024;
+    ++u;
+  }
+  char s[48];
+  std::snprintf(s, sizeof(s), bytes < 10 ? "%.1f %s" : "%.0f %s", bytes, units[u]);
+  return s;
 }
 
 }  // namespace asgd

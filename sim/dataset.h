@@ -30,10 +30,12 @@ struct HostDataset {
 // Bytes of a sparse set of `rows` samples holding `nnz` features in all, as stored: CSR
 // (row offsets, feature ids, values) and the labels.
 uint64_t sparse_bytes(uint64_t rows, uint64_t nnz);
-// What data may take: the machine's physical memory (bytes).
-uint64_t memory_limit_bytes();
-// "12.3 GiB": bytes for messages.
-std::string format_bytes(uint64_t bytes);
+// What this process may use (bytes): physical memory, lowered by RLIMIT_AS/RLIMIT_DATA
+// and a cgroup memory.max where set. Data loads and the config's memory estimate both
+// compare against it.
+double memory_limit_bytes();
+// "12 GiB", "3.4 MiB": bytes for messages ("unbounded" when not finite).
+std::string format_bytes(double bytes);
 
 struct DataSplit {
   HostDataset train, test;

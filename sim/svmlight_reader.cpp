@@ -232,11 +232,11 @@ DataSplit load_svmlight(const SvmlightSpec& spec) {
     total.colons += counts.back().colons;
   }
   const uint64_t need = 2 * (sparse_bytes(total.lines, total.colons) + total.lines * (sizeof(int64_t) + sizeof(uint32_t)));
-  const uint64_t limit = spec.memory_limit ? spec.memory_limit : memory_limit_bytes();
-  if (need > limit)
+  const double limit = spec.memory_limit ? double(spec.memory_limit) : memory_limit_bytes();
+  if (double(need) > limit)
     throw DataError("data.path: " + spec.path + (spec.test_path.empty() ? "" : " and " + spec.test_path) + " hold up to " +
                     std::to_string(total.lines) + " samples and " + std::to_string(total.colons) +
-                    " stored features: loading them needs about " + format_bytes(need) + ", more than the " +
+                    " stored features: loading them needs about " + format_bytes(double(need)) + ", more than the " +
                     format_bytes(limit) + " of memory here");
 
   SvmlightFile train = read_file(spec.path, spec.features, spec.index_base, counts[0]);

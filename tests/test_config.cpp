@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <regex>
 #include <nlohmann/json.hpp>
+#include "experiments/resources.h"
 #include "test_helpers.h"
 
 using nlohmann::json;
@@ -540,4 +541,27 @@ TEST(ConfigCli, CnnLayersAreCheckedAgainstTheDatasImages) {
   EXPECT_EQ(run["model"]["conv"][0], json::parse(R"({"channels":4,"kernel":3,"padding":0,"pool":2,"stride":1})"));
   EXPECT_EQ(run["model"]["activation"], "relu");
   EXPECT_EQ(run["model"]["arch"], "custom");
+}
+
+// The memory and scale estimates count the parameters of the model the run builds: the
+// CNN's conv and dense layers, the sparse model's row per feature (not 0 as when only
+// dense layer lists were counted).
+TEST(ResourceEstimate, CountsTheParametersOfTheModelTheRunBuilds) {
+  auto count = [](json c) { return model_param_count(resolve_experiment(c, "test", ".").runs.front().config); };
+  json mlp = tiny();
+  mlp["model"] = {{"type", "mlp"}, {"hidden", {5}}};
+  EXPECT_EQ(count(mlp), (6 + 1) * 5 + (5 + 1) * 3);
+  json lenet = tiny();
+  lenet["model"] = {{"type", "cnn"}, {"arch", "lenet5"}};
+  lenet["data"] = {{"type", "synthetic"}, {"classes", 10}, {"image", {1, 28, 28}}, {"train_samples", 64}, {"test_samples", 16}};
+  EXPECT_EQ(count(lenet), 61706);  // LeNet-5 as README.md states it
+  json sparse = tiny();
+  sparse["model"] = {{"type", "sparse_softmax"}};
+  sparse["data"] = {{"type", "sparse_synthetic"}, {"features", 5000}, {"nnz", 10}, {"classes", 3},
+                    {"train_samples", 300}, {"test_samples", 100}};
+  EXPECT_EQ(count(sparse), 5000 * 3 + 3);
+  json quad = tiny();
+  quad["model"] = {{"type", "quadratic"}, {"dim", 1000}};
+  quad["data"] = {{"type", "none"}};
+  EXPECT_EQ(count(quad), 1000);
 }

@@ -776,8 +776,8 @@ TEST(SparseConfig, ValidationNamesTheKeyAtFault) {
       {{"data.type=svmlight"}, "data.path", "missing required key"},
       {{"data.featurs=10"}, "data.featurs", "features"},
       {{"data.train_samples=100000000", "data.nnz=1000", "data.features=1000000"}, "data.train_samples",
-       "needs about"},
-      {{"data.classes=1000", "data.features=10000000", "cluster.workers=64"}, "data.features", "needs about"},
+       "would need about"},
+      {{"data.classes=1000", "data.features=10000000", "cluster.workers=64"}, "data.features", "would need about"},
   };
   write_text(dir + "/c.json", sparse_config().dump());
   CommandResult ok = run_cli("validate " + dir + "/c.json");
