@@ -418,6 +418,10 @@ json resolve_run(const json& u, Validator& v) {
   out["cluster"] = cluster;
 
   json st = v.component(u.value("staleness", json::object()), "staleness", "mode", staleness_catalog(), {}, "emergent");
+  if (st.contains("until_epoch") && st["until_epoch"].is_number() && st["from_epoch"].is_number() &&
+      st["until_epoch"].get<double>() > 0 && st["until_epoch"].get<double>() <= st["from_epoch"].get<double>())
+    v.error("staleness.until_epoch", st["until_epoch"].dump() + " is not after staleness.from_epoch (" +
+                                         st["from_epoch"].dump() + "): the window would be empty; use 0 for no end");
   out["staleness"] = st;
   out["real"] = v.object(u.value("real", json::object()), "real", section("real").params);
 
@@ -703,14 +707,26 @@ const std::vector<ComponentInfo>& data_catalog() {
 }
 
 const std::vector<ComponentInfo>& staleness_catalog() {
+  std::vector<ParamInfo> window = {
+      num("from_epoch", 0.0, "forced staleness applies from this epoch on (before it: emergent only)", 0),
+      num("until_epoch", 0.0, "... and until this epoch (0 = to the end; else > from_epoch)", 0),
+      str("at", "read",
+          "what the lag counts back from: the version current when the gradient is read (emergent staleness adds "
+          "to it), or the one current when it arrives at the server (applied exactly the lag late, at any worker count)",
+          {"read", "apply"})};
+  auto with = [&](std::vector<ParamInfo> extra) {
+    std::vector<ParamInfo> p = extra;
+    p.insert(p.end(), window.begin(), window.end());
+    return p;
+  };
   static const std::vector<ComponentInfo> c = {
       {"emergent", "staleness arises from timing alone", {}},
       {"fixed", "each gradient is computed on the version tau updates older than the current one",
-       {integer("tau", nullptr, "the lag T")}},
-      {"uniform", "lag drawn uniformly from 0..tau per gradient", {integer("tau", nullptr, "largest lag")}},
+       with({integer("tau", nullptr, "the lag T")})},
+      {"uniform", "lag drawn uniformly from 0..tau per gradient", with({integer("tau", nullptr, "largest lag")})},
       {"geometric", "lag drawn from a geometric distribution with the given mean, capped at max",
-       {num("mean", nullptr, "mean lag (at most 1e8: the cap ceil(10 * mean) is stored in 32 bits)", 0, true, 1e8),
-        integer("max", 0, "cap on the lag (0 = ceil(10 * mean))")}},
+       with({num("mean", nullptr, "mean lag (at most 1e8: the cap ceil(10 * mean) is stored in 32 bits)", 0, true, 1e8),
+             integer("max", 0, "cap on the lag (0 = ceil(10 * mean))")})},
   };
   return c;
 }

@@ -92,6 +92,11 @@ RunSettings settings_from_config(const json& c) {
     uint32_t cap = sl["max"];
     s.staleness_tau = cap > 0 ? cap : uint32_t(std::ceil(10.0 * s.staleness_mean));
   }
+  if (mode != "emergent") {
+    s.staleness_from_epoch = sl["from_epoch"];
+    s.staleness_until_epoch = sl["until_epoch"];
+    s.staleness_at_apply = sl["at"] == "apply";
+  }
   const json& net = c["cluster"]["network"];
   s.network.latency = net["latency"];
   s.network.bandwidth = net["bandwidth"];

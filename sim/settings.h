@@ -46,6 +46,15 @@ struct RunSettings {
   StalenessMode staleness = StalenessMode::Emergent;
   uint32_t staleness_tau = 0;          // fixed: T; uniform: upper bound; geometric: cap
   double staleness_mean = 0.0;         // geometric mean
+  // Forced staleness applies to gradients read (or, at apply, arriving) while the epoch is
+  // in [from, until); until 0 = to the end.
+  double staleness_from_epoch = 0.0;
+  double staleness_until_epoch = 0.0;
+  // false ("read"): a gradient is computed on the version lag updates older than the one
+  // current when it is read, and emergent staleness adds to the lag. true ("apply"): it is
+  // computed on the version lag updates older than the one current when it arrives at the
+  // server, so it is applied exactly lag updates late, whatever the worker count.
+  bool staleness_at_apply = false;
 
   NetworkSpec network;
   Precision precision = Precision::Fp32;

@@ -125,7 +125,10 @@ size_t Simulation::history_needed() const {
 
 Snapshot Simulation::read_for(int worker, uint32_t step, const ParameterStore& store) {
   uint64_t lag = 0;
-  switch (settings_.staleness) {
+  const double ep = epoch();
+  const bool in_window = ep >= settings_.staleness_from_epoch &&
+                         (settings_.staleness_until_epoch <= 0 || ep < settings_.staleness_until_epoch);
+  switch (in_window ? settings_.staleness : StalenessMode::Emergent) {
     case StalenessMode::Emergent: break;
     case StalenessMode::Fixed: lag = settings_.staleness_tau; break;
     case StalenessMode::Uniform: {
@@ -167,6 +170,7 @@ void Simulation::launch(const Step& st) {
   job->received = st.pull || st.reply;
   job->pushed = st.push;
   job->submitted = false;
+  job->read_at_arrival = st.pull && settings_.staleness_at_apply && settings_.staleness != StalenessMode::Emergent;
   job->accounted = false;
   job->before = st.before;
   if (st.before.grad_buffer) {  // the step's gradient buffer becomes the job's output (see DeferredStep)
@@ -197,6 +201,10 @@ void Simulation::launch(const Step& st) {
   size_t slot = take_slot(std::move(job));
   if (st.pull && served > now()) {  // queued behind other transfers: read when served
     queue_.push(served, EventKind::PullServed, worker, slot);
+    return;
+  }
+  if (st.pull && raw->read_at_arrival) {  // read when it arrives; nothing to compute before
+    schedule_after_read(*raw, slot);
     return;
   }
   if (st.pull) {
@@ -251,6 +259,10 @@ void Simulation::handle_pull_served(const Event& e) {
     std::unique_ptr<GradientJob> lost = std::move(in_flight_[slot]);
     free_slots_.push_back(slot);
     lose_if_stale(lost);
+    return;
+  }
+  if (job.read_at_arrival) {
+    schedule_after_read(job, slot);
     return;
   }
   job.read = read_for(job.worker, job.step, *job.source);
@@ -443,6 +455,11 @@ void Simulation::handle_arrival(const Event& e) {
   std::unique_ptr<GradientJob> job = std::move(in_flight_[slot]);
   free_slots_.push_back(slot);
   if (lose_if_stale(job)) return;
+  if (job->read_at_arrival) {  // staleness.at = apply: the lag counts back from the version now
+    job->read = read_for(job->worker, job->step, *job->source);
+    job->read_version = job->read.version;
+    submit(job.get());
+  }
   await(*job);
   if (!engine_->keeps_read_params()) job->read = Snapshot{};
 

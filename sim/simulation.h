@@ -92,6 +92,7 @@ struct GradientJob {
   bool received = false;        // a message brought the parameters (a pull or a reply)
   bool pushed = false;          // the result travels to the server
   bool submitted = false;       // handed to the pool (a pull is handed over once served)
+  bool read_at_arrival = false; // staleness.at = apply: read (and computed) when it arrives
   bool accounted = false;       // its time is in the worker's compute/comm counters
   DeferredStep before;          // applied to `read` before computing (see DeferredStep)
   WorkerPool::Ticket ticket;

@@ -190,6 +190,68 @@ TEST(AsyncEngine, FixedStalenessIsDelayedSgdUpdateByUpdate) {
   EXPECT_DOUBLE_EQ(st[T + 2], double(T));
 }
 
+// staleness.at = "apply": each gradient is computed on the version tau updates older than
+// the one current when it arrives, so with 4 workers async is still exactly delayed SGD
+// w[t+1] = w[t] - lr * grad(w[max(t-T, 0)]) (the quadratic's gradient does not depend on
+// the minibatch). At "read", the 4 workers' emergent staleness adds to T.
+TEST(AsyncEngine, StalenessAtApplyIsDelayedSgdAtAnyWorkerCount) {
+  const int T = 3;
+  const double lr = 0.3;
+  const std::vector<double> h{1.0, 2.0, 3.5};
+  json c = {{"name", "at_apply"},
+            {"model", {{"type", "quadratic"}, {"dim", 3}, {"curvature", h}, {"init", 1.0}}},
+            {"train", {{"batch_size", 1}, {"lr", lr}}},
+            {"stop", {{"updates", 30}}},
+            {"eval", {{"every", 1}, {"unit", "updates"}}},
+            {"cluster", {{"workers", 4}, {"compute", {{"dist", "exponential"}, {"mean", 0.01}}}}},
+            {"staleness", {{"mode", "fixed"}, {"tau", T}, {"at", "apply"}}},
+            {"engines", json::array({json{{"type", "async"}}})}};
+  std::vector<std::vector<double>> w{{1.0, 1.0, 1.0}};
+  for (int t = 0; t < 30; ++t) {
+    std::vector<double> next = w[t];
+    for (size_t i = 0; i < 3; ++i) next[i] -= lr * h[i] * w[std::max(t - T, 0)][i];
+    w.push_back(next);
+  }
+  auto loss_at = [&](int t) {
+    double f = 0;
+    for (size_t i = 0; i < 3; ++i) f += 0.5 * h[i] * w[t][i] * w[t][i];
+    return f;
+  };
+  for (int threads : {1, 2}) {
+    Metrics m = read_metrics(run_config(c, temp_dir("apply"), threads) + "/async-seed1/metrics.csv");
+    auto loss = m.column("train_loss");
+    ASSERT_EQ(loss.size(), 31u);
+    for (int t = 0; t <= 30; ++t) EXPECT_NEAR(loss[t], loss_at(t), 1e-5 * std::max(1.0, loss_at(t))) << "update " << t;
+    auto st = m.column("mean_staleness");
+    for (int t = T + 1; t <= 30; ++t) EXPECT_EQ(st[t], double(T)) << "update " << t;
+  }
+  c["staleness"]["at"] = "read";
+  Metrics r = read_metrics(run_config(c, temp_dir("read")) + "/async-seed1/metrics.csv");
+  double mean = 0;
+  for (int t = T + 1; t <= 30; ++t) mean += r.column("mean_staleness")[t] / (30 - T);
+  EXPECT_GT(mean, T + 1.5) << "at read, the 4 workers' own staleness adds to T";
+}
+
+// staleness.from_epoch / until_epoch: forced staleness only for gradients read inside the
+// window. One worker, batch 1, 10 samples an epoch: the gradient of update t is read at
+// epoch (t - 1) / 10, so updates 11..20 are T stale and the others fresh.
+TEST(AsyncEngine, ForcedStalenessOnlyInsideItsEpochWindow) {
+  const int T = 3;
+  json c = {{"name", "window"},
+            {"model", {{"type", "quadratic"}, {"dim", 3}, {"curvature", 1.0}, {"init", 1.0}}},
+            {"data", {{"type", "none"}, {"samples", 10}}},
+            {"train", {{"batch_size", 1}, {"lr", 0.1}}},
+            {"stop", {{"updates", 30}}},
+            {"eval", {{"every", 1}, {"unit", "updates"}}},
+            {"cluster", {{"workers", 1}}},
+            {"staleness", {{"mode", "fixed"}, {"tau", T}, {"from_epoch", 1}, {"until_epoch", 2}}},
+            {"engines", json::array({json{{"type", "async"}}})}};
+  Metrics m = read_metrics(run_config(c, temp_dir("window")) + "/async-seed1/metrics.csv");
+  auto st = m.column("mean_staleness");
+  ASSERT_EQ(st.size(), 31u);
+  for (int t = 1; t <= 30; ++t) EXPECT_EQ(st[t], t >= 11 && t <= 20 ? double(T) : 0.0) << "update " << t;
+}
+
 // Chen et al. 2016 with b = 0 is exactly sync.
 TEST(SyncBackupEngine, ZeroBackupsEqualsSync) {
   std::string out = temp_dir("eng");
