@@ -94,6 +94,8 @@ struct Row {
   Row& control() { is_control = true; return *this; }
   Row& limit(double seconds) { timeout = seconds; return *this; }
 };
+// gtest prints a parameter in test listings (and ctest's names): the row's id, not its bytes.
+void PrintTo(const Row& r, std::ostream* os) { *os << r.id; }
 
 Row row(std::string id, int defect, std::string command, int exit, std::vector<std::string> words = {},
         std::vector<std::string> state = {}) {
