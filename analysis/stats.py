@@ -207,7 +207,9 @@ def format_estimate(mean, half, n=2):
     if half is None or n < 2 or not math.isfinite(float(half)):
         return format_value(mean)
     mean, half = float(mean), abs(float(half))
-    if half == 0:
+    # A spread below double rounding of the mean (identical values summed in another
+    # order: 56.32 vs 56.320000000000007) is no spread: shown as 0, not to 17 digits.
+    if half == 0 or half <= 1e-12 * abs(mean):
         return f"{format_value(mean)} \u00b1 0"
     largest = max(abs(mean), half)
     if PLAIN_LOW <= largest < PLAIN_HIGH:

@@ -96,7 +96,8 @@ class FormatTest(unittest.TestCase):
                  (-0.001, 0.5): "0.00 \u00b1 0.50",          # no "-0.00"
                  (3.2e-5, 1.1e-6): "(3.20 \u00b1 0.11)\u00d710\u207b\u2075",
                  (1.234e7, 5.6e4): "(1.2340 \u00b1 0.0056)\u00d710\u2077",
-                 (0.5, 0.0): "0.5 \u00b1 0"}
+                 (0.5, 0.0): "0.5 \u00b1 0",
+                 (56.32000000000001, 9.9e-15): "56.32 \u00b1 0"}  # rounding noise, no spread
         for (mean, half), text in cases.items():
             with self.subTest(mean=mean, half=half):
                 self.assertEqual(stats.format_estimate(mean, half), text)
