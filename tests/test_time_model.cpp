@@ -544,3 +544,29 @@ TEST(Determinism, TheWholeTimeModelIsByteIdenticalAcrossThreadCounts) {
     EXPECT_GT(s1["messages"]["to_server"].get<double>(), 0.0) << run;
   }
 }
+
+// The shipped study experiments/configs/sync_equivalence.json at a reduced size (#21): its
+// headline is a theorem, so CI checks it. Sync over 8 workers of 32 and over 1 worker of
+// 256 log the same rate at the same epochs, reach each evaluation 8 times sooner in
+// virtual time (constant compute per sample, free network: exactly), and train the same
+// model up to float summation order.
+TEST(Studies, SyncEquivalenceHoldsAtReducedSize) {
+  const std::string config = std::string(ASGD_SOURCE_DIR) + "/experiments/configs/sync_equivalence.json";
+  const std::string out = temp_dir("synceq");
+  CommandResult r = run_cli("run " + config + " --out " + out + " --quiet --set data.train_limit=4096 " +
+                            "--set data.test_limit=1000 --set repeats=1 --set stop.epochs=1 " +
+                            "--set train.lr_schedule.total_epochs=1 --set eval.train_samples=1000");
+  if (r.exit_code == 2 && r.output.find("fashion") != std::string::npos) GTEST_SKIP() << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  Metrics one = read_metrics(out + "/sync_equivalence/sync-workers=1-seed1/metrics.csv");
+  Metrics eight = read_metrics(out + "/sync_equivalence/sync-workers=8-seed1/metrics.csv");
+  ASSERT_EQ(one.column("epoch"), eight.column("epoch"));
+  ASSERT_GE(one.column("epoch").size(), 3u);
+  EXPECT_EQ(one.column("lr"), eight.column("lr"));
+  EXPECT_EQ(one.column("updates"), eight.column("updates"));
+  for (size_t i = 1; i < one.column("time").size(); ++i) {
+    EXPECT_NEAR(one.column("time")[i], 8 * eight.column("time")[i], 1e-9 * one.column("time")[i]) << "row " << i;
+    EXPECT_NEAR(one.column("train_loss")[i], eight.column("train_loss")[i], 1e-3 * one.column("train_loss")[i])
+        << "row " << i;
+  }
+}
