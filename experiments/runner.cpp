@@ -292,6 +292,7 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   std::unique_ptr<Model> model = build_model(run.config["model"], *data);
   ComputeTimeModel compute = build_compute_model(run.config, settings, exp.base_dir);
   Recorder recorder(settings.trace);
+  recorder.set_process(int(k) + 1, run.run_id);  // trace.json: a process per run, in run order
   std::unique_ptr<Engine> engine = make_engine(run.config["engine"]);
   RunOutcome outcome;
   {

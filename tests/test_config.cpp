@@ -173,6 +173,62 @@ TEST(ConfigCli, ADifferentConfigNeverOverwritesARunFolderSilently) {
   EXPECT_NE(read_file(dir + "/out/tiny/async-seed1/metrics.csv"), before);
 }
 
+// ---- trace.json: a process per run; spans carry step, staleness and bytes ----
+
+TEST(Trace, EachRunIsAProcessAndSpansCarryStepStalenessAndBytes) {
+  std::string dir = temp_dir("trace");
+  json c = tiny();
+  c["repeats"] = 2;
+  c["cluster"]["workers"] = 3;
+  c["stop"]["updates"] = 30;
+  c["cluster"]["network"] = {{"latency", 0.001}};  // messages take time: pull and push spans
+  write_text(dir + "/c.json", c.dump());
+  CommandResult r = run_cli("run " + dir + "/c.json --quiet --trace --out " + dir + "/out");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (int k = 0; k < 2; ++k) {
+    const std::string run_dir = dir + "/out/tiny/async-seed" + std::to_string(k + 1);
+    json trace = json::parse(read_file(run_dir + "/trace.json"));
+    json summary = json::parse(read_file(run_dir + "/summary.json"));
+    std::map<uint64_t, uint64_t> traced_staleness;
+    int named = 0;
+    std::map<std::pair<int, int64_t>, int> spans_of_step;
+    for (const auto& e : trace["traceEvents"]) {
+      EXPECT_EQ(e["pid"], k + 1) << e.dump();  // the run's index in the experiment, 1-based
+      if (e["ph"] == "M" && e["name"] == "process_name") {
+        EXPECT_EQ(e["args"]["name"], "async-seed" + std::to_string(k + 1));
+        ++named;
+      }
+      if (e["ph"] != "X") continue;
+      const std::string name = e["name"];
+      if (name == "pull" || name == "compute" || name == "push") {
+        ASSERT_TRUE(e.contains("args") && e["args"].contains("step")) << e.dump();
+        spans_of_step[{e["tid"].get<int>(), e["args"]["step"].get<int64_t>()}]++;
+        EXPECT_EQ(e["args"].contains("bytes"), name != "compute") << e.dump();
+        if (name != "compute")  // a parameter-sized message: softmax 6 features x 3 classes + 3 biases, fp32
+          EXPECT_EQ(e["args"]["bytes"], (6 * 3 + 3) * 4) << e.dump();
+        if (name == "compute" && e["args"].contains("staleness"))
+          traced_staleness[e["args"]["staleness"].get<uint64_t>()]++;
+      }
+    }
+    EXPECT_EQ(named, 1);
+    // a step's pull, compute and push (the last steps may be cut off by the run's end)
+    int whole = 0;
+    for (const auto& [key, n] : spans_of_step) {
+      EXPECT_LE(n, 3) << "worker track " << key.first << " step " << key.second;
+      whole += n == 3;
+    }
+    EXPECT_GE(whole, 30);
+    // every applied gradient's compute span carries its staleness: the histogram is staleness.csv's
+    std::map<uint64_t, uint64_t> hist;
+    std::istringstream csv(read_file(run_dir + "/staleness.csv"));
+    std::string line;
+    std::getline(csv, line);
+    while (std::getline(csv, line)) hist[std::stoull(line.substr(0, line.find(',')))] = std::stoull(line.substr(line.find(',') + 1));
+    EXPECT_EQ(traced_staleness, hist);
+    EXPECT_GT(hist.size(), 1u);  // 3 async workers: gradients of several staleness values
+  }
+}
+
 // ---- sweeps as Hydra-style tools do them ----
 
 TEST(Sweeps, SetSweepKeyAddsOneKeyBesideTheOthers) {
