@@ -33,8 +33,10 @@ TRACE_COLOURS = {"compute": "tab:blue", "push": "tab:orange", "pull": "tab:green
                  "wait": "#c8c8c8", "apply": "tab:red"}
 OTHER_TRACE_COLOUR = "tab:purple"
 WORKERS_KEY = "cluster.workers"
-# Timeline rows beyond this many threads would make an unreadably tall image.
-MAX_TIMELINE_THREADS = 48
+# Past this many workers, a bar per worker is unreadable: the timeline aggregates the
+# workers into heat-map rows (the share of workers in each state over time) and the
+# utilisation figure into a heat map (a column per worker), so no worker is left out.
+MAX_WORKER_ROWS = 64
 # A diverged run's loss can reach 1e30 before it turns NaN; the y axis stops at this
 # factor above the largest value any completed run shows, so curves stay readable.
 DIVERGED_HEADROOM = 10.0
@@ -800,41 +802,89 @@ def thread_label(tid, names):
     return f"worker {tid - 1}" if isinstance(tid, int) else str(tid)
 
 
-def shown_threads(spans):
-    """Thread ids in order (server first), at most MAX_TIMELINE_THREADS of them."""
+def is_worker_track(tid):
+    """Worker w is track w + 1 (sim/recorder.h); 0 and non-integer tracks are not workers."""
+    return isinstance(tid, int) and tid > 0
+
+
+def timeline_rows(spans):
+    """The rows of a run's timeline: ("thread", tid) for the server and other tracks, then
+    one ("thread", tid) per worker when there are at most MAX_WORKER_ROWS workers, else
+    one ("share", kind) heat-map row per state the workers were in, covering every worker."""
     tids = sorted({s["tid"] for s in spans},
                   key=lambda t: (0, t, "") if isinstance(t, int) else (1, 0, str(t)))
-    return tids[:MAX_TIMELINE_THREADS], len(tids)
+    others = [("thread", t) for t in tids if not is_worker_track(t)]
+    workers = [t for t in tids if is_worker_track(t)]
+    if len(workers) <= MAX_WORKER_ROWS:
+        return others + [("thread", t) for t in workers], len(workers)
+    kinds = {s["name"] for s in spans if is_worker_track(s["tid"])}
+    ordered = [k for k in TRACE_COLOURS if k in kinds] + sorted(kinds - set(TRACE_COLOURS))
+    return others + [("share", k) for k in ordered], len(workers)
 
 
-def draw_trace_panel(ax, run, spans, names, window_seconds, max_events):
+def busy_share(spans, edges, workers):
+    """Per bin [edges[i], edges[i+1]): the time the spans cover in it over workers x the
+    bin's width, i.e. the mean share of workers in the spans' state (0..1).
+    Coverage up to t = sum over spans of clip(t - start, 0, duration), from sorted starts
+    and ends, so a long trace costs O((spans + bins) log spans)."""
+    start = np.sort(np.array([s["ts"] for s in spans], dtype=float))
+    end = np.sort(np.array([s["ts"] + s["dur"] for s in spans], dtype=float))
+    cum_start = np.concatenate([[0.0], np.cumsum(start)])
+    cum_end = np.concatenate([[0.0], np.cumsum(end)])
+    started = np.searchsorted(start, edges, side="right")
+    ended = np.searchsorted(end, edges, side="right")
+    covered = (started * edges - cum_start[started]) - (ended * edges - cum_end[ended])
+    return np.diff(covered) / (workers * np.diff(edges))
+
+
+def draw_trace_panel(ax, run, spans, names, window_seconds, max_events, bins=400):
     begin, end = trace_window(spans, window_seconds, max_events)
-    tids, thread_count = shown_threads(spans)
-    rows = {tid: i for i, tid in enumerate(tids)}
-    bars = {}  # (tid, kind) -> [(start s, duration s)]
+    rows, worker_count = timeline_rows(spans)
+    index = {row: i for i, row in enumerate(rows)}
+    bars = {}  # (row, kind) -> [(start s, duration s)]
     for s in spans:
-        if s["tid"] in rows and s["ts"] < end and s["ts"] + s["dur"] >= begin:
-            bars.setdefault((s["tid"], s["name"]), []).append((s["ts"] / 1e6, s["dur"] / 1e6))
-    for (tid, kind), ranges in bars.items():
-        ax.broken_barh(ranges, (rows[tid] - 0.4, 0.8), lw=0,
+        row = index.get(("thread", s["tid"]))
+        if row is not None and s["ts"] < end and s["ts"] + s["dur"] >= begin:
+            bars.setdefault((row, s["name"]), []).append((s["ts"] / 1e6, s["dur"] / 1e6))
+    for (row, kind), ranges in bars.items():
+        ax.broken_barh(ranges, (row - 0.4, 0.8), lw=0,
                        facecolors=TRACE_COLOURS.get(kind, OTHER_TRACE_COLOUR))
-    ax.set_yticks(range(len(tids)), [thread_label(t, names) for t in tids],
-                  fontsize="small" if len(tids) <= 24 else "xx-small")
-    ax.set_ylim(len(tids) - 0.5, -0.5)  # server on top
+    kinds = {kind for _, kind in bars}
+    shares = [(i, kind) for (what, kind), i in index.items() if what == "share"]
+    ax.asgd_shares = {}  # kind -> (bin edges in s, share of workers per bin), for tests
+    if shares and end > begin:
+        edges = np.linspace(begin, end, bins + 1)
+        for i, kind in shares:
+            share = busy_share([s for s in spans if is_worker_track(s["tid"]) and
+                                s["name"] == kind], edges, worker_count)
+            ax.asgd_shares[kind] = (edges / 1e6, share)
+            colour = matplotlib.colors.to_rgb(TRACE_COLOURS.get(kind, OTHER_TRACE_COLOUR))
+            image = np.ones((1, len(share), 4))
+            image[0, :, :3] = colour
+            image[0, :, 3] = np.clip(share, 0.0, 1.0)  # opacity = share of workers in the state
+            ax.imshow(image, aspect="auto", interpolation="nearest",
+                      extent=(begin / 1e6, end / 1e6, i + 0.4, i - 0.4))
+            kinds.add(kind)
+    labels = [thread_label(key, names) if what == "thread" else
+              f"{kind}: share of {worker_count} workers" for what, key in rows
+              for kind in [key]]
+    ax.set_yticks(range(len(rows)), labels, fontsize="small" if len(rows) <= 24 else "xx-small")
+    ax.set_ylim(len(rows) - 0.5, -0.5)  # server on top
     ax.set_xlim(begin / 1e6, end / 1e6)
     ax.set_xlabel("virtual time (s)")
     total = (max(s["ts"] + s["dur"] for s in spans) - begin) / 1e6
     shown = "whole run" if end >= begin + total * 1e6 else \
         f"first {(end - begin) / 1e6:.3g} s of {total:.3g} s"
-    if thread_count > len(tids):
-        shown += f"; first {len(tids)} of {thread_count} threads"
+    if shares:
+        shown += f"; {worker_count} workers as heat-map rows (opacity = share of workers)"
     ax.set_title(f"{run.engine}: run {run.run_id}, seed {run.seed} ({shown})",
                  fontsize="medium")
-    return {kind for _, kind in bars}
+    return kinds
 
 
 def draw_timeline(groups, window_seconds=None, max_events=2000):
-    """One panel per engine (its first traced run): bars per thread for each event kind."""
+    """One panel per engine (its first traced run): bars per thread for each event kind;
+    past MAX_WORKER_ROWS workers, one heat-map row per worker state instead."""
     traced = []
     for run in first_traced_run_per_engine(groups):
         spans, names = read_trace(run.trace_path)
@@ -848,7 +898,7 @@ def draw_timeline(groups, window_seconds=None, max_events=2000):
             begin, end = trace_window(spans, None, max_events)
             windows.append((end - begin) / 1e6)
         window_seconds = min(windows) if min(windows) > 0 else None
-    heights = [1.2 + 0.28 * len(shown_threads(spans)[0]) for _, spans, _ in traced]
+    heights = [1.2 + 0.28 * len(timeline_rows(spans)[0]) for _, spans, _ in traced]
     fig = Figure(figsize=(11.0, sum(heights) + 0.3), layout="constrained")
     axes = fig.subplots(len(traced), 1, squeeze=False, height_ratios=heights)[:, 0]
     kinds = set()
@@ -862,6 +912,12 @@ def draw_timeline(groups, window_seconds=None, max_events=2000):
 
 # ---------------------------------------------------------------- workers
 
+WORKER_PARTS = (("compute_time", "compute", TRACE_COLOURS["compute"]),
+                ("comm_time", "communication", TRACE_COLOURS["push"]),
+                ("wait_time", "waiting", TRACE_COLOURS["wait"]),
+                ("down_time", "down", "black"))
+
+
 def first_run_with_workers_per_engine(groups):
     picks = {}
     for group in groups:
@@ -872,46 +928,84 @@ def first_run_with_workers_per_engine(groups):
     return list(picks.values())
 
 
+def worker_times(run):
+    """(worker indices, {column: seconds per worker}) from workers.csv, every worker, in
+    order; a column the file lacks is absent, a value that is not finite counts 0."""
+    table = run.workers.dropna(subset=["worker"]).sort_values("worker")
+    times = {column: np.nan_to_num(table[column].to_numpy(dtype=float), nan=0.0, posinf=0.0)
+             for column, _, _ in WORKER_PARTS if column in table}
+    return table["worker"].to_numpy(), times
+
+
+def utilisation_text(times):
+    """'compute 62%, comm 20%, waiting 18%' of all workers' time together (down if any)."""
+    total = sum(v.sum() for v in times.values())
+    if total <= 0:
+        return ""
+    words = {"compute_time": "compute", "comm_time": "comm", "wait_time": "waiting",
+             "down_time": "down"}
+    return ", ".join(f"{words[c]} {100 * v.sum() / total:.0f}%" for c, v in times.items()
+                     if c != "down_time" or v.sum() > 0)
+
+
+def draw_worker_bars(ax, worker, times):
+    bottom = np.zeros(len(worker))
+    for column, _, colour in WORKER_PARTS:
+        if column in times:
+            ax.bar(worker, times[column], bottom=bottom, color=colour, width=0.8)
+            bottom += times[column]
+    ax.set_xlabel("worker")
+    ax.set_ylabel("virtual time (s)")
+    if len(worker) <= 32:
+        ax.set_xticks(worker, [str(int(w)) for w in worker], fontsize="small")
+    ax.grid(True, axis="y", alpha=0.3)
+    return bottom.max() if len(bottom) else 0.0
+
+
+def draw_worker_heatmap(fig, ax, worker, times):
+    """Rows: compute, communication, waiting, down; a column per worker; colour: the
+    share of the worker's time (its four times add up to the run's time)."""
+    present = [(c, label) for c, label, _ in WORKER_PARTS if c in times]
+    total = sum(times[c] for c, _ in present)
+    share = np.array([np.divide(times[c], total, out=np.zeros(len(worker)), where=total > 0)
+                      for c, _ in present])
+    image = ax.imshow(share, aspect="auto", interpolation="nearest", cmap="viridis",
+                      vmin=0.0, vmax=1.0,
+                      extent=(worker[0] - 0.5, worker[-1] + 0.5, len(present) - 0.5, -0.5))
+    ax.asgd_share = share  # rows as ax.get_yticklabels(), for tests
+    ax.set_yticks(range(len(present)), [label for _, label in present], fontsize="small")
+    ax.set_xlabel(f"worker (all {len(worker)})")
+    fig.colorbar(image, ax=ax, label="share of the worker's time", shrink=0.8)
+
+
 def draw_workers(groups):
-    """Compute, communication and waiting virtual time per worker, stacked, for each
-    engine's first run (workers.csv: compute_time, comm_time, wait_time; down_time when a
-    worker failed)."""
+    """Compute, communication, waiting (and down) virtual time per worker for each
+    engine's first run (workers.csv), every worker: stacked bars up to MAX_WORKER_ROWS
+    workers, past that a heat map with a column per worker."""
     picks = first_run_with_workers_per_engine(groups)
     if not picks:
         return None
     columns = min(len(picks), 3)
     rows = math.ceil(len(picks) / columns)
-    fig = Figure(figsize=(4.2 * columns, 3.2 * rows), layout="constrained")
-    axes = fig.subplots(rows, columns, squeeze=False, sharey=True).ravel()  # times compare
-    parts = (("compute_time", "compute", TRACE_COLOURS["compute"]),
-             ("comm_time", "communication", TRACE_COLOURS["push"]),
-             ("wait_time", "waiting", TRACE_COLOURS["wait"]),
-             ("down_time", "down", "black"))
+    fig = Figure(figsize=(4.6 * columns, 3.2 * rows), layout="constrained")
+    axes = fig.subplots(rows, columns, squeeze=False).ravel()
+    bar_axes, top = [], 0.0
     for ax, run in zip(axes, picks):
-        table = run.workers.dropna(subset=["worker"]).sort_values("worker")
-        worker = table["worker"].to_numpy()
-        bottom = np.zeros(len(worker))
-        shares = {}
-        for column, _, colour in parts:
-            if column not in table:
-                continue
-            value = np.nan_to_num(table[column].to_numpy(), nan=0.0, posinf=0.0)
-            ax.bar(worker, value, bottom=bottom, color=colour, width=0.8)
-            bottom += value
-            shares[column] = value.sum()
-        total = bottom.sum()
-        used = (f", compute {100 * shares['compute_time'] / total:.0f}%, "
-                f"comm {100 * shares.get('comm_time', 0.0) / total:.0f}%") if total > 0 else ""
+        worker, times = worker_times(run)
+        if len(worker) > MAX_WORKER_ROWS:
+            draw_worker_heatmap(fig, ax, worker, times)
+        else:
+            top = max(top, draw_worker_bars(ax, worker, times))
+            bar_axes.append(ax)
+        used = utilisation_text(times)
         sweep = ", ".join(f"{k}={v}" for k, v in run.sweep.items())
         ax.set_title(f"{run.engine}" + (f" ({sweep})" if sweep else "") +
-                     f"\nrun {run.run_id}, seed {run.seed}{used}", fontsize="medium")
-        ax.set_xlabel("worker")
-        ax.set_ylabel("virtual time (s)")
-        ax.yaxis.set_tick_params(labelleft=True)
-        if len(worker) <= 32:
-            ax.set_xticks(worker, [str(int(w)) for w in worker], fontsize="small")
-        ax.grid(True, axis="y", alpha=0.3)
+                     f"\nrun {run.run_id}, seed {run.seed}" + (f"\n{used}" if used else ""),
+                     fontsize="medium")
+    for ax in bar_axes:  # times compare across engines
+        ax.set_ylim(0, top * 1.02 if top > 0 else 1.0)
     for ax in axes[len(picks):]:
         ax.set_visible(False)
-    add_figure_legend(fig, [Patch(color=colour, label=label) for _, label, colour in parts])
+    add_figure_legend(fig, [Patch(color=colour, label=label)
+                            for _, label, colour in WORKER_PARTS])
     return fig

@@ -54,10 +54,13 @@ FIGURE_CAPTIONS = {
                "(ideal linear speedup is a straight line), with error bars over seeds (the "
                "speedup's by first-order error propagation). Triangles on the frame's edge: "
                "no completed run reached the target there.",
-    "timeline": "Event timeline of each engine's first traced run (server and workers), "
-                "the same window of virtual time for every engine.",
-    "workers": "Compute, communication and waiting virtual time per worker (and time down), "
-               "each engine's first run, on one time scale.",
+    "timeline": "Event timeline of each engine's first traced run (server and every "
+                "worker), the same window of virtual time for every engine. Past 64 workers "
+                "the workers are heat-map rows, one per state, whose opacity is the share of "
+                "all workers in that state.",
+    "workers": "Compute, communication and waiting virtual time per worker (and time down; "
+               "the four add up to the run's time), each engine's first run, every worker: "
+               "stacked bars on one time scale, past 64 workers a heat map of the shares.",
 }
 
 CSS = """

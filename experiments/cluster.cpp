@@ -977,7 +977,9 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
     bool has_summary = read_json(dir + "/summary.json", old_summary);
     bool skip = first_error || interrupted || interrupt_requested();
     if (!skip && has_config && old_config != cfg && !opts.force) {
-      first_error = std::make_exception_ptr(IoError(dir + " holds a run of a different config; pass --force to overwrite it, or choose another --out"));
+      first_error = std::make_exception_ptr(IoError(dir + " holds a run of a different config (" +
+                                                    config_differences(old_config, cfg) +
+                                                    "); pass --force to overwrite it, or choose another --out"));
       first_error_run = run.run_id;
       skip = true;
     }
@@ -1077,7 +1079,7 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
       throw std::runtime_error("run " + first_error_run + ": " + e.what());
     }
   }
-  if (!opts.quiet) std::cout << "results: " << exp_dir << "\n";
+  std::cout << "results: " << exp_dir << "\n";
   return interrupted ? 130 : 0;
 }
 

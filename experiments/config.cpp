@@ -509,6 +509,25 @@ std::string sanitize(const std::string& s) {
 
 std::string value_text(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
+// A swept value as a run id writes it: scalars as value_text; a list's elements joined
+// with x ([64,32] -> 64x32); an object's "type" first, then key+value for each other key,
+// joined with _ ({"type": "mlp", "hidden": [32]} -> mlp_hidden32). Readable in a folder
+// name, and distinct values stay distinct in practice (a clash is refused below).
+std::string value_label(const json& v) {
+  if (v.is_array()) {
+    std::string out;
+    for (const auto& e : v) out += (out.empty() ? "" : "x") + value_label(e);
+    return out.empty() ? "none" : out;
+  }
+  if (v.is_object()) {
+    std::string out = v.contains("type") ? value_label(v["type"]) : "";
+    for (const auto& [k, e] : v.items())
+      if (k != "type") out += (out.empty() ? "" : "_") + k + value_label(e);
+    return out.empty() ? "none" : out;
+  }
+  return value_text(v);
+}
+
 // "engine 'a b', train.lr=0.1, seed 1": what a run is, for messages.
 std::string describe_run(const RunSpec& run) {
   std::string out = "engine '" + run.engine + "'";
@@ -810,7 +829,13 @@ void apply_overrides(json& config, const std::vector<std::string>& sets, const s
       value = text;  // bare words (and numbers no double holds) are strings; validation judges them
     }
     try {
-      set_path(config, key, value);
+      // sweep's keys are dotted paths themselves: sweep.train.lr=[...] is the one sweep
+      // key "train.lr", added beside the others (or replacing its values).
+      if (key.rfind("sweep.", 0) == 0 && key.size() > 6 && config.is_object() &&
+          (!config.contains("sweep") || config["sweep"].is_object()))
+        config["sweep"][key.substr(6)] = value;
+      else
+        set_path(config, key, value);
     } catch (const std::exception& e) {
       issues.push_back({"--set " + key, e.what()});
     }
@@ -906,6 +931,10 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
     v.throw_if_failed(source);
   }
 
+  std::string sweepable_top = "model, data, train, stop, eval, cluster, staleness, real";
+  for (const auto& p : section("top").params)
+    if (p.name != "name" && p.name != "seed" && p.name != "repeats") sweepable_top += ", " + p.name;
+
   // Expand: engine x sweep point x repeat; every run validated whole.
   size_t points = 1;
   for (const auto& [k, vals] : sweep) points *= vals.size();
@@ -917,6 +946,44 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
   for (size_t i = 0; i < short_names.size(); ++i)
     if (std::count(short_names.begin(), short_names.end(), short_names[i]) > 1) short_names[i] = sweep[i].first;
 
+  // An engine.* key applies to the engines whose type has that parameter (every engine for
+  // "name"); the others run without it: one run per point of the other keys, its run id
+  // and sweep values without the key. A key no engine has is an error, reported once.
+  std::vector<std::vector<bool>> applies(engines.size(), std::vector<bool>(sweep.size(), true));
+  for (size_t k = 0; k < sweep.size(); ++k) {
+    const std::string& key = sweep[k].first;
+    if (key.rfind("engine.", 0) != 0) continue;
+    std::string param = key.substr(7, key.find_first_of(".[", 7) == std::string::npos ? std::string::npos
+                                                                                       : key.find_first_of(".[", 7) - 7);
+    if (param == "name" || param == "type") continue;
+    bool any = false, all_known = true;
+    std::string types;
+    for (size_t e = 0; e < engines.size(); ++e) {
+      const json& type = engines[e].is_object() ? engines[e].value("type", json()) : json();
+      const ComponentInfo* info = nullptr;
+      for (const auto& c : engine_catalog())
+        if (type.is_string() && c.name == type.get<std::string>()) info = &c;
+      if (!info) {  // an unknown or missing type: reported by the run's validation
+        all_known = false;
+        continue;
+      }
+      bool has = std::any_of(info->params.begin(), info->params.end(), [&](const ParamInfo& p) { return p.name == param; });
+      applies[e][k] = has;
+      any = any || has;
+      types += (types.empty() ? "" : ", ") + info->name;
+    }
+    if (!any && all_known) {
+      std::string owners;
+      for (const auto& c : engine_catalog())
+        for (const auto& p : c.params)
+          if (p.name == param) owners += (owners.empty() ? "" : ", ") + c.name;
+      v.error("sweep." + key, "no engine of this experiment (" + types + ") has the parameter '" + param + "'" +
+                                  (owners.empty() ? std::string(" (asgdsim list shows each engine's)")
+                                                  : " (engines that have it: " + owners + ")"));
+    }
+  }
+  v.throw_if_failed(source);
+
   json resolved_engines = json::array();
   std::vector<size_t> engine_of_run;  // index into engines, per run
   for (size_t e = 0; e < engines.size(); ++e) {
@@ -927,15 +994,19 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
       std::string id = labels[e];
       size_t rest = p;
       std::vector<size_t> idx(sweep.size());
+      bool repeated_point = false;  // a key that does not apply to this engine past its first value
       for (size_t k = sweep.size(); k-- > 0;) {
         idx[k] = rest % sweep[k].second.size();
         rest /= sweep[k].second.size();
+        repeated_point = repeated_point || (!applies[e][k] && idx[k] != 0);
       }
+      if (repeated_point) continue;
       std::string point_text;
       for (size_t k = 0; k < sweep.size(); ++k) {
+        if (!applies[e][k]) continue;
         const json& val = sweep[k].second[idx[k]];
         sweep_values[sweep[k].first] = val;
-        id += "-" + sanitize(short_names[k] + "=" + value_text(val));
+        id += "-" + sanitize(short_names[k] + "=" + value_label(val));
         point_text += (point_text.empty() ? "" : ", ") + sweep[k].first + "=" + value_text(val);
         try {
           set_path(run_user, sweep[k].first, val);
@@ -952,6 +1023,16 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
         bool from_sweep = false;
         for (const auto& [k, vals] : sweep)
           if (path == k || path.rfind(k + ".", 0) == 0) from_sweep = true;
+        bool top_level = path.find_first_of(".[") == std::string::npos;
+        if (top_level && issue.message.rfind("unknown key", 0) == 0) {
+          // The run's own keys (engine, run) are internal: the experiment's check above
+          // reported a key of the config; one set by the sweep is named with the keys a
+          // sweep may set.
+          if (from_sweep)
+            v.error("sweep." + path, "unknown key (a sweep key is a dotted path to a config key: " + sweepable_top +
+                                         ", or engine.<parameter>)");
+          continue;
+        }
         v.error(from_sweep ? "sweep." + path : path, issue.message);
       }
       if (!rv.ok()) continue;

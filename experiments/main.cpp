@@ -7,6 +7,7 @@
 #include <csignal>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 #include <thread>
 #include <tuple>
 #include <boost/program_options.hpp>
@@ -41,8 +42,25 @@ constexpr const char* kUsage =
     "  asgdsim list [--markdown]\n"
     "  asgdsim bench [--threads N] [--quick] [--only a,b,c,d,e,f] [--json FILE] [--repeats R] [--data DIR]\n"
     "                [--batched-gradients K]\n"
+    "  asgdsim --version\n"
     "exit codes: 0 done, 2 invalid input (config, usage, data, files; the experiment folder in use), 1 other failure,\n"
     "            130 interrupted (SIGINT, SIGTERM, SIGHUP)\n";
+
+// What each command does, for `asgdsim --help`; `asgdsim COMMAND --help` describes its options.
+const std::vector<std::pair<std::string, std::string>> kCommands = {
+    {"run", "run an experiment in virtual time: every engine x sweep point x repeat, into OUT/<name>/"},
+    {"cluster", "run an experiment's engines for real, one MPI process per worker (mpirun -np N+1)"},
+    {"validate", "check a config and list the runs it makes (run id, engine, sweep values, seed); writes nothing"},
+    {"list", "every config key, engine, model, dataset, distribution, staleness mode and schedule"},
+    {"bench", "the simulator's speed against a bare training loop on the same kernels (workloads a..f)"},
+};
+
+std::string top_help() {
+  std::string text = "asgdsim — an asynchronous-SGD simulator and research testbed\n\ncommands:\n";
+  for (const auto& [name, what] : kCommands) text += "  " + name + std::string(10 - name.size(), ' ') + what + "\n";
+  text += "\n'asgdsim COMMAND --help' (or -h, or 'asgdsim help COMMAND') describes a command's options.\n\n";
+  return text + kUsage;
+}
 
 // --threads and --jobs above this are refused: far past any machine's cores, and each
 // thread reserves a stack.
@@ -207,8 +225,8 @@ int cmd_list_markdown() {
          "`config.json` holds the same, with its one `engine`, its sweep values and its seed):\n\n```json\n"
       << smallest.resolved.dump(2) << "\n```\n\n"
       << "One run is made per engine × sweep point × repeat. `sweep` maps dotted keys to lists of values\n"
-         "(`{\"train.lr\": [0.05, 0.1], \"engine.period\": [1, 4]}`; `engine.` keys set every engine's\n"
-         "parameter) and runs their cartesian product; `repeats` runs each point with seeds `seed`,\n"
+         "(`{\"train.lr\": [0.05, 0.1], \"engine.period\": [1, 4]}`; an `engine.` key sets the parameter of\n"
+         "the engines that have it, and the others run without it) and runs their cartesian product; `repeats` runs each point with seeds `seed`,\n"
          "`seed + 1`, .... A run's id is `<engine>[-<key>=<value>...]-seed<seed>`.\n";
   for (const auto& s : section_catalog()) {
     out << "\n## " << (s.name == "top" ? std::string("Top-level keys") : "`" + s.name + "`: " + s.doc) << "\n\n";
@@ -252,6 +270,93 @@ int cmd_list_markdown() {
     }
   }
   return 0;
+}
+
+// The options of run, validate and cluster, bound to sets and ro. All three commands parse
+// every option (validate ignores run's, so a run's command line validates as is; cluster
+// refuses run's with a reason); `for_help` keeps only those the command uses.
+po::options_description experiment_options(const std::string& cmd, std::vector<std::string>& sets,
+                                           RunnerOptions& ro, bool for_help) {
+  po::options_description opts("options");
+  opts.add_options()
+      ("set", po::value<std::vector<std::string>>(&sets)->composing()->value_name("KEY.PATH=VALUE"),
+       "override a config key; VALUE is read as JSON, else as a string (train.lr=0.05, "
+       "engines[0].type=sync, model={\"type\":\"mlp\"}); repeatable. sweep.KEY=[v1,v2] adds or replaces one "
+       "sweep key, keeping the others");
+  if (for_help && cmd == "validate") {
+    opts.add_options()("help,h", "print this help and exit");
+    return opts;  // run's other options are accepted and ignored
+  }
+  opts.add_options()
+      ("out", po::value<std::string>(&ro.out_dir)->default_value("runs")->value_name("DIR"),
+       "the experiment goes into DIR/<name>/ (a run per folder, index.csv, experiment.json)")
+      ("force", po::bool_switch(&ro.force),
+       "re-run completed runs, and overwrite a folder holding another config's results (refused otherwise)")
+      ("quiet", po::bool_switch(&ro.quiet), "no progress or per-run lines; only where the results went, and errors")
+      ("trace", po::bool_switch(&ro.trace), "write trace.json (Chrome/Perfetto trace events) for every run");
+  if (!for_help || cmd == "run")
+    opts.add_options()
+        ("threads", po::value<int>(&ro.threads)->default_value(0)->value_name("N"),
+         "worker threads of the pool that computes gradients (0 = every core; results do not depend on it)")
+        ("jobs", po::value<int>(&ro.jobs)->default_value(1)->value_name("N"),
+         "runs made side by side, each with threads/N threads (their memory is checked to fit first)")
+        ("shard", po::value<std::string>()->value_name("I/K"),
+         "make only runs k with k mod K == I, to split an experiment over machines (not with mpirun)")
+        ("wait", po::bool_switch(&ro.wait),
+         "wait while another asgdsim uses the experiment folder (else exit 2)");
+  opts.add_options()("help,h", "print this help and exit");
+  return opts;
+}
+
+std::string command_help(const std::string& cmd) {
+  std::vector<std::string> sets;
+  RunnerOptions ro;
+  std::ostringstream out;
+  if (cmd == "run" || cmd == "validate" || cmd == "cluster") {
+    if (cmd == "run") out << "usage: asgdsim run CONFIG.json [options]\n"
+                             "       mpirun -np K asgdsim run CONFIG.json [options]   (runs spread over K ranks)\n\n"
+                             "Runs every engine x sweep point x repeat of the experiment in virtual time and writes\n"
+                             "OUT/<name>/ (docs/outputs.md). Completed runs of the same config are kept (resume).\n";
+    if (cmd == "validate") out << "usage: asgdsim validate CONFIG.json [options]\n\n"
+                                  "Checks the config (every error at once, exit 2) and lists the runs it makes: run id,\n"
+                                  "engine, sweep values, seed. Writes nothing. run's other options are accepted and\n"
+                                  "ignored, so a run's command line validates as it is.\n";
+    if (cmd == "cluster") out << "usage: mpirun -np N+1 asgdsim cluster CONFIG.json [options]\n\n"
+                                 "Runs the experiment's engines for real: rank 0 the server, ranks 1..N the workers\n"
+                                 "(docs/cluster.md). --threads, --jobs, --shard and --wait do not apply.\n";
+    out << "\nCONFIG.json   the experiment config (JSON, comments allowed; keys: asgdsim list, docs/config.md)\n\n"
+        << experiment_options(cmd, sets, ro, true);
+  } else if (cmd == "list") {
+    out << "usage: asgdsim list [--markdown]\n\n"
+           "Lists every config key (type, range, default, meaning), engine, model, dataset,\n"
+           "distribution, staleness mode and learning-rate schedule.\n\noptions:\n"
+           "  --markdown            the same as Markdown: docs/config.md is its output\n"
+           "  -h [ --help ]         print this help and exit\n";
+  } else if (cmd == "bench") {
+    po::options_description opts("options");  // parse_bench_options parses these
+    opts.add_options()
+        ("threads", po::value<int>()->default_value(0)->value_name("N"), "worker threads of both sides (0 = every core)")
+        ("quick", "smaller workloads: seconds instead of a minute")
+        ("only", po::value<std::string>()->value_name("a,b,..."), "only these workloads (letters a..f; default all)")
+        ("json", po::value<std::string>()->value_name("FILE"), "also write the results as JSON lines to FILE")
+        ("repeats", po::value<int>()->value_name("R"), "timed (simulator, bare loop) pairs per workload (default 3)")
+        ("data", po::value<std::string>()->value_name("DIR"),
+         "Fashion-MNIST folder (default /usr/share/datasets/fashion-mnist)")
+        ("batched-gradients", po::value<int>()->default_value(1)->value_name("K"),
+         "a, b, f: gradients per loss_grad_batch call, on both sides (1..1024)")
+        ("help,h", "print this help and exit");
+    out << "usage: asgdsim bench [options]\n\n"
+           "Measures the simulator's throughput against a bare training loop on the same kernels,\n"
+           "alternating the two (README, Benchmark).\n\n"
+        << opts;
+  }
+  return out.str();
+}
+
+bool asks_for_help(int argc, char** argv) {
+  for (int i = 2; i < argc; ++i)
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") return true;
+  return false;
 }
 
 int cmd_validate(const Experiment& exp) {
@@ -301,7 +406,7 @@ int run_on_ranks(const Experiment& exp, RunnerOptions ro, const MpiEnv& mpi) {
     } catch (...) {
       return std::max(code, report_error(std::current_exception()));
     }
-    if (!ro.quiet) std::cout << "results: " << exp_dir << (worst ? " (some runs did not end well: see above)" : "") << "\n";
+    std::cout << "results: " << exp_dir << (worst ? " (some runs did not end well: see above)" : "") << "\n";
   }
   return code;
 }
@@ -309,8 +414,20 @@ int run_on_ranks(const Experiment& exp, RunnerOptions ro, const MpiEnv& mpi) {
 int dispatch(int argc, char** argv, const MpiEnv& mpi) {
   if (argc < 2) throw UsageError("missing command");
   std::string cmd = argv[1];
-  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
-    std::cout << kUsage;
+  if (cmd == "-h" || cmd == "--help" || (cmd == "help" && argc == 2)) {
+    std::cout << top_help();
+    return 0;
+  }
+  if (cmd == "help") {  // asgdsim help COMMAND
+    std::string text = command_help(argv[2]);
+    if (text.empty()) throw UsageError("help: unknown command '" + std::string(argv[2]) + "'");
+    std::cout << text;
+    return 0;
+  }
+  if (asks_for_help(argc, argv)) {
+    std::string text = command_help(cmd);
+    if (text.empty()) throw UsageError("unknown command '" + cmd + "'");
+    std::cout << text;
     return 0;
   }
   if (cmd == "--version") {
@@ -334,20 +451,10 @@ int dispatch(int argc, char** argv, const MpiEnv& mpi) {
   }
   if (cmd != "run" && cmd != "validate" && cmd != "cluster") throw UsageError("unknown command '" + cmd + "'");
 
-  po::options_description opts("options");
   std::vector<std::string> sets;
   RunnerOptions ro;
-  opts.add_options()
-      ("config", po::value<std::string>(), "experiment config (JSON)")
-      ("set", po::value<std::vector<std::string>>(&sets)->composing(), "override KEY.PATH=VALUE")
-      ("out", po::value<std::string>(&ro.out_dir)->default_value("runs"), "output folder")
-      ("threads", po::value<int>(&ro.threads)->default_value(0), "worker threads (0 = cores)")
-      ("jobs", po::value<int>(&ro.jobs)->default_value(1), "runs side by side, each with threads/N threads")
-      ("shard", po::value<std::string>(), "make only runs k with k mod K == I (I/K)")
-      ("force", po::bool_switch(&ro.force), "re-run completed runs, overwrite other configs' folders")
-      ("wait", po::bool_switch(&ro.wait), "wait while another asgdsim uses the experiment folder (else exit 2)")
-      ("quiet", po::bool_switch(&ro.quiet), "no progress or per-run lines")
-      ("trace", po::bool_switch(&ro.trace), "write trace.json for every run");
+  po::options_description opts = experiment_options(cmd, sets, ro, false);
+  opts.add_options()("config", po::value<std::string>(), "experiment config (JSON)");
   po::positional_options_description pos;
   pos.add("config", 1);
   po::variables_map vm;

@@ -158,6 +158,35 @@ std::unique_ptr<Model> build_model(const json& m, const ModelInput& data) {
   return make_dense(layers, DenseLoss::SoftmaxCrossEntropy, activation);
 }
 
+std::string config_differences(const json& there, const json& now, size_t limit) {
+  auto brief_value = [](const json& root, const json::json_pointer& at) -> std::string {
+    if (!root.contains(at)) return "(absent)";
+    std::string text = root.at(at).dump();
+    return text.size() > 40 ? text.substr(0, 37) + "..." : text;
+  };
+  std::vector<std::string> keys;
+  for (const auto& op : json::diff(there, now)) {
+    std::string pointer = op.value("path", ""), dotted;
+    json::json_pointer at(pointer);
+    // "/model/hidden/0" -> "model.hidden[0]" (~1 and ~0 stand for / and ~ in a pointer)
+    for (size_t i = 1, next; i <= pointer.size(); i = next + 1) {
+      next = pointer.find('/', i);
+      if (next == std::string::npos) next = pointer.size();
+      std::string token = pointer.substr(i, next - i);
+      for (size_t t; (t = token.find("~1")) != std::string::npos;) token.replace(t, 2, "/");
+      for (size_t t; (t = token.find("~0")) != std::string::npos;) token.replace(t, 2, "~");
+      bool index = !token.empty() && std::all_of(token.begin(), token.end(), ::isdigit);
+      dotted += index ? "[" + token + "]" : (dotted.empty() ? "" : ".") + token;
+    }
+    keys.push_back((dotted.empty() ? std::string("(the whole file)") : dotted) + ": " + brief_value(there, at) +
+                   " there, " + brief_value(now, at) + " now");
+  }
+  std::string out;
+  for (size_t i = 0; i < keys.size() && i < limit; ++i) out += (i ? "; " : "") + keys[i];
+  if (keys.size() > limit) out += " (and " + std::to_string(keys.size() - limit) + " more)";
+  return out;
+}
+
 std::string index_csv(const Experiment& exp, const std::string& exp_dir) {
   std::string out = "run_id,engine";
   for (const auto& k : exp.sweep_keys) out += "," + k;
@@ -180,7 +209,8 @@ std::string index_csv(const Experiment& exp, const std::string& exp_dir) {
     json s;
     bool have = read_json(exp_dir + "/" + run.run_id + "/summary.json", s);
     out += run.run_id + "," + run.engine;
-    for (const auto& k : exp.sweep_keys) out += "," + cell(run.sweep_values[k]);
+    for (const auto& k : exp.sweep_keys)  // empty: an engine.* key this run's engine does not have
+      out += "," + (run.sweep_values.contains(k) ? cell(run.sweep_values[k]) : std::string());
     out += "," + std::to_string(run.seed);
     if (have) {
       const json f = member(s, "final"), status = member(s, "status");

@@ -76,6 +76,11 @@ void clear_run_folder(const std::string& dir);
 // Why the results in `dir` are not those of a finished run of `config` whose summary.json
 // is `summary` (a file missing, metrics.csv not ending at the summary's update count, a
 // run id that differs, ...), or "" when they are complete.
+// What a folder's config.json (or experiment.json) holds against what this config makes:
+// "train.lr: 0.1 there, 0.05 now; model.hidden[0]: ... (and 3 more)", at most `limit`
+// keys, for the message that refuses to overwrite it.
+std::string config_differences(const json& there, const json& now, size_t limit = 5);
+
 std::string incomplete_results(const std::string& dir, const json& config, const json& summary);
 
 // An flock on OUT/<name>/.lock, held for a whole `asgdsim run`: exclusive, or shared by

@@ -42,7 +42,27 @@ double progress_fraction(const RunSettings& s, const MetricsRow& r) {
   return std::min(1.0, f);
 }
 
+// "45s", "2m05s", "1h02m".
+std::string format_duration(double seconds) {
+  long s = std::lround(std::max(0.0, seconds));
+  char buf[32];
+  if (s < 60) std::snprintf(buf, sizeof(buf), "%lds", s);
+  else if (s < 3600) std::snprintf(buf, sizeof(buf), "%ldm%02lds", s / 60, s % 60);
+  else std::snprintf(buf, sizeof(buf), "%ldh%02ldm", s / 3600, (s % 3600) / 60);
+  return buf;
+}
+
 }  // namespace
+
+std::string experiment_progress(size_t done, size_t total, double work, double elapsed_seconds) {
+  const double fraction = total ? std::clamp(work / double(total), 0.0, 1.0) : 1.0;
+  char buf[96];
+  std::snprintf(buf, sizeof(buf), "runs %zu/%zu done  %3.0f%%", done, total, 100 * fraction);
+  std::string text = buf;
+  if (fraction >= 0.01 && fraction < 1.0)
+    text += "  ETA " + format_duration(elapsed_seconds * (1 - fraction) / fraction);
+  return text;
+}
 
 RunSettings settings_from_config(const json& c) {
   RunSettings s;
@@ -176,11 +196,14 @@ class DataCache {
 };
 
 // Everything the runs print goes through here, so lines stay whole when runs finish side
-// by side: per-run lines on stdout, and (on a terminal) one live progress line on stderr
-// that shows every lane's run.
+// by side: per-run lines on stdout, and (on a terminal) one live progress line on stderr:
+// the experiment as a whole (runs done of those this process makes, overall ETA), then
+// every lane's run.
 class Console {
  public:
-  Console(bool quiet, bool live, int lanes) : quiet_(quiet), live_(live), lanes_(size_t(lanes)) {}
+  Console(bool quiet, bool live, int lanes, size_t runs)
+      : quiet_(quiet), live_(live), lanes_(size_t(lanes)), fractions_(size_t(lanes), 0.0), runs_(runs),
+        start_(std::chrono::steady_clock::now()) {}
   bool live() const { return live_; }
 
   void line(const std::string& text) {
@@ -195,16 +218,24 @@ class Console {
     if (live_) std::cerr << "\r\033[K";
     std::cerr << text << "\n" << std::flush;
   }
-  // Sets lane `lane`'s part of the progress line ("" when it is idle); redraws at most
-  // every 100 ms unless `now`.
-  void progress(int lane, std::string text, bool now = false) {
+  // Sets lane `lane`'s part of the progress line and its run's fraction done; redraws at
+  // most every 100 ms.
+  void progress(int lane, std::string text, double fraction) {
     if (!live_) return;
     std::lock_guard<std::mutex> lock(mutex_);
     lanes_[size_t(lane)] = std::move(text);
+    fractions_[size_t(lane)] = fraction;
     auto t = std::chrono::steady_clock::now();
-    if (!now && t - last_draw_ < std::chrono::milliseconds(100)) return;
+    if (t - last_draw_ < std::chrono::milliseconds(100)) return;
     last_draw_ = t;
     draw_locked();
+  }
+  // Lane `lane` is idle: its run ended (`finished`: it counts as done) or never started.
+  void idle(int lane, bool finished) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    lanes_[size_t(lane)].clear();
+    fractions_[size_t(lane)] = 0;
+    if (finished) ++done_;
   }
   void clear() {
     if (!live_) return;
@@ -214,9 +245,12 @@ class Console {
 
  private:
   void draw_locked() {
-    std::string all;
+    double work = double(done_);
+    for (double f : fractions_) work += f;
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    std::string all = experiment_progress(done_, runs_, work, elapsed);
     for (const auto& l : lanes_)
-      if (!l.empty()) all += (all.empty() ? "" : "  |  ") + l;
+      if (!l.empty()) all += "  |  " + l;
     winsize ws{};
     size_t width = ::ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 120;
     if (all.size() >= width) all.resize(width - 1);  // a wrapped line cannot be redrawn with \r
@@ -226,6 +260,10 @@ class Console {
   const bool quiet_, live_;
   std::mutex mutex_;
   std::vector<std::string> lanes_;
+  std::vector<double> fractions_;
+  size_t done_ = 0;
+  const size_t runs_;
+  const std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point last_draw_{};
 };
 
@@ -259,6 +297,7 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   std::unique_ptr<Model> model = build_model(run.config["model"], *data);
   ComputeTimeModel compute = build_compute_model(run.config, settings, exp.base_dir);
   Recorder recorder(settings.trace);
+  recorder.set_process(int(k) + 1, run.run_id);  // trace.json: a process per run, in run order
   std::unique_ptr<Engine> engine = make_engine(run.config["engine"]);
   RunOutcome outcome;
   {
@@ -267,21 +306,20 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
                    *lane.pool, compute, recorder);
     if (console.live())
       sim.on_row = [&](const MetricsRow& r) {
-        double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
         double f = progress_fraction(settings, r);
         char buf[256];
         if (lane.lanes == 1)
-          std::snprintf(buf, sizeof(buf), "%s  t=%.3gs  epoch %.2f  train_loss %.4g%s  %3.0f%%  ETA %.0fs",
+          std::snprintf(buf, sizeof(buf), "%s  t=%.3gs  epoch %.2f  train_loss %.4g%s  %3.0f%%",
                         tag.c_str(), sim_to_seconds(r.time), r.epoch, r.train_loss,
                         std::isnan(r.test_accuracy) ? "" : ("  acc " + format_number(std::round(r.test_accuracy * 1000) / 1000)).c_str(),
-                        100 * f, f > 0.01 ? elapsed * (1 - f) / f : 0.0);
+                        100 * f);
         else
           std::snprintf(buf, sizeof(buf), "%s %3.0f%%", tag.c_str(), 100 * f);
-        console.progress(lane.index, buf);
+        console.progress(lane.index, buf, f);
       };
     outcome = sim.run(*engine);
   }
-  console.progress(lane.index, "");
+  console.idle(lane.index, true);
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
 
   const MetricsRow& last = recorder.rows().back();
@@ -391,7 +429,8 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
     bool has_config = read_json(dir + "/config.json", old_config);
     bool has_summary = read_json(dir + "/summary.json", old_summary);
     if (has_config && old_config != run.config && !opts.force)
-      throw IoError(dir + " holds a run of a different config; pass --force to overwrite it, or choose another --out");
+      throw IoError(dir + " holds a run of a different config (" + config_differences(old_config, run.config) +
+                    "); pass --force to overwrite it, or choose another --out");
     if (has_config && has_summary && !opts.force && old_summary.is_object()) {
       const json& st = old_summary.contains("status") ? old_summary["status"] : json();
       std::string status = st.is_string() ? st.get<std::string>() : "";
@@ -412,8 +451,9 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
   if (sharded) {  // shards of one experiment share experiment.json; one of another config must not replace it
     json old;
     if (read_json(exp_dir + "/experiment.json", old) && old != exp.resolved && !opts.force)
-      throw IoError(exp_dir + "/experiment.json is another config's: a sharded run (--shard, mpirun) never replaces "
-                    "it; run without sharding or pass --force to replace it, or choose another --out");
+      throw IoError(exp_dir + "/experiment.json is another config's (" + config_differences(old, exp.resolved) +
+                    "): a sharded run (--shard, mpirun) never replaces it; run without sharding or pass --force to "
+                    "replace it, or choose another --out");
   } else {
     remove_stale_temp_files(exp_dir, {"experiment.json", "index.csv"});  // no other process writes here now
   }
@@ -423,7 +463,7 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
   // threads (at least one, the lane's thread itself). Results do not depend on the pool size, so they do not
   // depend on --jobs either.
   const int threads = opts.threads > 0 ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  Console console(opts.quiet, !opts.quiet && ::isatty(STDERR_FILENO), lanes);
+  Console console(opts.quiet, !opts.quiet && ::isatty(STDERR_FILENO), lanes, todo.size());
   for (const auto& l : skipped_lines) console.line(l);
   DataCache cache(exp.base_dir);
 
@@ -450,12 +490,12 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
         status[k] = make_run(exp, k, exp_dir + "/" + exp.runs[k].run_id, opts, lane, cache, console);
       } catch (const Interrupted& e) {  // before its simulation started: marked, not an error
         status[k] = "interrupted";
-        console.progress(index, "");
+        console.idle(index, true);
         mark_ended(exp.runs[k], exp_dir + "/" + exp.runs[k].run_id, "interrupted", e.what());
       } catch (...) {
         errors[k] = std::current_exception();
         failed.store(true);
-        console.progress(index, "");
+        console.idle(index, true);
         mark_ended(exp.runs[k], exp_dir + "/" + exp.runs[k].run_id, "failed", error_text(errors[k]));
       }
     }
@@ -501,7 +541,7 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
   }
   if (first_error) rethrow_naming_run(errors[*first_error], exp.runs[*first_error].run_id);
 
-  if (!opts.quiet && opts.write_index) std::cout << "results: " << exp_dir << "\n";
+  if (opts.write_index) std::cout << "results: " << exp_dir << "\n";  // --quiet too: where the results went
   bool interrupted = interrupt_requested();
   for (const auto& s : status) interrupted = interrupted || s == "interrupted";
   return interrupted ? 130 : 0;

@@ -39,6 +39,11 @@ struct RunnerOptions {
 // front, after the runs under way end and index.csv is written.
 int run_experiment(const Experiment& exp, const RunnerOptions& opts);
 
+// The experiment's progress line on a terminal: "runs 3/12 done  31%  ETA 2m05s". `work`
+// is the runs done plus the running runs' fractions (0..total); the ETA assumes the rest
+// goes at the rate so far, and is left out until 1 % of the work is done.
+std::string experiment_progress(size_t done, size_t total, double work, double elapsed_seconds);
+
 // Builds the simulator's settings from a run's resolved config.
 RunSettings settings_from_config(const json& run_config);
 

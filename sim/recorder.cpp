@@ -52,21 +52,31 @@ void Recorder::write_workers(const std::string& path, const std::vector<WorkerSt
 
 void Recorder::write_trace(const std::string& path, int workers) const {
   // Chrome trace-event format; ts/dur in microseconds. Perfetto opens it directly.
+  const std::string pid = std::to_string(pid_);
   std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
-  out += "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":0,\"tid\":0,\"args\":{\"name\":\"server\"}}";
+  if (!process_name_.empty())  // a run id: letters, digits and . - _ = only, nothing to escape
+    out += "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + pid + ",\"args\":{\"name\":\"" +
+           process_name_ + "\"}},\n";
+  out += "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + pid + ",\"tid\":0,\"args\":{\"name\":\"server\"}}";
   for (int w = 0; w < workers; ++w)
-    out += ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":0,\"tid\":" + std::to_string(w + 1) +
+    out += ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + pid + ",\"tid\":" + std::to_string(w + 1) +
            ",\"args\":{\"name\":\"worker " + std::to_string(w) + "\"}}";
-  char buf[200];
+  char buf[320];
   for (const auto& s : spans_) {
-    if (s.start == s.end && s.track == 0)  // updates of the model of record: instants
-      std::snprintf(buf, sizeof(buf), ",\n{\"ph\":\"i\",\"s\":\"t\",\"name\":\"%s\",\"pid\":0,\"tid\":0,\"ts\":%.3f}",
-                    s.name, double(s.start) / 1e3);
-    else
-      std::snprintf(buf, sizeof(buf),
-                    ",\n{\"ph\":\"X\",\"name\":\"%s\",\"pid\":0,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f}",
-                    s.name, s.track, double(s.start) / 1e3, double(s.end - s.start) / 1e3);
+    if (s.start == s.end && s.track == 0) {  // updates of the model of record: instants
+      std::snprintf(buf, sizeof(buf), ",\n{\"ph\":\"i\",\"s\":\"t\",\"name\":\"%s\",\"pid\":%d,\"tid\":0,\"ts\":%.3f}",
+                    s.name, pid_, double(s.start) / 1e3);
+      out += buf;
+      continue;
+    }
+    std::snprintf(buf, sizeof(buf), ",\n{\"ph\":\"X\",\"name\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f",
+                  s.name, pid_, s.track, double(s.start) / 1e3, double(s.end - s.start) / 1e3);
     out += buf;
+    std::string args;
+    if (s.args.step >= 0) args += ",\"step\":" + std::to_string(s.args.step);
+    if (s.args.staleness >= 0) args += ",\"staleness\":" + std::to_string(s.args.staleness);
+    if (s.args.bytes >= 0) args += ",\"bytes\":" + format_number(s.args.bytes);
+    out += args.empty() ? "}" : ",\"args\":{" + args.substr(1) + "}}";
   }
   out += "\n]}\n";
   write_file_atomic(path, out);

@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 #include "kernels/model.h"  // EvalSums
 #include "sim/time.h"
@@ -56,10 +57,19 @@ struct WorkerStats {
   SimTime down = 0;       // failed
 };
 
+// What a span carries besides its time, written as the trace event's args (Perfetto shows
+// them); -1: not known or not applicable, left out.
+struct SpanArgs {
+  int64_t step = -1;       // the worker's step the span belongs to (pull, compute, push)
+  double bytes = -1;       // the message's size (pull, push)
+  int64_t staleness = -1;  // the gradient's staleness when applied (set by note_staleness)
+};
+
 struct Span {
   int track;              // 0 = server, w + 1 = worker w
   const char* name;       // compute | pull | push | wait | down; server: update (an instant), apply (its busy time)
   SimTime start, end;
+  SpanArgs args;
 };
 
 class Recorder {
@@ -67,8 +77,26 @@ class Recorder {
   explicit Recorder(bool trace) : trace_(trace) {}
   bool tracing() const { return trace_; }
   void add_row(const MetricsRow& row) { rows_.push_back(row); }
-  void add_span(int track, const char* name, SimTime start, SimTime end) {
-    if (trace_ && end >= start) spans_.push_back(Span{track, name, start, end});
+  void add_span(int track, const char* name, SimTime start, SimTime end, SpanArgs args = {}) {
+    if (!trace_ || end < start) return;
+    if (args.step >= 0 && (spans_.empty() || spans_.back().track != track || spans_.back().args.step != args.step))
+      first_span_of_step_[step_key(track, args.step)] = spans_.size();
+    spans_.push_back(Span{track, name, start, end, args});
+  }
+  // The gradient of worker track - 1's step `step` was applied with this staleness: its
+  // spans (recorded together, in a row, when it arrived) carry it.
+  void note_staleness(int track, int64_t step, int64_t staleness) {
+    if (!trace_) return;
+    auto it = first_span_of_step_.find(step_key(track, step));
+    if (it == first_span_of_step_.end()) return;
+    for (size_t i = it->second; i < spans_.size() && spans_[i].track == track && spans_[i].args.step == step; ++i)
+      spans_[i].args.staleness = staleness;
+  }
+  // trace.json's process: one id per run, named, so that several runs' traces opened
+  // together in Perfetto stay apart (default 0, unnamed).
+  void set_process(int pid, std::string name) {
+    pid_ = pid;
+    process_name_ = std::move(name);
   }
   const std::vector<MetricsRow>& rows() const { return rows_; }
 
@@ -79,9 +107,14 @@ class Recorder {
   void write_trace(const std::string& path, int workers) const;
 
  private:
+  static uint64_t step_key(int track, int64_t step) { return (uint64_t(uint32_t(track)) << 32) | uint32_t(step); }
+
   bool trace_;
   std::vector<MetricsRow> rows_;
   std::vector<Span> spans_;
+  std::unordered_map<uint64_t, size_t> first_span_of_step_;  // (track, step) -> its first span
+  int pid_ = 0;
+  std::string process_name_;
 };
 
 // "%.10g", with nan/inf spelled so pandas reads them.

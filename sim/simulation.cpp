@@ -283,15 +283,15 @@ void Simulation::account(GradientJob& job, SimTime until) {
   job.accounted = true;
   auto& ws = out_.workers[job.worker];
   const int track = job.worker + 1;
-  auto part = [&](const char* name, SimTime a, SimTime b, SimTime& counter) {
+  auto part = [&](const char* name, SimTime a, SimTime b, SimTime& counter, double bytes) {
     b = std::min(b, until);
     if (b <= a) return;
     counter += b - a;
-    recorder_.add_span(track, name, a, b);
+    recorder_.add_span(track, name, a, b, SpanArgs{int64_t(job.step), bytes});
   };
-  if (job.received) part("pull", job.start, job.compute_start, ws.comm);
-  part("compute", job.compute_start, job.compute_done, ws.compute);
-  if (job.pushed) part("push", job.compute_done, job.arrival == kNever ? until : job.arrival, ws.comm);
+  if (job.received) part("pull", job.start, job.compute_start, ws.comm, message_bytes_);
+  part("compute", job.compute_start, job.compute_done, ws.compute, -1);
+  if (job.pushed) part("push", job.compute_done, job.arrival == kNever ? until : job.arrival, ws.comm, message_bytes_);
 }
 
 size_t Simulation::take_slot(std::unique_ptr<GradientJob> job) {
@@ -401,6 +401,7 @@ double Simulation::lr() const { return schedule_.at(epoch()); }
 
 void Simulation::applied(const GradientJob& job, uint64_t staleness) {
   out_.workers[job.worker].applied++;
+  recorder_.note_staleness(job.worker + 1, job.step, int64_t(staleness));
   out_.samples += job.ids.size();
   progressed_ = true;
   if (staleness >= stale_counts_.size()) stale_counts_.resize(staleness + 1, 0);

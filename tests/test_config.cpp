@@ -2,9 +2,12 @@
 // 2 with a message naming the problem and leaves no complete-looking run folder; sweeps,
 // repeats, run ids, index.csv, resume; every shipped config validates.
 #include <filesystem>
+#include <map>
 #include <regex>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include "experiments/resources.h"
+#include "experiments/runner.h"
 #include "test_helpers.h"
 
 using nlohmann::json;
@@ -169,9 +172,142 @@ TEST(ConfigCli, ADifferentConfigNeverOverwritesARunFolderSilently) {
   CommandResult r = run_cli("run " + dir + "/c.json --quiet --out " + dir + "/out --set train.lr=0.3");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("different config"), std::string::npos) << r.output;
+  // and says which keys differ, with both values
+  EXPECT_NE(r.output.find("(train.lr: 0.1 there, 0.3 now)"), std::string::npos) << r.output;
   EXPECT_EQ(read_file(dir + "/out/tiny/async-seed1/metrics.csv"), before);
   EXPECT_EQ(run_cli("run " + dir + "/c.json --quiet --force --out " + dir + "/out --set train.lr=0.3").exit_code, 0);
   EXPECT_NE(read_file(dir + "/out/tiny/async-seed1/metrics.csv"), before);
+}
+
+// ---- trace.json: a process per run; spans carry step, staleness and bytes ----
+
+TEST(Trace, EachRunIsAProcessAndSpansCarryStepStalenessAndBytes) {
+  std::string dir = temp_dir("trace");
+  json c = tiny();
+  c["repeats"] = 2;
+  c["cluster"]["workers"] = 3;
+  c["stop"]["updates"] = 30;
+  c["cluster"]["network"] = {{"latency", 0.001}};  // messages take time: pull and push spans
+  write_text(dir + "/c.json", c.dump());
+  CommandResult r = run_cli("run " + dir + "/c.json --quiet --trace --out " + dir + "/out");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (int k = 0; k < 2; ++k) {
+    const std::string run_dir = dir + "/out/tiny/async-seed" + std::to_string(k + 1);
+    json trace = json::parse(read_file(run_dir + "/trace.json"));
+    json summary = json::parse(read_file(run_dir + "/summary.json"));
+    std::map<uint64_t, uint64_t> traced_staleness;
+    int named = 0;
+    std::map<std::pair<int, int64_t>, int> spans_of_step;
+    for (const auto& e : trace["traceEvents"]) {
+      EXPECT_EQ(e["pid"], k + 1) << e.dump();  // the run's index in the experiment, 1-based
+      if (e["ph"] == "M" && e["name"] == "process_name") {
+        EXPECT_EQ(e["args"]["name"], "async-seed" + std::to_string(k + 1));
+        ++named;
+      }
+      if (e["ph"] != "X") continue;
+      const std::string name = e["name"];
+      if (name == "pull" || name == "compute" || name == "push") {
+        ASSERT_TRUE(e.contains("args") && e["args"].contains("step")) << e.dump();
+        spans_of_step[{e["tid"].get<int>(), e["args"]["step"].get<int64_t>()}]++;
+        EXPECT_EQ(e["args"].contains("bytes"), name != "compute") << e.dump();
+        if (name != "compute")  // a parameter-sized message: softmax 6 features x 3 classes + 3 biases, fp32
+          EXPECT_EQ(e["args"]["bytes"], (6 * 3 + 3) * 4) << e.dump();
+        if (name == "compute" && e["args"].contains("staleness"))
+          traced_staleness[e["args"]["staleness"].get<uint64_t>()]++;
+      }
+    }
+    EXPECT_EQ(named, 1);
+    // a step's pull, compute and push (the last steps may be cut off by the run's end)
+    int whole = 0;
+    for (const auto& [key, n] : spans_of_step) {
+      EXPECT_LE(n, 3) << "worker track " << key.first << " step " << key.second;
+      whole += n == 3;
+    }
+    EXPECT_GE(whole, 30);
+    // every applied gradient's compute span carries its staleness: the histogram is staleness.csv's
+    std::map<uint64_t, uint64_t> hist;
+    std::istringstream csv(read_file(run_dir + "/staleness.csv"));
+    std::string line;
+    std::getline(csv, line);
+    while (std::getline(csv, line)) hist[std::stoull(line.substr(0, line.find(',')))] = std::stoull(line.substr(line.find(',') + 1));
+    EXPECT_EQ(traced_staleness, hist);
+    EXPECT_GT(hist.size(), 1u);  // 3 async workers: gradients of several staleness values
+  }
+}
+
+// ---- sweeps as Hydra-style tools do them ----
+
+TEST(Sweeps, SetSweepKeyAddsOneKeyBesideTheOthers) {
+  std::string dir = temp_dir("sweep");
+  json c = tiny();
+  c["sweep"] = {{"cluster.workers", json::array({2, 4})}};
+  write_text(dir + "/c.json", c.dump());
+  CommandResult r = run_cli("validate " + dir + "/c.json --set 'sweep.train.lr=[0.05,0.1]'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("4 run(s)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("async-workers=4-lr=0.05-seed1"), std::string::npos) << r.output;
+  // again: replaces that key's values, keeps the others
+  r = run_cli("validate " + dir + "/c.json --set 'sweep.train.lr=[0.05,0.1]' --set 'sweep.train.lr=[0.2]'");
+  EXPECT_NE(r.output.find("2 run(s)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("async-workers=2-lr=0.2-seed1"), std::string::npos) << r.output;
+}
+
+TEST(Sweeps, AnEngineKeyAppliesOnlyToEnginesThatHaveIt) {
+  std::string dir = temp_dir("sweep");
+  json c = tiny();
+  c["engines"] = json::array({json{{"type", "async"}}, json{{"type", "sync_backup"}}});
+  c["sweep"] = {{"engine.backups", json::array({0, 1})}, {"train.lr", json::array({0.05, 0.1})}};
+  write_text(dir + "/c.json", c.dump());
+  CommandResult r = run_cli("run " + dir + "/c.json --quiet --out " + dir + "/out");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // async: a run per lr, without the key; sync_backup: every point
+  std::string index = read_file(dir + "/out/tiny/index.csv");
+  EXPECT_EQ(std::count(index.begin(), index.end(), '\n'), 1 + 2 + 4) << index;
+  EXPECT_EQ(index.rfind("run_id,engine,engine.backups,train.lr,seed,", 0), 0u) << index;
+  EXPECT_NE(index.find("\nasync-lr=0.05-seed1,async,,0.05,1,completed,"), std::string::npos) << index;
+  EXPECT_NE(index.find("\nsync_backup-backups=1-lr=0.1-seed1,sync_backup,1,0.1,1,completed,"), std::string::npos)
+      << index;
+  json async_cfg = json::parse(read_file(dir + "/out/tiny/async-lr=0.05-seed1/config.json"));
+  EXPECT_EQ(async_cfg["run"]["sweep"], json({{"train.lr", 0.05}}));
+  EXPECT_FALSE(async_cfg["engine"].contains("backups"));
+
+  // A key no engine has: one error naming the key and the engines that have it.
+  c["sweep"] = {{"engine.backup", json::array({0, 1})}, {"train.lr", json::array({0.05, 0.1})}};
+  write_text(dir + "/d.json", c.dump());
+  CommandResult bad = run_cli("validate " + dir + "/d.json");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.output.find("sweep.engine.backup: no engine of this experiment (async, sync_backup) has the parameter "
+                            "'backup'"), std::string::npos) << bad.output;
+  EXPECT_EQ(std::count(bad.output.begin(), bad.output.end(), '\n'), 2) << bad.output;  // header + one
+}
+
+TEST(Sweeps, AnObjectSweptGivesReadableRunIds) {
+  std::string dir = temp_dir("sweep");
+  json c = tiny();
+  c["sweep"] = {{"model", json::array({json{{"type", "mlp"}, {"hidden", {32, 16}}}, json{{"type", "softmax"}}})}};
+  write_text(dir + "/c.json", c.dump());
+  CommandResult r = run_cli("validate " + dir + "/c.json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("async-model=mlp_hidden32x16-seed1 "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("async-model=softmax-seed1 "), std::string::npos) << r.output;
+}
+
+TEST(Sweeps, AnUnknownKeyIsReportedOnceWithoutInternalKeys) {
+  std::string dir = temp_dir("sweep");
+  json c = tiny();
+  c["sweep"] = {{"train.lr", json::array({0.05, 0.1})}};
+  write_text(dir + "/c.json", c.dump());
+  CommandResult r = run_cli("validate " + dir + "/c.json --set foo=1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 2) << r.output;  // header + one
+  EXPECT_NE(r.output.find("foo: unknown key"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find(" run,"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find(" engine,"), std::string::npos) << r.output;
+  CommandResult s = run_cli("validate " + dir + "/c.json --set 'sweep.foo=[1,2]'");
+  EXPECT_EQ(s.exit_code, 2);
+  EXPECT_EQ(std::count(s.output.begin(), s.output.end(), '\n'), 2) << s.output;
+  EXPECT_NE(s.output.find("sweep.foo: unknown key"), std::string::npos) << s.output;
+  EXPECT_EQ(s.output.find(" run,"), std::string::npos) << s.output;
 }
 
 TEST(ConfigCli, RunFolderHasTheContractFiles) {
@@ -218,6 +354,88 @@ TEST(ConfigCli, UsageErrorsExitTwo) {
   EXPECT_EQ(run_cli("run").exit_code, 2);
   EXPECT_EQ(run_cli("run x.json --no-such-flag").exit_code, 2);
   EXPECT_EQ(run_cli("run /nonexistent/c.json").exit_code, 2);
+}
+
+// ---- the command line explains itself ----
+
+// Every command answers --help, -h and `asgdsim help COMMAND` alike, exit 0, and names
+// every option it takes.
+TEST(CliHelp, EveryCommandDescribesEveryOption) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> commands = {
+      {"run", {"--set", "--out", "--threads", "--jobs", "--shard", "--force", "--wait", "--quiet", "--trace", "--help"}},
+      {"validate", {"--set", "--help"}},
+      {"cluster", {"--set", "--out", "--force", "--quiet", "--trace", "--help"}},
+      {"list", {"--markdown", "--help"}},
+      {"bench", {"--threads", "--quick", "--only", "--json", "--repeats", "--data", "--batched-gradients", "--help"}}};
+  for (const auto& [cmd, options] : commands) {
+    CommandResult help = run_cli(cmd + " --help");
+    EXPECT_EQ(help.exit_code, 0) << cmd << "\n" << help.output;
+    EXPECT_EQ(help.output.rfind("usage: ", 0), 0u) << help.output;
+    for (const auto& o : options) EXPECT_NE(help.output.find(o), std::string::npos) << cmd << " " << o << "\n" << help.output;
+    for (const std::string& other : {cmd + " -h", "help " + cmd, cmd + " x.json --jobs 2 --help"}) {
+      CommandResult r = run_cli(other);
+      EXPECT_EQ(r.exit_code, 0) << other;
+      EXPECT_EQ(r.output, help.output) << other;
+    }
+  }
+  // cluster's help leaves out what it refuses (--threads, --jobs, --shard, --wait)
+  EXPECT_EQ(run_cli("cluster --help").output.find("  --jobs"), std::string::npos);
+  EXPECT_EQ(run_cli("help frobnicate").exit_code, 2);
+  EXPECT_EQ(run_cli("frobnicate --help").exit_code, 2);
+}
+
+TEST(CliHelp, TopLevelHelpListsTheCommands) {
+  for (const char* form : {"--help", "-h", "help"}) {
+    CommandResult r = run_cli(form);
+    EXPECT_EQ(r.exit_code, 0) << form;
+    for (const char* cmd : {"run", "cluster", "validate", "list", "bench"})
+      EXPECT_NE(r.output.find(std::string("\n  ") + cmd + " "), std::string::npos) << form << " " << cmd << "\n" << r.output;
+    EXPECT_NE(r.output.find("COMMAND --help"), std::string::npos);
+  }
+}
+
+// ---- progress: the experiment as a whole on a terminal, nothing on a pipe ----
+
+TEST(Progress, FormatShowsRunsDoneAndTheOverallEta) {
+  EXPECT_EQ(experiment_progress(0, 4, 0.0, 0.0), "runs 0/4 done    0%");
+  // 1.5 of 4 runs' work in 30 s: 2.5 more at that rate is 50 s
+  EXPECT_EQ(experiment_progress(1, 4, 1.5, 30.0), "runs 1/4 done   38%  ETA 50s");
+  EXPECT_EQ(experiment_progress(2, 10, 2.5, 100.0), "runs 2/10 done   25%  ETA 5m00s");
+  EXPECT_EQ(experiment_progress(1, 100, 1.0, 3600.0), "runs 1/100 done    1%  ETA 99h00m");
+  EXPECT_EQ(experiment_progress(4, 4, 4.0, 12.0), "runs 4/4 done  100%");
+}
+
+TEST(Progress, NotATerminalGetsNoProgressAndQuietStillSaysWhere) {
+  std::string dir = temp_dir("progress");
+  write_text(dir + "/c.json", tiny().dump());
+  CommandResult r = run_cli("run " + dir + "/c.json --set repeats=3 --jobs 2 --out " + dir + "/out");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find('\r'), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find('\033'), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("ETA"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[3/3] async-seed3: completed"), std::string::npos) << r.output;
+  CommandResult quiet = run_cli("run " + dir + "/c.json --set repeats=3 --quiet --force --out " + dir + "/out");
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.output;
+  EXPECT_EQ(quiet.output, "results: " + dir + "/out/tiny\n");
+}
+
+TEST(Progress, ATerminalSeesTheExperimentAsAWhole) {
+  if (std::system("command -v script >/dev/null 2>&1") != 0) GTEST_SKIP() << "no script(1) to make a terminal";
+  std::string dir = temp_dir("progress_tty");
+  write_text(dir + "/c.json", tiny().dump());
+  // script(1) runs the command on a pseudo-terminal: stderr is a terminal there.
+  std::string cmd = "script -qec '" + std::string(ASGD_BINARY) + " run " + dir + "/c.json --set repeats=3 --jobs 2 --out " +
+                    dir + "/out' /dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
+  ASSERT_EQ(::pclose(p), 0) << out;
+  // two lanes may both end a run before either line is drawn
+  EXPECT_TRUE(out.find("runs 1/3 done") != std::string::npos || out.find("runs 2/3 done") != std::string::npos) << out;
+  EXPECT_NE(out.find("runs 3/3 done  100%"), std::string::npos) << out;
+  EXPECT_NE(out.find("results: "), std::string::npos) << out;
 }
 
 // Every shipped study runs end to end at a reduced size (a sliver of an epoch).

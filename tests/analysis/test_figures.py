@@ -9,8 +9,11 @@ What it is not: no check of looks (a person looks at the PNGs) and no file readi
 (test_plot.py runs plot.py on folders).
 """
 
+import json
 import math
+import shutil
 import sys
+import tempfile
 import unittest
 from pathlib import Path
 
@@ -298,6 +301,117 @@ class StalenessFigureTest(unittest.TestCase):
         self.assertEqual(len(ax.patches), 3)  # one histogram's bars
         text = "\n".join(t.get_text() for t in ax.texts)
         self.assertIn("dcasgd = async", text)
+
+
+def write_trace(folder, events):
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def span(name, tid, start_s, end_s):
+    return {"name": name, "ph": "X", "pid": 0, "tid": tid, "ts": start_s * 1e6,
+            "dur": (end_s - start_s) * 1e6}
+
+
+class TimelineTest(unittest.TestCase):
+    """Every worker is on the timeline: a row each up to 64, heat-map rows past that whose
+    values are the share of workers in each state, by hand."""
+
+    def setUp(self):
+        self.tmp = Path(tempfile.mkdtemp())
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def draw(self, workers, spans):
+        run = make_run("async", 1, {}, [0, 1], [1, 0.5])
+        run.trace_path = write_trace(self.tmp / f"w{workers}", spans)
+        return figures.draw_timeline(make_groups([run], [], ["async"])).axes[0]
+
+    def test_up_to_64_workers_each_has_a_row(self):
+        workers = 60  # the timeline used to stop at 48 threads
+        spans = [span("apply", 0, 0.0, 0.1)] + [span("compute", w + 1, 0.0, 1.0)
+                                               for w in range(workers)]
+        ax = self.draw(workers, spans)
+        labels = [t.get_text() for t in ax.get_yticklabels()]
+        self.assertEqual(labels, ["server"] + [f"worker {w}" for w in range(workers)])
+
+    def test_past_64_workers_the_shares_are_heat_map_rows(self):
+        workers = 100
+        # Workers 0..29 compute over [0, 0.5) and wait over [0.5, 1); the rest compute
+        # over [0, 1). Compute share: 1 before 0.5 s, 0.7 after; waiting: 0 then 0.3.
+        spans = [span("apply", 0, 0.0, 0.01)]
+        for w in range(workers):
+            if w < 30:
+                spans += [span("compute", w + 1, 0.0, 0.5), span("wait", w + 1, 0.5, 1.0)]
+            else:
+                spans.append(span("compute", w + 1, 0.0, 1.0))
+        ax = self.draw(workers, spans)
+        labels = [t.get_text() for t in ax.get_yticklabels()]
+        self.assertEqual(labels, ["server", "compute: share of 100 workers",
+                                  "wait: share of 100 workers"])
+        self.assertIn("100 workers as heat-map rows", ax.get_title())
+        edges, compute = ax.asgd_shares["compute"]
+        _, wait = ax.asgd_shares["wait"]
+        mid = (edges[:-1] + edges[1:]) / 2
+        np.testing.assert_allclose(compute, np.where(mid < 0.5, 1.0, 0.7), atol=1e-9)
+        np.testing.assert_allclose(wait, np.where(mid < 0.5, 0.0, 0.3), atol=1e-9)
+        # Every worker's time is in the rows: the mean shares add up to one.
+        np.testing.assert_allclose(compute + wait, 1.0, atol=1e-9)
+
+    def test_busy_share_of_a_partly_covered_bin(self):
+        spans = [span("compute", 1, 0.25, 0.75), span("compute", 2, 0.0, 0.1)]
+        share = figures.busy_share([{**s, "ts": s["ts"] / 1e6, "dur": s["dur"] / 1e6}
+                                    for s in spans], np.array([0.0, 0.5, 1.0]), 2)
+        np.testing.assert_allclose(share, [(0.25 + 0.1) / 1.0, 0.25 / 1.0])
+
+
+def workers_table(compute, comm, wait, down=None):
+    table = {"worker": np.arange(len(compute), dtype=float), "compute_time": compute,
+             "comm_time": comm, "wait_time": wait}
+    if down is not None:
+        table["down_time"] = down
+    return pd.DataFrame(table)
+
+
+class WorkersFigureTest(unittest.TestCase):
+    """The utilisation figure is workers.csv's time split, for every worker."""
+
+    def test_stacked_bars_are_the_split(self):
+        w = 8
+        compute = np.linspace(0.2, 0.9, w)
+        comm = np.full(w, 0.05)
+        wait = 1.0 - compute - comm
+        run = make_run("async", 1, {}, [0, 1], [1, 0.5])
+        run.workers = workers_table(compute, comm, wait)
+        fig = figures.draw_workers(make_groups([run], [], ["async"]))
+        ax = fig.axes[0]
+        bars = ax.patches
+        self.assertEqual(len(bars), 3 * w)  # compute, comm, wait for every worker
+        heights = np.array([b.get_height() for b in bars]).reshape(3, w)
+        bottoms = np.array([b.get_y() for b in bars]).reshape(3, w)
+        np.testing.assert_allclose(heights, [compute, comm, wait])
+        np.testing.assert_allclose(bottoms[2], compute + comm)
+        share = compute.sum() / w
+        self.assertIn(f"compute {100 * share:.0f}%", ax.get_title())
+        self.assertIn(f"comm {100 * 0.05:.0f}%", ax.get_title())
+
+    def test_past_64_workers_a_heat_map_of_every_worker(self):
+        w = 100
+        compute = np.linspace(0.1, 0.8, w)
+        comm = np.full(w, 0.1)
+        down = np.where(np.arange(w) == 7, 0.5, 0.0)
+        wait = 2.0 - compute - comm - down  # the run lasted 2 s
+        run = make_run("async", 1, {}, [0, 2], [1, 0.5])
+        run.workers = workers_table(compute, comm, wait, down)
+        ax = figures.draw_workers(make_groups([run], [], ["async"])).axes[0]
+        self.assertEqual([t.get_text() for t in ax.get_yticklabels()],
+                         ["compute", "communication", "waiting", "down"])
+        np.testing.assert_allclose(ax.asgd_share, np.array([compute, comm, wait, down]) / 2.0)
+        self.assertIn("all 100", ax.get_xlabel())
+        self.assertIn("down", ax.get_title())
 
 
 class ReportCellsTest(unittest.TestCase):
