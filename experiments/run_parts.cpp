@@ -1,6 +1,7 @@
 // experiments/run_parts.cpp — what `asgdsim run` and `asgdsim cluster` both build from a
 // run's resolved config (data, model, compute-time model) and write around it.
 #include "experiments/run_parts.h"
+#include "experiments/config.h"
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -76,8 +77,7 @@ std::shared_ptr<LoadedData> load_data(const json& cfg, const std::string& base_d
     s.train_samples = d["train_samples"];
     s.test_samples = d["test_samples"];
     s.noise = d["noise"];
-    const json image = d.value("image", json::array());  // [channels, height, width], or [] for flat samples
-    if (image.size() == 3) s.image = Shape{image[1].get<int>(), image[2].get<int>(), image[0].get<int>()};
+    if (auto image = data_image(d)) s.image = *image;  // data.image [channels, height, width]; [] = flat
     out->host = make_synthetic(s, cfg["seed"].get<uint64_t>());
   } else if (type == "sparse_synthetic") {
     SparseSyntheticSpec s;
