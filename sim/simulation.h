@@ -46,8 +46,9 @@ struct DeferredStep {
 };
 
 // One step of worker `worker` and the messages around it, as the engine declares them
-// (Simulation::launch). Each message is parameter-sized (cluster.network.message_bytes) and
-// crosses the topology; nothing else is charged. What the engines send:
+// (Simulation::launch). Each message is parameter-sized (cluster.network.message_bytes),
+// except a gradient step's (Step::gradient) of a sparse model or under compression
+// (sim/message_size.h), and crosses the topology; nothing else is charged. What the engines send:
 //   async, SSP            pull from the server's store, compute, push the gradient
 //   sync, sync_backup     the same (the pull at the iteration's start or on joining it)
 //   local SGD             the round's first step pulls w, the H-th pushes the worker's model
