@@ -24,15 +24,6 @@ using namespace asgd::testing;
 
 namespace {
 
-std::string run_one(const json& cfg, const std::string& tag, int threads = 2) {
-  std::string dir = run_config(cfg, temp_dir(tag), threads);
-  for (const auto& entry : std::filesystem::directory_iterator(dir))
-    if (entry.is_directory()) return entry.path().string();
-  ADD_FAILURE() << "no run folder in " << dir;
-  return dir;
-}
-json summary_at(const std::string& run_dir) { return json::parse(read_file(run_dir + "/summary.json")); }
-
 // sparse_softmax over `features` one-hot features in `nnz` fields, `classes` classes; one
 // async worker, batch `batch`, an almost free step, one shard link of 1e7 B/s.
 json sparse_run(size_t features, int nnz, int classes, int batch) {
