@@ -37,6 +37,7 @@ void AsyncEngine::start(Simulation& sim) {
 void AsyncEngine::launch_next(Simulation& sim, int worker) {
   Step step = sim.next_step(worker, ids_);
   step.pull = store_.get();
+  step.gradient = true;  // the push is this gradient (sparse rows, compression)
   sim.launch(step);
 }
 

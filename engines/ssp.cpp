@@ -116,6 +116,7 @@ void SspEngine::launch_all(Simulation& sim, const std::vector<int>& workers) {
     if (sim.stopping() || !sim.worker_alive(w)) continue;
     Step step = sim.next_step(w, ids_);
     step.pull = store_.get();
+    step.gradient = true;  // the push is this gradient (sparse rows, compression)
     sim.launch(step);
     busy_[w] = true;
   }

@@ -42,6 +42,7 @@ void SyncEngine::launch_idle(Simulation& sim) {
     Step step = sim.next_step(w, ids_);
     step.tag = iteration_;
     step.pull = store_.get();
+    step.gradient = true;  // the push is this gradient (sparse rows, compression)
     sim.launch(step);
     busy_[w] = true;
     computing_[w] = true;

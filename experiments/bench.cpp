@@ -645,8 +645,8 @@ BenchOptions parse_bench_options(int argc, char** argv) {
     } else if (a == "--only") {
       std::stringstream ss(value(i, a));
       for (std::string w; std::getline(ss, w, ',');) {
-        if (w.size() != 1 || w[0] < 'a' || w[0] > 'f')
-          throw std::invalid_argument("--only takes workload letters a, b, c, d, e, f; got '" + w + "'");
+        if (w.size() != 1 || w[0] < 'a' || w[0] > 'g')
+          throw std::invalid_argument("--only takes workload letters a, b, c, d, e, f, g; got '" + w + "'");
         o.only.push_back(w);
       }
     } else {
@@ -669,6 +669,67 @@ BenchResult bench_cnn(const std::string& engine, int workers, uint64_t gradients
   auto f = load_mnist(data_dir, train_limit, kCnnModel, kCnnDescription);
   return model_workload(*f, "f", "cnn", engine, workers, gradients, default_threads(threads), repeats, data_dir,
                         train_limit, 1);
+}
+
+namespace {
+
+// g: sparse_logistic on sparse_synthetic data (100000 features in 20 one-hot fields,
+// Zipf 1.1), batch 32, async with `workers` workers behind a 250 MB/s link, so that each
+// gradient step sizes its sparse messages (Model::touched_rows) as a run does. The bare
+// side computes the same sparse gradients and SGD steps with the same kernels.
+json sparse_config(int workers, uint64_t gradients) {
+  return json{{"name", "bench"},
+              {"seed", 1},
+              {"model", {{"type", "sparse_logistic"}}},
+              {"data", {{"type", "sparse_synthetic"}, {"features", 100000}, {"nnz", 20}, {"zipf", 1.1}, {"classes", 2},
+                        {"train_samples", 20000}, {"test_samples", 2000}}},
+              {"train", {{"batch_size", 32}, {"lr", 0.5}}},
+              {"stop", {{"gradients", gradients}}},
+              {"eval", minimal_eval()},
+              {"cluster",
+               {{"workers", workers},
+                {"compute", {{"dist", "exponential"}, {"mean", 0.01}, {"per", "step"}}},
+                {"network", {{"bandwidth", 2.5e8}, {"latency", 0.0005}}}}},
+              {"engines", json::array({json{{"type", "async"}}})}};
+}
+
+BenchResult sparse_workload(int workers, uint64_t gradients, int threads, int repeats) {
+  Experiment exp = resolve_experiment(sparse_config(workers, gradients), "bench", ".");
+  const json& c = exp.runs.front().config;
+  std::shared_ptr<LoadedData> data = load_data(c, ".");
+  std::unique_ptr<Model> model = build_model(c["model"], *data);
+  BenchResult r;
+  r.workload = "g";
+  r.name = "sparse_async";
+  r.engine = "async";
+  r.model = "sparse_logistic, 100000 features, 20 one-hot fields (Zipf 1.1), batch 32, sparse messages on a 250 MB/s link";
+  r.workers = workers;
+  r.threads = threads;
+  Problem p{model.get(), &data->train, &data->test};
+  WorkerPool pool(threads, /*caller_computes=*/true);
+  time_simulation(sparse_config(workers, std::max<uint64_t>(gradients / 10, 4 * uint64_t(workers))), p, pool);  // warm-up
+  SimRun last;
+  auto sim = [&] {
+    last = time_simulation(sparse_config(workers, gradients), p, pool);
+    return last.seconds;
+  };
+  sim();
+  const uint64_t g = last.outcome.gradients, u = last.outcome.updates;
+  auto bare = [&] { return time_bare(p, data->train.n, 32, g, u, threads, 1); };
+  bare();
+  measure_pairs(repeats, sim, bare, r);
+  r.gradients = g;
+  r.updates = u;
+  set_rates(r, true);
+  r.note = "sim: " + std::to_string(uint64_t(last.outcome.bytes_to_server / double(std::max<uint64_t>(last.outcome.messages_to_server, 1)))) +
+           " bytes per push (the touched rows)";
+  return r;
+}
+
+}  // namespace
+
+BenchResult bench_sparse(int workers, uint64_t gradients, int threads, int repeats) {
+  return sparse_workload(workers, gradients, default_threads(threads), repeats);
 }
 
 json bench_default_eval_schedule() { return default_eval(); }
@@ -727,6 +788,7 @@ int run_bench(const BenchOptions& opts, std::ostream& out) {
                           opts.batched_gradients));
   }
   if (selected(opts, "c")) report(event_core_workload(10000, q ? 300000 : 2000000, threads, repeats));
+  if (selected(opts, "g")) report(sparse_workload(16, q ? 3000 : 12000, threads, repeats));
   if (selected(opts, "e")) {
     mnist.reset();
     auto full = load_mlp(opts.data_dir, 0);

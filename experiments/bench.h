@@ -21,7 +21,7 @@ namespace asgd {
 struct BenchOptions {
   int threads = 0;                 // worker threads of both sides; 0: every core
   bool quick = false;              // smaller workloads (seconds instead of a minute)
-  std::vector<std::string> only;   // workload letters a..f; empty: all
+  std::vector<std::string> only;   // workload letters a..g; empty: all
   std::string json_path;           // also write the JSON lines to this file
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   int repeats = 0;                 // timed (sim, bare) pairs; 0: 3 (quick: 3 as well)
@@ -85,6 +85,11 @@ BenchResult bench_cnn(const std::string& engine, int workers, uint64_t gradients
 
 // c: the event core: async on a 1-dim quadratic with `workers` workers, `updates` updates.
 BenchResult bench_event_core(int workers, uint64_t updates, int threads, int repeats);
+
+// g: sparse_logistic (100000 features, 20 one-hot fields, Zipf 1.1, batch 32), async with
+// `workers` workers, sparse messages on a 250 MB/s link, against a bare loop of the same
+// sparse gradients and SGD steps.
+BenchResult bench_sparse(int workers, uint64_t gradients, int threads, int repeats);
 
 // The eval schedule workload e charges (that of experiments/configs/default.json).
 nlohmann::json bench_default_eval_schedule();

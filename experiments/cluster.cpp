@@ -60,6 +60,9 @@ void check_supported(const RunSpec& run, int workers_available) {
   if (c["cluster"]["network"]["precision"] != "fp32")
     v.error("cluster.network.precision", c["cluster"]["network"]["precision"].dump() +
                                              ": real transfers are fp32 (16-bit transfers are simulated only)");
+  if (c["cluster"]["network"]["compression"]["type"] != "none")
+    v.error("cluster.network.compression.type", c["cluster"]["network"]["compression"]["type"].dump() +
+                                                    ": real transfers are uncompressed (compression is simulated only)");
   const json& f = c["cluster"]["failures"];
   if (f["rate"].get<double>() > 0)
     v.error("cluster.failures.rate", "failures at a rate are simulated only (real failures: failures.events)");

@@ -357,7 +357,12 @@ json resolve_cluster(const json& user, Validator& v) {
     v.error("cluster.speeds", "expected a list of factors > 0 or a distribution {\"dist\": ...}, got " + brief(speeds));
   }
 
-  cluster["network"] = v.object(cluster.value("network", json::object()), "cluster.network", section("cluster.network").params);
+  json network = v.object(cluster.value("network", json::object()), "cluster.network", section("cluster.network").params,
+                          {"compression"});
+  if (network.is_object())
+    network["compression"] = v.object(network.value("compression", json::object()), "cluster.network.compression",
+                                      section("cluster.network.compression").params);
+  cluster["network"] = network;
   cluster["server"] = v.object(cluster.value("server", json::object()), "cluster.server", section("cluster.server").params);
   json stragglers = v.object(cluster.value("stragglers", json::object()), "cluster.stragglers",
                              section("cluster.stragglers").params, {"slow"});
@@ -430,6 +435,11 @@ json resolve_run(const json& u, Validator& v) {
                                    {str("name", "", "label for this engine in run ids and plots (default: its type)")});
 
   check_engine(out.value("engine", json::object()), cluster, train, v);
+  if ((model_type == "sparse_logistic" || model_type == "sparse_softmax") && cluster.contains("network") &&
+      cluster["network"].is_object() && cluster["network"].contains("compression") &&
+      cluster["network"]["compression"].is_object() && cluster["network"]["compression"].value("type", "none") != "none")
+    v.error("cluster.network.compression.type",
+            "compression is for dense models: model '" + model_type + "' already sends only the rows it touches (use \"none\")");
 
   if (train.contains("global_batch") && train["global_batch"].is_number_integer() && train["global_batch"].get<int64_t>() > 0 &&
       cluster.contains("workers") && cluster["workers"].is_number_integer()) {
@@ -612,7 +622,20 @@ const std::vector<SectionInfo>& section_catalog() {
             "size, to time a large model's traffic while computing a small model's learning",
             0),
         str("precision", "fp32", "format of pulled parameters and pushed gradients (16-bit: half the bytes, values rounded)",
-            {"fp32", "fp16", "bf16"})}},
+            {"fp32", "fp16", "bf16"}),
+        boolean("sparse_pull", true,
+                "sparse models: a gradient step pulls only the table rows its minibatch reads (and the dense part); "
+                "false: the whole vector. Pushes always carry only the touched rows")}},
+      {"cluster.network.compression",
+       "compression of pushed gradients (dense models; async, SSP, sync engines), applied for real: the server "
+       "applies the compressed values",
+       {str("type", "none",
+            "topk: keep the ratio x parameters values of largest magnitude, k x (4 + value bytes) bytes; int8: "
+            "value / (max|value| / 127) rounded, parameters + 4 bytes",
+            {"none", "topk", "int8"}),
+        num("ratio", 0.01, "topk: fraction of the values sent (k = ceil(ratio x parameters))", 0, true, 1),
+        boolean("error_feedback", false,
+                "keep what a push did not send in a per-worker residual, added to the worker's next gradient")}},
       {"cluster.server", "the parameter server (or EASGD center) as a resource: one update at a time, FIFO",
        {seconds("update_seconds", 0.0,
                 "virtual seconds the server is busy per update it applies (an async gradient, a sync aggregate, an "

@@ -40,7 +40,7 @@ constexpr const char* kUsage =
     "                                                (real processes: rank 0 the server, N workers)\n"
     "  asgdsim validate CONFIG.json [--set KEY.PATH=VALUE]...\n"
     "  asgdsim list [--markdown]\n"
-    "  asgdsim bench [--threads N] [--quick] [--only a,b,c,d,e,f] [--json FILE] [--repeats R] [--data DIR]\n"
+    "  asgdsim bench [--threads N] [--quick] [--only a,b,c,d,e,f,g] [--json FILE] [--repeats R] [--data DIR]\n"
     "                [--batched-gradients K]\n"
     "  asgdsim --version\n"
     "exit codes: 0 done, 2 invalid input (config, usage, data, files; the experiment folder in use), 1 other failure,\n"

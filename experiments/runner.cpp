@@ -127,6 +127,11 @@ RunSettings settings_from_config(const json& c) {
   std::string precision = net["precision"];
   s.precision = precision == "fp16" ? Precision::Fp16 : precision == "bf16" ? Precision::Bf16 : Precision::Fp32;
   s.network.bytes_per_value = s.precision == Precision::Fp32 ? 4 : 2;
+  s.sparse_pull = net["sparse_pull"];
+  const json& comp = net["compression"];
+  s.compression.type = compression_type(comp["type"]);
+  s.compression.ratio = comp["ratio"];
+  s.compression.error_feedback = comp["error_feedback"];
   const json& fail = c["cluster"]["failures"];
   auto down = [](double seconds) { return seconds > 0 ? seconds_to_sim(seconds) : kNever; };
   for (const auto& f : fail["events"])

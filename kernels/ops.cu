@@ -7,7 +7,12 @@
 #include "kernels/detail/backend.h"
 #if defined(ASGD_BACKEND_CUDA)
 #include <thrust/functional.h>
+#include <thrust/sequence.h>
+#include <thrust/sort.h>
 #include <thrust/transform_reduce.h>
+#else
+#include <algorithm>
+#include <numeric>
 #endif
 // Streaming stores for large out-of-place steps on the CPU (see sgd_step). Only where the
 // compiler cannot contract in - lr * g into an FMA: the vector code below must round
@@ -119,7 +124,52 @@ struct RoundFp16 {
   }
 };
 
+// Compression (compress_topk, compress_int8).
+struct AddResidual {  // g += r
+  float* g; const float* r;
+  ASGD_HD void operator()(size_t i) const { g[i] += r[i]; }
+};
+struct GatherKept {  // vals[j] = g[idx[j]]: the values kept
+  float* vals; const float* g; const int32_t* idx;
+  ASGD_HD void operator()(size_t j) const { vals[j] = g[idx[j]]; }
+};
+struct ZeroOrResidual {  // r = g (what is not sent), g = 0
+  float* g; float* r;
+  ASGD_HD void operator()(size_t i) const {
+    if (r) r[i] = g[i];
+    g[i] = 0.0f;
+  }
+};
+struct ScatterKept {  // g[idx[j]] = vals[j]; r[idx[j]] = 0 (sent exactly)
+  float* g; float* r; const float* vals; const int32_t* idx;
+  ASGD_HD void operator()(size_t j) const {
+    g[idx[j]] = vals[j];
+    if (r) r[idx[j]] = 0.0f;
+  }
+};
+// The order of top-k: larger magnitude first, then lower index (a total order, so the
+// kept set is the same whatever the sort's algorithm).
+struct TopkBefore {
+  const float* g;
+  ASGD_HD bool operator()(int32_t a, int32_t b) const {
+    const float x = fabsf(g[a]), y = fabsf(g[b]);
+    return x > y || (x == y && a < b);
+  }
+};
+struct QuantizeInt8 {
+  float* g; float* r; float s;
+  ASGD_HD void operator()(size_t i) const {
+    float kept = 0.0f;
+    if (s > 0) kept = fminf(127.0f, fmaxf(-127.0f, nearbyintf(g[i] / s))) * s;
+    if (r) r[i] = g[i] - kept;
+    g[i] = kept;
+  }
+};
+
 #if defined(ASGD_BACKEND_CUDA)
+struct AbsFloat {
+  ASGD_HD float operator()(float v) const { return fabsf(v); }
+};
 struct ToDouble {
   ASGD_HD double operator()(float v) const { return double(v); }
 };
@@ -216,6 +266,35 @@ bool all_finite(ExecContext& ctx, const float* x, size_t n) {
     if (!std::isfinite(x[i])) return false;
   return true;
 #endif
+}
+
+void compress_topk(ExecContext& ctx, float* g, float* residual, size_t n, size_t k) {
+  if (k > n) k = n;
+  if (residual) for_each_index(ctx, n, AddResidual{g, residual});
+  Workspace::Frame frame(ctx.workspace());
+  int32_t* idx = ctx.workspace().take<int32_t>("top-k order", n);
+  float* vals = ctx.workspace().take<float>("top-k values", k > 0 ? k : 1);
+#if defined(ASGD_BACKEND_CUDA)
+  thrust::sequence(detail::policy(ctx), idx, idx + n);
+  thrust::sort(detail::policy(ctx), idx, idx + n, TopkBefore{g});
+#else
+  std::iota(idx, idx + n, 0);
+  std::nth_element(idx, idx + (k > 0 ? k - 1 : 0), idx + n, TopkBefore{g});
+#endif
+  for_each_index(ctx, k, GatherKept{vals, g, idx});
+  for_each_index(ctx, n, ZeroOrResidual{g, residual});
+  for_each_index(ctx, k, ScatterKept{g, residual, vals, idx});
+}
+
+void compress_int8(ExecContext& ctx, float* g, float* residual, size_t n) {
+  if (residual) for_each_index(ctx, n, AddResidual{g, residual});
+#if defined(ASGD_BACKEND_CUDA)
+  const float mx = thrust::transform_reduce(detail::policy(ctx), g, g + n, AbsFloat{}, 0.0f, thrust::maximum<float>());
+#else
+  float mx = 0.0f;
+  for (size_t i = 0; i < n; ++i) mx = std::fmax(mx, std::fabs(g[i]));
+#endif
+  for_each_index(ctx, n, QuantizeInt8{g, residual, mx / 127.0f});
 }
 
 }  // namespace asgd::ops

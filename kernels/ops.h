@@ -35,4 +35,14 @@ double sum(ExecContext& ctx, const float* x, size_t n);
 double sq_norm(ExecContext& ctx, const float* x, size_t n);
 bool all_finite(ExecContext& ctx, const float* x, size_t n);
 
+// Gradient compression (cluster.network.compression), in place on g. With a residual r
+// (null: none), g + r is compressed instead and r becomes (g + r) - what is kept (error
+// feedback). Deterministic: the same bits on every thread count.
+// Top-k: keeps the k values of largest magnitude (ties: the lower index first), zeroes the
+// rest. Temporary buffers come from ctx's workspace.
+void compress_topk(ExecContext& ctx, float* g, float* residual, size_t n, size_t k);
+// int8: scale s = max |g| / 127; each value becomes nearbyint(g / s) (in [-127, 127]) x s,
+// in float. All zeros stay zeros.
+void compress_int8(ExecContext& ctx, float* g, float* residual, size_t n);
+
 }  // namespace asgd::ops

@@ -75,4 +75,37 @@ inline float round_fp16(float f) {
   return float(std::copysign(r * ulp, f));
 }
 
+// compress_topk / compress_int8 (ops.h), with an optional residual (empty: none).
+inline void compress_topk(std::vector<float>& g, std::vector<float>& r, size_t k) {
+  const size_t n = g.size();
+  if (!r.empty())
+    for (size_t i = 0; i < n; ++i) g[i] += r[i];
+  std::vector<bool> keep(n, false);
+  for (size_t j = 0; j < k; ++j) {  // k times: the largest |g| not kept yet, lowest index on ties
+    size_t best = n;
+    for (size_t i = 0; i < n; ++i)
+      if (!keep[i] && (best == n || std::fabs(g[i]) > std::fabs(g[best]))) best = i;
+    keep[best] = true;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const float kept = keep[i] ? g[i] : 0.0f;
+    if (!r.empty()) r[i] = g[i] - kept;
+    g[i] = kept;
+  }
+}
+inline void compress_int8(std::vector<float>& g, std::vector<float>& r) {
+  const size_t n = g.size();
+  if (!r.empty())
+    for (size_t i = 0; i < n; ++i) g[i] += r[i];
+  float mx = 0;
+  for (float v : g) mx = std::fmax(mx, std::fabs(v));
+  const float s = mx / 127.0f;
+  for (size_t i = 0; i < n; ++i) {
+    float kept = 0;
+    if (s > 0) kept = std::fmin(127.0f, std::fmax(-127.0f, std::nearbyint(g[i] / s))) * s;
+    if (!r.empty()) r[i] = g[i] - kept;
+    g[i] = kept;
+  }
+}
+
 }  // namespace asgd::ops_ref

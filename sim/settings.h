@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include "sim/lr_schedule.h"
+#include "sim/message_size.h"
 #include "sim/topology.h"
 #include <vector>
 #include "sim/time.h"
@@ -58,6 +59,10 @@ struct RunSettings {
 
   NetworkSpec network;
   Precision precision = Precision::Fp32;
+  // A sparse model's gradient step pulls only the rows its minibatch reads (and the dense
+  // part); false: the whole vector (cluster.network.sparse_pull).
+  bool sparse_pull = true;
+  CompressionSpec compression;         // of pushed gradients, dense models only
   double server_update_seconds = 0;    // the server is busy this long per update it applies
   std::vector<FailureEvent> failures;  // scheduled failures
   double failure_rate = 0;             // per worker per virtual second (exponential gaps)

@@ -81,6 +81,10 @@ Simulation::Simulation(const RunSettings& settings, const Model& model, const De
   if (settings_.workers < 1) throw std::invalid_argument("workers must be >= 1");
   topology_ = make_star_topology(settings_.network, settings_.workers);
   message_bytes_ = message_bytes(settings_.network, model_.num_params());
+  layout_ = model_.row_layout();
+  if (layout_.rows > 0 && settings_.compression.type != CompressionSpec::Type::None)
+    throw std::invalid_argument("compression is for dense models; model " + model_.name() + " sends sparse rows");
+  compressed_bytes_ = compressed_message_bytes(settings_.network, model_.num_params(), settings_.compression);
   contended_ = topology_->contended();
   free_network_ = topology_->free();
   if (!(settings_.server_update_seconds >= 0)) throw std::invalid_argument("server update_seconds must be >= 0");
@@ -173,6 +177,25 @@ void Simulation::launch(const Step& st) {
   job->read_at_arrival = st.pull && settings_.staleness_at_apply && settings_.staleness != StalenessMode::Emergent;
   job->accounted = false;
   job->before = st.before;
+  // Message sizes (docs/architecture.md, Message sizes): a sparse model's gradient step
+  // moves only the rows its minibatch reads and touches, a dense one's push may be
+  // compressed; everything else is a full parameter vector.
+  double pull_bytes = message_bytes_;
+  job->push_bytes = message_bytes_;
+  job->compress = false;
+  job->rows.clear();
+  if (st.gradient && st.pull) {
+    if (layout_.rows > 0) {
+      model_.touched_rows(train_, st.ids, st.m, job->rows);
+      const size_t n = model_.num_params();
+      job->push_bytes = row_message_bytes(settings_.network, n, job->rows.size(), layout_.width,
+                                          n - layout_.rows * layout_.width);
+      if (settings_.sparse_pull) pull_bytes = job->push_bytes;
+    } else if (settings_.compression.type != CompressionSpec::Type::None) {
+      job->push_bytes = compressed_bytes_;
+      job->compress = true;
+    }
+  }
   if (st.before.grad_buffer) {  // the step's gradient buffer becomes the job's output (see DeferredStep)
     if (st.before.grad != st.before.grad_buffer->data() || st.before.grad_buffer->size() != job->grad.size())
       throw std::logic_error("launch: DeferredStep::grad_buffer must hold the step's gradient");
@@ -187,11 +210,11 @@ void Simulation::launch(const Step& st) {
   SimTime served = now();  // when the parameters are read
   job->compute_start = now();
   if (job->received) {  // a pull, or the server's reply: one message to the worker
-    TransferTimes t = free_network_ ? TransferTimes{now(), now()} : topology_->transfer(kServer, worker, message_bytes_, now());
+    TransferTimes t = free_network_ ? TransferTimes{now(), now()} : topology_->transfer(kServer, worker, pull_bytes, now());
     served = t.start;
     job->compute_start = t.arrival;
     out_.messages_to_workers++;
-    out_.bytes_to_workers += message_bytes_;
+    out_.bytes_to_workers += pull_bytes;
   }
   job->compute_done =
       add_time(job->compute_start, compute_.duration(uint32_t(worker), job->step, st.m, job->compute_start));
@@ -220,13 +243,13 @@ void Simulation::launch(const Step& st) {
 void Simulation::schedule_after_read(GradientJob& job, size_t slot) {
   if (job.pushed) {
     out_.messages_to_server++;
-    out_.bytes_to_server += message_bytes_;
+    out_.bytes_to_server += job.push_bytes;
     if (contended_) {  // the push queues behind transfers requested before it: ask when it starts
       queue_.push(job.compute_done, EventKind::ComputeDone, job.worker, slot);
       return;
     }
     job.arrival = free_network_ ? job.compute_done
-                                : topology_->transfer(job.worker, kServer, message_bytes_, job.compute_done).arrival;
+                                : topology_->transfer(job.worker, kServer, job.push_bytes, job.compute_done).arrival;
   } else {
     job.arrival = job.compute_done;  // the result stays on the worker
   }
@@ -333,7 +356,7 @@ void Simulation::handle_compute_done(const Event& e) {
     lose_if_stale(lost);
     return;
   }
-  job.arrival = topology_->transfer(job.worker, kServer, message_bytes_, now()).arrival;
+  job.arrival = topology_->transfer(job.worker, kServer, job.push_bytes, now()).arrival;
   queue_.push(job.arrival, EventKind::GradientArrival, job.worker, e.payload);
 }
 
@@ -477,7 +500,27 @@ void Simulation::handle_arrival(const Event& e) {
     recycle(std::move(job));
     return;
   }
+  if (job->compress) compress(*job);
   engine_->on_gradient(*this, std::move(job));
+}
+
+// On the scheduler thread, in arrival order: a worker's residual sees its gradients in the
+// order they reached the server, and a gradient that never arrives (lost) changes nothing.
+void Simulation::compress(GradientJob& job) {
+  const CompressionSpec& c = settings_.compression;
+  const size_t n = model_.num_params();
+  float* residual = nullptr;
+  if (c.error_feedback) {
+    if (residual_.empty()) residual_.resize(size_t(settings_.workers));
+    DeviceArray<float>& r = residual_[size_t(job.worker)];
+    if (r.size() != n) {
+      r.resize_discard(n);
+      r.fill(0.0f);
+    }
+    residual = r.data();
+  }
+  if (c.type == CompressionSpec::Type::TopK) ops::compress_topk(exec_, job.grad.data(), residual, n, topk_count(c.ratio, n));
+  if (c.type == CompressionSpec::Type::Int8) ops::compress_int8(exec_, job.grad.data(), residual, n);
 }
 
 EvalPair evaluate_params(const Model& model, WorkerPool& pool, ExecContext& exec, const float* w,

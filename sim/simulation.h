@@ -46,8 +46,9 @@ struct DeferredStep {
 };
 
 // One step of worker `worker` and the messages around it, as the engine declares them
-// (Simulation::launch). Each message is parameter-sized (cluster.network.message_bytes) and
-// crosses the topology; nothing else is charged. What the engines send:
+// (Simulation::launch). Each message is parameter-sized (cluster.network.message_bytes),
+// except a gradient step's (Step::gradient) of a sparse model or under compression
+// (sim/message_size.h), and crosses the topology; nothing else is charged. What the engines send:
 //   async, SSP            pull from the server's store, compute, push the gradient
 //   sync, sync_backup     the same (the pull at the iteration's start or on joining it)
 //   local SGD             the round's first step pulls w, the H-th pushes the worker's model
@@ -70,6 +71,11 @@ struct Step {
   Snapshot own;
   bool reply = false;
   bool push = true;              // the result travels to the server (one message)
+  // The push carries this step's gradient on the pulled parameters (async, SSP, sync), not
+  // parameters: a sparse model's pull and push then hold only the rows the minibatch
+  // reads and its gradient touches (Model::touched_rows), and a dense model's gradient is
+  // compressed as cluster.network.compression says. False: full-size messages.
+  bool gradient = false;
   DeferredStep before;           // own only: applied to own.data() first (see DeferredStep)
 };
 
@@ -81,6 +87,9 @@ struct GradientJob {
   uint64_t read_version = 0;
   std::vector<int32_t> ids;     // minibatch sample ids
   DeviceArray<float> grad;      // (num_params) mean gradient over the minibatch
+  std::vector<int32_t> rows;    // a sparse model's gradient push: the table rows it touches (exactly 0 elsewhere)
+  double push_bytes = 0;        // of its push message
+  bool compress = false;        // its pushed gradient is compressed when it arrives
   double loss = 0;              // mean minibatch loss at `read`
   SimTime start = 0;            // launched (a pull or reply is requested now)
   SimTime compute_start = 0;    // parameters at the worker
@@ -280,6 +289,10 @@ class Simulation {
   std::vector<SimTime> idle_since_;  // for trace "wait" spans: when the worker last went idle (-1: busy)
   std::unique_ptr<Topology> topology_;
   double message_bytes_ = 0;          // one parameter-sized message
+  RowLayout layout_;                  // model_.row_layout(): rows > 0 for a sparse model
+  double compressed_bytes_ = 0;       // one compressed gradient push (settings_.compression)
+  std::vector<DeviceArray<float>> residual_;  // per worker: error feedback of compression
+  void compress(GradientJob& job);
   bool contended_ = false;            // topology_->contended()
   bool free_network_ = true;          // topology_->free()
   SimTime server_seconds_ = 0;        // cluster.server.update_seconds

@@ -46,6 +46,8 @@ TEST(BenchOptions, ParsesTheDocumentedFlags) {
 
   char* cnn[] = {arg("bench"), arg("--only"), arg("f")};
   EXPECT_EQ(parse_bench_options(3, cnn).only, (std::vector<std::string>{"f"}));
+  char* sparse[] = {arg("bench"), arg("--only"), arg("g")};
+  EXPECT_EQ(parse_bench_options(3, sparse).only, (std::vector<std::string>{"g"}));
 
   char* batched[] = {arg("bench"), arg("--batched-gradients"), arg("8")};
   EXPECT_EQ(parse_bench_options(3, batched).batched_gradients, 8);
@@ -103,6 +105,23 @@ TEST(BenchWorkloads, EventCoreCountsUpdatesAndTimesBothSides) {
   json j = r.to_json();
   for (const char* k : {"workload", "sim_rate", "bare_rate", "ratio", "threads", "workers", "backend"})
     EXPECT_TRUE(j.contains(k)) << k;
+}
+
+// The sparse workload (g) at a small size: a simulated run of sparse messages and a bare
+// loop of the same sparse gradients both ran, with the same counts.
+TEST(BenchWorkloads, SparseWorkloadTimesSparseMessagesAgainstABareLoop) {
+  BenchResult r = bench_sparse(/*workers=*/4, /*gradients=*/300, /*threads=*/2, /*repeats=*/1);
+  EXPECT_EQ(r.workload, "g");
+  EXPECT_EQ(r.gradients, 300u);
+  EXPECT_EQ(r.updates, 300u);
+  EXPECT_GT(r.sim_seconds, 0.0);
+  EXPECT_GT(r.bare_seconds, 0.0);
+  EXPECT_EQ(r.rate_unit, "updates/s");
+  // a push of the touched rows: far below the 400004-byte dense vector
+  EXPECT_NE(r.note.find("bytes per push"), std::string::npos) << r.note;
+  const double push = std::stod(r.note.substr(r.note.find("sim: ") + 5));
+  EXPECT_GT(push, 20 * 8.0);
+  EXPECT_LT(push, 32 * 20 * 8.0 + 4);
 }
 
 // The CI floor. Workload (a), shortened: MLP 784-128-10, batch 32, Fashion-MNIST (10,000
