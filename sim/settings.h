@@ -48,6 +48,7 @@ struct RunSettings {
   double staleness_mean = 0.0;         // geometric mean
 
   NetworkSpec network;
+  ClusterSpec topology;                // cluster.topology and placement (boxes 0: the star)
   Precision precision = Precision::Fp32;
   double server_update_seconds = 0;    // the server is busy this long per update it applies
   std::vector<FailureEvent> failures;  // scheduled failures
