@@ -47,6 +47,19 @@ inline std::string run_config(const nlohmann::json& cfg, const std::string& out,
   return out + "/" + cfg.at("name").get<std::string>();
 }
 
+// The one run of `cfg` (one engine, no sweep), in a fresh folder tagged `tag`: its folder.
+inline std::string run_one(const nlohmann::json& cfg, const std::string& tag, int threads = 2) {
+  std::string dir = run_config(cfg, temp_dir(tag), threads);
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    if (entry.is_directory()) return entry.path().string();
+  ADD_FAILURE() << "no run folder in " << dir;
+  return dir;
+}
+
+inline nlohmann::json summary_at(const std::string& run_dir) {
+  return nlohmann::json::parse(read_file(run_dir + "/summary.json"));
+}
+
 // metrics.csv as a column -> values map.
 struct Metrics {
   std::vector<std::string> header;

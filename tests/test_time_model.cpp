@@ -32,17 +32,6 @@ json clock_config(const std::string& name, int workers, double step_seconds, con
               {"engines", json::array({engine})}};
 }
 
-// The one run of `cfg` (one engine, no sweep): its folder.
-std::string run_one(const json& cfg, const std::string& tag, int threads = 2) {
-  std::string dir = run_config(cfg, temp_dir(tag), threads);
-  for (const auto& entry : std::filesystem::directory_iterator(dir))
-    if (entry.is_directory()) return entry.path().string();
-  ADD_FAILURE() << "no run folder in " << dir;
-  return dir;
-}
-
-json summary_at(const std::string& run_dir) { return json::parse(read_file(run_dir + "/summary.json")); }
-
 double rate(const json& s, const char* what) { return s[what].get<double>() / s["time"].get<double>(); }
 
 const double kMs = 1e-3;

@@ -3,6 +3,7 @@
 // by a closed form in the alpha-beta model (docs/architecture.md, "Boxes" and
 // "Collectives"), by equivalence with the star, and by determinism across thread counts.
 // Small models, constant compute: the clock, not the learning, is tested.
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include "sim/topology.h"
@@ -38,15 +39,6 @@ json topology(int boxes, int per_box, double intra_bw, double intra_lat, double 
           {"inter", {{"bandwidth", inter_bw}, {"latency", inter_lat}}}};
 }
 
-std::string run_one(const json& cfg, const std::string& tag, int threads = 2) {
-  std::string dir = run_config(cfg, temp_dir(tag), threads);
-  for (const auto& entry : std::filesystem::directory_iterator(dir))
-    if (entry.is_directory()) return entry.path().string();
-  ADD_FAILURE() << "no run folder in " << dir;
-  return dir;
-}
-
-json summary_at(const std::string& run_dir) { return json::parse(read_file(run_dir + "/summary.json")); }
 double run_time(const std::string& run_dir) { return summary_at(run_dir)["time"].get<double>(); }
 
 // What two runs must share to be the same run: every output but the config and wall time.
@@ -271,6 +263,45 @@ TEST(Collectives, SyncBackupRingsAmongTheFirstFinishers) {
   EXPECT_EQ(s["dropped_gradients"].get<int>(), backups * K);
   Metrics w = read_metrics(dir + "/workers.csv");
   for (int k = 0; k < N; ++k) EXPECT_EQ(w.column("dropped")[size_t(k)], k < n ? 0 : K) << "worker " << k;
+}
+
+// The collectives change the clock, not the learning: sync over ps, a ring and the
+// hierarchical all-reduce apply the same aggregates, so metrics.csv agrees row by row
+// except for the time column.
+TEST(Collectives, ChangeTheClockNotTheLearning) {
+  auto rows_without_time = [](const std::string& dir) {  // as text: NaN cells compare equal
+    const size_t t = [&] {
+      Metrics m = read_metrics(dir + "/metrics.csv");
+      return size_t(std::find(m.header.begin(), m.header.end(), "time") - m.header.begin());
+    }();
+    std::vector<std::vector<std::string>> rows;
+    std::stringstream in(read_file(dir + "/metrics.csv"));
+    for (std::string line; std::getline(in, line);) {
+      std::vector<std::string> cells;
+      std::stringstream ls(line);
+      for (std::string cell; std::getline(ls, cell, ',');) cells.push_back(cell);
+      cells.erase(cells.begin() + long(t));
+      rows.push_back(cells);
+    }
+    return rows;
+  };
+  std::vector<std::vector<std::vector<std::string>>> results;
+  std::vector<double> times;
+  for (const char* comm : {"ps", "allreduce", "hierarchical"}) {
+    json cfg = box_config(std::string("learn_") + comm, 4, 0.01, {{"type", "sync"}, {"comm", comm}}, 12);
+    cfg["model"] = {{"type", "softmax"}};
+    cfg["data"] = {{"type", "synthetic"}, {"classes", 3}, {"features", 6}, {"train_samples", 256}, {"test_samples", 64}};
+    cfg["cluster"].erase("workers");
+    cfg["cluster"]["topology"] = topology(2, 2, 4e9, 1e-5, 1e9, 1e-4);
+    const std::string dir = run_one(cfg, "learn");
+    results.push_back(rows_without_time(dir));
+    times.push_back(run_time(dir));
+  }
+  ASSERT_EQ(results[0].size(), 8u);  // the header, the start and every 2 updates
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[0], results[2]);
+  EXPECT_NE(times[0], times[1]);
+  EXPECT_NE(times[1], times[2]);
 }
 
 // ------------------------------------------------------------------ determinism
