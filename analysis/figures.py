@@ -770,6 +770,80 @@ def draw_scaling(table, sweep_keys, target, colours, band=stats.DEFAULT_BAND):
     return fig
 
 
+BOXES_KEY = "cluster.topology.boxes"
+PER_BOX_KEY = "cluster.topology.per_box"
+
+
+def topology_throughputs(groups):
+    """{(engine, per_box): [(gpus, samples per virtual second), ...] sorted by GPUs} for
+    the groups of a sweep over cluster.topology.boxes and per_box: the mean over completed
+    runs of summary.json's samples / time (the runs' training speed). per_box 0 is the
+    line of one box (boxes 1) with its GPUs as swept."""
+    series = {}
+    for group in groups:
+        if BOXES_KEY not in group.sweep or PER_BOX_KEY not in group.sweep:
+            continue
+        rates = [run.total("samples") / run.total("time") for run in group.completed
+                 if run.total("time") > 0 and math.isfinite(run.total("samples"))]
+        if not rates:
+            continue
+        boxes, per_box = int(float(group.sweep[BOXES_KEY])), int(float(group.sweep[PER_BOX_KEY]))
+        point = (boxes * per_box, float(np.mean(rates)))
+        series.setdefault((group.engine, per_box), []).append(point)
+        if boxes == 1:  # per_box 0: the GPUs of one box
+            series.setdefault((group.engine, 0), []).append(point)
+    return {k: sorted(v) for k, v in series.items() if k[1] > 0 or len(v) > 1}
+
+
+def draw_topology_speedup(groups, colours):
+    """Speedup against the number of GPUs (boxes x per_box), one line per engine and
+    per_box, all over one baseline: the one-GPU point (boxes 1, per_box 1) of the first
+    engine that has it. Log-log axes; ideal linear speedup is the straight dashed line.
+    None unless the experiment sweeps both topology keys."""
+    series = topology_throughputs(groups)
+    if not series:
+        return None
+    engines = list(dict.fromkeys(engine for engine, _ in series))
+    baseline = next(((e, rate) for e in engines for gpus, rate in series.get((e, 1), []) if gpus == 1), None)
+    if baseline is None:
+        return None
+    engine_colour = {}
+    for group in groups:
+        engine_colour.setdefault(group.engine, colours.get(group.key, "tab:blue"))
+    styles = ["-", "-", "--", "-.", ":"]
+    markers = ["*", "o", "s", "^", "D", "v", "P"]
+    per_boxes = sorted({p for _, p in series})
+    fig = Figure(figsize=(7.0, 5.0), layout="constrained")
+    ax = fig.subplots()
+    handles, all_gpus, values = [], set(), []
+    for (engine, per_box), points in series.items():
+        gpus = np.array([g for g, _ in points], dtype=float)
+        speedup = np.array([r for _, r in points]) / baseline[1]
+        colour = engine_colour.get(engine, "tab:blue")
+        index = per_boxes.index(per_box)
+        ax.plot(gpus, speedup, color=colour, ls=styles[index % len(styles)],
+                marker=markers[index % len(markers)], ms=4, lw=2.5 if per_box == 0 else 1.2)
+        handles.append(Line2D([], [], color=colour, ls=styles[index % len(styles)],
+                              marker=markers[index % len(markers)], lw=2.5 if per_box == 0 else 1.2,
+                              label=f"{engine}, one box" if per_box == 0 else f"{engine}, boxes of {per_box} GPU(s)"))
+        all_gpus |= set(gpus)
+        values += list(speedup)
+    counts = sorted(all_gpus)
+    ax.plot(counts, counts, color="black", ls="--", lw=1)
+    values += counts
+    handles.append(Line2D([], [], color="black", ls="--", label="ideal linear speedup"))
+    label_worker_axis(ax, counts)
+    ax.set_xlabel("GPUs (boxes x per_box)")
+    ax.set_yscale("log", base=2)
+    positive = [v for v in values if v > 0 and math.isfinite(v)]
+    ax.set_ylim(min(positive) / 1.3, max(positive) * 1.3)
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_ylabel(f"speedup in samples per virtual second\nover 1 GPU under {baseline[0]}")
+    ax.set_title("Speedup per topology, log-log axes (dashed black: ideal)", fontsize="medium")
+    add_figure_legend(fig, handles)
+    return fig
+
+
 # ---------------------------------------------------------------- timeline
 
 def first_traced_run_per_engine(groups):

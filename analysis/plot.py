@@ -130,6 +130,7 @@ def draw_all(experiment, groups, table, args, target):
         ("sweep", figures.draw_sweep(table, keys, target, args.band)),
         ("staleness", figures.draw_staleness(groups, keys, colours)),
         ("scaling", figures.draw_scaling(table, keys, target, colours, args.band)),
+        ("topology", figures.draw_topology_speedup(groups, colours)),
         ("timeline", figures.draw_timeline(groups, args.timeline_seconds)),
         ("workers", figures.draw_workers(groups)),
     ]

@@ -20,6 +20,17 @@ ParamInfo choice(std::string name, std::string def, std::string doc, std::vector
 }
 }  // namespace
 
+namespace {
+// The synchronous family's communication (docs/architecture.md, "Collectives").
+ParamInfo comm_param() {
+  return choice("comm", "ps",
+                "how an iteration's gradients are combined: \"ps\" the parameter server (each worker pulls and "
+                "pushes); \"allreduce\" a ring all-reduce among the aggregated workers; \"hierarchical\" reduce "
+                "to each box's host, ring among the hosts, broadcast (needs cluster.topology)",
+                {"ps", "allreduce", "hierarchical"});
+}
+}  // namespace
+
 const std::vector<ComponentInfo>& engine_catalog() {
   static const std::vector<ComponentInfo> catalog = {
       {"async",
@@ -32,11 +43,13 @@ const std::vector<ComponentInfo>& engine_catalog() {
                   "lambda of DC-ASGD: g + lambda g*g*(w - w_read) (0 = off; MXNet's default is 0.04; "
                   "needs train.momentum 0)",
                   0}}},
-      {"sync", "synchronous SGD: all workers compute on the same parameters; apply the mean once all arrive", {}},
+      {"sync", "synchronous SGD: all workers compute on the same parameters; apply the mean once all arrive",
+       {comm_param()}},
       {"sync_backup",
        "synchronous SGD with b backup replicas (Chen et al. 2016): apply the mean of the first "
        "workers - b gradients, drop the late ones",
-       {ParamInfo{"backups", ParamType::Integer, 1, "b: replicas whose late gradients are dropped (< workers)", 0}}},
+       {ParamInfo{"backups", ParamType::Integer, 1, "b: replicas whose late gradients are dropped (< workers)", 0},
+        comm_param()}},
       {"ssp",
        "stale-synchronous parallel (Ho et al. 2013): a worker may run at most `bound` clocks ahead of the "
        "slowest; gradients are applied as they arrive; bound 0 is sync",

@@ -16,10 +16,23 @@
 // aggregate as one update (Simulation::server_update), and only when that is done do the
 // idle workers pull the new w: a late gradient arriving meanwhile is dropped and its worker
 // waits for the update too.
+// With a collective (comm allreduce or hierarchical, or host placement over several boxes:
+// docs/architecture.md, "Collectives") the workers keep replicas instead of pulling: a
+// step sends nothing; when the iteration's needed gradients are computed, the workers that
+// computed them (the members) run the collective, then the update is applied (every
+// replica applies the same aggregate: update_seconds once, for all), and the members start
+// the next iteration on it. Under sync_backup the collective is among the first N - b
+// finishers only; a late worker's gradient is dropped and it gets the current parameters
+// in one message (from its box's host, or the nearest member before it in worker order)
+// before it joins the iteration in progress.
 #include "engines/sync.h"
 #include "engines/server_update.h"
 
 namespace asgd {
+namespace {
+constexpr uint64_t kApplyAfterCollective = 1;  // timer payloads
+constexpr uint64_t kLaunchAfterBroadcast = 2;
+}  // namespace
 
 SyncEngine::SyncEngine(const nlohmann::json& spec, int backups) : spec_(spec), backups_(backups) {}
 
@@ -30,6 +43,15 @@ void SyncEngine::start(Simulation& sim) {
   busy_.assign(sim.workers(), false);
   computing_.assign(sim.workers(), false);
   needed_ = sim.workers() - backups_;
+  const std::string comm = spec_.value("comm", std::string("ps"));
+  const ClusterSpec& topo = sim.settings().topology;
+  if (comm == "allreduce") comm_ = Comm::AllReduce;
+  else if (comm == "hierarchical") comm_ = Comm::Hierarchical;
+  else if (comm != "ps") throw std::invalid_argument("sync: comm must be ps, allreduce or hierarchical");
+  else if (topo.host_placement && topo.boxes > 1) comm_ = Comm::HostExchange;
+  if (comm_ == Comm::Hierarchical && !sim.topology().has_hosts())
+    throw std::invalid_argument("sync: comm hierarchical needs cluster.topology");
+  current_.assign(sim.workers(), true);  // every replica starts from the initial parameters
   if (needed_ < 1) throw std::invalid_argument("sync_backup: backups must be < cluster.workers");
   iteration_start_ = sim.now();
   launch_idle(sim);
@@ -37,17 +59,30 @@ void SyncEngine::start(Simulation& sim) {
 
 void SyncEngine::launch_idle(Simulation& sim) {
   if (updating_) return;  // the server is applying the last iteration: pull after it
+  caught_up_.clear();
   for (int w = 0; w < sim.workers(); ++w) {
     if (busy_[w] || !sim.worker_alive(w)) continue;
     Step step = sim.next_step(w, ids_);
     step.tag = iteration_;
-    step.pull = store_.get();
-    step.gradient = true;  // the push is this gradient (sparse rows, compression)
+    if (comm_ == Comm::Ps) {
+      step.pull = store_.get();
+      step.gradient = true;  // the push is this gradient (sparse rows, compression)
+    } else {  // its own replica; one message first if it is behind
+      step.own = store_->current();
+      step.push = false;
+      if (!current_[w]) {
+        const int source = catch_up_source(sim, w);
+        step.reply = source != kNoSource;
+        step.reply_from = source;
+        caught_up_.push_back(w);
+      }
+    }
     sim.launch(step);
     busy_[w] = true;
     computing_[w] = true;
     ++pending_;
   }
+  for (int w : caught_up_) current_[w] = true;  // (after the loop: none is another's source)
 }
 
 void SyncEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) {
@@ -70,7 +105,35 @@ void SyncEngine::finish_if_complete(Simulation& sim) {
   if (received_ >= needed_ || (received_ > 0 && pending_ == 0)) finish_iteration(sim);
 }
 
+int SyncEngine::catch_up_source(const Simulation& sim, int w) const {
+  switch (comm_) {
+    case Comm::Hierarchical: return box_host(sim.topology().box_of(w));
+    case Comm::HostExchange: return kServer;  // under host placement: the GPU's own host
+    default: break;
+  }
+  // The nearest live worker before w (cyclically) whose replica is current; if every
+  // replica holding the parameters failed, the nearest live one (a simplification: the
+  // model of record survives), and none if w is alone.
+  const int n = sim.workers();
+  for (int pass = 0; pass < 2; ++pass)
+    for (int k = 1; k < n; ++k) {
+      const int p = (w - k + n) % n;
+      if (sim.worker_alive(p) && (pass == 1 || current_[p])) return p;
+    }
+  return kNoSource;
+}
+
+void SyncEngine::on_timer(Simulation& sim, const Event& e) {
+  if (e.payload == kApplyAfterCollective) {
+    sim.server_update([this, &sim] { apply_iteration(sim); });
+  } else if (e.payload == kLaunchAfterBroadcast) {
+    updating_ = false;
+    launch_idle(sim);
+  }
+}
+
 void SyncEngine::on_worker_down(Simulation& sim, int w) {
+  current_[w] = false;  // its replica is gone (collectives)
   if (computing_[w]) {  // its gradient for this iteration is lost
     computing_[w] = false;
     busy_[w] = false;
@@ -89,7 +152,17 @@ void SyncEngine::finish_iteration(Simulation& sim) {
   pending_ = 0;  // gradients still in flight belong to the old iteration: they will be dropped
   std::fill(computing_.begin(), computing_.end(), false);
   updating_ = true;
-  sim.server_update([this, &sim] { apply_iteration(sim); });
+  if (comm_ == Comm::Ps) {
+    sim.server_update([this, &sim] { apply_iteration(sim); });
+    return;
+  }
+  members_.clear();
+  for (int w = 0; w < sim.workers(); ++w)
+    if (accepted_[w]) members_.push_back(w);
+  const Collective kind = comm_ == Comm::AllReduce      ? Collective::RingAllReduce
+                          : comm_ == Comm::Hierarchical ? Collective::Hierarchical
+                                                        : Collective::HostReduceToServers;
+  sim.schedule_timer(sim.collective(kind, members_), 0, kApplyAfterCollective);
 }
 
 void SyncEngine::apply_iteration(Simulation& sim) {
@@ -107,8 +180,21 @@ void SyncEngine::apply_iteration(Simulation& sim) {
     busy_[job->worker] = false;  // accepted workers wait for the iteration's end
     sim.recycle(std::move(job));
   }
-  updating_ = false;
+  if (comm_ != Comm::Ps) {  // the members' replicas hold the new parameters, the others' not
+    std::fill(current_.begin(), current_.end(), false);
+    for (int w : members_) current_[w] = sim.worker_alive(w);
+  }
   sim.updated();
+  if (comm_ == Comm::HostExchange) {  // the hosts pull the new parameters and broadcast them
+    members_.clear();                 // to the GPUs that start the next iteration
+    for (int w = 0; w < sim.workers(); ++w)
+      if (!busy_[w] && sim.worker_alive(w)) members_.push_back(w);
+    std::fill(current_.begin(), current_.end(), false);
+    for (int w : members_) current_[w] = true;
+    if (!sim.stopping()) sim.schedule_timer(sim.collective(Collective::ServersToHostsToMembers, members_), 0, kLaunchAfterBroadcast);
+    return;
+  }
+  updating_ = false;
   if (!sim.stopping()) launch_idle(sim);
 }
 

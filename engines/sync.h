@@ -18,6 +18,7 @@ class SyncEngine final : public Engine {
   void on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) override;
   void on_worker_down(Simulation& sim, int worker) override;
   void on_worker_up(Simulation& sim, int worker) override { launch_idle(sim); }
+  void on_timer(Simulation& sim, const Event& e) override;
   Snapshot model_of_record() const override;
   nlohmann::json describe() const override { return spec_; }
 
@@ -26,7 +27,18 @@ class SyncEngine final : public Engine {
   void finish_iteration(Simulation& sim);  // the last needed gradient arrived
   void apply_iteration(Simulation& sim);   // the server's update for it
   void finish_if_complete(Simulation& sim);
+  // Where worker w, whose replica is behind, gets the current parameters (collectives).
+  int catch_up_source(const Simulation& sim, int w) const;
   nlohmann::json spec_;
+  // How an iteration communicates (docs/architecture.md, "Collectives"): per-step pulls
+  // and pushes (ps, servers placement or one box), or a collective at the iteration's end
+  // on replicas the workers keep: a ring, the hierarchical all-reduce, or (host placement
+  // over several boxes) each box's sum exchanged with the servers.
+  enum class Comm { Ps, AllReduce, Hierarchical, HostExchange } comm_ = Comm::Ps;
+  std::vector<bool> current_;    // collectives: the worker's replica holds the current parameters
+  std::vector<int> members_;     // the workers in the iteration's collective
+  std::vector<int> caught_up_;   // launched behind: current once launch_idle is done
+  static constexpr int kNoSource = -1000000;  // catch_up_source: no message (w is alone)
   int backups_;
   int needed_ = 0;                                     // gradients aggregated per iteration
   std::unique_ptr<ParameterStore> store_;

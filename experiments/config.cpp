@@ -313,6 +313,20 @@ void check_engine(const json& e, const json& cluster, const json& train, Validat
                                          "delay_compensation to 0 (train.momentum is " + train["momentum"].dump() + ")");
 }
 
+// What the topology and placement allow of the engine (docs/architecture.md, "Boxes").
+void check_placement(const json& e, const json& cluster, Validator& v) {
+  if (!e.is_object() || !e.contains("type") || !e["type"].is_string() || !cluster.is_object()) return;
+  const std::string t = e["type"];
+  const bool sync_family = t == "sync" || t == "sync_backup";
+  const bool topology = cluster.contains("topology") && cluster["topology"].is_object();
+  if (sync_family && text_of(e, "comm") == "hierarchical" && !topology)
+    v.error("engine.comm", "\"hierarchical\" reduces within each box: it needs cluster.topology");
+  if (!sync_family && topology && cluster.value("placement", json("servers")) == "host" &&
+      cluster["topology"].value("boxes", json(1)).is_number_integer() && cluster["topology"].value("boxes", json(1)) > 1)
+    v.error("cluster.placement", "\"host\" over more than one box is defined for sync and sync_backup (each box's "
+                                 "sum is exchanged with the servers); engine " + t + " needs \"servers\" or one box");
+}
+
 // Validates a list of objects (each against `section_name`'s keys) whose "worker" must
 // name an existing worker.
 json worker_list(const json& list, const std::string& path, const std::string& section_name, int64_t workers,
@@ -333,10 +347,44 @@ json worker_list(const json& list, const std::string& path, const std::string& s
   return out;
 }
 
+// cluster.topology (left out: the star) and cluster.placement. With a topology,
+// cluster.workers is derived: boxes x per_box when left out; given, it must equal that.
+void resolve_topology(const json& user, json& cluster, Validator& v) {
+  const bool host = cluster["placement"].is_string() && cluster["placement"] == "host";
+  if (!user.is_object() || !user.contains("topology")) {
+    if (host) v.error("cluster.placement", "\"host\" keeps the parameters in each box's host: it needs cluster.topology");
+    return;
+  }
+  json topo = v.object(user["topology"], "cluster.topology", section("cluster.topology").params, {"intra", "inter"});
+  if (!topo.is_object()) return;
+  for (const char* level : {"intra", "inter"})
+    topo[level] = v.object(topo.value(level, json::object()), std::string("cluster.topology.") + level,
+                           section(std::string("cluster.topology.") + level).params);
+  cluster["topology"] = topo;
+  if (!topo["boxes"].is_number_integer() || !topo["per_box"].is_number_integer()) return;
+  const int64_t gpus = topo["boxes"].get<int64_t>() * topo["per_box"].get<int64_t>();
+  if (gpus > int64_t(kMaxWorkers)) {
+    v.error("cluster.topology", "boxes x per_box is " + std::to_string(gpus) + " workers, more than " +
+                                    std::to_string(int64_t(kMaxWorkers)));
+  } else if (!user.contains("workers")) {
+    cluster["workers"] = gpus;
+  } else if (cluster["workers"].is_number_integer() && cluster["workers"].get<int64_t>() != gpus) {
+    v.error("cluster.workers", "must equal cluster.topology boxes x per_box (" + std::to_string(gpus) +
+                                   ") or be left out (it is then derived); got " + cluster["workers"].dump());
+  }
+  const json net = user.value("network", json::object());
+  for (const char* key : {"latency", "worker_bandwidth"})
+    if (net.is_object() && net.contains(key) && !(net[key].is_number() && net[key].get<double>() == 0))
+      v.error(std::string("cluster.network.") + key,
+              "is replaced by cluster.topology.intra and .inter when a topology is given (leave it out or 0); got " +
+                  brief(net[key]));
+}
+
 json resolve_cluster(const json& user, Validator& v) {
-  json cluster =
-      v.object(user, "cluster", section("cluster").params, {"compute", "network", "server", "stragglers", "failures"});
+  json cluster = v.object(user, "cluster", section("cluster").params,
+                          {"compute", "network", "server", "stragglers", "failures", "topology"});
   if (!cluster.is_object()) return cluster;
+  resolve_topology(user, cluster, v);
   int64_t workers = cluster["workers"].is_number_integer() ? cluster["workers"].get<int64_t>() : 0;
   // left out: 10 ms per step at the default batch of 32, exponentially distributed
   json compute_user = cluster.value("compute", json{{"dist", "exponential"}, {"mean", 0.01 / 32}});
@@ -440,6 +488,7 @@ json resolve_run(const json& u, Validator& v) {
       cluster["network"]["compression"].is_object() && cluster["network"]["compression"].value("type", "none") != "none")
     v.error("cluster.network.compression.type",
             "compression is for dense models: model '" + model_type + "' already sends only the rows it touches (use \"none\")");
+  check_placement(out.value("engine", json::object()), cluster, v);
 
   if (train.contains("global_batch") && train["global_batch"].is_number_integer() && train["global_batch"].get<int64_t>() > 0 &&
       cluster.contains("workers") && cluster["workers"].is_number_integer()) {
@@ -563,6 +612,11 @@ std::optional<Shape> data_image(const json& data) {
 
 // ------------------------------------------------------------------ catalogs
 
+static std::vector<ParamInfo> link_params() {  // cluster.topology.intra and .inter
+  return {num("bandwidth", 0.0, "bytes per virtual second of each link, each direction (0 = unlimited)", 0),
+          seconds("latency", 0.0, "virtual seconds a message pays for crossing this level")};
+}
+
 const std::vector<SectionInfo>& section_catalog() {
   static const std::vector<SectionInfo> sections = {
       {"top", "top-level keys",
@@ -598,11 +652,24 @@ const std::vector<SectionInfo>& section_catalog() {
         integer("train_samples", 10000, "train_loss is measured on the first so many training samples (0 = all)"),
         integer("test_samples", 0, "test metrics on the first so many test samples (0 = all)"),
         num("divergence_bound", 1e6, "a train_loss above this (or NaN/Inf) ends the run as diverged", 0, true)}},
-      {"cluster", "the simulated workers (also: compute, network, server, stragglers, failures)",
+      {"cluster", "the simulated workers (also: compute, network, server, stragglers, failures, topology)",
        {integer("workers", 4, "number of workers", 1, kMaxWorkers),
+        str("placement", "servers",
+            "where the parameters live: \"servers\" dedicated server machines (network.shards shards, reached over "
+            "the topology's inter links); \"host\" each box's host memory (GPUs reach it over intra; several boxes: "
+            "sync exchanges each box's sum with the servers). \"host\" needs cluster.topology",
+            {"servers", "host"}),
         any("speeds", json::array(),
             "per-worker slowdown factors (2 = twice as slow): a list of one factor per worker (empty = all 1), "
             "or a distribution {\"dist\": ...} drawn once per worker")}},
+      {"cluster.topology",
+       "boxes of GPUs instead of the parameter-server star (docs/architecture.md, Boxes): worker w is GPU w % per_box "
+       "of box w / per_box; cluster.workers is derived (boxes x per_box) or must equal it; cluster.network's "
+       "bandwidth and shards are then the dedicated servers' links (also: intra, inter)",
+       {integer("boxes", nullptr, "machines", 1, kMaxWorkers),
+        integer("per_box", nullptr, "GPUs (workers) per machine", 1, kMaxWorkers)}},
+      {"cluster.topology.intra", "each GPU's link to its box's host (PCIe, NVLink)", link_params()},
+      {"cluster.topology.inter", "each box's NIC to a non-blocking switch", link_params()},
       {"cluster.compute",
        "a step's compute time: `dist` and its keys (see distributions below) give one draw per step; a step on m "
        "samples lasts overhead + m x draw (per sample) or overhead + draw (per step), times the worker's speed and "

@@ -124,6 +124,14 @@ RunSettings settings_from_config(const json& c) {
   s.network.worker_bandwidth = net["worker_bandwidth"];
   s.network.message_bytes = net["message_bytes"];
   s.server_update_seconds = c["cluster"]["server"]["update_seconds"];
+  if (c["cluster"].contains("topology")) {
+    const json& t = c["cluster"]["topology"];
+    s.topology.boxes = t["boxes"];
+    s.topology.per_box = t["per_box"];
+    s.topology.intra = LinkSpec{t["intra"]["bandwidth"], t["intra"]["latency"]};
+    s.topology.inter = LinkSpec{t["inter"]["bandwidth"], t["inter"]["latency"]};
+  }
+  s.topology.host_placement = c["cluster"].value("placement", std::string("servers")) == "host";
   std::string precision = net["precision"];
   s.precision = precision == "fp16" ? Precision::Fp16 : precision == "bf16" ? Precision::Bf16 : Precision::Fp32;
   s.network.bytes_per_value = s.precision == Precision::Fp32 ? 4 : 2;

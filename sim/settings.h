@@ -58,6 +58,7 @@ struct RunSettings {
   bool staleness_at_apply = false;
 
   NetworkSpec network;
+  ClusterSpec topology;                // cluster.topology and placement (boxes 0: the star)
   Precision precision = Precision::Fp32;
   // A sparse model's gradient step pulls only the rows its minibatch reads (and the dense
   // part); false: the whole vector (cluster.network.sparse_pull).

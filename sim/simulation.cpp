@@ -79,7 +79,13 @@ Simulation::Simulation(const RunSettings& settings, const Model& model, const De
       compute_(compute), recorder_(recorder), schedule_(settings.lr),
       host_kernels_(std::string(kernels_backend()) != "CUDA"), after_update_(settings) {
   if (settings_.workers < 1) throw std::invalid_argument("workers must be >= 1");
-  topology_ = make_star_topology(settings_.network, settings_.workers);
+  if (settings_.topology.boxes > 0) {
+    if (settings_.topology.boxes * settings_.topology.per_box != settings_.workers)
+      throw std::invalid_argument("workers must equal topology boxes x per_box");
+    topology_ = make_cluster_topology(settings_.topology, settings_.network);
+  } else {
+    topology_ = make_star_topology(settings_.network, settings_.workers);
+  }
   message_bytes_ = message_bytes(settings_.network, model_.num_params());
   layout_ = model_.row_layout();
   if (layout_.rows > 0 && settings_.compression.type != CompressionSpec::Type::None)
@@ -210,7 +216,7 @@ void Simulation::launch(const Step& st) {
   SimTime served = now();  // when the parameters are read
   job->compute_start = now();
   if (job->received) {  // a pull, or the server's reply: one message to the worker
-    TransferTimes t = free_network_ ? TransferTimes{now(), now()} : topology_->transfer(kServer, worker, pull_bytes, now());
+    TransferTimes t = free_network_ ? TransferTimes{now(), now()} : topology_->transfer(st.reply_from, worker, pull_bytes, now());
     served = t.start;
     job->compute_start = t.arrival;
     out_.messages_to_workers++;
@@ -358,6 +364,80 @@ void Simulation::handle_compute_done(const Event& e) {
   }
   job.arrival = topology_->transfer(job.worker, kServer, job.push_bytes, now()).arrival;
   queue_.push(job.arrival, EventKind::GradientArrival, job.worker, e.payload);
+}
+
+SimTime Simulation::collective(Collective kind, const std::vector<int>& members) {
+  const SimTime start = now();
+  const double bytes = message_bytes_;
+  if (members.empty() || free_network_) return start;
+  // the boxes of the members, ascending (members are ascending)
+  std::vector<int> boxes;
+  for (int w : members) {
+    const int b = topology_->box_of(w);
+    if (boxes.empty() || boxes.back() != b) boxes.push_back(b);
+  }
+  // One step: every (from, to, bytes) requested at `at`; returns when the last arrives.
+  struct Send {
+    int from, to;
+  };
+  std::vector<Send> sends;
+  auto step = [&](SimTime at, double piece) {
+    SimTime end = at;
+    for (const Send& s : sends) {
+      end = std::max(end, topology_->transfer(s.from, s.to, piece, at).arrival);
+      if (s.to == kServer) { out_.messages_to_server++; out_.bytes_to_server += piece; }
+      if (s.to >= 0) { out_.messages_to_workers++; out_.bytes_to_workers += piece; }
+    }
+    return end;
+  };
+  // A ring of `ring` endpoints: 2(n-1) steps, each one piece of bytes/n from every
+  // endpoint to the next (reduce-scatter, then all-gather).
+  auto ring = [&](SimTime at, const std::vector<int>& nodes) {
+    const size_t n = nodes.size();
+    if (n < 2) return at;
+    sends.clear();
+    for (size_t i = 0; i < n; ++i) sends.push_back({nodes[i], nodes[(i + 1) % n]});
+    for (size_t k = 0; k < 2 * (n - 1); ++k) at = step(at, bytes / double(n));
+    return at;
+  };
+  auto to_hosts = [&](SimTime at) {
+    sends.clear();
+    for (int w : members) sends.push_back({w, box_host(topology_->box_of(w))});
+    return step(at, bytes);
+  };
+  auto from_hosts = [&](SimTime at) {
+    sends.clear();
+    for (int w : members) sends.push_back({box_host(topology_->box_of(w)), w});
+    return step(at, bytes);
+  };
+  std::vector<int> hosts;
+  for (int b : boxes) hosts.push_back(box_host(b));
+  if (kind != Collective::RingAllReduce && !topology_->has_hosts())
+    throw std::logic_error("collective: this topology has no box hosts");
+  SimTime end = start;
+  switch (kind) {
+    case Collective::RingAllReduce: end = ring(start, members); break;
+    case Collective::Hierarchical: end = from_hosts(ring(to_hosts(start), hosts)); break;
+    case Collective::HostReduceToServers:
+      end = to_hosts(start);
+      sends.clear();
+      for (int h : hosts) sends.push_back({h, kServer});
+      end = step(end, bytes);
+      break;
+    case Collective::ServersToHostsToMembers:
+      sends.clear();
+      for (int h : hosts) sends.push_back({kServer, h});
+      end = from_hosts(step(start, bytes));
+      break;
+  }
+  for (int w : members) {
+    out_.workers[w].comm += end - start;
+    recorder_.add_span(w + 1, "collective", start, end);
+    idle_since_[w] = std::max(idle_since_[w], end);
+  }
+  last_collective_ = members;
+  last_collective_end_ = end;
+  return end;
 }
 
 void Simulation::worker_down(int w, SimTime down_for) {
@@ -666,6 +746,8 @@ RunOutcome Simulation::run(Engine& engine) {
   out_.time = now();
   out_.staleness_unit = engine.staleness_unit();
   if (server_free_ > out_.time) out_.server_busy -= server_free_ - out_.time;  // updates cut off by the end
+  if (last_collective_end_ > out_.time)  // a collective cut off by the end: only its time so far
+    for (int w : last_collective_) out_.workers[w].comm -= last_collective_end_ - out_.time;
   if (out_.failures > 0)
     out_.note += "; " + std::to_string(out_.failures) + " worker failure(s), " + std::to_string(out_.lost) +
                  " gradient(s) lost; the engine went on with the live workers";

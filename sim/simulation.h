@@ -70,6 +70,7 @@ struct Step {
   const ParameterStore* pull = nullptr;
   Snapshot own;
   bool reply = false;
+  int reply_from = kServer;      // the reply's sender: the server, a box's host or a peer worker
   bool push = true;              // the result travels to the server (one message)
   // The push carries this step's gradient on the pulled parameters (async, SSP, sync), not
   // parameters: a sparse model's pull and push then hold only the rows the minibatch
@@ -77,6 +78,16 @@ struct Step {
   // compressed as cluster.network.compression says. False: full-size messages.
   bool gradient = false;
   DeferredStep before;           // own only: applied to own.data() first (see DeferredStep)
+};
+
+// The synchronous family's collectives (Simulation::collective), over the topology, in the
+// alpha-beta model: docs/architecture.md, "Collectives". Every transfer of a step of a
+// collective is requested when the step before has ended everywhere.
+enum class Collective {
+  RingAllReduce,     // a ring of the members in worker order: 2(n-1) steps of bytes/n each
+  Hierarchical,      // members -> their box's host, a ring of those hosts, hosts -> members
+  HostReduceToServers,   // members -> their box's host, each such host -> the servers
+  ServersToHostsToMembers,  // the servers -> each members' box's host -> the members
 };
 
 // One gradient computation: worker `worker`'s step `step`, on parameters `read`.
@@ -223,6 +234,11 @@ class Simulation {
   // so engines whose steps do not update the model of record stop and evaluate there too.)
   void updated();
   void schedule_timer(SimTime at, int worker, uint64_t payload);
+  // Starts collective `kind` among `members` (worker indices, ascending) now, each moving
+  // one parameter-sized message's bytes: reserves the links and returns when it ends
+  // (now if there is nothing to move). The members' time until then is communication.
+  SimTime collective(Collective kind, const std::vector<int>& members);
+  const Topology& topology() const { return *topology_; }
   bool stopping() const { return stop_; }
   bool worker_alive(int w) const { return alive_[w]; }
 
@@ -297,6 +313,8 @@ class Simulation {
   bool free_network_ = true;          // topology_->free()
   SimTime server_seconds_ = 0;        // cluster.server.update_seconds
   SimTime server_free_ = 0;           // when the server finishes the updates asked so far
+  std::vector<int> last_collective_;  // members of the last collective (for the run's end)
+  SimTime last_collective_end_ = 0;
   // An update waiting for its ServerDone event (a move-only callable, type-erased).
   struct ServerTask {
     virtual ~ServerTask() = default;

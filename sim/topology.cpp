@@ -90,7 +90,89 @@ class StarTopology final : public Topology {
   std::vector<Hop> route_;  // the route being built (reused)
 };
 
+class ClusterTopology final : public Topology {
+ public:
+  ClusterTopology(const ClusterSpec& c, const NetworkSpec& net)
+      : c_(c), shards_(net.shards), intra_latency_(seconds_to_sim(c.intra.latency)),
+        inter_latency_(seconds_to_sim(c.inter.latency)) {
+    if (c_.boxes < 1 || c_.per_box < 1) throw std::invalid_argument("a cluster topology needs boxes >= 1 and per_box >= 1");
+    if (shards_ < 1) throw std::invalid_argument("network shards must be >= 1");
+    const int gpus = c_.boxes * c_.per_box;
+    if (c_.intra.bandwidth > 0)
+      for (int w = 0; w < gpus; ++w) {
+        gpu_up_.push_back(links_.add(c_.intra.bandwidth));
+        gpu_down_.push_back(links_.add(c_.intra.bandwidth));
+      }
+    if (c_.inter.bandwidth > 0)
+      for (int b = 0; b < c_.boxes; ++b) {
+        box_up_.push_back(links_.add(c_.inter.bandwidth));
+        box_down_.push_back(links_.add(c_.inter.bandwidth));
+      }
+    if (net.bandwidth > 0)
+      for (int s = 0; s < shards_; ++s) {
+        shard_up_.push_back(links_.add(net.bandwidth));
+        shard_down_.push_back(links_.add(net.bandwidth));
+      }
+  }
+
+  bool contended() const override { return links_.size() > 0; }
+  bool free() const override { return links_.size() == 0 && intra_latency_ == 0 && inter_latency_ == 0; }
+  int boxes() const override { return c_.boxes; }
+  int box_of(int worker) const override { return worker / c_.per_box; }
+  bool has_hosts() const override { return true; }
+
+  TransferTimes transfer(int from, int to, double bytes, SimTime now) override {
+    check(from);
+    check(to);
+    if (from == to) throw std::invalid_argument("a transfer needs two endpoints");
+    // Under host placement a GPU's server is its own box's host.
+    if (c_.host_placement && from == kServer && to >= 0) from = box_host(box_of(to));
+    if (c_.host_placement && to == kServer && from >= 0) to = box_host(box_of(from));
+    route_.clear();
+    SimTime latency = 0;
+    if (from >= 0 || to >= 0) latency += intra_latency_;
+    if (from >= 0 && !gpu_up_.empty()) route_.push_back({gpu_up_[size_t(from)], bytes});
+    if (to >= 0 && !gpu_down_.empty()) route_.push_back({gpu_down_[size_t(to)], bytes});
+    const int box_from = box(from), box_to = box(to);  // -1: the servers
+    if (box_from != box_to) {
+      latency += inter_latency_;
+      if (box_from >= 0 && !box_up_.empty()) route_.push_back({box_up_[size_t(box_from)], bytes});
+      if (box_to >= 0 && !box_down_.empty()) route_.push_back({box_down_[size_t(box_to)], bytes});
+      if (box_from < 0)
+        for (int link : shard_down_) route_.push_back({link, bytes / shards_});
+      if (box_to < 0)
+        for (int link : shard_up_) route_.push_back({link, bytes / shards_});
+    }
+    TransferTimes t = links_.cross(route_.data(), route_.size(), now);
+    t.arrival = add_time(t.arrival, latency);
+    return t;
+  }
+
+ private:
+  int box(int endpoint) const {
+    if (endpoint >= 0) return box_of(endpoint);
+    if (endpoint == kServer) return -1;
+    return -2 - endpoint;
+  }
+  void check(int endpoint) const {
+    const bool ok = endpoint >= 0 ? endpoint < c_.boxes * c_.per_box
+                                  : endpoint == kServer || (-2 - endpoint) < c_.boxes;
+    if (!ok) throw std::out_of_range("no endpoint " + std::to_string(endpoint) + " in the cluster topology");
+  }
+
+  ClusterSpec c_;
+  int shards_;
+  SimTime intra_latency_, inter_latency_;
+  Links links_;
+  std::vector<int> gpu_up_, gpu_down_, box_up_, box_down_, shard_up_, shard_down_;
+  std::vector<Hop> route_;
+};
+
 }  // namespace
+
+std::unique_ptr<Topology> make_cluster_topology(const ClusterSpec& cluster, const NetworkSpec& net) {
+  return std::make_unique<ClusterTopology>(cluster, net);
+}
 
 std::unique_ptr<Topology> make_star_topology(const NetworkSpec& spec, int workers) {
   return std::make_unique<StarTopology>(spec, workers);

@@ -32,8 +32,9 @@
 namespace asgd {
 
 // Endpoints: the parameter server (all its shards; the EASGD center, the local-SGD
-// averager) or worker w >= 0.
+// averager), worker w >= 0, or the host of box b (box_host(b); cluster topology only).
 inline constexpr int kServer = -1;
+inline constexpr int box_host(int box) { return -2 - box; }
 
 struct TransferTimes {
   SimTime start = 0;    // the first piece leaves (a pull: the server serves it now)
@@ -74,6 +75,10 @@ class Topology {
   virtual bool contended() const = 0;
   // Whether every transfer is instantaneous (no finite link, no latency).
   virtual bool free() const = 0;
+  // Boxes and the box of worker w (the star: one box, no host endpoint).
+  virtual int boxes() const { return 1; }
+  virtual int box_of(int worker) const { return 0; }
+  virtual bool has_hosts() const { return false; }
 };
 
 // The parameter-server star (cluster.network).
@@ -96,5 +101,36 @@ double message_bytes(const NetworkSpec& spec, size_t values);
 // shards of bandwidth b and NICs of bandwidth n, one uncontended message takes
 // latency + B / min(S b, n).
 std::unique_ptr<Topology> make_star_topology(const NetworkSpec& spec, int workers);
+
+// One level of the cluster topology: each link's bandwidth (bytes per virtual second, each
+// direction; 0 = unlimited) and the latency a message pays for crossing the level.
+struct LinkSpec {
+  double bandwidth = 0;
+  double latency = 0;
+};
+
+// cluster.topology and cluster.placement. boxes = 0: no topology (the star).
+struct ClusterSpec {
+  int boxes = 0;
+  int per_box = 0;
+  LinkSpec intra;              // each GPU's link to its box's host (PCIe, NVLink)
+  LinkSpec inter;              // each box's NIC to the (non-blocking) switch
+  bool host_placement = false; // cluster.placement "host" (else "servers")
+};
+
+// Boxes of GPUs (see docs/architecture.md, "Boxes"). Worker w is GPU w % per_box of box
+// w / per_box. Links: GPU w's intra uplink and downlink, box b's inter uplink and
+// downlink, and the dedicated servers' shard links (network.bandwidth, network.shards).
+// A message's route, from A to B:
+//   - A's intra uplink if A is a GPU, B's intra downlink if B is a GPU (bytes each);
+//   - if it leaves a box: the sending box's inter uplink and the receiving box's inter
+//     downlink (a box that is an endpoint's), and every shard's link in its direction
+//     (bytes / shards) if one end is the servers;
+//   - latency: intra.latency if an end is a GPU, plus inter.latency if it leaves a box.
+// kServer is the dedicated servers, except under host placement between a GPU and
+// kServer: the parameters live in the GPU's own box's host, so the message stays inside
+// the box (the GPU's intra link only). Uncontended, a GPU-server message (placement
+// servers) takes intra.latency + inter.latency + B / min(intra bw, inter bw, S x shard bw).
+std::unique_ptr<Topology> make_cluster_topology(const ClusterSpec& cluster, const NetworkSpec& net);
 
 }  // namespace asgd

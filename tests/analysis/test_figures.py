@@ -437,5 +437,41 @@ class ReportCellsTest(unittest.TestCase):
                            "none": "no spread"}[band], report.table_explanation(band))
 
 
+class TopologySpeedupTest(unittest.TestCase):
+    """figure_topology: speedup in samples per virtual second against boxes x per_box."""
+
+    def runs(self):
+        runs = []
+        # samples / time: one box scales linearly (8 samples/s per GPU); boxes of 1 at half
+        for boxes, per_box, rate in [(1, 1, 8.0), (1, 2, 16.0), (2, 1, 8.0), (4, 1, 16.0)]:
+            run = make_run("ps", 1, {figures.BOXES_KEY: str(boxes), figures.PER_BOX_KEY: str(per_box)},
+                           [0, 1, 2], [1.0, 0.8, 0.6])
+            run.summary["samples"] = rate * 2.0
+            runs.append(run)
+        return runs
+
+    def test_throughputs_per_box_and_one_box(self):
+        gs = make_groups(self.runs(), [figures.BOXES_KEY, figures.PER_BOX_KEY], ["ps"])
+        series = figures.topology_throughputs(gs)
+        self.assertEqual(series[("ps", 1)], [(1, 8.0), (2, 8.0), (4, 16.0)])
+        self.assertEqual(series[("ps", 0)], [(1, 8.0), (2, 16.0)])  # one box: 1 and 2 GPUs
+        self.assertEqual(series[("ps", 2)], [(2, 16.0)])
+
+    def test_figure_draws_speedups_over_one_gpu_and_the_ideal_line(self):
+        gs = make_groups(self.runs(), [figures.BOXES_KEY, figures.PER_BOX_KEY], ["ps"])
+        fig = figures.draw_topology_speedup(gs, figures.group_colours(gs))
+        ax = fig.axes[0]
+        ys = sorted(tuple(line.get_ydata()) for line in ax.lines)
+        self.assertIn((1.0, 1.0, 2.0), ys)   # boxes of 1: 1, 2, 4 GPUs
+        self.assertIn((1.0, 2.0), ys)        # one box
+        ideal = [line for line in ax.lines if line.get_linestyle() == "--" and line.get_color() == "black"]
+        self.assertEqual(len(ideal), 1)
+        self.assertEqual(list(ideal[0].get_xdata()), list(ideal[0].get_ydata()))
+
+    def test_no_figure_without_a_topology_sweep(self):
+        gs = make_groups([make_run("ps", 1, {"train.lr": "0.1"}, [0, 1], [1.0, 0.5])], ["train.lr"], ["ps"])
+        self.assertIsNone(figures.draw_topology_speedup(gs, figures.group_colours(gs)))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -1,0 +1,409 @@
+// tests/test_topology.cpp — boxes of GPUs (cluster.topology), where the parameters live
+// (cluster.placement) and the synchronous family's collectives (engine comm), each pinned
+// by a closed form in the alpha-beta model (docs/architecture.md, "Boxes" and
+// "Collectives"), by equivalence with the star, and by determinism across thread counts.
+// Small models, constant compute: the clock, not the learning, is tested.
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include "sim/topology.h"
+#include "test_helpers.h"
+
+using nlohmann::json;
+using namespace asgd;
+using namespace asgd::testing;
+
+namespace {
+
+// A 10-parameter quadratic, batch 8, constant compute `step` seconds a step, messages of
+// 1 MB whatever the model (message_bytes), `updates` updates.
+json box_config(const std::string& name, int workers, double step, const json& engine, int updates = 6) {
+  return json{{"name", name},
+              {"seed", 3},
+              {"model", {{"type", "quadratic"}, {"dim", 10}, {"curvature", 1.0}, {"noise", 0.1}}},
+              {"data", {{"type", "none"}, {"samples", 512}}},
+              {"train", {{"batch_size", 8}, {"lr", 0.01}}},
+              {"stop", {{"updates", updates}}},
+              {"eval", {{"every", 2}, {"unit", "updates"}}},
+              {"cluster",
+               {{"workers", workers},
+                {"compute", {{"dist", "constant"}, {"value", step}, {"per", "step"}}},
+                {"network", {{"message_bytes", 1e6}}}}},
+              {"engines", json::array({engine})}};
+}
+
+json topology(int boxes, int per_box, double intra_bw, double intra_lat, double inter_bw, double inter_lat) {
+  return {{"boxes", boxes},
+          {"per_box", per_box},
+          {"intra", {{"bandwidth", intra_bw}, {"latency", intra_lat}}},
+          {"inter", {{"bandwidth", inter_bw}, {"latency", inter_lat}}}};
+}
+
+double run_time(const std::string& run_dir) { return summary_at(run_dir)["time"].get<double>(); }
+
+// What two runs must share to be the same run: every output but the config and wall time.
+std::string files_of(const std::string& dir) {
+  std::string all;
+  for (const char* f : {"metrics.csv", "staleness.csv", "workers.csv"}) all += read_file(dir + "/" + f);
+  json s = summary_at(dir);
+  return all + s["iteration_time"].dump() + s["server"].dump() + s["messages"].dump() + s["time"].dump();
+}
+
+void expect_relative(double got, double want, const std::string& what) {
+  EXPECT_NEAR(got, want, 1e-9 * std::abs(want)) << what;
+}
+
+const double kMB = 1e6;
+
+}  // namespace
+
+// ------------------------------------------------------------------ routes
+
+// Uncontended routes: latency per level crossed plus bytes over the slowest link.
+TEST(Boxes, RoutesCrossTheLinksOfTheirLevels) {
+  NetworkSpec net;
+  net.bandwidth = 5e8;  // two shards: 1 GB/s together
+  net.shards = 2;
+  ClusterSpec c;
+  c.boxes = 2;
+  c.per_box = 2;
+  c.intra = {4e9, 1e-5};
+  c.inter = {2e9, 1e-3};
+  auto seconds = [](SimTime t) { return sim_to_seconds(t); };
+  {  // each on links of its own (a fresh topology: links are FIFO)
+    auto fresh = [&] { return make_cluster_topology(c, net); };
+    EXPECT_EQ(fresh()->boxes(), 2);
+    EXPECT_EQ(fresh()->box_of(3), 1);
+    // GPU -> servers: its intra link, its box's NIC, the shards (the bottleneck, 1 GB/s)
+    expect_relative(seconds(fresh()->transfer(1, kServer, kMB, 0).arrival), 1e-5 + 1e-3 + kMB / 1e9, "GPU to servers");
+    // same box: intra up and down only
+    expect_relative(seconds(fresh()->transfer(2, 3, kMB, 0).arrival), 1e-5 + kMB / 4e9, "within a box");
+    // across boxes: both intra links and both NICs (2 GB/s)
+    expect_relative(seconds(fresh()->transfer(0, 3, kMB, 0).arrival), 1e-5 + 1e-3 + kMB / 2e9, "across boxes");
+    // box host to box host: the NICs only
+    expect_relative(seconds(fresh()->transfer(box_host(0), box_host(1), kMB, 0).arrival), 1e-3 + kMB / 2e9, "host to host");
+  }
+  {  // a box's NIC is shared by its GPUs: FIFO
+    auto t = make_cluster_topology(c, NetworkSpec{});
+    TransferTimes a = t->transfer(0, kServer, kMB, 0), b = t->transfer(1, kServer, kMB, 0);
+    TransferTimes other_box = t->transfer(2, kServer, kMB, 0);
+    expect_relative(seconds(a.arrival), 1e-5 + 1e-3 + kMB / 2e9, "first");
+    EXPECT_EQ(b.start, seconds_to_sim(kMB / 2e9));
+    expect_relative(seconds(b.arrival), 1e-5 + 1e-3 + 2 * kMB / 2e9, "second waits for the box's NIC");
+    EXPECT_EQ(other_box.start, 0);
+  }
+  {  // host placement: a GPU's server is its own box's host; a host's is the servers
+    c.host_placement = true;
+    auto t = make_cluster_topology(c, net);
+    expect_relative(seconds(t->transfer(kServer, 3, kMB, 0).arrival), 1e-5 + kMB / 4e9, "GPU to its host");
+    expect_relative(seconds(t->transfer(box_host(1), kServer, kMB, 0).arrival), 1e-3 + kMB / 1e9, "host to servers");
+  }
+}
+
+// ------------------------------------------------------------------ the star, unchanged
+
+// A topology that is the star in disguise runs exactly as the star: byte-identical files,
+// for an async and a sync engine with every cost on.
+//  (a) one box, unlimited intra and inter links, placement servers: the shard links alone;
+//  (b) boxes of one GPU, unlimited intra: each box's NIC is that worker's NIC;
+//  (c) one box, placement host: the host is the server and each GPU's intra link its NIC.
+TEST(Boxes, ATopologyThatIsTheStarRunsAsTheStar) {
+  auto costs = [](json c, const json& network, const json& topo, const char* placement) {
+    c["cluster"]["compute"] = {{"dist", "exponential"}, {"mean", 0.002}};
+    c["cluster"]["server"] = {{"update_seconds", 0.0005}};
+    c["cluster"]["network"] = network;
+    c["cluster"]["network"]["message_bytes"] = 1e5;
+    if (!topo.is_null()) {
+      c["cluster"]["topology"] = topo;
+      c["cluster"]["placement"] = placement;
+      c["cluster"].erase("workers");  // derived
+    }
+    c["stop"] = {{"updates", 30}};
+    return c;
+  };
+  struct Case {
+    const char* what;
+    json star_network, network, topo;
+    const char* placement;
+  };
+  const std::vector<Case> cases = {
+      {"one box, unlimited intra", {{"bandwidth", 3e7}, {"shards", 2}, {"latency", 0.002}},
+       {{"bandwidth", 3e7}, {"shards", 2}}, topology(1, 4, 0, 0, 0, 0.002), "servers"},
+      {"boxes of one", {{"bandwidth", 3e7}, {"shards", 2}, {"latency", 0.002}, {"worker_bandwidth", 2e7}},
+       {{"bandwidth", 3e7}, {"shards", 2}}, topology(4, 1, 0, 0, 2e7, 0.002), "servers"},
+      {"one box, host placement", {{"latency", 0.002}, {"worker_bandwidth", 2e7}}, json::object(),
+       topology(1, 4, 2e7, 0.002, 1e3, 0.5), "host"},
+  };
+  for (const json& engine : {json{{"type", "async"}}, json{{"type", "sync"}}}) {
+    for (const Case& k : cases) {
+      const std::string star = files_of(run_one(costs(box_config("star", 4, 0, engine), k.star_network, nullptr, ""), "star"));
+      const std::string boxes = files_of(run_one(costs(box_config("box", 4, 0, engine), k.network, k.topo, k.placement), "box"));
+      EXPECT_EQ(star, boxes) << k.what << ", " << engine.dump();
+    }
+  }
+}
+
+// ------------------------------------------------------------------ placement, sync over ps
+
+// Placement servers, one box of G GPUs behind a NIC of bandwidth b (intra and the shards
+// unlimited): the G pulls of an iteration queue on the box's downlink, the last arriving at
+// G S/b + a; the pushes leave S/b apart, so none waits, and the last arrives S/b + a after
+// its compute. An iteration: c + (G + 1) S/b + 2a (+ the update).
+TEST(Placement, ServersPlacementSharesTheBoxNicAmongItsGpus) {
+  const double c = 0.01, a = 1e-4, b = 1e9, u = 0.002;
+  const int G = 4, K = 5;
+  json cfg = box_config("nic", G, c, {{"type", "sync"}}, K);
+  cfg["cluster"]["topology"] = topology(1, G, 0, 0, b, a);
+  cfg["cluster"]["server"] = {{"update_seconds", u}};
+  expect_relative(run_time(run_one(cfg, "nic")), K * (c + (G + 1) * kMB / b + 2 * a + u), "sync, servers placement");
+}
+
+// Placement host, one box: the host is the server and only the GPUs' intra links carry
+// messages, each its own: an iteration is a pull, the compute and a push,
+// c + 2 (a_intra + S / b_intra) (+ the update), whatever G.
+TEST(Placement, HostPlacementInOneBoxUsesEachGpusOwnLink) {
+  const double c = 0.01, a = 1e-5, b = 4e9, u = 0.001;
+  const int K = 5;
+  for (int G : {2, 8}) {
+    json cfg = box_config("host1", G, c, {{"type", "sync"}}, K);
+    cfg["cluster"]["topology"] = topology(1, G, b, a, 1e6, 0.1);  // inter would be slow: it is not crossed
+    cfg["cluster"]["placement"] = "host";
+    cfg["cluster"]["server"] = {{"update_seconds", u}};
+    expect_relative(run_time(run_one(cfg, "host1")), K * (c + 2 * (a + kMB / b) + u), "G = " + std::to_string(G));
+  }
+}
+
+// Placement host over B boxes (sync, comm ps): each box's GPUs send their gradients to
+// their host (a_i + S/b_i, side by side), the B hosts push the sums to the servers (S_s
+// shards of bandwidth b_s, faster together than a box's NIC b_e: the pushes queue on the
+// shard links, the last leaving (B - 1) S/(S_s b_s) after the first and arriving S/b_e +
+// a_e after it leaves), the server applies the update, and the way back mirrors it:
+//   phase = a_i + S/b_i + (B - 1) S/(S_s b_s) + S/b_e + a_e, an iteration c + 2 phase + u.
+// The replicas start from the seeded initial parameters (no first broadcast) and the run
+// stops at the K-th update, before its way back: K (c + u) + (2K - 1) phase.
+TEST(Placement, HostPlacementOverBoxesExchangesOneSumPerBoxWithTheServers) {
+  const double c = 0.01, ai = 1e-5, bi = 4e9, ae = 1e-4, be = 1e9, bs = 1e9, u = 0.002;
+  const int Ss = 2, K = 4;
+  for (int B : {2, 3}) {
+    json cfg = box_config("hostB", 2 * B, c, {{"type", "sync"}}, K);
+    cfg["cluster"]["topology"] = topology(B, 2, bi, ai, be, ae);
+    cfg["cluster"]["placement"] = "host";
+    cfg["cluster"]["network"]["bandwidth"] = bs;
+    cfg["cluster"]["network"]["shards"] = Ss;
+    cfg["cluster"]["server"] = {{"update_seconds", u}};
+    const std::string dir = run_one(cfg, "hostB");
+    const double phase = ai + kMB / bi + (B - 1) * kMB / (Ss * bs) + kMB / be + ae;
+    expect_relative(run_time(dir), K * (c + u) + (2 * K - 1) * phase, "B = " + std::to_string(B));
+    json s = summary_at(dir);
+    EXPECT_EQ(s["messages"]["to_server"].get<double>(), K * B) << "one push per box and iteration";
+  }
+}
+
+// ------------------------------------------------------------------ collectives
+
+// A flat ring of N over links of bandwidth b and latency a: 2(N - 1) steps of S/N bytes,
+// 2(N - 1)(a + S/(N b)). On the star (worker NICs), with the update after it:
+// K iterations take K (c + ring + u).
+TEST(Collectives, RingAllReduceOnTheStarTakesTwoNMinusOneSteps) {
+  const double c = 0.01, a = 1e-4, b = 1e9, u = 0.001;
+  const int K = 5;
+  for (int N : {2, 4, 8}) {
+    json cfg = box_config("ring", N, c, {{"type", "sync"}, {"comm", "allreduce"}}, K);
+    cfg["cluster"]["network"]["worker_bandwidth"] = b;
+    cfg["cluster"]["network"]["latency"] = a;
+    cfg["cluster"]["network"]["bandwidth"] = 1e3;  // the servers' links: not crossed by a ring
+    cfg["cluster"]["server"] = {{"update_seconds", u}};
+    const std::string dir = run_one(cfg, "ring");
+    const double ring = 2 * (N - 1) * (a + kMB / (N * b));
+    expect_relative(run_time(dir), K * (c + ring + u), "N = " + std::to_string(N));
+    EXPECT_EQ(summary_at(dir)["messages"]["to_server"].get<double>(), 0) << "no server in an all-reduce";
+  }
+}
+
+// The flat ring over boxes (worker order, B > 1): every step waits for the edges that
+// leave a box, a_i + a_e + S/(N min(b_i, b_e)): 2(N - 1) of them.
+TEST(Collectives, RingAllReduceOverBoxesIsPacedByTheEdgesBetweenBoxes) {
+  const double c = 0.01, ai = 1e-5, bi = 4e9, ae = 1e-4, be = 1e9;
+  const int K = 4, B = 2, G = 4, N = B * G;
+  json cfg = box_config("ringB", N, c, {{"type", "sync"}, {"comm", "allreduce"}}, K);
+  cfg["cluster"]["topology"] = topology(B, G, bi, ai, be, ae);
+  const double ring = 2 * (N - 1) * (ai + ae + kMB / (N * std::min(bi, be)));
+  expect_relative(run_time(run_one(cfg, "ringB")), K * (c + ring), "flat ring over 2 boxes of 4");
+}
+
+// Hierarchical: reduce to each box's host (a_i + S/b_i), a ring of the B hosts over their
+// NICs (2(B - 1)(a_e + S/(B b_e))), broadcast (a_i + S/b_i).
+TEST(Collectives, HierarchicalReducesRingsAndBroadcasts) {
+  const double c = 0.01, ai = 1e-5, bi = 4e9, ae = 1e-4, be = 1e9, u = 0.0005;
+  const int K = 4;
+  for (int B : {1, 2, 4}) {
+    const int G = 4;
+    json cfg = box_config("hier", B * G, c, {{"type", "sync"}, {"comm", "hierarchical"}}, K);
+    cfg["cluster"]["topology"] = topology(B, G, bi, ai, be, ae);
+    cfg["cluster"]["server"] = {{"update_seconds", u}};
+    const double coll = 2 * (ai + kMB / bi) + 2 * (B - 1) * (ae + kMB / (B * be));
+    expect_relative(run_time(run_one(cfg, "hier")), K * (c + coll + u), "B = " + std::to_string(B));
+  }
+}
+
+// sync_backup with a ring: the ring is among the first N - b finishers. A late worker's
+// gradient is dropped and its replica is behind: it receives the parameters from the
+// nearest member before it (one message) and starts late again. With constant compute
+// the same N - b workers aggregate every iteration: K (c + ring(N - b)), b drops each.
+TEST(Collectives, SyncBackupRingsAmongTheFirstFinishers) {
+  const double c = 0.02, a = 2e-4, bw = 1e9;  // the catch-ups end before the ring does
+  const int N = 6, backups = 2, K = 5, n = N - backups;
+  json cfg = box_config("ringb", N, c, {{"type", "sync_backup"}, {"backups", backups}, {"comm", "allreduce"}}, K);
+  cfg["cluster"]["network"]["worker_bandwidth"] = bw;
+  cfg["cluster"]["network"]["latency"] = a;
+  const std::string dir = run_one(cfg, "ringb");
+  const double ring = 2 * (n - 1) * (a + kMB / (n * bw));
+  expect_relative(run_time(dir), K * (c + ring), "ring of the first N - b");
+  json s = summary_at(dir);
+  EXPECT_EQ(s["dropped_gradients"].get<int>(), backups * K);
+  Metrics w = read_metrics(dir + "/workers.csv");
+  for (int k = 0; k < N; ++k) EXPECT_EQ(w.column("dropped")[size_t(k)], k < n ? 0 : K) << "worker " << k;
+}
+
+// The collectives change the clock, not the learning: sync over ps, a ring and the
+// hierarchical all-reduce apply the same aggregates, so metrics.csv agrees row by row
+// except for the time column.
+TEST(Collectives, ChangeTheClockNotTheLearning) {
+  auto rows_without_time = [](const std::string& dir) {  // as text: NaN cells compare equal
+    const size_t t = [&] {
+      Metrics m = read_metrics(dir + "/metrics.csv");
+      return size_t(std::find(m.header.begin(), m.header.end(), "time") - m.header.begin());
+    }();
+    std::vector<std::vector<std::string>> rows;
+    std::stringstream in(read_file(dir + "/metrics.csv"));
+    for (std::string line; std::getline(in, line);) {
+      std::vector<std::string> cells;
+      std::stringstream ls(line);
+      for (std::string cell; std::getline(ls, cell, ',');) cells.push_back(cell);
+      cells.erase(cells.begin() + long(t));
+      rows.push_back(cells);
+    }
+    return rows;
+  };
+  std::vector<std::vector<std::vector<std::string>>> results;
+  std::vector<double> times;
+  for (const char* comm : {"ps", "allreduce", "hierarchical"}) {
+    json cfg = box_config(std::string("learn_") + comm, 4, 0.01, {{"type", "sync"}, {"comm", comm}}, 12);
+    cfg["model"] = {{"type", "softmax"}};
+    cfg["data"] = {{"type", "synthetic"}, {"classes", 3}, {"features", 6}, {"train_samples", 256}, {"test_samples", 64}};
+    cfg["cluster"].erase("workers");
+    cfg["cluster"]["topology"] = topology(2, 2, 4e9, 1e-5, 1e9, 1e-4);
+    const std::string dir = run_one(cfg, "learn");
+    results.push_back(rows_without_time(dir));
+    times.push_back(run_time(dir));
+  }
+  ASSERT_EQ(results[0].size(), 8u);  // the header, the start and every 2 updates
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[0], results[2]);
+  EXPECT_NE(times[0], times[1]);
+  EXPECT_NE(times[1], times[2]);
+}
+
+// ------------------------------------------------------------------ determinism
+
+// Every collective and placement, with random compute, stragglers, failures and backups:
+// byte-identical files for 1, 2 and 3 threads.
+TEST(Determinism, TopologiesAndCollectivesAreByteIdenticalAcrossThreadCounts) {
+  json c = {{"name", "topo"},
+            {"seed", 4},
+            {"model", {{"type", "mlp"}, {"hidden", {10}}}},
+            {"data", {{"type", "synthetic"}, {"classes", 3}, {"features", 6}, {"train_samples", 300}, {"test_samples", 60}}},
+            {"train", {{"batch_size", 6}, {"lr", 0.1}}},
+            {"stop", {{"epochs", 1.5}}},
+            {"eval", {{"every", 0.25}}},
+            {"trace", true},
+            {"cluster",
+             {{"compute", {{"dist", "lognormal"}, {"mean", 0.001}, {"sigma", 0.8}}},
+              {"topology", topology(3, 2, 2e8, 1e-5, 5e7, 2e-4)},
+              {"placement", "host"},
+              {"network", {{"bandwidth", 4e7}, {"shards", 2}, {"message_bytes", 40000}}},
+              {"server", {{"update_seconds", 0.0005}}},
+              {"stragglers", {{"probability", 0.1}, {"factor", 4.0}}},
+              {"failures", {{"rate", 0.5}, {"down_time", 0.05}}}}},
+            {"engines", json::array({json{{"type", "sync"}, {"name", "host_ps"}},
+                                     json{{"type", "sync_backup"}, {"backups", 2}, {"name", "host_ps_b"}},
+                                     json{{"type", "sync_backup"}, {"backups", 1}, {"comm", "allreduce"}, {"name", "ring_b"}},
+                                     json{{"type", "sync"}, {"comm", "hierarchical"}, {"name", "hier"}},
+                                     json{{"type", "sync_backup"}, {"backups", 2}, {"comm", "hierarchical"}, {"name", "hier_b"}}})}};
+  std::string d1 = run_config(c, temp_dir("topo1"), 1), d2 = run_config(c, temp_dir("topo2"), 2),
+              d3 = run_config(c, temp_dir("topo3"), 3);
+  for (const char* run : {"host_ps-seed4", "host_ps_b-seed4", "ring_b-seed4", "hier-seed4", "hier_b-seed4"}) {
+    for (const char* file : {"metrics.csv", "staleness.csv", "workers.csv", "trace.json"}) {
+      std::string a = read_file(d1 + "/" + run + "/" + file);
+      EXPECT_FALSE(a.empty()) << run << "/" << file;
+      EXPECT_EQ(a, read_file(d2 + "/" + run + "/" + file)) << run << "/" << file;
+      EXPECT_EQ(a, read_file(d3 + "/" + run + "/" + file)) << run << "/" << file;
+    }
+    json s1 = summary_at(d1 + "/" + run);
+    for (const std::string& d : {d2, d3}) {
+      json s = summary_at(d + "/" + run);
+      s1["wall_seconds"] = s["wall_seconds"] = 0;
+      EXPECT_EQ(s1, s) << run;
+    }
+    EXPECT_GT(s1["updates"].get<double>(), 5) << run;
+  }
+}
+
+// ------------------------------------------------------------------ configuration
+
+TEST(BoxesConfig, WorkersAreDerivedAndBadCombinationsExitTwoNamingThePath) {
+  std::string dir = temp_dir("boxcfg");
+  json base = box_config("cfg", 4, 0.01, {{"type", "sync"}}, 2);
+  base["cluster"].erase("workers");
+  base["cluster"]["topology"] = topology(2, 3, 1e9, 0, 1e8, 0);
+  {  // derived: 2 x 3 workers
+    const std::string run = run_one(base, "boxcfg_ok");
+    EXPECT_EQ(read_metrics(run + "/workers.csv").rows.size(), 6u);
+    json config = json::parse(read_file(run + "/config.json"));
+    EXPECT_EQ(config["cluster"]["workers"], 6);
+    EXPECT_EQ(config["cluster"]["placement"], "servers");
+  }
+  struct Bad {
+    const char* what;
+    std::function<void(json&)> edit;
+    std::vector<std::string> mention;
+  };
+  const std::vector<Bad> cases = {
+      {"workers != boxes x per_box", [](json& c) { c["cluster"]["workers"] = 4; },
+       {"cluster.workers", "boxes x per_box (6)", "got 4"}},
+      {"host placement without a topology",
+       [](json& c) {
+         c["cluster"].erase("topology");
+         c["cluster"]["placement"] = "host";
+       },
+       {"cluster.placement", "needs cluster.topology"}},
+      {"network latency with a topology", [](json& c) { c["cluster"]["network"]["latency"] = 0.001; },
+       {"cluster.network.latency", "cluster.topology.intra"}},
+      {"hierarchical without a topology",
+       [](json& c) {
+         c["cluster"].erase("topology");
+         c["engines"][0]["comm"] = "hierarchical";
+       },
+       {"comm", "needs cluster.topology"}},
+      {"host placement over boxes for async",
+       [](json& c) {
+         c["cluster"]["placement"] = "host";
+         c["engines"][0] = {{"type", "async"}};
+       },
+       {"cluster.placement", "sync and sync_backup"}},
+      {"unknown comm", [](json& c) { c["engines"][0]["comm"] = "ring"; }, {"comm", "allreduce"}},
+      {"missing per_box", [](json& c) { c["cluster"]["topology"].erase("per_box"); }, {"cluster.topology.per_box"}},
+      {"negative intra bandwidth", [](json& c) { c["cluster"]["topology"]["intra"]["bandwidth"] = -1; },
+       {"cluster.topology.intra.bandwidth"}},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    json c = base;
+    cases[i].edit(c);
+    const std::string path = dir + "/bad" + std::to_string(i) + ".json";
+    write_text(path, c.dump());
+    CommandResult r = run_cli("run " + path + " --quiet --out " + dir + "/out" + std::to_string(i));
+    EXPECT_EQ(r.exit_code, 2) << cases[i].what << ":\n" << r.output;
+    for (const auto& m : cases[i].mention)
+      EXPECT_NE(r.output.find(m), std::string::npos) << cases[i].what << ": lacks '" << m << "':\n" << r.output;
+  }
+}
