@@ -97,6 +97,7 @@ enum class Kind : uint32_t {
   Exchange = 4,  // worker -> server (EASGD): local parameters after `period` steps
   Reply = 5,     // server -> worker (EASGD): the parameters after the exchange
   Error = 6,     // worker -> server: the worker failed; the text follows
+  Done = 7,      // server -> worker: every run is over; tag: the exit code, steps: a peer died
 };
 
 // Every message: this header, then `ids` int32 sample ids, then `values` floats, then
@@ -157,14 +158,52 @@ struct Message {
 // still alive then must not call MPI_Finalize (it would wait for the dead one).
 constexpr uint64_t kStopPeerLost = 1;
 bool g_peer_lost = false;  // a Stop said so (worker ranks)
+// Error messages carry this in h.tag when the worker's data or model differ from the
+// server's (the first Work of a run carries the server's in its text).
+constexpr uint64_t kErrorMismatch = 1;
+
+// The shape of what a run computes on, in words: two ranks that print it differently
+// would train different problems.
+std::string shape_of(const Model& model, const LoadedData& data) {
+  std::string s = "model " + std::to_string(model.num_params()) + " parameters";
+  if (model.uses_data())
+    s += ", train " + std::to_string(data.train.n) + " x " + std::to_string(data.train.dim) + ", test " +
+         std::to_string(data.test.n) + " x " + std::to_string(data.test.dim) + ", " +
+         std::to_string(data.train.classes) + " classes";
+  return s;
+}
+
+// How long a worker waits on the server (rank 0): until its heartbeat has been silent for
+// `timeout` seconds (real.worker_timeout), or, without a heartbeat, until nothing at all has
+// come for that long. The server's own silences (evaluating, writing a run's files,
+// loading the next run's data) do not count while its heartbeat goes on.
+struct ServerWatch {
+  const MpiEnv* mpi = nullptr;
+  double timeout = 60;
+  bool lost(double silent) const {
+    if (mpi->lost_peer() == 0) return true;
+    if (mpi->silent_for(0) > timeout) return true;
+    return !mpi->has_heartbeat() && silent > timeout;
+  }
+  [[noreturn]] void fail() const {
+    mpi->note_peer_lost();
+    throw PeerLost("worker rank " + std::to_string(mpi->rank()) + ": the server (rank 0) sent nothing for " +
+                   format_number(timeout) + " s (real.worker_timeout): it died or hangs");
+  }
+};
+const ServerWatch* g_watch = nullptr;  // worker ranks: set while a run's config is known
+
+double wall_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Sleeps a little between polls: on a shared machine the CPU belongs to the workers.
 void pause_briefly() { std::this_thread::sleep_for(std::chrono::microseconds(50)); }
 
 // Receives the next message with `tag` from `source` (or any), waiting at most `timeout`
-// seconds (< 0: forever). Returns the sender's rank, or -1 on timeout.
+// seconds (< 0: as long as the server lives: worker ranks, through g_watch). Returns the
+// sender's rank, or -1 on timeout.
 int receive(int source, int tag, Message& m, std::vector<char>& buf, double timeout) {
-  auto deadline = Clock::now() + std::chrono::duration<double>(timeout < 0 ? 1e9 : timeout);
+  const auto start = Clock::now();
+  auto deadline = start + std::chrono::duration<double>(timeout < 0 ? 1e9 : timeout);
   for (;;) {
     int flag = 0;
     MPI_Status st;
@@ -179,14 +218,44 @@ int receive(int source, int tag, Message& m, std::vector<char>& buf, double time
       return st.MPI_SOURCE;
     }
     if (Clock::now() >= deadline) return -1;
+    if (timeout < 0 && g_watch && g_watch->lost(wall_since(start))) g_watch->fail();
     pause_briefly();
   }
 }
 
-// Worker side: sends and waits until the buffer is free (the server always listens).
+// Waits for a send to complete, polling; gives up after `timeout` seconds (the peer is
+// dead or stuck: the request is let go) and returns false.
+bool wait_send(MPI_Request& req, double timeout) {
+  const auto start = Clock::now();
+  for (;;) {
+    int done = 0;
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done) return true;
+    if (wall_since(start) > timeout) {
+      MPI_Request_free(&req);
+      return false;
+    }
+    pause_briefly();
+  }
+}
+
+// Worker side: sends and waits until the buffer is free (the server always listens), as
+// long as the server lives.
 void send_blocking(int dest, const Message& m, std::vector<char>& buf) {
   m.pack(buf);
-  MPI_Send(buf.data(), int(buf.size()), MPI_BYTE, dest, kTagToServer, MPI_COMM_WORLD);
+  MPI_Request req;
+  MPI_Isend(buf.data(), int(buf.size()), MPI_BYTE, dest, kTagToServer, MPI_COMM_WORLD, &req);
+  const auto start = Clock::now();
+  for (;;) {
+    int done = 0;
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    if (g_watch && g_watch->lost(wall_since(start))) {
+      MPI_Request_free(&req);
+      g_watch->fail();
+    }
+    pause_briefly();
+  }
 }
 
 // Server side: one nonblocking send in flight per worker.
@@ -194,11 +263,12 @@ struct Outbox {
   std::vector<char> buf;
   MPI_Request req = MPI_REQUEST_NULL;
   bool has_request = false;
+  double timeout = 60;  // real.worker_timeout: a send not taken in that long is let go
 
   // Waits for the previous send to this worker (it has been received: the worker answered
-  // it), then starts this one.
+  // it; a zombie's Stop may not be), then starts this one.
   void send(int dest, const Message& m) {
-    if (has_request) MPI_Wait(&req, MPI_STATUS_IGNORE);
+    if (has_request) wait_send(req, timeout);
     m.pack(buf);
     MPI_Isend(buf.data(), int(buf.size()), MPI_BYTE, dest, kTagToWorker, MPI_COMM_WORLD, &req);
     has_request = true;
@@ -206,14 +276,12 @@ struct Outbox {
   // At the end: waits for the last send unless its worker is dead (then lets it go).
   void finish(bool alive) {
     if (!has_request) return;
-    if (alive) MPI_Wait(&req, MPI_STATUS_IGNORE);
+    if (alive) wait_send(req, timeout);
     else MPI_Request_free(&req);
     has_request = false;
   }
 };
 
-
-double wall_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Data and model for a run, loaded once per data key across the runs of an experiment.
 struct RunInputs {
@@ -239,7 +307,7 @@ class WorkerProcess {
   WorkerProcess(const RunSpec& run, const RunSettings& s, const RunInputs& in, const ComputeTimeModel& compute,
                 int worker)
       : run_(run), s_(s), model_(*in.model), data_(in.model->uses_data() ? &in.data->train : nullptr),
-        compute_(compute), worker_(worker), n_(in.model->num_params()) {
+        compute_(compute), worker_(worker), n_(in.model->num_params()), shape_(shape_of(*in.model, *in.data)) {
     const json& real = run.config["real"];
     delay_scale_ = real["delay_scale"];
     die_at_ = std::numeric_limits<double>::infinity();
@@ -258,8 +326,19 @@ class WorkerProcess {
     Message m;
     receive(0, kTagToWorker, m, buf_, -1);
     if (Kind(m.h.kind) == Kind::Stop) return;  // the server skipped this run
+    if (m.text != shape_) {  // the first Work says what the server computes on
+      Message err;
+      err.h.kind = uint32_t(Kind::Error);
+      err.h.tag = kErrorMismatch;
+      err.text = "its data or model differ from rank 0's (here: " + shape_ + "; rank 0: " + m.text + ")";
+      send_blocking(0, err, buf_);
+      while (Kind(m.h.kind) != Kind::Stop) receive(0, kTagToWorker, m, buf_, -1);
+      return;
+    }
     try {
       easgd_ ? run_easgd(m) : run_gradients(m);
+    } catch (const PeerLost&) {
+      throw;  // the server is gone: nobody to tell
     } catch (const std::exception& ex) {
       Message err;
       err.h.kind = uint32_t(Kind::Error);
@@ -371,6 +450,7 @@ class WorkerProcess {
   const ComputeTimeModel& compute_;
   const int worker_;
   const size_t n_;
+  const std::string shape_;
   double delay_scale_ = 0, die_at_ = 0;
   bool easgd_ = false;
   int period_ = 1;
@@ -416,6 +496,8 @@ class ServerProcess {
     stream_ = std::make_unique<SampleStream>(train_n_, s.seed);
     out_.workers.assign(size_t(s.workers), WorkerStats{});
     ws_.resize(size_t(s.workers));
+    for (auto& st : ws_) st.out.timeout = timeout_;
+    shape_ = shape_of(model_, *in.data);
     idle_since_.assign(size_t(s.workers), 0.0);
     down_since_.assign(size_t(s.workers), 0.0);
     next_eval_time_ = s.eval_every;
@@ -454,6 +536,7 @@ class ServerProcess {
   }
 
   const std::string& failure() const { return failure_; }
+  bool mismatch() const { return mismatch_; }  // a worker computes on other data or another model
   // Worker ranks that are dead (declared so, and never heard from again).
   std::vector<int> dead_ranks() const {
     std::vector<int> out;
@@ -476,6 +559,7 @@ class ServerProcess {
     if (!st.alive || stop_) return;
     Message m;
     m.h.kind = uint32_t(Kind::Work);
+    if (st.step == 0) m.text = shape_;  // the worker checks it is the same problem
     m.h.step = st.step++;
     m.h.version = version_;
     m.h.tag = iteration_;
@@ -526,7 +610,8 @@ class ServerProcess {
         case Kind::Gradient: on_gradient(w, m); break;
         case Kind::Exchange: on_exchange(w, m); break;
         case Kind::Error:
-          failure_ = who(w) + " failed: " + m.text;
+          mismatch_ = mismatch_ || m.h.tag == kErrorMismatch;
+          failure_ = who(w) + (m.h.tag == kErrorMismatch ? ": " : " failed: ") + m.text;
           request_stop("failed", failure_);
           break;
         default: throw std::runtime_error("cluster: unexpected message from " + who(w));
@@ -890,23 +975,54 @@ class ServerProcess {
   double stale_total_ = 0;
   uint64_t stale_total_count_ = 0;
   std::string failure_;
+  std::string shape_;
+  bool mismatch_ = false;
   std::vector<std::string> notes_;
 };
 
 // Tells every live worker rank to skip a run (they wait for its first message).
-void skip_run_on_workers(int workers, const std::vector<bool>& dead) {
+// (Or, with Done, that every run is over: `code` is the exit code they leave with.)
+void skip_run_on_workers(int workers, std::vector<bool>& dead, double timeout, Kind kind = Kind::Stop,
+                         int code = 0) {
   Message stop;
-  stop.h.kind = uint32_t(Kind::Stop);
-  if (std::count(dead.begin(), dead.end(), true) > 0) stop.h.tag = kStopPeerLost;
+  stop.h.kind = uint32_t(kind);
+  const bool lost = std::count(dead.begin(), dead.end(), true) > 0;
+  if (kind == Kind::Stop && lost) stop.h.tag = kStopPeerLost;
+  if (kind == Kind::Done) {
+    stop.h.tag = uint64_t(code);
+    stop.h.steps = lost ? 1 : 0;
+  }
   std::vector<char> buf;
   stop.pack(buf);
+  std::vector<MPI_Request> req(size_t(workers) + 1, MPI_REQUEST_NULL);
   for (int r = 1; r <= workers; ++r)
-    if (!dead[size_t(r)]) MPI_Send(buf.data(), int(buf.size()), MPI_BYTE, r, kTagToWorker, MPI_COMM_WORLD);
+    if (!dead[size_t(r)])
+      MPI_Isend(buf.data(), int(buf.size()), MPI_BYTE, r, kTagToWorker, MPI_COMM_WORLD, &req[size_t(r)]);
+  for (int r = 1; r <= workers; ++r)
+    if (req[size_t(r)] != MPI_REQUEST_NULL && !wait_send(req[size_t(r)], timeout)) dead[size_t(r)] = true;
+}
+
+// The exit code main() gives `error` (0: none), for the workers to leave with.
+int exit_code_of(std::exception_ptr error, bool interrupted) {
+  if (!error) return interrupted ? 130 : 0;
+  try {
+    std::rethrow_exception(error);
+  } catch (const ConfigError&) {
+    return 2;
+  } catch (const IoError&) {
+    return 2;
+  } catch (const DataError&) {
+    return 2;
+  } catch (...) {
+    return 1;
+  }
 }
 
 // A worker rank that cannot make a run (its data or model failed to load): it takes the
 // run's first message and, unless the run is skipped, tells the server why, then waits
 // for Stop.
+int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, std::vector<bool>& dead);
+
 void worker_cannot_run(const std::string& why) {
   Message m;
   std::vector<char> buf;
@@ -934,11 +1050,14 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
   const std::string exp_dir = opts.out_dir + "/" + name;
   std::shared_ptr<LoadedData> cache;
   const size_t total = exp.runs.size();
-  bool interrupted = false;
 
   if (mpi.rank() != 0) {
+    ServerWatch watch;
+    watch.mpi = &mpi;
+    g_watch = &watch;
     for (size_t k = 0; k < total; ++k) {
       const RunSpec& run = exp.runs[k];
+      watch.timeout = run.config["real"]["worker_timeout"];
       RunSettings s = settings_from_config(run.config);
       RunInputs in;
       std::unique_ptr<ComputeTimeModel> compute;
@@ -951,11 +1070,39 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
       }
       WorkerProcess(run, s, in, *compute, mpi.rank() - 1).run();
     }
-    if (g_peer_lost) mpi.note_peer_lost();
-    return 0;
+    Message done;  // the server's verdict: the exit code of the whole job
+    std::vector<char> buf;
+    while (Kind(done.h.kind) != Kind::Done) receive(0, kTagToWorker, done, buf, -1);
+    g_watch = nullptr;
+    if (g_peer_lost || done.h.steps) mpi.note_peer_lost();
+    return int(done.h.tag);
   }
 
-  // ---- rank 0: the server, and the run folders
+  // ---- rank 0: the server, and the run folders. Whatever happens, every live worker
+  // gets Done with the exit code: none is left waiting for a server that has gone.
+  std::vector<bool> dead(size_t(workers) + 1, false);  // by rank: died in an earlier run
+  const double timeout = exp.runs.empty() ? 60.0 : exp.runs[0].config["real"]["worker_timeout"].get<double>();
+  try {
+    int code = serve(exp, opts, mpi, dead);
+    skip_run_on_workers(workers, dead, timeout, Kind::Done, code);
+    if (std::count(dead.begin(), dead.end(), true) > 0) mpi.note_peer_lost();
+    return code;
+  } catch (...) {
+    skip_run_on_workers(workers, dead, timeout, Kind::Done, exit_code_of(std::current_exception(), false));
+    if (std::count(dead.begin(), dead.end(), true) > 0) mpi.note_peer_lost();
+    throw;
+  }
+}
+
+namespace {
+// Rank 0's part of run_cluster: the runs one after another, their folders and index.csv.
+int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, std::vector<bool>& dead) {
+  const int workers = mpi.size() - 1;
+  const std::string name = cluster_experiment_name(exp);
+  const std::string exp_dir = opts.out_dir + "/" + name;
+  std::shared_ptr<LoadedData> cache;
+  const size_t total = exp.runs.size();
+  bool interrupted = false;
   make_directories(exp_dir);
   json resolved = exp.resolved;
   resolved["name"] = name;
@@ -964,7 +1111,6 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
   named.resolved = resolved;
   std::exception_ptr first_error;
   std::string first_error_run;
-  std::vector<bool> dead(size_t(workers) + 1, false);  // by rank: died in an earlier run
   for (size_t k = 0; k < total; ++k) {
     const RunSpec& run = exp.runs[k];
     const std::string dir = exp_dir + "/" + run.run_id;
@@ -998,7 +1144,7 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
       skip = true;
     }
     if (skip) {
-      skip_run_on_workers(workers, dead);
+      skip_run_on_workers(workers, dead, run.config["real"]["worker_timeout"]);
       continue;
     }
 
@@ -1012,7 +1158,7 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
       std::filesystem::remove(dir + "/summary.json", ec);
       write_file_atomic(dir + "/config.json", cfg.dump(2) + "\n");
     } catch (...) {
-      skip_run_on_workers(workers, dead);
+      skip_run_on_workers(workers, dead, run.config["real"]["worker_timeout"]);
       first_error = std::current_exception();
       first_error_run = run.run_id;
       continue;
@@ -1058,7 +1204,9 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
     }
     if (outcome.status == "interrupted") interrupted = true;
     if (outcome.status == "failed" && !first_error) {
-      first_error = std::make_exception_ptr(std::runtime_error(server.failure()));
+      first_error = server.mismatch()
+                        ? std::make_exception_ptr(RankMismatch("the ranks compute different problems: " + server.failure()))
+                        : std::make_exception_ptr(std::runtime_error(server.failure()));
       first_error_run = run.run_id;
     }
   }
@@ -1080,6 +1228,7 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
   if (!opts.quiet) std::cout << "results: " << exp_dir << "\n";
   return interrupted ? 130 : 0;
 }
+}  // namespace
 
 #endif  // ASGD_WITH_MPI
 
