@@ -24,6 +24,7 @@
 #include "sim/interrupt.h"
 #include "sim/lr_schedule.h"
 #include "sim/recorder.h"
+#include "sim/run_monitor.h"
 #include "sim/sample_stream.h"
 #include "sim/simulation.h"  // RunOutcome
 #if ASGD_WITH_MPI
@@ -88,7 +89,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kTagToWorker = 11;
 constexpr int kTagToServer = 12;
-constexpr size_t kEvalChunkRows = 2048;
 
 enum class Kind : uint32_t {
   Work = 1,      // server -> worker: parameters (+ ids); EASGD: the starting point
@@ -479,7 +479,9 @@ struct WorkerState {
 class ServerProcess {
  public:
   ServerProcess(const RunSpec& run, const RunSettings& s, const RunInputs& in, Recorder& rec)
-      : run_(run), s_(s), model_(*in.model), in_(in), rec_(rec), schedule_(s.lr), n_(in.model->num_params()) {
+      : run_(run), s_(s), model_(*in.model), in_(in), rec_(rec), n_(in.model->num_params()),
+        monitor_(s, in.model->uses_data() ? in.data->train.n : s.nominal_train_size, in.model->is_classifier(), out_,
+                 rec) {
     const json& e = run.config["engine"];
     type_ = e["type"];
     timeout_ = run.config["real"]["worker_timeout"];
@@ -501,6 +503,19 @@ class ServerProcess {
     idle_since_.assign(size_t(s.workers), 0.0);
     down_since_.assign(size_t(s.workers), 0.0);
     next_eval_time_ = s.eval_every;
+    monitor_.bind([this] { return seconds_to_sim(now()); },
+                  [this] {
+                    // the simulator's evaluation (its chunks, summed in order: the same sums), on
+                    // this thread alone; its time is not run time
+                    auto t = Clock::now();
+                    const EvalPair sums = evaluate_params(model_, eval_pool_, ctx_, w_.data(), &in_.data->train,
+                                                          s_.eval_train_samples, &in_.data->test, s_.eval_test_samples);
+                    eval_seconds_ += wall_since(t);
+                    return std::make_pair(sums.train, sums.test);
+                  });
+    monitor_.on_row = [this](const MetricsRow& row) {
+      if (on_row) on_row(row);
+    };
   }
 
   RunOutcome run() {
@@ -512,7 +527,7 @@ class ServerProcess {
       velocity_.fill(0.0f);
     }
     t0_ = Clock::now();
-    evaluate_row();
+    monitor_.evaluate_row();
     if (type_ == "easgd") {
       xs_.assign(size_t(s_.workers), {});
       for (int w = 0; w < s_.workers; ++w) hand_out(w);
@@ -521,7 +536,7 @@ class ServerProcess {
       for (int w = 0; w < s_.workers; ++w) hand_out(w);
     }
     loop();
-    if (!evaluated_now_) evaluate_row();
+    if (!monitor_.evaluated_now()) monitor_.evaluate_row();
     wind_down();
     finish_outcome();
     return out_;
@@ -548,7 +563,7 @@ class ServerProcess {
 
  private:
   double now() const { return wall_since(t0_) - eval_seconds_; }  // run time: evaluation excluded
-  double epoch() const { return double(out_.samples) / double(train_n_); }
+  double epoch() const { return monitor_.epoch(); }
   int rank_of(int w) const { return w + 1; }
   std::string who(int w) const { return "worker " + std::to_string(w) + " (rank " + std::to_string(rank_of(w)) + ")"; }
 
@@ -556,14 +571,14 @@ class ServerProcess {
   // its starting point, or the end of an exchange: handled by the exchange).
   void hand_out(int w) {
     WorkerState& st = ws_[size_t(w)];
-    if (!st.alive || stop_) return;
+    if (!st.alive || monitor_.stopping()) return;
     Message m;
     m.h.kind = uint32_t(Kind::Work);
     if (st.step == 0) m.text = shape_;  // the worker checks it is the same problem
     m.h.step = st.step++;
     m.h.version = version_;
     m.h.tag = iteration_;
-    m.h.lr = schedule_.at(epoch());
+    m.h.lr = monitor_.lr();
     m.h.epoch = epoch();
     if (type_ != "easgd") stream_->next(s_.batch_size, m.ids);
     w_.download(m.values);
@@ -581,7 +596,7 @@ class ServerProcess {
   void loop() {
     Message m;
     std::vector<char> buf;
-    while (!stop_) {
+    while (!monitor_.stopping()) {
       if (interrupt_requested()) {
         request_stop("interrupted", "interrupted by a signal");
         break;
@@ -592,11 +607,11 @@ class ServerProcess {
       }
       if (s_.eval_unit == EvalUnit::Time && now() >= next_eval_time_) {
         while (next_eval_time_ <= now()) next_eval_time_ += s_.eval_every;
-        evaluate_row();
-        if (stop_) break;
+        monitor_.evaluate_row();
+        if (monitor_.stopping()) break;
       }
       check_timeouts();
-      if (stop_) break;
+      if (monitor_.stopping()) break;
       int src = receive(MPI_ANY_SOURCE, kTagToServer, m, buf, 0.05);
       if (src < 1) continue;
       int w = src - 1;
@@ -658,35 +673,14 @@ class ServerProcess {
     }
   }
 
-  void count_gradient(int w, const Message& m, uint64_t samples, double busy) {
-    auto& ws = out_.workers[size_t(w)];
-    ws.gradients += std::max<uint64_t>(1, m.h.steps);
-    ws.compute += seconds_to_sim(busy);  // (real runs do not split out communication: it is in wait_time)
-    out_.gradients += std::max<uint64_t>(1, m.h.steps);
-    out_.samples += samples;
-    out_.samples_computed += samples;
+  // The message's gradients arrived (monitor_.arrived) and took `busy` seconds of the
+  // worker's compute; false when their loss is not finite (the run then diverged).
+  bool arrived(int w, const Message& m, uint64_t samples, double busy) {
+    out_.workers[size_t(w)].compute += seconds_to_sim(busy);  // (real runs do not split out communication: it is in wait_time)
     const double t = now();  // (as the server sees it: the worker's busy seconds up to their arrival)
     rec_.add_span(w + 1, "compute", seconds_to_sim(std::max(0.0, t - busy)), seconds_to_sim(t));
     idle_since_[size_t(w)] = t;
-  }
-
-  void applied(int w, uint64_t staleness, uint64_t count = 1) {
-    out_.workers[size_t(w)].applied += count;
-    if (staleness >= stale_counts_.size()) stale_counts_.resize(staleness + 1, 0);
-    stale_counts_[staleness] += count;
-    out_.staleness_max = std::max(out_.staleness_max, staleness);
-    window_.stale_sum += double(staleness) * double(count);
-    window_.stale_count += count;
-    stale_total_ += double(staleness) * double(count);
-    stale_total_count_ += count;
-  }
-
-  bool check_loss(double loss, uint64_t count) {
-    window_.loss_sum += loss;
-    window_.loss_count += count;
-    if (std::isfinite(loss)) return true;
-    request_stop("diverged", "a worker's minibatch loss became " + format_number(loss));
-    return false;
+    return monitor_.arrived(w, samples, m.h.loss, std::max<uint64_t>(1, m.h.steps));
   }
 
   void step_params(const float* g, float lr) {
@@ -699,12 +693,13 @@ class ServerProcess {
   }
 
   void on_gradient(int w, const Message& m) {
-    count_gradient(w, m, m.ids.empty() ? s_.batch_size : m.ids.size(), m.h.busy);
-    if (!check_loss(m.h.loss, 1)) return;
+    const uint64_t samples = m.ids.empty() ? s_.batch_size : m.ids.size();
+    if (!arrived(w, m, samples, m.h.busy)) return;
     WorkerState& st = ws_[size_t(w)];
     if (type_ == "async") {
       uint64_t staleness = version_ - m.h.version;
-      float lr = float(schedule_.at(epoch()));
+      monitor_.applied(w, samples, staleness);  // its samples count before its rate is read
+      float lr = float(monitor_.lr());
       if (divide_) lr /= float(std::max<uint64_t>(staleness, 1));
       if (lambda_ > 0) {
         grad_.upload(m.values);
@@ -714,16 +709,13 @@ class ServerProcess {
       } else {
         step_params(m.values.data(), lr);
       }
-      applied(w, staleness);
       updated();
       hand_out(w);
       return;
     }
     // sync, sync_backup
     if (m.h.tag != iteration_ || received_ >= needed_) {  // late: its iteration is over
-      out_.samples -= m.ids.empty() ? s_.batch_size : m.ids.size();  // epochs count applied samples only
-      out_.dropped++;
-      out_.workers[size_t(w)].dropped++;
+      monitor_.dropped(w);  // (epochs count applied samples only)
       hand_out(w);  // it joins the iteration in progress
       return;
     }
@@ -731,6 +723,8 @@ class ServerProcess {
     accepted_[size_t(w)] = m.values;
     accepted_version_.resize(size_t(s_.workers));
     accepted_version_[size_t(w)] = m.h.version;
+    accepted_samples_.resize(size_t(s_.workers));
+    accepted_samples_[size_t(w)] = samples;
     ++received_;
     maybe_finish_iteration();
   }
@@ -752,13 +746,12 @@ class ServerProcess {
     float weight = s_.aggregate_sum ? 1.0f : 1.0f / float(received_);
     if (weight != 1.0f)
       for (auto& x : sum_) x *= weight;
-    step_params(sum_.data(), float(schedule_.at(epoch())));
-    for (int w : from) {
-      applied(w, version_ - 1 - accepted_version_[size_t(w)]);
+    for (int w : from) {  // their samples count before the iteration's rate is read
+      monitor_.applied(w, accepted_samples_[size_t(w)], version_ - accepted_version_[size_t(w)]);
       accepted_[size_t(w)].clear();
     }
-    out_.iterations++;
-    iter_sum_ += now() - iteration_start_;
+    step_params(sum_.data(), float(monitor_.lr()));
+    monitor_.iteration_done(now() - iteration_start_);
     iteration_start_ = now();
     ++iteration_;
     received_ = 0;
@@ -769,9 +762,8 @@ class ServerProcess {
   }
 
   void on_exchange(int w, const Message& m) {
-    count_gradient(w, m, m.h.samples, m.h.busy);
-    applied(w, 0, m.h.steps);  // local steps: on the worker's own parameters
-    if (!check_loss(m.h.loss, m.h.steps)) return;
+    if (!arrived(w, m, m.h.samples, m.h.busy)) return;
+    monitor_.applied(w, m.h.samples, 0, m.h.steps);  // local steps: on the worker's own parameters
     if (!easgd_sync_) {
       // e = alpha (x_i - c); x_i <- x_i - e; c <- c + e; the worker gets x_i back
       x_.upload(m.values);
@@ -811,11 +803,11 @@ class ServerProcess {
   // EASGD: the worker's parameters after the exchange, with the epoch and rate now.
   void reply(int w, const DeviceArray<float>& x) {
     WorkerState& st = ws_[size_t(w)];
-    if (stop_ || !st.alive) return;
+    if (monitor_.stopping() || !st.alive) return;
     Message r;
     r.h.kind = uint32_t(Kind::Reply);
     r.h.epoch = epoch();
-    r.h.lr = schedule_.at(epoch());
+    r.h.lr = monitor_.lr();
     x.download(r.values);
     st.busy = true;
     st.given_at = now();
@@ -823,58 +815,8 @@ class ServerProcess {
     idle_since_[size_t(w)] = -1;
   }
 
-  void updated() {
-    out_.updates++;
-    const SimTime t = seconds_to_sim(now());
-    rec_.add_span(0, "update", t, t);  // an instant on the server's track
-    evaluated_now_ = false;
-    if (after_update_.evaluate(out_.updates, epoch())) evaluate_row();
-    if (const char* limit = after_update_.limit_reached(out_.updates, out_.gradients, epoch()))
-      request_stop("completed", limit);
-  }
-
-  void request_stop(const std::string& status, const std::string& note) {
-    if (stop_) return;
-    stop_ = true;
-    out_.status = status;
-    out_.note = note;
-  }
-
-  void evaluate_row() {
-    const double at = now();  // the row's time: before this evaluation (which is not run time)
-    auto t = Clock::now();
-    const float* w = w_.data();
-    auto eval_set = [&](const DeviceDataset* data, size_t limit) -> EvalSums {
-      if (!model_.uses_data()) return model_.evaluate(ctx_, w, nullptr, 0, 1);
-      size_t n = (limit > 0 && limit < data->n) ? limit : data->n;
-      EvalSums total;
-      for (size_t b = 0; b < n; b += kEvalChunkRows) {  // the simulator's chunks: the same sums
-        EvalSums p = model_.evaluate(ctx_, w, data, b, std::min(n, b + kEvalChunkRows));
-        total.loss_sum += p.loss_sum;
-        total.correct += p.correct;
-        total.count += p.count;
-      }
-      return total;
-    };
-    EvalSums tr = eval_set(&in_.data->train, s_.eval_train_samples);
-    EvalSums te = eval_set(&in_.data->test, s_.eval_test_samples);
-    MetricsRow row;
-    row.time = seconds_to_sim(at);
-    row.updates = out_.updates;
-    row.gradients = out_.gradients;
-    row.samples = out_.samples;
-    row.epoch = epoch();
-    row.lr = schedule_.at(epoch());
-    row.dropped = out_.dropped;
-    window_.fill(row, tr, te, model_.is_classifier());
-    rec_.add_row(row);
-    evaluated_now_ = true;
-    eval_seconds_ += wall_since(t);
-    if (on_row) on_row(row);
-    if (!std::isfinite(row.train_loss) || row.train_loss > s_.divergence_bound)
-      request_stop("diverged", "train_loss " + format_number(row.train_loss) +
-                                   (std::isfinite(row.train_loss) ? " exceeded the divergence bound" : " is not finite"));
-  }
+  void updated() { monitor_.updated(); }
+  void request_stop(const std::string& status, const std::string& note) { monitor_.request_stop(status, note); }
 
   // Every live worker's outstanding answer is taken in (and discarded), then each gets
   // Stop: no worker is left blocked in a send, none waits for work that never comes.
@@ -923,13 +865,7 @@ class ServerProcess {
         out_.workers[size_t(w)].down += seconds_to_sim(now() - down_since_[size_t(w)]);
         rec_.add_span(w + 1, "down", seconds_to_sim(down_since_[size_t(w)]), seconds_to_sim(now()));
       }
-    for (size_t k = 0; k < stale_counts_.size(); ++k)
-      if (stale_counts_[k]) out_.staleness_hist[k] = stale_counts_[k];
-    out_.staleness_mean = stale_total_count_ ? stale_total_ / double(stale_total_count_) : 0.0;
-    out_.iteration_time_mean = out_.iterations ? iter_sum_ / double(out_.iterations) : 0.0;
-    if (out_.failures > 0 && out_.status != "failed")
-      out_.note += "; " + std::to_string(out_.failures) + " worker failure(s), " + std::to_string(out_.lost) +
-                   " gradient(s) lost; the engine went on with the live workers";
+    monitor_.finish();
   }
 
  public:
@@ -941,7 +877,6 @@ class ServerProcess {
   const Model& model_;
   const RunInputs& in_;
   Recorder& rec_;
-  LrSchedule schedule_;
   const size_t n_;
   std::string type_;
   double timeout_ = 60;
@@ -956,24 +891,21 @@ class ServerProcess {
   std::vector<WorkerState> ws_;
   std::vector<double> idle_since_, down_since_;
   ExecContext ctx_;
+  WorkerPool eval_pool_{1, true};  // evaluation runs on the calling thread
   DeviceArray<float> w_, velocity_, grad_, read_, x_, mean_;
   std::vector<float> sum_;
   std::vector<std::vector<float>> accepted_, xs_;
-  std::vector<uint64_t> accepted_version_;
+  std::vector<uint64_t> accepted_version_, accepted_samples_;
   std::vector<bool> waiting_;
   uint64_t version_ = 0, iteration_ = 0;
   int received_ = 0;
-  double iteration_start_ = 0, iter_sum_ = 0;
+  double iteration_start_ = 0;
   Clock::time_point t0_;
   double eval_seconds_ = 0;
-  AfterUpdate after_update_{s_};  // the eval schedule in updates/epochs and the stop limits
   double next_eval_time_ = 0;
-  bool stop_ = false, evaluated_now_ = false, wound_down_ = false;
+  bool wound_down_ = false;
   RunOutcome out_;
-  RowWindow window_;
-  std::vector<uint64_t> stale_counts_;
-  double stale_total_ = 0;
-  uint64_t stale_total_count_ = 0;
+  RunMonitor monitor_;  // counting, rows, the eval schedule and stop rules: the simulator's
   std::string failure_;
   std::string shape_;
   bool mismatch_ = false;
