@@ -403,11 +403,18 @@ class DeadRanks(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def start(self, cfg, args, np):
+    def kill_rank(self, cfg, command, rank, bound=90):
+        """Starts `asgdsim command` on 3 ranks, kills `rank` 3 s in, and returns stderr once
+        every rank has left (failing past `bound` seconds). mpirun --enable-recovery exits
+        0 whatever the ranks' codes, so the tests read stderr and the files."""
         path = write_config(self.tmp, cfg)
-        cmd = [MPIRUN, "--oversubscribe", "--enable-recovery", "-np", str(np), ASGDSIM] + args(path)
+        cmd = [MPIRUN, "--oversubscribe", "--enable-recovery", "-np", "3", ASGDSIM, command, path, "--out", self.out,
+               "--quiet"]
         self.proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        return path
+        pid = rank_pid(rank, path)
+        time.sleep(3)
+        os.kill(pid, 9)
+        return self.finish(bound)[1]
 
     def finish(self, bound):
         t = time.monotonic()
@@ -424,11 +431,7 @@ class DeadRanks(unittest.TestCase):
         # final reduction when it is killed
         cfg = dict(SWEEP, name="deadrun", repeats=1, real={"worker_timeout": 3}, stop={"epochs": 1},
                    sweep={"stop.epochs": [1, 100000, 2]}, engines=[{"type": "async"}])
-        path = self.start(cfg, lambda p: ["run", p, "--out", self.out, "--quiet"], 3)
-        pid = rank_pid(1, path)
-        time.sleep(3)
-        os.kill(pid, 9)
-        out, err, seconds = self.finish(90)  # (mpirun --enable-recovery exits 0 whatever the ranks' codes)
+        err = self.kill_rank(cfg, "run", 1)
         self.assertIn("rank 1 stopped answering (no heartbeat for 3 s", err)
         index = read_csv(os.path.join(self.out, "deadrun", "index.csv"))
         self.assertEqual([r["status"] for r in index][0::2], ["completed", "completed"])
@@ -438,11 +441,7 @@ class DeadRanks(unittest.TestCase):
         cfg = dict(SWEEP, name="deadserver", stop={"epochs": 1000}, cluster={"workers": 2},
                    real={"worker_timeout": 3}, engines=[{"type": "async"}])
         cfg.pop("sweep")
-        path = self.start(cfg, lambda p: ["cluster", p, "--out", self.out, "--quiet"], 3)
-        pid = rank_pid(0, path)
-        time.sleep(3)
-        os.kill(pid, 9)
-        out, err, seconds = self.finish(90)  # (mpirun --enable-recovery exits 0 whatever the ranks' codes)
+        err = self.kill_rank(cfg, "cluster", 0)
         self.assertIn("the server (rank 0) sent nothing for 3 s (real.worker_timeout)", err)
         self.assertEqual(err.count("sent nothing for 3 s"), 2, err)  # each worker rank says it
 
