@@ -24,6 +24,7 @@
 #include "sim/interrupt.h"
 #include "sim/lr_schedule.h"
 #include "sim/recorder.h"
+#include "sim/run_monitor.h"
 #include "sim/sample_stream.h"
 #include "sim/simulation.h"  // RunOutcome
 #if ASGD_WITH_MPI
@@ -91,7 +92,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kTagToWorker = 11;
 constexpr int kTagToServer = 12;
-constexpr size_t kEvalChunkRows = 2048;
 
 enum class Kind : uint32_t {
   Work = 1,      // server -> worker: parameters (+ ids); EASGD: the starting point
@@ -100,6 +100,7 @@ enum class Kind : uint32_t {
   Exchange = 4,  // worker -> server (EASGD): local parameters after `period` steps
   Reply = 5,     // server -> worker (EASGD): the parameters after the exchange
   Error = 6,     // worker -> server: the worker failed; the text follows
+  Done = 7,      // server -> worker: every run is over; tag: the exit code, steps: a peer died
 };
 
 // Every message: this header, then `ids` int32 sample ids, then `values` floats, then
@@ -160,14 +161,52 @@ struct Message {
 // still alive then must not call MPI_Finalize (it would wait for the dead one).
 constexpr uint64_t kStopPeerLost = 1;
 bool g_peer_lost = false;  // a Stop said so (worker ranks)
+// Error messages carry this in h.tag when the worker's data or model differ from the
+// server's (the first Work of a run carries the server's in its text).
+constexpr uint64_t kErrorMismatch = 1;
+
+// The shape of what a run computes on, in words: two ranks that print it differently
+// would train different problems.
+std::string shape_of(const Model& model, const LoadedData& data) {
+  std::string s = "model " + std::to_string(model.num_params()) + " parameters";
+  if (model.uses_data())
+    s += ", train " + std::to_string(data.train.n) + " x " + std::to_string(data.train.dim) + ", test " +
+         std::to_string(data.test.n) + " x " + std::to_string(data.test.dim) + ", " +
+         std::to_string(data.train.classes) + " classes";
+  return s;
+}
+
+// How long a worker waits on the server (rank 0): until its heartbeat has been silent for
+// `timeout` seconds (real.worker_timeout), or, without a heartbeat, until nothing at all has
+// come for that long. The server's own silences (evaluating, writing a run's files,
+// loading the next run's data) do not count while its heartbeat goes on.
+struct ServerWatch {
+  const MpiEnv* mpi = nullptr;
+  double timeout = 60;
+  bool lost(double silent) const {
+    if (mpi->lost_peer() == 0) return true;
+    if (mpi->silent_for(0) > timeout) return true;
+    return !mpi->has_heartbeat() && silent > timeout;
+  }
+  [[noreturn]] void fail() const {
+    mpi->note_peer_lost();
+    throw PeerLost("worker rank " + std::to_string(mpi->rank()) + ": the server (rank 0) sent nothing for " +
+                   format_number(timeout) + " s (real.worker_timeout): it died or hangs");
+  }
+};
+const ServerWatch* g_watch = nullptr;  // worker ranks: set while a run's config is known
+
+double wall_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Sleeps a little between polls: on a shared machine the CPU belongs to the workers.
 void pause_briefly() { std::this_thread::sleep_for(std::chrono::microseconds(50)); }
 
 // Receives the next message with `tag` from `source` (or any), waiting at most `timeout`
-// seconds (< 0: forever). Returns the sender's rank, or -1 on timeout.
+// seconds (< 0: as long as the server lives: worker ranks, through g_watch). Returns the
+// sender's rank, or -1 on timeout.
 int receive(int source, int tag, Message& m, std::vector<char>& buf, double timeout) {
-  auto deadline = Clock::now() + std::chrono::duration<double>(timeout < 0 ? 1e9 : timeout);
+  const auto start = Clock::now();
+  auto deadline = start + std::chrono::duration<double>(timeout < 0 ? 1e9 : timeout);
   for (;;) {
     int flag = 0;
     MPI_Status st;
@@ -182,14 +221,44 @@ int receive(int source, int tag, Message& m, std::vector<char>& buf, double time
       return st.MPI_SOURCE;
     }
     if (Clock::now() >= deadline) return -1;
+    if (timeout < 0 && g_watch && g_watch->lost(wall_since(start))) g_watch->fail();
     pause_briefly();
   }
 }
 
-// Worker side: sends and waits until the buffer is free (the server always listens).
+// Waits for a send to complete, polling; gives up after `timeout` seconds (the peer is
+// dead or stuck: the request is let go) and returns false.
+bool wait_send(MPI_Request& req, double timeout) {
+  const auto start = Clock::now();
+  for (;;) {
+    int done = 0;
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done) return true;
+    if (wall_since(start) > timeout) {
+      MPI_Request_free(&req);
+      return false;
+    }
+    pause_briefly();
+  }
+}
+
+// Worker side: sends and waits until the buffer is free (the server always listens), as
+// long as the server lives.
 void send_blocking(int dest, const Message& m, std::vector<char>& buf) {
   m.pack(buf);
-  MPI_Send(buf.data(), int(buf.size()), MPI_BYTE, dest, kTagToServer, MPI_COMM_WORLD);
+  MPI_Request req;
+  MPI_Isend(buf.data(), int(buf.size()), MPI_BYTE, dest, kTagToServer, MPI_COMM_WORLD, &req);
+  const auto start = Clock::now();
+  for (;;) {
+    int done = 0;
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    if (g_watch && g_watch->lost(wall_since(start))) {
+      MPI_Request_free(&req);
+      g_watch->fail();
+    }
+    pause_briefly();
+  }
 }
 
 // Server side: one nonblocking send in flight per worker.
@@ -197,11 +266,12 @@ struct Outbox {
   std::vector<char> buf;
   MPI_Request req = MPI_REQUEST_NULL;
   bool has_request = false;
+  double timeout = 60;  // real.worker_timeout: a send not taken in that long is let go
 
   // Waits for the previous send to this worker (it has been received: the worker answered
-  // it), then starts this one.
+  // it; a zombie's Stop may not be), then starts this one.
   void send(int dest, const Message& m) {
-    if (has_request) MPI_Wait(&req, MPI_STATUS_IGNORE);
+    if (has_request) wait_send(req, timeout);
     m.pack(buf);
     MPI_Isend(buf.data(), int(buf.size()), MPI_BYTE, dest, kTagToWorker, MPI_COMM_WORLD, &req);
     has_request = true;
@@ -209,14 +279,12 @@ struct Outbox {
   // At the end: waits for the last send unless its worker is dead (then lets it go).
   void finish(bool alive) {
     if (!has_request) return;
-    if (alive) MPI_Wait(&req, MPI_STATUS_IGNORE);
+    if (alive) wait_send(req, timeout);
     else MPI_Request_free(&req);
     has_request = false;
   }
 };
 
-
-double wall_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Data and model for a run, loaded once per data key across the runs of an experiment.
 struct RunInputs {
@@ -242,7 +310,7 @@ class WorkerProcess {
   WorkerProcess(const RunSpec& run, const RunSettings& s, const RunInputs& in, const ComputeTimeModel& compute,
                 int worker)
       : run_(run), s_(s), model_(*in.model), data_(in.model->uses_data() ? &in.data->train : nullptr),
-        compute_(compute), worker_(worker), n_(in.model->num_params()) {
+        compute_(compute), worker_(worker), n_(in.model->num_params()), shape_(shape_of(*in.model, *in.data)) {
     const json& real = run.config["real"];
     delay_scale_ = real["delay_scale"];
     die_at_ = std::numeric_limits<double>::infinity();
@@ -261,8 +329,19 @@ class WorkerProcess {
     Message m;
     receive(0, kTagToWorker, m, buf_, -1);
     if (Kind(m.h.kind) == Kind::Stop) return;  // the server skipped this run
+    if (m.text != shape_) {  // the first Work says what the server computes on
+      Message err;
+      err.h.kind = uint32_t(Kind::Error);
+      err.h.tag = kErrorMismatch;
+      err.text = "its data or model differ from rank 0's (here: " + shape_ + "; rank 0: " + m.text + ")";
+      send_blocking(0, err, buf_);
+      while (Kind(m.h.kind) != Kind::Stop) receive(0, kTagToWorker, m, buf_, -1);
+      return;
+    }
     try {
       easgd_ ? run_easgd(m) : run_gradients(m);
+    } catch (const PeerLost&) {
+      throw;  // the server is gone: nobody to tell
     } catch (const std::exception& ex) {
       Message err;
       err.h.kind = uint32_t(Kind::Error);
@@ -374,6 +453,7 @@ class WorkerProcess {
   const ComputeTimeModel& compute_;
   const int worker_;
   const size_t n_;
+  const std::string shape_;
   double delay_scale_ = 0, die_at_ = 0;
   bool easgd_ = false;
   int period_ = 1;
@@ -402,7 +482,9 @@ struct WorkerState {
 class ServerProcess {
  public:
   ServerProcess(const RunSpec& run, const RunSettings& s, const RunInputs& in, Recorder& rec)
-      : run_(run), s_(s), model_(*in.model), in_(in), rec_(rec), schedule_(s.lr), n_(in.model->num_params()) {
+      : run_(run), s_(s), model_(*in.model), in_(in), rec_(rec), n_(in.model->num_params()),
+        monitor_(s, in.model->uses_data() ? in.data->train.n : s.nominal_train_size, in.model->is_classifier(), out_,
+                 rec) {
     const json& e = run.config["engine"];
     type_ = e["type"];
     timeout_ = run.config["real"]["worker_timeout"];
@@ -419,9 +501,24 @@ class ServerProcess {
     stream_ = std::make_unique<SampleStream>(train_n_, s.seed);
     out_.workers.assign(size_t(s.workers), WorkerStats{});
     ws_.resize(size_t(s.workers));
+    for (auto& st : ws_) st.out.timeout = timeout_;
+    shape_ = shape_of(model_, *in.data);
     idle_since_.assign(size_t(s.workers), 0.0);
     down_since_.assign(size_t(s.workers), 0.0);
     next_eval_time_ = s.eval_every;
+    monitor_.bind([this] { return seconds_to_sim(now()); },
+                  [this] {
+                    // the simulator's evaluation (its chunks, summed in order: the same sums), on
+                    // this thread alone; its time is not run time
+                    auto t = Clock::now();
+                    const EvalPair sums = evaluate_params(model_, eval_pool_, ctx_, w_.data(), &in_.data->train,
+                                                          s_.eval_train_samples, &in_.data->test, s_.eval_test_samples);
+                    eval_seconds_ += wall_since(t);
+                    return std::make_pair(sums.train, sums.test);
+                  });
+    monitor_.on_row = [this](const MetricsRow& row) {
+      if (on_row) on_row(row);
+    };
   }
 
   RunOutcome run() {
@@ -433,7 +530,7 @@ class ServerProcess {
       velocity_.fill(0.0f);
     }
     t0_ = Clock::now();
-    evaluate_row();
+    monitor_.evaluate_row();
     if (type_ == "easgd") {
       xs_.assign(size_t(s_.workers), {});
       for (int w = 0; w < s_.workers; ++w) hand_out(w);
@@ -442,7 +539,7 @@ class ServerProcess {
       for (int w = 0; w < s_.workers; ++w) hand_out(w);
     }
     loop();
-    if (!evaluated_now_) evaluate_row();
+    if (!monitor_.evaluated_now()) monitor_.evaluate_row();
     wind_down();
     finish_outcome();
     return out_;
@@ -457,6 +554,7 @@ class ServerProcess {
   }
 
   const std::string& failure() const { return failure_; }
+  bool mismatch() const { return mismatch_; }  // a worker computes on other data or another model
   // Worker ranks that are dead (declared so, and never heard from again).
   std::vector<int> dead_ranks() const {
     std::vector<int> out;
@@ -468,7 +566,7 @@ class ServerProcess {
 
  private:
   double now() const { return wall_since(t0_) - eval_seconds_; }  // run time: evaluation excluded
-  double epoch() const { return double(out_.samples) / double(train_n_); }
+  double epoch() const { return monitor_.epoch(); }
   int rank_of(int w) const { return w + 1; }
   std::string who(int w) const { return "worker " + std::to_string(w) + " (rank " + std::to_string(rank_of(w)) + ")"; }
 
@@ -476,13 +574,14 @@ class ServerProcess {
   // its starting point, or the end of an exchange: handled by the exchange).
   void hand_out(int w) {
     WorkerState& st = ws_[size_t(w)];
-    if (!st.alive || stop_) return;
+    if (!st.alive || monitor_.stopping()) return;
     Message m;
     m.h.kind = uint32_t(Kind::Work);
+    if (st.step == 0) m.text = shape_;  // the worker checks it is the same problem
     m.h.step = st.step++;
     m.h.version = version_;
     m.h.tag = iteration_;
-    m.h.lr = schedule_.at(epoch());
+    m.h.lr = monitor_.lr();
     m.h.epoch = epoch();
     if (type_ != "easgd") stream_->next(s_.batch_size, m.ids);
     w_.download(m.values);
@@ -500,7 +599,7 @@ class ServerProcess {
   void loop() {
     Message m;
     std::vector<char> buf;
-    while (!stop_) {
+    while (!monitor_.stopping()) {
       if (interrupt_requested()) {
         request_stop("interrupted", "interrupted by a signal");
         break;
@@ -511,11 +610,11 @@ class ServerProcess {
       }
       if (s_.eval_unit == EvalUnit::Time && now() >= next_eval_time_) {
         while (next_eval_time_ <= now()) next_eval_time_ += s_.eval_every;
-        evaluate_row();
-        if (stop_) break;
+        monitor_.evaluate_row();
+        if (monitor_.stopping()) break;
       }
       check_timeouts();
-      if (stop_) break;
+      if (monitor_.stopping()) break;
       int src = receive(MPI_ANY_SOURCE, kTagToServer, m, buf, 0.05);
       if (src < 1) continue;
       int w = src - 1;
@@ -529,7 +628,8 @@ class ServerProcess {
         case Kind::Gradient: on_gradient(w, m); break;
         case Kind::Exchange: on_exchange(w, m); break;
         case Kind::Error:
-          failure_ = who(w) + " failed: " + m.text;
+          mismatch_ = mismatch_ || m.h.tag == kErrorMismatch;
+          failure_ = who(w) + (m.h.tag == kErrorMismatch ? ": " : " failed: ") + m.text;
           request_stop("failed", failure_);
           break;
         default: throw std::runtime_error("cluster: unexpected message from " + who(w));
@@ -576,35 +676,14 @@ class ServerProcess {
     }
   }
 
-  void count_gradient(int w, const Message& m, uint64_t samples, double busy) {
-    auto& ws = out_.workers[size_t(w)];
-    ws.gradients += std::max<uint64_t>(1, m.h.steps);
-    ws.compute += seconds_to_sim(busy);  // (real runs do not split out communication: it is in wait_time)
-    out_.gradients += std::max<uint64_t>(1, m.h.steps);
-    out_.samples += samples;
-    out_.samples_computed += samples;
+  // The message's gradients arrived (monitor_.arrived) and took `busy` seconds of the
+  // worker's compute; false when their loss is not finite (the run then diverged).
+  bool arrived(int w, const Message& m, uint64_t samples, double busy) {
+    out_.workers[size_t(w)].compute += seconds_to_sim(busy);  // (real runs do not split out communication: it is in wait_time)
     const double t = now();  // (as the server sees it: the worker's busy seconds up to their arrival)
     rec_.add_span(w + 1, "compute", seconds_to_sim(std::max(0.0, t - busy)), seconds_to_sim(t));
     idle_since_[size_t(w)] = t;
-  }
-
-  void applied(int w, uint64_t staleness, uint64_t count = 1) {
-    out_.workers[size_t(w)].applied += count;
-    if (staleness >= stale_counts_.size()) stale_counts_.resize(staleness + 1, 0);
-    stale_counts_[staleness] += count;
-    out_.staleness_max = std::max(out_.staleness_max, staleness);
-    window_.stale_sum += double(staleness) * double(count);
-    window_.stale_count += count;
-    stale_total_ += double(staleness) * double(count);
-    stale_total_count_ += count;
-  }
-
-  bool check_loss(double loss, uint64_t count) {
-    window_.loss_sum += loss;
-    window_.loss_count += count;
-    if (std::isfinite(loss)) return true;
-    request_stop("diverged", "a worker's minibatch loss became " + format_number(loss));
-    return false;
+    return monitor_.arrived(w, samples, m.h.loss, std::max<uint64_t>(1, m.h.steps));
   }
 
   void step_params(const float* g, float lr) {
@@ -617,12 +696,13 @@ class ServerProcess {
   }
 
   void on_gradient(int w, const Message& m) {
-    count_gradient(w, m, m.ids.empty() ? s_.batch_size : m.ids.size(), m.h.busy);
-    if (!check_loss(m.h.loss, 1)) return;
+    const uint64_t samples = m.ids.empty() ? s_.batch_size : m.ids.size();
+    if (!arrived(w, m, samples, m.h.busy)) return;
     WorkerState& st = ws_[size_t(w)];
     if (type_ == "async") {
       uint64_t staleness = version_ - m.h.version;
-      float lr = float(schedule_.at(epoch()));
+      monitor_.applied(w, samples, staleness);  // its samples count before its rate is read
+      float lr = float(monitor_.lr());
       if (divide_) lr /= float(std::max<uint64_t>(staleness, 1));
       if (lambda_ > 0) {
         grad_.upload(m.values);
@@ -632,16 +712,13 @@ class ServerProcess {
       } else {
         step_params(m.values.data(), lr);
       }
-      applied(w, staleness);
       updated();
       hand_out(w);
       return;
     }
     // sync, sync_backup
     if (m.h.tag != iteration_ || received_ >= needed_) {  // late: its iteration is over
-      out_.samples -= m.ids.empty() ? s_.batch_size : m.ids.size();  // epochs count applied samples only
-      out_.dropped++;
-      out_.workers[size_t(w)].dropped++;
+      monitor_.dropped(w);  // (epochs count applied samples only)
       hand_out(w);  // it joins the iteration in progress
       return;
     }
@@ -649,6 +726,8 @@ class ServerProcess {
     accepted_[size_t(w)] = m.values;
     accepted_version_.resize(size_t(s_.workers));
     accepted_version_[size_t(w)] = m.h.version;
+    accepted_samples_.resize(size_t(s_.workers));
+    accepted_samples_[size_t(w)] = samples;
     ++received_;
     maybe_finish_iteration();
   }
@@ -670,13 +749,12 @@ class ServerProcess {
     float weight = s_.aggregate_sum ? 1.0f : 1.0f / float(received_);
     if (weight != 1.0f)
       for (auto& x : sum_) x *= weight;
-    step_params(sum_.data(), float(schedule_.at(epoch())));
-    for (int w : from) {
-      applied(w, version_ - 1 - accepted_version_[size_t(w)]);
+    for (int w : from) {  // their samples count before the iteration's rate is read
+      monitor_.applied(w, accepted_samples_[size_t(w)], version_ - accepted_version_[size_t(w)]);
       accepted_[size_t(w)].clear();
     }
-    out_.iterations++;
-    iter_sum_ += now() - iteration_start_;
+    step_params(sum_.data(), float(monitor_.lr()));
+    monitor_.iteration_done(now() - iteration_start_);
     iteration_start_ = now();
     ++iteration_;
     received_ = 0;
@@ -687,9 +765,8 @@ class ServerProcess {
   }
 
   void on_exchange(int w, const Message& m) {
-    count_gradient(w, m, m.h.samples, m.h.busy);
-    applied(w, 0, m.h.steps);  // local steps: on the worker's own parameters
-    if (!check_loss(m.h.loss, m.h.steps)) return;
+    if (!arrived(w, m, m.h.samples, m.h.busy)) return;
+    monitor_.applied(w, m.h.samples, 0, m.h.steps);  // local steps: on the worker's own parameters
     if (!easgd_sync_) {
       // e = alpha (x_i - c); x_i <- x_i - e; c <- c + e; the worker gets x_i back
       x_.upload(m.values);
@@ -729,11 +806,11 @@ class ServerProcess {
   // EASGD: the worker's parameters after the exchange, with the epoch and rate now.
   void reply(int w, const DeviceArray<float>& x) {
     WorkerState& st = ws_[size_t(w)];
-    if (stop_ || !st.alive) return;
+    if (monitor_.stopping() || !st.alive) return;
     Message r;
     r.h.kind = uint32_t(Kind::Reply);
     r.h.epoch = epoch();
-    r.h.lr = schedule_.at(epoch());
+    r.h.lr = monitor_.lr();
     x.download(r.values);
     st.busy = true;
     st.given_at = now();
@@ -741,58 +818,8 @@ class ServerProcess {
     idle_since_[size_t(w)] = -1;
   }
 
-  void updated() {
-    out_.updates++;
-    const SimTime t = seconds_to_sim(now());
-    rec_.add_span(0, "update", t, t);  // an instant on the server's track
-    evaluated_now_ = false;
-    if (after_update_.evaluate(out_.updates, epoch())) evaluate_row();
-    if (const char* limit = after_update_.limit_reached(out_.updates, out_.gradients, epoch()))
-      request_stop("completed", limit);
-  }
-
-  void request_stop(const std::string& status, const std::string& note) {
-    if (stop_) return;
-    stop_ = true;
-    out_.status = status;
-    out_.note = note;
-  }
-
-  void evaluate_row() {
-    const double at = now();  // the row's time: before this evaluation (which is not run time)
-    auto t = Clock::now();
-    const float* w = w_.data();
-    auto eval_set = [&](const DeviceDataset* data, size_t limit) -> EvalSums {
-      if (!model_.uses_data()) return model_.evaluate(ctx_, w, nullptr, 0, 1);
-      size_t n = (limit > 0 && limit < data->n) ? limit : data->n;
-      EvalSums total;
-      for (size_t b = 0; b < n; b += kEvalChunkRows) {  // the simulator's chunks: the same sums
-        EvalSums p = model_.evaluate(ctx_, w, data, b, std::min(n, b + kEvalChunkRows));
-        total.loss_sum += p.loss_sum;
-        total.correct += p.correct;
-        total.count += p.count;
-      }
-      return total;
-    };
-    EvalSums tr = eval_set(&in_.data->train, s_.eval_train_samples);
-    EvalSums te = eval_set(&in_.data->test, s_.eval_test_samples);
-    MetricsRow row;
-    row.time = seconds_to_sim(at);
-    row.updates = out_.updates;
-    row.gradients = out_.gradients;
-    row.samples = out_.samples;
-    row.epoch = epoch();
-    row.lr = schedule_.at(epoch());
-    row.dropped = out_.dropped;
-    window_.fill(row, tr, te, model_.is_classifier());
-    rec_.add_row(row);
-    evaluated_now_ = true;
-    eval_seconds_ += wall_since(t);
-    if (on_row) on_row(row);
-    if (!std::isfinite(row.train_loss) || row.train_loss > s_.divergence_bound)
-      request_stop("diverged", "train_loss " + format_number(row.train_loss) +
-                                   (std::isfinite(row.train_loss) ? " exceeded the divergence bound" : " is not finite"));
-  }
+  void updated() { monitor_.updated(); }
+  void request_stop(const std::string& status, const std::string& note) { monitor_.request_stop(status, note); }
 
   // Every live worker's outstanding answer is taken in (and discarded), then each gets
   // Stop: no worker is left blocked in a send, none waits for work that never comes.
@@ -841,13 +868,7 @@ class ServerProcess {
         out_.workers[size_t(w)].down += seconds_to_sim(now() - down_since_[size_t(w)]);
         rec_.add_span(w + 1, "down", seconds_to_sim(down_since_[size_t(w)]), seconds_to_sim(now()));
       }
-    for (size_t k = 0; k < stale_counts_.size(); ++k)
-      if (stale_counts_[k]) out_.staleness_hist[k] = stale_counts_[k];
-    out_.staleness_mean = stale_total_count_ ? stale_total_ / double(stale_total_count_) : 0.0;
-    out_.iteration_time_mean = out_.iterations ? iter_sum_ / double(out_.iterations) : 0.0;
-    if (out_.failures > 0 && out_.status != "failed")
-      out_.note += "; " + std::to_string(out_.failures) + " worker failure(s), " + std::to_string(out_.lost) +
-                   " gradient(s) lost; the engine went on with the live workers";
+    monitor_.finish();
   }
 
  public:
@@ -859,7 +880,6 @@ class ServerProcess {
   const Model& model_;
   const RunInputs& in_;
   Recorder& rec_;
-  LrSchedule schedule_;
   const size_t n_;
   std::string type_;
   double timeout_ = 60;
@@ -874,42 +894,70 @@ class ServerProcess {
   std::vector<WorkerState> ws_;
   std::vector<double> idle_since_, down_since_;
   ExecContext ctx_;
+  WorkerPool eval_pool_{1, true};  // evaluation runs on the calling thread
   DeviceArray<float> w_, velocity_, grad_, read_, x_, mean_;
   std::vector<float> sum_;
   std::vector<std::vector<float>> accepted_, xs_;
-  std::vector<uint64_t> accepted_version_;
+  std::vector<uint64_t> accepted_version_, accepted_samples_;
   std::vector<bool> waiting_;
   uint64_t version_ = 0, iteration_ = 0;
   int received_ = 0;
-  double iteration_start_ = 0, iter_sum_ = 0;
+  double iteration_start_ = 0;
   Clock::time_point t0_;
   double eval_seconds_ = 0;
-  AfterUpdate after_update_{s_};  // the eval schedule in updates/epochs and the stop limits
   double next_eval_time_ = 0;
-  bool stop_ = false, evaluated_now_ = false, wound_down_ = false;
+  bool wound_down_ = false;
   RunOutcome out_;
-  RowWindow window_;
-  std::vector<uint64_t> stale_counts_;
-  double stale_total_ = 0;
-  uint64_t stale_total_count_ = 0;
+  RunMonitor monitor_;  // counting, rows, the eval schedule and stop rules: the simulator's
   std::string failure_;
+  std::string shape_;
+  bool mismatch_ = false;
   std::vector<std::string> notes_;
 };
 
 // Tells every live worker rank to skip a run (they wait for its first message).
-void skip_run_on_workers(int workers, const std::vector<bool>& dead) {
+// (Or, with Done, that every run is over: `code` is the exit code they leave with.)
+void skip_run_on_workers(int workers, std::vector<bool>& dead, double timeout, Kind kind = Kind::Stop,
+                         int code = 0) {
   Message stop;
-  stop.h.kind = uint32_t(Kind::Stop);
-  if (std::count(dead.begin(), dead.end(), true) > 0) stop.h.tag = kStopPeerLost;
+  stop.h.kind = uint32_t(kind);
+  const bool lost = std::count(dead.begin(), dead.end(), true) > 0;
+  if (kind == Kind::Stop && lost) stop.h.tag = kStopPeerLost;
+  if (kind == Kind::Done) {
+    stop.h.tag = uint64_t(code);
+    stop.h.steps = lost ? 1 : 0;
+  }
   std::vector<char> buf;
   stop.pack(buf);
+  std::vector<MPI_Request> req(size_t(workers) + 1, MPI_REQUEST_NULL);
   for (int r = 1; r <= workers; ++r)
-    if (!dead[size_t(r)]) MPI_Send(buf.data(), int(buf.size()), MPI_BYTE, r, kTagToWorker, MPI_COMM_WORLD);
+    if (!dead[size_t(r)])
+      MPI_Isend(buf.data(), int(buf.size()), MPI_BYTE, r, kTagToWorker, MPI_COMM_WORLD, &req[size_t(r)]);
+  for (int r = 1; r <= workers; ++r)
+    if (req[size_t(r)] != MPI_REQUEST_NULL && !wait_send(req[size_t(r)], timeout)) dead[size_t(r)] = true;
+}
+
+// The exit code main() gives `error` (0: none), for the workers to leave with.
+int exit_code_of(std::exception_ptr error, bool interrupted) {
+  if (!error) return interrupted ? 130 : 0;
+  try {
+    std::rethrow_exception(error);
+  } catch (const ConfigError&) {
+    return 2;
+  } catch (const IoError&) {
+    return 2;
+  } catch (const DataError&) {
+    return 2;
+  } catch (...) {
+    return 1;
+  }
 }
 
 // A worker rank that cannot make a run (its data or model failed to load): it takes the
 // run's first message and, unless the run is skipped, tells the server why, then waits
 // for Stop.
+int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, std::vector<bool>& dead);
+
 void worker_cannot_run(const std::string& why) {
   Message m;
   std::vector<char> buf;
@@ -937,11 +985,14 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
   const std::string exp_dir = opts.out_dir + "/" + name;
   std::shared_ptr<LoadedData> cache;
   const size_t total = exp.runs.size();
-  bool interrupted = false;
 
   if (mpi.rank() != 0) {
+    ServerWatch watch;
+    watch.mpi = &mpi;
+    g_watch = &watch;
     for (size_t k = 0; k < total; ++k) {
       const RunSpec& run = exp.runs[k];
+      watch.timeout = run.config["real"]["worker_timeout"];
       RunSettings s = settings_from_config(run.config);
       RunInputs in;
       std::unique_ptr<ComputeTimeModel> compute;
@@ -954,11 +1005,39 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
       }
       WorkerProcess(run, s, in, *compute, mpi.rank() - 1).run();
     }
-    if (g_peer_lost) mpi.note_peer_lost();
-    return 0;
+    Message done;  // the server's verdict: the exit code of the whole job
+    std::vector<char> buf;
+    while (Kind(done.h.kind) != Kind::Done) receive(0, kTagToWorker, done, buf, -1);
+    g_watch = nullptr;
+    if (g_peer_lost || done.h.steps) mpi.note_peer_lost();
+    return int(done.h.tag);
   }
 
-  // ---- rank 0: the server, and the run folders
+  // ---- rank 0: the server, and the run folders. Whatever happens, every live worker
+  // gets Done with the exit code: none is left waiting for a server that has gone.
+  std::vector<bool> dead(size_t(workers) + 1, false);  // by rank: died in an earlier run
+  const double timeout = exp.runs.empty() ? 60.0 : exp.runs[0].config["real"]["worker_timeout"].get<double>();
+  try {
+    int code = serve(exp, opts, mpi, dead);
+    skip_run_on_workers(workers, dead, timeout, Kind::Done, code);
+    if (std::count(dead.begin(), dead.end(), true) > 0) mpi.note_peer_lost();
+    return code;
+  } catch (...) {
+    skip_run_on_workers(workers, dead, timeout, Kind::Done, exit_code_of(std::current_exception(), false));
+    if (std::count(dead.begin(), dead.end(), true) > 0) mpi.note_peer_lost();
+    throw;
+  }
+}
+
+namespace {
+// Rank 0's part of run_cluster: the runs one after another, their folders and index.csv.
+int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, std::vector<bool>& dead) {
+  const int workers = mpi.size() - 1;
+  const std::string name = cluster_experiment_name(exp);
+  const std::string exp_dir = opts.out_dir + "/" + name;
+  std::shared_ptr<LoadedData> cache;
+  const size_t total = exp.runs.size();
+  bool interrupted = false;
   make_directories(exp_dir);
   json resolved = exp.resolved;
   resolved["name"] = name;
@@ -967,7 +1046,6 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
   named.resolved = resolved;
   std::exception_ptr first_error;
   std::string first_error_run;
-  std::vector<bool> dead(size_t(workers) + 1, false);  // by rank: died in an earlier run
   for (size_t k = 0; k < total; ++k) {
     const RunSpec& run = exp.runs[k];
     const std::string dir = exp_dir + "/" + run.run_id;
@@ -1003,7 +1081,7 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
       skip = true;
     }
     if (skip) {
-      skip_run_on_workers(workers, dead);
+      skip_run_on_workers(workers, dead, run.config["real"]["worker_timeout"]);
       continue;
     }
 
@@ -1017,7 +1095,7 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
       std::filesystem::remove(dir + "/summary.json", ec);
       write_file_atomic(dir + "/config.json", cfg.dump(2) + "\n");
     } catch (...) {
-      skip_run_on_workers(workers, dead);
+      skip_run_on_workers(workers, dead, run.config["real"]["worker_timeout"]);
       first_error = std::current_exception();
       first_error_run = run.run_id;
       continue;
@@ -1063,7 +1141,9 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
     }
     if (outcome.status == "interrupted") interrupted = true;
     if (outcome.status == "failed" && !first_error) {
-      first_error = std::make_exception_ptr(std::runtime_error(server.failure()));
+      first_error = server.mismatch()
+                        ? std::make_exception_ptr(RankMismatch("the ranks compute different problems: " + server.failure()))
+                        : std::make_exception_ptr(std::runtime_error(server.failure()));
       first_error_run = run.run_id;
     }
   }
@@ -1085,6 +1165,7 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
   std::cout << "results: " << exp_dir << "\n";
   return interrupted ? 130 : 0;
 }
+}  // namespace
 
 #endif  // ASGD_WITH_MPI
 

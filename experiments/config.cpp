@@ -733,8 +733,9 @@ const std::vector<SectionInfo>& section_catalog() {
             "cluster.compute, speeds and stragglers (it sleeps for the rest), replaying the simulated timing", 0,
             false, 1e6),
         seconds("worker_timeout", 60.0,
-                "wall seconds a worker may stay silent with work in hand (one step; EASGD: `period` steps) before "
-                "the server declares it dead: it must exceed the slowest", 0, true)}},
+                "wall seconds of silence before a rank is declared dead, both ways: a worker with work in hand "
+                "(one step; EASGD: `period` steps) for the server, the server's heartbeat for a worker, any rank's "
+                "heartbeat while `mpirun asgdsim run` waits for it: it must exceed the slowest step", 0, true)}},
   };
   return sections;
 }

@@ -398,7 +398,13 @@ int run_on_ranks(const Experiment& exp, RunnerOptions ro, const MpiEnv& mpi) {
   } catch (...) {
     code = report_error(std::current_exception());
   }
-  int worst = mpi.all_max(code);  // every rank is done
+  int worst = code;
+  try {
+    worst = mpi.all_max(code);  // every rank is done (or one is lost: then index.csv says what is done)
+  } catch (const std::exception& e) {
+    if (mpi.rank() == 0) std::cerr << "asgdsim: error: " << e.what() << "\n";
+    worst = code = std::max(code, 1);
+  }
   if (mpi.rank() == 0) {
     const std::string exp_dir = ro.out_dir + "/" + exp.resolved.value("name", std::string("experiment"));
     try {
@@ -484,8 +490,29 @@ int dispatch(int argc, char** argv, const MpiEnv& mpi) {
     throw UsageError("asgdsim cluster runs under MPI with one server and N workers: mpirun -np N+1 asgdsim cluster "
                      "CONFIG (" + std::string(mpi.active() ? "this job has 1 rank" : "this process was not started by mpirun") +
                      ")");
-  Experiment exp = load_experiment(vm["config"].as<std::string>(), sets);
-  if (cmd == "validate") return cmd_validate(exp);
+  if (cmd == "validate") return cmd_validate(load_experiment(vm["config"].as<std::string>(), sets));
+  Experiment exp;
+  if (mpi.size() > 1) {
+    // Every rank must run the same thing: an extra --set or another config file on one
+    // rank is exit 2 on all (MpiEnv::agree names the rank and the difference).
+    std::exception_ptr error;
+    std::string what;
+    try {
+      exp = load_experiment(vm["config"].as<std::string>(), sets);
+    } catch (const std::exception& e) {
+      error = std::current_exception();
+      what = e.what();
+    }
+    json options = {{"command", cmd}, {"out", ro.out_dir}, {"force", ro.force}, {"trace", ro.trace},
+                    {"threads", ro.threads}, {"jobs", ro.jobs}};
+    mpi.agree(error ? std::string() : json{{"config", exp.resolved}, {"options", options}}.dump(1), bool(error), what);
+    if (error) std::rethrow_exception(error);  // every rank failed alike
+    double timeout = 0;  // the heartbeat's bound on a silent peer: the config's real.worker_timeout
+    for (const auto& r : exp.runs) timeout = std::max(timeout, r.config["real"]["worker_timeout"].get<double>());
+    if (timeout > 0) mpi.set_peer_timeout(timeout);
+  } else {
+    exp = load_experiment(vm["config"].as<std::string>(), sets);
+  }
 
   ro.command_line = printable_command_line(argc, argv);
   if (mpi.size() > 1) ro.command_line = "mpirun -np " + std::to_string(mpi.size()) + " " + ro.command_line;
@@ -553,6 +580,8 @@ int run_main(int argc, char** argv, const MpiEnv& mpi) {
       same_on_every_rank = true;
     } catch (const ConfigError&) {
       same_on_every_rank = true;
+    } catch (const RankMismatch&) {
+      same_on_every_rank = true;
     } catch (...) {
     }
     if (same_on_every_rank && mpi.rank() != 0) return 2;
@@ -565,7 +594,8 @@ int main(int argc, char** argv) {
   int code = run_main(argc, argv, mpi);
   if (mpi.peer_lost()) {  // every file is written; MPI_Finalize would wait for the dead rank
     if (mpi.rank() == 0)
-      std::cerr << "asgdsim: a worker rank died: every rank leaves without MPI_Finalize (exit code " << code << ")\n";
+      std::cerr << "asgdsim: a rank of the job died or hangs: every rank leaves without MPI_Finalize (exit code "
+                << code << ")\n";
     mpi.exit_without_finalize(code);
   }
   return code;

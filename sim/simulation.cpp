@@ -10,7 +10,7 @@
 
 namespace asgd {
 namespace {
-constexpr size_t kEvalChunkRows = 2048;  // rows per evaluation task (fixed: deterministic sums)
+constexpr size_t kEvalChunkRows = 2048;  // rows per evaluation task (fixed: deterministic sums; both runtimes)
 // for_each_block: 4,096 floats (16 KiB) per array and block, so that the slices of a
 // dozen arrays stay in L1/L2 from one pass to the next; vectors under 8 blocks run on
 // the calling thread (handing ranges to the pool costs a few wake-ups, ~10-30 us).
@@ -76,8 +76,10 @@ Simulation::Simulation(const RunSettings& settings, const Model& model, const De
                        const DeviceDataset* test, WorkerPool& pool, const ComputeTimeModel& compute,
                        Recorder& recorder)
     : settings_(settings), model_(model), train_(train), test_(test), pool_(pool),
-      compute_(compute), recorder_(recorder), schedule_(settings.lr),
-      host_kernels_(std::string(kernels_backend()) != "CUDA"), after_update_(settings) {
+      compute_(compute), recorder_(recorder),
+      host_kernels_(std::string(kernels_backend()) != "CUDA"),
+      monitor_(settings, model.uses_data() && train ? train->n : settings.nominal_train_size, model.is_classifier(),
+               out_, recorder) {
   if (settings_.workers < 1) throw std::invalid_argument("workers must be >= 1");
   if (settings_.topology.boxes > 0) {
     if (settings_.topology.boxes * settings_.topology.per_box != settings_.workers)
@@ -98,7 +100,7 @@ Simulation::Simulation(const RunSettings& settings, const Model& model, const De
   kernels_use_one_thread_here();  // the scheduler's kernels are small; pool threads do the heavy work
   if (model_.uses_data() && (!train_ || !test_))
     throw std::invalid_argument("model " + model_.name() + " needs a training and a test set");
-  train_size_ = model_.uses_data() ? train_->n : settings_.nominal_train_size;
+  train_size_ = model_.uses_data() ? train_->n : settings_.nominal_train_size;  // (as monitor_'s)
   if (train_size_ == 0) throw std::invalid_argument("training set size (samples per epoch) is 0");
   // a model that reads no data ignores the ids: they only count samples
   stream_ = std::make_unique<SampleStream>(train_size_, settings_.seed, /*shuffle=*/model_.uses_data());
@@ -112,6 +114,16 @@ Simulation::Simulation(const RunSettings& settings, const Model& model, const De
     if (f.worker < 0 || f.worker >= settings_.workers)
       throw std::invalid_argument("failure for worker " + std::to_string(f.worker) + ", which does not exist");
   out_.workers.assign(settings_.workers, WorkerStats{});
+  monitor_.bind([this] { return now(); },
+                [this] {
+                  Snapshot snap = engine_->model_of_record();
+                  const EvalPair sums = evaluate_params(model_, pool_, exec_, snap.data(), train_,
+                                                        settings_.eval_train_samples, test_, settings_.eval_test_samples);
+                  return std::make_pair(sums.train, sums.test);
+                });
+  monitor_.on_row = [this](const MetricsRow& row) {
+    if (on_row) on_row(row);
+  };
 }
 
 Simulation::~Simulation() { drain(); }
@@ -499,59 +511,26 @@ void Simulation::for_each_block(size_t n, const BlockFn& f) {
   pool_.run_all(std::move(tasks));
 }
 
-double Simulation::epoch() const { return double(out_.samples) / double(train_size_); }
-double Simulation::lr() const { return schedule_.at(epoch()); }
+double Simulation::epoch() const { return monitor_.epoch(); }
+double Simulation::lr() const { return monitor_.lr(); }
 
 void Simulation::applied(const GradientJob& job, uint64_t staleness) {
-  out_.workers[job.worker].applied++;
   recorder_.note_staleness(job.worker + 1, job.step, int64_t(staleness));
-  out_.samples += job.ids.size();
-  progressed_ = true;
-  if (staleness >= stale_counts_.size()) stale_counts_.resize(staleness + 1, 0);
-  stale_counts_[staleness]++;  // dense: a map here was a quarter of the event core's time
-  out_.staleness_max = std::max(out_.staleness_max, staleness);
-  window_.stale_sum += double(staleness);
-  window_.stale_count++;
-  stale_total_ += double(staleness);
-  stale_total_count_++;
+  monitor_.applied(job.worker, job.ids.size(), staleness);
 }
 
-void Simulation::dropped(const GradientJob& job) {
-  out_.workers[job.worker].dropped++;
-  out_.dropped++;
-}
+void Simulation::dropped(const GradientJob& job) { monitor_.dropped(job.worker); }
 
-void Simulation::iteration_done(SimTime duration) {
-  iter_sum_ += sim_to_seconds(duration);
-  out_.iterations++;
-}
+void Simulation::iteration_done(SimTime duration) { monitor_.iteration_done(sim_to_seconds(duration)); }
 
 void Simulation::schedule_timer(SimTime at, int worker, uint64_t payload) {
   queue_.push(at, EventKind::EngineTimer, worker, payload);
 }
 
-void Simulation::updated() {
-  out_.updates++;
-  recorder_.add_span(0, "update", now(), now());  // an instant on the server's track
-  evaluated_at_current_state_ = false;
-  if (after_update_.evaluate(out_.updates, epoch())) evaluate_row();
-  if (const char* limit = after_update_.limit_reached(out_.updates, out_.gradients, epoch()))
-    request_stop("completed", limit);
-}
-
-void Simulation::check_progress() {
-  progressed_ = false;
-  if (stop_) return;
-  if (after_update_.epoch_due(epoch())) evaluate_row();
-  if (const char* limit = after_update_.limit_reached(out_.updates, out_.gradients, epoch()))
-    request_stop("completed", limit);
-}
+void Simulation::updated() { monitor_.updated(); }
 
 void Simulation::request_stop(const std::string& status, const std::string& note) {
-  if (stop_) return;
-  stop_ = true;
-  out_.status = status;
-  out_.note = note;
+  monitor_.request_stop(status, note);
 }
 
 void Simulation::handle_arrival(const Event& e) {
@@ -567,16 +546,9 @@ void Simulation::handle_arrival(const Event& e) {
   await(*job);
   if (!engine_->keeps_read_params()) job->read = Snapshot{};
 
-  out_.workers[job->worker].gradients++;
   account(*job, now());
   idle_since_[job->worker] = job->arrival;
-  out_.gradients++;
-  out_.samples_computed += job->ids.size();
-  progressed_ = true;
-  window_.loss_sum += job->loss;
-  window_.loss_count++;
-  if (!std::isfinite(job->loss)) {
-    request_stop("diverged", "a worker's minibatch loss became " + format_number(job->loss));
+  if (!monitor_.arrived(job->worker, job->ids.size(), job->loss)) {  // a loss not finite: the run diverged
     recycle(std::move(job));
     return;
   }
@@ -656,31 +628,7 @@ EvalPair evaluate_params(const Model& model, WorkerPool& pool, ExecContext& exec
   return out;
 }
 
-void Simulation::evaluate_row() {
-  Snapshot snap = engine_->model_of_record();
-  const float* w = snap.data();
-  const EvalPair sums = evaluate_params(model_, pool_, exec_, w, train_, settings_.eval_train_samples, test_,
-                                        settings_.eval_test_samples);
-  const EvalSums& tr = sums.train;
-  const EvalSums& te = sums.test;
-
-  MetricsRow row;
-  row.time = now();
-  row.updates = out_.updates;
-  row.gradients = out_.gradients;
-  row.samples = out_.samples;
-  row.epoch = epoch();
-  row.lr = lr();
-  row.dropped = out_.dropped;
-  window_.fill(row, tr, te, model_.is_classifier());
-  recorder_.add_row(row);
-  evaluated_at_current_state_ = true;
-  if (on_row) on_row(row);
-  if (!std::isfinite(row.train_loss) || row.train_loss > settings_.divergence_bound)
-    request_stop("diverged", "train_loss " + format_number(row.train_loss) +
-                                 (std::isfinite(row.train_loss) ? " exceeded the divergence bound"
-                                                                : " is not finite"));
-}
+void Simulation::evaluate_row() { monitor_.evaluate_row(); }
 
 void Simulation::drain() {
   for (auto& job : in_flight_) {
@@ -711,7 +659,7 @@ RunOutcome Simulation::run(Engine& engine) {
   engine.start(*this);
   evaluate_row();  // the starting point (no update has been applied yet)
 
-  while (!stop_) {
+  while (!monitor_.stopping()) {
     if (interrupt_requested()) {
       request_stop("interrupted", "interrupted by a signal");
       break;
@@ -736,9 +684,9 @@ RunOutcome Simulation::run(Engine& engine) {
       case EventKind::WorkerDown: worker_down(e.worker, SimTime(e.payload)); break;
       case EventKind::WorkerUp: worker_up(e.worker); break;
     }
-    if (progressed_) check_progress();
+    monitor_.check_progress();
   }
-  if (!evaluated_at_current_state_) evaluate_row();
+  if (!monitor_.evaluated_now()) evaluate_row();
   for (auto& job : in_flight_)  // steps under way at the end: their time so far was spent
     if (job && job->incarnation == incarnation_[job->worker]) account(*job, now());
   drain();
@@ -748,18 +696,12 @@ RunOutcome Simulation::run(Engine& engine) {
   if (server_free_ > out_.time) out_.server_busy -= server_free_ - out_.time;  // updates cut off by the end
   if (last_collective_end_ > out_.time)  // a collective cut off by the end: only its time so far
     for (int w : last_collective_) out_.workers[w].comm -= last_collective_end_ - out_.time;
-  if (out_.failures > 0)
-    out_.note += "; " + std::to_string(out_.failures) + " worker failure(s), " + std::to_string(out_.lost) +
-                 " gradient(s) lost; the engine went on with the live workers";
   for (int w = 0; w < settings_.workers; ++w)
     if (!alive_[w]) {
       out_.workers[w].down += now() - down_since_[w];
       recorder_.add_span(w + 1, "down", down_since_[w], now());
     }
-  for (size_t s = 0; s < stale_counts_.size(); ++s)
-    if (stale_counts_[s]) out_.staleness_hist[s] = stale_counts_[s];
-  out_.staleness_mean = stale_total_count_ ? stale_total_ / double(stale_total_count_) : 0.0;
-  out_.iteration_time_mean = out_.iterations ? iter_sum_ / double(out_.iterations) : 0.0;
+  monitor_.finish();
   return out_;
 }
 

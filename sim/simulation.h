@@ -22,6 +22,7 @@
 #include "sim/topology.h"
 #include "sim/parameter_store.h"
 #include "sim/recorder.h"
+#include "sim/run_monitor.h"
 #include "sim/sample_stream.h"
 #include "sim/settings.h"
 #include "sim/worker_pool.h"
@@ -239,7 +240,7 @@ class Simulation {
   // (now if there is nothing to move). The members' time until then is communication.
   SimTime collective(Collective kind, const std::vector<int>& members);
   const Topology& topology() const { return *topology_; }
-  bool stopping() const { return stop_; }
+  bool stopping() const { return monitor_.stopping(); }
   bool worker_alive(int w) const { return alive_[w]; }
 
  private:
@@ -258,8 +259,6 @@ class Simulation {
   // Adds the job's pull, compute and push time up to `until` to its worker's counters (and
   // the trace); once per job.
   void account(GradientJob& job, SimTime until);
-  // Rows due in epochs, and the stop limits, after an event that applied gradients.
-  void check_progress();
   // The job's worker failed after it started: the gradient is lost.
   bool lose_if_stale(std::unique_ptr<GradientJob>& job);
   void worker_down(int worker, SimTime down_for);
@@ -283,7 +282,6 @@ class Simulation {
   WorkerPool& pool_;
   const ComputeTimeModel& compute_;
   Recorder& recorder_;
-  LrSchedule schedule_;
   ExecContext exec_;
   bool host_kernels_;  // kernels run on the CPU (OMP, CPP): for_each_block splits over the pool
   Engine* engine_ = nullptr;
@@ -329,15 +327,7 @@ class Simulation {
   std::deque<std::unique_ptr<ServerTask>> server_tasks_;  // in the order asked
 
   RunOutcome out_;
-  bool stop_ = false;
-  bool evaluated_at_current_state_ = false;
-  AfterUpdate after_update_;  // the eval schedule in updates/epochs and the stop limits
-  // windows since the last row
-  RowWindow window_;
-  bool progressed_ = false;             // gradients arrived or applied since check_progress
-  std::vector<uint64_t> stale_counts_;  // applied gradients by staleness
-  double stale_total_ = 0; uint64_t stale_total_count_ = 0;
-  double iter_sum_ = 0;
+  RunMonitor monitor_;  // counters, rows, the eval schedule and stop rules (shared with asgdsim cluster)
 };
 
 template <class F>

@@ -296,5 +296,155 @@ class ClusterRefusals(unittest.TestCase):
         self.assertIn("mpirun -np N+1", p.stderr)
 
 
+def mpmd(parts, timeout=120, extra=None):
+    """mpirun with one argument list per rank group: [(ranks, args), ...]."""
+    cmd = [MPIRUN, "--oversubscribe"] + (extra or [])
+    for k, (n, args) in enumerate(parts):
+        cmd += ([":"] if k else []) + ["-np", str(n), ASGDSIM] + args
+    t = time.monotonic()
+    p = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=timeout)
+    p.seconds = time.monotonic() - t
+    return p
+
+
+def rank_pid(rank, marker, deadline=60):
+    """The pid of the asgdsim process of MPI rank `rank` whose command line holds `marker`."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmdline = f.read()
+                if marker.encode() not in cmdline or b"mpirun" in cmdline.split(b"\0")[0]:
+                    continue
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    env = f.read().split(b"\0")
+            except OSError:
+                continue
+            if f"OMPI_COMM_WORLD_RANK={rank}".encode() in env:
+                return int(pid)
+        time.sleep(0.1)
+    raise AssertionError(f"no process of rank {rank}")
+
+
+@unittest.skipUnless(ASGDSIM, "ASGDSIM is not set (ctest sets it)")
+class RanksAgree(unittest.TestCase):
+    """Every rank must run the same config: a difference on one rank is exit 2 on all, named."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="asgd-mpi-agree-")
+        cfg = dict(SWEEP, name="agree", engines=[{"type": "async"}], cluster={"workers": 2})
+        cfg.pop("sweep")
+        self.cfg = write_config(self.tmp, cfg)
+        self.out = os.path.join(self.tmp, "o")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def check(self, command):
+        base = [command, self.cfg, "--out", self.out, "--quiet"]
+        p = mpmd([(2, base), (1, base + ["--set", "train.lr=0.5"])])
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertEqual(p.stderr.count("were not started alike"), 1, p.stderr)  # rank 0 says it, once
+        self.assertIn("rank 2: config.train.lr is 0.5 here, 0.1 on rank 0", p.stderr)
+        self.assertNotIn("rank 1:", p.stderr)
+        self.assertFalse(os.path.exists(self.out))  # nothing was run
+        self.assertLess(p.seconds, 60)
+
+    def test_an_extra_set_on_one_rank_is_exit_2_on_every_rank_for_cluster(self):
+        self.check("cluster")
+
+    def test_an_extra_set_on_one_rank_is_exit_2_on_every_rank_for_run(self):
+        self.check("run")
+
+    def test_a_bad_set_on_one_rank_is_named_with_its_error(self):
+        base = ["cluster", self.cfg, "--out", self.out, "--quiet"]
+        p = mpmd([(1, base), (2, base + ["--set", "model.dim=500"])])
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("rank 1: could not read its config", p.stderr)
+        self.assertIn("rank 2: could not read its config", p.stderr)
+
+    def test_other_data_behind_the_same_config_is_exit_2_naming_the_shapes(self):
+        # the same config text in two folders, each beside its own data file: the resolved
+        # configs agree, the data do not
+        folders = []
+        for k, rows in enumerate((40, 60)):
+            d = os.path.join(self.tmp, f"host{k}")
+            os.makedirs(d)
+            with open(os.path.join(d, "train.svm"), "w") as f:
+                for i in range(rows):
+                    f.write(f"{1 if i % 2 else -1} 1:{i % 7 + 1} 3:{(i * 3) % 5}\n")
+            cfg = dict(name="shape", seed=1, model={"type": "sparse_logistic"},
+                       data={"type": "svmlight", "path": "train.svm", "features": 4},
+                       train={"lr": 0.1, "batch_size": 4}, stop={"epochs": 1}, cluster={"workers": 2},
+                       real={"worker_timeout": 20}, engines=[{"type": "async"}])
+            folders.append(write_config(d, cfg))
+        p = mpmd([(2, ["cluster", folders[0], "--out", self.out, "--quiet"]),
+                  (1, ["cluster", folders[1], "--out", self.out, "--quiet"])])
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("worker 1 (rank 2): its data or model differ from rank 0's", p.stderr)
+        self.assertIn("train 54 x", p.stderr)  # 60 rows, 10 % held out: rank 2's own shape
+        s = load(os.path.join(self.out, "shape-cluster", "async-seed1", "summary.json"))
+        self.assertEqual(s["status"], "failed")
+        self.assertLess(p.seconds, 60)
+
+
+@unittest.skipUnless(ASGDSIM, "ASGDSIM is not set (ctest sets it)")
+class DeadRanks(unittest.TestCase):
+    """A rank killed mid-job: the others leave in bounded time with a clear error, and
+    what was written stays (loopback, mpirun --enable-recovery, real.worker_timeout 3 s)."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="asgd-mpi-dead-")
+        self.out = os.path.join(self.tmp, "o")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def kill_rank(self, cfg, command, rank, bound=90):
+        """Starts `asgdsim command` on 3 ranks, kills `rank` 3 s in, and returns stderr once
+        every rank has left (failing past `bound` seconds). mpirun --enable-recovery exits
+        0 whatever the ranks' codes, so the tests read stderr and the files."""
+        path = write_config(self.tmp, cfg)
+        cmd = [MPIRUN, "--oversubscribe", "--enable-recovery", "-np", "3", ASGDSIM, command, path, "--out", self.out,
+               "--quiet"]
+        self.proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        pid = rank_pid(rank, path)
+        time.sleep(3)
+        os.kill(pid, 9)
+        return self.finish(bound)[1]
+
+    def finish(self, bound):
+        t = time.monotonic()
+        try:
+            out, err = self.proc.communicate(timeout=bound)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, err = self.proc.communicate()
+            self.fail(f"still running {bound} s after the kill:\n{err}")
+        return out, err, time.monotonic() - t
+
+    def test_a_rank_killed_during_run_does_not_leave_the_others_waiting(self):
+        # rank 1's runs are long, the others' short: ranks 0 and 2 wait for it in the
+        # final reduction when it is killed
+        cfg = dict(SWEEP, name="deadrun", repeats=1, real={"worker_timeout": 3}, stop={"epochs": 1},
+                   sweep={"stop.epochs": [1, 100000, 2]}, engines=[{"type": "async"}])
+        err = self.kill_rank(cfg, "run", 1)
+        self.assertIn("rank 1 stopped answering (no heartbeat for 3 s", err)
+        index = read_csv(os.path.join(self.out, "deadrun", "index.csv"))
+        self.assertEqual([r["status"] for r in index][0::2], ["completed", "completed"])
+        self.assertNotEqual(index[1]["status"], "completed")
+
+    def test_workers_leave_when_the_server_is_killed(self):
+        cfg = dict(SWEEP, name="deadserver", stop={"epochs": 1000}, cluster={"workers": 2},
+                   real={"worker_timeout": 3}, engines=[{"type": "async"}])
+        cfg.pop("sweep")
+        err = self.kill_rank(cfg, "cluster", 0)
+        self.assertIn("the server (rank 0) sent nothing for 3 s (real.worker_timeout)", err)
+        self.assertEqual(err.count("sent nothing for 3 s"), 2, err)  # each worker rank says it
+
+
 if __name__ == "__main__":
     unittest.main()
