@@ -64,6 +64,12 @@ void check_supported(const RunSpec& run, int workers_available) {
   if (c["cluster"]["network"]["compression"]["type"] != "none")
     v.error("cluster.network.compression.type", c["cluster"]["network"]["compression"]["type"].dump() +
                                                     ": real transfers are uncompressed (compression is simulated only)");
+  if (c["cluster"].contains("topology"))  // the real machines' links are what they are
+    v.error("cluster.topology", "boxes and links are simulated only: a real run uses the machines mpirun starts "
+                                "(remove cluster.topology)");
+  if (c["engine"].value("comm", std::string("ps")) != "ps")
+    v.error("engine.comm", c["engine"]["comm"].dump() + ": a real run exchanges through the parameter-server rank "
+                                                        "(collectives are simulated only; use \"ps\")");
   const json& f = c["cluster"]["failures"];
   if (f["rate"].get<double>() > 0)
     v.error("cluster.failures.rate", "failures at a rate are simulated only (real failures: failures.events)");

@@ -289,6 +289,16 @@ class ClusterRefusals(unittest.TestCase):
         self.assertIn("staleness.mode", p.stderr)
         self.assertIn("cluster.workers: 4, but the MPI job has 2 worker rank(s): start it with mpirun -np 5", p.stderr)
 
+    def test_simulated_links_and_collectives_are_refused_with_their_paths(self):
+        cfg = dict(SWEEP, name="topo", engines=[{"type": "sync", "comm": "allreduce"}],
+                   cluster=dict(SWEEP["cluster"], workers=2,
+                                topology={"boxes": 1, "per_box": 2}))
+        cfg.pop("sweep")
+        p = run(["cluster", write_config(self.tmp, cfg), "--out", os.path.join(self.tmp, "o")], mpi=["-np", "3"])
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("cluster.topology: boxes and links are simulated only", p.stderr)
+        self.assertIn("engine.comm: \"allreduce\"", p.stderr)
+
     def test_without_mpirun_it_says_how_to_start_it(self):
         cfg = dict(SWEEP, name="plain")
         p = run(["cluster", write_config(self.tmp, cfg), "--out", os.path.join(self.tmp, "o")])
