@@ -215,8 +215,9 @@ TEST_F(Layers, ABatchOfRequestsGivesEachWhatItGetsAlone) {
         EXPECT_EQ(din_i, one.d_in) << "request " << i;
         ASSERT_EQ(all.grads[i].size(), one.grads[0].size()) << "request " << i;
         // (a layer without parameters has no gradient: memcmp may not see null pointers)
-        if (!one.grads[0].empty())
+        if (!one.grads[0].empty()) {
           EXPECT_EQ(0, std::memcmp(all.grads[i].data(), one.grads[0].data(), one.grads[0].size() * 4)) << "request " << i;
+        }
       }
     }
   }
