@@ -44,8 +44,9 @@ std::string text(const json& j, const char* key) {
 
 struct DataShape {
   double train = 0, test = 0;  // samples
-  double in = 0, outputs = 1;  // input dimension, model outputs
+  double in = 0;               // input dimension
   int classes = 0;             // what a model is built for (0: regression)
+  double outputs() const { return std::max(1, classes); }  // the model's outputs
   Shape image{1, 1, 1};        // one sample as an image (flat: 1 x 1 x in)
   double stored_values = 0;    // floats' worth of bytes the data set occupies (both sets)
   double raw_bytes = 0;        // bytes read before conversion (IDX pixels)
@@ -60,20 +61,17 @@ DataShape data_shape(const json& data) {
     d.test = num(data, "test_samples");
     d.in = num(data, "features");
     d.classes = text(data, "task") == "regression" ? 0 : int(num(data, "classes", 10));
-    d.outputs = std::max(1, d.classes);
   } else if (type == "fashion_mnist") {
     double tl = num(data, "train_limit"), sl = num(data, "test_limit");
     d.train = tl > 0 ? std::min(tl, kFashionTrain) : kFashionTrain;
     d.test = sl > 0 ? std::min(sl, kFashionTest) : kFashionTest;
     d.in = kFashionPixels;
     d.classes = 10;
-    d.outputs = 10;
     d.raw_bytes = (kFashionTrain + kFashionTest) * (kFashionPixels + 1);
   } else if (type == "sparse_synthetic" || type == "svmlight") {  // svmlight: measured when read
     d.sparse = true;
     d.in = num(data, "features");
     d.classes = int(num(data, "classes", 2));
-    d.outputs = d.classes;
     if (type == "sparse_synthetic") {
       d.train = num(data, "train_samples");
       d.test = num(data, "test_samples");
@@ -95,13 +93,13 @@ DataShape data_shape(const json& data) {
 std::vector<double> dense_layers(const json& model, const DataShape& d) {
   const std::string type = text(model, "type");
   if (type == "linear" || type == "logistic") return {d.in, 1};
-  if (type == "softmax") return {d.in, d.outputs};
+  if (type == "softmax") return {d.in, d.outputs()};
   if (type == "mlp") {
     std::vector<double> layers{d.in};
     if (model.contains("hidden") && model["hidden"].is_array())
       for (const auto& h : model["hidden"])
         if (h.is_number()) layers.push_back(h.get<double>());
-    layers.push_back(d.outputs);
+    layers.push_back(d.outputs());
     return layers;
   }
   return {};
