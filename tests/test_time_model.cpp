@@ -559,3 +559,73 @@ TEST(Studies, SyncEquivalenceHoldsAtReducedSize) {
         << "row " << i;
   }
 }
+
+// experiments/configs/lr_scaling_sum.json against lr_scaling.json at a reduced size (#21):
+// summing k gradients at rate eta is the linear scaling rule (the mean at k eta) by another
+// name, a theorem, so CI checks it. Same updates at the same virtual times, the logged rate
+// k times smaller for the sum, and the same model up to float rounding (1/k times a sum
+// against the sum, then times k eta against eta).
+TEST(Studies, LrScalingSumIsTheLinearRule) {
+  const std::string dir = std::string(ASGD_SOURCE_DIR) + "/experiments/configs/";
+  const std::string out = temp_dir("lrsum");
+  const std::string reduced = " --out " + out + " --quiet --set data.train_limit=4096 --set data.test_limit=1000 " +
+                              "--set repeats=1 --set stop.epochs=1 --set eval.train_samples=1000 " +
+                              "--set eval.every=0.25 --set 'sweep.cluster.workers=[4]'";
+  CommandResult sum = run_cli("run " + dir + "lr_scaling_sum.json" + reduced);
+  if (sum.exit_code == 2 && sum.output.find("fashion") != std::string::npos) GTEST_SKIP() << sum.output;
+  ASSERT_EQ(sum.exit_code, 0) << sum.output;
+  CommandResult mean = run_cli("run " + dir + "lr_scaling.json" + reduced +
+                               " --set 'sweep.train.lr_schedule.scale=[\"workers\"]'" +
+                               " --set 'sweep.train.lr_schedule.warmup_epochs=[0]' --set 'sweep.train.lr=[0.05]'");
+  ASSERT_EQ(mean.exit_code, 0) << mean.output;
+  std::vector<std::string> runs;  // the one run the reduced sweep leaves
+  for (const auto& e : std::filesystem::directory_iterator(out + "/lr_scaling"))
+    if (e.is_directory()) runs.push_back(e.path().string());
+  ASSERT_EQ(runs.size(), 1u);
+  Metrics s = read_metrics(out + "/lr_scaling_sum/sync-workers=4-seed1/metrics.csv");
+  Metrics m = read_metrics(runs[0] + "/metrics.csv");
+  ASSERT_GE(s.rows.size(), 4u);
+  ASSERT_EQ(s.column("updates"), m.column("updates"));
+  EXPECT_EQ(s.column("time"), m.column("time"));
+  for (size_t i = 0; i < s.rows.size(); ++i) {
+    EXPECT_DOUBLE_EQ(4 * s.column("lr")[i], m.column("lr")[i]) << "row " << i;
+    EXPECT_NEAR(s.column("train_loss")[i], m.column("train_loss")[i], 1e-4 * m.column("train_loss")[i])
+        << "row " << i;
+  }
+}
+
+// experiments/configs/bandwidth.json at a reduced size (#21): where the knee sits is a
+// closed form, so CI checks it. With constant compute c per step, latency L, shard links of
+// W bytes/s and a message of B bytes split over s shards, one async worker completes a
+// step every T1 = c + 2 (L + B / (s W)); below the knee N workers make N / T1 updates per
+// virtual second, above it the links cap them at s W / B. Measured between the 500th and
+// the 1500th update (steady state), for fp32 and fp16 (half the bytes) on 1 and 4 shards.
+TEST(Studies, BandwidthKneeIsTheClosedForm) {
+  const std::string config = std::string(ASGD_SOURCE_DIR) + "/experiments/configs/bandwidth.json";
+  const std::string out = temp_dir("knee");
+  CommandResult r = run_cli(
+      "run " + config + " --out " + out + " --quiet --set data.train_limit=4096 --set data.test_limit=500 " +
+      "--set repeats=1 --set stop.epochs=0 --set stop.updates=1500 --set eval.unit=updates --set eval.every=500 " +
+      "--set eval.train_samples=500 --set 'cluster.compute={\"dist\":\"constant\",\"value\":0.0003125}' " +
+      "--set 'sweep.cluster.workers=[1,4,128]' --set 'sweep.cluster.network.precision=[\"fp32\",\"fp16\"]'");
+  if (r.exit_code == 2 && r.output.find("fashion") != std::string::npos) GTEST_SKIP() << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const double params = 784.0 * 128 + 128 + 128 * 10 + 10, c = 32 * 0.0003125, L = 0.0005, W = 2.5e8;
+  for (int shards : {1, 4})
+    for (const char* precision : {"fp32", "fp16"}) {
+      const double B = params * (std::string(precision) == "fp32" ? 4 : 2);
+      const double T1 = c + 2 * (L + B / (shards * W)), cap = shards * W / B;
+      for (int n : {1, 4, 128}) {
+        // (--set moves the overridden sweep key to the end of the run id)
+        const std::string run = std::string("async-precision=") + precision + "-shards=" + std::to_string(shards) +
+                                "-workers=" + std::to_string(n) + "-seed1";
+        Metrics m = read_metrics(out + "/bandwidth/" + run + "/metrics.csv");
+        std::vector<double> u = m.column("updates"), t = m.column("time");
+        ASSERT_GE(u.size(), 3u) << run;
+        ASSERT_EQ(u[u.size() - 2], 1000) << run;
+        const double rate = (u.back() - u[u.size() - 3]) / (t.back() - t[t.size() - 3]);
+        const double expected = std::min(n / T1, cap);
+        EXPECT_NEAR(rate, expected, 0.01 * expected) << run << " (knee " << 2 + cap * (c + 2 * L) << ")";
+      }
+    }
+}
