@@ -202,9 +202,10 @@ void Simulation::launch(const Step& st) {
   job->push_bytes = message_bytes_;
   job->compress = false;
   job->rows.clear();
+  job->sparse = layout_.rows > 0;  // the server then applies only these rows (ServerUpdate)
+  if (job->sparse) model_.touched_rows(train_, st.ids, st.m, job->rows);
   if (st.gradient && st.pull) {
     if (layout_.rows > 0) {
-      model_.touched_rows(train_, st.ids, st.m, job->rows);
       const size_t n = model_.num_params();
       job->push_bytes = row_message_bytes(settings_.network, n, job->rows.size(), layout_.width,
                                           n - layout_.rows * layout_.width);

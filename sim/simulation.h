@@ -99,7 +99,10 @@ struct GradientJob {
   uint64_t read_version = 0;
   std::vector<int32_t> ids;     // minibatch sample ids
   DeviceArray<float> grad;      // (num_params) mean gradient over the minibatch
-  std::vector<int32_t> rows;    // a sparse model's gradient push: the table rows it touches (exactly 0 elsewhere)
+  std::vector<int32_t> rows;    // a sparse model's gradient: the table rows it touches (exactly +0 elsewhere)
+  bool sparse = false;          // rows is set (the model has a row table)
+  // The rows for ServerUpdate: null for a dense gradient.
+  const std::vector<int32_t>* touched() const { return sparse ? &rows : nullptr; }
   double push_bytes = 0;        // of its push message
   bool compress = false;        // its pushed gradient is compressed when it arrives
   double loss = 0;              // mean minibatch loss at `read`
