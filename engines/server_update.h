@@ -15,10 +15,6 @@
 
 namespace asgd {
 
-// Tests only: apply every gradient densely, as before sparse updates existed (the
-// equivalence tests compare the two paths' results bit for bit).
-inline bool g_force_dense_server_updates = false;
-
 // A sparse model's gradient (GradientJob::touched): the server then updates only the table
 // rows it touches and the dense part, through the row forms of the same kernels. Every
 // other row's gradient is exactly +0, where the dense step gives w - lr * 0 = w, the
@@ -141,7 +137,7 @@ class ServerUpdate {
   static size_t table(const ParameterStore& store) { return store.layout().rows * store.layout().width; }
   // Whether a gradient with these rows may be applied to its rows only (see the class).
   bool sparse(const ParameterStore& store, const std::vector<int32_t>* rows, float lr) const {
-    return rows && !g_force_dense_server_updates && store.layout().rows > 0 && std::isfinite(lr) && lr >= 0.0f &&
+    return rows && !g_force_dense_updates && store.layout().rows > 0 && std::isfinite(lr) && lr >= 0.0f &&
            std::isfinite(momentum_) && !dense_velocity_;
   }
   // The union of the parts' rows into union_; false when some part is dense.

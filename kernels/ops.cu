@@ -188,6 +188,11 @@ struct OnRows {
   F f; const int32_t* rows; size_t width;
   ASGD_HD void operator()(size_t i) const { f(size_t(rows[i / width]) * width + i % width); }
 };
+template <class F>
+struct OnRowsOfOne {  // width 1 (a logistic model's table): no division
+  F f; const int32_t* rows;
+  ASGD_HD void operator()(size_t i) const { f(size_t(rows[i])); }
+};
 
 }  // namespace
 
@@ -198,7 +203,8 @@ template <class F>
 void for_rows(ExecContext& ctx, const Rows& r, const F& f) {
   if (r.count == 0 || r.width == 0) return;
   const int32_t* rows = ctx.stage_ids(r.rows, r.count);
-  for_each_index(ctx, r.count * r.width, OnRows<F>{f, rows, r.width});
+  if (r.width == 1) for_each_index(ctx, r.count, OnRowsOfOne<F>{f, rows});
+  else for_each_index(ctx, r.count * r.width, OnRows<F>{f, rows, r.width});
 }
 }  // namespace
 

@@ -28,7 +28,8 @@ void elastic_exchange(ExecContext& ctx, float* x, float* c, float alpha, size_t 
 // c += beta * (mean - c)
 void move_towards(ExecContext& ctx, float* c, const float* mean, float beta, size_t n);
 // Rows of a parameter table at the start of an array (Model::row_layout): `count` row
-// indices in host memory, ascending and unique; row r is elements [r * width, (r + 1) * width).
+// indices in host memory, unique (callers pass them ascending, except copy's, for which
+// order does not matter); row r is elements [r * width, (r + 1) * width).
 struct Rows {
   const int32_t* rows = nullptr;
   size_t count = 0;

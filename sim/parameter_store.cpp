@@ -109,7 +109,10 @@ ParameterStore::ParameterStore(const std::vector<float>& init, size_t keep_histo
     throw std::logic_error("ParameterStore: the row table does not fit the parameters");
   current_ = pool_->acquire();
   current_->upload(init);
-  if (layout_.rows > 0) held_[current_.get()] = 0;
+  if (layout_.rows > 0) {
+    held_[current_.get()] = 0;
+    last_change_.assign(layout_.rows, 0);
+  }
 }
 
 Snapshot ParameterStore::lagged(uint64_t lag) const {
@@ -155,6 +158,7 @@ void ParameterStore::commit(std::shared_ptr<Params> next, const std::vector<int3
     spare_rows_.pop_back();
   }
   c.assign(rows->begin(), rows->end());
+  for (int32_t r : c) last_change_[size_t(r)] = version_;
   change_rows_ += c.size();
   changes_.push_front(std::move(c));
   // Beyond the table's size a patch would cost more than a whole copy: forget the oldest.
@@ -173,10 +177,12 @@ void ParameterStore::bring_up_to_date(ExecContext& ctx, Params& buf) {
     size_t total = 0;
     for (size_t i = 0; i < lag; ++i) total += changes_[i].size();
     if (2 * total <= layout_.rows) {  // else a whole copy is about as cheap
+      // Each row once, from the change that last wrote it (in the window, as it is newer
+      // than the one listing it): unique, though not in ascending order.
       patch_.clear();
-      for (size_t i = 0; i < lag; ++i) patch_.insert(patch_.end(), changes_[i].begin(), changes_[i].end());
-      std::sort(patch_.begin(), patch_.end());
-      patch_.erase(std::unique(patch_.begin(), patch_.end()), patch_.end());
+      for (size_t i = 0; i < lag; ++i)
+        for (int32_t r : changes_[i])
+          if (last_change_[size_t(r)] == version_ - i) patch_.push_back(r);
       ops::copy(ctx, ops::Rows{patch_.data(), patch_.size(), layout_.width}, buf.data(), current_->data());
       return;
     }

@@ -162,7 +162,9 @@ TEST_F(Ops, DcSgdStepMatchesReferenceSeparateAndAliased) {
 // other element keeps its bits, out of place and in place.
 TEST_F(Ops, RowFormsTouchOnlyTheNamedRows) {
   ExecContext ctx;
-  const size_t width = 3, table = 37, n = table * width + 5;
+  for (size_t width : {size_t(1), size_t(3)}) {
+  SCOPED_TRACE("width " + std::to_string(width));
+  const size_t table = 37, n = table * width + 5;
   const std::vector<int32_t> rows = {0, 4, 5, 6, 20, 36};
   const ops::Rows r{rows.data(), rows.size(), width};
   const std::vector<size_t> el = ops_ref::row_elements(rows, width);
@@ -218,6 +220,7 @@ TEST_F(Ops, RowFormsTouchOnlyTheNamedRows) {
   ops::sgd_step(ctx, ops::Rows{nullptr, 0, width}, none.data(), none.data(), dg.data(), lr);
   ctx.synchronize();
   EXPECT_EQ(none.to_host(), w);
+  }
 }
 
 TEST_F(Ops, DcSgdStepWithBackupEqualToParamsIsPlainSgd) {

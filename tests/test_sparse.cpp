@@ -916,7 +916,7 @@ struct Replay {
 Replay replay(Rule rule, bool force_dense, bool poison, size_t keep) {
   ServerRig rig;
   const size_t n = rig.model->num_params(), width = 3, table_rows = 400;
-  g_force_dense_server_updates = force_dense;
+  g_force_dense_updates = force_dense;
   std::mt19937 gen(11);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<float> init(n);
@@ -972,7 +972,7 @@ Replay replay(Rule rule, bool force_dense, bool poison, size_t keep) {
       held.pop_front();
     }
   }
-  g_force_dense_server_updates = false;
+  g_force_dense_updates = false;
   out.whole_copies = store.whole_copies();
   return out;
 }
@@ -1033,9 +1033,9 @@ TEST(SparseServerUpdate, RunsAreByteIdenticalToForcedDenseUpdates) {
   for (const json& cfg : {c, mom, stale}) {
     const std::string name = cfg["name"].get<std::string>();
     const std::string sparse_dir = run_config(cfg, temp_dir(name + "sparse"), 2);
-    g_force_dense_server_updates = true;
+    g_force_dense_updates = true;
     const std::string dense_dir = run_config(cfg, temp_dir(name + "dense"), 2);
-    g_force_dense_server_updates = false;
+    g_force_dense_updates = false;
     for (const auto& e : cfg["engines"]) {
       const std::string run = e.value("name", e["type"].get<std::string>()) + "-seed1";
       SCOPED_TRACE(name + "/" + run);
