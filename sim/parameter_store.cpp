@@ -8,6 +8,7 @@
 namespace asgd {
 namespace {
 std::atomic<uint64_t> g_total_allocated{0};
+constexpr size_t kPatchCost = 16;  // a patched row's cost in copied elements (bring_up_to_date)
 }  // namespace
 
 // Lives while the pool or any buffer it handed out does. The buffers' deleter holds a
@@ -176,7 +177,9 @@ void ParameterStore::bring_up_to_date(ExecContext& ctx, Params& buf) {
     const size_t lag = size_t(version_ - it->second);
     size_t total = 0;
     for (size_t i = 0; i < lag; ++i) total += changes_[i].size();
-    if (2 * total <= layout_.rows) {  // else a whole copy is about as cheap
+    // A patched row costs a scattered read and write, a copied element a streamed one:
+    // patch only while the rows listed are a small share of the table's elements.
+    if (kPatchCost * total <= layout_.rows * layout_.width) {
       // Each row once, from the change that last wrote it (in the window, as it is newer
       // than the one listing it): unique, though not in ascending order.
       patch_.clear();
