@@ -27,7 +27,7 @@ AsyncEngine::AsyncEngine(const nlohmann::json& spec)
       lambda_(spec.value("delay_compensation", 0.0f)) {}
 
 void AsyncEngine::start(Simulation& sim) {
-  store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed());
+  store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed(), sim.model().row_layout());
   server_ = std::make_unique<ServerUpdate>(sim.settings().momentum);
   at_server_.assign(sim.workers(), false);
   for (int w = 0; w < sim.workers(); ++w)  // (after a warm-up some may be down)
@@ -52,9 +52,9 @@ void AsyncEngine::apply(Simulation& sim, std::unique_ptr<GradientJob> job) {
   float lr = float(sim.lr());
   if (divide_by_staleness_) lr /= float(std::max<uint64_t>(staleness, 1));
   if (lambda_ > 0.0f)
-    server_->apply_delay_compensated(sim, *store_, job->grad.data(), job->read.data(), lr, lambda_);
+    server_->apply_delay_compensated(sim, *store_, job->grad.data(), job->read.data(), lr, lambda_, job->touched());
   else
-    server_->apply(sim, *store_, job->grad.data(), lr);
+    server_->apply(sim, *store_, job->grad.data(), lr, job->touched());
   int worker = job->worker;
   sim.recycle(std::move(job));
   at_server_[worker] = false;

@@ -4,6 +4,9 @@
 // for train.aggregate). One piece of code for every server-based engine (async, sync,
 // sync_backup, ssp, local_sgd and the single-replica warm-up).
 #pragma once
+#include <algorithm>
+#include <cmath>
+#include <iterator>
 #include <stdexcept>
 #include <vector>
 #include "kernels/ops.h"
@@ -12,15 +15,40 @@
 
 namespace asgd {
 
+// A sparse model's gradient (GradientJob::touched): the server then updates only the table
+// rows it touches and the dense part, through the row forms of the same kernels. Every
+// other row's gradient is exactly +0, where the dense step gives w - lr * 0 = w, the
+// same bits, for a finite lr >= 0 (so the sparse path is taken only then); DC-ASGD's
+// term lambda g g (w - backup) is 0 there too while w - backup is finite (a diverged run
+// with infinite parameters is where the two could differ: NaN against inf).
+// Momentum keeps the dense heavy-ball semantics: every row's velocity decays every update,
+// so every row with a non-zero velocity changes. A row's velocity is +0 until a gradient
+// first touches it (and then seldom returns to exactly 0: mu times the smallest subnormal
+// rounds back to it for mu > 0.5), so the server steps the rows touched so far (`live_`)
+// and the dense part: the dense result bit for bit (v = mu * 0 + 0 = +0, w - lr * 0 = w
+// elsewhere), at a cost that grows with the rows ever touched, up to the whole table.
 class ServerUpdate {
  public:
   explicit ServerUpdate(double momentum) : momentum_(float(momentum)) {}
 
   // w <- w - lr * g   (or v <- mu v + g; w <- w - lr v).  g is (store.size()).
-  void apply(Simulation& sim, ParameterStore& store, const float* g, float lr) {
+  // rows: the table rows g touches (null: dense).
+  void apply(Simulation& sim, ParameterStore& store, const float* g, float lr,
+             const std::vector<int32_t>* rows = nullptr) {
     const size_t n = store.size();
     ExecContext& ctx = sim.exec();
     prepare(n);
+    if (sparse(store, rows, lr)) {
+      const std::vector<int32_t>& step_rows = rows_to_step(*rows);
+      const ops::Rows r{step_rows.data(), step_rows.size(), store.layout().width};
+      store.update_rows(ctx, step_rows, [&](float* out, const float* in) {
+        step(ctx, r, out, in, g, lr);
+        const size_t t = table(store);
+        step(ctx, out + t, in + t, g + t, lr, t, n - t);
+      });
+      return;
+    }
+    if (momentum_ > 0.0f) dense_velocity_ = true;
     store.update([&](float* out, const float* in) { step(ctx, out, in, g, lr, 0, n); });
   }
 
@@ -29,11 +57,21 @@ class ServerUpdate {
   // backup = the parameters the gradient was computed on (read, (store.size())).
   // Plain SGD only: the validator refuses delay compensation with train.momentum > 0.
   void apply_delay_compensated(Simulation& sim, ParameterStore& store, const float* g,
-                               const float* backup, float lr, float lambda) {
+                               const float* backup, float lr, float lambda,
+                               const std::vector<int32_t>* rows = nullptr) {
     if (momentum_ > 0.0f)
       throw std::invalid_argument("delay compensation is implemented for plain SGD (train.momentum = 0)");
     size_t n = store.size();
     ExecContext& ctx = sim.exec();
+    if (sparse(store, rows, lr) && std::isfinite(lambda)) {
+      const ops::Rows r{rows->data(), rows->size(), store.layout().width};
+      store.update_rows(ctx, *rows, [&](float* out, const float* in) {
+        ops::dc_sgd_step(ctx, r, out, in, g, backup, lr, lambda);
+        const size_t t = table(store);
+        ops::dc_sgd_step(ctx, out + t, in + t, g + t, backup + t, lr, lambda, n - t);
+      });
+      return;
+    }
     store.update([&](float* out, const float* in) { ops::dc_sgd_step(ctx, out, in, g, backup, lr, lambda, n); });
   }
 
@@ -45,11 +83,36 @@ class ServerUpdate {
   // block's slices are in cache: each part is read once) with the blocks split over the
   // worker pool, idle while the engine waits for this update; the bits are the same as
   // one pass after another over the whole vector.
+  // rows (empty: dense parts): rows[i] the table rows parts[i] touches (null: dense).
+  // When every part is sparse, only the union of their rows is summed, weighted and
+  // stepped (parts[0] is then summed into only there): a part is +0 outside its rows, so
+  // the dense sum is +0 there too.
   void apply_sum(Simulation& sim, ParameterStore& store, const std::vector<float*>& parts,
-                 float weight, float lr) {
+                 float weight, float lr, const std::vector<const std::vector<int32_t>*>& rows = {}) {
     const size_t n = store.size();
     float* acc = parts.front();
     prepare(n);
+    if (rows.size() == parts.size() && weight > 0.0f && std::isfinite(weight) && union_of(store, rows, lr)) {
+      ExecContext& ctx = sim.exec();
+      const size_t t = table(store), width = store.layout().width;
+      const ops::Rows u{union_.data(), union_.size(), width};
+      for (size_t i = 1; i < parts.size(); ++i) {
+        ops::add_into(ctx, u, acc, parts[i]);
+        ops::add_into(ctx, acc + t, parts[i] + t, n - t);
+      }
+      if (weight != 1.0f) {
+        ops::scale(ctx, u, acc, weight);
+        ops::scale(ctx, acc + t, weight, n - t);
+      }
+      const std::vector<int32_t>& step_rows = rows_to_step(union_);
+      const ops::Rows r{step_rows.data(), step_rows.size(), width};
+      store.update_rows(ctx, step_rows, [&](float* out, const float* in) {
+        step(ctx, r, out, in, acc, lr);
+        step(ctx, out + t, in + t, acc + t, lr, t, n - t);
+      });
+      return;
+    }
+    if (momentum_ > 0.0f) dense_velocity_ = true;
     store.update([&](float* out, const float* in) {
       sim.for_each_block(n, [&](ExecContext& ctx, size_t b, size_t e) {
         const size_t len = e - b;
@@ -66,7 +129,43 @@ class ServerUpdate {
     if (momentum_ > 0.0f && velocity_.size() != n) {
       velocity_.resize_discard(n);
       velocity_.fill(0.0f);
+      live_.clear();
+      is_live_.clear();
+      dense_velocity_ = false;
     }
+  }
+  static size_t table(const ParameterStore& store) { return store.layout().rows * store.layout().width; }
+  // Whether a gradient with these rows may be applied to its rows only (see the class).
+  bool sparse(const ParameterStore& store, const std::vector<int32_t>* rows, float lr) const {
+    return rows && !g_force_dense_updates && store.layout().rows > 0 && std::isfinite(lr) && lr >= 0.0f &&
+           std::isfinite(momentum_) && !dense_velocity_;
+  }
+  // The union of the parts' rows into union_; false when some part is dense.
+  bool union_of(const ParameterStore& store, const std::vector<const std::vector<int32_t>*>& rows, float lr) {
+    union_.clear();
+    for (const auto* r : rows) {
+      if (!sparse(store, r, lr)) return false;
+      union_.insert(union_.end(), r->begin(), r->end());
+    }
+    std::sort(union_.begin(), union_.end());
+    union_.erase(std::unique(union_.begin(), union_.end()), union_.end());
+    return true;
+  }
+  // The rows a step with gradient rows `rows` changes: those, and with momentum every row
+  // touched before (whose velocity may be non-zero).
+  const std::vector<int32_t>& rows_to_step(const std::vector<int32_t>& rows) {
+    if (momentum_ <= 0.0f) return rows;
+    bool grew = false;
+    for (int32_t r : rows) {
+      if (size_t(r) >= is_live_.size()) is_live_.resize(size_t(r) + 1, 0);
+      if (!is_live_[size_t(r)]) is_live_[size_t(r)] = 1, grew = true;
+    }
+    if (grew) {
+      merged_.clear();
+      std::set_union(live_.begin(), live_.end(), rows.begin(), rows.end(), std::back_inserter(merged_));
+      live_.swap(merged_);
+    }
+    return live_;
   }
   // The rule on elements [b, b + len): out, in and g point at element b.
   void step(ExecContext& ctx, float* out, const float* in, const float* g, float lr, size_t b,
@@ -74,9 +173,18 @@ class ServerUpdate {
     if (momentum_ > 0.0f) ops::momentum_step(ctx, out, in, velocity_.data() + b, g, lr, momentum_, len);
     else ops::sgd_step(ctx, out, in, g, lr, len);
   }
+  // The rule on the table rows r (whole arrays).
+  void step(ExecContext& ctx, const ops::Rows& r, float* out, const float* in, const float* g, float lr) {
+    if (momentum_ > 0.0f) ops::momentum_step(ctx, r, out, in, velocity_.data(), g, lr, momentum_);
+    else ops::sgd_step(ctx, r, out, in, g, lr);
+  }
 
   float momentum_;
   DeviceArray<float> velocity_;
+  std::vector<int32_t> live_;     // momentum: the table rows touched so far, ascending
+  std::vector<uint8_t> is_live_;  // (by row) whether in live_
+  bool dense_velocity_ = false;   // a dense gradient was applied with momentum: every row may move
+  std::vector<int32_t> merged_, union_;  // scratch
 };
 
 // Weight of one worker's contribution when `count` are combined: 1/count for

@@ -30,7 +30,7 @@ void SingleReplicaWarmup::start(Simulation& sim) {
     engine_->start(sim);
     return;
   }
-  store_ = std::make_unique<ParameterStore>(sim.initial_params(), 0);
+  store_ = std::make_unique<ParameterStore>(sim.initial_params(), 0, sim.model().row_layout());
   server_ = std::make_shared<ServerUpdate>(sim.settings().momentum);
   launch(sim);
 }
@@ -55,7 +55,7 @@ void SingleReplicaWarmup::on_gradient(Simulation& sim, std::unique_ptr<GradientJ
   }
   busy_ = false;
   sim.applied(*job, store_->version() - job->read_version);  // (before the rate: its samples count)
-  server_->apply(sim, *store_, job->grad.data(), float(sim.lr()));
+  server_->apply(sim, *store_, job->grad.data(), float(sim.lr()), job->touched());
   sim.recycle(std::move(job));
   sim.updated();
   if (sim.stopping()) return;

@@ -40,7 +40,7 @@ SspEngine::SspEngine(const nlohmann::json& spec)
 
 void SspEngine::start(Simulation& sim) {
   const int n = sim.workers();
-  store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed());
+  store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed(), sim.model().row_layout());
   server_ = std::make_shared<ServerUpdate>(sim.settings().momentum);
   clock_.assign(n, 0);
   busy_.assign(n, false);
@@ -99,11 +99,13 @@ void SspEngine::apply_oldest(Simulation& sim) {
   Update u = std::move(updates_.front());
   updates_.pop_front();
   parts_.clear();
+  part_rows_.clear();
   for (auto& job : u.jobs) {  // worker-index order: fixed summation order
     parts_.push_back(job->grad.data());
+    part_rows_.push_back(job->touched());
     sim.applied(*job, store_->version() - job->read_version);  // (before the rate: its samples count)
   }
-  server_->apply_sum(sim, *store_, parts_, 1.0f, float(sim.lr()));  // each worker's update in full
+  server_->apply_sum(sim, *store_, parts_, 1.0f, float(sim.lr()), part_rows_);  // each worker's update in full
   for (auto& job : u.jobs) sim.recycle(std::move(job));
   sim.updated();
   launch_all(sim, u.launch);

@@ -49,6 +49,7 @@ class SspEngine final : public Engine {
   int at_slowest_ = 0;                                  // live workers at that clock
   SimTime slowest_since_ = 0;                           // when the slowest clock last advanced
   std::vector<float*> parts_;
+  std::vector<const std::vector<int32_t>*> part_rows_;  // the rows each touches (ServerUpdate::apply_sum)
   std::vector<int32_t> ids_;
 };
 

@@ -37,7 +37,7 @@ constexpr uint64_t kLaunchAfterBroadcast = 2;
 SyncEngine::SyncEngine(const nlohmann::json& spec, int backups) : spec_(spec), backups_(backups) {}
 
 void SyncEngine::start(Simulation& sim) {
-  store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed());
+  store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed(), sim.model().row_layout());
   server_ = std::make_unique<ServerUpdate>(sim.settings().momentum);
   accepted_.resize(sim.workers());
   busy_.assign(sim.workers(), false);
@@ -167,14 +167,16 @@ void SyncEngine::finish_iteration(Simulation& sim) {
 
 void SyncEngine::apply_iteration(Simulation& sim) {
   parts_.clear();
+  part_rows_.clear();
   int count = 0;
   for (auto& job : accepted_) {  // worker-index order: fixed summation order
     if (!job) continue;
     parts_.push_back(job->grad.data());
+    part_rows_.push_back(job->touched());
     sim.applied(*job, store_->version() - job->read_version);  // (before the rate: its samples count)
     ++count;
   }
-  server_->apply_sum(sim, *store_, parts_, aggregate_weight(sim, count), float(sim.lr()));
+  server_->apply_sum(sim, *store_, parts_, aggregate_weight(sim, count), float(sim.lr()), part_rows_);
   for (auto& job : accepted_) {
     if (!job) continue;
     busy_[job->worker] = false;  // accepted workers wait for the iteration's end

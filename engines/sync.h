@@ -46,6 +46,7 @@ class SyncEngine final : public Engine {
   std::vector<int32_t> ids_;
   std::vector<std::unique_ptr<GradientJob>> accepted_;  // this iteration's, by worker index
   std::vector<float*> parts_;                           // their gradients, to sum
+  std::vector<const std::vector<int32_t>*> part_rows_;  // the rows each touches (ServerUpdate::apply_sum)
   std::vector<bool> busy_;  // computing, or accepted and waiting for the iteration to end
   std::vector<bool> computing_;  // a gradient of the current iteration is in flight
   int pending_ = 0;              // how many: the iteration can still receive these

@@ -108,8 +108,11 @@ SimRun time_simulation(const json& user, const Problem& p, WorkerPool& pool) {
 // calls Model::loss_grad and ops::sgd_step in a loop (updates spread evenly among the
 // gradients). Minibatches are slices of a SampleStream, as in a run. With jobs > 1 a
 // thread computes `jobs` gradients (on its parameters, into as many buffers) per
-// Model::loss_grad_batch call, as a run with batched_gradients = jobs does. Returns the
-// wall seconds from the moment every thread is ready until the last one is done.
+// Model::loss_grad_batch call, as a run with batched_gradients = jobs does. A sparse
+// model's steps (Model::row_layout) touch only the rows of the gradient's minibatch
+// (Model::touched_rows, computed for each gradient, as a run does) and the dense part, as
+// the server's do (ServerUpdate). Returns the wall seconds from the moment every thread
+// is ready until the last one is done.
 double time_bare(const Problem& p, size_t train_size, size_t batch, uint64_t gradients,
                  uint64_t updates, int threads, uint64_t seed, int jobs = 1) {
   const size_t n = p.model->num_params();
@@ -143,6 +146,18 @@ double time_bare(const Problem& p, size_t train_size, size_t batch, uint64_t gra
         cv.wait(lock, [&] { return go; });
       }
       uint64_t done_updates = 0;
+      const RowLayout layout = p.model->row_layout();
+      const size_t table = layout.rows * layout.width;
+      std::vector<int32_t> rows;  // a sparse model's: those of g's minibatch
+      auto step = [&] {
+        if (layout.rows == 0) {
+          ops::sgd_step(ctx, w.data(), w.data(), g.data(), lr, n);
+          return;
+        }
+        ops::sgd_step(ctx, ops::Rows{rows.data(), rows.size(), layout.width}, w.data(), w.data(), g.data(), lr);
+        ops::sgd_step(ctx, w.data() + table, w.data() + table, g.data() + table, lr, n - table);
+      };
+      if (layout.rows > 0) p.model->touched_rows(p.train, ids.data(), batch, rows);
       // jobs gradients per step of the loop (one loss_grad call when jobs is 1), into g and
       // jobs - 1 more buffers; the updates step with g, the group's first gradient
       const uint64_t group = uint64_t(std::max(jobs, 1));
@@ -166,10 +181,11 @@ double time_bare(const Problem& p, size_t train_size, size_t batch, uint64_t gra
           for (size_t j = 0; j < count; ++j) loss += reqs[j].loss;
         }
         // updates spread evenly: after gradient i, the total applied is (i+1)*U/G
+        if (layout.rows > 0) p.model->touched_rows(p.train, ids.data() + (k % batches) * batch, batch, rows);
         const uint64_t due = (k + count) * my_updates / my_grads;
-        for (; done_updates < due; ++done_updates) ops::sgd_step(ctx, w.data(), w.data(), g.data(), lr, n);
+        for (; done_updates < due; ++done_updates) step();
       }
-      for (; done_updates < my_updates; ++done_updates) ops::sgd_step(ctx, w.data(), w.data(), g.data(), lr, n);
+      for (; done_updates < my_updates; ++done_updates) step();
       ctx.synchronize();
       sink.store(sink.load() + loss);
     });

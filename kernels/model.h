@@ -107,7 +107,8 @@ class Model {
   virtual RowLayout row_layout() const { return {}; }
   // The table rows that the gradient on samples `ids` (host array of m) of `data` can
   // make non-zero, sorted and unique, into `rows`; every other row's gradient is exactly
-  // 0, and the dense part may all be non-zero. Computed on the host from data's host
+  // +0, and the dense part may all be non-zero. They are also the only table rows that
+  // loss_grad reads (a step that pulls only them computes the same bits). Computed on the host from data's host
   // index, with no kernel and no wait, so a caller can size a message before the
   // gradient exists. A model without a table leaves `rows` empty.
   virtual void touched_rows(const DeviceDataset* data, const int32_t* ids, size_t m,

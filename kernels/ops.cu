@@ -181,9 +181,52 @@ struct IsNonFinite {
 };
 #endif
 
+// f on the elements of a table's rows: i < count * width is element i % width of row
+// rows[i / width]. The dense rules' own functors, so the same arithmetic per element.
+template <class F>
+struct OnRows {
+  F f; const int32_t* rows; size_t width;
+  ASGD_HD void operator()(size_t i) const { f(size_t(rows[i / width]) * width + i % width); }
+};
+template <class F>
+struct OnRowsOfOne {  // width 1 (a logistic model's table): no division
+  F f; const int32_t* rows;
+  ASGD_HD void operator()(size_t i) const { f(size_t(rows[i])); }
+};
+
 }  // namespace
 
 using detail::for_each_index;
+
+namespace {
+template <class F>
+void for_rows(ExecContext& ctx, const Rows& r, const F& f) {
+  if (r.count == 0 || r.width == 0) return;
+  const int32_t* rows = ctx.stage_ids(r.rows, r.count);
+  if (r.width == 1) for_each_index(ctx, r.count, OnRowsOfOne<F>{f, rows});
+  else for_each_index(ctx, r.count * r.width, OnRows<F>{f, rows, r.width});
+}
+}  // namespace
+
+void sgd_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, const float* g, float lr) {
+  for_rows(ctx, rows, SgdStep{out, in, g, lr});
+}
+void momentum_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, float* v, const float* g,
+                   float lr, float mu) {
+  for_rows(ctx, rows, MomentumStep{out, in, v, g, lr, mu});
+}
+void dc_sgd_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, const float* g,
+                 const float* backup, float lr, float lambda) {
+  for_rows(ctx, rows, DcSgdStep{out, in, g, backup, lr, lambda});
+}
+void add_into(ExecContext& ctx, const Rows& rows, float* acc, const float* x) {
+  for_rows(ctx, rows, AddInto{acc, x});
+}
+void scale(ExecContext& ctx, const Rows& rows, float* x, float s) { for_rows(ctx, rows, Scale{x, s}); }
+void copy(ExecContext& ctx, const Rows& rows, float* out, const float* in) {
+  if (out == in) return;
+  for_rows(ctx, rows, Copy{out, in});
+}
 
 void sgd_step(ExecContext& ctx, float* out, const float* in, const float* g, float lr, size_t n) {
 #if defined(ASGD_STREAMING_STEP)

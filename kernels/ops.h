@@ -4,6 +4,7 @@
 // Reductions run in a fixed order so results do not depend on the thread count.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include "kernels/exec.h"
 
 namespace asgd::ops {
@@ -26,6 +27,25 @@ void copy(ExecContext& ctx, float* out, const float* in, size_t n);
 void elastic_exchange(ExecContext& ctx, float* x, float* c, float alpha, size_t n);
 // c += beta * (mean - c)
 void move_towards(ExecContext& ctx, float* c, const float* mean, float beta, size_t n);
+// Rows of a parameter table at the start of an array (Model::row_layout): `count` row
+// indices in host memory, unique (callers pass them ascending, except copy's, for which
+// order does not matter); row r is elements [r * width, (r + 1) * width).
+struct Rows {
+  const int32_t* rows = nullptr;
+  size_t count = 0;
+  size_t width = 0;
+};
+// The rules above on the elements of `rows` only, through the same per-element code as the
+// whole-array calls (so each such element gets the bits that call gives it); every other
+// element is left alone. Pointers are the whole arrays' (element 0), as above.
+void sgd_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, const float* g, float lr);
+void momentum_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, float* v, const float* g,
+                   float lr, float mu);
+void dc_sgd_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, const float* g,
+                 const float* backup, float lr, float lambda);
+void add_into(ExecContext& ctx, const Rows& rows, float* acc, const float* x);
+void scale(ExecContext& ctx, const Rows& rows, float* x, float s);
+void copy(ExecContext& ctx, const Rows& rows, float* out, const float* in);
 // Rounds every value through IEEE half (fp16) or bfloat16, nearest-even.
 void round_fp16(ExecContext& ctx, float* x, size_t n);
 void round_bf16(ExecContext& ctx, float* x, size_t n);

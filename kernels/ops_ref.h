@@ -39,6 +39,29 @@ inline void elastic_exchange(std::vector<float>& x, std::vector<float>& c, float
 inline void move_towards(std::vector<float>& c, const std::vector<float>& mean, float beta) {
   for (size_t i = 0; i < c.size(); ++i) c[i] += beta * (mean[i] - c[i]);
 }
+// The row forms (ops::Rows): the element indices of table rows `rows`, `width` each; the
+// row kernels apply the rules above to these elements only.
+inline std::vector<size_t> row_elements(const std::vector<int32_t>& rows, size_t width) {
+  std::vector<size_t> e;
+  for (int32_t r : rows)
+    for (size_t c = 0; c < width; ++c) e.push_back(size_t(r) * width + c);
+  return e;
+}
+inline void sgd_step_rows(std::vector<float>& w, const std::vector<float>& g, float lr,
+                          const std::vector<size_t>& elements) {
+  for (size_t i : elements) w[i] = w[i] - lr * g[i];
+}
+inline void momentum_step_rows(std::vector<float>& w, std::vector<float>& v, const std::vector<float>& g, float lr,
+                               float mu, const std::vector<size_t>& elements) {
+  for (size_t i : elements) {
+    v[i] = mu * v[i] + g[i];
+    w[i] = w[i] - lr * v[i];
+  }
+}
+inline void dc_sgd_step_rows(std::vector<float>& w, const std::vector<float>& g, const std::vector<float>& backup,
+                             float lr, float lambda, const std::vector<size_t>& elements) {
+  for (size_t i : elements) w[i] = w[i] - lr * (g[i] + lambda * g[i] * g[i] * (w[i] - backup[i]));
+}
 inline double sum(const std::vector<float>& x) {
   double s = 0;
   for (float v : x) s += v;

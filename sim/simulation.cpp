@@ -171,6 +171,24 @@ Snapshot Simulation::read_for(int worker, uint32_t step, const ParameterStore& s
   return store.lagged(lag);
 }
 
+void Simulation::read_params(GradientJob& job, const ParameterStore& store) {
+  Snapshot version = read_for(job.worker, job.step, store);
+  job.read_version = version.version;
+  if (!job.read_rows) {
+    job.read = std::move(version);
+    return;
+  }
+  const size_t n = model_.num_params(), table = layout_.rows * layout_.width;
+  if (job.pulled.size() != n) {
+    job.pulled.resize_discard(n);
+    job.pulled.fill(0.0f);  // never read; defined all the same
+  }
+  ops::copy(exec_, ops::Rows{job.rows.data(), job.rows.size(), layout_.width}, job.pulled.data(), version.data());
+  ops::copy(exec_, job.pulled.data() + table, version.data() + table, n - table);
+  // Not owned: the job outlives its reads (recycle() lets go of them first).
+  job.read = Snapshot{std::shared_ptr<const Params>(std::shared_ptr<const Params>(), &job.pulled), version.version};
+}
+
 void Simulation::launch(const Step& st) {
   const int worker = st.worker;
   if ((st.pull != nullptr) == bool(st.own.params) || (st.pull && (st.reply || st.before.params)))
@@ -202,9 +220,11 @@ void Simulation::launch(const Step& st) {
   job->push_bytes = message_bytes_;
   job->compress = false;
   job->rows.clear();
+  job->sparse = layout_.rows > 0;  // the server then applies only these rows (ServerUpdate)
+  if (job->sparse) model_.touched_rows(train_, st.ids, st.m, job->rows);
+  job->read_rows = job->sparse && st.gradient && st.pull && !g_force_dense_updates;
   if (st.gradient && st.pull) {
     if (layout_.rows > 0) {
-      model_.touched_rows(train_, st.ids, st.m, job->rows);
       const size_t n = model_.num_params();
       job->push_bytes = row_message_bytes(settings_.network, n, job->rows.size(), layout_.width,
                                           n - layout_.rows * layout_.width);
@@ -249,11 +269,11 @@ void Simulation::launch(const Step& st) {
     return;
   }
   if (st.pull) {
-    raw->read = read_for(worker, raw->step, *st.pull);
+    read_params(*raw, *st.pull);
   } else {
     raw->read = st.own;
+    raw->read_version = raw->read.version;
   }
-  raw->read_version = raw->read.version;
   submit(raw);
   schedule_after_read(*raw, slot);
 }
@@ -306,8 +326,7 @@ void Simulation::handle_pull_served(const Event& e) {
     schedule_after_read(job, slot);
     return;
   }
-  job.read = read_for(job.worker, job.step, *job.source);
-  job.read_version = job.read.version;
+  read_params(job, *job.source);
   submit(&job);
   schedule_after_read(job, slot);
 }
@@ -539,8 +558,7 @@ void Simulation::handle_arrival(const Event& e) {
   free_slots_.push_back(slot);
   if (lose_if_stale(job)) return;
   if (job->read_at_arrival) {  // staleness.at = apply: the lag counts back from the version now
-    job->read = read_for(job->worker, job->step, *job->source);
-    job->read_version = job->read.version;
+    read_params(*job, *job->source);
     submit(job.get());
   }
   await(*job);

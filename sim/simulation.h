@@ -46,6 +46,11 @@ struct DeferredStep {
   DeviceArray<float>* grad_buffer = nullptr;
 };
 
+// Tests only: a sparse model's steps read whole versions and the server applies every
+// gradient to every row, as before row reads and sparse updates (the equivalence tests
+// compare the two bit for bit).
+inline bool g_force_dense_updates = false;
+
 // One step of worker `worker` and the messages around it, as the engine declares them
 // (Simulation::launch). Each message is parameter-sized (cluster.network.message_bytes),
 // except a gradient step's (Step::gradient) of a sparse model or under compression
@@ -99,7 +104,16 @@ struct GradientJob {
   uint64_t read_version = 0;
   std::vector<int32_t> ids;     // minibatch sample ids
   DeviceArray<float> grad;      // (num_params) mean gradient over the minibatch
-  std::vector<int32_t> rows;    // a sparse model's gradient push: the table rows it touches (exactly 0 elsewhere)
+  std::vector<int32_t> rows;    // a sparse model's gradient: the table rows it touches (exactly +0 elsewhere)
+  bool sparse = false;          // rows is set (the model has a row table)
+  // A sparse model's gradient step pulled from a store: `read` is then this job's own
+  // copy of only the rows it reads (= rows) and the dense part, taken from the version
+  // read; the rest of `pulled` is stale. So no reader holds the store's versions, and the
+  // server updates them in place. ServerUpdate reads a DC backup on those rows only.
+  bool read_rows = false;
+  DeviceArray<float> pulled;    // (num_params) read_rows only
+  // The rows for ServerUpdate: null for a dense gradient.
+  const std::vector<int32_t>* touched() const { return sparse ? &rows : nullptr; }
   double push_bytes = 0;        // of its push message
   bool compress = false;        // its pushed gradient is compressed when it arrives
   double loss = 0;              // mean minibatch loss at `read`
@@ -251,6 +265,9 @@ class Simulation {
   // The parameters worker w's step `step` reads from `store` now: the current version, or
   // an older one under forced staleness.
   Snapshot read_for(int worker, uint32_t step, const ParameterStore& store);
+  // Reads the job's parameters from `store` (read_for), into job.read: the version itself,
+  // or, for read_rows, the job's copy of its rows of it.
+  void read_params(GradientJob& job, const ParameterStore& store);
   // Hands the job to the pool (or the batch being gathered).
   void submit(GradientJob* job);
   // Schedules the job's next event once its parameters are at the worker: the push when it

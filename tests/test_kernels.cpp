@@ -157,6 +157,72 @@ TEST_F(Ops, DcSgdStepMatchesReferenceSeparateAndAliased) {
   }
 }
 
+// The row forms (ops::Rows) on a table of 37 rows x width 3 followed by a dense tail: the
+// named rows get the scalar reference's values (and the whole-array call's bits), every
+// other element keeps its bits, out of place and in place.
+TEST_F(Ops, RowFormsTouchOnlyTheNamedRows) {
+  ExecContext ctx;
+  for (size_t width : {size_t(1), size_t(3)}) {
+  SCOPED_TRACE("width " + std::to_string(width));
+  const size_t table = 37, n = table * width + 5;
+  const std::vector<int32_t> rows = {0, 4, 5, 6, 20, 36};
+  const ops::Rows r{rows.data(), rows.size(), width};
+  const std::vector<size_t> el = ops_ref::row_elements(rows, width);
+  const float lr = 0.07f, mu = 0.8f, lambda = 0.6f;
+  auto w = random_vec(n, 31), v = random_vec(n, 32), g = random_vec(n, 33), backup = random_vec(n, 34);
+  const auto dw = to_device(w), dg = to_device(g), db = to_device(backup);
+  for (bool in_place : {false, true}) {
+    SCOPED_TRACE(in_place ? "in place" : "out of place");
+    // sgd
+    auto want = w;
+    ops_ref::sgd_step_rows(want, g, lr, el);
+    auto dout = to_device(w), din = to_device(w);
+    ops::sgd_step(ctx, r, dout.data(), in_place ? dout.data() : din.data(), dg.data(), lr);
+    DeviceArray<float> whole(n);
+    ops::sgd_step(ctx, whole.data(), dw.data(), dg.data(), lr, n);
+    ctx.synchronize();
+    std::vector<float> got = dout.to_host(), all = whole.to_host();
+    EXPECT_EQ(got, want);
+    for (size_t i : el) EXPECT_EQ(got[i], all[i]) << i;
+    // momentum
+    auto want_w = w, want_v = v;
+    ops_ref::momentum_step_rows(want_w, want_v, g, lr, mu, el);
+    auto mout = to_device(w), min = to_device(w), dv = to_device(v);
+    ops::momentum_step(ctx, r, mout.data(), in_place ? mout.data() : min.data(), dv.data(), dg.data(), lr, mu);
+    ctx.synchronize();
+    EXPECT_EQ(mout.to_host(), want_w);
+    EXPECT_EQ(dv.to_host(), want_v);
+    // delay compensation
+    want = w;
+    ops_ref::dc_sgd_step_rows(want, g, backup, lr, lambda, el);
+    auto cout_ = to_device(w), cin = to_device(w);
+    ops::dc_sgd_step(ctx, r, cout_.data(), in_place ? cout_.data() : cin.data(), dg.data(), db.data(), lr, lambda);
+    ctx.synchronize();
+    EXPECT_EQ(cout_.to_host(), want);
+  }
+  // add_into, scale, copy
+  auto acc = to_device(w);
+  ops::add_into(ctx, r, acc.data(), dg.data());
+  ops::scale(ctx, r, acc.data(), 0.25f);
+  auto cp = to_device(v);
+  ops::copy(ctx, r, cp.data(), dw.data());
+  ctx.synchronize();
+  auto want_acc = w, want_cp = v;
+  for (size_t i : el) {
+    want_acc[i] += g[i];
+    want_acc[i] *= 0.25f;
+    want_cp[i] = w[i];
+  }
+  EXPECT_EQ(acc.to_host(), want_acc);
+  EXPECT_EQ(cp.to_host(), want_cp);
+  // no rows: nothing happens
+  auto none = to_device(w);
+  ops::sgd_step(ctx, ops::Rows{nullptr, 0, width}, none.data(), none.data(), dg.data(), lr);
+  ctx.synchronize();
+  EXPECT_EQ(none.to_host(), w);
+  }
+}
+
 TEST_F(Ops, DcSgdStepWithBackupEqualToParamsIsPlainSgd) {
   // The compensation term vanishes when the worker read the current parameters.
   ExecContext ctx;

@@ -4,13 +4,17 @@
 // evaluation, determinism; the sparse_synthetic generator (determinism, structure, Zipf
 // sampler against exact probabilities, log-log rank-frequency slope); the svmlight
 // reader (good files, every malformed case naming file and line, exit 2 from the CLI,
-// label rules, memory refusal); config validation; a short run of every engine that learns.
+// label rules, memory refusal); config validation; a short run of every engine that learns;
+// the server's sparse updates (only the touched rows, the dense result's bits) and the
+// parameter store's row patches.
 // Not here: byte-identical output across thread counts (tests/test_engines.cpp, Determinism).
 #include <gtest/gtest.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
 #include <random>
@@ -21,8 +25,12 @@
 #include "kernels/exec.h"
 #include "kernels/model.h"
 #include "kernels/sparse_batch.h"
+#include "engines/server_update.h"
 #include "sim/dataset.h"
+#include "sim/distribution.h"
 #include "sim/idx_reader.h"
+#include "sim/parameter_store.h"
+#include "sim/simulation.h"
 #include "sim/sparse_synthetic.h"
 #include "sim/svmlight_reader.h"
 #include "test_helpers.h"
@@ -303,7 +311,7 @@ TEST_F(SparseModel, GradientMatchesTheScalarReferenceAndFiniteDifferences) {
     for (size_t i = 0; i < w.size(); ++i) {
       const size_t row = i / k;
       if (row < host.dim && !named.count(int32_t(row))) {
-        EXPECT_EQ(got.g[i], 0.0f) << "untouched param " << i;
+        EXPECT_TRUE(got.g[i] == 0.0f && !std::signbit(got.g[i])) << "untouched param " << i << " is not +0";
         continue;
       }
       EXPECT_NEAR(got.g[i], ref[i], 1e-5 * std::fabs(ref[i]) + 1e-6 * scale) << "param " << i;
@@ -863,6 +871,186 @@ TEST(SparseLearning, SvmlightFilesTrainASparseLogisticModel) {
   ASSERT_GE(loss.size(), 3u);
   EXPECT_LT(loss.back(), 0.8 * loss.front());
   EXPECT_GT(acc.back(), majority_share(gen.test) + 0.05);
+}
+
+// ------------------------------------------------------------------ sparse server updates
+
+// A Simulation around a sparse_softmax model of 4000 features x 3 classes (a 4000 x 3
+// table and 3 biases), for driving ServerUpdate and ParameterStore directly.
+struct ServerRig {
+  std::unique_ptr<Model> model = make_sparse_linear(4000, 3, DenseLoss::SoftmaxCrossEntropy);
+  DeviceDataset data = upload(random_sparse(64, 4000, 3, 5, 1));
+  WorkerPool pool{2};
+  RunSettings settings;
+  ComputeTimeModel compute{3, make_distribution(json{{"dist", "constant"}, {"value", 0.01}}), {}};
+  Recorder recorder{false};
+  std::unique_ptr<Simulation> sim;
+  ServerRig() {
+    settings.nominal_train_size = 512;
+    sim = std::make_unique<Simulation>(settings, *model, &data, &data, pool, compute, recorder);
+  }
+};
+
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+// Bitwise equality of two float vectors (NaN payloads and signed zeros count).
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+}
+
+enum class Rule { Sgd, Momentum, Dc, Sum };
+
+// 60 server updates of random sparse gradients (1 to 8 of the 4000 rows, the bias always)
+// by `rule`, with readers holding older versions (so that most versions go to recycled
+// buffers that the store patches) and, with keep > 0, a history for forced staleness.
+// poison: the gradients hold NaN, not +0, outside their rows (outside every part's rows,
+// for a sum). Returns every version the
+// store made, and checks that a version a reader holds never changes.
+struct Replay {
+  std::vector<std::vector<float>> versions;
+  uint64_t whole_copies = 0;
+};
+Replay replay(Rule rule, bool force_dense, bool poison, size_t keep) {
+  ServerRig rig;
+  const size_t n = rig.model->num_params(), width = 3, table_rows = 4000;
+  g_force_dense_updates = force_dense;
+  std::mt19937 gen(11);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> init(n);
+  for (auto& x : init) x = u(gen);
+  ParameterStore store(init, keep, rig.model->row_layout());
+  ServerUpdate server(rule == Rule::Momentum ? 0.9 : 0.0);
+  Replay out;
+  out.versions.push_back(init);
+  std::deque<std::pair<Snapshot, std::vector<float>>> held;  // readers, with what they read
+  const int parts = rule == Rule::Sum ? 3 : 1;
+  std::vector<DeviceArray<float>> grads(parts);
+  for (int step = 0; step < 60; ++step) {
+    std::vector<std::vector<int32_t>> rows(parts);
+    std::set<int32_t> all;  // every part's rows: a sum reads each part on all of them
+    for (int p = 0; p < parts; ++p) {
+      std::set<int32_t> pick;
+      const int count = 1 + int(gen() % 8);
+      while (int(pick.size()) < count) pick.insert(int32_t(gen() % table_rows));
+      rows[p].assign(pick.begin(), pick.end());
+      all.insert(pick.begin(), pick.end());
+    }
+    for (int p = 0; p < parts; ++p) {
+      std::vector<float> g(n, poison ? NAN : 0.0f);
+      for (int32_t r : all)
+        for (size_t c = 0; c < width; ++c) g[size_t(r) * width + c] = 0.0f;
+      for (int32_t r : rows[p])
+        for (size_t c = 0; c < width; ++c) g[size_t(r) * width + c] = u(gen);
+      for (size_t i = table_rows * width; i < n; ++i) g[i] = u(gen);
+      grads[p].upload(g);
+    }
+    const float lr = 0.05f + 0.01f * float(step % 3);
+    if (rule == Rule::Sum) {
+      std::vector<float*> ptrs;
+      std::vector<const std::vector<int32_t>*> prs;
+      for (int p = 0; p < parts; ++p) ptrs.push_back(grads[p].data()), prs.push_back(&rows[p]);
+      server.apply_sum(*rig.sim, store, ptrs, 1.0f / 3.0f, lr, prs);
+    } else if (rule == Rule::Dc) {
+      const Snapshot backup = held.empty() ? store.current() : held.front().first;
+      server.apply_delay_compensated(*rig.sim, store, grads[0].data(), backup.data(), lr, 0.7f, &rows[0]);
+    } else {
+      server.apply(*rig.sim, store, grads[0].data(), lr, &rows[0]);
+    }
+    rig.sim->exec().synchronize();
+    out.versions.push_back(store.current().params->to_host());
+    if (keep > 0) {
+      const Snapshot old = store.lagged(std::min<uint64_t>(keep, store.version()));
+      EXPECT_TRUE(same_bits(old.params->to_host(), out.versions[old.version])) << "history version " << old.version;
+    }
+    if (step % 3 != 2) held.emplace_back(store.current(), out.versions.back());  // a reader of this version
+    while (held.size() > 4) {
+      EXPECT_TRUE(same_bits(held.front().first.params->to_host(), held.front().second))
+          << "a version a reader held changed (version " << held.front().first.version << ")";
+      held.pop_front();
+    }
+  }
+  g_force_dense_updates = false;
+  out.whole_copies = store.whole_copies();
+  return out;
+}
+
+// The server's update of a sparse gradient, on its rows only, gives every version the
+// bits of the dense update of the same gradient (zeros elsewhere): plain SGD, momentum
+// (dense heavy-ball decay), DC-ASGD and a sum of three workers' parts, with readers holding
+// old versions and with a history for forced staleness. And only the touched rows change
+// (plain SGD, DC, the sum): with NaN instead of +0 outside the rows, the sparse path gives
+// the same versions (the dense path writes NaN there, which the test checks, so the
+// comparison can fail).
+TEST(SparseServerUpdate, TouchesOnlyTheRowsAndGivesTheDenseBits) {
+  if (!kernels_device_available()) GTEST_SKIP() << "no device";
+  for (Rule rule : {Rule::Sgd, Rule::Momentum, Rule::Dc, Rule::Sum}) {
+    for (size_t keep : {size_t(0), size_t(2)}) {
+      SCOPED_TRACE("rule " + std::to_string(int(rule)) + ", history " + std::to_string(keep));
+      const Replay dense = replay(rule, true, false, keep), sparse = replay(rule, false, false, keep);
+      ASSERT_EQ(dense.versions.size(), sparse.versions.size());
+      for (size_t v = 0; v < dense.versions.size(); ++v)
+        ASSERT_TRUE(same_bits(dense.versions[v], sparse.versions[v])) << "version " << v;
+      // Patched, not copied: only fresh buffers (the first few) are copied whole; later
+      // versions go to recycled buffers a few versions old. (Momentum steps every row
+      // touched so far: its versions soon differ in too many rows to patch.)
+      if (rule != Rule::Momentum) EXPECT_LE(sparse.whole_copies, 8u) << "whole-table copies";
+      if (rule == Rule::Momentum) continue;  // it reads g on every row touched so far (their velocity decays)
+      const Replay poisoned = replay(rule, false, true, keep);
+      for (size_t v = 0; v < dense.versions.size(); ++v)
+        ASSERT_TRUE(same_bits(poisoned.versions[v], sparse.versions[v])) << "version " << v << ": an untouched row changed";
+      const Replay dense_poisoned = replay(rule, true, true, keep);
+      EXPECT_TRUE(std::isnan(dense_poisoned.versions.back()[0]) || std::isnan(dense_poisoned.versions.back()[60]))
+          << "the dense path should have written the poison";
+    }
+  }
+}
+
+// A run of a sparse model gives the same metrics.csv, workers.csv and summary.json (wall
+// clock aside) with the sparse server updates as with every update forced dense: every
+// server-based engine, momentum, DC-ASGD, the staleness-aware rate, forced staleness
+// (with its version history) and the single-replica warm-up.
+TEST(SparseServerUpdate, RunsAreByteIdenticalToForcedDenseUpdates) {
+  json c = sparse_config();
+  c["stop"] = {{"epochs", 1}};
+  c["eval"] = {{"every", 0.25}};
+  c["cluster"]["compute"] = {{"dist", "lognormal"}, {"mean", 1e-3}, {"sigma", 0.8}, {"per", "step"}};
+  c["engines"] = json::array({json{{"type", "async"}},
+                              json{{"type", "async"}, {"name", "dc"}, {"delay_compensation", 0.5},
+                                   {"lr_staleness", "divide"}},
+                              json{{"type", "sync"}}, json{{"type", "sync_backup"}},
+                              json{{"type", "ssp"}, {"bound", 1}}});
+  json mom = c;
+  mom["name"] = "spmom";
+  mom["train"]["momentum"] = 0.9;
+  mom["train"]["single_replica_epochs"] = 0.25;
+  mom["engines"] = json::array({json{{"type", "async"}}, json{{"type", "sync"}}, json{{"type", "ssp"}, {"bound", 1}}});
+  json stale = c;
+  stale["name"] = "spstale";
+  stale["staleness"] = {{"mode", "fixed"}, {"tau", 3}};
+  stale["engines"] = json::array({json{{"type", "async"}}, json{{"type", "async"}, {"name", "dc"}, {"delay_compensation", 0.5}}});
+  for (const json& cfg : {c, mom, stale}) {
+    const std::string name = cfg["name"].get<std::string>();
+    const std::string sparse_dir = run_config(cfg, temp_dir(name + "sparse"), 2);
+    g_force_dense_updates = true;
+    const std::string dense_dir = run_config(cfg, temp_dir(name + "dense"), 2);
+    g_force_dense_updates = false;
+    for (const auto& e : cfg["engines"]) {
+      const std::string run = e.value("name", e["type"].get<std::string>()) + "-seed1";
+      SCOPED_TRACE(name + "/" + run);
+      for (const char* file : {"metrics.csv", "workers.csv"}) {
+        const std::string a = read_file(sparse_dir + "/" + run + "/" + file);
+        EXPECT_FALSE(a.empty()) << file;
+        EXPECT_EQ(a, read_file(dense_dir + "/" + run + "/" + file)) << file;
+      }
+      json s1 = json::parse(read_file(sparse_dir + "/" + run + "/summary.json"));
+      json s2 = json::parse(read_file(dense_dir + "/" + run + "/summary.json"));
+      s1["wall_seconds"] = s2["wall_seconds"] = 0;
+      EXPECT_EQ(s1, s2);
+    }
+  }
 }
 
 }  // namespace
