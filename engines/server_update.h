@@ -8,7 +8,7 @@
 #include <vector>
 #include "kernels/ops.h"
 #include "sim/parameter_store.h"
-#include "sim/simulation.h"
+#include "sim/runtime.h"
 
 namespace asgd {
 
@@ -17,7 +17,7 @@ class ServerUpdate {
   explicit ServerUpdate(double momentum) : momentum_(float(momentum)) {}
 
   // w <- w - lr * g   (or v <- mu v + g; w <- w - lr v).  g is (store.size()).
-  void apply(Simulation& sim, ParameterStore& store, const float* g, float lr) {
+  void apply(Runtime& sim, ParameterStore& store, const float* g, float lr) {
     const size_t n = store.size();
     ExecContext& ctx = sim.exec();
     prepare(n);
@@ -28,7 +28,7 @@ class ServerUpdate {
   //   w <- w - lr * (g + lambda * g (.) g (.) (w - backup)),
   // backup = the parameters the gradient was computed on (read, (store.size())).
   // Plain SGD only: the validator refuses delay compensation with train.momentum > 0.
-  void apply_delay_compensated(Simulation& sim, ParameterStore& store, const float* g,
+  void apply_delay_compensated(Runtime& sim, ParameterStore& store, const float* g,
                                const float* backup, float lr, float lambda) {
     if (momentum_ > 0.0f)
       throw std::invalid_argument("delay compensation is implemented for plain SGD (train.momentum = 0)");
@@ -45,7 +45,7 @@ class ServerUpdate {
   // block's slices are in cache: each part is read once) with the blocks split over the
   // worker pool, idle while the engine waits for this update; the bits are the same as
   // one pass after another over the whole vector.
-  void apply_sum(Simulation& sim, ParameterStore& store, const std::vector<float*>& parts,
+  void apply_sum(Runtime& sim, ParameterStore& store, const std::vector<float*>& parts,
                  float weight, float lr) {
     const size_t n = store.size();
     float* acc = parts.front();
@@ -81,7 +81,7 @@ class ServerUpdate {
 
 // Weight of one worker's contribution when `count` are combined: 1/count for
 // train.aggregate = mean, 1 for sum.
-inline float aggregate_weight(const Simulation& sim, int count) {
+inline float aggregate_weight(const Runtime& sim, int count) {
   return sim.settings().aggregate_sum ? 1.0f : 1.0f / float(count);
 }
 
