@@ -115,7 +115,8 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
     ServerWatch watch;
     watch.mpi = &mpi;
     g_watch = &watch;
-    for (size_t k = 0; k < total; ++k) {
+    Message done;  // the server's verdict: the exit code of the whole job
+    for (size_t k = 0; k < total && Kind(done.h.kind) != Kind::Done; ++k) {
       const RunSpec& run = exp.runs[k];
       watch.timeout = run.config["real"]["worker_timeout"];
       RunSettings s = settings_from_config(run.config);
@@ -125,12 +126,11 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
         in = inputs_for(run, exp.base_dir, cache);
         compute = std::make_unique<ComputeTimeModel>(build_compute_model(run.config, s, exp.base_dir));
       } catch (const std::exception& e) {
-        worker_cannot_run(std::string(e.what()) + " (on host " + host_name() + ")");
+        worker_cannot_run(std::string(e.what()) + " (on host " + host_name() + ")", done);
         continue;
       }
-      WorkerProcess(run, s, in, *compute, mpi.rank() - 1).run();
+      WorkerProcess(run, s, in, *compute, mpi.rank() - 1).run(done);
     }
-    Message done;  // the server's verdict: the exit code of the whole job
     std::vector<char> buf;
     while (Kind(done.h.kind) != Kind::Done) receive(0, kTagToWorker, done, buf, -1);
     g_watch = nullptr;

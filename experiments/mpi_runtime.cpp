@@ -190,11 +190,15 @@ WorkerProcess::WorkerProcess(const RunSpec& run, const RunSettings& s, const Run
     if (f.worker == worker) die_at_ = std::min(die_at_, sim_to_seconds(f.at));
 }
 
-void WorkerProcess::run() {
+void WorkerProcess::run(Message& done) {
   t0_ = Clock::now();
   Message m;
   receive(0, kTagToWorker, m, buf_, -1);
   if (Kind(m.h.kind) == Kind::Stop) return;  // the server skipped this run, or gave it no work
+  if (Kind(m.h.kind) == Kind::Done) {        // the server gave up before this run
+    done = std::move(m);
+    return;
+  }
   if (m.text != shape_) {  // its first Work says what the server computes on
     Message err;
     err.h.kind = uint32_t(Kind::Error);
@@ -252,11 +256,15 @@ double WorkerProcess::gradient(const float* w, const std::vector<int32_t>& ids, 
   return loss;
 }
 
-void worker_cannot_run(const std::string& why) {
+void worker_cannot_run(const std::string& why, Message& done) {
   Message m;
   std::vector<char> buf;
   receive(0, kTagToWorker, m, buf, -1);
   if (Kind(m.h.kind) == Kind::Stop) return;
+  if (Kind(m.h.kind) == Kind::Done) {
+    done = std::move(m);
+    return;
+  }
   Message err;
   err.h.kind = uint32_t(Kind::Error);
   err.text = why;

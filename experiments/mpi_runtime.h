@@ -107,14 +107,16 @@ struct RunInputs {
 };
 RunInputs inputs_for(const RunSpec& run, const std::string& base_dir, std::shared_ptr<LoadedData>& cache);
 
-// A worker rank's part of one run: Work in, gradient out, until Stop. It dies for real
+// A worker rank's part of one run: Work in, gradient out, until Stop. A Done in place of
+// the run's first message (the server gave up before the run: its folder could not be
+// made, say) is left in `done`. It dies for real
 // (SIGKILL) when cluster.failures.events says so, and with real.delay_scale > 0 each step
 // lasts at least that times the compute time the simulator draws for it.
 class WorkerProcess {
  public:
   WorkerProcess(const RunSpec& run, const RunSettings& s, const RunInputs& in, const ComputeTimeModel& compute,
                 int worker);
-  void run();
+  void run(wire::Message& done);
 
  private:
   double gradient(const float* w, const std::vector<int32_t>& ids, uint32_t step);
@@ -133,8 +135,8 @@ class WorkerProcess {
 
 // A worker rank that cannot make a run (its data or model failed to load): it takes the
 // run's first message and, unless the run is skipped, tells the server why, then waits
-// for Stop.
-void worker_cannot_run(const std::string& why);
+// for Stop (or takes Done, into `done`, as WorkerProcess::run does).
+void worker_cannot_run(const std::string& why, wire::Message& done);
 
 // The server rank's runtime for one run: the engine drives it through Runtime. The clock
 // is wall time since the start less the time spent evaluating; arrivals are MPI messages

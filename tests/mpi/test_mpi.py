@@ -318,6 +318,21 @@ class ClusterRefusals(unittest.TestCase):
         self.assertIn("staleness.mode", p.stderr)
         self.assertIn("cluster.workers: 4, but the MPI job has 2 worker rank(s): start it with mpirun -np 5", p.stderr)
 
+    def test_a_server_that_cannot_start_the_runs_lets_the_workers_go_at_once(self):
+        # the experiment folder cannot be made: the workers, waiting for their first run,
+        # get the exit code at once instead of waiting out real.worker_timeout
+        cfg = dict(SWEEP, name="nofolder", engines=[{"type": "sync"}], cluster={"workers": 2},
+                   real={"worker_timeout": 30})
+        cfg.pop("sweep")
+        blocker = os.path.join(self.tmp, "a-file")
+        with open(blocker, "w") as f:
+            f.write("not a folder")
+        p = run(["cluster", write_config(self.tmp, cfg), "--out", os.path.join(blocker, "o")], mpi=["-np", "3"])
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("cannot create folder", p.stderr)
+        self.assertNotIn("sent nothing", p.stderr)
+        self.assertLess(p.seconds, 20)
+
     def test_simulated_links_and_collectives_are_refused_with_their_paths(self):
         cfg = dict(SWEEP, name="topo", engines=[{"type": "sync", "comm": "allreduce"}],
                    cluster=dict(SWEEP["cluster"], workers=2,
