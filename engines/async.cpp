@@ -14,7 +14,7 @@
 // Both combine: the compensated step uses the staleness-aware rate.
 // Messages: each step pulls the parameters (read when the server serves the pull), computes
 // and pushes its gradient; the server applies gradients one at a time in arrival order
-// (Simulation::server_update), and a worker pulls again once its gradient is applied.
+// (Runtime::server_update), and a worker pulls again once its gradient is applied.
 #include "engines/async.h"
 #include <algorithm>
 #include "engines/server_update.h"
@@ -26,7 +26,7 @@ AsyncEngine::AsyncEngine(const nlohmann::json& spec)
       divide_by_staleness_(spec.value("lr_staleness", std::string("none")) == "divide"),
       lambda_(spec.value("delay_compensation", 0.0f)) {}
 
-void AsyncEngine::start(Simulation& sim) {
+void AsyncEngine::start(Runtime& sim) {
   store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed(), sim.model().row_layout());
   server_ = std::make_unique<ServerUpdate>(sim.settings().momentum);
   at_server_.assign(sim.workers(), false);
@@ -34,19 +34,19 @@ void AsyncEngine::start(Simulation& sim) {
     if (sim.worker_alive(w)) launch_next(sim, w);
 }
 
-void AsyncEngine::launch_next(Simulation& sim, int worker) {
+void AsyncEngine::launch_next(Runtime& sim, int worker) {
   Step step = sim.next_step(worker, ids_);
   step.pull = store_.get();
   step.gradient = true;  // the push is this gradient (sparse rows, compression)
   sim.launch(step);
 }
 
-void AsyncEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) {
+void AsyncEngine::on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) {
   at_server_[job->worker] = true;
   sim.server_update([this, &sim, job = std::move(job)]() mutable { apply(sim, std::move(job)); });
 }
 
-void AsyncEngine::apply(Simulation& sim, std::unique_ptr<GradientJob> job) {
+void AsyncEngine::apply(Runtime& sim, std::unique_ptr<GradientJob> job) {
   uint64_t staleness = store_->version() - job->read_version;
   sim.applied(*job, staleness);  // (its samples count toward the epoch, and so the rate)
   float lr = float(sim.lr());
@@ -62,7 +62,7 @@ void AsyncEngine::apply(Simulation& sim, std::unique_ptr<GradientJob> job) {
   if (!sim.stopping() && sim.worker_alive(worker)) launch_next(sim, worker);
 }
 
-void AsyncEngine::on_worker_up(Simulation& sim, int worker) {
+void AsyncEngine::on_worker_up(Runtime& sim, int worker) {
   if (!at_server_[worker]) launch_next(sim, worker);  // else it pulls once its gradient is applied
 }
 

@@ -4,7 +4,7 @@
 #include <memory>
 #include <vector>
 #include "sim/engine.h"
-#include "sim/simulation.h"
+#include "sim/runtime.h"
 
 namespace asgd {
 
@@ -14,17 +14,17 @@ class AsyncEngine final : public Engine {
  public:
   explicit AsyncEngine(const nlohmann::json& spec);
   std::string type() const override { return "async"; }
-  void start(Simulation& sim) override;
-  void on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) override;
-  void on_worker_up(Simulation& sim, int worker) override;
+  void start(Runtime& sim) override;
+  void on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) override;
+  void on_worker_up(Runtime& sim, int worker) override;
   Snapshot model_of_record() const override;
   // DC-ASGD needs the parameters each gradient was computed on when it arrives.
   bool keeps_read_params() const override { return lambda_ > 0.0f; }
   nlohmann::json describe() const override { return spec_; }
 
  private:
-  void launch_next(Simulation& sim, int worker);
-  void apply(Simulation& sim, std::unique_ptr<GradientJob> job);  // the server's update for one gradient
+  void launch_next(Runtime& sim, int worker);
+  void apply(Runtime& sim, std::unique_ptr<GradientJob> job);  // the server's update for one gradient
   nlohmann::json spec_;
   bool divide_by_staleness_;   // lr_staleness = "divide": lr / max(tau, 1)
   float lambda_;               // delay_compensation (0: off)

@@ -19,7 +19,7 @@
 // the barrier until it comes back, and then restarts its period.
 // Messages: local steps send nothing. The step that ends a period pushes the worker's
 // parameters (the exchange); the server computes the exchange as one update
-// (Simulation::server_update: in mode sync once every live worker's parameters are in) and
+// (Runtime::server_update: in mode sync once every live worker's parameters are in) and
 // replies, and the worker's next step first receives that reply (one message; a worker's
 // very first step likewise receives the center it starts from).
 // Staleness (unit: exchanges) of a local gradient = exchanges the center has taken since
@@ -47,7 +47,7 @@ nlohmann::json EasgdEngine::describe() const {
   return d;
 }
 
-void EasgdEngine::start(Simulation& sim) {
+void EasgdEngine::start(Runtime& sim) {
   const int n = sim.workers();
   workers_ = n;
   const nlohmann::json& a = spec_.at("alpha");
@@ -80,7 +80,7 @@ void EasgdEngine::start(Simulation& sim) {
 }
 
 // Called only when no job of `worker` is computing (its last one arrived, or settled).
-void EasgdEngine::launch_next(Simulation& sim, int worker, const DeferredStep& before) {
+void EasgdEngine::launch_next(Runtime& sim, int worker, const DeferredStep& before) {
   Step step = sim.next_step(worker, ids_);
   Snapshot at{local_[worker], local_version_[worker]};
   if (delta_ > 0) {
@@ -99,7 +99,7 @@ void EasgdEngine::launch_next(Simulation& sim, int worker, const DeferredStep& b
   sim.launch(step);
 }
 
-void EasgdEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) {
+void EasgdEngine::on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) {
   const int w = job->worker;
   const size_t n = center_->size();
   ExecContext& ctx = sim.exec();
@@ -135,7 +135,7 @@ void EasgdEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job)
   if (!sim.stopping()) launch_next(sim, w);
 }
 
-void EasgdEngine::exchange_one(Simulation& sim, int w) {
+void EasgdEngine::exchange_one(Runtime& sim, int w) {
   // elastic exchange: both x_i and the center move towards each other
   const size_t n = center_->size();
   ExecContext& ctx = sim.exec();
@@ -156,7 +156,7 @@ void EasgdEngine::replied(int w) {
   reply_due_[w] = true;
 }
 
-void EasgdEngine::exchange_all_if_ready(Simulation& sim) {
+void EasgdEngine::exchange_all_if_ready(Runtime& sim) {
   group_.clear();
   for (int w = 0; w < workers_; ++w) {
     if (!sim.worker_alive(w)) continue;
@@ -171,7 +171,7 @@ void EasgdEngine::exchange_all_if_ready(Simulation& sim) {
   sim.server_update([this, &sim, group = group_] { exchange_group(sim, group); });
 }
 
-void EasgdEngine::exchange_group(Simulation& sim, const std::vector<int>& group) {
+void EasgdEngine::exchange_group(Runtime& sim, const std::vector<int>& group) {
   const size_t n = center_->size();
   ExecContext& ctx = sim.exec();
   // mean_i x_i, summed in worker-index order, before anything moves
@@ -198,7 +198,7 @@ void EasgdEngine::exchange_group(Simulation& sim, const std::vector<int>& group)
     if (sim.worker_alive(w)) launch_next(sim, w);
 }
 
-void EasgdEngine::on_worker_down(Simulation& sim, int w) {
+void EasgdEngine::on_worker_down(Runtime& sim, int w) {
   if (!sync_) return;  // async: its gradient in flight is lost, nothing else changes
   // it leaves the barrier, and restarts its period when it comes back
   local_steps_[w] -= local_steps_[w] % uint64_t(period_);
@@ -206,7 +206,7 @@ void EasgdEngine::on_worker_down(Simulation& sim, int w) {
   exchange_all_if_ready(sim);
 }
 
-void EasgdEngine::on_worker_up(Simulation& sim, int w) {
+void EasgdEngine::on_worker_up(Runtime& sim, int w) {
   sim.settle(w);  // its lost job may still be applying a deferred step to x_i, or reading it
   // from its own copy, where it left off (or, in an exchange, once the server replies)
   if (!in_exchange_[w] && !sim.stopping()) launch_next(sim, w);

@@ -3,7 +3,7 @@
 #include <memory>
 #include <vector>
 #include "sim/engine.h"
-#include "sim/simulation.h"
+#include "sim/runtime.h"
 
 namespace asgd {
 
@@ -11,19 +11,19 @@ class EasgdEngine final : public Engine {
  public:
   explicit EasgdEngine(const nlohmann::json& spec);
   std::string type() const override { return "easgd"; }
-  void start(Simulation& sim) override;
-  void on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) override;
-  void on_worker_down(Simulation& sim, int worker) override;
-  void on_worker_up(Simulation& sim, int worker) override;
+  void start(Runtime& sim) override;
+  void on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) override;
+  void on_worker_down(Runtime& sim, int worker) override;
+  void on_worker_up(Runtime& sim, int worker) override;
   Snapshot model_of_record() const override { return center_->current(); }
   const char* staleness_unit() const override { return "exchanges"; }
   nlohmann::json describe() const override;
 
  private:
-  void launch_next(Simulation& sim, int worker, const DeferredStep& before = {});
-  void exchange_one(Simulation& sim, int worker);  // mode async: the server's update for one exchange
-  void exchange_all_if_ready(Simulation& sim);  // mode sync: the barrier, then the exchange
-  void exchange_group(Simulation& sim, const std::vector<int>& group);  // mode sync: the server's update
+  void launch_next(Runtime& sim, int worker, const DeferredStep& before = {});
+  void exchange_one(Runtime& sim, int worker);  // mode async: the server's update for one exchange
+  void exchange_all_if_ready(Runtime& sim);  // mode sync: the barrier, then the exchange
+  void exchange_group(Runtime& sim, const std::vector<int>& group);  // mode sync: the server's update
   void replied(int worker);  // the worker's exchange is done: its next step receives the reply
   nlohmann::json spec_;
   bool sync_;          // mode "sync": all workers exchange together

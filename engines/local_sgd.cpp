@@ -25,7 +25,7 @@
 // base_i), the local steps send nothing, and the H-th step pushes the worker's model (its
 // displacement: one parameter-sized message). When the last worker's push arrives the round
 // ends (iteration_time runs from one such end to the next), the server averages as one
-// update (Simulation::server_update), and the next round's pulls follow it. With H = 1
+// update (Runtime::server_update), and the next round's pulls follow it. With H = 1
 // every step pulls and pushes, as sync's do: the same messages, times and counters.
 #include "engines/local_sgd.h"
 #include "engines/server_update.h"
@@ -35,7 +35,7 @@ namespace asgd {
 LocalSgdEngine::LocalSgdEngine(const nlohmann::json& spec)
     : spec_(spec), steps_(spec.at("steps").get<int>()) {}
 
-void LocalSgdEngine::start(Simulation& sim) {
+void LocalSgdEngine::start(Runtime& sim) {
   const int n = sim.workers();
   store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed());
   server_ = std::make_shared<ServerUpdate>(sim.settings().momentum);
@@ -54,7 +54,7 @@ void LocalSgdEngine::start(Simulation& sim) {
   start_round(sim);
 }
 
-void LocalSgdEngine::start_round(Simulation& sim) {
+void LocalSgdEngine::start_round(Runtime& sim) {
   double lr = sim.lr();
   lr_ref_ = lr > 0 ? float(lr) : 1.0f;
   round_open_ = false;
@@ -72,7 +72,7 @@ void LocalSgdEngine::start_round(Simulation& sim) {
   }
 }
 
-void LocalSgdEngine::launch_local_step(Simulation& sim, int w) {
+void LocalSgdEngine::launch_local_step(Runtime& sim, int w) {
   const size_t n = store_->size();
   ExecContext& ctx = sim.exec();
   const float* base = base_[w].data();
@@ -87,7 +87,7 @@ void LocalSgdEngine::launch_local_step(Simulation& sim, int w) {
   busy_[w] = true;
 }
 
-void LocalSgdEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) {
+void LocalSgdEngine::on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) {
   const int w = job->worker;
   const size_t n = store_->size();
   ExecContext& ctx = sim.exec();
@@ -108,7 +108,7 @@ void LocalSgdEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> j
   else finish_round_if_done(sim);
 }
 
-void LocalSgdEngine::finish_round_if_done(Simulation& sim) {
+void LocalSgdEngine::finish_round_if_done(Runtime& sim) {
   if (!round_open_) return;
   parts_.clear();
   for (int w = 0; w < sim.workers(); ++w) {
@@ -123,7 +123,7 @@ void LocalSgdEngine::finish_round_if_done(Simulation& sim) {
   sim.server_update([this, &sim] { average(sim); });
 }
 
-void LocalSgdEngine::average(Simulation& sim) {
+void LocalSgdEngine::average(Runtime& sim) {
   averaging_ = false;
   for (auto& b : base_) b = Snapshot{};  // let w be updated in place
   if (!parts_.empty())
@@ -132,7 +132,7 @@ void LocalSgdEngine::average(Simulation& sim) {
   if (!sim.stopping()) start_round(sim);
 }
 
-void LocalSgdEngine::on_worker_down(Simulation& sim, int w) {
+void LocalSgdEngine::on_worker_down(Runtime& sim, int w) {
   busy_[w] = false;  // its gradient in flight is lost
   if (!in_round_[w]) return;
   in_round_[w] = false;
@@ -145,7 +145,7 @@ void LocalSgdEngine::on_worker_down(Simulation& sim, int w) {
   finish_round_if_done(sim);
 }
 
-void LocalSgdEngine::on_worker_up(Simulation& sim, int) {
+void LocalSgdEngine::on_worker_up(Runtime& sim, int) {
   // else it joins the next round (also when the server is averaging the last one)
   if (!round_open_ && !averaging_ && !sim.stopping()) start_round(sim);
 }

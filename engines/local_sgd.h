@@ -3,7 +3,7 @@
 #include <memory>
 #include <vector>
 #include "sim/engine.h"
-#include "sim/simulation.h"
+#include "sim/runtime.h"
 
 namespace asgd {
 
@@ -13,20 +13,20 @@ class LocalSgdEngine final : public Engine {
  public:
   explicit LocalSgdEngine(const nlohmann::json& spec);
   std::string type() const override { return "local_sgd"; }
-  void start(Simulation& sim) override;
-  void on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) override;
-  void on_worker_down(Simulation& sim, int worker) override;
-  void on_worker_up(Simulation& sim, int worker) override;
+  void start(Runtime& sim) override;
+  void on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) override;
+  void on_worker_down(Runtime& sim, int worker) override;
+  void on_worker_up(Runtime& sim, int worker) override;
   Snapshot model_of_record() const override;
   // The round's first step hands on what its pull delivered (base_i).
   bool keeps_read_params() const override { return true; }
   nlohmann::json describe() const override { return spec_; }
 
  private:
-  void start_round(Simulation& sim);
-  void launch_local_step(Simulation& sim, int worker);
-  void finish_round_if_done(Simulation& sim);
-  void average(Simulation& sim);  // the server's update: w <- the workers' average
+  void start_round(Runtime& sim);
+  void launch_local_step(Runtime& sim, int worker);
+  void finish_round_if_done(Runtime& sim);
+  void average(Runtime& sim);  // the server's update: w <- the workers' average
 
   nlohmann::json spec_;
   int steps_;                                          // H

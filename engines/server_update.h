@@ -11,7 +11,7 @@
 #include <vector>
 #include "kernels/ops.h"
 #include "sim/parameter_store.h"
-#include "sim/simulation.h"
+#include "sim/runtime.h"
 
 namespace asgd {
 
@@ -33,7 +33,7 @@ class ServerUpdate {
 
   // w <- w - lr * g   (or v <- mu v + g; w <- w - lr v).  g is (store.size()).
   // rows: the table rows g touches (null: dense).
-  void apply(Simulation& sim, ParameterStore& store, const float* g, float lr,
+  void apply(Runtime& sim, ParameterStore& store, const float* g, float lr,
              const std::vector<int32_t>* rows = nullptr) {
     const size_t n = store.size();
     ExecContext& ctx = sim.exec();
@@ -56,7 +56,7 @@ class ServerUpdate {
   //   w <- w - lr * (g + lambda * g (.) g (.) (w - backup)),
   // backup = the parameters the gradient was computed on (read, (store.size())).
   // Plain SGD only: the validator refuses delay compensation with train.momentum > 0.
-  void apply_delay_compensated(Simulation& sim, ParameterStore& store, const float* g,
+  void apply_delay_compensated(Runtime& sim, ParameterStore& store, const float* g,
                                const float* backup, float lr, float lambda,
                                const std::vector<int32_t>* rows = nullptr) {
     if (momentum_ > 0.0f)
@@ -87,7 +87,7 @@ class ServerUpdate {
   // When every part is sparse, only the union of their rows is summed, weighted and
   // stepped (parts[0] is then summed into only there): a part is +0 outside its rows, so
   // the dense sum is +0 there too.
-  void apply_sum(Simulation& sim, ParameterStore& store, const std::vector<float*>& parts,
+  void apply_sum(Runtime& sim, ParameterStore& store, const std::vector<float*>& parts,
                  float weight, float lr, const std::vector<const std::vector<int32_t>*>& rows = {}) {
     const size_t n = store.size();
     float* acc = parts.front();
@@ -189,7 +189,7 @@ class ServerUpdate {
 
 // Weight of one worker's contribution when `count` are combined: 1/count for
 // train.aggregate = mean, 1 for sum.
-inline float aggregate_weight(const Simulation& sim, int count) {
+inline float aggregate_weight(const Runtime& sim, int count) {
   return sim.settings().aggregate_sum ? 1.0f : 1.0f / float(count);
 }
 

@@ -4,7 +4,7 @@
 // minibatches of the per-worker batch from the run's sample stream, train.momentum on the
 // server); the other workers are idle. At the first update at which the epoch reached is
 // >= E, the replica's parameters become the engine's starting point
-// (Simulation::set_initial_params) and the engine starts, at that virtual time, with every
+// (Runtime::set_initial_params) and the engine starts, at that virtual time, with every
 // worker. The run's counters go on: epochs, samples and updates include the warm-up, so
 // the learning-rate schedule simply continues by epoch and stop limits count the whole
 // run. The warm-up's momentum velocity is not handed on (the engine starts its own).
@@ -23,7 +23,7 @@ namespace asgd {
 
 SingleReplicaWarmup::SingleReplicaWarmup(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {}
 
-void SingleReplicaWarmup::start(Simulation& sim) {
+void SingleReplicaWarmup::start(Runtime& sim) {
   epochs_ = sim.settings().single_replica_epochs;
   if (epochs_ <= 0) {
     engine_started_ = true;
@@ -35,7 +35,7 @@ void SingleReplicaWarmup::start(Simulation& sim) {
   launch(sim);
 }
 
-void SingleReplicaWarmup::launch(Simulation& sim) {
+void SingleReplicaWarmup::launch(Runtime& sim) {
   if (busy_) return;
   replica_ = -1;  // the lowest-index live worker: worker 0 unless it has failed
   for (int w = 0; w < sim.workers() && replica_ < 0; ++w)
@@ -48,7 +48,7 @@ void SingleReplicaWarmup::launch(Simulation& sim) {
   busy_ = true;
 }
 
-void SingleReplicaWarmup::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) {
+void SingleReplicaWarmup::on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) {
   if (engine_started_) {
     engine_->on_gradient(sim, std::move(job));
     return;
@@ -63,7 +63,7 @@ void SingleReplicaWarmup::on_gradient(Simulation& sim, std::unique_ptr<GradientJ
   else launch(sim);
 }
 
-void SingleReplicaWarmup::hand_over(Simulation& sim) {
+void SingleReplicaWarmup::hand_over(Runtime& sim) {
   sim.set_initial_params(store_->current().params->to_host());
   engine_started_ = true;
   engine_->start(sim);
@@ -71,11 +71,11 @@ void SingleReplicaWarmup::hand_over(Simulation& sim) {
   server_.reset();
 }
 
-void SingleReplicaWarmup::on_timer(Simulation& sim, const Event& e) {
+void SingleReplicaWarmup::on_timer(Runtime& sim, const Event& e) {
   if (engine_started_) engine_->on_timer(sim, e);
 }
 
-void SingleReplicaWarmup::on_worker_down(Simulation& sim, int worker) {
+void SingleReplicaWarmup::on_worker_down(Runtime& sim, int worker) {
   if (engine_started_) {
     engine_->on_worker_down(sim, worker);
   } else if (busy_ && worker == replica_) {
@@ -84,7 +84,7 @@ void SingleReplicaWarmup::on_worker_down(Simulation& sim, int worker) {
   }
 }
 
-void SingleReplicaWarmup::on_worker_up(Simulation& sim, int worker) {
+void SingleReplicaWarmup::on_worker_up(Runtime& sim, int worker) {
   if (engine_started_) engine_->on_worker_up(sim, worker);
   else launch(sim);  // only if the replica is not running
 }

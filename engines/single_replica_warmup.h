@@ -4,7 +4,7 @@
 #include <memory>
 #include <vector>
 #include "sim/engine.h"
-#include "sim/simulation.h"
+#include "sim/runtime.h"
 
 namespace asgd {
 
@@ -15,19 +15,19 @@ class SingleReplicaWarmup final : public Engine {
  public:
   explicit SingleReplicaWarmup(std::unique_ptr<Engine> engine);
   std::string type() const override { return engine_->type(); }
-  void start(Simulation& sim) override;
-  void on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) override;
-  void on_timer(Simulation& sim, const Event& e) override;
-  void on_worker_down(Simulation& sim, int worker) override;
-  void on_worker_up(Simulation& sim, int worker) override;
+  void start(Runtime& sim) override;
+  void on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) override;
+  void on_timer(Runtime& sim, const Event& e) override;
+  void on_worker_down(Runtime& sim, int worker) override;
+  void on_worker_up(Runtime& sim, int worker) override;
   Snapshot model_of_record() const override;
   bool keeps_read_params() const override { return engine_->keeps_read_params(); }
   const char* staleness_unit() const override { return engine_->staleness_unit(); }
   nlohmann::json describe() const override;
 
  private:
-  void launch(Simulation& sim);
-  void hand_over(Simulation& sim);
+  void launch(Runtime& sim);
+  void hand_over(Runtime& sim);
 
   std::unique_ptr<Engine> engine_;
   double epochs_ = 0;                      // E

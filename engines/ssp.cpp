@@ -21,7 +21,7 @@
 //   large s   the arriving worker reads again at once, so each update is its own gradient:
 //             exactly async.
 // Messages: each step pulls the parameters, computes and pushes its gradient; each grouped
-// update is one update of the server (Simulation::server_update), and the workers it lets
+// update is one update of the server (Runtime::server_update), and the workers it lets
 // go pull once it is done.
 // Staleness of a gradient = updates between its read and the update that applies it (so
 // it counts grouped updates, as the sync family does). An iteration (summary
@@ -38,7 +38,7 @@ namespace asgd {
 SspEngine::SspEngine(const nlohmann::json& spec)
     : spec_(spec), bound_(spec.at("bound").get<uint64_t>()) {}
 
-void SspEngine::start(Simulation& sim) {
+void SspEngine::start(Runtime& sim) {
   const int n = sim.workers();
   store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed(), sim.model().row_layout());
   server_ = std::make_shared<ServerUpdate>(sim.settings().momentum);
@@ -57,7 +57,7 @@ bool SspEngine::may_start(int w) const {
   return clock_[w] <= slowest_ || clock_[w] - slowest_ <= bound_;
 }
 
-void SspEngine::find_slowest(Simulation& sim) {
+void SspEngine::find_slowest(Runtime& sim) {
   slowest_ = std::numeric_limits<uint64_t>::max();
   at_slowest_ = 0;
   for (int w = 0; w < sim.workers(); ++w) {
@@ -71,7 +71,7 @@ void SspEngine::find_slowest(Simulation& sim) {
   }
 }
 
-void SspEngine::let_go_ready(Simulation& sim) {
+void SspEngine::let_go_ready(Runtime& sim) {
   Update u;
   for (int w = 0; w < sim.workers(); ++w)
     if (!busy_[w] && !let_go_[w] && sim.worker_alive(w) && may_start(w)) {
@@ -95,7 +95,7 @@ void SspEngine::let_go_ready(Simulation& sim) {
   sim.server_update([this, &sim] { apply_oldest(sim); });
 }
 
-void SspEngine::apply_oldest(Simulation& sim) {
+void SspEngine::apply_oldest(Runtime& sim) {
   Update u = std::move(updates_.front());
   updates_.pop_front();
   parts_.clear();
@@ -111,7 +111,7 @@ void SspEngine::apply_oldest(Simulation& sim) {
   launch_all(sim, u.launch);
 }
 
-void SspEngine::launch_all(Simulation& sim, const std::vector<int>& workers) {
+void SspEngine::launch_all(Runtime& sim, const std::vector<int>& workers) {
   for (int w : workers) {
     if (!let_go_[w]) continue;  // went down meanwhile
     let_go_[w] = false;
@@ -124,7 +124,7 @@ void SspEngine::launch_all(Simulation& sim, const std::vector<int>& workers) {
   }
 }
 
-void SspEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) {
+void SspEngine::on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) {
   const int w = job->worker;
   busy_[w] = false;
   pending_[w] = std::move(job);
@@ -140,14 +140,14 @@ void SspEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) {
   let_go_ready(sim);
 }
 
-void SspEngine::on_worker_down(Simulation& sim, int w) {
+void SspEngine::on_worker_down(Runtime& sim, int w) {
   busy_[w] = false;  // its gradient in flight is lost
   let_go_[w] = false;
   find_slowest(sim);
   let_go_ready(sim);
 }
 
-void SspEngine::on_worker_up(Simulation& sim, int w) {
+void SspEngine::on_worker_up(Runtime& sim, int w) {
   uint64_t others = std::numeric_limits<uint64_t>::max();
   for (int v = 0; v < sim.workers(); ++v)
     if (v != w && sim.worker_alive(v)) others = std::min(others, clock_[v]);

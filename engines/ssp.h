@@ -4,7 +4,7 @@
 #include <memory>
 #include <vector>
 #include "sim/engine.h"
-#include "sim/simulation.h"
+#include "sim/runtime.h"
 
 namespace asgd {
 
@@ -14,10 +14,10 @@ class SspEngine final : public Engine {
  public:
   explicit SspEngine(const nlohmann::json& spec);
   std::string type() const override { return "ssp"; }
-  void start(Simulation& sim) override;
-  void on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) override;
-  void on_worker_down(Simulation& sim, int worker) override;
-  void on_worker_up(Simulation& sim, int worker) override;
+  void start(Runtime& sim) override;
+  void on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) override;
+  void on_worker_down(Runtime& sim, int worker) override;
+  void on_worker_up(Runtime& sim, int worker) override;
   Snapshot model_of_record() const override;
   nlohmann::json describe() const override { return spec_; }
 
@@ -28,12 +28,12 @@ class SspEngine final : public Engine {
     std::vector<int> launch;
   };
   bool may_start(int worker) const;
-  void find_slowest(Simulation& sim);
+  void find_slowest(Runtime& sim);
   // Every idle worker the bound lets go, in worker order: launched at once, or after the
   // server has applied the gradients pending now.
-  void let_go_ready(Simulation& sim);
-  void apply_oldest(Simulation& sim);  // the server's next update
-  void launch_all(Simulation& sim, const std::vector<int>& workers);
+  void let_go_ready(Runtime& sim);
+  void apply_oldest(Runtime& sim);  // the server's next update
+  void launch_all(Runtime& sim, const std::vector<int>& workers);
 
   nlohmann::json spec_;
   uint64_t bound_;                                      // s

@@ -13,7 +13,7 @@
 // Messages and time: a worker pulls w when it starts (or joins) an iteration, computes and
 // pushes its gradient. The iteration ends when its last needed gradient arrives
 // (iteration_time runs from one such end to the next); the server then applies the
-// aggregate as one update (Simulation::server_update), and only when that is done do the
+// aggregate as one update (Runtime::server_update), and only when that is done do the
 // idle workers pull the new w: a late gradient arriving meanwhile is dropped and its worker
 // waits for the update too.
 // With a collective (comm allreduce or hierarchical, or host placement over several boxes:
@@ -36,7 +36,7 @@ constexpr uint64_t kLaunchAfterBroadcast = 2;
 
 SyncEngine::SyncEngine(const nlohmann::json& spec, int backups) : spec_(spec), backups_(backups) {}
 
-void SyncEngine::start(Simulation& sim) {
+void SyncEngine::start(Runtime& sim) {
   store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed(), sim.model().row_layout());
   server_ = std::make_unique<ServerUpdate>(sim.settings().momentum);
   accepted_.resize(sim.workers());
@@ -57,7 +57,7 @@ void SyncEngine::start(Simulation& sim) {
   launch_idle(sim);
 }
 
-void SyncEngine::launch_idle(Simulation& sim) {
+void SyncEngine::launch_idle(Runtime& sim) {
   if (updating_) return;  // the server is applying the last iteration: pull after it
   caught_up_.clear();
   for (int w = 0; w < sim.workers(); ++w) {
@@ -85,7 +85,7 @@ void SyncEngine::launch_idle(Simulation& sim) {
   for (int w : caught_up_) current_[w] = true;  // (after the loop: none is another's source)
 }
 
-void SyncEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) {
+void SyncEngine::on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) {
   int w = job->worker;
   if (computing_[w]) --pending_;  // (set only for jobs of the current iteration)
   computing_[w] = false;
@@ -101,11 +101,11 @@ void SyncEngine::on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) 
   finish_if_complete(sim);
 }
 
-void SyncEngine::finish_if_complete(Simulation& sim) {
+void SyncEngine::finish_if_complete(Runtime& sim) {
   if (received_ >= needed_ || (received_ > 0 && pending_ == 0)) finish_iteration(sim);
 }
 
-int SyncEngine::catch_up_source(const Simulation& sim, int w) const {
+int SyncEngine::catch_up_source(const Runtime& sim, int w) const {
   switch (comm_) {
     case Comm::Hierarchical: return box_host(sim.topology().box_of(w));
     case Comm::HostExchange: return kServer;  // under host placement: the GPU's own host
@@ -123,7 +123,7 @@ int SyncEngine::catch_up_source(const Simulation& sim, int w) const {
   return kNoSource;
 }
 
-void SyncEngine::on_timer(Simulation& sim, const Event& e) {
+void SyncEngine::on_timer(Runtime& sim, const Event& e) {
   if (e.payload == kApplyAfterCollective) {
     sim.server_update([this, &sim] { apply_iteration(sim); });
   } else if (e.payload == kLaunchAfterBroadcast) {
@@ -132,7 +132,7 @@ void SyncEngine::on_timer(Simulation& sim, const Event& e) {
   }
 }
 
-void SyncEngine::on_worker_down(Simulation& sim, int w) {
+void SyncEngine::on_worker_down(Runtime& sim, int w) {
   current_[w] = false;  // its replica is gone (collectives)
   if (computing_[w]) {  // its gradient for this iteration is lost
     computing_[w] = false;
@@ -144,7 +144,7 @@ void SyncEngine::on_worker_down(Simulation& sim, int w) {
   finish_if_complete(sim);
 }
 
-void SyncEngine::finish_iteration(Simulation& sim) {
+void SyncEngine::finish_iteration(Runtime& sim) {
   sim.iteration_done(sim.now() - iteration_start_);
   iteration_start_ = sim.now();
   ++iteration_;
@@ -165,7 +165,7 @@ void SyncEngine::finish_iteration(Simulation& sim) {
   sim.schedule_timer(sim.collective(kind, members_), 0, kApplyAfterCollective);
 }
 
-void SyncEngine::apply_iteration(Simulation& sim) {
+void SyncEngine::apply_iteration(Runtime& sim) {
   parts_.clear();
   part_rows_.clear();
   int count = 0;

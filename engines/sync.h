@@ -3,7 +3,7 @@
 #include <memory>
 #include <vector>
 #include "sim/engine.h"
-#include "sim/simulation.h"
+#include "sim/runtime.h"
 
 namespace asgd {
 
@@ -14,21 +14,21 @@ class SyncEngine final : public Engine {
   // backups = b: aggregate the first workers - b gradients of an iteration (b = 0: sync).
   SyncEngine(const nlohmann::json& spec, int backups);
   std::string type() const override { return spec_.value("type", std::string("sync")); }
-  void start(Simulation& sim) override;
-  void on_gradient(Simulation& sim, std::unique_ptr<GradientJob> job) override;
-  void on_worker_down(Simulation& sim, int worker) override;
-  void on_worker_up(Simulation& sim, int worker) override { launch_idle(sim); }
-  void on_timer(Simulation& sim, const Event& e) override;
+  void start(Runtime& sim) override;
+  void on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) override;
+  void on_worker_down(Runtime& sim, int worker) override;
+  void on_worker_up(Runtime& sim, int worker) override { launch_idle(sim); }
+  void on_timer(Runtime& sim, const Event& e) override;
   Snapshot model_of_record() const override;
   nlohmann::json describe() const override { return spec_; }
 
  private:
-  void launch_idle(Simulation& sim);
-  void finish_iteration(Simulation& sim);  // the last needed gradient arrived
-  void apply_iteration(Simulation& sim);   // the server's update for it
-  void finish_if_complete(Simulation& sim);
+  void launch_idle(Runtime& sim);
+  void finish_iteration(Runtime& sim);  // the last needed gradient arrived
+  void apply_iteration(Runtime& sim);   // the server's update for it
+  void finish_if_complete(Runtime& sim);
   // Where worker w, whose replica is behind, gets the current parameters (collectives).
-  int catch_up_source(const Simulation& sim, int w) const;
+  int catch_up_source(const Runtime& sim, int w) const;
   nlohmann::json spec_;
   // How an iteration communicates (docs/architecture.md, "Collectives"): per-step pulls
   // and pushes (ps, servers placement or one box), or a collective at the iteration's end

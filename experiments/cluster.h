@@ -1,13 +1,12 @@
-// experiments/cluster.h — `asgdsim cluster`: the engines run for real on MPI processes.
-// Rank 0 is the parameter server (the center for EASGD; the aggregator for sync), ranks
-// 1..N are the N workers, computing with the same kernels, models and data as the
-// simulator. Time is wall-clock time. Each run's folder has the files of a simulated run
-// (time in wall seconds, staleness measured) in OUT/<name>-cluster/<run_id>/, so analysis/
-// draws simulated and real runs of one config side by side.
+// experiments/cluster.h — `asgdsim cluster`: the engines of engines/ run for real on MPI
+// processes. Rank 0 runs the engine on MpiRuntime (mpi_runtime.h) and is the parameter
+// server; ranks 1..N are the N workers, computing with the same kernels, models and data
+// as the simulator. Time is wall-clock time. Each run's folder has the files of a
+// simulated run (time in wall seconds, staleness measured) in OUT/<name>-cluster/<run_id>/,
+// so analysis/ draws simulated and real runs of one config side by side.
 //
-// What carries over from the config, and what does not:
-//   engines     async (with lr_staleness and delay_compensation), sync, sync_backup,
-//               easgd (async and sync modes, delta) — others are refused by name
+// What carries over from the config, and what does not (docs/cluster.md):
+//   engines     every engine, and the single-replica warm-up
 //   data, model, train (lr schedules, momentum, aggregate), stop, eval: as simulated
 //   cluster.compute, speeds, stragglers: replayed only with real.delay_scale > 0 — a
 //               worker's step then lasts at least delay_scale x the drawn compute time
@@ -15,15 +14,12 @@
 //   cluster.failures.events: worker `worker` really dies (SIGKILL) `at` wall seconds in;
 //               down_for and failure rates are refused
 //   cluster.network: the real transport is used; latency/bandwidth/shards are ignored
-//               (said in summary.json's note); 16-bit precision is refused
-//   staleness modes other than emergent, single_replica_epochs: refused
-// Sample ids: async and sync take them from the run's one sample stream on the server, in
-// the order work is handed out, as the simulator does; EASGD workers step on their own,
-// each through its own shuffle (seed, worker) of the training set.
+//               (said in summary.json's note); 16-bit precision and compression are refused
+//   staleness modes other than emergent, cluster.topology, engine.comm other than ps: refused
+// Sample ids come from the run's one sample stream on the server, in the order the engine
+// launches steps, as in the simulator.
 // Dead workers: a worker that sends nothing for real.worker_timeout seconds after it was
-// given work is declared dead. async, easgd (async mode) and sync_backup (while enough
-// workers live) go on without it and report it; sync and easgd's sync mode wait for every
-// worker, so the run ends as "failed" with an error naming the worker.
+// given work is declared dead; the engine goes on without it as after a simulated failure.
 #pragma once
 #include <string>
 #include "experiments/config.h"

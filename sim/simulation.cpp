@@ -331,6 +331,21 @@ void Simulation::handle_pull_served(const Event& e) {
   schedule_after_read(job, slot);
 }
 
+bool Simulation::update_now() {
+  if (server_seconds_ != 0) return false;
+  out_.server_updates++;
+  return true;
+}
+
+void Simulation::defer_update(std::unique_ptr<ServerTask> task) {
+  const SimTime start = std::max(now(), server_free_);
+  server_free_ = add_time(start, server_seconds_);
+  out_.server_busy += server_seconds_;
+  recorder_.add_span(0, "apply", start, server_free_);
+  server_tasks_.push_back(std::move(task));
+  queue_.push(server_free_, EventKind::ServerDone);
+}
+
 void Simulation::handle_server_done() {
   out_.server_updates++;
   std::unique_ptr<ServerTask> task = std::move(server_tasks_.front());

@@ -18,6 +18,7 @@
 #include "kernels/model.h"
 #include "sim/compute_time.h"
 #include "sim/engine.h"
+#include "sim/runtime.h"
 #include "sim/event_queue.h"
 #include "sim/topology.h"
 #include "sim/parameter_store.h"
@@ -28,110 +29,6 @@
 #include "sim/worker_pool.h"
 
 namespace asgd {
-
-// An SGD step that a gradient job applies, on its pool thread, to parameters its worker
-// owns before computing: params <- params - lr * grad, in place, (n) floats each. An
-// engine whose workers keep their own parameters (EASGD) defers a local step so: it then
-// runs beside the other gradients instead of on the scheduler thread, and the gradient
-// reads the parameters while they are still in that core's cache. The engine keeps grad
-// alive and leaves params alone until the job has computed (its arrival, or settle()).
-// With grad_buffer (the array grad points into), the job also computes its own gradient
-// into that buffer, after the step has read it: the engine gets the job's former buffer
-// in exchange. The gradient's writes then go to lines the step just brought into the
-// core's cache, instead of to a buffer untouched since the job before.
-struct DeferredStep {
-  float* params = nullptr;  // null: nothing deferred
-  const float* grad = nullptr;
-  float lr = 0;
-  DeviceArray<float>* grad_buffer = nullptr;
-};
-
-// Tests only: a sparse model's steps read whole versions and the server applies every
-// gradient to every row, as before row reads and sparse updates (the equivalence tests
-// compare the two bit for bit).
-inline bool g_force_dense_updates = false;
-
-// One step of worker `worker` and the messages around it, as the engine declares them
-// (Simulation::launch). Each message is parameter-sized (cluster.network.message_bytes),
-// except a gradient step's (Step::gradient) of a sparse model or under compression
-// (sim/message_size.h), and crosses the topology; nothing else is charged. What the engines send:
-//   async, SSP            pull from the server's store, compute, push the gradient
-//   sync, sync_backup     the same (the pull at the iteration's start or on joining it)
-//   local SGD             the round's first step pulls w, the H-th pushes the worker's model
-//   EASGD                 local steps send nothing; the step that ends a period pushes the
-//                         worker's parameters (the exchange), the next one first receives
-//                         the server's reply (and a worker's very first step the center)
-//   single-replica warm-up  nothing: one replica trains alone
-struct Step {
-  int worker = 0;
-  const int32_t* ids = nullptr;  // the minibatch's m sample ids (copied)
-  size_t m = 0;
-  uint64_t tag = 0;              // the engine's own (e.g. the sync iteration)
-  // The parameters the step computes on, one of:
-  //  - pull: the server's store. The pull reads it when the server serves the pull (the
-  //    transfer starts), not when it is requested; forced staleness (staleness.mode) picks
-  //    the version there.
-  //  - own: the worker's own parameters (pull == null); with `reply`, the server's answer
-  //    to the worker's last push reaches the worker first (one message), else no message.
-  const ParameterStore* pull = nullptr;
-  Snapshot own;
-  bool reply = false;
-  int reply_from = kServer;      // the reply's sender: the server, a box's host or a peer worker
-  bool push = true;              // the result travels to the server (one message)
-  // The push carries this step's gradient on the pulled parameters (async, SSP, sync), not
-  // parameters: a sparse model's pull and push then hold only the rows the minibatch
-  // reads and its gradient touches (Model::touched_rows), and a dense model's gradient is
-  // compressed as cluster.network.compression says. False: full-size messages.
-  bool gradient = false;
-  DeferredStep before;           // own only: applied to own.data() first (see DeferredStep)
-};
-
-// The synchronous family's collectives (Simulation::collective), over the topology, in the
-// alpha-beta model: docs/architecture.md, "Collectives". Every transfer of a step of a
-// collective is requested when the step before has ended everywhere.
-enum class Collective {
-  RingAllReduce,     // a ring of the members in worker order: 2(n-1) steps of bytes/n each
-  Hierarchical,      // members -> their box's host, a ring of those hosts, hosts -> members
-  HostReduceToServers,   // members -> their box's host, each such host -> the servers
-  ServersToHostsToMembers,  // the servers -> each members' box's host -> the members
-};
-
-// One gradient computation: worker `worker`'s step `step`, on parameters `read`.
-struct GradientJob {
-  int worker = 0;
-  uint32_t step = 0;
-  Snapshot read;                // released once computed unless the engine keeps it
-  uint64_t read_version = 0;
-  std::vector<int32_t> ids;     // minibatch sample ids
-  DeviceArray<float> grad;      // (num_params) mean gradient over the minibatch
-  std::vector<int32_t> rows;    // a sparse model's gradient: the table rows it touches (exactly +0 elsewhere)
-  bool sparse = false;          // rows is set (the model has a row table)
-  // A sparse model's gradient step pulled from a store: `read` is then this job's own
-  // copy of only the rows it reads (= rows) and the dense part, taken from the version
-  // read; the rest of `pulled` is stale. So no reader holds the store's versions, and the
-  // server updates them in place. ServerUpdate reads a DC backup on those rows only.
-  bool read_rows = false;
-  DeviceArray<float> pulled;    // (num_params) read_rows only
-  // The rows for ServerUpdate: null for a dense gradient.
-  const std::vector<int32_t>* touched() const { return sparse ? &rows : nullptr; }
-  double push_bytes = 0;        // of its push message
-  bool compress = false;        // its pushed gradient is compressed when it arrives
-  double loss = 0;              // mean minibatch loss at `read`
-  SimTime start = 0;            // launched (a pull or reply is requested now)
-  SimTime compute_start = 0;    // parameters at the worker
-  SimTime compute_done = 0;     // gradient ready (push starts)
-  SimTime arrival = 0;          // at the server (pushed), or compute_done (kept on the worker); kNever: not known yet
-  uint64_t incarnation = 0;     // the worker's life it belongs to (a failure ends a life)
-  uint64_t tag = 0;             // engine's own (e.g. the sync iteration)
-  const ParameterStore* source = nullptr;  // pulled from this store, read when served
-  bool received = false;        // a message brought the parameters (a pull or a reply)
-  bool pushed = false;          // the result travels to the server
-  bool submitted = false;       // handed to the pool (a pull is handed over once served)
-  bool read_at_arrival = false; // staleness.at = apply: read (and computed) when it arrives
-  bool accounted = false;       // its time is in the worker's compute/comm counters
-  DeferredStep before;          // applied to `read` before computing (see DeferredStep)
-  WorkerPool::Ticket ticket;
-};
 
 // What every gradient job of a run shares, besides its GradientJob.
 struct JobSetup {
@@ -174,7 +71,7 @@ struct RunOutcome {
   std::vector<WorkerStats> workers;
 };
 
-class Simulation {
+class Simulation final : public Runtime {
  public:
   Simulation(const RunSettings& settings, const Model& model, const DeviceDataset* train,
              const DeviceDataset* test, WorkerPool& pool, const ComputeTimeModel& compute,
@@ -184,80 +81,48 @@ class Simulation {
   RunOutcome run(Engine& engine);
   std::function<void(const MetricsRow&)> on_row;  // progress callback
 
-  // ---- the engine's API ----
-  SimTime now() const { return queue_.now(); }
-  int workers() const { return settings_.workers; }
-  const RunSettings& settings() const { return settings_; }
-  const Model& model() const { return model_; }
-  size_t num_params() const { return model_.num_params(); }
-  ExecContext& exec() { return exec_; }
-  // The parameters engines start from: the model's seeded initialisation, unless
-  // set_initial_params gave others (the single-replica warm-up hands on its result so).
-  std::vector<float> initial_params() const;
-  void set_initial_params(std::vector<float> w) { initial_override_ = std::move(w); }
-  // History depth a parameter store needs for the configured forced staleness.
-  size_t history_needed() const;
-
-  // Worker w's next step on the next minibatch (the per-worker batch of the stream, into
-  // `ids`, which must outlive the launch): the engine then says where the parameters come
-  // from and what travels, and launches it.
-  Step next_step(int worker, std::vector<int32_t>& ids) {
-    ids.clear();
-    stream_->next(settings_.batch_size, ids);
-    Step step;
-    step.worker = worker;
-    step.ids = ids.data();
-    step.m = ids.size();
-    return step;
+  // ---- the engine's API (Runtime; sim/runtime.h says what each does) ----
+  SimTime now() const override { return queue_.now(); }
+  int workers() const override { return settings_.workers; }
+  const RunSettings& settings() const override { return settings_; }
+  const Model& model() const override { return model_; }
+  size_t num_params() const override { return model_.num_params(); }
+  ExecContext& exec() override { return exec_; }
+  std::vector<float> initial_params() const override;
+  void set_initial_params(std::vector<float> w) override { initial_override_ = std::move(w); }
+  size_t history_needed() const override;
+  Step next_step(int worker, std::vector<int32_t>& ids) override {
+    return step_from_stream(worker, *stream_, settings_.batch_size, ids);
   }
-  // Starts worker step.worker's next step: the messages it declares and its compute take
-  // virtual time; then engine.on_gradient gets the job, at the server when pushed, else on
-  // the worker when computed (unless the worker failed meanwhile: then it is lost and
-  // counted). The engine launches a worker's next step only once its last one is back.
-  void launch(const Step& step);
-  // The server applies one update (an async gradient, a sync aggregate, an EASGD exchange,
-  // a local-SGD averaging): it is busy cluster.server.update_seconds per update, one at a
-  // time in the order asked, and `apply` (which makes the update and goes on) runs when the
-  // update is done: at once when the server is free and updates take no time. `apply` is
-  // called once; it may own what it needs (a move-only capture, such as the job).
-  template <class F>
-  void server_update(F&& apply);
-  // Waits until every gradient job of `worker` still in flight has computed (a lost one
-  // too: its deferred step is then applied and it reads its parameters no more). Its
-  // errors are left for its arrival to report. Scans the jobs in flight: for failures.
-  void settle(int worker);
-  void recycle(std::unique_ptr<GradientJob> job);
-  // Elementwise work over [0, n) on the worker pool: f(ctx, begin, end) is called for
-  // consecutive blocks (a few thousand elements: what several arrays' slices keep in the
-  // core's cache between passes), the blocks split into ranges run side by side by the
-  // pool threads and the caller. On CUDA, or for small n, one call f(exec(), 0, n) here.
-  // f must give the same result however [0, n) is split: elementwise kernels only.
-  using BlockFn = std::function<void(ExecContext& ctx, size_t begin, size_t end)>;
-  void for_each_block(size_t n, const BlockFn& f);
-  // Learning rate in force now (from the epoch reached).
-  double lr() const;
-  double epoch() const;
-
-  // Bookkeeping the engine reports.
-  // The job's gradient is applied (to the model of record, or to the worker's own model):
-  // its samples count toward the epoch, so call it before reading lr() for its step.
-  void applied(const GradientJob& job, uint64_t staleness);
-  void dropped(const GradientJob& job);
-  void iteration_done(SimTime duration);
-  // One update of the model of record is done: runs evaluation/stop checks. (Rows due in
-  // epochs and the stop limits on gradients and epochs are also checked after every event,
-  // so engines whose steps do not update the model of record stop and evaluate there too.)
-  void updated();
-  void schedule_timer(SimTime at, int worker, uint64_t payload);
-  // Starts collective `kind` among `members` (worker indices, ascending) now, each moving
-  // one parameter-sized message's bytes: reserves the links and returns when it ends
-  // (now if there is nothing to move). The members' time until then is communication.
-  SimTime collective(Collective kind, const std::vector<int>& members);
-  const Topology& topology() const { return *topology_; }
-  bool stopping() const { return monitor_.stopping(); }
-  bool worker_alive(int w) const { return alive_[w]; }
+  // The messages the step declares and its compute take virtual time over the topology.
+  void launch(const Step& step) override;
+  // (server_update: the server is busy cluster.server.update_seconds per update.)
+  // settle scans the jobs in flight; a settled job's errors are left for its arrival.
+  void settle(int worker) override;
+  void recycle(std::unique_ptr<GradientJob> job) override;
+  // The blocks are a few thousand elements (what several arrays' slices keep in the
+  // core's cache between passes), split into ranges run side by side by the pool threads
+  // and the caller. On CUDA, or for small n, one call f(exec(), 0, n) here.
+  void for_each_block(size_t n, const BlockFn& f) override;
+  double lr() const override;
+  double epoch() const override;
+  void applied(const GradientJob& job, uint64_t staleness) override;
+  void dropped(const GradientJob& job) override;
+  void iteration_done(SimTime duration) override;
+  // (Rows due in epochs and the stop limits on gradients and epochs are also checked
+  // after every event, so engines whose steps do not update the model of record stop and
+  // evaluate there too.)
+  void updated() override;
+  void schedule_timer(SimTime at, int worker, uint64_t payload) override;
+  // In the alpha-beta model over the topology: reserves the links.
+  SimTime collective(Collective kind, const std::vector<int>& members) override;
+  const Topology& topology() const override { return *topology_; }
+  bool stopping() const override { return monitor_.stopping(); }
+  bool worker_alive(int w) const override { return alive_[w]; }
 
  private:
+  bool update_now() override;
+  void defer_update(std::unique_ptr<ServerTask> task) override;
   void handle_arrival(const Event& e);
   void handle_compute_done(const Event& e);
   void handle_pull_served(const Event& e);
@@ -330,37 +195,11 @@ class Simulation {
   SimTime server_free_ = 0;           // when the server finishes the updates asked so far
   std::vector<int> last_collective_;  // members of the last collective (for the run's end)
   SimTime last_collective_end_ = 0;
-  // An update waiting for its ServerDone event (a move-only callable, type-erased).
-  struct ServerTask {
-    virtual ~ServerTask() = default;
-    virtual void run() = 0;
-  };
-  template <class F>
-  struct ServerTaskOf final : ServerTask {
-    explicit ServerTaskOf(F&& f) : f_(std::move(f)) {}
-    void run() override { f_(); }
-    F f_;
-  };
-  std::deque<std::unique_ptr<ServerTask>> server_tasks_;  // in the order asked
+  // Updates waiting for their ServerDone events, in the order asked.
+  std::deque<std::unique_ptr<ServerTask>> server_tasks_;
 
   RunOutcome out_;
   RunMonitor monitor_;  // counters, rows, the eval schedule and stop rules (shared with asgdsim cluster)
 };
-
-template <class F>
-void Simulation::server_update(F&& apply) {
-  if (server_seconds_ == 0) {
-    out_.server_updates++;
-    apply();
-    return;
-  }
-  const SimTime start = std::max(now(), server_free_);
-  server_free_ = add_time(start, server_seconds_);
-  out_.server_busy += server_seconds_;
-  recorder_.add_span(0, "apply", start, server_free_);
-  using Task = std::decay_t<F>;
-  server_tasks_.push_back(std::make_unique<ServerTaskOf<Task>>(Task(std::forward<F>(apply))));
-  queue_.push(server_free_, EventKind::ServerDone);
-}
 
 }  // namespace asgd

@@ -149,11 +149,19 @@ class RealRuns(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="asgd-mpi-real-")
         cfg = dict(REAL, engines=[{"type": "async"}, {"type": "sync"}, {"type": "sync_backup", "backups": 1},
-                                  {"type": "easgd"}])
+                                  {"type": "easgd"}, {"type": "easgd", "mode": "sync", "name": "easgd_sync"}, {"type": "ssp", "bound": 2},
+                                  {"type": "local_sgd", "steps": 4}])
         cls.cfg = write_config(cls.tmp, cfg)
         cls.out = os.path.join(cls.tmp, "out")
         cls.real = run(["cluster", cls.cfg, "--out", cls.out], mpi=["-np", "5"])
         cls.sim = run(["run", cls.cfg, "--out", cls.out, "--quiet"])
+        # the single-replica warm-up (one worker, one step at a time), then sync: no order
+        # is left to the OS, so real and simulated agree exactly here too
+        warm = dict(REAL, name="warm", engines=[{"type": "sync"}],
+                    train=dict(REAL["train"], single_replica_epochs=0.5))
+        cls.warm_cfg = write_config(cls.tmp, warm)
+        cls.warm_real = run(["cluster", cls.warm_cfg, "--out", cls.out, "--quiet"], mpi=["-np", "5"])
+        cls.warm_sim = run(["run", cls.warm_cfg, "--out", cls.out, "--quiet"])
 
     @classmethod
     def tearDownClass(cls):
@@ -167,7 +175,7 @@ class RealRuns(unittest.TestCase):
         self.assertEqual(self.real.returncode, 0, self.real.stderr)
         self.assertEqual(self.sim.returncode, 0, self.sim.stderr)
         index = read_csv(os.path.join(self.out, "real-cluster", "index.csv"))
-        self.assertEqual([r["status"] for r in index], ["completed"] * 4)
+        self.assertEqual([r["status"] for r in index], ["completed"] * 7)
         for r in index:
             folder = os.path.join(self.out, "real-cluster", r["run_id"])
             sim_folder = os.path.join(self.out, "real", r["run_id"])
@@ -186,22 +194,39 @@ class RealRuns(unittest.TestCase):
         self.assertGreater(real["staleness"]["mean"], 2.5)
         self.assertLess(real["staleness"]["mean"], 3.5)
 
-    def test_sync_for_real_computes_what_the_simulator_computes(self):
-        # the same ids in worker order, the same kernels, the same summation order: the
-        # losses agree to the last bit; only the time column is the wall clock
-        sim = read_csv(os.path.join(self.out, "real", "sync-seed3", "metrics.csv"))
-        real = read_csv(os.path.join(self.out, "real-cluster", "sync-seed3", "metrics.csv"))
+    def assert_same_metrics_but_time(self, name, run_id):
+        sim = read_csv(os.path.join(self.out, name, run_id, "metrics.csv"))
+        real = read_csv(os.path.join(self.out, name + "-cluster", run_id, "metrics.csv"))
         self.assertEqual(len(sim), len(real))
+        self.assertGreater(len(sim), 3)
         for a, b in zip(sim, real):
-            for col in ("updates", "gradients", "samples", "epoch", "lr", "train_loss", "test_loss", "test_accuracy"):
-                self.assertEqual(a[col], b[col], col)
+            a.pop("time")
+            b.pop("time")
+            self.assertEqual(a, b)
 
-    def test_sync_backup_and_easgd_train(self):
-        for rid in ("sync_backup-seed3", "easgd-seed3"):
+    def test_sync_for_real_computes_what_the_simulator_computes(self):
+        # the same engine, the same ids in worker order, the same kernels, the same
+        # summation order: every column agrees to the last bit but the wall-clock time
+        self.assert_same_metrics_but_time("real", "sync-seed3")
+
+    def test_warm_up_then_sync_for_real_computes_what_the_simulator_computes(self):
+        self.assertEqual(self.warm_real.returncode, 0, self.warm_real.stderr)
+        self.assertEqual(self.warm_sim.returncode, 0, self.warm_sim.stderr)
+        self.assert_same_metrics_but_time("warm", "sync-seed3")
+        for name in ("warm", "warm-cluster"):
+            s = load(os.path.join(self.out, name, "sync-seed3", "summary.json"))
+            self.assertEqual(s["engine_config"]["single_replica_epochs"], 0.5, name)
+
+    def test_the_other_engines_train_to_the_simulated_accuracy(self):
+        # their arrival order is the OS's, so they agree within a tolerance
+        for rid in ("sync_backup-seed3", "easgd-seed3", "easgd_sync-seed3", "ssp-seed3", "local_sgd-seed3"):
             sim, real = self.summaries(rid)
+            self.assertEqual(real["status"], "completed", rid)
             self.assertAlmostEqual(real["final"]["test_accuracy"], sim["final"]["test_accuracy"], delta=0.04, msg=rid)
-        sim, real = self.summaries("easgd-seed3")
+        sim, real = self.summaries("easgd_sync-seed3")  # everyone exchanges together
         self.assertEqual(real["staleness"]["mean"], 0)
+        sim, real = self.summaries("ssp-seed3")  # no worker runs more than `bound` clocks ahead
+        self.assertLessEqual(real["staleness"]["max"], sim["staleness"]["max"] + 4)
 
 
 @unittest.skipUnless(ASGDSIM and os.path.isdir(FASHION), "needs ASGDSIM and Fashion-MNIST")
@@ -261,14 +286,18 @@ class KilledWorker(unittest.TestCase):
         # the other three carry on: staleness near their N - 1 = 2
         self.assertLess(s["staleness"]["mean"], 2.6)
 
-    def test_sync_ends_with_a_clear_error_instead_of_hanging(self):
+    def test_sync_goes_on_with_the_live_workers_as_simulated(self):
         p = self.cluster("sync")  # (run() fails the test on its timeout)
-        self.assertIn("asgdsim: error: run sync-seed3: worker 1 (rank 2) sent nothing for 2 s", p.stderr)
-        self.assertIn("sync waits for every worker", p.stderr)
+        self.assertIn("worker 1 (rank 2) sent nothing for 2 s", p.stderr)
         s = load(os.path.join(self.out, "kill-cluster", "sync-seed3", "summary.json"))
-        self.assertEqual(s["status"], "failed")
+        self.assertEqual(s["status"], "completed", p.stderr)
+        self.assertEqual(s["worker_failures"], 1)
+        self.assertEqual(s["lost_gradients"], 1)
         self.assertLess(p.seconds, 60)
-        self.assertEqual(read_csv(os.path.join(self.out, "kill-cluster", "index.csv"))[0]["status"], "failed")
+        self.assertEqual(read_csv(os.path.join(self.out, "kill-cluster", "index.csv"))[0]["status"], "completed")
+        # after the death each iteration aggregates the 3 live workers' gradients
+        metrics = read_csv(os.path.join(self.out, "kill-cluster", "sync-seed3", "metrics.csv"))
+        self.assertGreater(int(metrics[-1]["updates"]), 0)
 
 
 @unittest.skipUnless(ASGDSIM, "ASGDSIM is not set (ctest sets it)")
@@ -285,9 +314,24 @@ class ClusterRefusals(unittest.TestCase):
         p = run(["cluster", write_config(self.tmp, cfg), "--out", os.path.join(self.tmp, "o")], mpi=["-np", "3"])
         self.assertNotEqual(p.returncode, 0)
         self.assertEqual(p.stderr.count("invalid config"), 1, p.stderr)  # rank 0 says it, once
-        self.assertIn("engine.type: 'ssp': asgdsim cluster runs async, sync, sync_backup and easgd", p.stderr)
+        self.assertNotIn("engine.type", p.stderr)  # every engine runs for real
         self.assertIn("staleness.mode", p.stderr)
         self.assertIn("cluster.workers: 4, but the MPI job has 2 worker rank(s): start it with mpirun -np 5", p.stderr)
+
+    def test_a_server_that_cannot_start_the_runs_lets_the_workers_go_at_once(self):
+        # the experiment folder cannot be made: the workers, waiting for their first run,
+        # get the exit code at once instead of waiting out real.worker_timeout
+        cfg = dict(SWEEP, name="nofolder", engines=[{"type": "sync"}], cluster={"workers": 2},
+                   real={"worker_timeout": 30})
+        cfg.pop("sweep")
+        blocker = os.path.join(self.tmp, "a-file")
+        with open(blocker, "w") as f:
+            f.write("not a folder")
+        p = run(["cluster", write_config(self.tmp, cfg), "--out", os.path.join(blocker, "o")], mpi=["-np", "3"])
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("cannot create folder", p.stderr)
+        self.assertNotIn("sent nothing", p.stderr)
+        self.assertLess(p.seconds, 20)
 
     def test_simulated_links_and_collectives_are_refused_with_their_paths(self):
         cfg = dict(SWEEP, name="topo", engines=[{"type": "sync", "comm": "allreduce"}],
