@@ -3,6 +3,7 @@
 #include "sim/worker_pool.h"
 #include <chrono>
 #include <stdexcept>
+#include <string>
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -64,6 +65,12 @@ struct WorkerPool::State {
   std::mutex caller_mutex;
   std::unique_ptr<ExecContext> caller_ctx;
   uint32_t inline_jobs = 0;  // under caller_mutex
+  // start-up: each pool thread reports once whether its ExecContext (a CUDA stream, a
+  // workspace) could be made; the constructor waits for all of them
+  std::mutex start_mutex;
+  std::condition_variable start_cv;
+  int reported = 0;
+  std::string start_error;  // the first thread's failure, if any
 };
 
 namespace {
@@ -85,13 +92,25 @@ WorkerPool::WorkerPool(int threads, bool caller_computes)
     throw std::invalid_argument("WorkerPool needs at least one thread");
   }
   const int own = caller_computes ? threads - 1 : threads;
+  // A thread that cannot start, or that starts but cannot make its ExecContext (on CUDA a
+  // stream: it fails when the device or the address space is exhausted), fails the pool
+  // here with one error, instead of an exception escaping a thread (std::terminate).
+  std::string failure;
   try {
     threads_.reserve(own);
     for (int i = 0; i < own; ++i) threads_.emplace_back([this] { thread_main(); });
   } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  const size_t started = threads_.size();
+  {
+    std::unique_lock<std::mutex> lock(state_->start_mutex);
+    state_->start_cv.wait(lock, [&] { return state_->reported == int(started); });
+    if (failure.empty() && !state_->start_error.empty()) failure = state_->start_error;
+  }
+  if (!failure.empty()) {
     // No destructor runs for a constructor that throws: the threads already started must
     // be stopped and joined here (a joinable std::thread destroyed would terminate).
-    const size_t started = threads_.size();
     {
       std::lock_guard<std::mutex> lock(state_->mutex);
       state_->stopping = true;
@@ -101,7 +120,7 @@ WorkerPool::WorkerPool(int threads, bool caller_computes)
     threads_.clear();
     delete state_;
     throw std::runtime_error("cannot start " + std::to_string(own) + " worker threads (started " +
-                             std::to_string(started) + "): " + e.what() + "; use fewer --threads");
+                             std::to_string(started) + "): " + failure + "; use fewer --threads");
   }
 }
 
@@ -345,8 +364,22 @@ bool WorkerPool::help(const Job* until) {
 
 void WorkerPool::thread_main() {
   kernels_use_one_thread_here();
-  ExecContext ctx;
   State& s = *state_;
+  std::unique_ptr<ExecContext> made;
+  std::string error;
+  try {
+    made = std::make_unique<ExecContext>();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  {
+    std::lock_guard<std::mutex> lock(s.start_mutex);
+    if (!error.empty() && s.start_error.empty()) s.start_error = error;
+    ++s.reported;
+  }
+  s.start_cv.notify_all();
+  if (!made) return;  // the constructor throws, after joining every thread
+  ExecContext& ctx = *made;
   uint32_t count = 0;
   for (;;) {
     Job* j = nullptr;
