@@ -109,6 +109,11 @@ if has_step tests; then
     echo
     grep -E '^[0-9]+% tests passed' "$work/ctest.log" | tail -n 1 | sed 's/^/- /'
     echo "- time: $(secs "$t") s"
+    if grep -q '^The following tests did not run:' "$work/ctest.log"; then
+      echo "- skipped (each test says why in the log):"
+      sed -n '/^The following tests did not run:/,/^$/p' "$work/ctest.log" |
+        grep -E '^[[:space:]]+[0-9]+ - ' | sed 's/^[[:space:]]*/  - /'
+    fi
     if grep -q '^The following tests FAILED:' "$work/ctest.log"; then
       echo "- failed:"
       sed -n '/^The following tests FAILED:/,/^Errors while running CTest/p' "$work/ctest.log" |
