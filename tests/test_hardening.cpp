@@ -27,7 +27,6 @@
 #include <functional>
 #include <set>
 #include <nlohmann/json.hpp>
-#include "kernels/exec.h"
 #include "test_helpers.h"
 
 using nlohmann::json;
@@ -682,7 +681,6 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
-bool on_cuda() { return std::string(asgd::kernels_backend()) == "CUDA"; }
 std::string binary_under_test() {
   const char* b = std::getenv("ASGD_HARDENING_BINARY");
   return b && *b ? b : ASGD_BINARY;
@@ -816,10 +814,7 @@ TEST_P(Hardening, Row) {
   double limit = r.timeout;
   if (const char* t = std::getenv("ASGD_HARDENING_TIMEOUT")) limit = std::min(limit, std::atof(t));
   if (ASGD_SANITIZED) limit *= 3;
-  // On CUDA every run of a tiny model is bound by kernel launches, and ctest's parallel
-  // tests share one GPU by time-slicing its contexts: rows that pass alone in 10 s took
-  // over 60 s beside 15 others on an H100.
-  if (on_cuda()) limit *= 4;
+  limit *= shared_device_slack();
   CommandResult res = run_script(c.dir + "/row.sh", limit);
   c.output = res.output;
   c.exit_code = res.exit_code;
