@@ -34,7 +34,15 @@ FINAL_QUANTITIES = (
     ("updates", lambda run: run.total("updates")),
     ("dropped_gradients", lambda run: run.total("dropped_gradients")),
     ("mean_staleness", lambda run: run.mean_staleness()),
+    ("gradients_per_second", lambda run: per_virtual_second(run, "gradients")),
 )
+
+
+def per_virtual_second(run, name):
+    """A summary count over the run's virtual time: nan where there is no time to divide by."""
+    time = run.total("time")
+    return run.total(name) / time if time > 0 else math.nan
+
 
 # Default loss target = this factor x the worst final train loss among the completed runs
 # that trained (final train loss at most TRAINED_FRACTION of their first), so every such

@@ -26,6 +26,7 @@ TABLE_QUANTITIES = (
     ("updates", "updates"),
     ("dropped_gradients", "dropped gradients"),
     ("mean_staleness", "mean staleness"),
+    ("gradients_per_second", "gradients per virtual s"),
 )
 STATUS_COLUMNS = ("completed", "diverged", "interrupted", "unfinished")
 

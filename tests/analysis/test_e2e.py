@@ -151,6 +151,7 @@ class EndToEndTest(unittest.TestCase):
             "updates": [s["updates"] for s in runs],
             "dropped_gradients": [s["dropped_gradients"] for s in runs],
             "mean_staleness": [s["staleness"]["mean"] for s in runs],
+            "gradients_per_second": [s["gradients"] / s["time"] for s in runs],
         }
 
     def table(self):
@@ -226,7 +227,8 @@ class EndToEndTest(unittest.TestCase):
                 shown[(cells[0], float(cells[1]))] = dict(zip(headings, cells))
         self.assertEqual(set(shown), {(e, r) for e in ENGINES for r in RATES})
         columns = {"train_loss": "final train loss", "test_accuracy": "final test accuracy",
-                   "time": "virtual time (s)", "mean_staleness": "mean staleness"}
+                   "time": "virtual time (s)", "mean_staleness": "mean staleness",
+                   "gradients_per_second": "gradients per virtual s"}
         for (engine, rate), row in shown.items():
             values = self.group_values(engine, rate)
             for stem, heading in columns.items():
@@ -334,7 +336,7 @@ class EndToEndTest(unittest.TestCase):
         names -= {"train.lr"}  # a sweep key
         names = {re.sub(r"_(mean|std|ci95|n)$", "", n) if n.startswith(
             ("train_loss_", "test_loss_", "test_accuracy_", "time_", "updates_",
-             "dropped_gradients_", "mean_staleness_")) else n for n in names}
+             "dropped_gradients_", "mean_staleness_", "gradients_per_second_")) else n for n in names}
         for name in ("summary.json", "meta.json"):
             names |= set(json.loads((folder / name).read_text()))
         undocumented = sorted(n for n in names if f"`{n}`" not in doc)
