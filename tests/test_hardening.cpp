@@ -226,11 +226,12 @@ std::vector<Row> rows() {
                   {"base/experiment.json!~\"updates\": 200,", "!base/sync-seed1"}));
   t.push_back(row("d02_wait_waits_for_the_holder", 2,
                   long_bg +
-                      "{bin} run {dir}/sync.json --wait --out {out} > {dir}/second.txt 2>&1 & Q=$!\n"
+                      "{bin} run {dir}/sync.json --wait --force --out {out} > {dir}/second.txt 2>&1 & Q=$!\n"
                       "wait_grep {dir}/second.txt 'waiting for' || exit 97\n"
-                      "kill -INT $P; wait $P; wait $Q; rc=$?; cat {dir}/second.txt; exit $rc",
-                  0, {"waiting for", "in use by pid", "sync-seed1: completed"},
-                  {"base/sync-seed1/summary.json~completed", "base/async-seed1/summary.json~interrupted",
+                      "kill -INT $P; wait $P; wait $Q; rc=$?; cat {dir}/second.txt\n"
+                      "grep -q interrupted {out}/base/superseded-*/async-seed1/summary.json || exit 96; exit $rc",
+                  0, {"waiting for", "in use by pid", "moved 1 run folder of another config", "sync-seed1: completed"},
+                  {"base/sync-seed1/summary.json~completed", "!base/async-seed1",
                    "base/index.csv~sync-seed1,sync,1,completed"}));
   t.push_back(row("d02_wait_stops_at_ctrl_c", 2,
                   long_bg +
@@ -254,6 +255,20 @@ std::vector<Row> rows() {
                   {"!base/async-seed1/trace.json", "base/async-seed1/metrics.csv", "base/async-seed1/summary.json"}));
   t.push_back(row("d02_force_overwrites_another_config", 2, run + " || exit 98\n" + run + " --force --set train.lr=0.05",
                   0, {}, {"base/experiment.json~0.05", "base/async-seed1/config.json~0.05"}).control());
+  // A changed sweep under the same name: the earlier sweep's run folders would be read
+  // with the new ones (the analysis reads every run folder), so they are refused, or
+  // moved aside with --force (never deleted).
+  const std::string new_sweep = run + " --set 'engines=[{\"type\":\"async\"}]' --set 'sweep.train.lr=[0.1,0.2]'";
+  t.push_back(row("d02_runs_of_another_sweep_are_refused", 2, run + " || exit 98\n" + new_sweep, 2,
+                  {"holds 2 run folders that this config does not make", "async-seed1, sync-seed1", "--force"},
+                  {"base/async-seed1/summary.json~completed", "base/experiment.json~\"sync\"", "!base/async-lr=0.2-seed1"}));
+  t.push_back(row("d02_force_moves_runs_of_another_sweep_aside", 2,
+                  run + " || exit 98\n" + new_sweep + " --force 2> {dir}/err.txt || exit 97\ncat {dir}/err.txt\n"
+                  "ls {out}/base/superseded-*/async-seed1/summary.json {out}/base/superseded-*/sync-seed1/summary.json "
+                  "{out}/base/superseded-*/experiment.json > /dev/null || exit 96",
+                  0, {"moved 2 run folders of another config into", "/base/superseded-"},
+                  {"!base/async-seed1", "!base/sync-seed1", "base/async-lr=0.2-seed1/summary.json~completed",
+                   "base/index.csv!~sync-seed1", "base/index.csv#3"}));
   t.push_back(row("d02_shard_of_another_config_is_refused", 2,
                   run + " --shard 0/2 || exit 98\n" + run + " --shard 1/2 --set train.lr=0.05", 2,
                   {"another config's"}, {"base/experiment.json!~0.05", "!base/sync-seed1"}));
@@ -261,7 +276,7 @@ std::vector<Row> rows() {
                   run + " --shard 0/2 & A=$!\n" + run + " --shard 1/2; b=$?; wait $A; a=$?; exit $((a + b))", 0, {},
                   {"base/async-seed1/summary.json~completed", "base/sync-seed1/summary.json~completed"}).control());
   t.push_back(row("d02_no_stale_lock_after_kill_9", 2,
-                  long_bg + "kill -9 $P; wait $P\n{bin} run {dir}/sync.json --quiet --out {out}", 0, {},
+                  long_bg + "kill -9 $P; wait $P\n{bin} run {dir}/sync.json --force --quiet --out {out}", 0, {},
                   {"base/sync-seed1/summary.json~completed"}).control());
 
   // ---- 3. failed runs are marked; resume verifies the result files

@@ -657,7 +657,7 @@ TEST(Svmlight, TheCliExitsTwoNamingFileAndLine) {
   // three classes in the file, a binary model: found once the labels are read
   empty["data"]["path"] = write_svm(dir, "three.svm", "1 1:1\n2 2:1\n3 1:1\n1 3:1\n2 2:1\n");
   write_text(dir + "/e.json", empty.dump());
-  r = run_cli("run " + dir + "/e.json --quiet --out " + dir + "/out3");
+  r = run_cli("run " + dir + "/e.json --quiet --out " + dir + "/out_three");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("model sparse_logistic is binary"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("has 3 classes: use sparse_softmax"), std::string::npos) << r.output;
