@@ -629,3 +629,73 @@ TEST(Studies, BandwidthKneeIsTheClosedForm) {
       }
     }
 }
+
+// experiments/configs/sparse_scaling.json and sparse_scaling_dense.json at a reduced size
+// (#21): why sparse models scale further is arithmetic on message sizes, so CI checks it.
+// With constant compute c per step, latency L and a link of W bytes/s each way, an async
+// worker completes a step every T1 = c + 2 L + (pull + push bytes) / W. The dense MLP's
+// messages are its B = 103002 x 4 bytes both ways, so the link caps it at W / B (about 607
+// updates a second) from about 8 workers on; the sparse model's carry only the rows a
+// minibatch touches (their mean measured from summary.json), so 64 workers still make
+// 64 / T1 a second, well below that link's cap. Rates between the 1000th and the 3000th update.
+TEST(Studies, SparseScalesPastTheDenseKnee) {
+  const std::string dir = std::string(ASGD_SOURCE_DIR) + "/experiments/configs/";
+  const std::string out = temp_dir("sparseknee");
+  const double c = 32 * 0.0003125, L = 0.0005, W = 2.5e8;
+  const std::string reduced = " --out " + out + " --quiet --set repeats=1 --set stop.time=0 --set stop.updates=3000 " +
+                              "--set eval.unit=updates --set eval.every=1000 --set eval.train_samples=500 " +
+                              "--set data.test_samples=500 --set 'sweep.cluster.workers=[64]' " +
+                              "--set 'cluster.compute={\"dist\":\"constant\",\"value\":0.0003125}'";
+  CommandResult sparse = run_cli("run " + dir + "sparse_scaling.json" + reduced);
+  ASSERT_EQ(sparse.exit_code, 0) << sparse.output;
+  CommandResult dense = run_cli("run " + dir + "sparse_scaling_dense.json" + reduced +
+                                " --set 'sweep.cluster.network.compression.type=[\"none\"]'");
+  ASSERT_EQ(dense.exit_code, 0) << dense.output;
+  auto steady_rate = [](const std::string& run_dir) {
+    Metrics m = read_metrics(run_dir + "/metrics.csv");
+    std::vector<double> u = m.column("updates"), t = m.column("time");
+    EXPECT_GE(u.size(), 4u) << run_dir;
+    if (u.size() < 4) return 0.0;
+    EXPECT_EQ(u[u.size() - 3], 1000) << run_dir;
+    return (u.back() - u[u.size() - 3]) / (t.back() - t[t.size() - 3]);
+  };
+  const std::string sparse_run = out + "/sparse_scaling/async-workers=64-seed1";
+  const nlohmann::json messages = summary_at(sparse_run)["messages"];
+  const double pull = messages["bytes_to_workers"].get<double>() / messages["to_workers"].get<double>();
+  const double push = messages["bytes_to_server"].get<double>() / messages["to_server"].get<double>();
+  ASSERT_LT(pull + push, 20000) << "the sparse messages should be a few kB";
+  const double sparse_expected = 64 / (c + 2 * L + (pull + push) / W);
+  const double sparse_rate = steady_rate(sparse_run);
+  EXPECT_NEAR(sparse_rate, sparse_expected, 0.02 * sparse_expected);
+  const double B = 103002.0 * 4, cap = W / B;
+  const double dense_rate = steady_rate(out + "/sparse_scaling_dense/async-type=none-workers=64-seed1");
+  EXPECT_NEAR(dense_rate, cap, 0.01 * cap);
+  EXPECT_GT(sparse_rate, 8 * dense_rate);
+}
+
+// experiments/configs/topology.json at a reduced size (#21): with constant compute every
+// iteration time is a closed form (docs/architecture.md, "Boxes" and "Collectives"; the
+// formulas are tested in test_topology.cpp). What the study reads off them, CI checks:
+// one box of 8 GPUs makes 8 times one GPU's samples a second (each GPU has its own PCIe
+// link; the host's work is not charged); over boxes of one GPU, all-reduce crosses that box
+// between 8 and 16 GPUs; with the 4 parameter servers even 16 do not.
+TEST(Studies, TopologyEightInABoxAgainstSixteenOverBoxes) {
+  const std::string config = std::string(ASGD_SOURCE_DIR) + "/experiments/configs/topology.json";
+  const std::string out = temp_dir("topostudy");
+  CommandResult r = run_cli("run " + config + " --out " + out + " --quiet --set repeats=1 --set stop.updates=4 " +
+                            "--set 'sweep.cluster.topology.boxes=[1,8,16]' " +
+                            "--set 'sweep.cluster.topology.per_box=[1,8]'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto rate = [&](const std::string& engine, int boxes, int per_box) {
+    const nlohmann::json s = summary_at(out + "/topology/" + engine + "-boxes=" + std::to_string(boxes) +
+                                        "-per_box=" + std::to_string(per_box) + "-seed1");
+    return s["samples"].get<double>() / s["time"].get<double>();
+  };
+  const double one = rate("ps", 1, 1), box = rate("ps", 1, 8);
+  EXPECT_NEAR(box, 8 * one, 1e-9 * box);
+  EXPECT_LT(rate("allreduce", 8, 1), box);
+  EXPECT_GT(rate("allreduce", 16, 1), box);
+  EXPECT_LT(rate("hierarchical", 8, 1), box);
+  EXPECT_GT(rate("hierarchical", 16, 1), box);
+  EXPECT_LT(rate("ps", 16, 1), box);
+}
