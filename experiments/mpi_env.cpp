@@ -23,6 +23,7 @@ int env_int(const char* name) {
   const char* v = std::getenv(name);
   return v && *v ? std::atoi(v) : 0;
 }
+#if ASGD_WITH_MPI
 double steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -67,6 +68,7 @@ std::string first_difference(const std::string& root, const std::string& mine) {
     j = ej + 1;
   }
 }
+#endif  // ASGD_WITH_MPI: what only the MPI side uses
 }  // namespace
 
 #if ASGD_WITH_MPI

@@ -126,7 +126,9 @@ TEST(SparseBatchTest, MatchesANaiveTranspose) {
     std::vector<uint64_t> keys, sorted;
     sparse_batch_rows(d.row_ptr.data(), d.col.data(), ids.data(), ids.size(), rows, keys, sorted);
     EXPECT_EQ(rows, b.rows);
-    if (F == 25) EXPECT_LT(b.rows.size(), size_t(F)) << "repeated features expected";
+    if (F == 25) {
+      EXPECT_LT(b.rows.size(), size_t(F)) << "repeated features expected";
+    }
   }
   // only empty samples: nothing touched
   HostDataset empty = random_sparse(3, 5, 2, 0, 1);
@@ -891,11 +893,6 @@ struct ServerRig {
   }
 };
 
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
 // Bitwise equality of two float vectors (NaN payloads and signed zeros count).
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
@@ -996,7 +993,9 @@ TEST(SparseServerUpdate, TouchesOnlyTheRowsAndGivesTheDenseBits) {
       // Patched, not copied: only fresh buffers (the first few) are copied whole; later
       // versions go to recycled buffers a few versions old. (Momentum steps every row
       // touched so far: its versions soon differ in too many rows to patch.)
-      if (rule != Rule::Momentum) EXPECT_LE(sparse.whole_copies, 8u) << "whole-table copies";
+      if (rule != Rule::Momentum) {
+        EXPECT_LE(sparse.whole_copies, 8u) << "whole-table copies";
+      }
       if (rule == Rule::Momentum) continue;  // it reads g on every row touched so far (their velocity decays)
       const Replay poisoned = replay(rule, false, true, keep);
       for (size_t v = 0; v < dense.versions.size(); ++v)
