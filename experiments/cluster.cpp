@@ -164,31 +164,44 @@ int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, 
   const size_t total = exp.runs.size();
   bool interrupted = false;
   make_directories(exp_dir);
+  // The folder is this process's until it returns, as for `asgdsim run`: no other asgdsim
+  // writes into it meanwhile.
+  ExperimentLock lock(exp_dir, ExperimentLock::Mode::Exclusive, false, opts.command_line, opts.quiet);
   json resolved = exp.resolved;
   resolved["name"] = name;
-  write_file_atomic(exp_dir + "/experiment.json", resolved.dump(2) + "\n");
   Experiment named = exp;
   named.resolved = resolved;
+  auto cluster_config = [&](const RunSpec& run) {
+    json cfg = run.config;
+    cfg["run"]["experiment"] = name;
+    cfg["run"]["mode"] = "cluster";
+    return cfg;
+  };
+  // Everything is checked before anything is written: a refusal leaves every file as it
+  // was, experiment.json included.
+  for (const RunSpec& run : exp.runs) {
+    const std::string dir = exp_dir + "/" + run.run_id;
+    json old_config;
+    const json cfg = cluster_config(run);
+    if (!opts.force && read_json(dir + "/config.json", old_config) && old_config != cfg)
+      throw IoError(dir + " holds a run of a different config (" + config_differences(old_config, cfg) +
+                    "); pass --force to overwrite it, or choose another --out");
+  }
+  const std::vector<std::string> others = runs_of_other_configs(exp_dir, exp);
+  refuse_runs_of_other_configs(exp_dir, others, opts.force);
+  move_runs_of_other_configs(exp_dir, others);
+  write_file_atomic(exp_dir + "/experiment.json", resolved.dump(2) + "\n");
   std::exception_ptr first_error;
   std::string first_error_run;
   for (size_t k = 0; k < total; ++k) {
     const RunSpec& run = exp.runs[k];
     const std::string dir = exp_dir + "/" + run.run_id;
     const std::string tag = "[" + std::to_string(k + 1) + "/" + std::to_string(total) + "] " + run.run_id;
-    json cfg = run.config;
-    cfg["run"]["experiment"] = name;
-    cfg["run"]["mode"] = "cluster";
+    const json cfg = cluster_config(run);
     json old_config, old_summary;
-    bool has_config = read_json(dir + "/config.json", old_config);
+    bool has_config = read_json(dir + "/config.json", old_config);  // checked above: cfg, or --force
     bool has_summary = read_json(dir + "/summary.json", old_summary);
     bool skip = first_error || interrupted || interrupt_requested();
-    if (!skip && has_config && old_config != cfg && !opts.force) {
-      first_error = std::make_exception_ptr(IoError(dir + " holds a run of a different config (" +
-                                                    config_differences(old_config, cfg) +
-                                                    "); pass --force to overwrite it, or choose another --out"));
-      first_error_run = run.run_id;
-      skip = true;
-    }
     if (!skip && has_config && has_summary && !opts.force) {
       std::string status = old_summary.value("status", "");
       if (status == "completed" || status == "diverged") {

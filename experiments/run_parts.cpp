@@ -10,8 +10,10 @@
 #include <cmath>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include "asgd/build_info.h"
 #include "sim/atomic_file.h"
 #include "sim/idx_reader.h"
@@ -22,6 +24,7 @@
 #include "kernels/rng.h"
 
 namespace asgd {
+namespace fs = std::filesystem;
 
 std::string iso_now() {
   std::time_t t = std::time(nullptr);
@@ -460,6 +463,54 @@ void write_index(const Experiment& exp, const std::string& exp_dir) {
     throw;
   }
   ::close(fd);
+}
+
+
+std::vector<std::string> runs_of_other_configs(const std::string& exp_dir, const Experiment& exp) {
+  std::set<std::string> ours;
+  for (const RunSpec& run : exp.runs) ours.insert(run.run_id);
+  std::vector<std::string> others;
+  std::error_code ec;
+  for (fs::directory_iterator it(exp_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (it->symlink_status().type() == fs::file_type::directory && !ours.count(name) &&
+        fs::is_regular_file(it->path() / "config.json"))
+      others.push_back(name);
+  }
+  std::sort(others.begin(), others.end());
+  return others;
+}
+
+void refuse_runs_of_other_configs(const std::string& exp_dir, const std::vector<std::string>& others, bool force) {
+  if (others.empty() || force) return;
+  std::string named;
+  for (size_t i = 0; i < others.size() && i < 3; ++i) named += (i ? ", " : "") + others[i];
+  if (others.size() > 3) named += ", ... (" + std::to_string(others.size() - 3) + " more)";
+  throw IoError(exp_dir + " holds " + std::to_string(others.size()) + " run folder" + (others.size() == 1 ? "" : "s") +
+                " that this config does not make (" + named +
+                "): their results would be read with this experiment's; pass --force to move them into " + exp_dir +
+                "/superseded-<UTC time>/, or choose another --out or name");
+}
+
+void move_runs_of_other_configs(const std::string& exp_dir, const std::vector<std::string>& others) {
+  if (others.empty()) return;
+  std::string stamp = iso_now();
+  stamp.erase(std::remove_if(stamp.begin(), stamp.end(), [](char c) { return c == '-' || c == ':'; }), stamp.end());
+  std::string aside = exp_dir + "/superseded-" + stamp;
+  for (int k = 2; fs::exists(aside); ++k) aside = exp_dir + "/superseded-" + stamp + "-" + std::to_string(k);
+  std::error_code ec;
+  fs::create_directory(aside, ec);
+  if (ec) throw IoError("cannot create " + aside + ": " + ec.message());
+  for (const std::string& name : others) {
+    fs::rename(exp_dir + "/" + name, aside + "/" + name, ec);
+    if (ec) throw IoError("cannot move " + exp_dir + "/" + name + " into " + aside + ": " + ec.message());
+  }
+  if (fs::is_regular_file(exp_dir + "/experiment.json")) {  // index.csv stays: it also lists runs that stay
+    fs::copy_file(exp_dir + "/experiment.json", aside + "/experiment.json", ec);
+    if (ec) throw IoError("cannot copy " + exp_dir + "/experiment.json into " + aside + ": " + ec.message());
+  }
+  std::cerr << "moved " << others.size() << " run folder" << (others.size() == 1 ? "" : "s")
+            << " of another config into " << aside << "\n";
 }
 
 }  // namespace asgd

@@ -4,6 +4,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 #include "experiments/config.h"
 #include "kernels/model.h"
@@ -73,15 +74,26 @@ const std::vector<std::string>& run_result_files();
 // Before a run (re-)starts in `dir`: removes its old result files and the temporary
 // files an earlier process left there (killed between writing and renaming).
 void clear_run_folder(const std::string& dir);
-// Why the results in `dir` are not those of a finished run of `config` whose summary.json
-// is `summary` (a file missing, metrics.csv not ending at the summary's update count, a
-// run id that differs, ...), or "" when they are complete.
 // What a folder's config.json (or experiment.json) holds against what this config makes:
 // "train.lr: 0.1 there, 0.05 now; model.hidden[0]: ... (and 3 more)", at most `limit`
 // keys, for the message that refuses to overwrite it.
 std::string config_differences(const json& there, const json& now, size_t limit = 5);
 
+// Why the results in `dir` are not those of a finished run of `config` whose summary.json
+// is `summary` (a file missing, metrics.csv not ending at the summary's update count, a
+// run id that differs, ...), or "" when they are complete.
 std::string incomplete_results(const std::string& dir, const json& config, const json& summary);
+
+// Sub-folders of exp_dir that hold a run (a config.json) whose id `exp` does not make: the
+// runs of an earlier sweep, engine list or repeat count under the same name. The analysis
+// reads every run folder in exp_dir, so they must not stay beside this experiment's.
+std::vector<std::string> runs_of_other_configs(const std::string& exp_dir, const Experiment& exp);
+// Throws IoError naming them (and what --force does) unless `force`; changes nothing.
+void refuse_runs_of_other_configs(const std::string& exp_dir, const std::vector<std::string>& others, bool force);
+// Moves them into a new exp_dir/superseded-<UTC time>[-k]/ with exp_dir's experiment.json
+// (the config that made them, so plot.py reads that folder as an experiment), never
+// deleting, and says where on stderr.
+void move_runs_of_other_configs(const std::string& exp_dir, const std::vector<std::string>& others);
 
 // An flock on OUT/<name>/.lock, held for a whole `asgdsim run`: exclusive, or shared by
 // the processes that split one experiment's runs (--shard, mpirun ranks). The kernel

@@ -412,53 +412,6 @@ void check_lanes_fit_in_memory(const Experiment& exp, const std::vector<size_t>&
                                           " this machine has: lower --jobs"}});
 }
 
-// Sub-folders of the experiment folder that hold a run (a config.json) whose id this
-// experiment does not make: the runs of an earlier config or sweep under the same name.
-// The analysis reads every run folder, so leaving them would mix their results in.
-std::vector<std::string> runs_of_other_configs(const std::string& exp_dir, const Experiment& exp) {
-  std::set<std::string> ours;
-  for (const RunSpec& run : exp.runs) ours.insert(run.run_id);
-  std::vector<std::string> others;
-  std::error_code ec;
-  for (fs::directory_iterator it(exp_dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (it->symlink_status().type() == fs::file_type::directory && !ours.count(name) &&
-        fs::is_regular_file(it->path() / "config.json"))
-      others.push_back(name);
-  }
-  std::sort(others.begin(), others.end());
-  return others;
-}
-
-std::string brief_list(const std::vector<std::string>& names, size_t limit = 3) {
-  std::string text;
-  for (size_t i = 0; i < names.size() && i < limit; ++i) text += (i ? ", " : "") + names[i];
-  if (names.size() > limit) text += ", ... (" + std::to_string(names.size() - limit) + " more)";
-  return text;
-}
-
-// Moves the named run folders into a new EXP/superseded-<UTC time>[-k]/ and returns it.
-std::string move_aside(const std::string& exp_dir, const std::vector<std::string>& names) {
-  std::string stamp = iso_now();
-  stamp.erase(std::remove_if(stamp.begin(), stamp.end(), [](char c) { return c == '-' || c == ':'; }), stamp.end());
-  std::string aside = exp_dir + "/superseded-" + stamp;
-  for (int k = 2; fs::exists(aside); ++k) aside = exp_dir + "/superseded-" + stamp + "-" + std::to_string(k);
-  std::error_code ec;
-  fs::create_directory(aside, ec);
-  if (ec) throw IoError("cannot create " + aside + ": " + ec.message());
-  for (const std::string& name : names) {
-    fs::rename(exp_dir + "/" + name, aside + "/" + name, ec);
-    if (ec) throw IoError("cannot move " + exp_dir + "/" + name + " into " + aside + ": " + ec.message());
-  }
-  // The config they were made by goes with them (index.csv does not: it also lists runs
-  // that stay), so the folder is an experiment plot.py reads.
-  if (fs::is_regular_file(exp_dir + "/experiment.json")) {
-    fs::copy_file(exp_dir + "/experiment.json", aside + "/experiment.json", ec);
-    if (ec) throw IoError("cannot copy " + exp_dir + "/experiment.json into " + aside + ": " + ec.message());
-  }
-  return aside;
-}
-
 }  // namespace
 
 int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
@@ -507,19 +460,11 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
     todo.push_back(k);
   }
   const std::vector<std::string> others = runs_of_other_configs(exp_dir, exp);
-  if (!others.empty() && !opts.force)
-    throw IoError(exp_dir + " holds " + std::to_string(others.size()) + " run folder" + (others.size() == 1 ? "" : "s") +
-                  " that this config does not make (" + brief_list(others) +
-                  "): their results would be read with this experiment's; pass --force to move them into " + exp_dir +
-                  "/superseded-<UTC time>/, or choose another --out or name");
+  refuse_runs_of_other_configs(exp_dir, others, opts.force);
   const int lanes = int(std::max<size_t>(1, std::min<size_t>(size_t(std::max(1, opts.jobs)), todo.size())));
   if (lanes > 1) check_lanes_fit_in_memory(exp, todo, lanes);
   // Shard 0 alone moves them (the folders are no shard's runs, so no other shard writes them).
-  if (!others.empty() && opts.shard == 0) {
-    const std::string aside = move_aside(exp_dir, others);
-    std::cerr << "moved " << others.size() << " run folder" << (others.size() == 1 ? "" : "s")
-                << " of another config into " << aside << "\n";
-  }
+  if (!others.empty() && opts.shard == 0) move_runs_of_other_configs(exp_dir, others);
   const std::string experiment_json = exp.resolved.dump(2) + "\n";
   if (sharded) {  // shards of one experiment share experiment.json; one of another config must not replace it
     json old;

@@ -343,6 +343,34 @@ class ClusterRefusals(unittest.TestCase):
         self.assertIn("cluster.topology: boxes and links are simulated only", p.stderr)
         self.assertIn("engine.comm: \"allreduce\"", p.stderr)
 
+    def test_runs_of_another_sweep_are_refused_and_force_moves_them_aside(self):
+        # as for `asgdsim run`: the analysis reads every run folder in the experiment folder,
+        # so the runs of an earlier engine list must not stay beside this one's
+        cfg = dict(SWEEP, name="twice", engines=[{"type": "sync"}], cluster={"workers": 2}, repeats=1)
+        cfg.pop("sweep")
+        out = os.path.join(self.tmp, "o")
+        exp = os.path.join(out, "twice-cluster")
+        first = run(["cluster", write_config(self.tmp, cfg), "--out", out, "--quiet"], mpi=["-np", "3"])
+        self.assertEqual(first.returncode, 0, first.stderr)
+        old_runs = sorted(d for d in os.listdir(exp) if os.path.isdir(os.path.join(exp, d)))
+        self.assertEqual(len(old_runs), 1, old_runs)
+        with open(os.path.join(exp, "experiment.json")) as f:
+            before = f.read()
+        other = write_config(self.tmp, dict(cfg, engines=[{"type": "async"}]))
+        p = run(["cluster", other, "--out", out, "--quiet"], mpi=["-np", "3"])
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("1 run folder that this config does not make (" + old_runs[0], p.stderr)
+        with open(os.path.join(exp, "experiment.json")) as f:
+            self.assertEqual(f.read(), before)  # nothing written before the refusal
+        p = run(["cluster", other, "--out", out, "--quiet", "--force"], mpi=["-np", "3"])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        aside = [d for d in os.listdir(exp) if d.startswith("superseded-")]
+        self.assertEqual(len(aside), 1, os.listdir(exp))
+        self.assertTrue(os.path.isfile(os.path.join(exp, aside[0], old_runs[0], "summary.json")))
+        with open(os.path.join(exp, aside[0], "experiment.json")) as f:
+            self.assertEqual(f.read(), before)
+        self.assertFalse(os.path.exists(os.path.join(exp, old_runs[0])))
+
     def test_without_mpirun_it_says_how_to_start_it(self):
         cfg = dict(SWEEP, name="plain")
         p = run(["cluster", write_config(self.tmp, cfg), "--out", os.path.join(self.tmp, "o")])
