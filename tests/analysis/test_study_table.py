@@ -69,6 +69,14 @@ class StudyTableTest(unittest.TestCase):
         self.assertAlmostEqual(shown_mean, mean, delta=max(half, 1e-3) / 10 + 1e-9)
         self.assertAlmostEqual(shown_half, half, delta=half * 0.05 + 1e-12)
 
+    def test_the_header_names_both_targets(self):
+        # a time-to-target column is unreadable without its target
+        result = run_script(self.root, "--target-loss", "0.5", "--target-accuracy", "0.75")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("Targets for time to target: train loss 0.5, test accuracy 0.75.", result.stdout)
+        result = run_script(self.root, "--target-loss", "0.5")
+        self.assertIn("Targets for time to target: train loss 0.5 (no test-accuracy target given).", result.stdout)
+
     def test_missing_markers_exit_2_naming_them(self):
         readme = Path(self.tmp.name) / "plain.md"
         readme.write_text("# nothing here\n")
