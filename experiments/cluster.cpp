@@ -6,7 +6,6 @@
 #include "experiments/cluster.h"
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <iostream>
 #include "engines/engine_registry.h"
 #include "experiments/mpi_runtime.h"
@@ -177,16 +176,14 @@ int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, 
     cfg["run"]["mode"] = "cluster";
     return cfg;
   };
-  // Everything is checked before anything is written: a refusal leaves every file as it
-  // was, experiment.json included.
-  for (const RunSpec& run : exp.runs) {
-    const std::string dir = exp_dir + "/" + run.run_id;
-    json old_config;
-    const json cfg = cluster_config(run);
-    if (!opts.force && read_json(dir + "/config.json", old_config) && old_config != cfg)
-      throw IoError(dir + " holds a run of a different config (" + config_differences(old_config, cfg) +
-                    "); pass --force to overwrite it, or choose another --out");
-  }
+  auto tag_of = [&](size_t k) {
+    return "[" + std::to_string(k + 1) + "/" + std::to_string(total) + "] " + exp.runs[k].run_id;
+  };
+  // Everything is checked before anything is written, as `asgdsim run` checks it: a
+  // refusal leaves every file as it was, experiment.json included.
+  std::vector<EarlierRun> earlier;
+  for (size_t k = 0; k < total; ++k)
+    earlier.push_back(earlier_run(exp_dir + "/" + exp.runs[k].run_id, cluster_config(exp.runs[k]), opts.force, tag_of(k)));
   const std::vector<std::string> others = runs_of_other_configs(exp_dir, exp);
   refuse_runs_of_other_configs(exp_dir, others, opts.force);
   move_runs_of_other_configs(exp_dir, others);
@@ -196,19 +193,11 @@ int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, 
   for (size_t k = 0; k < total; ++k) {
     const RunSpec& run = exp.runs[k];
     const std::string dir = exp_dir + "/" + run.run_id;
-    const std::string tag = "[" + std::to_string(k + 1) + "/" + std::to_string(total) + "] " + run.run_id;
+    const std::string tag = tag_of(k);
     const json cfg = cluster_config(run);
-    json old_config, old_summary;
-    bool has_config = read_json(dir + "/config.json", old_config);  // checked above: cfg, or --force
-    bool has_summary = read_json(dir + "/summary.json", old_summary);
     bool skip = first_error || interrupted || interrupt_requested();
-    if (!skip && has_config && has_summary && !opts.force) {
-      std::string status = old_summary.value("status", "");
-      if (status == "completed" || status == "diverged") {
-        if (!opts.quiet) std::cout << tag << ": " << status << " earlier, skipped (--force re-runs it)\n" << std::flush;
-        skip = true;
-      }
-    }
+    if (!skip && !earlier[k].line.empty() && !opts.quiet) std::cout << earlier[k].line << "\n" << std::flush;
+    skip = skip || earlier[k].done;
     if (!skip && std::count(dead.begin(), dead.end(), true) > 0) {
       std::string ranks;
       for (int r = 1; r <= workers; ++r)
@@ -229,8 +218,7 @@ int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, 
     try {
       in = inputs_for(run, exp.base_dir, cache);
       make_directories(dir);
-      std::error_code ec;
-      std::filesystem::remove(dir + "/summary.json", ec);
+      clear_run_folder(dir);  // an earlier attempt's files (and temporary files) go first
       write_file_atomic(dir + "/config.json", cfg.dump(2) + "\n");
     } catch (...) {
       tell_workers(workers, dead, run.config["real"]["worker_timeout"], Kind::Stop);

@@ -466,6 +466,25 @@ void write_index(const Experiment& exp, const std::string& exp_dir) {
 }
 
 
+EarlierRun earlier_run(const std::string& dir, const json& config, bool force, const std::string& tag) {
+  EarlierRun earlier;
+  json old_config, old_summary;
+  const bool has_config = read_json(dir + "/config.json", old_config);
+  if (!has_config || force) return earlier;
+  if (old_config != config)
+    throw IoError(dir + " holds a run of a different config (" + config_differences(old_config, config) +
+                  "); pass --force to overwrite it, or choose another --out");
+  if (!read_json(dir + "/summary.json", old_summary) || !old_summary.is_object()) return earlier;
+  const json& st = old_summary.contains("status") ? old_summary["status"] : json();
+  const std::string status = st.is_string() ? st.get<std::string>() : "";
+  if (status != "completed" && status != "diverged") return earlier;
+  const std::string missing = incomplete_results(dir, config, old_summary);
+  earlier.done = missing.empty();
+  earlier.line = tag + ": " + status + " earlier" +
+                 (earlier.done ? ", skipped (--force re-runs it)" : ", but " + missing + ": re-running it");
+  return earlier;
+}
+
 std::vector<std::string> runs_of_other_configs(const std::string& exp_dir, const Experiment& exp) {
   std::set<std::string> ours;
   for (const RunSpec& run : exp.runs) ours.insert(run.run_id);

@@ -84,6 +84,17 @@ std::string config_differences(const json& there, const json& now, size_t limit 
 // run id that differs, ...), or "" when they are complete.
 std::string incomplete_results(const std::string& dir, const json& config, const json& summary);
 
+// What an earlier process left in a run's folder `dir`, checked before anything is
+// written. Throws IoError when the folder holds a run of another config, unless `force`.
+// `done`: a run of `config` completed (or diverged) with all its result files, so the run
+// is skipped (never with `force`); `line`: what to tell the user, prefixed with `tag`
+// ("skipped", or "re-running it" and why), or "" when there was no finished run there.
+struct EarlierRun {
+  bool done = false;
+  std::string line;
+};
+EarlierRun earlier_run(const std::string& dir, const json& config, bool force, const std::string& tag);
+
 // Sub-folders of exp_dir that hold a run (a config.json) whose id `exp` does not make: the
 // runs of an earlier sweep, engine list or repeat count under the same name. The analysis
 // reads every run folder in exp_dir, so they must not stay beside this experiment's.

@@ -439,24 +439,9 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
     const RunSpec& run = exp.runs[k];
     const std::string dir = exp_dir + "/" + run.run_id;
     const std::string tag = "[" + std::to_string(k + 1) + "/" + std::to_string(total) + "] " + run.run_id;
-    json old_config, old_summary;
-    bool has_config = read_json(dir + "/config.json", old_config);
-    bool has_summary = read_json(dir + "/summary.json", old_summary);
-    if (has_config && old_config != run.config && !opts.force)
-      throw IoError(dir + " holds a run of a different config (" + config_differences(old_config, run.config) +
-                    "); pass --force to overwrite it, or choose another --out");
-    if (has_config && has_summary && !opts.force && old_summary.is_object()) {
-      const json& st = old_summary.contains("status") ? old_summary["status"] : json();
-      std::string status = st.is_string() ? st.get<std::string>() : "";
-      if (status == "completed" || status == "diverged") {
-        std::string missing = incomplete_results(dir, run.config, old_summary);
-        if (missing.empty()) {
-          skipped_lines.push_back(tag + ": " + status + " earlier, skipped (--force re-runs it)");
-          continue;
-        }
-        skipped_lines.push_back(tag + ": " + status + " earlier, but " + missing + ": re-running it");
-      }
-    }
+    const EarlierRun earlier = earlier_run(dir, run.config, opts.force, tag);
+    if (!earlier.line.empty()) skipped_lines.push_back(earlier.line);
+    if (earlier.done) continue;
     todo.push_back(k);
   }
   const std::vector<std::string> others = runs_of_other_configs(exp_dir, exp);

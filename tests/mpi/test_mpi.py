@@ -371,6 +371,29 @@ class ClusterRefusals(unittest.TestCase):
             self.assertEqual(f.read(), before)
         self.assertFalse(os.path.exists(os.path.join(exp, old_runs[0])))
 
+    def test_a_rerun_skips_finished_runs_and_remakes_one_missing_a_file(self):
+        # the resume rule of `asgdsim run`: a finished run is skipped only when its result
+        # files are all there
+        cfg = dict(SWEEP, name="again", engines=[{"type": "sync"}], cluster={"workers": 2}, repeats=2)
+        cfg.pop("sweep")
+        path = write_config(self.tmp, cfg)
+        out = os.path.join(self.tmp, "o")
+        exp = os.path.join(out, "again-cluster")
+        first = run(["cluster", path, "--out", out, "--quiet"], mpi=["-np", "3"])
+        self.assertEqual(first.returncode, 0, first.stderr)
+        runs = sorted(d for d in os.listdir(exp) if os.path.isdir(os.path.join(exp, d)))
+        self.assertEqual(len(runs), 2, runs)
+        with open(os.path.join(exp, runs[1], "metrics.csv")) as f:
+            metrics = f.read()
+        os.remove(os.path.join(exp, runs[1], "workers.csv"))
+        again = run(["cluster", path, "--out", out], mpi=["-np", "3"])
+        self.assertEqual(again.returncode, 0, again.stderr)
+        self.assertIn(runs[0] + ": completed earlier, skipped (--force re-runs it)", again.stdout)
+        self.assertIn(runs[1] + ": completed earlier, but workers.csv is missing: re-running it", again.stdout)
+        self.assertTrue(os.path.isfile(os.path.join(exp, runs[1], "workers.csv")))
+        with open(os.path.join(exp, runs[1], "metrics.csv")) as f:
+            self.assertEqual(len(f.read().splitlines()), len(metrics.splitlines()))  # remade whole, not appended
+
     def test_without_mpirun_it_says_how_to_start_it(self):
         cfg = dict(SWEEP, name="plain")
         p = run(["cluster", write_config(self.tmp, cfg), "--out", os.path.join(self.tmp, "o")])
