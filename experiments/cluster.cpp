@@ -170,20 +170,18 @@ int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, 
   resolved["name"] = name;
   Experiment named = exp;
   named.resolved = resolved;
-  auto cluster_config = [&](const RunSpec& run) {
-    json cfg = run.config;
-    cfg["run"]["experiment"] = name;
-    cfg["run"]["mode"] = "cluster";
-    return cfg;
-  };
-  auto tag_of = [&](size_t k) {
-    return "[" + std::to_string(k + 1) + "/" + std::to_string(total) + "] " + exp.runs[k].run_id;
-  };
+  // Each run's config.json: its config, marked as this cluster experiment's.
+  std::vector<json> configs;
+  for (const RunSpec& run : exp.runs) {
+    configs.push_back(run.config);
+    configs.back()["run"]["experiment"] = name;
+    configs.back()["run"]["mode"] = "cluster";
+  }
   // Everything is checked before anything is written, as `asgdsim run` checks it: a
   // refusal leaves every file as it was, experiment.json included.
   std::vector<EarlierRun> earlier;
   for (size_t k = 0; k < total; ++k)
-    earlier.push_back(earlier_run(exp_dir + "/" + exp.runs[k].run_id, cluster_config(exp.runs[k]), opts.force, tag_of(k)));
+    earlier.push_back(earlier_run(exp_dir + "/" + exp.runs[k].run_id, configs[k], opts.force, run_tag(exp, k)));
   const std::vector<std::string> others = runs_of_other_configs(exp_dir, exp);
   refuse_runs_of_other_configs(exp_dir, others, opts.force);
   move_runs_of_other_configs(exp_dir, others);
@@ -193,8 +191,8 @@ int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, 
   for (size_t k = 0; k < total; ++k) {
     const RunSpec& run = exp.runs[k];
     const std::string dir = exp_dir + "/" + run.run_id;
-    const std::string tag = tag_of(k);
-    const json cfg = cluster_config(run);
+    const std::string tag = run_tag(exp, k);
+    const json& cfg = configs[k];
     bool skip = first_error || interrupted || interrupt_requested();
     if (!skip && !earlier[k].line.empty() && !opts.quiet) std::cout << earlier[k].line << "\n" << std::flush;
     skip = skip || earlier[k].done;

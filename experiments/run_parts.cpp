@@ -465,6 +465,9 @@ void write_index(const Experiment& exp, const std::string& exp_dir) {
   ::close(fd);
 }
 
+std::string run_tag(const Experiment& exp, size_t k) {
+  return "[" + std::to_string(k + 1) + "/" + std::to_string(exp.runs.size()) + "] " + exp.runs[k].run_id;
+}
 
 EarlierRun earlier_run(const std::string& dir, const json& config, bool force, const std::string& tag) {
   EarlierRun earlier;

@@ -84,6 +84,9 @@ std::string config_differences(const json& there, const json& now, size_t limit 
 // run id that differs, ...), or "" when they are complete.
 std::string incomplete_results(const std::string& dir, const json& config, const json& summary);
 
+// How progress lines name run k of `exp`: "[k+1/N] <run_id>".
+std::string run_tag(const Experiment& exp, size_t k);
+
 // What an earlier process left in a run's folder `dir`, checked before anything is
 // written. Throws IoError when the folder holds a run of another config, unless `force`.
 // `done`: a run of `config` completed (or diverged) with all its result files, so the run

@@ -8,13 +8,11 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
-#include <filesystem>
 #include <fstream>
 #include <future>
 #include <iostream>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <sstream>
 #include <thread>
 #include "engines/engine_registry.h"
@@ -28,7 +26,6 @@
 #include "sim/simulation.h"
 
 namespace asgd {
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -293,7 +290,7 @@ struct Lane {
 std::string make_run(const Experiment& exp, size_t k, const std::string& dir, const RunnerOptions& opts,
                      const Lane& lane, DataCache& cache, Console& console) {
   const RunSpec& run = exp.runs[k];
-  const std::string tag = "[" + std::to_string(k + 1) + "/" + std::to_string(exp.runs.size()) + "] " + run.run_id;
+  const std::string tag = run_tag(exp, k);
   make_directories(dir);
   clear_run_folder(dir);  // an earlier attempt's files (and temporary files) go first
   write_file_atomic(dir + "/config.json", run.config.dump(2) + "\n");
@@ -438,8 +435,7 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
     if (int(k % size_t(std::max(1, opts.shards))) != opts.shard) continue;  // another shard's
     const RunSpec& run = exp.runs[k];
     const std::string dir = exp_dir + "/" + run.run_id;
-    const std::string tag = "[" + std::to_string(k + 1) + "/" + std::to_string(total) + "] " + run.run_id;
-    const EarlierRun earlier = earlier_run(dir, run.config, opts.force, tag);
+    const EarlierRun earlier = earlier_run(dir, run.config, opts.force, run_tag(exp, k));
     if (!earlier.line.empty()) skipped_lines.push_back(earlier.line);
     if (earlier.done) continue;
     todo.push_back(k);
