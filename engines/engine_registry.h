@@ -6,7 +6,7 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 #include "sim/engine.h"
-#include "sim/param_info.h"
+#include "sim/config/param.h"
 
 namespace asgd {
 

@@ -1,5 +1,5 @@
 // experiments/bench.cpp — `asgdsim bench` (see bench.h). Each workload is a config
-// validated by resolve_experiment and turned into RunSettings by settings_from_config,
+// validated by resolve_experiment and bound into RunSettings while validating,
 // exactly as `asgdsim run` does; the simulated side then runs Simulation + engine on a
 // WorkerPool without writing run folders (files are not what is measured), and the
 // bare side calls the same kernels directly on as many threads. Data loading, model
@@ -86,8 +86,8 @@ SimRun time_simulation(const json& user, const Problem& p, WorkerPool& pool) {
   Experiment exp = resolve_experiment(user, "bench", ".");
   if (exp.runs.size() != 1) throw std::logic_error("bench: a workload must expand to one run");
   const json& c = exp.runs[0].config;
-  RunSettings settings = settings_from_config(c);
-  ComputeTimeModel compute = build_compute_model(c, settings, ".");
+  RunSettings settings = exp.runs[0].settings;
+  ComputeTimeModel compute = build_compute_model(settings, ".");
   Recorder recorder(false);
   std::unique_ptr<Engine> engine = make_engine(c["engine"]);
   SimRun r;

@@ -79,17 +79,7 @@ using namespace wire;
 // The exit code main() gives `error` (0: none), for the workers to leave with.
 int exit_code_of(std::exception_ptr error, bool interrupted) {
   if (!error) return interrupted ? 130 : 0;
-  try {
-    std::rethrow_exception(error);
-  } catch (const ConfigError&) {
-    return 2;
-  } catch (const IoError&) {
-    return 2;
-  } catch (const DataError&) {
-    return 2;
-  } catch (...) {
-    return 1;
-  }
+  return asgd::exit_code_of(error);
 }
 
 int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, std::vector<bool>& dead);
@@ -118,12 +108,12 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
     for (size_t k = 0; k < total && Kind(done.h.kind) != Kind::Done; ++k) {
       const RunSpec& run = exp.runs[k];
       watch.timeout = run.config["real"]["worker_timeout"];
-      RunSettings s = settings_from_config(run.config);
+      const RunSettings& s = run.settings;
       RunInputs in;
       std::unique_ptr<ComputeTimeModel> compute;
       try {
         in = inputs_for(run, exp.base_dir, cache);
-        compute = std::make_unique<ComputeTimeModel>(build_compute_model(run.config, s, exp.base_dir));
+        compute = std::make_unique<ComputeTimeModel>(build_compute_model(s, exp.base_dir));
       } catch (const std::exception& e) {
         worker_cannot_run(std::string(e.what()) + " (on host " + host_name() + ")", done);
         continue;
@@ -210,7 +200,7 @@ int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, 
       continue;
     }
 
-    RunSettings s = settings_from_config(run.config);
+    RunSettings s = run.settings;
     s.trace = s.trace || opts.trace;
     RunInputs in;
     try {
@@ -283,6 +273,8 @@ int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, 
       throw IoError("run " + first_error_run + ": " + e.what());
     } catch (const DataError& e) {
       throw DataError("run " + first_error_run + ": " + e.what());
+    } catch (const TimeOverflow& e) {
+      throw TimeOverflow("run " + first_error_run + ": " + e.what());
     } catch (const std::exception& e) {
       throw std::runtime_error("run " + first_error_run + ": " + e.what());
     }

@@ -18,6 +18,10 @@
 #include "sim/time.h"
 
 namespace asgd {
+
+const Section<RunSettings>& top_section();
+const std::vector<ParamInfo>& conv_block_params();
+
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -25,40 +29,14 @@ constexpr size_t kMaxConfigBytes = size_t(64) << 20;  // a config file larger th
 // The most runs one config may make (engines x sweep points x repeats): each holds its
 // resolved config (~20 KB), and a config is split long before this.
 constexpr double kMaxRuns = 50000;
-// Workers of one simulated cluster: per-worker state is kept for each (docs/reliability.md).
-constexpr double kMaxWorkers = 1000000;
 
-// A key in virtual seconds: at most kMaxConfigSeconds, so the int64 nanosecond clock
-// cannot overflow from the config alone (sim/time.h).
-ParamInfo seconds(std::string name, json def, std::string doc, double min = 0, bool excl = false) {
-  ParamInfo p{std::move(name), ParamType::Number, std::move(def), std::move(doc), min, kMaxConfigSeconds, excl};
-  return p;
-}
-
-ParamInfo num(std::string name, json def, std::string doc, double min = -kInf, bool excl = false,
-              double max = kInf) {
-  ParamInfo p{std::move(name), ParamType::Number, std::move(def), std::move(doc), min, max, excl};
-  return p;
-}
-ParamInfo integer(std::string name, json def, std::string doc, double min = 0, double max = kInf) {
-  ParamInfo p{std::move(name), ParamType::Integer, std::move(def), std::move(doc), min, max};
-  return p;
-}
-ParamInfo str(std::string name, json def, std::string doc, std::vector<std::string> choices = {}) {
-  ParamInfo p{std::move(name), ParamType::String, std::move(def), std::move(doc)};
-  p.choices = std::move(choices);
-  return p;
-}
-ParamInfo boolean(std::string name, bool def, std::string doc) {
-  return ParamInfo{std::move(name), ParamType::Boolean, def, std::move(doc)};
-}
-ParamInfo any(std::string name, json def, std::string doc) {
-  return ParamInfo{std::move(name), ParamType::Any, std::move(def), std::move(doc)};
-}
-ParamInfo list(std::string name, ParamType t, json def, std::string doc, double min = -kInf, bool excl = false) {
-  ParamInfo p{std::move(name), t, std::move(def), std::move(doc), min, kInf, excl};
-  return p;
-}
+using keys::seconds;
+using keys::num;
+using keys::integer;
+using keys::str;
+using keys::boolean;
+using keys::any;
+using keys::list;
 
 // Members read while validating, when the validator may already have reported them as the
 // wrong type: a wrong type reads as absent instead of throwing.
@@ -75,11 +53,6 @@ int64_t int_of(const json& o, const char* key, int64_t fallback) {
 
 const std::string kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 
-const SectionInfo& section(const std::string& name) {
-  for (const auto& s : section_catalog())
-    if (s.name == name) return s;
-  throw std::logic_error("no config section " + name);
-}
 
 json conv_json(const ConvSpec& c) {
   return {{"channels", c.channels}, {"kernel", c.kernel}, {"stride", c.stride}, {"padding", c.padding}, {"pool", c.pool}};
@@ -130,7 +103,7 @@ void resolve_cnn(const json& user_model, json& model, Validator& v) {
   }
   json blocks = json::array();
   for (size_t i = 0; i < conv.size(); ++i)
-    blocks.push_back(v.object(conv[i], index_path("model.conv", i), section("model.conv[]").params));
+    blocks.push_back(v.object(conv[i], index_path("model.conv", i), conv_block_params()));
   model["conv"] = blocks;
 }
 
@@ -327,21 +300,25 @@ void check_placement(const json& e, const json& cluster, Validator& v) {
                                  "sum is exchanged with the servers); engine " + t + " needs \"servers\" or one box");
 }
 
-// Validates a list of objects (each against `section_name`'s keys) whose "worker" must
-// name an existing worker.
-json worker_list(const json& list, const std::string& path, const std::string& section_name, int64_t workers,
-                 Validator& v) {
+// Validates a list of objects (each against `section`'s keys) whose "worker" must name an
+// existing worker; appends each valid item, bound, to `items`.
+template <class Item>
+json worker_list(const json& list, const std::string& path, const Section<Item>& section, int64_t workers,
+                 Validator& v, std::vector<Item>& items) {
   if (!list.is_array()) {
     v.error(path, "expected a list of objects, got " + brief(list));
     return json::array();
   }
   json out = json::array();
   for (size_t i = 0; i < list.size(); ++i) {
-    json item = v.object(list[i], index_path(path, i), section(section_name).params);
+    Item bound;
+    const size_t before = v.issues().size();
+    json item = section.bind(list[i], index_path(path, i), v, bound);
     if (item.contains("worker") && item["worker"].is_number_integer() && workers > 0 &&
         item["worker"].get<int64_t>() >= workers)
       v.error(index_path(path, i) + ".worker", "worker " + item["worker"].dump() + " does not exist (cluster.workers is " +
                                                   std::to_string(workers) + ": valid 0.." + std::to_string(workers - 1) + ")");
+    if (v.issues().size() == before) items.push_back(bound);
     out.push_back(item);
   }
   return out;
@@ -349,17 +326,18 @@ json worker_list(const json& list, const std::string& path, const std::string& s
 
 // cluster.topology (left out: the star) and cluster.placement. With a topology,
 // cluster.workers is derived: boxes x per_box when left out; given, it must equal that.
-void resolve_topology(const json& user, json& cluster, Validator& v) {
+void resolve_topology(const json& user, json& cluster, Validator& v, RunSettings& s) {
   const bool host = cluster["placement"].is_string() && cluster["placement"] == "host";
   if (!user.is_object() || !user.contains("topology")) {
     if (host) v.error("cluster.placement", "\"host\" keeps the parameters in each box's host: it needs cluster.topology");
     return;
   }
-  json topo = v.object(user["topology"], "cluster.topology", section("cluster.topology").params, {"intra", "inter"});
+  json topo = settings_section("cluster.topology").bind(user["topology"], "cluster.topology", v, s, {"intra", "inter"});
   if (!topo.is_object()) return;
-  for (const char* level : {"intra", "inter"})
-    topo[level] = v.object(topo.value(level, json::object()), std::string("cluster.topology.") + level,
-                           section(std::string("cluster.topology.") + level).params);
+  for (const char* level : {"intra", "inter"}) {
+    const std::string path = std::string("cluster.topology.") + level;
+    topo[level] = settings_section(path).bind(topo.value(level, json::object()), path, v, s);
+  }
   cluster["topology"] = topo;
   if (!topo["boxes"].is_number_integer() || !topo["per_box"].is_number_integer()) return;
   const int64_t gpus = topo["boxes"].get<int64_t>() * topo["per_box"].get<int64_t>();
@@ -368,6 +346,7 @@ void resolve_topology(const json& user, json& cluster, Validator& v) {
                                     std::to_string(int64_t(kMaxWorkers)));
   } else if (!user.contains("workers")) {
     cluster["workers"] = gpus;
+    s.workers = int(gpus);
   } else if (cluster["workers"].is_number_integer() && cluster["workers"].get<int64_t>() != gpus) {
     v.error("cluster.workers", "must equal cluster.topology boxes x per_box (" + std::to_string(gpus) +
                                    ") or be left out (it is then derived); got " + cluster["workers"].dump());
@@ -380,20 +359,26 @@ void resolve_topology(const json& user, json& cluster, Validator& v) {
                   brief(net[key]));
 }
 
-json resolve_cluster(const json& user, Validator& v) {
-  json cluster = v.object(user, "cluster", section("cluster").params,
-                          {"compute", "network", "server", "stragglers", "failures", "topology"});
+json resolve_cluster(const json& user, Validator& v, RunSettings& s) {
+  json cluster = settings_section("cluster").bind(user, "cluster", v, s,
+                                                  {"compute", "network", "server", "stragglers", "failures", "topology"});
   if (!cluster.is_object()) return cluster;
-  resolve_topology(user, cluster, v);
+  resolve_topology(user, cluster, v, s);
   int64_t workers = cluster["workers"].is_number_integer() ? cluster["workers"].get<int64_t>() : 0;
   // left out: 10 ms per step at the default batch of 32, exponentially distributed
   json compute_user = cluster.value("compute", json{{"dist", "exponential"}, {"mean", 0.01 / 32}});
-  cluster["compute"] =
-      v.component(compute_user, "cluster.compute", "dist", distribution_catalog(), section("cluster.compute").params);
+  const Section<RunSettings>& compute_keys = settings_section("cluster.compute");
+  const size_t compute_issues = v.issues().size();
+  cluster["compute"] = v.component(compute_user, "cluster.compute", "dist", distribution_catalog(), compute_keys.params());
+  if (v.issues().size() == compute_issues) {
+    set_fields(compute_keys.fields, cluster["compute"], s);
+    s.compute_dist = cluster["compute"];
+  }
 
   json& speeds = cluster["speeds"];
   if (speeds.is_object()) {
     speeds = v.component(speeds, "cluster.speeds", "dist", distribution_catalog());
+    s.speeds_dist = speeds;
   } else if (speeds.is_array()) {
     for (size_t i = 0; i < speeds.size(); ++i)
       if (!speeds[i].is_number() || !(speeds[i].get<double>() > 0))
@@ -401,35 +386,39 @@ json resolve_cluster(const json& user, Validator& v) {
     if (!speeds.empty() && workers > 0 && speeds.size() != size_t(workers))
       v.error("cluster.speeds", "has " + std::to_string(speeds.size()) + " factors but cluster.workers is " +
                                     std::to_string(workers));
+    else if (std::all_of(speeds.begin(), speeds.end(), [](const json& f) { return f.is_number(); }))
+      s.speeds = speeds.get<std::vector<double>>();
   } else {
     v.error("cluster.speeds", "expected a list of factors > 0 or a distribution {\"dist\": ...}, got " + brief(speeds));
   }
 
-  json network = v.object(cluster.value("network", json::object()), "cluster.network", section("cluster.network").params,
-                          {"compression"});
+  json network = settings_section("cluster.network")
+                     .bind(cluster.value("network", json::object()), "cluster.network", v, s, {"compression"});
   if (network.is_object())
-    network["compression"] = v.object(network.value("compression", json::object()), "cluster.network.compression",
-                                      section("cluster.network.compression").params);
+    network["compression"] = settings_section("cluster.network.compression")
+                                 .bind(network.value("compression", json::object()), "cluster.network.compression", v, s);
   cluster["network"] = network;
-  cluster["server"] = v.object(cluster.value("server", json::object()), "cluster.server", section("cluster.server").params);
-  json stragglers = v.object(cluster.value("stragglers", json::object()), "cluster.stragglers",
-                             section("cluster.stragglers").params, {"slow"});
+  cluster["server"] = settings_section("cluster.server").bind(cluster.value("server", json::object()), "cluster.server", v, s);
+  json stragglers = settings_section("cluster.stragglers")
+                        .bind(cluster.value("stragglers", json::object()), "cluster.stragglers", v, s, {"slow"});
   if (stragglers.is_object())
     stragglers["slow"] = worker_list(stragglers.value("slow", json::array()), "cluster.stragglers.slow",
-                                     "cluster.stragglers.slow[]", workers, v);
+                                     slow_window_section(), workers, v, s.stragglers.windows);
   cluster["stragglers"] = stragglers;
-  json failures = v.object(cluster.value("failures", json::object()), "cluster.failures",
-                           section("cluster.failures").params, {"events"});
+  json failures = settings_section("cluster.failures")
+                      .bind(cluster.value("failures", json::object()), "cluster.failures", v, s, {"events"});
   if (failures.is_object())
     failures["events"] = worker_list(failures.value("events", json::array()), "cluster.failures.events",
-                                     "cluster.failures.events[]", workers, v);
+                                     failure_event_section(), workers, v, s.failures);
   cluster["failures"] = failures;
   return cluster;
 }
 
-json resolve_run(const json& u, Validator& v) {
-  json out = v.object(u, "", section("top").params,
-                      {"model", "data", "train", "stop", "eval", "cluster", "staleness", "real", "engine", "run"});
+// Validates one run's config and binds its typed settings `s` in the same pass (`s` is
+// complete when nothing was reported).
+json resolve_run(const json& u, Validator& v, RunSettings& s) {
+  json out = top_section().bind(u, "", v, s,
+                                {"model", "data", "train", "stop", "eval", "cluster", "staleness", "real", "engine", "run"});
   if (!u.is_object()) return out;
 
   if (!u.contains("model")) v.error("model", "missing required key (an object with \"type\")");
@@ -444,19 +433,20 @@ json resolve_run(const json& u, Validator& v) {
                                                                                                   : "synthetic";
   json data = v.component(u.value("data", json::object()), "data", "type", data_catalog(), {}, default_data);
   resolve_image(u.value("data", json::object()), data, v);
+  if (text_of(data, "type") == "none" && data.contains("samples") && data["samples"].is_number_integer())
+    s.nominal_train_size = data["samples"].get<size_t>();
   out["data"] = data;
   check_model_data(model, data, v);
   check_cnn_shapes(model, data, v);
 
-  json train = v.object(u.value("train", json::object()), "train", section("train").params, {"lr_schedule"});
-  json sched = v.component(train.value("lr_schedule", json::object()), "train.lr_schedule", "type",
-                           lr_schedule_catalog(), {}, "constant");
+  json train = settings_section("train").bind(u.value("train", json::object()), "train", v, s, {"lr_schedule"});
+  json sched = lr_schedule_family().bind(train.value("lr_schedule", json::object()), "train.lr_schedule", v, s, "constant");
   check_lr_schedule(sched, "train.lr_schedule", v);
   train["lr_schedule"] = sched;
   out["train"] = train;
 
   json stop_user = u.value("stop", json{{"epochs", 1}});
-  json stop = v.object(stop_user, "stop", section("stop").params);
+  json stop = settings_section("stop").bind(stop_user, "stop", v, s);
   if (stop.is_object()) {
     bool any_limit = false;
     for (const char* k : {"time", "updates", "gradients", "epochs"})
@@ -464,19 +454,19 @@ json resolve_run(const json& u, Validator& v) {
     if (!any_limit) v.error("stop", "give at least one limit > 0: time, updates, gradients or epochs");
   }
   out["stop"] = stop;
-  out["eval"] = v.object(u.value("eval", json::object()), "eval", section("eval").params);
+  out["eval"] = settings_section("eval").bind(u.value("eval", json::object()), "eval", v, s);
   check_eval(out["eval"], v);
 
-  json cluster = resolve_cluster(u.value("cluster", json::object()), v);
+  json cluster = resolve_cluster(u.value("cluster", json::object()), v, s);
   out["cluster"] = cluster;
 
-  json st = v.component(u.value("staleness", json::object()), "staleness", "mode", staleness_catalog(), {}, "emergent");
+  json st = staleness_family().bind(u.value("staleness", json::object()), "staleness", v, s, "emergent");
   if (st.contains("until_epoch") && st["until_epoch"].is_number() && st["from_epoch"].is_number() &&
       st["until_epoch"].get<double>() > 0 && st["until_epoch"].get<double>() <= st["from_epoch"].get<double>())
     v.error("staleness.until_epoch", st["until_epoch"].dump() + " is not after staleness.from_epoch (" +
                                          st["from_epoch"].dump() + "): the window would be empty; use 0 for no end");
   out["staleness"] = st;
-  out["real"] = v.object(u.value("real", json::object()), "real", section("real").params);
+  out["real"] = settings_section("real").bind(u.value("real", json::object()), "real", v, s);
 
   if (!u.contains("engine")) v.error("engine", "missing required key");
   else out["engine"] = v.component(u["engine"], "engine", "type", engine_catalog(),
@@ -501,6 +491,7 @@ json resolve_run(const json& u, Validator& v) {
     else if (w > 0)
       out["train"]["batch_size"] = g / w;  // the per-worker batch it resolves to, shown in config.json
   }
+  finish_settings(s);
   return out;
 }
 
@@ -612,131 +603,57 @@ std::optional<Shape> data_image(const json& data) {
 
 // ------------------------------------------------------------------ catalogs
 
-static std::vector<ParamInfo> link_params() {  // cluster.topology.intra and .inter
-  return {num("bandwidth", 0.0, "bytes per virtual second of each link, each direction (0 = unlimited)", 0),
-          seconds("latency", 0.0, "virtual seconds a message pays for crossing this level")};
+// The keys of the top level (RunSettings' seed, trace and batched_gradients, and the
+// experiment's own name, description and repeats).
+const Section<RunSettings>& top_section() {
+  static const Section<RunSettings> s{
+      "top", "top-level keys",
+      {unbound<RunSettings>(str("name", "", "experiment name: the folder under --out, of letters, digits and . - _ = "
+                                            "(default: the config file's name, other characters as _)")),
+       unbound<RunSettings>(str("description", "", "free text, kept with the results")),
+       field(&RunSettings::seed, integer("seed", 1, "base seed; repeat r uses seed + r", 0, kMaxCount)),
+       unbound<RunSettings>(integer("repeats", 1, "runs per (engine, sweep point), seeds seed, seed+1, ...", 1, kMaxRuns)),
+       field(&RunSettings::trace, boolean("trace", false, "write trace.json (Chrome trace events) for every run")),
+       field(&RunSettings::batched_gradients,
+             integer("batched_gradients", 1,
+                     "gradient jobs computed together as one batched call (GEMMs of all of them in one cuBLAS "
+                     "batched call: for many workers per GPU); 1 = each alone. CPU backends: the same files for every "
+                     "value, but slower (a batch runs on one core)",
+                     1, 1024))}};
+  return s;
+}
+
+// One convolution block of model cnn (validated; the model builder reads the blocks).
+const std::vector<ParamInfo>& conv_block_params() {
+  static const std::vector<ParamInfo> p = {
+      integer("channels", nullptr, "filters (output channels)", 1, 4096),
+      integer("kernel", nullptr, "the filters' side (kernel x kernel)", 1, 1024),
+      integer("stride", 1, "step between windows", 1, 1024),
+      integer("padding", 0, "zeros added on every side of the input (< kernel)", 0, 1023),
+      integer("pool", 1, "max-pool window and stride after the activation (1: none); rows and columns past the "
+                         "last whole window are dropped",
+              1, 1024)};
+  return p;
 }
 
 const std::vector<SectionInfo>& section_catalog() {
-  static const std::vector<SectionInfo> sections = {
-      {"top", "top-level keys",
-       {str("name", "", "experiment name: the folder under --out, of letters, digits and . - _ = (default: the config "
-                        "file's name, other characters as _)"),
-        str("description", "", "free text, kept with the results"),
-        integer("seed", 1, "base seed; repeat r uses seed + r", 0, kMaxCount),
-        integer("repeats", 1, "runs per (engine, sweep point), seeds seed, seed+1, ...", 1, kMaxRuns),
-        boolean("trace", false, "write trace.json (Chrome trace events) for every run"),
-        integer("batched_gradients", 1,
-                "gradient jobs computed together as one batched call (GEMMs of all of them in one cuBLAS "
-                "batched call: for many workers per GPU); 1 = each alone. CPU backends: the same files for every value, "
-                "but slower (a batch runs on one core)",
-                1, 1024)}},
-      {"train", "optimisation",
-       {integer("batch_size", 32, "minibatch size per worker", 1, 16777216),
-        integer("global_batch", 0, "if > 0: the batch summed over workers; per-worker batch = global_batch / workers"),
-        num("lr", 0.1, "base learning rate", 0, true),
-        num("momentum", 0.0, "heavy-ball momentum on the server (0 = plain SGD)", 0, false, 0.999999),
-        str("aggregate", "mean", "how synchronous engines combine worker gradients", {"mean", "sum"}),
-        num("single_replica_epochs", 0.0,
-            "warm-up: a single replica (worker 0) trains alone for these epochs, then the engine starts from its "
-            "parameters (the lr schedule and stop limits count the whole run)", 0)}},
-      {"stop", "when a run ends: the first limit reached (0 = no limit)",
-       {seconds("time", 0, "virtual seconds"), integer("updates", 0, "updates of the model of record", 0, kMaxCount),
-        integer("gradients", 0, "gradients computed", 0, kMaxCount),
-        num("epochs", 0, "passes over the training set", 0, false, 1e9)}},
-      {"eval", "when the model of record is evaluated",
-       {num("every", 0.25,
-            "interval between evaluations, in `unit` (time: >= 1e-9, a nanosecond; updates: a whole number)", 0, true,
-            kMaxCount),
-        str("unit", "epochs", "what `every` counts", {"time", "updates", "epochs"}),
-        integer("train_samples", 10000, "train_loss is measured on the first so many training samples (0 = all)"),
-        integer("test_samples", 0, "test metrics on the first so many test samples (0 = all)"),
-        num("divergence_bound", 1e6, "a train_loss above this (or NaN/Inf) ends the run as diverged", 0, true)}},
-      {"cluster", "the simulated workers (also: compute, network, server, stragglers, failures, topology)",
-       {integer("workers", 4, "number of workers", 1, kMaxWorkers),
-        str("placement", "servers",
-            "where the parameters live: \"servers\" dedicated server machines (network.shards shards, reached over "
-            "the topology's inter links); \"host\" each box's host memory (GPUs reach it over intra; several boxes: "
-            "sync exchanges each box's sum with the servers). \"host\" needs cluster.topology",
-            {"servers", "host"}),
-        any("speeds", json::array(),
-            "per-worker slowdown factors (2 = twice as slow): a list of one factor per worker (empty = all 1), "
-            "or a distribution {\"dist\": ...} drawn once per worker")}},
-      {"cluster.topology",
-       "boxes of GPUs instead of the parameter-server star (docs/architecture.md, Boxes): worker w is GPU w % per_box "
-       "of box w / per_box; cluster.workers is derived (boxes x per_box) or must equal it; cluster.network's "
-       "bandwidth and shards are then the dedicated servers' links (also: intra, inter)",
-       {integer("boxes", nullptr, "machines", 1, kMaxWorkers),
-        integer("per_box", nullptr, "GPUs (workers) per machine", 1, kMaxWorkers)}},
-      {"cluster.topology.intra", "each GPU's link to its box's host (PCIe, NVLink)", link_params()},
-      {"cluster.topology.inter", "each box's NIC to a non-blocking switch", link_params()},
-      {"cluster.compute",
-       "a step's compute time: `dist` and its keys (see distributions below) give one draw per step; a step on m "
-       "samples lasts overhead + m x draw (per sample) or overhead + draw (per step), times the worker's speed and "
-       "straggler factors",
-       {str("per", "sample", "what one draw is the time of: one sample (a step scales with its batch) or one whole step",
-            {"sample", "step"}),
-        seconds("overhead", 0.0, "fixed virtual seconds added to every step (before the speed and straggler factors)")}},
-      {"cluster.network",
-       "the messages engines send (docs/architecture.md, Time model): each crosses the worker's NIC and the "
-       "parameter-server shard links, FIFO per link",
-       {seconds("latency", 0.0, "virtual seconds per message"),
-        num("bandwidth", 0.0, "bytes per virtual second of each shard's link, each direction (0 = unlimited)", 0),
-        integer("shards", 1, "parameter-server shards, each with its own link; a message is split evenly", 1, 4096),
-        num("worker_bandwidth", 0.0, "bytes per virtual second of each worker's NIC, each direction (0 = unlimited)", 0),
-        num("message_bytes", 0.0,
-            "bytes of every parameter or gradient message (0 = parameters x bytes per value of `precision`): a proxy "
-            "size, to time a large model's traffic while computing a small model's learning",
-            0),
-        str("precision", "fp32", "format of pulled parameters and pushed gradients (16-bit: half the bytes, values rounded)",
-            {"fp32", "fp16", "bf16"}),
-        boolean("sparse_pull", true,
-                "sparse models: a gradient step pulls only the table rows its minibatch reads (and the dense part); "
-                "false: the whole vector. Pushes always carry only the touched rows")}},
-      {"cluster.network.compression",
-       "compression of pushed gradients (dense models; async, SSP, sync engines), applied for real: the server "
-       "applies the compressed values",
-       {str("type", "none",
-            "topk: keep the ratio x parameters values of largest magnitude, k x (4 + value bytes) bytes; int8: "
-            "value / (max|value| / 127) rounded, parameters + 4 bytes",
-            {"none", "topk", "int8"}),
-        num("ratio", 0.01, "topk: fraction of the values sent (k = ceil(ratio x parameters))", 0, true, 1),
-        boolean("error_feedback", false,
-                "keep what a push did not send in a per-worker residual, added to the worker's next gradient")}},
-      {"cluster.server", "the parameter server (or EASGD center) as a resource: one update at a time, FIFO",
-       {seconds("update_seconds", 0.0,
-                "virtual seconds the server is busy per update it applies (an async gradient, a sync aggregate, an "
-                "EASGD exchange, a local-SGD averaging)")}},
-      {"cluster.stragglers", "slow steps on top of the compute-time distribution (also: slow, a list of windows)",
-       {num("probability", 0.0, "chance that a step is a transient straggler", 0, false, 1),
-        num("factor", 1.0, "how many times slower a transient straggler step is", 0, true)}},
-      {"cluster.stragglers.slow[]", "a named slow worker over a time window",
-       {integer("worker", nullptr, "worker index"), num("factor", nullptr, "how many times slower", 0, true),
-        seconds("from", 0.0, "start (virtual seconds)"), seconds("to", 0.0, "end (virtual seconds; 0 = the end of the run)")}},
-      {"cluster.failures", "workers that fail: at given times (events) and/or at a rate; a failed worker's gradient in flight is lost",
-       {num("rate", 0.0, "failures per worker per virtual second (exponential gaps)", 0),
-        seconds("down_time", 0.0, "how long a rate failure lasts (0 = the worker never comes back)")}},
-      {"cluster.failures.events[]", "one scheduled failure",
-       {integer("worker", nullptr, "worker index"), seconds("at", nullptr, "when (virtual seconds)"),
-        seconds("down_for", 0.0, "how long it stays down (0 = it never comes back)")}},
-      {"model.conv[]", "one convolution block of model cnn: convolution, the activation, then max-pooling",
-       {integer("channels", nullptr, "filters (output channels)", 1, 4096),
-        integer("kernel", nullptr, "the filters' side (kernel x kernel)", 1, 1024),
-        integer("stride", 1, "step between windows", 1, 1024),
-        integer("padding", 0, "zeros added on every side of the input (< kernel)", 0, 1023),
-        integer("pool", 1, "max-pool window and stride after the activation (1: none); rows and columns past the "
-                           "last whole window are dropped",
-                1, 1024)}},
-      {"real", "`asgdsim cluster` only (real MPI processes; `asgdsim run` ignores it)",
-       {num("delay_scale", 0.0,
-            "0: workers compute flat out; s > 0: a worker's step lasts at least s x the compute time drawn from "
-            "cluster.compute, speeds and stragglers (it sleeps for the rest), replaying the simulated timing", 0,
-            false, 1e6),
-        seconds("worker_timeout", 60.0,
-                "wall seconds of silence before a rank is declared dead, both ways: a worker with work in hand "
-                "(one step; EASGD: `period` steps) for the server, the server's heartbeat for a worker, any rank's "
-                "heartbeat while `mpirun asgdsim run` waits for it: it must exceed the slowest step", 0, true)}},
-  };
+  static const std::vector<SectionInfo> sections = [] {
+    std::vector<SectionInfo> out;
+    auto add = [&](const auto& section) { out.push_back(SectionInfo{section.name, section.doc, section.params()}); };
+    add(top_section());
+    for (const char* name : {"train", "stop", "eval", "cluster", "cluster.topology", "cluster.topology.intra",
+                             "cluster.topology.inter", "cluster.compute", "cluster.network",
+                             "cluster.network.compression", "cluster.server", "cluster.stragglers"})
+      add(settings_section(name));
+    add(slow_window_section());
+    add(settings_section("cluster.failures"));
+    add(failure_event_section());
+    out.push_back(SectionInfo{"model.conv[]",
+                              "one convolution block of model cnn: convolution, the activation, then max-pooling",
+                              conv_block_params()});
+    add(settings_section("real"));
+    return out;
+  }();
   return sections;
 }
 
@@ -817,48 +734,12 @@ const std::vector<ComponentInfo>& data_catalog() {
 }
 
 const std::vector<ComponentInfo>& staleness_catalog() {
-  std::vector<ParamInfo> window = {
-      num("from_epoch", 0.0, "forced staleness applies from this epoch on (before it: emergent only)", 0),
-      num("until_epoch", 0.0, "... and until this epoch (0 = to the end; else > from_epoch)", 0),
-      str("at", "read",
-          "what the lag counts back from: the version current when the gradient is read (emergent staleness adds "
-          "to it), or the one current when it arrives at the server (applied exactly the lag late, at any worker count)",
-          {"read", "apply"})};
-  auto with = [&](std::vector<ParamInfo> extra) {
-    std::vector<ParamInfo> p = extra;
-    p.insert(p.end(), window.begin(), window.end());
-    return p;
-  };
-  static const std::vector<ComponentInfo> c = {
-      {"emergent", "staleness arises from timing alone", {}},
-      {"fixed", "each gradient is computed on the version tau updates older than the current one",
-       with({integer("tau", nullptr, "the lag T")})},
-      {"uniform", "lag drawn uniformly from 0..tau per gradient", with({integer("tau", nullptr, "largest lag")})},
-      {"geometric", "lag drawn from a geometric distribution with the given mean, capped at max",
-       with({num("mean", nullptr, "mean lag (at most 1e8: the cap ceil(10 * mean) is stored in 32 bits)", 0, true, 1e8),
-             integer("max", 0, "cap on the lag (0 = ceil(10 * mean))")})},
-  };
+  static const std::vector<ComponentInfo> c = staleness_family().catalog();
   return c;
 }
 
 const std::vector<ComponentInfo>& lr_schedule_catalog() {
-  std::vector<ParamInfo> common = {
-      any("scale", 1.0, "multiplier k of the linear scaling rule: a number > 0, or \"workers\""),
-      num("warmup_epochs", 0.0, "linear warm-up from warmup_from to lr * scale over these epochs", 0),
-      any("warmup_from", "lr", "rate at epoch 0 of the warm-up: a number, or \"lr\" (Goyal et al.)")};
-  auto with = [&](std::vector<ParamInfo> extra) {
-    std::vector<ParamInfo> p = common;
-    p.insert(p.end(), extra.begin(), extra.end());
-    return p;
-  };
-  static const std::vector<ComponentInfo> c = {
-      {"constant", "lr * scale after the warm-up", with({})},
-      {"step", "multiply by gamma at each milestone epoch",
-       with({list("milestones", ParamType::NumberList, json::array(), "epochs", 0),
-             num("gamma", 0.1, "factor at each milestone", 0, true)})},
-      {"cosine", "cosine decay from lr * scale to min_lr at total_epochs",
-       with({num("total_epochs", nullptr, "end of the decay", 0, true), num("min_lr", 0.0, "final rate", 0)})},
-  };
+  static const std::vector<ComponentInfo> c = lr_schedule_family().catalog();
   return c;
 }
 
@@ -947,7 +828,7 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
   json base = user;
   base.erase("engines");
   base.erase("sweep");
-  json top_checked = v.object(user, "", section("top").params,
+  json top_checked = v.object(user, "", top_section().params(),
                               {"model", "data", "train", "stop", "eval", "cluster", "staleness", "real", "engines", "sweep"});
 
   // engines
@@ -1023,7 +904,7 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
   }
 
   std::string sweepable_top = "model, data, train, stop, eval, cluster, staleness, real";
-  for (const auto& p : section("top").params)
+  for (const auto& p : top_section().params())
     if (p.name != "name" && p.name != "seed" && p.name != "repeats") sweepable_top += ", " + p.name;
 
   // Expand: engine x sweep point x repeat; every run validated whole.
@@ -1106,7 +987,8 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
         }
       }
       Validator rv;
-      json resolved = resolve_run(run_user, rv);
+      RunSettings settings;
+      json resolved = resolve_run(run_user, rv, settings);
       for (const auto& issue : rv.issues()) {
         std::string path = issue.path;
         if (path.rfind("engine", 0) == 0 && (path.size() == 6 || path[6] == '.'))
@@ -1141,6 +1023,8 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
         run.run_id = id + "-seed" + std::to_string(run.seed);
         run.config = resolved;
         run.config["seed"] = run.seed;
+        run.settings = settings;
+        run.settings.seed = run.seed;
         run.config["name"] = name;
         run.config["run"] = {{"run_id", run.run_id}, {"experiment", name}, {"engine", run.engine},
                              {"sweep", sweep_values}, {"repeat", r}, {"seed", run.seed}};
@@ -1202,7 +1086,7 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
       }
       built.emplace_back(compute_spec, compute);
     }
-    check_run_resources(run.config, *compute, v);
+    check_run_resources(run.config, run.settings, *compute, v);
   }
   v.throw_if_failed(source);
 

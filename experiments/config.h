@@ -7,9 +7,10 @@
 #include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
-#include "experiments/schema.h"
+#include "sim/config/validator.h"
 #include "kernels/shape.h"
-#include "sim/param_info.h"
+#include "sim/config/param.h"
+#include "sim/settings.h"
 
 namespace asgd {
 
@@ -21,7 +22,8 @@ struct RunSpec {
   json sweep_values;         // {"train.lr": 0.1, ...} (ordered as in the sweep)
   uint64_t seed = 0;
   int repeat = 0;
-  json config;
+  json config;               // the resolved config, as config.json shows it
+  RunSettings settings;      // the same run, typed: bound from config's keys while validating
 };
 
 struct Experiment {

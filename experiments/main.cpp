@@ -66,10 +66,6 @@ std::string top_help() {
 // thread reserves a stack.
 constexpr int kMaxThreads = 1024;
 
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 void on_signal(int) {
   if (interrupt_count().fetch_add(1) >= 1) _exit(130);  // second signal: leave now
 }
@@ -542,27 +538,14 @@ int dispatch(int argc, char** argv, const MpiEnv& mpi) {
 
 // Prints the error as main() reports it and returns its exit code.
 int report_error(std::exception_ptr error) {
+  std::cerr << "asgdsim: " << error_message(error) << "\n";
   try {
     std::rethrow_exception(error);
-  } catch (const UsageError& e) {
-    std::cerr << "asgdsim: " << e.what() << "\n" << kUsage;
-    return 2;
-  } catch (const ConfigError& e) {
-    std::cerr << "asgdsim: invalid config:\n" << e.what() << "\n";
-    return 2;
-  } catch (const DataError& e) {
-    std::cerr << "asgdsim: bad data: " << e.what() << "\n";
-    return 2;
-  } catch (const IoError& e) {
-    std::cerr << "asgdsim: " << e.what() << "\n";
-    return 2;
-  } catch (const TimeOverflow& e) {  // the config drove virtual time out of the clock's range
-    std::cerr << "asgdsim: virtual time overflow: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "asgdsim: error: " << e.what() << "\n";
-    return 1;
+  } catch (const UsageError&) {
+    std::cerr << kUsage;
+  } catch (...) {
   }
+  return exit_code_of(error);
 }
 
 }  // namespace

@@ -134,9 +134,8 @@ double model_param_count(const json& c) {
   }
 }
 
-RunScale estimate_run_scale(const json& c, const Distribution& compute) {
+RunScale estimate_run_scale(const json& c, const RunSettings& rs, const Distribution& compute) {
   RunScale s;
-  const RunSettings rs = settings_from_config(c);  // workers, batch, stop limits, network as the run reads them
   const json& cluster = c["cluster"];
   const json& engine = c["engine"];
   const double workers = std::max(1, rs.workers);
@@ -151,7 +150,7 @@ RunScale estimate_run_scale(const json& c, const Distribution& compute) {
   const json& st = cluster["stragglers"];
   const std::string type = text(engine, "type");
   double straggle = 1 + num(st, "probability") * (num(st, "factor", 1) - 1);
-  const StepCost cost = step_cost_of(cluster);
+  const StepCost& cost = rs.step_cost;
   double step = (cost.overhead + compute.mean() * (cost.per_sample ? batch : 1)) * mean_speed_factor(cluster) * straggle;
   double messages = 2;
   if (type == "easgd") messages = 2 / std::max(1.0, num(engine, "period", 1));
@@ -183,9 +182,8 @@ RunScale estimate_run_scale(const json& c, const Distribution& compute) {
   return s;
 }
 
-MemoryEstimate estimate_run_memory(const json& c, const Distribution& compute) {
+MemoryEstimate estimate_run_memory(const json& c, const RunSettings& rs, const Distribution& compute) {
   MemoryEstimate m;
-  const RunSettings rs = settings_from_config(c);
   const json& model = c["model"];
   const json& engine = c["engine"];
   const DataShape d = data_shape(c["data"]);
@@ -193,7 +191,7 @@ MemoryEstimate estimate_run_memory(const json& c, const Distribution& compute) {
   const double batch = std::max<double>(1, double(rs.batch_size));
   const double params = model_param_count(c);
   const double vec = params * kFloat;
-  const RunScale scale = estimate_run_scale(c, compute);
+  const RunScale scale = estimate_run_scale(c, rs, compute);
   // The key that sets the model's size: its dim, the data's features (a sparse model has a
   // row per feature), or the model's layers.
   const std::string model_key = text(model, "type") == "quadratic" ? "model.dim" : d.sparse ? "data.features" : "model";
@@ -263,8 +261,8 @@ MemoryEstimate estimate_run_memory(const json& c, const Distribution& compute) {
   return m;
 }
 
-void check_run_resources(const json& c, const Distribution& compute, Validator& v) {
-  const RunScale scale = estimate_run_scale(c, compute);
+void check_run_resources(const json& c, const RunSettings& rs, const Distribution& compute, Validator& v) {
+  const RunScale scale = estimate_run_scale(c, rs, compute);
   if (!std::isfinite(scale.gradients)) {  // only stop.time bounds it, and steps take no time
     v.error("stop.time", "the run can never reach it: a worker's step takes 0 ns of virtual time (cluster.compute has "
                          "mean " + brief(json(compute.mean())) + " s, rounded to whole nanoseconds, and the "
@@ -273,7 +271,7 @@ void check_run_resources(const json& c, const Distribution& compute, Validator& 
                          "stop.updates, stop.gradients or stop.epochs");
     return;
   }
-  const MemoryEstimate m = estimate_run_memory(c, compute);
+  const MemoryEstimate m = estimate_run_memory(c, rs, compute);
   const double budget = memory_limit_bytes();
   if (m.total <= budget) return;
   const MemoryPart& top = m.parts.front();

@@ -10,8 +10,9 @@
 #include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
-#include "experiments/schema.h"
+#include "sim/config/validator.h"
 #include "sim/distribution.h"
+#include "sim/settings.h"
 
 namespace asgd {
 
@@ -23,7 +24,7 @@ struct RunScale {
   double gradients = 0, updates = 0, epochs = 0, seconds = 0;
   double step_seconds = 0;  // mean virtual duration of one worker step (compute + transfers)
 };
-RunScale estimate_run_scale(const json& run_config, const Distribution& compute);
+RunScale estimate_run_scale(const json& run_config, const RunSettings& settings, const Distribution& compute);
 
 struct MemoryPart {
   std::string key;   // the config key that drives it (named in a refusal)
@@ -34,12 +35,13 @@ struct MemoryEstimate {
   double total = 0;
   std::vector<MemoryPart> parts;  // largest first
 };
-MemoryEstimate estimate_run_memory(const json& run_config, const Distribution& compute);
+MemoryEstimate estimate_run_memory(const json& run_config, const RunSettings& settings, const Distribution& compute);
 
 
 // Reports, into v, a run that cannot advance or that needs more memory than
 // memory_limit_bytes() (sim/dataset.h). `compute` is the run's cluster.compute distribution.
-void check_run_resources(const json& run_config, const Distribution& compute, Validator& v);
+void check_run_resources(const json& run_config, const RunSettings& settings, const Distribution& compute,
+                         Validator& v);
 
 // The number of parameters of a model config (data dimensions from the data config);
 // 0 for a model type it does not know.

@@ -227,34 +227,17 @@ std::string index_csv(const Experiment& exp, const std::string& exp_dir) {
   return out;
 }
 
-ComputeTimeModel build_compute_model(const json& c, const RunSettings& s, const std::string& base_dir) {
-  const json& cluster = c["cluster"];
-  std::vector<double> slowdown;
-  if (cluster["speeds"].is_object()) {  // drawn once per worker from (seed, Speed, w, 0)
-    auto dist = make_distribution(cluster["speeds"], base_dir);
+ComputeTimeModel build_compute_model(const RunSettings& s, const std::string& base_dir) {
+  std::vector<double> slowdown = s.speeds;
+  if (!s.speeds_dist.is_null()) {  // drawn once per worker from (seed, Speed, w, 0)
+    slowdown.clear();
+    auto dist = make_distribution(s.speeds_dist, base_dir);
     for (int w = 0; w < s.workers; ++w) {
       Rng rng(s.seed, RngPurpose::Speed, uint32_t(w), 0);
       slowdown.push_back(std::max(1e-9, dist->sample(rng, uint32_t(w), 0)));
     }
-  } else {
-    slowdown = cluster["speeds"].get<std::vector<double>>();
   }
-  StragglerSpec st;
-  st.probability = cluster["stragglers"]["probability"];
-  st.factor = cluster["stragglers"]["factor"];
-  for (const auto& w : cluster["stragglers"]["slow"]) {
-    double to = w["to"];
-    st.windows.push_back(SlowWindow{w["worker"].get<int>(), w["factor"].get<double>(),
-                                    seconds_to_sim(w["from"].get<double>()), to > 0 ? seconds_to_sim(to) : kNever});
-  }
-  return ComputeTimeModel(s.seed, make_distribution(cluster["compute"], base_dir), slowdown, st, step_cost_of(cluster));
-}
-
-StepCost step_cost_of(const json& cluster) {
-  StepCost cost;
-  cost.per_sample = cluster["compute"]["per"] == "sample";
-  cost.overhead = cluster["compute"]["overhead"];
-  return cost;
+  return ComputeTimeModel(s.seed, make_distribution(s.compute_dist, base_dir), slowdown, s.stragglers, s.step_cost);
 }
 
 

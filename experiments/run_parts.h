@@ -44,9 +44,9 @@ struct ModelInput {
 };
 std::unique_ptr<Model> build_model(const json& model, const ModelInput& input);
 std::unique_ptr<Model> build_model(const json& model, const LoadedData& data);
-// What one draw of cluster.compute stands for (its `per` and `overhead` keys).
-StepCost step_cost_of(const json& cluster);
-ComputeTimeModel build_compute_model(const json& cfg, const RunSettings& s, const std::string& base_dir);
+// The run's compute-time model: cluster.compute's distribution, per and overhead, the
+// workers' speeds (a distribution is drawn once per worker) and the stragglers.
+ComputeTimeModel build_compute_model(const RunSettings& s, const std::string& base_dir);
 
 std::string host_name();
 // meta.json's common part: version, git commit and state, backend, build type, the

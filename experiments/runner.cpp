@@ -62,95 +62,6 @@ std::string experiment_progress(size_t done, size_t total, double work, double e
   return text;
 }
 
-RunSettings settings_from_config(const json& c) {
-  RunSettings s;
-  s.seed = c["seed"];
-  s.workers = c["cluster"]["workers"];
-  const json& t = c["train"];
-  int64_t global = t["global_batch"];
-  s.batch_size = global > 0 ? size_t(global / s.workers) : t["batch_size"].get<size_t>();
-  const json& ls = t["lr_schedule"];
-  s.lr.type = ls["type"];
-  s.lr.lr = t["lr"];
-  s.lr.scale = ls["scale"].is_string() ? double(s.workers) : ls["scale"].get<double>();
-  s.lr.warmup_epochs = ls["warmup_epochs"];
-  s.lr.warmup_from = ls["warmup_from"].is_string() ? -1.0 : ls["warmup_from"].get<double>();
-  if (s.lr.type == "step") {
-    s.lr.milestones = ls["milestones"].get<std::vector<double>>();
-    s.lr.gamma = ls["gamma"];
-  } else if (s.lr.type == "cosine") {
-    s.lr.total_epochs = ls["total_epochs"];
-    s.lr.min_lr = ls["min_lr"];
-  }
-  s.momentum = t["momentum"];
-  s.aggregate_sum = t["aggregate"] == "sum";
-  s.single_replica_epochs = t["single_replica_epochs"];
-
-  const json& st = c["stop"];
-  if (st["time"].get<double>() > 0) s.stop_time = seconds_to_sim(st["time"].get<double>());
-  s.stop_updates = st["updates"];
-  s.stop_gradients = st["gradients"];
-  s.stop_epochs = st["epochs"];
-
-  const json& e = c["eval"];
-  std::string unit = e["unit"];
-  s.eval_unit = unit == "time" ? EvalUnit::Time : unit == "updates" ? EvalUnit::Updates : EvalUnit::Epochs;
-  s.eval_every = e["every"];
-  s.eval_train_samples = e["train_samples"];
-  s.eval_test_samples = e["test_samples"];
-  s.divergence_bound = e["divergence_bound"];
-
-  const json& sl = c["staleness"];
-  std::string mode = sl["mode"];
-  if (mode == "fixed") { s.staleness = StalenessMode::Fixed; s.staleness_tau = sl["tau"]; }
-  else if (mode == "uniform") { s.staleness = StalenessMode::Uniform; s.staleness_tau = sl["tau"]; }
-  else if (mode == "geometric") {
-    s.staleness = StalenessMode::Geometric;
-    s.staleness_mean = sl["mean"];
-    uint32_t cap = sl["max"];
-    s.staleness_tau = cap > 0 ? cap : uint32_t(std::ceil(10.0 * s.staleness_mean));
-  }
-  if (mode != "emergent") {
-    s.staleness_from_epoch = sl["from_epoch"];
-    s.staleness_until_epoch = sl["until_epoch"];
-    s.staleness_at_apply = sl["at"] == "apply";
-  }
-  const json& net = c["cluster"]["network"];
-  s.network.latency = net["latency"];
-  s.network.bandwidth = net["bandwidth"];
-  s.network.shards = net["shards"];
-  s.network.worker_bandwidth = net["worker_bandwidth"];
-  s.network.message_bytes = net["message_bytes"];
-  s.server_update_seconds = c["cluster"]["server"]["update_seconds"];
-  if (c["cluster"].contains("topology")) {
-    const json& t = c["cluster"]["topology"];
-    s.topology.boxes = t["boxes"];
-    s.topology.per_box = t["per_box"];
-    s.topology.intra = LinkSpec{t["intra"]["bandwidth"], t["intra"]["latency"]};
-    s.topology.inter = LinkSpec{t["inter"]["bandwidth"], t["inter"]["latency"]};
-  }
-  s.topology.host_placement = c["cluster"].value("placement", std::string("servers")) == "host";
-  std::string precision = net["precision"];
-  s.precision = precision == "fp16" ? Precision::Fp16 : precision == "bf16" ? Precision::Bf16 : Precision::Fp32;
-  s.network.bytes_per_value = s.precision == Precision::Fp32 ? 4 : 2;
-  s.sparse_pull = net["sparse_pull"];
-  const json& comp = net["compression"];
-  s.compression.type = compression_type(comp["type"]);
-  s.compression.ratio = comp["ratio"];
-  s.compression.error_feedback = comp["error_feedback"];
-  const json& fail = c["cluster"]["failures"];
-  auto down = [](double seconds) { return seconds > 0 ? seconds_to_sim(seconds) : kNever; };
-  for (const auto& f : fail["events"])
-    s.failures.push_back(FailureEvent{f["worker"].get<int>(), seconds_to_sim(f["at"].get<double>()),
-                                      down(f["down_for"].get<double>())});
-  s.failure_rate = fail["rate"];
-  s.failure_down_time = down(fail["down_time"].get<double>());
-  if (c["data"]["type"] == "none") s.nominal_train_size = c["data"]["samples"];
-  s.trace = c.value("trace", false);
-  s.batched_gradients = c.value("batched_gradients", size_t(1));
-  return s;
-}
-
 namespace {
 
 // ---- running runs side by side (--jobs) ----
@@ -302,11 +213,11 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
 
   auto wall_start = std::chrono::steady_clock::now();
-  RunSettings settings = settings_from_config(run.config);
+  RunSettings settings = run.settings;
   settings.trace = settings.trace || opts.trace;
   std::shared_ptr<LoadedData> data = cache.get(run.config);
   std::unique_ptr<Model> model = build_model(run.config["model"], *data);
-  ComputeTimeModel compute = build_compute_model(run.config, settings, exp.base_dir);
+  ComputeTimeModel compute = build_compute_model(settings, exp.base_dir);
   Recorder recorder(settings.trace);
   recorder.set_process(int(k) + 1, run.run_id);  // trace.json: a process per run, in run order
   std::unique_ptr<Engine> engine = make_engine(run.config["engine"]);
@@ -397,7 +308,7 @@ void check_lanes_fit_in_memory(const Experiment& exp, const std::vector<size_t>&
     for (const auto& [s, d] : dists)
       if (s == spec) dist = d;
     if (!dist) dists.emplace_back(spec, dist = make_distribution(spec, exp.base_dir));
-    need.push_back(estimate_run_memory(exp.runs[k].config, *dist).total);
+    need.push_back(estimate_run_memory(exp.runs[k].config, exp.runs[k].settings, *dist).total);
   }
   std::sort(need.begin(), need.end(), std::greater<double>());
   double together = 0;

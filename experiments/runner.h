@@ -45,6 +45,5 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts);
 std::string experiment_progress(size_t done, size_t total, double work, double elapsed_seconds);
 
 // Builds the simulator's settings from a run's resolved config.
-RunSettings settings_from_config(const json& run_config);
 
 }  // namespace asgd

@@ -8,13 +8,9 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+#include "sim/errors.h"  // IoError
 
 namespace asgd {
-
-class IoError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 void write_file_atomic(const std::string& path, const std::string& content);
 // What every temporary file of write_file_atomic(path, ...) starts with: "PATH.tmp.".

@@ -9,7 +9,7 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 #include "kernels/rng.h"
-#include "sim/param_info.h"
+#include "sim/config/param.h"
 
 namespace asgd {
 

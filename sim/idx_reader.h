@@ -7,13 +7,9 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+#include "sim/errors.h"  // DataError
 
 namespace asgd {
-
-class DataError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 struct IdxImages {
   uint32_t count = 0, rows = 0, cols = 0;

@@ -1,16 +1,24 @@
-// sim/settings.h — everything a simulated run needs to know, as plain values. The
-// experiments layer fills it from a validated config; sim/ never reads JSON for these.
+// sim/settings.h — everything a simulated run needs to know, as plain values, and the
+// config keys that fill it (sim/settings.cpp: each key declared once with its default,
+// range, doc and the member it fills). The experiments layer binds a config's sections
+// with these declarations while it validates them; nothing reads these keys elsewhere.
 #pragma once
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
+#include <nlohmann/json.hpp>
+#include "sim/compute_time.h"
+#include "sim/config/field.h"
 #include "sim/lr_schedule.h"
 #include "sim/message_size.h"
-#include "sim/topology.h"
-#include <vector>
 #include "sim/time.h"
+#include "sim/topology.h"
 
 namespace asgd {
+
+// Workers of one simulated cluster: per-worker state is kept for each (docs/reliability.md).
+inline constexpr double kMaxWorkers = 1000000;
 
 enum class EvalUnit { Time, Updates, Epochs };
 enum class StalenessMode { Emergent, Fixed, Uniform, Geometric };
@@ -27,7 +35,9 @@ struct RunSettings {
   uint64_t seed = 1;
   int workers = 1;
   size_t batch_size = 32;              // per worker
+  size_t global_batch = 0;             // train.global_batch; > 0: batch_size = global_batch / workers
   LrScheduleSpec lr;
+  bool lr_scale_by_workers = false;    // lr_schedule.scale "workers": lr.scale = workers
   double momentum = 0.0;
   bool aggregate_sum = false;          // sum instead of mean across workers
   double single_replica_epochs = 0.0;  // warm-up: one replica trains this long before the engine
@@ -47,6 +57,7 @@ struct RunSettings {
   StalenessMode staleness = StalenessMode::Emergent;
   uint32_t staleness_tau = 0;          // fixed: T; uniform: upper bound; geometric: cap
   double staleness_mean = 0.0;         // geometric mean
+  uint32_t staleness_max = 0;          // geometric: the cap as given (0: ceil(10 * mean))
   // Forced staleness applies to gradients read (or, at apply, arriving) while the epoch is
   // in [from, until); until 0 = to the end.
   double staleness_from_epoch = 0.0;
@@ -69,6 +80,19 @@ struct RunSettings {
   double failure_rate = 0;             // per worker per virtual second (exponential gaps)
   SimTime failure_down_time = kNever;  // for rate failures: time down (kNever: never back)
 
+  // compute time (sim/compute_time.h): the distribution's validated spec {"dist": ...},
+  // what a draw stands for, the workers' slowdown factors (a list, empty = all 1, or a
+  // distribution spec drawn once per worker) and the stragglers
+  nlohmann::json compute_dist;
+  StepCost step_cost;
+  std::vector<double> speeds;
+  nlohmann::json speeds_dist;          // null: `speeds` holds the factors
+  StragglerSpec stragglers;
+
+  // `asgdsim cluster` only (section real)
+  double real_delay_scale = 0;         // s > 0: a step lasts at least s x its simulated time
+  double real_worker_timeout = 60;     // wall seconds of silence before a rank is declared dead
+
   size_t nominal_train_size = 0;       // samples per epoch when the model reads no data
   // Gradient jobs computed together by one Model::loss_grad_batch call (1: each alone).
   // Which jobs go together follows from the virtual-time order of launches and waits
@@ -77,6 +101,24 @@ struct RunSettings {
   size_t batched_gradients = 1;
   bool trace = false;
 };
+
+// ---- the keys that fill RunSettings (sim/settings.cpp) ----
+
+// The section of that name: "train", "stop", "eval", "cluster", "cluster.topology",
+// "cluster.topology.intra", "cluster.topology.inter", "cluster.compute", "cluster.network",
+// "cluster.network.compression", "cluster.server", "cluster.stragglers",
+// "cluster.failures", "real". Throws std::logic_error for another name.
+const Section<RunSettings>& settings_section(const std::string& name);
+// List items: a slow window (cluster.stragglers.slow[]), a scheduled failure
+// (cluster.failures.events[]).
+const Section<SlowWindow>& slow_window_section();
+const Section<FailureEvent>& failure_event_section();
+// train.lr_schedule (by "type") and staleness (by "mode").
+const Family<RunSettings>& lr_schedule_family();
+const Family<RunSettings>& staleness_family();
+// The values derived from several keys, once every section is bound: the per-worker batch
+// from global_batch, the lr scale "workers", the geometric cap, bytes per value.
+void finish_settings(RunSettings& s);
 
 // What follows each update of the model of record, the same in the simulator and in the
 // real mode (asgdsim cluster): whether the eval schedule in updates or epochs asks for a

@@ -9,6 +9,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include "sim/errors.h"  // TimeOverflow
 
 namespace asgd {
 
@@ -17,12 +18,6 @@ inline constexpr SimTime kNever = std::numeric_limits<SimTime>::max();
 // The largest duration or instant a config may give, in seconds (~31.7 years): a ninth of
 // the clock's range, so that a run's time keys added together cannot pass its end.
 inline constexpr double kMaxConfigSeconds = 1e9;
-
-// Virtual time left the clock's range (or a duration was not a finite number).
-class TimeOverflow : public std::overflow_error {
- public:
-  using std::overflow_error::overflow_error;
-};
 
 inline std::string time_overflow_text(double seconds) {
   return std::to_string(seconds) + " s is outside the virtual clock's range (int64 nanoseconds: 0 to ~9.2e9 s)";

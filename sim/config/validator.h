@@ -1,5 +1,5 @@
-// experiments/schema.h — strict validation of JSON against parameter descriptions
-// (sim/param_info.h): unknown keys (with the nearest valid key suggested), wrong types,
+// sim/config/validator.h — strict validation of JSON against parameter descriptions
+// (sim/config/param.h): unknown keys (with the nearest valid key suggested), wrong types,
 // out-of-range values and missing required keys are collected, every one with its JSON
 // path (e.g. engines[2].backups); defaults are filled in. Nothing here knows the config's
 // meaning: experiments/config.cpp says which parameters live where.
@@ -8,26 +8,12 @@
 #include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
-#include "sim/param_info.h"
+#include "sim/config/param.h"
+#include "sim/errors.h"  // ConfigIssue, ConfigError
 
 namespace asgd {
 
 using nlohmann::json;
-
-struct ConfigIssue {
-  std::string path;     // JSON path, "" for the whole document
-  std::string message;
-};
-
-// Invalid input: carries every issue found; what() lists them one per line.
-class ConfigError : public std::runtime_error {
- public:
-  ConfigError(const std::string& source, std::vector<ConfigIssue> issues);
-  const std::vector<ConfigIssue>& issues() const { return issues_; }
-
- private:
-  std::vector<ConfigIssue> issues_;
-};
 
 class Validator {
  public:

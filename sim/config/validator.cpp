@@ -1,6 +1,6 @@
-// experiments/schema.cpp — the validator, and strict reading of JSON text (repeated
+// sim/config/validator.cpp — the validator, and strict reading of JSON text (repeated
 // keys and deep nesting refused).
-#include "experiments/schema.h"
+#include "sim/config/validator.h"
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -33,18 +33,6 @@ bool is_integral(const json& v) {
   return false;
 }
 }  // namespace
-
-ConfigError::ConfigError(const std::string& source, std::vector<ConfigIssue> issues)
-    : std::runtime_error([&] {
-        std::string s;
-        for (const auto& i : issues) {
-          if (!s.empty()) s += "\n";
-          s += source.empty() ? "" : source + ": ";
-          s += i.path.empty() ? i.message : i.path + ": " + i.message;
-        }
-        return s;
-      }()),
-      issues_(std::move(issues)) {}
 
 std::string join_path(const std::string& base, const std::string& key) {
   return base.empty() ? key : base + "." + key;

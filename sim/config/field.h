@@ -1,0 +1,154 @@
+// sim/config/field.h — one declaration per config key, bound to the typed member it fills
+// (in the manner of ns-3's AddAttribute): a Field carries the key's ParamInfo (type,
+// default, range or choices, doc) and the setter that writes the validated value into a
+// typed struct; a Section is a list of fields at one JSON path; a Family is a set of
+// members chosen by a "type" key (engines, staleness modes, lr schedules), each with its
+// own fields. Validation, the resolved config.json, `asgdsim list`, docs/config.md and the
+// error hints read the ParamInfos; the typed run config is filled by the setters in the
+// same pass that validates (Section::bind, Family::bind).
+// What it is not: a JSON mapper for arbitrary structs. Keys whose value takes a word or a
+// number ("auto", "workers"), or that are derived from other keys, have a setter of their
+// own; checks across keys belong to the component that owns them.
+#pragma once
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+#include <nlohmann/json.hpp>
+#include "sim/config/param.h"
+#include "sim/config/validator.h"
+#include "sim/time.h"
+
+namespace asgd {
+
+template <class S>
+struct Field {
+  ParamInfo info;
+  // Writes the validated value (its default filled in) into the typed config; empty when
+  // the key is resolved by its section's own code.
+  std::function<void(S&, const json&)> set;
+};
+
+// A key whose value is stored as it is (number, integer, boolean, string, list).
+template <class S, class T>
+Field<S> field(T S::*member, ParamInfo info) {
+  return {std::move(info), [member](S& s, const json& v) { s.*member = v.get<T>(); }};
+}
+// A key with a setter of its own (a conversion, a member of a member).
+template <class S>
+Field<S> field(ParamInfo info, std::function<void(S&, const json&)> set) {
+  return {std::move(info), std::move(set)};
+}
+// A key in virtual seconds stored as SimTime, where 0 means "no limit" (kNever) when
+// `zero_is_never` is set.
+template <class S>
+Field<S> seconds_field(SimTime S::*member, ParamInfo info, bool zero_is_never) {
+  return {std::move(info), [member, zero_is_never](S& s, const json& v) {
+            const double sec = v.get<double>();
+            s.*member = zero_is_never && sec <= 0 ? kNever : seconds_to_sim(sec);
+          }};
+}
+// A word from a fixed list stored as an enum: choices are the words, in order.
+template <class S, class E>
+Field<S> choice_field(E S::*member, ParamInfo info, std::vector<std::pair<std::string, E>> words) {
+  info.type = ParamType::String;
+  info.choices.clear();
+  for (const auto& w : words) info.choices.push_back(w.first);
+  return {std::move(info), [member, words](S& s, const json& v) {
+            for (const auto& w : words)
+              if (w.first == v.get<std::string>()) s.*member = w.second;
+          }};
+}
+// A key that is validated and shown but read by no setter (its section's code reads it).
+template <class S>
+Field<S> unbound(ParamInfo info) {
+  return {std::move(info), {}};
+}
+
+template <class S>
+std::vector<ParamInfo> params_of(const std::vector<Field<S>>& fields) {
+  std::vector<ParamInfo> out;
+  for (const auto& f : fields) out.push_back(f.info);
+  return out;
+}
+
+// Fills `out` from `resolved` (an object validated against `fields`, defaults filled).
+template <class S>
+void set_fields(const std::vector<Field<S>>& fields, const json& resolved, S& out) {
+  for (const auto& f : fields)
+    if (f.set && resolved.is_object() && resolved.contains(f.info.name)) f.set(out, resolved.at(f.info.name));
+}
+
+// The keys of one JSON object (a config section), bound to the members of S.
+template <class S>
+struct Section {
+  std::string name;  // its path in the config ("train", "cluster.network", "model.conv[]")
+  std::string doc;
+  std::vector<Field<S>> fields;
+
+  std::vector<ParamInfo> params() const { return params_of(fields); }
+  // Validates `user` at `path` (`also_allowed`: sub-objects the caller binds itself) and
+  // returns it with every default filled; when nothing in it was reported, fills `out`.
+  json bind(const json& user, const std::string& path, Validator& v, S& out,
+            const std::vector<std::string>& also_allowed = {}) const {
+    const size_t before = v.issues().size();
+    json resolved = v.object(user, path, params(), also_allowed);
+    if (v.issues().size() == before) set_fields(fields, resolved, out);
+    return resolved;
+  }
+};
+
+// A family member chosen by its name under the family's type key.
+template <class S>
+struct Member {
+  std::string name;
+  std::string doc;
+  std::vector<Field<S>> fields;
+};
+
+// Members chosen by a type key ("type", "mode"): each member's keys are its own fields
+// plus the family's common ones; `set_type` records the chosen member in S.
+template <class S>
+struct Family {
+  std::string type_key;
+  std::vector<Member<S>> members;
+  std::vector<Field<S>> common;
+  std::function<void(S&, const std::string&)> set_type;
+  bool common_first = false;  // where the common keys stand in each member's list
+
+  // The members as `asgdsim list` and the validator see them.
+  std::vector<ComponentInfo> catalog() const {
+    std::vector<ComponentInfo> out;
+    for (const auto& m : members) {
+      std::vector<ParamInfo> own = params_of(m.fields), shared = params_of(common);
+      std::vector<ParamInfo> p = common_first ? shared : own;
+      const auto& rest = common_first ? own : shared;
+      p.insert(p.end(), rest.begin(), rest.end());
+      out.push_back({m.name, m.doc, std::move(p)});
+    }
+    return out;
+  }
+  const Member<S>* find(const std::string& name) const {
+    for (const auto& m : members)
+      if (m.name == name) return &m;
+    return nullptr;
+  }
+  // Validates {type_key: name, ...} at `path` (an unknown name is reported with the
+  // nearest valid one) and returns it with defaults filled; when nothing in it was
+  // reported, fills `out` with the member's fields and the type. `extra` are keys every
+  // member accepts that are validated but not bound (an engine's "name").
+  json bind(const json& user, const std::string& path, Validator& v, S& out, const std::string& default_type = "",
+            const std::vector<ParamInfo>& extra = {}) const {
+    const size_t before = v.issues().size();
+    json resolved = v.component(user, path, type_key, catalog(), extra, default_type);
+    if (v.issues().size() != before || !resolved.is_object() || !resolved.contains(type_key)) return resolved;
+    const Member<S>* m = find(resolved.at(type_key).get<std::string>());
+    if (!m) return resolved;
+    if (set_type) set_type(out, m->name);
+    set_fields(m->fields, resolved, out);
+    set_fields(common, resolved, out);
+    return resolved;
+  }
+};
+
+}  // namespace asgd
