@@ -17,14 +17,40 @@
 // (Runtime::server_update), and a worker pulls again once its gradient is applied.
 #include "engines/async.h"
 #include <algorithm>
+#include "engines/engine_registry.h"
 #include "engines/server_update.h"
 
 namespace asgd {
 
-AsyncEngine::AsyncEngine(const nlohmann::json& spec)
-    : spec_(spec),
-      divide_by_staleness_(spec.value("lr_staleness", std::string("none")) == "divide"),
-      lambda_(spec.value("delay_compensation", 0.0f)) {}
+EngineType async_engine_type() {
+  using C = AsyncConfig;
+  EngineType t = engine_type<C>(
+      "async",
+      "asynchronous SGD, parameter server (Dean et al. 2012): apply each gradient on arrival; optionally "
+      "staleness-aware (Zhang et al. 2016) and delay-compensated (DC-ASGD, Zheng et al. 2017)",
+      {field<C>(keys::str("lr_staleness", "none",
+                          "\"divide\": a gradient of staleness tau is applied with lr / max(tau, 1) (Zhang et al. 2016)",
+                          {"none", "divide"}),
+                [](C& c, const json& v) { c.divide_by_staleness = v == "divide"; }),
+       field(&C::delay_compensation,
+             keys::num("delay_compensation", 0.0,
+                       "lambda of DC-ASGD: g + lambda g*g*(w - w_read) (0 = off; MXNet's default is 0.04; "
+                       "needs train.momentum 0)",
+                       0))},
+      [](const C& c, const json& spec) { return std::make_unique<AsyncEngine>(c, spec); });
+  t.check = [](const json& e, const json& run, Validator& v) {
+    const json& train = run.value("train", json::object());
+    if (e.contains("delay_compensation") && e["delay_compensation"].is_number() &&
+        e["delay_compensation"].get<double>() > 0 && train.is_object() && train.contains("momentum") &&
+        train["momentum"].is_number() && train["momentum"].get<double>() > 0)
+      v.error("engine.delay_compensation", "DC-ASGD is implemented for plain SGD: set train.momentum to 0 or "
+                                           "delay_compensation to 0 (train.momentum is " + train["momentum"].dump() + ")");
+  };
+  return t;
+}
+
+AsyncEngine::AsyncEngine(const AsyncConfig& config, const nlohmann::json& spec)
+    : spec_(spec), divide_by_staleness_(config.divide_by_staleness), lambda_(float(config.delay_compensation)) {}
 
 void AsyncEngine::start(Runtime& sim) {
   store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed(), sim.model().row_layout());

@@ -10,9 +10,15 @@ namespace asgd {
 
 class ServerUpdate;
 
+// The engine's keys (declared with their defaults in async.cpp).
+struct AsyncConfig {
+  bool divide_by_staleness = false;  // lr_staleness "divide": lr / max(tau, 1)
+  double delay_compensation = 0;     // lambda of DC-ASGD (0: off)
+};
+
 class AsyncEngine final : public Engine {
  public:
-  explicit AsyncEngine(const nlohmann::json& spec);
+  AsyncEngine(const AsyncConfig& config, const nlohmann::json& spec);
   std::string type() const override { return "async"; }
   void start(Runtime& sim) override;
   void on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) override;

@@ -30,15 +30,53 @@
 // before computing at the result: the same arithmetic, in the same order for x_i, without
 // the scheduler thread making a pass over x_i and g per gradient.
 #include "engines/easgd.h"
+#include <algorithm>
+#include "engines/engine_registry.h"
 #include "kernels/ops.h"
 
 namespace asgd {
 
-EasgdEngine::EasgdEngine(const nlohmann::json& spec)
-    : spec_(spec),
-      sync_(spec.value("mode", std::string("async")) == "sync"),
-      period_(spec.at("period").get<int>()),
-      delta_(spec.at("delta").get<float>()) {}
+EngineType easgd_engine_type() {
+  using C = EasgdConfig;
+  EngineType t = engine_type<C>(
+      "easgd",
+      "elastic-averaged SGD (Zhang, Choromanska & LeCun 2015), asynchronous or synchronous; delta > 0 gives "
+      "EAMSGD",
+      {field<C>(keys::str("mode", "async",
+                          "\"async\": each worker exchanges with the center on its own; \"sync\": all workers at "
+                          "once, center += N alpha (mean - center)",
+                          {"async", "sync"}),
+                [](C& c, const json& v) { c.sync = v == "sync"; }),
+       field(&C::period, keys::integer("period", 4, "local steps between exchanges with the center", 1)),
+       field<C>(keys::any("alpha", "auto",
+                          "elastic coefficient in [0, 1], or \"auto\" = 0.9 / workers (sync: beta = workers * alpha "
+                          "<= 1)"),
+                [](C& c, const json& v) { c.alpha = v.is_number() ? v.get<double>() : -1; }),
+       field(&C::delta, keys::num("delta", 0.0, "Nesterov momentum of the local steps (EAMSGD)", 0, false, 0.999999))},
+      [](const C& c, const json& spec) { return std::make_unique<EasgdEngine>(c, spec); },
+      // A period: `period` local steps per worker, one exchange (a push and a reply); each
+      // worker keeps x_i and a deferred gradient (EAMSGD: its velocity and look-ahead too).
+      [](const C& c, int workers) {
+        const double period = std::max(1, c.period);
+        return EngineCost{2 / period, workers * period, c.delta > 0 ? 6.0 : 4.0};
+      });
+  t.check = [](const json& e, const json& run, Validator& v) {
+    if (!e.contains("alpha")) return;
+    const json& cluster = run.value("cluster", json::object());
+    const json& a = e["alpha"];
+    bool ok = (a.is_number() && a.get<double>() >= 0 && a.get<double>() <= 1) || (a.is_string() && a == "auto");
+    if (!ok) v.error("engine.alpha", "expected a number in [0, 1] or \"auto\" (= 0.9 / workers), got " + brief(a));
+    if (ok && a.is_number() && e.value("mode", "") == "sync" && cluster.is_object() && cluster.contains("workers") &&
+        cluster["workers"].is_number_integer() && a.get<double>() * cluster["workers"].get<double>() > 1)
+      v.error("engine.alpha", "mode \"sync\" moves the center by beta = workers * alpha, which must be <= 1 (the "
+                              "center would overshoot the workers' mean): use alpha <= 1/" + cluster["workers"].dump() +
+                              " or \"auto\"; got " + brief(a));
+  };
+  return t;
+}
+
+EasgdEngine::EasgdEngine(const EasgdConfig& config, const nlohmann::json& spec)
+    : spec_(spec), sync_(config.sync), period_(config.period), alpha_config_(config.alpha), delta_(float(config.delta)) {}
 
 nlohmann::json EasgdEngine::describe() const {
   nlohmann::json d = spec_;
@@ -50,8 +88,7 @@ nlohmann::json EasgdEngine::describe() const {
 void EasgdEngine::start(Runtime& sim) {
   const int n = sim.workers();
   workers_ = n;
-  const nlohmann::json& a = spec_.at("alpha");
-  alpha_ = a.is_string() ? 0.9 / n : a.get<double>();
+  alpha_ = alpha_config_ < 0 ? 0.9 / n : alpha_config_;
   std::vector<float> init = sim.initial_params();
   center_ = std::make_unique<ParameterStore>(init, 0);
   local_.clear();

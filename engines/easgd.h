@@ -7,9 +7,17 @@
 
 namespace asgd {
 
+// The engine's keys (declared with their defaults in easgd.cpp).
+struct EasgdConfig {
+  bool sync = false;    // mode "sync": all workers exchange together
+  int period = 4;
+  double alpha = -1;    // < 0: "auto" = 0.9 / workers
+  double delta = 0;     // EAMSGD Nesterov momentum
+};
+
 class EasgdEngine final : public Engine {
  public:
-  explicit EasgdEngine(const nlohmann::json& spec);
+  EasgdEngine(const EasgdConfig& config, const nlohmann::json& spec);
   std::string type() const override { return "easgd"; }
   void start(Runtime& sim) override;
   void on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) override;
@@ -29,6 +37,7 @@ class EasgdEngine final : public Engine {
   bool sync_;          // mode "sync": all workers exchange together
   int period_;
   int workers_ = 0;
+  double alpha_config_;  // as configured (< 0: "auto")
   double alpha_ = 0;   // resolved at start ("auto" = 0.9 / workers)
   float delta_;        // EAMSGD Nesterov momentum (0: plain EASGD)
   std::unique_ptr<ParameterStore> center_;

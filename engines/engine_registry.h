@@ -1,15 +1,72 @@
-// engines/engine_registry.h — the engine factory keyed by the config's "type": the list of
-// engines with their parameters (for validation, `asgdsim list` and the docs) and
-// make_engine, which throws on an unknown type naming the valid ones.
+// engines/engine_registry.h — the engine family keyed by the config's "type". Each engine
+// describes itself in its own file (engines/<name>.cpp: its config struct, keys with
+// defaults, ranges and docs, the checks that involve other config keys, what it costs
+// and its factory) as an EngineType; engines/registry.cpp lists them, one line each.
+// make_engine throws on an unknown type naming the valid ones.
 #pragma once
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
+#include "sim/config/field.h"
 #include "sim/engine.h"
-#include "sim/config/param.h"
 
 namespace asgd {
 
+// What one step of an engine costs, for the run-scale and memory estimates
+// (experiments/run/resources): messages a worker sends per gradient, gradients computed
+// per update of the model of record, and parameter-sized vectors held per worker.
+struct EngineCost {
+  double messages_per_step = 2;      // a pull and a push per gradient
+  double gradients_per_update = 1;   // async: one
+  double vectors_per_worker = 2;     // a gradient in flight and the parameters it read
+};
+
+struct EngineType {
+  std::string name;
+  std::string doc;
+  std::vector<ParamInfo> params;
+  // Checks across keys, reported at "engine.<key>" (experiments/ renames the path to
+  // engines[i]): `engine` is the engine's object with defaults filled, `run` the run's
+  // resolved config (its sections may hold values already reported as invalid).
+  std::function<void(const nlohmann::json& engine, const nlohmann::json& run, Validator& v)> check;
+  // What it costs (engine validated), for `workers` workers.
+  std::function<EngineCost(const nlohmann::json& engine, int workers)> cost;
+  // Builds the engine from its validated object.
+  std::function<std::unique_ptr<Engine>(const nlohmann::json& engine)> make;
+  // Host placement over several boxes (each box's sum exchanged with the servers).
+  bool sums_across_boxes = false;
+};
+
+// An EngineType whose keys fill `Config` (declared with field(), sim/config/field.h):
+// make binds a Config from the validated object and calls `build(config, engine)`;
+// cost likewise calls `cost(config, workers)` (left out: EngineCost's defaults).
+template <class Config>
+EngineType engine_type(std::string name, std::string doc, std::vector<Field<Config>> fields,
+                       std::function<std::unique_ptr<Engine>(const Config&, const nlohmann::json& engine)> build,
+                       std::function<EngineCost(const Config&, int workers)> cost = {}) {
+  EngineType t;
+  t.name = std::move(name);
+  t.doc = std::move(doc);
+  t.params = params_of(fields);
+  auto bind = [fields](const nlohmann::json& engine) {
+    Config c;
+    set_fields(fields, engine, c);
+    return c;
+  };
+  t.make = [bind, build](const nlohmann::json& engine) { return build(bind(engine), engine); };
+  t.cost = [bind, cost](const nlohmann::json& engine, int workers) {
+    return cost ? cost(bind(engine), workers) : EngineCost{};
+  };
+  return t;
+}
+
+// Every engine, in the order `asgdsim list` shows them.
+const std::vector<EngineType>& engine_types();
+// nullptr for an unknown name.
+const EngineType* find_engine_type(const std::string& name);
+// The engines and their keys, as the validator and `asgdsim list` read them.
 const std::vector<ComponentInfo>& engine_catalog();
 // spec: a validated engine object {"type": ..., params with defaults filled}.
 std::unique_ptr<Engine> make_engine(const nlohmann::json& spec);

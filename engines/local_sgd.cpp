@@ -28,12 +28,35 @@
 // update (Runtime::server_update), and the next round's pulls follow it. With H = 1
 // every step pulls and pushes, as sync's do: the same messages, times and counters.
 #include "engines/local_sgd.h"
+#include "engines/engine_registry.h"
 #include "engines/server_update.h"
 
 namespace asgd {
 
-LocalSgdEngine::LocalSgdEngine(const nlohmann::json& spec)
-    : spec_(spec), steps_(spec.at("steps").get<int>()) {}
+namespace {
+struct LocalSgdConfig {
+  int steps = 4;
+};
+}  // namespace
+
+EngineType local_sgd_engine_type() {
+  using C = LocalSgdConfig;
+  EngineType t = engine_type<C>(
+      "local_sgd",
+      "local SGD (Stich 2019; Lin et al. 2020): every worker takes `steps` SGD steps on its own copy, then "
+      "the copies are averaged into the model of record; steps 1 is sync",
+      {field(&C::steps, keys::integer("steps", 4, "H: local steps per worker between averagings", 1))},
+      [](const C& c, const json& spec) { return std::make_unique<LocalSgdEngine>(c.steps, spec); },
+      // A round: H local steps per worker, one pull and one push per worker, one update;
+      // each worker keeps its copy and its displacement besides the usual two vectors.
+      [](const C& c, int workers) {
+        const double h = std::max(1, c.steps);
+        return EngineCost{2 / h, workers * h, 4};
+      });
+  return t;
+}
+
+LocalSgdEngine::LocalSgdEngine(int steps, const nlohmann::json& spec) : spec_(spec), steps_(steps) {}
 
 void LocalSgdEngine::start(Runtime& sim) {
   const int n = sim.workers();

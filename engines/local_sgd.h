@@ -11,7 +11,7 @@ class ServerUpdate;
 
 class LocalSgdEngine final : public Engine {
  public:
-  explicit LocalSgdEngine(const nlohmann::json& spec);
+  LocalSgdEngine(int steps, const nlohmann::json& spec);
   std::string type() const override { return "local_sgd"; }
   void start(Runtime& sim) override;
   void on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) override;

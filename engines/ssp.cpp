@@ -31,12 +31,29 @@
 #include "engines/ssp.h"
 #include <algorithm>
 #include <limits>
+#include "engines/engine_registry.h"
 #include "engines/server_update.h"
 
 namespace asgd {
 
-SspEngine::SspEngine(const nlohmann::json& spec)
-    : spec_(spec), bound_(spec.at("bound").get<uint64_t>()) {}
+namespace {
+struct SspConfig {
+  uint64_t bound = 3;
+};
+}  // namespace
+
+EngineType ssp_engine_type() {
+  using C = SspConfig;
+  EngineType t = engine_type<C>(
+      "ssp",
+      "stale-synchronous parallel (Ho et al. 2013): a worker may run at most `bound` clocks ahead of the "
+      "slowest; gradients are applied as they arrive; bound 0 is sync",
+      {field(&C::bound, keys::integer("bound", 3, "s: how many clocks a worker may lead the slowest live worker", 0))},
+      [](const C& c, const json& spec) { return std::make_unique<SspEngine>(c.bound, spec); });
+  return t;
+}
+
+SspEngine::SspEngine(uint64_t bound, const nlohmann::json& spec) : spec_(spec), bound_(bound) {}
 
 void SspEngine::start(Runtime& sim) {
   const int n = sim.workers();

@@ -12,7 +12,7 @@ class ServerUpdate;
 
 class SspEngine final : public Engine {
  public:
-  explicit SspEngine(const nlohmann::json& spec);
+  SspEngine(uint64_t bound, const nlohmann::json& spec);
   std::string type() const override { return "ssp"; }
   void start(Runtime& sim) override;
   void on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) override;

@@ -26,6 +26,7 @@
 // in one message (from its box's host, or the nearest member before it in worker order)
 // before it joins the iteration in progress.
 #include "engines/sync.h"
+#include "engines/engine_registry.h"
 #include "engines/server_update.h"
 
 namespace asgd {
@@ -34,7 +35,68 @@ constexpr uint64_t kApplyAfterCollective = 1;  // timer payloads
 constexpr uint64_t kLaunchAfterBroadcast = 2;
 }  // namespace
 
-SyncEngine::SyncEngine(const nlohmann::json& spec, int backups) : spec_(spec), backups_(backups) {}
+namespace {
+// The synchronous family's communication (docs/architecture.md, "Collectives").
+Field<SyncConfig> comm_field() {
+  return field(&SyncConfig::comm,
+               keys::str("comm", "ps",
+                         "how an iteration's gradients are combined: \"ps\" the parameter server (each worker pulls "
+                         "and pushes); \"allreduce\" a ring all-reduce among the aggregated workers; \"hierarchical\" "
+                         "reduce to each box's host, ring among the hosts, broadcast (needs cluster.topology)",
+                         {"ps", "allreduce", "hierarchical"}));
+}
+
+// Checks both members share: a hierarchical all-reduce needs boxes.
+void check_comm(const json& e, const json& run, Validator& v) {
+  const json& cluster = run.value("cluster", json::object());
+  const bool topology = cluster.is_object() && cluster.contains("topology") && cluster["topology"].is_object();
+  if (e.contains("comm") && e["comm"] == "hierarchical" && !topology)
+    v.error("engine.comm", "\"hierarchical\" reduces within each box: it needs cluster.topology");
+}
+
+std::unique_ptr<Engine> build(const SyncConfig& c, const json& spec) { return std::make_unique<SyncEngine>(c, spec); }
+std::unique_ptr<Engine> build_backup(SyncConfig c, const json& spec) {
+  c.type = "sync_backup";
+  return std::make_unique<SyncEngine>(c, spec);
+}
+// An iteration: the aggregated gradients (every worker's, counting the backups' dropped
+// ones as computed), one update.
+EngineCost iteration_cost(const SyncConfig&, int workers) { return EngineCost{2, double(workers), 2}; }
+}  // namespace
+
+EngineType sync_engine_type() {
+  EngineType t = engine_type<SyncConfig>(
+      "sync", "synchronous SGD: all workers compute on the same parameters; apply the mean once all arrive",
+      {comm_field()}, build, iteration_cost);
+  t.check = check_comm;
+  t.sums_across_boxes = true;
+  return t;
+}
+
+EngineType sync_backup_engine_type() {
+  EngineType t = engine_type<SyncConfig>(
+      "sync_backup",
+      "synchronous SGD with b backup replicas (Chen et al. 2016): apply the mean of the first "
+      "workers - b gradients, drop the late ones",
+      {field(&SyncConfig::backups,
+             keys::integer("backups", 1, "b: replicas whose late gradients are dropped (< workers)", 0)),
+       comm_field()},
+      build_backup, iteration_cost);
+  t.check = [](const json& e, const json& run, Validator& v) {
+    const json& cluster = run.value("cluster", json::object());
+    if (e.contains("backups") && e["backups"].is_number_integer() && cluster.is_object() &&
+        cluster.contains("workers") && cluster["workers"].is_number_integer() &&
+        e["backups"].get<int64_t>() >= cluster["workers"].get<int64_t>())
+      v.error("engine.backups", "must be < cluster.workers (" + cluster["workers"].dump() + "): at least one " +
+                                    "gradient is aggregated per iteration; got " + e["backups"].dump());
+    check_comm(e, run, v);
+  };
+  t.sums_across_boxes = true;
+  return t;
+}
+
+SyncEngine::SyncEngine(const SyncConfig& config, const nlohmann::json& spec)
+    : spec_(spec), type_(config.type), comm_key_(config.comm), backups_(config.backups) {}
 
 void SyncEngine::start(Runtime& sim) {
   store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed(), sim.model().row_layout());
@@ -43,7 +105,7 @@ void SyncEngine::start(Runtime& sim) {
   busy_.assign(sim.workers(), false);
   computing_.assign(sim.workers(), false);
   needed_ = sim.workers() - backups_;
-  const std::string comm = spec_.value("comm", std::string("ps"));
+  const std::string& comm = comm_key_;
   const ClusterSpec& topo = sim.settings().topology;
   if (comm == "allreduce") comm_ = Comm::AllReduce;
   else if (comm == "hierarchical") comm_ = Comm::Hierarchical;

@@ -9,11 +9,17 @@ namespace asgd {
 
 class ServerUpdate;
 
+// The keys of sync and sync_backup (declared with their defaults in sync.cpp).
+struct SyncConfig {
+  std::string type = "sync";  // or sync_backup
+  std::string comm = "ps";  // ps | allreduce | hierarchical
+  int backups = 0;          // b: aggregate the first workers - b gradients (0: sync)
+};
+
 class SyncEngine final : public Engine {
  public:
-  // backups = b: aggregate the first workers - b gradients of an iteration (b = 0: sync).
-  SyncEngine(const nlohmann::json& spec, int backups);
-  std::string type() const override { return spec_.value("type", std::string("sync")); }
+  SyncEngine(const SyncConfig& config, const nlohmann::json& spec);
+  std::string type() const override { return type_; }
   void start(Runtime& sim) override;
   void on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) override;
   void on_worker_down(Runtime& sim, int worker) override;
@@ -39,6 +45,8 @@ class SyncEngine final : public Engine {
   std::vector<int> members_;     // the workers in the iteration's collective
   std::vector<int> caught_up_;   // launched behind: current once launch_idle is done
   static constexpr int kNoSource = -1000000;  // catch_up_source: no message (w is alone)
+  std::string type_;
+  std::string comm_key_;         // the configured comm (resolved into comm_ at start)
   int backups_;
   int needed_ = 0;                                     // gradients aggregated per iteration
   std::unique_ptr<ParameterStore> store_;

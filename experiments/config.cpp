@@ -260,44 +260,15 @@ void check_lr_schedule(const json& s, const std::string& path, Validator& v) {
   }
 }
 
-// Engine parameters whose range depends on another key, or that take a word or a number.
-void check_engine(const json& e, const json& cluster, const json& train, Validator& v) {
-  if (!e.is_object() || !e.contains("type") || !e["type"].is_string()) return;
-  std::string t = e["type"];
-  if (t == "sync_backup" && e.contains("backups") && e["backups"].is_number_integer() &&
-      cluster.contains("workers") && cluster["workers"].is_number_integer() &&
-      e["backups"].get<int64_t>() >= cluster["workers"].get<int64_t>())
-    v.error("engine.backups", "must be < cluster.workers (" + cluster["workers"].dump() + "): at least one gradient " +
-                                  "is aggregated per iteration; got " + e["backups"].dump());
-  if (t == "easgd" && e.contains("alpha")) {
-    const json& a = e["alpha"];
-    bool ok = (a.is_number() && a.get<double>() >= 0 && a.get<double>() <= 1) || (a.is_string() && a.get<std::string>() == "auto");
-    if (!ok) v.error("engine.alpha", "expected a number in [0, 1] or \"auto\" (= 0.9 / workers), got " + brief(a));
-    if (ok && a.is_number() && text_of(e, "mode") == "sync" && cluster.contains("workers") &&
-        cluster["workers"].is_number_integer() && a.get<double>() * cluster["workers"].get<double>() > 1)
-      v.error("engine.alpha", "mode \"sync\" moves the center by beta = workers * alpha, which must be <= 1 (the "
-                              "center would overshoot the workers' mean): use alpha <= 1/" + cluster["workers"].dump() +
-                              " or \"auto\"; got " + brief(a));
-  }
-  if (t == "async" && e.contains("delay_compensation") && e["delay_compensation"].is_number() &&
-      e["delay_compensation"].get<double>() > 0 && train.contains("momentum") && train["momentum"].is_number() &&
-      train["momentum"].get<double>() > 0)
-    v.error("engine.delay_compensation", "DC-ASGD is implemented for plain SGD: set train.momentum to 0 or "
-                                         "delay_compensation to 0 (train.momentum is " + train["momentum"].dump() + ")");
-}
-
 // What the topology and placement allow of the engine (docs/architecture.md, "Boxes").
 void check_placement(const json& e, const json& cluster, Validator& v) {
   if (!e.is_object() || !e.contains("type") || !e["type"].is_string() || !cluster.is_object()) return;
-  const std::string t = e["type"];
-  const bool sync_family = t == "sync" || t == "sync_backup";
+  const EngineType* type = find_engine_type(e["type"]);
   const bool topology = cluster.contains("topology") && cluster["topology"].is_object();
-  if (sync_family && text_of(e, "comm") == "hierarchical" && !topology)
-    v.error("engine.comm", "\"hierarchical\" reduces within each box: it needs cluster.topology");
-  if (!sync_family && topology && cluster.value("placement", json("servers")) == "host" &&
+  if (type && !type->sums_across_boxes && topology && cluster.value("placement", json("servers")) == "host" &&
       cluster["topology"].value("boxes", json(1)).is_number_integer() && cluster["topology"].value("boxes", json(1)) > 1)
     v.error("cluster.placement", "\"host\" over more than one box is defined for sync and sync_backup (each box's "
-                                 "sum is exchanged with the servers); engine " + t + " needs \"servers\" or one box");
+                                 "sum is exchanged with the servers); engine " + type->name + " needs \"servers\" or one box");
 }
 
 // Validates a list of objects (each against `section`'s keys) whose "worker" must name an
@@ -472,7 +443,10 @@ json resolve_run(const json& u, Validator& v, RunSettings& s) {
   else out["engine"] = v.component(u["engine"], "engine", "type", engine_catalog(),
                                    {str("name", "", "label for this engine in run ids and plots (default: its type)")});
 
-  check_engine(out.value("engine", json::object()), cluster, train, v);
+  if (out.contains("engine") && out["engine"].is_object() && out["engine"].contains("type") &&
+      out["engine"]["type"].is_string())
+    if (const EngineType* type = find_engine_type(out["engine"]["type"]); type && type->check)
+      type->check(out["engine"], out, v);
   if ((model_type == "sparse_logistic" || model_type == "sparse_softmax") && cluster.contains("network") &&
       cluster["network"].is_object() && cluster["network"].contains("compression") &&
       cluster["network"]["compression"].is_object() && cluster["network"]["compression"].value("type", "none") != "none")

@@ -8,6 +8,7 @@
 #include "experiments/runner.h"
 #include "sim/dataset.h"
 #include "sim/settings.h"
+#include "engines/engine_registry.h"
 #include <sys/resource.h>
 #include <unistd.h>
 #include <algorithm>
@@ -105,20 +106,25 @@ std::vector<double> dense_layers(const json& model, const DataShape& d) {
   return {};
 }
 
-double mean_speed_factor(const json& cluster) {
-  const json& s = cluster.value("speeds", json::array());
-  if (s.is_array() && !s.empty()) {
-    double sum = 0;
-    for (const auto& f : s) sum += f.is_number() ? f.get<double>() : 1;
-    return sum / double(s.size());
-  }
-  if (s.is_object()) {
+double mean_speed_factor(const RunSettings& rs) {
+  if (!rs.speeds_dist.is_null()) {
     try {
-      return make_distribution(s)->mean();
+      return make_distribution(rs.speeds_dist)->mean();
     } catch (const std::exception&) {
     }
+    return 1;
   }
-  return 1;
+  if (rs.speeds.empty()) return 1;
+  double sum = 0;
+  for (double f : rs.speeds) sum += f;
+  return sum / double(rs.speeds.size());
+}
+
+// What the run's engine costs per step (EngineType::cost, in the engine's own file).
+EngineCost engine_cost(const json& c, const RunSettings& rs) {
+  const json& engine = c["engine"];
+  const EngineType* type = find_engine_type(text(engine, "type"));
+  return type && type->cost ? type->cost(engine, rs.workers) : EngineCost{};
 }
 
 }  // namespace
@@ -136,8 +142,6 @@ double model_param_count(const json& c) {
 
 RunScale estimate_run_scale(const json& c, const RunSettings& rs, const Distribution& compute) {
   RunScale s;
-  const json& cluster = c["cluster"];
-  const json& engine = c["engine"];
   const double workers = std::max(1, rs.workers);
   const double batch = std::max<double>(1, double(rs.batch_size));
   const double samples = std::max(1.0, data_shape(c["data"]).train);
@@ -147,14 +151,11 @@ RunScale estimate_run_scale(const json& c, const RunSettings& rs, const Distribu
   // transient stragglers' mean factor), then the engine's messages per step (a pull and a
   // push for async, ssp and the sync family; one exchange per period or round for easgd
   // and local_sgd) over the slower of the shard links and the worker's NIC.
-  const json& st = cluster["stragglers"];
-  const std::string type = text(engine, "type");
-  double straggle = 1 + num(st, "probability") * (num(st, "factor", 1) - 1);
+  double straggle = 1 + rs.stragglers.probability * (rs.stragglers.factor - 1);
   const StepCost& cost = rs.step_cost;
-  double step = (cost.overhead + compute.mean() * (cost.per_sample ? batch : 1)) * mean_speed_factor(cluster) * straggle;
-  double messages = 2;
-  if (type == "easgd") messages = 2 / std::max(1.0, num(engine, "period", 1));
-  if (type == "local_sgd") messages = 2 / std::max(1.0, num(engine, "steps", 1));
+  double step = (cost.overhead + compute.mean() * (cost.per_sample ? batch : 1)) * mean_speed_factor(rs) * straggle;
+  const EngineCost engine = engine_cost(c, rs);
+  const double messages = engine.messages_per_step;
   double bytes_per_second = kInf;
   if (rs.network.bandwidth > 0) bytes_per_second = rs.network.bandwidth * std::max(1, rs.network.shards);
   if (rs.network.worker_bandwidth > 0) bytes_per_second = std::min(bytes_per_second, rs.network.worker_bandwidth);
@@ -164,10 +165,7 @@ RunScale estimate_run_scale(const json& c, const RunSettings& rs, const Distribu
 
   // Gradients per update, at most: one (async, ssp), a round of every worker (sync
   // family), every worker's local steps (local_sgd, easgd).
-  double per_update = 1;
-  if (type == "sync" || type == "sync_backup") per_update = workers;
-  if (type == "local_sgd") per_update = workers * std::max(1.0, num(engine, "steps", 1));
-  if (type == "easgd") per_update = workers * std::max(1.0, num(engine, "period", 1));
+  const double per_update = engine.gradients_per_update;
 
   double g = kInf;
   if (rs.stop_gradients > 0) g = std::min(g, double(rs.stop_gradients));
@@ -185,7 +183,6 @@ RunScale estimate_run_scale(const json& c, const RunSettings& rs, const Distribu
 MemoryEstimate estimate_run_memory(const json& c, const RunSettings& rs, const Distribution& compute) {
   MemoryEstimate m;
   const json& model = c["model"];
-  const json& engine = c["engine"];
   const DataShape d = data_shape(c["data"]);
   const double workers = std::max(1, rs.workers);
   const double batch = std::max<double>(1, double(rs.batch_size));
@@ -215,10 +212,7 @@ MemoryEstimate estimate_run_memory(const json& c, const RunSettings& rs, const D
 
   // Per worker: a gradient in flight and the parameters it was computed on; replicas of
   // their own for local SGD and EASGD (EAMSGD: two more vectors); minibatch ids.
-  double copies = 2;
-  const std::string type = text(engine, "type");
-  if (type == "local_sgd") copies += 2;
-  if (type == "easgd") copies += num(engine, "delta") > 0 ? 4 : 2;
+  const double copies = engine_cost(c, rs).vectors_per_worker;
   // Named after the factor more out of the ordinary: the workers, or the model's size.
   add(vec > workers * kWorkerBytes ? model_key : "cluster.workers",
       n(workers) + " workers x " + n(copies) + " vectors of " + n(params) + " parameters", workers * copies * vec);
