@@ -10,10 +10,10 @@ namespace asgd {
 
 class ServerUpdate;
 
-// The engine's keys (declared with their defaults in async.cpp).
+// The engine's keys (their defaults are written once, in their declarations in async.cpp).
 struct AsyncConfig {
-  bool divide_by_staleness = false;  // lr_staleness "divide": lr / max(tau, 1)
-  double delay_compensation = 0;     // lambda of DC-ASGD (0: off)
+  bool divide_by_staleness{};  // lr_staleness "divide": lr / max(tau, 1)
+  double delay_compensation{};  // lambda of DC-ASGD (0: off)
 };
 
 class AsyncEngine final : public Engine {

@@ -7,12 +7,12 @@
 
 namespace asgd {
 
-// The engine's keys (declared with their defaults in easgd.cpp).
+// The engine's keys (their defaults are written once, in their declarations in easgd.cpp).
 struct EasgdConfig {
-  bool sync = false;    // mode "sync": all workers exchange together
-  int period = 4;
-  double alpha = -1;    // < 0: "auto" = 0.9 / workers
-  double delta = 0;     // EAMSGD Nesterov momentum
+  bool sync{};          // mode "sync": all workers exchange together
+  int period{};
+  double alpha{};       // < 0: "auto" = 0.9 / workers
+  double delta{};       // EAMSGD Nesterov momentum
 };
 
 class EasgdEngine final : public Engine {

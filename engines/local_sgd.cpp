@@ -35,7 +35,7 @@ namespace asgd {
 
 namespace {
 struct LocalSgdConfig {
-  int steps = 4;
+  int steps{};
 };
 }  // namespace
 

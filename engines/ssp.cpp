@@ -38,7 +38,7 @@ namespace asgd {
 
 namespace {
 struct SspConfig {
-  uint64_t bound = 3;
+  uint64_t bound{};
 };
 }  // namespace
 

@@ -9,11 +9,11 @@ namespace asgd {
 
 class ServerUpdate;
 
-// The keys of sync and sync_backup (declared with their defaults in sync.cpp).
+// The keys of sync and sync_backup (their defaults are written once, in sync.cpp).
 struct SyncConfig {
-  std::string type = "sync";  // or sync_backup
-  std::string comm = "ps";  // ps | allreduce | hierarchical
-  int backups = 0;          // b: aggregate the first workers - b gradients (0: sync)
+  std::string type = "sync";  // or sync_backup (the engine's name, not a key)
+  std::string comm;           // ps | allreduce | hierarchical
+  int backups{};              // b: aggregate the first workers - b gradients (0: sync)
 };
 
 class SyncEngine final : public Engine {

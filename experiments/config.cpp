@@ -19,16 +19,13 @@
 
 namespace asgd {
 
-const Section<RunSettings>& top_section();
 const std::vector<ParamInfo>& conv_block_params();
+const Section<RunSettings>& top_section() { return settings_section("top"); }
 
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr size_t kMaxConfigBytes = size_t(64) << 20;  // a config file larger than this is refused unread
-// The most runs one config may make (engines x sweep points x repeats): each holds its
-// resolved config (~20 KB), and a config is split long before this.
-constexpr double kMaxRuns = 50000;
 
 using keys::seconds;
 using keys::num;
@@ -336,8 +333,7 @@ json resolve_cluster(const json& user, Validator& v, RunSettings& s) {
   if (!cluster.is_object()) return cluster;
   resolve_topology(user, cluster, v, s);
   int64_t workers = cluster["workers"].is_number_integer() ? cluster["workers"].get<int64_t>() : 0;
-  // left out: 10 ms per step at the default batch of 32, exponentially distributed
-  json compute_user = cluster.value("compute", json{{"dist", "exponential"}, {"mean", 0.01 / 32}});
+  json compute_user = cluster.value("compute", settings_section("cluster.compute").when_left_out());
   const Section<RunSettings>& compute_keys = settings_section("cluster.compute");
   const size_t compute_issues = v.issues().size();
   cluster["compute"] = v.component(compute_user, "cluster.compute", "dist", distribution_catalog(), compute_keys.params());
@@ -416,7 +412,7 @@ json resolve_run(const json& u, Validator& v, RunSettings& s) {
   train["lr_schedule"] = sched;
   out["train"] = train;
 
-  json stop_user = u.value("stop", json{{"epochs", 1}});
+  json stop_user = u.value("stop", settings_section("stop").when_left_out());
   json stop = settings_section("stop").bind(stop_user, "stop", v, s);
   if (stop.is_object()) {
     bool any_limit = false;
@@ -576,26 +572,6 @@ std::optional<Shape> data_image(const json& data) {
 }
 
 // ------------------------------------------------------------------ catalogs
-
-// The keys of the top level (RunSettings' seed, trace and batched_gradients, and the
-// experiment's own name, description and repeats).
-const Section<RunSettings>& top_section() {
-  static const Section<RunSettings> s{
-      "top", "top-level keys",
-      {unbound<RunSettings>(str("name", "", "experiment name: the folder under --out, of letters, digits and . - _ = "
-                                            "(default: the config file's name, other characters as _)")),
-       unbound<RunSettings>(str("description", "", "free text, kept with the results")),
-       field(&RunSettings::seed, integer("seed", 1, "base seed; repeat r uses seed + r", 0, kMaxCount)),
-       unbound<RunSettings>(integer("repeats", 1, "runs per (engine, sweep point), seeds seed, seed+1, ...", 1, kMaxRuns)),
-       field(&RunSettings::trace, boolean("trace", false, "write trace.json (Chrome trace events) for every run")),
-       field(&RunSettings::batched_gradients,
-             integer("batched_gradients", 1,
-                     "gradient jobs computed together as one batched call (GEMMs of all of them in one cuBLAS "
-                     "batched call: for many workers per GPU); 1 = each alone. CPU backends: the same files for every "
-                     "value, but slower (a batch runs on one core)",
-                     1, 1024))}};
-  return s;
-}
 
 // One convolution block of model cnn (validated; the model builder reads the blocks).
 const std::vector<ParamInfo>& conv_block_params() {

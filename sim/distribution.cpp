@@ -3,9 +3,11 @@
 #include "sim/distribution.h"
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
+#include "sim/config/field.h"
 #include "sim/interrupt.h"
 #include "sim/time.h"
 
@@ -68,6 +70,22 @@ class Pareto final : public Distribution {
   }
  private:
   double scale_, alpha_;
+};
+
+// Weibull: P(X > x) = exp(-(x / scale)^shape), drawn by inversion: scale (-ln U)^(1/shape)
+class Weibull final : public Distribution {
+ public:
+  Weibull(double scale, double shape) : scale_(scale), shape_(shape) {}
+  double sample(Rng& r, uint32_t, uint32_t) const override {
+    return scale_ * std::pow(-std::log(r.uniform()), 1.0 / shape_);
+  }
+  double mean() const override { return scale_ * std::tgamma(1 + 1 / shape_); }
+  double variance() const override {
+    const double g1 = std::tgamma(1 + 1 / shape_);
+    return scale_ * scale_ * (std::tgamma(1 + 2 / shape_) - g1 * g1);
+  }
+ private:
+  double scale_, shape_;
 };
 
 // Replays values[step % n] for every worker (each worker starts at the trace's start).
@@ -141,65 +159,100 @@ std::vector<double> read_trace_file(const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+// Every distribution's keys, bound into one struct (each member reads its own).
+struct DistParams {
+  double value{}, low{}, high{}, mean{}, shift{}, sigma{}, scale{}, alpha{}, shape{};
+  std::vector<double> values;
+  std::string file;
+};
+
+// One distribution: its keys (declared once, with ranges and docs) and how to build it.
+struct DistMember {
+  std::string name, doc;
+  std::vector<Field<DistParams>> fields;
+  std::function<std::unique_ptr<Distribution>(const DistParams&, const std::string& base_dir)> make;
+};
+
+const std::vector<DistMember>& members() {
+  static const std::vector<DistMember> m = [] {
+    using P = DistParams;
+    // Every parameter is a duration (seconds) or a factor: at most kMaxConfigSeconds.
+    auto p = [](double P::*member, std::string name, std::string doc, nlohmann::json def = nullptr, double min = 0,
+                bool exclusive = true) {
+      return field(member, ParamInfo{std::move(name), ParamType::Number, std::move(def), std::move(doc), min,
+                                     kMaxConfigSeconds, exclusive});
+    };
+    return std::vector<DistMember>{
+        {"constant", "always the same value", {p(&P::value, "value", "the value (seconds)", nullptr, 0, false)},
+         [](const P& d, const std::string&) { return std::make_unique<Constant>(d.value); }},
+        {"uniform", "uniform on [low, high]",
+         {p(&P::low, "low", "lower bound", nullptr, 0, false), p(&P::high, "high", "upper bound (>= low)", nullptr, 0, false)},
+         [](const P& d, const std::string&) {
+           if (d.high < d.low) throw std::invalid_argument("uniform: high must be >= low");
+           return std::make_unique<Uniform>(d.low, d.high);
+         }},
+        {"exponential", "exponential with the given mean", {p(&P::mean, "mean", "mean")},
+         [](const P& d, const std::string&) { return std::make_unique<ShiftedExponential>(0.0, d.mean); }},
+        {"shifted_exponential", "shift + exponential(mean): a fixed minimum plus a random tail",
+         {p(&P::shift, "shift", "fixed part", nullptr, 0, false), p(&P::mean, "mean", "mean of the exponential part")},
+         [](const P& d, const std::string&) { return std::make_unique<ShiftedExponential>(d.shift, d.mean); }},
+        {"lognormal", "exp(N(mu, sigma^2)) with mu chosen so the mean is `mean`",
+         {p(&P::mean, "mean", "mean"), p(&P::sigma, "sigma", "std of the underlying normal", nullptr, 0, false)},
+         [](const P& d, const std::string&) { return std::make_unique<LogNormal>(d.mean, d.sigma); }},
+        {"pareto", "Pareto type I, heavy tail: P(X > x) = (scale/x)^alpha",
+         {p(&P::scale, "scale", "minimum value x_m"), p(&P::alpha, "alpha", "tail index (mean finite for alpha > 1)")},
+         [](const P& d, const std::string&) { return std::make_unique<Pareto>(d.scale, d.alpha); }},
+        {"weibull",
+         "Weibull, P(X > x) = exp(-(x/scale)^shape): shape < 1 a heavy tail, 1 the exponential, > 1 a light one "
+         "(a common fit of measured step times)",
+         {p(&P::scale, "scale", "scale lambda (the 63rd percentile)"),
+          p(&P::shape, "shape", "shape k (at least 0.05: the moments need Gamma(1 + 2/k))", nullptr, 0.05, false)},
+         [](const P& d, const std::string&) { return std::make_unique<Weibull>(d.scale, d.shape); }},
+        {"trace", "replays a list of durations, per worker from the start, cyclically",
+         {field(&P::values, ParamInfo{"values", ParamType::NumberList, nlohmann::json::array(),
+                                      "the durations (or give `file`)", 0.0, kMaxConfigSeconds}),
+          field(&P::file, ParamInfo{"file", ParamType::String, "", "CSV/text file, one duration per line"})},
+         [](const P& d, const std::string& base_dir) {
+           std::vector<double> values = d.values;
+           std::string file = d.file;
+           if (!file.empty()) {
+             if (!values.empty()) throw std::invalid_argument("trace: give either values or file, not both");
+             if (file[0] != '/' && !base_dir.empty()) file = base_dir + "/" + file;
+             values = read_trace_file(file);
+           }
+           if (values.empty()) throw std::invalid_argument("trace: needs values or file");
+           for (double v : values)
+             if (!(v >= 0)) throw std::invalid_argument("trace: durations must be >= 0");
+           return std::make_unique<Trace>(std::move(values));
+         }},
+    };
+  }();
+  return m;
+}
+
+}  // namespace
+
 const std::vector<ComponentInfo>& distribution_catalog() {
   static const std::vector<ComponentInfo> catalog = [] {
-    // Every parameter is a duration (seconds) or a factor: at most kMaxConfigSeconds.
-    ParamInfo pos{"", ParamType::Number, nullptr, "", 0.0, kMaxConfigSeconds, true};
-    auto p = [&](std::string name, std::string doc, nlohmann::json def = nullptr, double min = 0,
-                 bool exclusive = true) {
-      ParamInfo q = pos;
-      q.name = std::move(name);
-      q.doc = std::move(doc);
-      q.default_value = std::move(def);
-      q.min = min;
-      q.min_exclusive = exclusive;
-      return q;
-    };
-    return std::vector<ComponentInfo>{
-        {"constant", "always the same value", {p("value", "the value (seconds)", nullptr, 0, false)}},
-        {"uniform", "uniform on [low, high]",
-         {p("low", "lower bound", nullptr, 0, false), p("high", "upper bound (>= low)", nullptr, 0, false)}},
-        {"exponential", "exponential with the given mean", {p("mean", "mean")}},
-        {"shifted_exponential", "shift + exponential(mean): a fixed minimum plus a random tail",
-         {p("shift", "fixed part", nullptr, 0, false), p("mean", "mean of the exponential part")}},
-        {"lognormal", "exp(N(mu, sigma^2)) with mu chosen so the mean is `mean`",
-         {p("mean", "mean"), p("sigma", "std of the underlying normal", nullptr, 0, false)}},
-        {"pareto", "Pareto type I, heavy tail: P(X > x) = (scale/x)^alpha",
-         {p("scale", "minimum value x_m"), p("alpha", "tail index (mean finite for alpha > 1)")}},
-        {"trace", "replays a list of durations, per worker from the start, cyclically",
-         {ParamInfo{"values", ParamType::NumberList, nlohmann::json::array(),
-                    "the durations (or give `file`)", 0.0, kMaxConfigSeconds},
-          ParamInfo{"file", ParamType::String, "", "CSV/text file, one duration per line"}}},
-    };
+    std::vector<ComponentInfo> c;
+    for (const auto& m : members()) c.push_back({m.name, m.doc, params_of(m.fields)});
+    return c;
   }();
   return catalog;
 }
 
-std::unique_ptr<Distribution> make_distribution(const nlohmann::json& spec,
-                                                const std::string& base_dir) {
+std::unique_ptr<Distribution> make_distribution(const nlohmann::json& spec, const std::string& base_dir) {
   const std::string dist = spec.at("dist").get<std::string>();
-  auto num = [&](const char* k) { return spec.at(k).get<double>(); };
-  if (dist == "constant") return std::make_unique<Constant>(num("value"));
-  if (dist == "uniform") {
-    if (num("high") < num("low")) throw std::invalid_argument("uniform: high must be >= low");
-    return std::make_unique<Uniform>(num("low"), num("high"));
-  }
-  if (dist == "exponential") return std::make_unique<ShiftedExponential>(0.0, num("mean"));
-  if (dist == "shifted_exponential") return std::make_unique<ShiftedExponential>(num("shift"), num("mean"));
-  if (dist == "lognormal") return std::make_unique<LogNormal>(num("mean"), num("sigma"));
-  if (dist == "pareto") return std::make_unique<Pareto>(num("scale"), num("alpha"));
-  if (dist == "trace") {
-    std::vector<double> values = spec.value("values", std::vector<double>{});
-    std::string file = spec.value("file", std::string());
-    if (!file.empty()) {
-      if (!values.empty()) throw std::invalid_argument("trace: give either values or file, not both");
-      if (file[0] != '/' && !base_dir.empty()) file = base_dir + "/" + file;
-      values = read_trace_file(file);
-    }
-    if (values.empty()) throw std::invalid_argument("trace: needs values or file");
-    for (double v : values)
-      if (!(v >= 0)) throw std::invalid_argument("trace: durations must be >= 0");
-    return std::make_unique<Trace>(std::move(values));
+  for (const auto& m : members()) {
+    if (m.name != dist) continue;
+    for (const auto& f : m.fields)  // a spec built in code (tests, bench) may leave out a required key
+      if (f.info.required() && !spec.contains(f.info.name))
+        throw std::invalid_argument(dist + ": missing key '" + f.info.name + "'");
+    DistParams p;
+    set_fields(m.fields, spec, p);
+    return m.make(p, base_dir);
   }
   throw std::invalid_argument("unknown distribution '" + dist + "'");
 }

@@ -31,6 +31,21 @@ std::vector<Field<S>> link_fields(LinkSpec ClusterSpec::*level) {  // cluster.to
 
 std::vector<Section<S>> make_sections() {
   return {
+      // The top level: RunSettings' seed, trace and batched_gradients, and the
+      // experiment's own name, description and repeats (experiments/ reads those).
+      {"top", "top-level keys",
+       {unbound<S>(str("name", "", "experiment name: the folder under --out, of letters, digits and . - _ = "
+                                   "(default: the config file's name, other characters as _)")),
+        unbound<S>(str("description", "", "free text, kept with the results")),
+        field(&S::seed, integer("seed", 1, "base seed; repeat r uses seed + r", 0, kMaxCount)),
+        unbound<S>(integer("repeats", 1, "runs per (engine, sweep point), seeds seed, seed+1, ...", 1, kMaxRuns)),
+        field(&S::trace, boolean("trace", false, "write trace.json (Chrome trace events) for every run")),
+        field(&S::batched_gradients,
+              integer("batched_gradients", 1,
+                      "gradient jobs computed together as one batched call (GEMMs of all of them in one cuBLAS "
+                      "batched call: for many workers per GPU); 1 = each alone. CPU backends: the same files for "
+                      "every value, but slower (a batch runs on one core)",
+                      1, 1024))}},
       {"train", "optimisation",
        {field(&S::batch_size, integer("batch_size", 32, "minibatch size per worker", 1, 16777216)),
         field(&S::global_batch,
@@ -48,7 +63,8 @@ std::vector<Section<S>> make_sections() {
        {seconds_field(&S::stop_time, seconds("time", 0, "virtual seconds"), /*zero_is_never=*/true),
         field(&S::stop_updates, integer("updates", 0, "updates of the model of record", 0, kMaxCount)),
         field(&S::stop_gradients, integer("gradients", 0, "gradients computed", 0, kMaxCount)),
-        field(&S::stop_epochs, num("epochs", 0, "passes over the training set", 0, false, 1e9))}},
+        field(&S::stop_epochs, num("epochs", 0, "passes over the training set", 0, false, 1e9))},
+       /*left_out=*/{{"epochs", 1}}},
       {"eval", "when the model of record is evaluated",
        {field(&S::eval_every,
               num("every", 0.25,
@@ -92,7 +108,9 @@ std::vector<Section<S>> make_sections() {
                  [](S& s, const json& v) { s.step_cost.per_sample = v == "sample"; }),
         field<S>(seconds("overhead", 0.0, "fixed virtual seconds added to every step (before the speed and straggler "
                                           "factors)"),
-                 [](S& s, const json& v) { s.step_cost.overhead = v.get<double>(); })}},
+                 [](S& s, const json& v) { s.step_cost.overhead = v.get<double>(); })},
+       // left out: 10 ms per step at the default batch of 32, exponentially distributed
+       /*left_out=*/{{"dist", "exponential"}, {"mean", 0.01 / 32}}},
       {"cluster.network",
        "the messages engines send (docs/architecture.md, Time model): each crosses the worker's NIC and the "
        "parameter-server shard links, FIFO per link",
@@ -266,6 +284,25 @@ const Family<RunSettings>& staleness_family() {
     return f;
   }();
   return f;
+}
+
+RunSettings default_settings() {
+  RunSettings s;
+  Validator v;
+  for (const char* name : {"top", "train", "stop", "eval", "cluster", "cluster.network", "cluster.network.compression",
+                           "cluster.server", "cluster.stragglers", "cluster.failures", "real"})
+    settings_section(name).bind(json::object(), name, v, s, {"lr_schedule", "compute", "network", "server", "stragglers",
+                                                             "failures", "topology", "compression", "slow", "events"});
+  lr_schedule_family().bind(json::object(), "train.lr_schedule", v, s, "constant");
+  staleness_family().bind(json::object(), "staleness", v, s, "emergent");
+  const Section<S>& compute = settings_section("cluster.compute");
+  json dist = compute.when_left_out();
+  for (const auto& f : compute.fields) dist[f.info.name] = f.info.default_value;
+  set_fields(compute.fields, dist, s);
+  s.compute_dist = dist;
+  finish_settings(s);
+  if (!v.ok()) throw std::logic_error("default_settings: the declarations' own defaults do not validate");
+  return s;
 }
 
 void finish_settings(RunSettings& s) {

@@ -17,6 +17,9 @@
 
 namespace asgd {
 
+// The most runs one config may make (engines x sweep points x repeats): each holds its
+// resolved config (~20 KB), and a config is split long before this.
+inline constexpr double kMaxRuns = 50000;
 // Workers of one simulated cluster: per-worker state is kept for each (docs/reliability.md).
 inline constexpr double kMaxWorkers = 1000000;
 
@@ -31,10 +34,13 @@ struct FailureEvent {
   SimTime down_for = kNever;
 };
 
+// A run's settings. The config's defaults are written once, in the keys' declarations
+// (sim/settings.cpp): the members start at neutral values (zero, off, no limit), and
+// default_settings() is what a config that gives none of these keys binds.
 struct RunSettings {
-  uint64_t seed = 1;
+  uint64_t seed = 0;
   int workers = 1;
-  size_t batch_size = 32;              // per worker
+  size_t batch_size = 0;               // per worker
   size_t global_batch = 0;             // train.global_batch; > 0: batch_size = global_batch / workers
   LrScheduleSpec lr;
   bool lr_scale_by_workers = false;    // lr_schedule.scale "workers": lr.scale = workers
@@ -49,10 +55,10 @@ struct RunSettings {
   double stop_epochs = 0.0;
 
   EvalUnit eval_unit = EvalUnit::Epochs;
-  double eval_every = 0.25;            // seconds, updates or epochs
-  size_t eval_train_samples = 10000;   // first rows of the training set (0 = all)
+  double eval_every = 0;               // seconds, updates or epochs
+  size_t eval_train_samples = 0;       // first rows of the training set (0 = all)
   size_t eval_test_samples = 0;        // first rows of the test set (0 = all)
-  double divergence_bound = 1e6;       // train_loss above this (or NaN/Inf): diverged
+  double divergence_bound = 0;         // train_loss above this (or NaN/Inf): diverged
 
   StalenessMode staleness = StalenessMode::Emergent;
   uint32_t staleness_tau = 0;          // fixed: T; uniform: upper bound; geometric: cap
@@ -73,7 +79,7 @@ struct RunSettings {
   Precision precision = Precision::Fp32;
   // A sparse model's gradient step pulls only the rows its minibatch reads (and the dense
   // part); false: the whole vector (cluster.network.sparse_pull).
-  bool sparse_pull = true;
+  bool sparse_pull = false;
   CompressionSpec compression;         // of pushed gradients, dense models only
   double server_update_seconds = 0;    // the server is busy this long per update it applies
   std::vector<FailureEvent> failures;  // scheduled failures
@@ -91,7 +97,7 @@ struct RunSettings {
 
   // `asgdsim cluster` only (section real)
   double real_delay_scale = 0;         // s > 0: a step lasts at least s x its simulated time
-  double real_worker_timeout = 60;     // wall seconds of silence before a rank is declared dead
+  double real_worker_timeout = 0;      // wall seconds of silence before a rank is declared dead
 
   size_t nominal_train_size = 0;       // samples per epoch when the model reads no data
   // Gradient jobs computed together by one Model::loss_grad_batch call (1: each alone).
@@ -102,9 +108,13 @@ struct RunSettings {
   bool trace = false;
 };
 
+// The settings of a config that gives none of RunSettings' keys: every section bound from
+// {} (stop, too, though a run needs a limit; compute as cluster.compute left out).
+RunSettings default_settings();
+
 // ---- the keys that fill RunSettings (sim/settings.cpp) ----
 
-// The section of that name: "train", "stop", "eval", "cluster", "cluster.topology",
+// The section of that name: "top", "train", "stop", "eval", "cluster", "cluster.topology",
 // "cluster.topology.intra", "cluster.topology.inter", "cluster.compute", "cluster.network",
 // "cluster.network.compression", "cluster.server", "cluster.stragglers",
 // "cluster.failures", "real". Throws std::logic_error for another name.

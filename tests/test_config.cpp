@@ -6,6 +6,7 @@
 #include <regex>
 #include <sstream>
 #include <nlohmann/json.hpp>
+#include "engines/engine_registry.h"
 #include "experiments/resources.h"
 #include "experiments/runner.h"
 #include "test_helpers.h"
@@ -790,4 +791,158 @@ TEST(ResourceEstimate, CountsTheParametersOfTheModelTheRunBuilds) {
   quad["model"] = {{"type", "quadratic"}, {"dim", 1000}};
   quad["data"] = {{"type", "none"}};
   EXPECT_EQ(count(quad), 1000);
+}
+
+// ---- every default written once (issue 30) ----
+
+namespace {
+// A value inside `p`'s range, for a required key (the test gives it; its default is moot).
+json some_value(const ParamInfo& p) {
+  if (!p.choices.empty()) return p.choices.front();
+  switch (p.type) {
+    case ParamType::Integer: return int64_t(std::max(1.0, p.min + 1));
+    case ParamType::String: return "x";
+    case ParamType::Boolean: return true;
+    case ParamType::IntegerList: return json::array({1});
+    case ParamType::NumberList: return json::array({1.0});
+    default: return std::max(1.0, p.min + 1);
+  }
+}
+json required_keys(const std::vector<ParamInfo>& params) {
+  json o = json::object();
+  for (const auto& p : params)
+    if (p.required()) o[p.name] = some_value(p);
+  return o;
+}
+// Every key of `params` that the user did not give (`given`) resolves to its declared
+// default, unless `left_out` (the section's value when left out) sets it.
+void expect_defaults(const std::vector<ParamInfo>& params, const json& resolved, const json& given,
+                     const json& left_out, const std::string& where) {
+  ASSERT_TRUE(resolved.is_object()) << where << ": " << resolved.dump();
+  for (const auto& p : params) {
+    if (p.required() || given.contains(p.name)) continue;
+    ASSERT_TRUE(resolved.contains(p.name)) << where << "." << p.name;
+    const json expected = left_out.is_object() && left_out.contains(p.name) ? left_out[p.name] : p.default_value;
+    EXPECT_EQ(resolved[p.name], expected) << where << "." << p.name << " resolves to " << resolved[p.name].dump()
+                                          << ", but its declaration (asgdsim list) says " << expected.dump();
+  }
+}
+json run_config(const json& config) {
+  Experiment e = resolve_experiment(config, "defaults test", ".");
+  return e.runs.front().config;
+}
+const json kSmallest = {{"model", {{"type", "softmax"}}}, {"engines", json::array({{{"type", "async"}}})}};
+}  // namespace
+
+// What `asgdsim list` shows as each key's default is what a config that leaves the key out
+// resolves to: every plain section, list item and family member (engines, models, data
+// sets, distributions, staleness modes, lr schedules). The only keys that resolve to
+// something else are `name` (the config file's name) and those a section sets when it is
+// left out as a whole (Section::left_out: stop.epochs 1, cluster.compute's distribution).
+TEST(ConfigDefaults, ListDefaultsAreWhatAConfigThatLeavesThemOutResolvesTo) {
+  const json run = run_config(kSmallest);
+  for (const auto& s : section_catalog()) {
+    if (s.name == "model.conv[]" || s.name.find("[]") != std::string::npos || s.name.rfind("cluster.topology", 0) == 0)
+      continue;  // list items and the topology: below, where they are given
+    json at = run;
+    if (s.name != "top") at = run.at(json::json_pointer("/" + std::regex_replace(s.name, std::regex("\\."), "/")));
+    json left_out;
+    if (s.name == "stop") left_out = settings_section("stop").when_left_out();
+    if (s.name == "cluster.compute") left_out = settings_section("cluster.compute").when_left_out();
+    expect_defaults(s.params, at, s.name == "top" ? json{{"name", 1}} : json::object(), left_out, s.name);
+  }
+  // the topology and its links, list items
+  json c = kSmallest;
+  c["cluster"] = {{"topology", {{"boxes", 1}, {"per_box", 2}}},
+                  {"stragglers", {{"slow", json::array({{{"worker", 0}, {"factor", 2}}})}}},
+                  {"failures", {{"events", json::array({{{"worker", 0}, {"at", 1}}})}}}};
+  const json r = run_config(c);
+  for (const auto& s : section_catalog()) {
+    if (s.name == "cluster.topology.intra") expect_defaults(s.params, r["cluster"]["topology"]["intra"], {}, {}, s.name);
+    if (s.name == "cluster.topology.inter") expect_defaults(s.params, r["cluster"]["topology"]["inter"], {}, {}, s.name);
+    if (s.name == "cluster.stragglers.slow[]")
+      expect_defaults(s.params, r["cluster"]["stragglers"]["slow"][0], {}, {}, s.name);
+    if (s.name == "cluster.failures.events[]")
+      expect_defaults(s.params, r["cluster"]["failures"]["events"][0], {}, {}, s.name);
+  }
+  // every engine
+  for (const auto& e : engine_catalog()) {
+    json cfg = kSmallest;
+    cfg["engines"] = json::array({{{"type", e.name}}});
+    expect_defaults(e.params, run_config(cfg)["engine"], {}, {}, "engines[" + e.name + "]");
+  }
+  // every staleness mode and lr schedule, their required keys given
+  for (const auto& m : staleness_catalog()) {
+    json cfg = kSmallest, given = required_keys(m.params);
+    cfg["staleness"] = given;
+    cfg["staleness"]["mode"] = m.name;
+    expect_defaults(m.params, run_config(cfg)["staleness"], given, {}, "staleness." + m.name);
+  }
+  for (const auto& m : lr_schedule_catalog()) {
+    json cfg = kSmallest, given = required_keys(m.params);
+    cfg["train"]["lr_schedule"] = given;
+    cfg["train"]["lr_schedule"]["type"] = m.name;
+    expect_defaults(m.params, run_config(cfg)["train"]["lr_schedule"], given, {}, "train.lr_schedule." + m.name);
+  }
+  // every distribution, as cluster.compute
+  for (const auto& d : distribution_catalog()) {
+    json cfg = kSmallest, given = required_keys(d.params);
+    if (d.name == "trace") given["values"] = json::array({0.01});
+    if (d.name == "uniform") given["high"] = 2.0;
+    cfg["cluster"]["compute"] = given;
+    cfg["cluster"]["compute"]["dist"] = d.name;
+    expect_defaults(d.params, run_config(cfg)["cluster"]["compute"], given, {}, "cluster.compute." + d.name);
+  }
+  // every model, and every data set, on data it can read
+  const std::map<std::string, json> data_for = {
+      {"quadratic", {{"type", "none"}}},
+      {"linear", {{"type", "synthetic"}, {"task", "regression"}}},
+      {"logistic", {{"type", "synthetic"}, {"classes", 2}}},
+      {"softmax", {{"type", "synthetic"}}},
+      {"mlp", {{"type", "synthetic"}}},
+      {"cnn", {{"type", "synthetic"}, {"image", {1, 28, 28}}}},
+      {"sparse_logistic", {{"type", "sparse_synthetic"}}},
+      {"sparse_softmax", {{"type", "sparse_synthetic"}}}};
+  for (const auto& m : model_catalog()) {
+    ASSERT_TRUE(data_for.count(m.name)) << "a new model: give it data in this test";
+    json cfg = kSmallest, given = required_keys(m.params);
+    cfg["model"] = given;
+    cfg["model"]["type"] = m.name;
+    cfg["data"] = data_for.at(m.name);
+    expect_defaults(m.params, run_config(cfg)["model"], given, {}, "model." + m.name);
+  }
+  const std::map<std::string, std::string> model_for = {{"none", "quadratic"},          {"synthetic", "softmax"},
+                                                        {"fashion_mnist", "softmax"},   {"sparse_synthetic", "sparse_softmax"},
+                                                        {"svmlight", "sparse_softmax"}};
+  for (const auto& d : data_catalog()) {
+    ASSERT_TRUE(model_for.count(d.name)) << "a new data set: give it a model in this test";
+    json cfg = kSmallest, given = required_keys(d.params);
+    cfg["model"] = {{"type", model_for.at(d.name)}};
+    cfg["data"] = given;
+    cfg["data"]["type"] = d.name;
+    expect_defaults(d.params, run_config(cfg)["data"], given, {}, "data." + d.name);
+  }
+}
+
+// RunSettings binds from the same declarations: default_settings() (every section left
+// empty) holds each key's declared default where RunSettings keeps it as it is.
+TEST(ConfigDefaults, DefaultSettingsAreTheDeclaredDefaults) {
+  const RunSettings s = default_settings();
+  const json run = run_config(kSmallest);
+  EXPECT_EQ(s.seed, run["seed"].get<uint64_t>());
+  EXPECT_EQ(s.batch_size, run["train"]["batch_size"].get<size_t>());
+  EXPECT_EQ(s.lr.lr, run["train"]["lr"].get<double>());
+  EXPECT_EQ(s.workers, run["cluster"]["workers"].get<int>());
+  EXPECT_EQ(s.eval_every, run["eval"]["every"].get<double>());
+  EXPECT_EQ(s.eval_train_samples, run["eval"]["train_samples"].get<size_t>());
+  EXPECT_EQ(s.divergence_bound, run["eval"]["divergence_bound"].get<double>());
+  EXPECT_EQ(s.sparse_pull, run["cluster"]["network"]["sparse_pull"].get<bool>());
+  EXPECT_EQ(s.real_worker_timeout, run["real"]["worker_timeout"].get<double>());
+  EXPECT_EQ(s.compute_dist, run["cluster"]["compute"]);
+  // and a run's bound settings are what the run config says, key by key where stored as is
+  const Experiment e = resolve_experiment(kSmallest, "t", ".");
+  const RunSettings& bound = e.runs.front().settings;
+  EXPECT_EQ(bound.stop_epochs, run["stop"]["epochs"].get<double>());
+  EXPECT_EQ(bound.stop_time, kNever);
+  EXPECT_EQ(bound.compute_dist, run["cluster"]["compute"]);
 }

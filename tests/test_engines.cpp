@@ -589,7 +589,7 @@ namespace {
 RunOutcome run_with_failures(const json& engine_spec, std::vector<FailureEvent> failures, double warmup_epochs) {
   static auto model = make_quadratic({0.5f, 2.0f}, 0.1f, 1.0f);
   WorkerPool pool(2);
-  RunSettings s;
+  RunSettings s = default_settings();
   s.seed = 3;
   s.workers = 4;
   s.batch_size = 8;

@@ -308,6 +308,24 @@ TEST(DistributionTest, ParetoMoments) {
   EXPECT_TRUE(std::isinf(no_mean->mean()));
 }
 
+// Weibull (added as the recipe's example of a new distribution: one entry in
+// sim/distribution.cpp): raw moments scale^k Gamma(1 + k/shape).
+TEST(DistributionTest, WeibullMoments) {
+  for (double shape : {0.7, 1.0, 2.5}) {
+    const double scale = 0.3;
+    auto d = make_distribution({{"dist", "weibull"}, {"scale", scale}, {"shape", shape}});
+    auto raw = [&](int k) { return std::pow(scale, k) * std::tgamma(1 + k / shape); };
+    EXPECT_NEAR(d->mean(), raw(1), 1e-12) << shape;
+    EXPECT_NEAR(d->variance(), raw(2) - raw(1) * raw(1), 1e-12) << shape;
+    expect_moments(*d, central4(raw(1), raw(2), raw(3), raw(4)), kDraws);
+    EXPECT_GT(sample_stats(*d, 10000).min, 0.0);
+  }
+  // shape 1 is the exponential of mean `scale`
+  auto w = make_distribution({{"dist", "weibull"}, {"scale", 1.5}, {"shape", 1.0}});
+  EXPECT_NEAR(w->mean(), 1.5, 1e-12);
+  EXPECT_NEAR(w->variance(), 2.25, 1e-12);
+}
+
 TEST(DistributionTest, DrawsAreReproduciblePerKey) {
   for (const char* spec : {R"({"dist":"exponential","mean":1})", R"({"dist":"lognormal","mean":1,"sigma":1})",
                            R"({"dist":"pareto","scale":1,"alpha":3})", R"({"dist":"uniform","low":0,"high":1})"}) {
@@ -377,7 +395,7 @@ TEST(DistributionTest, TraceErrorsNameTheFileAndLine) {
 TEST(DistributionTest, CatalogAndUnknownNames) {
   std::set<std::string> names;
   for (const auto& c : distribution_catalog()) names.insert(c.name);
-  for (const char* n : {"constant", "uniform", "exponential", "shifted_exponential", "lognormal", "pareto", "trace"})
+  for (const char* n : {"constant", "uniform", "exponential", "shifted_exponential", "lognormal", "pareto", "weibull", "trace"})
     EXPECT_TRUE(names.count(n)) << n;
   EXPECT_THROW_WITH(make_distribution({{"dist", "gamma"}, {"mean", 1.0}}), std::invalid_argument, "gamma");
 }

@@ -883,7 +883,7 @@ struct ServerRig {
   std::unique_ptr<Model> model = make_sparse_linear(4000, 3, DenseLoss::SoftmaxCrossEntropy);
   DeviceDataset data = upload(random_sparse(64, 4000, 3, 5, 1));
   WorkerPool pool{2};
-  RunSettings settings;
+  RunSettings settings = default_settings();
   ComputeTimeModel compute{3, make_distribution(json{{"dist", "constant"}, {"value", 0.01}}), {}};
   Recorder recorder{false};
   std::unique_ptr<Simulation> sim;

@@ -85,8 +85,12 @@ struct Section {
   std::string name;  // its path in the config ("train", "cluster.network", "model.conv[]")
   std::string doc;
   std::vector<Field<S>> fields;
+  // What the section is when the config leaves it out, where that is more than its keys'
+  // defaults (stop: {"epochs": 1}); null: {}.
+  nlohmann::json left_out = nullptr;
 
   std::vector<ParamInfo> params() const { return params_of(fields); }
+  nlohmann::json when_left_out() const { return left_out.is_null() ? nlohmann::json::object() : left_out; }
   // Validates `user` at `path` (`also_allowed`: sub-objects the caller binds itself) and
   // returns it with every default filled; when nothing in it was reported, fills `out`.
   json bind(const json& user, const std::string& path, Validator& v, S& out,
