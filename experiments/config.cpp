@@ -1,6 +1,7 @@
 // experiments/config.cpp — the config schema (which parameters live where, read from the
 // components' own descriptions), validation, overrides and sweep expansion.
 #include "experiments/config.h"
+#include "sim/models/catalog.h"
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -19,7 +20,6 @@
 
 namespace asgd {
 
-const std::vector<ParamInfo>& conv_block_params();
 const Section<RunSettings>& top_section() { return settings_section("top"); }
 
 namespace {
@@ -35,30 +35,8 @@ using keys::boolean;
 using keys::any;
 using keys::list;
 
-// Members read while validating, when the validator may already have reported them as the
-// wrong type: a wrong type reads as absent instead of throwing.
-std::string text_of(const json& o, const char* key) {
-  if (!o.is_object()) return "";
-  auto it = o.find(key);
-  return it != o.end() && it->is_string() ? it->get<std::string>() : "";
-}
-int64_t int_of(const json& o, const char* key, int64_t fallback) {
-  if (!o.is_object()) return fallback;
-  auto it = o.find(key);
-  return it != o.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
-}
-
 const std::string kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 
-
-json conv_json(const ConvSpec& c) {
-  return {{"channels", c.channels}, {"kernel", c.kernel}, {"stride", c.stride}, {"padding", c.padding}, {"pool", c.pool}};
-}
-json lenet5_conv_json() {
-  json out = json::array();
-  for (const ConvSpec& c : lenet5().conv) out.push_back(conv_json(c));
-  return out;
-}
 
 // -------- checks that need more than one key --------
 
@@ -79,60 +57,6 @@ void resolve_image(const json& user_data, json& data, Validator& v) {
     v.error("data.features", "is " + data["features"].dump() + " but data.image " + i.dump() + " holds " +
                                  std::to_string(product) + " values per sample: leave features out, or set it to " +
                                  std::to_string(product));
-}
-
-// model cnn: the conv blocks (each against section model.conv[]), the lenet5 preset.
-void resolve_cnn(const json& user_model, json& model, Validator& v) {
-  if (text_of(model, "type") != "cnn") return;
-  if (text_of(model, "arch") == "lenet5") {
-    for (const char* k : {"conv", "hidden"})
-      if (user_model.is_object() && user_model.contains(k))
-        v.error(std::string("model.") + k, "arch \"lenet5\" sets the layers: leave out conv and hidden, or use arch "
-                                           "\"custom\"");
-    model["conv"] = lenet5_conv_json();
-    model["hidden"] = lenet5().hidden;
-    return;
-  }
-  const json& conv = model["conv"];
-  if (!conv.is_array()) {
-    v.error("model.conv", "expected a list of {channels, kernel, stride, padding, pool}, got " + brief(conv));
-    return;
-  }
-  json blocks = json::array();
-  for (size_t i = 0; i < conv.size(); ++i)
-    blocks.push_back(v.object(conv[i], index_path("model.conv", i), conv_block_params()));
-  model["conv"] = blocks;
-}
-
-// The CNN's shapes from the data's images: each block's, so that a kernel or a pool window
-// larger than its input is reported at its key.
-void check_cnn_shapes(const json& model, const json& data, Validator& v) {
-  if (text_of(model, "type") != "cnn" || !model.contains("conv") || !model["conv"].is_array()) return;
-  std::optional<Shape> input = data_image(data);
-  if (!input) {
-    if (text_of(data, "type") == "synthetic")
-      v.error("data.image", "model 'cnn' reads images: give the samples' shape, [channels, height, width]");
-    return;
-  }
-  std::vector<ConvSpec> specs;
-  for (const auto& c : model["conv"]) {
-    if (!c.is_object()) return;
-    ConvSpec s;
-    s.channels = int(int_of(c, "channels", 0));
-    s.kernel = int(int_of(c, "kernel", 0));
-    s.stride = int(int_of(c, "stride", 1));
-    s.padding = int(int_of(c, "padding", 0));
-    s.pool = int(int_of(c, "pool", 1));
-    if (s.channels < 1 || s.kernel < 1 || s.stride < 1 || s.padding < 0 || s.pool < 1) return;  // reported already
-    specs.push_back(s);
-  }
-  try {
-    cnn_block_shapes(*input, specs);
-  } catch (const CnnShapeError& e) {
-    v.error(index_path("model.conv", e.block) + "." + e.key,
-            std::string(e.what()) + " (conv block " + std::to_string(e.block) + "; the data's images are " +
-                input->text() + ", height x width x channels)");
-  }
 }
 
 std::string sanitize(const std::string& s);  // a run-id label: characters outside [A-Za-z0-9._=-] become _
@@ -159,72 +83,6 @@ void check_name(const std::string& name, const json& user, Validator& v) {
   if (!why.empty())
     v.error("name", "'" + name + "' " + why + ": it names the experiment's folder under --out" +
                         (name.empty() || name == "." || name == ".." ? std::string() : " (e.g. '" + sanitize(name) + "')"));
-}
-
-void check_curvature(const json& c, const std::string& path, Validator& v) {
-  if (c.is_number()) {
-    if (!(c.get<double>() > 0)) v.error(path, "curvature must be > 0, got " + brief(c));
-    return;
-  }
-  if (c.is_array()) {
-    if (c.empty()) v.error(path, "curvature list is empty");
-    for (size_t i = 0; i < c.size(); ++i)
-      if (!c[i].is_number() || !(c[i].get<double>() > 0))
-        v.error(index_path(path, i), "curvature must be a number > 0, got " + brief(c[i]));
-    return;
-  }
-  if (c.is_object()) {
-    json o = v.object(c, path, {num("min", nullptr, "smallest curvature", 0, true),
-                                num("max", nullptr, "largest curvature", 0, true)});
-    if (o.contains("min") && o.contains("max") && o["min"].is_number() && o["max"].is_number() &&
-        o["max"].get<double>() < o["min"].get<double>())
-      v.error(path, "curvature.max must be >= curvature.min");
-    return;
-  }
-  v.error(path, "expected a number > 0, a list of them, or {\"min\": a, \"max\": b}; got " + brief(c));
-}
-
-void check_model_data(const json& model, const json& data, Validator& v) {
-  if (!model.contains("type") || !data.contains("type") || !model["type"].is_string() || !data["type"].is_string()) return;
-  std::string m = model["type"], d = data["type"];
-  if (m == "quadratic") {
-    if (d != "none") v.error("data.type", "the quadratic model reads no data: use \"none\" (got '" + d + "')");
-    if (model.contains("curvature") && model["curvature"].is_array() && model.contains("dim") &&
-        model["dim"].is_number() && model["curvature"].size() != model["dim"].get<size_t>())
-      v.error("model.curvature", "list has " + std::to_string(model["curvature"].size()) +
-                                     " values but model.dim is " + model["dim"].dump());
-    return;
-  }
-  const bool sparse_model = m == "sparse_logistic" || m == "sparse_softmax";
-  const bool sparse_data = d == "sparse_synthetic" || d == "svmlight";
-  if (d == "none") {
-    v.error("data.type", "model '" + m + "' needs data: " +
-                             (sparse_model ? "sparse_synthetic or svmlight" : "synthetic or fashion_mnist"));
-    return;
-  }
-  if (sparse_model != sparse_data) {
-    v.error("data.type", sparse_model ? "model '" + m + "' reads sparse data: sparse_synthetic or svmlight (got '" + d + "')"
-                                      : "model '" + m + "' reads dense data: synthetic or fashion_mnist; for '" + d +
-                                            "' use sparse_logistic or sparse_softmax");
-    return;
-  }
-  if (sparse_model) {
-    if (d == "sparse_synthetic" && int_of(data, "nnz", 0) > int_of(data, "features", INT64_MAX))
-      v.error("data.nnz", "must be <= data.features (" + data["features"].dump() + "): each sample takes one feature "
-                          "from each of nnz fields");
-    if (m == "sparse_logistic" && d == "sparse_synthetic" && int_of(data, "classes", 2) != 2)
-      v.error("data.classes", "model 'sparse_logistic' is binary: use classes 2, or sparse_softmax");
-    if (m == "sparse_logistic" && d == "svmlight" && int_of(data, "classes", 0) > 2)
-      v.error("data.classes", "model 'sparse_logistic' is binary: use classes 0 (from the labels) or 2, or sparse_softmax");
-    return;
-  }
-  bool regression = d == "synthetic" && text_of(data, "task") == "regression";
-  if (m == "linear" && !regression)
-    v.error("data", "model 'linear' is a regression model: use synthetic data with task \"regression\"");
-  if (m != "linear" && regression)
-    v.error("data.task", "model '" + m + "' is a classifier: use task \"classification\"");
-  if (m == "logistic" && !(d == "synthetic" && int_of(data, "classes", 0) == 2))
-    v.error("data", "model 'logistic' is binary: use synthetic classification data with classes 2");
 }
 
 // eval.every's range depends on its unit: a time interval must be a whole nanosecond or
@@ -389,22 +247,18 @@ json resolve_run(const json& u, Validator& v, RunSettings& s) {
   if (!u.is_object()) return out;
 
   if (!u.contains("model")) v.error("model", "missing required key (an object with \"type\")");
-  json model = v.component(u.value("model", json::object()), "model", "type", model_catalog());
-  if (model.contains("curvature")) check_curvature(model["curvature"], "model.curvature", v);
-  resolve_cnn(u.value("model", json::object()), model, v);
+  json model = resolve_model(u.value("model", json::object()), v);
   out["model"] = model;
 
   const std::string model_type = text_of(model, "type");
-  std::string default_data = model_type == "quadratic"                                            ? "none"
-                             : model_type == "sparse_logistic" || model_type == "sparse_softmax" ? "sparse_synthetic"
-                                                                                                  : "synthetic";
+  const ModelType* model_kind = find_model_type(model_type);
+  const std::string default_data = model_kind ? model_kind->default_data() : "synthetic";
   json data = v.component(u.value("data", json::object()), "data", "type", data_catalog(), {}, default_data);
   resolve_image(u.value("data", json::object()), data, v);
   if (text_of(data, "type") == "none" && data.contains("samples") && data["samples"].is_number_integer())
     s.nominal_train_size = data["samples"].get<size_t>();
   out["data"] = data;
-  check_model_data(model, data, v);
-  check_cnn_shapes(model, data, v);
+  check_model_data(model, data, data_image(data), v);
 
   json train = settings_section("train").bind(u.value("train", json::object()), "train", v, s, {"lr_schedule"});
   json sched = lr_schedule_family().bind(train.value("lr_schedule", json::object()), "train.lr_schedule", v, s, "constant");
@@ -443,7 +297,7 @@ json resolve_run(const json& u, Validator& v, RunSettings& s) {
       out["engine"]["type"].is_string())
     if (const EngineType* type = find_engine_type(out["engine"]["type"]); type && type->check)
       type->check(out["engine"], out, v);
-  if ((model_type == "sparse_logistic" || model_type == "sparse_softmax") && cluster.contains("network") &&
+  if (model_kind && model_kind->reads == ModelType::Reads::Sparse && cluster.contains("network") &&
       cluster["network"].is_object() && cluster["network"].contains("compression") &&
       cluster["network"]["compression"].is_object() && cluster["network"]["compression"].value("type", "none") != "none")
     v.error("cluster.network.compression.type",
@@ -573,19 +427,6 @@ std::optional<Shape> data_image(const json& data) {
 
 // ------------------------------------------------------------------ catalogs
 
-// One convolution block of model cnn (validated; the model builder reads the blocks).
-const std::vector<ParamInfo>& conv_block_params() {
-  static const std::vector<ParamInfo> p = {
-      integer("channels", nullptr, "filters (output channels)", 1, 4096),
-      integer("kernel", nullptr, "the filters' side (kernel x kernel)", 1, 1024),
-      integer("stride", 1, "step between windows", 1, 1024),
-      integer("padding", 0, "zeros added on every side of the input (< kernel)", 0, 1023),
-      integer("pool", 1, "max-pool window and stride after the activation (1: none); rows and columns past the "
-                         "last whole window are dropped",
-              1, 1024)};
-  return p;
-}
-
 const std::vector<SectionInfo>& section_catalog() {
   static const std::vector<SectionInfo> sections = [] {
     std::vector<SectionInfo> out;
@@ -605,40 +446,6 @@ const std::vector<SectionInfo>& section_catalog() {
     return out;
   }();
   return sections;
-}
-
-const std::vector<ComponentInfo>& model_catalog() {
-  static const std::vector<ComponentInfo> c = {
-      {"quadratic", "f(w) = 1/2 sum_i h_i w_i^2 (optimum 0), with optional gradient noise; reads no data",
-       {integer("dim", 100, "number of parameters", 1),
-        any("curvature", 1.0, "h: a number, a list of dim numbers, or {min, max} log-spaced"),
-        num("noise", 0.0, "std of N(0, noise^2) added to each gradient coordinate", 0),
-        num("init", 1.0, "every coordinate starts here")}},
-      {"linear", "linear regression, squared loss (synthetic regression data)", {}},
-      {"logistic", "logistic regression, binary labels (synthetic classification, classes 2)", {}},
-      {"softmax", "softmax regression, cross-entropy", {}},
-      {"mlp", "multi-layer perceptron: dense hidden layers, each followed by the activation; softmax cross-entropy",
-       {list("hidden", ParamType::IntegerList, json::array({128}), "hidden layer sizes", 1),
-        str("activation", "relu", "after every hidden layer", {"relu", "tanh"})}},
-      {"cnn",
-       "convolutional network on the data's images (Fashion-MNIST: 28x28x1; synthetic data: data.image): conv "
-       "blocks (convolution, activation, max-pool), flatten, dense hidden layers with the activation, softmax "
-       "cross-entropy",
-       {str("arch", "custom",
-            "\"lenet5\": the LeNet-5 layers (conv and hidden as their defaults say), and conv and hidden must be left "
-            "out; \"custom\": conv and hidden as given",
-            {"custom", "lenet5"}),
-        any("conv", lenet5_conv_json(),
-            "the convolution blocks in order: a list of {channels, kernel, stride, padding, pool} (section "
-            "model.conv[])"),
-        list("hidden", ParamType::IntegerList, json(lenet5().hidden), "dense layer sizes after flattening", 1),
-        str("activation", "relu", "after every convolution and hidden layer", {"relu", "tanh"})}},
-      {"sparse_logistic", "logistic regression on sparse data (sparse_synthetic or svmlight, 2 classes); "
-                          "a gradient touches only the rows of the features in its minibatch", {}},
-      {"sparse_softmax", "softmax regression on sparse data (sparse_synthetic or svmlight), cross-entropy; "
-                         "a gradient touches only the rows of the features in its minibatch", {}},
-  };
-  return c;
 }
 
 const std::vector<ComponentInfo>& data_catalog() {

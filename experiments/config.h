@@ -10,6 +10,7 @@
 #include "sim/config/validator.h"
 #include "kernels/shape.h"
 #include "sim/config/param.h"
+#include "sim/models/catalog.h"
 #include "sim/settings.h"
 
 namespace asgd {
@@ -47,7 +48,6 @@ void apply_overrides(json& config, const std::vector<std::string>& sets, const s
 Experiment resolve_experiment(const json& user, const std::string& source, const std::string& base_dir);
 
 // Catalogs for validation and `asgdsim list`.
-const std::vector<ComponentInfo>& model_catalog();
 const std::vector<ComponentInfo>& data_catalog();
 const std::vector<ComponentInfo>& staleness_catalog();
 const std::vector<ComponentInfo>& lr_schedule_catalog();

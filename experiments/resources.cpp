@@ -90,22 +90,6 @@ DataShape data_shape(const json& data) {
   return d;
 }
 
-// Layer widths of a dense model (input first), empty for the quadratic model.
-std::vector<double> dense_layers(const json& model, const DataShape& d) {
-  const std::string type = text(model, "type");
-  if (type == "linear" || type == "logistic") return {d.in, 1};
-  if (type == "softmax") return {d.in, d.outputs()};
-  if (type == "mlp") {
-    std::vector<double> layers{d.in};
-    if (model.contains("hidden") && model["hidden"].is_array())
-      for (const auto& h : model["hidden"])
-        if (h.is_number()) layers.push_back(h.get<double>());
-    layers.push_back(d.outputs());
-    return layers;
-  }
-  return {};
-}
-
 double mean_speed_factor(const RunSettings& rs) {
   if (!rs.speeds_dist.is_null()) {
     try {
@@ -129,15 +113,26 @@ EngineCost engine_cost(const json& c, const RunSettings& rs) {
 
 }  // namespace
 
-double model_param_count(const json& c) {
+ModelSizes model_sizes(const json& c) {
   const json& model = c["model"];
-  if (text(model, "type") == "quadratic") return num(model, "dim");  // not built: its curvature is dim floats
+  ModelSizes z;
+  if (text(model, "type") == "quadratic") {  // not built: its curvature alone is dim floats
+    z.params = num(model, "dim");
+    return z;
+  }
   const DataShape d = data_shape(c["data"]);
   try {  // the model the run builds (construction allocates nothing but its layer list)
-    return double(build_model(model, ModelInput{size_t(d.in), d.classes, d.image, "the data"})->num_params());
+    const auto m = build_model(model, ModelInput{size_t(d.in), d.classes, d.image, "the data"});
+    z.params = double(m->num_params());
+    z.train_floats_per_sample = double(m->floats_per_sample(true));
+    z.eval_floats_per_sample = double(m->floats_per_sample(false));
   } catch (const std::exception&) {
-    return 0;  // a model its data cannot feed: reported by the config's own checks
+    // a model its data cannot feed: reported by the config's own checks
   }
+  return z;
+}
+
+double model_param_count(const json& c) { return model_sizes(c).params;
 }
 
 RunScale estimate_run_scale(const json& c, const RunSettings& rs, const Distribution& compute) {
@@ -219,14 +214,17 @@ MemoryEstimate estimate_run_memory(const json& c, const RunSettings& rs, const D
   add("cluster.workers", n(workers) + " workers' bookkeeping", workers * kWorkerBytes);
   add("train.batch_size", n(workers) + " workers x minibatches of " + n(batch) + " sample ids", workers * batch * 2 * 4);
 
-  // Activations: each thread computing a dense model's gradient holds the layers'
-  // outputs and deltas for its minibatch (evaluation: for chunks of 2,048 rows).
-  std::vector<double> layers = dense_layers(model, d);
-  double width = 0;
-  for (double l : layers) width += l;
+  // Activations: each thread computing a gradient holds the model's workspace for its
+  // minibatch (Model::floats_per_sample: activations, their gradients, the layers' own
+  // buffers), or, evaluating, for a chunk of at most 1,024 rows and 16 MiB.
+  const ModelSizes sizes = model_sizes(c);
+  const double eval_row = sizes.eval_floats_per_sample + 2;  // + the row's loss and correct
+  const double eval_rows = std::max(1.0, std::min(1024.0, std::floor(4194304.0 / eval_row)));
+  const double per_thread = std::max(batch * sizes.train_floats_per_sample, eval_rows * eval_row * (sizes.eval_floats_per_sample > 0));
   const double threads = std::min(workers, double(std::max(1u, std::thread::hardware_concurrency())));
-  add("train.batch_size", n(threads) + " threads x activations of " + n(batch) + " samples x " + n(width) + " units",
-      threads * std::max(batch, 2048.0) * width * 2 * kFloat * (width > 0));
+  add("train.batch_size", n(threads) + " threads x the model's workspace for " + n(batch) + " samples (" +
+                              n(sizes.train_floats_per_sample) + " floats each)",
+      threads * per_thread * kFloat);
 
   // Data: inputs and labels as floats, on the host and in backend memory (the same RAM
   // on CPU backends), the raw file bytes while converting, and the sample order.

@@ -45,6 +45,14 @@ void check_run_resources(const json& run_config, const RunSettings& settings, co
 
 // The number of parameters of a model config (data dimensions from the data config);
 // 0 for a model type it does not know.
+// The model's sizes, from the model the run builds (sim/models/catalog.h): parameters, and
+// floats of workspace per sample, training and evaluating (0 where it keeps none).
+struct ModelSizes {
+  double params = 0;
+  double train_floats_per_sample = 0;
+  double eval_floats_per_sample = 0;
+};
+ModelSizes model_sizes(const json& run_config);
 double model_param_count(const json& run_config);
 
 }  // namespace asgd

@@ -118,49 +118,6 @@ std::unique_ptr<Model> build_model(const json& m, const LoadedData& data) {
                                    data.host.description});
 }
 
-std::unique_ptr<Model> build_model(const json& m, const ModelInput& data) {
-  std::string type = m["type"];
-  if (type == "quadratic") {
-    size_t dim = m["dim"];
-    const json& c = m["curvature"];
-    std::vector<float> h(dim);
-    if (c.is_number()) std::fill(h.begin(), h.end(), c.get<float>());
-    else if (c.is_array()) for (size_t i = 0; i < dim; ++i) h[i] = c[i].get<float>();
-    else {
-      double lo = c["min"], hi = c["max"];
-      for (size_t i = 0; i < dim; ++i)
-        h[i] = float(dim == 1 ? lo : lo * std::pow(hi / lo, double(i) / double(dim - 1)));
-    }
-    return make_quadratic(std::move(h), m["noise"].get<float>(), m["init"].get<float>());
-  }
-  int in = int(data.dim);
-  int classes = data.classes;
-  if (type == "sparse_logistic" || type == "sparse_softmax") {
-    if (type == "sparse_logistic" && classes != 2)
-      throw DataError("model sparse_logistic is binary, but the data (" + data.description + ") has " +
-                      std::to_string(classes) + " classes: use sparse_softmax");
-    return make_sparse_linear(data.dim, classes,
-                              type == "sparse_logistic" ? DenseLoss::Logistic : DenseLoss::SoftmaxCrossEntropy);
-  }
-  if (type == "linear") return make_dense({in, 1}, DenseLoss::Squared);
-  if (type == "logistic") return make_dense({in, 1}, DenseLoss::Logistic);
-  const Activation activation = m.value("activation", "relu") == "tanh" ? Activation::Tanh : Activation::ReLU;
-  if (type == "cnn") {  // conv and hidden as resolved (the lenet5 preset is filled in by then)
-    CnnSpec spec;
-    for (const auto& c : m["conv"])
-      spec.conv.push_back(ConvSpec{c["channels"].get<int>(), c["kernel"].get<int>(), c["stride"].get<int>(),
-                                   c["padding"].get<int>(), c["pool"].get<int>()});
-    spec.hidden = m["hidden"].get<std::vector<int>>();
-    spec.activation = activation;
-    return make_cnn(data.shape, spec, classes);
-  }
-  std::vector<int> layers{in};
-  if (type == "mlp")
-    for (const auto& h : m["hidden"]) layers.push_back(h.get<int>());
-  layers.push_back(classes);
-  return make_dense(layers, DenseLoss::SoftmaxCrossEntropy, activation);
-}
-
 std::string config_differences(const json& there, const json& now, size_t limit) {
   auto brief_value = [](const json& root, const json::json_pointer& at) -> std::string {
     if (!root.contains(at)) return "(absent)";

@@ -2,6 +2,7 @@
 // `asgdsim cluster` (experiments/cluster.cpp) share: data, model and compute-time model
 // built from a run's resolved config, and the experiment's index.csv.
 #pragma once
+#include "sim/models/catalog.h"
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,15 +35,7 @@ bool read_json(const std::string& path, json& out);
 // Runs with equal keys share one loaded data set (synthetic data depends on the seed).
 json data_key(const json& cfg);
 std::shared_ptr<LoadedData> load_data(const json& cfg, const std::string& base_dir);
-// What a model is built for: features per sample, classes (0: regression), one sample's
-// shape, and the data's description for errors.
-struct ModelInput {
-  size_t dim = 0;
-  int classes = 0;
-  Shape shape;
-  std::string description;
-};
-std::unique_ptr<Model> build_model(const json& model, const ModelInput& input);
+// The run's model (sim/models/catalog.h) for the loaded data.
 std::unique_ptr<Model> build_model(const json& model, const LoadedData& data);
 // The run's compute-time model: cluster.compute's distribution, per and overhead, the
 // workers' speeds (a distribution is drawn once per worker) and the stragglers.

@@ -121,6 +121,10 @@ class Model {
   // minibatch of m costs m times this; with a measured rate it gives the fraction of a
   // device's peak. 0 for a model that reads no samples (the quadratic).
   virtual double flops_per_sample() const { return 0; }
+  // Floats of workspace one sample's pass takes: its activations (and, training, their
+  // gradients and the layers' own buffers). What a thread holds per sample while it
+  // computes a gradient (or evaluates); 0 for a model that keeps nothing per sample.
+  virtual size_t floats_per_sample(bool training) const { return 0; }
 };
 
 // f(w) = 1/2 sum_i h_i w_i^2 with N(0, noise_std^2) added to each gradient coordinate.

@@ -946,3 +946,27 @@ TEST(ConfigDefaults, DefaultSettingsAreTheDeclaredDefaults) {
   EXPECT_EQ(bound.stop_time, kNever);
   EXPECT_EQ(bound.compute_dist, run["cluster"]["compute"]);
 }
+
+// The memory estimate asks the model for its workspace per sample (issue 30/31: it used to
+// count dense layers' widths only, so a CNN's activations counted for nothing). LeNet-5's
+// forward activations alone are 28x28x6 + 14x14x6 + 10x10x16 + 5x5x16 + 120 + 84 + 10 =
+// 8094 floats per sample; training holds at least those.
+TEST(MemoryEstimate, CountsTheCnnsActivationsFromTheModel) {
+  auto part_for = [](int batch) {
+    json c = {{"model", {{"type", "cnn"}, {"arch", "lenet5"}}},
+              {"data", {{"type", "synthetic"}, {"image", {1, 28, 28}}, {"train_samples", 64}, {"test_samples", 64}}},
+              {"train", {{"batch_size", batch}}},
+              {"cluster", {{"workers", 1}}},
+              {"stop", {{"updates", 1}}},
+              {"engines", json::array({{{"type", "async"}}})}};
+    const Experiment e = resolve_experiment(c, "t", ".");
+    auto dist = make_distribution(e.runs[0].settings.compute_dist);
+    const MemoryEstimate m = estimate_run_memory(e.runs[0].config, e.runs[0].settings, *dist);
+    for (const auto& p : m.parts)
+      if (p.what.find("workspace") != std::string::npos) return p.bytes;
+    return 0.0;
+  };
+  EXPECT_GE(part_for(256), 256.0 * 8094 * 4);
+  EXPECT_GE(part_for(1024), 1024.0 * 8094 * 4);
+  EXPECT_NEAR(part_for(1024) / part_for(256), 4.0, 0.01);  // grows with the batch
+}

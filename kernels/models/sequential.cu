@@ -43,6 +43,7 @@ class Sequential final : public Model {
   bool is_classifier() const override { return loss_.is_classifier(); }
   void init_params(uint64_t seed, std::vector<float>& w) const override { stack_.init_params(seed, w); }
   double flops_per_sample() const override { return stack_.flops_per_sample(); }
+  size_t floats_per_sample(bool training) const override { return stack_.floats_per_sample(training); }
 
   double loss_grad(ExecContext& ctx, const float* w, const DeviceDataset* data, const int32_t* ids, size_t m,
                    const NoiseKey& noise, float* grad) const override {

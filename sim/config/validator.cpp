@@ -34,6 +34,17 @@ bool is_integral(const json& v) {
 }
 }  // namespace
 
+std::string text_of(const json& o, const char* key) {
+  if (!o.is_object()) return "";
+  auto it = o.find(key);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : "";
+}
+int64_t int_of(const json& o, const char* key, int64_t fallback) {
+  if (!o.is_object()) return fallback;
+  auto it = o.find(key);
+  return it != o.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
+}
+
 std::string join_path(const std::string& base, const std::string& key) {
   return base.empty() ? key : base + "." + key;
 }

@@ -72,6 +72,11 @@ inline constexpr double kMaxCount = 1e15;
 // The max a parameter is checked against: its own, else kDefaultIntegerMax for integers.
 double effective_max(const ParamInfo& p);
 
+// Members read while validating, when the validator may already have reported them as the
+// wrong type: a wrong type reads as absent instead of throwing.
+std::string text_of(const json& o, const char* key);
+int64_t int_of(const json& o, const char* key, int64_t fallback);
+
 // "a.b" + "c" -> "a.b.c"; "" + "c" -> "c"
 std::string join_path(const std::string& base, const std::string& key);
 std::string index_path(const std::string& base, size_t i);

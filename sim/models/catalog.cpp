@@ -1,0 +1,350 @@
+// sim/models/catalog.cpp — the models, each with its keys, data checks and builder.
+#include "sim/models/catalog.h"
+#include <cmath>
+#include <stdexcept>
+#include "sim/errors.h"
+
+namespace asgd {
+namespace {
+
+using keys::any;
+using keys::integer;
+using keys::list;
+using keys::num;
+using keys::str;
+
+json conv_json(const ConvSpec& c) {
+  return {{"channels", c.channels}, {"kernel", c.kernel}, {"stride", c.stride}, {"padding", c.padding}, {"pool", c.pool}};
+}
+json lenet5_conv_json() {
+  json out = json::array();
+  for (const ConvSpec& c : lenet5().conv) out.push_back(conv_json(c));
+  return out;
+}
+
+// A model whose keys fill `Config`: build binds a Config from the validated object.
+template <class Config>
+ModelType model_type(std::string name, std::string doc, ModelType::Reads reads, ModelType::Task task,
+                     std::vector<Field<Config>> fields,
+                     std::function<std::unique_ptr<Model>(const Config&, const ModelInput&)> build) {
+  ModelType t;
+  t.name = std::move(name);
+  t.doc = std::move(doc);
+  t.params = params_of(fields);
+  t.reads = reads;
+  t.task = task;
+  t.build = [fields, build](const json& model, const ModelInput& input) {
+    Config c;
+    set_fields(fields, model, c);
+    return build(c, input);
+  };
+  return t;
+}
+
+struct NoKeys {};
+
+struct QuadraticConfig {
+  size_t dim{};
+  std::vector<float> curvature;  // h, dim values
+  float noise{}, init{};
+};
+
+struct DenseConfig {
+  std::vector<int> hidden;
+  Activation activation{};
+};
+
+struct CnnConfig {
+  std::vector<ConvSpec> conv;
+  std::vector<int> hidden;
+  Activation activation{};
+};
+
+template <class S>
+Field<S> activation_field(Activation S::*member, const char* doc) {
+  return choice_field(member, str("activation", "relu", doc), {{"relu", Activation::ReLU}, {"tanh", Activation::Tanh}});
+}
+
+void check_curvature(const json& c, const std::string& path, Validator& v) {
+  if (c.is_number()) {
+    if (!(c.get<double>() > 0)) v.error(path, "curvature must be > 0, got " + brief(c));
+    return;
+  }
+  if (c.is_array()) {
+    if (c.empty()) v.error(path, "curvature list is empty");
+    for (size_t i = 0; i < c.size(); ++i)
+      if (!c[i].is_number() || !(c[i].get<double>() > 0))
+        v.error(index_path(path, i), "curvature must be a number > 0, got " + brief(c[i]));
+    return;
+  }
+  if (c.is_object()) {
+    json o = v.object(c, path, {num("min", nullptr, "smallest curvature", 0, true),
+                                num("max", nullptr, "largest curvature", 0, true)});
+    if (o.contains("min") && o.contains("max") && o["min"].is_number() && o["max"].is_number() &&
+        o["max"].get<double>() < o["min"].get<double>())
+      v.error(path, "curvature.max must be >= curvature.min");
+    return;
+  }
+  v.error(path, "expected a number > 0, a list of them, or {\"min\": a, \"max\": b}; got " + brief(c));
+}
+
+ModelType quadratic() {
+  using C = QuadraticConfig;
+  ModelType t = model_type<C>(
+      "quadratic", "f(w) = 1/2 sum_i h_i w_i^2 (optimum 0), with optional gradient noise; reads no data",
+      ModelType::Reads::None, ModelType::Task::Regression,
+      {field(&C::dim, integer("dim", 100, "number of parameters", 1)),
+       // after dim: a number, a list or {min, max} becomes dim values of h
+       field<C>(any("curvature", 1.0, "h: a number, a list of dim numbers, or {min, max} log-spaced"),
+                [](C& q, const json& c) {
+                  q.curvature.assign(q.dim, 0.0f);
+                  const size_t dim = q.dim;
+                  if (c.is_number()) std::fill(q.curvature.begin(), q.curvature.end(), c.get<float>());
+                  else if (c.is_array())
+                    for (size_t i = 0; i < dim; ++i) q.curvature[i] = c[i].get<float>();
+                  else {
+                    const double lo = c["min"], hi = c["max"];
+                    for (size_t i = 0; i < dim; ++i)
+                      q.curvature[i] = float(dim == 1 ? lo : lo * std::pow(hi / lo, double(i) / double(dim - 1)));
+                  }
+                }),
+       field<C>(num("noise", 0.0, "std of N(0, noise^2) added to each gradient coordinate", 0),
+                [](C& q, const json& v) { q.noise = v.get<float>(); }),
+       field<C>(num("init", 1.0, "every coordinate starts here"), [](C& q, const json& v) { q.init = v.get<float>(); })},
+      [](const C& q, const ModelInput&) { return make_quadratic(q.curvature, q.noise, q.init); });
+  t.resolve = [](const json&, json& model, Validator& v) {
+    if (model.contains("curvature")) check_curvature(model["curvature"], "model.curvature", v);
+  };
+  t.check = [](const json& model, const json&, const std::optional<Shape>&, Validator& v) {
+    if (model.contains("curvature") && model["curvature"].is_array() && model.contains("dim") &&
+        model["dim"].is_number() && model["curvature"].size() != model["dim"].get<size_t>())
+      v.error("model.curvature", "list has " + std::to_string(model["curvature"].size()) + " values but model.dim is " +
+                                     model["dim"].dump());
+  };
+  return t;
+}
+
+ModelType dense(std::string name, std::string doc, ModelType::Task task, DenseLoss loss, bool logits_per_class) {
+  return model_type<NoKeys>(std::move(name), std::move(doc), ModelType::Reads::Dense, task, {},
+                            [loss, logits_per_class](const NoKeys&, const ModelInput& in) {
+                              return make_dense({int(in.dim), logits_per_class ? in.classes : 1}, loss);
+                            });
+}
+
+ModelType mlp() {
+  using C = DenseConfig;
+  return model_type<C>(
+      "mlp", "multi-layer perceptron: dense hidden layers, each followed by the activation; softmax cross-entropy",
+      ModelType::Reads::Dense, ModelType::Task::Classifier,
+      {field(&C::hidden, list("hidden", ParamType::IntegerList, json::array({128}), "hidden layer sizes", 1)),
+       activation_field(&C::activation, "after every hidden layer")},
+      [](const C& c, const ModelInput& in) {
+        std::vector<int> layers{int(in.dim)};
+        layers.insert(layers.end(), c.hidden.begin(), c.hidden.end());
+        layers.push_back(in.classes);
+        return make_dense(layers, DenseLoss::SoftmaxCrossEntropy, c.activation);
+      });
+}
+
+ModelType cnn() {
+  using C = CnnConfig;
+  ModelType t = model_type<C>(
+      "cnn",
+      "convolutional network on the data's images (Fashion-MNIST: 28x28x1; synthetic data: data.image): conv "
+      "blocks (convolution, activation, max-pool), flatten, dense hidden layers with the activation, softmax "
+      "cross-entropy",
+      ModelType::Reads::Dense, ModelType::Task::Classifier,
+      {unbound<C>(str("arch", "custom",
+                      "\"lenet5\": the LeNet-5 layers (conv and hidden as their defaults say), and conv and hidden must "
+                      "be left out; \"custom\": conv and hidden as given",
+                      {"custom", "lenet5"})),
+       field<C>(any("conv", lenet5_conv_json(),
+                    "the convolution blocks in order: a list of {channels, kernel, stride, padding, pool} (section "
+                    "model.conv[])"),
+                [](C& c, const json& blocks) {  // as resolved: every block's keys filled
+                  for (const auto& b : blocks)
+                    c.conv.push_back(ConvSpec{b["channels"].get<int>(), b["kernel"].get<int>(), b["stride"].get<int>(),
+                                              b["padding"].get<int>(), b["pool"].get<int>()});
+                }),
+       field(&C::hidden, list("hidden", ParamType::IntegerList, json(lenet5().hidden), "dense layer sizes after flattening", 1)),
+       activation_field(&C::activation, "after every convolution and hidden layer")},
+      [](const C& c, const ModelInput& in) { return make_cnn(in.shape, CnnSpec{c.conv, c.hidden, c.activation}, in.classes); });
+  // the conv blocks (each against section model.conv[]), the lenet5 preset
+  t.resolve = [](const json& user, json& model, Validator& v) {
+    if (text_of(model, "arch") == "lenet5") {
+      for (const char* k : {"conv", "hidden"})
+        if (user.is_object() && user.contains(k))
+          v.error(std::string("model.") + k, "arch \"lenet5\" sets the layers: leave out conv and hidden, or use arch "
+                                             "\"custom\"");
+      model["conv"] = lenet5_conv_json();
+      model["hidden"] = lenet5().hidden;
+      return;
+    }
+    const json& conv = model["conv"];
+    if (!conv.is_array()) {
+      v.error("model.conv", "expected a list of {channels, kernel, stride, padding, pool}, got " + brief(conv));
+      return;
+    }
+    json blocks = json::array();
+    for (size_t i = 0; i < conv.size(); ++i)
+      blocks.push_back(v.object(conv[i], index_path("model.conv", i), conv_block_params()));
+    model["conv"] = blocks;
+  };
+  // Each block's shape on the data's images, so that a kernel or a pool window larger
+  // than its input is reported at its key.
+  t.check = [](const json& model, const json& data, const std::optional<Shape>& input, Validator& v) {
+    if (!model.contains("conv") || !model["conv"].is_array()) return;
+    if (!input) {
+      if (text_of(data, "type") == "synthetic")
+        v.error("data.image", "model 'cnn' reads images: give the samples' shape, [channels, height, width]");
+      return;
+    }
+    std::vector<ConvSpec> specs;
+    for (const auto& c : model["conv"]) {
+      if (!c.is_object()) return;
+      ConvSpec s;
+      s.channels = int(int_of(c, "channels", 0));
+      s.kernel = int(int_of(c, "kernel", 0));
+      s.stride = int(int_of(c, "stride", 1));
+      s.padding = int(int_of(c, "padding", 0));
+      s.pool = int(int_of(c, "pool", 1));
+      if (s.channels < 1 || s.kernel < 1 || s.stride < 1 || s.padding < 0 || s.pool < 1) return;  // reported already
+      specs.push_back(s);
+    }
+    try {
+      cnn_block_shapes(*input, specs);
+    } catch (const CnnShapeError& e) {
+      v.error(index_path("model.conv", e.block) + "." + e.key,
+              std::string(e.what()) + " (conv block " + std::to_string(e.block) + "; the data's images are " +
+                  input->text() + ", height x width x channels)");
+    }
+  };
+  return t;
+}
+
+ModelType sparse_linear(std::string name, std::string doc, ModelType::Task task) {
+  const bool binary = task == ModelType::Task::Binary;
+  const std::string n = name;
+  return model_type<NoKeys>(std::move(name), std::move(doc), ModelType::Reads::Sparse, task, {},
+                            [binary, n](const NoKeys&, const ModelInput& in) {
+                              if (binary && in.classes != 2)
+                                throw DataError("model " + n + " is binary, but the data (" + in.description +
+                                                ") has " + std::to_string(in.classes) + " classes: use sparse_softmax");
+                              return make_sparse_linear(in.dim, in.classes,
+                                                        binary ? DenseLoss::Logistic : DenseLoss::SoftmaxCrossEntropy);
+                            });
+}
+
+}  // namespace
+
+const std::vector<ModelType>& model_types() {
+  using Task = ModelType::Task;
+  static const std::vector<ModelType> types = {
+      quadratic(),
+      dense("linear", "linear regression, squared loss (synthetic regression data)", Task::Regression,
+            DenseLoss::Squared, false),
+      dense("logistic", "logistic regression, binary labels (synthetic classification, classes 2)", Task::Binary,
+            DenseLoss::Logistic, false),
+      dense("softmax", "softmax regression, cross-entropy", Task::Classifier, DenseLoss::SoftmaxCrossEntropy, true),
+      mlp(),
+      cnn(),
+      sparse_linear("sparse_logistic",
+                    "logistic regression on sparse data (sparse_synthetic or svmlight, 2 classes); a gradient touches "
+                    "only the rows of the features in its minibatch",
+                    Task::Binary),
+      sparse_linear("sparse_softmax",
+                    "softmax regression on sparse data (sparse_synthetic or svmlight), cross-entropy; a gradient "
+                    "touches only the rows of the features in its minibatch",
+                    Task::Classifier),
+  };
+  return types;
+}
+
+const ModelType* find_model_type(const std::string& name) {
+  for (const auto& t : model_types())
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+const std::vector<ComponentInfo>& model_catalog() {
+  static const std::vector<ComponentInfo> c = [] {
+    std::vector<ComponentInfo> out;
+    for (const auto& t : model_types()) out.push_back({t.name, t.doc, t.params});
+    return out;
+  }();
+  return c;
+}
+
+const std::vector<ParamInfo>& conv_block_params() {
+  static const std::vector<ParamInfo> p = {
+      integer("channels", nullptr, "filters (output channels)", 1, 4096),
+      integer("kernel", nullptr, "the filters' side (kernel x kernel)", 1, 1024),
+      integer("stride", 1, "step between windows", 1, 1024),
+      integer("padding", 0, "zeros added on every side of the input (< kernel)", 0, 1023),
+      integer("pool", 1,
+              "max-pool window and stride after the activation (1: none); rows and columns past the last whole "
+              "window are dropped",
+              1, 1024)};
+  return p;
+}
+
+json resolve_model(const json& user, Validator& v) {
+  json model = v.component(user, "model", "type", model_catalog());
+  if (const ModelType* t = find_model_type(text_of(model, "type")); t && t->resolve) t->resolve(user, model, v);
+  return model;
+}
+
+void check_model_data(const json& model, const json& data, const std::optional<Shape>& image, Validator& v) {
+  if (!model.contains("type") || !data.contains("type") || !model["type"].is_string() || !data["type"].is_string()) return;
+  const std::string m = model["type"], d = data["type"];
+  const ModelType* t = find_model_type(m);
+  if (!t) return;
+  using Reads = ModelType::Reads;
+  using Task = ModelType::Task;
+  if (t->reads == Reads::None) {
+    if (d != "none") v.error("data.type", "the " + m + " model reads no data: use \"none\" (got '" + d + "')");
+    if (t->check) t->check(model, data, image, v);
+    return;
+  }
+  const bool sparse_model = t->reads == Reads::Sparse;
+  const bool sparse_data = d == "sparse_synthetic" || d == "svmlight";
+  if (d == "none") {
+    v.error("data.type", "model '" + m + "' needs data: " +
+                             (sparse_model ? "sparse_synthetic or svmlight" : "synthetic or fashion_mnist"));
+    return;
+  }
+  if (sparse_model != sparse_data) {
+    v.error("data.type", sparse_model ? "model '" + m + "' reads sparse data: sparse_synthetic or svmlight (got '" + d + "')"
+                                      : "model '" + m + "' reads dense data: synthetic or fashion_mnist; for '" + d +
+                                            "' use sparse_logistic or sparse_softmax");
+    return;
+  }
+  if (sparse_model) {
+    if (d == "sparse_synthetic" && int_of(data, "nnz", 0) > int_of(data, "features", INT64_MAX))
+      v.error("data.nnz", "must be <= data.features (" + data["features"].dump() + "): each sample takes one feature "
+                          "from each of nnz fields");
+    if (t->task == Task::Binary && d == "sparse_synthetic" && int_of(data, "classes", 2) != 2)
+      v.error("data.classes", "model '" + m + "' is binary: use classes 2, or sparse_softmax");
+    if (t->task == Task::Binary && d == "svmlight" && int_of(data, "classes", 0) > 2)
+      v.error("data.classes", "model '" + m + "' is binary: use classes 0 (from the labels) or 2, or sparse_softmax");
+    if (t->check) t->check(model, data, image, v);
+    return;
+  }
+  const bool regression = d == "synthetic" && text_of(data, "task") == "regression";
+  if (t->task == Task::Regression && !regression)
+    v.error("data", "model '" + m + "' is a regression model: use synthetic data with task \"regression\"");
+  if (t->task != Task::Regression && regression)
+    v.error("data.task", "model '" + m + "' is a classifier: use task \"classification\"");
+  if (t->task == Task::Binary && !(d == "synthetic" && int_of(data, "classes", 0) == 2))
+    v.error("data", "model '" + m + "' is binary: use synthetic classification data with classes 2");
+  if (t->check) t->check(model, data, image, v);
+}
+
+std::unique_ptr<Model> build_model(const json& model, const ModelInput& input) {
+  const std::string type = model.at("type").get<std::string>();
+  const ModelType* t = find_model_type(type);
+  if (!t) throw std::invalid_argument("unknown model type '" + type + "'");
+  return t->build(model, input);
+}
+
+}  // namespace asgd
