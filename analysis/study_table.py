@@ -19,6 +19,7 @@ exit codes: 0 done, 2 bad input (no experiment there, no markers in FILE), 1 oth
 """
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -90,7 +91,11 @@ def main(argv):
     if not path.is_file():
         raise UsageError(f"{path}: no such file")
     try:
-        updated = replace_block(path.read_text(encoding="utf-8"), experiment.name, block)
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise UsageError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+    try:
+        updated = replace_block(text, experiment.name, block)
     except UsageError as error:
         raise UsageError(f"{path}: {error}") from None
     path.write_text(updated, encoding="utf-8")
@@ -103,5 +108,14 @@ if __name__ == "__main__":
     except (NotAnExperiment, UsageError) as error:
         print(f"study_table.py: error: {error}", file=sys.stderr)
         sys.exit(2)
+    except (OSError, UnicodeError, ValueError) as error:  # unreadable or unwritable input
+        print(f"study_table.py: error: {error}", file=sys.stderr)
+        sys.exit(2)
     except KeyboardInterrupt:
         sys.exit(130)
+    except Exception as error:  # noqa: BLE001 — a bug: one line, not a traceback
+        print(f"study_table.py: error: failed ({type(error).__name__}: {error}); "
+              "run with ASGD_TRACEBACK=1 for the traceback", file=sys.stderr)
+        if os.environ.get("ASGD_TRACEBACK"):
+            raise
+        sys.exit(1)
