@@ -8,7 +8,6 @@ file reading except trace.json through rundata.read_trace.
 
 import math
 import textwrap
-import zlib
 
 import matplotlib
 
@@ -44,29 +43,7 @@ MAX_WORKER_ROWS = 64
 DIVERGED_HEADROOM = 10.0
 
 
-# One colour per engine, the same in every figure and every experiment: the engines'
-# types in a fixed order of the tab10 palette. An engine label not listed (a "name" from
-# the config, say backup1) gets a colour from the rest of tab20 chosen by a hash of the
-# label, so it too is the same wherever it appears.
-ENGINE_COLOURS = {
-    "async": "#1f77b4", "sync": "#ff7f0e", "sync_backup": "#2ca02c", "easgd": "#d62728",
-    "ssp": "#9467bd", "local_sgd": "#8c564b", "dcasgd": "#e377c2", "warmup": "#7f7f7f",
-}
-EXTRA_COLOURS = ("#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39",
-                 "#7b4173", "#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363")
-
-
-def engine_colour(engine):
-    """The engine's fixed colour (ENGINE_COLOURS; else a stable pick by its name)."""
-    engine = str(engine)
-    if engine in ENGINE_COLOURS:
-        return ENGINE_COLOURS[engine]
-    return EXTRA_COLOURS[zlib.crc32(engine.encode("utf-8")) % len(EXTRA_COLOURS)]
-
-
-def engine_palette(engines):
-    """{engine: colour} for seaborn's palette= argument."""
-    return {engine: engine_colour(engine) for engine in engines}
+from palette import ENGINE_COLOURS, engine_colour, engine_palette  # noqa: E402,F401
 
 
 def shade(colour, index, count):

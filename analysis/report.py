@@ -117,7 +117,7 @@ def format_cell(row, stem, band):
     """A table cell: 'mean ± half-width' of the band (stats.format_estimate), or
     'mean [low, high]' for minmax and iqr; just the mean when the band is none. Fewer than
     stats.MIN_SEEDS_FOR_CI seeds: the seeds themselves ('0.85, 0.86 (seeds)'). Seeds that
-    split (stats.split_seeds): 'bimodal: 0.1 | 0.85, 0.86', never a mean."""
+    split (stats.split_seeds): 'bimodal: 0.1 vs 0.85, 0.86', never a mean."""
     mean = row.get(stem + grouping.MEAN)
     if mean is None or math.isnan(mean):
         return "\u2014"
@@ -125,7 +125,7 @@ def format_cell(row, stem, band):
     seeds = seeds_of(row, stem)
     if row.get(stem + "_bimodal"):
         lower, upper = stats.split_seeds(seeds) or (seeds, [])
-        return f"bimodal: {side_text(lower)} | {side_text(upper)}"
+        return f"bimodal: {side_text(lower)} vs {side_text(upper)}"
     n = int(row.get(stem + grouping.COUNT, 0))
     if 1 < n < stats.MIN_SEEDS_FOR_CI and band != "none" and len(seeds) == n:
         if max(seeds) == min(seeds):
@@ -188,8 +188,9 @@ def table_explanation(band):
     return (f"Mean over the group's completed runs (seeds); {what}. With fewer than "
             f"{stats.MIN_SEEDS_FOR_CI} seeds the seeds' own values are shown, not a band; "
             "'bimodal' marks seeds that split into two clusters (a gap between sorted "
-            f"values over {stats.GAP_FACTOR:g}\u00d7 the clusters' own spread), shown per "
-            "cluster and never averaged. Diverged, stalled and other runs are counted, not "
+            f"values over {stats.GAP_FACTOR:g}\u00d7 the clusters' own spread and over "
+            f"{stats.RELATIVE_GAP:.0%} of the largest value), shown per cluster and never "
+            "averaged. Diverged, stalled and other runs are counted, not "
             "averaged. Time to target: first evaluation point at which the target is "
             "reached, over the completed runs that reach it. summary_table.csv has every "
             "number at full precision (_std, _ci95, _n, _min, _max, _q25, _q75, _values, "

@@ -20,9 +20,10 @@ Conventions, stated once:
 - Fewer than MIN_SEEDS_FOR_CI (3) values: no band and no +-: the seeds are shown.
 - Bimodal (split): with at least 3 values, sort them and cut at the largest gap between
   neighbours. The seeds are split when that gap exceeds GAP_FACTOR (10) x the larger of
-  the two sides' own ranges, and also GAP_FACTOR x SPREAD_FLOOR (1 %) of the largest
-  magnitude (so that seeds equal to the last digit are not "split" by a rounding).
-  Example: accuracies 0.10, 0.85, 0.86 (one seed at chance): gap 0.75 > 10 x 0.01.
+  the two sides' own ranges and is at least RELATIVE_GAP (25 %) of the largest magnitude
+  (so that seeds 3.58, 3.59, 4.06 s, a usual spread, or seeds equal to the last digit
+  are not "split"). Example: accuracies 0.10, 0.85, 0.86 (one seed at chance): gap 0.75
+  > 10 x 0.01 and > 0.25 x 0.86.
   A split group's mean is no summary of it: the table shows its seeds instead.
 """
 
@@ -37,7 +38,7 @@ DEFAULT_BAND = "ci95"
 CI_LEVEL = 0.95
 MIN_SEEDS_FOR_CI = 3
 GAP_FACTOR = 10.0
-SPREAD_FLOOR = 0.01
+RELATIVE_GAP = 0.25
 
 try:  # SciPy's t quantile where installed (Debian python3-scipy); ours otherwise
     from scipy.stats import t as _scipy_t
@@ -229,8 +230,9 @@ def split_seeds(values):
     cut = int(np.argmax(gaps)) + 1
     lower, upper = values[:cut], values[cut:]
     spread = max(lower[-1] - lower[0], upper[-1] - upper[0])
-    floor = SPREAD_FLOOR * max(abs(values[0]), abs(values[-1]))
-    if gaps[cut - 1] > GAP_FACTOR * max(spread, floor):
+    largest = max(abs(values[0]), abs(values[-1]))
+    gap = gaps[cut - 1]
+    if gap > GAP_FACTOR * spread and gap >= RELATIVE_GAP * largest and gap > 0:
         return lower, upper
     return None
 
