@@ -1236,7 +1236,7 @@ def facet_layout(frame, sweep_keys, facets):
     free = [k for k in sweep_keys if k in frame and frame[k].nunique() > 1 and k not in taken]
     x = free[0] if free else "engine"
     notes = []
-    layout = {"x": x, "hue": chosen.get("hue", "engine" if x != "engine" else None),
+    layout = {"x": x, "hue": chosen.get("hue", "engine"),
               "col": chosen.get("col"), "row": chosen.get("row"), "style": chosen.get("style")}
     if layout["row"] is None:
         layout["row"] = QUANTITY
