@@ -1306,12 +1306,14 @@ def draw_sweep_facets(table, sweep_keys, target, band, facets):
             ax.set_visible(False)
             continue
         values = []
-        series = list(data.groupby([c for c in (hue, style) if c], sort=False, dropna=False)) \
-            if hue or style else [((None,), data)]
+        by = [c for c in dict.fromkeys((hue, style)) if c]
+        series = list(data.groupby(by if len(by) > 1 else by[0], sort=False, dropna=False)) \
+            if by else [((None,), data)]
         for count, (name, rows) in enumerate(series):
             name = name if isinstance(name, tuple) else (name,)
-            hue_value = name[0] if hue else None
-            style_value = name[-1] if style else None
+            named = dict(zip(by, name))
+            hue_value = named.get(hue)
+            style_value = named.get(style)
             colour = palette.get(hue_value, "tab:blue") if hue else "tab:blue"
             rows = rows.assign(pos=rows[x].map(position)).sort_values("pos")
             shifted = dodge(ax, count, len(series))
@@ -1334,6 +1336,11 @@ def draw_sweep_facets(table, sweep_keys, target, band, facets):
                         color=colour, transform=shifted)
             values += seed_y + list(rows["mean"][ok]) + list(rows["low"][band_ok]) \
                 + list(rows["high"][band_ok])
+            partial = rows[ok & rows["reached"].notna() & (rows["reached"] < rows["completed"])]
+            for _, r in partial.iterrows():  # k of n seeds reached: the mean is theirs only
+                ax.annotate(f"{int(r['reached'])}/{r['completed']}", (r["pos"], r["mean"]),
+                            xycoords=shifted, textcoords="offset points", xytext=(5, 4),
+                            fontsize="x-small", color=colour)
             missing = rows[~ok & rows["reached"].notna() & (rows["completed"] > 0)]
             if len(missing):
                 mark_not_reached(ax, list(missing["pos"]), colour,

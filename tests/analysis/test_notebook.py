@@ -42,6 +42,7 @@ class NotebookTest(unittest.TestCase):
     def test_the_notebook_executes(self):
         with tempfile.TemporaryDirectory() as tmp:
             study = os.environ.get("ASGD_NOTEBOOK_STUDY")
+            study = Path(study).resolve() if study else None
             if not study:
                 study = Path(tmp) / "first_study"
                 runs = [make_run(e, s, {"cluster.workers": w},
