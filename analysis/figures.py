@@ -99,11 +99,13 @@ def add_figure_legend(fig, handles, title=None):
 
 # ---------------------------------------------------------------- convergence
 
-def draw_convergence(groups, metrics, x_axes, colours, band=stats.DEFAULT_BAND):
-    """Grid: rows = metrics, columns = x axes. For each group's completed runs: every seed
+def draw_convergence(groups, metrics, x_axes, colours, band=stats.DEFAULT_BAND, facets=None):
+    """Grid: rows = metrics, columns = x axes (facets: draw_convergence_facets instead). For each group's completed runs: every seed
     thin to its own end (a tick where it ends), and their mean, thick, over the range
     every seed covers, with the band (stats.py). Every other run dashed on its own.
     Whatever the frame or the mean leaves out is said under the figure (cut_notes)."""
+    if facets and any(facets.values()):
+        return draw_convergence_facets(groups, metrics, x_axes, band, facets)
     metrics = [m for m in metrics if has_values(groups, m)]
     x_axes = [x for x in x_axes if has_values(groups, x)]
     if not metrics or not x_axes:
@@ -1389,4 +1391,119 @@ def draw_sweep_facets(table, sweep_keys, target, band, facets):
     add_figure_notes(fig, list(dict.fromkeys(notes)))
     fig.asgd_frame = frame
     fig.asgd_grid = grid
+    return fig
+
+
+# ---------------------------------------------------------------- convergence, faceted
+
+def convergence_frames(groups, metrics, x_name, band):
+    """The data behind the faceted convergence figure, tidy. seeds: one row per run and
+    evaluation point (every run, any status: engine, group, sweep keys, seed, status,
+    metric, x, value). means: one row per group, metric and grid point over the group's
+    completed runs (mean_curve_values: the range every seed covers), with the band's
+    low/high (clipped; NaN under 3 seeds)."""
+    seeds, means = [], []
+    for group in groups:
+        base = {"engine": group.engine, "group": group.label, **group.sweep}
+        for metric in metrics:
+            for run in group.runs:
+                x, y = curve(run, x_name, metric)
+                seeds += [{**base, "seed": run.seed, "status": run.status, "metric": metric,
+                           "x": a, "value": b} for a, b in zip(x, y)]
+            done = [c for c in (curve(run, x_name, metric) for run in group.completed)
+                    if len(c[0])]
+            grid, ys = mean_curve_values(done)
+            if not len(grid):
+                continue
+            low, high = stats.band_bounds(ys, band, metric)
+            low = np.broadcast_to(low, grid.shape)
+            high = np.broadcast_to(high, grid.shape)
+            means += [{**base, "metric": metric, "x": g, "mean": m, "low": lo, "high": hi,
+                       "n": len(done)} for g, m, lo, hi in zip(grid, ys.mean(axis=0), low, high)]
+    return pd.DataFrame(seeds), pd.DataFrame(means)
+
+
+def draw_convergence_facets(groups, metrics, x_axes, band, facets):
+    """Convergence on a seaborn FacetGrid: panels by --col/--row (a sweep key or engine;
+    rows are the metrics unless --row names a key), colour by --hue (engine by default,
+    its fixed colour), dash by --style. Every seed a thin line (dashed when the run did not
+    complete), each group's mean over its completed seeds thick with the band."""
+    import seaborn as sns
+
+    metrics = [m for m in metrics if has_values(groups, m)]
+    x_axes = [x for x in x_axes if has_values(groups, x)]
+    if not metrics or not x_axes:
+        return None
+    x_name = x_axes[0]
+    seeds, means = convergence_frames(groups, metrics, x_name, band)
+    if seeds.empty:
+        return None
+    hue = facets.get("hue") or "engine"
+    style = facets.get("style")
+    col, row = facets.get("col"), facets.get("row") or "metric"
+    if facets.get("row") and not col and len(metrics) > 1:
+        col = "metric"
+    for frame in (seeds, means):
+        for column in {hue, style, col, row} - {None, "metric"}:
+            if column in frame:
+                frame[column] = frame[column].map(str)
+    hue_values = ordered_values(seeds[hue])
+    palette = (engine_palette(hue_values) if hue == "engine" else
+               dict(zip(hue_values, sns.color_palette("viridis", len(hue_values)))))
+    style_values = ordered_values(seeds[style]) if style else [None]
+    dashes = {v: SERIES_DASHES[i % len(SERIES_DASHES)] for i, v in enumerate(style_values)}
+    order = {c: ordered_values(seeds[c]) for c in (col, row) if c and c != "metric"}
+    grid = sns.FacetGrid(seeds, col=col, row=row, col_order=order.get(col),
+                         row_order=order.get(row) if row != "metric" else metrics,
+                         sharex=True, sharey=False, height=2.8, aspect=1.35,
+                         margin_titles=True, despine=False)
+    grid.figure.set_layout_engine("constrained")
+    for (i, j, _), data in grid.facet_data():
+        ax = grid.facet_axis(i, j)
+        if data.empty:
+            ax.set_visible(False)
+            continue
+        mask = np.ones(len(means), dtype=bool)
+        for column in (col, row):
+            if column:
+                mask &= (means[column] == data[column].iloc[0]).to_numpy()
+        here = means[mask]
+        for (grp, seed), run in data.groupby(["group", "seed"], sort=False):
+            colour = palette.get(run[hue].iloc[0], "tab:blue")
+            completed = run["status"].iloc[0] == COMPLETED
+            ax.plot(run["x"], run["value"], color=colour, lw=SEED_LINE_WIDTH if completed else 1.0,
+                    alpha=SEED_ALPHA if completed else 0.9, ls="-" if completed else "--")
+        for grp, curve_frame in here.groupby("group", sort=False):
+            colour = palette.get(curve_frame[hue].iloc[0], "tab:blue")
+            dash = dashes.get(curve_frame[style].iloc[0]) if style else "-"
+            ax.plot(curve_frame["x"], curve_frame["mean"], color=colour, lw=MEAN_LINE_WIDTH,
+                    ls=dash)
+            if curve_frame["low"].notna().any():
+                ax.fill_between(curve_frame["x"], curve_frame["low"], curve_frame["high"],
+                                color=colour, alpha=0.18, lw=0)
+        metric = data["metric"].iloc[0]
+        if metric in LOSS_METRICS and (data["value"] > 0).all():
+            ax.set_yscale("log")
+        ax.set_xlabel(X_LABELS.get(x_name, x_name))
+        ax.set_ylabel(METRIC_LABELS.get(metric, metric) if data["metric"].nunique() == 1
+                      else "value")
+        ax.grid(True, alpha=0.3)
+    grid.set_titles(row_template="{row_name}" if row == "metric" else "{row_var} = {row_name}",
+                    col_template="{col_name}" if col == "metric" else "{col_var} = {col_name}",
+                    size="small")
+    handles = [Line2D([], [], color=palette[v], lw=MEAN_LINE_WIDTH, label=v if hue == "engine"
+                      else f"{hue} = {v}") for v in hue_values]
+    handles += [Line2D([], [], color="#555", ls=dashes[v], label=f"{style}: {v}")
+                for v in style_values if style]
+    handles.append(Line2D([], [], color="#555", lw=SEED_LINE_WIDTH, alpha=SEED_ALPHA,
+                          label="one seed (dashed: did not complete)"))
+    fig = grid.figure
+    spread = "" if band == "none" else \
+        f", band = {stats.band_description(band, short=True)} (from 3 seeds)"
+    fig.suptitle(wrap_title("Convergence: thick = mean over a group's completed seeds where "
+                            "every seed has data" + spread + "; thin = each seed", fig),
+                 fontsize="medium")
+    add_figure_legend(fig, handles)
+    add_figure_notes(fig, mean_cut_notes(groups, [x_name], metrics))
+    fig.asgd_frame, fig.asgd_means, fig.asgd_grid = seeds, means, grid
     return fig

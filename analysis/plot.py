@@ -220,7 +220,7 @@ def draw_all(experiment, groups, table, args, targets, facets=None):
     keys = experiment.sweep_keys
     drawn = [
         ("convergence", figures.draw_convergence(groups, args.metric, x_axes, colours,
-                                                 args.band)),
+                                                 args.band, facets)),
         ("sweep", figures.draw_sweep(table, keys, targets, args.band, facets)),
         ("staleness", figures.draw_staleness(groups, keys, colours)),
         ("scaling", figures.draw_scaling(table, keys, targets, colours, args.band)),

@@ -120,6 +120,21 @@ class TargetDrivesTheFiguresTest(unittest.TestCase):
         frame = fig.asgd_frame
         self.assertEqual(sorted(set(frame["cluster.workers"])), ["1", "2", "4"])
 
+    def test_convergence_faceted_by_a_sweep_key(self):
+        fig = figures.draw_convergence(self.groups, ["test_accuracy"], ["time"], {}, "ci95",
+                                       {"col": "cluster.workers"})
+        grid = fig.asgd_grid
+        self.assertEqual(grid.axes.shape, (1, len(self.WORKERS)))
+        self.assertEqual([ax.get_title() for ax in grid.axes[0]],
+                         [f"cluster.workers = {w}" for w in self.WORKERS])
+        seeds = fig.asgd_frame  # every seed's points, all 18 runs
+        self.assertEqual(seeds.groupby(["group", "seed"]).ngroups, 18)
+        means = fig.asgd_means
+        one = means[(means.engine == "sync") & (means["cluster.workers"] == "2")]
+        at = one[one.x == 5.0].iloc[0]  # seeds reach at 4.5, 5, 5.5 s: 0.9, 0.9, 0.1
+        self.assertAlmostEqual(at["mean"], (0.9 + 0.9 + 0.1) / 3, delta=1e-12)
+        self.assertLessEqual(at["high"], 1.0)  # clipped to accuracy's range
+
     def test_engine_colours_are_fixed(self):
         colours = figures.group_colours(self.groups)
         self.assertEqual(figures.engine_colour("async"), figures.ENGINE_COLOURS["async"])
