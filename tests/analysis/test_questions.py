@@ -249,7 +249,7 @@ class PlotCommandTest(unittest.TestCase):
 
     def plot(self, *args):
         return subprocess.run(["/usr/bin/python3", str(ANALYSIS / "plot.py"), str(self.root),
-                               "--format", "png"] + [str(a) for a in args],
+                               "--format", "png", "--x", "time"] + [str(a) for a in args],
                               capture_output=True, text=True, timeout=120)
 
     def test_target_accuracy_faceted_and_filtered(self):
