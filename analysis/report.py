@@ -136,8 +136,8 @@ def format_cell(row, stem, band):
         low, high = grouping.band_interval(row, stem, band)
         if math.isnan(low):
             return format_number(mean, digits)
-        return (f"{format_number(mean, digits)} [{format_number(low, 3)}, "
-                f"{format_number(high, 3)}]")
+        return (f"{format_number(mean, digits)} [{format_number(low, digits)}, "
+                f"{format_number(high, digits)}]")
     half = grouping.band_half_width(row, stem, band)
     if math.isnan(half):
         return format_number(mean, digits)

@@ -14,7 +14,7 @@ replaced; nothing else in the file changes. Without --readme the block is printe
 What it is not: no figures (plot.py draws those) and no judgement of the numbers.
 
 usage: /usr/bin/python3 analysis/study_table.py EXPERIMENT_DIR [--readme FILE]
-           [--target-loss X] [--target-accuracy X] [--band ci|std|none]
+           [--target-loss X] [--target-accuracy X] [--band ci95|minmax|iqr|std|none]
 exit codes: 0 done, 2 bad input (no experiment there, no markers in FILE), 1 other failure
 """
 
@@ -35,6 +35,13 @@ from rundata import NotAnExperiment  # noqa: E402
 
 class UsageError(Exception):
     pass
+
+
+def band_argument(text):
+    try:
+        return stats.normalize_band(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def begin_marker(name):
@@ -94,7 +101,8 @@ def main(argv):
     parser.add_argument("--readme", help="the Markdown file holding the study's markers")
     parser.add_argument("--target-loss", type=float, metavar="X")
     parser.add_argument("--target-accuracy", type=float, metavar="X")
-    parser.add_argument("--band", choices=stats.BANDS, default=stats.DEFAULT_BAND)
+    parser.add_argument("--band", type=band_argument, default=stats.DEFAULT_BAND,
+                        help="ci95 (or ci), minmax, iqr, std or none (default: ci95)")
     args = parser.parse_args(argv)
     experiment = asgdsim_data.read(args.experiment)
     block = table_block(experiment, args.target_loss, args.target_accuracy, args.band)

@@ -275,6 +275,11 @@ class PlotCommandTest(unittest.TestCase):
         self.assertEqual(result.returncode, 0, result.stderr)
         with open(out / "summary_table.csv", newline="") as handle:
             self.assertEqual({r["engine"] for r in csv.DictReader(handle)}, {"sync"})
+        lr = self.plot("--where", "train.lr=0.2", "--where", "engine=async", "--out", out)
+        self.assertEqual(lr.returncode, 0, lr.stderr)
+        with open(out / "summary_table.csv", newline="") as handle:
+            self.assertEqual([r["group"] for r in csv.DictReader(handle)],
+                             ["async, train.lr=0.2"])
         bad = self.plot("--where", "nothing=1", "--out", out)
         self.assertEqual(bad.returncode, 2)
         self.assertIn("not engine or a sweep key", bad.stderr)
