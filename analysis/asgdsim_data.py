@@ -7,7 +7,9 @@ For notebooks and scripts. The one line a notebook needs is the path to this fol
 
     df = ad.load("runs/lr_sweep")          # one row per run x evaluation point
     runs = ad.summaries("runs/lr_sweep")   # one row per run
-    df[df.status == "completed"].groupby(["engine", "train_lr", "epoch"]).train_loss.mean()
+    df[df.status == "completed"].groupby(["engine", "train.lr", "epoch"]).train_loss.mean()
+
+(or `import asgdsim_analysis as aa` with the same functions, plus time_to_target and ci.)
 
 Every function takes the experiment folder (RUNS/<name>, what `asgdsim run` wrote), or
 what read() returned, so a folder is read once for several tables.
@@ -23,9 +25,12 @@ what read() returned, so a folder is read once for several tables.
 - workers(folder): the identity and sweep columns, then workers.csv's columns.
 - sweep_columns(folder): {column name: dotted sweep key}.
 
-Sweep keys become plain column names: the dotted key with "." replaced by "_"
-(train.lr -> train_lr, cluster.workers -> cluster_workers, staleness.tau ->
-staleness_tau), prefixed "sweep_" if that would clash with another column. Values keep
+One naming rule for columns, everywhere (index.csv, summary_table.csv, these DataFrames,
+plot.py's --where/--col/--row/--hue/--style): a sweep key is its dotted config key
+(train.lr, cluster.workers: df["train.lr"]), prefixed "sweep." only in the unlikely case
+that it equals another column's name; every other column is the file's own field name,
+nested summary.json and meta.json fields joined with "_" (final_train_loss, as index.csv
+spells it; staleness_mean; meta_host). Values keep
 their JSON type (numbers, text, booleans); an object value becomes its compact JSON text.
 `group` is the label the report uses for a run's group: engine and sweep values.
 Units and meanings of every column: docs/outputs.md.
@@ -58,14 +63,15 @@ def read(folder):
 
 
 def sweep_columns(folder, reserved=()):
-    """{plain column name: dotted sweep key}, in the experiment's sweep order."""
+    """{column name: dotted sweep key}, in the experiment's sweep order: the key itself
+    (see the naming rule above)."""
     experiment = read(folder)
     taken = set(IDENTITY_COLUMNS) | set(reserved)
     names = {}
     for key in experiment.sweep_keys:
-        name = key.replace(".", "_")
+        name = key
         if name in taken or name in names:
-            name = "sweep_" + name
+            name = "sweep." + name
         names[name] = key
     return names
 

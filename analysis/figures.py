@@ -13,6 +13,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
@@ -21,8 +22,8 @@ from matplotlib.ticker import (FixedFormatter, FixedLocator, FuncFormatter,  # n
 from matplotlib.transforms import ScaledTranslation, blended_transform_factory  # noqa: E402
 
 import stats  # noqa: E402
-from groups import (COMPLETED, band_half_width, curve, final_train_loss,  # noqa: E402
-                    mean_curve, value_sort_key)
+from groups import (COMPLETED, Target, band_interval, curve,  # noqa: E402
+                    final_train_loss, mean_curve, mean_curve_values, value_sort_key)
 from rundata import read_trace  # noqa: E402
 
 X_LABELS = {"time": "virtual time (s)", "updates": "updates", "epoch": "epoch"}
@@ -42,16 +43,31 @@ MAX_WORKER_ROWS = 64
 DIVERGED_HEADROOM = 10.0
 
 
+from palette import ENGINE_COLOURS, engine_colour, engine_palette  # noqa: E402,F401
+
+
+def shade(colour, index, count):
+    """The index-th of count shades of one colour, dark to light (the engine's own colour
+    in the middle), so the sweep points of one engine share its hue."""
+    if count <= 1:
+        return matplotlib.colors.to_hex(colour)
+    rgb = np.array(matplotlib.colors.to_rgb(colour))
+    t = index / (count - 1) * 2.0 - 1.0  # -1 (dark) .. 1 (light)
+    mixed = rgb * (1 + 0.45 * t) if t < 0 else rgb + (1 - rgb) * 0.55 * t
+    return matplotlib.colors.to_hex(np.clip(mixed, 0, 1))
+
+
 def group_colours(groups):
-    """One distinct colour per group: tab10, tab20, then a sampled continuous map."""
-    n = len(groups)
-    if n <= 10:
-        palette = matplotlib.colormaps["tab10"].colors
-    elif n <= 20:
-        palette = matplotlib.colormaps["tab20"].colors
-    else:
-        palette = [matplotlib.colormaps["turbo"](i / max(n - 1, 1)) for i in range(n)]
-    return {group.key: palette[i] for i, group in enumerate(groups)}
+    """{group key: colour}: the engine's fixed colour (engine_colour); an engine with
+    several groups (sweep points) gets shades of it, dark to light in sweep order."""
+    by_engine = {}
+    for group in groups:
+        by_engine.setdefault(group.engine, []).append(group)
+    colours = {}
+    for engine, members in by_engine.items():
+        for i, group in enumerate(members):
+            colours[group.key] = shade(engine_colour(engine), i, len(members))
+    return colours
 
 
 def has_values(groups, column):
@@ -83,11 +99,13 @@ def add_figure_legend(fig, handles, title=None):
 
 # ---------------------------------------------------------------- convergence
 
-def draw_convergence(groups, metrics, x_axes, colours, band=stats.DEFAULT_BAND):
-    """Grid: rows = metrics, columns = x axes. For each group's completed runs: every seed
+def draw_convergence(groups, metrics, x_axes, colours, band=stats.DEFAULT_BAND, facets=None):
+    """Grid: rows = metrics, columns = x axes (facets: draw_convergence_facets instead). For each group's completed runs: every seed
     thin to its own end (a tick where it ends), and their mean, thick, over the range
     every seed covers, with the band (stats.py). Every other run dashed on its own.
     Whatever the frame or the mean leaves out is said under the figure (cut_notes)."""
+    if facets and any(facets.values()):
+        return draw_convergence_facets(groups, metrics, x_axes, band, facets)
     metrics = [m for m in metrics if has_values(groups, m)]
     x_axes = [x for x in x_axes if has_values(groups, x)]
     if not metrics or not x_axes:
@@ -128,7 +146,8 @@ def convergence_title(groups, band):
     """Says how to read the lines, mentioning only what the figure shows."""
     parts = ["Convergence"]
     if any(len(g.completed) > 1 for g in groups):
-        spread = "" if band == "none" else f", band = {stats.band_description(band, short=True)}"
+        spread = "" if band == "none" else \
+            f", band = {stats.band_description(band, short=True)} (from 3 seeds)"
         parts.append("thick = mean over seeds where every seed has data" + spread)
         parts.append("thin = each seed, | = where it ends")
     statuses = {r.status for g in groups for r in g.runs if r.status != COMPLETED}
@@ -196,13 +215,14 @@ def draw_convergence_panel(ax, groups, x_name, metric, colours, band=stats.DEFAU
             for x, y in done:
                 ax.plot(x, y, color=colour, lw=SEED_LINE_WIDTH, alpha=SEED_ALPHA)
                 ax.plot(x[-1:], y[-1:], color=colour, marker="|", ms=8, mew=1.3)
-            grid, mean, std, n = mean_curve(done)
+            grid, ys = mean_curve_values(done)
             if len(grid):
+                mean = ys.mean(axis=0)
                 ax.plot(grid, mean, color=colour, lw=MEAN_LINE_WIDTH,
                         marker="." if len(grid) == 1 else None)
-                half = stats.half_width(std, n, band)
-                if np.isfinite(half).any():
-                    bands.append((grid, mean, half, colour))
+                low, high = stats.band_bounds(ys, band, metric)  # clipped to the range
+                if np.isfinite(low).any():
+                    bands.append((grid, low, high, colour))
         completed_values += [y for _, y in done]
         for run in group.runs:
             if run.status == COMPLETED:
@@ -214,9 +234,9 @@ def draw_convergence_panel(ax, groups, x_name, metric, colours, band=stats.DEFAU
                 ax.plot(x[-1:], y[-1:], color=colour, marker="x", ms=7, mew=1.5)
     all_values += completed_values
     floor = set_metric_scale(ax, metric, completed_values, all_values)
-    for grid, mean, half, colour in bands:
-        low = mean - half if floor is None else np.maximum(mean - half, floor)
-        ax.fill_between(grid, low, mean + half, color=colour, alpha=0.18, lw=0)
+    for grid, low, high, colour in bands:
+        low = low if floor is None else np.maximum(low, floor)
+        ax.fill_between(grid, low, high, color=colour, alpha=0.18, lw=0)
     ax.grid(True, which="major", alpha=0.3)
     return frame_notes(ax, metric, all_values)
 
@@ -334,25 +354,55 @@ def staleness_varies(points):
 STALENESS_SPREAD = (0.5, 0.05)
 
 
+STALENESS_AXIS = {
+    "updates": "staleness (updates between read and apply)",
+    "exchanges": "staleness (exchanges of the center since the worker's last)",
+}
+
+
+def staleness_unit(group):
+    """What the group's staleness counts (summary.json staleness.unit): 'updates' of the
+    model of record, or 'exchanges' of EASGD's center."""
+    for run in group.runs:
+        unit = run.summary_part("staleness").get("unit")
+        if unit:
+            return str(unit)
+    return "updates"
+
+
 def draw_staleness(groups, sweep_keys, colours):
-    """Left: staleness histogram per group. Right (when staleness is swept or the runs'
-    mean staleness varies): each run's final train loss against its mean staleness."""
+    """Staleness histograms, one panel per unit (updates; EASGD's exchanges are another
+    quantity and get their own axis). Then, per engine whose runs' mean staleness varies
+    (a staleness sweep, say), each run's final train loss against its mean staleness:
+    one panel per engine, never across unlike algorithms."""
     hists = [(g, combined_histogram(g)) for g in groups]
     hists = [(g, h) for g, h in hists if h is not None]
-    points = staleness_points(groups)
-    if not any(k.startswith("staleness.") for k in sweep_keys) and not staleness_varies(points):
-        points = []  # every run at about the same staleness: a column of dots says nothing
-    panels = (["hist"] if hists else []) + (["scatter"] if points else [])
+    units = list(dict.fromkeys(staleness_unit(g) for g, _ in hists))
+    by_engine = {}
+    for point in staleness_points(groups):
+        by_engine.setdefault(point[0].engine, []).append(point)
+    swept = any(k.startswith("staleness.") for k in sweep_keys)
+    scatters = [(engine, points) for engine, points in by_engine.items()
+                if staleness_varies(points) or (swept and len(points) > 1 and
+                                                staleness_varies(points))]
+    panels = [("hist", unit) for unit in units] + [("scatter", e) for e in scatters]
     if not panels:
         return None
     fig = Figure(figsize=(5.0 * len(panels), 3.6), layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    for ax, panel in zip(axes, panels):
+    for ax, (panel, what) in zip(axes, panels):
         if panel == "hist":
-            draw_staleness_histograms(ax, hists, colours)
+            draw_staleness_histograms(ax, [(g, h) for g, h in hists
+                                           if staleness_unit(g) == what], colours)
+            ax.set_xlabel(STALENESS_AXIS.get(what, f"staleness ({what})"))
         else:
+            engine, points = what
             draw_loss_vs_staleness(ax, points, colours)
-    shown = {g.key for g, _ in hists} | {p[0].key for p in points}
+            unit = staleness_unit(points[0][0])
+            ax.set_xlabel(f"mean staleness of the run ({unit})")
+            ax.set_title(f"{engine}: final train loss per run (\u00d7 = not completed)",
+                         fontsize="medium")
+    shown = {g.key for g, _ in hists} | {p[0].key for _, pts in scatters for p in pts}
     handles = [Patch(color=colours[g.key], label=g.label) for g in groups if g.key in shown]
     add_figure_legend(fig, handles)
     return fig
@@ -525,25 +575,74 @@ def identical_lines(lines):
 
 # ---------------------------------------------------------------- sweep
 
+def targets_of(target):
+    """[Target] from what callers pass: a Target, a list of them, a number (a train-loss
+    target, as before) or None."""
+    if target is None:
+        return []
+    if isinstance(target, Target):
+        return [target]
+    if isinstance(target, (list, tuple)):
+        return [t for t in target if isinstance(t, Target)]
+    return [Target("train_loss", float(target))]
+
+
 def sweep_quantities(table, target):
-    """[(stem, y label, is a time to target)] the sweep figure shows."""
+    """[(stem, y label, Target or None)] the sweep figure shows: the final metrics, then
+    the time to each target (the first target's first)."""
     quantities = []
     for stem, label in (("train_loss", "final train loss"), ("test_accuracy", "final test accuracy")):
         if stem + "_mean" in table and table[stem + "_mean"].notna().any():
-            quantities.append((stem, label, False))
+            quantities.append((stem, label, None))
     if not any(stem == "test_accuracy" for stem, _, _ in quantities) and \
             "test_loss_mean" in table and table["test_loss_mean"].notna().any():
-        quantities.append(("test_loss", "final test loss", False))
-    if target is not None and math.isfinite(target) and "time_to_target_loss_mean" in table:
-        quantities.append(("time_to_target_loss",
-                           f"time to train loss \u2264 {stats.format_value(target)} (s)", True))
+        quantities.append(("test_loss", "final test loss", None))
+    for t in targets_of(target):
+        if t.usable and t.stem + "_mean" in table:
+            quantities.append((t.stem, f"time to {t.text} (s)", t))
     return quantities
 
 
-def draw_sweep(table, sweep_keys, target, band=stats.DEFAULT_BAND):
-    """Final metrics and time to target against each swept key (columns): one line per
-    engine (and values of the other swept keys), mean over the completed seeds with the
-    band as error bars and a light band. None when no key has two values."""
+def sweep_frame(table, sweep_keys, target, band=stats.DEFAULT_BAND):
+    """The data behind the sweep figure, tidy: one row per group and quantity with
+    engine, group, the sweep keys (dotted), quantity (the y label), stem, mean, low, high
+    (the band, clipped to the metric's range; NaN under 3 seeds or when they split), n
+    (seeds with a value), completed, reached (time to target: completed runs that reached
+    it), bimodal, and seeds (each seed's value, in seed order). What the figure draws is
+    exactly this frame."""
+    rows = []
+    for record in table.to_dict("records"):
+        for stem, label, t in sweep_quantities(table, target):
+            low, high = band_interval(record, stem, band)
+            text = record.get(stem + "_values")
+            seeds = [rundata_float(v) for v in text.split(";")] if isinstance(text, str) and text else []
+            rows.append({"engine": record["engine"], "group": record.get("group"),
+                         **{k: record.get(k) for k in sweep_keys},
+                         "quantity": label, "stem": stem,
+                         "mean": float(record.get(stem + "_mean", math.nan)),
+                         "low": low, "high": high, "n": int(record.get(stem + "_n", 0)),
+                         "completed": int(record.get("completed", 0)),
+                         "reached": int(record.get(f"target_{t.name}_reached", 0)) if t else None,
+                         "bimodal": bool(record.get(stem + "_bimodal", False)),
+                         "seeds": seeds})
+    return pd.DataFrame(rows)
+
+
+def rundata_float(text):
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def draw_sweep(table, sweep_keys, target, band=stats.DEFAULT_BAND, facets=None):
+    """Final metrics and time to each target against each swept key (columns): one line
+    per engine (and values of the other swept keys), mean over the completed seeds with
+    the band as error bars and a light band, every seed a small point. None when no key
+    has two values. facets: {col, row, hue, style: key} (plot.py's options) draws the
+    seaborn grid of draw_sweep_facets instead. The figure's asgd_frame is sweep_frame."""
+    if facets and any(facets.values()):
+        return draw_sweep_facets(table, sweep_keys, target, band, facets)
     keys = [k for k in sweep_keys if k in table and table[k].nunique() > 1]
     quantities = sweep_quantities(table, target)
     if not keys or not quantities:
@@ -553,28 +652,44 @@ def draw_sweep(table, sweep_keys, target, band=stats.DEFAULT_BAND):
     notes, handles = [], {}
     for j, key in enumerate(keys):
         series = table_series(table, sweep_keys, key)
-        palette = matplotlib.colormaps["tab10"].colors
-        styles = {s: (palette[i % len(palette)], SERIES_MARKERS[i % len(SERIES_MARKERS)],
-                      SERIES_DASHES[(i // len(palette)) % len(SERIES_DASHES)])
-                  for i, s in enumerate(series)}
-        for i, (stem, label, is_time) in enumerate(quantities):
+        styles = series_styles(series)
+        for i, (stem, label, t) in enumerate(quantities):
             ax = axes[i][j]
-            notes += draw_sweep_panel(ax, key, series, styles, stem, label, is_time, band,
+            notes += draw_sweep_panel(ax, key, series, styles, stem, label, t, band,
                                       handles)
             ax.set_ylabel(label)
             if i == len(quantities) - 1:
                 ax.set_xlabel(key)
     spread = "" if band == "none" else \
         f"; error bars and band = {stats.band_description(band, short=True)} over seeds"
-    fig.suptitle(wrap_title("Sweep: each quantity against each swept key, mean over the "
-                            "completed seeds" + spread, fig), fontsize="medium")
+    asked = [t.text for t in targets_of(target) if t.usable]
+    question = f"time to {' and '.join(asked)} and final metrics" if asked else "final metrics"
+    fig.suptitle(wrap_title(f"Sweep: {question} against each swept key, mean over the "
+                            "completed seeds (dots: each seed)" + spread, fig),
+                 fontsize="medium")
     legend = list(handles.values())
     if any(NOT_REACHED in note for note in notes):
         legend.append(Line2D([], [], ls="none", marker="^", mfc="white", mec="#555", mew=1.5,
                              label=NOT_REACHED))
     add_figure_legend(fig, legend)
     add_figure_notes(fig, list(dict.fromkeys(notes)))
+    fig.asgd_frame = sweep_frame(table, sweep_keys, target, band)
     return fig
+
+
+def series_styles(series):
+    """{series key: (colour, marker, dash)}: the engine's fixed colour, shaded when an
+    engine has several lines; marker and dash tell the lines apart."""
+    per_engine = {}
+    for skey in series:
+        per_engine.setdefault(skey[0], []).append(skey)
+    styles = {}
+    for i, skey in enumerate(series):
+        members = per_engine[skey[0]]
+        colour = shade(engine_colour(skey[0]), members.index(skey), len(members))
+        styles[skey] = (colour, SERIES_MARKERS[i % len(SERIES_MARKERS)],
+                        SERIES_DASHES[members.index(skey) % len(SERIES_DASHES)])
+    return styles
 
 
 SERIES_MARKERS = ("o", "s", "D", "^", "v", "P", "X", "*", "<", ">")
@@ -595,7 +710,7 @@ def set_sweep_xlim(ax, scale, positions):
         ax.set_xlim(low - pad, high + pad)
 
 
-def draw_sweep_panel(ax, key, series, styles, stem, quantity, is_time, band, handles):
+def draw_sweep_panel(ax, key, series, styles, stem, quantity, target, band, handles):
     """One quantity against one key; returns notes. handles collects legend entries."""
     all_texts = sorted({r[key] for rows in series.values() for r in rows}, key=value_sort_key)
     numbers = numeric_values(all_texts)
@@ -612,30 +727,44 @@ def draw_sweep_panel(ax, key, series, styles, stem, quantity, is_time, band, han
         shifted = dodge(ax, index, len(series))
         x = np.array([position[r[key]] for r in rows])
         mean = np.array([r[stem + "_mean"] for r in rows], dtype=float)
-        half = np.array([band_half_width(r, stem, band) for r in rows])
+        bounds = np.array([band_interval(r, stem, band) for r in rows], dtype=float).reshape(-1, 2)
+        low, high = bounds[:, 0], bounds[:, 1]
         ok = np.isfinite(mean)
         label = series_label(skey)
         lines.append((label, x[ok], mean[ok]))
-        error_bars(ax, x[ok], mean[ok], half[ok], shifted, colour, marker, dash)
-        both = ok & np.isfinite(half)
+        error_bars(ax, x[ok], mean[ok], (mean[ok] - low[ok], high[ok] - mean[ok]), shifted,
+                   colour, marker, dash)
+        both = ok & np.isfinite(low) & np.isfinite(high)
         if both.sum() > 1 and numbers:
-            ax.fill_between(x[both], mean[both] - half[both], mean[both] + half[both],
+            ax.fill_between(x[both], low[both], high[both],
                             color=colour, alpha=0.12, lw=0, transform=shifted)
-        values += list(mean[ok]) + list((mean - half)[both]) + list((mean + half)[both])
+        seed_x, seed_y = [], []
+        for r, xs in zip(rows, x):
+            text = r.get(stem + "_values")
+            for v in (text.split(";") if isinstance(text, str) and text else []):
+                if math.isfinite(rundata_float(v)):
+                    seed_x.append(xs)
+                    seed_y.append(rundata_float(v))
+        if seed_x:  # every seed a point, beside its line's mean
+            ax.plot(seed_x, seed_y, ls="none", marker=".", ms=3.5, alpha=0.55, color=colour,
+                    transform=shifted)
+            values += seed_y
+        values += list(mean[ok]) + list(low[both]) + list(high[both])
         handles.setdefault(label, Line2D([], [], color=colour, marker=marker, ls=dash,
                                          label=label))
-        if not is_time:
+        if target is None:
             continue
+        reached = f"target_{target.name}_reached"
         missing = [r for r in rows if not math.isfinite(r[stem + "_mean"])]
         if missing:
             mark_not_reached(ax, [position[r[key]] for r in missing], colour,
                              shift=(index, len(series)))
             notes.append(f"{label}: {NOT_REACHED} at "
-                         + ", ".join(f"{key}={r[key]} ({r.get('target_loss_reached', 0)}/"
+                         + ", ".join(f"{key}={r[key]} ({r.get(reached, 0)}/"
                                      f"{r.get('completed', 0)})" for r in missing) + ".")
         for r, xs, m in zip(rows, x, mean):
-            if math.isfinite(m) and r.get("target_loss_reached", 0) < r.get("completed", 0):
-                ax.annotate(f"{r['target_loss_reached']}/{r['completed']}", (xs, m),
+            if math.isfinite(m) and r.get(reached, 0) < r.get("completed", 0):
+                ax.annotate(f"{r[reached]}/{r['completed']}", (xs, m),
                             xycoords=shifted, textcoords="offset points", xytext=(5, 4),
                             fontsize="x-small", color=colour)
     for label, other in identical_lines(lines).items():
@@ -697,22 +826,28 @@ def draw_scaling(table, sweep_keys, target, colours, band=stats.DEFAULT_BAND):
     fewest workers that reached it, both on log-log axes (ideal linear speedup is then a
     straight line), with error bars over seeds; points where no run reached the target
     are marked on the frame's edge and named under the figure."""
-    if WORKERS_KEY not in sweep_keys or target is None or not math.isfinite(target):
+    usable = [t for t in targets_of(target) if t.usable]
+    if WORKERS_KEY not in sweep_keys or not usable:
         return None
+    target = usable[0]  # the question the figure follows: the first target
     series = table_series(table, sweep_keys, WORKERS_KEY)
-    stem = "time_to_target_loss"
+    stem = target.stem
+    if stem + "_mean" not in table:
+        return None
+    reached = f"target_{target.name}_reached"
     if not any(math.isfinite(r[stem + "_mean"]) for rows in series.values() for r in rows):
         return None
     fig = Figure(figsize=(10.0, 4.0), layout="constrained")
     time_ax, speed_ax = fig.subplots(1, 2)
     handles, notes, worker_counts, speed_values = [], [], set(), []
     for index, (skey, rows) in enumerate(series.items()):
-        group_key = (skey[0], tuple((k, rows[0][k]) for k in sweep_keys))
-        colour = colours.get(group_key, "tab:blue")
+        colour = series_styles(series)[skey][0]
         shift = (index, len(series))
         workers = np.array([float(r[WORKERS_KEY]) for r in rows])
         mean = np.array([r[stem + "_mean"] for r in rows], dtype=float)
-        half = np.array([band_half_width(r, stem, band) for r in rows])
+        bounds = np.array([band_interval(r, stem, band) for r in rows], dtype=float).reshape(-1, 2)
+        below_all, above_all = mean - bounds[:, 0], bounds[:, 1] - mean
+        half = np.fmax(below_all, above_all)  # speedup error: the wider side
         worker_counts |= set(workers)
         ok = np.isfinite(mean)
         label = series_label(skey)
@@ -721,13 +856,14 @@ def draw_scaling(table, sweep_keys, target, colours, band=stats.DEFAULT_BAND):
             mark_not_reached(time_ax, workers[~ok], colour, shift=shift)
             mark_not_reached(speed_ax, workers[~ok], colour, bottom=True, shift=shift)
             notes.append(f"{label}: {NOT_REACHED} with "
-                         + ", ".join(f"{w:g} workers ({r.get('target_loss_reached', 0)}/"
+                         + ", ".join(f"{w:g} workers ({r.get(reached, 0)}/"
                                      f"{r.get('completed', 0)})"
                                      for w, r, good in zip(workers, rows, ok) if not good) + ".")
         if not ok.any():
             continue
         w, m, h = workers[ok], mean[ok], half[ok]
-        error_bars(time_ax, w, m, h, dodge(time_ax, *shift), colour, ms=4)
+        error_bars(time_ax, w, m, (below_all[ok], above_all[ok]), dodge(time_ax, *shift),
+                   colour, ms=4)
         time_ax.plot(w, m[0] * w[0] / w, color=colour, ls=":", lw=1.2)
         speedup, speed_half = speedup_with_error(m, h)
         below = np.minimum(speed_half, 0.95 * speedup)  # a log axis has no room below 0
@@ -736,8 +872,8 @@ def draw_scaling(table, sweep_keys, target, colours, band=stats.DEFAULT_BAND):
         speed_ax.plot(w, w / w[0], color=colour, ls="--", lw=1)
         speed_values += list(speedup - below) + list(speedup + speed_half) + list(w / w[0])
         for r, x, y in zip([r for r, good in zip(rows, ok) if good], w, m):
-            if r.get("target_loss_reached", 0) < r.get("completed", 0):
-                time_ax.annotate(f"{r['target_loss_reached']}/{r['completed']}", (x, y),
+            if r.get(reached, 0) < r.get("completed", 0):
+                time_ax.annotate(f"{r[reached]}/{r['completed']}", (x, y),
                                  textcoords="offset points", xytext=(5, 4),
                                  fontsize="x-small", color=colour)
     counts = sorted(worker_counts)
@@ -756,7 +892,7 @@ def draw_scaling(table, sweep_keys, target, colours, band=stats.DEFAULT_BAND):
     speed_ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     bars = "" if band == "none" else f"; bars = {stats.band_description(band, short=True)}"
     time_ax.set_ylabel("virtual time to target (s)")
-    time_ax.set_title(f"Time to train loss \u2264 {stats.format_value(target)}\n"
+    time_ax.set_title(f"Time to {target.text}\n"
                       f"(dotted: ideal linear speedup{bars})", fontsize="medium")
     speed_ax.set_ylabel("speedup over the fewest workers\nthat reached the target")
     speed_ax.set_title("Speedup, log-log axes\n(dashed: ideal linear speedup)",
@@ -1082,4 +1218,292 @@ def draw_workers(groups):
         ax.set_visible(False)
     add_figure_legend(fig, [Patch(color=colour, label=label)
                             for _, label, colour in WORKER_PARTS])
+    return fig
+
+
+# ---------------------------------------------------------------- sweep, faceted (seaborn)
+
+FACET_ROLES = ("col", "row", "hue", "style")
+QUANTITY = "quantity"
+
+
+def facet_layout(frame, sweep_keys, facets):
+    """Which column of sweep_frame goes where: {x, col, row, hue, style} and the frame
+    (with a 'series' column when several swept keys are left for the lines), plus notes.
+    Defaults: hue = engine, rows = the quantities (or columns, when --row names a key);
+    x = the first swept key with two values that no option took; the swept keys left
+    over tell lines apart by style."""
+    chosen = {role: facets.get(role) for role in FACET_ROLES if facets.get(role)}
+    taken = set(chosen.values())
+    free = [k for k in sweep_keys if k in frame and frame[k].nunique() > 1 and k not in taken]
+    x = free[0] if free else "engine"
+    notes = []
+    layout = {"x": x, "hue": chosen.get("hue", "engine"),
+              "col": chosen.get("col"), "row": chosen.get("row"), "style": chosen.get("style")}
+    if layout["row"] is None:
+        layout["row"] = QUANTITY
+    elif layout["col"] is None:
+        layout["col"] = QUANTITY
+    else:  # both facets are keys: one quantity, the question's
+        quantities = list(dict.fromkeys(frame[QUANTITY]))
+        times = [q for q in quantities if q.startswith("time to")]
+        keep = times[0] if times else quantities[0]
+        frame = frame[frame[QUANTITY] == keep]
+        notes.append(f"--row and --col both name keys: only '{keep}' is drawn.")
+    left = [k for k in free[1:] if k not in taken]
+    if left and layout["style"] is None:
+        frame = frame.copy()
+        frame["series"] = [", ".join(f"{k}={row[k]}" for k in left)
+                           for row in frame.to_dict("records")]
+        layout["style"] = "series"
+    return layout, frame, notes
+
+
+def ordered_values(values):
+    return sorted({str(v) for v in values if v is not None and not
+                   (isinstance(v, float) and math.isnan(v))}, key=value_sort_key)
+
+
+def draw_sweep_facets(table, sweep_keys, target, band, facets):
+    """The sweep figure on a seaborn FacetGrid: panels by --col/--row (a sweep key, engine,
+    or the quantity), colour by --hue (engine by default, in its fixed colour), marker and
+    dash by --style. Each panel: per line, the mean over completed seeds, the band
+    (clipped; none under 3 seeds or for split seeds) and every seed as a point; a hollow
+    triangle where no completed run reached the target. Data: sweep_frame."""
+    import seaborn as sns  # only here: the rest of figures.py runs without it
+
+    frame = sweep_frame(table, sweep_keys, target, band)
+    if frame.empty:
+        return None
+    layout, frame, notes = facet_layout(frame, sweep_keys, facets)
+    x, hue, style = layout["x"], layout["hue"], layout["style"]
+    for role in ("x", "col", "row", "hue", "style"):
+        column = layout[role]
+        if column is not None:
+            frame = frame.assign(**{column: frame[column].map(
+                lambda v: v if isinstance(v, str) and column == QUANTITY else
+                ("-" if v is None else str(v)))})
+    hue_values = ordered_values(frame[hue]) if hue else [None]
+    palette = (engine_palette(hue_values) if hue == "engine" else
+               dict(zip(hue_values, sns.color_palette("viridis", len(hue_values)))))
+    style_values = ordered_values(frame[style]) if style else [None]
+    markers = {v: SERIES_MARKERS[i % len(SERIES_MARKERS)] for i, v in enumerate(style_values)}
+    dashes = {v: SERIES_DASHES[i % len(SERIES_DASHES)] for i, v in enumerate(style_values)}
+    x_values = ordered_values(frame[x])
+    numbers = numeric_values(x_values)
+    scale = sweep_axis_scale(numbers) if numbers else "linear"
+    position = (dict(zip(x_values, numbers)) if numbers
+                else {t: float(i) for i, t in enumerate(x_values)})
+    col_order = ordered_values(frame[layout["col"]]) if layout["col"] not in (None, QUANTITY) \
+        else None
+    row_order = ordered_values(frame[layout["row"]]) if layout["row"] not in (None, QUANTITY) \
+        else None
+    grid = sns.FacetGrid(frame, col=layout["col"], row=layout["row"], col_order=col_order,
+                         row_order=row_order, sharex=False, sharey=False, height=2.8,
+                         aspect=1.35, margin_titles=True, despine=False)
+    grid.figure.set_layout_engine("constrained")
+    for (i, j, _), data in grid.facet_data():
+        ax = grid.facet_axis(i, j)
+        if data.empty:
+            ax.set_visible(False)
+            continue
+        values = []
+        by = [c for c in dict.fromkeys((hue, style)) if c]
+        series = list(data.groupby(by if len(by) > 1 else by[0], sort=False, dropna=False)) \
+            if by else [((None,), data)]
+        for count, (name, rows) in enumerate(series):
+            name = name if isinstance(name, tuple) else (name,)
+            named = dict(zip(by, name))
+            hue_value = named.get(hue)
+            style_value = named.get(style)
+            colour = palette.get(hue_value, "tab:blue") if hue else "tab:blue"
+            rows = rows.assign(pos=rows[x].map(position)).sort_values("pos")
+            shifted = dodge(ax, count, len(series))
+            ok = rows["mean"].notna()
+            error_bars(ax, rows["pos"][ok].to_numpy(), rows["mean"][ok].to_numpy(),
+                       ((rows["mean"] - rows["low"])[ok].to_numpy(),
+                        (rows["high"] - rows["mean"])[ok].to_numpy()),
+                       shifted, colour, markers.get(style_value, "o"),
+                       dashes.get(style_value, "-"))
+            band_ok = ok & rows["low"].notna()
+            if band_ok.sum() > 1 and numbers:
+                ax.fill_between(rows["pos"][band_ok], rows["low"][band_ok],
+                                rows["high"][band_ok], color=colour, alpha=0.12, lw=0,
+                                transform=shifted)
+            seed_x = [p for p, seeds in zip(rows["pos"], rows["seeds"])
+                      for v in seeds if math.isfinite(v)]
+            seed_y = [v for seeds in rows["seeds"] for v in seeds if math.isfinite(v)]
+            if seed_x:
+                ax.plot(seed_x, seed_y, ls="none", marker=".", ms=3.5, alpha=0.55,
+                        color=colour, transform=shifted)
+            values += seed_y + list(rows["mean"][ok]) + list(rows["low"][band_ok]) \
+                + list(rows["high"][band_ok])
+            partial = rows[ok & rows["reached"].notna() & (rows["reached"] < rows["completed"])]
+            for _, r in partial.iterrows():  # k of n seeds reached: the mean is theirs only
+                ax.annotate(f"{int(r['reached'])}/{r['completed']}", (r["pos"], r["mean"]),
+                            xycoords=shifted, textcoords="offset points", xytext=(5, 4),
+                            fontsize="x-small", color=colour)
+            missing = rows[~ok & rows["reached"].notna() & (rows["completed"] > 0)]
+            if len(missing):
+                mark_not_reached(ax, list(missing["pos"]), colour,
+                                 shift=(count, len(series)))
+                label = ", ".join(str(v) for v in name if v is not None)
+                notes.append(f"{label}: {NOT_REACHED} at "
+                             + ", ".join(f"{x}={v}" for v in missing[x]) + ".")
+        if scale == "log":
+            ax.set_xscale("log")
+        elif scale == "symlog":
+            ax.set_xscale("symlog", linthresh=min(v for v in numbers if v > 0), linscale=0.5)
+        ax.autoscale_view()
+        stems = list(dict.fromkeys(data["stem"]))
+        if len(stems) == 1:
+            set_value_scale(ax, stems[0], values)
+        set_sweep_xlim(ax, scale, sorted(position.values()))
+        ordered = sorted(position.items(), key=lambda item: item[1])
+        ax.xaxis.set_major_locator(FixedLocator([v for _, v in ordered]))
+        ax.xaxis.set_major_formatter(FixedFormatter([t for t, _ in ordered]))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xlabel(x)
+        quantities = list(dict.fromkeys(data[QUANTITY]))
+        ax.set_ylabel(quantities[0] if len(quantities) == 1 else "value")
+        ax.grid(True, alpha=0.3)
+    grid.set_titles(row_template="{row_name}" if layout["row"] == QUANTITY else
+                    "{row_var} = {row_name}",
+                    col_template="{col_name}" if layout["col"] == QUANTITY else
+                    "{col_var} = {col_name}", size="small")
+    handles = [Line2D([], [], color=palette[v], lw=2, label=f"{hue} = {v}" if hue != "engine" else v)
+               for v in hue_values if hue]
+    handles += [Line2D([], [], color="#555", marker=markers[v], ls=dashes[v],
+                       label=f"{style}: {v}" if style != "series" else v)
+                for v in style_values if style]
+    if any(NOT_REACHED in n for n in notes):
+        handles.append(Line2D([], [], ls="none", marker="^", mfc="white", mec="#555",
+                              mew=1.5, label=NOT_REACHED))
+    fig = grid.figure
+    asked = [t.text for t in targets_of(target) if t.usable]
+    spread = "" if band == "none" else \
+        f"; band = {stats.band_description(band, short=True)} over seeds (from 3 seeds)"
+    fig.suptitle(wrap_title("Sweep: " + (f"time to {' and '.join(asked)} and final metrics"
+                                         if asked else "final metrics")
+                            + f" against {x}, mean over completed seeds, dots = seeds"
+                            + spread, fig), fontsize="medium")
+    add_figure_legend(fig, handles)
+    add_figure_notes(fig, list(dict.fromkeys(notes)))
+    fig.asgd_frame = frame
+    fig.asgd_grid = grid
+    return fig
+
+
+# ---------------------------------------------------------------- convergence, faceted
+
+def convergence_frames(groups, metrics, x_name, band):
+    """The data behind the faceted convergence figure, tidy. seeds: one row per run and
+    evaluation point (every run, any status: engine, group, sweep keys, seed, status,
+    metric, x, value). means: one row per group, metric and grid point over the group's
+    completed runs (mean_curve_values: the range every seed covers), with the band's
+    low/high (clipped; NaN under 3 seeds)."""
+    seeds, means = [], []
+    for group in groups:
+        base = {"engine": group.engine, "group": group.label, **group.sweep}
+        for metric in metrics:
+            for run in group.runs:
+                x, y = curve(run, x_name, metric)
+                seeds += [{**base, "seed": run.seed, "status": run.status, "metric": metric,
+                           "x": a, "value": b} for a, b in zip(x, y)]
+            done = [c for c in (curve(run, x_name, metric) for run in group.completed)
+                    if len(c[0])]
+            grid, ys = mean_curve_values(done)
+            if not len(grid):
+                continue
+            low, high = stats.band_bounds(ys, band, metric)
+            low = np.broadcast_to(low, grid.shape)
+            high = np.broadcast_to(high, grid.shape)
+            means += [{**base, "metric": metric, "x": g, "mean": m, "low": lo, "high": hi,
+                       "n": len(done)} for g, m, lo, hi in zip(grid, ys.mean(axis=0), low, high)]
+    return pd.DataFrame(seeds), pd.DataFrame(means)
+
+
+def draw_convergence_facets(groups, metrics, x_axes, band, facets):
+    """Convergence on a seaborn FacetGrid: panels by --col/--row (a sweep key or engine;
+    rows are the metrics unless --row names a key), colour by --hue (engine by default,
+    its fixed colour), dash by --style. Every seed a thin line (dashed when the run did not
+    complete), each group's mean over its completed seeds thick with the band."""
+    import seaborn as sns
+
+    metrics = [m for m in metrics if has_values(groups, m)]
+    x_axes = [x for x in x_axes if has_values(groups, x)]
+    if not metrics or not x_axes:
+        return None
+    x_name = x_axes[0]
+    seeds, means = convergence_frames(groups, metrics, x_name, band)
+    if seeds.empty:
+        return None
+    hue = facets.get("hue") or "engine"
+    style = facets.get("style")
+    col, row = facets.get("col"), facets.get("row") or "metric"
+    if facets.get("row") and not col and len(metrics) > 1:
+        col = "metric"
+    for frame in (seeds, means):
+        for column in {hue, style, col, row} - {None, "metric"}:
+            if column in frame:
+                frame[column] = frame[column].map(str)
+    hue_values = ordered_values(seeds[hue])
+    palette = (engine_palette(hue_values) if hue == "engine" else
+               dict(zip(hue_values, sns.color_palette("viridis", len(hue_values)))))
+    style_values = ordered_values(seeds[style]) if style else [None]
+    dashes = {v: SERIES_DASHES[i % len(SERIES_DASHES)] for i, v in enumerate(style_values)}
+    order = {c: ordered_values(seeds[c]) for c in (col, row) if c and c != "metric"}
+    grid = sns.FacetGrid(seeds, col=col, row=row, col_order=order.get(col),
+                         row_order=order.get(row) if row != "metric" else metrics,
+                         sharex=True, sharey=False, height=2.8, aspect=1.35,
+                         margin_titles=True, despine=False)
+    grid.figure.set_layout_engine("constrained")
+    for (i, j, _), data in grid.facet_data():
+        ax = grid.facet_axis(i, j)
+        if data.empty:
+            ax.set_visible(False)
+            continue
+        mask = np.ones(len(means), dtype=bool)
+        for column in (col, row):
+            if column:
+                mask &= (means[column] == data[column].iloc[0]).to_numpy()
+        here = means[mask]
+        for (grp, seed), run in data.groupby(["group", "seed"], sort=False):
+            colour = palette.get(run[hue].iloc[0], "tab:blue")
+            completed = run["status"].iloc[0] == COMPLETED
+            ax.plot(run["x"], run["value"], color=colour, lw=SEED_LINE_WIDTH if completed else 1.0,
+                    alpha=SEED_ALPHA if completed else 0.9, ls="-" if completed else "--")
+        for grp, curve_frame in here.groupby("group", sort=False):
+            colour = palette.get(curve_frame[hue].iloc[0], "tab:blue")
+            dash = dashes.get(curve_frame[style].iloc[0]) if style else "-"
+            ax.plot(curve_frame["x"], curve_frame["mean"], color=colour, lw=MEAN_LINE_WIDTH,
+                    ls=dash)
+            if curve_frame["low"].notna().any():
+                ax.fill_between(curve_frame["x"], curve_frame["low"], curve_frame["high"],
+                                color=colour, alpha=0.18, lw=0)
+        metric = data["metric"].iloc[0]
+        if metric in LOSS_METRICS and (data["value"] > 0).all():
+            ax.set_yscale("log")
+        ax.set_xlabel(X_LABELS.get(x_name, x_name))
+        ax.set_ylabel(METRIC_LABELS.get(metric, metric) if data["metric"].nunique() == 1
+                      else "value")
+        ax.grid(True, alpha=0.3)
+    grid.set_titles(row_template="{row_name}" if row == "metric" else "{row_var} = {row_name}",
+                    col_template="{col_name}" if col == "metric" else "{col_var} = {col_name}",
+                    size="small")
+    handles = [Line2D([], [], color=palette[v], lw=MEAN_LINE_WIDTH, label=v if hue == "engine"
+                      else f"{hue} = {v}") for v in hue_values]
+    handles += [Line2D([], [], color="#555", ls=dashes[v], label=f"{style}: {v}")
+                for v in style_values if style]
+    handles.append(Line2D([], [], color="#555", lw=SEED_LINE_WIDTH, alpha=SEED_ALPHA,
+                          label="one seed (dashed: did not complete)"))
+    fig = grid.figure
+    spread = "" if band == "none" else \
+        f", band = {stats.band_description(band, short=True)} (from 3 seeds)"
+    fig.suptitle(wrap_title("Convergence: thick = mean over a group's completed seeds where "
+                            "every seed has data" + spread + "; thin = each seed", fig),
+                 fontsize="medium")
+    add_figure_legend(fig, handles)
+    add_figure_notes(fig, mean_cut_notes(groups, [x_name], metrics))
+    fig.asgd_frame, fig.asgd_means, fig.asgd_grid = seeds, means, grid
     return fig

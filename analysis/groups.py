@@ -9,8 +9,14 @@ Conventions, stated once:
 - std and the confidence interval over repeats are those of stats.py (ddof=1; NaN for a
   single run: one run says nothing about the spread).
 - Final metrics, totals and time-to-target are averaged over the group's *completed* runs
-  only: a diverged run's final loss is inf/NaN and an unfinished run has no final at all.
-  The table's status columns say how many runs were left out and why.
+  only: a diverged run's final loss is inf/NaN, a stalled run (asgdsim's own status: it
+  stopped making progress) is a different outcome, and an unfinished run has no final at
+  all. The table's status columns say how many runs were left out and why; the status
+  comes from summary.json, never from a rule of ours.
+- A target (Target) is a metric and a threshold: train loss <= x, test loss <= x or test
+  accuracy >= x. The first target is the one the sweep, scaling and time-to-target
+  figures follow (plot.py: --target-accuracy, else --target-loss, else the automatic
+  train-loss target).
 """
 
 import json
@@ -23,7 +29,10 @@ import pandas as pd
 import stats
 
 COMPLETED = "completed"
-STATUS_ORDER = ("completed", "diverged", "interrupted", "unfinished", "missing")
+STATUS_ORDER = ("completed", "diverged", "stalled", "interrupted", "failed", "unfinished",
+                "missing")
+# Status columns of the summary table (counts per group); other statuses count as "other".
+TABLE_STATUSES = ("completed", "diverged", "stalled", "interrupted", "failed", "unfinished")
 
 # (column stem in the table, how to read it from a Run)
 FINAL_QUANTITIES = (
@@ -50,6 +59,47 @@ def per_virtual_second(run, name):
 # by staleness, say) would otherwise push the target above the starting loss.
 DEFAULT_TARGET_FACTOR = 1.1
 TRAINED_FRACTION = 0.5
+
+
+@dataclass
+class Target:
+    """A question: when does `metric` reach `value`? name is the summary table's stem
+    (time_to_target_<name>, target_<name>): loss (train loss), test_loss, accuracy."""
+    metric: str     # train_loss | test_loss | test_accuracy
+    value: float
+    how: str = ""   # how it was chosen, in words
+
+    @property
+    def name(self):
+        return {"train_loss": "loss", "test_accuracy": "accuracy"}.get(self.metric, self.metric)
+
+    @property
+    def stem(self):
+        return f"time_to_target_{self.name}"
+
+    @property
+    def relation(self):
+        return "\u2265" if self.metric == "test_accuracy" else "\u2264"
+
+    @property
+    def text(self):
+        """'test accuracy ≥ 0.8': what figures are titled with."""
+        return f"{self.metric.replace('_', ' ')} {self.relation} {stats.format_value(self.value)}"
+
+    @property
+    def usable(self):
+        return self.value is not None and math.isfinite(self.value)
+
+
+def as_targets(target_loss=None, target_accuracy=None):
+    """[Target] from the old (loss, accuracy) arguments: accuracy first when given (the
+    figures follow the first), then loss; a NaN or None value is left out."""
+    targets = []
+    if target_accuracy is not None and math.isfinite(target_accuracy):
+        targets.append(Target("test_accuracy", float(target_accuracy)))
+    if target_loss is not None and math.isfinite(target_loss):
+        targets.append(Target("train_loss", float(target_loss)))
+    return targets
 
 
 @dataclass
@@ -135,6 +185,23 @@ def curve(run, x_name, y_name):
     return x[keep][order], y[keep][order]
 
 
+def mean_curve_values(curves):
+    """(grid, seeds x grid array) of the repeats' curves on the common grid mean_curve
+    uses; empty when they do not overlap."""
+    curves = [(x, y) for x, y in curves if len(x) > 0]
+    empty = np.empty(0)
+    if not curves:
+        return empty, np.empty((0, 0))
+    first_x = curves[0][0]
+    if all(len(x) == len(first_x) and np.allclose(x, first_x) for x, _ in curves):
+        return first_x, np.array([y for _, y in curves])
+    low, high = common_range(curves)
+    if low > high:
+        return empty, np.empty((0, 0))
+    grid = np.unique(np.concatenate([x[(x >= low) & (x <= high)] for x, _ in curves]))
+    return grid, np.array([np.interp(grid, x, y) for x, y in curves])
+
+
 def mean_curve(curves):
     """Mean and std of repeats' curves where every repeat has data.
     curves: list of (x, y) -> (grid, mean, std, n); std is NaN for a single repeat.
@@ -211,43 +278,89 @@ MEAN, STD, CI, COUNT = "_mean", "_std", f"_ci{round(stats.CI_LEVEL * 100)}", "_n
 
 
 def band_half_width(row, stem, band):
-    """The half-width a table row holds for stem under band (ci -> _ci95, std -> _std,
-    none -> NaN); NaN where it rests on fewer than 2 values."""
-    column = {"ci": CI, "std": STD}.get(band)
-    if column is None or row.get(stem + COUNT, 0) < 2:
+    """The half-width a table row holds for stem under band (ci95 -> _ci95, std -> _std;
+    NaN for none, minmax and iqr, which are not symmetric: band_interval) and NaN where it
+    rests on fewer than stats.MIN_SEEDS_FOR_CI values or the seeds are split."""
+    band = stats.normalize_band(band)
+    column = {"ci95": CI, "std": STD}.get(band)
+    if column is None or row.get(stem + COUNT, 0) < stats.MIN_SEEDS_FOR_CI \
+            or row.get(stem + "_bimodal"):
         return math.nan
     value = row.get(stem + column)
     return math.nan if value is None else float(value)
 
 
+def band_interval(row, stem, band):
+    """(low, high) of the band a table row holds for stem, clipped to the metric's range
+    (stats.metric_range); NaN where the band rests on too few seeds or they are split."""
+    band = stats.normalize_band(band)
+    if band == "none" or row.get(stem + COUNT, 0) < stats.MIN_SEEDS_FOR_CI \
+            or row.get(stem + "_bimodal"):
+        return math.nan, math.nan
+    if band in ("minmax", "iqr"):
+        low, high = ((row.get(stem + "_min"), row.get(stem + "_max")) if band == "minmax"
+                     else (row.get(stem + "_q25"), row.get(stem + "_q75")))
+        low = math.nan if low is None else float(low)
+        high = math.nan if high is None else float(high)
+    else:
+        mean, half = float(row.get(stem + MEAN, math.nan)), band_half_width(row, stem, band)
+        low, high = mean - half, mean + half
+    low, high = stats.clip_band(low, high, stem)
+    return float(low), float(high)
+
+
+def seed_values(values):
+    """The per-seed values as table text: '0.1;0.85;nan' (in seed order)."""
+    return ";".join(repr(float(v)) if v is not None else "nan" for v in values)
+
+
 def add_estimate(row, stem, values):
-    """row[stem_mean/_std/_ci95/_n] over the finite values (stats.estimate)."""
-    mean, std, half, n = stats.estimate(values, "ci")
+    """row[stem_mean/_std/_ci95/_n] over the finite values (stats.estimate), and
+    _min/_max/_q25/_q75 (the other bands), _values (every seed, in seed order, for the
+    tables that show seeds) and _bimodal (stats.split_seeds)."""
+    mean, std, half, n = stats.estimate(values, "ci95")
     row[stem + MEAN], row[stem + STD], row[stem + CI], row[stem + COUNT] = mean, std, half, n
+    finite = np.array([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+    if len(finite):
+        row[stem + "_min"], row[stem + "_max"] = float(finite.min()), float(finite.max())
+        row[stem + "_q25"], row[stem + "_q75"] = (float(np.percentile(finite, 25)),
+                                                  float(np.percentile(finite, 75)))
+    else:
+        for suffix in ("_min", "_max", "_q25", "_q75"):
+            row[stem + suffix] = math.nan
+    row[stem + "_values"] = seed_values(values)
+    row[stem + "_bimodal"] = stats.split_seeds(values) is not None
 
 
-def summary_table(groups, sweep_keys, target_loss, target_accuracy=None):
+def summary_table(groups, sweep_keys, target_loss=None, target_accuracy=None, targets=None):
     """One row per group: status counts; for each final quantity over the completed runs
     and each time to target over the completed runs that reach it, the mean, sample std,
-    95% CI half-width and the number of values (columns stem_mean, _std, _ci95, _n)."""
+    95% CI half-width and the number of values (columns stem_mean, _std, _ci95, _n), the
+    other bands' bounds (_min, _max, _q25, _q75), the seeds' values (_values) and whether
+    they split (_bimodal). targets: [Target] (default: from target_loss, target_accuracy;
+    a time to target column per target)."""
+    if targets is None:
+        targets = as_targets(target_loss, target_accuracy)
+        # the train-loss target stays in the table even when NaN (no run trained)
+        if target_loss is not None and not any(t.metric == "train_loss" for t in targets):
+            targets.append(Target("train_loss", float(target_loss)))
     rows = []
     for group in groups:
         row = {"group": group.label, "engine": group.engine}
         row.update({key: group.sweep[key] for key in sweep_keys})
         counts = status_counts(group.runs)
         row["runs"] = len(group.runs)
-        for status in STATUS_ORDER[:4]:
+        for status in TABLE_STATUSES:
             row[status] = counts.get(status, 0)
         done = group.completed
         for stem, read in FINAL_QUANTITIES:
             add_estimate(row, stem, [read(r) for r in done])
-        targets = [("loss", "train_loss", target_loss)]
-        if target_accuracy is not None:
-            targets.append(("accuracy", "test_accuracy", target_accuracy))
-        for name, metric, target in targets:
-            times = [time_to_target(run, metric, target) for run in done]
-            row[f"target_{name}"] = target
-            add_estimate(row, f"time_to_target_{name}", times)
-            row[f"target_{name}_reached"] = sum(math.isfinite(t) for t in times)
+        for target in targets:
+            times = [time_to_target(run, target.metric, target.value) for run in done]
+            row[f"target_{target.name}"] = target.value
+            add_estimate(row, target.stem, times)
+            row[f"target_{target.name}_reached"] = sum(math.isfinite(t) for t in times)
         rows.append(row)
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    table.attrs["targets"] = list(targets)
+    return table

@@ -3,7 +3,15 @@
 
     analysis/plot.py RUNS/EXPERIMENT [--x time|updates|epoch]
         [--metric train_loss|test_loss|test_accuracy ...] [--out DIR] [--format png,svg]
-        [--target-loss X] [--target-accuracy X] [--band ci|std|none] [--timeline-seconds S]
+        [--target-loss X] [--target-accuracy X] [--band ci95|minmax|iqr|std|none]
+        [--where KEY=VALUE ...] [--col KEY] [--row KEY] [--hue KEY] [--style KEY]
+        [--timeline-seconds S] [--check]
+
+The target is the question: --target-accuracy X (or --target-loss X) makes the sweep,
+scaling and time-to-target figures and the table's time column "time to test accuracy
+>= X"; with neither, an automatic train-loss target. KEY is engine or a sweep key as the
+config spells it (train.lr); --where keeps only the runs with that value (repeat it: one
+key's values are alternatives, different keys must all hold).
 
 What it is: the command line. It reads the folder (asgdsim_data.read, the loader notebooks
 use too), groups repeats and computes the table (groups.py), draws (figures.py), and
@@ -40,6 +48,7 @@ def reexec_with_matplotlib():
 reexec_with_matplotlib()
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
 import io  # noqa: E402
 import math  # noqa: E402
 import traceback  # noqa: E402
@@ -51,6 +60,7 @@ import groups as grouping  # noqa: E402
 import report  # noqa: E402
 import stats  # noqa: E402
 import asgdsim_data  # noqa: E402
+import rundata  # noqa: E402
 from rundata import NotAnExperiment, warn  # noqa: E402
 
 X_AXES = ("time", "updates", "epoch")
@@ -73,6 +83,59 @@ def split_list(text, allowed, option):
     return items
 
 
+def band_argument(text):
+    try:
+        return stats.normalize_band(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def parse_where(text):
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise UsageError(f"--where {text!r}: expected KEY=VALUE (train.lr=0.1, engine=async)")
+    return key.strip(), value.strip()
+
+
+def resolve_key(key, experiment, option):
+    """A facet or filter key: engine, a sweep key, or model (the sweep key model or
+    model.type); UsageError naming the valid keys otherwise."""
+    keys = ["engine"] + list(experiment.sweep_keys)
+    if key in keys:
+        return key
+    if key == "model":
+        for candidate in ("model", "model.type"):
+            if candidate in experiment.sweep_keys:
+                return candidate
+    raise UsageError(f"{option} {key}: not engine or a sweep key of this experiment "
+                     f"(keys: {', '.join(keys)})")
+
+
+def run_value(run, key):
+    if key == "engine":
+        return run.engine
+    return grouping.canonical_text(run.sweep.get(key))
+
+
+def filter_runs(experiment, where):
+    """experiment with only the runs every --where key allows (one key's values are
+    alternatives). UsageError when a key is unknown or nothing is left."""
+    if not where:
+        return experiment
+    allowed = {}
+    for key, value in where:
+        key = resolve_key(key, experiment, "--where")
+        text = value if key == "engine" else grouping.canonical_text(
+            rundata.parse_index_value(value))
+        allowed.setdefault(key, set()).add(text)
+    runs = [run for run in experiment.runs
+            if all(run_value(run, key) in values for key, values in allowed.items())]
+    if not runs:
+        raise UsageError("--where leaves no run: " + "; ".join(
+            f"{k} in {{{', '.join(sorted(v))}}}" for k, v in allowed.items()))
+    return dataclasses.replace(experiment, runs=runs)
+
+
 def parse_arguments(argv):
     parser = argparse.ArgumentParser(
         prog="plot.py", description="Draw an asgdsim experiment's figures and report.")
@@ -93,15 +156,28 @@ def parse_arguments(argv):
                              f"{grouping.TRAINED_FRACTION} x their first loss)")
     parser.add_argument("--target-accuracy", type=float, metavar="X",
                         help="test-accuracy target for time-to-target (default: none)")
-    parser.add_argument("--band", choices=stats.BANDS, default=stats.DEFAULT_BAND,
+    parser.add_argument("--band", type=band_argument, default=stats.DEFAULT_BAND,
                         help="spread over seeds drawn as bands and error bars and written "
-                             "as \u00b1 in the tables: ci = 95%% confidence interval of the "
-                             "mean (Student's t), std = \u00b11 sample std, none "
-                             "(default: ci)")
+                             "in the tables (from 3 seeds; fewer: the seeds are shown): "
+                             "ci95 (or ci) = 95%% confidence interval of the mean "
+                             "(Student's t), minmax = smallest to largest seed, iqr = 25th "
+                             "to 75th percentile, std = \u00b11 sample std, none "
+                             "(default: ci95). Bands are clipped to the metric's range")
+    parser.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                        help="keep only the runs whose KEY (engine or a sweep key) is VALUE")
+    for role, what in (("col", "panel columns"), ("row", "panel rows"),
+                       ("hue", "line colours (default: engine)"),
+                       ("style", "line markers and dashes")):
+        parser.add_argument(f"--{role}", metavar="KEY",
+                            help=f"sweep figure: {what} by KEY (engine, model or a sweep key)")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing: say whether the report is older than the runs "
+                             "(exit 1 when it is, naming them)")
     parser.add_argument("--timeline-seconds", type=float, metavar="S",
                         help="timeline window from the first event, in virtual seconds "
                              "(default: whole run if short, else its first 2000 events)")
     args = parser.parse_args(argv)
+    args.where = [parse_where(item) for item in args.where]
     args.metric = split_list(",".join(args.metric), METRICS, "--metric") \
         if args.metric else list(METRICS)
     args.format = split_list(args.format, FORMATS, "--format")
@@ -119,17 +195,35 @@ def loss_target(args, groups):
                    f"completed runs that trained (final <= {grouping.TRAINED_FRACTION} x first)")
 
 
-def draw_all(experiment, groups, table, args, target):
+def chosen_targets(args, groups):
+    """[Target]: the question(s) asked, the figures following the first. --target-accuracy
+    first, then --target-loss; with neither, the automatic train-loss target."""
+    targets = []
+    if args.target_accuracy is not None:
+        targets.append(grouping.Target("test_accuracy", args.target_accuracy,
+                                       "given with --target-accuracy"))
+    if args.target_loss is not None or not targets:
+        value, how = loss_target(args, groups)
+        targets.append(grouping.Target("train_loss", value, how))
+    return targets
+
+
+def facet_options(args, experiment):
+    return {role: resolve_key(getattr(args, role), experiment, f"--{role}")
+            for role in figures.FACET_ROLES if getattr(args, role)}
+
+
+def draw_all(experiment, groups, table, args, targets, facets=None):
     """[(name, Figure)] for every figure the experiment has data for."""
     colours = figures.group_colours(groups)
     x_axes = [args.x] if args.x else list(X_AXES)
     keys = experiment.sweep_keys
     drawn = [
         ("convergence", figures.draw_convergence(groups, args.metric, x_axes, colours,
-                                                 args.band)),
-        ("sweep", figures.draw_sweep(table, keys, target, args.band)),
+                                                 args.band, facets)),
+        ("sweep", figures.draw_sweep(table, keys, targets, args.band, facets)),
         ("staleness", figures.draw_staleness(groups, keys, colours)),
-        ("scaling", figures.draw_scaling(table, keys, target, colours, args.band)),
+        ("scaling", figures.draw_scaling(table, keys, targets, colours, args.band)),
         ("topology", figures.draw_topology_speedup(groups, colours)),
         ("timeline", figures.draw_timeline(groups, args.timeline_seconds)),
         ("workers", figures.draw_workers(groups)),
@@ -162,6 +256,8 @@ def save_figure(fig, name, out, formats):
             path.write_bytes(png)
         else:
             fig.savefig(path, format=fmt, **options)
+    if "matplotlib.pyplot" in sys.modules:  # seaborn's grids live in pyplot: free them
+        sys.modules["matplotlib.pyplot"].close(fig)
     return png
 
 
@@ -174,6 +270,20 @@ def main(argv):
     args = parse_arguments(argv)
     experiment = asgdsim_data.read(args.experiment)
     out = Path(args.out) if args.out else experiment.folder
+    if args.check:
+        newer = report.runs_newer_than(experiment, out / "report.html")
+        if newer is None:
+            print(f"{out / 'report.html'}: no report yet")
+            return 1
+        if newer:
+            print(f"{out / 'report.html'} is older than {len(newer)} run(s): "
+                  + ", ".join(newer[:5]) + (" ..." if len(newer) > 5 else "")
+                  + "; run plot.py again")
+            return 1
+        print(f"{out / 'report.html'} is up to date with its runs")
+        return 0
+    experiment = filter_runs(experiment, args.where)
+    facets = facet_options(args, experiment)
     out.mkdir(parents=True, exist_ok=True)
     if (out / "plots").is_dir():
         warn(f"{out / 'plots'} is from an older plot.py, which drew into that sub-folder; "
@@ -182,17 +292,14 @@ def main(argv):
              "takes it for a run).")
 
     groups = grouping.group_runs(experiment)
-    target, how = loss_target(args, groups)
-    targets = [("train loss \u2264", target, how)]
-    if args.target_accuracy is not None:
-        targets.append(("test accuracy \u2265", args.target_accuracy,
-                        "given with --target-accuracy"))
-    table = grouping.summary_table(groups, experiment.sweep_keys, target, args.target_accuracy)
+    chosen = chosen_targets(args, groups)
+    targets = [(f"{t.metric.replace('_', ' ')} {t.relation}", t.value, t.how) for t in chosen]
+    table = grouping.summary_table(groups, experiment.sweep_keys, targets=chosen)
     counts = grouping.status_counts(experiment.runs)
     provenance = report.provenance_rows(experiment, ["analysis/plot.py"] + list(argv))
 
     rendered = [(name, save_figure(fig, name, out, args.format), getattr(fig, "asgd_notes", []))
-                for name, fig in draw_all(experiment, groups, table, args, target)]
+                for name, fig in draw_all(experiment, groups, table, args, chosen, facets)]
     report.write_summary_csv(table, out / "summary_table.csv")
     report.write_markdown(out / "report.md", experiment, table,
                           [(n, figure_reference(n, args.format), notes)
@@ -203,11 +310,12 @@ def main(argv):
                       provenance)
     print(f"figures: {out}/{FIGURE_PREFIX}*.{args.format[0]}")
     print(report_path)
+    return 0
 
 
 if __name__ == "__main__":
     try:
-        main(sys.argv[1:])
+        sys.exit(main(sys.argv[1:]))
     except (NotAnExperiment, UsageError) as error:
         print(f"plot.py: error: {error}", file=sys.stderr)
         sys.exit(2)

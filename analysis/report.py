@@ -28,7 +28,7 @@ TABLE_QUANTITIES = (
     ("mean_staleness", "mean staleness"),
     ("gradients_per_second", "gradients per virtual s"),
 )
-STATUS_COLUMNS = ("completed", "diverged", "interrupted", "unfinished")
+STATUS_COLUMNS = grouping.TABLE_STATUSES
 
 FIGURE_TITLES = {"convergence": "Convergence", "sweep": "Sweep",
                  "staleness": "Staleness", "scaling": "Scaling with workers",
@@ -40,17 +40,23 @@ FIGURE_CAPTIONS = {
                    "seed ends); runs that did not complete dashed. The y range fits the "
                    "points after the first evaluation, so the starting loss may lie above "
                    "the frame. Notes under the figure say what a frame or a mean leaves out.",
-    "sweep": "Final metrics and time to the target train loss against each swept key: one "
-             "line per engine (and values of the other swept keys), mean over the "
-             "completed seeds with error bars and a light band. A log x axis when the "
+    "sweep": "Final metrics and the time to each target asked for (named on its axis) "
+             "against each swept key: one line per engine, in the engine's own colour (and "
+             "values of the other swept keys), mean over the completed seeds with error "
+             "bars and a light band, each seed a dot; no band under 3 seeds or for seeds "
+             "that split (bimodal). With --col/--row/--hue/--style, a grid of panels "
+             "instead. A log x axis when the "
              "values span a decade or more; lines with equal points are shifted sideways "
              "so that all show; a hollow triangle at the top marks a point where no "
              "completed run reached the target.",
-    "staleness": "Staleness of applied gradients per group (groups whose gradients are "
-                 "all fresh, and groups whose histogram equals another's, are named, not "
-                 "drawn), and final train loss against each run's mean staleness when that "
-                 "varies.",
-    "scaling": "Virtual time to reach the target train loss against the number of workers, "
+    "staleness": "Staleness of applied gradients per group, one panel per unit (updates of "
+                 "the model of record; EASGD's exchanges of the center apart) (groups whose "
+                 "gradients are all fresh, and groups whose histogram equals another's, are "
+                 "named, not drawn), and, per engine whose runs' mean staleness varies, "
+                 "final train loss against each run's mean staleness (never across unlike "
+                 "algorithms).",
+    "scaling": "Virtual time to reach the first target asked for (named in the panel's "
+               "title) against the number of workers, "
                "and the speedup over the fewest workers that reached it, on log-log axes "
                "(ideal linear speedup is a straight line), with error bars over seeds (the "
                "speedup's by first-order error propagation). Triangles on the frame's edge: "
@@ -89,16 +95,59 @@ def format_number(value, digits=4):
     return stats.format_value(value, digits)
 
 
+def seeds_of(row, stem):
+    """The finite per-seed values the table row holds for stem (its _values column)."""
+    text = row.get(stem + "_values")
+    if not isinstance(text, str) or not text:
+        return []
+    values = [rundata.to_float(v) for v in text.split(";")]
+    return [v for v in values if math.isfinite(v)]
+
+
+# Past this many seeds, a split group is written per side (count and range), not per seed.
+MAX_SEEDS_LISTED = 6
+
+
+def seeds_text(values, digits=3):
+    return ", ".join(format_number(v, digits) for v in sorted(values))
+
+
+def side_text(values, digits=3):
+    if len(values) <= MAX_SEEDS_LISTED // 2 or len(values) == 1:
+        return seeds_text(values, digits)
+    return (f"{len(values)} seeds at {format_number(min(values), digits)}\u2013"
+            f"{format_number(max(values), digits)}")
+
+
 def format_cell(row, stem, band):
-    """A table cell: 'mean ± half-width' of the band (stats.format_estimate), or just the
-    mean when the band is none or rests on fewer than 2 values."""
+    """A table cell: 'mean ± half-width' of the band (stats.format_estimate), or
+    'mean [low, high]' for minmax and iqr; just the mean when the band is none. Fewer than
+    stats.MIN_SEEDS_FOR_CI seeds: the seeds themselves ('0.85, 0.86 (seeds)'). Seeds that
+    split (stats.split_seeds): 'bimodal: 0.1 vs 0.85, 0.86', never a mean."""
     mean = row.get(stem + grouping.MEAN)
     if mean is None or math.isnan(mean):
         return "\u2014"
+    digits = 7 if stem in COUNT_STEMS else 4
+    seeds = seeds_of(row, stem)
+    if row.get(stem + "_bimodal"):
+        lower, upper = stats.split_seeds(seeds) or (seeds, [])
+        return f"bimodal: {side_text(lower)} vs {side_text(upper)}"
+    n = int(row.get(stem + grouping.COUNT, 0))
+    if 1 < n < stats.MIN_SEEDS_FOR_CI and band != "none" and len(seeds) == n:
+        if max(seeds) == min(seeds):
+            return f"{format_number(seeds[0], digits)} (all {n} seeds)"
+        return f"{seeds_text(seeds, digits)} (seeds)"
+    band = stats.normalize_band(band)
+    if band in ("minmax", "iqr"):
+        low, high = grouping.band_interval(row, stem, band)
+        if math.isnan(low):
+            return format_number(mean, digits)
+        return (f"{format_number(mean, digits)} [{format_number(low, digits)}, "
+                f"{format_number(high, digits)}]")
     half = grouping.band_half_width(row, stem, band)
     if math.isnan(half):
-        return format_number(mean, 7 if stem in COUNT_STEMS else 4)
-    return stats.format_estimate(mean, half, int(row[stem + grouping.COUNT]))
+        return format_number(mean, digits)
+    return stats.format_estimate(mean, half, n)
 
 
 def status_text(row):
@@ -119,29 +168,39 @@ def display_rows(table, sweep_keys, band):
     """The report table as (headings, rows of text); all-empty quantities are left out."""
     quantities = [(stem, head) for stem, head in TABLE_QUANTITIES
                   if stem + "_mean" in table and table[stem + "_mean"].notna().any()]
-    targets = [name for name in ("loss", "accuracy") if f"target_{name}" in table]
+    targets = [t for t in table.attrs.get("targets") or
+               [grouping.Target(m, math.nan) for m in ("test_accuracy", "train_loss")]
+               if f"target_{t.name}" in table]
     headings = ["engine"] + list(sweep_keys) + ["runs"] + [h for _, h in quantities]
-    headings += [f"time to target {name} (s)" for name in targets]
+    headings += [f"time to {t.text if t.usable else 'target ' + t.name} (s)" for t in targets]
     rows = []
     for record in table.to_dict("records"):
         cells = [record["engine"]] + [str(record[k]) for k in sweep_keys]
         cells.append(status_text(record))
         cells += [format_cell(record, stem, band) for stem, _ in quantities]
-        cells += [target_text(record, name, band) for name in targets]
+        cells += [target_text(record, t.name, band) for t in targets]
         rows.append(cells)
     return headings, rows
 
 
 def table_explanation(band):
     """What the table's numbers are, in one sentence."""
-    what = {"ci": f"\u00b1 = {stats.band_description('ci')}",
+    band = stats.normalize_band(band)
+    what = {"ci95": f"\u00b1 = {stats.band_description('ci95')}",
             "std": f"\u00b1 = {stats.band_description('std')}",
+            "minmax": f"[low, high] = {stats.band_description('minmax')}",
+            "iqr": f"[low, high] = {stats.band_description('iqr')}",
             "none": "no spread shown (--band none)"}[band]
-    return (f"Mean over the group's completed runs (seeds); {what}; no \u00b1 where it "
-            "rests on a single run. Other runs are counted, not averaged. Time to target: "
-            "first evaluation point at which the target is reached, over the runs that "
-            "reach it. summary_table.csv has every number at full precision (_std, _ci95, "
-            "_n columns).")
+    return (f"Mean over the group's completed runs (seeds); {what}. With fewer than "
+            f"{stats.MIN_SEEDS_FOR_CI} seeds the seeds' own values are shown, not a band; "
+            "'bimodal' marks seeds that split into two clusters (a gap between sorted "
+            f"values over {stats.GAP_FACTOR:g}\u00d7 the clusters' own spread and over "
+            f"{stats.RELATIVE_GAP:.0%} of the largest value), shown per cluster and never "
+            "averaged. Diverged, stalled and other runs are counted, not "
+            "averaged. Time to target: first evaluation point at which the target is "
+            "reached, over the completed runs that reach it. summary_table.csv has every "
+            "number at full precision (_std, _ci95, _n, _min, _max, _q25, _q75, _values, "
+            "_bimodal columns).")
 
 
 def text_columns(sweep_keys):
@@ -266,9 +325,46 @@ def provenance_rows(experiment, command):
     if missing:
         rows.append(("runs without meta.json", f"{missing} of {len(experiment.runs)}"))
     now = datetime.datetime.now(datetime.timezone.utc)
+    as_of = runs_as_of(experiment)
+    if as_of:
+        rows.append(("runs as of (UTC)", f"{as_of}: the newest run file this report read; "
+                     "if a run folder is newer than the report, the report is stale "
+                     "(analysis/plot.py --check says so)"))
     rows.append(("report command", shlex.join(command)))
     rows.append(("report written (UTC)", f"{now:%Y-%m-%d %H:%M:%S}"))
     return rows
+
+
+def newest_file_time(folder):
+    """The latest modification time (epoch s) of the files directly in a run folder."""
+    try:
+        return max((p.stat().st_mtime for p in folder.iterdir() if p.is_file()), default=None)
+    except OSError:
+        return None
+
+
+def runs_newer_than(experiment, report_path):
+    """Run ids with a file written after report_path was (the report is older than them);
+    None when there is no report there."""
+    try:
+        written = report_path.stat().st_mtime
+    except OSError:
+        return None
+    newer = []
+    for run in experiment.runs:
+        when = newest_file_time(run.folder) if run.folder.is_dir() else None
+        if when is not None and when > written:
+            newer.append(run.run_id)
+    return newer
+
+
+def runs_as_of(experiment):
+    """'YYYY-MM-DD HH:MM:SS' (UTC) of the newest run file read, or None."""
+    times = [t for t in (newest_file_time(run.folder) for run in experiment.runs
+                         if run.folder.is_dir()) if t is not None]
+    if not times:
+        return None
+    return f"{datetime.datetime.fromtimestamp(max(times), datetime.timezone.utc):%Y-%m-%d %H:%M:%S}"
 
 
 def provenance_line(rows):

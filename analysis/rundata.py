@@ -110,8 +110,14 @@ def object_at(parent, key):
     return value if isinstance(value, dict) else {}
 
 
+def program_name():
+    """The script that runs (plot.py, study_table.py), else the package's name."""
+    name = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    return name if name.endswith(".py") and not name.startswith("test_") else "asgdsim_analysis"
+
+
 def warn(message):
-    print("plot.py: warning: " + message, file=sys.stderr)
+    print(f"{program_name()}: warning: " + message, file=sys.stderr)
 
 
 def read_json(path, problems=None):
@@ -136,20 +142,76 @@ def ignored(path, why, problems):
     return None
 
 
-def read_numeric_csv(path, required=(), problems=None):
-    """CSV with every column coerced to float (unparsable -> NaN); None if absent/unusable
-    (warns, and appends what is wrong to `problems` when given)."""
+def parse_cell(text):
+    """A numeric CSV cell -> float: empty -> NaN; nan, -nan, inf, -inf as spelled; None when
+    the text is not a number."""
+    text = text.strip()
+    if not text:
+        return math.nan
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+# Malformed rows listed one by one in a warning; past this many, just how many more.
+MAX_ROW_WARNINGS = 5
+
+
+def read_numeric_csv(path, required=(), problems=None, run=None):
+    """CSV with every column a float (empty, nan, inf as spelled); None if absent/unusable
+    (warns, and appends what is wrong to `problems` when given).
+
+    Every row is checked (issue #31): a row with the wrong number of fields, a cell that
+    is not a number, and a last line without its newline (a write cut short: `0.` of
+    `0.5` would read as 0) are left out with a warning that names the run and the line;
+    the good rows are kept. A file with data rows but none good is ignored."""
     if not path.is_file():
         return None
     try:
-        frame = pd.read_csv(path, skipinitialspace=True)  # parses nan, -nan, inf, empty
-    except (OSError, ValueError, pd.errors.ParserError) as error:  # EmptyDataError is a ValueError
+        text = path.read_bytes().decode("utf-8", errors="replace")
+    except OSError as error:
         return ignored(path, str(error), problems)
-    frame.columns = [str(c).strip() for c in frame.columns]
-    missing = [c for c in required if c not in frame.columns]
+    lines = text.split("\n")
+    truncated = bool(text) and not text.endswith("\n")
+    if not truncated:
+        lines = lines[:-1]  # the empty string after the last newline
+    lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+    if not lines or not lines[0].strip():
+        return ignored(path, "empty file (no header)", problems)
+    header = [c.strip() for c in lines[0].split(",")]
+    missing = [c for c in required if c not in header]
     if missing:
         return ignored(path, f"no column {', '.join(missing)}", problems)
-    return frame.apply(pd.to_numeric, errors="coerce").astype(float)
+    rows, bad = [], []
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        if truncated and number == len(lines):
+            bad.append((number, "last line has no newline (the write was cut short)"))
+            continue
+        cells = line.split(",")
+        if len(cells) != len(header):
+            bad.append((number, f"{len(cells)} fields, the header has {len(header)}"))
+            continue
+        values = [parse_cell(c) for c in cells]
+        wrong = [f"{header[i]}={cells[i].strip()!r}" for i, v in enumerate(values) if v is None]
+        if wrong:
+            bad.append((number, "not a number: " + ", ".join(wrong[:3])))
+            continue
+        rows.append(values)
+    if bad:
+        who = f"run {run}: " if run else ""
+        listed = "; ".join(f"line {n}: {why}" for n, why in bad[:MAX_ROW_WARNINGS])
+        more = f"; and {len(bad) - MAX_ROW_WARNINGS} more" if len(bad) > MAX_ROW_WARNINGS else ""
+        if not rows:
+            return ignored(path, f"{who}no well-formed row ({listed}{more})", problems)
+        message = (f"{who}{path.name}: {len(bad)} malformed row(s) left out, "
+                   f"{len(rows)} kept ({listed}{more})")
+        warn(f"{path}: {message}")
+        if problems is not None:
+            problems.append(message)
+    return pd.DataFrame(rows, columns=header, dtype=float)
 
 
 def read_index(path):
@@ -228,7 +290,7 @@ def load_run(folder, run_id, index_row, run_config, sweep_keys):
 
     if summary is not None and status == "failed" and summary.get("error"):
         problems.append(f"failed: {summary.get('error')}")
-    metrics = read_numeric_csv(folder / "metrics.csv", problems=problems)
+    metrics = read_numeric_csv(folder / "metrics.csv", problems=problems, run=run_id)
     if metrics is not None and "train_loss" in metrics and len(metrics) and metrics["train_loss"].notna().sum() == 0:
         problems.append("metrics.csv holds no readable train_loss")
         warn(f"{folder / 'metrics.csv'}: no readable train_loss in {len(metrics)} rows")
@@ -236,9 +298,11 @@ def load_run(folder, run_id, index_row, run_config, sweep_keys):
     return Run(run_id=run_id, folder=folder, engine=str(engine), sweep=sweep, seed=seed,
                status=status, summary=summary, index_row=index_row, problems=problems,
                metrics=metrics,
-               staleness_hist=read_numeric_csv(folder / "staleness.csv", ("staleness", "count")),
+               staleness_hist=read_numeric_csv(folder / "staleness.csv", ("staleness", "count"),
+                                               problems, run_id),
                workers=read_numeric_csv(folder / "workers.csv",
-                                        ("worker", "compute_time", "wait_time")),
+                                        ("worker", "compute_time", "wait_time"), problems,
+                                        run_id),
                trace_path=trace if trace.is_file() else None,
                meta=read_json(folder / "meta.json"))
 

@@ -1,16 +1,30 @@
 """Statistics over seeds and how an estimate is written: the one place for both.
 
-What it is: the Student-t quantile (no SciPy needed), the half-width of a band over
-repeats (95 % t confidence interval, sample std, or none), and the text of a number or of
-"mean ± half-width" rounded to significant digits. Pure Python + NumPy.
+What it is: the Student-t quantile (SciPy's when installed, else our own), the band over
+repeats (95 % t confidence interval of the mean, min-max of the seeds, interquartile
+range, sample std, or none) clipped to the metric's range, the test that calls a group's
+seeds bimodal, and the text of a number or of "mean ± half-width" rounded to significant
+digits. Pure Python + NumPy (+ SciPy if present).
 What it is not: no grouping of runs (groups.py) and no drawing (figures.py).
 
 Conventions, stated once:
 - Repeats are independent seeds of one configuration; n is how many have a value.
 - std is the sample standard deviation (ddof=1); with fewer than 2 values it is NaN,
   because one run says nothing about the spread.
-- "ci" is the two-sided CI_LEVEL confidence interval of the mean under a normal model:
-  t_{(1+CI_LEVEL)/2, n-1} * std / sqrt(n) (Student's t with n-1 degrees of freedom).
+- "ci95" (alias "ci") is the two-sided CI_LEVEL confidence interval of the mean under a
+  normal model: t_{(1+CI_LEVEL)/2, n-1} * std / sqrt(n) (Student's t, n-1 degrees of
+  freedom). "minmax" is the seeds' smallest to largest value, "iqr" their 25th to 75th
+  percentile (linear interpolation), "std" the mean +- 1 sample std.
+- Every band is clipped to the metric's range (metric_range): accuracy in [0, 1], losses,
+  times and counts >= 0, so a band never claims an impossible value.
+- Fewer than MIN_SEEDS_FOR_CI (3) values: no band and no +-: the seeds are shown.
+- Bimodal (split): with at least 3 values, sort them and cut at the largest gap between
+  neighbours. The seeds are split when that gap exceeds GAP_FACTOR (10) x the larger of
+  the two sides' own ranges and is at least RELATIVE_GAP (25 %) of the largest magnitude
+  (so that seeds 3.58, 3.59, 4.06 s, a usual spread, or seeds equal to the last digit
+  are not "split"). Example: accuracies 0.10, 0.85, 0.86 (one seed at chance): gap 0.75
+  > 10 x 0.01 and > 0.25 x 0.86.
+  A split group's mean is no summary of it: the table shows its seeds instead.
 """
 
 import functools
@@ -18,9 +32,26 @@ import math
 
 import numpy as np
 
-BANDS = ("ci", "std", "none")
-DEFAULT_BAND = "ci"
+BANDS = ("ci95", "minmax", "iqr", "std", "none")
+BAND_ALIASES = {"ci": "ci95"}
+DEFAULT_BAND = "ci95"
 CI_LEVEL = 0.95
+MIN_SEEDS_FOR_CI = 3
+GAP_FACTOR = 10.0
+RELATIVE_GAP = 0.25
+
+try:  # SciPy's t quantile where installed (Debian python3-scipy); ours otherwise
+    from scipy.stats import t as _scipy_t
+except ImportError:  # pragma: no cover - depends on the machine
+    _scipy_t = None
+
+
+def normalize_band(band):
+    """'ci' -> 'ci95'; ValueError naming the allowed values for anything unknown."""
+    band = BAND_ALIASES.get(band, band)
+    if band not in BANDS:
+        raise ValueError(f"band must be one of {', '.join(BANDS)}, got {band!r}")
+    return band
 
 
 # ---------------------------------------------------------------- Student's t
@@ -80,8 +111,28 @@ def t_quantile(p, df):
         raise ValueError(f"t_quantile needs 0 < p < 1 and df > 0, got p={p}, df={df}")
     if p == 0.5:
         return 0.0
+    if _scipy_t is not None:
+        # SciPy's quantile (cdflib, good to ~1e-10), polished by Newton steps on t_cdf,
+        # which is exact to rounding: the closed forms of tests/analysis/test_stats.py.
+        x = float(_scipy_t.ppf(p, df))
+        for _ in range(3):
+            density = float(_scipy_t.pdf(x, df))
+            if not density > 0 or not math.isfinite(x):
+                return _t_quantile_bisection(p, df)
+            step = (t_cdf(x, df) - p) / density
+            x -= step
+            if abs(step) <= 1e-15 * max(abs(x), 1.0):
+                break
+        return x
+    return _t_quantile_bisection(p, df)
+
+
+def _t_quantile_bisection(p, df):
+    """t_quantile without SciPy."""
+    if p == 0.5:
+        return 0.0
     if p < 0.5:
-        return -t_quantile(1.0 - p, df)
+        return -_t_quantile_bisection(1.0 - p, df)
     low, high = 0.0, 1.0
     while t_cdf(high, df) < p:
         low, high = high, high * 2.0
@@ -111,15 +162,79 @@ def sample_std(values):
 def half_width(std, n, band):
     """Half-width of the band for a mean over n repeats with sample std `std`:
     ci -> t_{(1+CI_LEVEL)/2, n-1} std / sqrt(n); std -> std; none -> NaN. NaN when n < 2."""
-    if band not in BANDS:
-        raise ValueError(f"band must be one of {', '.join(BANDS)}, got {band!r}")
+    band = normalize_band(band)
     std = np.asarray(std, dtype=float)
-    if band == "none" or n < 2:
+    if band in ("none", "minmax", "iqr") or n < 2:
         return np.full(std.shape, math.nan) if std.shape else math.nan
     if band == "std":
         return std if std.shape else float(std)
     factor = t_quantile(0.5 + CI_LEVEL / 2.0, n - 1) / math.sqrt(n)
     return std * factor if std.shape else float(std) * factor
+
+
+# (low, high) a metric's values can take; a band is clipped to it.
+METRIC_RANGES = {"test_accuracy": (0.0, 1.0), "accuracy": (0.0, 1.0)}
+NONNEGATIVE = ("loss", "time", "updates", "gradients", "staleness", "epoch", "samples")
+
+
+def metric_range(stem):
+    """(low, high) for a metric or table stem: accuracy [0, 1]; losses, times, counts
+    [0, inf); anything else unbounded."""
+    stem = str(stem)
+    if stem in METRIC_RANGES or stem.endswith("accuracy") and "time" not in stem:
+        return (0.0, 1.0)
+    if any(word in stem for word in NONNEGATIVE):
+        return (0.0, math.inf)
+    return (-math.inf, math.inf)
+
+
+def clip_band(low, high, stem):
+    """The band clipped to metric_range(stem) (arrays or numbers)."""
+    floor, ceiling = metric_range(stem)
+    return np.clip(low, floor, ceiling), np.clip(high, floor, ceiling)
+
+
+def band_bounds(values, band, stem=None):
+    """(low, high) of the band over repeats. values: 1-D (one number per seed) or 2-D
+    (seeds x points, e.g. curves on a common grid). NaN where fewer than MIN_SEEDS_FOR_CI
+    seeds or band 'none'; clipped to metric_range(stem) when stem is given."""
+    band = normalize_band(band)
+    values = np.asarray(values, dtype=float)
+    n = values.shape[0] if values.ndim else 0
+    shape = values.shape[1:] if values.ndim > 1 else ()
+    nan = np.full(shape, math.nan) if shape else math.nan
+    if band == "none" or n < MIN_SEEDS_FOR_CI:
+        return nan, nan
+    if band == "minmax":
+        low, high = values.min(axis=0), values.max(axis=0)
+    elif band == "iqr":
+        low, high = np.percentile(values, 25, axis=0), np.percentile(values, 75, axis=0)
+    else:
+        mean = values.mean(axis=0)
+        half = half_width(sample_std(values), n, band)
+        low, high = mean - half, mean + half
+    if stem is not None:
+        low, high = clip_band(low, high, stem)
+    if not shape:
+        return float(low), float(high)
+    return np.asarray(low, dtype=float), np.asarray(high, dtype=float)
+
+
+def split_seeds(values):
+    """The bimodality test (module docstring): (lower side, upper side) as sorted lists
+    when the finite values split at a gap, else None."""
+    values = sorted(float(v) for v in values if v is not None and math.isfinite(v))
+    if len(values) < 3:
+        return None
+    gaps = np.diff(values)
+    cut = int(np.argmax(gaps)) + 1
+    lower, upper = values[:cut], values[cut:]
+    spread = max(lower[-1] - lower[0], upper[-1] - upper[0])
+    largest = max(abs(values[0]), abs(values[-1]))
+    gap = gaps[cut - 1]
+    if gap > GAP_FACTOR * spread and gap >= RELATIVE_GAP * largest and gap > 0:
+        return lower, upper
+    return None
 
 
 def estimate(values, band=DEFAULT_BAND):
@@ -134,7 +249,12 @@ def estimate(values, band=DEFAULT_BAND):
 
 def band_description(band, short=False):
     """What a band / a '±' means, in words, for captions and headings."""
-    if band == "ci":
+    band = normalize_band(band)
+    if band == "minmax":
+        return "min\u2013max of seeds" if short else "smallest to largest seed"
+    if band == "iqr":
+        return "IQR of seeds" if short else "25th to 75th percentile of the seeds (interquartile range)"
+    if band == "ci95":
         level = f"{CI_LEVEL * 100:g}%"
         return f"{level} CI" if short else \
             f"{level} confidence interval of the mean (Student's t, n\u22121 degrees of freedom)"

@@ -16,7 +16,7 @@ elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 ASGD_DEBIAN_PACKAGES=(
   cmake ninja-build g++
   libboost-program-options-dev nlohmann-json3-dev libopenblas-dev libgtest-dev zlib1g-dev
-  python3-matplotlib python3-pandas python3-numpy
+  python3-matplotlib python3-pandas python3-numpy python3-seaborn python3-scipy
   dataset-fashion-mnist
   clang libclang-rt-14-dev
   openmpi-bin libopenmpi-dev

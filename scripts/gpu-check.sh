@@ -182,7 +182,7 @@ with open(report, "a") as out:
                   f"{frac(sg)} | {frac(bg)} |\n")
     if peak:
         out.write(f"\nFP32 peak taken as {peak / 1e12:.1f} TFLOP/s (SMs x 128 lanes x 2 x max SM clock). "
-                  "FLOPs per gradient: Model::flops_per_sample() x batch (GEMMs only; see the README's Benchmark).\n\n")
+                  "FLOPs per gradient: Model::flops_per_sample() x batch (GEMMs only; see docs/benchmarks.md).\n\n")
 EOF
 fi
 

@@ -43,8 +43,8 @@ class DataFrameApiTest(unittest.TestCase):
     def test_load_is_one_row_per_run_and_evaluation_point(self):
         df = ad.load(self.folder)
         self.assertEqual(list(df.columns[:6]),
-                         ["run_id", "engine", "seed", "status", "group", "cluster_workers"])
-        self.assertEqual(df.attrs["sweep_keys"], {"cluster_workers": "cluster.workers"})
+                         ["run_id", "engine", "seed", "status", "group", "cluster.workers"])
+        self.assertEqual(df.attrs["sweep_keys"], {"cluster.workers": "cluster.workers"})
         expected_rows = 0
         for rid in self.run_ids:
             metrics = pd.read_csv(self.folder / rid / "metrics.csv")
@@ -57,10 +57,10 @@ class DataFrameApiTest(unittest.TestCase):
                                                check_names=False, obj=f"{rid}.{column}")
         self.assertEqual(len(df), expected_rows)
         one = df[df.run_id == run_id("sync", 4, 1)].iloc[0]
-        self.assertEqual((one.engine, one.seed, one.cluster_workers, one.status),
+        self.assertEqual((one.engine, one.seed, one["cluster.workers"], one.status),
                          ("sync", 1, 4, "completed"))
         self.assertEqual(one.group, "sync, cluster.workers=4")
-        self.assertTrue(pd.api.types.is_integer_dtype(df.cluster_workers))
+        self.assertTrue(pd.api.types.is_integer_dtype(df["cluster.workers"]))
         statuses = df.groupby("run_id").status.first()
         self.assertEqual(statuses[run_id(*DIVERGED)], "diverged")
         self.assertEqual(statuses[run_id(*UNFINISHED)], "unfinished")
@@ -87,7 +87,7 @@ class DataFrameApiTest(unittest.TestCase):
         self.assertEqual(runs.loc[run_id("async", 2, 1)].meta_host, "testhost")
         self.assertTrue(pd.isna(runs.loc[run_id(*DIVERGED)].meta_host))  # no meta.json
         self.assertEqual(runs.loc[run_id("async", 2, 1)].unused_future_field, "[1,2]")
-        self.assertEqual(list(runs.cluster_workers.drop_duplicates().sort_values()),
+        self.assertEqual(list(runs["cluster.workers"].drop_duplicates().sort_values()),
                          list(WORKERS))
 
     def test_staleness_and_workers_tables(self):
@@ -104,9 +104,10 @@ class DataFrameApiTest(unittest.TestCase):
         self.assertEqual(len(ad.summaries(experiment)), len(self.run_ids))
 
     def test_sweep_column_names(self):
-        self.assertEqual(ad.sweep_columns(self.folder), {"cluster_workers": "cluster.workers"})
-        self.assertEqual(ad.sweep_columns(self.folder, reserved={"cluster_workers"}),
-                         {"sweep_cluster_workers": "cluster.workers"})
+        # one naming rule (issue #32): the dotted key, as in index.csv and summary_table.csv
+        self.assertEqual(ad.sweep_columns(self.folder), {"cluster.workers": "cluster.workers"})
+        self.assertEqual(ad.sweep_columns(self.folder, reserved={"cluster.workers"}),
+                         {"sweep.cluster.workers": "cluster.workers"})
         self.assertEqual(ad.plain_value({"type": "mlp", "hidden": [32]}),
                          '{"hidden":[32],"type":"mlp"}')
 

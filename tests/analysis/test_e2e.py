@@ -316,7 +316,7 @@ class EndToEndTest(unittest.TestCase):
             with open(self.folder / run_id(*key) / "metrics.csv") as handle:
                 rows += sum(1 for _ in handle) - 1
         self.assertEqual(len(df), rows)
-        self.assertEqual(sorted(df.train_lr.unique()), list(RATES))
+        self.assertEqual(sorted(df["train.lr"].unique()), list(RATES))
         runs = asgdsim_data.summaries(self.folder).set_index("run_id")
         for key, summary in self.summaries.items():
             self.assertEqual(runs.loc[run_id(*key)].final_train_loss,
@@ -334,7 +334,7 @@ class EndToEndTest(unittest.TestCase):
             with open(path, newline="") as handle:
                 names |= set(next(csv.reader(handle)))
         names -= {"train.lr"}  # a sweep key
-        names = {re.sub(r"_(mean|std|ci95|n)$", "", n) if n.startswith(
+        names = {re.sub(r"_(mean|std|ci95|n|min|max|q25|q75|values|bimodal)$", "", n) if n.startswith(
             ("train_loss_", "test_loss_", "test_accuracy_", "time_", "updates_",
              "dropped_gradients_", "mean_staleness_", "gradients_per_second_")) else n for n in names}
         for name in ("summary.json", "meta.json"):

@@ -563,7 +563,7 @@ class PlotEdgeCasesTest(unittest.TestCase):
         result = run_plot(self.tmp / "bare", "--band", "sem")
         self.assertEqual(result.returncode, 2)
         self.assertIn("--band", result.stderr)
-        self.assertIn("'ci', 'std', 'none'", result.stderr)  # says what is allowed
+        self.assertIn("ci95, minmax, iqr, std, none", result.stderr)  # says what is allowed
 
 
 class GroupsUnitTest(unittest.TestCase):

@@ -1,0 +1,79 @@
+"""analysis/examples/first_study.ipynb executes, cell by cell, on a small run folder.
+
+What it is: the notebook's code cells run in order in one namespace (exec, as Jupyter
+would; jupyter/nbconvert are not needed) in a fresh /usr/bin/python3 with the Agg
+backend, pointed by ASGD_STUDY at a synthetic experiment (2 engines x 2 worker counts x
+3 seeds and one stalled run, written like asgdsim's); checks that it ends with the
+per-group table of time to target and saves the figure. It is also plain nbformat JSON
+(nbformat 4, code cells without outputs), so that a diff shows only what was written.
+Set ASGD_NOTEBOOK_STUDY to run it on a real folder instead (the README's first study).
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ANALYSIS = HERE.parents[1] / "analysis"
+NOTEBOOK = ANALYSIS / "examples" / "first_study.ipynb"
+sys.path.insert(0, str(HERE))
+
+from test_questions import accuracy_curve, make_run, reach_time, write_folder  # noqa: E402
+
+RUNNER = """
+import json, sys
+notebook = json.load(open(sys.argv[1], encoding="utf-8"))
+namespace = {"__name__": "__main__"}
+for index, cell in enumerate(notebook["cells"]):
+    if cell["cell_type"] == "code":
+        exec(compile("".join(cell["source"]), f"cell {index}", "exec"), namespace)
+summary = namespace["summary"]
+print("GROUPS", len(summary))
+print("MEANS", json.dumps([None if m != m else m for m in summary["mean"]]))
+"""
+
+
+class NotebookTest(unittest.TestCase):
+    def test_the_notebook_executes(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            study = os.environ.get("ASGD_NOTEBOOK_STUDY")
+            study = Path(study).resolve() if study else None
+            if not study:
+                study = Path(tmp) / "first_study"
+                runs = [make_run(e, s, {"cluster.workers": w},
+                                 accuracy_curve(reach_time(e, w, s)))
+                        for e in ("async", "sync") for w in (4, 16) for s in (1, 2, 3)]
+                runs.append(make_run("async", 4, {"cluster.workers": 16},
+                                     accuracy_curve(math.inf), status="stalled"))
+                write_folder(study, runs)
+            figure = Path(tmp) / "figure.png"
+            env = dict(os.environ, ASGD_STUDY=str(study), ASGD_FIGURE=str(figure),
+                       ASGD_ANALYSIS=str(ANALYSIS), MPLBACKEND="Agg")
+            result = subprocess.run(["/usr/bin/python3", "-c", RUNNER, str(NOTEBOOK)],
+                                    capture_output=True, text=True, cwd=tmp, env=env,
+                                    timeout=120)
+            self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+            self.assertIn("GROUPS 4", result.stdout)
+            self.assertTrue(figure.is_file() and figure.stat().st_size > 5000)
+            if not os.environ.get("ASGD_NOTEBOOK_STUDY"):
+                means = json.loads(result.stdout.split("MEANS", 1)[1].strip().splitlines()[0])
+                # async with 4 workers: first evaluation at or after 1 + 0.5 seed, per seed
+                self.assertAlmostEqual(means[0], (1.5 + 2.0 + 2.5) / 3, delta=1e-12)
+
+    def test_plain_nbformat_without_outputs(self):
+        notebook = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
+        self.assertEqual(notebook["nbformat"], 4)
+        code = [c for c in notebook["cells"] if c["cell_type"] == "code"]
+        self.assertTrue(code)
+        for cell in code:
+            self.assertEqual(cell["outputs"], [])
+            self.assertIsNone(cell["execution_count"])
+
+
+if __name__ == "__main__":
+    unittest.main()
