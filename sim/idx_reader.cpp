@@ -34,11 +34,13 @@ std::vector<uint8_t> read_idx(const std::string& path, size_t header_bytes,
     while (want > 0) {
       throw_if_interrupted("reading " + path);
       int n = gzread(f, buf, unsigned(std::min<uint64_t>(want, sizeof(buf))));
-      if (n < 0) {
-        int err = 0;
-        std::string msg = gzerror(f, &err);
-        throw DataError(path + ": corrupt or truncated gzip data (" + msg + ")");
-      }
+      // A gzip stream that stops before its end (a file cut short) reads as a shorter
+      // file unless gzerror is asked: zlib says "unexpected end of file" only there.
+      int err = Z_OK;
+      const char* msg = gzerror(f, &err);
+      if (n < 0 || (n == 0 && err != Z_OK))
+        throw DataError(path + ": corrupt or truncated gzip data (" + std::string(msg ? msg : "") +
+                        "): the file was cut short or is damaged");
       if (n == 0) break;
       out.insert(out.end(), buf, buf + n);
       want -= uint64_t(n);
