@@ -5,6 +5,7 @@
 // update rule lives here.
 #include "experiments/cluster.h"
 #include <algorithm>
+#include <set>
 #include <cmath>
 #include <iostream>
 #include "engines/engine_registry.h"
@@ -162,7 +163,7 @@ int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, 
   std::shared_ptr<LoadedData> cache;
   const size_t total = exp.runs.size();
   bool interrupted = false;
-  make_directories(exp_dir);
+  make_experiment_folder(exp_dir);  // not a link: nothing is written through one
   // The folder is this process's until it returns, as for `asgdsim run`: no other asgdsim
   // writes into it meanwhile.
   ExperimentLock lock(exp_dir, ExperimentLock::Mode::Exclusive, false, opts.command_line, opts.quiet);
@@ -186,6 +187,12 @@ int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, 
   refuse_runs_of_other_configs(exp_dir, others, opts.force);
   move_runs_of_other_configs(exp_dir, others);
   write_file_atomic(exp_dir + "/experiment.json", resolved.dump(2) + "\n");
+  {  // index.csv says pending for the runs about to be made until it is rewritten at the end
+    std::set<std::string> pending;
+    for (size_t k = 0; k < total; ++k)
+      if (!earlier[k].done) pending.insert(exp.runs[k].run_id);
+    if (!pending.empty()) write_index(named, exp_dir, pending);
+  }
   std::exception_ptr first_error;
   std::string first_error_run;
   for (size_t k = 0; k < total; ++k) {
