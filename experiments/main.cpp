@@ -2,6 +2,7 @@
 // exit codes (0 done, 2 invalid input, 1 other failure, 130 interrupted). Nothing below
 // main calls exit().
 #include <algorithm>
+#include <charconv>
 #include <cctype>
 #include <cmath>
 #include <csignal>
@@ -18,6 +19,7 @@
 #include "experiments/cluster.h"
 #include "experiments/config.h"
 #include "experiments/mpi_env.h"
+#include "experiments/resources.h"
 #include "experiments/run_parts.h"
 #include "experiments/runner.h"
 #include "sim/atomic_file.h"
@@ -69,6 +71,106 @@ constexpr int kMaxThreads = 1024;
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// A message as the terminal should show it: control characters (but newline and tab) and
+// bytes that are not UTF-8 as \xNN, a run of more than 24 digits shortened to its first
+// and last digits and its length, and at most 4,000 bytes. Values in messages come from
+// users (a --set, a path, a config key): "stoul", raw bytes or a 300-digit number
+// told them nothing.
+std::string printable(const std::string& s) {
+  auto hex = [](unsigned char c) {
+    char b[8];
+    std::snprintf(b, sizeof(b), "\\x%02x", unsigned(c));
+    return std::string(b);
+  };
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= '0' && c <= '9') {
+      size_t j = i;
+      while (j < s.size() && s[j] >= '0' && s[j] <= '9') ++j;
+      if (j - i > 24) out += s.substr(i, 8) + "..." + s.substr(j - 4, 4) + " (" + std::to_string(j - i) + " digits)";
+      else out += s.substr(i, j - i);
+      i = j;
+      continue;
+    }
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    bool ok = len > 0 && i + len <= s.size();
+    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(s[i + k]) >> 6) == 0x2;
+    if (!ok || (len == 1 && ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f))) {
+      out += hex(c);
+      ++i;
+    } else {
+      out += s.substr(i, len);
+      i += len;
+    }
+    if (out.size() > 4000) return out + "... (" + std::to_string(s.size()) + " bytes in all)";
+  }
+  return out;
+}
+
+// A ConfigError's text in full: what() is a C string, so a NUL in a key or value of the
+// config ("a\u0000b") cut the message there. Rebuilt from its issues, after the source
+// that what() begins with.
+std::string config_error_text(const ConfigError& e) {
+  const std::string w = e.what();
+  const auto& issues = e.issues();
+  bool nul = false;
+  for (const auto& i : issues) nul = nul || i.path.find('\0') != std::string::npos || i.message.find('\0') != std::string::npos;
+  if (!nul) return w;
+  auto line = [](const ConfigIssue& i) { return i.path.empty() ? i.message : i.path + ": " + i.message; };
+  const std::string first = line(issues.front());
+  const std::string first_c = first.c_str();  // as what() holds it, up to its NUL
+  std::string source;  // "SOURCE: " or ""
+  if (first_c.size() < first.size()) {
+    if (w.size() >= first_c.size()) source = w.substr(0, w.size() - first_c.size());
+  } else if (size_t at = w.find(first); at != std::string::npos) {
+    source = w.substr(0, at);
+  }
+  std::string out;
+  for (const auto& i : issues) out += (out.empty() ? "" : "\n") + source + line(i);
+  return out;
+}
+
+// A count option's text ("--threads", "12") as an int in [lo, hi]; a usage error naming
+// the option, its value (shortened) and the range otherwise.
+int parse_count(const std::string& option, const std::string& text, int lo, int hi, const std::string& note = "") {
+  int v = 0;
+  const char* b = text.data();
+  const char* e = b + text.size();
+  if (b < e && *b == '+') ++b;
+  auto r = std::from_chars(b, e, v);
+  if (b == e || r.ec != std::errc() || r.ptr != e || v < lo || v > hi)
+    throw UsageError(option + " must be a whole number in " + std::to_string(lo) + ".." + std::to_string(hi) + note +
+                     ", got '" + printable(text) + "'");
+  return v;
+}
+
+// A --set key's list indices ("engines[99999999999999999999999].type", "a.123.b") must be
+// numbers a list could have: the config's path reader took them with std::stoul, whose
+// bare "stoul" was the whole message. Refused here as the config's own --set errors are.
+void check_set_keys(const std::vector<std::string>& sets, const std::string& source) {
+  std::vector<ConfigIssue> issues;
+  for (const auto& s : sets) {
+    const std::string key = s.substr(0, s.find('='));
+    if (key.rfind("sweep.", 0) == 0) continue;  // a sweep key is a dotted key of its own, never indexed
+    std::string token;
+    for (size_t i = 0; i <= key.size(); ++i) {
+      const char c = i < key.size() ? key[i] : '.';
+      if (c != '.' && c != '[' && c != ']') {
+        token += c;
+        continue;
+      }
+      if (!token.empty() && token.size() > 9 && std::all_of(token.begin(), token.end(), [](char d) { return d >= '0' && d <= '9'; })) {
+        issues.push_back({"--set " + printable(key), "list index " + printable(token) +
+                                                         " is out of range (a list holds at most 999999999 elements)"});
+        break;
+      }
+      token.clear();
+    }
+  }
+  if (!issues.empty()) throw ConfigError(source, issues);
+}
 
 void on_signal(int) {
   if (interrupt_count().fetch_add(1) >= 1) _exit(130);  // second signal: leave now
@@ -296,9 +398,9 @@ po::options_description experiment_options(const std::string& cmd, std::vector<s
       ("trace", po::bool_switch(&ro.trace), "write trace.json (Chrome/Perfetto trace events) for every run");
   if (!for_help || cmd == "run")
     opts.add_options()
-        ("threads", po::value<int>(&ro.threads)->default_value(0)->value_name("N"),
+        ("threads", po::value<std::string>()->default_value("0")->value_name("N"),
          "worker threads of the pool that computes gradients (0 = every core; results do not depend on it)")
-        ("jobs", po::value<int>(&ro.jobs)->default_value(1)->value_name("N"),
+        ("jobs", po::value<std::string>()->default_value("1")->value_name("N"),
          "runs made side by side, each with threads/N threads (their memory is checked to fit first)")
         ("shard", po::value<std::string>()->value_name("I/K"),
          "make only runs k with k mod K == I, to split an experiment over machines (not with mpirun)")
@@ -319,8 +421,9 @@ std::string command_help(const std::string& cmd) {
                              "OUT/<name>/ (docs/outputs.md). Completed runs of the same config are kept (resume).\n";
     if (cmd == "validate") out << "usage: asgdsim validate CONFIG.json [options]\n\n"
                                   "Checks the config (every error at once, exit 2) and lists the runs it makes: run id,\n"
-                                  "engine, sweep values, seed. Writes nothing. run's other options are accepted and\n"
-                                  "ignored, so a run's command line validates as it is.\n";
+                                  "engine, sweep values, seed. Writes nothing. run's other options are accepted (their\n"
+                                  "values checked as run checks them) and ignored, so a run's command line validates\n"
+                                  "as it is.\n";
     if (cmd == "cluster") out << "usage: mpirun -np N+1 asgdsim cluster CONFIG.json [options]\n\n"
                                  "Runs the experiment's engines for real: rank 0 the server, ranks 1..N the workers\n"
                                  "(docs/cluster.md). --threads, --jobs, --shard and --wait do not apply.\n";
@@ -380,7 +483,7 @@ std::pair<int, int> parse_shard(const std::string& text) {
     }
   } catch (const std::exception&) {
   }
-  throw UsageError("--shard '" + text + "': expected I/K with 0 <= I < K (e.g. --shard 0/4)");
+  throw UsageError("--shard '" + printable(text) + "': expected I/K with 0 <= I < K (e.g. --shard 0/4)");
 }
 
 // `asgdsim run` under mpirun: each rank makes its share of the runs (run k on rank
@@ -464,44 +567,56 @@ int dispatch(int argc, char** argv, const MpiEnv& mpi) {
   po::positional_options_description pos;
   pos.add("config", 1);
   po::variables_map vm;
+  // Under mpirun a rank whose command line is refused must tell the others why, or they
+  // wait for it until its heartbeat is missed (60 s) and say only that it stopped
+  // answering: its error goes into the ranks' agreement below (MpiEnv::agree), rank 0
+  // prints it once, and every rank exits 2.
+  std::exception_ptr error;
+  std::string what;
   try {
-    po::store(po::command_line_parser(argc - 1, argv + 1).options(opts).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(e.what());
-  }
-  if (!vm.count("config")) throw UsageError("missing CONFIG.json");
-  if (ro.threads < 0 || ro.threads > kMaxThreads)
-    throw UsageError("--threads must be in 0.." + std::to_string(kMaxThreads) + " (0 = the cores), got " +
-                     std::to_string(ro.threads));
-  if (ro.jobs < 1 || ro.jobs > kMaxThreads)
-    throw UsageError("--jobs must be in 1.." + std::to_string(kMaxThreads) + ", got " + std::to_string(ro.jobs));
-  if (ro.out_dir.empty()) throw UsageError("--out is empty: give the folder the experiment goes under");
+    try {
+      po::store(po::command_line_parser(argc - 1, argv + 1).options(opts).positional(pos).run(), vm);
+      po::notify(vm);
+    } catch (const po::error& e) {
+      throw UsageError(e.what());
+    }
+    if (!vm.count("config")) throw UsageError("missing CONFIG.json");
+    ro.threads = parse_count("--threads", vm["threads"].as<std::string>(), 0, kMaxThreads, " (0 = the cores)");
+    ro.jobs = parse_count("--jobs", vm["jobs"].as<std::string>(), 1, kMaxThreads);
+    if (ro.out_dir.empty()) throw UsageError("--out is empty: give the folder the experiment goes under");
 
-  if (vm.count("shard")) {
-    if (cmd != "run") throw UsageError("--shard is for asgdsim run");
-    if (mpi.size() > 1) throw UsageError("--shard and mpirun both split the runs: use one of them");
-    std::tie(ro.shard, ro.shards) = parse_shard(vm["shard"].as<std::string>());
+    if (vm.count("shard")) {
+      // validate accepts run's options (its help says so): --shard is checked as run checks
+      // it, and ignored, so that a run's command line validates as it is.
+      if (cmd == "cluster") throw UsageError("--shard is for asgdsim run");
+      if (mpi.size() > 1 && cmd == "run") throw UsageError("--shard and mpirun both split the runs: use one of them");
+      std::tie(ro.shard, ro.shards) = parse_shard(vm["shard"].as<std::string>());
+    }
+    check_set_keys(sets, vm["config"].as<std::string>());
+    if (cmd == "cluster" && (ro.threads != 0 || ro.jobs != 1))
+      throw UsageError("asgdsim cluster runs one process per worker: --threads and --jobs do not apply");
+    if (cmd == "cluster" && ro.wait) throw UsageError("--wait is for asgdsim run");
+    if (cmd == "cluster" && (!mpi.active() || mpi.size() < 2))
+      throw UsageError("asgdsim cluster runs under MPI with one server and N workers: mpirun -np N+1 asgdsim cluster "
+                       "CONFIG (" + std::string(mpi.active() ? "this job has 1 rank" : "this process was not started by mpirun") +
+                       ")");
+  } catch (const std::exception& e) {
+    if (mpi.size() <= 1 || cmd == "validate") throw;
+    error = std::current_exception();
+    what = "refused its command line: " + printable(e.what());
   }
-  if (cmd == "cluster" && (vm["threads"].as<int>() != 0 || ro.jobs != 1))
-    throw UsageError("asgdsim cluster runs one process per worker: --threads and --jobs do not apply");
-  if (cmd == "cluster" && ro.wait) throw UsageError("--wait is for asgdsim run");
-  if (cmd == "cluster" && (!mpi.active() || mpi.size() < 2))
-    throw UsageError("asgdsim cluster runs under MPI with one server and N workers: mpirun -np N+1 asgdsim cluster "
-                     "CONFIG (" + std::string(mpi.active() ? "this job has 1 rank" : "this process was not started by mpirun") +
-                     ")");
   if (cmd == "validate") return cmd_validate(load_experiment(vm["config"].as<std::string>(), sets));
   Experiment exp;
   if (mpi.size() > 1) {
     // Every rank must run the same thing: an extra --set or another config file on one
     // rank is exit 2 on all (MpiEnv::agree names the rank and the difference).
-    std::exception_ptr error;
-    std::string what;
-    try {
-      exp = load_experiment(vm["config"].as<std::string>(), sets);
-    } catch (const std::exception& e) {
-      error = std::current_exception();
-      what = e.what();
+    if (!error) {
+      try {
+        exp = load_experiment(vm["config"].as<std::string>(), sets);
+      } catch (const std::exception& e) {
+        error = std::current_exception();
+        what = "could not read its config: " + printable(e.what());
+      }
     }
     json options = {{"command", cmd}, {"out", ro.out_dir}, {"force", ro.force}, {"trace", ro.trace},
                     {"threads", ro.threads}, {"jobs", ro.jobs}};
@@ -545,22 +660,25 @@ int report_error(std::exception_ptr error) {
   try {
     std::rethrow_exception(error);
   } catch (const UsageError& e) {
-    std::cerr << "asgdsim: " << e.what() << "\n" << kUsage;
+    std::cerr << "asgdsim: " << printable(e.what()) << "\n" << kUsage;
     return 2;
   } catch (const ConfigError& e) {
-    std::cerr << "asgdsim: invalid config:\n" << e.what() << "\n";
+    std::cerr << "asgdsim: invalid config:\n" << printable(config_error_text(e)) << "\n";
     return 2;
   } catch (const DataError& e) {
-    std::cerr << "asgdsim: bad data: " << e.what() << "\n";
+    std::cerr << "asgdsim: bad data: " << printable(e.what()) << "\n";
     return 2;
   } catch (const IoError& e) {
-    std::cerr << "asgdsim: " << e.what() << "\n";
+    std::cerr << "asgdsim: " << printable(e.what()) << "\n";
     return 2;
   } catch (const TimeOverflow& e) {  // the config drove virtual time out of the clock's range
-    std::cerr << "asgdsim: virtual time overflow: " << e.what() << "\n";
+    std::cerr << "asgdsim: virtual time overflow: " << printable(e.what()) << "\n";
     return 2;
+  } catch (const std::bad_alloc&) {  // what the memory estimate did not foresee
+    std::cerr << "asgdsim: error: " << out_of_memory_text("") << "\n";
+    return 1;
   } catch (const std::exception& e) {
-    std::cerr << "asgdsim: error: " << e.what() << "\n";
+    std::cerr << "asgdsim: error: " << printable(e.what()) << "\n";
     return 1;
   }
 }
@@ -590,6 +708,10 @@ int run_main(int argc, char** argv, const MpiEnv& mpi) {
 }
 
 int main(int argc, char** argv) {
+  // A file-size limit (ulimit -f) is a write that fails with EFBIG, reported like a full
+  // disk (exit 2 naming the file, its temporary file removed), not a SIGXFSZ that kills
+  // the process (exit 153) and leaves the temporary file behind.
+  std::signal(SIGXFSZ, SIG_IGN);
   MpiEnv mpi(argc, argv);  // under mpirun (MPI builds): MPI_Init here, MPI_Finalize on return
   int code = run_main(argc, argv, mpi);
   if (mpi.peer_lost()) {  // every file is written; MPI_Finalize would wait for the dead rank
