@@ -11,6 +11,7 @@
 #include "engines/engine_registry.h"
 #include "experiments/mpi_runtime.h"
 #include "experiments/run_parts.h"
+#include "experiments/resources.h"
 #include "experiments/runner.h"
 #include "sim/atomic_file.h"
 #include "sim/interrupt.h"
@@ -290,6 +291,8 @@ int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, 
       throw IoError("run " + first_error_run + ": " + e.what());
     } catch (const DataError& e) {
       throw DataError("run " + first_error_run + ": " + e.what());
+    } catch (const std::bad_alloc&) {
+      throw std::runtime_error("run " + first_error_run + ": " + out_of_memory_text("while making it"));
     } catch (const std::exception& e) {
       throw std::runtime_error("run " + first_error_run + ": " + e.what());
     }
