@@ -9,6 +9,13 @@
 namespace asgd {
 namespace {
 
+// zlib's gzerror text without the path it starts with ("PATH: unexpected end of file").
+std::string gz_reason(const char* msg, const std::string& path) {
+  std::string m = msg ? msg : "";
+  if (m.compare(0, path.size() + 2, path + ": ") == 0) m = m.substr(path.size() + 2);
+  return m;
+}
+
 // The most bytes an IDX file may hold: 1 GiB, about 22 times Fashion-MNIST's training
 // images. A header asking for more is refused before anything is inflated.
 constexpr uint64_t kMaxIdxBytes = uint64_t(1) << 30;
@@ -39,7 +46,7 @@ std::vector<uint8_t> read_idx(const std::string& path, size_t header_bytes,
       int err = Z_OK;
       const char* msg = gzerror(f, &err);
       if (n < 0 || (n == 0 && err != Z_OK))
-        throw DataError(path + ": corrupt or truncated gzip data (" + std::string(msg ? msg : "") +
+        throw DataError(path + ": corrupt or truncated gzip data (" + gz_reason(msg, path) +
                         "): the file was cut short or is damaged");
       if (n == 0) break;
       out.insert(out.end(), buf, buf + n);

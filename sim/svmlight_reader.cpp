@@ -16,6 +16,13 @@
 namespace asgd {
 namespace {
 
+// zlib's gzerror text without the path it starts with ("PATH: unexpected end of file").
+std::string gz_reason(const char* msg, const std::string& path) {
+  std::string m = msg ? msg : "";
+  if (m.compare(0, path.size() + 2, path + ": ") == 0) m = m.substr(path.size() + 2);
+  return m;
+}
+
 constexpr size_t kChunk = 1 << 20;
 // The longest line a file may hold: far beyond any real data set's sample (news20's
 // longest is ~60 KB), and what keeps a file without newlines (/dev/zero, a gzip of
@@ -42,7 +49,7 @@ class GzStream {
     int err = Z_OK;
     const char* msg = gzerror(file_, &err);
     if (got < 0 || (got == 0 && err != Z_OK))
-      throw DataError(path_ + ": corrupt or truncated gzip data (" + std::string(msg ? msg : "") +
+      throw DataError(path_ + ": corrupt or truncated gzip data (" + gz_reason(msg, path_) +
                       "): the file was cut short or is damaged");
     return size_t(got);
   }
