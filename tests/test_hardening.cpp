@@ -302,6 +302,17 @@ void issue31_rows(std::vector<Row>& t) {
                   .not_on_cuda()
                   .control());
 
+  // An allocation failure the estimate cannot foresee (a 40 MB config of 20 million list
+  // elements under a 400 MB address space): named as out of memory, exit 1, whether it is
+  // caught or thrown where nothing may throw (nlohmann's destructor: it used to abort, 134).
+  t.push_back(row("i31_3_out_of_memory_is_named", 103,
+                  "python3 -c \"print('{\\\"model\\\": {\\\"type\\\": \\\"quadratic\\\"}, \\\"engines\\\": "
+                  "[{\\\"type\\\": \\\"async\\\"}], \\\"description\\\": [' + '0,'*20000000 + '0]}')\" > "
+                  "{dir}/huge.json\nulimit -v 400000\n{bin} validate {dir}/huge.json",
+                  1, {"out of memory (std::bad_alloc)", "ulimit -v"})
+                  .no_sanitizer()
+                  .not_on_cuda());
+
   // ---- 4. a file-size limit is a write error (exit 2 naming the file), not SIGXFSZ (1 MiB: TSan
   // maps a file of its own and dies of SIGBUS under a 64 KiB limit; metrics.csv here is 2.4 MB)
   t.push_back(row("i31_4_file_size_limit_names_the_file", 104,
