@@ -105,9 +105,15 @@ std::shared_ptr<LoadedData> load_data(const json& cfg, const std::string& base_d
     out->host = load_svmlight(s);
     // The files told the features and classes the config left at 0: the model built on
     // them must fit too (an index of 2147483647, or a label of 1e9, in a 1 KB file).
-    if (s.features == 0 || s.classes == 0)
-      check_memory_with_data(cfg, base_dir, out->host.train.dim, out->host.train.classes,
-                             "data.path: " + s.path + (s.test_path.empty() ? "" : " and " + s.test_path));
+    if (s.features == 0 || s.classes == 0) {
+      const HostDataset& t = out->host.train;
+      std::string from = "data.path: " + s.path + (s.test_path.empty() ? "" : " and " + s.test_path) + " (";
+      if (s.features == 0)
+        from += "its largest feature index is " + std::to_string(int64_t(t.dim) - 1 + s.index_base) +
+                (s.classes == 0 ? "; " : ")");
+      if (s.classes == 0) from += "its labels make " + std::to_string(t.classes) + " classes)";
+      check_memory_with_data(cfg, base_dir, t.dim, t.classes, from);
+    }
   } else {
     out->host = load_fashion_mnist(resolve_path(d["path"], base_dir), d["train_limit"], d["test_limit"]);
   }

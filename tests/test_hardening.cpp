@@ -263,7 +263,7 @@ void issue31_rows(std::vector<Row>& t) {
                   .cfg(svm_at("zeros.svm.gz"))
                   .before([](Ctx& c) { write_gz(c.dir + "/zeros.svm.gz", {}, size_t(80) << 20); }));
   t.push_back(row("i31_2_svmlight_feature_index_2147483647", 102, run, 2,
-                  {"big.svm", "2147483647 features", "would need about", "of memory, more than the"},
+                  {"big.svm", "its largest feature index is 2147483647", "would need about", "of memory, more than the"},
                   {"svm/async-seed1/summary.json~failed"})
                   .cfg(svm_at("big.svm"))
                   .before(write("big.svm", [] {
@@ -272,7 +272,7 @@ void issue31_rows(std::vector<Row>& t) {
                     return t;
                   }())));
   t.push_back(row("i31_2_svmlight_label_1e9", 102, run, 2,
-                  {"labels.svm", "1000000001 classes", "would need about", "of memory, more than the"},
+                  {"labels.svm", "its labels make 1000000001 classes", "would need about", "of memory, more than the"},
                   {"svm/async-seed1/summary.json~failed"})
                   .cfg(svm_at("labels.svm"))
                   .before(write("labels.svm", [] {
