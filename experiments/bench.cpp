@@ -712,7 +712,7 @@ json sparse_config(int workers, uint64_t gradients) {
 BenchResult sparse_workload(int workers, uint64_t gradients, int threads, int repeats) {
   Experiment exp = resolve_experiment(sparse_config(workers, gradients), "bench", ".");
   const json& c = exp.runs.front().config;
-  std::shared_ptr<LoadedData> data = load_data(c, ".");
+  std::shared_ptr<LoadedData> data = load_data(exp.runs.front(), ".");
   std::unique_ptr<Model> model = build_model(c["model"], *data);
   BenchResult r;
   r.workload = "g";

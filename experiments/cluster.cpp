@@ -5,11 +5,13 @@
 // update rule lives here.
 #include "experiments/cluster.h"
 #include <algorithm>
+#include <set>
 #include <cmath>
 #include <iostream>
 #include "engines/engine_registry.h"
 #include "experiments/mpi_runtime.h"
 #include "experiments/run_parts.h"
+#include "experiments/resources.h"
 #include "experiments/runner.h"
 #include "sim/atomic_file.h"
 #include "sim/interrupt.h"
@@ -152,7 +154,7 @@ int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, 
   std::shared_ptr<LoadedData> cache;
   const size_t total = exp.runs.size();
   bool interrupted = false;
-  make_directories(exp_dir);
+  make_experiment_folder(exp_dir);  // not a link: nothing is written through one
   // The folder is this process's until it returns, as for `asgdsim run`: no other asgdsim
   // writes into it meanwhile.
   ExperimentLock lock(exp_dir, ExperimentLock::Mode::Exclusive, false, opts.command_line, opts.quiet);
@@ -176,6 +178,12 @@ int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, 
   refuse_runs_of_other_configs(exp_dir, others, opts.force);
   move_runs_of_other_configs(exp_dir, others);
   write_file_atomic(exp_dir + "/experiment.json", resolved.dump(2) + "\n");
+  {  // index.csv says pending for the runs about to be made until it is rewritten at the end
+    std::set<std::string> pending;
+    for (size_t k = 0; k < total; ++k)
+      if (!earlier[k].done) pending.insert(exp.runs[k].run_id);
+    if (!pending.empty()) write_index(named, exp_dir, pending);
+  }
   std::exception_ptr first_error;
   std::string first_error_run;
   for (size_t k = 0; k < total; ++k) {
@@ -275,6 +283,8 @@ int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, 
       throw DataError("run " + first_error_run + ": " + e.what());
     } catch (const TimeOverflow& e) {
       throw TimeOverflow("run " + first_error_run + ": " + e.what());
+    } catch (const std::bad_alloc&) {
+      throw std::runtime_error("run " + first_error_run + ": " + out_of_memory_text("while making it"));
     } catch (const std::exception& e) {
       throw std::runtime_error("run " + first_error_run + ": " + e.what());
     }

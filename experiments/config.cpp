@@ -3,6 +3,7 @@
 #include "experiments/config.h"
 #include "sim/models/catalog.h"
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -334,7 +335,15 @@ std::vector<PathToken> parse_path(const std::string& path) {
   auto flush = [&] {
     if (cur.empty()) return;
     bool digits = std::all_of(cur.begin(), cur.end(), is_digit);
-    out.push_back(digits ? PathToken{"", true, std::stoul(cur)} : PathToken{cur});
+    if (digits) {
+      // At most 9 digits: a list holds fewer elements, and no size_t overflows.
+      size_t index = 0;
+      if (cur.size() > 9 || std::from_chars(cur.data(), cur.data() + cur.size(), index).ec != std::errc())
+        throw std::invalid_argument("list index " + cur + " is out of range (a list holds at most 999999999 elements)");
+      out.push_back(PathToken{"", true, index});
+    } else {
+      out.push_back(PathToken{cur});
+    }
     cur.clear();
   };
   for (size_t i = 0; i < path.size(); ++i) {

@@ -2,9 +2,12 @@
 // exit codes (0 done, 2 invalid input, 1 other failure, 130 interrupted). Nothing below
 // main calls exit().
 #include <algorithm>
+#include <charconv>
 #include <cctype>
 #include <cmath>
 #include <csignal>
+#include <cstring>
+#include <exception>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -18,6 +21,7 @@
 #include "experiments/cluster.h"
 #include "experiments/config.h"
 #include "experiments/mpi_env.h"
+#include "experiments/resources.h"
 #include "experiments/run_parts.h"
 #include "experiments/runner.h"
 #include "sim/atomic_file.h"
@@ -65,6 +69,20 @@ std::string top_help() {
 // --threads and --jobs above this are refused: far past any machine's cores, and each
 // thread reserves a stack.
 constexpr int kMaxThreads = 1024;
+
+// A count option's text ("--threads", "12") as an int in [lo, hi]; a usage error naming
+// the option, its value (shortened) and the range otherwise.
+int parse_count(const std::string& option, const std::string& text, int lo, int hi, const std::string& note = "") {
+  int v = 0;
+  const char* b = text.data();
+  const char* e = b + text.size();
+  if (b < e && *b == '+') ++b;
+  auto r = std::from_chars(b, e, v);
+  if (b == e || r.ec != std::errc() || r.ptr != e || v < lo || v > hi)
+    throw UsageError(option + " must be a whole number in " + std::to_string(lo) + ".." + std::to_string(hi) + note +
+                     ", got '" + printable(text) + "'");
+  return v;
+}
 
 void on_signal(int) {
   if (interrupt_count().fetch_add(1) >= 1) _exit(130);  // second signal: leave now
@@ -292,9 +310,9 @@ po::options_description experiment_options(const std::string& cmd, std::vector<s
       ("trace", po::bool_switch(&ro.trace), "write trace.json (Chrome/Perfetto trace events) for every run");
   if (!for_help || cmd == "run")
     opts.add_options()
-        ("threads", po::value<int>(&ro.threads)->default_value(0)->value_name("N"),
+        ("threads", po::value<std::string>()->default_value("0")->value_name("N"),
          "worker threads of the pool that computes gradients (0 = every core; results do not depend on it)")
-        ("jobs", po::value<int>(&ro.jobs)->default_value(1)->value_name("N"),
+        ("jobs", po::value<std::string>()->default_value("1")->value_name("N"),
          "runs made side by side, each with threads/N threads (their memory is checked to fit first)")
         ("shard", po::value<std::string>()->value_name("I/K"),
          "make only runs k with k mod K == I, to split an experiment over machines (not with mpirun)")
@@ -315,8 +333,9 @@ std::string command_help(const std::string& cmd) {
                              "OUT/<name>/ (docs/outputs.md). Completed runs of the same config are kept (resume).\n";
     if (cmd == "validate") out << "usage: asgdsim validate CONFIG.json [options]\n\n"
                                   "Checks the config (every error at once, exit 2) and lists the runs it makes: run id,\n"
-                                  "engine, sweep values, seed. Writes nothing. run's other options are accepted and\n"
-                                  "ignored, so a run's command line validates as it is.\n";
+                                  "engine, sweep values, seed. Writes nothing. run's other options are accepted (their\n"
+                                  "values checked as run checks them) and ignored, so a run's command line validates\n"
+                                  "as it is.\n";
     if (cmd == "cluster") out << "usage: mpirun -np N+1 asgdsim cluster CONFIG.json [options]\n\n"
                                  "Runs the experiment's engines for real: rank 0 the server, ranks 1..N the workers\n"
                                  "(docs/cluster.md). --threads, --jobs, --shard and --wait do not apply.\n";
@@ -376,7 +395,7 @@ std::pair<int, int> parse_shard(const std::string& text) {
     }
   } catch (const std::exception&) {
   }
-  throw UsageError("--shard '" + text + "': expected I/K with 0 <= I < K (e.g. --shard 0/4)");
+  throw UsageError("--shard '" + printable(text) + "': expected I/K with 0 <= I < K (e.g. --shard 0/4)");
 }
 
 // `asgdsim run` under mpirun: each rank makes its share of the runs (run k on rank
@@ -460,44 +479,55 @@ int dispatch(int argc, char** argv, const MpiEnv& mpi) {
   po::positional_options_description pos;
   pos.add("config", 1);
   po::variables_map vm;
+  // Under mpirun a rank whose command line is refused must tell the others why, or they
+  // wait for it until its heartbeat is missed (60 s) and say only that it stopped
+  // answering: its error goes into the ranks' agreement below (MpiEnv::agree), rank 0
+  // prints it once, and every rank exits 2.
+  std::exception_ptr error;
+  std::string what;
   try {
-    po::store(po::command_line_parser(argc - 1, argv + 1).options(opts).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(e.what());
-  }
-  if (!vm.count("config")) throw UsageError("missing CONFIG.json");
-  if (ro.threads < 0 || ro.threads > kMaxThreads)
-    throw UsageError("--threads must be in 0.." + std::to_string(kMaxThreads) + " (0 = the cores), got " +
-                     std::to_string(ro.threads));
-  if (ro.jobs < 1 || ro.jobs > kMaxThreads)
-    throw UsageError("--jobs must be in 1.." + std::to_string(kMaxThreads) + ", got " + std::to_string(ro.jobs));
-  if (ro.out_dir.empty()) throw UsageError("--out is empty: give the folder the experiment goes under");
+    try {
+      po::store(po::command_line_parser(argc - 1, argv + 1).options(opts).positional(pos).run(), vm);
+      po::notify(vm);
+    } catch (const po::error& e) {
+      throw UsageError(e.what());
+    }
+    if (!vm.count("config")) throw UsageError("missing CONFIG.json");
+    ro.threads = parse_count("--threads", vm["threads"].as<std::string>(), 0, kMaxThreads, " (0 = the cores)");
+    ro.jobs = parse_count("--jobs", vm["jobs"].as<std::string>(), 1, kMaxThreads);
+    if (ro.out_dir.empty()) throw UsageError("--out is empty: give the folder the experiment goes under");
 
-  if (vm.count("shard")) {
-    if (cmd != "run") throw UsageError("--shard is for asgdsim run");
-    if (mpi.size() > 1) throw UsageError("--shard and mpirun both split the runs: use one of them");
-    std::tie(ro.shard, ro.shards) = parse_shard(vm["shard"].as<std::string>());
+    if (vm.count("shard")) {
+      // validate accepts run's options (its help says so): --shard is checked as run checks
+      // it, and ignored, so that a run's command line validates as it is.
+      if (cmd == "cluster") throw UsageError("--shard is for asgdsim run");
+      if (mpi.size() > 1 && cmd == "run") throw UsageError("--shard and mpirun both split the runs: use one of them");
+      std::tie(ro.shard, ro.shards) = parse_shard(vm["shard"].as<std::string>());
+    }
+    if (cmd == "cluster" && (ro.threads != 0 || ro.jobs != 1))
+      throw UsageError("asgdsim cluster runs one process per worker: --threads and --jobs do not apply");
+    if (cmd == "cluster" && ro.wait) throw UsageError("--wait is for asgdsim run");
+    if (cmd == "cluster" && (!mpi.active() || mpi.size() < 2))
+      throw UsageError("asgdsim cluster runs under MPI with one server and N workers: mpirun -np N+1 asgdsim cluster "
+                       "CONFIG (" + std::string(mpi.active() ? "this job has 1 rank" : "this process was not started by mpirun") +
+                       ")");
+  } catch (const std::exception& e) {
+    if (mpi.size() <= 1 || cmd == "validate") throw;
+    error = std::current_exception();
+    what = "refused its command line: " + printable(e.what());
   }
-  if (cmd == "cluster" && (vm["threads"].as<int>() != 0 || ro.jobs != 1))
-    throw UsageError("asgdsim cluster runs one process per worker: --threads and --jobs do not apply");
-  if (cmd == "cluster" && ro.wait) throw UsageError("--wait is for asgdsim run");
-  if (cmd == "cluster" && (!mpi.active() || mpi.size() < 2))
-    throw UsageError("asgdsim cluster runs under MPI with one server and N workers: mpirun -np N+1 asgdsim cluster "
-                     "CONFIG (" + std::string(mpi.active() ? "this job has 1 rank" : "this process was not started by mpirun") +
-                     ")");
   if (cmd == "validate") return cmd_validate(load_experiment(vm["config"].as<std::string>(), sets));
   Experiment exp;
   if (mpi.size() > 1) {
     // Every rank must run the same thing: an extra --set or another config file on one
     // rank is exit 2 on all (MpiEnv::agree names the rank and the difference).
-    std::exception_ptr error;
-    std::string what;
-    try {
-      exp = load_experiment(vm["config"].as<std::string>(), sets);
-    } catch (const std::exception& e) {
-      error = std::current_exception();
-      what = e.what();
+    if (!error) {
+      try {
+        exp = load_experiment(vm["config"].as<std::string>(), sets);
+      } catch (const std::exception& e) {
+        error = std::current_exception();
+        what = "could not read its config: " + printable(e.what());
+      }
     }
     json options = {{"command", cmd}, {"out", ro.out_dir}, {"force", ro.force}, {"trace", ro.trace},
                     {"threads", ro.threads}, {"jobs", ro.jobs}};
@@ -538,6 +568,13 @@ int dispatch(int argc, char** argv, const MpiEnv& mpi) {
 
 // Prints the error as main() reports it and returns its exit code.
 int report_error(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::bad_alloc&) {  // what the memory estimate did not foresee
+    std::cerr << "asgdsim: error: " << out_of_memory_text("") << "\n";
+    return 1;
+  } catch (...) {
+  }
   std::cerr << "asgdsim: " << error_message(error) << "\n";
   try {
     std::rethrow_exception(error);
@@ -572,7 +609,50 @@ int run_main(int argc, char** argv, const MpiEnv& mpi) {
   }
 }
 
+// std::terminate's handler: a std::bad_alloc thrown where it cannot be caught (nlohmann's
+// json destructor allocates while it frees a deeply built value, and is noexcept) ends the
+// process as a caught one does: exit 1 with words, not an abort (134) and a C++ runtime
+// line. Written with write(2) from a fixed text: memory may be what is missing.
+[[noreturn]] void on_terminate() {
+  bool out_of_memory = false;
+  const char* what = "an exception where none may be thrown";
+  if (std::exception_ptr e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::bad_alloc&) {
+      out_of_memory = true;
+    } catch (const std::exception& x) {
+      what = x.what();
+    } catch (...) {
+    }
+  }
+  auto say = [](const char* text) {
+    for (size_t n = std::strlen(text); n > 0;) {
+      ssize_t k = ::write(STDERR_FILENO, text, n);
+      if (k <= 0) break;
+      text += k;
+      n -= size_t(k);
+    }
+  };
+  if (out_of_memory) {
+    say("asgdsim: error: out of memory (std::bad_alloc): an allocation failed; this process's memory (physical "
+        "memory, lowered by ulimit -v / -d and a cgroup memory.max) is too small for this input: make it smaller "
+        "(the config file, the model, cluster.workers, the data) or raise the limit\n");
+  } else {
+    say("asgdsim: internal error: ");
+    say(what);
+    say("\n");
+  }
+  std::fflush(nullptr);
+  std::_Exit(1);
+}
+
 int main(int argc, char** argv) {
+  std::set_terminate(on_terminate);
+  // A file-size limit (ulimit -f) is a write that fails with EFBIG, reported like a full
+  // disk (exit 2 naming the file, its temporary file removed), not a SIGXFSZ that kills
+  // the process (exit 153) and leaves the temporary file behind.
+  std::signal(SIGXFSZ, SIG_IGN);
   MpiEnv mpi(argc, argv);  // under mpirun (MPI builds): MPI_Init here, MPI_Finalize on return
   int code = run_main(argc, argv, mpi);
   if (mpi.peer_lost()) {  // every file is written; MPI_Finalize would wait for the dead rank

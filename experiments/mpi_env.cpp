@@ -286,7 +286,7 @@ void MpiEnv::agree(const std::string& text, bool failed, const std::string& what
   wait_bounded(*this, &r, 1, kStartupSeconds, "rank 0's config");
   constexpr int kLine = 400;
   std::string line;
-  if (failed && (mismatch || rank_ == 0)) line = "could not read its config: " + what;
+  if (failed && (mismatch || rank_ == 0)) line = what;  // "could not read its config: ...", "refused its command line: ..."
   else if (mismatch) line = root.rfind("error: ", 0) == 0 ? "read its config (rank 0 could not)" : first_difference(root, text);
   line = clip(line, kLine - 1);
   line.resize(kLine, '\0');

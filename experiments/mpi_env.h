@@ -48,8 +48,9 @@ class MpiEnv {
   int size() const { return size_; }
   int local_size() const { return local_size_; }  // ranks on this host (for thread shares)
 
-  // Every rank passes what it is about to run (its resolved config and options, or the
-  // text of the error it met reading them, with `failed`). Rank 0 broadcasts a hash of its
+  // Every rank passes what it is about to run (its resolved config and options, or, with
+  // `failed`, the error it met parsing its command line or reading its config, in words
+  // that say which: rank 0 prints them after the rank's number). Rank 0 broadcasts a hash of its
   // text; a rank whose text differs, or that failed, is named to rank 0 with the first
   // difference, and every rank throws RankMismatch (rank 0's what() names them; the
   // others' is the same text, which main() does not print twice). Bounded: peers lost or

@@ -7,6 +7,7 @@
 #include "experiments/run_parts.h"
 #include "experiments/runner.h"
 #include "sim/dataset.h"
+#include "sim/idx_reader.h"  // DataError
 #include "sim/settings.h"
 #include "engines/engine_registry.h"
 #include <sys/resource.h>
@@ -266,10 +267,46 @@ void check_run_resources(const json& c, const RunSettings& rs, const Distributio
   const MemoryEstimate m = estimate_run_memory(c, rs, compute);
   const double budget = memory_limit_bytes();
   if (m.total <= budget) return;
-  const MemoryPart& top = m.parts.front();
-  v.error(top.key, "this run would need about " + format_bytes(m.total) + " of memory, more than the " +
-                       format_bytes(budget) + " this machine has; the largest part is " + top.what + ": " +
-                       format_bytes(top.bytes) + ". Lower " + top.key);
+  v.error(m.parts.front().key, memory_refusal(m, budget) + ". Lower " + m.parts.front().key);
+}
+
+std::string memory_refusal(const MemoryEstimate& m, double budget) {
+  // Named after the limit that binds: a ulimit below the machine's memory, else the machine.
+  std::string whose = " this machine has";
+  const double physical = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE));
+  for (int resource : {RLIMIT_DATA, RLIMIT_AS}) {
+    rlimit r{};
+    if (::getrlimit(resource, &r) == 0 && r.rlim_cur != RLIM_INFINITY && double(r.rlim_cur) < physical)
+      whose = std::string(" this process may use under its ") + (resource == RLIMIT_AS ? "address-space" : "data") +
+              " limit of " + format_bytes(double(r.rlim_cur)) + " (ulimit " + (resource == RLIMIT_AS ? "-v" : "-d") +
+              "; less what it already maps and its threads' stacks" + (resource == RLIMIT_AS ? " and arenas" : "") + ")";
+  }
+  std::string text = "this run would need about " + format_bytes(m.total) + " of memory, more than the " +
+                     format_bytes(budget) + whose;
+  if (!m.parts.empty())
+    text += "; the largest part is " + m.parts.front().what + ": " + format_bytes(m.parts.front().bytes);
+  return text;
+}
+
+void check_memory_with_data(const json& c, const RunSettings& rs, const std::string& base_dir, size_t features,
+                            int classes, const std::string& source) {
+  json run = c;
+  run["data"]["features"] = features;
+  run["data"]["classes"] = classes;
+  const MemoryEstimate m = estimate_run_memory(run, rs, *make_distribution(rs.compute_dist, base_dir));
+  const double budget = memory_limit_bytes();
+  if (m.total <= budget) return;
+  throw DataError(source + ": " + std::to_string(features) + " features and " + std::to_string(classes) +
+                  " classes: " + memory_refusal(m, budget) +
+                  ". The data decides it: check the file's feature indices and labels, or give data.features and "
+                  "data.classes so that such lines are refused");
+}
+
+std::string out_of_memory_text(const std::string& during) {
+  return "out of memory (std::bad_alloc)" + (during.empty() ? std::string() : " " + during) + ": an allocation failed; this process may use about " +
+         format_bytes(memory_limit_bytes()) +
+         " (physical memory, lowered by ulimit -v / -d and a cgroup memory.max): make the run smaller (model size, "
+         "cluster.workers, data) or raise the limit";
 }
 
 }  // namespace asgd

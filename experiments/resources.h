@@ -43,6 +43,18 @@ MemoryEstimate estimate_run_memory(const json& run_config, const RunSettings& se
 void check_run_resources(const json& run_config, const RunSettings& settings, const Distribution& compute,
                          Validator& v);
 
+// "this run would need about X of memory, more than the Y this machine has; the largest
+// part is ...": the words of every memory refusal (check_run_resources, the data check).
+std::string memory_refusal(const MemoryEstimate& m, double budget);
+// The check of check_run_resources once a data set read from files (svmlight) has told
+// its real features and classes (the config's 0s mean "from the file", so the estimate
+// before could not count them): throws DataError naming `source` (the file), the sizes
+// and the memory, instead of letting the model's allocation die of std::bad_alloc.
+void check_memory_with_data(const json& run_config, const RunSettings& settings, const std::string& base_dir,
+                            size_t features, int classes, const std::string& source);
+// What an allocation failure that still escapes (std::bad_alloc) is reported as.
+std::string out_of_memory_text(const std::string& during);
+
 // The number of parameters of a model config (data dimensions from the data config);
 // 0 for a model type it does not know.
 // The model's sizes, from the model the run builds (sim/models/catalog.h): parameters, and

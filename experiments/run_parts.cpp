@@ -4,6 +4,7 @@
 #include "experiments/config.h"
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <algorithm>
 #include <cerrno>
@@ -21,6 +22,7 @@
 #include "sim/recorder.h"
 #include "sim/sparse_synthetic.h"
 #include "sim/svmlight_reader.h"
+#include "experiments/resources.h"
 #include "kernels/rng.h"
 
 namespace asgd {
@@ -66,7 +68,8 @@ std::string resolve_path(const std::string& path, const std::string& base_dir) {
 }
 }  // namespace
 
-std::shared_ptr<LoadedData> load_data(const json& cfg, const std::string& base_dir) {
+std::shared_ptr<LoadedData> load_data(const RunSpec& run, const std::string& base_dir) {
+  const json& cfg = run.config;
   const json& d = cfg["data"];
   std::string type = d["type"];
   auto out = std::make_shared<LoadedData>();
@@ -101,6 +104,17 @@ std::shared_ptr<LoadedData> load_data(const json& cfg, const std::string& base_d
     s.index_base = d["index_base"];
     s.classes = d["classes"];
     out->host = load_svmlight(s);
+    // The files told the features and classes the config left at 0: the model built on
+    // them must fit too (an index of 2147483647, or a label of 1e9, in a 1 KB file).
+    if (s.features == 0 || s.classes == 0) {
+      const HostDataset& t = out->host.train;
+      std::string from = "data.path: " + s.path + (s.test_path.empty() ? "" : " and " + s.test_path) + " (";
+      if (s.features == 0)
+        from += "its largest feature index is " + std::to_string(int64_t(t.dim) - 1 + s.index_base) +
+                (s.classes == 0 ? "; " : ")");
+      if (s.classes == 0) from += "its labels make " + std::to_string(t.classes) + " classes)";
+      check_memory_with_data(cfg, run.settings, base_dir, t.dim, t.classes, from);
+    }
   } else {
     out->host = load_fashion_mnist(resolve_path(d["path"], base_dir), d["train_limit"], d["test_limit"]);
   }
@@ -147,7 +161,7 @@ std::string config_differences(const json& there, const json& now, size_t limit)
   return out;
 }
 
-std::string index_csv(const Experiment& exp, const std::string& exp_dir) {
+std::string index_csv(const Experiment& exp, const std::string& exp_dir, const std::set<std::string>& pending) {
   std::string out = "run_id,engine";
   for (const auto& k : exp.sweep_keys) out += "," + k;
   out += ",seed,status,final_train_loss,final_test_loss,final_test_accuracy,time,updates\n";
@@ -167,7 +181,7 @@ std::string index_csv(const Experiment& exp, const std::string& exp_dir) {
   };
   for (const auto& run : exp.runs) {
     json s;
-    bool have = read_json(exp_dir + "/" + run.run_id + "/summary.json", s);
+    bool have = !pending.count(run.run_id) && read_json(exp_dir + "/" + run.run_id + "/summary.json", s);
     out += run.run_id + "," + run.engine;
     for (const auto& k : exp.sweep_keys)  // empty: an engine.* key this run's engine does not have
       out += "," + (run.sweep_values.contains(k) ? cell(run.sweep_values[k]) : std::string());
@@ -283,7 +297,22 @@ const std::vector<std::string>& run_result_files() {
   return files;
 }
 
+void refuse_link(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+    throw IoError(path + " is a symbolic link: asgdsim never writes or deletes through a link inside the output "
+                         "folder (only --out itself may be one); remove the link, or choose another --out");
+}
+
+void make_experiment_folder(const std::string& exp_dir) {
+  refuse_link(exp_dir);
+  make_directories(exp_dir);
+  refuse_link(exp_dir);  // planted while it was made
+  for (const char* lock : {"/.lock", "/.index.lock"}) refuse_link(exp_dir + lock);  // opened with O_NOFOLLOW too
+}
+
 void clear_run_folder(const std::string& dir) {
+  refuse_link(dir);  // make_directories(dir) went through it: nothing is removed or written there
   for (const auto& f : run_result_files()) {
     const std::string path = dir + "/" + f;
     if (::unlink(path.c_str()) != 0 && errno != ENOENT)
@@ -338,6 +367,7 @@ ExperimentLock::ExperimentLock(const std::string& exp_dir, Mode mode, bool wait,
                                bool quiet) {
   const std::string path = exp_dir + "/.lock";
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd_ < 0 && errno == ELOOP) refuse_link(path);
   if (fd_ < 0) throw IoError("cannot open " + path + ": " + std::strerror(errno));
   const int op = (mode == Mode::Exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB;
   bool said = false;
@@ -378,9 +408,10 @@ ExperimentLock::~ExperimentLock() {
   if (fd_ >= 0) ::close(fd_);  // releases the lock
 }
 
-void write_index(const Experiment& exp, const std::string& exp_dir) {
+void write_index(const Experiment& exp, const std::string& exp_dir, const std::set<std::string>& pending) {
   const std::string lock_path = exp_dir + "/.index.lock";
-  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);  // a planted link: refused
+  if (fd < 0 && errno == ELOOP) refuse_link(lock_path);
   if (fd < 0) throw IoError("cannot open " + lock_path + ": " + std::strerror(errno));
   // Polled rather than waited for in flock: another shard holds it only while it writes
   // index.csv, and a thread asleep in usleep takes signals where one blocked in flock may
@@ -397,7 +428,7 @@ void write_index(const Experiment& exp, const std::string& exp_dir) {
     throw IoError("cannot lock " + lock_path + ": " + std::strerror(err));
   }
   try {
-    write_file_atomic(exp_dir + "/index.csv", index_csv(exp, exp_dir));
+    write_file_atomic(exp_dir + "/index.csv", index_csv(exp, exp_dir, pending));
   } catch (...) {
     ::close(fd);  // releases the lock
     throw;
@@ -410,6 +441,7 @@ std::string run_tag(const Experiment& exp, size_t k) {
 }
 
 EarlierRun earlier_run(const std::string& dir, const json& config, bool force, const std::string& tag) {
+  refuse_link(dir);  // checked before anything is written
   EarlierRun earlier;
   json old_config, old_summary;
   const bool has_config = read_json(dir + "/config.json", old_config);

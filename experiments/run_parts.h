@@ -4,6 +4,7 @@
 #pragma once
 #include "sim/models/catalog.h"
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
@@ -34,7 +35,7 @@ bool read_json(const std::string& path, json& out);
 
 // Runs with equal keys share one loaded data set (synthetic data depends on the seed).
 json data_key(const json& cfg);
-std::shared_ptr<LoadedData> load_data(const json& cfg, const std::string& base_dir);
+std::shared_ptr<LoadedData> load_data(const RunSpec& run, const std::string& base_dir);
 // The run's model (sim/models/catalog.h) for the loaded data.
 std::unique_ptr<Model> build_model(const json& model, const LoadedData& data);
 // The run's compute-time model: cluster.compute's distribution, per and overhead, the
@@ -64,8 +65,15 @@ json ended_summary_json(const RunSpec& run, const std::string& status, const std
 // The files a run folder's results consist of, summary.json first (removed first, so
 // that the folder never looks complete while they are replaced).
 const std::vector<std::string>& run_result_files();
+// Links inside the output tree are never followed (docs/reliability.md): OUT/<name>/, a
+// run folder and the lock files must not be symbolic links (--out itself may be one).
+// refuse_link throws IoError naming `path` when it is a link; make_experiment_folder
+// makes OUT/<name>/ (and OUT) unless it is one.
+void refuse_link(const std::string& path);
+void make_experiment_folder(const std::string& exp_dir);
 // Before a run (re-)starts in `dir`: removes its old result files and the temporary
-// files an earlier process left there (killed between writing and renaming).
+// files an earlier process left there (killed between writing and renaming). Refuses a
+// `dir` that is a link (IoError) before removing anything.
 void clear_run_folder(const std::string& dir);
 // What a folder's config.json (or experiment.json) holds against what this config makes:
 // "train.lr: 0.1 there, 0.05 now; model.hidden[0]: ... (and 3 more)", at most `limit`
@@ -123,11 +131,14 @@ class ExperimentLock {
 };
 
 // index.csv's text: one row per run of `exp`, from the summary.json files in exp_dir
-// ("pending" for runs without one).
-std::string index_csv(const Experiment& exp, const std::string& exp_dir);
+// ("pending" for runs without one, and for the runs in `pending`: those about to be made).
+std::string index_csv(const Experiment& exp, const std::string& exp_dir, const std::set<std::string>& pending = {});
 // Writes exp_dir/index.csv atomically, holding an exclusive lock on exp_dir/.index.lock
 // while it reads the summaries and writes: processes that share the folder (--shard,
 // mpirun) each write it when done, and the last one's index lists every finished run.
-void write_index(const Experiment& exp, const std::string& exp_dir);
+// Also written before the first run starts, with the runs to be made in `pending`, so
+// that a process killed with -9 leaves an index that says they are not finished (their
+// old summary.json may still be there until each run starts).
+void write_index(const Experiment& exp, const std::string& exp_dir, const std::set<std::string>& pending = {});
 
 }  // namespace asgd

@@ -13,6 +13,7 @@
 #include <iostream>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 #include "engines/engine_registry.h"
@@ -73,8 +74,8 @@ class DataCache {
  public:
   explicit DataCache(std::string base_dir) : base_dir_(std::move(base_dir)) {}
 
-  std::shared_ptr<LoadedData> get(const json& cfg) {
-    json key = data_key(cfg);
+  std::shared_ptr<LoadedData> get(const RunSpec& run) {
+    json key = data_key(run.config);
     std::promise<std::shared_ptr<LoadedData>> promise;
     std::shared_future<std::shared_ptr<LoadedData>> future;
     bool mine = false;  // this call loads it
@@ -91,7 +92,7 @@ class DataCache {
     }
     if (!mine) return future.get();  // another lane loads it (or did); rethrows its error
     try {
-      promise.set_value(load_data(cfg, base_dir_));
+      promise.set_value(load_data(run, base_dir_));
     } catch (...) {
       promise.set_exception(std::current_exception());
     }
@@ -215,7 +216,7 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   auto wall_start = std::chrono::steady_clock::now();
   RunSettings settings = run.settings;
   settings.trace = settings.trace || opts.trace;
-  std::shared_ptr<LoadedData> data = cache.get(run.config);
+  std::shared_ptr<LoadedData> data = cache.get(run);
   std::unique_ptr<Model> model = build_model(run.config["model"], *data);
   ComputeTimeModel compute = build_compute_model(settings, exp.base_dir);
   Recorder recorder(settings.trace);
@@ -270,6 +271,8 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
     throw;  // already names its source and JSON paths
   } catch (const TimeOverflow& e) {
     throw TimeOverflow(prefix + e.what());
+  } catch (const std::bad_alloc&) {
+    throw std::runtime_error(prefix + out_of_memory_text("while making it"));
   } catch (const std::exception& e) {
     throw std::runtime_error(prefix + e.what());
   }
@@ -278,6 +281,8 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
 std::string error_text(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
+  } catch (const std::bad_alloc&) {
+    return out_of_memory_text("while making the run");
   } catch (const std::exception& e) {
     return e.what();
   } catch (...) {
@@ -328,7 +333,7 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
     throw IoError("experiment name '" + name + "' cannot be a folder under --out");
   const std::string exp_dir = opts.out_dir + "/" + name;
-  make_directories(exp_dir);
+  make_experiment_folder(exp_dir);  // not a link: nothing is written through one
   // The folder is this process's (shared with the other shards of the same experiment)
   // until it returns: no other asgdsim writes into it meanwhile.
   const bool sharded = opts.shards > 1;
@@ -368,6 +373,13 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
     remove_stale_temp_files(exp_dir, {"experiment.json", "index.csv"});  // no other process writes here now
   }
   write_file_atomic(exp_dir + "/experiment.json", experiment_json);
+  // index.csv tells the truth while the runs are made: the runs this process is about to
+  // (re-)make are pending until it rewrites the index at the end (a kill -9 leaves them so).
+  if (opts.write_index && !todo.empty()) {
+    std::set<std::string> pending;
+    for (size_t k : todo) pending.insert(exp.runs[k].run_id);
+    write_index(exp, exp_dir, pending);
+  }
 
   // Lanes: up to --jobs runs at once, each on its own worker pool with a share of the
   // threads (at least one, the lane's thread itself). Results do not depend on the pool size, so they do not

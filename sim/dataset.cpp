@@ -148,12 +148,40 @@ uint64_t sparse_bytes(uint64_t rows, uint64_t nnz) {
   return (rows + 1) * sizeof(int64_t) + rows * sizeof(float) + nnz * (sizeof(int32_t) + sizeof(float));
 }
 
+namespace {
+// A "Vm...:  N kB" line of /proc/self/status, in bytes (0 when there is none).
+double proc_status_bytes(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.compare(0, field.size() + 1, field + ":") == 0) return std::atof(line.c_str() + field.size() + 1) * 1024;
+  return 0;
+}
+}  // namespace
+
 double memory_limit_bytes() {
   double limit = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE));
   if (!(limit > 0)) limit = std::numeric_limits<double>::infinity();
+  // An address-space or data-segment limit (ulimit -v, ulimit -d) counts what the process
+  // already maps (libraries, the BLAS's buffers) and what its threads will reserve: a
+  // stack each (RLIMIT_STACK, 8 MiB by default) and, under RLIMIT_AS, a malloc arena each
+  // (64 MiB of address space on 64-bit glibc). Left out, a model that fits the limit on
+  // paper died of std::bad_alloc instead of being refused.
+  // Threads: the pool's default (one per core), counted up to 8 (beyond, not every thread
+  // gets an arena of its own, and a many-core machine under ulimit -v would refuse all).
+  const double threads = std::clamp<double>(double(::sysconf(_SC_NPROCESSORS_ONLN)), 1, 8);
+  rlimit stack_limit{};
+  double stack = 8 << 20;
+  if (::getrlimit(RLIMIT_STACK, &stack_limit) == 0 && stack_limit.rlim_cur != RLIM_INFINITY)
+    stack = std::min(double(stack_limit.rlim_cur), double(1 << 30));
+  constexpr double kArena = 64 << 20;
   for (int resource : {RLIMIT_AS, RLIMIT_DATA}) {
     rlimit r{};
-    if (::getrlimit(resource, &r) == 0 && r.rlim_cur != RLIM_INFINITY) limit = std::min(limit, double(r.rlim_cur));
+    if (::getrlimit(resource, &r) == 0 && r.rlim_cur != RLIM_INFINITY) {
+      const bool as = resource == RLIMIT_AS;
+      const double used = proc_status_bytes(as ? "VmSize" : "VmData");
+      const double reserved = threads * (stack + (as ? kArena : 0));
+      limit = std::min(limit, std::max(0.0, double(r.rlim_cur) - used - reserved));
+    }
   }
   std::ifstream cgroup("/sys/fs/cgroup/memory.max");  // cgroup v2: "max" or bytes
   double cg = 0;

@@ -31,8 +31,10 @@ struct HostDataset {
 // (row offsets, feature ids, values) and the labels.
 uint64_t sparse_bytes(uint64_t rows, uint64_t nnz);
 // What this process may use (bytes): physical memory, lowered by RLIMIT_AS/RLIMIT_DATA
-// and a cgroup memory.max where set. Data loads and the config's memory estimate both
-// compare against it.
+// (less the address space or data the process already uses and what its threads will
+// reserve: a stack each, and a malloc arena each under RLIMIT_AS; up to 8 threads) and a cgroup
+// memory.max where set. Data loads and the config's memory estimate both compare
+// against it.
 double memory_limit_bytes();
 // "12 GiB", "3.4 MiB": bytes for messages ("unbounded" when not finite).
 std::string format_bytes(double bytes);

@@ -55,10 +55,16 @@ class TimeOverflow : public std::overflow_error {
   using std::overflow_error::overflow_error;
 };
 
+// A message as the terminal should show it: control characters (but newline and tab) and
+// bytes that are not UTF-8 as \xNN, a run of more than 24 digits shortened to its first
+// and last digits and its length, and at most 4,000 bytes. Values in messages come from
+// users (a --set, a path, a config key): raw bytes or a 300-digit number tell them nothing.
+std::string printable(const std::string& s);
+
 // The exit code for `error` (see the list above): 2 for invalid input, else 1.
 int exit_code_of(std::exception_ptr error);
 // The message main() prints for `error`: "invalid config:\n...", "bad data: ...", ...
-// (without the "asgdsim: " prefix and the usage text).
+// (without the "asgdsim: " prefix and the usage text), printable.
 std::string error_message(std::exception_ptr error);
 
 }  // namespace asgd

@@ -9,6 +9,13 @@
 namespace asgd {
 namespace {
 
+// zlib's gzerror text without the path it starts with ("PATH: unexpected end of file").
+std::string gz_reason(const char* msg, const std::string& path) {
+  std::string m = msg ? msg : "";
+  if (m.compare(0, path.size() + 2, path + ": ") == 0) m = m.substr(path.size() + 2);
+  return m;
+}
+
 // The most bytes an IDX file may hold: 1 GiB, about 22 times Fashion-MNIST's training
 // images. A header asking for more is refused before anything is inflated.
 constexpr uint64_t kMaxIdxBytes = uint64_t(1) << 30;
@@ -34,11 +41,13 @@ std::vector<uint8_t> read_idx(const std::string& path, size_t header_bytes,
     while (want > 0) {
       throw_if_interrupted("reading " + path);
       int n = gzread(f, buf, unsigned(std::min<uint64_t>(want, sizeof(buf))));
-      if (n < 0) {
-        int err = 0;
-        std::string msg = gzerror(f, &err);
-        throw DataError(path + ": corrupt or truncated gzip data (" + msg + ")");
-      }
+      // A gzip stream that stops before its end (a file cut short) reads as a shorter
+      // file unless gzerror is asked: zlib says "unexpected end of file" only there.
+      int err = Z_OK;
+      const char* msg = gzerror(f, &err);
+      if (n < 0 || (n == 0 && err != Z_OK))
+        throw DataError(path + ": corrupt or truncated gzip data (" + gz_reason(msg, path) +
+                        "): the file was cut short or is damaged");
       if (n == 0) break;
       out.insert(out.end(), buf, buf + n);
       want -= uint64_t(n);

@@ -8,13 +8,26 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include "sim/idx_reader.h"  // DataError
+#include "sim/interrupt.h"
 
 namespace asgd {
 namespace {
 
+// zlib's gzerror text without the path it starts with ("PATH: unexpected end of file").
+std::string gz_reason(const char* msg, const std::string& path) {
+  std::string m = msg ? msg : "";
+  if (m.compare(0, path.size() + 2, path + ": ") == 0) m = m.substr(path.size() + 2);
+  return m;
+}
+
 constexpr size_t kChunk = 1 << 20;
+// The longest line a file may hold: far beyond any real data set's sample (news20's
+// longest is ~60 KB), and what keeps a file without newlines (/dev/zero, a gzip of
+// zeros) from growing the line buffer without bound.
+constexpr size_t kMaxLineBytes = size_t(64) << 20;
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
 
@@ -29,14 +42,15 @@ class GzStream {
   ~GzStream() { gzclose(file_); }
   GzStream(const GzStream&) = delete;
   GzStream& operator=(const GzStream&) = delete;
-  // Up to n bytes into buf; 0 at the end.
+  // Up to n bytes into buf; 0 at the end. A gzip stream that ends before its end (a file
+  // cut short) is an error, not a shorter file: zlib reports it only through gzerror.
   size_t read(char* buf, size_t n) {
     int got = gzread(file_, buf, unsigned(n));
-    if (got < 0) {
-      int err = 0;
-      std::string msg = gzerror(file_, &err);
-      throw DataError(path_ + ": corrupt or truncated gzip data (" + msg + ")");
-    }
+    int err = Z_OK;
+    const char* msg = gzerror(file_, &err);
+    if (got < 0 || (got == 0 && err != Z_OK))
+      throw DataError(path_ + ": corrupt or truncated gzip data (" + gz_reason(msg, path_) +
+                      "): the file was cut short or is damaged");
     return size_t(got);
   }
 
@@ -46,14 +60,21 @@ class GzStream {
 };
 
 // Calls f(begin, end, line) for every line (without its '\n') of what read(buf, n)
-// delivers, `chunk` bytes at a time; a last line without '\n' counts too.
+// delivers, `chunk` bytes at a time; a last line without '\n' counts too. A line longer
+// than max_line is a DataError naming `name` and the line; an interrupt (Ctrl-C) stops
+// the read between chunks.
 template <class Read, class F>
-void for_each_line(Read&& read, F&& f, size_t chunk = kChunk) {
+void for_each_line(Read&& read, F&& f, const std::string& name, size_t chunk = kChunk,
+                   size_t max_line = kMaxLineBytes) {
   std::vector<char> buf(chunk);
   size_t held = 0;  // bytes of an unfinished line at the start of buf
   uint32_t line = 0;
   for (;;) {
-    if (held == buf.size()) buf.resize(buf.size() * 2);  // a line longer than the buffer
+    throw_if_interrupted("reading " + name);
+    if (held > max_line)
+      throw DataError(name + ":" + std::to_string(line + 1) + ": line too long: more than " +
+                      std::to_string(max_line >> 20) + " MiB without a newline (is it a text file in svmlight format?)");
+    if (held == buf.size()) buf.resize(std::min(buf.size() * 2, max_line + 1));  // a line longer than the buffer
     size_t got = read(buf.data() + held, buf.size() - held);
     if (got == 0) break;
     const char* p = buf.data();
@@ -66,9 +87,21 @@ void for_each_line(Read&& read, F&& f, size_t chunk = kChunk) {
   if (held > 0) f(buf.data(), buf.data() + held, ++line);
 }
 
+// A token for a message: at most 40 bytes, control bytes (a NUL would end the message
+// where what() is read as a C string) as \xNN.
 std::string token_text(const char* b, const char* e) {
-  std::string t(b, e);
-  if (t.size() > 40) t = t.substr(0, 37) + "...";
+  std::string t;
+  for (const char* p = b; p < e && t.size() < 40; ++p) {
+    const unsigned char c = static_cast<unsigned char>(*p);
+    if (c < 0x20 || c == 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof(hex), "\\x%02x", unsigned(c));
+      t += hex;
+    } else {
+      t += char(c);
+    }
+  }
+  if (t.size() >= 40 && size_t(e - b) > 37) t = t.substr(0, 37) + "...";
   return t;
 }
 
@@ -165,7 +198,7 @@ FileCount count_file(const std::string& path) {
   }, [&](const char* b, const char* e, uint32_t) {
     c.lines++;
     c.colons += uint64_t(std::count(b, e, ':'));
-  });
+  }, path);
   return c;
 }
 
@@ -179,7 +212,7 @@ SvmlightFile read_file(const std::string& path, size_t features, int index_base,
   Parser parser(path, features, index_base, out);
   GzStream in(path);
   for_each_line([&](char* buf, size_t n) { return in.read(buf, n); },
-                [&](const char* b, const char* e, uint32_t line) { parser.line(b, e, line); });
+                [&](const char* b, const char* e, uint32_t line) { parser.line(b, e, line); }, path);
   if (out.samples() == 0) throw DataError(path + ": no samples (the file is empty, or holds only comments and blank lines)");
   return out;
 }
@@ -212,7 +245,7 @@ SvmlightFile parse_svmlight(const std::string& text, const std::string& name, si
     std::memcpy(buf, text.data() + at, k);
     at += k;
     return k;
-  }, [&](const char* b, const char* e, uint32_t line) { parser.line(b, e, line); }, std::min(kChunk, text.size() + 1));
+  }, [&](const char* b, const char* e, uint32_t line) { parser.line(b, e, line); }, name, std::min(kChunk, text.size() + 1));
   if (out.samples() == 0) throw DataError(name + ": no samples (the file is empty, or holds only comments and blank lines)");
   return out;
 }

@@ -211,8 +211,9 @@ TEST(Trace, EachRunIsAProcessAndSpansCarryStepStalenessAndBytes) {
         ASSERT_TRUE(e.contains("args") && e["args"].contains("step")) << e.dump();
         spans_of_step[{e["tid"].get<int>(), e["args"]["step"].get<int64_t>()}]++;
         EXPECT_EQ(e["args"].contains("bytes"), name != "compute") << e.dump();
-        if (name != "compute")  // a parameter-sized message: softmax 6 features x 3 classes + 3 biases, fp32
+        if (name != "compute") {  // a parameter-sized message: softmax 6 features x 3 classes + 3 biases, fp32
           EXPECT_EQ(e["args"]["bytes"], (6 * 3 + 3) * 4) << e.dump();
+        }
         if (name == "compute" && e["args"].contains("staleness"))
           traced_staleness[e["args"]["staleness"].get<uint64_t>()]++;
       }

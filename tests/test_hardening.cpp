@@ -174,6 +174,228 @@ std::function<void(Ctx&)> fashion_folder(std::vector<uint8_t> train_images, size
 const json kFashion = json::parse(R"({"name": "fm", "model": {"type": "softmax"},
   "data": {"type": "fashion_mnist", "path": "fm"}, "stop": {"updates": 5}, "engines": [{"type": "async"}]})");
 
+// ---- issue 31's helpers
+// svmlight text: n samples of classes -1/+1 with 5 increasing features each (whole lines).
+std::string svm_lines(int n) {
+  std::string t;
+  for (int i = 0; i < n; ++i) {
+    t += i % 2 ? "1" : "-1";
+    for (int k = 1; k <= 5; ++k) t += " " + std::to_string(k * 7 + i % 5) + ":0." + std::to_string(1 + (i * k) % 9);
+    t += "\n";
+  }
+  return t;
+}
+// `text` gzip'd into path and cut right after its first `keep` bytes were flushed whole:
+// what inflates is whole lines, and the stream stops before its end (a download cut short).
+void write_gz_cut(const std::string& path, const std::string& text, size_t keep) {
+  gzFile f = gzopen(path.c_str(), "wb6");
+  ASSERT_NE(f, nullptr) << path;
+  ASSERT_EQ(gzwrite(f, text.data(), unsigned(keep)), int(keep));
+  ASSERT_EQ(gzflush(f, Z_FULL_FLUSH), Z_OK);
+  const long at = long(gzoffset(f));
+  ASSERT_EQ(gzwrite(f, text.data() + keep, unsigned(text.size() - keep)), int(text.size() - keep));
+  ASSERT_EQ(gzclose(f), Z_OK);
+  ASSERT_EQ(::truncate(path.c_str(), at), 0) << path;
+}
+// A file's last `bytes` bytes cut off.
+void cut_tail(const std::string& path, size_t bytes) {
+  ASSERT_EQ(::truncate(path.c_str(), off_t(fs::file_size(path) - bytes)), 0) << path;
+}
+const json kSvm = json::parse(R"({"name": "svm", "model": {"type": "sparse_softmax"},
+  "data": {"type": "svmlight", "path": "d.svm"}, "stop": {"updates": 20}, "engines": [{"type": "async"}]})");
+json svm_at(const std::string& path) {
+  return with(kSvm, [&](json& c) { c["data"]["path"] = path; });
+}
+// No temporary file of write_file_atomic anywhere under dir.
+void expect_no_temp_files(const std::string& dir) {
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+    EXPECT_EQ(it->path().filename().string().find(".tmp."), std::string::npos) << "left behind: " << it->path();
+}
+// Output shown to a user: no raw control byte (but newline and tab), no byte that is not
+// UTF-8, no "stoul", and no run of `digits` or more digits.
+void expect_printable(const std::string& out, size_t digits = 40) {
+  for (unsigned char c : out) {
+    EXPECT_FALSE((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f || c == 0xff) << "raw byte " << int(c) << " in:\n" << out;
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f || c == 0xff) break;
+  }
+  EXPECT_EQ(out.find("stoul"), std::string::npos) << out;
+  EXPECT_EQ(out.find(std::string(digits, '0')), std::string::npos) << out;
+}
+
+// Issue 31: files, data and processes. Defect numbers 101..109 stand for its items 1..9.
+void issue31_rows(std::vector<Row>& t) {
+  const std::string run = "{bin} run {cfg} --quiet --out {out}";
+  auto write = [](std::string name, std::string text) {
+    return [=](Ctx& c) { write_text(c.dir + "/" + name, text); };
+  };
+
+  // ---- 1. a gzip file cut short is bad data, not a smaller data set
+  t.push_back(row("i31_1_svmlight_gzip_cut_short", 101, run, 2,
+                  {"cut.svm.gz", "truncated gzip data", "cut short"}, {"svm/async-seed1/summary.json~failed"})
+                  .cfg(svm_at("cut.svm.gz"))
+                  .before([](Ctx& c) { write_gz_cut(c.dir + "/cut.svm.gz", svm_lines(3000), svm_lines(1000).size()); }));
+  t.push_back(row("i31_1_svmlight_gzip_whole_runs", 101, run, 0, {}, {"svm/async-seed1/summary.json~completed"})
+                  .cfg(svm_at("whole.svm.gz"))
+                  .before([](Ctx& c) {
+                    const std::string text = svm_lines(3000);
+                    write_gz(c.dir + "/whole.svm.gz", std::vector<uint8_t>(text.begin(), text.end()));
+                  })
+                  .control());
+  {
+    std::vector<uint8_t> images = idx_images_header(20, 28, 28);
+    images.resize(images.size() + 20 * 784, 9);
+    t.push_back(row("i31_1_idx_gzip_cut_short", 101, run, 2,
+                    {"train-images-idx3-ubyte.gz", "truncated gzip data"}, {"fm/async-seed1/summary.json~failed"})
+                    .cfg(kFashion)
+                    .before([images](Ctx& c) {
+                      fashion_folder(images, 0)(c);
+                      cut_tail(c.dir + "/fm/train-images-idx3-ubyte.gz", 6);  // its end (CRC, length) cut off
+                    }));
+  }
+
+  // ---- 2. svmlight: lines without end, sizes from the file, Ctrl-C while reading
+  t.push_back(row("i31_2_svmlight_dev_zero_line_too_long", 102, run, 2, {"/dev/zero:1", "line too long"},
+                  {"svm/async-seed1/summary.json~failed"})
+                  .cfg(svm_at("/dev/zero")));
+  t.push_back(row("i31_2_svmlight_gzip_of_zeros_line_too_long", 102, run, 2, {"zeros.svm.gz:1", "line too long"},
+                  {"svm/async-seed1/summary.json~failed"})
+                  .cfg(svm_at("zeros.svm.gz"))
+                  .before([](Ctx& c) { write_gz(c.dir + "/zeros.svm.gz", {}, size_t(80) << 20); }));
+  t.push_back(row("i31_2_svmlight_feature_index_2147483647", 102, run, 2,
+                  {"big.svm", "its largest feature index is 2147483647", "would need about", "of memory, more than the"},
+                  {"svm/async-seed1/summary.json~failed"})
+                  .cfg(svm_at("big.svm"))
+                  .before(write("big.svm", [] {
+                    std::string t;
+                    for (int i = 0; i < 20; ++i) t += "1 1:1 2147483647:1\n-1 1:1\n";
+                    return t;
+                  }())));
+  t.push_back(row("i31_2_svmlight_label_1e9", 102, run, 2,
+                  {"labels.svm", "its labels make 1000000001 classes", "would need about", "of memory, more than the"},
+                  {"svm/async-seed1/summary.json~failed"})
+                  .cfg(svm_at("labels.svm"))
+                  .before(write("labels.svm", [] {
+                    std::string t;
+                    for (int i = 0; i < 20; ++i) t += "0 1:1 2:1\n1 1:1\n1000000000 2:1\n";
+                    return t;
+                  }())));
+  t.push_back(row("i31_2_svmlight_ctrl_c_while_reading", 102,  // an endless file of valid lines, from a FIFO
+                  "mkfifo {dir}/endless.svm\n(yes '1 1:0.5 2:0.25' > {dir}/endless.svm 2>/dev/null &)\n" + run +
+                      " & P=$!\nwait_for {out}/svm/async-seed1/meta.json || exit 99\nsleep 0.5\nkill -INT $P; wait $P",
+                  130, {}, {"svm/async-seed1/summary.json~interrupted", "svm/index.csv~interrupted"})
+                  .cfg(svm_at("endless.svm"))
+                  .limit(30));
+
+  // ---- 3. a model beyond the address-space limit is refused, not std::bad_alloc
+  t.push_back(row("i31_3_model_beyond_ulimit_v_is_refused", 103,
+                  "ulimit -v 1000000\n" + run + " --set model.dim=40000000 --set 'engines=[{\"type\":\"async\"}]' "
+                                                "--set stop.updates=2",
+                  2, {"model.dim", "would need about", "address-space limit", "ulimit -v"}, {"EMPTY"})
+                  .no_sanitizer()
+                  .not_on_cuda());
+  t.push_back(row("i31_3_model_under_ulimit_v_runs", 103,
+                  "ulimit -v 1000000\n" + run + " --set model.dim=1000000 --set 'engines=[{\"type\":\"async\"}]' "
+                                                "--set stop.updates=2",
+                  0, {}, {"base/async-seed1/summary.json~completed"})
+                  .no_sanitizer()
+                  .not_on_cuda()
+                  .control());
+
+  // An allocation failure the estimate cannot foresee (a 40 MB config of 20 million list
+  // elements under a 400 MB address space): named as out of memory, exit 1, whether it is
+  // caught or thrown where nothing may throw (nlohmann's destructor: it used to abort, 134).
+  t.push_back(row("i31_3_out_of_memory_is_named", 103,
+                  "python3 -c \"print('{\\\"model\\\": {\\\"type\\\": \\\"quadratic\\\"}, \\\"engines\\\": "
+                  "[{\\\"type\\\": \\\"async\\\"}], \\\"description\\\": [' + '0,'*20000000 + '0]}')\" > "
+                  "{dir}/huge.json\nulimit -v 400000\n{bin} validate {dir}/huge.json",
+                  1, {"out of memory (std::bad_alloc)", "ulimit -v"})
+                  .no_sanitizer()
+                  .not_on_cuda());
+
+  // ---- 4. a file-size limit is a write error (exit 2 naming the file), not SIGXFSZ (1 MiB: TSan
+  // maps a file of its own and dies of SIGBUS under a 64 KiB limit; metrics.csv here is 2.4 MB)
+  t.push_back(row("i31_4_file_size_limit_names_the_file", 104,
+                  "ulimit -f 1024\n" + run + " --set stop.updates=20000 --set 'eval={\"every\":1,\"unit\":\"updates\"}' "
+                                           "--set 'engines=[{\"type\":\"async\"}]'",
+                  2, {"metrics.csv", "File too large"}, {"base/async-seed1/config.json", "!base/async-seed1/metrics.csv"})
+                  .after([](Ctx& c) { expect_no_temp_files(c.out); }));
+
+  // ---- 5. links inside the output tree are never followed
+  auto victim = [](Ctx& c) {
+    fs::create_directories(c.dir + "/victim");
+    write_text(c.dir + "/victim/summary.json", "secret");
+    write_text(c.dir + "/victim/metrics.csv", "keep");
+  };
+  const std::vector<std::string> victim_intact = {"{dir}/victim/summary.json~secret", "{dir}/victim/metrics.csv~keep",
+                                                  "!{dir}/victim/config.json", "!{dir}/victim/experiment.json"};
+  for (const std::string force : {"", " --force"}) {
+    std::vector<std::string> state = victim_intact;
+    state.push_back("!base/experiment.json");
+    t.push_back(row("i31_5_run_folder_a_link" + std::string(force.empty() ? "" : "_force"), 105,
+                    "mkdir -p {out}/base && ln -s {dir}/victim {out}/base/async-seed1\n" + run + force, 2,
+                    {"base/async-seed1 is a symbolic link", "never writes or deletes through a link"}, state)
+                    .before(victim));
+  }
+  t.push_back(row("i31_5_experiment_folder_a_link", 105, "mkdir -p {out} && ln -s {dir}/victim {out}/base\n" + run, 2,
+                  {"/base is a symbolic link"}, [&] {
+                    std::vector<std::string> s = victim_intact;
+                    s.push_back("!{dir}/victim/.lock");
+                    return s;
+                  }())
+                  .before(victim));
+  t.push_back(row("i31_5_index_lock_a_link", 105,
+                  "mkdir -p {out}/base && ln -s {dir}/victim/planted {out}/base/.index.lock\n" + run, 2,
+                  {".index.lock is a symbolic link"}, {"!{dir}/victim/planted", "!base/experiment.json"})
+                  .before(victim));
+  t.push_back(row("i31_5_out_itself_a_link_is_fine", 105, "mkdir -p {dir}/real && ln -s {dir}/real {out}\n" + run, 0, {},
+                  {"{dir}/real/base/async-seed1/summary.json~completed"})
+                  .control());
+
+  // ---- 7. index.csv after a --force re-run killed with -9
+  t.push_back(row("i31_7_index_after_force_rerun_killed", 107,
+                  run + " || exit 98\ngrep -q async-seed1,async,1,completed {out}/base/index.csv || exit 97\n" + run +
+                      " --force --set stop.updates=100000000 --set 'eval={\"every\":100000,\"unit\":\"updates\"}' & P=$!\n"
+                      "wait_grep {out}/base/async-seed1/config.json 100000000 || exit 99\nkill -9 $P; wait $P; exit 0",
+                  0, {}, {"base/index.csv~async-seed1,async,1,pending", "base/index.csv~sync-seed1,sync,1,pending",
+                          "base/index.csv!~completed"}));
+
+  // ---- 8. validate accepts run's options, as its help says
+  t.push_back(row("i31_8_validate_accepts_run_options", 108,
+                  "{bin} validate {cfg} --shard 0/2 --threads 2 --jobs 2 --out {out} --force --quiet --wait --trace", 0,
+                  {"async-seed1", "sync-seed1"}, {"EMPTY"}));
+  t.push_back(row("i31_8_validate_checks_shard_as_run_does", 108, "{bin} validate {cfg} --shard 3/2", 2,
+                  {"--shard '3/2': expected I/K"}, {"EMPTY"}));
+  t.push_back(row("i31_8_validate_help_says_so", 108, "{bin} validate --help", 0, {"accepted", "ignored"}).control());
+
+  // ---- 9. messages name the option and its value readably
+  const std::string zeros300(300, '0');
+  t.push_back(row("i31_9_threads_too_large_for_an_int", 109, run + " --threads 99999999999999999999999", 2,
+                  {"--threads must be a whole number in 0..1024", "'99999999999999999999999'"}, {"EMPTY"})
+                  .after([](Ctx& c) { expect_printable(c.output); }));
+  t.push_back(row("i31_9_threads_300_digits", 109, run + " --threads 1" + zeros300, 2,
+                  {"--threads must be a whole number", "(301 digits)"}, {"EMPTY"})
+                  .after([](Ctx& c) { expect_printable(c.output); }));
+  t.push_back(row("i31_9_shard_300_digits", 109, run + " --shard 1" + zeros300 + "/2", 2,
+                  {"--shard '1000", "(301 digits)", "expected I/K"}, {"EMPTY"})
+                  .after([](Ctx& c) { expect_printable(c.output); }));
+  t.push_back(row("i31_9_set_index_too_large", 109, run + " --set 'engines[99999999999999999999999].type=sync'", 2,
+                  {"--set engines[99999999999999999999999].type", "list index", "out of range"}, {"EMPTY"})
+                  .after([](Ctx& c) { expect_printable(c.output); }));
+  t.push_back(row("i31_9_set_key_with_a_control_byte", 109, run + " --set \"$(printf 'a\\001b=3')\"", 2,
+                  {"a\\x01b", "unknown key"}, {"EMPTY"})
+                  .after([](Ctx& c) { expect_printable(c.output); }));
+  t.push_back(row("i31_9_jobs_with_raw_bytes", 109, run + " --jobs \"$(printf '9\\001\\377')\"", 2,
+                  {"--jobs must be a whole number in 1..1024", "9\\x01\\xff"}, {"EMPTY"})
+                  .after([](Ctx& c) { expect_printable(c.output); }));
+  t.push_back(row("i31_9_config_key_with_nul", 109, "{bin} validate {cfg}", 2, {"a\\x00b", "unknown key"})
+                  .cfg_text(R"({"a\u0000b": 1, "model": {"type": "quadratic"}, "engines": [{"type": "async"}]})")
+                  .after([](Ctx& c) {
+                    EXPECT_EQ(c.output.find('\0'), std::string::npos) << "a NUL byte in the output";
+                    expect_printable(c.output);
+                  }));
+}
+
 std::vector<Row> rows() {
   std::vector<Row> t;
   const std::string run = "{bin} run {cfg} --quiet --out {out}";
@@ -504,7 +726,10 @@ std::vector<Row> rows() {
                   {"fm/async-seed1/summary.json~\"failed\""})
                   .cfg(kFashion)
                   .before(fashion_folder(idx_images_header(2000000, 28, 28), 0)));
-  t.push_back(row("d09_idx_gzip_bomb_is_not_inflated", 9, "ulimit -v 600000\n" + run, 2,
+  // (train_limit and test_limit: the memory estimate, which counts what the address space
+  // already holds, would refuse the full 60,000 images under 600 MB before the file is read)
+  t.push_back(row("d09_idx_gzip_bomb_is_not_inflated", 9,
+                  "ulimit -v 600000\n" + run + " --set data.train_limit=20 --set data.test_limit=10", 2,
                   {"unexpected bytes after the last item"}, {"fm/async-seed1/summary.json~\"failed\""})
                   .cfg(kFashion)
                   .before(fashion_folder(idx_images_header(20, 28, 28), size_t(900) << 20))
@@ -683,6 +908,7 @@ std::vector<Row> rows() {
                   {"base/async-seed1/config.json!~0.3"}));
   t.push_back(row("e_divergence_is_a_result", 0, run + " --set train.lr=5 --set 'engines=[{\"type\":\"async\"}]'", 0, {},
                   {"base/async-seed1/summary.json~diverged"}));
+  issue31_rows(t);
   return t;
 }
 
@@ -861,6 +1087,11 @@ TEST(HardeningTable, CoversEveryDefect) {
     EXPECT_TRUE(ids.insert(r.id).second) << "two rows named " << r.id;
   }
   for (int d = 1; d <= 14; ++d) EXPECT_TRUE(defects.count(d)) << "no row for defect " << d;
+  // Issue 31's items 1-9 (6, the MPI ranks, is tests/mpi/test_mpi.py's RanksAgree).
+  for (int d = 101; d <= 109; ++d) {
+    if (d == 106) continue;
+    EXPECT_TRUE(defects.count(d)) << "no row for issue 31, item " << d - 100;
+  }
   size_t cases = 0, controls = 0;
   for (const auto& r : t) (r.is_control ? controls : r.defect > 0 ? cases : controls) += r.is_control || r.defect > 0;
   std::cerr << t.size() << " rows: " << cases << " cases of defects 1-14, " << controls << " controls, "

@@ -123,8 +123,9 @@ TEST(Network, SixteenBitCopyOfADeepModelsParametersIsNotOverwritten) {
   ASSERT_EQ(got.size(), updates + 1);
 
   // The run's data and model, built as the run built them.
-  const json resolved = resolve_experiment(c, "test", ".").runs.front().config;
-  auto data = load_data(resolved, ".");
+  const Experiment resolved_exp = resolve_experiment(c, "test", ".");
+  const json& resolved = resolved_exp.runs.front().config;
+  auto data = load_data(resolved_exp.runs.front(), ".");
   const DeviceDataset& train = data->train;
   auto model = build_model(resolved["model"], *data);
   ASSERT_EQ(model->num_params(), 6u * 16 + 16 + 39u * (16 * 16 + 16) + 16 * 4 + 4);

@@ -471,6 +471,25 @@ class RanksAgree(unittest.TestCase):
         self.assertIn("rank 1: could not read its config", p.stderr)
         self.assertIn("rank 2: could not read its config", p.stderr)
 
+    def check_usage_error_on_one_rank(self, command, extra, words):
+        # Issue 31, item 6: the rank refused its command line before the configs were
+        # compared; the others used to wait 60 s for its heartbeat and say only that it
+        # stopped answering, and its own error was never shown.
+        base = [command, self.cfg, "--out", self.out, "--quiet"]
+        p = mpmd([(2, base), (1, base + extra)], timeout=90)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertEqual(p.stderr.count("were not started alike"), 1, p.stderr)
+        self.assertEqual(p.stderr.count("rank 2: refused its command line: " + words), 1, p.stderr)
+        self.assertNotIn("stopped answering", p.stderr)
+        self.assertFalse(os.path.exists(self.out))
+        self.assertLess(p.seconds, 30)
+
+    def test_a_usage_error_on_one_rank_is_named_once_for_cluster(self):
+        self.check_usage_error_on_one_rank("cluster", ["--threads", "4"], "asgdsim cluster runs one process per worker")
+
+    def test_an_unknown_option_on_one_rank_is_named_once_for_run(self):
+        self.check_usage_error_on_one_rank("run", ["--no-such-option"], "unrecognised option '--no-such-option'")
+
     def test_other_data_behind_the_same_config_is_exit_2_naming_the_shapes(self):
         # the same config text in two folders, each beside its own data file: the resolved
         # configs agree, the data do not
