@@ -11,7 +11,9 @@
 //                             w <- w - lr * (g + lambda * g (.) g (.) (w - w_read)), where
 //                             w_read is the copy this worker read (its backup), kept with
 //                             the job (keeps_read_params). Plain SGD only (no momentum).
-// Both combine: the compensated step uses the staleness-aware rate.
+//   staleness_weight = w      the rate times w(tau) (engines/staleness_weight.h: FedBuff's
+//                             1/sqrt(1+tau), FedAsync's polynomial and hinge).
+// They combine: lr * w(tau) / max(tau, 1), and the compensated step uses that rate.
 // Messages: each step pulls the parameters (read when the server serves the pull), computes
 // and pushes its gradient; the server applies gradients one at a time in arrival order
 // (Runtime::server_update), and a worker pulls again once its gradient is applied.
@@ -24,11 +26,8 @@ namespace asgd {
 
 EngineType async_engine_type() {
   using C = AsyncConfig;
-  EngineType t = engine_type<C>(
-      "async",
-      "asynchronous SGD, parameter server (Dean et al. 2012): apply each gradient on arrival; optionally "
-      "staleness-aware (Zhang et al. 2016) and delay-compensated (DC-ASGD, Zheng et al. 2017)",
-      {field<C>(keys::str("lr_staleness", "none",
+  std::vector<Field<C>> fields = {
+      field<C>(keys::str("lr_staleness", "none",
                           "\"divide\": a gradient of staleness tau is applied with lr / max(tau, 1) (Zhang et al. 2016)",
                           {"none", "divide"}),
                 [](C& c, const json& v) { c.divide_by_staleness = v == "divide"; }),
@@ -36,8 +35,13 @@ EngineType async_engine_type() {
              keys::num("delay_compensation", 0.0,
                        "lambda of DC-ASGD: g + lambda g*g*(w - w_read) (0 = off; MXNet's default is 0.04; "
                        "needs train.momentum 0)",
-                       0))},
-      [](const C& c, const json& spec) { return std::make_unique<AsyncEngine>(c, spec); });
+                       0))};
+  for (auto& f : staleness_weight_fields(&C::weight)) fields.push_back(std::move(f));
+  EngineType t = engine_type<C>(
+      "async",
+      "asynchronous SGD, parameter server (Dean et al. 2012): apply each gradient on arrival; optionally "
+      "staleness-aware (Zhang et al. 2016) and delay-compensated (DC-ASGD, Zheng et al. 2017)",
+      std::move(fields), [](const C& c, const json& spec) { return std::make_unique<AsyncEngine>(c, spec); });
   t.check = [](const json& e, const json& run, Validator& v) {
     const json& train = run.value("train", json::object());
     if (e.contains("delay_compensation") && e["delay_compensation"].is_number() &&
@@ -50,7 +54,10 @@ EngineType async_engine_type() {
 }
 
 AsyncEngine::AsyncEngine(const AsyncConfig& config, const nlohmann::json& spec)
-    : spec_(spec), divide_by_staleness_(config.divide_by_staleness), lambda_(float(config.delay_compensation)) {}
+    : spec_(spec),
+      divide_by_staleness_(config.divide_by_staleness),
+      lambda_(float(config.delay_compensation)),
+      weight_(config.weight) {}
 
 void AsyncEngine::start(Runtime& sim) {
   store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed(), sim.model().row_layout());
@@ -77,6 +84,7 @@ void AsyncEngine::apply(Runtime& sim, std::unique_ptr<GradientJob> job) {
   sim.applied(*job, staleness);  // (its samples count toward the epoch, and so the rate)
   float lr = float(sim.lr());
   if (divide_by_staleness_) lr /= float(std::max<uint64_t>(staleness, 1));
+  if (weight_.active()) lr = float(double(lr) * weight_(staleness));
   if (lambda_ > 0.0f)
     server_->apply_delay_compensated(sim, *store_, job->grad.data(), job->read.data(), lr, lambda_, job->touched());
   else

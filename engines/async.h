@@ -3,6 +3,7 @@
 #pragma once
 #include <memory>
 #include <vector>
+#include "engines/staleness_weight.h"
 #include "sim/engine.h"
 #include "sim/runtime.h"
 
@@ -14,6 +15,7 @@ class ServerUpdate;
 struct AsyncConfig {
   bool divide_by_staleness{};  // lr_staleness "divide": lr / max(tau, 1)
   double delay_compensation{};  // lambda of DC-ASGD (0: off)
+  StalenessWeight weight;       // staleness_weight: lr * w(tau) (engines/staleness_weight.h)
 };
 
 class AsyncEngine final : public Engine {
@@ -34,6 +36,7 @@ class AsyncEngine final : public Engine {
   nlohmann::json spec_;
   bool divide_by_staleness_;   // lr_staleness = "divide": lr / max(tau, 1)
   float lambda_;               // delay_compensation (0: off)
+  StalenessWeight weight_;     // staleness_weight (none: the rate is untouched)
   std::unique_ptr<ParameterStore> store_;
   std::shared_ptr<ServerUpdate> server_;
   std::vector<int32_t> ids_;

@@ -10,6 +10,8 @@ EngineType async_engine_type();        // engines/async.cpp
 EngineType sync_engine_type();         // engines/sync.cpp
 EngineType sync_backup_engine_type();  // engines/sync.cpp
 EngineType ssp_engine_type();          // engines/ssp.cpp
+EngineType k_batch_sync_engine_type();  // engines/k_batch_sync.cpp
+EngineType k_async_engine_type();      // engines/k_async.cpp
 EngineType local_sgd_engine_type();    // engines/local_sgd.cpp
 EngineType easgd_engine_type();        // engines/easgd.cpp
 
@@ -19,6 +21,8 @@ const std::vector<EngineType>& engine_types() {
       sync_engine_type(),
       sync_backup_engine_type(),
       ssp_engine_type(),
+      k_batch_sync_engine_type(),
+      k_async_engine_type(),
       local_sgd_engine_type(),
       easgd_engine_type(),
   };

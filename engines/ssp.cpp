@@ -26,6 +26,8 @@
 // Staleness of a gradient = updates between its read and the update that applies it (so
 // it counts grouped updates, as the sync family does). An iteration (summary
 // iteration_time) is one advance of the slowest clock.
+// Staleness weights (staleness_weight, engines/staleness_weight.h): each gradient of the
+// group is scaled by w(its tau) before the sum (the default, none, leaves them untouched).
 // Failures: the slowest clock is taken over live workers; a worker that goes down loses
 // its gradient in flight and a worker that comes back resumes at the slowest live clock.
 #include "engines/ssp.h"
@@ -39,21 +41,25 @@ namespace asgd {
 namespace {
 struct SspConfig {
   uint64_t bound{};
+  StalenessWeight weight;
 };
 }  // namespace
 
 EngineType ssp_engine_type() {
   using C = SspConfig;
+  std::vector<Field<C>> fields = {
+      field(&C::bound, keys::integer("bound", 3, "s: how many clocks a worker may lead the slowest live worker", 0))};
+  for (auto& f : staleness_weight_fields(&C::weight)) fields.push_back(std::move(f));
   EngineType t = engine_type<C>(
       "ssp",
       "stale-synchronous parallel (Ho et al. 2013): a worker may run at most `bound` clocks ahead of the "
       "slowest; gradients are applied as they arrive; bound 0 is sync",
-      {field(&C::bound, keys::integer("bound", 3, "s: how many clocks a worker may lead the slowest live worker", 0))},
-      [](const C& c, const json& spec) { return std::make_unique<SspEngine>(c.bound, spec); });
+      std::move(fields), [](const C& c, const json& spec) { return std::make_unique<SspEngine>(c.bound, c.weight, spec); });
   return t;
 }
 
-SspEngine::SspEngine(uint64_t bound, const nlohmann::json& spec) : spec_(spec), bound_(bound) {}
+SspEngine::SspEngine(uint64_t bound, const StalenessWeight& weight, const nlohmann::json& spec)
+    : spec_(spec), bound_(bound), weight_(weight) {}
 
 void SspEngine::start(Runtime& sim) {
   const int n = sim.workers();
@@ -118,9 +124,11 @@ void SspEngine::apply_oldest(Runtime& sim) {
   parts_.clear();
   part_rows_.clear();
   for (auto& job : u.jobs) {  // worker-index order: fixed summation order
+    const uint64_t tau = store_->version() - job->read_version;
+    if (weight_.active()) ops::scale(sim.exec(), job->grad.data(), float(weight_(tau)), job->grad.size());
     parts_.push_back(job->grad.data());
     part_rows_.push_back(job->touched());
-    sim.applied(*job, store_->version() - job->read_version);  // (before the rate: its samples count)
+    sim.applied(*job, tau);  // (before the rate: its samples count)
   }
   server_->apply_sum(sim, *store_, parts_, 1.0f, float(sim.lr()), part_rows_);  // each worker's update in full
   for (auto& job : u.jobs) sim.recycle(std::move(job));

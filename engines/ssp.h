@@ -3,6 +3,7 @@
 #include <deque>
 #include <memory>
 #include <vector>
+#include "engines/staleness_weight.h"
 #include "sim/engine.h"
 #include "sim/runtime.h"
 
@@ -12,7 +13,7 @@ class ServerUpdate;
 
 class SspEngine final : public Engine {
  public:
-  SspEngine(uint64_t bound, const nlohmann::json& spec);
+  SspEngine(uint64_t bound, const StalenessWeight& weight, const nlohmann::json& spec);
   std::string type() const override { return "ssp"; }
   void start(Runtime& sim) override;
   void on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) override;
@@ -37,6 +38,7 @@ class SspEngine final : public Engine {
 
   nlohmann::json spec_;
   uint64_t bound_;                                      // s
+  StalenessWeight weight_;                              // each gradient scaled by w(tau) (none: untouched)
   std::unique_ptr<ParameterStore> store_;
   std::shared_ptr<ServerUpdate> server_;
   std::vector<uint64_t> clock_;                         // gradients pushed, by worker

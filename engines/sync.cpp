@@ -8,6 +8,11 @@
 // and starts the next iteration on the new w. The b late gradients are dropped when they
 // arrive (counted per worker); their workers then join the iteration in progress.
 // b = 0 is plain sync: N workers x batch M compute what 1 worker x batch N*M computes.
+// late "cancel" (sync_backup; Dutta, Joshi, Ghosh, Dube & Nagpurkar 2018's K-sync, K = N - b):
+// when the iteration's last needed gradient arrives, the workers still computing for it
+// abandon their step (Runtime::cancel: their time so far is wasted_time, an unsent push is
+// never sent) and are idle at once, so every worker starts the next iteration together, on
+// the new w. Nothing is then dropped. b = 0 cancels nothing: it is sync bit for bit.
 // Failures: a failed worker's gradient is lost, so an iteration also ends once every
 // gradient still in flight for it has arrived (sync waits for the live workers only).
 // Messages and time: a worker pulls w when it starts (or joins) an iteration, computes and
@@ -80,6 +85,12 @@ EngineType sync_backup_engine_type() {
       "workers - b gradients, drop the late ones",
       {field(&SyncConfig::backups,
              keys::integer("backups", 1, "b: replicas whose late gradients are dropped (< workers)", 0)),
+       field<SyncConfig>(keys::str("late", "drop",
+                                   "what happens to the b gradients an iteration does not need: \"drop\" them when "
+                                   "they arrive (Chen et al. 2016); \"cancel\" the steps under way when the "
+                                   "iteration ends, all workers start the next one (K-sync, Dutta et al. 2018)",
+                                   {"drop", "cancel"}),
+                         [](SyncConfig& c, const json& v) { c.cancel_late = v == "cancel"; }),
        comm_field()},
       build_backup, iteration_cost);
   t.check = [](const json& e, const json& run, Validator& v) {
@@ -96,7 +107,11 @@ EngineType sync_backup_engine_type() {
 }
 
 SyncEngine::SyncEngine(const SyncConfig& config, const nlohmann::json& spec)
-    : spec_(spec), type_(config.type), comm_key_(config.comm), backups_(config.backups) {}
+    : spec_(spec),
+      type_(config.type),
+      comm_key_(config.comm),
+      backups_(config.backups),
+      cancel_late_(config.cancel_late) {}
 
 void SyncEngine::start(Runtime& sim) {
   store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed(), sim.model().row_layout());
@@ -209,6 +224,12 @@ void SyncEngine::on_worker_down(Runtime& sim, int w) {
 void SyncEngine::finish_iteration(Runtime& sim) {
   sim.iteration_done(sim.now() - iteration_start_);
   iteration_start_ = sim.now();
+  if (cancel_late_)  // every step still under way (for this iteration) is abandoned now
+    for (int w = 0; w < sim.workers(); ++w)
+      if (busy_[w] && !accepted_[w] && sim.worker_alive(w)) {
+        sim.cancel(w);
+        busy_[w] = false;  // starts the next iteration with the others
+      }
   ++iteration_;
   received_ = 0;
   pending_ = 0;  // gradients still in flight belong to the old iteration: they will be dropped

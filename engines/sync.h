@@ -14,6 +14,7 @@ struct SyncConfig {
   std::string type = "sync";  // or sync_backup (the engine's name, not a key)
   std::string comm;           // ps | allreduce | hierarchical
   int backups{};              // b: aggregate the first workers - b gradients (0: sync)
+  bool cancel_late{};         // late "cancel": the iteration's end abandons the steps under way
 };
 
 class SyncEngine final : public Engine {
@@ -48,6 +49,7 @@ class SyncEngine final : public Engine {
   std::string type_;
   std::string comm_key_;         // the configured comm (resolved into comm_ at start)
   int backups_;
+  bool cancel_late_;             // late "cancel" (K-sync): else late gradients are dropped on arrival
   int needed_ = 0;                                     // gradients aggregated per iteration
   std::unique_ptr<ParameterStore> store_;
   std::shared_ptr<ServerUpdate> server_;

@@ -51,6 +51,9 @@ void check_supported(const RunSpec& run, int workers_available) {
   if (c["engine"].value("comm", std::string("ps")) != "ps")
     v.error("engine.comm", c["engine"]["comm"].dump() + ": a real run exchanges through the parameter-server rank "
                                                         "(collectives are simulated only; use \"ps\")");
+  if (c["engine"].value("late", std::string("drop")) == "cancel")
+    v.error("engine.late", "\"cancel\": a real worker rank cannot abandon a step under way in this protocol "
+                           "(cancellation is simulated only; use \"drop\")");
   const json& f = c["cluster"]["failures"];
   if (f["rate"].get<double>() > 0)
     v.error("cluster.failures.rate", "failures at a rate are simulated only (real failures: failures.events)");

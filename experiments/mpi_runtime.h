@@ -168,12 +168,18 @@ class MpiRuntime final : public Runtime {
   Step next_step(int worker, std::vector<int32_t>& ids) override;
   void launch(const Step& step) override;
   void settle(int) override {}  // a step's parameters are copied into its Work message
+  // Not implemented: a rank computing cannot be interrupted by this protocol, so
+  // check_supported (cluster.cpp) refuses the configs that cancel (engine.late "cancel").
+  void cancel(int) override { throw std::logic_error("asgdsim cluster cannot cancel a step (engine.late \"cancel\")"); }
   void recycle(std::unique_ptr<GradientJob> job) override;
   void for_each_block(size_t n, const BlockFn& f) override { f(ctx_, 0, n); }
   double lr() const override { return monitor_.lr(); }
   double epoch() const override { return monitor_.epoch(); }
   void applied(const GradientJob& job, uint64_t staleness) override;
-  void dropped(const GradientJob& job) override { monitor_.dropped(job.worker); }
+  void dropped(const GradientJob& job) override {
+    monitor_.dropped(job.worker);
+    out_.workers[size_t(job.worker)].wasted += job.arrival - job.start;  // the whole step, for nothing
+  }
   void iteration_done(SimTime duration) override { monitor_.iteration_done(sim_to_seconds(duration)); }
   void updated() override { monitor_.updated(); }
   void schedule_timer(SimTime at, int worker, uint64_t payload) override;

@@ -37,7 +37,7 @@ void Recorder::write_staleness(const std::string& path, const std::map<uint64_t,
 
 void Recorder::write_workers(const std::string& path, const std::vector<WorkerStats>& workers,
                              SimTime end_time) {
-  std::string out = "worker,gradients,applied,dropped,lost,compute_time,comm_time,wait_time,down_time\n";
+  std::string out = "worker,gradients,applied,dropped,lost,compute_time,comm_time,wait_time,down_time,cancelled,wasted_time\n";
   for (size_t w = 0; w < workers.size(); ++w) {
     const auto& s = workers[w];
     SimTime wait = end_time - s.compute - s.comm - s.down;
@@ -45,7 +45,8 @@ void Recorder::write_workers(const std::string& path, const std::vector<WorkerSt
     out += std::to_string(w) + "," + std::to_string(s.gradients) + "," + std::to_string(s.applied) +
            "," + std::to_string(s.dropped) + "," + std::to_string(s.lost) + "," +
            format_number(sim_to_seconds(s.compute)) + "," + format_number(sim_to_seconds(s.comm)) + "," +
-           format_number(sim_to_seconds(wait)) + "," + format_number(sim_to_seconds(s.down)) + "\n";
+           format_number(sim_to_seconds(wait)) + "," + format_number(sim_to_seconds(s.down)) + "," +
+           std::to_string(s.cancelled) + "," + format_number(sim_to_seconds(s.wasted)) + "\n";
   }
   write_file_atomic(path, out);
 }

@@ -122,6 +122,8 @@ struct GradientJob {
   bool submitted = false;       // handed to the pool (a pull is handed over once served)
   bool read_at_arrival = false; // staleness.at = apply: read (and computed) when it arrives
   bool accounted = false;       // its time is in the worker's compute/comm counters
+  bool push_counted = false;    // its push is in the run's message counters
+  bool cancelled = false;       // abandoned by Runtime::cancel: never delivered, not lost
   DeferredStep before;          // applied to `read` before computing (see DeferredStep)
   WorkerPool::Ticket ticket;
 };
@@ -170,6 +172,16 @@ class Runtime {
   // `apply` is called once; it may own what it needs (a move-only capture, such as the job).
   template <class F>
   void server_update(F&& apply);
+  // Abandons worker w's step in flight, if any (Dutta et al. 2018's cancellation): its
+  // gradient never reaches the engine, and the worker is free now, for the engine to
+  // launch its next step at once. What it costs (docs/algorithms.md, "Cancellation"): the
+  // step's pull, compute and push time up to now, counted as the worker's wasted_time
+  // (and as compute/comm time as far as it got); a push not yet started is never sent; a
+  // push already on the wire has been sent (its link time stays spent). Nothing else:
+  // the cancel notice itself is free. The simulator implements it with a failure's
+  // mechanism (the job belongs to an ended life of its worker, so its next event discards
+  // it); the MPI runtime does not (asgdsim cluster refuses configs that cancel).
+  virtual void cancel(int worker) = 0;
   // Waits until every gradient job of `worker` still in flight has computed (a lost one
   // too: its deferred step is then applied and it reads its parameters no more).
   virtual void settle(int worker) = 0;

@@ -212,6 +212,8 @@ void Simulation::launch(const Step& st) {
   job->submitted = false;
   job->read_at_arrival = st.pull && settings_.staleness_at_apply && settings_.staleness != StalenessMode::Emergent;
   job->accounted = false;
+  job->push_counted = false;
+  job->cancelled = false;
   job->before = st.before;
   // Message sizes (docs/architecture.md, Message sizes): a sparse model's gradient step
   // moves only the rows its minibatch reads and touches, a dense one's push may be
@@ -280,6 +282,7 @@ void Simulation::launch(const Step& st) {
 
 void Simulation::schedule_after_read(GradientJob& job, size_t slot) {
   if (job.pushed) {
+    job.push_counted = true;
     out_.messages_to_server++;
     out_.bytes_to_server += job.push_bytes;
     if (contended_) {  // the push queues behind transfers requested before it: ask when it starts
@@ -394,10 +397,35 @@ void Simulation::settle(int worker) {
 bool Simulation::lose_if_stale(std::unique_ptr<GradientJob>& job) {
   if (job->incarnation == incarnation_[job->worker]) return false;
   await(*job);
-  out_.lost++;
-  out_.workers[job->worker].lost++;
+  if (!job->cancelled) {  // (a cancelled one was counted when cancelled)
+    out_.lost++;
+    out_.workers[job->worker].lost++;
+  }
   recycle(std::move(job));
   return true;
+}
+
+// The failure's mechanism: ending the worker's life makes its job in flight stale, so the
+// job's next event (pull served, compute done or arrival) discards it; the worker is alive
+// and free now. At most one job of the current life is in flight (engines launch a
+// worker's next step only once its last one is back or cancelled).
+void Simulation::cancel(int w) {
+  bool found = false;
+  for (auto& job : in_flight_) {
+    if (!job || job->worker != w || job->incarnation != incarnation_[w]) continue;
+    account(*job, now());  // its time so far was spent
+    job->cancelled = true;
+    out_.workers[w].cancelled++;
+    out_.workers[w].wasted += now() - job->start;
+    if (job->push_counted && now() < job->compute_done) {  // the push never starts: not sent
+      out_.messages_to_server--;
+      out_.bytes_to_server -= job->push_bytes;
+    }
+    found = true;
+  }
+  if (!found) return;
+  incarnation_[w]++;
+  idle_since_[w] = now();
 }
 
 void Simulation::handle_compute_done(const Event& e) {
@@ -553,7 +581,10 @@ void Simulation::applied(const GradientJob& job, uint64_t staleness) {
   monitor_.applied(job.worker, job.ids.size(), staleness);
 }
 
-void Simulation::dropped(const GradientJob& job) { monitor_.dropped(job.worker); }
+void Simulation::dropped(const GradientJob& job) {
+  monitor_.dropped(job.worker);
+  out_.workers[job.worker].wasted += job.arrival - job.start;  // the whole step, for nothing
+}
 
 void Simulation::iteration_done(SimTime duration) { monitor_.iteration_done(sim_to_seconds(duration)); }
 

@@ -99,6 +99,7 @@ class Simulation final : public Runtime {
   // (server_update: the server is busy cluster.server.update_seconds per update.)
   // settle scans the jobs in flight; a settled job's errors are left for its arrival.
   void settle(int worker) override;
+  void cancel(int worker) override;
   void recycle(std::unique_ptr<GradientJob> job) override;
   // The blocks are a few thousand elements (what several arrays' slices keep in the
   // core's cache between passes), split into ranges run side by side by the pool threads

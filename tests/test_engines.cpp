@@ -1052,3 +1052,247 @@ TEST(CnnAccuracy, LeNetSyncLearnsFashionMnistAtReducedSize) {
   EXPECT_LT(acc.front(), 0.2) << "starts at chance";
   EXPECT_GE(acc.back(), 0.84) << "final test accuracy";
 }
+
+// ------------------------------------------------ the K family (issue 34; Dutta et al. 2018)
+
+namespace {
+// Harmonic number H_n.
+double harmonic(int n) {
+  double h = 0;
+  for (int i = 1; i <= n; ++i) h += 1.0 / i;
+  return h;
+}
+
+// A P-worker run on a 2-parameter noisy quadratic, no network, server updates free, each
+// step's compute drawn from `dist` (per step, not per sample), `updates` updates long.
+RunOutcome run_timing(const json& engine_spec, int workers, const json& dist, uint64_t seed, uint64_t updates) {
+  static auto model = make_quadratic({0.5f, 2.0f}, 0.1f, 1.0f);
+  WorkerPool pool(2);
+  RunSettings s = default_settings();
+  s.seed = seed;
+  s.workers = workers;
+  s.batch_size = 1;
+  s.lr.lr = 0.01;
+  s.stop_updates = updates;
+  s.eval_unit = EvalUnit::Updates;
+  s.eval_every = double(updates);
+  s.nominal_train_size = 1 << 20;
+  ComputeTimeModel compute(seed, make_distribution(dist), {}, {}, StepCost{/*per_sample=*/false, 0.0});
+  Recorder recorder(false);
+  Simulation sim(s, *model, nullptr, nullptr, pool, compute, recorder);
+  std::unique_ptr<Engine> engine = make_engine(engine_spec);
+  return sim.run(*engine);
+}
+
+// Checks the mean of per-update (or per-iteration) times over 5 seeds against `expected`,
+// whose standard deviation per update is `sd`: the pooled mean within 4 standard errors,
+// each seed's within 5. `per_update` reads time / updates, else the mean iteration time.
+void expect_mean_time(const json& spec, int workers, const json& dist, uint64_t n, double expected, double sd,
+                      bool per_update) {
+  double sum = 0;
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    RunOutcome out = run_timing(spec, workers, dist, seed, n);
+    ASSERT_EQ(out.updates, n) << spec;
+    const double mean = per_update ? sim_to_seconds(out.time) / double(out.updates) : out.iteration_time_mean;
+    if (!per_update) EXPECT_EQ(out.iterations, n) << spec;
+    EXPECT_NEAR(mean, expected, 5 * sd / std::sqrt(double(n))) << spec << " seed " << seed;
+    sum += mean;
+  }
+  EXPECT_NEAR(sum / 5, expected, 4 * sd / std::sqrt(5.0 * double(n))) << spec;
+}
+
+// The K-th of P exponential order statistics (rate mu): mean (H_P - H_{P-K}) / mu, variance
+// sum_{i<K} 1/((P-i) mu)^2.
+double kth_of_p_sd(int p, int k, double mu) {
+  double v = 0;
+  for (int i = 0; i < k; ++i) v += 1.0 / ((p - i) * mu) / ((p - i) * mu);
+  return std::sqrt(v);
+}
+}  // namespace
+
+// K-sync (sync_backup, late cancel): every iteration all P workers start together, so it
+// lasts the K-th of P compute times: E[T] = (H_P - H_{P-K}) / mu for exponential compute,
+// plus the shift for a shifted exponential (Dutta et al. 2018). Dropping the late instead
+// (the default) leaves the late workers busy and is measurably slower.
+TEST(KFamily, KSyncIterationIsTheKthOfPOrderStatistic) {
+  const int p = 6;
+  const double mean = 0.01, mu = 1 / mean, shift = 0.005;
+  for (int k : {2, 5}) {
+    json spec = {{"type", "sync_backup"}, {"backups", p - k}, {"late", "cancel"}, {"comm", "ps"}};
+    const double expected = (harmonic(p) - harmonic(p - k)) / mu, sd = kth_of_p_sd(p, k, mu);
+    expect_mean_time(spec, p, {{"dist", "exponential"}, {"mean", mean}}, 800, expected, sd, false);
+    expect_mean_time(spec, p, {{"dist", "shifted_exponential"}, {"shift", shift}, {"mean", mean}}, 800,
+                     shift + expected, sd, false);
+  }
+  RunOutcome drop = run_timing({{"type", "sync_backup"}, {"backups", 3}, {"late", "drop"}, {"comm", "ps"}}, p,
+                               {{"dist", "exponential"}, {"mean", mean}}, 1, 800);
+  EXPECT_GT(drop.iteration_time_mean, 1.2 * (harmonic(p) - harmonic(p - 3)) / mu);
+}
+
+// K-batch-sync with cancellation: the first K arrivals of P memoryless workers, all
+// restarted at every iteration's end: K exponential gaps of rate P mu, E[T] = K / (P mu)
+// (K > P too: a fast worker gives several gradients).
+TEST(KFamily, KBatchSyncIterationIsKOverPMu) {
+  const int p = 6;
+  const double mean = 0.01, mu = 1 / mean;
+  for (int k : {3, 9}) {
+    json spec = {{"type", "k_batch_sync"}, {"k", k}, {"late", "cancel"}};
+    expect_mean_time(spec, p, {{"dist", "exponential"}, {"mean", mean}}, 800, k / (p * mu),
+                     std::sqrt(double(k)) / (p * mu), false);
+  }
+}
+
+// K-async (batch false): after an update the K workers in it restart and the others go on
+// (memoryless), so the next update waits for K distinct arrivals among P computing workers:
+// (H_P - H_{P-K}) / mu per update. K-batch-async: every worker always computes, any K
+// arrivals make an update: K / (P mu) per update (Dutta et al.'s lemmas).
+TEST(KFamily, KAsyncAndKBatchAsyncUpdateRates) {
+  const int p = 6;
+  const double mean = 0.01, mu = 1 / mean;
+  const json exp_dist = {{"dist", "exponential"}, {"mean", mean}};
+  for (int k : {2, 4}) {
+    expect_mean_time({{"type", "k_async"}, {"k", k}, {"batch", false}}, p, exp_dist, 800,
+                     (harmonic(p) - harmonic(p - k)) / mu, kth_of_p_sd(p, k, mu), true);
+    expect_mean_time({{"type", "k_async"}, {"k", k}, {"batch", true}}, p, exp_dist, 800, k / (p * mu),
+                     std::sqrt(double(k)) / (p * mu), true);
+  }
+}
+
+// K = 1 k_async is async, and K = P K-sync (no backups) cancels nothing: sync. Byte for
+// byte: the same calls in the same order (with and without a staleness weight).
+TEST(KFamily, KOneIsAsyncAndKEqualsPIsSync) {
+  std::string out = temp_dir("kfam");
+  json c = softmax_config("k1");
+  c["engines"] = json::array({json{{"type", "async"}}, json{{"type", "k_async"}, {"name", "k1"}, {"k", 1}},
+                              json{{"type", "k_async"}, {"name", "k1b"}, {"k", 1}, {"batch", true}},
+                              json{{"type", "async"}, {"name", "async_w"}, {"staleness_weight", "inverse_sqrt"}},
+                              json{{"type", "k_async"}, {"name", "k1_w"}, {"k", 1}, {"staleness_weight", "inverse_sqrt"}},
+                              json{{"type", "sync"}},
+                              json{{"type", "sync_backup"}, {"name", "kp"}, {"backups", 0}, {"late", "cancel"}}});
+  std::string dir = run_config(c, out);
+  const std::vector<std::string> files = {"metrics.csv", "staleness.csv", "workers.csv"};
+  expect_same_files(dir + "/async-seed7", dir + "/k1-seed7", files);
+  expect_same_files(dir + "/async-seed7", dir + "/k1b-seed7", files);
+  expect_same_files(dir + "/async_w-seed7", dir + "/k1_w-seed7", files);
+  expect_same_files(dir + "/sync-seed7", dir + "/kp-seed7", files);
+  // the weight changes the run (the equivalence above is not between two unweighted runs)
+  EXPECT_NE(read_file(dir + "/async-seed7/metrics.csv"), read_file(dir + "/async_w-seed7/metrics.csv"));
+}
+
+// Staleness weights against their formulas: with forced staleness (fixed, tau = T) and one
+// worker every gradient is computed on w[max(t - T, 0)] and has staleness min(t, T), so
+//   w[t+1] = w[t] - lr * s(min(t, T)) * h * w[max(t - T, 0)]
+// on the noiseless quadratic, for async, ssp (any bound: one worker) and k_async (k = 1,
+// and k = 2 batch: two equal gradients of the same read, averaged).
+TEST(KFamily, StalenessWeightsMatchAHandRecursion) {
+  const int T = 3, steps = 20;
+  const double lr = 0.3;
+  const std::vector<double> h{1.0, 2.0, 3.5};
+  struct Rule {
+    json keys;
+    std::function<double(double)> s;
+  };
+  const std::vector<Rule> rules = {
+      {{{"staleness_weight", "inverse_sqrt"}}, [](double t) { return 1 / std::sqrt(1 + t); }},
+      {{{"staleness_weight", "polynomial"}, {"staleness_a", 0.7}}, [](double t) { return std::pow(1 + t, -0.7); }},
+      {{{"staleness_weight", "hinge"}, {"staleness_a", 2.0}, {"staleness_b", 1.0}},
+       [](double t) { return t <= 1 ? 1.0 : 1 / (2.0 * (t - 1) + 1); }}};
+  for (const auto& rule : rules) {
+    std::vector<json> engines = {{{"type", "async"}}, {{"type", "ssp"}, {"bound", 5}}, {{"type", "k_async"}, {"k", 1}},
+                                 {{"type", "k_async"}, {"k", 2}, {"batch", true}}};
+    for (json e : engines) {
+      e.update(rule.keys);
+      json c = {{"name", "weights"},
+                {"model", {{"type", "quadratic"}, {"dim", 3}, {"curvature", h}, {"init", 1.0}}},
+                {"train", {{"batch_size", 1}, {"lr", lr}}},
+                {"stop", {{"updates", steps}}},
+                {"eval", {{"every", 1}, {"unit", "updates"}}},
+                {"cluster", {{"workers", 1}}},
+                {"staleness", {{"mode", "fixed"}, {"tau", T}}},
+                {"engines", json::array({e})}};
+      Metrics m = read_metrics(run_one(c, "kfam") + "/metrics.csv");
+      std::vector<std::vector<double>> w{{1.0, 1.0, 1.0}};
+      for (int t = 0; t < steps; ++t) {
+        const auto& stale = w[std::max(t - T, 0)];
+        const double s = rule.s(double(std::min(t, T)));
+        std::vector<double> next = w[t];
+        for (size_t i = 0; i < 3; ++i) next[i] -= lr * s * h[i] * stale[i];
+        w.push_back(next);
+      }
+      auto loss = m.column("train_loss");
+      ASSERT_EQ(loss.size(), size_t(steps + 1)) << e;
+      for (int t = 0; t <= steps; ++t)
+        EXPECT_NEAR(loss[t], quadratic_loss(h, w[t]), 1e-5 * std::max(1.0, quadratic_loss(h, w[t])))
+            << e << " update " << t;
+    }
+  }
+}
+
+// What cancellation costs: 3 workers, K = 2, worker 2 three times slower (30 ms against
+// 10 ms). Every iteration ends at 10 ms, when worker 2 is cancelled 10 ms into its step:
+// it never delivers a gradient, its 10 ms each iteration are wasted_time (and compute
+// time), and its push is never sent. With late drop its gradients are dropped instead, and
+// each dropped one's whole step (30 ms) is wasted.
+TEST(KFamily, CancellationCountsTheWastedTimeAndSendsNoPush) {
+  std::string out = temp_dir("kfam");
+  json c = quadratic_config("cancel", {1.0, 2.0}, 3, 0.01);
+  c["stop"] = {{"updates", 20}};
+  c["cluster"]["speeds"] = {1.0, 1.0, 3.0};
+  c["cluster"]["network"] = {{"latency", 0.001}};
+  c["engines"] = json::array({json{{"type", "sync_backup"}, {"name", "cancel"}, {"backups", 1}, {"late", "cancel"}},
+                              json{{"type", "sync_backup"}, {"name", "drop"}, {"backups", 1}}});
+  std::string dir = run_config(c, out);
+  Metrics wc = read_metrics(dir + "/cancel-seed3/workers.csv");
+  json sc = summary_at(dir + "/cancel-seed3");
+  EXPECT_EQ(sc["dropped_gradients"], 0);
+  EXPECT_EQ(wc.column("gradients")[2], 0.0);
+  EXPECT_EQ(wc.column("cancelled")[2], 20.0);
+  EXPECT_EQ(wc.column("cancelled")[0], 0.0);
+  // an iteration: pull (1 ms), 10 ms compute, push (1 ms); worker 2 is cancelled 12 ms into its step
+  EXPECT_NEAR(wc.column("wasted_time")[2], 20 * 0.012, 1e-9);
+  EXPECT_NEAR(wc.column("compute_time")[2], 20 * 0.011, 1e-9);
+  EXPECT_EQ(wc.column("wasted_time")[0], 0.0);
+  EXPECT_NEAR(sc["iteration_time"]["mean"].get<double>(), 0.012, 1e-9);
+  // pushes: the two accepted per iteration; worker 2's are never sent
+  EXPECT_EQ(sc["messages"]["to_server"].get<int>(), 2 * 20);
+  Metrics wd = read_metrics(dir + "/drop-seed3/workers.csv");
+  EXPECT_EQ(wd.column("cancelled")[2], 0.0);
+  EXPECT_GT(wd.column("dropped")[2], 0.0);
+  EXPECT_NEAR(wd.column("wasted_time")[2], wd.column("dropped")[2] * 0.032, 1e-9);
+}
+
+// Every new engine and option: the same bits for any thread count (forced uniform
+// staleness, momentum, lognormal compute, an MLP).
+TEST(Determinism, KFamilyAndStalenessWeightsDoNotDependOnTheThreadCount) {
+  json c = determinism_config();
+  c["engines"] = json::array(
+      {json{{"type", "sync_backup"}, {"name", "ksync"}, {"backups", 2}, {"late", "cancel"}},
+       json{{"type", "k_batch_sync"}, {"name", "kbs"}, {"k", 7}},
+       json{{"type", "k_batch_sync"}, {"name", "kbs_drop"}, {"k", 3}, {"late", "drop"}},
+       json{{"type", "k_async"}, {"name", "ka"}, {"k", 3}, {"staleness_weight", "polynomial"}},
+       json{{"type", "k_async"}, {"name", "kba"}, {"k", 4}, {"batch", true}, {"staleness_weight", "inverse_sqrt"}},
+       json{{"type", "async"}, {"staleness_weight", "hinge"}, {"lr_staleness", "divide"}},
+       json{{"type", "ssp"}, {"bound", 2}, {"staleness_weight", "inverse_sqrt"}}});
+  expect_thread_count_invariant(c, {"ksync-seed1", "kbs-seed1", "kbs_drop-seed1", "ka-seed1", "kba-seed1",
+                                    "async-seed1", "ssp-seed1"});
+}
+
+// Failures: the K engines go on with the live workers and take back the returning one
+// (k_async without batch applies a short buffer when no live worker computes).
+TEST(Failures, KFamilyGoesOnWithTheLiveWorkers) {
+  const std::vector<json> specs = {
+      {{"type", "sync_backup"}, {"backups", 1}, {"late", "cancel"}, {"comm", "ps"}},
+      {{"type", "k_batch_sync"}, {"k", 3}, {"late", "cancel"}},
+      {{"type", "k_batch_sync"}, {"k", 3}, {"late", "drop"}},
+      {{"type", "k_async"}, {"k", 4}, {"batch", false}},
+      {{"type", "k_async"}, {"k", 3}, {"batch", true}}};
+  for (const auto& spec : specs) {
+    RunOutcome out = run_with_failures(
+        spec, {FailureEvent{1, seconds_to_sim(0.025), seconds_to_sim(0.05)}, FailureEvent{3, seconds_to_sim(0.035), kNever}},
+        0.0);
+    EXPECT_EQ(out.status, "completed") << spec;
+    EXPECT_EQ(out.note.rfind("reached stop.epochs", 0), 0u) << spec << ": " << out.note;
+    EXPECT_LE(out.workers[3].gradients, 4u) << spec;
+    EXPECT_GT(out.workers[1].gradients, 4 * out.workers[3].gradients) << spec << ": worker 1 came back";
+  }
+}

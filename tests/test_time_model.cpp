@@ -403,7 +403,8 @@ TEST(Counting, WorkersCsvSplitsComputeCommunicationAndWaiting) {
   std::string dir = run_one(a, "split");
   Metrics w = read_metrics(dir + "/workers.csv");
   EXPECT_EQ(w.header, (std::vector<std::string>{"worker", "gradients", "applied", "dropped", "lost", "compute_time",
-                                                "comm_time", "wait_time", "down_time"}));
+                                                "comm_time", "wait_time", "down_time", "cancelled",
+                                                "wasted_time"}));
   EXPECT_NEAR(summary_at(dir)["time"].get<double>(), 0.12, 1e-12);
   for (size_t k = 0; k < 2; ++k) {
     EXPECT_EQ(w.column("gradients")[k], 10);
