@@ -150,7 +150,9 @@ class RealRuns(unittest.TestCase):
         cls.tmp = tempfile.mkdtemp(prefix="asgd-mpi-real-")
         cfg = dict(REAL, engines=[{"type": "async"}, {"type": "sync"}, {"type": "sync_backup", "backups": 1},
                                   {"type": "easgd"}, {"type": "easgd", "mode": "sync", "name": "easgd_sync"}, {"type": "ssp", "bound": 2},
-                                  {"type": "local_sgd", "steps": 4}])
+                                  {"type": "local_sgd", "steps": 4},
+                                  {"type": "k_batch_sync", "k": 6, "late": "drop"},
+                                  {"type": "k_async", "k": 3, "batch": True, "staleness_weight": "inverse_sqrt"}])
         cls.cfg = write_config(cls.tmp, cfg)
         cls.out = os.path.join(cls.tmp, "out")
         cls.real = run(["cluster", cls.cfg, "--out", cls.out], mpi=["-np", "5"])
@@ -175,7 +177,7 @@ class RealRuns(unittest.TestCase):
         self.assertEqual(self.real.returncode, 0, self.real.stderr)
         self.assertEqual(self.sim.returncode, 0, self.sim.stderr)
         index = read_csv(os.path.join(self.out, "real-cluster", "index.csv"))
-        self.assertEqual([r["status"] for r in index], ["completed"] * 7)
+        self.assertEqual([r["status"] for r in index], ["completed"] * 9)
         for r in index:
             folder = os.path.join(self.out, "real-cluster", r["run_id"])
             sim_folder = os.path.join(self.out, "real", r["run_id"])
@@ -219,7 +221,8 @@ class RealRuns(unittest.TestCase):
 
     def test_the_other_engines_train_to_the_simulated_accuracy(self):
         # their arrival order is the OS's, so they agree within a tolerance
-        for rid in ("sync_backup-seed3", "easgd-seed3", "easgd_sync-seed3", "ssp-seed3", "local_sgd-seed3"):
+        for rid in ("sync_backup-seed3", "easgd-seed3", "easgd_sync-seed3", "ssp-seed3", "local_sgd-seed3",
+                    "k_batch_sync-seed3", "k_async-seed3"):
             sim, real = self.summaries(rid)
             self.assertEqual(real["status"], "completed", rid)
             self.assertAlmostEqual(real["final"]["test_accuracy"], sim["final"]["test_accuracy"], delta=0.04, msg=rid)
@@ -317,6 +320,15 @@ class ClusterRefusals(unittest.TestCase):
         self.assertNotIn("engine.type", p.stderr)  # every engine runs for real
         self.assertIn("staleness.mode", p.stderr)
         self.assertIn("cluster.workers: 4, but the MPI job has 2 worker rank(s): start it with mpirun -np 5", p.stderr)
+
+    def test_cancellation_is_refused_naming_late(self):
+        # a rank computing cannot be interrupted: late "cancel" is simulated only
+        for engine in ({"type": "sync_backup", "late": "cancel"}, {"type": "k_batch_sync", "k": 2}):
+            cfg = dict(SWEEP, name="cancel", engines=[engine], cluster={"workers": 2})
+            cfg.pop("sweep")
+            p = run(["cluster", write_config(self.tmp, cfg), "--out", os.path.join(self.tmp, "o")], mpi=["-np", "3"])
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("engine.late: \"cancel\"", p.stderr)
 
     def test_a_server_that_cannot_start_the_runs_lets_the_workers_go_at_once(self):
         # the experiment folder cannot be made: the workers, waiting for their first run,
