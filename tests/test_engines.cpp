@@ -778,6 +778,12 @@ TEST(EngineConfig, BadEngineParametersExitTwoNamingThePath) {
        json{{"momentum", 0.9}}},
       {{{"type", "sync"}}, {"train.single_replica_epochs", ">= 0"}, json{{"single_replica_epochs", -1}}},
       {{{"type", "local_sgd"}, {"step", 2}}, {"engines[0].step", "did you mean 'steps'"}},
+      {{{"type", "k_async"}, {"k", 5}}, {"engines[0].k", "<= cluster.workers (4)", "batch true"}},
+      {{{"type", "k_async"}, {"k", 0}}, {"engines[0].k", "in [1, 2147483647]"}},
+      {{{"type", "k_batch_sync"}, {"late", "abandon"}}, {"engines[0].late", "drop, cancel"}},
+      {{{"type", "sync_backup"}, {"late", "cancle"}}, {"engines[0].late", "did you mean 'cancel'"}},
+      {{{"type", "ssp"}, {"staleness_weight", "sqrt"}}, {"engines[0].staleness_weight", "inverse_sqrt"}},
+      {{{"type", "async"}, {"staleness_a", -1}}, {"engines[0].staleness_a", ">= 0"}},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     json c = base;
@@ -794,7 +800,9 @@ TEST(EngineConfig, BadEngineParametersExitTwoNamingThePath) {
   json ok = base;
   ok["engines"] = json::array({json{{"type", "ssp"}, {"bound", 0}}, json{{"type", "local_sgd"}, {"steps", 1}},
                                json{{"type", "async"}, {"lr_staleness", "divide"}, {"delay_compensation", 0.04}},
-                               json{{"type", "easgd"}, {"mode", "sync"}, {"alpha", 0.25}}});
+                               json{{"type", "easgd"}, {"mode", "sync"}, {"alpha", 0.25}},
+                               json{{"type", "k_async"}, {"k", 9}, {"batch", true}},
+                               json{{"type", "k_batch_sync"}, {"k", 9}, {"late", "drop"}}});
   ok["train"]["single_replica_epochs"] = 0.5;
   write_text(dir + "/ok.json", ok.dump());
   CommandResult r = run_cli("validate " + dir + "/ok.json");
