@@ -1153,11 +1153,13 @@ TEST(KFamily, KBatchSyncIterationIsKOverPMu) {
 // K-async (batch false): after an update the K workers in it restart and the others go on
 // (memoryless), so the next update waits for K distinct arrivals among P computing workers:
 // (H_P - H_{P-K}) / mu per update. K-batch-async: every worker always computes, any K
-// arrivals make an update: K / (P mu) per update (Dutta et al.'s lemmas).
+// arrivals make an update: K / (P mu) per update (Dutta et al.'s lemmas). K = 1 (async):
+// E[X] / P per update, the renewal rate.
 TEST(KFamily, KAsyncAndKBatchAsyncUpdateRates) {
   const int p = 6;
   const double mean = 0.01, mu = 1 / mean;
   const json exp_dist = {{"dist", "exponential"}, {"mean", mean}};
+  expect_mean_time({{"type", "k_async"}, {"k", 1}, {"batch", false}}, p, exp_dist, 800, mean / p, 1 / (p * mu), true);
   for (int k : {2, 4}) {
     expect_mean_time({{"type", "k_async"}, {"k", k}, {"batch", false}}, p, exp_dist, 800,
                      (harmonic(p) - harmonic(p - k)) / mu, kth_of_p_sd(p, k, mu), true);
