@@ -927,9 +927,13 @@ TEST(Determinism, BatchedGradientsGiveTheSameFiles) {
   c["engines"] = json::array({json{{"type", "async"}}, json{{"type", "sync_backup"}, {"backups", 1}},
                               json{{"type", "easgd"}, {"delta", 0.5}},
                               json{{"type", "easgd"}, {"name", "easgd_sync"}, {"mode", "sync"}},
-                              json{{"type", "ssp"}, {"bound", 1}}, json{{"type", "local_sgd"}, {"steps", 3}}});
-  const std::vector<std::string> runs = {"async-seed1", "sync_backup-seed1", "easgd-seed1",
-                                         "easgd_sync-seed1", "ssp-seed1", "local_sgd-seed1"};
+                              json{{"type", "ssp"}, {"bound", 1}}, json{{"type", "local_sgd"}, {"steps", 3}},
+                              json{{"type", "sync_backup"}, {"name", "ksync"}, {"backups", 2}, {"late", "cancel"}},
+                              json{{"type", "k_batch_sync"}, {"k", 6}},
+                              json{{"type", "k_async"}, {"k", 3}, {"staleness_weight", "inverse_sqrt"}}});
+  const std::vector<std::string> runs = {"async-seed1",     "sync_backup-seed1",  "easgd-seed1",
+                                         "easgd_sync-seed1", "ssp-seed1",         "local_sgd-seed1",
+                                         "ksync-seed1",      "k_batch_sync-seed1", "k_async-seed1"};
   const std::string unbatched = cpu ? run_config(c, temp_dir("batch1"), 2) : "";
   for (int batch : {2, 4, 16}) {
     json b = c;
