@@ -260,6 +260,15 @@ json resolve_run(const json& u, Validator& v, RunSettings& s) {
     s.nominal_train_size = data["samples"].get<size_t>();
   out["data"] = data;
   check_model_data(model, data, data_image(data), v);
+  if (data.is_object() && data.value("partition", json("iid")) != "iid") {  // sim/partition.h
+    const std::string kind = data["partition"].is_string() ? data["partition"].get<std::string>() : "";
+    if (text_of(data, "task") == "regression" || (model_kind && (model_kind->reads == ModelType::Reads::None || model_kind->task == ModelType::Task::Regression)))
+      v.error("data.partition", "\"" + kind + "\" splits the training set by label: it needs a classification "
+                                "set that the model reads (use \"iid\")");
+    s.partition.kind = kind == "shards" ? PartitionSpec::Kind::Shards : PartitionSpec::Kind::Dirichlet;
+    if (data["partition_alpha"].is_number()) s.partition.alpha = data["partition_alpha"].get<double>();
+    if (data["partition_shards"].is_number_integer()) s.partition.shards = data["partition_shards"].get<int>();
+  }
 
   json train = settings_section("train").bind(u.value("train", json::object()), "train", v, s, {"lr_schedule"});
   json sched = lr_schedule_family().bind(train.value("lr_schedule", json::object()), "train.lr_schedule", v, s, "constant");
@@ -457,12 +466,26 @@ const std::vector<SectionInfo>& section_catalog() {
   return sections;
 }
 
+namespace {
+// The keys of a labelled data set that split it over the workers (sim/partition.h).
+std::vector<ParamInfo> with_partition(std::vector<ParamInfo> keys) {
+  keys.push_back(str("partition", "iid",
+                     "how the training set is split over the workers: \"iid\" one shared sample stream; \"shards\" "
+                     "label-sorted shards dealt to the workers; \"dirichlet\" each class split by Dirichlet(alpha) "
+                     "shares (Hsu et al. 2019); each worker then draws from its own part",
+                     {"iid", "shards", "dirichlet"}));
+  keys.push_back(num("partition_alpha", 0.5, "dirichlet: concentration (0.1 highly skewed; large: near IID)", 0, true));
+  keys.push_back(integer("partition_shards", 2, "shards: label-sorted shards per worker", 1, 1000000));
+  return keys;
+}
+}  // namespace
+
 const std::vector<ComponentInfo>& data_catalog() {
   static const std::vector<ComponentInfo> c = {
       {"none", "no data (quadratic model); samples only define the epoch length",
        {integer("samples", 1024, "nominal samples per epoch", 1)}},
       {"synthetic", "generated from the seed: Gaussian inputs, a random teacher model",
-       {str("task", "classification", "classification or regression", {"classification", "regression"}),
+       with_partition({str("task", "classification", "classification or regression", {"classification", "regression"}),
         integer("classes", 10, "classes (classification)", 2, 1000),
         integer("features", 20, "input dimension", 1, 100000),
         integer("train_samples", 4096, "training samples", 1, 1e8),
@@ -471,30 +494,30 @@ const std::vector<ComponentInfo>& data_catalog() {
         list("image", ParamType::IntegerList, json::array(),
              "the samples' shape as images, [channels, height, width] (features is then their product; stored "
              "channels last); [] = flat",
-             1)}},
+             1)})},
       {"fashion_mnist", "Fashion-MNIST (28x28 grey images, 10 classes) from IDX files",
-       {str("path", kFashionMnistDir, "folder with the four IDX .gz files (Debian: dataset-fashion-mnist)"),
-        integer("train_limit", 0, "use only the first so many training images (0 = all 60000)"),
-        integer("test_limit", 0, "use only the first so many test images (0 = all 10000)")}},
+       with_partition({str("path", kFashionMnistDir, "folder with the four IDX .gz files (Debian: dataset-fashion-mnist)"),
+                       integer("train_limit", 0, "use only the first so many training images (0 = all 60000)"),
+                       integer("test_limit", 0, "use only the first so many test images (0 = all 10000)")})},
       {"sparse_synthetic",
        "sparse click-through-like classification data generated from the seed: nnz one-hot fields, Zipf feature "
        "popularity within each, labels from a hidden linear teacher (the sparse models' default data)",
-       {integer("features", 100000, "features, split into nnz equal fields", 1, 1e7),
+       with_partition({integer("features", 100000, "features, split into nnz equal fields", 1, 1e7),
         integer("nnz", 20, "features per sample: one from each field (<= features)", 1, 1000),
         num("zipf", 1.1, "popularity exponent: a field's feature of rank k is drawn with probability ~ k^-zipf "
                          "(0: uniform)", 0, false, 5),
         integer("classes", 2, "classes", 2, 1000),
         integer("train_samples", 10000, "training samples", 1, 1e8),
         integer("test_samples", 2000, "test samples", 1, 1e8),
-        num("noise", 0.1, "std of the noise on the teacher's logits", 0)}},
+        num("noise", 0.1, "std of the noise on the teacher's logits", 0)})},
       {"svmlight", "LIBSVM/svmlight text files (RCV1, news20, Criteo in LIBSVM form), plain or gzip (sparse models)",
-       {str("path", nullptr, "training file (a relative path is from the config's folder)"),
+       with_partition({str("path", nullptr, "training file (a relative path is from the config's folder)"),
         str("test_path", "", "test file; empty: the last `holdout` share of path's samples is the test set"),
         num("holdout", 0.1, "share of path's samples held out as the test set when test_path is empty", 0, true, 0.9),
         integer("features", 0, "features (indices beyond are errors); 0: one past the largest index in the files", 0,
                 2147483647),
         integer("index_base", 1, "index of the first feature: 1 (LIBSVM) or 0", 0, 1),
-        integer("classes", 0, "classes; 0: from the labels (-1/+1: 2; else the largest class number + 1)", 0, 1000)}},
+        integer("classes", 0, "classes; 0: from the labels (-1/+1: 2; else the largest class number + 1)", 0, 1000)})},
   };
   return c;
 }

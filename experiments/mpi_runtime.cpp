@@ -285,6 +285,8 @@ MpiRuntime::MpiRuntime(const RunSpec& run, const RunSettings& s, const RunInputs
   // the run's one sample stream, as the simulator's (a model that reads no data ignores the ids)
   const size_t train_n = model_.uses_data() ? in.data->train.n : s.nominal_train_size;
   stream_ = std::make_unique<SampleStream>(train_n, s.seed, /*shuffle=*/model_.uses_data());
+  parts_ = make_partitioned_samples(s, model_.uses_data() ? &in.data->train : nullptr, model_.uses_data());
+  if (parts_) out_.partition_labels = parts_->histogram();
   steps_.assign(workers, 0);
   alive_.assign(workers, true);
   zombie_.assign(workers, false);
@@ -323,7 +325,7 @@ std::vector<float> MpiRuntime::initial_params() const {
 }
 
 Step MpiRuntime::next_step(int worker, std::vector<int32_t>& ids) {
-  return step_from_stream(worker, *stream_, s_.batch_size, ids);
+  return step_from_stream(worker, *stream_, parts_.get(), s_.batch_size, ids);
 }
 
 void MpiRuntime::launch(const Step& step) {

@@ -226,6 +226,7 @@ class MpiRuntime final : public Runtime {
   Engine* engine_ = nullptr;
   std::unique_ptr<Topology> topology_;
   std::unique_ptr<SampleStream> stream_;
+  std::unique_ptr<PartitionedSamples> parts_;  // data.partition not iid: each worker's own stream
   std::vector<uint32_t> steps_;
   std::vector<bool> alive_, zombie_;
   std::vector<std::unique_ptr<GradientJob>> in_flight_;  // by worker: at most one each

@@ -233,6 +233,19 @@ void write_run_results(const std::string& dir, const Recorder& recorder, const R
   recorder.write_metrics(dir + "/metrics.csv");
   Recorder::write_staleness(dir + "/staleness.csv", outcome.staleness_hist);
   Recorder::write_workers(dir + "/workers.csv", outcome.workers, outcome.time);
+  if (!outcome.partition_labels.empty()) {  // data.partition: each worker's label counts
+    std::string csv = "worker,samples";
+    for (size_t c = 0; c < outcome.partition_labels[0].size(); ++c) csv += ",label_" + std::to_string(c);
+    csv += "\n";
+    for (size_t w = 0; w < outcome.partition_labels.size(); ++w) {
+      uint64_t total = 0;
+      for (uint64_t k : outcome.partition_labels[w]) total += k;
+      csv += std::to_string(w) + "," + std::to_string(total);
+      for (uint64_t k : outcome.partition_labels[w]) csv += "," + std::to_string(k);
+      csv += "\n";
+    }
+    write_file_atomic(dir + "/partition.csv", csv);
+  }
   if (recorder.tracing()) recorder.write_trace(dir + "/trace.json", workers);
   meta["end"] = iso_now();
   write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");

@@ -18,6 +18,7 @@ enum class RngPurpose : uint8_t {
   Failure = 8,        // worker failure draws
   Speed = 9,          // per-worker speed factors
   Network = 10,       // network jitter
+  Partition = 11,     // non-IID data partitions (data.partition)
 };
 
 class Rng {

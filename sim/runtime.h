@@ -14,6 +14,7 @@
 #include <vector>
 #include "kernels/model.h"
 #include "sim/parameter_store.h"
+#include "sim/partition.h"
 #include "sim/sample_stream.h"
 #include "sim/settings.h"
 #include "sim/time.h"
@@ -128,11 +129,14 @@ struct GradientJob {
   WorkerPool::Ticket ticket;
 };
 
-// Worker w's next step on the next `batch` ids of the run's one sample stream (into `ids`):
-// what both runtimes' next_step give.
-inline Step step_from_stream(int worker, SampleStream& stream, size_t batch, std::vector<int32_t>& ids) {
+// Worker w's next step on the next `batch` ids of the run's one sample stream, or of its
+// own part's stream under a non-IID partition (`parts` set), into `ids`: what both
+// runtimes' next_step give.
+inline Step step_from_stream(int worker, SampleStream& stream, PartitionedSamples* parts, size_t batch,
+                             std::vector<int32_t>& ids) {
   ids.clear();
-  stream.next(batch, ids);
+  if (parts) parts->next(worker, batch, ids);
+  else stream.next(batch, ids);
   Step step;
   step.worker = worker;
   step.ids = ids.data();

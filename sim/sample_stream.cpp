@@ -6,7 +6,8 @@
 
 namespace asgd {
 
-SampleStream::SampleStream(size_t n, uint64_t seed, bool shuffle) : n_(n), seed_(seed), shuffle_(shuffle) {
+SampleStream::SampleStream(size_t n, uint64_t seed, bool shuffle, uint32_t stream)
+    : n_(n), seed_(seed), shuffle_(shuffle), stream_(stream) {
   if (n == 0) throw std::invalid_argument("SampleStream: empty training set");
   if (n > size_t(INT32_MAX)) throw std::invalid_argument("SampleStream: training set too large");
   perm_.resize(n);
@@ -18,7 +19,7 @@ void SampleStream::reshuffle() {
   if (!shuffle_ && epoch_ > 0) return;  // the identity permutation, made once
   std::iota(perm_.begin(), perm_.end(), 0);
   if (!shuffle_) return;
-  Rng rng(seed_, RngPurpose::Shuffle, 0, epoch_);
+  Rng rng(seed_, RngPurpose::Shuffle, stream_, epoch_);
   for (size_t i = n_ - 1; i > 0; --i) std::swap(perm_[i], perm_[rng.below(i + 1)]);
 }
 

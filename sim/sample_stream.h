@@ -14,7 +14,9 @@ namespace asgd {
 
 class SampleStream {
  public:
-  SampleStream(size_t n, uint64_t seed, bool shuffle = true);
+  // stream: which of the run's streams (0: the one shared stream; w + 1: worker w's own, over
+  // its partition), keying the permutations (seed, Shuffle, stream, epoch).
+  SampleStream(size_t n, uint64_t seed, bool shuffle = true, uint32_t stream = 0);
   // Appends the next m ids to out.
   void next(size_t m, std::vector<int32_t>& out);
   uint64_t taken() const { return taken_; }
@@ -24,6 +26,7 @@ class SampleStream {
   size_t n_;
   uint64_t seed_;
   bool shuffle_;
+  uint32_t stream_;
   uint32_t epoch_ = 0;
   size_t pos_ = 0;
   uint64_t taken_ = 0;

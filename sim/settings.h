@@ -37,6 +37,13 @@ struct FailureEvent {
 // A run's settings. The config's defaults are written once, in the keys' declarations
 // (sim/settings.cpp): the members start at neutral values (zero, off, no limit), and
 // default_settings() is what a config that gives none of these keys binds.
+// How the training set is split over the workers (data.partition; sim/partition.h).
+struct PartitionSpec {
+  enum class Kind { Iid, Shards, Dirichlet } kind = Kind::Iid;  // iid: the run's one sample stream
+  double alpha = 0;  // dirichlet: concentration of each class's split over the workers
+  int shards = 0;    // shards: label-sorted shards per worker
+};
+
 struct RunSettings {
   uint64_t seed = 0;
   int workers = 1;
@@ -100,6 +107,7 @@ struct RunSettings {
   double real_worker_timeout = 0;      // wall seconds of silence before a rank is declared dead
 
   size_t nominal_train_size = 0;       // samples per epoch when the model reads no data
+  PartitionSpec partition;             // data.partition
   // Gradient jobs computed together by one Model::loss_grad_batch call (1: each alone).
   // Which jobs go together follows from the virtual-time order of launches and waits
   // alone, so a batched run is as deterministic as any; on CPU backends its files are

@@ -69,6 +69,7 @@ struct RunOutcome {
   uint64_t messages_to_server = 0, messages_to_workers = 0;
   double bytes_to_server = 0, bytes_to_workers = 0;
   std::vector<WorkerStats> workers;
+  std::vector<std::vector<uint64_t>> partition_labels;  // (workers, classes) under data.partition; empty: iid
 };
 
 class Simulation final : public Runtime {
@@ -92,7 +93,7 @@ class Simulation final : public Runtime {
   void set_initial_params(std::vector<float> w) override { initial_override_ = std::move(w); }
   size_t history_needed() const override;
   Step next_step(int worker, std::vector<int32_t>& ids) override {
-    return step_from_stream(worker, *stream_, settings_.batch_size, ids);
+    return step_from_stream(worker, *stream_, parts_.get(), settings_.batch_size, ids);
   }
   // The messages the step declares and its compute take virtual time over the topology.
   void launch(const Step& step) override;
@@ -171,6 +172,7 @@ class Simulation final : public Runtime {
 
   EventQueue queue_;
   std::unique_ptr<SampleStream> stream_;
+  std::unique_ptr<PartitionedSamples> parts_;  // data.partition not iid: each worker's own stream
   size_t train_size_;
   std::vector<std::unique_ptr<GradientJob>> in_flight_;  // by slot
   std::vector<size_t> free_slots_;

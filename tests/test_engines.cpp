@@ -1310,3 +1310,106 @@ TEST(Failures, KFamilyGoesOnWithTheLiveWorkers) {
     EXPECT_GT(out.workers[1].gradients, 4 * out.workers[3].gradients) << spec << ": worker 1 came back";
   }
 }
+
+// ------------------------------------------------ non-IID partitions (data.partition)
+
+// Shards: 10 balanced classes of 100, 5 workers x 2 shards of 100: every shard is one
+// class, so each worker holds exactly 2 classes, 100 samples each; the parts are disjoint
+// and cover the set.
+TEST(Partition, ShardsDealTwoWholeClassesToEachWorker) {
+  std::vector<int32_t> labels(1000);
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t((i * 7) % 10);  // interleaved
+  PartitionSpec spec;
+  spec.kind = PartitionSpec::Kind::Shards;
+  spec.shards = 2;
+  auto parts = partition_samples(labels, 10, 5, spec, 3);
+  ASSERT_EQ(parts.size(), 5u);
+  std::vector<int> seen(labels.size(), 0);
+  for (const auto& part : parts) {
+    EXPECT_EQ(part.size(), 200u);
+    std::vector<int> per_class(10, 0);
+    for (int32_t id : part) per_class[size_t(labels[size_t(id)])]++, seen[size_t(id)]++;
+    EXPECT_EQ(std::count(per_class.begin(), per_class.end(), 100), 2);
+    EXPECT_EQ(std::count(per_class.begin(), per_class.end(), 0), 8);
+  }
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 1000);
+  EXPECT_EQ(parts, partition_samples(labels, 10, 5, spec, 3));  // seeded
+  EXPECT_NE(parts, partition_samples(labels, 10, 5, spec, 4));
+}
+
+// Dirichlet: each class's shares over the workers. A large alpha is near IID (each
+// worker's share of each class within a few points of 1/P), a small one skewed (most of
+// a class with one worker).
+TEST(Partition, DirichletAlphaControlsTheSkew) {
+  std::vector<int32_t> labels(20000);
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t(i % 10);
+  PartitionSpec spec;
+  spec.kind = PartitionSpec::Kind::Dirichlet;
+  auto largest_share = [&](double alpha) {  // mean over classes of the largest worker's share
+    spec.alpha = alpha;
+    auto parts = partition_samples(labels, 10, 4, spec, 7);
+    size_t total = 0;
+    std::vector<std::vector<double>> count(4, std::vector<double>(10, 0));
+    for (size_t w = 0; w < 4; ++w)
+      for (int32_t id : parts[w]) count[w][size_t(labels[size_t(id)])]++, total++;
+    EXPECT_EQ(total, labels.size());
+    double mean = 0;
+    for (size_t c = 0; c < 10; ++c) {
+      double best = 0;
+      for (size_t w = 0; w < 4; ++w) best = std::max(best, count[w][c] / 2000.0);
+      mean += best / 10;
+    }
+    return mean;
+  };
+  EXPECT_LT(largest_share(1000.0), 0.30);  // 1/4 plus sampling spread
+  EXPECT_GT(largest_share(0.1), 0.70);
+}
+
+// A worker's stream hands out ids of its own part only, each once per pass over the part.
+TEST(Partition, EachWorkerDrawsFromItsOwnPart) {
+  std::vector<int32_t> labels(300);
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t(i % 3);
+  PartitionSpec spec;
+  spec.kind = PartitionSpec::Kind::Shards;
+  spec.shards = 1;
+  PartitionedSamples samples(labels, 3, 3, spec, 5, true);
+  auto parts = partition_samples(labels, 3, 3, spec, 5);
+  for (int w = 0; w < 3; ++w) {
+    std::vector<int32_t> ids;
+    samples.next(w, parts[size_t(w)].size(), ids);  // one pass over the part
+    std::sort(ids.begin(), ids.end());
+    EXPECT_EQ(ids, parts[size_t(w)]) << "worker " << w;
+    EXPECT_EQ(samples.histogram()[size_t(w)][size_t(labels[size_t(parts[size_t(w)][0])])], 100u);
+  }
+}
+
+// Runs: partition.csv gives each worker's label counts (summing to the set), iid writes
+// none, and nothing depends on the thread count.
+TEST(Partition, RunsWriteTheLabelHistogramAndDoNotDependOnTheThreadCount) {
+  json c = determinism_config();
+  c["staleness"] = {{"mode", "emergent"}};
+  c["engines"] = json::array({json{{"type", "async"}}, json{{"type", "k_async"}, {"k", 2}}});
+  c["sweep"] = {{"data.partition", {"shards", "dirichlet"}}};
+  expect_thread_count_invariant(c, {"async-partition=shards-seed1", "async-partition=dirichlet-seed1",
+                                    "k_async-partition=shards-seed1", "k_async-partition=dirichlet-seed1"});
+  std::string dir = run_config(c, temp_dir("part"));
+  for (const char* run : {"async-partition=shards-seed1", "async-partition=dirichlet-seed1"}) {
+    Metrics h = read_metrics(dir + "/" + run + "/partition.csv");
+    ASSERT_EQ(h.rows.size(), 5u) << run;
+    double total = 0;
+    for (double s : h.column("samples")) total += s;
+    EXPECT_EQ(total, 600.0) << run;
+  }
+  c.erase("sweep");
+  dir = run_config(c, temp_dir("part_iid"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/async-seed1/partition.csv"));
+  // a split by label needs labels
+  c["data"]["task"] = "regression";
+  c["data"]["partition"] = "shards";
+  c["model"] = {{"type", "linear"}};
+  const std::string bad = temp_dir("part_bad");
+  write_text(bad + "/bad.json", c.dump());
+  CommandResult r = run_cli("validate " + bad + "/bad.json");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("data.partition"), std::string::npos) << r.output;
+}

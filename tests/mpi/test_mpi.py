@@ -304,6 +304,34 @@ class KilledWorker(unittest.TestCase):
 
 
 @unittest.skipUnless(ASGDSIM, "ASGDSIM is not set (ctest sets it)")
+class Partitions(unittest.TestCase):
+    """data.partition: the MPI server hands each worker rank the ids of its own part, as the simulator does."""
+
+    def test_sync_on_shards_computes_what_the_simulator_computes(self):
+        tmp = tempfile.mkdtemp(prefix="asgd-mpi-part-")
+        try:
+            cfg = dict(SWEEP, name="part", repeats=1, cluster={"workers": 2}, engines=[{"type": "sync"}],
+                       data=dict(SWEEP["data"], partition="shards"))
+            cfg.pop("sweep")
+            path, out = write_config(tmp, cfg), os.path.join(tmp, "o")
+            real = run(["cluster", path, "--out", out, "--quiet"], mpi=["-np", "3"])
+            self.assertEqual(real.returncode, 0, real.stderr)
+            sim = run(["run", path, "--out", out, "--quiet"])
+            self.assertEqual(sim.returncode, 0, sim.stderr)
+            a, b = os.path.join(out, "part", "sync-seed5"), os.path.join(out, "part-cluster", "sync-seed5")
+            with open(os.path.join(a, "partition.csv")) as f, open(os.path.join(b, "partition.csv")) as g:
+                self.assertEqual(f.read(), g.read())
+            rows_a, rows_b = read_csv(os.path.join(a, "metrics.csv")), read_csv(os.path.join(b, "metrics.csv"))
+            self.assertEqual(len(rows_a), len(rows_b))
+            for x, y in zip(rows_a, rows_b):
+                x.pop("time")
+                y.pop("time")
+                self.assertEqual(x, y)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+@unittest.skipUnless(ASGDSIM, "ASGDSIM is not set (ctest sets it)")
 class ClusterRefusals(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="asgd-mpi-bad-")
