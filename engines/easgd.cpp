@@ -61,6 +61,7 @@ EngineType easgd_engine_type() {
         return EngineCost{2 / period, workers * period, c.delta > 0 ? 6.0 : 4.0};
       });
   t.check = [](const json& e, const json& run, Validator& v) {
+    refuse_compression(run, "easgd pushes its parameters for the exchange, not gradients", v);
     if (!e.contains("alpha")) return;
     const json& cluster = run.value("cluster", json::object());
     const json& a = e["alpha"];

@@ -53,6 +53,9 @@ EngineType local_sgd_engine_type() {
         const double h = std::max(1, c.steps);
         return EngineCost{2 / h, workers * h, 4};
       });
+  t.check = [](const json&, const json& run, Validator& v) {
+    refuse_compression(run, "local_sgd pushes each worker's model for the averaging, not gradients", v);
+  };
   return t;
 }
 

@@ -46,12 +46,18 @@ Field<SyncConfig> comm_field() {
                          {"ps", "allreduce", "hierarchical"}));
 }
 
-// Checks both members share: a hierarchical all-reduce needs boxes.
+// Checks both members share: a hierarchical all-reduce needs boxes; a collective (and the
+// host exchange) sends no pushed gradient, so it cannot compress one.
 void check_comm(const json& e, const json& run, Validator& v) {
   const json& cluster = run.value("cluster", json::object());
   const bool topology = cluster.is_object() && cluster.contains("topology") && cluster["topology"].is_object();
   if (e.contains("comm") && e["comm"] == "hierarchical" && !topology)
     v.error("engine.comm", "\"hierarchical\" reduces within each box: it needs cluster.topology");
+  if (e.contains("comm") && e["comm"].is_string() && e["comm"] != "ps")
+    refuse_compression(run, "comm " + e["comm"].dump() + " sums gradients in a collective, not pushes", v);
+  else if (topology && cluster.value("placement", json("servers")) == "host" &&
+           cluster["topology"].value("boxes", json(1)).is_number_integer() && cluster["topology"].value("boxes", json(1)) > 1)
+    refuse_compression(run, "placement \"host\" over several boxes exchanges each box's sum, not pushes", v);
 }
 
 std::unique_ptr<Engine> build(const SyncConfig& c, const json& spec) { return std::make_unique<SyncEngine>(c, spec); }

@@ -464,6 +464,11 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
   if (first_error) rethrow_naming_run(errors[*first_error], exp.runs[*first_error].run_id);
 
   if (opts.write_index) std::cout << "results: " << exp_dir << "\n";  // --quiet too: where the results went
+  // How to look at them (the analysis is in the source tree this binary was built from).
+  const std::string plot = std::string(ASGD_SOURCE_DIR) + "/analysis/plot.py";
+  if (opts.write_index && !opts.quiet && ::access(plot.c_str(), R_OK) == 0)
+    std::cout << "report: /usr/bin/python3 " << plot << " " << exp_dir
+              << "   (figures and report.html; --target-accuracy X to ask for a target)\n";
   bool interrupted = interrupt_requested();
   for (const auto& s : status) interrupted = interrupted || s == "interrupted";
   return interrupted ? 130 : 0;

@@ -125,7 +125,7 @@ std::vector<Section<S>> make_sections() {
         field<S>(num("message_bytes", 0.0,
                      "bytes of every parameter or gradient message (0 = parameters x bytes per value of `precision`): a "
                      "proxy size, to time a large model's traffic while computing a small model's learning",
-                     0),
+                     0, false, kMaxCount),
                  [](S& s, const json& v) { s.network.message_bytes = v.get<double>(); }),
         choice_field(&S::precision,
                      str("precision", "fp32",
@@ -195,7 +195,14 @@ const Section<SlowWindow>& slow_window_section() {
        field(&W::factor, num("factor", nullptr, "how many times slower", 0, true)),
        seconds_field(&W::from, seconds("from", 0.0, "start (virtual seconds)"), /*zero_is_never=*/false),
        seconds_field(&W::to, seconds("to", 0.0, "end (virtual seconds; 0 = the end of the run)"),
-                     /*zero_is_never=*/true)}};
+                     /*zero_is_never=*/true)},
+      nullptr,
+      // a window that ends before it starts slows nothing (issue 31)
+      [](const json& w, const std::string& path, Validator& v) {
+        if (w["to"].get<double>() > 0 && w["to"].get<double>() <= w["from"].get<double>())
+          v.error(join_path(path, "to"), brief(w["to"]) + " is not after `from` (" + brief(w["from"]) +
+                                             "): the window would be empty; use 0 for the end of the run");
+      }};
   return s;
 }
 

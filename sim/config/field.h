@@ -88,6 +88,9 @@ struct Section {
   // What the section is when the config leaves it out, where that is more than its keys'
   // defaults (stop: {"epochs": 1}); null: {}.
   nlohmann::json left_out = nullptr;
+  // Checks across its keys, reported under `path` (the resolved object, defaults filled;
+  // its values may be ones already reported as invalid). Optional.
+  std::function<void(const nlohmann::json& resolved, const std::string& path, Validator& v)> check;
 
   std::vector<ParamInfo> params() const { return params_of(fields); }
   nlohmann::json when_left_out() const { return left_out.is_null() ? nlohmann::json::object() : left_out; }
@@ -97,6 +100,7 @@ struct Section {
             const std::vector<std::string>& also_allowed = {}) const {
     const size_t before = v.issues().size();
     json resolved = v.object(user, path, params(), also_allowed);
+    if (check && v.issues().size() == before) check(resolved, path, v);
     if (v.issues().size() == before) set_fields(fields, resolved, out);
     return resolved;
   }
