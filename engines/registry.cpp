@@ -68,7 +68,11 @@ const std::vector<ComponentInfo>& engine_catalog() {
         ParamInfo{"period", ParamType::Integer, 4, "local steps between exchanges with the center", 1},
         ParamInfo{"alpha", ParamType::Any, "auto",
                   "elastic coefficient in [0, 1], or \"auto\" = 0.9 / workers (sync: beta = workers * alpha <= 1)"},
-        ParamInfo{"delta", ParamType::Number, 0.0, "Nesterov momentum of the local steps (EAMSGD)", 0, 0.999999}}},
+        ParamInfo{"delta", ParamType::Number, 0.0, "Nesterov momentum of the local steps (EAMSGD)", 0, 0.999999},
+        choice("order", "paper",
+               "\"paper\": the step after an exchange computes its gradient at x_i as the exchange read it "
+               "(x - lr g(x) - alpha (x - c), the paper's order); \"local_first\": at x_i after the elastic move",
+               {"paper", "local_first"})}},
   };
   return catalog;
 }
