@@ -286,7 +286,7 @@ struct Lane {
 };
 
 // Makes run `k` into `dir`: config.json and meta.json first, summary.json last. Returns
-// the run's status (completed, diverged or interrupted); throws on failure.
+// the run's status (completed, stalled, diverged or interrupted); throws on failure.
 std::string make_run(const Experiment& exp, size_t k, const std::string& dir, const RunnerOptions& opts,
                      const Lane& lane, DataCache& cache, Console& console) {
   const RunSpec& run = exp.runs[k];

@@ -52,7 +52,7 @@ EvalPair evaluate_params(const Model& model, WorkerPool& pool, ExecContext& exec
                          size_t test_limit);
 
 struct RunOutcome {
-  std::string status = "completed";  // completed | diverged | interrupted
+  std::string status = "completed";  // completed | stalled | diverged | interrupted (RunMonitor)
   std::string note;                  // why it ended, in words
   SimTime time = 0;
   uint64_t updates = 0, gradients = 0, dropped = 0, lost = 0, failures = 0;

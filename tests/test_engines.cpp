@@ -11,6 +11,7 @@
 #include "engines/engine_registry.h"
 #include "sim/dataset.h"
 #include "sim/distribution.h"
+#include "sim/run_monitor.h"
 #include "sim/simulation.h"
 #include "sim/lr_schedule.h"
 #include "sim/sample_stream.h"
@@ -664,6 +665,65 @@ TEST(EasgdEngine, BothOrdersFollowTheirMapsInModeAsyncWithOneWorker) {
   EXPECT_LT(expect_easgd_map("async", "local_first", 1, 2.0, 0.0), 0.01);
   EXPECT_LT(expect_easgd_map("async", "paper", 1, 0.5, 0.0), 0.01);
   expect_easgd_map("async", "paper", 1, 0.5, 0.5);
+}
+
+// ------------------------------------------------------------- run status
+
+// EASGD with alpha = 0: the center never moves (finite train_loss) while each worker runs
+// SGD at lr h = 2.5 on its own copy and diverges (x * -1.5 per step). The workers' own
+// minibatch loss (worker_loss) passing the divergence bound makes the run "diverged",
+// whether a row catches it during the run or only the last row, after the stop limit.
+TEST(RunStatus, WorkersThatDivergeWhileTheCenterStaysFiniteMakeTheRunDiverged) {
+  for (int every : {1, 100000}) {
+    json c = quadratic_config("wdiv", {2.0}, 2, 1.25);
+    c["engines"] = json::array({json{{"type", "easgd"}, {"alpha", 0.0}, {"period", 1}}});
+    c["stop"] = {{"updates", 80}};  // 40 steps per worker: worker_loss ~ 2.25^40 > 1e6
+    c["eval"]["every"] = every;
+    std::string run = run_one(c, "wdiv");
+    json s = summary_at(run);
+    EXPECT_EQ(s["status"], "diverged") << "eval every " << every;
+    EXPECT_NE(s["note"].get<std::string>().find("worker_loss"), std::string::npos) << s["note"];
+    EXPECT_DOUBLE_EQ(s["final"]["train_loss"].get<double>(), 1.0) << "the center stays at its start";
+  }
+}
+
+// The one "stalled" rule: the last train_loss at least 99% of the first (which is > 0).
+TEST(RunStatus, ARunThatDoesNotTrainIsStalled) {
+  EXPECT_TRUE(stalled(1.0, 1.0));
+  EXPECT_TRUE(stalled(1.0, 0.99));
+  EXPECT_TRUE(stalled(1.0, 5.0));  // rose, without passing the divergence bound
+  EXPECT_FALSE(stalled(1.0, 0.9899));
+  EXPECT_FALSE(stalled(0.0, 0.0));  // started at the optimum: nothing to train
+  EXPECT_FALSE(stalled(1.0, std::nan("")));
+  // end to end: a rate too small to move the loss; one that trains; a start at the optimum
+  json c = quadratic_config("stall", {1.0}, 2, 1e-5);
+  json s = summary_at(run_one(c, "stall"));
+  EXPECT_EQ(s["status"], "stalled");
+  EXPECT_NE(s["note"].get<std::string>().find("did not train"), std::string::npos) << s["note"];
+  c["train"]["lr"] = 0.1;
+  EXPECT_EQ(summary_at(run_one(c, "trains"))["status"], "completed");
+  c["model"]["init"] = 0.0;
+  EXPECT_EQ(summary_at(run_one(c, "optimum"))["status"], "completed");
+  // a stalled run is a result: exit 0, and index.csv says so
+  std::string dir = temp_dir("stall_cli");
+  c["train"]["lr"] = 1e-5;
+  c["model"]["init"] = 1.0;
+  write_text(dir + "/c.json", c.dump());
+  CommandResult r = run_cli("run " + dir + "/c.json --quiet --out " + dir + "/out");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(read_file(dir + "/out/stall/index.csv").find(",stalled,"), std::string::npos);
+}
+
+// Parameters that are not numbers give no test accuracy (argmax of NaN would count as
+// some class): the row's, and so the summary's final, is NaN / null.
+TEST(RunStatus, NotFiniteTestLossGivesNoAccuracy) {
+  MetricsRow row;
+  RowWindow w;
+  const double nan = std::nan("");
+  w.fill(row, EvalSums{1.0, 3, 10}, EvalSums{nan, 4, 10}, true);
+  EXPECT_TRUE(std::isnan(row.test_accuracy));
+  w.fill(row, EvalSums{1.0, 3, 10}, EvalSums{2.0, 4, 10}, true);
+  EXPECT_DOUBLE_EQ(row.test_accuracy, 0.4);
 }
 
 // ------------------------------------------------------------------ failures
