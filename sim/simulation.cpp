@@ -423,28 +423,62 @@ SimTime Simulation::collective(Collective kind, const std::vector<int>& members)
     if (boxes.empty() || boxes.back() != b) boxes.push_back(b);
   }
   // One step: every (from, to, bytes) requested at `at`; returns when the last arrives.
+  // waited: set when a transfer started later than `at` (a link was busy).
   struct Send {
     int from, to;
   };
   std::vector<Send> sends;
-  auto step = [&](SimTime at, double piece) {
+  auto step = [&](SimTime at, double piece, bool* waited = nullptr) {
     SimTime end = at;
     for (const Send& s : sends) {
-      end = std::max(end, topology_->transfer(s.from, s.to, piece, at).arrival);
+      const TransferTimes t = topology_->transfer(s.from, s.to, piece, at);
+      end = std::max(end, t.arrival);
+      if (waited && t.start != at) *waited = true;
       if (s.to == kServer) { out_.messages_to_server++; out_.bytes_to_server += piece; }
       if (s.to >= 0) { out_.messages_to_workers++; out_.bytes_to_workers += piece; }
     }
     return end;
   };
   // A ring of `ring` endpoints: 2(n-1) steps, each one piece of bytes/n from every
-  // endpoint to the next (reduce-scatter, then all-gather).
+  // endpoint to the next (reduce-scatter, then all-gather). In O(n), not O(n^2): the
+  // first step may wait for links busy before the collective; after it every link of the
+  // ring is free (each was waited for), so when the second step starts every transfer at
+  // once (no link used twice in a step), every later step is the second one again, one
+  // step's duration later: the links are replayed (Topology::replay) and the counters
+  // advanced as the loop would have (repeated_sum rounds the byte totals as it would).
   auto ring = [&](SimTime at, const std::vector<int>& nodes) {
     const size_t n = nodes.size();
     if (n < 2) return at;
     sends.clear();
     for (size_t i = 0; i < n; ++i) sends.push_back({nodes[i], nodes[(i + 1) % n]});
-    for (size_t k = 0; k < 2 * (n - 1); ++k) at = step(at, bytes / double(n));
-    return at;
+    const double piece = bytes / double(n);
+    const uint64_t steps = 2 * (uint64_t(n) - 1);
+    at = step(at, piece);
+    const SimTime second = at;
+    bool waited = false;
+    topology_->record(true);
+    at = step(at, piece, &waited);
+    topology_->record(false);
+    uint64_t rest = steps - 2;
+    if (waited) {  // (not for a ring in worker order on these topologies) step by step
+      for (; rest > 0 && !interrupt_requested(); --rest) at = step(at, piece);
+      return at;  // interrupted: the run stops at the next event, with this time
+    }
+    const SimTime period = at - second;
+    topology_->replay(rest, period);
+    uint64_t to_server = 0, to_workers = 0;
+    for (const Send& s : sends) {
+      to_server += s.to == kServer;
+      to_workers += s.to >= 0;
+    }
+    out_.messages_to_server += rest * to_server;
+    out_.bytes_to_server = repeated_sum(out_.bytes_to_server, piece, rest * to_server);
+    out_.messages_to_workers += rest * to_workers;
+    out_.bytes_to_workers = repeated_sum(out_.bytes_to_workers, piece, rest * to_workers);
+    SimTime span;
+    if (rest > uint64_t(kNever) || __builtin_mul_overflow(SimTime(rest), period, &span))
+      throw TimeOverflow(time_overflow_text(double(rest) * sim_to_seconds(period)));
+    return add_time(at, span);
   };
   auto to_hosts = [&](SimTime at) {
     sends.clear();
