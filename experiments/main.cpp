@@ -559,6 +559,9 @@ int report_error(std::exception_ptr error) {
   } catch (const TimeOverflow& e) {  // the config drove virtual time out of the clock's range
     std::cerr << "asgdsim: virtual time overflow: " << e.what() << "\n";
     return 2;
+  } catch (const NoProgress& e) {  // the config's steps take no virtual time
+    std::cerr << "asgdsim: no progress in virtual time: " << e.what() << "\n";
+    return 2;
   } catch (const std::exception& e) {
     std::cerr << "asgdsim: error: " << e.what() << "\n";
     return 1;

@@ -359,6 +359,8 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
     throw;  // already names its source and JSON paths
   } catch (const TimeOverflow& e) {
     throw TimeOverflow(prefix + e.what());
+  } catch (const NoProgress& e) {
+    throw NoProgress(prefix + e.what());
   } catch (const std::exception& e) {
     throw std::runtime_error(prefix + e.what());
   }

@@ -726,6 +726,19 @@ RunOutcome Simulation::run(Engine& engine) {
   engine.start(*this);
   evaluate_row();  // the starting point (no update has been applied yet)
 
+  // No progress in virtual time: with stop.time as the only limit, a run whose steps take
+  // 0 ns (cluster.compute drawing durations that round to 0 ns, over a free network)
+  // would go round at one instant forever. A worker whose steps take >= 1 ns has a bounded
+  // number of events at one instant (its pull, compute, push, arrival, failure, timers:
+  // about 10), so more than kStuckEventsPerWorker per worker (plus kStuckEventsBase) in a
+  // row at one instant happens only when nearly every step is 0 ns; the run then fails
+  // with NoProgress (exit 2), naming cluster.compute. With any other limit the run ends
+  // by it, and the rule is off.
+  const bool only_time_limit = settings_.stop_time != kNever && settings_.stop_updates == 0 &&
+                               settings_.stop_gradients == 0 && !(settings_.stop_epochs > 0);
+  const uint64_t stuck_after = kStuckEventsBase + kStuckEventsPerWorker * uint64_t(settings_.workers);
+  uint64_t same_instant = 0;
+  SimTime instant = now();
   while (!monitor_.stopping()) {
     if (interrupt_requested()) {
       request_stop("interrupted", "interrupted by a signal");
@@ -736,6 +749,17 @@ RunOutcome Simulation::run(Engine& engine) {
       break;
     }
     Event e = queue_.pop();
+    if (e.time != instant) {
+      instant = e.time;
+      same_instant = 0;
+    } else if (++same_instant > stuck_after && only_time_limit) {
+      throw NoProgress("virtual time stayed at " + format_number(sim_to_seconds(instant)) + " s for " +
+                       std::to_string(same_instant) + " events in a row (" + std::to_string(out_.updates) +
+                       " updates so far) while stop.time " + format_number(sim_to_seconds(settings_.stop_time)) +
+                       " s is the run's only limit: the steps take 0 ns, so it would never end; give "
+                       "cluster.compute durations of at least 1 ns (its draws round to whole nanoseconds), or "
+                       "add stop.updates, stop.gradients or stop.epochs");
+    }
     switch (e.kind) {
       case EventKind::GradientArrival: handle_arrival(e); break;
       case EventKind::ComputeDone: handle_compute_done(e); break;

@@ -71,6 +71,12 @@ struct RunOutcome {
   std::vector<WorkerStats> workers;
 };
 
+// The no-progress rule (Simulation::run): more than kStuckEventsBase +
+// kStuckEventsPerWorker x workers events in a row at one virtual instant, with stop.time
+// the only limit, end the run with NoProgress.
+inline constexpr uint64_t kStuckEventsBase = 100000;
+inline constexpr uint64_t kStuckEventsPerWorker = 1000;
+
 class Simulation final : public Runtime {
  public:
   Simulation(const RunSettings& settings, const Model& model, const DeviceDataset* train,

@@ -24,6 +24,13 @@ class TimeOverflow : public std::overflow_error {
   using std::overflow_error::overflow_error;
 };
 
+// Virtual time cannot advance: the config makes every step take 0 ns while stop.time is
+// the run's only limit (Simulation::run's no-progress rule), so the run would never end.
+class NoProgress : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 inline std::string time_overflow_text(double seconds) {
   return std::to_string(seconds) + " s is outside the virtual clock's range (int64 nanoseconds: 0 to ~9.2e9 s)";
 }

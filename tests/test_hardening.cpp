@@ -27,6 +27,7 @@
 #include <functional>
 #include <set>
 #include <nlohmann/json.hpp>
+#include "sim/simulation.h"  // kStuckEvents*
 #include "test_helpers.h"
 
 using nlohmann::json;
@@ -870,3 +871,47 @@ TEST(HardeningTable, CoversEveryDefect) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------- issue #31
+
+namespace {
+json zero_step_config() {
+  return {{"name", "stuck"},
+          {"model", {{"type", "quadratic"}, {"dim", 2}, {"curvature", 1.0}}},
+          {"train", {{"lr", 0.01}}},
+          {"stop", {{"time", 1.0}}},
+          {"cluster", {{"workers", 2}, {"compute", {{"dist", "lognormal"}, {"mean", 0.01}, {"sigma", 1e9}}}}},
+          {"engines", json::array({json{{"type", "async"}}})}};
+}
+}  // namespace
+
+// lognormal sigma 1e9 draws 0 ns steps: virtual time never reached stop.time and the run
+// went round at t = 0 forever. It now stops (the no-progress rule, Simulation::run) with
+// exit 2 naming cluster.compute; the run is marked failed.
+TEST(Issue31, ZeroNanosecondStepsWithOnlyStopTimeExitTwoNamingClusterCompute) {
+  std::string dir = temp_dir("stuck");
+  write_text(dir + "/c.json", zero_step_config().dump());
+  const auto t0 = std::chrono::steady_clock::now();
+  CommandResult r = run_cli("run " + dir + "/c.json --quiet --out " + dir + "/out");
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("no progress in virtual time"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("cluster.compute"), std::string::npos) << r.output;
+  EXPECT_LT(wall, 60.0 * shared_device_slack());
+  EXPECT_NE(read_file(dir + "/out/stuck/async-seed1/summary.json").find("\"failed\""), std::string::npos);
+}
+
+// The rule is off while another limit can end the run: the same 0 ns steps with
+// stop.updates complete at t = 0 (more events at one instant than the rule allows).
+TEST(Issue31, ZeroNanosecondStepsWithAnotherLimitComplete) {
+  std::string dir = temp_dir("stuck_ok");
+  json c = zero_step_config();
+  c["stop"] = {{"time", 1.0}, {"updates", 2 * (asgd::kStuckEventsBase + 2 * asgd::kStuckEventsPerWorker)}};
+  c["eval"] = {{"every", 100000}, {"unit", "updates"}};
+  write_text(dir + "/c.json", c.dump());
+  CommandResult r = run_cli("run " + dir + "/c.json --quiet --out " + dir + "/out");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  json s = summary_at(dir + "/out/stuck/async-seed1");
+  EXPECT_EQ(s["status"], "completed");
+  EXPECT_EQ(s["time"].get<double>(), 0.0);
+}
