@@ -254,6 +254,7 @@ void Simulation::launch(const Step& st) {
     out_.messages_to_workers++;
     out_.bytes_to_workers += pull_bytes;
   }
+  job->pull_bytes = pull_bytes;
   job->compute_done =
       add_time(job->compute_start, compute_.duration(uint32_t(worker), job->step, st.m, job->compute_start));
   job->arrival = kNever;
@@ -364,9 +365,10 @@ void Simulation::account(GradientJob& job, SimTime until) {
     counter += b - a;
     recorder_.add_span(track, name, a, b, SpanArgs{int64_t(job.step), bytes});
   };
-  if (job.received) part("pull", job.start, job.compute_start, ws.comm, message_bytes_);
+  // the bytes each message was charged: a sparse model's rows, a compressed gradient
+  if (job.received) part("pull", job.start, job.compute_start, ws.comm, job.pull_bytes);
   part("compute", job.compute_start, job.compute_done, ws.compute, -1);
-  if (job.pushed) part("push", job.compute_done, job.arrival == kNever ? until : job.arrival, ws.comm, message_bytes_);
+  if (job.pushed) part("push", job.compute_done, job.arrival == kNever ? until : job.arrival, ws.comm, job.push_bytes);
 }
 
 size_t Simulation::take_slot(std::unique_ptr<GradientJob> job) {
