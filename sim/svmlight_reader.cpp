@@ -3,6 +3,7 @@
 // bound of the samples and features stored) so that the memory needed is known before
 // anything is stored; the second parses.
 #include "sim/svmlight_reader.h"
+#include "sim/interrupt.h"
 #include <zlib.h>
 #include <algorithm>
 #include <cerrno>
@@ -53,6 +54,7 @@ void for_each_line(Read&& read, F&& f, size_t chunk = kChunk) {
   size_t held = 0;  // bytes of an unfinished line at the start of buf
   uint32_t line = 0;
   for (;;) {
+    throw_if_interrupted("reading svmlight data");  // once per chunk
     if (held == buf.size()) buf.resize(buf.size() * 2);  // a line longer than the buffer
     size_t got = read(buf.data() + held, buf.size() - held);
     if (got == 0) break;

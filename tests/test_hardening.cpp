@@ -407,6 +407,16 @@ std::vector<Row> rows() {
                   .cfg(json::parse(R"({"name": "big", "model": {"type": "softmax"}, "data": {"type": "synthetic",
                       "features": 200, "classes": 1000, "train_samples": 200000, "test_samples": 10},
                       "stop": {"updates": 5}, "engines": [{"type": "async"}]})")));
+  // (issue #31: the sparse generator's loop did not poll; this one takes about 45 s)
+  t.push_back(row("d06_ctrl_c_while_making_sparse_data", 6,
+                  "{bin} run {cfg} --quiet --out {out} & P=$!\n"
+                  "wait_for {out}/bigsp/async-seed1/meta.json || exit 99\nsleep 0.3; kill -INT $P\n"
+                  "s=$(date +%s); wait $P; rc=$?; e=$(( $(date +%s) - s )); echo \"stopped after ${e}s\"\n"
+                  "[ $e -le 8 ] || exit 3; exit $rc",
+                  130, {}, {"bigsp/async-seed1/summary.json~interrupted", "bigsp/index.csv~interrupted"})
+                  .cfg(json::parse(R"({"name": "bigsp", "model": {"type": "sparse_softmax"}, "data": {"type":
+                      "sparse_synthetic", "features": 10000, "nnz": 10, "classes": 1000, "train_samples": 200000,
+                      "test_samples": 10}, "stop": {"updates": 1}, "engines": [{"type": "async"}]})")));
 
   // ---- 7. the int64 nanosecond clock
   t.push_back(refused("d07_stop_time_1e10", 7, kBase, {"stop.time", "[0, 1000000000]"}, "--set stop.time=1e10"));
