@@ -220,7 +220,10 @@ MemoryEstimate estimate_run_memory(const json& c, const Distribution& compute) {
   double copies = 2;
   const std::string type = text(engine, "type");
   if (type == "local_sgd") copies += 2;
-  if (type == "easgd") copies += num(engine, "delta") > 0 ? 4 : 2;
+  if (type == "easgd") {
+    copies += num(engine, "delta") > 0 ? 4 : 2;
+    if (text(engine, "order") != "local_first") copies += 1;  // x_i as its last exchange read it
+  }
   // Named after the factor more out of the ordinary: the workers, or the model's size.
   add(vec > workers * kWorkerBytes ? model_key : "cluster.workers",
       n(workers) + " workers x " + n(copies) + " vectors of " + n(params) + " parameters", workers * copies * vec);
