@@ -454,7 +454,7 @@ EarlierRun earlier_run(const std::string& dir, const json& config, bool force, c
   if (!read_json(dir + "/summary.json", old_summary) || !old_summary.is_object()) return earlier;
   const json& st = old_summary.contains("status") ? old_summary["status"] : json();
   const std::string status = st.is_string() ? st.get<std::string>() : "";
-  if (status != "completed" && status != "diverged") return earlier;
+  if (status != "completed" && status != "diverged" && status != "stalled") return earlier;  // results, kept
   const std::string missing = incomplete_results(dir, config, old_summary);
   earlier.done = missing.empty();
   earlier.line = tag + ": " + status + " earlier" +

@@ -198,7 +198,7 @@ struct Lane {
 };
 
 // Makes run `k` into `dir`: config.json and meta.json first, summary.json last. Returns
-// the run's status (completed, diverged or interrupted); throws on failure.
+// the run's status (completed, stalled, diverged or interrupted); throws on failure.
 std::string make_run(const Experiment& exp, size_t k, const std::string& dir, const RunnerOptions& opts,
                      const Lane& lane, DataCache& cache, Console& console) {
   const RunSpec& run = exp.runs[k];
@@ -273,6 +273,8 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
     throw TimeOverflow(prefix + e.what());
   } catch (const std::bad_alloc&) {
     throw std::runtime_error(prefix + out_of_memory_text("while making it"));
+  } catch (const NoProgress& e) {
+    throw NoProgress(prefix + e.what());
   } catch (const std::exception& e) {
     throw std::runtime_error(prefix + e.what());
   }

@@ -11,6 +11,7 @@
 #include "engines/engine_registry.h"
 #include "sim/dataset.h"
 #include "sim/distribution.h"
+#include "sim/run_monitor.h"
 #include "sim/simulation.h"
 #include "sim/lr_schedule.h"
 #include "sim/sample_stream.h"
@@ -542,43 +543,187 @@ TEST(EasgdEngine, AlphaZeroIsIndependentLocalSgdInBothModes) {
   }
 }
 
-// Synchronous EASGD on the noisy quadratic, replayed by hand: every `period` local steps
-// x_i <- x_i - alpha (x_i - c) and c <- c + N alpha (mean_i x_i - c), both from the values
-// before the exchange.
+// Synchronous EASGD on the noisy quadratic, replayed by hand, in both orders: every
+// `period` local steps x_i <- x_i - alpha (x_i - c) and c <- c + N alpha (mean_i x_i - c),
+// both from the values before the exchange; order "paper" computes the step after an
+// exchange at x_i before its elastic move, "local_first" after it.
 TEST(EasgdEngine, SyncModeMatchesAHandComputedRun) {
   const std::vector<double> h{0.5, 2.0};
   const int workers = 2, period = 2, rounds = 12;
   const double lr = 0.1, noise = 0.3, alpha = 0.2;
-  std::string out = temp_dir("eng");
-  json c = quadratic_config("esync", h, workers, lr, noise);
-  c["engines"] = json::array({json{{"type", "easgd"}, {"mode", "sync"}, {"alpha", alpha}, {"period", period}}});
-  c["stop"] = {{"updates", rounds}};
-  std::string dir = run_config(c, out);
-  Metrics m = read_metrics(dir + "/easgd-seed3/metrics.csv");
+  for (const std::string order : {"paper", "local_first"}) {
+    std::string out = temp_dir("eng_" + order);
+    json c = quadratic_config("esync", h, workers, lr, noise);
+    c["engines"] = json::array(
+        {json{{"type", "easgd"}, {"mode", "sync"}, {"alpha", alpha}, {"period", period}, {"order", order}}});
+    c["stop"] = {{"updates", rounds}};
+    std::string dir = run_config(c, out);
+    Metrics m = read_metrics(dir + "/easgd-seed3/metrics.csv");
 
-  auto model = make_quadratic({0.5f, 2.0f}, float(noise), 1.0f);
-  std::vector<std::vector<double>> x(workers, std::vector<double>{1.0, 1.0});
-  std::vector<double> center{1.0, 1.0};
-  std::vector<double> expected{quadratic_loss(h, center)};
-  for (int r = 0; r < rounds; ++r) {
-    for (int i = 0; i < workers; ++i)
-      for (int k = 0; k < period; ++k) {
-        auto e = quadratic_noise(*model, 3, i, uint32_t(r * period + k));
-        for (size_t d = 0; d < 2; ++d) x[i][d] -= lr * (h[d] * x[i][d] + e[d]);
+    auto model = make_quadratic({0.5f, 2.0f}, float(noise), 1.0f);
+    std::vector<std::vector<double>> x(workers, std::vector<double>{1.0, 1.0});
+    std::vector<std::vector<double>> at = x;  // where each worker's next gradient is computed
+    std::vector<double> center{1.0, 1.0};
+    std::vector<double> expected{quadratic_loss(h, center)};
+    for (int r = 0; r < rounds; ++r) {
+      for (int i = 0; i < workers; ++i)
+        for (int k = 0; k < period; ++k) {
+          auto e = quadratic_noise(*model, 3, i, uint32_t(r * period + k));
+          for (size_t d = 0; d < 2; ++d) x[i][d] -= lr * (h[d] * at[i][d] + e[d]);
+          at[i] = x[i];
+        }
+      std::vector<double> mean(2, 0.0);
+      for (int i = 0; i < workers; ++i)
+        for (size_t d = 0; d < 2; ++d) mean[d] += x[i][d] / workers;
+      for (int i = 0; i < workers; ++i) {
+        at[i] = x[i];
+        for (size_t d = 0; d < 2; ++d) x[i][d] -= alpha * (x[i][d] - center[d]);
+        if (order == "local_first") at[i] = x[i];
       }
-    std::vector<double> mean(2, 0.0);
-    for (int i = 0; i < workers; ++i)
-      for (size_t d = 0; d < 2; ++d) mean[d] += x[i][d] / workers;
-    for (int i = 0; i < workers; ++i)
-      for (size_t d = 0; d < 2; ++d) x[i][d] -= alpha * (x[i][d] - center[d]);
-    for (size_t d = 0; d < 2; ++d) center[d] += workers * alpha * (mean[d] - center[d]);
-    expected.push_back(quadratic_loss(h, center));
+      for (size_t d = 0; d < 2; ++d) center[d] += workers * alpha * (mean[d] - center[d]);
+      expected.push_back(quadratic_loss(h, center));
+    }
+    auto loss = m.column("train_loss");
+    ASSERT_EQ(loss.size(), expected.size()) << order;
+    for (size_t u = 0; u < loss.size(); ++u)
+      EXPECT_NEAR(loss[u], expected[u], 1e-5 * std::max(1.0, expected[u])) << order << " update " << u;
+    json summary = json::parse(read_file(dir + "/easgd-seed3/summary.json"));
+    EXPECT_NEAR(summary["engine_config"]["beta_used"].get<double>(), workers * alpha, 1e-12);
+    EXPECT_EQ(summary["engine_config"]["order"], order);
   }
-  auto loss = m.column("train_loss");
-  ASSERT_EQ(loss.size(), expected.size());
-  for (size_t u = 0; u < loss.size(); ++u) EXPECT_NEAR(loss[u], expected[u], 1e-5 * std::max(1.0, expected[u])) << "update " << u;
-  json summary = json::parse(read_file(dir + "/easgd-seed3/summary.json"));
-  EXPECT_NEAR(summary["engine_config"]["beta_used"].get<double>(), workers * alpha, 1e-12);
+}
+
+namespace {
+// EASGD with period 1 on f = h/2 x^2 (one coordinate, no noise, every worker the same),
+// replayed in double: per update, each worker's local step x <- x - lr V with V <- delta V
+// + h (p - lr delta V) (delta = 0: V = h p), p the point its gradient is computed at; then
+// the exchange e = alpha (x - c), x <- x - e, c <- c + beta (x_before - c) (beta = N alpha
+// in mode sync; alpha in mode async). Order "paper": p = x before the exchange moved it;
+// "local_first": p = x after. Returns the center's loss h/2 c^2 after each update (and at 0).
+std::vector<double> easgd_map(bool paper, int workers, double h, double lr, double alpha, double delta, int updates) {
+  double x = 1, c = 1, p = 1, v = 0;
+  const double beta = alpha * workers;
+  std::vector<double> loss{0.5 * h * c * c};
+  for (int u = 0; u < updates; ++u) {
+    v = delta * v + h * (p - lr * delta * v);
+    x -= lr * v;
+    const double before = x;
+    x -= alpha * (x - c);
+    c += beta * (before - c);
+    p = paper ? before : x;
+    loss.push_back(0.5 * h * c * c);
+  }
+  return loss;
+}
+
+// Runs easgd with period 1 on the noiseless 1-D quadratic and compares the center's
+// train_loss, update by update, with easgd_map; returns last / first loss.
+double expect_easgd_map(const std::string& mode, const std::string& order, int workers, double lr_h, double delta) {
+  const double h = 2.0, alpha = 0.45;
+  const int updates = 12;
+  const double lr = lr_h / h;
+  json c = quadratic_config("emap", {h}, workers, lr);
+  c["engines"] = json::array({json{{"type", "easgd"}, {"mode", mode}, {"alpha", alpha}, {"period", 1},
+                                   {"delta", delta}, {"order", order}}});
+  c["stop"] = {{"updates", updates}};
+  c["eval"]["divergence_bound"] = 1e30;
+  const std::string what = mode + " " + order + " lr*h " + std::to_string(lr_h) + " delta " + std::to_string(delta);
+  Metrics m = read_metrics(run_config(c, temp_dir("emap")) + "/easgd-seed3/metrics.csv");
+  std::vector<double> expected = easgd_map(order == "paper", workers, h, lr, alpha, delta, updates);
+  std::vector<double> loss = m.column("train_loss");
+  EXPECT_EQ(loss.size(), expected.size()) << what;
+  double scale = 0;  // the largest loss so far
+  for (size_t u = 0; u < std::min(loss.size(), expected.size()); ++u) {
+    // fp32 parameters: a few roundings per update (each <= 2^-24 relative to the values
+    // then, which the map may amplify; up to 4e-6 of the scale here), and metrics.csv's
+    // 10 significant digits
+    scale = std::max(scale, expected[u]);
+    EXPECT_NEAR(loss[u], expected[u], 1e-4 * scale) << what << " update " << u;
+  }
+  return expected.back() / expected.front();
+}
+}  // namespace
+
+// The paper's order and the local-step-first order are different maps with different
+// stability: on f = h/2 x^2, 2 workers, alpha = 0.45, mode sync, the paper's map is
+// stable only for lr h < 1.18, local-first up to 3.86. Each is checked at a point where it
+// converges and one where it diverges, update by update against its map.
+TEST(EasgdEngine, BothOrdersFollowTheirMapsInModeSync) {
+  EXPECT_LT(expect_easgd_map("sync", "paper", 2, 0.5, 0.0), 0.01);
+  EXPECT_GT(expect_easgd_map("sync", "paper", 2, 1.5, 0.0), 10.0);
+  EXPECT_LT(expect_easgd_map("sync", "local_first", 2, 1.5, 0.0), 0.01);
+  EXPECT_GT(expect_easgd_map("sync", "local_first", 2, 4.5, 0.0), 5.0);
+  // EAMSGD: the look-ahead x + delta v is taken from the same snapshot as the exchange
+  expect_easgd_map("sync", "paper", 2, 0.5, 0.5);
+  expect_easgd_map("sync", "local_first", 2, 0.5, 0.5);
+}
+
+// Mode async with one worker is the same map with beta = alpha: the paper's is stable
+// for lr h < 1.42 (alpha = 0.45), local-first up to 3.38.
+TEST(EasgdEngine, BothOrdersFollowTheirMapsInModeAsyncWithOneWorker) {
+  EXPECT_GT(expect_easgd_map("async", "paper", 1, 2.0, 0.0), 100.0);
+  EXPECT_LT(expect_easgd_map("async", "local_first", 1, 2.0, 0.0), 0.01);
+  EXPECT_LT(expect_easgd_map("async", "paper", 1, 0.5, 0.0), 0.01);
+  expect_easgd_map("async", "paper", 1, 0.5, 0.5);
+}
+
+// ------------------------------------------------------------- run status
+
+// EASGD with alpha = 0: the center never moves (finite train_loss) while each worker runs
+// SGD at lr h = 2.5 on its own copy and diverges (x * -1.5 per step). The workers' own
+// minibatch loss (worker_loss) passing the divergence bound makes the run "diverged",
+// whether a row catches it during the run or only the last row, after the stop limit.
+TEST(RunStatus, WorkersThatDivergeWhileTheCenterStaysFiniteMakeTheRunDiverged) {
+  for (int every : {1, 100000}) {
+    json c = quadratic_config("wdiv", {2.0}, 2, 1.25);
+    c["engines"] = json::array({json{{"type", "easgd"}, {"alpha", 0.0}, {"period", 1}}});
+    c["stop"] = {{"updates", 80}};  // 40 steps per worker: worker_loss ~ 2.25^40 > 1e6
+    c["eval"]["every"] = every;
+    std::string run = run_one(c, "wdiv");
+    json s = summary_at(run);
+    EXPECT_EQ(s["status"], "diverged") << "eval every " << every;
+    EXPECT_NE(s["note"].get<std::string>().find("worker_loss"), std::string::npos) << s["note"];
+    EXPECT_DOUBLE_EQ(s["final"]["train_loss"].get<double>(), 1.0) << "the center stays at its start";
+  }
+}
+
+// The one "stalled" rule: the last train_loss at least 99% of the first (which is > 0).
+TEST(RunStatus, ARunThatDoesNotTrainIsStalled) {
+  EXPECT_TRUE(stalled(1.0, 1.0));
+  EXPECT_TRUE(stalled(1.0, 0.99));
+  EXPECT_TRUE(stalled(1.0, 5.0));  // rose, without passing the divergence bound
+  EXPECT_FALSE(stalled(1.0, 0.9899));
+  EXPECT_FALSE(stalled(0.0, 0.0));  // started at the optimum: nothing to train
+  EXPECT_FALSE(stalled(1.0, std::nan("")));
+  // end to end: a rate too small to move the loss; one that trains; a start at the optimum
+  json c = quadratic_config("stall", {1.0}, 2, 1e-5);
+  json s = summary_at(run_one(c, "stall"));
+  EXPECT_EQ(s["status"], "stalled");
+  EXPECT_NE(s["note"].get<std::string>().find("did not train"), std::string::npos) << s["note"];
+  c["train"]["lr"] = 0.1;
+  EXPECT_EQ(summary_at(run_one(c, "trains"))["status"], "completed");
+  c["model"]["init"] = 0.0;
+  EXPECT_EQ(summary_at(run_one(c, "optimum"))["status"], "completed");
+  // a stalled run is a result: exit 0, and index.csv says so
+  std::string dir = temp_dir("stall_cli");
+  c["train"]["lr"] = 1e-5;
+  c["model"]["init"] = 1.0;
+  write_text(dir + "/c.json", c.dump());
+  CommandResult r = run_cli("run " + dir + "/c.json --quiet --out " + dir + "/out");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(read_file(dir + "/out/stall/index.csv").find(",stalled,"), std::string::npos);
+}
+
+// Parameters that are not numbers give no test accuracy (argmax of NaN would count as
+// some class): the row's, and so the summary's final, is NaN / null.
+TEST(RunStatus, NotFiniteTestLossGivesNoAccuracy) {
+  MetricsRow row;
+  RowWindow w;
+  const double nan = std::nan("");
+  w.fill(row, EvalSums{1.0, 3, 10}, EvalSums{nan, 4, 10}, true);
+  EXPECT_TRUE(std::isnan(row.test_accuracy));
+  w.fill(row, EvalSums{1.0, 3, 10}, EvalSums{2.0, 4, 10}, true);
+  EXPECT_DOUBLE_EQ(row.test_accuracy, 0.4);
 }
 
 // ------------------------------------------------------------------ failures
@@ -843,7 +988,11 @@ json determinism_config() {
 // backends with the OpenBLAS core that wrote them, every byte must stay. The easgd and
 // sync_backup files were written again when the time model (issue 14) changed what they
 // count (exchanges as staleness, epochs of applied samples, stopping exactly at the epoch);
-// the async and sync files are still those of 2d26861.
+// the async and sync files are still those of 2d26861. The easgd files were written again
+// when easgd's default order became the paper's (issue #31; "order": "local_first" gives
+// the files before that, byte for byte). To write them: ASGD_WRITE_GOLDEN=1
+// build/tests/test_engines --gtest_filter='GoldenRuns.*' on a CPU build with the core
+// dense_kernels.txt names.
 const std::string kGoldenRunDir = std::string(ASGD_SOURCE_DIR) + "/tests/data/golden";
 
 void expect_golden_run(const json& c, const std::vector<std::string>& runs) {

@@ -27,6 +27,7 @@
 #include <functional>
 #include <set>
 #include <nlohmann/json.hpp>
+#include "sim/simulation.h"  // kStuckEvents*
 #include "test_helpers.h"
 
 using nlohmann::json;
@@ -514,7 +515,8 @@ std::vector<Row> rows() {
     images.resize(images.size() + 20 * 784, 9);
     t.push_back(row("d03_failed_run_is_rerun", 3,  // the data folder appears after the first attempt
                     run + "\ngrep -q failed {out}/fm/async-seed1/summary.json || exit 98\nmv {dir}/later {dir}/fm\n" + run, 0,
-                    {}, {"fm/async-seed1/summary.json~completed", "fm/index.csv!~failed"})
+                    // (5 gradients: the loss does not move, so the run's result is "stalled")
+                    {}, {"fm/async-seed1/summary.json~stalled", "fm/index.csv!~failed"})
                     .cfg(kFashion)
                     .before(fashion_folder(images, 0, "later")));
   }
@@ -616,7 +618,8 @@ std::vector<Row> rows() {
   t.push_back(row("d06_eval_every_nanosecond_is_fine", 6,
                   run + " --set 'eval={\"every\":1e-9,\"unit\":\"time\"}' --set 'stop={\"time\":2e-7}' "
                         "--set 'cluster.compute={\"dist\":\"constant\",\"value\":1e-8}'",
-                  0, {}, {"base/async-seed1/summary.json~completed"}).control());
+                  // no update lands within 2e-7 s (the messages take longer): "stalled", not "completed"
+                  0, {}, {"base/async-seed1/summary.json~stalled"}).control());
   t.push_back(row("d06_ctrl_c_while_making_data", 6,
                   "{bin} run {cfg} --quiet --out {out} & P=$!\n"
                   "wait_for {out}/big/async-seed1/meta.json || exit 99\nsleep 0.3; kill -INT $P\n"
@@ -626,6 +629,16 @@ std::vector<Row> rows() {
                   .cfg(json::parse(R"({"name": "big", "model": {"type": "softmax"}, "data": {"type": "synthetic",
                       "features": 200, "classes": 1000, "train_samples": 200000, "test_samples": 10},
                       "stop": {"updates": 5}, "engines": [{"type": "async"}]})")));
+  // (issue #31: the sparse generator's loop did not poll; this one takes about 45 s)
+  t.push_back(row("d06_ctrl_c_while_making_sparse_data", 6,
+                  "{bin} run {cfg} --quiet --out {out} & P=$!\n"
+                  "wait_for {out}/bigsp/async-seed1/meta.json || exit 99\nsleep 0.3; kill -INT $P\n"
+                  "s=$(date +%s); wait $P; rc=$?; e=$(( $(date +%s) - s )); echo \"stopped after ${e}s\"\n"
+                  "[ $e -le 8 ] || exit 3; exit $rc",
+                  130, {}, {"bigsp/async-seed1/summary.json~interrupted", "bigsp/index.csv~interrupted"})
+                  .cfg(json::parse(R"({"name": "bigsp", "model": {"type": "sparse_softmax"}, "data": {"type":
+                      "sparse_synthetic", "features": 10000, "nnz": 10, "classes": 1000, "train_samples": 200000,
+                      "test_samples": 10}, "stop": {"updates": 1}, "engines": [{"type": "async"}]})")));
 
   // ---- 7. the int64 nanosecond clock
   t.push_back(refused("d07_stop_time_1e10", 7, kBase, {"stop.time", "[0, 1000000000]"}, "--set stop.time=1e10"));
@@ -1099,3 +1112,47 @@ TEST(HardeningTable, CoversEveryDefect) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------- issue #31
+
+namespace {
+json zero_step_config() {
+  return {{"name", "stuck"},
+          {"model", {{"type", "quadratic"}, {"dim", 2}, {"curvature", 1.0}}},
+          {"train", {{"lr", 0.01}}},
+          {"stop", {{"time", 1.0}}},
+          {"cluster", {{"workers", 2}, {"compute", {{"dist", "lognormal"}, {"mean", 0.01}, {"sigma", 1e9}}}}},
+          {"engines", json::array({json{{"type", "async"}}})}};
+}
+}  // namespace
+
+// lognormal sigma 1e9 draws 0 ns steps: virtual time never reached stop.time and the run
+// went round at t = 0 forever. It now stops (the no-progress rule, Simulation::run) with
+// exit 2 naming cluster.compute; the run is marked failed.
+TEST(Issue31, ZeroNanosecondStepsWithOnlyStopTimeExitTwoNamingClusterCompute) {
+  std::string dir = temp_dir("stuck");
+  write_text(dir + "/c.json", zero_step_config().dump());
+  const auto t0 = std::chrono::steady_clock::now();
+  CommandResult r = run_cli("run " + dir + "/c.json --quiet --out " + dir + "/out");
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("no progress in virtual time"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("cluster.compute"), std::string::npos) << r.output;
+  EXPECT_LT(wall, 60.0 * shared_device_slack());
+  EXPECT_NE(read_file(dir + "/out/stuck/async-seed1/summary.json").find("\"failed\""), std::string::npos);
+}
+
+// The rule is off while another limit can end the run: the same 0 ns steps with
+// stop.updates complete at t = 0 (more events at one instant than the rule allows).
+TEST(Issue31, ZeroNanosecondStepsWithAnotherLimitComplete) {
+  std::string dir = temp_dir("stuck_ok");
+  json c = zero_step_config();
+  c["stop"] = {{"time", 1.0}, {"updates", 2 * (asgd::kStuckEventsBase + 2 * asgd::kStuckEventsPerWorker)}};
+  c["eval"] = {{"every", 100000}, {"unit", "updates"}};
+  write_text(dir + "/c.json", c.dump());
+  CommandResult r = run_cli("run " + dir + "/c.json --quiet --out " + dir + "/out");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  json s = summary_at(dir + "/out/stuck/async-seed1");
+  EXPECT_EQ(s["status"], "completed");
+  EXPECT_EQ(s["time"].get<double>(), 0.0);
+}
