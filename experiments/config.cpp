@@ -667,7 +667,8 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
         bool repeated = false;
         for (size_t a = 0; a < values.size() && !repeated; ++a)
           for (size_t b = a + 1; b < values.size() && !repeated; ++b)
-            if (values[a].is_number() && values[b].is_number() && values[a].get<double>() == values[b].get<double>()) {
+            if (values[a].is_number() && values[b].is_number() && values[a].dump() != values[b].dump() &&
+                values[a].get<double>() == values[b].get<double>()) {  // (the same text: "the same point twice" below)
               v.error(index_path("sweep." + key, b), brief(values[b]) + " is the same value as " + brief(values[a]) +
                                                          " (item " + std::to_string(a) + "): each point would run twice");
               repeated = true;

@@ -310,7 +310,7 @@ void check_lanes_fit_in_memory(const Experiment& exp, const std::vector<size_t>&
   std::vector<double> need;
   std::vector<std::pair<json, std::shared_ptr<Distribution>>> dists;  // trace files read once
   for (size_t k : todo) {
-    const json& spec = exp.runs[k].config["cluster"]["compute"];
+    const json& spec = exp.runs[k].settings.compute_dist;
     std::shared_ptr<Distribution> dist;
     for (const auto& [s, d] : dists)
       if (s == spec) dist = d;

@@ -62,7 +62,6 @@ double repeated_sum(double s, double p, uint64_t times) {
       --times;
       continue;
     }
-    const double ulp = std::ldexp(1.0, e - 53);
     const uint64_t m = uint64_t(std::ldexp(s, 53 - e));  // s / ulp: exact, in [2^52, 2^53)
     const double r = std::ldexp(p, 53 - e);                // p / ulp: exact, < 2^52
     const double q = std::floor(r);
