@@ -71,10 +71,10 @@ void check_local_sgd(const json& e, const json& run, Validator& v) {
 
 // A round: H local steps per worker, one pull and one push per worker, one update; each
 // worker keeps its copy and its displacement besides the usual two vectors, and its inner
-// optimizer's state (counted at Adam's two vectors: the cost sees no train keys).
+// optimizer's state.
 EngineCost local_sgd_cost(const LocalSgdConfig& c, int workers) {
   const double h = std::max(1, c.steps);
-  return EngineCost{2 / h, workers * h, 6};
+  return EngineCost{2 / h, workers * h, 4, /*optimizer_per_worker=*/true};
 }
 
 EngineType local_sgd_engine_type() {
