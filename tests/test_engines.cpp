@@ -1164,7 +1164,8 @@ TEST(Determinism, ThreadCountDoesNotChangeABit) {
 
 // Every optimizer option on: Adam and AdamW on the server (async with the
 // staleness-aware rate, sync, SSP, sync_backup, the warm-up), per worker (local SGD with an
-// outer Nesterov step, DiLoCo), and Nesterov SGD on both sides.
+// outer Nesterov step, DiLoCo, with a worker that fails and comes back), Nesterov SGD on
+// both sides, and Adam on a sparse model (the rows touched so far).
 TEST(Determinism, OptimizersDoNotDependOnTheThreadCount) {
   json c = determinism_config();
   c["name"] = "detopt";
@@ -1182,6 +1183,22 @@ TEST(Determinism, OptimizersDoNotDependOnTheThreadCount) {
   n["engines"] = json::array({json{{"type", "async"}}, json{{"type", "local_sgd"}, {"steps", 2}},
                               json{{"type", "diloco"}, {"steps", 2}}});
   expect_thread_count_invariant(n, {"async-seed1", "local_sgd-seed1", "diloco-seed1"});
+  // a worker down and back (its inner state starts again), and dense Adam on a sparse model
+  json f = c;
+  f["name"] = "detfail";
+  f["train"].erase("single_replica_epochs");
+  f["cluster"]["failures"] = {{"events", {{{"worker", 1}, {"at", 0.2}, {"down_for", 0.3}}}}};
+  f["engines"] = json::array({json{{"type", "diloco"}, {"steps", 3}}, json{{"type", "ssp"}, {"bound", 1}}});
+  expect_thread_count_invariant(f, {"diloco-seed1", "ssp-seed1"});
+  json sp = c;
+  sp["name"] = "detsparse";
+  sp["model"] = {{"type", "sparse_softmax"}};
+  sp["data"] = {{"type", "sparse_synthetic"}, {"features", 3000}, {"nnz", 8}, {"classes", 3}, {"train_samples", 600},
+                {"test_samples", 200}};
+  sp["train"]["optimizer"] = "adam";
+  sp["train"]["weight_decay"] = 0.0;
+  sp["engines"] = json::array({json{{"type", "async"}}, json{{"type", "sync"}}});
+  expect_thread_count_invariant(sp, {"async-seed1", "sync-seed1"});
 }
 
 // Sparse models on sparse data (issue #16): the minibatch transpose and the per-row sums
