@@ -47,7 +47,8 @@ EngineType async_engine_type() {
       v.error("engine.delay_compensation", "DC-ASGD is implemented for plain SGD: set train.momentum to 0 or "
                                            "delay_compensation to 0 (train.momentum is " + train["momentum"].dump() + ")");
     if (e.contains("delay_compensation") && e["delay_compensation"].is_number() &&
-        e["delay_compensation"].get<double>() > 0 && train.is_object() && train.value("optimizer", json("sgd")) != "sgd")
+        e["delay_compensation"].get<double>() > 0 && train.is_object() &&
+        train.value("optimizer", json("sgd")) != "sgd")
       v.error("engine.delay_compensation", "DC-ASGD is defined for plain SGD, not for train.optimizer " +
                                                train["optimizer"].dump() + ": set delay_compensation to 0");
   };
