@@ -1043,6 +1043,61 @@ TEST(Diloco, MatchesAHandComputedRun) {
   EXPECT_EQ(m.column("gradients").back(), double(rounds * steps * workers));
 }
 
+// A worker's inner optimizer state lived on it: after a failure it starts again at 0.
+// Noiseless quadratic, 2 workers, 10 ms a step, H = 2 inner Adam steps, outer lr 1: worker
+// 1 fails at 25 ms (round 2, its first step is lost) and is back at 35 ms; round 2 is
+// worker 0's alone, and in round 3 worker 1 starts with m = v = 0 and t = 1. Replayed by
+// hand; the replay that keeps worker 1's state gives other losses (so this can fail).
+TEST(Diloco, AWorkerBackFromAFailureStartsItsInnerStateAgain) {
+  const std::vector<double> h{0.5, 2.0};
+  const double lr = 0.1;
+  json c = quadratic_config("dlfail", h, 2, lr);
+  c["train"]["optimizer"] = "adam";
+  c["engines"] = json::array({json{{"type", "diloco"}, {"steps", 2}, {"outer_lr", 1.0}, {"outer_momentum", 0.0},
+                                   {"outer_nesterov", false}}});
+  c["cluster"]["failures"] = {{"events", {{{"worker", 1}, {"at", 0.025}, {"down_for", 0.01}}}}};
+  c["stop"] = {{"updates", 4}};
+  Metrics m = read_metrics(run_config(c, temp_dir("eng")) + "/diloco-seed3/metrics.csv");
+
+  auto replay = [&](bool reset) {
+    struct State {
+      std::vector<double> m{0, 0}, v{0, 0};
+      int t = 0;
+    };
+    std::vector<State> st(2);
+    std::vector<double> w{1.0, 1.0};
+    std::vector<double> losses{quadratic_loss(h, w)};
+    for (int r = 0; r < 4; ++r) {
+      if (r == 2 && reset) st[1] = State{};
+      std::vector<int> in = r == 1 ? std::vector<int>{0} : std::vector<int>{0, 1};
+      std::vector<double> mean(2, 0.0);
+      for (int i : in) {
+        std::vector<double> x = w;
+        for (int k = 0; k < 2; ++k) {
+          State& s = st[i];
+          ++s.t;
+          for (size_t d = 0; d < 2; ++d) {
+            const double g = h[d] * x[d];
+            s.m[d] = 0.9 * s.m[d] + 0.1 * g;
+            s.v[d] = 0.999 * s.v[d] + 0.001 * g * g;
+            x[d] -= lr * (s.m[d] / (1 - std::pow(0.9, s.t))) / (std::sqrt(s.v[d] / (1 - std::pow(0.999, s.t))) + 1e-8);
+          }
+        }
+        for (size_t d = 0; d < 2; ++d) mean[d] += x[d] / double(in.size());
+      }
+      w = mean;
+      losses.push_back(quadratic_loss(h, w));
+    }
+    return losses;
+  };
+  const std::vector<double> expected = replay(true), kept = replay(false);
+  auto loss = m.column("train_loss");
+  ASSERT_EQ(loss.size(), expected.size());
+  for (size_t u = 0; u < loss.size(); ++u) EXPECT_NEAR(loss[u], expected[u], 1e-5 * expected[u]) << "round " << u;
+  EXPECT_GT(std::fabs(kept.back() - expected.back()), 1e-3 * expected.back()) << "the two rules should differ";
+  EXPECT_EQ(m.column("gradients").back(), 14.0);  // 4 rounds of 2 workers x 2 steps, less round 2's worker 1
+}
+
 // Local SGD with the default outer step (outer_lr 1, no momentum) is the plain average, in
 // the float arithmetic of local SGD before the outer optimizer existed: D_i = sum_k g_k,
 // x_i = w - lr D_i, w <- w - lr ((D_0 + D_1 + D_2) * (1/3)). Replayed with the same
