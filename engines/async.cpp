@@ -11,7 +11,8 @@
 //                             w <- w - lr * (g + lambda * g (.) g (.) (w - w_read)), where
 //                             w_read is the copy this worker read (its backup), kept with
 //                             the job (keeps_read_params). Plain SGD only (no momentum).
-// Both combine: the compensated step uses the staleness-aware rate.
+// Both combine: the compensated step uses the staleness-aware rate. With train.optimizer
+// adam/adamw, "divide" divides the step size lr (the moments take the gradient in full).
 // Messages: each step pulls the parameters (read when the server serves the pull), computes
 // and pushes its gradient; the server applies gradients one at a time in arrival order
 // (Runtime::server_update), and a worker pulls again once its gradient is applied.
@@ -45,6 +46,11 @@ EngineType async_engine_type() {
         train["momentum"].is_number() && train["momentum"].get<double>() > 0)
       v.error("engine.delay_compensation", "DC-ASGD is implemented for plain SGD: set train.momentum to 0 or "
                                            "delay_compensation to 0 (train.momentum is " + train["momentum"].dump() + ")");
+    if (e.contains("delay_compensation") && e["delay_compensation"].is_number() &&
+        e["delay_compensation"].get<double>() > 0 && train.is_object() &&
+        train.value("optimizer", json("sgd")) != "sgd")
+      v.error("engine.delay_compensation", "DC-ASGD is defined for plain SGD, not for train.optimizer " +
+                                               train["optimizer"].dump() + ": set delay_compensation to 0");
   };
   return t;
 }
@@ -54,7 +60,7 @@ AsyncEngine::AsyncEngine(const AsyncConfig& config, const nlohmann::json& spec)
 
 void AsyncEngine::start(Runtime& sim) {
   store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed(), sim.model().row_layout());
-  server_ = std::make_unique<ServerUpdate>(sim.settings().momentum);
+  server_ = std::make_unique<ServerUpdate>(sim.settings().optimizer);
   at_server_.assign(sim.workers(), false);
   for (int w = 0; w < sim.workers(); ++w)  // (after a warm-up some may be down)
     if (sim.worker_alive(w)) launch_next(sim, w);

@@ -21,6 +21,9 @@ struct EngineCost {
   double messages_per_step = 2;      // a pull and a push per gradient
   double gradients_per_update = 1;   // async: one
   double vectors_per_worker = 2;     // a gradient in flight and the parameters it read
+  // Whether each worker also holds a train.optimizer state (local SGD, DiLoCo): its
+  // vectors (a velocity, Adam's two moments) are added per worker.
+  bool optimizer_per_worker = false;
 };
 
 struct EngineType {

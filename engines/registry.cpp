@@ -12,6 +12,7 @@ EngineType sync_backup_engine_type();  // engines/sync.cpp
 EngineType ssp_engine_type();          // engines/ssp.cpp
 EngineType local_sgd_engine_type();    // engines/local_sgd.cpp
 EngineType easgd_engine_type();        // engines/easgd.cpp
+EngineType diloco_engine_type();       // engines/diloco.cpp
 
 const std::vector<EngineType>& engine_types() {
   static const std::vector<EngineType> types = {
@@ -21,6 +22,7 @@ const std::vector<EngineType>& engine_types() {
       ssp_engine_type(),
       local_sgd_engine_type(),
       easgd_engine_type(),
+      diloco_engine_type(),
   };
   return types;
 }

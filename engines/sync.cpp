@@ -106,7 +106,7 @@ SyncEngine::SyncEngine(const SyncConfig& config, const nlohmann::json& spec)
 
 void SyncEngine::start(Runtime& sim) {
   store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed(), sim.model().row_layout());
-  server_ = std::make_unique<ServerUpdate>(sim.settings().momentum);
+  server_ = std::make_unique<ServerUpdate>(sim.settings().optimizer);
   accepted_.resize(sim.workers());
   busy_.assign(sim.workers(), false);
   computing_.assign(sim.workers(), false);

@@ -276,6 +276,7 @@ json resolve_run(const json& u, Validator& v, RunSettings& s) {
   check_model_data(model, data, data_image(data), v);
 
   json train = settings_section("train").bind(u.value("train", json::object()), "train", v, s, {"lr_schedule"});
+  check_optimizer(train, v);
   json sched = lr_schedule_family().bind(train.value("lr_schedule", json::object()), "train.lr_schedule", v, s, "constant");
   check_lr_schedule(sched, "train.lr_schedule", v);
   train["lr_schedule"] = sched;
