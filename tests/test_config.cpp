@@ -981,3 +981,21 @@ TEST(MemoryEstimate, CountsTheCnnsActivationsFromTheModel) {
   EXPECT_GE(part_for(1024), 1024.0 * 8094 * 4);
   EXPECT_NEAR(part_for(1024) / part_for(256), 4.0, 0.01);  // grows with the batch
 }
+
+// One mapping from error types to exit codes, for run and cluster alike (issue 31:
+// TimeOverflow was 2 under run and 1 under cluster, whose own mapping left it out).
+TEST(Errors, OneExitCodeForEachErrorType) {
+  auto code = [](auto e) { return exit_code_of(std::make_exception_ptr(e)); };
+  EXPECT_EQ(code(UsageError("u")), 2);
+  EXPECT_EQ(code(ConfigError("c", {{"a", "b"}})), 2);
+  EXPECT_EQ(code(DataError("d")), 2);
+  EXPECT_EQ(code(IoError("i")), 2);
+  EXPECT_EQ(code(TimeOverflow("t")), 2);
+  EXPECT_EQ(code(NoProgress("n")), 2);
+  EXPECT_EQ(code(std::runtime_error("r")), 1);
+  EXPECT_EQ(exit_code_of(nullptr), 0);
+  // messages are printable: a NUL in a config key does not cut ConfigError's text short
+  const ConfigError e("src", {{std::string("a\0b", 3), "unknown key"}});
+  EXPECT_NE(std::string(e.what()).find("a\\x00b: unknown key"), std::string::npos) << e.what();
+  EXPECT_EQ(error_message(std::make_exception_ptr(TimeOverflow("x"))), "virtual time overflow: x");
+}

@@ -335,7 +335,9 @@ TEST_F(Ops, RowFormsTouchOnlyTheNamedRows) {
         EXPECT_EQ(a_got[i], a_all[i]) << i;
       }
       for (size_t i = 0; i < n; ++i) {
-        if (!named[i]) EXPECT_TRUE(a_got[i] == w[i] && m_got[i] == am[i]) << "element " << i << " changed";
+        if (!named[i]) {
+          EXPECT_TRUE(a_got[i] == w[i] && m_got[i] == am[i]) << "element " << i << " changed";
+        }
       }
     }
     // delay compensation

@@ -72,11 +72,16 @@ std::vector<ParamInfo> params_of(const std::vector<Field<S>>& fields) {
   return out;
 }
 
-// Fills `out` from `resolved` (an object validated against `fields`, defaults filled).
+// Fills `out` from `resolved` (an object validated against `fields`, defaults filled). A
+// key it lacks takes its declared default (an object built in code, not validated, as
+// tests build engine specs); a required key it lacks is left as `out` holds it.
 template <class S>
 void set_fields(const std::vector<Field<S>>& fields, const json& resolved, S& out) {
-  for (const auto& f : fields)
-    if (f.set && resolved.is_object() && resolved.contains(f.info.name)) f.set(out, resolved.at(f.info.name));
+  for (const auto& f : fields) {
+    if (!f.set) continue;
+    if (resolved.is_object() && resolved.contains(f.info.name)) f.set(out, resolved.at(f.info.name));
+    else if (!f.info.required()) f.set(out, f.info.default_value);
+  }
 }
 
 // The keys of one JSON object (a config section), bound to the members of S.
