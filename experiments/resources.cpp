@@ -4,8 +4,6 @@
 // per-worker and per-row constants were measured (docs/reliability.md).
 #include "experiments/resources.h"
 #include "experiments/config.h"
-#include "experiments/run_parts.h"
-#include "experiments/runner.h"
 #include "sim/dataset.h"
 #include "sim/idx_reader.h"  // DataError
 #include "sim/settings.h"
