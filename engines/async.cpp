@@ -13,7 +13,9 @@
 //                             the job (keeps_read_params). Plain SGD only (no momentum).
 //   staleness_weight = w      the rate times w(tau) (engines/staleness_weight.h: FedBuff's
 //                             1/sqrt(1+tau), FedAsync's polynomial and hinge).
-// They combine: lr * w(tau) / max(tau, 1), and the compensated step uses that rate.
+// They combine: lr * w(tau) / max(tau, 1), and the compensated step uses that rate. With
+// train.optimizer adam/adamw, "divide" and the weight scale the step size lr (the moments
+// take the gradient in full).
 // Messages: each step pulls the parameters (read when the server serves the pull), computes
 // and pushes its gradient; the server applies gradients one at a time in arrival order
 // (Runtime::server_update), and a worker pulls again once its gradient is applied.
@@ -49,6 +51,11 @@ EngineType async_engine_type() {
         train["momentum"].is_number() && train["momentum"].get<double>() > 0)
       v.error("engine.delay_compensation", "DC-ASGD is implemented for plain SGD: set train.momentum to 0 or "
                                            "delay_compensation to 0 (train.momentum is " + train["momentum"].dump() + ")");
+    if (e.contains("delay_compensation") && e["delay_compensation"].is_number() &&
+        e["delay_compensation"].get<double>() > 0 && train.is_object() &&
+        train.value("optimizer", json("sgd")) != "sgd")
+      v.error("engine.delay_compensation", "DC-ASGD is defined for plain SGD, not for train.optimizer " +
+                                               train["optimizer"].dump() + ": set delay_compensation to 0");
   };
   return t;
 }
@@ -61,7 +68,7 @@ AsyncEngine::AsyncEngine(const AsyncConfig& config, const nlohmann::json& spec)
 
 void AsyncEngine::start(Runtime& sim) {
   store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed(), sim.model().row_layout());
-  server_ = std::make_unique<ServerUpdate>(sim.settings().momentum);
+  server_ = std::make_unique<ServerUpdate>(sim.settings().optimizer);
   at_server_.assign(sim.workers(), false);
   for (int w = 0; w < sim.workers(); ++w)  // (after a warm-up some may be down)
     if (sim.worker_alive(w)) launch_next(sim, w);

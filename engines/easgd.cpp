@@ -1,22 +1,34 @@
 // engines/easgd.cpp — elastic-averaged SGD (Zhang, Choromanska & LeCun 2015, "Deep
 // learning with Elastic Averaging SGD"). Worker i keeps its own parameters x_i and takes
 // local steps x_i <- x_i - lr * g(x_i) (lr in force when the gradient arrives). The center
-// c is the model of record. After every `period` local steps:
+// c is the model of record. After every `period` local steps the worker's x_i goes to the
+// server, which makes the exchange as one update (the elastic difference uses x_i and c as
+// they are then):
 //   mode "async": worker i alone exchanges with the center, then carries on:
-//       e = alpha * (x_i - c);  x_i <- x_i - e;  c <- c + e.        (one update per exchange)
+//       e = alpha * (x_i - c);  x_i <- x_i - e;  c <- c + e.
 //   mode "sync":  worker i waits until every live worker has done its `period` steps; then,
 //       all from the values before the exchange (the paper's simultaneous update),
 //       x_i <- x_i - alpha (x_i - c) for every i,  c <- c + beta (mean_i x_i - c),
-//       beta = N alpha (N = workers in the exchange; the mean is summed in worker-index
-//       order). One update per exchange; the workers then go on together.
-// The exchange follows the period-th local step (the paper's combined step
-// x - lr g(x) - alpha (x - c) takes both at the same x; here the local step comes first).
+//       beta = N alpha (N = workers in this exchange: fewer than cluster.workers while some
+//       are down; the mean is summed in worker-index order). The workers then go on together.
+// Which x_i the local step after an exchange computes its gradient at (engine key "order"):
+//   "paper" (default): at x_i as the exchange read it, before its elastic move, so that the
+//       two together are the paper's combined step x - lr g(x) - alpha (x - c), both at the
+//       same x (eq. 5-6; Algorithm 1 reads one snapshot x for the exchange and the step;
+//       EAMSGD's Algorithm 2 likewise takes the look-ahead x + delta v from that snapshot).
+//       The paper's exchange at t = 0 is not made: every worker starts at the center, so it
+//       moves nothing.
+//   "local_first": at x_i after its elastic move (the step, then the exchange from the
+//       stepped x), the order this engine used before; stable for larger lr.
+// The orders differ only in that one gradient's point: when the exchange happens, what it
+// sends and what the server computes are the same.
 // With alpha = 0 nothing is exchanged: each worker runs independent SGD and c stays put.
 // EAMSGD (delta > 0): the local step uses Nesterov momentum, v <- delta v - lr g(x + delta v);
 // x <- x + v, kept here as V = -v / lr: V <- delta V + g(x - lr delta V); x <- x - lr V.
 // alpha = "auto" is 0.9 / N (beta = N alpha = 0.9, the paper's common choice).
 // Failures: a worker that goes down loses its gradient in flight; in mode sync it leaves
-// the barrier until it comes back, and then restarts its period.
+// the barrier until it comes back, and then restarts its period. (Order "paper": a step
+// that is lost after an exchange is taken again at x_i as it is, after the elastic move.)
 // Messages: local steps send nothing. The step that ends a period pushes the worker's
 // parameters (the exchange); the server computes the exchange as one update
 // (Runtime::server_update: in mode sync once every live worker's parameters are in) and
@@ -52,15 +64,32 @@ EngineType easgd_engine_type() {
                           "elastic coefficient in [0, 1], or \"auto\" = 0.9 / workers (sync: beta = workers * alpha "
                           "<= 1)"),
                 [](C& c, const json& v) { c.alpha = v.is_number() ? v.get<double>() : -1; }),
-       field(&C::delta, keys::num("delta", 0.0, "Nesterov momentum of the local steps (EAMSGD)", 0, false, 0.999999))},
+       field(&C::delta, keys::num("delta", 0.0, "Nesterov momentum of the local steps (EAMSGD)", 0, false, 0.999999)),
+       field<C>(keys::str("order", "paper",
+                          "\"paper\": the step after an exchange computes its gradient at x_i as the exchange read "
+                          "it (x - lr g(x) - alpha (x - c), the paper's order); \"local_first\": at x_i after the "
+                          "elastic move",
+                          {"paper", "local_first"}),
+                [](C& c, const json& v) { c.paper_order = v == "paper"; })},
       [](const C& c, const json& spec) { return std::make_unique<EasgdEngine>(c, spec); },
       // A period: `period` local steps per worker, one exchange (a push and a reply); each
-      // worker keeps x_i and a deferred gradient (EAMSGD: its velocity and look-ahead too).
+      // worker keeps x_i and a deferred gradient (EAMSGD: its velocity and look-ahead too;
+      // the paper's order: x_i as its last exchange read it).
       [](const C& c, int workers) {
         const double period = std::max(1, c.period);
-        return EngineCost{2 / period, workers * period, c.delta > 0 ? 6.0 : 4.0};
+        return EngineCost{2 / period, workers * period, (c.delta > 0 ? 6.0 : 4.0) + (c.paper_order ? 1 : 0)};
       });
   t.check = [](const json& e, const json& run, Validator& v) {
+    refuse_compression(run, "easgd pushes its parameters for the exchange, not gradients", v);
+    // The local steps are plain SGD or EAMSGD's (delta); train's optimizer keys are not
+    // applied to them (train.momentum never was): refuse the ones that would be ignored.
+    const json& train = run.value("train", json::object());
+    if (train.is_object() && train.value("optimizer", json("sgd")) != "sgd")
+      v.error("train.optimizer", "easgd's local steps are SGD (EAMSGD: engine delta); train.optimizer " +
+                                     train["optimizer"].dump() + " is not implemented for easgd");
+    if (train.is_object() && train.value("nesterov", json(false)) == true)
+      v.error("train.nesterov", "easgd's local steps take Nesterov momentum from engine delta (EAMSGD), not from "
+                                "train.nesterov");
     if (!e.contains("alpha")) return;
     const json& cluster = run.value("cluster", json::object());
     const json& a = e["alpha"];
@@ -76,7 +105,12 @@ EngineType easgd_engine_type() {
 }
 
 EasgdEngine::EasgdEngine(const EasgdConfig& config, const nlohmann::json& spec)
-    : spec_(spec), sync_(config.sync), period_(config.period), alpha_config_(config.alpha), delta_(float(config.delta)) {}
+    : spec_(spec),
+      sync_(config.sync),
+      paper_(config.paper_order),
+      period_(config.period),
+      alpha_config_(config.alpha),
+      delta_(float(config.delta)) {}
 
 nlohmann::json EasgdEngine::describe() const {
   nlohmann::json d = spec_;
@@ -100,6 +134,9 @@ void EasgdEngine::start(Runtime& sim) {
   deferred_grad_.clear();
   deferred_grad_.resize(delta_ > 0 ? 0 : n);
   local_steps_.assign(n, 0);
+  exchanged_.clear();
+  exchanged_.resize(n);
+  at_exchange_.assign(n, false);
   waiting_.assign(n, false);
   in_exchange_.assign(n, false);
   reply_due_.assign(n, true);  // each worker first receives the center it starts from
@@ -120,6 +157,10 @@ void EasgdEngine::start(Runtime& sim) {
 void EasgdEngine::launch_next(Runtime& sim, int worker, const DeferredStep& before) {
   Step step = sim.next_step(worker, ids_);
   Snapshot at{local_[worker], local_version_[worker]};
+  if (at_exchange_[worker]) {  // order "paper": the gradient at x_i as the exchange read it
+    at.params = exchanged_[worker];
+    at_exchange_[worker] = false;
+  }
   if (delta_ > 0) {
     // gradient at the look-ahead point x - lr * delta * V, in the worker's own buffer
     const size_t n = center_->size();
@@ -177,6 +218,7 @@ void EasgdEngine::exchange_one(Runtime& sim, int w) {
   const size_t n = center_->size();
   ExecContext& ctx = sim.exec();
   float* x = local_[w]->data();
+  keep_exchanged(sim, w);
   ++local_version_[w];
   center_->update([&](float* co, const float* ci) {
     ops::copy(ctx, co, ci, n);
@@ -185,6 +227,17 @@ void EasgdEngine::exchange_one(Runtime& sim, int w) {
   replied(w);
   sim.updated();
   if (!sim.stopping() && sim.worker_alive(w)) launch_next(sim, w);
+}
+
+void EasgdEngine::keep_exchanged(Runtime& sim, int w) {
+  if (!paper_) return;
+  // No job of w reads exchanged_[w] now: the one launched from it has come back (or been
+  // settled) before w can end another period.
+  const size_t n = center_->size();
+  std::shared_ptr<Params>& b = exchanged_[w];
+  if (!b) b = std::make_shared<Params>(n);
+  ops::copy(sim.exec(), b->data(), local_[w]->data(), n);
+  at_exchange_[w] = true;
 }
 
 void EasgdEngine::replied(int w) {
@@ -219,6 +272,7 @@ void EasgdEngine::exchange_group(Runtime& sim, const std::vector<int>& group) {
   // x_i <- x_i + alpha (c - x_i), with the center before the exchange
   const float* c = center_->current().data();
   for (int w : group) {
+    keep_exchanged(sim, w);
     ops::move_towards(ctx, local_[w]->data(), c, float(alpha_), n);
     ++local_version_[w];
   }

@@ -13,6 +13,7 @@ struct EasgdConfig {
   int period{};
   double alpha{};       // < 0: "auto" = 0.9 / workers
   double delta{};       // EAMSGD Nesterov momentum
+  bool paper_order{};   // order "paper" (else "local_first")
 };
 
 class EasgdEngine final : public Engine {
@@ -32,9 +33,11 @@ class EasgdEngine final : public Engine {
   void exchange_one(Runtime& sim, int worker);  // mode async: the server's update for one exchange
   void exchange_all_if_ready(Runtime& sim);  // mode sync: the barrier, then the exchange
   void exchange_group(Runtime& sim, const std::vector<int>& group);  // mode sync: the server's update
+  void keep_exchanged(Runtime& sim, int worker);  // order "paper": x_i before the exchange moves it
   void replied(int worker);  // the worker's exchange is done: its next step receives the reply
   nlohmann::json spec_;
   bool sync_;          // mode "sync": all workers exchange together
+  bool paper_;         // order "paper": the step after an exchange computes at the pre-exchange x_i
   int period_;
   int workers_ = 0;
   double alpha_config_;  // as configured (< 0: "auto")
@@ -49,6 +52,10 @@ class EasgdEngine final : public Engine {
   std::vector<DeviceArray<float>> velocity_;            // V_i (EAMSGD)
   std::vector<std::shared_ptr<Params>> lookahead_;      // EAMSGD: x_i - lr delta V_i, reused
   std::vector<uint64_t> local_steps_;
+  // order "paper": x_i as the exchange read it (before its elastic move), which the
+  // worker's next gradient is computed at; at_exchange_[i] while that step is not launched
+  std::vector<std::shared_ptr<Params>> exchanged_;
+  std::vector<bool> at_exchange_;
   std::vector<bool> waiting_;                           // sync: done its period, at the barrier
   std::vector<bool> in_exchange_;                       // pushed for an exchange the server has not answered
   std::vector<bool> reply_due_;                         // its next step first receives the server's reply

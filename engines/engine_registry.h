@@ -21,6 +21,9 @@ struct EngineCost {
   double messages_per_step = 2;      // a pull and a push per gradient
   double gradients_per_update = 1;   // async: one
   double vectors_per_worker = 2;     // a gradient in flight and the parameters it read
+  // Whether each worker also holds a train.optimizer state (local SGD, DiLoCo): its
+  // vectors (a velocity, Adam's two moments) are added per worker.
+  bool optimizer_per_worker = false;
 };
 
 struct EngineType {
@@ -38,6 +41,17 @@ struct EngineType {
   // Host placement over several boxes (each box's sum exchanged with the servers).
   bool sums_across_boxes = false;
 };
+
+// For an engine (or a mode of one) that pushes no gradients: compression of pushed
+// gradients (cluster.network.compression) would not be applied, so it is refused,
+// naming `what` sends instead.
+inline void refuse_compression(const nlohmann::json& run, const std::string& what, Validator& v) {
+  const nlohmann::json& net = run.value("cluster", nlohmann::json::object()).value("network", nlohmann::json::object());
+  const nlohmann::json& c = net.is_object() ? net.value("compression", nlohmann::json::object()) : nlohmann::json();
+  if (c.is_object() && c.contains("type") && c["type"].is_string() && c["type"] != "none")
+    v.error("cluster.network.compression.type",
+            "compresses pushed gradients, but " + what + ": use \"none\" (got " + c["type"].dump() + ")");
+}
 
 // An EngineType whose keys fill `Config` (declared with field(), sim/config/field.h):
 // make binds a Config from the validated object and calls `build(config, engine)`;

@@ -39,7 +39,7 @@ class KBatchSyncEngine final : public Engine {
 
   void start(Runtime& sim) override {
     store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed(), sim.model().row_layout());
-    server_ = std::make_unique<ServerUpdate>(sim.settings().momentum);
+    server_ = std::make_unique<ServerUpdate>(sim.settings().optimizer);
     busy_.assign(sim.workers(), false);
     iteration_start_ = sim.now();
     launch_idle(sim);

@@ -1,20 +1,30 @@
 // engines/local_sgd.cpp — local SGD / periodic model averaging (Stich 2019, "Local SGD
 // Converges Fast and Communicates Little"; Lin, Stich, Patel & Jaggi 2020, "Don't Use
-// Large Mini-Batches, Use Local SGD"). Each round every live worker reads the model of
-// record w and runs H = `steps` SGD steps on its own copy, each on its own minibatch of
-// the run's sample stream:  x_i <- x_i - lr * g(x_i)  (lr in force when the gradient
-// arrives). When every worker of the round has done its H steps, the models are averaged
-// in worker-index order and the average becomes w (and every worker's next start).
+// Large Mini-Batches, Use Local SGD"), with an outer optimizer on the averaged
+// pseudo-gradient; DiLoCo (Douillard et al. 2023) is this engine with AdamW inside and
+// Nesterov outside (engines/diloco.cpp). Each round every live worker reads the model of
+// record w and runs H = `steps` inner steps on its own copy, each on its own minibatch of
+// the run's sample stream, with its own inner optimizer (train.optimizer: sgd, momentum,
+// nesterov, adam, adamw; lr in force when the gradient arrives):  x_i <- x_i - lr * d_k,
+// d_k the optimizer's direction for g(x_i) (plain SGD: d_k = g). When every worker of the
+// round has done its H steps, the pseudo-gradient Delta = w - mean_i x_i (summed in
+// worker-index order) is applied to w by the outer optimizer at the server:
+//   v <- outer_momentum v + Delta;  w <- w - outer_lr v   (outer_nesterov: w - outer_lr (Delta + mu v))
+// so outer_lr 1 without momentum makes w the models' average (plain local SGD).
 //
 // Representation: a worker's copy is kept as its displacement from the point it read,
-//   x_i = base_i - lr_ref * D_i,   D_i = sum over its local steps of (lr_k / lr_ref) g_k,
-// with lr_ref the rate in force at the round's start (1 if that is 0). The average of the
-// models is then  w <- w - lr_ref * (1/N) sum_i D_i  (exact when every worker read w),
-// applied through ServerUpdate with the same weights as sync (train.aggregate = sum drops
-// the 1/N). So H = 1 computes exactly what sync computes, bit for bit, whenever the rate
+//   x_i = base_i - lr_ref * D_i,   D_i = sum over its local steps of (lr_k / lr_ref) d_k,
+// with lr_ref the rate in force at the round's start (1 if that is 0). Then
+// Delta = lr_ref * (1/N) sum_i D_i (exact when every worker read w), applied through
+// ServerUpdate with the same weights as sync (train.aggregate = sum drops the 1/N): without
+// outer momentum as w <- w - (outer_lr lr_ref) * mean D, so outer_lr 1 is exactly today's
+// average and H = 1 computes exactly what sync computes, bit for bit, whenever the rate
 // does not change inside an iteration (each local step uses the rate at its own arrival,
-// sync the rate at the iteration's end). train.momentum acts on the server, on the averaged
-// displacement (block momentum); with 0 the new w is plainly the models' average.
+// sync the rate at the iteration's end); with outer momentum the server's velocity takes
+// Delta itself (lr_ref folded into the weight), so the outer step does not depend on the
+// inner rate's schedule. The inner optimizer state is each worker's own and survives the
+// rounds (as in DiLoCo); Adam's weight decay reads x_i from the copy. A worker that fails
+// loses its state: it starts again at 0 when the worker is back (the state lived on it).
 // Under forced staleness a worker's round starts from an older w (base_i); the averaged
 // displacement is applied to the current w, as stale gradients are in every engine.
 // One round is one update of the model of record and one iteration (iteration_time).
@@ -29,39 +39,74 @@
 // every step pulls and pushes, as sync's do: the same messages, times and counters.
 #include "engines/local_sgd.h"
 #include "engines/engine_registry.h"
+#include "engines/optimizer.h"
 #include "engines/server_update.h"
 
 namespace asgd {
 
-namespace {
-struct LocalSgdConfig {
-  int steps{};
-};
-}  // namespace
+std::vector<Field<LocalSgdConfig>> local_sgd_fields(int steps, double outer_lr, double outer_momentum,
+                                                    bool outer_nesterov) {
+  using C = LocalSgdConfig;
+  return {field(&C::steps, keys::integer("steps", steps, "H: inner steps per worker between averagings", 1)),
+          field(&C::outer_lr, keys::num("outer_lr", outer_lr,
+                                        "outer step size on the pseudo-gradient w - mean_i x_i (1 without momentum: "
+                                        "w becomes the workers' average)",
+                                        0, true)),
+          field(&C::outer_momentum, keys::num("outer_momentum", outer_momentum,
+                                              "outer heavy-ball momentum: v = mu v + Delta; w -= outer_lr v", 0, false,
+                                              0.999999)),
+          field(&C::outer_nesterov,
+                keys::boolean("outer_nesterov", outer_nesterov,
+                              "outer Nesterov momentum (PyTorch's form): w -= outer_lr (Delta + mu v); needs "
+                              "outer_momentum > 0"))};
+}
+
+// Its pushes are each worker's model (its displacement), not gradients, so compression
+// would not be applied (local_sgd and diloco alike).
+void check_local_sgd(const json& e, const json& run, Validator& v) {
+  refuse_compression(run, "local_sgd and diloco push each worker's model for the averaging, not gradients", v);
+  if (e.value("outer_nesterov", json(false)) == true && e.contains("outer_momentum") &&
+      e["outer_momentum"].is_number() && e["outer_momentum"].get<double>() <= 0)
+    v.error("engine.outer_nesterov", "outer Nesterov momentum needs outer_momentum > 0 (outer_momentum is " +
+                                         e["outer_momentum"].dump() + ")");
+}
+
+// A round: H local steps per worker, one pull and one push per worker, one update; each
+// worker keeps its copy and its displacement besides the usual two vectors, and its inner
+// optimizer's state.
+EngineCost local_sgd_cost(const LocalSgdConfig& c, int workers) {
+  const double h = std::max(1, c.steps);
+  return EngineCost{2 / h, workers * h, 4, /*optimizer_per_worker=*/true};
+}
 
 EngineType local_sgd_engine_type() {
   using C = LocalSgdConfig;
   EngineType t = engine_type<C>(
       "local_sgd",
-      "local SGD (Stich 2019; Lin et al. 2020): every worker takes `steps` SGD steps on its own copy, then "
-      "the copies are averaged into the model of record; steps 1 is sync",
-      {field(&C::steps, keys::integer("steps", 4, "H: local steps per worker between averagings", 1))},
-      [](const C& c, const json& spec) { return std::make_unique<LocalSgdEngine>(c.steps, spec); },
-      // A round: H local steps per worker, one pull and one push per worker, one update;
-      // each worker keeps its copy and its displacement besides the usual two vectors.
-      [](const C& c, int workers) {
-        const double h = std::max(1, c.steps);
-        return EngineCost{2 / h, workers * h, 4};
-      });
+      "local SGD (Stich 2019; Lin et al. 2020): every worker takes `steps` steps of train.optimizer on its own "
+      "copy, then the copies' average pseudo-gradient is applied by an outer SGD step (outer_lr 1: the average); "
+      "steps 1 is sync",
+      local_sgd_fields(4, 1.0, 0.0, false),
+      [](const C& c, const json& spec) { return std::make_unique<LocalSgdEngine>("local_sgd", c, spec); },
+      local_sgd_cost);
+  t.check = check_local_sgd;
   return t;
 }
 
-LocalSgdEngine::LocalSgdEngine(int steps, const nlohmann::json& spec) : spec_(spec), steps_(steps) {}
+LocalSgdEngine::LocalSgdEngine(std::string type, const LocalSgdConfig& config, const nlohmann::json& spec)
+    : spec_(spec), type_(std::move(type)), config_(config), steps_(config.steps) {}
+
+LocalSgdEngine::~LocalSgdEngine() = default;
 
 void LocalSgdEngine::start(Runtime& sim) {
   const int n = sim.workers();
   store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed());
-  server_ = std::make_shared<ServerUpdate>(sim.settings().momentum);
+  OptimizerSpec outer;  // SGD with the engine's outer momentum
+  outer.momentum = config_.outer_momentum;
+  outer.nesterov = config_.outer_nesterov;
+  server_ = std::make_shared<ServerUpdate>(outer);
+  inner_.clear();
+  reset_inner_.assign(n, false);
   base_.assign(n, Snapshot{});
   local_.clear();
   disp_.clear();
@@ -69,6 +114,10 @@ void LocalSgdEngine::start(Runtime& sim) {
   for (int w = 0; w < n; ++w) {
     local_.push_back(std::make_unique<ParameterStore>(std::vector<float>(sim.num_params()), 0));
     disp_[w].resize_discard(sim.num_params());
+    if (sim.settings().optimizer.stateful()) {
+      inner_.push_back(std::make_unique<Optimizer>(sim.settings().optimizer));
+      inner_.back()->reset(sim.num_params());
+    }
   }
   done_.assign(n, 0);
   in_round_.assign(n, false);
@@ -87,6 +136,8 @@ void LocalSgdEngine::start_round(Runtime& sim) {
     in_round_[w] = true;
     round_open_ = true;
     done_[w] = 0;
+    if (reset_inner_[w] && !inner_.empty()) inner_[w]->reset(sim.num_params());
+    reset_inner_[w] = false;
     Step step = sim.next_step(w, ids_);  // the first step computes at base_i, the w it pulls
     step.pull = store_.get();
     step.push = steps_ == 1;
@@ -122,6 +173,11 @@ void LocalSgdEngine::on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job)
   }
   if (done_[w] == 0) base_[w] = job->read;  // what the round's pull delivered
   sim.applied(*job, store_->version() - base_[w].version);  // (before the rate: its samples count)
+  if (!inner_.empty()) {  // the inner optimizer's direction at x_i (the copy this gradient was computed at)
+    Optimizer& opt = *inner_[w];
+    opt.begin_step(float(sim.lr()));
+    opt.direction(ctx, job->grad.data(), done_[w] == 0 ? base_[w].data() : local_[w]->current().data(), n);
+  }
   float ratio = float(sim.lr()) / lr_ref_;
   if (ratio != 1.0f) ops::scale(ctx, job->grad.data(), ratio, n);
   if (done_[w] == 0) ops::copy(ctx, disp_[w].data(), job->grad.data(), n);
@@ -149,14 +205,20 @@ void LocalSgdEngine::finish_round_if_done(Runtime& sim) {
 void LocalSgdEngine::average(Runtime& sim) {
   averaging_ = false;
   for (auto& b : base_) b = Snapshot{};  // let w be updated in place
-  if (!parts_.empty())
-    server_->apply_sum(sim, *store_, parts_, aggregate_weight(sim, int(parts_.size())), lr_ref_);
+  if (!parts_.empty()) {
+    const float weight = aggregate_weight(sim, int(parts_.size()));
+    if (config_.outer_momentum > 0)  // the velocity takes Delta = lr_ref * mean D
+      server_->apply_sum(sim, *store_, parts_, weight * lr_ref_, float(config_.outer_lr));
+    else  // w - outer_lr * Delta, as (outer_lr lr_ref) * mean D: outer_lr 1 is the plain average
+      server_->apply_sum(sim, *store_, parts_, weight, float(config_.outer_lr) * lr_ref_);
+  }
   sim.updated();
   if (!sim.stopping()) start_round(sim);
 }
 
 void LocalSgdEngine::on_worker_down(Runtime& sim, int w) {
   busy_[w] = false;  // its gradient in flight is lost
+  reset_inner_[w] = true;  // and its inner optimizer's state
   if (!in_round_[w]) return;
   in_round_[w] = false;
   bool anyone = false;

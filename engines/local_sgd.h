@@ -1,18 +1,35 @@
-// engines/local_sgd.h — local SGD with periodic model averaging (see local_sgd.cpp).
+// engines/local_sgd.h — local SGD with periodic model averaging and an outer optimizer
+// (see local_sgd.cpp); DiLoCo (engines/diloco.cpp) is this engine with other defaults.
 #pragma once
 #include <memory>
 #include <vector>
+#include "engines/engine_registry.h"
 #include "sim/engine.h"
 #include "sim/runtime.h"
 
 namespace asgd {
 
 class ServerUpdate;
+class Optimizer;
+
+// The keys of local_sgd and diloco (declared in each engine's file, with its defaults).
+struct LocalSgdConfig {
+  int steps{};            // H
+  double outer_lr{};      // the outer step size on the pseudo-gradient
+  double outer_momentum{};
+  bool outer_nesterov{};
+};
+// The keys both engines declare (their defaults differ) and their checks.
+std::vector<Field<LocalSgdConfig>> local_sgd_fields(int steps, double outer_lr, double outer_momentum,
+                                                    bool outer_nesterov);
+void check_local_sgd(const nlohmann::json& engine, const nlohmann::json& run, Validator& v);
+EngineCost local_sgd_cost(const LocalSgdConfig& c, int workers);
 
 class LocalSgdEngine final : public Engine {
  public:
-  LocalSgdEngine(int steps, const nlohmann::json& spec);
-  std::string type() const override { return "local_sgd"; }
+  LocalSgdEngine(std::string type, const LocalSgdConfig& config, const nlohmann::json& spec);
+  ~LocalSgdEngine() override;
+  std::string type() const override { return type_; }
   void start(Runtime& sim) override;
   void on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) override;
   void on_worker_down(Runtime& sim, int worker) override;
@@ -29,6 +46,8 @@ class LocalSgdEngine final : public Engine {
   void average(Runtime& sim);  // the server's update: w <- the workers' average
 
   nlohmann::json spec_;
+  std::string type_;
+  LocalSgdConfig config_;
   int steps_;                                          // H
   std::unique_ptr<ParameterStore> store_;              // w, the model of record
   std::shared_ptr<ServerUpdate> server_;
@@ -36,6 +55,8 @@ class LocalSgdEngine final : public Engine {
   std::vector<Snapshot> base_;                         // what each worker read at the round's start
   std::vector<std::unique_ptr<ParameterStore>> local_; // x_i = base_i - lr_ref * D_i
   std::vector<DeviceArray<float>> disp_;               // D_i (num_params), by worker
+  std::vector<std::unique_ptr<Optimizer>> inner_;      // each worker's own (stateful only)
+  std::vector<bool> reset_inner_;                      // its state starts again (it was down)
   std::vector<int> done_;                              // local steps done this round
   std::vector<bool> in_round_, busy_;
   bool round_open_ = false;

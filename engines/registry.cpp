@@ -14,6 +14,7 @@ EngineType k_batch_sync_engine_type();  // engines/k_batch_sync.cpp
 EngineType k_async_engine_type();      // engines/k_async.cpp
 EngineType local_sgd_engine_type();    // engines/local_sgd.cpp
 EngineType easgd_engine_type();        // engines/easgd.cpp
+EngineType diloco_engine_type();       // engines/diloco.cpp
 
 const std::vector<EngineType>& engine_types() {
   static const std::vector<EngineType> types = {
@@ -25,6 +26,7 @@ const std::vector<EngineType>& engine_types() {
       k_async_engine_type(),
       local_sgd_engine_type(),
       easgd_engine_type(),
+      diloco_engine_type(),
   };
   return types;
 }

@@ -1,5 +1,7 @@
 // engines/server_update.h — how a parameter server applies a gradient to the model of
-// record: plain SGD, or heavy-ball momentum with a server-side velocity; and how several
+// record with its one optimizer state (engines/optimizer.h: plain SGD, heavy-ball or
+// Nesterov momentum, Adam, AdamW; one state whatever the worker count: a stale gradient
+// goes through the same state, one optimizer step per update); and how several
 // workers' contributions are combined first (summed in worker-index order, then weighted
 // for train.aggregate). One piece of code for every server-based engine (async, sync,
 // sync_backup, ssp, local_sgd and the single-replica warm-up).
@@ -9,6 +11,7 @@
 #include <iterator>
 #include <stdexcept>
 #include <vector>
+#include "engines/optimizer.h"
 #include "kernels/ops.h"
 #include "sim/parameter_store.h"
 #include "sim/runtime.h"
@@ -27,40 +30,49 @@ namespace asgd {
 // rounds back to it for mu > 0.5), so the server steps the rows touched so far (`live_`)
 // and the dense part: the dense result bit for bit (v = mu * 0 + 0 = +0, w - lr * 0 = w
 // elsewhere), at a cost that grows with the rows ever touched, up to the whole table.
+// Nesterov momentum likewise (w - lr * (0 + mu * 0) = w). Adam is dense Adam, not lazy
+// Adam: every row's moments decay every update, and the same argument holds (m = v = +0
+// on a row no gradient has touched gives d = 0 / (sqrt(0) + eps) = 0, eps > 0, so
+// w - lr * 0 = w), so the rows touched so far and the dense part are stepped, with the
+// update's one step count t for the bias corrections. Weight decay (adam's L2, adamw's
+// decoupled decay) moves every row every update: then every step is dense.
 class ServerUpdate {
  public:
-  explicit ServerUpdate(double momentum) : momentum_(float(momentum)) {}
+  explicit ServerUpdate(const OptimizerSpec& optimizer) : opt_(optimizer) {}
 
-  // w <- w - lr * g   (or v <- mu v + g; w <- w - lr v).  g is (store.size()).
+  // One optimizer step with rate lr (sgd: w <- w - lr * g; see Optimizer).  g is (store.size()).
   // rows: the table rows g touches (null: dense).
   void apply(Runtime& sim, ParameterStore& store, const float* g, float lr,
              const std::vector<int32_t>* rows = nullptr) {
     const size_t n = store.size();
     ExecContext& ctx = sim.exec();
     prepare(n);
+    opt_.begin_step(lr);
     if (sparse(store, rows, lr)) {
       const std::vector<int32_t>& step_rows = rows_to_step(*rows);
       const ops::Rows r{step_rows.data(), step_rows.size(), store.layout().width};
       store.update_rows(ctx, step_rows, [&](float* out, const float* in) {
-        step(ctx, r, out, in, g, lr);
+        opt_.step(ctx, r, out, in, g);
         const size_t t = table(store);
-        step(ctx, out + t, in + t, g + t, lr, t, n - t);
+        opt_.step(ctx, out + t, in + t, g + t, t, n - t);
       });
       return;
     }
-    if (momentum_ > 0.0f) dense_velocity_ = true;
-    store.update([&](float* out, const float* in) { step(ctx, out, in, g, lr, 0, n); });
+    if (opt_.stateful()) dense_state_ = true;
+    store.update([&](float* out, const float* in) { opt_.step(ctx, out, in, g, 0, n); });
   }
 
   // Delay-compensated step (DC-ASGD, Zheng et al. 2017):
   //   w <- w - lr * (g + lambda * g (.) g (.) (w - backup)),
   // backup = the parameters the gradient was computed on (read, (store.size())).
-  // Plain SGD only: the validator refuses delay compensation with train.momentum > 0.
+  // Plain SGD only: the validator refuses delay compensation with train.momentum > 0 or
+  // another optimizer.
   void apply_delay_compensated(Runtime& sim, ParameterStore& store, const float* g,
                                const float* backup, float lr, float lambda,
                                const std::vector<int32_t>* rows = nullptr) {
-    if (momentum_ > 0.0f)
-      throw std::invalid_argument("delay compensation is implemented for plain SGD (train.momentum = 0)");
+    if (opt_.stateful())
+      throw std::invalid_argument("delay compensation is implemented for plain SGD (train.optimizer sgd, "
+                                  "train.momentum 0)");
     size_t n = store.size();
     ExecContext& ctx = sim.exec();
     if (sparse(store, rows, lr) && std::isfinite(lambda)) {
@@ -92,6 +104,7 @@ class ServerUpdate {
     const size_t n = store.size();
     float* acc = parts.front();
     prepare(n);
+    opt_.begin_step(lr);
     if (rows.size() == parts.size() && weight > 0.0f && std::isfinite(weight) && union_of(store, rows, lr)) {
       ExecContext& ctx = sim.exec();
       const size_t t = table(store), width = store.layout().width;
@@ -107,38 +120,38 @@ class ServerUpdate {
       const std::vector<int32_t>& step_rows = rows_to_step(union_);
       const ops::Rows r{step_rows.data(), step_rows.size(), width};
       store.update_rows(ctx, step_rows, [&](float* out, const float* in) {
-        step(ctx, r, out, in, acc, lr);
-        step(ctx, out + t, in + t, acc + t, lr, t, n - t);
+        opt_.step(ctx, r, out, in, acc);
+        opt_.step(ctx, out + t, in + t, acc + t, t, n - t);
       });
       return;
     }
-    if (momentum_ > 0.0f) dense_velocity_ = true;
+    if (opt_.stateful()) dense_state_ = true;
     store.update([&](float* out, const float* in) {
       sim.for_each_block(n, [&](ExecContext& ctx, size_t b, size_t e) {
         const size_t len = e - b;
         for (size_t i = 1; i < parts.size(); ++i) ops::add_into(ctx, acc + b, parts[i] + b, len);
         if (weight != 1.0f) ops::scale(ctx, acc + b, weight, len);
-        step(ctx, out + b, in + b, acc + b, lr, b, len);
+        opt_.step(ctx, out + b, in + b, acc + b, b, len);
       });
     });
   }
 
  private:
-  // The velocity starts at 0 (momentum only).
+  // The optimizer's state starts at 0 (stateful optimizers only).
   void prepare(size_t n) {
-    if (momentum_ > 0.0f && velocity_.size() != n) {
-      velocity_.resize_discard(n);
-      velocity_.fill(0.0f);
+    if (opt_.stateful() && n != prepared_for_) {
+      opt_.prepare(n);
+      prepared_for_ = n;
       live_.clear();
       is_live_.clear();
-      dense_velocity_ = false;
+      dense_state_ = false;
     }
   }
   static size_t table(const ParameterStore& store) { return store.layout().rows * store.layout().width; }
   // Whether a gradient with these rows may be applied to its rows only (see the class).
   bool sparse(const ParameterStore& store, const std::vector<int32_t>* rows, float lr) const {
     return rows && !g_force_dense_updates && store.layout().rows > 0 && std::isfinite(lr) && lr >= 0.0f &&
-           std::isfinite(momentum_) && !dense_velocity_;
+           std::isfinite(opt_.spec().momentum) && !opt_.moves_idle_elements() && !dense_state_;
   }
   // The union of the parts' rows into union_; false when some part is dense.
   bool union_of(const ParameterStore& store, const std::vector<const std::vector<int32_t>*>& rows, float lr) {
@@ -151,10 +164,10 @@ class ServerUpdate {
     union_.erase(std::unique(union_.begin(), union_.end()), union_.end());
     return true;
   }
-  // The rows a step with gradient rows `rows` changes: those, and with momentum every row
-  // touched before (whose velocity may be non-zero).
+  // The rows a step with gradient rows `rows` changes: those, and with a stateful
+  // optimizer every row touched before (whose state may be non-zero).
   const std::vector<int32_t>& rows_to_step(const std::vector<int32_t>& rows) {
-    if (momentum_ <= 0.0f) return rows;
+    if (!opt_.stateful()) return rows;
     bool grew = false;
     for (int32_t r : rows) {
       if (size_t(r) >= is_live_.size()) is_live_.resize(size_t(r) + 1, 0);
@@ -167,23 +180,12 @@ class ServerUpdate {
     }
     return live_;
   }
-  // The rule on elements [b, b + len): out, in and g point at element b.
-  void step(ExecContext& ctx, float* out, const float* in, const float* g, float lr, size_t b,
-            size_t len) {
-    if (momentum_ > 0.0f) ops::momentum_step(ctx, out, in, velocity_.data() + b, g, lr, momentum_, len);
-    else ops::sgd_step(ctx, out, in, g, lr, len);
-  }
-  // The rule on the table rows r (whole arrays).
-  void step(ExecContext& ctx, const ops::Rows& r, float* out, const float* in, const float* g, float lr) {
-    if (momentum_ > 0.0f) ops::momentum_step(ctx, r, out, in, velocity_.data(), g, lr, momentum_);
-    else ops::sgd_step(ctx, r, out, in, g, lr);
-  }
 
-  float momentum_;
-  DeviceArray<float> velocity_;
-  std::vector<int32_t> live_;     // momentum: the table rows touched so far, ascending
+  Optimizer opt_;
+  size_t prepared_for_ = size_t(-1);
+  std::vector<int32_t> live_;     // stateful: the table rows touched so far, ascending
   std::vector<uint8_t> is_live_;  // (by row) whether in live_
-  bool dense_velocity_ = false;   // a dense gradient was applied with momentum: every row may move
+  bool dense_state_ = false;      // a dense gradient was applied with state: every row may move
   std::vector<int32_t> merged_, union_;  // scratch
 };
 

@@ -31,7 +31,7 @@ void SingleReplicaWarmup::start(Runtime& sim) {
     return;
   }
   store_ = std::make_unique<ParameterStore>(sim.initial_params(), 0, sim.model().row_layout());
-  server_ = std::make_shared<ServerUpdate>(sim.settings().momentum);
+  server_ = std::make_shared<ServerUpdate>(sim.settings().optimizer);
   launch(sim);
 }
 

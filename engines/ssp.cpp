@@ -64,7 +64,7 @@ SspEngine::SspEngine(uint64_t bound, const StalenessWeight& weight, const nlohma
 void SspEngine::start(Runtime& sim) {
   const int n = sim.workers();
   store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed(), sim.model().row_layout());
-  server_ = std::make_shared<ServerUpdate>(sim.settings().momentum);
+  server_ = std::make_shared<ServerUpdate>(sim.settings().optimizer);
   clock_.assign(n, 0);
   busy_.assign(n, false);
   let_go_.assign(n, false);

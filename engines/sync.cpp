@@ -51,12 +51,18 @@ Field<SyncConfig> comm_field() {
                          {"ps", "allreduce", "hierarchical"}));
 }
 
-// Checks both members share: a hierarchical all-reduce needs boxes.
+// Checks both members share: a hierarchical all-reduce needs boxes; a collective (and the
+// host exchange) sends no pushed gradient, so it cannot compress one.
 void check_comm(const json& e, const json& run, Validator& v) {
   const json& cluster = run.value("cluster", json::object());
   const bool topology = cluster.is_object() && cluster.contains("topology") && cluster["topology"].is_object();
   if (e.contains("comm") && e["comm"] == "hierarchical" && !topology)
     v.error("engine.comm", "\"hierarchical\" reduces within each box: it needs cluster.topology");
+  if (e.contains("comm") && e["comm"].is_string() && e["comm"] != "ps")
+    refuse_compression(run, "comm " + e["comm"].dump() + " sums gradients in a collective, not pushes", v);
+  else if (topology && cluster.value("placement", json("servers")) == "host" &&
+           cluster["topology"].value("boxes", json(1)).is_number_integer() && cluster["topology"].value("boxes", json(1)) > 1)
+    refuse_compression(run, "placement \"host\" over several boxes exchanges each box's sum, not pushes", v);
 }
 
 std::unique_ptr<Engine> build(const SyncConfig& c, const json& spec) { return std::make_unique<SyncEngine>(c, spec); }
@@ -115,7 +121,7 @@ SyncEngine::SyncEngine(const SyncConfig& config, const nlohmann::json& spec)
 
 void SyncEngine::start(Runtime& sim) {
   store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed(), sim.model().row_layout());
-  server_ = std::make_unique<ServerUpdate>(sim.settings().momentum);
+  server_ = std::make_unique<ServerUpdate>(sim.settings().optimizer);
   accepted_.resize(sim.workers());
   busy_.assign(sim.workers(), false);
   computing_.assign(sim.workers(), false);

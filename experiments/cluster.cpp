@@ -31,7 +31,7 @@ namespace {
 void check_supported(const RunSpec& run, int workers_available) {
   const json& c = run.config;
   Validator v;
-  int workers = c["cluster"]["workers"];
+  const int workers = run.settings.workers;
   if (workers != workers_available)
     v.error("cluster.workers", std::to_string(workers) + ", but the MPI job has " + std::to_string(workers_available) +
                                    " worker rank(s): start it with mpirun -np " + std::to_string(workers + 1) +
@@ -54,11 +54,10 @@ void check_supported(const RunSpec& run, int workers_available) {
   if (c["engine"].value("late", std::string("drop")) == "cancel")
     v.error("engine.late", "\"cancel\": a real worker rank cannot abandon a step under way in this protocol "
                            "(cancellation is simulated only; use \"drop\")");
-  const json& f = c["cluster"]["failures"];
-  if (f["rate"].get<double>() > 0)
+  if (run.settings.failure_rate > 0)
     v.error("cluster.failures.rate", "failures at a rate are simulated only (real failures: failures.events)");
-  for (size_t i = 0; i < f["events"].size(); ++i)
-    if (f["events"][i]["down_for"].get<double>() > 0)
+  for (size_t i = 0; i < run.settings.failures.size(); ++i)
+    if (run.settings.failures[i].down_for != kNever)
       v.error("cluster.failures.events[" + std::to_string(i) + "].down_for",
               "a real worker that died stays dead (set down_for to 0)");
   if (!v.ok()) throw ConfigError(run.run_id + " (asgdsim cluster)", v.issues());
@@ -112,7 +111,7 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
     Message done;  // the server's verdict: the exit code of the whole job
     for (size_t k = 0; k < total && Kind(done.h.kind) != Kind::Done; ++k) {
       const RunSpec& run = exp.runs[k];
-      watch.timeout = run.config["real"]["worker_timeout"];
+      watch.timeout = run.settings.real_worker_timeout;
       const RunSettings& s = run.settings;
       RunInputs in;
       std::unique_ptr<ComputeTimeModel> compute;
@@ -135,7 +134,7 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
   // ---- rank 0: the server, and the run folders. Whatever happens, every live worker
   // gets Done with the exit code: none is left waiting for a server that has gone.
   std::vector<bool> dead(size_t(workers) + 1, false);  // by rank: died in an earlier run
-  const double timeout = exp.runs.empty() ? 60.0 : exp.runs[0].config["real"]["worker_timeout"].get<double>();
+  const double timeout = (exp.runs.empty() ? default_settings() : exp.runs[0].settings).real_worker_timeout;
   try {
     int code = serve(exp, opts, mpi, dead);
     tell_workers(workers, dead, timeout, Kind::Done, code);
@@ -207,7 +206,7 @@ int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, 
       skip = true;
     }
     if (skip) {
-      tell_workers(workers, dead, run.config["real"]["worker_timeout"], Kind::Stop);
+      tell_workers(workers, dead, run.settings.real_worker_timeout, Kind::Stop);
       continue;
     }
 
@@ -220,7 +219,7 @@ int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, 
       clear_run_folder(dir);  // an earlier attempt's files (and temporary files) go first
       write_file_atomic(dir + "/config.json", cfg.dump(2) + "\n");
     } catch (...) {
-      tell_workers(workers, dead, run.config["real"]["worker_timeout"], Kind::Stop);
+      tell_workers(workers, dead, run.settings.real_worker_timeout, Kind::Stop);
       first_error = std::current_exception();
       first_error_run = run.run_id;
       continue;
@@ -247,11 +246,10 @@ int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, 
     std::string note = outcome.note;
     for (const auto& n : server.notes())
       if (note.find(n) == std::string::npos) note += "; " + n;
-    const json& net = run.config["cluster"]["network"];
-    if (net["latency"].get<double>() > 0 || net["bandwidth"].get<double>() > 0 || net["shards"].get<int>() > 1 ||
-        net["worker_bandwidth"].get<double>() > 0 || net["message_bytes"].get<double>() > 0)
+    const NetworkSpec& net = run.settings.network;
+    if (net.latency > 0 || net.bandwidth > 0 || net.shards > 1 || net.worker_bandwidth > 0 || net.message_bytes > 0)
       note += "; cluster.network ignored: the transfers were real";
-    if (run.config["cluster"]["server"]["update_seconds"].get<double>() > 0)
+    if (run.settings.server_update_seconds > 0)
       note += "; cluster.server ignored: the server's updates took their real time";
 
     const MetricsRow& last = recorder.rows().back();

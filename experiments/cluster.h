@@ -39,7 +39,7 @@ struct ClusterOptions {
 std::string cluster_experiment_name(const Experiment& exp);
 
 // Makes every run of `exp`, one after another, on all ranks of the MPI job (called on
-// every rank). Returns the exit code: 0 runs ended (completed or diverged), 130
+// every rank). Returns the exit code: 0 runs ended (completed, stalled or diverged), 130
 // interrupted; throws (on rank 0) when a run fails, after its folder says so.
 int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi);
 

@@ -2,6 +2,7 @@
 // components' own descriptions), validation, overrides and sweep expansion.
 #include "experiments/config.h"
 #include "sim/models/catalog.h"
+#include <unistd.h>
 #include <algorithm>
 #include <charconv>
 #include <cerrno>
@@ -53,6 +54,19 @@ void resolve_image(const json& user_data, json& data, Validator& v) {
   if (!shape) return;  // the list's values were reported already
   const int64_t product = int64_t(shape->size());
   const bool given = user_data.is_object() && user_data.contains("features");
+  // features derived from the image must respect features' own range (issue 31)
+  const double cap = [] {
+    for (const auto& c : data_catalog())
+      if (c.name == "synthetic")
+        for (const auto& p : c.params)
+          if (p.name == "features") return effective_max(p);
+    return kDefaultIntegerMax;
+  }();
+  if (!given && double(product) > cap) {
+    v.error("data.image", i.dump() + " holds " + std::to_string(product) + " values per sample, more than data.features "
+                          "may be (" + brief(json(cap)) + ")");
+    return;
+  }
   if (!given) data["features"] = product;
   else if (data["features"].is_number_integer() && data["features"].get<int64_t>() != product)
     v.error("data.features", "is " + data["features"].dump() + " but data.image " + i.dump() + " holds " +
@@ -271,6 +285,7 @@ json resolve_run(const json& u, Validator& v, RunSettings& s) {
   }
 
   json train = settings_section("train").bind(u.value("train", json::object()), "train", v, s, {"lr_schedule"});
+  check_optimizer(train, v);
   json sched = lr_schedule_family().bind(train.value("lr_schedule", json::object()), "train.lr_schedule", v, s, "constant");
   check_lr_schedule(sched, "train.lr_schedule", v);
   train["lr_schedule"] = sched;
@@ -601,6 +616,21 @@ void apply_overrides(json& config, const std::vector<std::string>& sets, const s
       issues.push_back({"--set " + key, e.what()});
     }
   }
+  // A key the sweep sets would be overwritten by every sweep point: say so instead of
+  // ignoring the --set (the sweep's own values are set with --set sweep.KEY=[...]).
+  if (issues.empty() && config.is_object() && config.contains("sweep") && config["sweep"].is_object())
+    for (const auto& s : sets) {
+      const std::string key = s.substr(0, s.find('='));
+      if (key.rfind("sweep", 0) == 0) continue;
+      for (const auto& [swept, values] : config["sweep"].items()) {
+        const bool inside = key == swept || key.rfind(swept + ".", 0) == 0 || key.rfind(swept + "[", 0) == 0 ||
+                            swept.rfind(key + ".", 0) == 0 || swept.rfind(key + "[", 0) == 0;
+        if (inside)
+          issues.push_back({"--set " + key, "the sweep sets " + swept + " (sweep." + swept + " = " + brief(values) +
+                                                "), which would override this in every run: set the sweep's values "
+                                                "instead (--set 'sweep." + swept + "=[...]') or remove the key from the sweep"});
+      }
+    }
   if (!issues.empty()) throw ConfigError(source, issues);
 }
 
@@ -644,6 +674,30 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
           v.error("sweep." + key, "cannot be swept (use repeats for seeds, the engines list for engines)");
           continue;
         }
+        // Keys the program sets itself (a run's engine object and its `run` record) are
+        // not config keys: sweeping them would relabel runs (issue 31).
+        const std::string head = key.substr(0, key.find_first_of(".["));
+        if (head == "engine" && (key == "engine" || key.rfind("engine.type", 0) == 0 || key.rfind("engine.name", 0) == 0 ||
+                                 key[6] == '[')) {
+          v.error("sweep." + key, "cannot be swept: the engines list chooses each run's engine and its name; sweep an "
+                                  "engine's parameter as engine.<parameter>");
+          continue;
+        }
+        if (head == "run") {
+          v.error("sweep." + key, "is not a config key (asgdsim writes each run's `run` record itself)");
+          continue;
+        }
+        // 2 and 2.0 are one value: runs would repeat under two ids
+        bool repeated = false;
+        for (size_t a = 0; a < values.size() && !repeated; ++a)
+          for (size_t b = a + 1; b < values.size() && !repeated; ++b)
+            if (values[a].is_number() && values[b].is_number() && values[a].dump() != values[b].dump() &&
+                values[a].get<double>() == values[b].get<double>()) {  // (the same text: "the same point twice" below)
+              v.error(index_path("sweep." + key, b), brief(values[b]) + " is the same value as " + brief(values[a]) +
+                                                         " (item " + std::to_string(a) + "): each point would run twice");
+              repeated = true;
+            }
+        if (repeated) continue;
         sweep.emplace_back(key, values);
       }
   }
@@ -833,13 +887,42 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
     auto [it, fresh] = id_owner.emplace(run.run_id, i);
     if (fresh) continue;
     const RunSpec& first = exp.runs[it->second];
-    if (engine_of_run[it->second] != engine_of_run[i]) continue;  // two engines' labels: reported above
+    if (engine_of_run[it->second] != engine_of_run[i]) {
+      if (first.engine != run.engine)  // distinct labels whose ids meet once a sweep value is added
+        v.error("engines", "runs of engines '" + first.engine + "' and '" + run.engine + "' get the same run id '" +
+                               run.run_id + "' " + describe_run(first) + " " + describe_run(run) +
+                               ": they would share one folder; rename one of the engines");
+      continue;  // equal labels: reported above
+    }
     if (first.sweep_values == run.sweep_values)
       v.error("sweep", "the sweep lists the same point twice: " + describe_run(run) + " would run twice as '" +
                            run.run_id + "'; remove the repeated value");
     else
       v.error("sweep", "two runs get the same run id '" + run.run_id + "' (run ids keep only letters, digits and . - _ =): " +
                            describe_run(first) + " and " + describe_run(run) + "; make the sweep values distinct after that");
+  }
+
+  // The data's files exist (a missing data set is invalid input, said before any run).
+  std::vector<json> data_checked;
+  for (const auto& run : exp.runs) {
+    const json& d = run.config["data"];
+    if (!d.is_object() || std::find(data_checked.begin(), data_checked.end(), d) != data_checked.end()) continue;
+    data_checked.push_back(d);
+    const std::string type = text_of(d, "type");
+    auto path_of = [&](const char* key) {
+      const std::string p = text_of(d, key);
+      return !p.empty() && p[0] != '/' && !base_dir.empty() ? base_dir + "/" + p : p;
+    };
+    if (type == "fashion_mnist") {
+      const std::string problem = fashion_mnist_missing(path_of("path"));
+      if (!problem.empty()) v.error("data.path", problem);
+    } else if (type == "svmlight") {
+      for (const char* key : {"path", "test_path"}) {
+        const std::string p = path_of(key);
+        if (!p.empty() && ::access(p.c_str(), R_OK) != 0)
+          v.error(std::string("data.") + key, p + ": cannot be read: " + std::strerror(errno));
+      }
+    }
   }
 
   // Trace files are read now, so a missing file or a bad line is invalid input, not a

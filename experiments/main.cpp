@@ -534,7 +534,7 @@ int dispatch(int argc, char** argv, const MpiEnv& mpi) {
     mpi.agree(error ? std::string() : json{{"config", exp.resolved}, {"options", options}}.dump(1), bool(error), what);
     if (error) std::rethrow_exception(error);  // every rank failed alike
     double timeout = 0;  // the heartbeat's bound on a silent peer: the config's real.worker_timeout
-    for (const auto& r : exp.runs) timeout = std::max(timeout, r.config["real"]["worker_timeout"].get<double>());
+    for (const auto& r : exp.runs) timeout = std::max(timeout, r.settings.real_worker_timeout);
     if (timeout > 0) mpi.set_peer_timeout(timeout);
   } else {
     exp = load_experiment(vm["config"].as<std::string>(), sets);

@@ -184,7 +184,7 @@ WorkerProcess::WorkerProcess(const RunSpec& run, const RunSettings& s, const Run
                              const ComputeTimeModel& compute, int worker)
     : s_(s), model_(*in.model), data_(in.model->uses_data() ? &in.data->train : nullptr), compute_(compute),
       worker_(worker), shape_(shape_of(*in.model, *in.data)) {
-  delay_scale_ = run.config["real"]["delay_scale"];
+  delay_scale_ = run.settings.real_delay_scale;
   die_at_ = std::numeric_limits<double>::infinity();
   for (const auto& f : s.failures)
     if (f.worker == worker) die_at_ = std::min(die_at_, sim_to_seconds(f.at));
@@ -278,7 +278,7 @@ MpiRuntime::MpiRuntime(const RunSpec& run, const RunSettings& s, const RunInputs
     : run_(run), s_(s), model_(*in.model), in_(in), rec_(rec), n_(in.model->num_params()),
       monitor_(s, in.model->uses_data() ? in.data->train.n : s.nominal_train_size, in.model->is_classifier(), out_,
                rec) {
-  timeout_ = run.config["real"]["worker_timeout"];
+  timeout_ = run.settings.real_worker_timeout;
   shape_ = shape_of(model_, *in.data);
   const size_t workers = size_t(s.workers);
   topology_ = make_star_topology(s.network, s.workers);

@@ -4,8 +4,6 @@
 // per-worker and per-row constants were measured (docs/reliability.md).
 #include "experiments/resources.h"
 #include "experiments/config.h"
-#include "experiments/run_parts.h"
-#include "experiments/runner.h"
 #include "sim/dataset.h"
 #include "sim/idx_reader.h"  // DataError
 #include "sim/settings.h"
@@ -200,15 +198,21 @@ MemoryEstimate estimate_run_memory(const json& c, const RunSettings& rs, const D
   // Parameter versions: the model of record, its momentum, and the history forced
   // staleness keeps (no more versions than there are updates).
   const double history = std::min(double(rs.staleness_tau), scale.updates);  // 0 unless forced
-  add(model_key, "the model of record and its momentum (" + n(params) + " parameters)", 2 * vec);
+  // (Adam's state is two vectors: one more.)
+  const double state = rs.optimizer.adam() ? 2 : 1;
+  add(model_key, std::string("the model of record and its ") + (rs.optimizer.adam() ? "Adam moments" : "momentum") +
+                     " (" + n(params) + " parameters)",
+      (1 + state) * vec);
   const std::string history_key = rs.staleness != StalenessMode::Geometric ? "staleness.tau"
                                   : num(c["staleness"], "max") > 0         ? "staleness.max"
                                                                             : "staleness.mean";
   add(history_key, "the " + n(history) + " parameter versions forced staleness keeps", history * vec);
 
   // Per worker: a gradient in flight and the parameters it was computed on; replicas of
-  // their own for local SGD and EASGD (EAMSGD: two more vectors); minibatch ids.
-  const double copies = engine_cost(c, rs).vectors_per_worker;
+  // their own for local SGD and EASGD (EAMSGD: two more vectors) and local SGD's and
+  // DiLoCo's optimizer state; minibatch ids.
+  const EngineCost cost = engine_cost(c, rs);
+  const double copies = cost.vectors_per_worker + (cost.optimizer_per_worker && rs.optimizer.stateful() ? state : 0);
   // Named after the factor more out of the ordinary: the workers, or the model's size.
   add(vec > workers * kWorkerBytes ? model_key : "cluster.workers",
       n(workers) + " workers x " + n(copies) + " vectors of " + n(params) + " parameters", workers * copies * vec);

@@ -115,8 +115,10 @@ std::shared_ptr<LoadedData> load_data(const RunSpec& run, const std::string& bas
       if (s.classes == 0) from += "its labels make " + std::to_string(t.classes) + " classes)";
       check_memory_with_data(cfg, run.settings, base_dir, t.dim, t.classes, from);
     }
-  } else {
+  } else if (type == "fashion_mnist") {
     out->host = load_fashion_mnist(resolve_path(d["path"], base_dir), d["train_limit"], d["test_limit"]);
+  } else {  // validation knows every type; a new one must be loaded here, never fall back to another
+    throw std::logic_error("load_data: no loader for data type '" + type + "'");
   }
   out->train = upload(out->host.train);
   out->test = upload(out->host.test);
@@ -465,7 +467,7 @@ EarlierRun earlier_run(const std::string& dir, const json& config, bool force, c
   if (!read_json(dir + "/summary.json", old_summary) || !old_summary.is_object()) return earlier;
   const json& st = old_summary.contains("status") ? old_summary["status"] : json();
   const std::string status = st.is_string() ? st.get<std::string>() : "";
-  if (status != "completed" && status != "diverged") return earlier;
+  if (status != "completed" && status != "diverged" && status != "stalled") return earlier;  // results, kept
   const std::string missing = incomplete_results(dir, config, old_summary);
   earlier.done = missing.empty();
   earlier.line = tag + ": " + status + " earlier" +

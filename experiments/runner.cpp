@@ -198,7 +198,7 @@ struct Lane {
 };
 
 // Makes run `k` into `dir`: config.json and meta.json first, summary.json last. Returns
-// the run's status (completed, diverged or interrupted); throws on failure.
+// the run's status (completed, stalled, diverged or interrupted); throws on failure.
 std::string make_run(const Experiment& exp, size_t k, const std::string& dir, const RunnerOptions& opts,
                      const Lane& lane, DataCache& cache, Console& console) {
   const RunSpec& run = exp.runs[k];
@@ -273,6 +273,8 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
     throw TimeOverflow(prefix + e.what());
   } catch (const std::bad_alloc&) {
     throw std::runtime_error(prefix + out_of_memory_text("while making it"));
+  } catch (const NoProgress& e) {
+    throw NoProgress(prefix + e.what());
   } catch (const std::exception& e) {
     throw std::runtime_error(prefix + e.what());
   }
@@ -308,7 +310,7 @@ void check_lanes_fit_in_memory(const Experiment& exp, const std::vector<size_t>&
   std::vector<double> need;
   std::vector<std::pair<json, std::shared_ptr<Distribution>>> dists;  // trace files read once
   for (size_t k : todo) {
-    const json& spec = exp.runs[k].config["cluster"]["compute"];
+    const json& spec = exp.runs[k].settings.compute_dist;
     std::shared_ptr<Distribution> dist;
     for (const auto& [s, d] : dists)
       if (s == spec) dist = d;
@@ -464,6 +466,11 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
   if (first_error) rethrow_naming_run(errors[*first_error], exp.runs[*first_error].run_id);
 
   if (opts.write_index) std::cout << "results: " << exp_dir << "\n";  // --quiet too: where the results went
+  // How to look at them (the analysis is in the source tree this binary was built from).
+  const std::string plot = std::string(ASGD_SOURCE_DIR) + "/analysis/plot.py";
+  if (opts.write_index && !opts.quiet && ::access(plot.c_str(), R_OK) == 0)
+    std::cout << "report: /usr/bin/python3 " << plot << " " << exp_dir
+              << "   (figures and report.html; --target-accuracy X to ask for a target)\n";
   bool interrupted = interrupt_requested();
   for (const auto& s : status) interrupted = interrupted || s == "interrupted";
   return interrupted ? 130 : 0;

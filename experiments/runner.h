@@ -1,8 +1,8 @@
 // experiments/runner.h — runs an experiment's runs and writes the run folders:
 // OUT/<name>/<run_id>/{config.json, meta.json, metrics.csv, staleness.csv, workers.csv,
 // trace.json, summary.json (last)} and OUT/<name>/index.csv, holding OUT/<name>/.lock
-// (ExperimentLock) throughout. Resumes: a run whose summary.json says completed or
-// diverged (for the same config), with its result files complete, is skipped unless
+// (ExperimentLock) throughout. Resumes: a run whose summary.json says completed,
+// stalled or diverged (for the same config), with its result files complete, is skipped unless
 // --force. A run that fails gets a summary.json with status "failed". With
 // jobs > 1, that many runs go side by side, each on its own worker pool; the files
 // are the same bytes as with jobs = 1 (wall-clock fields aside). With shards > 1, several
@@ -31,7 +31,7 @@ struct RunnerOptions {
   std::string command_line;
 };
 
-// Returns the process exit code: 0 all runs ended (completed or diverged), 130
+// Returns the process exit code: 0 all runs ended (completed, stalled or diverged), 130
 // interrupted (runs under way end as interrupted, none new starts). Checks every run
 // folder before writing anything; a folder holding another config, or an experiment
 // folder another process holds, throws IoError with nothing written. A run that fails

@@ -42,6 +42,47 @@ struct MomentumStep {
     out[i] = in[i] - lr * vi;
   }
 };
+struct NesterovStep {
+  float* out; const float* in; float* v; const float* g; float lr; float mu;
+  ASGD_HD void operator()(size_t i) const {
+    float gi = g[i];
+    float vi = mu * v[i] + gi;
+    v[i] = vi;
+    out[i] = in[i] - lr * (gi + mu * vi);
+  }
+};
+// Adam's direction d at element i (ops.h), updating m[i] and v[i]: shared by the step and
+// the direction kernels, so both give an element the same bits.
+ASGD_HD inline float adam_direction_at(const AdamParams& p, float gi, float wi, float* m, float* v, size_t i) {
+  if (!p.decoupled && p.weight_decay != 0.0f) gi = gi + p.weight_decay * wi;
+  float mi = p.beta1 * m[i] + p.one_minus_beta1 * gi;
+  float vi = p.beta2 * v[i] + p.one_minus_beta2 * (gi * gi);
+  m[i] = mi;
+  v[i] = vi;
+  float d = (mi / p.c1) / (sqrtf(vi / p.c2) + p.eps);
+  if (p.decoupled && p.weight_decay != 0.0f) d = d + p.weight_decay * wi;
+  return d;
+}
+struct AdamStep {
+  float* out; const float* in; float* m; float* v; const float* g; AdamParams p;
+  ASGD_HD void operator()(size_t i) const {
+    float wi = in[i];
+    out[i] = wi - p.lr * adam_direction_at(p, g[i], wi, m, v, i);
+  }
+};
+struct AdamDirection {
+  float* u; const float* x; float* m; float* v; AdamParams p;
+  ASGD_HD void operator()(size_t i) const { u[i] = adam_direction_at(p, u[i], x[i], m, v, i); }
+};
+struct MomentumDirection {
+  float* u; float* v; float mu; bool nesterov;
+  ASGD_HD void operator()(size_t i) const {
+    float gi = u[i];
+    float vi = mu * v[i] + gi;
+    v[i] = vi;
+    u[i] = nesterov ? gi + mu * vi : vi;
+  }
+};
 struct DcSgdStep {
   float* out; const float* in; const float* g; const float* backup; float lr; float lambda;
   ASGD_HD void operator()(size_t i) const {
@@ -215,6 +256,14 @@ void momentum_step(ExecContext& ctx, const Rows& rows, float* out, const float* 
                    float lr, float mu) {
   for_rows(ctx, rows, MomentumStep{out, in, v, g, lr, mu});
 }
+void nesterov_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, float* v, const float* g,
+                   float lr, float mu) {
+  for_rows(ctx, rows, NesterovStep{out, in, v, g, lr, mu});
+}
+void adam_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, float* m, float* v, const float* g,
+               const AdamParams& p) {
+  for_rows(ctx, rows, AdamStep{out, in, m, v, g, p});
+}
 void dc_sgd_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, const float* g,
                  const float* backup, float lr, float lambda) {
   for_rows(ctx, rows, DcSgdStep{out, in, g, backup, lr, lambda});
@@ -253,6 +302,20 @@ void sgd_step(ExecContext& ctx, float* out, const float* in, const float* g, flo
 void momentum_step(ExecContext& ctx, float* out, const float* in, float* v, const float* g,
                    float lr, float mu, size_t n) {
   for_each_index(ctx, n, MomentumStep{out, in, v, g, lr, mu});
+}
+void nesterov_step(ExecContext& ctx, float* out, const float* in, float* v, const float* g,
+                   float lr, float mu, size_t n) {
+  for_each_index(ctx, n, NesterovStep{out, in, v, g, lr, mu});
+}
+void adam_step(ExecContext& ctx, float* out, const float* in, float* m, float* v, const float* g,
+               const AdamParams& p, size_t n) {
+  for_each_index(ctx, n, AdamStep{out, in, m, v, g, p});
+}
+void momentum_direction(ExecContext& ctx, float* u, float* v, float mu, bool nesterov, size_t n) {
+  for_each_index(ctx, n, MomentumDirection{u, v, mu, nesterov});
+}
+void adam_direction(ExecContext& ctx, float* u, const float* x, float* m, float* v, const AdamParams& p, size_t n) {
+  for_each_index(ctx, n, AdamDirection{u, x, m, v, p});
 }
 void dc_sgd_step(ExecContext& ctx, float* out, const float* in, const float* g,
                  const float* backup, float lr, float lambda, size_t n) {

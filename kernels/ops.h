@@ -14,6 +14,36 @@ void sgd_step(ExecContext& ctx, float* out, const float* in, const float* g, flo
 // heavy-ball momentum: v = mu * v + g; out = in - lr * v
 void momentum_step(ExecContext& ctx, float* out, const float* in, float* v, const float* g,
                    float lr, float mu, size_t n);
+// Nesterov momentum in PyTorch's form (Sutskever et al. 2013, reformulated so that w is
+// the point gradients are taken at): v = mu * v + g; out = in - lr * (g + mu * v)
+void nesterov_step(ExecContext& ctx, float* out, const float* in, float* v, const float* g,
+                   float lr, float mu, size_t n);
+// Adam (Kingma & Ba 2015) and AdamW (Loshchilov & Hutter 2019), step t >= 1 of a state
+// (m, v), both (n) and +0 before step 1. Per element, all in float, in this order:
+//   g' = g + weight_decay * in        (adam; adamw and weight_decay 0: g' = g)
+//   m = beta1 * m + (1 - beta1) * g';  v = beta2 * v + (1 - beta2) * g' * g'
+//   d = (m / c1) / (sqrt(v / c2) + eps)   (+ weight_decay * in: adamw)
+//   out = in - lr * d
+// with c1 = 1 - beta1^t, c2 = 1 - beta2^t (bias corrections, computed by the caller in
+// double and rounded to float). AdamW's d + wd * in is PyTorch's w *= 1 - lr wd followed
+// by the Adam step, in one rounding order.
+struct AdamParams {
+  float lr = 0.0f;             // step size
+  float beta1 = 0.0f, beta2 = 0.0f;
+  float one_minus_beta1 = 1.0f, one_minus_beta2 = 1.0f;  // float(1 - beta), rounded once
+  float eps = 0.0f;
+  float weight_decay = 0.0f;
+  bool decoupled = false;      // AdamW
+  float c1 = 1.0f, c2 = 1.0f;  // 1 - beta1^t, 1 - beta2^t
+};
+void adam_step(ExecContext& ctx, float* out, const float* in, float* m, float* v, const float* g,
+               const AdamParams& p, size_t n);
+// The directions alone, for a caller that applies x -= lr * d itself (local SGD keeps a
+// worker's copy as a sum of such directions): u holds g on entry and d on return; the
+// state is updated as by the steps above. x is the point the step would move ((n); read
+// only for weight decay).
+void momentum_direction(ExecContext& ctx, float* u, float* v, float mu, bool nesterov, size_t n);
+void adam_direction(ExecContext& ctx, float* u, const float* x, float* m, float* v, const AdamParams& p, size_t n);
 // out = in - lr * (g + lambda * g * g * (in - backup))   (DC-ASGD delay compensation)
 void dc_sgd_step(ExecContext& ctx, float* out, const float* in, const float* g,
                  const float* backup, float lr, float lambda, size_t n);
@@ -41,6 +71,10 @@ struct Rows {
 void sgd_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, const float* g, float lr);
 void momentum_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, float* v, const float* g,
                    float lr, float mu);
+void nesterov_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, float* v, const float* g,
+                   float lr, float mu);
+void adam_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, float* m, float* v, const float* g,
+               const AdamParams& p);
 void dc_sgd_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, const float* g,
                  const float* backup, float lr, float lambda);
 void add_into(ExecContext& ctx, const Rows& rows, float* acc, const float* x);

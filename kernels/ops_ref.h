@@ -18,6 +18,44 @@ inline void momentum_step(std::vector<float>& w, std::vector<float>& v, const st
     w[i] = w[i] - lr * v[i];
   }
 }
+inline void nesterov_step(std::vector<float>& w, std::vector<float>& v, const std::vector<float>& g,
+                          float lr, float mu) {
+  for (size_t i = 0; i < w.size(); ++i) {
+    v[i] = mu * v[i] + g[i];
+    w[i] = w[i] - lr * (g[i] + mu * v[i]);
+  }
+}
+// Adam / AdamW step t (t >= 1) on the given elements, straight from Kingma & Ba's
+// Algorithm 1 (and Loshchilov & Hutter's decoupled decay), in double with the bias
+// corrections computed here; m, v and w rounded to float as they are stored.
+inline void adam_step_rows(std::vector<float>& w, std::vector<float>& m, std::vector<float>& v,
+                           const std::vector<float>& g, float lr, double beta1, double beta2, double eps,
+                           double weight_decay, bool decoupled, int t, const std::vector<size_t>& elements) {
+  const double c1 = 1.0 - std::pow(beta1, t), c2 = 1.0 - std::pow(beta2, t);
+  for (size_t i : elements) {
+    double gi = g[i];
+    if (!decoupled) gi += weight_decay * w[i];
+    m[i] = float(beta1 * m[i] + (1.0 - beta1) * gi);
+    v[i] = float(beta2 * v[i] + (1.0 - beta2) * gi * gi);
+    double d = (m[i] / c1) / (std::sqrt(v[i] / c2) + eps);
+    if (decoupled) d += weight_decay * w[i];
+    w[i] = float(w[i] - double(lr) * d);
+  }
+}
+inline void adam_step(std::vector<float>& w, std::vector<float>& m, std::vector<float>& v,
+                      const std::vector<float>& g, float lr, double beta1, double beta2, double eps,
+                      double weight_decay, bool decoupled, int t) {
+  std::vector<size_t> all(w.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  adam_step_rows(w, m, v, g, lr, beta1, beta2, eps, weight_decay, decoupled, t, all);
+}
+inline void nesterov_step_rows(std::vector<float>& w, std::vector<float>& v, const std::vector<float>& g, float lr,
+                               float mu, const std::vector<size_t>& elements) {
+  for (size_t i : elements) {
+    v[i] = mu * v[i] + g[i];
+    w[i] = w[i] - lr * (g[i] + mu * v[i]);
+  }
+}
 inline void dc_sgd_step(std::vector<float>& w, const std::vector<float>& g,
                         const std::vector<float>& backup, float lr, float lambda) {
   for (size_t i = 0; i < w.size(); ++i)

@@ -106,6 +106,19 @@ DataSplit make_synthetic(const SyntheticSpec& s, uint64_t seed) {
   return split;
 }
 
+std::string fashion_mnist_missing(const std::string& dir) {
+  struct stat st;
+  for (const char* stem : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                           "t10k-labels-idx1-ubyte"}) {
+    bool found = false;
+    for (const char* ext : {".gz", ""}) found = found || ::stat((dir + "/" + stem + ext).c_str(), &st) == 0;
+    if (!found)
+      return "Fashion-MNIST file " + dir + "/" + stem + ".gz not found (install Debian's dataset-fashion-mnist, or "
+             "set data.path)";
+  }
+  return "";
+}
+
 DataSplit load_fashion_mnist(const std::string& dir, size_t train_limit, size_t test_limit) {
   DataSplit split;
   split.train = from_idx(first_existing(dir, "train-images-idx3-ubyte"),

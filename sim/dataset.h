@@ -60,6 +60,9 @@ DataSplit make_synthetic(const SyntheticSpec& spec, uint64_t seed);
 
 // Reads {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] from dir; pixels scaled to
 // [0,1]; shape rows x cols x 1. train_limit / test_limit > 0 keep only the first so many samples.
+// "" when DIR holds the four Fashion-MNIST IDX files (gzip or plain), else the message
+// naming the first one missing (validation says it before any run starts).
+std::string fashion_mnist_missing(const std::string& dir);
 DataSplit load_fashion_mnist(const std::string& dir, size_t train_limit = 0, size_t test_limit = 0);
 
 // Copies a set to backend memory. For sparse data the device set also gets its host

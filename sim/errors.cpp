@@ -64,6 +64,8 @@ int exit_code_of(std::exception_ptr error) {
     return 2;
   } catch (const TimeOverflow&) {  // the config drove virtual time out of the clock's range
     return 2;
+  } catch (const NoProgress&) {  // the config's steps take no virtual time
+    return 2;
   } catch (...) {
     return 1;
   }
@@ -83,6 +85,8 @@ std::string error_message(std::exception_ptr error) {
     return printable(e.what());
   } catch (const TimeOverflow& e) {
     return "virtual time overflow: " + printable(e.what());
+  } catch (const NoProgress& e) {
+    return "no progress in virtual time: " + printable(e.what());
   } catch (const std::exception& e) {
     return "error: " + printable(e.what());
   } catch (...) {

@@ -5,7 +5,8 @@
 //
 // Exit codes (the contract in docs/outputs.md): 2 invalid input — a usage error, an
 // invalid config, missing or corrupt data, a file that cannot be written (full disk,
-// file-size limit), virtual time driven out of the clock's range by the config; 1 any
+// file-size limit), virtual time driven out of the clock's range by the config or unable to
+// advance under it (NoProgress); 1 any
 // other failure; 130 interrupted (decided by the caller, not by an error).
 #pragma once
 #include <exception>
@@ -60,6 +61,13 @@ class TimeOverflow : public std::overflow_error {
 // and last digits and its length, and at most 4,000 bytes. Values in messages come from
 // users (a --set, a path, a config key): raw bytes or a 300-digit number tell them nothing.
 std::string printable(const std::string& s);
+
+// Virtual time cannot advance: the config makes every step take 0 ns while stop.time is
+// the run's only limit (Simulation::run's no-progress rule), so the run would never end.
+class NoProgress : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 // The exit code for `error` (see the list above): 2 for invalid input, else 1.
 int exit_code_of(std::exception_ptr error);

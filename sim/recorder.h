@@ -4,6 +4,7 @@
 // written atomically. Number formatting is fixed, so equal runs give equal bytes.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -39,7 +40,9 @@ struct RowWindow {
     const double nan = std::numeric_limits<double>::quiet_NaN();
     row.train_loss = train.loss_sum / double(std::max<size_t>(1, train.count));
     row.test_loss = test.loss_sum / double(std::max<size_t>(1, test.count));
-    row.test_accuracy = classifier ? test.correct / double(std::max<size_t>(1, test.count)) : nan;
+    // A test loss that is not finite: the parameters are not numbers, and the count of
+    // right answers (whatever argmax makes of NaN) means nothing.
+    row.test_accuracy = classifier && std::isfinite(row.test_loss) ? test.correct / double(std::max<size_t>(1, test.count)) : nan;
     row.worker_loss = loss_count ? loss_sum / double(loss_count) : nan;
     row.mean_staleness = stale_count ? stale_sum / double(stale_count) : nan;
     *this = RowWindow{};

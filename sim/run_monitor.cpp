@@ -79,10 +79,32 @@ void RunMonitor::evaluate_row() {
   window_.fill(row, tr, te, classifier_);
   recorder_.add_row(row);
   evaluated_now_ = true;
+  if (std::isnan(first_train_loss_)) first_train_loss_ = row.train_loss;
+  last_train_loss_ = row.train_loss;
   if (on_row) on_row(row);
+  const std::string why = divergence(row);
+  if (why.empty()) return;
+  // The row taken after a limit ended the run counts too: a run whose last row diverged
+  // did not complete.
+  if (stop_ && out_.status == "completed") stop_ = false;
+  request_stop("diverged", why);
+}
+
+std::string RunMonitor::divergence(const MetricsRow& row) const {
   if (!std::isfinite(row.train_loss) || row.train_loss > s_.divergence_bound)
-    request_stop("diverged", "train_loss " + format_number(row.train_loss) +
-                                 (std::isfinite(row.train_loss) ? " exceeded the divergence bound" : " is not finite"));
+    return "train_loss " + format_number(row.train_loss) +
+           (std::isfinite(row.train_loss) ? " exceeded the divergence bound" : " is not finite");
+  // NaN: no gradient arrived since the last row
+  if (!std::isnan(row.worker_loss) && row.worker_loss > s_.divergence_bound)
+    return "worker_loss " + format_number(row.worker_loss) +
+           " (the workers' minibatch loss) exceeded the divergence bound while train_loss is " +
+           format_number(row.train_loss);
+  return "";
+}
+
+bool stalled(double first_train_loss, double last_train_loss) {
+  return std::isfinite(first_train_loss) && first_train_loss > 0 && std::isfinite(last_train_loss) &&
+         last_train_loss >= (1 - kStallMargin) * first_train_loss;
 }
 
 void RunMonitor::request_stop(const std::string& status, const std::string& note) {
@@ -93,6 +115,12 @@ void RunMonitor::request_stop(const std::string& status, const std::string& note
 }
 
 void RunMonitor::finish() {
+  if (out_.status == "completed" && stalled(first_train_loss_, last_train_loss_)) {
+    out_.status = "stalled";
+    out_.note += "; train_loss " + format_number(last_train_loss_) + " did not fall below " +
+                 format_number(100 * (1 - kStallMargin)) + "% of its first value " + format_number(first_train_loss_) +
+                 ": the run did not train";
+  }
   if (out_.failures > 0 && out_.status != "failed")
     out_.note += "; " + std::to_string(out_.failures) + " worker failure(s), " + std::to_string(out_.lost) +
                  " gradient(s) lost; the engine went on with the live workers";

@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 #include "kernels/model.h"
@@ -19,6 +20,13 @@
 namespace asgd {
 
 struct RunOutcome;
+
+// A run that ended "completed" but did not train is "stalled": its last train_loss is at
+// least (1 - kStallMargin) times its first (the row before any update), which must be > 0
+// (a model that starts at its optimum cannot stall). The one rule, for both runtimes;
+// docs/outputs.md states it.
+constexpr double kStallMargin = 0.01;
+bool stalled(double first_train_loss, double last_train_loss);
 
 class RunMonitor {
  public:
@@ -58,8 +66,13 @@ class RunMonitor {
   bool evaluated_now() const { return evaluated_now_; }  // no update since the last row
   void request_stop(const std::string& status, const std::string& note);
   bool stopping() const { return stop_; }
-  // At the end: the staleness histogram and means into the outcome, and the failures note.
+  // At the end: the staleness histogram and means into the outcome, the failures note, and
+  // a completed run that did not train marked "stalled".
   void finish();
+  // Why `row` shows the run diverged ("" if it does not): train_loss not finite or above
+  // eval.divergence_bound, or the workers' own minibatch loss (worker_loss) above it
+  // (EASGD's or local SGD's workers can diverge while the model of record stays put).
+  std::string divergence(const MetricsRow& row) const;
 
   std::function<void(const MetricsRow&)> on_row;
 
@@ -75,6 +88,8 @@ class RunMonitor {
   Clock now_;
   Evaluate evaluate_;
   bool stop_ = false, evaluated_now_ = false, progressed_ = false;
+  double first_train_loss_ = std::numeric_limits<double>::quiet_NaN();  // of the first row
+  double last_train_loss_ = std::numeric_limits<double>::quiet_NaN();   // of the last row
   std::vector<uint64_t> stale_counts_;  // applied gradients by staleness (dense: a map was slow)
   double stale_total_ = 0;
   uint64_t stale_total_count_ = 0;

@@ -109,6 +109,7 @@ struct GradientJob {
   // The rows for ServerUpdate: null for a dense gradient.
   const std::vector<int32_t>* touched() const { return sparse ? &rows : nullptr; }
   double push_bytes = 0;        // of its push message
+  double pull_bytes = 0;        // of its pull or reply message (when received)
   bool compress = false;        // its pushed gradient is compressed when it arrives
   double loss = 0;              // mean minibatch loss at `read`
   SimTime start = 0;            // launched (a pull or reply is requested now)

@@ -51,7 +51,32 @@ std::vector<Section<S>> make_sections() {
         field(&S::global_batch,
               integer("global_batch", 0, "if > 0: the batch summed over workers; per-worker batch = global_batch / workers")),
         field<S>(num("lr", 0.1, "base learning rate", 0, true), [](S& s, const json& v) { s.lr.lr = v.get<double>(); }),
-        field(&S::momentum, num("momentum", 0.0, "heavy-ball momentum on the server (0 = plain SGD)", 0, false, 0.999999)),
+        field<S>(str("optimizer", "sgd",
+                     "the update rule wherever parameters are updated (the server; local_sgd's and diloco's "
+                     "workers): sgd (with momentum, nesterov), adam (Kingma & Ba 2015; weight_decay is L2 added to "
+                     "the gradient), adamw (Loshchilov & Hutter 2019; weight_decay decoupled)",
+                     {"sgd", "adam", "adamw"}),
+                 [](S& s, const json& v) {
+                   s.optimizer.kind = v == "adam"    ? OptimizerKind::Adam
+                                      : v == "adamw" ? OptimizerKind::AdamW
+                                                     : OptimizerKind::Sgd;
+                 }),
+        field<S>(num("momentum", 0.0, "sgd: heavy-ball momentum (0 = plain SGD): v = mu v + g; w -= lr v", 0, false,
+                     0.999999),
+                 [](S& s, const json& v) { s.optimizer.momentum = v.get<double>(); }),
+        field<S>(boolean("nesterov", false,
+                         "sgd: Nesterov momentum in PyTorch's form: v = mu v + g; w -= lr (g + mu v) (needs "
+                         "momentum > 0)"),
+                 [](S& s, const json& v) { s.optimizer.nesterov = v.get<bool>(); }),
+        field<S>(num("beta1", 0.9, "adam, adamw: decay of the first-moment average", 0, false, 0.999999),
+                 [](S& s, const json& v) { s.optimizer.beta1 = v.get<double>(); }),
+        field<S>(num("beta2", 0.999, "adam, adamw: decay of the second-moment average", 0, false, 0.999999),
+                 [](S& s, const json& v) { s.optimizer.beta2 = v.get<double>(); }),
+        field<S>(num("eps", 1e-8, "adam, adamw: added to sqrt(v_hat)", 0, true, 1),
+                 [](S& s, const json& v) { s.optimizer.eps = v.get<double>(); }),
+        field<S>(num("weight_decay", 0.0,
+                     "adam: L2, g += wd w; adamw: decoupled, w -= lr wd w (sgd: must be 0)", 0, false, 1e6),
+                 [](S& s, const json& v) { s.optimizer.weight_decay = v.get<double>(); }),
         field<S>(str("aggregate", "mean", "how synchronous engines combine worker gradients", {"mean", "sum"}),
                  [](S& s, const json& v) { s.aggregate_sum = v == "sum"; }),
         field(&S::single_replica_epochs,
@@ -125,7 +150,7 @@ std::vector<Section<S>> make_sections() {
         field<S>(num("message_bytes", 0.0,
                      "bytes of every parameter or gradient message (0 = parameters x bytes per value of `precision`): a "
                      "proxy size, to time a large model's traffic while computing a small model's learning",
-                     0),
+                     0, false, kMaxCount),
                  [](S& s, const json& v) { s.network.message_bytes = v.get<double>(); }),
         choice_field(&S::precision,
                      str("precision", "fp32",
@@ -195,7 +220,14 @@ const Section<SlowWindow>& slow_window_section() {
        field(&W::factor, num("factor", nullptr, "how many times slower", 0, true)),
        seconds_field(&W::from, seconds("from", 0.0, "start (virtual seconds)"), /*zero_is_never=*/false),
        seconds_field(&W::to, seconds("to", 0.0, "end (virtual seconds; 0 = the end of the run)"),
-                     /*zero_is_never=*/true)}};
+                     /*zero_is_never=*/true)},
+      nullptr,
+      // a window that ends before it starts slows nothing (issue 31)
+      [](const json& w, const std::string& path, Validator& v) {
+        if (w["to"].get<double>() > 0 && w["to"].get<double>() <= w["from"].get<double>())
+          v.error(join_path(path, "to"), brief(w["to"]) + " is not after `from` (" + brief(w["from"]) +
+                                             "): the window would be empty; use 0 for the end of the run");
+      }};
   return s;
 }
 
@@ -209,6 +241,25 @@ const Section<FailureEvent>& failure_event_section() {
        seconds_field(&F::down_for, seconds("down_for", 0.0, "how long it stays down (0 = it never comes back)"),
                      /*zero_is_never=*/true)}};
   return s;
+}
+
+void check_optimizer(const json& train, Validator& v) {
+  if (!train.is_object()) return;
+  auto number = [&](const char* k) { return train.contains(k) && train[k].is_number() ? train[k].get<double>() : 0.0; };
+  const bool nesterov = train.contains("nesterov") && train["nesterov"] == true;
+  const json type = train.value("optimizer", json("sgd"));
+  if (type == "sgd") {
+    if (nesterov && number("momentum") <= 0)
+      v.error("train.nesterov", "Nesterov momentum needs train.momentum > 0 (train.momentum is 0)");
+    if (number("weight_decay") > 0)
+      v.error("train.weight_decay", "weight decay is implemented for train.optimizer adam and adamw, not sgd: set it "
+                                    "to 0 or choose adam/adamw");
+  } else if (type.is_string()) {
+    if (number("momentum") > 0)
+      v.error("train.momentum", "train.momentum is sgd's; " + type.get<std::string>() +
+                                    "'s momentum is train.beta1: set train.momentum to 0");
+    if (nesterov) v.error("train.nesterov", "Nesterov momentum is sgd's: set it to false with " + type.dump());
+  }
 }
 
 const Family<RunSettings>& lr_schedule_family() {

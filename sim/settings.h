@@ -27,6 +27,24 @@ enum class EvalUnit { Time, Updates, Epochs };
 enum class StalenessMode { Emergent, Fixed, Uniform, Geometric };
 enum class Precision { Fp32, Fp16, Bf16 };  // of parameters pulled and gradients pushed
 
+// The update rule wherever parameters are updated (train.optimizer and its keys): on the
+// server of async, sync, sync_backup and SSP, and on each worker's own copy in local SGD
+// and DiLoCo (engines/optimizer.h applies it; docs/algorithms.md gives the rules).
+enum class OptimizerKind { Sgd, Adam, AdamW };
+struct OptimizerSpec {
+  OptimizerKind kind = OptimizerKind::Sgd;
+  double momentum = 0.0;      // sgd: heavy-ball momentum (0: plain SGD)
+  bool nesterov = false;      // sgd: Nesterov momentum (PyTorch's form), needs momentum > 0
+  double beta1 = 0.0;         // adam, adamw: decay of the first moment
+  double beta2 = 0.0;         // adam, adamw: decay of the second moment
+  double eps = 0.0;           // adam, adamw: added to sqrt(v_hat), > 0
+  double weight_decay = 0.0;  // adam: L2 added to the gradient; adamw: decoupled
+
+  bool adam() const { return kind != OptimizerKind::Sgd; }
+  // Whether a step keeps state between calls (a velocity, or Adam's moments).
+  bool stateful() const { return adam() || momentum > 0.0; }
+};
+
 // Worker `worker` fails at `at` and comes back after down_for (kNever: never).
 struct FailureEvent {
   int worker = 0;
@@ -51,7 +69,7 @@ struct RunSettings {
   size_t global_batch = 0;             // train.global_batch; > 0: batch_size = global_batch / workers
   LrScheduleSpec lr;
   bool lr_scale_by_workers = false;    // lr_schedule.scale "workers": lr.scale = workers
-  double momentum = 0.0;
+  OptimizerSpec optimizer;             // train.optimizer, momentum, nesterov, beta1, ...
   bool aggregate_sum = false;          // sum instead of mean across workers
   double single_replica_epochs = 0.0;  // warm-up: one replica trains this long before the engine
 
@@ -131,6 +149,10 @@ const Section<RunSettings>& settings_section(const std::string& name);
 // (cluster.failures.events[]).
 const Section<SlowWindow>& slow_window_section();
 const Section<FailureEvent>& failure_event_section();
+// The checks across train's optimizer keys (train resolved, defaults filled): nesterov
+// needs momentum > 0 and sgd; momentum and nesterov are sgd's (Adam's momentum is beta1);
+// weight_decay is adam's and adamw's.
+void check_optimizer(const nlohmann::json& train, Validator& v);
 // train.lr_schedule (by "type") and staleness (by "mode").
 const Family<RunSettings>& lr_schedule_family();
 const Family<RunSettings>& staleness_family();

@@ -258,6 +258,7 @@ void Simulation::launch(const Step& st) {
     out_.messages_to_workers++;
     out_.bytes_to_workers += pull_bytes;
   }
+  job->pull_bytes = pull_bytes;
   job->compute_done =
       add_time(job->compute_start, compute_.duration(uint32_t(worker), job->step, st.m, job->compute_start));
   job->arrival = kNever;
@@ -369,9 +370,10 @@ void Simulation::account(GradientJob& job, SimTime until) {
     counter += b - a;
     recorder_.add_span(track, name, a, b, SpanArgs{int64_t(job.step), bytes});
   };
-  if (job.received) part("pull", job.start, job.compute_start, ws.comm, message_bytes_);
+  // the bytes each message was charged: a sparse model's rows, a compressed gradient
+  if (job.received) part("pull", job.start, job.compute_start, ws.comm, job.pull_bytes);
   part("compute", job.compute_start, job.compute_done, ws.compute, -1);
-  if (job.pushed) part("push", job.compute_done, job.arrival == kNever ? until : job.arrival, ws.comm, message_bytes_);
+  if (job.pushed) part("push", job.compute_done, job.arrival == kNever ? until : job.arrival, ws.comm, job.push_bytes);
 }
 
 size_t Simulation::take_slot(std::unique_ptr<GradientJob> job) {
@@ -453,28 +455,62 @@ SimTime Simulation::collective(Collective kind, const std::vector<int>& members)
     if (boxes.empty() || boxes.back() != b) boxes.push_back(b);
   }
   // One step: every (from, to, bytes) requested at `at`; returns when the last arrives.
+  // waited: set when a transfer started later than `at` (a link was busy).
   struct Send {
     int from, to;
   };
   std::vector<Send> sends;
-  auto step = [&](SimTime at, double piece) {
+  auto step = [&](SimTime at, double piece, bool* waited = nullptr) {
     SimTime end = at;
     for (const Send& s : sends) {
-      end = std::max(end, topology_->transfer(s.from, s.to, piece, at).arrival);
+      const TransferTimes t = topology_->transfer(s.from, s.to, piece, at);
+      end = std::max(end, t.arrival);
+      if (waited && t.start != at) *waited = true;
       if (s.to == kServer) { out_.messages_to_server++; out_.bytes_to_server += piece; }
       if (s.to >= 0) { out_.messages_to_workers++; out_.bytes_to_workers += piece; }
     }
     return end;
   };
   // A ring of `ring` endpoints: 2(n-1) steps, each one piece of bytes/n from every
-  // endpoint to the next (reduce-scatter, then all-gather).
+  // endpoint to the next (reduce-scatter, then all-gather). In O(n), not O(n^2): the
+  // first step may wait for links busy before the collective; after it every link of the
+  // ring is free (each was waited for), so when the second step starts every transfer at
+  // once (no link used twice in a step), every later step is the second one again, one
+  // step's duration later: the links are replayed (Topology::replay) and the counters
+  // advanced as the loop would have (repeated_sum rounds the byte totals as it would).
   auto ring = [&](SimTime at, const std::vector<int>& nodes) {
     const size_t n = nodes.size();
     if (n < 2) return at;
     sends.clear();
     for (size_t i = 0; i < n; ++i) sends.push_back({nodes[i], nodes[(i + 1) % n]});
-    for (size_t k = 0; k < 2 * (n - 1); ++k) at = step(at, bytes / double(n));
-    return at;
+    const double piece = bytes / double(n);
+    const uint64_t steps = 2 * (uint64_t(n) - 1);
+    at = step(at, piece);
+    const SimTime second = at;
+    bool waited = false;
+    topology_->record(true);
+    at = step(at, piece, &waited);
+    topology_->record(false);
+    uint64_t rest = steps - 2;
+    if (waited) {  // (not for a ring in worker order on these topologies) step by step
+      for (; rest > 0 && !interrupt_requested(); --rest) at = step(at, piece);
+      return at;  // interrupted: the run stops at the next event, with this time
+    }
+    const SimTime period = at - second;
+    topology_->replay(rest, period);
+    uint64_t to_server = 0, to_workers = 0;
+    for (const Send& s : sends) {
+      to_server += s.to == kServer;
+      to_workers += s.to >= 0;
+    }
+    out_.messages_to_server += rest * to_server;
+    out_.bytes_to_server = repeated_sum(out_.bytes_to_server, piece, rest * to_server);
+    out_.messages_to_workers += rest * to_workers;
+    out_.bytes_to_workers = repeated_sum(out_.bytes_to_workers, piece, rest * to_workers);
+    SimTime span;
+    if (rest > uint64_t(kNever) || __builtin_mul_overflow(SimTime(rest), period, &span))
+      throw TimeOverflow(time_overflow_text(double(rest) * sim_to_seconds(period)));
+    return add_time(at, span);
   };
   auto to_hosts = [&](SimTime at) {
     sends.clear();
@@ -725,6 +761,19 @@ RunOutcome Simulation::run(Engine& engine) {
   engine.start(*this);
   evaluate_row();  // the starting point (no update has been applied yet)
 
+  // No progress in virtual time: with stop.time as the only limit, a run whose steps take
+  // 0 ns (cluster.compute drawing durations that round to 0 ns, over a free network)
+  // would go round at one instant forever. A worker whose steps take >= 1 ns has a bounded
+  // number of events at one instant (its pull, compute, push, arrival, failure, timers:
+  // about 10), so more than kStuckEventsPerWorker per worker (plus kStuckEventsBase) in a
+  // row at one instant happens only when nearly every step is 0 ns; the run then fails
+  // with NoProgress (exit 2), naming cluster.compute. With any other limit the run ends
+  // by it, and the rule is off.
+  const bool only_time_limit = settings_.stop_time != kNever && settings_.stop_updates == 0 &&
+                               settings_.stop_gradients == 0 && !(settings_.stop_epochs > 0);
+  const uint64_t stuck_after = kStuckEventsBase + kStuckEventsPerWorker * uint64_t(settings_.workers);
+  uint64_t same_instant = 0;
+  SimTime instant = now();
   while (!monitor_.stopping()) {
     if (interrupt_requested()) {
       request_stop("interrupted", "interrupted by a signal");
@@ -735,6 +784,17 @@ RunOutcome Simulation::run(Engine& engine) {
       break;
     }
     Event e = queue_.pop();
+    if (e.time != instant) {
+      instant = e.time;
+      same_instant = 0;
+    } else if (++same_instant > stuck_after && only_time_limit) {
+      throw NoProgress("virtual time stayed at " + format_number(sim_to_seconds(instant)) + " s for " +
+                       std::to_string(same_instant) + " events in a row (" + std::to_string(out_.updates) +
+                       " updates so far) while stop.time " + format_number(sim_to_seconds(settings_.stop_time)) +
+                       " s is the run's only limit: the steps take 0 ns, so it would never end; give "
+                       "cluster.compute durations of at least 1 ns (its draws round to whole nanoseconds), or "
+                       "add stop.updates, stop.gradients or stop.epochs");
+    }
     switch (e.kind) {
       case EventKind::GradientArrival: handle_arrival(e); break;
       case EventKind::ComputeDone: handle_compute_done(e); break;

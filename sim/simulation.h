@@ -52,7 +52,7 @@ EvalPair evaluate_params(const Model& model, WorkerPool& pool, ExecContext& exec
                          size_t test_limit);
 
 struct RunOutcome {
-  std::string status = "completed";  // completed | diverged | interrupted
+  std::string status = "completed";  // completed | stalled | diverged | interrupted (RunMonitor)
   std::string note;                  // why it ended, in words
   SimTime time = 0;
   uint64_t updates = 0, gradients = 0, dropped = 0, lost = 0, failures = 0;
@@ -71,6 +71,12 @@ struct RunOutcome {
   std::vector<WorkerStats> workers;
   std::vector<std::vector<uint64_t>> partition_labels;  // (workers, classes) under data.partition; empty: iid
 };
+
+// The no-progress rule (Simulation::run): more than kStuckEventsBase +
+// kStuckEventsPerWorker x workers events in a row at one virtual instant, with stop.time
+// the only limit, end the run with NoProgress.
+inline constexpr uint64_t kStuckEventsBase = 100000;
+inline constexpr uint64_t kStuckEventsPerWorker = 1000;
 
 class Simulation final : public Runtime {
  public:

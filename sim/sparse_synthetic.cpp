@@ -1,5 +1,6 @@
 // sim/sparse_synthetic.cpp — the sparse generator and its Zipf sampler.
 #include "sim/sparse_synthetic.h"
+#include "sim/interrupt.h"
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -40,6 +41,7 @@ HostDataset sparse_part(const SparseSyntheticSpec& s, const std::vector<ZipfSamp
   const double scale = 1.0 / std::sqrt(double(s.nnz));
   std::vector<double> logits(size_t(s.classes)), weights(size_t(s.classes));
   for (size_t i = 0; i < n; ++i) {
+    if (i % 1024 == 0) throw_if_interrupted("making sparse synthetic data");
     Rng rng(seed, RngPurpose::Data, stream, uint32_t(i));
     d.row_ptr[i] = int64_t(i * s.nnz);
     std::fill(logits.begin(), logits.end(), 0.0);

@@ -3,6 +3,7 @@
 // bound of the samples and features stored) so that the memory needed is known before
 // anything is stored; the second parses.
 #include "sim/svmlight_reader.h"
+#include "sim/interrupt.h"
 #include <zlib.h>
 #include <algorithm>
 #include <cerrno>

@@ -1,6 +1,7 @@
 // sim/topology.cpp — FIFO links and the parameter-server star (see topology.h).
 #include "sim/topology.h"
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -24,8 +25,69 @@ TransferTimes Links::cross(const Hop* hops, size_t k, SimTime now) {
     free_at_[l] = add_time(start, held);
     busy_[l] += held;
     end = std::max(end, free_at_[l]);
+    if (recording_) recorded_.push_back({int(l), start, held});
   }
   return {start, end};
+}
+
+void Links::record(bool on) {
+  if (on) recorded_.clear();
+  recording_ = on;
+}
+
+void Links::replay(uint64_t times, SimTime period) {
+  if (times == 0) return;
+  SimTime shift;
+  if (times > uint64_t(kNever) || __builtin_mul_overflow(SimTime(times), period, &shift))
+    throw TimeOverflow(time_overflow_text(double(times) * sim_to_seconds(period)));
+  for (const Reservation& r : recorded_) {
+    const size_t l = size_t(r.link);
+    SimTime total;
+    if (__builtin_mul_overflow(SimTime(times), r.held, &total))
+      throw TimeOverflow(time_overflow_text(double(times) * sim_to_seconds(r.held)));
+    busy_[l] = add_time(busy_[l], total);
+    free_at_[l] = std::max(free_at_[l], add_time(add_time(r.start, shift), r.held));
+  }
+  recorded_.clear();
+}
+
+double repeated_sum(double s, double p, uint64_t times) {
+  while (times > 0) {
+    int e;
+    std::frexp(s, &e);  // s in [2^(e-1), 2^e)
+    // s = 0, subnormal s, or p not below s's binade: one addition at a time (the sum
+    // leaves such a state within a few additions)
+    if (s == 0 || !std::isnormal(s) || !(p < std::ldexp(1.0, e - 1)) || times < 4) {
+      s += p;
+      --times;
+      continue;
+    }
+    const uint64_t m = uint64_t(std::ldexp(s, 53 - e));  // s / ulp: exact, in [2^52, 2^53)
+    const double r = std::ldexp(p, 53 - e);                // p / ulp: exact, < 2^52
+    const double q = std::floor(r);
+    uint64_t inc = uint64_t(q);
+    if (r - q > 0.5) ++inc;
+    if (r - q == 0.5) {  // a tie: rounds to an even multiple of ulp
+      if (m % 2 != 0) {  // make s even with one addition first
+        s += p;
+        --times;
+        continue;
+      }
+      if (inc % 2 != 0) ++inc;  // from an even s, the even neighbour of s + p
+    }
+    if (inc == 0) return s;  // p below half an ulp: s never moves
+    // additions that stay below the binade's top 2^53 ulp (one step short of it)
+    const uint64_t room = ((uint64_t(1) << 53) - m) / inc;
+    const uint64_t jump = std::min(times, room > 1 ? room - 1 : 0);
+    if (jump == 0) {
+      s += p;
+      --times;
+      continue;
+    }
+    s = std::ldexp(double(m + jump * inc), e - 53);
+    times -= jump;
+  }
+  return s;
 }
 
 double message_bytes(const NetworkSpec& spec, size_t values) {
@@ -54,6 +116,8 @@ class StarTopology final : public Topology {
 
   bool contended() const override { return links_.size() > 0; }
   bool free() const override { return links_.size() == 0 && latency_ == 0; }
+  void record(bool on) override { links_.record(on); }
+  void replay(uint64_t times, SimTime period) override { links_.replay(times, period); }
 
   TransferTimes transfer(int from, int to, double bytes, SimTime now) override {
     if (links_.size() == 0) return {now, add_time(now, latency_)};
@@ -120,6 +184,8 @@ class ClusterTopology final : public Topology {
   int boxes() const override { return c_.boxes; }
   int box_of(int worker) const override { return worker / c_.per_box; }
   bool has_hosts() const override { return true; }
+  void record(bool on) override { links_.record(on); }
+  void replay(uint64_t times, SimTime period) override { links_.replay(times, period); }
 
   TransferTimes transfer(int from, int to, double bytes, SimTime now) override {
     check(from);

@@ -58,10 +58,19 @@ class Links {
   TransferTimes cross(const Hop* hops, size_t k, SimTime now);
   // Virtual time link i has been busy so far (reserved up to now and beyond).
   SimTime busy(int i) const { return busy_[size_t(i)]; }
+  // Repeating a step of transfers without crossing each again (see Topology::record).
+  void record(bool on);
+  void replay(uint64_t times, SimTime period);
 
  private:
+  struct Reservation {
+    int link;
+    SimTime start, held;
+  };
   std::vector<double> bandwidth_;
   std::vector<SimTime> free_at_, busy_;
+  bool recording_ = false;
+  std::vector<Reservation> recorded_;
 };
 
 class Topology {
@@ -79,7 +88,21 @@ class Topology {
   virtual int boxes() const { return 1; }
   virtual int box_of(int worker) const { return 0; }
   virtual bool has_hosts() const { return false; }
+  // A collective's steps repeat the same transfers: record(true), the transfers of one
+  // step, record(false), then replay(times, period) makes the links as they would be had
+  // those transfers been requested `times` more times, each `period` later than the time
+  // before (each link's busy time and free time), in O(links used) instead of crossing
+  // them again. Valid only when each repetition would start every transfer at its request
+  // time (every link free by then, none used twice in one step); the caller checks that
+  // the recorded step started every transfer when requested, and that `period` covers it.
+  virtual void record(bool on) = 0;
+  virtual void replay(uint64_t times, SimTime period) = 0;
 };
+
+// The value of s after `times` repetitions of `s += p` in double, rounded as that loop
+// rounds (to nearest, ties to even), in O(binades crossed) instead of O(times): within a
+// binade every addition adds the same multiple of the binade's ulp. s >= 0, p >= 0, finite.
+double repeated_sum(double s, double p, uint64_t times);
 
 // The parameter-server star (cluster.network).
 struct NetworkSpec {

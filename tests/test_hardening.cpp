@@ -27,6 +27,7 @@
 #include <functional>
 #include <set>
 #include <nlohmann/json.hpp>
+#include "sim/simulation.h"  // kStuckEvents*
 #include "test_helpers.h"
 
 using nlohmann::json;
@@ -235,7 +236,10 @@ void issue31_rows(std::vector<Row>& t) {
                   {"cut.svm.gz", "truncated gzip data", "cut short"}, {"svm/async-seed1/summary.json~failed"})
                   .cfg(svm_at("cut.svm.gz"))
                   .before([](Ctx& c) { write_gz_cut(c.dir + "/cut.svm.gz", svm_lines(3000), svm_lines(1000).size()); }));
-  t.push_back(row("i31_1_svmlight_gzip_whole_runs", 101, run, 0, {}, {"svm/async-seed1/summary.json~completed"})
+  // (3,000 samples and the default 1 epoch: the loss barely moves, so "stalled" or
+  // "completed"; what matters is that the whole file is read and the run not failed)
+  t.push_back(row("i31_1_svmlight_gzip_whole_runs", 101, run, 0, {},
+                  {"svm/async-seed1/metrics.csv", "svm/async-seed1/summary.json!~failed"})
                   .cfg(svm_at("whole.svm.gz"))
                   .before([](Ctx& c) {
                     const std::string text = svm_lines(3000);
@@ -388,6 +392,54 @@ void issue31_rows(std::vector<Row>& t) {
   t.push_back(row("i31_9_jobs_with_raw_bytes", 109, run + " --jobs \"$(printf '9\\001\\377')\"", 2,
                   {"--jobs must be a whole number in 1..1024", "9\\x01\\xff"}, {"EMPTY"})
                   .after([](Ctx& c) { expect_printable(c.output); }));
+  // ---- 10. issue 31's config-side defects (and issue 32's silent traps): refused by
+  // validation, each naming its key, before anything is written
+  t.push_back(refused("i31_10_engines_share_a_run_id_through_a_sweep", 110,
+                      with(kBase, [](json& c) {
+                        c["engines"] = json::parse(R"([{"type":"async","name":"x-bound=3"},{"type":"ssp","name":"x"}])");
+                        c["sweep"] = {{"engine.bound", {3}}};
+                      }),
+                      {"engines", "same run id 'x-bound=3-seed1'", "rename one of the engines"}));
+  t.push_back(refused("i31_10_sweep_over_engine", 110,
+                      with(kBase, [](json& c) { c["sweep"] = {{"engine", json::array({{{"type", "sync"}}})}}; }),
+                      {"sweep.engine", "cannot be swept"}));
+  t.push_back(refused("i31_10_sweep_over_engine_type", 110,
+                      with(kBase, [](json& c) { c["sweep"] = {{"engine.type", {"sync", "easgd"}}}; }),
+                      {"sweep.engine.type", "cannot be swept"}));
+  t.push_back(refused("i31_10_sweep_over_run", 110,
+                      with(kBase, [](json& c) { c["sweep"] = {{"run", {1, 2}}}; }), {"sweep.run", "not a config key"}));
+  t.push_back(refused("i31_10_sweep_2_and_2_0", 110,
+                      with(kBase, [](json& c) { c["sweep"] = {{"train.lr", json::parse("[2, 2.0]")}}; }),
+                      {"sweep.train.lr[1]", "same value as 2"}));
+  for (const auto& [name, engine] : std::vector<std::pair<std::string, std::string>>{
+           {"allreduce", R"({"type":"sync","comm":"allreduce"})"}, {"easgd", R"({"type":"easgd"})"},
+           {"local_sgd", R"({"type":"local_sgd"})"}})
+    t.push_back(refused("i31_10_int8_not_applied_with_" + name, 110,
+                        with(kBase, [e = engine](json& c) {
+                          c["engines"] = json::array({json::parse(e)});
+                          c["cluster"]["network"] = {{"compression", {{"type", "int8"}}}};
+                        }),
+                        {"cluster.network.compression.type", "use \"none\""}));
+  t.push_back(refused("i31_10_inverted_straggler_window", 110,
+                      with(kBase, [](json& c) {
+                        c["cluster"]["stragglers"] = {{"slow", json::array({{{"worker", 0}, {"factor", 2}, {"from", 5}, {"to", 1}}})}};
+                      }),
+                      {"cluster.stragglers.slow[0].to", "not after `from`"}));
+  t.push_back(refused("i31_10_image_features_above_the_cap", 110,
+                      with(kTiny, [](json& c) {
+                        c["data"] = {{"type", "synthetic"}, {"image", {1, 1000, 1000}}};
+                        c["model"] = {{"type", "cnn"}};
+                      }),
+                      {"data.image", "more than data.features may be"}));
+  t.push_back(refused("i31_10_curvature_zero_in_float", 110,
+                      with(kBase, [](json& c) { c["model"]["curvature"] = 1e-50; }),
+                      {"model.curvature", "0 or infinite in float"}));
+  t.push_back(refused("i31_10_message_bytes_unbounded", 110,
+                      with(kBase, [](json& c) { c["cluster"]["network"] = {{"message_bytes", 1e300}}; }),
+                      {"cluster.network.message_bytes"}));
+  t.push_back(refused("i32_set_on_a_swept_key", 110,
+                      with(kBase, [](json& c) { c["sweep"] = {{"train.lr", {0.1, 0.2}}}; }),
+                      {"--set train.lr", "the sweep sets train.lr"}, "--set train.lr=0.5"));
   t.push_back(row("i31_9_config_key_with_nul", 109, "{bin} validate {cfg}", 2, {"a\\x00b", "unknown key"})
                   .cfg_text(R"({"a\u0000b": 1, "model": {"type": "quadratic"}, "engines": [{"type": "async"}]})")
                   .after([](Ctx& c) {
@@ -502,21 +554,28 @@ std::vector<Row> rows() {
                   {"base/sync-seed1/summary.json~completed"}).control());
 
   // ---- 3. failed runs are marked; resume verifies the result files
-  t.push_back(row("d03_failed_run_says_failed", 3, run, 2, {"run async-seed1", "nowhere"},
-                  {"tiny/async-seed1/summary.json~\"failed\"", "tiny/async-seed1/summary.json~\"error\"",
-                   "tiny/async-seed1/summary.json~nowhere", "tiny/index.csv~async-seed1,async,1,failed"})
-                  .cfg(with(kTiny, [](json& c) {
-                    c["model"] = {{"type", "mlp"}, {"hidden", {8}}};
-                    c["data"] = {{"type", "fashion_mnist"}, {"path", "nowhere"}};
-                  })));
+  // A data set that validation finds (its files exist) but that fails when the run reads
+  // it: a training-images file whose header promises 20 images and holds 5. (A missing
+  // folder is refused before any run: e_missing_fashion_folder.)
   {
+    std::vector<uint8_t> short_images = idx_images_header(20, 28, 28);
+    short_images.resize(short_images.size() + 5 * 784, 9);
+    t.push_back(row("d03_failed_run_says_failed", 3, run, 2, {"run async-seed1", "train-images"},
+                    {"fm/async-seed1/summary.json~\"failed\"", "fm/async-seed1/summary.json~\"error\"",
+                     "fm/async-seed1/summary.json~train-images", "fm/index.csv~async-seed1,async,1,failed"})
+                    .cfg(kFashion)
+                    .before(fashion_folder(short_images, 0)));
     std::vector<uint8_t> images = idx_images_header(20, 28, 28);
     images.resize(images.size() + 20 * 784, 9);
-    t.push_back(row("d03_failed_run_is_rerun", 3,  // the data folder appears after the first attempt
-                    run + "\ngrep -q failed {out}/fm/async-seed1/summary.json || exit 98\nmv {dir}/later {dir}/fm\n" + run, 0,
-                    {}, {"fm/async-seed1/summary.json~completed", "fm/index.csv!~failed"})
+    t.push_back(row("d03_failed_run_is_rerun", 3,  // the data is mended after the first attempt
+                    run + "\ngrep -q failed {out}/fm/async-seed1/summary.json || exit 98\nrm -r {dir}/fm\nmv {dir}/later {dir}/fm\n" + run, 0,
+                    // (5 gradients: the loss does not move, so the run's result is "stalled")
+                    {}, {"fm/async-seed1/summary.json~stalled", "fm/index.csv!~failed"})
                     .cfg(kFashion)
-                    .before(fashion_folder(images, 0, "later")));
+                    .before([=](Ctx& c) {
+                      fashion_folder(short_images, 0)(c);
+                      fashion_folder(images, 0, "later")(c);
+                    }));
   }
   for (const std::string file : {"metrics.csv", "workers.csv", "staleness.csv", "meta.json"})
     t.push_back(row("d03_resume_reruns_without_" + file.substr(0, file.find('.')), 3, run + " || exit 98\nrm {out}/base/async-seed1/" + file + "\n{bin} run {cfg} --out {out}", 0,
@@ -616,7 +675,8 @@ std::vector<Row> rows() {
   t.push_back(row("d06_eval_every_nanosecond_is_fine", 6,
                   run + " --set 'eval={\"every\":1e-9,\"unit\":\"time\"}' --set 'stop={\"time\":2e-7}' "
                         "--set 'cluster.compute={\"dist\":\"constant\",\"value\":1e-8}'",
-                  0, {}, {"base/async-seed1/summary.json~completed"}).control());
+                  // no update lands within 2e-7 s (the messages take longer): "stalled", not "completed"
+                  0, {}, {"base/async-seed1/summary.json~stalled"}).control());
   t.push_back(row("d06_ctrl_c_while_making_data", 6,
                   "{bin} run {cfg} --quiet --out {out} & P=$!\n"
                   "wait_for {out}/big/async-seed1/meta.json || exit 99\nsleep 0.3; kill -INT $P\n"
@@ -626,6 +686,16 @@ std::vector<Row> rows() {
                   .cfg(json::parse(R"({"name": "big", "model": {"type": "softmax"}, "data": {"type": "synthetic",
                       "features": 200, "classes": 1000, "train_samples": 200000, "test_samples": 10},
                       "stop": {"updates": 5}, "engines": [{"type": "async"}]})")));
+  // (issue #31: the sparse generator's loop did not poll; this one takes about 45 s)
+  t.push_back(row("d06_ctrl_c_while_making_sparse_data", 6,
+                  "{bin} run {cfg} --quiet --out {out} & P=$!\n"
+                  "wait_for {out}/bigsp/async-seed1/meta.json || exit 99\nsleep 0.3; kill -INT $P\n"
+                  "s=$(date +%s); wait $P; rc=$?; e=$(( $(date +%s) - s )); echo \"stopped after ${e}s\"\n"
+                  "[ $e -le 8 ] || exit 3; exit $rc",
+                  130, {}, {"bigsp/async-seed1/summary.json~interrupted", "bigsp/index.csv~interrupted"})
+                  .cfg(json::parse(R"({"name": "bigsp", "model": {"type": "sparse_softmax"}, "data": {"type":
+                      "sparse_synthetic", "features": 10000, "nnz": 10, "classes": 1000, "train_samples": 200000,
+                      "test_samples": 10}, "stop": {"updates": 1}, "engines": [{"type": "async"}]})")));
 
   // ---- 7. the int64 nanosecond clock
   t.push_back(refused("d07_stop_time_1e10", 7, kBase, {"stop.time", "[0, 1000000000]"}, "--set stop.time=1e10"));
@@ -897,8 +967,8 @@ std::vector<Row> rows() {
   t.push_back(row("e_usage_missing_config_file", 0, "{bin} run /nonexistent/c.json", 2, {"/nonexistent/c.json", "cannot open"}));
   t.push_back(row("e_usage_bad_shard", 0, run + " --shard 3/2", 2, {"--shard '3/2'"}, {"EMPTY"}));
   t.push_back(row("e_usage_cluster_with_threads", 0, "{bin} cluster {cfg} --threads 2", 2, {"--threads and --jobs do not apply"}));
-  t.push_back(row("e_missing_fashion_folder", 0, run, 2, {"nowhere", "dataset-fashion-mnist"},
-                  {"tiny/async-seed1/summary.json~failed"})
+  // refused by validation, before anything is written (issue 32: validate checks the data)
+  t.push_back(row("e_missing_fashion_folder", 0, run, 2, {"data.path", "nowhere", "dataset-fashion-mnist"}, {"EMPTY"})
                   .cfg(tiny([](json& c) {
                     c["model"] = {{"type", "mlp"}, {"hidden", {8}}};
                     c["data"] = {{"type", "fashion_mnist"}, {"path", "nowhere"}};
@@ -1088,7 +1158,7 @@ TEST(HardeningTable, CoversEveryDefect) {
   }
   for (int d = 1; d <= 14; ++d) EXPECT_TRUE(defects.count(d)) << "no row for defect " << d;
   // Issue 31's items 1-9 (6, the MPI ranks, is tests/mpi/test_mpi.py's RanksAgree).
-  for (int d = 101; d <= 109; ++d) {
+  for (int d = 101; d <= 110; ++d) {
     if (d == 106) continue;
     EXPECT_TRUE(defects.count(d)) << "no row for issue 31, item " << d - 100;
   }
@@ -1099,3 +1169,47 @@ TEST(HardeningTable, CoversEveryDefect) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------- issue #31
+
+namespace {
+json zero_step_config() {
+  return {{"name", "stuck"},
+          {"model", {{"type", "quadratic"}, {"dim", 2}, {"curvature", 1.0}}},
+          {"train", {{"lr", 0.01}}},
+          {"stop", {{"time", 1.0}}},
+          {"cluster", {{"workers", 2}, {"compute", {{"dist", "lognormal"}, {"mean", 0.01}, {"sigma", 1e9}}}}},
+          {"engines", json::array({json{{"type", "async"}}})}};
+}
+}  // namespace
+
+// lognormal sigma 1e9 draws 0 ns steps: virtual time never reached stop.time and the run
+// went round at t = 0 forever. It now stops (the no-progress rule, Simulation::run) with
+// exit 2 naming cluster.compute; the run is marked failed.
+TEST(Issue31, ZeroNanosecondStepsWithOnlyStopTimeExitTwoNamingClusterCompute) {
+  std::string dir = temp_dir("stuck");
+  write_text(dir + "/c.json", zero_step_config().dump());
+  const auto t0 = std::chrono::steady_clock::now();
+  CommandResult r = run_cli("run " + dir + "/c.json --quiet --out " + dir + "/out");
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("no progress in virtual time"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("cluster.compute"), std::string::npos) << r.output;
+  EXPECT_LT(wall, 60.0 * shared_device_slack());
+  EXPECT_NE(read_file(dir + "/out/stuck/async-seed1/summary.json").find("\"failed\""), std::string::npos);
+}
+
+// The rule is off while another limit can end the run: the same 0 ns steps with
+// stop.updates complete at t = 0 (more events at one instant than the rule allows).
+TEST(Issue31, ZeroNanosecondStepsWithAnotherLimitComplete) {
+  std::string dir = temp_dir("stuck_ok");
+  json c = zero_step_config();
+  c["stop"] = {{"time", 1.0}, {"updates", 2 * (asgd::kStuckEventsBase + 2 * asgd::kStuckEventsPerWorker)}};
+  c["eval"] = {{"every", 100000}, {"unit", "updates"}};
+  write_text(dir + "/c.json", c.dump());
+  CommandResult r = run_cli("run " + dir + "/c.json --quiet --out " + dir + "/out");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  json s = summary_at(dir + "/out/stuck/async-seed1");
+  EXPECT_EQ(s["status"], "completed");
+  EXPECT_EQ(s["time"].get<double>(), 0.0);
+}

@@ -157,6 +157,118 @@ TEST_F(Ops, DcSgdStepMatchesReferenceSeparateAndAliased) {
   }
 }
 
+TEST_F(Ops, NesterovStepMatchesReferenceSeparateAndAliased) {
+  ExecContext ctx;
+  const float lr = 0.03f, mu = 0.9f;
+  for (size_t n : kSizes) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    auto w = random_vec(n, 3), v = random_vec(n, 4), g = random_vec(n, 5);
+    auto want_w = w, want_v = v;
+    ops_ref::nesterov_step(want_w, want_v, g, lr, mu);
+    auto dw = to_device(w), dv = to_device(v), dg = to_device(g);
+    DeviceArray<float> dout(n);
+    ops::nesterov_step(ctx, dout.data(), dw.data(), dv.data(), dg.data(), lr, mu, n);
+    ctx.synchronize();
+    EXPECT_TRUE(all_close(dout.to_host(), want_w, kOpRtol, kOpAtol));
+    EXPECT_TRUE(all_close(dv.to_host(), want_v, kOpRtol, kOpAtol));
+    EXPECT_EQ(dw.to_host(), w);
+    dv.upload(v);
+    ops::nesterov_step(ctx, dw.data(), dw.data(), dv.data(), dg.data(), lr, mu, n);
+    ctx.synchronize();
+    EXPECT_TRUE(all_close(dw.to_host(), want_w, kOpRtol, kOpAtol));
+    EXPECT_TRUE(all_close(dv.to_host(), want_v, kOpRtol, kOpAtol));
+  }
+}
+
+// The bias-corrected parameters of step t, as engines/optimizer.h sets them.
+ops::AdamParams adam_params(float lr, double b1, double b2, double eps, double wd, bool decoupled, int t) {
+  ops::AdamParams p;
+  p.lr = lr;
+  p.beta1 = float(b1);
+  p.beta2 = float(b2);
+  p.one_minus_beta1 = float(1.0 - b1);
+  p.one_minus_beta2 = float(1.0 - b2);
+  p.eps = float(eps);
+  p.weight_decay = float(wd);
+  p.decoupled = decoupled;
+  p.c1 = float(1.0 - std::pow(b1, t));
+  p.c2 = float(1.0 - std::pow(b2, t));
+  return p;
+}
+
+// Five steps of Adam (plain, with L2 weight decay) and AdamW against the double-precision
+// reference, out of place then in place; the state (m, v) too. Elements with a tiny
+// second moment make d large, so the tolerance is relative to lr (one step's size).
+TEST_F(Ops, AdamStepMatchesReferenceForFiveSteps) {
+  ExecContext ctx;
+  const float lr = 0.01f;
+  const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
+  for (double wd : {0.0, 0.1}) {
+    for (bool decoupled : {false, true}) {
+      for (size_t n : kSizes) {
+        SCOPED_TRACE("wd " + std::to_string(wd) + (decoupled ? " adamw" : " adam") + ", n = " + std::to_string(n));
+        auto w = random_vec(n, 41), m = std::vector<float>(n, 0.0f), v = std::vector<float>(n, 0.0f);
+        auto want_w = w, want_m = m, want_v = v;
+        auto dw = to_device(w), dm = to_device(m), dv = to_device(v);
+        DeviceArray<float> dout(n);
+        for (int t = 1; t <= 5; ++t) {
+          auto g = random_vec(n, 50 + uint32_t(t));
+          ops_ref::adam_step(want_w, want_m, want_v, g, lr, b1, b2, eps, wd, decoupled, t);
+          auto dg = to_device(g);
+          const ops::AdamParams p = adam_params(lr, b1, b2, eps, wd, decoupled, t);
+          if (t % 2) {  // out of place, then copy back
+            ops::adam_step(ctx, dout.data(), dw.data(), dm.data(), dv.data(), dg.data(), p, n);
+            ops::copy(ctx, dw.data(), dout.data(), n);
+          } else {
+            ops::adam_step(ctx, dw.data(), dw.data(), dm.data(), dv.data(), dg.data(), p, n);
+          }
+          ctx.synchronize();
+          EXPECT_TRUE(all_close(dw.to_host(), want_w, 1e-6, 1e-5 * lr)) << "step " << t;
+          EXPECT_TRUE(all_close(dm.to_host(), want_m, kOpRtol, kOpAtol)) << "step " << t;
+          EXPECT_TRUE(all_close(dv.to_host(), want_v, kOpRtol, kOpAtol)) << "step " << t;
+        }
+      }
+    }
+  }
+}
+
+// The direction kernels give what the step kernels give: x - lr * d from them is the
+// step's w, bit for bit (one per-element rule serves both), and the state the same.
+TEST_F(Ops, DirectionsGiveTheStepsBits) {
+  ExecContext ctx;
+  const size_t n = 1000;
+  const float lr = 0.05f, mu = 0.7f;
+  auto w = random_vec(n, 61), g = random_vec(n, 62), v = random_vec(n, 63);
+  auto m = random_vec(n, 64), s = random_vec(n, 65);
+  for (auto& x : s) x = std::fabs(x);  // a second moment
+  for (bool nesterov : {false, true}) {
+    auto dw = to_device(w), dg = to_device(g), dv = to_device(v), dv2 = to_device(v);
+    DeviceArray<float> want(n), got(n);
+    if (nesterov) ops::nesterov_step(ctx, want.data(), dw.data(), dv.data(), dg.data(), lr, mu, n);
+    else ops::momentum_step(ctx, want.data(), dw.data(), dv.data(), dg.data(), lr, mu, n);
+    auto u = to_device(g);
+    ops::momentum_direction(ctx, u.data(), dv2.data(), mu, nesterov, n);
+    ops::sgd_step(ctx, got.data(), dw.data(), u.data(), lr, n);
+    ctx.synchronize();
+    EXPECT_EQ(got.to_host(), want.to_host()) << (nesterov ? "nesterov" : "heavy ball");
+    EXPECT_EQ(dv2.to_host(), dv.to_host());
+  }
+  for (bool decoupled : {false, true}) {
+    const ops::AdamParams p = adam_params(lr, 0.9, 0.99, 1e-6, 0.2, decoupled, 3);
+    auto dw = to_device(w), dg = to_device(g), dm = to_device(m), ds = to_device(s), dm2 = to_device(m),
+         ds2 = to_device(s);
+    DeviceArray<float> want(n), got(n);
+    ops::adam_step(ctx, want.data(), dw.data(), dm.data(), ds.data(), dg.data(), p, n);
+    auto u = to_device(g);
+    ops::adam_direction(ctx, u.data(), dw.data(), dm2.data(), ds2.data(), p, n);
+    ops::sgd_step(ctx, got.data(), dw.data(), u.data(), lr, n);
+    ctx.synchronize();
+    EXPECT_EQ(got.to_host(), want.to_host()) << (decoupled ? "adamw" : "adam");
+    EXPECT_EQ(dm2.to_host(), dm.to_host());
+    EXPECT_EQ(ds2.to_host(), ds.to_host());
+  }
+}
+
 // The row forms (ops::Rows) on a table of 37 rows x width 3 followed by a dense tail: the
 // named rows get the scalar reference's values (and the whole-array call's bits), every
 // other element keeps its bits, out of place and in place.
@@ -192,6 +304,42 @@ TEST_F(Ops, RowFormsTouchOnlyTheNamedRows) {
     ctx.synchronize();
     EXPECT_EQ(mout.to_host(), want_w);
     EXPECT_EQ(dv.to_host(), want_v);
+    // nesterov
+    want_w = w, want_v = v;
+    ops_ref::nesterov_step_rows(want_w, want_v, g, lr, mu, el);
+    auto nout = to_device(w), nin = to_device(w), nv = to_device(v);
+    ops::nesterov_step(ctx, r, nout.data(), in_place ? nout.data() : nin.data(), nv.data(), dg.data(), lr, mu);
+    ctx.synchronize();
+    EXPECT_EQ(nout.to_host(), want_w);
+    EXPECT_EQ(nv.to_host(), want_v);
+    // adam with L2, adamw: the reference on the rows, the whole-array call's bits there,
+    // every other element (and its moments) untouched
+    for (bool decoupled : {false, true}) {
+      const ops::AdamParams p = adam_params(lr, 0.9, 0.999, 1e-8, 0.1, decoupled, 2);
+      std::vector<float> am(n), as(n);
+      for (size_t i = 0; i < n; ++i) am[i] = 0.1f * v[i], as[i] = 0.01f * std::fabs(v[i]);
+      auto want_a = w, want_m = am, want_s = as;
+      ops_ref::adam_step_rows(want_a, want_m, want_s, g, lr, 0.9, 0.999, 1e-8, 0.1, decoupled, 2, el);
+      auto aout = to_device(w), ain = to_device(w), dam = to_device(am), das = to_device(as);
+      ops::adam_step(ctx, r, aout.data(), in_place ? aout.data() : ain.data(), dam.data(), das.data(), dg.data(), p);
+      auto wm = to_device(am), ws = to_device(as);
+      DeviceArray<float> awhole(n);
+      ops::adam_step(ctx, awhole.data(), dw.data(), wm.data(), ws.data(), dg.data(), p, n);
+      ctx.synchronize();
+      const std::vector<float> a_got = aout.to_host(), a_all = awhole.to_host(), m_got = dam.to_host();
+      EXPECT_TRUE(all_close(a_got, want_a, 1e-6, 1e-5 * lr));
+      EXPECT_TRUE(all_close(m_got, want_m, kOpRtol, kOpAtol));
+      std::vector<bool> named(n, false);
+      for (size_t i : el) {
+        named[i] = true;
+        EXPECT_EQ(a_got[i], a_all[i]) << i;
+      }
+      for (size_t i = 0; i < n; ++i) {
+        if (!named[i]) {
+          EXPECT_TRUE(a_got[i] == w[i] && m_got[i] == am[i]) << "element " << i << " changed";
+        }
+      }
+    }
     // delay compensation
     want = w;
     ops_ref::dc_sgd_step_rows(want, g, backup, lr, lambda, el);

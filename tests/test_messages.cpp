@@ -206,6 +206,38 @@ TEST(SparseMessages, ASparseModelProcessesTenTimesTheGradientsOfADenseOneOnABand
   EXPECT_GE(rate(sps), 10 * rate(dns));
 }
 
+namespace {
+// trace.json's spans named `name`: their args.bytes, in the file's order.
+std::vector<double> span_bytes(const std::string& run_dir, const std::string& name) {
+  std::vector<double> out;
+  json t = json::parse(read_file(run_dir + "/trace.json"));
+  for (const json& e : t["traceEvents"])
+    if (e.value("name", "") == name && e.contains("args") && e["args"].contains("bytes"))
+      out.push_back(e["args"]["bytes"].get<double>());
+  return out;
+}
+}  // namespace
+
+// trace.json's pull and push spans carry the bytes each message was charged: a sparse
+// model's rows (nnz x (4 + 4 K) + 4 K at batch 1), not the full parameter vector.
+TEST(SparseMessages, TraceSpansShowTheBytesCharged) {
+  const size_t F = 5000;
+  const int nnz = 10, K = 3;
+  const double rows_bytes = nnz * (4.0 + 4.0 * K) + 4.0 * K, full = (F * K + K) * 4.0;
+  json c = sparse_run(F, nnz, K, 1);
+  c["trace"] = true;
+  const std::string dir = run_one(c, "sptrace");
+  for (const char* name : {"pull", "push"}) {
+    std::vector<double> b = span_bytes(dir, name);
+    ASSERT_GT(b.size(), 10u) << name;
+    for (double v : b) ASSERT_EQ(v, rows_bytes) << name;
+  }
+  c["cluster"]["network"]["sparse_pull"] = false;  // full pulls, rows pushes
+  const std::string full_dir = run_one(c, "sptrace_full");
+  for (double v : span_bytes(full_dir, "pull")) ASSERT_EQ(v, full);
+  for (double v : span_bytes(full_dir, "push")) ASSERT_EQ(v, rows_bytes);
+}
+
 // ------------------------------------------------------------------ compression, end to end
 
 namespace {
@@ -262,6 +294,20 @@ TEST(Compression, TheServerAppliesTheCompressedGradient) {
   EXPECT_NEAR(read_metrics(dir + "/metrics.csv").column("train_loss").back(), expect, 1e-5);
   json s = summary_at(dir);
   EXPECT_DOUBLE_EQ(s["messages"]["bytes_to_server"].get<double>(), 14.0 * s["messages"]["to_server"].get<double>());
+}
+
+// trace.json's push spans of a compressed gradient show the bytes charged (top-1 of 10:
+// 4 + 4), its pulls the full 40.
+TEST(Compression, TraceSpansShowTheCompressedBytes) {
+  json c = quad_topk(20, false);
+  c["trace"] = true;
+  c["cluster"]["network"]["latency"] = 1e-4;  // spans of a positive length
+  const std::string dir = run_one(c, "topk_trace");
+  std::vector<double> push = span_bytes(dir, "push"), pull = span_bytes(dir, "pull");
+  ASSERT_GE(push.size(), 20u);
+  ASSERT_GE(pull.size(), 20u);
+  for (double v : push) ASSERT_EQ(v, 8.0);
+  for (double v : pull) ASSERT_EQ(v, 40.0);
 }
 
 TEST(Compression, ConfigRefusesItForSparseModelsAndListsTheKeys) {

@@ -898,7 +898,21 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
 }
 
-enum class Rule { Sgd, Momentum, Dc, Sum };
+enum class Rule { Sgd, Momentum, Dc, Sum, Nesterov, Adam, AdamSum, AdamW };
+
+OptimizerSpec rule_optimizer(Rule rule) {
+  OptimizerSpec o;
+  if (rule == Rule::Momentum || rule == Rule::Nesterov) o.momentum = 0.9;
+  o.nesterov = rule == Rule::Nesterov;
+  if (rule == Rule::Adam || rule == Rule::AdamSum || rule == Rule::AdamW) {
+    o.kind = rule == Rule::AdamW ? OptimizerKind::AdamW : OptimizerKind::Adam;
+    o.beta1 = 0.9, o.beta2 = 0.999, o.eps = 1e-8;
+    o.weight_decay = rule == Rule::AdamW ? 0.01 : 0.0;  // decay moves every row: dense steps
+  }
+  return o;
+}
+// Rules whose state makes every row touched so far move on every update.
+bool stateful(Rule rule) { return rule_optimizer(rule).stateful(); }
 
 // 60 server updates of random sparse gradients (1 to 8 of the 4000 rows, the bias always)
 // by `rule`, with readers holding older versions (so that most versions go to recycled
@@ -919,11 +933,11 @@ Replay replay(Rule rule, bool force_dense, bool poison, size_t keep) {
   std::vector<float> init(n);
   for (auto& x : init) x = u(gen);
   ParameterStore store(init, keep, rig.model->row_layout());
-  ServerUpdate server(rule == Rule::Momentum ? 0.9 : 0.0);
+  ServerUpdate server(rule_optimizer(rule));
   Replay out;
   out.versions.push_back(init);
   std::deque<std::pair<Snapshot, std::vector<float>>> held;  // readers, with what they read
-  const int parts = rule == Rule::Sum ? 3 : 1;
+  const int parts = rule == Rule::Sum || rule == Rule::AdamSum ? 3 : 1;
   std::vector<DeviceArray<float>> grads(parts);
   for (int step = 0; step < 60; ++step) {
     std::vector<std::vector<int32_t>> rows(parts);
@@ -945,7 +959,7 @@ Replay replay(Rule rule, bool force_dense, bool poison, size_t keep) {
       grads[p].upload(g);
     }
     const float lr = 0.05f + 0.01f * float(step % 3);
-    if (rule == Rule::Sum) {
+    if (parts > 1) {
       std::vector<float*> ptrs;
       std::vector<const std::vector<int32_t>*> prs;
       for (int p = 0; p < parts; ++p) ptrs.push_back(grads[p].data()), prs.push_back(&rows[p]);
@@ -976,14 +990,17 @@ Replay replay(Rule rule, bool force_dense, bool poison, size_t keep) {
 
 // The server's update of a sparse gradient, on its rows only, gives every version the
 // bits of the dense update of the same gradient (zeros elsewhere): plain SGD, momentum
-// (dense heavy-ball decay), DC-ASGD and a sum of three workers' parts, with readers holding
+// (dense heavy-ball decay), Nesterov, dense Adam (not lazy: its moments decay on every row
+// touched so far), AdamW with weight decay (then every step is dense), DC-ASGD and a sum of
+// three workers' parts (SGD and Adam), with readers holding
 // old versions and with a history for forced staleness. And only the touched rows change
 // (plain SGD, DC, the sum): with NaN instead of +0 outside the rows, the sparse path gives
 // the same versions (the dense path writes NaN there, which the test checks, so the
 // comparison can fail).
 TEST(SparseServerUpdate, TouchesOnlyTheRowsAndGivesTheDenseBits) {
   if (!kernels_device_available()) GTEST_SKIP() << "no device";
-  for (Rule rule : {Rule::Sgd, Rule::Momentum, Rule::Dc, Rule::Sum}) {
+  for (Rule rule : {Rule::Sgd, Rule::Momentum, Rule::Dc, Rule::Sum, Rule::Nesterov, Rule::Adam, Rule::AdamSum,
+                    Rule::AdamW}) {
     for (size_t keep : {size_t(0), size_t(2)}) {
       SCOPED_TRACE("rule " + std::to_string(int(rule)) + ", history " + std::to_string(keep));
       const Replay dense = replay(rule, true, false, keep), sparse = replay(rule, false, false, keep);
@@ -993,10 +1010,10 @@ TEST(SparseServerUpdate, TouchesOnlyTheRowsAndGivesTheDenseBits) {
       // Patched, not copied: only fresh buffers (the first few) are copied whole; later
       // versions go to recycled buffers a few versions old. (Momentum steps every row
       // touched so far: its versions soon differ in too many rows to patch.)
-      if (rule != Rule::Momentum) {
+      if (!stateful(rule)) {
         EXPECT_LE(sparse.whole_copies, 8u) << "whole-table copies";
       }
-      if (rule == Rule::Momentum) continue;  // it reads g on every row touched so far (their velocity decays)
+      if (stateful(rule)) continue;  // it reads g on every row touched so far (their state decays)
       const Replay poisoned = replay(rule, false, true, keep);
       for (size_t v = 0; v < dense.versions.size(); ++v)
         ASSERT_TRUE(same_bits(poisoned.versions[v], sparse.versions[v])) << "version " << v << ": an untouched row changed";
@@ -1009,7 +1026,7 @@ TEST(SparseServerUpdate, TouchesOnlyTheRowsAndGivesTheDenseBits) {
 
 // A run of a sparse model gives the same metrics.csv, workers.csv and summary.json (wall
 // clock aside) with the sparse server updates as with every update forced dense: every
-// server-based engine, momentum, DC-ASGD, the staleness-aware rate, forced staleness
+// server-based engine, momentum, Nesterov, Adam, DC-ASGD, the staleness-aware rate, forced staleness
 // (with its version history) and the single-replica warm-up.
 TEST(SparseServerUpdate, RunsAreByteIdenticalToForcedDenseUpdates) {
   json c = sparse_config();
@@ -1030,7 +1047,17 @@ TEST(SparseServerUpdate, RunsAreByteIdenticalToForcedDenseUpdates) {
   stale["name"] = "spstale";
   stale["staleness"] = {{"mode", "fixed"}, {"tau", 3}};
   stale["engines"] = json::array({json{{"type", "async"}}, json{{"type", "async"}, {"name", "dc"}, {"delay_compensation", 0.5}}});
-  for (const json& cfg : {c, mom, stale}) {
+  json adam = mom;  // dense Adam on the rows touched so far, the warm-up's Adam, forced staleness
+  adam["name"] = "spadam";
+  adam["train"]["momentum"] = 0.0;
+  adam["train"]["optimizer"] = "adam";
+  adam["train"]["lr"] = 0.05;
+  adam["staleness"] = {{"mode", "fixed"}, {"tau", 2}};
+  adam["engines"].push_back(json{{"type", "async"}, {"name", "divide"}, {"lr_staleness", "divide"}});
+  json nesterov = mom;
+  nesterov["name"] = "spnest";
+  nesterov["train"]["nesterov"] = true;
+  for (const json& cfg : {c, mom, stale, adam, nesterov}) {
     const std::string name = cfg["name"].get<std::string>();
     const std::string sparse_dir = run_config(cfg, temp_dir(name + "sparse"), 2);
     g_force_dense_updates = true;

@@ -176,6 +176,39 @@ TEST(TimeModel, LocalSgdRoundCostsOnePullAndOnePushPerWorker) {
   EXPECT_EQ(one["messages"]["to_server"], 640);
 }
 
+// DiLoCo sends what local SGD sends, whatever its inner and outer optimizers: per round a
+// pull and a push of the parameters per worker, so on the shared link a round of H inner
+// AdamW steps takes (N + 1) T + H c, and with 16-bit transfers (bf16: 2 bytes a value)
+// each message takes half as long.
+TEST(TimeModel, DilocoRoundCostsOnePullAndOnePushPerWorker) {
+  const int n = 4, h = 8;
+  const double c_step = 1e-4, kClockParams = 25000;  // 100 KB at fp32: 10 ms a message
+  auto run = [&](const char* precision) {
+    json c = clock_config("dl", n, c_step, {{"type", "diloco"}, {"steps", h}});
+    c["train"]["optimizer"] = "adamw";
+    c["train"]["lr"] = 0.01;
+    c["train"]["weight_decay"] = 0.1;
+    c["model"]["dim"] = int(kClockParams);
+    c["cluster"]["network"] = {{"bandwidth", 1e7}, {"precision", precision}};
+    c["stop"] = {{"gradients", 640}};
+    return summary_at(run_one(c, "dl"));
+  };
+  for (const char* precision : {"fp32", "bf16"}) {
+    SCOPED_TRACE(precision);
+    json s = run(precision);
+    const double bytes = s["messages"]["bytes_to_server"].get<double>() / s["messages"]["to_server"].get<double>();
+    EXPECT_EQ(bytes, std::string(precision) == "fp32" ? 4.0 * kClockParams : 2.0 * kClockParams);
+    const double t = bytes / 1e7;
+    EXPECT_NEAR(s["iteration_time"]["mean"].get<double>(), (n + 1) * t + h * c_step, 1e-9);
+    // 640 gradients of 8 inner steps: 20 rounds of 4 workers, a pull and a push each
+    EXPECT_EQ(s["gradients"], 640);
+    EXPECT_EQ(s["updates"], 20);
+    EXPECT_EQ(s["messages"]["to_server"], 80);
+    EXPECT_LE(s["messages"]["to_workers"].get<int>(), 80 + n);
+    EXPECT_GE(s["messages"]["to_workers"].get<int>(), 80);
+  }
+}
+
 // The single-replica warm-up trains one replica alone: no message, no server time.
 TEST(TimeModel, TheWarmUpSendsNothing) {
   json c = clock_config("warm", 4, 0.01, {{"type", "async"}});

@@ -72,11 +72,16 @@ std::vector<ParamInfo> params_of(const std::vector<Field<S>>& fields) {
   return out;
 }
 
-// Fills `out` from `resolved` (an object validated against `fields`, defaults filled).
+// Fills `out` from `resolved` (an object validated against `fields`, defaults filled). A
+// key it lacks takes its declared default (an object built in code, not validated, as
+// tests build engine specs); a required key it lacks is left as `out` holds it.
 template <class S>
 void set_fields(const std::vector<Field<S>>& fields, const json& resolved, S& out) {
-  for (const auto& f : fields)
-    if (f.set && resolved.is_object() && resolved.contains(f.info.name)) f.set(out, resolved.at(f.info.name));
+  for (const auto& f : fields) {
+    if (!f.set) continue;
+    if (resolved.is_object() && resolved.contains(f.info.name)) f.set(out, resolved.at(f.info.name));
+    else if (!f.info.required()) f.set(out, f.info.default_value);
+  }
 }
 
 // The keys of one JSON object (a config section), bound to the members of S.
@@ -88,6 +93,9 @@ struct Section {
   // What the section is when the config leaves it out, where that is more than its keys'
   // defaults (stop: {"epochs": 1}); null: {}.
   nlohmann::json left_out = nullptr;
+  // Checks across its keys, reported under `path` (the resolved object, defaults filled;
+  // its values may be ones already reported as invalid). Optional.
+  std::function<void(const nlohmann::json& resolved, const std::string& path, Validator& v)> check;
 
   std::vector<ParamInfo> params() const { return params_of(fields); }
   nlohmann::json when_left_out() const { return left_out.is_null() ? nlohmann::json::object() : left_out; }
@@ -97,6 +105,7 @@ struct Section {
             const std::vector<std::string>& also_allowed = {}) const {
     const size_t before = v.issues().size();
     json resolved = v.object(user, path, params(), also_allowed);
+    if (check && v.issues().size() == before) check(resolved, path, v);
     if (v.issues().size() == before) set_fields(fields, resolved, out);
     return resolved;
   }

@@ -65,9 +65,18 @@ Field<S> activation_field(Activation S::*member, const char* doc) {
   return choice_field(member, str("activation", "relu", doc), {{"relu", Activation::ReLU}, {"tanh", Activation::Tanh}});
 }
 
+// The model computes in fp32: a curvature that float rounds to 0 or to infinity is not
+// the one asked for (issue 31: 1e-50 passed as "> 0" and trained a flat model).
+bool float_positive_finite(double h) {
+  const float f = float(h);
+  return f > 0 && std::isfinite(f);
+}
+const char* kFloatRange = " (the model computes in fp32: use 1.2e-38 to 3.4e38)";
+
 void check_curvature(const json& c, const std::string& path, Validator& v) {
   if (c.is_number()) {
     if (!(c.get<double>() > 0)) v.error(path, "curvature must be > 0, got " + brief(c));
+    else if (!float_positive_finite(c.get<double>())) v.error(path, brief(c) + " is 0 or infinite in float" + kFloatRange);
     return;
   }
   if (c.is_array()) {
@@ -75,6 +84,8 @@ void check_curvature(const json& c, const std::string& path, Validator& v) {
     for (size_t i = 0; i < c.size(); ++i)
       if (!c[i].is_number() || !(c[i].get<double>() > 0))
         v.error(index_path(path, i), "curvature must be a number > 0, got " + brief(c[i]));
+      else if (!float_positive_finite(c[i].get<double>()))
+        v.error(index_path(path, i), brief(c[i]) + " is 0 or infinite in float" + kFloatRange);
     return;
   }
   if (c.is_object()) {
@@ -83,6 +94,9 @@ void check_curvature(const json& c, const std::string& path, Validator& v) {
     if (o.contains("min") && o.contains("max") && o["min"].is_number() && o["max"].is_number() &&
         o["max"].get<double>() < o["min"].get<double>())
       v.error(path, "curvature.max must be >= curvature.min");
+    for (const char* k : {"min", "max"})
+      if (o.contains(k) && o[k].is_number() && o[k].get<double>() > 0 && !float_positive_finite(o[k].get<double>()))
+        v.error(join_path(path, k), brief(o[k]) + " is 0 or infinite in float" + kFloatRange);
     return;
   }
   v.error(path, "expected a number > 0, a list of them, or {\"min\": a, \"max\": b}; got " + brief(c));

@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   try {
     asgd::Experiment exp = asgd::resolve_experiment(j, "fuzz", "/nonexistent-fuzz-dir");
-    for (const auto& run : exp.runs) asgd::build_compute_model(run.settings, ".");
+    for (const auto& run : exp.runs) asgd::build_compute_model(run.settings, exp.base_dir);
   } catch (const asgd::ConfigError&) {
   }
   return 0;

@@ -150,7 +150,7 @@ class RealRuns(unittest.TestCase):
         cls.tmp = tempfile.mkdtemp(prefix="asgd-mpi-real-")
         cfg = dict(REAL, engines=[{"type": "async"}, {"type": "sync"}, {"type": "sync_backup", "backups": 1},
                                   {"type": "easgd"}, {"type": "easgd", "mode": "sync", "name": "easgd_sync"}, {"type": "ssp", "bound": 2},
-                                  {"type": "local_sgd", "steps": 4},
+                                  {"type": "local_sgd", "steps": 4}, {"type": "diloco", "steps": 4},
                                   {"type": "k_batch_sync", "k": 6, "late": "drop"},
                                   {"type": "k_async", "k": 3, "batch": True, "staleness_weight": "inverse_sqrt"}])
         cls.cfg = write_config(cls.tmp, cfg)
@@ -177,7 +177,7 @@ class RealRuns(unittest.TestCase):
         self.assertEqual(self.real.returncode, 0, self.real.stderr)
         self.assertEqual(self.sim.returncode, 0, self.sim.stderr)
         index = read_csv(os.path.join(self.out, "real-cluster", "index.csv"))
-        self.assertEqual([r["status"] for r in index], ["completed"] * 9)
+        self.assertEqual([r["status"] for r in index], ["completed"] * 10)
         for r in index:
             folder = os.path.join(self.out, "real-cluster", r["run_id"])
             sim_folder = os.path.join(self.out, "real", r["run_id"])
@@ -222,7 +222,7 @@ class RealRuns(unittest.TestCase):
     def test_the_other_engines_train_to_the_simulated_accuracy(self):
         # their arrival order is the OS's, so they agree within a tolerance
         for rid in ("sync_backup-seed3", "easgd-seed3", "easgd_sync-seed3", "ssp-seed3", "local_sgd-seed3",
-                    "k_batch_sync-seed3", "k_async-seed3"):
+                    "diloco-seed3", "k_batch_sync-seed3", "k_async-seed3"):
             sim, real = self.summaries(rid)
             self.assertEqual(real["status"], "completed", rid)
             self.assertAlmostEqual(real["final"]["test_accuracy"], sim["final"]["test_accuracy"], delta=0.04, msg=rid)
