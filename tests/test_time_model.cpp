@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
-#include "sim/lr_schedule.h"
-#include "sim/topology.h"
+#include "sim/timing/lr_schedule.h"
+#include "sim/net/topology.h"
 #include "test_helpers.h"
 
 using nlohmann::json;
