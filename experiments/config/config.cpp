@@ -908,7 +908,33 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
   std::vector<std::pair<json, std::shared_ptr<Distribution>>> built;
   std::vector<json> checked, failed_specs;
   const bool valid = v.ok();  // the cost checks read the runs' settings, which needs valid configs
-  for (const auto& run : exp.runs) {
+  for (auto& run : exp.runs) {
+    // dist "flops": a sample costs the model's FLOPs at the device's rate, a constant draw
+    // per sample (per step: the batch's); the run's compute distribution is that constant
+    const json& asked = run.config["cluster"]["compute"];
+    if (valid && asked.is_object()) run.settings.compute_model = {{"dist", asked.value("dist", "")}};
+    if (valid && asked.is_object() && asked.value("dist", "") == "flops") {
+      const double rate = device_flops(asked["flops"]);
+      const double fps = model_sizes(run.config).flops_per_sample;
+      if (rate <= 0) {
+        v.error("cluster.compute.flops", "expected a number > 0 (FLOP/s) or one of h100-fp32, a100-fp32, v100-fp32, "
+                                         "h100-bf16, a100-bf16; got " + brief(asked["flops"]));
+        continue;
+      }
+      if (!(fps > 0)) {
+        v.error("cluster.compute.dist", "\"flops\" needs a model that counts its FLOPs; model '" +
+                                            text_of(run.config["model"], "type") + "' has none (give a duration)");
+        continue;
+      }
+      const double per_sample = fps / (rate * asked["efficiency"].get<double>());
+      const double draw = run.settings.step_cost.per_sample ? per_sample : per_sample * double(run.settings.batch_size);
+      run.settings.compute_dist = {{"dist", "constant"}, {"value", draw}};
+      run.settings.compute_model = {{"dist", "flops"},
+                                    {"flops_per_sample", fps},
+                                    {"device_flops", rate},
+                                    {"efficiency", asked["efficiency"]},
+                                    {"seconds_per_sample", per_sample}};
+    }
     for (const char* key : {"compute", "speeds"}) {
       const json& spec = run.config["cluster"][key];
       if (!spec.is_object() || spec.value("dist", "") != "trace" || spec.value("file", "").empty()) continue;
@@ -921,7 +947,7 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
         failed_specs.push_back(spec);
       }
     }
-    const json& compute_spec = run.config["cluster"]["compute"];
+    const json& compute_spec = run.settings.compute_dist;
     if (!valid || std::find(failed_specs.begin(), failed_specs.end(), compute_spec) != failed_specs.end()) continue;
     std::shared_ptr<Distribution> compute;
     for (const auto& [spec, dist] : built)

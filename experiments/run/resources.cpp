@@ -125,6 +125,7 @@ ModelSizes model_sizes(const json& c) {
     z.params = double(m->num_params());
     z.train_floats_per_sample = double(m->floats_per_sample(true));
     z.eval_floats_per_sample = double(m->floats_per_sample(false));
+    z.flops_per_sample = m->flops_per_sample();
   } catch (const std::exception&) {
     // a model its data cannot feed: reported by the config's own checks
   }

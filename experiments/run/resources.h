@@ -63,6 +63,7 @@ struct ModelSizes {
   double params = 0;
   double train_floats_per_sample = 0;
   double eval_floats_per_sample = 0;
+  double flops_per_sample = 0;  // Model::flops_per_sample (0: the quadratic)
 };
 ModelSizes model_sizes(const json& run_config);
 double model_param_count(const json& run_config);

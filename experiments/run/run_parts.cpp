@@ -249,6 +249,7 @@ json summary_json(const RunSpec& run, const RunOutcome& outcome, const MetricsRo
       {"run_id", run.run_id},
       {"engine", run.engine},
       {"engine_config", engine_config},
+      {"compute_model", run.settings.compute_model},
       {"seed", run.seed},
       {"sweep", run.sweep_values},
       {"final", {{"train_loss", finite_or_null(last.train_loss)}, {"test_loss", finite_or_null(last.test_loss)},

@@ -108,6 +108,10 @@ struct RunSettings {
   // what a draw stands for, the workers' slowdown factors (a list, empty = all 1, or a
   // distribution spec drawn once per worker) and the stragglers
   nlohmann::json compute_dist;
+  // What the clock charges for compute, as summary.json reports it: {"dist": name}, and
+  // for dist "flops" the model's FLOPs per sample, the rate and the seconds per sample it
+  // gave (compute_dist is then that constant).
+  nlohmann::json compute_model;
   StepCost step_cost;
   std::vector<double> speeds;
   nlohmann::json speeds_dist;          // null: `speeds` holds the factors

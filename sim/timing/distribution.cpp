@@ -163,7 +163,7 @@ namespace {
 
 // Every distribution's keys, bound into one struct (each member reads its own).
 struct DistParams {
-  double value{}, low{}, high{}, mean{}, shift{}, sigma{}, scale{}, alpha{}, shape{};
+  double value{}, low{}, high{}, mean{}, shift{}, sigma{}, scale{}, alpha{}, shape{}, efficiency{};
   std::vector<double> values;
   std::string file;
 };
@@ -210,6 +210,20 @@ const std::vector<DistMember>& members() {
          {p(&P::scale, "scale", "scale lambda (the 63rd percentile)"),
           p(&P::shape, "shape", "shape k (at least 0.05: the moments need Gamma(1 + 2/k))", nullptr, 0.05, false)},
          [](const P& d, const std::string&) { return std::make_unique<Weibull>(d.scale, d.shape); }},
+        {"flops",
+         "the model's own cost: a sample takes the model's FLOPs per sample (Model::flops_per_sample) / (flops x "
+         "efficiency) seconds, and a step on m samples m times that, plus overhead (per sample or per step alike). "
+         "Counts the GEMMs only: memory-bound layers, elementwise work and kernel launches are not in it",
+         {field<P>(ParamInfo{"flops", ParamType::Any, nullptr,
+                             "the device's FLOP/s: a number > 0, or a named datasheet peak (h100-fp32, a100-fp32, "
+                             "v100-fp32, h100-bf16, a100-bf16)"},
+                   [](P&, const nlohmann::json&) {}),
+          field(&P::efficiency, ParamInfo{"efficiency", ParamType::Number, 1.0,
+                                          "the fraction of that peak the model reaches", 0, 1, true})},
+         [](const P&, const std::string&) -> std::unique_ptr<Distribution> {
+           throw std::invalid_argument(
+               "flops: a step's time follows the model; it is resolved with the run's model (resolve_experiment)");
+         }},
         {"trace", "replays a list of durations, per worker from the start, cyclically",
          {field(&P::values, ParamInfo{"values", ParamType::NumberList, nlohmann::json::array(),
                                       "the durations (or give `file`)", 0.0, kMaxConfigSeconds}),
@@ -233,6 +247,17 @@ const std::vector<DistMember>& members() {
 }
 
 }  // namespace
+
+double device_flops(const nlohmann::json& v) {
+  if (v.is_number()) return v.get<double>() > 0 && std::isfinite(v.get<double>()) ? v.get<double>() : 0;
+  if (!v.is_string()) return 0;
+  // Datasheet peaks, dense (no sparsity), FLOP/s: H100 SXM, A100 SXM, V100 SXM2.
+  static const std::vector<std::pair<std::string, double>> named = {
+      {"h100-fp32", 67e12}, {"a100-fp32", 19.5e12}, {"v100-fp32", 15.7e12}, {"h100-bf16", 989e12}, {"a100-bf16", 312e12}};
+  for (const auto& [name, flops] : named)
+    if (name == v.get<std::string>()) return flops;
+  return 0;
+}
 
 const std::vector<ComponentInfo>& distribution_catalog() {
   static const std::vector<ComponentInfo> catalog = [] {

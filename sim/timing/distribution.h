@@ -25,6 +25,10 @@ class Distribution {
 // The distributions and their parameters (the "dist" key selects one).
 const std::vector<ComponentInfo>& distribution_catalog();
 
+// cluster.compute.flops of dist "flops": a device's FLOP/s, a number or a named datasheet
+// peak ("h100-fp32", ...); 0 for anything else.
+double device_flops(const nlohmann::json& flops);
+
 // Builds a distribution from a validated spec {"dist": name, params...}. A trace "file"
 // is read here; a missing file or a non-numeric line throws std::invalid_argument naming
 // the file and line. base_dir resolves relative file paths.
