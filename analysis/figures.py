@@ -1013,7 +1013,7 @@ def thread_label(tid, names):
 
 
 def is_worker_track(tid):
-    """Worker w is track w + 1 (sim/recorder.h); 0 and non-integer tracks are not workers."""
+    """Worker w is track w + 1 (sim/run/recorder.h); 0 and non-integer tracks are not workers."""
     return isinstance(tid, int) and tid > 0
 
 

@@ -4,8 +4,8 @@
 #include <memory>
 #include <vector>
 #include "engines/staleness_weight.h"
-#include "sim/engine.h"
-#include "sim/runtime.h"
+#include "sim/core/engine.h"
+#include "sim/core/runtime.h"
 
 namespace asgd {
 

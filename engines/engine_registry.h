@@ -10,7 +10,7 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 #include "sim/config/field.h"
-#include "sim/engine.h"
+#include "sim/core/engine.h"
 
 namespace asgd {
 

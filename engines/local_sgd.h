@@ -4,8 +4,8 @@
 #include <memory>
 #include <vector>
 #include "engines/engine_registry.h"
-#include "sim/engine.h"
-#include "sim/runtime.h"
+#include "sim/core/engine.h"
+#include "sim/core/runtime.h"
 
 namespace asgd {
 

@@ -1,5 +1,5 @@
 // engines/optimizer.h — one optimizer state and its update rule (train.optimizer: sgd with
-// optional heavy-ball or Nesterov momentum, adam, adamw; sim/settings.h OptimizerSpec),
+// optional heavy-ball or Nesterov momentum, adam, adamw; sim/run/settings.h OptimizerSpec),
 // over the kernels of kernels/ops.h. A parameter server holds one (in ServerUpdate, for
 // every server engine, whatever the worker count); local SGD and DiLoCo hold one per
 // worker for its local steps. What it is not: a scheduler of rates (the caller passes the
@@ -12,7 +12,7 @@
 #include <cstdint>
 #include "kernels/buffer.h"
 #include "kernels/ops.h"
-#include "sim/settings.h"
+#include "sim/run/settings.h"
 
 namespace asgd {
 

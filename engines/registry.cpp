@@ -31,18 +31,10 @@ const std::vector<EngineType>& engine_types() {
   return types;
 }
 
-const EngineType* find_engine_type(const std::string& name) {
-  for (const auto& t : engine_types())
-    if (t.name == name) return &t;
-  return nullptr;
-}
+const EngineType* find_engine_type(const std::string& name) { return find_named(engine_types(), name); }
 
 const std::vector<ComponentInfo>& engine_catalog() {
-  static const std::vector<ComponentInfo> catalog = [] {
-    std::vector<ComponentInfo> c;
-    for (const auto& t : engine_types()) c.push_back({t.name, t.doc, t.params});
-    return c;
-  }();
+  static const std::vector<ComponentInfo> catalog = catalog_of(engine_types());
   return catalog;
 }
 

@@ -13,8 +13,8 @@
 #include <vector>
 #include "engines/optimizer.h"
 #include "kernels/ops.h"
-#include "sim/parameter_store.h"
-#include "sim/runtime.h"
+#include "sim/core/parameter_store.h"
+#include "sim/core/runtime.h"
 
 namespace asgd {
 

@@ -2,8 +2,8 @@
 #pragma once
 #include <memory>
 #include <vector>
-#include "sim/engine.h"
-#include "sim/runtime.h"
+#include "sim/core/engine.h"
+#include "sim/core/runtime.h"
 
 namespace asgd {
 

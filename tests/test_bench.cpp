@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "experiments/bench.h"
+#include "experiments/bench/bench.h"
 #include "test_helpers.h"
 
 using nlohmann::json;

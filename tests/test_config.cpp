@@ -7,8 +7,8 @@
 #include <sstream>
 #include <nlohmann/json.hpp>
 #include "engines/engine_registry.h"
-#include "experiments/resources.h"
-#include "experiments/runner.h"
+#include "experiments/run/resources.h"
+#include "experiments/run/runner.h"
 #include "test_helpers.h"
 
 using nlohmann::json;

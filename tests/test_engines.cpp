@@ -9,12 +9,12 @@
 #include "kernels/model.h"
 #include "kernels/ops.h"
 #include "engines/engine_registry.h"
-#include "sim/dataset.h"
-#include "sim/distribution.h"
-#include "sim/run_monitor.h"
-#include "sim/simulation.h"
-#include "sim/lr_schedule.h"
-#include "sim/sample_stream.h"
+#include "sim/data/dataset.h"
+#include "sim/timing/distribution.h"
+#include "sim/run/run_monitor.h"
+#include "sim/core/simulation.h"
+#include "sim/timing/lr_schedule.h"
+#include "sim/data/sample_stream.h"
 #include "test_helpers.h"
 
 using nlohmann::json;

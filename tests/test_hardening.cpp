@@ -27,7 +27,7 @@
 #include <functional>
 #include <set>
 #include <nlohmann/json.hpp>
-#include "sim/simulation.h"  // kStuckEvents*
+#include "sim/core/simulation.h"  // kStuckEvents*
 #include "test_helpers.h"
 
 using nlohmann::json;

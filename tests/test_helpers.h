@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 #include <gtest/gtest.h>
-#include "experiments/config.h"
-#include "experiments/runner.h"
+#include "experiments/config/config.h"
+#include "experiments/run/runner.h"
 #include "kernels/exec.h"
 
 namespace asgd::testing {

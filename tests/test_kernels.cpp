@@ -30,7 +30,7 @@
 #include "kernels/ops.h"
 #include "kernels/ops_ref.h"
 #include "kernels/rng.h"
-#include "sim/dataset.h"
+#include "sim/data/dataset.h"
 #include "kernel_test_helpers.h"
 
 namespace asgd {

@@ -15,7 +15,7 @@
 #include "kernels/ops.h"
 #include "kernels/ops_ref.h"
 #include "kernels/rng.h"
-#include "sim/message_size.h"
+#include "sim/net/message_size.h"
 #include "test_helpers.h"
 
 using nlohmann::json;

@@ -20,7 +20,7 @@
 #include <memory>
 #include <thread>
 #include <nlohmann/json.hpp>
-#include "sim/atomic_file.h"
+#include "sim/run/atomic_file.h"
 #include "test_helpers.h"
 
 using nlohmann::json;

@@ -34,18 +34,18 @@
 #include "kernels/exec.h"
 #include "kernels/ops.h"
 #include "kernels/rng.h"
-#include "sim/atomic_file.h"
-#include "sim/compute_time.h"
-#include "sim/dataset.h"
-#include "sim/distribution.h"
-#include "sim/event_queue.h"
-#include "sim/idx_reader.h"
-#include "sim/lr_schedule.h"
-#include "sim/parameter_store.h"
-#include "sim/sample_stream.h"
-#include "sim/simulation.h"
-#include "sim/time.h"
-#include "sim/worker_pool.h"
+#include "sim/run/atomic_file.h"
+#include "sim/timing/compute_time.h"
+#include "sim/data/dataset.h"
+#include "sim/timing/distribution.h"
+#include "sim/core/event_queue.h"
+#include "sim/data/idx_reader.h"
+#include "sim/timing/lr_schedule.h"
+#include "sim/core/parameter_store.h"
+#include "sim/data/sample_stream.h"
+#include "sim/core/simulation.h"
+#include "sim/core/time.h"
+#include "sim/core/worker_pool.h"
 
 namespace asgd {
 namespace {
@@ -309,7 +309,7 @@ TEST(DistributionTest, ParetoMoments) {
 }
 
 // Weibull (added as the recipe's example of a new distribution: one entry in
-// sim/distribution.cpp): raw moments scale^k Gamma(1 + k/shape).
+// sim/timing/distribution.cpp): raw moments scale^k Gamma(1 + k/shape).
 TEST(DistributionTest, WeibullMoments) {
   for (double shape : {0.7, 1.0, 2.5}) {
     const double scale = 0.3;

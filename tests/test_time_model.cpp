@@ -7,8 +7,9 @@
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
-#include "sim/lr_schedule.h"
-#include "sim/topology.h"
+#include "kernels/model.h"
+#include "sim/timing/lr_schedule.h"
+#include "sim/net/topology.h"
 #include "test_helpers.h"
 
 using nlohmann::json;
@@ -732,4 +733,71 @@ TEST(Studies, TopologyEightInABoxAgainstSixteenOverBoxes) {
   EXPECT_LT(rate("hierarchical", 8, 1), box);
   EXPECT_GT(rate("hierarchical", 16, 1), box);
   EXPECT_LT(rate("ps", 16, 1), box);
+}
+
+// cluster.compute.dist "flops" (issue 35): a step on m samples takes
+// overhead + m x flops_per_sample / (device FLOP/s x efficiency), exactly (to the
+// clock's nanosecond), for the MLP and the CNN; the FLOPs are the model's own count.
+TEST(ComputeFromFlops, StepTimeIsTheModelsFlopsOverThePeakTimesEfficiency) {
+  struct Case {
+    json model, data;
+    double flops_per_sample;  // by hand: 2 x multiply-adds of the forward GEMMs, the weights' gradients, and
+                              // the activations' gradients below the first layer
+  };
+  // MLP 784-128-10: forward 784x128 + 128x10, weights' gradients the same, activations' 128x10
+  const double mlp = 2.0 * (2 * (784.0 * 128 + 128 * 10) + 128 * 10);
+  std::vector<Case> cases = {
+      {{{"type", "mlp"}, {"hidden", {128}}},
+       {{"type", "synthetic"}, {"features", 784}, {"classes", 10}, {"train_samples", 256}, {"test_samples", 64}},
+       mlp},
+      {{{"type", "cnn"}, {"arch", "lenet5"}},
+       {{"type", "synthetic"}, {"image", {1, 28, 28}}, {"train_samples", 256}, {"test_samples", 64}},
+       0.0}};  // the CNN's count is the model's (checked against make_cnn below)
+  for (const auto& c : cases) {
+    for (const auto& [device, rate] : std::vector<std::pair<json, double>>{{json("a100-fp32"), 19.5e12}, {json(2e12), 2e12}}) {
+      const double efficiency = 0.4, overhead = 0.002;
+      const int batch = 64;
+      json cfg = {{"name", "flops"},
+                  {"model", c.model},
+                  {"data", c.data},
+                  {"train", {{"batch_size", batch}}},
+                  {"cluster",
+                   {{"workers", 1},
+                    {"compute", {{"dist", "flops"}, {"flops", device}, {"efficiency", efficiency}, {"overhead", overhead}}}}},
+                  {"stop", {{"updates", 3}}},
+                  {"eval", {{"every", 1}, {"unit", "updates"}, {"train_samples", 64}, {"test_samples", 64}}},
+                  {"engines", json::array({{{"type", "async"}}})}};
+      const Experiment e = resolve_experiment(cfg, "t", ".");
+      const json& model = e.runs[0].settings.compute_model;
+      double fps = c.flops_per_sample;
+      if (fps == 0) fps = make_cnn(Shape{28, 28, 1}, lenet5(), 10)->flops_per_sample();
+      ASSERT_EQ(model["dist"], "flops");
+      EXPECT_DOUBLE_EQ(model["flops_per_sample"].get<double>(), fps) << c.model;
+      EXPECT_DOUBLE_EQ(model["device_flops"].get<double>(), rate);
+      const double step = overhead + batch * fps / (rate * efficiency);
+      // three steps of one worker, no network: the run ends at 3 x the step, to the nanosecond
+      const std::string dir = temp_dir("flops");
+      write_text(dir + "/c.json", cfg.dump());
+      CommandResult r = run_cli("run " + dir + "/c.json --quiet --out " + dir + "/out");
+      ASSERT_EQ(r.exit_code, 0) << r.output;
+      const json summary = json::parse(read_file(dir + "/out/flops/async-seed1/summary.json"));
+      EXPECT_NEAR(summary["time"].get<double>(), 3 * std::round(step * 1e9) * 1e-9, 1.5e-9) << c.model << device;
+      EXPECT_EQ(summary["compute_model"], model);
+    }
+  }
+  // a model without a FLOP count, and an unknown device, are refused naming the key
+  json bad = {{"model", {{"type", "quadratic"}}}, {"cluster", {{"compute", {{"dist", "flops"}, {"flops", 1e12}}}}},
+              {"engines", json::array({{{"type", "async"}}})}};
+  auto refusal = [](const json& config) {
+    try {
+      resolve_experiment(config, "t", ".");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_NE(refusal(bad).find("cluster.compute.dist"), std::string::npos) << refusal(bad);
+  bad["model"] = {{"type", "mlp"}};
+  bad["cluster"]["compute"]["flops"] = "b200-fp4";
+  EXPECT_NE(refusal(bad).find("cluster.compute.flops"), std::string::npos) << refusal(bad);
 }

@@ -8,8 +8,8 @@
 #include "kernels/exec.h"
 #include "kernels/model.h"
 #include "kernels/ops_ref.h"
-#include "experiments/run_parts.h"
-#include "sim/sample_stream.h"
+#include "experiments/run/run_parts.h"
+#include "sim/data/sample_stream.h"
 #include "test_helpers.h"
 
 using nlohmann::json;

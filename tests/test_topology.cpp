@@ -9,12 +9,12 @@
 #include <chrono>
 #include <cstring>
 #include "kernels/model.h"
-#include "sim/compute_time.h"
-#include "sim/distribution.h"
-#include "sim/recorder.h"
-#include "sim/simulation.h"
-#include "sim/topology.h"
-#include "sim/worker_pool.h"
+#include "sim/timing/compute_time.h"
+#include "sim/timing/distribution.h"
+#include "sim/run/recorder.h"
+#include "sim/core/simulation.h"
+#include "sim/net/topology.h"
+#include "sim/core/worker_pool.h"
 #include "test_helpers.h"
 
 using nlohmann::json;

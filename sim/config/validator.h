@@ -2,14 +2,14 @@
 // (sim/config/param.h): unknown keys (with the nearest valid key suggested), wrong types,
 // out-of-range values and missing required keys are collected, every one with its JSON
 // path (e.g. engines[2].backups); defaults are filled in. Nothing here knows the config's
-// meaning: experiments/config.cpp says which parameters live where.
+// meaning: experiments/config/config.cpp says which parameters live where.
 #pragma once
 #include <stdexcept>
 #include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
 #include "sim/config/param.h"
-#include "sim/errors.h"  // ConfigIssue, ConfigError
+#include "sim/core/errors.h"  // ConfigIssue, ConfigError
 
 namespace asgd {
 

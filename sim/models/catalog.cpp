@@ -2,7 +2,7 @@
 #include "sim/models/catalog.h"
 #include <cmath>
 #include <stdexcept>
-#include "sim/errors.h"
+#include "sim/core/errors.h"
 
 namespace asgd {
 namespace {
@@ -274,18 +274,10 @@ const std::vector<ModelType>& model_types() {
   return types;
 }
 
-const ModelType* find_model_type(const std::string& name) {
-  for (const auto& t : model_types())
-    if (t.name == name) return &t;
-  return nullptr;
-}
+const ModelType* find_model_type(const std::string& name) { return find_named(model_types(), name); }
 
 const std::vector<ComponentInfo>& model_catalog() {
-  static const std::vector<ComponentInfo> c = [] {
-    std::vector<ComponentInfo> out;
-    for (const auto& t : model_types()) out.push_back({t.name, t.doc, t.params});
-    return out;
-  }();
+  static const std::vector<ComponentInfo> c = catalog_of(model_types());
   return c;
 }
 

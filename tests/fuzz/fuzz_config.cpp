@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 #include <nlohmann/json.hpp>
-#include "experiments/config.h"
-#include "experiments/runner.h"
+#include "experiments/config/config.h"
+#include "experiments/run/runner.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   nlohmann::json j;

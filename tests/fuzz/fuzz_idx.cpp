@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <vector>
-#include "sim/idx_reader.h"
+#include "sim/data/idx_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<uint8_t> bytes(data, data + size);

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
-#include "sim/idx_reader.h"
-#include "sim/svmlight_reader.h"
+#include "sim/data/idx_reader.h"
+#include "sim/data/svmlight_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -1,0 +1,300 @@
+// experiments/cluster/cluster.cpp — `asgdsim cluster` (see cluster.h for what carries over from
+// the config): which runs it can make, the run folders and index.csv on rank 0, and the
+// order of runs and exit codes across the ranks. Each run is one engine of engines/ on
+// MpiRuntime (mpi_runtime.h: the server rank drives it, the worker ranks compute); no
+// update rule lives here.
+#include "experiments/cluster/cluster.h"
+#include <algorithm>
+#include <set>
+#include <cmath>
+#include <iostream>
+#include "engines/engine_registry.h"
+#include "experiments/cluster/mpi_runtime.h"
+#include "experiments/run/run_parts.h"
+#include "experiments/run/resources.h"
+#include "experiments/run/runner.h"
+#include "sim/run/atomic_file.h"
+#include "sim/core/interrupt.h"
+#include "sim/run/recorder.h"
+#include "sim/core/simulation.h"  // RunOutcome
+
+namespace asgd {
+
+std::string cluster_experiment_name(const Experiment& exp) {
+  return exp.resolved.value("name", std::string("experiment")) + "-cluster";
+}
+
+namespace {
+
+// What `asgdsim cluster` cannot do with a run's config, each with its JSON path; checked
+// on every rank before anything is sent, so all ranks refuse alike.
+void check_supported(const RunSpec& run, int workers_available) {
+  const json& c = run.config;
+  Validator v;
+  const int workers = run.settings.workers;
+  if (workers != workers_available)
+    v.error("cluster.workers", std::to_string(workers) + ", but the MPI job has " + std::to_string(workers_available) +
+                                   " worker rank(s): start it with mpirun -np " + std::to_string(workers + 1) +
+                                   " (rank 0 is the server)");
+  if (c["staleness"]["mode"] != "emergent")
+    v.error("staleness.mode", c["staleness"]["mode"].dump() + ": forced staleness is a simulator feature; a real run "
+                                                              "measures the staleness it gets (use emergent)");
+  if (c["cluster"]["network"]["precision"] != "fp32")
+    v.error("cluster.network.precision", c["cluster"]["network"]["precision"].dump() +
+                                             ": real transfers are fp32 (16-bit transfers are simulated only)");
+  if (c["cluster"]["network"]["compression"]["type"] != "none")
+    v.error("cluster.network.compression.type", c["cluster"]["network"]["compression"]["type"].dump() +
+                                                    ": real transfers are uncompressed (compression is simulated only)");
+  if (c["cluster"].contains("topology"))  // the real machines' links are what they are
+    v.error("cluster.topology", "boxes and links are simulated only: a real run uses the machines mpirun starts "
+                                "(remove cluster.topology)");
+  if (c["engine"].value("comm", std::string("ps")) != "ps")
+    v.error("engine.comm", c["engine"]["comm"].dump() + ": a real run exchanges through the parameter-server rank "
+                                                        "(collectives are simulated only; use \"ps\")");
+  if (c["engine"].value("late", std::string("drop")) == "cancel")
+    v.error("engine.late", "\"cancel\": a real worker rank cannot abandon a step under way in this protocol "
+                           "(cancellation is simulated only; use \"drop\")");
+  if (run.settings.failure_rate > 0)
+    v.error("cluster.failures.rate", "failures at a rate are simulated only (real failures: failures.events)");
+  for (size_t i = 0; i < run.settings.failures.size(); ++i)
+    if (run.settings.failures[i].down_for != kNever)
+      v.error("cluster.failures.events[" + std::to_string(i) + "].down_for",
+              "a real worker that died stays dead (set down_for to 0)");
+  if (!v.ok()) throw ConfigError(run.run_id + " (asgdsim cluster)", v.issues());
+}
+
+}  // namespace
+
+#if !ASGD_WITH_MPI
+
+int run_cluster(const Experiment& exp, const ClusterOptions&, const MpiEnv&) {
+  (void)check_supported;
+  throw std::runtime_error(
+      "asgdsim cluster needs MPI: this build has none. Install Open MPI (Debian: libopenmpi-dev openmpi-bin), "
+      "configure with -DASGD_MPI=ON (scripts/test.sh does both), and start it with mpirun -np N+1");
+}
+
+#else  // ASGD_WITH_MPI
+
+namespace {
+
+using namespace wire;
+
+// The exit code main() gives `error` (0: none), for the workers to leave with.
+int exit_code_of(std::exception_ptr error, bool interrupted) {
+  if (!error) return interrupted ? 130 : 0;
+  return asgd::exit_code_of(error);
+}
+
+int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, std::vector<bool>& dead);
+
+}  // namespace
+
+int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi) {
+  if (!mpi.active() || mpi.size() < 2)
+    throw std::runtime_error("asgdsim cluster runs under MPI with one server and N workers: mpirun -np N+1 " +
+                             std::string("asgdsim cluster CONFIG (") +
+                             (mpi.active() ? "this job has 1 rank" : "this process was not started by mpirun") + ")");
+  const int workers = mpi.size() - 1;
+  for (const auto& run : exp.runs) check_supported(run, workers);  // every rank refuses alike
+  kernels_use_one_thread_here();  // one process per worker: parallelism comes from the ranks
+
+  const std::string name = cluster_experiment_name(exp);
+  const std::string exp_dir = opts.out_dir + "/" + name;
+  std::shared_ptr<LoadedData> cache;
+  const size_t total = exp.runs.size();
+
+  if (mpi.rank() != 0) {
+    ServerWatch watch;
+    watch.mpi = &mpi;
+    g_watch = &watch;
+    Message done;  // the server's verdict: the exit code of the whole job
+    for (size_t k = 0; k < total && Kind(done.h.kind) != Kind::Done; ++k) {
+      const RunSpec& run = exp.runs[k];
+      watch.timeout = run.settings.real_worker_timeout;
+      const RunSettings& s = run.settings;
+      RunInputs in;
+      std::unique_ptr<ComputeTimeModel> compute;
+      try {
+        in = inputs_for(run, exp.base_dir, cache);
+        compute = std::make_unique<ComputeTimeModel>(build_compute_model(s, exp.base_dir));
+      } catch (const std::exception& e) {
+        worker_cannot_run(std::string(e.what()) + " (on host " + host_name() + ")", done);
+        continue;
+      }
+      WorkerProcess(run, s, in, *compute, mpi.rank() - 1).run(done);
+    }
+    std::vector<char> buf;
+    while (Kind(done.h.kind) != Kind::Done) receive(0, kTagToWorker, done, buf, -1);
+    g_watch = nullptr;
+    if (g_peer_lost || done.h.steps) mpi.note_peer_lost();
+    return int(done.h.tag);
+  }
+
+  // ---- rank 0: the server, and the run folders. Whatever happens, every live worker
+  // gets Done with the exit code: none is left waiting for a server that has gone.
+  std::vector<bool> dead(size_t(workers) + 1, false);  // by rank: died in an earlier run
+  const double timeout = (exp.runs.empty() ? default_settings() : exp.runs[0].settings).real_worker_timeout;
+  try {
+    int code = serve(exp, opts, mpi, dead);
+    tell_workers(workers, dead, timeout, Kind::Done, code);
+    if (std::count(dead.begin(), dead.end(), true) > 0) mpi.note_peer_lost();
+    return code;
+  } catch (...) {
+    tell_workers(workers, dead, timeout, Kind::Done, exit_code_of(std::current_exception(), false));
+    if (std::count(dead.begin(), dead.end(), true) > 0) mpi.note_peer_lost();
+    throw;
+  }
+}
+
+namespace {
+// Rank 0's part of run_cluster: the runs one after another, their folders and index.csv.
+int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, std::vector<bool>& dead) {
+  const int workers = mpi.size() - 1;
+  const std::string name = cluster_experiment_name(exp);
+  const std::string exp_dir = opts.out_dir + "/" + name;
+  std::shared_ptr<LoadedData> cache;
+  const size_t total = exp.runs.size();
+  bool interrupted = false;
+  make_experiment_folder(exp_dir);  // not a link: nothing is written through one
+  // The folder is this process's until it returns, as for `asgdsim run`: no other asgdsim
+  // writes into it meanwhile.
+  ExperimentLock lock(exp_dir, ExperimentLock::Mode::Exclusive, false, opts.command_line, opts.quiet);
+  json resolved = exp.resolved;
+  resolved["name"] = name;
+  Experiment named = exp;
+  named.resolved = resolved;
+  // Each run's config.json: its config, marked as this cluster experiment's.
+  std::vector<json> configs;
+  for (const RunSpec& run : exp.runs) {
+    configs.push_back(run.config);
+    configs.back()["run"]["experiment"] = name;
+    configs.back()["run"]["mode"] = "cluster";
+  }
+  // Everything is checked before anything is written, as `asgdsim run` checks it: a
+  // refusal leaves every file as it was, experiment.json included.
+  std::vector<EarlierRun> earlier;
+  for (size_t k = 0; k < total; ++k)
+    earlier.push_back(earlier_run(exp_dir + "/" + exp.runs[k].run_id, configs[k], opts.force, run_tag(exp, k)));
+  const std::vector<std::string> others = runs_of_other_configs(exp_dir, exp);
+  refuse_runs_of_other_configs(exp_dir, others, opts.force);
+  move_runs_of_other_configs(exp_dir, others);
+  write_file_atomic(exp_dir + "/experiment.json", resolved.dump(2) + "\n");
+  {  // index.csv says pending for the runs about to be made until it is rewritten at the end
+    std::set<std::string> pending;
+    for (size_t k = 0; k < total; ++k)
+      if (!earlier[k].done) pending.insert(exp.runs[k].run_id);
+    if (!pending.empty()) write_index(named, exp_dir, pending);
+  }
+  std::exception_ptr first_error;
+  std::string first_error_run;
+  for (size_t k = 0; k < total; ++k) {
+    const RunSpec& run = exp.runs[k];
+    const std::string dir = exp_dir + "/" + run.run_id;
+    const std::string tag = run_tag(exp, k);
+    const json& cfg = configs[k];
+    bool skip = first_error || interrupted || interrupt_requested();
+    if (!skip && !earlier[k].line.empty() && !opts.quiet) std::cout << earlier[k].line << "\n" << std::flush;
+    skip = skip || earlier[k].done;
+    if (!skip && std::count(dead.begin(), dead.end(), true) > 0) {
+      std::string ranks;
+      for (int r = 1; r <= workers; ++r)
+        if (dead[size_t(r)]) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+      first_error = std::make_exception_ptr(std::runtime_error(
+          "worker rank(s) " + ranks + " died in an earlier run; cluster.workers needs all " + std::to_string(workers)));
+      first_error_run = run.run_id;
+      skip = true;
+    }
+    if (skip) {
+      tell_workers(workers, dead, run.settings.real_worker_timeout, Kind::Stop);
+      continue;
+    }
+
+    RunSettings s = run.settings;
+    s.trace = s.trace || opts.trace;
+    RunInputs in;
+    try {
+      in = inputs_for(run, exp.base_dir, cache);
+      make_directories(dir);
+      clear_run_folder(dir);  // an earlier attempt's files (and temporary files) go first
+      write_file_atomic(dir + "/config.json", cfg.dump(2) + "\n");
+    } catch (...) {
+      tell_workers(workers, dead, run.settings.real_worker_timeout, Kind::Stop);
+      first_error = std::current_exception();
+      first_error_run = run.run_id;
+      continue;
+    }
+    json meta = run_meta(opts.command_line);
+    meta["mode"] = "cluster";
+    meta["ranks"] = mpi.size();
+    write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
+
+    Recorder recorder(s.trace);
+    MpiRuntime server(run, s, in, recorder);
+    std::unique_ptr<Engine> engine = make_engine(run.config["engine"]);
+    RunOutcome outcome;
+    try {
+      outcome = server.run(*engine);
+    } catch (...) {
+      server.abandon();
+      for (int r : server.dead_ranks()) dead[size_t(r)] = true;
+      first_error = std::current_exception();
+      first_error_run = run.run_id;
+      continue;
+    }
+    for (int r : server.dead_ranks()) dead[size_t(r)] = true;
+    std::string note = outcome.note;
+    for (const auto& n : server.notes())
+      if (note.find(n) == std::string::npos) note += "; " + n;
+    const NetworkSpec& net = run.settings.network;
+    if (net.latency > 0 || net.bandwidth > 0 || net.shards > 1 || net.worker_bandwidth > 0 || net.message_bytes > 0)
+      note += "; cluster.network ignored: the transfers were real";
+    if (run.settings.server_update_seconds > 0)
+      note += "; cluster.server ignored: the server's updates took their real time";
+
+    const MetricsRow& last = recorder.rows().back();
+    json summary = summary_json(run, outcome, last, engine->describe(), note, sim_to_seconds(outcome.time));
+    summary["mode"] = "cluster";
+    write_run_results(dir, recorder, outcome, s.workers, meta, summary);
+    if (!opts.quiet) {
+      std::string text = tag + ": " + outcome.status + " (" + note + "), train_loss " + format_number(last.train_loss);
+      if (!std::isnan(last.test_accuracy)) text += ", test_accuracy " + format_number(last.test_accuracy);
+      text += ", " + format_number(std::round(sim_to_seconds(outcome.time) * 100) / 100) + " s wall, " +
+              std::to_string(outcome.updates) + " updates, mean staleness " + format_number(outcome.staleness_mean);
+      std::cout << text << "\n" << std::flush;
+    }
+    if (outcome.status == "interrupted") interrupted = true;
+    if (outcome.status == "failed" && !first_error) {
+      first_error = server.mismatch()
+                        ? std::make_exception_ptr(RankMismatch("the ranks compute different problems: " + server.failure()))
+                        : std::make_exception_ptr(std::runtime_error(server.failure()));
+      first_error_run = run.run_id;
+    }
+  }
+  if (std::count(dead.begin(), dead.end(), true) > 0) mpi.note_peer_lost();
+  write_index(named, exp_dir);
+  if (first_error) {
+    try {
+      std::rethrow_exception(first_error);
+    } catch (const ConfigError&) {
+      throw;
+    } catch (const IoError& e) {
+      throw IoError("run " + first_error_run + ": " + e.what());
+    } catch (const DataError& e) {
+      throw DataError("run " + first_error_run + ": " + e.what());
+    } catch (const TimeOverflow& e) {
+      throw TimeOverflow("run " + first_error_run + ": " + e.what());
+    } catch (const std::bad_alloc&) {
+      throw std::runtime_error("run " + first_error_run + ": " + out_of_memory_text("while making it"));
+    } catch (const std::exception& e) {
+      throw std::runtime_error("run " + first_error_run + ": " + e.what());
+    }
+  }
+  std::cout << "results: " << exp_dir << "\n";
+  return interrupted ? 130 : 0;
+}
+}  // namespace
+
+#endif  // ASGD_WITH_MPI
+
+}  // namespace asgd

@@ -1,0 +1,1007 @@
+// experiments/config/config.cpp — the config schema (which parameters live where, read from the
+// components' own descriptions), validation, overrides and sweep expansion.
+#include "experiments/config/config.h"
+#include "sim/models/catalog.h"
+#include <unistd.h>
+#include <algorithm>
+#include <charconv>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include "engines/engine_registry.h"
+#include "sim/data/dataset.h"
+#include "kernels/model.h"
+#include "experiments/run/resources.h"
+#include "sim/run/atomic_file.h"
+#include "sim/timing/distribution.h"
+#include "sim/core/time.h"
+
+namespace asgd {
+
+const Section<RunSettings>& top_section() { return settings_section("top"); }
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr size_t kMaxConfigBytes = size_t(64) << 20;  // a config file larger than this is refused unread
+
+using keys::seconds;
+using keys::num;
+using keys::integer;
+using keys::str;
+using keys::boolean;
+using keys::any;
+using keys::list;
+
+const std::string kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+
+
+// -------- checks that need more than one key --------
+
+// data.image: [channels, height, width] or []; features, when left out, is their product.
+void resolve_image(const json& user_data, json& data, Validator& v) {
+  if (!data.is_object() || !data.contains("image") || !data["image"].is_array() || data["image"].empty()) return;
+  const json& i = data["image"];
+  if (i.size() != 3) {
+    v.error("data.image", "expected [channels, height, width] (or [] for flat samples), got " + brief(i));
+    return;
+  }
+  auto shape = data_image(data);
+  if (!shape) return;  // the list's values were reported already
+  const int64_t product = int64_t(shape->size());
+  const bool given = user_data.is_object() && user_data.contains("features");
+  // features derived from the image must respect features' own range (issue 31)
+  const double cap = [] {
+    for (const auto& c : data_catalog())
+      if (c.name == "synthetic")
+        for (const auto& p : c.params)
+          if (p.name == "features") return effective_max(p);
+    return kDefaultIntegerMax;
+  }();
+  if (!given && double(product) > cap) {
+    v.error("data.image", i.dump() + " holds " + std::to_string(product) + " values per sample, more than data.features "
+                          "may be (" + brief(json(cap)) + ")");
+    return;
+  }
+  if (!given) data["features"] = product;
+  else if (data["features"].is_number_integer() && data["features"].get<int64_t>() != product)
+    v.error("data.features", "is " + data["features"].dump() + " but data.image " + i.dump() + " holds " +
+                                 std::to_string(product) + " values per sample: leave features out, or set it to " +
+                                 std::to_string(product));
+}
+
+std::string sanitize(const std::string& s);  // a run-id label: characters outside [A-Za-z0-9._=-] become _
+std::string value_text(const json& v);
+
+std::string whole(double v) {  // a count for messages: 60000, not 60000.0
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.0f", v);
+  return text;
+}
+
+// A run id is a folder name: at most this long (file systems allow 255 bytes).
+constexpr size_t kMaxRunIdBytes = 200;
+
+// The experiment's name is a folder under --out: the label rule of run ids (letters,
+// digits and . - _ =), and not "." or "..", so that no name leads out of --out.
+void check_name(const std::string& name, const json& user, Validator& v) {
+  if (!user.contains("name") || !user["name"].is_string()) return;  // the default, or a type error reported
+  std::string why;
+  if (name.empty()) why = "is empty";
+  else if (name == "." || name == "..") why = "would write into or beside --out instead of a folder of its own";
+  else if (sanitize(name) != name) why = "holds characters a folder name must not (only letters, digits and . - _ =)";
+  else if (name.size() > kMaxRunIdBytes) why = "is longer than " + std::to_string(kMaxRunIdBytes) + " bytes";
+  if (!why.empty())
+    v.error("name", "'" + name + "' " + why + ": it names the experiment's folder under --out" +
+                        (name.empty() || name == "." || name == ".." ? std::string() : " (e.g. '" + sanitize(name) + "')"));
+}
+
+// eval.every's range depends on its unit: a time interval must be a whole nanosecond or
+// more (else the next evaluation is due at the same instant, forever) and fit the clock;
+// an interval in updates is a whole number (it is stored as one).
+void check_eval(const json& e, Validator& v) {
+  if (!e.is_object() || !e.contains("every") || !e["every"].is_number() || !(e["every"].get<double>() > 0)) return;
+  const double every = e["every"];
+  const std::string unit = text_of(e, "unit");
+  if (unit == "time" && every < 1e-9)
+    v.error("eval.every", brief(e["every"]) + " s is under the virtual clock's resolution (1 ns): the next evaluation "
+                          "would be due at the same instant forever; use eval.every >= 1e-9");
+  if (unit == "time" && every > kMaxConfigSeconds)
+    v.error("eval.every", brief(e["every"]) + " s is more than the " + brief(kMaxConfigSeconds) +
+                              " s a time key may be (the virtual clock holds ~9.2e9 s)");
+  if (unit == "updates" && (every < 1 || std::floor(every) != every))
+    v.error("eval.every", "in updates it must be a whole number >= 1, got " + brief(e["every"]));
+}
+
+void check_lr_schedule(const json& s, const std::string& path, Validator& v) {
+  if (s.contains("scale")) {
+    const json& k = s["scale"];
+    if (!((k.is_number() && k.get<double>() > 0) || (k.is_string() && k.get<std::string>() == "workers")))
+      v.error(join_path(path, "scale"), "expected a number > 0 or \"workers\", got " + brief(k));
+  }
+  if (s.contains("warmup_from")) {
+    const json& f = s["warmup_from"];
+    if (!((f.is_number() && f.get<double>() >= 0) || (f.is_string() && f.get<std::string>() == "lr")))
+      v.error(join_path(path, "warmup_from"), "expected a number >= 0 or \"lr\", got " + brief(f));
+  }
+}
+
+// What the topology and placement allow of the engine (docs/architecture.md, "Boxes").
+void check_placement(const json& e, const json& cluster, Validator& v) {
+  if (!e.is_object() || !e.contains("type") || !e["type"].is_string() || !cluster.is_object()) return;
+  const EngineType* type = find_engine_type(e["type"]);
+  const bool topology = cluster.contains("topology") && cluster["topology"].is_object();
+  if (type && !type->sums_across_boxes && topology && cluster.value("placement", json("servers")) == "host" &&
+      cluster["topology"].value("boxes", json(1)).is_number_integer() && cluster["topology"].value("boxes", json(1)) > 1)
+    v.error("cluster.placement", "\"host\" over more than one box is defined for sync and sync_backup (each box's "
+                                 "sum is exchanged with the servers); engine " + type->name + " needs \"servers\" or one box");
+}
+
+// Validates a list of objects (each against `section`'s keys) whose "worker" must name an
+// existing worker; appends each valid item, bound, to `items`.
+template <class Item>
+json worker_list(const json& list, const std::string& path, const Section<Item>& section, int64_t workers,
+                 Validator& v, std::vector<Item>& items) {
+  if (!list.is_array()) {
+    v.error(path, "expected a list of objects, got " + brief(list));
+    return json::array();
+  }
+  json out = json::array();
+  for (size_t i = 0; i < list.size(); ++i) {
+    Item bound;
+    const size_t before = v.issues().size();
+    json item = section.bind(list[i], index_path(path, i), v, bound);
+    if (item.contains("worker") && item["worker"].is_number_integer() && workers > 0 &&
+        item["worker"].get<int64_t>() >= workers)
+      v.error(index_path(path, i) + ".worker", "worker " + item["worker"].dump() + " does not exist (cluster.workers is " +
+                                                  std::to_string(workers) + ": valid 0.." + std::to_string(workers - 1) + ")");
+    if (v.issues().size() == before) items.push_back(bound);
+    out.push_back(item);
+  }
+  return out;
+}
+
+// cluster.topology (left out: the star) and cluster.placement. With a topology,
+// cluster.workers is derived: boxes x per_box when left out; given, it must equal that.
+void resolve_topology(const json& user, json& cluster, Validator& v, RunSettings& s) {
+  const bool host = cluster["placement"].is_string() && cluster["placement"] == "host";
+  if (!user.is_object() || !user.contains("topology")) {
+    if (host) v.error("cluster.placement", "\"host\" keeps the parameters in each box's host: it needs cluster.topology");
+    return;
+  }
+  json topo = settings_section("cluster.topology").bind(user["topology"], "cluster.topology", v, s, {"intra", "inter"});
+  if (!topo.is_object()) return;
+  for (const char* level : {"intra", "inter"}) {
+    const std::string path = std::string("cluster.topology.") + level;
+    topo[level] = settings_section(path).bind(topo.value(level, json::object()), path, v, s);
+  }
+  cluster["topology"] = topo;
+  if (!topo["boxes"].is_number_integer() || !topo["per_box"].is_number_integer()) return;
+  const int64_t gpus = topo["boxes"].get<int64_t>() * topo["per_box"].get<int64_t>();
+  if (gpus > int64_t(kMaxWorkers)) {
+    v.error("cluster.topology", "boxes x per_box is " + std::to_string(gpus) + " workers, more than " +
+                                    std::to_string(int64_t(kMaxWorkers)));
+  } else if (!user.contains("workers")) {
+    cluster["workers"] = gpus;
+    s.workers = int(gpus);
+  } else if (cluster["workers"].is_number_integer() && cluster["workers"].get<int64_t>() != gpus) {
+    v.error("cluster.workers", "must equal cluster.topology boxes x per_box (" + std::to_string(gpus) +
+                                   ") or be left out (it is then derived); got " + cluster["workers"].dump());
+  }
+  const json net = user.value("network", json::object());
+  for (const char* key : {"latency", "worker_bandwidth"})
+    if (net.is_object() && net.contains(key) && !(net[key].is_number() && net[key].get<double>() == 0))
+      v.error(std::string("cluster.network.") + key,
+              "is replaced by cluster.topology.intra and .inter when a topology is given (leave it out or 0); got " +
+                  brief(net[key]));
+}
+
+json resolve_cluster(const json& user, Validator& v, RunSettings& s) {
+  json cluster = settings_section("cluster").bind(user, "cluster", v, s,
+                                                  {"compute", "network", "server", "stragglers", "failures", "topology"});
+  if (!cluster.is_object()) return cluster;
+  resolve_topology(user, cluster, v, s);
+  int64_t workers = cluster["workers"].is_number_integer() ? cluster["workers"].get<int64_t>() : 0;
+  json compute_user = cluster.value("compute", settings_section("cluster.compute").when_left_out());
+  const Section<RunSettings>& compute_keys = settings_section("cluster.compute");
+  const size_t compute_issues = v.issues().size();
+  cluster["compute"] = v.component(compute_user, "cluster.compute", "dist", distribution_catalog(), compute_keys.params());
+  if (v.issues().size() == compute_issues) {
+    set_fields(compute_keys.fields, cluster["compute"], s);
+    s.compute_dist = cluster["compute"];
+  }
+
+  json& speeds = cluster["speeds"];
+  if (speeds.is_object()) {
+    speeds = v.component(speeds, "cluster.speeds", "dist", distribution_catalog());
+    s.speeds_dist = speeds;
+  } else if (speeds.is_array()) {
+    for (size_t i = 0; i < speeds.size(); ++i)
+      if (!speeds[i].is_number() || !(speeds[i].get<double>() > 0))
+        v.error(index_path("cluster.speeds", i), "expected a number > 0, got " + brief(speeds[i]));
+    if (!speeds.empty() && workers > 0 && speeds.size() != size_t(workers))
+      v.error("cluster.speeds", "has " + std::to_string(speeds.size()) + " factors but cluster.workers is " +
+                                    std::to_string(workers));
+    else if (std::all_of(speeds.begin(), speeds.end(), [](const json& f) { return f.is_number(); }))
+      s.speeds = speeds.get<std::vector<double>>();
+  } else {
+    v.error("cluster.speeds", "expected a list of factors > 0 or a distribution {\"dist\": ...}, got " + brief(speeds));
+  }
+
+  json network = settings_section("cluster.network")
+                     .bind(cluster.value("network", json::object()), "cluster.network", v, s, {"compression"});
+  if (network.is_object())
+    network["compression"] = settings_section("cluster.network.compression")
+                                 .bind(network.value("compression", json::object()), "cluster.network.compression", v, s);
+  cluster["network"] = network;
+  cluster["server"] = settings_section("cluster.server").bind(cluster.value("server", json::object()), "cluster.server", v, s);
+  json stragglers = settings_section("cluster.stragglers")
+                        .bind(cluster.value("stragglers", json::object()), "cluster.stragglers", v, s, {"slow"});
+  if (stragglers.is_object())
+    stragglers["slow"] = worker_list(stragglers.value("slow", json::array()), "cluster.stragglers.slow",
+                                     slow_window_section(), workers, v, s.stragglers.windows);
+  cluster["stragglers"] = stragglers;
+  json failures = settings_section("cluster.failures")
+                      .bind(cluster.value("failures", json::object()), "cluster.failures", v, s, {"events"});
+  if (failures.is_object())
+    failures["events"] = worker_list(failures.value("events", json::array()), "cluster.failures.events",
+                                     failure_event_section(), workers, v, s.failures);
+  cluster["failures"] = failures;
+  return cluster;
+}
+
+// Validates one run's config and binds its typed settings `s` in the same pass (`s` is
+// complete when nothing was reported).
+json resolve_run(const json& u, Validator& v, RunSettings& s) {
+  json out = top_section().bind(u, "", v, s,
+                                {"model", "data", "train", "stop", "eval", "cluster", "staleness", "real", "engine", "run"});
+  if (!u.is_object()) return out;
+
+  if (!u.contains("model")) v.error("model", "missing required key (an object with \"type\")");
+  json model = resolve_model(u.value("model", json::object()), v);
+  out["model"] = model;
+
+  const std::string model_type = text_of(model, "type");
+  const ModelType* model_kind = find_model_type(model_type);
+  const std::string default_data = model_kind ? model_kind->default_data() : "synthetic";
+  json data = v.component(u.value("data", json::object()), "data", "type", data_catalog(), {}, default_data);
+  resolve_image(u.value("data", json::object()), data, v);
+  if (text_of(data, "type") == "none" && data.contains("samples") && data["samples"].is_number_integer())
+    s.nominal_train_size = data["samples"].get<size_t>();
+  out["data"] = data;
+  check_model_data(model, data, data_image(data), v);
+  if (data.is_object() && data.value("partition", json("iid")) != "iid") {  // sim/data/partition.h
+    const std::string kind = data["partition"].is_string() ? data["partition"].get<std::string>() : "";
+    if (text_of(data, "task") == "regression" || (model_kind && (model_kind->reads == ModelType::Reads::None || model_kind->task == ModelType::Task::Regression)))
+      v.error("data.partition", "\"" + kind + "\" splits the training set by label: it needs a classification "
+                                "set that the model reads (use \"iid\")");
+    s.partition.kind = kind == "shards" ? PartitionSpec::Kind::Shards : PartitionSpec::Kind::Dirichlet;
+    if (data["partition_alpha"].is_number()) s.partition.alpha = data["partition_alpha"].get<double>();
+    if (data["partition_shards"].is_number_integer()) s.partition.shards = data["partition_shards"].get<int>();
+  }
+
+  json train = settings_section("train").bind(u.value("train", json::object()), "train", v, s, {"lr_schedule"});
+  check_optimizer(train, v);
+  json sched = lr_schedule_family().bind(train.value("lr_schedule", json::object()), "train.lr_schedule", v, s, "constant");
+  check_lr_schedule(sched, "train.lr_schedule", v);
+  train["lr_schedule"] = sched;
+  out["train"] = train;
+
+  json stop_user = u.value("stop", settings_section("stop").when_left_out());
+  json stop = settings_section("stop").bind(stop_user, "stop", v, s);
+  if (stop.is_object()) {
+    bool any_limit = false;
+    for (const char* k : {"time", "updates", "gradients", "epochs"})
+      if (stop.contains(k) && stop[k].is_number() && stop[k].get<double>() > 0) any_limit = true;
+    if (!any_limit) v.error("stop", "give at least one limit > 0: time, updates, gradients or epochs");
+  }
+  out["stop"] = stop;
+  out["eval"] = settings_section("eval").bind(u.value("eval", json::object()), "eval", v, s);
+  check_eval(out["eval"], v);
+
+  json cluster = resolve_cluster(u.value("cluster", json::object()), v, s);
+  out["cluster"] = cluster;
+
+  json st = staleness_family().bind(u.value("staleness", json::object()), "staleness", v, s, "emergent");
+  if (st.contains("until_epoch") && st["until_epoch"].is_number() && st["from_epoch"].is_number() &&
+      st["until_epoch"].get<double>() > 0 && st["until_epoch"].get<double>() <= st["from_epoch"].get<double>())
+    v.error("staleness.until_epoch", st["until_epoch"].dump() + " is not after staleness.from_epoch (" +
+                                         st["from_epoch"].dump() + "): the window would be empty; use 0 for no end");
+  out["staleness"] = st;
+  out["real"] = settings_section("real").bind(u.value("real", json::object()), "real", v, s);
+
+  if (!u.contains("engine")) v.error("engine", "missing required key");
+  else out["engine"] = v.component(u["engine"], "engine", "type", engine_catalog(),
+                                   {str("name", "", "label for this engine in run ids and plots (default: its type)")});
+
+  if (out.contains("engine") && out["engine"].is_object() && out["engine"].contains("type") &&
+      out["engine"]["type"].is_string())
+    if (const EngineType* type = find_engine_type(out["engine"]["type"]); type && type->check)
+      type->check(out["engine"], out, v);
+  if (model_kind && model_kind->reads == ModelType::Reads::Sparse && cluster.contains("network") &&
+      cluster["network"].is_object() && cluster["network"].contains("compression") &&
+      cluster["network"]["compression"].is_object() && cluster["network"]["compression"].value("type", "none") != "none")
+    v.error("cluster.network.compression.type",
+            "compression is for dense models: model '" + model_type + "' already sends only the rows it touches (use \"none\")");
+  check_placement(out.value("engine", json::object()), cluster, v);
+
+  if (train.contains("global_batch") && train["global_batch"].is_number_integer() && train["global_batch"].get<int64_t>() > 0 &&
+      cluster.contains("workers") && cluster["workers"].is_number_integer()) {
+    int64_t g = train["global_batch"], w = cluster["workers"];
+    if (w > 0 && g % w != 0)
+      v.error("train.global_batch", std::to_string(g) + " does not split evenly over " + std::to_string(w) + " workers");
+    else if (w > 0 && g / w > 16777216)
+      v.error("train.global_batch", std::to_string(g) + " over " + std::to_string(w) + " workers is a batch of " +
+                                        std::to_string(g / w) + " per worker, more than train.batch_size may be (16777216)");
+    else if (w > 0)
+      out["train"]["batch_size"] = g / w;  // the per-worker batch it resolves to, shown in config.json
+  }
+  finish_settings(s);
+  return out;
+}
+
+// --- dotted paths ---
+struct PathToken {
+  std::string key;
+  bool is_index = false;
+  size_t index = 0;
+};
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+std::vector<PathToken> parse_path(const std::string& path) {
+  std::vector<PathToken> out;
+  std::string cur;
+  auto flush = [&] {
+    if (cur.empty()) return;
+    bool digits = std::all_of(cur.begin(), cur.end(), is_digit);
+    if (digits) {
+      // At most 9 digits: a list holds fewer elements, and no size_t overflows.
+      size_t index = 0;
+      if (cur.size() > 9 || std::from_chars(cur.data(), cur.data() + cur.size(), index).ec != std::errc())
+        throw std::invalid_argument("list index " + cur + " is out of range (a list holds at most 999999999 elements)");
+      out.push_back(PathToken{"", true, index});
+    } else {
+      out.push_back(PathToken{cur});
+    }
+    cur.clear();
+  };
+  for (size_t i = 0; i < path.size(); ++i) {
+    char c = path[i];
+    if (c == '.') flush();
+    else if (c == '[') {
+      flush();
+      size_t close = path.find(']', i);
+      if (close == std::string::npos) throw std::invalid_argument("unclosed '[' in key path '" + path + "'");
+      cur = path.substr(i + 1, close - i - 1);
+      if (cur.empty() || !std::all_of(cur.begin(), cur.end(), is_digit))
+        throw std::invalid_argument("list index in '" + path + "' must be a number");
+      flush();
+      i = close;
+    } else cur += c;
+  }
+  flush();
+  if (out.empty()) throw std::invalid_argument("empty key path");
+  return out;
+}
+
+void set_path(json& root, const std::string& path, const json& value) {
+  auto tokens = parse_path(path);
+  json* node = &root;
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    const auto& tok = tokens[t];
+    bool last = t + 1 == tokens.size();
+    if (tok.is_index) {
+      if (!node->is_array() || tok.index >= node->size())
+        throw std::invalid_argument("'" + path + "': no list element [" + std::to_string(tok.index) + "] there");
+      node = &(*node)[tok.index];
+    } else {
+      if (node->is_null()) *node = json::object();
+      if (!node->is_object()) throw std::invalid_argument("'" + path + "': '" + tok.key + "' is inside a non-object");
+      node = &(*node)[tok.key];
+    }
+    if (last) *node = value;
+  }
+}
+
+std::string sanitize(const std::string& s) {
+  std::string out;
+  for (char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == '=') ? c : '_';
+  return out;
+}
+
+std::string value_text(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+// A swept value as a run id writes it: scalars as value_text; a list's elements joined
+// with x ([64,32] -> 64x32); an object's "type" first, then key+value for each other key,
+// joined with _ ({"type": "mlp", "hidden": [32]} -> mlp_hidden32). Readable in a folder
+// name, and distinct values stay distinct in practice (a clash is refused below).
+std::string value_label(const json& v) {
+  if (v.is_array()) {
+    std::string out;
+    for (const auto& e : v) out += (out.empty() ? "" : "x") + value_label(e);
+    return out.empty() ? "none" : out;
+  }
+  if (v.is_object()) {
+    std::string out = v.contains("type") ? value_label(v["type"]) : "";
+    for (const auto& [k, e] : v.items())
+      if (k != "type") out += (out.empty() ? "" : "_") + k + value_label(e);
+    return out.empty() ? "none" : out;
+  }
+  return value_text(v);
+}
+
+// "engine 'a b', train.lr=0.1, seed 1": what a run is, for messages.
+std::string describe_run(const RunSpec& run) {
+  std::string out = "engine '" + run.engine + "'";
+  for (const auto& [k, val] : run.sweep_values.items()) out += ", " + k + "=" + val.dump();
+  return "(" + out + ", seed " + std::to_string(run.seed) + ")";
+}
+
+}  // namespace
+
+// The data's samples as images, when the config says (Fashion-MNIST, or synthetic data
+// with an image): height x width x channels.
+std::optional<Shape> data_image(const json& data) {
+  const std::string d = text_of(data, "type");
+  if (d == "fashion_mnist") return Shape{28, 28, 1};
+  if (d == "synthetic" && data.contains("image") && data["image"].is_array() && data["image"].size() == 3) {
+    const json& i = data["image"];
+    for (const auto& x : i)
+      if (!x.is_number_integer() || x.get<int64_t>() < 1 || x.get<int64_t>() > 1000000) return std::nullopt;
+    return Shape{int(i[1].get<int64_t>()), int(i[2].get<int64_t>()), int(i[0].get<int64_t>())};
+  }
+  return std::nullopt;
+}
+
+// ------------------------------------------------------------------ catalogs
+
+const std::vector<SectionInfo>& section_catalog() {
+  static const std::vector<SectionInfo> sections = [] {
+    std::vector<SectionInfo> out;
+    auto add = [&](const auto& section) { out.push_back(SectionInfo{section.name, section.doc, section.params()}); };
+    add(top_section());
+    for (const char* name : {"train", "stop", "eval", "cluster", "cluster.topology", "cluster.topology.intra",
+                             "cluster.topology.inter", "cluster.compute", "cluster.network",
+                             "cluster.network.compression", "cluster.server", "cluster.stragglers"})
+      add(settings_section(name));
+    add(slow_window_section());
+    add(settings_section("cluster.failures"));
+    add(failure_event_section());
+    out.push_back(SectionInfo{"model.conv[]",
+                              "one convolution block of model cnn: convolution, the activation, then max-pooling",
+                              conv_block_params()});
+    add(settings_section("real"));
+    return out;
+  }();
+  return sections;
+}
+
+namespace {
+// The keys of a labelled data set that split it over the workers (sim/data/partition.h).
+std::vector<ParamInfo> with_partition(std::vector<ParamInfo> keys) {
+  keys.push_back(str("partition", "iid",
+                     "how the training set is split over the workers: \"iid\" one shared sample stream; \"shards\" "
+                     "label-sorted shards dealt to the workers; \"dirichlet\" each class split by Dirichlet(alpha) "
+                     "shares (Hsu et al. 2019); each worker then draws from its own part",
+                     {"iid", "shards", "dirichlet"}));
+  keys.push_back(num("partition_alpha", 0.5, "dirichlet: concentration (0.1 highly skewed; large: near IID)", 0, true));
+  keys.push_back(integer("partition_shards", 2, "shards: label-sorted shards per worker", 1, 1000000));
+  return keys;
+}
+}  // namespace
+
+const std::vector<ComponentInfo>& data_catalog() {
+  static const std::vector<ComponentInfo> c = {
+      {"none", "no data (quadratic model); samples only define the epoch length",
+       {integer("samples", 1024, "nominal samples per epoch", 1)}},
+      {"synthetic", "generated from the seed: Gaussian inputs, a random teacher model",
+       with_partition({str("task", "classification", "classification or regression", {"classification", "regression"}),
+        integer("classes", 10, "classes (classification)", 2, 1000),
+        integer("features", 20, "input dimension", 1, 100000),
+        integer("train_samples", 4096, "training samples", 1, 1e8),
+        integer("test_samples", 1024, "test samples", 1, 1e8),
+        num("noise", 0.1, "std of noise on the teacher's logits or targets", 0),
+        list("image", ParamType::IntegerList, json::array(),
+             "the samples' shape as images, [channels, height, width] (features is then their product; stored "
+             "channels last); [] = flat",
+             1)})},
+      {"fashion_mnist", "Fashion-MNIST (28x28 grey images, 10 classes) from IDX files",
+       with_partition({str("path", kFashionMnistDir, "folder with the four IDX .gz files (Debian: dataset-fashion-mnist)"),
+                       integer("train_limit", 0, "use only the first so many training images (0 = all 60000)"),
+                       integer("test_limit", 0, "use only the first so many test images (0 = all 10000)")})},
+      {"sparse_synthetic",
+       "sparse click-through-like classification data generated from the seed: nnz one-hot fields, Zipf feature "
+       "popularity within each, labels from a hidden linear teacher (the sparse models' default data)",
+       with_partition({integer("features", 100000, "features, split into nnz equal fields", 1, 1e7),
+        integer("nnz", 20, "features per sample: one from each field (<= features)", 1, 1000),
+        num("zipf", 1.1, "popularity exponent: a field's feature of rank k is drawn with probability ~ k^-zipf "
+                         "(0: uniform)", 0, false, 5),
+        integer("classes", 2, "classes", 2, 1000),
+        integer("train_samples", 10000, "training samples", 1, 1e8),
+        integer("test_samples", 2000, "test samples", 1, 1e8),
+        num("noise", 0.1, "std of the noise on the teacher's logits", 0)})},
+      {"svmlight", "LIBSVM/svmlight text files (RCV1, news20, Criteo in LIBSVM form), plain or gzip (sparse models)",
+       with_partition({str("path", nullptr, "training file (a relative path is from the config's folder)"),
+        str("test_path", "", "test file; empty: the last `holdout` share of path's samples is the test set"),
+        num("holdout", 0.1, "share of path's samples held out as the test set when test_path is empty", 0, true, 0.9),
+        integer("features", 0, "features (indices beyond are errors); 0: one past the largest index in the files", 0,
+                2147483647),
+        integer("index_base", 1, "index of the first feature: 1 (LIBSVM) or 0", 0, 1),
+        integer("classes", 0, "classes; 0: from the labels (-1/+1: 2; else the largest class number + 1)", 0, 1000)})},
+  };
+  return c;
+}
+
+const std::vector<ComponentInfo>& staleness_catalog() {
+  static const std::vector<ComponentInfo> c = staleness_family().catalog();
+  return c;
+}
+
+const std::vector<ComponentInfo>& lr_schedule_catalog() {
+  static const std::vector<ComponentInfo> c = lr_schedule_family().catalog();
+  return c;
+}
+
+// ------------------------------------------------------------------ loading
+
+json load_json_file(const std::string& path) {
+  // Read at most kMaxConfigBytes + 1: a config is never that large, and /dev/zero or a
+  // huge file must fail here, not exhaust memory.
+  std::string text;
+  if (!read_file_limited(path, kMaxConfigBytes, text))
+    throw ConfigError(path, {{"", std::string("cannot open: ") + std::strerror(errno)}});
+  if (text.size() > kMaxConfigBytes)
+    throw ConfigError(path, {{"", "larger than " + std::to_string(kMaxConfigBytes >> 20) +
+                                      " MiB: not a config (give long traces as cluster.compute.file)"}});
+  try {
+    return parse_json_strict(text, /*allow_comments=*/true);
+  } catch (const json::parse_error& e) {
+    size_t byte = e.byte > 0 ? e.byte - 1 : 0;
+    size_t line = 1, col = 1;
+    for (size_t i = 0; i < byte && i < text.size(); ++i) {
+      if (text[i] == '\n') { ++line; col = 1; } else ++col;
+    }
+    std::string what = e.what();
+    size_t cut = what.find("parse error");
+    if (cut != std::string::npos) what = what.substr(cut);
+    throw ConfigError(path, {{"", "JSON syntax error at line " + std::to_string(line) + ", column " +
+                                      std::to_string(col) + ": " + what}});
+  } catch (const StrictJsonError& e) {
+    throw ConfigError(path, {{"", e.what()}});
+  } catch (const json::exception& e) {  // e.g. a number literal too large for a double
+    throw ConfigError(path, {{"", std::string("unreadable JSON: ") + e.what()}});
+  }
+}
+
+void apply_overrides(json& config, const std::vector<std::string>& sets, const std::string& source) {
+  std::vector<ConfigIssue> issues;
+  for (const auto& s : sets) {
+    size_t eq = s.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      issues.push_back({"--set " + s, "expected KEY.PATH=VALUE"});
+      continue;
+    }
+    std::string key = s.substr(0, eq), text = s.substr(eq + 1);
+    size_t bad = 0;
+    if (!valid_utf8(s, &bad)) {  // JSON holds only UTF-8: such a value could never be written out
+      char byte[8];
+      std::snprintf(byte, sizeof(byte), "0x%02x", unsigned(static_cast<unsigned char>(s[bad])));
+      issues.push_back({"--set " + (valid_utf8(key) ? key : std::string("(key)")),
+                        std::string("not valid UTF-8 (byte ") + byte + " at offset " + std::to_string(bad) + ")"});
+      continue;
+    }
+    json value;
+    try {
+      value = parse_json_strict(text, /*allow_comments=*/false);
+    } catch (const StrictJsonError& e) {
+      issues.push_back({"--set " + key, e.what()});
+      continue;
+    } catch (const json::exception&) {
+      value = text;  // bare words (and numbers no double holds) are strings; validation judges them
+    }
+    try {
+      // sweep's keys are dotted paths themselves: sweep.train.lr=[...] is the one sweep
+      // key "train.lr", added beside the others (or replacing its values).
+      if (key.rfind("sweep.", 0) == 0 && key.size() > 6 && config.is_object() &&
+          (!config.contains("sweep") || config["sweep"].is_object()))
+        config["sweep"][key.substr(6)] = value;
+      else
+        set_path(config, key, value);
+    } catch (const std::exception& e) {
+      issues.push_back({"--set " + key, e.what()});
+    }
+  }
+  // A key the sweep sets would be overwritten by every sweep point: say so instead of
+  // ignoring the --set (the sweep's own values are set with --set sweep.KEY=[...]).
+  if (issues.empty() && config.is_object() && config.contains("sweep") && config["sweep"].is_object())
+    for (const auto& s : sets) {
+      const std::string key = s.substr(0, s.find('='));
+      if (key.rfind("sweep", 0) == 0) continue;
+      for (const auto& [swept, values] : config["sweep"].items()) {
+        const bool inside = key == swept || key.rfind(swept + ".", 0) == 0 || key.rfind(swept + "[", 0) == 0 ||
+                            swept.rfind(key + ".", 0) == 0 || swept.rfind(key + "[", 0) == 0;
+        if (inside)
+          issues.push_back({"--set " + key, "the sweep sets " + swept + " (sweep." + swept + " = " + brief(values) +
+                                                "), which would override this in every run: set the sweep's values "
+                                                "instead (--set 'sweep." + swept + "=[...]') or remove the key from the sweep"});
+      }
+    }
+  if (!issues.empty()) throw ConfigError(source, issues);
+}
+
+Experiment resolve_experiment(const json& user, const std::string& source, const std::string& base_dir) {
+  Validator v;
+  Experiment exp;
+  exp.source = source;
+  exp.base_dir = base_dir;
+  if (!user.is_object()) {
+    v.error("", "the config must be a JSON object, got " + brief(user));
+    v.throw_if_failed(source);
+  }
+  // The run-level keys common to every run, checked once on the experiment.
+  json base = user;
+  base.erase("engines");
+  base.erase("sweep");
+  json top_checked = v.object(user, "", top_section().params(),
+                              {"model", "data", "train", "stop", "eval", "cluster", "staleness", "real", "engines", "sweep"});
+
+  // engines
+  std::vector<json> engines;
+  if (!user.contains("engines")) v.error("engines", "missing required key (a non-empty list of {\"type\": ...})");
+  else if (!user["engines"].is_array() || user["engines"].empty())
+    v.error("engines", "expected a non-empty list of engine objects, got " + brief(user["engines"]));
+  else
+    for (size_t i = 0; i < user["engines"].size(); ++i)
+      engines.push_back(user["engines"][i]);
+
+  // sweep
+  std::vector<std::pair<std::string, json>> sweep;
+  if (user.contains("sweep")) {
+    const json& s = user["sweep"];
+    if (!s.is_object()) v.error("sweep", "expected an object {\"dotted.key\": [values...]}, got " + brief(s));
+    else
+      for (const auto& [key, values] : s.items()) {
+        if (!values.is_array() || values.empty()) {
+          v.error("sweep." + key, "expected a non-empty list of values, got " + brief(values));
+          continue;
+        }
+        if (key == "seed" || key == "repeats" || key == "name" || key.rfind("engines", 0) == 0) {
+          v.error("sweep." + key, "cannot be swept (use repeats for seeds, the engines list for engines)");
+          continue;
+        }
+        // Keys the program sets itself (a run's engine object and its `run` record) are
+        // not config keys: sweeping them would relabel runs (issue 31).
+        const std::string head = key.substr(0, key.find_first_of(".["));
+        if (head == "engine" && (key == "engine" || key.rfind("engine.type", 0) == 0 || key.rfind("engine.name", 0) == 0 ||
+                                 key[6] == '[')) {
+          v.error("sweep." + key, "cannot be swept: the engines list chooses each run's engine and its name; sweep an "
+                                  "engine's parameter as engine.<parameter>");
+          continue;
+        }
+        if (head == "run") {
+          v.error("sweep." + key, "is not a config key (asgdsim writes each run's `run` record itself)");
+          continue;
+        }
+        // 2 and 2.0 are one value: runs would repeat under two ids
+        bool repeated = false;
+        for (size_t a = 0; a < values.size() && !repeated; ++a)
+          for (size_t b = a + 1; b < values.size() && !repeated; ++b)
+            if (values[a].is_number() && values[b].is_number() && values[a].dump() != values[b].dump() &&
+                values[a].get<double>() == values[b].get<double>()) {  // (the same text: "the same point twice" below)
+              v.error(index_path("sweep." + key, b), brief(values[b]) + " is the same value as " + brief(values[a]) +
+                                                         " (item " + std::to_string(a) + "): each point would run twice");
+              repeated = true;
+            }
+        if (repeated) continue;
+        sweep.emplace_back(key, values);
+      }
+  }
+  std::string name = user.contains("name") ? text_of(top_checked, "name") : "experiment";
+  check_name(name, user, v);
+  // object() filled the defaults; invalid values were reported (and fail below).
+  uint64_t seed = top_checked["seed"].is_number_integer() ? top_checked["seed"].get<uint64_t>() : 1;
+  int64_t repeats = int_of(top_checked, "repeats", 1);
+  if (repeats < 1 || repeats > int64_t(kMaxRuns)) repeats = 1;  // reported by the range check
+
+  // Engine labels must be distinct as written in run ids (after sanitising): "a b" and
+  // "a_b" would share every run folder.
+  std::vector<std::string> labels, raw_labels;
+  for (size_t i = 0; i < engines.size(); ++i) {
+    std::string label;
+    if (engines[i].is_object()) {
+      if (engines[i].contains("name") && engines[i]["name"].is_string() && !engines[i]["name"].get<std::string>().empty())
+        label = engines[i]["name"];
+      else if (engines[i].contains("type") && engines[i]["type"].is_string())
+        label = engines[i]["type"];
+    }
+    if (label.empty()) label = "engine" + std::to_string(i);
+    auto same = std::find(labels.begin(), labels.end(), sanitize(label));
+    if (same != labels.end()) {
+      const std::string& other = raw_labels[size_t(same - labels.begin())];
+      v.error(index_path("engines", i),
+              (other == label ? "two engines are labelled '" + label + "'"
+                              : "engines labelled '" + other + "' and '" + label + "' both become '" + sanitize(label) +
+                                    "' in run ids (which keep only letters, digits and . - _ =)") +
+                  ": give each a distinct \"name\"");
+    }
+    labels.push_back(sanitize(label));
+    raw_labels.push_back(label);
+  }
+
+  // The number of runs, before making any: each holds a resolved config.
+  double run_count = double(std::max<size_t>(1, engines.size())) * double(repeats);
+  for (const auto& [k, vals] : sweep) run_count *= double(vals.size());
+  if (run_count > kMaxRuns) {
+    std::string product = std::to_string(engines.size()) + " engine(s)";
+    for (const auto& [k, vals] : sweep) product += " x " + std::to_string(vals.size()) + " " + k;
+    product += " x " + std::to_string(repeats) + " repeat(s)";
+    v.error(user.contains("repeats") && repeats > 1 ? "repeats" : sweep.empty() ? "engines" : "sweep",
+            "the config makes " + whole(run_count) + " runs (" + product + "), more than " + whole(kMaxRuns) +
+                ": split it into several configs");
+    v.throw_if_failed(source);
+  }
+
+  std::string sweepable_top = "model, data, train, stop, eval, cluster, staleness, real";
+  for (const auto& p : top_section().params())
+    if (p.name != "name" && p.name != "seed" && p.name != "repeats") sweepable_top += ", " + p.name;
+
+  // Expand: engine x sweep point x repeat; every run validated whole.
+  size_t points = 1;
+  for (const auto& [k, vals] : sweep) points *= vals.size();
+  std::vector<std::string> short_names;
+  for (const auto& [k, vals] : sweep) {
+    std::string last = k.substr(k.find_last_of('.') == std::string::npos ? 0 : k.find_last_of('.') + 1);
+    short_names.push_back(last);
+  }
+  for (size_t i = 0; i < short_names.size(); ++i)
+    if (std::count(short_names.begin(), short_names.end(), short_names[i]) > 1) short_names[i] = sweep[i].first;
+
+  // An engine.* key applies to the engines whose type has that parameter (every engine for
+  // "name"); the others run without it: one run per point of the other keys, its run id
+  // and sweep values without the key. A key no engine has is an error, reported once.
+  std::vector<std::vector<bool>> applies(engines.size(), std::vector<bool>(sweep.size(), true));
+  for (size_t k = 0; k < sweep.size(); ++k) {
+    const std::string& key = sweep[k].first;
+    if (key.rfind("engine.", 0) != 0) continue;
+    std::string param = key.substr(7, key.find_first_of(".[", 7) == std::string::npos ? std::string::npos
+                                                                                       : key.find_first_of(".[", 7) - 7);
+    if (param == "name" || param == "type") continue;
+    bool any = false, all_known = true;
+    std::string types;
+    for (size_t e = 0; e < engines.size(); ++e) {
+      const json& type = engines[e].is_object() ? engines[e].value("type", json()) : json();
+      const ComponentInfo* info = nullptr;
+      for (const auto& c : engine_catalog())
+        if (type.is_string() && c.name == type.get<std::string>()) info = &c;
+      if (!info) {  // an unknown or missing type: reported by the run's validation
+        all_known = false;
+        continue;
+      }
+      bool has = std::any_of(info->params.begin(), info->params.end(), [&](const ParamInfo& p) { return p.name == param; });
+      applies[e][k] = has;
+      any = any || has;
+      types += (types.empty() ? "" : ", ") + info->name;
+    }
+    if (!any && all_known) {
+      std::string owners;
+      for (const auto& c : engine_catalog())
+        for (const auto& p : c.params)
+          if (p.name == param) owners += (owners.empty() ? "" : ", ") + c.name;
+      v.error("sweep." + key, "no engine of this experiment (" + types + ") has the parameter '" + param + "'" +
+                                  (owners.empty() ? std::string(" (asgdsim list shows each engine's)")
+                                                  : " (engines that have it: " + owners + ")"));
+    }
+  }
+  v.throw_if_failed(source);
+
+  json resolved_engines = json::array();
+  std::vector<size_t> engine_of_run;  // index into engines, per run
+  for (size_t e = 0; e < engines.size(); ++e) {
+    for (size_t p = 0; p < points; ++p) {
+      json run_user = base;
+      run_user["engine"] = engines[e];
+      json sweep_values = json::object();
+      std::string id = labels[e];
+      size_t rest = p;
+      std::vector<size_t> idx(sweep.size());
+      bool repeated_point = false;  // a key that does not apply to this engine past its first value
+      for (size_t k = sweep.size(); k-- > 0;) {
+        idx[k] = rest % sweep[k].second.size();
+        rest /= sweep[k].second.size();
+        repeated_point = repeated_point || (!applies[e][k] && idx[k] != 0);
+      }
+      if (repeated_point) continue;
+      std::string point_text;
+      for (size_t k = 0; k < sweep.size(); ++k) {
+        if (!applies[e][k]) continue;
+        const json& val = sweep[k].second[idx[k]];
+        sweep_values[sweep[k].first] = val;
+        id += "-" + sanitize(short_names[k] + "=" + value_label(val));
+        point_text += (point_text.empty() ? "" : ", ") + sweep[k].first + "=" + value_text(val);
+        try {
+          set_path(run_user, sweep[k].first, val);
+        } catch (const std::exception& ex) {
+          v.error("sweep." + sweep[k].first, ex.what());
+        }
+      }
+      Validator rv;
+      RunSettings settings;
+      json resolved = resolve_run(run_user, rv, settings);
+      for (const auto& issue : rv.issues()) {
+        std::string path = issue.path;
+        if (path.rfind("engine", 0) == 0 && (path.size() == 6 || path[6] == '.'))
+          path = index_path("engines", e) + path.substr(6);
+        bool from_sweep = false;
+        for (const auto& [k, vals] : sweep)
+          if (path == k || path.rfind(k + ".", 0) == 0) from_sweep = true;
+        bool top_level = path.find_first_of(".[") == std::string::npos;
+        if (top_level && issue.message.rfind("unknown key", 0) == 0) {
+          // The run's own keys (engine, run) are internal: the experiment's check above
+          // reported a key of the config; one set by the sweep is named with the keys a
+          // sweep may set.
+          if (from_sweep)
+            v.error("sweep." + path, "unknown key (a sweep key is a dotted path to a config key: " + sweepable_top +
+                                         ", or engine.<parameter>)");
+          continue;
+        }
+        v.error(from_sweep ? "sweep." + path : path, issue.message);
+      }
+      if (!rv.ok()) continue;
+      if (p == 0) {  // the engine as resolved, for experiment.json
+        json engine = resolved["engine"];
+        engine["name"] = labels[e];
+        resolved_engines.push_back(engine);
+      }
+      for (int r = 0; r < int(repeats); ++r) {
+        RunSpec run;
+        run.engine = labels[e];
+        run.sweep_values = sweep_values;
+        run.seed = seed + uint64_t(r);
+        run.repeat = r;
+        run.run_id = id + "-seed" + std::to_string(run.seed);
+        run.config = resolved;
+        run.config["seed"] = run.seed;
+        run.settings = settings;
+        run.settings.seed = run.seed;
+        run.config["name"] = name;
+        run.config["run"] = {{"run_id", run.run_id}, {"experiment", name}, {"engine", run.engine},
+                             {"sweep", sweep_values}, {"repeat", r}, {"seed", run.seed}};
+        exp.runs.push_back(std::move(run));
+        engine_of_run.push_back(e);
+      }
+    }
+  }
+  // Run ids name folders: two runs with one id would share (and overwrite) one folder.
+  std::map<std::string, size_t> id_owner;
+  for (size_t i = 0; i < exp.runs.size(); ++i) {
+    const RunSpec& run = exp.runs[i];
+    if (run.run_id.size() > kMaxRunIdBytes)
+      v.error("sweep", "run id '" + run.run_id.substr(0, 60) + "...' is " + std::to_string(run.run_id.size()) +
+                           " bytes, too long for a folder name (at most " + std::to_string(kMaxRunIdBytes) +
+                           "): shorten the engine names or sweep values");
+    auto [it, fresh] = id_owner.emplace(run.run_id, i);
+    if (fresh) continue;
+    const RunSpec& first = exp.runs[it->second];
+    if (engine_of_run[it->second] != engine_of_run[i]) {
+      if (first.engine != run.engine)  // distinct labels whose ids meet once a sweep value is added
+        v.error("engines", "runs of engines '" + first.engine + "' and '" + run.engine + "' get the same run id '" +
+                               run.run_id + "' " + describe_run(first) + " " + describe_run(run) +
+                               ": they would share one folder; rename one of the engines");
+      continue;  // equal labels: reported above
+    }
+    if (first.sweep_values == run.sweep_values)
+      v.error("sweep", "the sweep lists the same point twice: " + describe_run(run) + " would run twice as '" +
+                           run.run_id + "'; remove the repeated value");
+    else
+      v.error("sweep", "two runs get the same run id '" + run.run_id + "' (run ids keep only letters, digits and . - _ =): " +
+                           describe_run(first) + " and " + describe_run(run) + "; make the sweep values distinct after that");
+  }
+
+  // The data's files exist (a missing data set is invalid input, said before any run).
+  std::vector<json> data_checked;
+  for (const auto& run : exp.runs) {
+    const json& d = run.config["data"];
+    if (!d.is_object() || std::find(data_checked.begin(), data_checked.end(), d) != data_checked.end()) continue;
+    data_checked.push_back(d);
+    const std::string type = text_of(d, "type");
+    auto path_of = [&](const char* key) {
+      const std::string p = text_of(d, key);
+      return !p.empty() && p[0] != '/' && !base_dir.empty() ? base_dir + "/" + p : p;
+    };
+    if (type == "fashion_mnist") {
+      const std::string problem = fashion_mnist_missing(path_of("path"));
+      if (!problem.empty()) v.error("data.path", problem);
+    } else if (type == "svmlight") {
+      for (const char* key : {"path", "test_path"}) {
+        const std::string p = path_of(key);
+        if (!p.empty() && ::access(p.c_str(), R_OK) != 0)
+          v.error(std::string("data.") + key, p + ": cannot be read: " + std::strerror(errno));
+      }
+    }
+  }
+
+  // Trace files are read now, so a missing file or a bad line is invalid input, not a
+  // failure half-way through an experiment; then what each run will cost is checked
+  // (a run that cannot advance, or that needs more memory than there is).
+  std::vector<std::pair<json, std::shared_ptr<Distribution>>> built;
+  std::vector<json> checked, failed_specs;
+  const bool valid = v.ok();  // the cost checks read the runs' settings, which needs valid configs
+  for (auto& run : exp.runs) {
+    // dist "flops": a sample costs the model's FLOPs at the device's rate, a constant draw
+    // per sample (per step: the batch's); the run's compute distribution is that constant
+    const json& asked = run.config["cluster"]["compute"];
+    if (valid && asked.is_object()) run.settings.compute_model = {{"dist", asked.value("dist", "")}};
+    if (valid && asked.is_object() && asked.value("dist", "") == "flops") {
+      const double rate = device_flops(asked["flops"]);
+      const double fps = model_sizes(run.config).flops_per_sample;
+      if (rate <= 0) {
+        v.error("cluster.compute.flops", "expected a number > 0 (FLOP/s) or one of h100-fp32, a100-fp32, v100-fp32, "
+                                         "h100-bf16, a100-bf16; got " + brief(asked["flops"]));
+        continue;
+      }
+      if (!(fps > 0)) {
+        v.error("cluster.compute.dist", "\"flops\" needs a model that counts its FLOPs; model '" +
+                                            text_of(run.config["model"], "type") + "' has none (give a duration)");
+        continue;
+      }
+      const double per_sample = fps / (rate * asked["efficiency"].get<double>());
+      const double draw = run.settings.step_cost.per_sample ? per_sample : per_sample * double(run.settings.batch_size);
+      run.settings.compute_dist = {{"dist", "constant"}, {"value", draw}};
+      run.settings.compute_model = {{"dist", "flops"},
+                                    {"flops_per_sample", fps},
+                                    {"device_flops", rate},
+                                    {"efficiency", asked["efficiency"]},
+                                    {"seconds_per_sample", per_sample}};
+    }
+    for (const char* key : {"compute", "speeds"}) {
+      const json& spec = run.config["cluster"][key];
+      if (!spec.is_object() || spec.value("dist", "") != "trace" || spec.value("file", "").empty()) continue;
+      if (std::find(checked.begin(), checked.end(), spec) != checked.end()) continue;
+      checked.push_back(spec);
+      try {
+        make_distribution(spec, base_dir);
+      } catch (const std::exception& e) {
+        v.error(std::string("cluster.") + key + ".file", e.what());
+        failed_specs.push_back(spec);
+      }
+    }
+    const json& compute_spec = run.settings.compute_dist;
+    if (!valid || std::find(failed_specs.begin(), failed_specs.end(), compute_spec) != failed_specs.end()) continue;
+    std::shared_ptr<Distribution> compute;
+    for (const auto& [spec, dist] : built)
+      if (spec == compute_spec) compute = dist;
+    if (!compute) {
+      try {
+        compute = make_distribution(compute_spec, base_dir);
+      } catch (const std::exception& e) {
+        v.error("cluster.compute", e.what());
+        continue;
+      }
+      built.emplace_back(compute_spec, compute);
+    }
+    check_run_resources(run.config, run.settings, *compute, v);
+  }
+  v.throw_if_failed(source);
+
+  exp.resolved = top_checked;
+  exp.resolved["name"] = name;
+  exp.resolved["engines"] = resolved_engines;
+  json sweep_json = json::object();
+  for (const auto& [k, vals] : sweep) {
+    sweep_json[k] = vals;
+    exp.sweep_keys.push_back(k);
+  }
+  exp.resolved["sweep"] = sweep_json;
+  // Sections as resolved for the first run (sweeps vary them per run; see each config.json).
+  if (!exp.runs.empty())
+    for (const char* k : {"model", "data", "train", "stop", "eval", "cluster", "staleness", "real"})
+      exp.resolved[k] = exp.runs.front().config[k];
+  return exp;
+}
+
+}  // namespace asgd

@@ -1,0 +1,62 @@
+// experiments/config/config.h — experiment configs: load (JSON syntax errors with line and
+// column), --set overrides, strict validation of the whole schema with every default
+// filled, and expansion into runs (engine x sweep point x repeat). Also the catalogs of
+// models, datasets, staleness modes and learning-rate schedules.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+#include <nlohmann/json.hpp>
+#include "sim/config/validator.h"
+#include "kernels/shape.h"
+#include "sim/config/param.h"
+#include "sim/models/catalog.h"
+#include "sim/run/settings.h"
+
+namespace asgd {
+
+// One run to make: its resolved config (an "engine" object instead of "engines", the
+// sweep values applied, "seed" = experiment seed + repeat).
+struct RunSpec {
+  std::string run_id;
+  std::string engine;        // the engine's name (its "name", else its type)
+  json sweep_values;         // {"train.lr": 0.1, ...} (ordered as in the sweep)
+  uint64_t seed = 0;
+  int repeat = 0;
+  json config;               // the resolved config, as config.json shows it
+  RunSettings settings;      // the same run, typed: bound from config's keys while validating
+};
+
+struct Experiment {
+  std::string source;        // the config file path ("" for the built-in default)
+  std::string base_dir;      // where relative paths in the config resolve
+  json resolved;             // the experiment config with every default filled
+  std::vector<std::string> sweep_keys;
+  std::vector<RunSpec> runs;
+};
+
+// Reads and parses a JSON file; throws ConfigError naming file, line and column.
+json load_json_file(const std::string& path);
+
+// The data's samples as images, when the data config says (Fashion-MNIST, or synthetic
+// data with an `image`): height x width x channels; nullopt for flat or sparse samples.
+std::optional<Shape> data_image(const json& data);
+// Applies KEY.PATH=VALUE overrides (VALUE parsed as JSON, else taken as a string);
+// "engines[1].type" and "engines.1.type" both address a list element.
+void apply_overrides(json& config, const std::vector<std::string>& sets, const std::string& source);
+// Validates and expands; throws ConfigError with every issue found.
+Experiment resolve_experiment(const json& user, const std::string& source, const std::string& base_dir);
+
+// Catalogs for validation and `asgdsim list`.
+const std::vector<ComponentInfo>& data_catalog();
+const std::vector<ComponentInfo>& staleness_catalog();
+const std::vector<ComponentInfo>& lr_schedule_catalog();
+struct SectionInfo {
+  std::string name;
+  std::string doc;
+  std::vector<ParamInfo> params;
+};
+// The plain sections (top level, train, stop, eval, cluster) and their keys.
+const std::vector<SectionInfo>& section_catalog();
+
+}  // namespace asgd

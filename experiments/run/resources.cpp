@@ -1,0 +1,317 @@
+// experiments/run/resources.cpp — run scale and memory estimates from a resolved run config
+// (see resources.h). The per-item byte counts are the sizes of the structures that hold
+// them (sim/, engines/, kernels/), rounded up for allocator and container overhead; the
+// per-worker and per-row constants were measured (docs/reliability.md).
+#include "experiments/run/resources.h"
+#include "experiments/config/config.h"
+#include "sim/data/dataset.h"
+#include "sim/data/idx_reader.h"  // DataError
+#include "sim/run/settings.h"
+#include "engines/engine_registry.h"
+#include <sys/resource.h>
+#include <unistd.h>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <thread>
+
+namespace asgd {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kFloat = 4;  // bytes per parameter, gradient or data value
+// Bookkeeping per simulated worker beyond its buffers (job record, stats, engine state,
+// per-worker vectors of the scheduler and the engines): measured ~0.6 KB, rounded up.
+constexpr double kWorkerBytes = 1024;
+// One metrics row: the record (104 bytes), its CSV text when written, vector growth.
+constexpr double kRowBytes = 512;
+// One trace span: the record (32 bytes), its JSON text when written (~110), growth.
+constexpr double kSpanBytes = 256;
+constexpr double kSpansPerGradient = 4;  // pull, compute, push, and an update instant
+// The Fashion-MNIST files' sizes (images 28x28).
+constexpr double kFashionTrain = 60000, kFashionTest = 10000, kFashionPixels = 784;
+
+double num(const json& j, const char* key, double fallback = 0) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
+}
+std::string text(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+struct DataShape {
+  double train = 0, test = 0;  // samples
+  double in = 0;               // input dimension
+  int classes = 0;             // what a model is built for (0: regression)
+  double outputs() const { return std::max(1, classes); }  // the model's outputs
+  Shape image{1, 1, 1};        // one sample as an image (flat: 1 x 1 x in)
+  double stored_values = 0;    // floats' worth of bytes the data set occupies (both sets)
+  double raw_bytes = 0;        // bytes read before conversion (IDX pixels)
+  bool sparse = false;
+};
+
+DataShape data_shape(const json& data) {
+  DataShape d;
+  const std::string type = text(data, "type");
+  if (type == "synthetic") {
+    d.train = num(data, "train_samples");
+    d.test = num(data, "test_samples");
+    d.in = num(data, "features");
+    d.classes = text(data, "task") == "regression" ? 0 : int(num(data, "classes", 10));
+  } else if (type == "fashion_mnist") {
+    double tl = num(data, "train_limit"), sl = num(data, "test_limit");
+    d.train = tl > 0 ? std::min(tl, kFashionTrain) : kFashionTrain;
+    d.test = sl > 0 ? std::min(sl, kFashionTest) : kFashionTest;
+    d.in = kFashionPixels;
+    d.classes = 10;
+    d.raw_bytes = (kFashionTrain + kFashionTest) * (kFashionPixels + 1);
+  } else if (type == "sparse_synthetic" || type == "svmlight") {  // svmlight: measured when read
+    d.sparse = true;
+    d.in = num(data, "features");
+    d.classes = int(num(data, "classes", 2));
+    if (type == "sparse_synthetic") {
+      d.train = num(data, "train_samples");
+      d.test = num(data, "test_samples");
+      const double nnz = num(data, "nnz", 1);
+      d.stored_values = (double(sparse_bytes(uint64_t(d.train), uint64_t(d.train * nnz))) +
+                         double(sparse_bytes(uint64_t(d.test), uint64_t(d.test * nnz)))) / kFloat;
+    }
+    return d;
+  } else {  // none: the samples only count epochs
+    d.train = num(data, "samples", 1024);
+  }
+  if (auto image = data_image(data)) d.image = *image;
+  else d.image = Shape{1, 1, int(std::min(d.in, 2e9))};
+  d.stored_values = (d.train + d.test) * (d.in + 1);
+  return d;
+}
+
+double mean_speed_factor(const RunSettings& rs) {
+  if (!rs.speeds_dist.is_null()) {
+    try {
+      return make_distribution(rs.speeds_dist)->mean();
+    } catch (const std::exception&) {
+    }
+    return 1;
+  }
+  if (rs.speeds.empty()) return 1;
+  double sum = 0;
+  for (double f : rs.speeds) sum += f;
+  return sum / double(rs.speeds.size());
+}
+
+// What the run's engine costs per step (EngineType::cost, in the engine's own file).
+EngineCost engine_cost(const json& c, const RunSettings& rs) {
+  const json& engine = c["engine"];
+  const EngineType* type = find_engine_type(text(engine, "type"));
+  return type && type->cost ? type->cost(engine, rs.workers) : EngineCost{};
+}
+
+}  // namespace
+
+ModelSizes model_sizes(const json& c) {
+  const json& model = c["model"];
+  ModelSizes z;
+  if (text(model, "type") == "quadratic") {  // not built: its curvature alone is dim floats
+    z.params = num(model, "dim");
+    return z;
+  }
+  const DataShape d = data_shape(c["data"]);
+  try {  // the model the run builds (construction allocates nothing but its layer list)
+    const auto m = build_model(model, ModelInput{size_t(d.in), d.classes, d.image, "the data"});
+    z.params = double(m->num_params());
+    z.train_floats_per_sample = double(m->floats_per_sample(true));
+    z.eval_floats_per_sample = double(m->floats_per_sample(false));
+    z.flops_per_sample = m->flops_per_sample();
+  } catch (const std::exception&) {
+    // a model its data cannot feed: reported by the config's own checks
+  }
+  return z;
+}
+
+double model_param_count(const json& c) { return model_sizes(c).params;
+}
+
+RunScale estimate_run_scale(const json& c, const RunSettings& rs, const Distribution& compute) {
+  RunScale s;
+  const double workers = std::max(1, rs.workers);
+  const double batch = std::max<double>(1, double(rs.batch_size));
+  const double samples = std::max(1.0, data_shape(c["data"]).train);
+  const double stop_time = rs.stop_time == kNever ? 0 : sim_to_seconds(rs.stop_time);
+
+  // A step: compute (overhead + the batch's or the step's mean draw, x mean slowdown, x the
+  // transient stragglers' mean factor), then the engine's messages per step (a pull and a
+  // push for async, ssp and the sync family; one exchange per period or round for easgd
+  // and local_sgd) over the slower of the shard links and the worker's NIC.
+  double straggle = 1 + rs.stragglers.probability * (rs.stragglers.factor - 1);
+  const StepCost& cost = rs.step_cost;
+  double step = (cost.overhead + compute.mean() * (cost.per_sample ? batch : 1)) * mean_speed_factor(rs) * straggle;
+  const EngineCost engine = engine_cost(c, rs);
+  const double messages = engine.messages_per_step;
+  double bytes_per_second = kInf;
+  if (rs.network.bandwidth > 0) bytes_per_second = rs.network.bandwidth * std::max(1, rs.network.shards);
+  if (rs.network.worker_bandwidth > 0) bytes_per_second = std::min(bytes_per_second, rs.network.worker_bandwidth);
+  const double bytes = message_bytes(rs.network, size_t(model_param_count(c)));
+  step += messages * (bytes / bytes_per_second + rs.network.latency);
+  s.step_seconds = std::isfinite(step) ? step : kInf;
+
+  // Gradients per update, at most: one (async, ssp), a round of every worker (sync
+  // family), every worker's local steps (local_sgd, easgd).
+  const double per_update = engine.gradients_per_update;
+
+  double g = kInf;
+  if (rs.stop_gradients > 0) g = std::min(g, double(rs.stop_gradients));
+  if (rs.stop_updates > 0) g = std::min(g, double(rs.stop_updates) * per_update + workers);
+  if (rs.stop_epochs > 0) g = std::min(g, std::ceil(rs.stop_epochs * samples / batch) + workers);
+  // A step under half a nanosecond rounds to 0 ns: virtual time would not advance.
+  if (stop_time > 0 && s.step_seconds >= 0.5e-9) g = std::min(g, stop_time * workers / s.step_seconds + workers);
+  s.gradients = g;
+  s.updates = rs.stop_updates > 0 ? std::min(double(rs.stop_updates), g) : g;
+  s.epochs = g * batch / samples;
+  s.seconds = stop_time > 0 ? stop_time : std::isfinite(g) ? g * s.step_seconds / workers : kInf;
+  return s;
+}
+
+MemoryEstimate estimate_run_memory(const json& c, const RunSettings& rs, const Distribution& compute) {
+  MemoryEstimate m;
+  const json& model = c["model"];
+  const DataShape d = data_shape(c["data"]);
+  const double workers = std::max(1, rs.workers);
+  const double batch = std::max<double>(1, double(rs.batch_size));
+  const double params = model_param_count(c);
+  const double vec = params * kFloat;
+  const RunScale scale = estimate_run_scale(c, rs, compute);
+  // The key that sets the model's size: its dim, the data's features (a sparse model has a
+  // row per feature), or the model's layers.
+  const std::string model_key = text(model, "type") == "quadratic" ? "model.dim" : d.sparse ? "data.features" : "model";
+  auto add = [&m](std::string key, std::string what, double bytes) {
+    if (bytes > 0) m.parts.push_back({std::move(key), std::move(what), bytes});
+  };
+  auto n = [](double v) {
+    char s[32];
+    std::snprintf(s, sizeof(s), "%.4g", v);
+    return std::string(s);
+  };
+
+  // Parameter versions: the model of record, its momentum, and the history forced
+  // staleness keeps (no more versions than there are updates).
+  const double history = std::min(double(rs.staleness_tau), scale.updates);  // 0 unless forced
+  // (Adam's state is two vectors: one more.)
+  const double state = rs.optimizer.adam() ? 2 : 1;
+  add(model_key, std::string("the model of record and its ") + (rs.optimizer.adam() ? "Adam moments" : "momentum") +
+                     " (" + n(params) + " parameters)",
+      (1 + state) * vec);
+  const std::string history_key = rs.staleness != StalenessMode::Geometric ? "staleness.tau"
+                                  : num(c["staleness"], "max") > 0         ? "staleness.max"
+                                                                            : "staleness.mean";
+  add(history_key, "the " + n(history) + " parameter versions forced staleness keeps", history * vec);
+
+  // Per worker: a gradient in flight and the parameters it was computed on; replicas of
+  // their own for local SGD and EASGD (EAMSGD: two more vectors) and local SGD's and
+  // DiLoCo's optimizer state; minibatch ids.
+  const EngineCost cost = engine_cost(c, rs);
+  const double copies = cost.vectors_per_worker + (cost.optimizer_per_worker && rs.optimizer.stateful() ? state : 0);
+  // Named after the factor more out of the ordinary: the workers, or the model's size.
+  add(vec > workers * kWorkerBytes ? model_key : "cluster.workers",
+      n(workers) + " workers x " + n(copies) + " vectors of " + n(params) + " parameters", workers * copies * vec);
+  add("cluster.workers", n(workers) + " workers' bookkeeping", workers * kWorkerBytes);
+  add("train.batch_size", n(workers) + " workers x minibatches of " + n(batch) + " sample ids", workers * batch * 2 * 4);
+
+  // Activations: each thread computing a gradient holds the model's workspace for its
+  // minibatch (Model::floats_per_sample: activations, their gradients, the layers' own
+  // buffers), or, evaluating, for a chunk of at most 1,024 rows and 16 MiB.
+  const ModelSizes sizes = model_sizes(c);
+  const double eval_row = sizes.eval_floats_per_sample + 2;  // + the row's loss and correct
+  const double eval_rows = std::max(1.0, std::min(1024.0, std::floor(4194304.0 / eval_row)));
+  const double per_thread = std::max(batch * sizes.train_floats_per_sample, eval_rows * eval_row * (sizes.eval_floats_per_sample > 0));
+  const double threads = std::min(workers, double(std::max(1u, std::thread::hardware_concurrency())));
+  add("train.batch_size", n(threads) + " threads x the model's workspace for " + n(batch) + " samples (" +
+                              n(sizes.train_floats_per_sample) + " floats each)",
+      threads * per_thread * kFloat);
+
+  // Data: inputs and labels as floats, on the host and in backend memory (the same RAM
+  // on CPU backends), the raw file bytes while converting, and the sample order.
+  const std::string data_key = text(c["data"], "type") == "none" ? "data.samples" : "data";
+  if (d.sparse)  // both copies while uploading, as stored (CSR)
+    add("data.train_samples", n(d.train) + " + " + n(d.test) + " sparse samples of " + n(num(c["data"], "nnz", 1)) +
+                                  " features each", 2 * d.stored_values * kFloat);
+  else
+    add("data", n(d.train) + " + " + n(d.test) + " samples x " + n(d.in) + " features", 2 * d.stored_values * kFloat);
+  add("data", "the raw data files", d.raw_bytes);
+  add(data_key, "the sample order of " + n(d.train) + " samples", d.train * 4);
+
+  // Metrics rows: the start, one per eval interval, the end. An interval in epochs is
+  // checked after each update, so it gives at most one row per update.
+  const std::string unit = text(c["eval"], "unit");
+  const double every = rs.eval_every;
+  double span = rs.eval_unit == EvalUnit::Time ? scale.seconds : rs.eval_unit == EvalUnit::Updates ? scale.updates : scale.epochs;
+  double rows = every > 0 ? span / every + 2 : kInf;
+  if (rs.eval_unit == EvalUnit::Epochs) rows = std::min(rows, scale.updates + 2);
+  add("eval.every", n(rows) + " metrics rows (eval every " + n(every) + " " + unit + ")", rows * kRowBytes);
+  if (rs.trace)
+    add("trace", n(scale.gradients) + " gradients' trace spans", scale.gradients * kSpansPerGradient * kSpanBytes);
+
+  std::stable_sort(m.parts.begin(), m.parts.end(), [](const MemoryPart& a, const MemoryPart& b) { return a.bytes > b.bytes; });
+  for (const auto& p : m.parts) m.total += p.bytes;
+  return m;
+}
+
+void check_run_resources(const json& c, const RunSettings& rs, const Distribution& compute, Validator& v) {
+  const RunScale scale = estimate_run_scale(c, rs, compute);
+  if (!std::isfinite(scale.gradients)) {  // only stop.time bounds it, and steps take no time
+    v.error("stop.time", "the run can never reach it: a worker's step takes 0 ns of virtual time (cluster.compute has "
+                         "mean " + brief(json(compute.mean())) + " s, rounded to whole nanoseconds, and the "
+                         "network charges nothing), so "
+                         "virtual time never advances; give cluster.compute a duration >= 1 ns, or add a limit on "
+                         "stop.updates, stop.gradients or stop.epochs");
+    return;
+  }
+  const MemoryEstimate m = estimate_run_memory(c, rs, compute);
+  const double budget = memory_limit_bytes();
+  if (m.total <= budget) return;
+  v.error(m.parts.front().key, memory_refusal(m, budget) + ". Lower " + m.parts.front().key);
+}
+
+std::string memory_refusal(const MemoryEstimate& m, double budget) {
+  // Named after the limit that binds: a ulimit below the machine's memory, else the machine.
+  std::string whose = " this machine has";
+  const double physical = double(::sysconf(_SC_PHYS_PAGES)) * double(::sysconf(_SC_PAGESIZE));
+  for (int resource : {RLIMIT_DATA, RLIMIT_AS}) {
+    rlimit r{};
+    if (::getrlimit(resource, &r) == 0 && r.rlim_cur != RLIM_INFINITY && double(r.rlim_cur) < physical)
+      whose = std::string(" this process may use under its ") + (resource == RLIMIT_AS ? "address-space" : "data") +
+              " limit of " + format_bytes(double(r.rlim_cur)) + " (ulimit " + (resource == RLIMIT_AS ? "-v" : "-d") +
+              "; less what it already maps and its threads' stacks" + (resource == RLIMIT_AS ? " and arenas" : "") + ")";
+  }
+  std::string text = "this run would need about " + format_bytes(m.total) + " of memory, more than the " +
+                     format_bytes(budget) + whose;
+  if (!m.parts.empty())
+    text += "; the largest part is " + m.parts.front().what + ": " + format_bytes(m.parts.front().bytes);
+  return text;
+}
+
+void check_memory_with_data(const json& c, const RunSettings& rs, const std::string& base_dir, size_t features,
+                            int classes, const std::string& source) {
+  json run = c;
+  run["data"]["features"] = features;
+  run["data"]["classes"] = classes;
+  const MemoryEstimate m = estimate_run_memory(run, rs, *make_distribution(rs.compute_dist, base_dir));
+  const double budget = memory_limit_bytes();
+  if (m.total <= budget) return;
+  throw DataError(source + ": " + std::to_string(features) + " features and " + std::to_string(classes) +
+                  " classes: " + memory_refusal(m, budget) +
+                  ". The data decides it: check the file's feature indices and labels, or give data.features and "
+                  "data.classes so that such lines are refused");
+}
+
+std::string out_of_memory_text(const std::string& during) {
+  return "out of memory (std::bad_alloc)" + (during.empty() ? std::string() : " " + during) + ": an allocation failed; this process may use about " +
+         format_bytes(memory_limit_bytes()) +
+         " (physical memory, lowered by ulimit -v / -d and a cgroup memory.max): make the run smaller (model size, "
+         "cluster.workers, data) or raise the limit";
+}
+
+}  // namespace asgd

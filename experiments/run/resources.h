@@ -1,0 +1,71 @@
+// experiments/run/resources.h — what a run will cost, judged from its resolved config before
+// anything runs: how far it goes (gradients, updates, epochs, virtual seconds, from its
+// stop limits and its timing) and how much memory its largest allocations take.
+// resolve_experiment uses it to refuse, as invalid input naming the key responsible, a
+// run that cannot advance (only stop.time, with steps of 0 ns) and a run whose estimate
+// exceeds the machine's memory. An estimate, not an accounting: its terms are the
+// allocations that grow with a config key (per-worker buffers, parameter versions, data
+// sets, metrics rows, trace spans); fixed costs of a few MB are left out.
+#pragma once
+#include <string>
+#include <vector>
+#include <nlohmann/json.hpp>
+#include "sim/config/validator.h"
+#include "sim/timing/distribution.h"
+#include "sim/run/settings.h"
+
+namespace asgd {
+
+using nlohmann::json;
+
+// How far a run goes at most, from whichever stop limit binds first (+inf: unbounded).
+// The functions below take a run's resolved, validated config (RunSpec::config).
+struct RunScale {
+  double gradients = 0, updates = 0, epochs = 0, seconds = 0;
+  double step_seconds = 0;  // mean virtual duration of one worker step (compute + transfers)
+};
+RunScale estimate_run_scale(const json& run_config, const RunSettings& settings, const Distribution& compute);
+
+struct MemoryPart {
+  std::string key;   // the config key that drives it (named in a refusal)
+  std::string what;  // what it is, with the numbers behind it
+  double bytes = 0;
+};
+struct MemoryEstimate {
+  double total = 0;
+  std::vector<MemoryPart> parts;  // largest first
+};
+MemoryEstimate estimate_run_memory(const json& run_config, const RunSettings& settings, const Distribution& compute);
+
+
+// Reports, into v, a run that cannot advance or that needs more memory than
+// memory_limit_bytes() (sim/data/dataset.h). `compute` is the run's cluster.compute distribution.
+void check_run_resources(const json& run_config, const RunSettings& settings, const Distribution& compute,
+                         Validator& v);
+
+// "this run would need about X of memory, more than the Y this machine has; the largest
+// part is ...": the words of every memory refusal (check_run_resources, the data check).
+std::string memory_refusal(const MemoryEstimate& m, double budget);
+// The check of check_run_resources once a data set read from files (svmlight) has told
+// its real features and classes (the config's 0s mean "from the file", so the estimate
+// before could not count them): throws DataError naming `source` (the file), the sizes
+// and the memory, instead of letting the model's allocation die of std::bad_alloc.
+void check_memory_with_data(const json& run_config, const RunSettings& settings, const std::string& base_dir,
+                            size_t features, int classes, const std::string& source);
+// What an allocation failure that still escapes (std::bad_alloc) is reported as.
+std::string out_of_memory_text(const std::string& during);
+
+// The number of parameters of a model config (data dimensions from the data config);
+// 0 for a model type it does not know.
+// The model's sizes, from the model the run builds (sim/models/catalog.h): parameters, and
+// floats of workspace per sample, training and evaluating (0 where it keeps none).
+struct ModelSizes {
+  double params = 0;
+  double train_floats_per_sample = 0;
+  double eval_floats_per_sample = 0;
+  double flops_per_sample = 0;  // Model::flops_per_sample (0: the quadratic)
+};
+ModelSizes model_sizes(const json& run_config);
+double model_param_count(const json& run_config);
+
+}  // namespace asgd

@@ -1,0 +1,526 @@
+// experiments/run/run_parts.cpp — what `asgdsim run` and `asgdsim cluster` both build from a
+// run's resolved config (data, model, compute-time model) and write around it.
+#include "experiments/run/run_parts.h"
+#include "experiments/config/config.h"
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include "asgd/build_info.h"
+#include "sim/run/atomic_file.h"
+#include "sim/data/idx_reader.h"
+#include "sim/core/interrupt.h"
+#include "sim/run/recorder.h"
+#include "sim/data/sparse_synthetic.h"
+#include "sim/data/svmlight_reader.h"
+#include "experiments/run/resources.h"
+#include "kernels/rng.h"
+
+namespace asgd {
+namespace fs = std::filesystem;
+
+std::string iso_now() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+json finite_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+bool read_json(const std::string& path, json& out) {
+  // Run files are a few KB; anything past 64 MiB (or nested past kMaxJsonDepth, or with
+  // a key twice) is not one of ours.
+  constexpr size_t kMaxBytes = size_t(64) << 20;
+  std::string text;
+  if (!read_file_limited(path, kMaxBytes, text) || text.size() > kMaxBytes) return false;
+  try {
+    out = parse_json_strict(text, /*allow_comments=*/false);
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+// ---- data and models from a run config ----
+
+
+// Runs with equal keys share one loaded data set (synthetic data depends on the seed).
+json data_key(const json& cfg) {
+  json key = cfg["data"];
+  if (key["type"] == "synthetic" || key["type"] == "sparse_synthetic") key["seed"] = cfg["seed"];
+  return key;
+}
+
+namespace {
+// A config's path: relative ones are from the config's folder; "" stays "".
+std::string resolve_path(const std::string& path, const std::string& base_dir) {
+  return !path.empty() && path[0] != '/' && !base_dir.empty() ? base_dir + "/" + path : path;
+}
+}  // namespace
+
+std::shared_ptr<LoadedData> load_data(const RunSpec& run, const std::string& base_dir) {
+  const json& cfg = run.config;
+  const json& d = cfg["data"];
+  std::string type = d["type"];
+  auto out = std::make_shared<LoadedData>();
+  out->key = data_key(cfg);
+  if (type == "none") return out;
+  if (type == "synthetic") {
+    SyntheticSpec s;
+    s.classification = d["task"] == "classification";
+    s.classes = s.classification ? d["classes"].get<int>() : 0;
+    s.features = d["features"];
+    s.train_samples = d["train_samples"];
+    s.test_samples = d["test_samples"];
+    s.noise = d["noise"];
+    if (auto image = data_image(d)) s.image = *image;  // data.image [channels, height, width]; [] = flat
+    out->host = make_synthetic(s, cfg["seed"].get<uint64_t>());
+  } else if (type == "sparse_synthetic") {
+    SparseSyntheticSpec s;
+    s.features = d["features"];
+    s.nnz = d["nnz"];
+    s.zipf = d["zipf"];
+    s.classes = d["classes"];
+    s.train_samples = d["train_samples"];
+    s.test_samples = d["test_samples"];
+    s.noise = d["noise"];
+    out->host = make_sparse_synthetic(s, cfg["seed"].get<uint64_t>());
+  } else if (type == "svmlight") {
+    SvmlightSpec s;
+    s.path = resolve_path(d["path"], base_dir);
+    s.test_path = resolve_path(d["test_path"], base_dir);
+    s.holdout = d["holdout"];
+    s.features = d["features"];
+    s.index_base = d["index_base"];
+    s.classes = d["classes"];
+    out->host = load_svmlight(s);
+    // The files told the features and classes the config left at 0: the model built on
+    // them must fit too (an index of 2147483647, or a label of 1e9, in a 1 KB file).
+    if (s.features == 0 || s.classes == 0) {
+      const HostDataset& t = out->host.train;
+      std::string from = "data.path: " + s.path + (s.test_path.empty() ? "" : " and " + s.test_path) + " (";
+      if (s.features == 0)
+        from += "its largest feature index is " + std::to_string(int64_t(t.dim) - 1 + s.index_base) +
+                (s.classes == 0 ? "; " : ")");
+      if (s.classes == 0) from += "its labels make " + std::to_string(t.classes) + " classes)";
+      check_memory_with_data(cfg, run.settings, base_dir, t.dim, t.classes, from);
+    }
+  } else if (type == "fashion_mnist") {
+    out->host = load_fashion_mnist(resolve_path(d["path"], base_dir), d["train_limit"], d["test_limit"]);
+  } else {  // validation knows every type; a new one must be loaded here, never fall back to another
+    throw std::logic_error("load_data: no loader for data type '" + type + "'");
+  }
+  out->train = upload(out->host.train);
+  out->test = upload(out->host.test);
+  for (HostDataset* h : {&out->host.train, &out->host.test})
+    if (h->sparse()) {  // uploaded: the backend's copy (and its host index) is what runs read
+      *h = HostDataset{{}, {}, h->n, h->dim, h->classes};
+    }
+  return out;
+}
+
+std::unique_ptr<Model> build_model(const json& m, const LoadedData& data) {
+  return build_model(m, ModelInput{data.host.train.dim, data.host.train.classes, data.host.train.shape,
+                                   data.host.description});
+}
+
+std::string config_differences(const json& there, const json& now, size_t limit) {
+  auto brief_value = [](const json& root, const json::json_pointer& at) -> std::string {
+    if (!root.contains(at)) return "(absent)";
+    std::string text = root.at(at).dump();
+    return text.size() > 40 ? text.substr(0, 37) + "..." : text;
+  };
+  std::vector<std::string> keys;
+  for (const auto& op : json::diff(there, now)) {
+    std::string pointer = op.value("path", ""), dotted;
+    json::json_pointer at(pointer);
+    // "/model/hidden/0" -> "model.hidden[0]" (~1 and ~0 stand for / and ~ in a pointer)
+    for (size_t i = 1, next; i <= pointer.size(); i = next + 1) {
+      next = pointer.find('/', i);
+      if (next == std::string::npos) next = pointer.size();
+      std::string token = pointer.substr(i, next - i);
+      for (size_t t; (t = token.find("~1")) != std::string::npos;) token.replace(t, 2, "/");
+      for (size_t t; (t = token.find("~0")) != std::string::npos;) token.replace(t, 2, "~");
+      bool index = !token.empty() && std::all_of(token.begin(), token.end(), ::isdigit);
+      dotted += index ? "[" + token + "]" : (dotted.empty() ? "" : ".") + token;
+    }
+    keys.push_back((dotted.empty() ? std::string("(the whole file)") : dotted) + ": " + brief_value(there, at) +
+                   " there, " + brief_value(now, at) + " now");
+  }
+  std::string out;
+  for (size_t i = 0; i < keys.size() && i < limit; ++i) out += (i ? "; " : "") + keys[i];
+  if (keys.size() > limit) out += " (and " + std::to_string(keys.size() - limit) + " more)";
+  return out;
+}
+
+std::string index_csv(const Experiment& exp, const std::string& exp_dir, const std::set<std::string>& pending) {
+  std::string out = "run_id,engine";
+  for (const auto& k : exp.sweep_keys) out += "," + k;
+  out += ",seed,status,final_train_loss,final_test_loss,final_test_accuracy,time,updates\n";
+  auto cell = [](const json& v) -> std::string {
+    if (v.is_null()) return "nan";
+    if (v.is_number_float()) return format_number(v.get<double>());
+    std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+    if (text.find_first_of(",\"\n") == std::string::npos) return text;
+    std::string quoted = "\"";  // RFC 4180: a list or object swept, or a string with a comma
+    for (char ch : text) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+    return quoted + "\"";
+  };
+  // A summary.json is read as it is: whatever it holds (a hand edit, another program's
+  // file) gives a row, its missing or odd members "nan" or "unknown".
+  auto member = [](const json& o, const char* key) {
+    return o.is_object() && o.contains(key) ? o.at(key) : json();
+  };
+  for (const auto& run : exp.runs) {
+    json s;
+    bool have = !pending.count(run.run_id) && read_json(exp_dir + "/" + run.run_id + "/summary.json", s);
+    out += run.run_id + "," + run.engine;
+    for (const auto& k : exp.sweep_keys)  // empty: an engine.* key this run's engine does not have
+      out += "," + (run.sweep_values.contains(k) ? cell(run.sweep_values[k]) : std::string());
+    out += "," + std::to_string(run.seed);
+    if (have) {
+      const json f = member(s, "final"), status = member(s, "status");
+      out += "," + (status.is_string() ? cell(status) : std::string("unknown")) + "," + cell(member(f, "train_loss")) +
+             "," + cell(member(f, "test_loss")) + "," + cell(member(f, "test_accuracy")) + "," +
+             cell(member(s, "time")) + "," + cell(member(s, "updates")) + "\n";
+    } else {
+      out += ",pending,nan,nan,nan,nan,nan\n";
+    }
+  }
+  return out;
+}
+
+ComputeTimeModel build_compute_model(const RunSettings& s, const std::string& base_dir) {
+  std::vector<double> slowdown = s.speeds;
+  if (!s.speeds_dist.is_null()) {  // drawn once per worker from (seed, Speed, w, 0)
+    slowdown.clear();
+    auto dist = make_distribution(s.speeds_dist, base_dir);
+    for (int w = 0; w < s.workers; ++w) {
+      Rng rng(s.seed, RngPurpose::Speed, uint32_t(w), 0);
+      slowdown.push_back(std::max(1e-9, dist->sample(rng, uint32_t(w), 0)));
+    }
+  }
+  return ComputeTimeModel(s.seed, make_distribution(s.compute_dist, base_dir), slowdown, s.stragglers, s.step_cost);
+}
+
+
+}  // namespace asgd
+
+namespace asgd {
+
+std::string host_name() {
+  char host[256] = {0};
+  ::gethostname(host, sizeof(host) - 1);
+  return host;
+}
+
+json run_meta(const std::string& command_line) {
+  return {{"asgdsim_version", build::version}, {"git_commit", build::git_commit}, {"git_dirty", build::git_dirty},
+          {"backend", build::backend},         {"build_type", build::build_type}, {"command_line", command_line},
+          {"host", host_name()},               {"start", iso_now()}};
+}
+
+void write_run_results(const std::string& dir, const Recorder& recorder, const RunOutcome& outcome, int workers,
+                       json& meta, const json& summary) {
+  recorder.write_metrics(dir + "/metrics.csv");
+  Recorder::write_staleness(dir + "/staleness.csv", outcome.staleness_hist);
+  Recorder::write_workers(dir + "/workers.csv", outcome.workers, outcome.time);
+  if (!outcome.partition_labels.empty()) {  // data.partition: each worker's label counts
+    std::string csv = "worker,samples";
+    for (size_t c = 0; c < outcome.partition_labels[0].size(); ++c) csv += ",label_" + std::to_string(c);
+    csv += "\n";
+    for (size_t w = 0; w < outcome.partition_labels.size(); ++w) {
+      uint64_t total = 0;
+      for (uint64_t k : outcome.partition_labels[w]) total += k;
+      csv += std::to_string(w) + "," + std::to_string(total);
+      for (uint64_t k : outcome.partition_labels[w]) csv += "," + std::to_string(k);
+      csv += "\n";
+    }
+    write_file_atomic(dir + "/partition.csv", csv);
+  }
+  if (recorder.tracing()) recorder.write_trace(dir + "/trace.json", workers);
+  meta["end"] = iso_now();
+  write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
+  write_file_atomic(dir + "/summary.json", summary.dump(2) + "\n");
+}
+
+json summary_json(const RunSpec& run, const RunOutcome& outcome, const MetricsRow& last, const json& engine_config,
+                  const std::string& note, double wall_seconds) {
+  return {
+      {"status", outcome.status},
+      {"note", note},
+      {"run_id", run.run_id},
+      {"engine", run.engine},
+      {"engine_config", engine_config},
+      {"compute_model", run.settings.compute_model},
+      {"seed", run.seed},
+      {"sweep", run.sweep_values},
+      {"final", {{"train_loss", finite_or_null(last.train_loss)}, {"test_loss", finite_or_null(last.test_loss)},
+                 {"test_accuracy", finite_or_null(last.test_accuracy)}}},
+      {"time", sim_to_seconds(outcome.time)},
+      {"updates", outcome.updates},
+      {"gradients", outcome.gradients},
+      {"samples", outcome.samples},
+      {"samples_computed", outcome.samples_computed},
+      {"epochs", last.epoch},
+      {"dropped_gradients", outcome.dropped},
+      {"lost_gradients", outcome.lost},
+      {"worker_failures", outcome.failures},
+      {"staleness",
+       {{"mean", outcome.staleness_mean}, {"max", outcome.staleness_max}, {"unit", outcome.staleness_unit}}},
+      {"iteration_time", outcome.iterations ? json{{"mean", outcome.iteration_time_mean}, {"count", outcome.iterations}}
+                                            : json(nullptr)},
+      {"server",
+       {{"updates", outcome.server_updates},
+        {"busy_time", sim_to_seconds(outcome.server_busy)},
+        {"utilisation", outcome.time > 0 ? double(outcome.server_busy) / double(outcome.time) : 0.0}}},
+      {"messages",
+       {{"to_server", outcome.messages_to_server},
+        {"to_workers", outcome.messages_to_workers},
+        {"bytes_to_server", outcome.bytes_to_server},
+        {"bytes_to_workers", outcome.bytes_to_workers}}},
+      {"wall_seconds", wall_seconds},
+  };
+}
+
+json ended_summary_json(const RunSpec& run, const std::string& status, const std::string& why) {
+  json s = {{"status", status},
+            {"note", status == "failed" ? "the run failed: " + why : why},
+            {"run_id", run.run_id},
+            {"engine", run.engine},
+            {"seed", run.seed},
+            {"sweep", run.sweep_values},
+            {"final", {{"train_loss", nullptr}, {"test_loss", nullptr}, {"test_accuracy", nullptr}}},
+            {"time", nullptr},
+            {"updates", nullptr}};
+  if (status == "failed") s["error"] = why;
+  return s;
+}
+
+const std::vector<std::string>& run_result_files() {
+  static const std::vector<std::string> files = {"summary.json", "metrics.csv", "staleness.csv", "workers.csv",
+                                                 "trace.json",   "meta.json",   "config.json"};
+  return files;
+}
+
+void refuse_link(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+    throw IoError(path + " is a symbolic link: asgdsim never writes or deletes through a link inside the output "
+                         "folder (only --out itself may be one); remove the link, or choose another --out");
+}
+
+void make_experiment_folder(const std::string& exp_dir) {
+  refuse_link(exp_dir);
+  make_directories(exp_dir);
+  refuse_link(exp_dir);  // planted while it was made
+  for (const char* lock : {"/.lock", "/.index.lock"}) refuse_link(exp_dir + lock);  // opened with O_NOFOLLOW too
+}
+
+void clear_run_folder(const std::string& dir) {
+  refuse_link(dir);  // make_directories(dir) went through it: nothing is removed or written there
+  for (const auto& f : run_result_files()) {
+    const std::string path = dir + "/" + f;
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+      throw IoError("cannot remove " + path + " before re-running the run: " + std::strerror(errno));
+  }
+  remove_stale_temp_files(dir, run_result_files());
+}
+
+namespace {
+// The last line of a text file (without its newline), "" if none; reads only the tail.
+std::string last_line(const std::string& path, std::string* first = nullptr) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  if (first) std::getline(in, *first);
+  in.clear();
+  in.seekg(0, std::ios::end);
+  std::streamoff size = in.tellg();
+  std::streamoff from = std::max<std::streamoff>(0, size - 4096);
+  in.seekg(from);
+  std::string tail(size_t(size - from), '\0');
+  in.read(&tail[0], std::streamsize(tail.size()));
+  while (!tail.empty() && tail.back() == '\n') tail.pop_back();
+  size_t nl = tail.rfind('\n');
+  return nl == std::string::npos ? (from == 0 ? tail : "") : tail.substr(nl + 1);
+}
+}  // namespace
+
+std::string incomplete_results(const std::string& dir, const json& config, const json& summary) {
+  if (!summary.is_object()) return "summary.json is not an object";
+  if (summary.value("run_id", json()) != config["run"]["run_id"]) return "summary.json is another run's";
+  for (const char* f : {"metrics.csv", "staleness.csv", "workers.csv", "meta.json"})
+    if (::access((dir + "/" + f).c_str(), R_OK) != 0) return std::string(f) + " is missing";
+  std::string header;
+  const std::string last = last_line(dir + "/metrics.csv", &header);
+  if (header.rfind("time,updates,", 0) != 0) return "metrics.csv has no header";
+  // The last row is taken at the end of the run: its updates are the summary's.
+  size_t a = last.find(','), b = a == std::string::npos ? a : last.find(',', a + 1);
+  const json updates = summary.value("updates", json());
+  if (b == std::string::npos || !updates.is_number_integer() || last.substr(a + 1, b - a - 1) != updates.dump())
+    return "metrics.csv does not end at the summary's " + updates.dump() + " updates";
+  std::string workers_header;
+  last_line(dir + "/workers.csv", &workers_header);
+  if (workers_header.rfind("worker,", 0) != 0) return "workers.csv has no header";
+  std::string staleness_header;
+  last_line(dir + "/staleness.csv", &staleness_header);
+  if (staleness_header.rfind("staleness,", 0) != 0) return "staleness.csv has no header";
+  if (config.value("trace", false) && ::access((dir + "/trace.json").c_str(), R_OK) != 0) return "trace.json is missing";
+  return "";
+}
+
+ExperimentLock::ExperimentLock(const std::string& exp_dir, Mode mode, bool wait, const std::string& command_line,
+                               bool quiet) {
+  const std::string path = exp_dir + "/.lock";
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd_ < 0 && errno == ELOOP) refuse_link(path);
+  if (fd_ < 0) throw IoError("cannot open " + path + ": " + std::strerror(errno));
+  const int op = (mode == Mode::Exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB;
+  bool said = false;
+  while (::flock(fd_, op) != 0) {
+    if (errno == EINTR) continue;
+    if (errno != EWOULDBLOCK) {
+      int err = errno;
+      ::close(fd_);
+      fd_ = -1;
+      throw IoError("cannot lock " + path + ": " + std::strerror(err));
+    }
+    std::string holder(512, '\0');
+    ssize_t n = ::pread(fd_, &holder[0], holder.size(), 0);
+    holder.resize(n > 0 ? size_t(n) : 0);
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\0')) holder.pop_back();
+    if (holder.empty()) holder = "another process";
+    if (!wait) {
+      ::close(fd_);
+      fd_ = -1;
+      throw IoError("experiment folder " + exp_dir + " is in use by " + holder +
+                    ": wait for it to end (or pass --wait to wait for it), or choose another --out or name");
+    }
+    if (!said && !quiet) std::cerr << "asgdsim: waiting for " << exp_dir << ", in use by " << holder << "\n";
+    said = true;
+    if (interrupt_requested()) return;  // held_ stays false
+    ::usleep(100 * 1000);
+  }
+  held_ = true;
+  // Who holds it, for a process that finds it taken (shared holders: the latest).
+  std::string me = "pid " + std::to_string(::getpid()) + " on " + host_name() + " since " + iso_now() + " (" +
+                   command_line + ")\n";
+  if (::ftruncate(fd_, 0) == 0 && ::pwrite(fd_, me.data(), me.size(), 0) < 0) {
+    // informational only: the lock holds without it
+  }
+}
+
+ExperimentLock::~ExperimentLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
+}
+
+void write_index(const Experiment& exp, const std::string& exp_dir, const std::set<std::string>& pending) {
+  const std::string lock_path = exp_dir + "/.index.lock";
+  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);  // a planted link: refused
+  if (fd < 0 && errno == ELOOP) refuse_link(lock_path);
+  if (fd < 0) throw IoError("cannot open " + lock_path + ": " + std::strerror(errno));
+  // Polled rather than waited for in flock: another shard holds it only while it writes
+  // index.csv, and a thread asleep in usleep takes signals where one blocked in flock may
+  // not (TSan defers handlers to its intercepted calls), so a second Ctrl-C still ends
+  // the process at once.
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    if (errno == EWOULDBLOCK) {
+      ::usleep(10 * 1000);
+      continue;
+    }
+    int err = errno;
+    ::close(fd);
+    throw IoError("cannot lock " + lock_path + ": " + std::strerror(err));
+  }
+  try {
+    write_file_atomic(exp_dir + "/index.csv", index_csv(exp, exp_dir, pending));
+  } catch (...) {
+    ::close(fd);  // releases the lock
+    throw;
+  }
+  ::close(fd);
+}
+
+std::string run_tag(const Experiment& exp, size_t k) {
+  return "[" + std::to_string(k + 1) + "/" + std::to_string(exp.runs.size()) + "] " + exp.runs[k].run_id;
+}
+
+EarlierRun earlier_run(const std::string& dir, const json& config, bool force, const std::string& tag) {
+  refuse_link(dir);  // checked before anything is written
+  EarlierRun earlier;
+  json old_config, old_summary;
+  const bool has_config = read_json(dir + "/config.json", old_config);
+  if (!has_config || force) return earlier;
+  if (old_config != config)
+    throw IoError(dir + " holds a run of a different config (" + config_differences(old_config, config) +
+                  "); pass --force to overwrite it, or choose another --out");
+  if (!read_json(dir + "/summary.json", old_summary) || !old_summary.is_object()) return earlier;
+  const json& st = old_summary.contains("status") ? old_summary["status"] : json();
+  const std::string status = st.is_string() ? st.get<std::string>() : "";
+  if (status != "completed" && status != "diverged" && status != "stalled") return earlier;  // results, kept
+  const std::string missing = incomplete_results(dir, config, old_summary);
+  earlier.done = missing.empty();
+  earlier.line = tag + ": " + status + " earlier" +
+                 (earlier.done ? ", skipped (--force re-runs it)" : ", but " + missing + ": re-running it");
+  return earlier;
+}
+
+std::vector<std::string> runs_of_other_configs(const std::string& exp_dir, const Experiment& exp) {
+  std::set<std::string> ours;
+  for (const RunSpec& run : exp.runs) ours.insert(run.run_id);
+  std::vector<std::string> others;
+  std::error_code ec;
+  for (fs::directory_iterator it(exp_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (it->symlink_status().type() == fs::file_type::directory && !ours.count(name) &&
+        fs::is_regular_file(it->path() / "config.json"))
+      others.push_back(name);
+  }
+  std::sort(others.begin(), others.end());
+  return others;
+}
+
+void refuse_runs_of_other_configs(const std::string& exp_dir, const std::vector<std::string>& others, bool force) {
+  if (others.empty() || force) return;
+  std::string named;
+  for (size_t i = 0; i < others.size() && i < 3; ++i) named += (i ? ", " : "") + others[i];
+  if (others.size() > 3) named += ", ... (" + std::to_string(others.size() - 3) + " more)";
+  throw IoError(exp_dir + " holds " + std::to_string(others.size()) + " run folder" + (others.size() == 1 ? "" : "s") +
+                " that this config does not make (" + named +
+                "): their results would be read with this experiment's; pass --force to move them into " + exp_dir +
+                "/superseded-<UTC time>/, or choose another --out or name");
+}
+
+void move_runs_of_other_configs(const std::string& exp_dir, const std::vector<std::string>& others) {
+  if (others.empty()) return;
+  std::string stamp = iso_now();
+  stamp.erase(std::remove_if(stamp.begin(), stamp.end(), [](char c) { return c == '-' || c == ':'; }), stamp.end());
+  std::string aside = exp_dir + "/superseded-" + stamp;
+  for (int k = 2; fs::exists(aside); ++k) aside = exp_dir + "/superseded-" + stamp + "-" + std::to_string(k);
+  std::error_code ec;
+  fs::create_directory(aside, ec);
+  if (ec) throw IoError("cannot create " + aside + ": " + ec.message());
+  for (const std::string& name : others) {
+    fs::rename(exp_dir + "/" + name, aside + "/" + name, ec);
+    if (ec) throw IoError("cannot move " + exp_dir + "/" + name + " into " + aside + ": " + ec.message());
+  }
+  if (fs::is_regular_file(exp_dir + "/experiment.json")) {  // index.csv stays: it also lists runs that stay
+    fs::copy_file(exp_dir + "/experiment.json", aside + "/experiment.json", ec);
+    if (ec) throw IoError("cannot copy " + exp_dir + "/experiment.json into " + aside + ": " + ec.message());
+  }
+  std::cerr << "moved " << others.size() << " run folder" << (others.size() == 1 ? "" : "s")
+            << " of another config into " << aside << "\n";
+}
+
+}  // namespace asgd

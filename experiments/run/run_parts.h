@@ -1,0 +1,144 @@
+// experiments/run/run_parts.h — the pieces `asgdsim run` (experiments/run/runner.cpp) and
+// `asgdsim cluster` (experiments/cluster/cluster.cpp) share: data, model and compute-time model
+// built from a run's resolved config, and the experiment's index.csv.
+#pragma once
+#include "sim/models/catalog.h"
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+#include <nlohmann/json.hpp>
+#include "experiments/config/config.h"
+#include "kernels/model.h"
+#include "sim/timing/compute_time.h"
+#include "sim/data/dataset.h"
+#include "sim/run/recorder.h"
+#include "sim/run/settings.h"
+#include "sim/core/simulation.h"
+
+namespace asgd {
+
+using nlohmann::json;
+
+// A run's data, on the host and in backend memory. Of a sparse set the host copy keeps
+// only its sizes once uploaded (the backend's copy has its own host index).
+struct LoadedData {
+  json key;
+  DataSplit host;
+  DeviceDataset train, test;
+};
+
+std::string iso_now();  // UTC, ISO 8601, to the second
+json finite_or_null(double v);
+// Parses the JSON file at `path` into out; false if it is missing or not JSON.
+bool read_json(const std::string& path, json& out);
+
+// Runs with equal keys share one loaded data set (synthetic data depends on the seed).
+json data_key(const json& cfg);
+std::shared_ptr<LoadedData> load_data(const RunSpec& run, const std::string& base_dir);
+// The run's model (sim/models/catalog.h) for the loaded data.
+std::unique_ptr<Model> build_model(const json& model, const LoadedData& data);
+// The run's compute-time model: cluster.compute's distribution, per and overhead, the
+// workers' speeds (a distribution is drawn once per worker) and the stragglers.
+ComputeTimeModel build_compute_model(const RunSettings& s, const std::string& base_dir);
+
+std::string host_name();
+// meta.json's common part: version, git commit and state, backend, build type, the
+// command line, the host, and the start time (UTC).
+json run_meta(const std::string& command_line);
+// Writes a finished run's files into dir: metrics.csv, staleness.csv, workers.csv,
+// trace.json (when the recorder traced), meta.json with its "end", and summary.json last,
+// so that the folder looks complete only once everything is there.
+void write_run_results(const std::string& dir, const Recorder& recorder, const RunOutcome& outcome, int workers,
+                       json& meta, const json& summary);
+
+// A run's summary.json: status, note, what it is, final metrics (`last` is its last
+// metrics row), counts, staleness, iteration time (sync family) and wall seconds.
+json summary_json(const RunSpec& run, const RunOutcome& outcome, const MetricsRow& last, const json& engine_config,
+                  const std::string& note, double wall_seconds);
+
+// The summary.json of a run that ended without results: status "failed" (an exception
+// ended it; "error" says what) or "interrupted" (before its simulation started), so that
+// the folder is marked (index.csv says so) and a resume re-runs it.
+json ended_summary_json(const RunSpec& run, const std::string& status, const std::string& why);
+
+// The files a run folder's results consist of, summary.json first (removed first, so
+// that the folder never looks complete while they are replaced).
+const std::vector<std::string>& run_result_files();
+// Links inside the output tree are never followed (docs/reliability.md): OUT/<name>/, a
+// run folder and the lock files must not be symbolic links (--out itself may be one).
+// refuse_link throws IoError naming `path` when it is a link; make_experiment_folder
+// makes OUT/<name>/ (and OUT) unless it is one.
+void refuse_link(const std::string& path);
+void make_experiment_folder(const std::string& exp_dir);
+// Before a run (re-)starts in `dir`: removes its old result files and the temporary
+// files an earlier process left there (killed between writing and renaming). Refuses a
+// `dir` that is a link (IoError) before removing anything.
+void clear_run_folder(const std::string& dir);
+// What a folder's config.json (or experiment.json) holds against what this config makes:
+// "train.lr: 0.1 there, 0.05 now; model.hidden[0]: ... (and 3 more)", at most `limit`
+// keys, for the message that refuses to overwrite it.
+std::string config_differences(const json& there, const json& now, size_t limit = 5);
+
+// Why the results in `dir` are not those of a finished run of `config` whose summary.json
+// is `summary` (a file missing, metrics.csv not ending at the summary's update count, a
+// run id that differs, ...), or "" when they are complete.
+std::string incomplete_results(const std::string& dir, const json& config, const json& summary);
+
+// How progress lines name run k of `exp`: "[k+1/N] <run_id>".
+std::string run_tag(const Experiment& exp, size_t k);
+
+// What an earlier process left in a run's folder `dir`, checked before anything is
+// written. Throws IoError when the folder holds a run of another config, unless `force`.
+// `done`: a run of `config` completed (or diverged) with all its result files, so the run
+// is skipped (never with `force`); `line`: what to tell the user, prefixed with `tag`
+// ("skipped", or "re-running it" and why), or "" when there was no finished run there.
+struct EarlierRun {
+  bool done = false;
+  std::string line;
+};
+EarlierRun earlier_run(const std::string& dir, const json& config, bool force, const std::string& tag);
+
+// Sub-folders of exp_dir that hold a run (a config.json) whose id `exp` does not make: the
+// runs of an earlier sweep, engine list or repeat count under the same name. The analysis
+// reads every run folder in exp_dir, so they must not stay beside this experiment's.
+std::vector<std::string> runs_of_other_configs(const std::string& exp_dir, const Experiment& exp);
+// Throws IoError naming them (and what --force does) unless `force`; changes nothing.
+void refuse_runs_of_other_configs(const std::string& exp_dir, const std::vector<std::string>& others, bool force);
+// Moves them into a new exp_dir/superseded-<UTC time>[-k]/ with exp_dir's experiment.json
+// (the config that made them, so plot.py reads that folder as an experiment), never
+// deleting, and says where on stderr.
+void move_runs_of_other_configs(const std::string& exp_dir, const std::vector<std::string>& others);
+
+// An flock on OUT/<name>/.lock, held for a whole `asgdsim run`: exclusive, or shared by
+// the processes that split one experiment's runs (--shard, mpirun ranks). The kernel
+// releases it when the process ends in any way (kill -9 included), so it is never stale.
+class ExperimentLock {
+ public:
+  enum class Mode { Exclusive, Shared };
+  // Takes the lock. If another process holds it: throws IoError naming that process (its
+  // pid, host, start and command line, which each holder writes into the lock file), or
+  // with `wait` waits for it, polling for interruption (held() is false if interrupted).
+  ExperimentLock(const std::string& exp_dir, Mode mode, bool wait, const std::string& command_line, bool quiet);
+  ~ExperimentLock();
+  ExperimentLock(const ExperimentLock&) = delete;
+  ExperimentLock& operator=(const ExperimentLock&) = delete;
+  bool held() const { return held_; }
+
+ private:
+  int fd_ = -1;
+  bool held_ = false;
+};
+
+// index.csv's text: one row per run of `exp`, from the summary.json files in exp_dir
+// ("pending" for runs without one, and for the runs in `pending`: those about to be made).
+std::string index_csv(const Experiment& exp, const std::string& exp_dir, const std::set<std::string>& pending = {});
+// Writes exp_dir/index.csv atomically, holding an exclusive lock on exp_dir/.index.lock
+// while it reads the summaries and writes: processes that share the folder (--shard,
+// mpirun) each write it when done, and the last one's index lists every finished run.
+// Also written before the first run starts, with the runs to be made in `pending`, so
+// that a process killed with -9 leaves an index that says they are not finished (their
+// old summary.json may still be there until each run starts).
+void write_index(const Experiment& exp, const std::string& exp_dir, const std::set<std::string>& pending = {});
+
+}  // namespace asgd

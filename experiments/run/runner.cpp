@@ -1,0 +1,479 @@
+// experiments/run/runner.cpp — from RunSpecs to run folders.
+#include "experiments/run/runner.h"
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <future>
+#include <iostream>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <thread>
+#include "engines/engine_registry.h"
+#include "experiments/run/resources.h"
+#include "experiments/run/run_parts.h"
+#include "sim/run/atomic_file.h"
+#include "kernels/rng.h"
+#include "sim/data/dataset.h"
+#include "sim/data/idx_reader.h"
+#include "sim/core/interrupt.h"
+#include "sim/core/simulation.h"
+
+namespace asgd {
+
+namespace {
+
+// ---- progress ----
+
+double progress_fraction(const RunSettings& s, const MetricsRow& r) {
+  double f = 0;
+  if (s.stop_epochs > 0) f = std::max(f, r.epoch / s.stop_epochs);
+  if (s.stop_time != kNever) f = std::max(f, double(r.time) / double(s.stop_time));
+  if (s.stop_updates) f = std::max(f, double(r.updates) / double(s.stop_updates));
+  if (s.stop_gradients) f = std::max(f, double(r.gradients) / double(s.stop_gradients));
+  return std::min(1.0, f);
+}
+
+// "45s", "2m05s", "1h02m".
+std::string format_duration(double seconds) {
+  long s = std::lround(std::max(0.0, seconds));
+  char buf[32];
+  if (s < 60) std::snprintf(buf, sizeof(buf), "%lds", s);
+  else if (s < 3600) std::snprintf(buf, sizeof(buf), "%ldm%02lds", s / 60, s % 60);
+  else std::snprintf(buf, sizeof(buf), "%ldh%02ldm", s / 3600, (s % 3600) / 60);
+  return buf;
+}
+
+}  // namespace
+
+std::string experiment_progress(size_t done, size_t total, double work, double elapsed_seconds) {
+  const double fraction = total ? std::clamp(work / double(total), 0.0, 1.0) : 1.0;
+  char buf[96];
+  std::snprintf(buf, sizeof(buf), "runs %zu/%zu done  %3.0f%%", done, total, 100 * fraction);
+  std::string text = buf;
+  if (fraction >= 0.01 && fraction < 1.0)
+    text += "  ETA " + format_duration(elapsed_seconds * (1 - fraction) / fraction);
+  return text;
+}
+
+namespace {
+
+// ---- running runs side by side (--jobs) ----
+
+// Data sets shared by every lane, keyed by data_key: a data set is read once
+// even when two lanes ask for it at the same moment, and one no run holds any more is
+// dropped when another is needed (so --jobs 1 keeps one at a time, as before).
+class DataCache {
+ public:
+  explicit DataCache(std::string base_dir) : base_dir_(std::move(base_dir)) {}
+
+  std::shared_ptr<LoadedData> get(const RunSpec& run) {
+    json key = data_key(run.config);
+    std::promise<std::shared_ptr<LoadedData>> promise;
+    std::shared_future<std::shared_ptr<LoadedData>> future;
+    bool mine = false;  // this call loads it
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& [k, f] : entries_)
+        if (k == key) future = f;
+      if (!future.valid()) {
+        drop_unused_locked();
+        future = promise.get_future().share();
+        entries_.emplace_back(key, future);
+        mine = true;
+      }
+    }
+    if (!mine) return future.get();  // another lane loads it (or did); rethrows its error
+    try {
+      promise.set_value(load_data(run, base_dir_));
+    } catch (...) {
+      promise.set_exception(std::current_exception());
+    }
+    return future.get();
+  }
+
+ private:
+  void drop_unused_locked() {
+    auto unused = [](const auto& entry) {
+      const auto& f = entry.second;
+      if (f.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
+      try {
+        return f.get().use_count() == 1;  // only this cache holds it
+      } catch (...) {
+        return true;  // a failed load: let the next run try again
+      }
+    };
+    entries_.erase(std::remove_if(entries_.begin(), entries_.end(), unused), entries_.end());
+  }
+
+  std::string base_dir_;
+  std::mutex mutex_;
+  std::vector<std::pair<json, std::shared_future<std::shared_ptr<LoadedData>>>> entries_;
+};
+
+// Everything the runs print goes through here, so lines stay whole when runs finish side
+// by side: per-run lines on stdout, and (on a terminal) one live progress line on stderr:
+// the experiment as a whole (runs done of those this process makes, overall ETA), then
+// every lane's run.
+class Console {
+ public:
+  Console(bool quiet, bool live, int lanes, size_t runs)
+      : quiet_(quiet), live_(live), lanes_(size_t(lanes)), fractions_(size_t(lanes), 0.0), runs_(runs),
+        start_(std::chrono::steady_clock::now()) {}
+  bool live() const { return live_; }
+
+  void line(const std::string& text) {
+    if (quiet_) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (live_) std::cerr << "\r\033[K" << std::flush;
+    std::cout << text << "\n" << std::flush;
+    if (live_) draw_locked();
+  }
+  void error(const std::string& text) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (live_) std::cerr << "\r\033[K";
+    std::cerr << text << "\n" << std::flush;
+  }
+  // Sets lane `lane`'s part of the progress line and its run's fraction done; redraws at
+  // most every 100 ms.
+  void progress(int lane, std::string text, double fraction) {
+    if (!live_) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    lanes_[size_t(lane)] = std::move(text);
+    fractions_[size_t(lane)] = fraction;
+    auto t = std::chrono::steady_clock::now();
+    if (t - last_draw_ < std::chrono::milliseconds(100)) return;
+    last_draw_ = t;
+    draw_locked();
+  }
+  // Lane `lane` is idle: its run ended (`finished`: it counts as done) or never started.
+  void idle(int lane, bool finished) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    lanes_[size_t(lane)].clear();
+    fractions_[size_t(lane)] = 0;
+    if (finished) ++done_;
+  }
+  void clear() {
+    if (!live_) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::cerr << "\r\033[K" << std::flush;
+  }
+
+ private:
+  void draw_locked() {
+    double work = double(done_);
+    for (double f : fractions_) work += f;
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    std::string all = experiment_progress(done_, runs_, work, elapsed);
+    for (const auto& l : lanes_)
+      if (!l.empty()) all += "  |  " + l;
+    winsize ws{};
+    size_t width = ::ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 120;
+    if (all.size() >= width) all.resize(width - 1);  // a wrapped line cannot be redrawn with \r
+    std::cerr << "\r\033[K" << all << std::flush;
+  }
+
+  const bool quiet_, live_;
+  std::mutex mutex_;
+  std::vector<std::string> lanes_;
+  std::vector<double> fractions_;
+  size_t done_ = 0;
+  const size_t runs_;
+  const std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point last_draw_{};
+};
+
+// What a lane needs to make one run.
+struct Lane {
+  int index = 0;
+  int lanes = 1;
+  WorkerPool* pool = nullptr;
+};
+
+// Makes run `k` into `dir`: config.json and meta.json first, summary.json last. Returns
+// the run's status (completed, stalled, diverged or interrupted); throws on failure.
+std::string make_run(const Experiment& exp, size_t k, const std::string& dir, const RunnerOptions& opts,
+                     const Lane& lane, DataCache& cache, Console& console) {
+  const RunSpec& run = exp.runs[k];
+  const std::string tag = run_tag(exp, k);
+  make_directories(dir);
+  clear_run_folder(dir);  // an earlier attempt's files (and temporary files) go first
+  write_file_atomic(dir + "/config.json", run.config.dump(2) + "\n");
+
+  json meta = run_meta(opts.command_line);
+  meta["threads"] = lane.pool->threads();
+  meta["jobs"] = lane.lanes;
+  if (opts.shards > 1) meta["shard"] = std::to_string(opts.shard) + "/" + std::to_string(opts.shards);
+  write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
+
+  auto wall_start = std::chrono::steady_clock::now();
+  RunSettings settings = run.settings;
+  settings.trace = settings.trace || opts.trace;
+  std::shared_ptr<LoadedData> data = cache.get(run);
+  std::unique_ptr<Model> model = build_model(run.config["model"], *data);
+  ComputeTimeModel compute = build_compute_model(settings, exp.base_dir);
+  Recorder recorder(settings.trace);
+  recorder.set_process(int(k) + 1, run.run_id);  // trace.json: a process per run, in run order
+  std::unique_ptr<Engine> engine = make_engine(run.config["engine"]);
+  RunOutcome outcome;
+  {
+    bool uses_data = model->uses_data();
+    Simulation sim(settings, *model, uses_data ? &data->train : nullptr, uses_data ? &data->test : nullptr,
+                   *lane.pool, compute, recorder);
+    if (console.live())
+      sim.on_row = [&](const MetricsRow& r) {
+        double f = progress_fraction(settings, r);
+        char buf[256];
+        if (lane.lanes == 1)
+          std::snprintf(buf, sizeof(buf), "%s  t=%.3gs  epoch %.2f  train_loss %.4g%s  %3.0f%%",
+                        tag.c_str(), sim_to_seconds(r.time), r.epoch, r.train_loss,
+                        std::isnan(r.test_accuracy) ? "" : ("  acc " + format_number(std::round(r.test_accuracy * 1000) / 1000)).c_str(),
+                        100 * f);
+        else
+          std::snprintf(buf, sizeof(buf), "%s %3.0f%%", tag.c_str(), 100 * f);
+        console.progress(lane.index, buf, f);
+      };
+    outcome = sim.run(*engine);
+  }
+  console.idle(lane.index, true);
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+
+  const MetricsRow& last = recorder.rows().back();
+  json summary = summary_json(run, outcome, last, engine->describe(), outcome.note, wall);
+  write_run_results(dir, recorder, outcome, settings.workers, meta, summary);
+
+  std::string text = tag + ": " + outcome.status + " (" + outcome.note + "), train_loss " + format_number(last.train_loss);
+  if (!std::isnan(last.test_accuracy)) text += ", test_accuracy " + format_number(last.test_accuracy);
+  text += ", virtual " + format_number(sim_to_seconds(outcome.time)) + " s, " + std::to_string(outcome.updates) +
+          " updates, " + format_number(std::round(wall * 100) / 100) + " s wall";
+  console.line(text);
+  return outcome.status;
+}
+
+// Rethrows a run's error with its run id in front, keeping the type main() maps to an
+// exit code (invalid data and I/O problems: 2; anything else: 1).
+[[noreturn]] void rethrow_naming_run(const std::exception_ptr& error, const std::string& run_id) {
+  const std::string prefix = "run " + run_id + ": ";
+  try {
+    std::rethrow_exception(error);
+  } catch (const DataError& e) {
+    throw DataError(prefix + e.what());
+  } catch (const IoError& e) {
+    throw IoError(prefix + e.what());
+  } catch (const ConfigError&) {
+    throw;  // already names its source and JSON paths
+  } catch (const TimeOverflow& e) {
+    throw TimeOverflow(prefix + e.what());
+  } catch (const std::bad_alloc&) {
+    throw std::runtime_error(prefix + out_of_memory_text("while making it"));
+  } catch (const NoProgress& e) {
+    throw NoProgress(prefix + e.what());
+  } catch (const std::exception& e) {
+    throw std::runtime_error(prefix + e.what());
+  }
+}
+
+std::string error_text(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::bad_alloc&) {
+    return out_of_memory_text("while making the run");
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+  }
+  return "unknown error";
+}
+
+// Writes the summary.json of a run that ended without results (status "failed" or
+// "interrupted", and why), so that its folder is marked: index.csv says so and a resume
+// re-runs it. Best effort: when the error was that nothing can be written there (a full
+// disk), this cannot be written either.
+void mark_ended(const RunSpec& run, const std::string& dir, const std::string& status, const std::string& why) {
+  try {
+    if (::access((dir + "/config.json").c_str(), F_OK) == 0)
+      write_file_atomic(dir + "/summary.json", ended_summary_json(run, status, why).dump(2) + "\n");
+  } catch (...) {
+  }
+}
+
+// resolve_experiment refused every run that alone needs more memory than there is; with
+// --jobs N, the N largest run side by side.
+void check_lanes_fit_in_memory(const Experiment& exp, const std::vector<size_t>& todo, int lanes) {
+  std::vector<double> need;
+  std::vector<std::pair<json, std::shared_ptr<Distribution>>> dists;  // trace files read once
+  for (size_t k : todo) {
+    const json& spec = exp.runs[k].settings.compute_dist;
+    std::shared_ptr<Distribution> dist;
+    for (const auto& [s, d] : dists)
+      if (s == spec) dist = d;
+    if (!dist) dists.emplace_back(spec, dist = make_distribution(spec, exp.base_dir));
+    need.push_back(estimate_run_memory(exp.runs[k].config, exp.runs[k].settings, *dist).total);
+  }
+  std::sort(need.begin(), need.end(), std::greater<double>());
+  double together = 0;
+  for (int i = 0; i < lanes; ++i) together += need[size_t(i)];
+  const double budget = memory_limit_bytes();
+  if (together > budget)
+    throw ConfigError("--jobs", {{"", std::to_string(lanes) + " runs side by side would need about " +
+                                          format_bytes(together) + " of memory, more than the " + format_bytes(budget) +
+                                          " this machine has: lower --jobs"}});
+}
+
+}  // namespace
+
+int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
+  const std::string name = exp.resolved.value("name", std::string("experiment"));
+  if (opts.out_dir.empty()) throw IoError("--out is empty: give the folder the experiment goes under");
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
+    throw IoError("experiment name '" + name + "' cannot be a folder under --out");
+  const std::string exp_dir = opts.out_dir + "/" + name;
+  make_experiment_folder(exp_dir);  // not a link: nothing is written through one
+  // The folder is this process's (shared with the other shards of the same experiment)
+  // until it returns: no other asgdsim writes into it meanwhile.
+  const bool sharded = opts.shards > 1;
+  ExperimentLock lock(exp_dir, sharded ? ExperimentLock::Mode::Shared : ExperimentLock::Mode::Exclusive, opts.wait,
+                      opts.command_line, opts.quiet);
+  if (!lock.held()) return 130;  // interrupted while waiting for it
+  const size_t total = exp.runs.size();
+
+  // Everything is checked before anything is written: in run order, skip runs already
+  // done (their result files complete), refuse folders that hold another config. A
+  // refusal leaves every file as it was, experiment.json included.
+  std::vector<size_t> todo;
+  std::vector<std::string> skipped_lines;
+  for (size_t k = 0; k < total; ++k) {
+    if (int(k % size_t(std::max(1, opts.shards))) != opts.shard) continue;  // another shard's
+    const RunSpec& run = exp.runs[k];
+    const std::string dir = exp_dir + "/" + run.run_id;
+    const EarlierRun earlier = earlier_run(dir, run.config, opts.force, run_tag(exp, k));
+    if (!earlier.line.empty()) skipped_lines.push_back(earlier.line);
+    if (earlier.done) continue;
+    todo.push_back(k);
+  }
+  const std::vector<std::string> others = runs_of_other_configs(exp_dir, exp);
+  refuse_runs_of_other_configs(exp_dir, others, opts.force);
+  const int lanes = int(std::max<size_t>(1, std::min<size_t>(size_t(std::max(1, opts.jobs)), todo.size())));
+  if (lanes > 1) check_lanes_fit_in_memory(exp, todo, lanes);
+  // Shard 0 alone moves them (the folders are no shard's runs, so no other shard writes them).
+  if (!others.empty() && opts.shard == 0) move_runs_of_other_configs(exp_dir, others);
+  const std::string experiment_json = exp.resolved.dump(2) + "\n";
+  if (sharded) {  // shards of one experiment share experiment.json; one of another config must not replace it
+    json old;
+    if (read_json(exp_dir + "/experiment.json", old) && old != exp.resolved && !opts.force)
+      throw IoError(exp_dir + "/experiment.json is another config's (" + config_differences(old, exp.resolved) +
+                    "): a sharded run (--shard, mpirun) never replaces it; run without sharding or pass --force to "
+                    "replace it, or choose another --out");
+  } else {
+    remove_stale_temp_files(exp_dir, {"experiment.json", "index.csv"});  // no other process writes here now
+  }
+  write_file_atomic(exp_dir + "/experiment.json", experiment_json);
+  // index.csv tells the truth while the runs are made: the runs this process is about to
+  // (re-)make are pending until it rewrites the index at the end (a kill -9 leaves them so).
+  if (opts.write_index && !todo.empty()) {
+    std::set<std::string> pending;
+    for (size_t k : todo) pending.insert(exp.runs[k].run_id);
+    write_index(exp, exp_dir, pending);
+  }
+
+  // Lanes: up to --jobs runs at once, each on its own worker pool with a share of the
+  // threads (at least one, the lane's thread itself). Results do not depend on the pool size, so they do not
+  // depend on --jobs either.
+  const int threads = opts.threads > 0 ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  Console console(opts.quiet, !opts.quiet && ::isatty(STDERR_FILENO), lanes, todo.size());
+  for (const auto& l : skipped_lines) console.line(l);
+  DataCache cache(exp.base_dir);
+
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::vector<std::string> status(total);
+  std::vector<std::exception_ptr> errors(total);
+  auto lane_main = [&](int index) {
+    Lane lane;
+    lane.index = index;
+    lane.lanes = lanes;
+    std::unique_ptr<WorkerPool> pool;
+    for (;;) {
+      if (failed.load() || interrupt_requested()) return;  // start nothing new
+      size_t i = next.fetch_add(1);
+      if (i >= todo.size()) return;
+      size_t k = todo[i];
+      try {
+        // the lane's own thread, which runs the simulation, is one of its threads
+        if (!pool)
+          pool = std::make_unique<WorkerPool>(std::max(1, threads / lanes + (index < threads % lanes ? 1 : 0)),
+                                              /*caller_computes=*/true);
+        lane.pool = pool.get();
+        status[k] = make_run(exp, k, exp_dir + "/" + exp.runs[k].run_id, opts, lane, cache, console);
+      } catch (const Interrupted& e) {  // before its simulation started: marked, not an error
+        status[k] = "interrupted";
+        console.idle(index, true);
+        mark_ended(exp.runs[k], exp_dir + "/" + exp.runs[k].run_id, "interrupted", e.what());
+      } catch (...) {
+        errors[k] = std::current_exception();
+        failed.store(true);
+        console.idle(index, true);
+        mark_ended(exp.runs[k], exp_dir + "/" + exp.runs[k].run_id, "failed", error_text(errors[k]));
+      }
+    }
+  };
+  if (lanes == 1) {
+    lane_main(0);
+  } else {
+    std::vector<std::thread> pool_of_lanes;
+    try {
+      for (int i = 0; i < lanes; ++i) pool_of_lanes.emplace_back(lane_main, i);
+    } catch (...) {  // lanes already started finish their run and start no other; then rethrow
+      failed.store(true);
+      for (auto& t : pool_of_lanes) t.join();
+      throw;
+    }
+    for (auto& t : pool_of_lanes) t.join();
+  }
+  console.clear();
+
+  if (opts.write_index) {
+    try {
+      write_index(exp, exp_dir);
+    } catch (const std::exception& e) {
+      bool run_failed = std::any_of(errors.begin(), errors.end(), [](const auto& e) { return bool(e); });
+      if (!run_failed) throw;
+      console.error(std::string("asgdsim: ") + e.what());  // a run's own error (the cause, often) follows
+    }
+  }
+  // The first failure (in run order) becomes the error; others that ran beside it are
+  // printed so none is lost.
+  std::optional<size_t> first_error;
+  for (size_t k = 0; k < total; ++k) {
+    if (!errors[k]) continue;
+    if (!first_error) {
+      first_error = k;
+      continue;
+    }
+    try {
+      rethrow_naming_run(errors[k], exp.runs[k].run_id);
+    } catch (const std::exception& e) {
+      console.error(std::string("asgdsim: ") + e.what());
+    }
+  }
+  if (first_error) rethrow_naming_run(errors[*first_error], exp.runs[*first_error].run_id);
+
+  if (opts.write_index) std::cout << "results: " << exp_dir << "\n";  // --quiet too: where the results went
+  // How to look at them (the analysis is in the source tree this binary was built from).
+  const std::string plot = std::string(ASGD_SOURCE_DIR) + "/analysis/plot.py";
+  if (opts.write_index && !opts.quiet && ::access(plot.c_str(), R_OK) == 0)
+    std::cout << "report: /usr/bin/python3 " << plot << " " << exp_dir
+              << "   (figures and report.html; --target-accuracy X to ask for a target)\n";
+  bool interrupted = interrupt_requested();
+  for (const auto& s : status) interrupted = interrupted || s == "interrupted";
+  return interrupted ? 130 : 0;
+}
+
+}  // namespace asgd

@@ -1,0 +1,49 @@
+// experiments/run/runner.h — runs an experiment's runs and writes the run folders:
+// OUT/<name>/<run_id>/{config.json, meta.json, metrics.csv, staleness.csv, workers.csv,
+// trace.json, summary.json (last)} and OUT/<name>/index.csv, holding OUT/<name>/.lock
+// (ExperimentLock) throughout. Resumes: a run whose summary.json says completed,
+// stalled or diverged (for the same config), with its result files complete, is skipped unless
+// --force. A run that fails gets a summary.json with status "failed". With
+// jobs > 1, that many runs go side by side, each on its own worker pool; the files
+// are the same bytes as with jobs = 1 (wall-clock fields aside). With shards > 1, several
+// processes (machines, MPI ranks) share one experiment folder, each making its share of
+// the runs; the files are again the same bytes.
+#pragma once
+#include <string>
+#include "experiments/config/config.h"
+#include "sim/run/settings.h"
+
+namespace asgd {
+
+struct RunnerOptions {
+  std::string out_dir = "runs";
+  int threads = 0;          // 0: hardware concurrency
+  int jobs = 1;             // runs side by side; each gets threads / jobs threads (at least 1)
+  bool quiet = false;
+  bool trace = false;       // force trace.json for every run
+  bool force = false;       // re-run completed runs
+  bool wait = false;        // wait for the experiment folder's lock instead of refusing
+  // This process makes only the runs k with k % shards == shard (--shard I/K, or one MPI
+  // rank of K); the others are left to other processes sharing the experiment folder.
+  int shard = 0;
+  int shards = 1;
+  bool write_index = true;  // false: the caller writes index.csv once every shard is done
+  std::string command_line;
+};
+
+// Returns the process exit code: 0 all runs ended (completed, stalled or diverged), 130
+// interrupted (runs under way end as interrupted, none new starts). Checks every run
+// folder before writing anything; a folder holding another config, or an experiment
+// folder another process holds, throws IoError with nothing written. A run that fails
+// stops new runs from starting; its error is rethrown (same type) with its run id in
+// front, after the runs under way end and index.csv is written.
+int run_experiment(const Experiment& exp, const RunnerOptions& opts);
+
+// The experiment's progress line on a terminal: "runs 3/12 done  31%  ETA 2m05s". `work`
+// is the runs done plus the running runs' fractions (0..total); the ETA assumes the rest
+// goes at the rate so far, and is left out until 1 % of the work is done.
+std::string experiment_progress(size_t done, size_t total, double work, double elapsed_seconds);
+
+// Builds the simulator's settings from a run's resolved config.
+
+}  // namespace asgd

@@ -1,0 +1,41 @@
+// sim/core/engine.h — the interface every algorithm (engines/) implements. A runtime (the
+// simulator, or the MPI server of asgdsim cluster: sim/core/runtime.h) calls it; an engine
+// decides what happens when a gradient arrives and who waits for whom, and tells the
+// runtime what it applied, dropped or updated.
+#pragma once
+#include <memory>
+#include <string>
+#include <nlohmann/json.hpp>
+#include "sim/core/event_queue.h"
+#include "sim/core/parameter_store.h"
+
+namespace asgd {
+
+class Runtime;
+struct GradientJob;
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual std::string type() const = 0;
+  // Schedule the first work (launch gradients) at time 0.
+  virtual void start(Runtime& sim) = 0;
+  // A gradient arrived (computed and pushed). The engine owns the job now and gives it
+  // back with sim.recycle() when done with it.
+  virtual void on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) = 0;
+  virtual void on_timer(Runtime& sim, const Event& e) {}
+  // Failure model: worker went down (its in-flight gradient is lost) or came back.
+  virtual void on_worker_down(Runtime& sim, int worker) {}
+  virtual void on_worker_up(Runtime& sim, int worker) {}
+  // The parameters train_loss/test_loss are measured on.
+  virtual Snapshot model_of_record() const = 0;
+  // Whether jobs must keep the parameters they read after arrival (DC-ASGD backups).
+  virtual bool keeps_read_params() const { return false; }
+  // What its staleness counts (summary.json staleness.unit): updates of the model of record
+  // by default.
+  virtual const char* staleness_unit() const { return "updates"; }
+  // The configuration actually used (written into the run's summary).
+  virtual nlohmann::json describe() const { return {{"type", type()}}; }
+};
+
+}  // namespace asgd

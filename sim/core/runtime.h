@@ -1,0 +1,248 @@
+// sim/core/runtime.h — the narrow interface engines (engines/) drive, and the types they drive it
+// with: a Step (what a worker's next step computes on and which messages it sends) and the
+// GradientJob that comes back. Two runtimes implement it: Simulation (sim/core/simulation.h:
+// virtual time, the event queue, the worker pool) and the MPI server
+// (experiments/cluster/mpi_runtime.h: real processes, wall time). An engine written against
+// Runtime runs in both; it never computes a cost, reads a clock other than now(), or
+// knows which runtime it is in.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <type_traits>
+#include <utility>
+#include <vector>
+#include "kernels/model.h"
+#include "sim/core/parameter_store.h"
+#include "sim/data/partition.h"
+#include "sim/data/sample_stream.h"
+#include "sim/run/settings.h"
+#include "sim/core/time.h"
+#include "sim/net/topology.h"
+#include "sim/core/worker_pool.h"
+
+namespace asgd {
+
+// An SGD step that a gradient job applies, on its pool thread, to parameters its worker
+// owns before computing: params <- params - lr * grad, in place, (n) floats each. An
+// engine whose workers keep their own parameters (EASGD) defers a local step so: it then
+// runs beside the other gradients instead of on the scheduler thread, and the gradient
+// reads the parameters while they are still in that core's cache. The engine keeps grad
+// alive and leaves params alone until the job has computed (its arrival, or settle()).
+// With grad_buffer (the array grad points into), the job also computes its own gradient
+// into that buffer, after the step has read it: the engine gets the job's former buffer
+// in exchange. The gradient's writes then go to lines the step just brought into the
+// core's cache, instead of to a buffer untouched since the job before.
+struct DeferredStep {
+  float* params = nullptr;  // null: nothing deferred
+  const float* grad = nullptr;
+  float lr = 0;
+  DeviceArray<float>* grad_buffer = nullptr;
+};
+
+// Tests only: a sparse model's steps read whole versions and the server applies every
+// gradient to every row, as before row reads and sparse updates (the equivalence tests
+// compare the two bit for bit).
+inline bool g_force_dense_updates = false;
+
+// One step of worker `worker` and the messages around it, as the engine declares them
+// (Runtime::launch). Each message is parameter-sized (cluster.network.message_bytes),
+// except a gradient step's (Step::gradient) of a sparse model or under compression
+// (sim/net/message_size.h), and crosses the topology; nothing else is charged. What the engines send:
+//   async, SSP            pull from the server's store, compute, push the gradient
+//   sync, sync_backup     the same (the pull at the iteration's start or on joining it)
+//   local SGD             the round's first step pulls w, the H-th pushes the worker's model
+//   EASGD                 local steps send nothing; the step that ends a period pushes the
+//                         worker's parameters (the exchange), the next one first receives
+//                         the server's reply (and a worker's very first step the center)
+//   single-replica warm-up  nothing: one replica trains alone
+struct Step {
+  int worker = 0;
+  const int32_t* ids = nullptr;  // the minibatch's m sample ids (copied)
+  size_t m = 0;
+  uint64_t tag = 0;              // the engine's own (e.g. the sync iteration)
+  // The parameters the step computes on, one of:
+  //  - pull: the server's store. The pull reads it when the server serves the pull (the
+  //    transfer starts), not when it is requested; forced staleness (staleness.mode) picks
+  //    the version there.
+  //  - own: the worker's own parameters (pull == null); with `reply`, the server's answer
+  //    to the worker's last push reaches the worker first (one message), else no message.
+  const ParameterStore* pull = nullptr;
+  Snapshot own;
+  bool reply = false;
+  int reply_from = kServer;      // the reply's sender: the server, a box's host or a peer worker
+  bool push = true;              // the result travels to the server (one message)
+  // The push carries this step's gradient on the pulled parameters (async, SSP, sync), not
+  // parameters: a sparse model's pull and push then hold only the rows the minibatch
+  // reads and its gradient touches (Model::touched_rows), and a dense model's gradient is
+  // compressed as cluster.network.compression says. False: full-size messages.
+  bool gradient = false;
+  DeferredStep before;           // own only: applied to own.data() first (see DeferredStep)
+};
+
+// The synchronous family's collectives (Runtime::collective), over the topology, in the
+// alpha-beta model: docs/architecture.md, "Collectives". Every transfer of a step of a
+// collective is requested when the step before has ended everywhere.
+enum class Collective {
+  RingAllReduce,     // a ring of the members in worker order: 2(n-1) steps of bytes/n each
+  Hierarchical,      // members -> their box's host, a ring of those hosts, hosts -> members
+  HostReduceToServers,   // members -> their box's host, each such host -> the servers
+  ServersToHostsToMembers,  // the servers -> each members' box's host -> the members
+};
+
+// One gradient computation: worker `worker`'s step `step`, on parameters `read`.
+struct GradientJob {
+  int worker = 0;
+  uint32_t step = 0;
+  Snapshot read;                // released once computed unless the engine keeps it
+  uint64_t read_version = 0;
+  std::vector<int32_t> ids;     // minibatch sample ids
+  DeviceArray<float> grad;      // (num_params) mean gradient over the minibatch
+  std::vector<int32_t> rows;    // a sparse model's gradient: the table rows it touches (exactly +0 elsewhere)
+  bool sparse = false;          // rows is set (the model has a row table)
+  // A sparse model's gradient step pulled from a store: `read` is then this job's own
+  // copy of only the rows it reads (= rows) and the dense part, taken from the version
+  // read; the rest of `pulled` is stale. So no reader holds the store's versions, and the
+  // server updates them in place. ServerUpdate reads a DC backup on those rows only.
+  bool read_rows = false;
+  DeviceArray<float> pulled;    // (num_params) read_rows only
+  // The rows for ServerUpdate: null for a dense gradient.
+  const std::vector<int32_t>* touched() const { return sparse ? &rows : nullptr; }
+  double push_bytes = 0;        // of its push message
+  double pull_bytes = 0;        // of its pull or reply message (when received)
+  bool compress = false;        // its pushed gradient is compressed when it arrives
+  double loss = 0;              // mean minibatch loss at `read`
+  SimTime start = 0;            // launched (a pull or reply is requested now)
+  SimTime compute_start = 0;    // parameters at the worker
+  SimTime compute_done = 0;     // gradient ready (push starts)
+  SimTime arrival = 0;          // at the server (pushed), or compute_done (kept on the worker); kNever: not known yet
+  uint64_t incarnation = 0;     // the worker's life it belongs to (a failure ends a life)
+  uint64_t tag = 0;             // engine's own (e.g. the sync iteration)
+  const ParameterStore* source = nullptr;  // pulled from this store, read when served
+  bool received = false;        // a message brought the parameters (a pull or a reply)
+  bool pushed = false;          // the result travels to the server
+  bool submitted = false;       // handed to the pool (a pull is handed over once served)
+  bool read_at_arrival = false; // staleness.at = apply: read (and computed) when it arrives
+  bool accounted = false;       // its time is in the worker's compute/comm counters
+  bool push_counted = false;    // its push is in the run's message counters
+  bool cancelled = false;       // abandoned by Runtime::cancel: never delivered, not lost
+  DeferredStep before;          // applied to `read` before computing (see DeferredStep)
+  WorkerPool::Ticket ticket;
+};
+
+// Worker w's next step on the next `batch` ids of the run's one sample stream, or of its
+// own part's stream under a non-IID partition (`parts` set), into `ids`: what both
+// runtimes' next_step give.
+inline Step step_from_stream(int worker, SampleStream& stream, PartitionedSamples* parts, size_t batch,
+                             std::vector<int32_t>& ids) {
+  ids.clear();
+  if (parts) parts->next(worker, batch, ids);
+  else stream.next(batch, ids);
+  Step step;
+  step.worker = worker;
+  step.ids = ids.data();
+  step.m = ids.size();
+  return step;
+}
+
+class Runtime {
+ public:
+  virtual ~Runtime() = default;
+
+  virtual SimTime now() const = 0;  // virtual time (simulator) or run time in wall ns (MPI)
+  virtual int workers() const = 0;
+  virtual const RunSettings& settings() const = 0;
+  virtual size_t num_params() const = 0;
+  virtual const Model& model() const = 0;  // the model trained (its row layout: sparse stores)
+  virtual ExecContext& exec() = 0;  // for the engine's own (server-side) arithmetic
+  // The parameters engines start from: the model's seeded initialisation, unless
+  // set_initial_params gave others (the single-replica warm-up hands on its result so).
+  virtual std::vector<float> initial_params() const = 0;
+  virtual void set_initial_params(std::vector<float> w) = 0;
+  // History depth a parameter store needs for the configured forced staleness.
+  virtual size_t history_needed() const = 0;
+
+  // Worker w's next step on the next minibatch (the per-worker batch of the run's one
+  // sample stream, into `ids`, which must outlive the launch): the engine then says where
+  // the parameters come from and what travels, and launches it.
+  virtual Step next_step(int worker, std::vector<int32_t>& ids) = 0;
+  // Starts worker step.worker's next step: the messages it declares and its compute take
+  // time; then engine.on_gradient gets the job, at the server when pushed, else on the
+  // worker when computed (unless the worker failed meanwhile: then it is lost and
+  // counted). The engine launches a worker's next step only once its last one is back.
+  virtual void launch(const Step& step) = 0;
+  // The server applies one update (an async gradient, a sync aggregate, an EASGD exchange,
+  // a local-SGD averaging), one at a time in the order asked; `apply` (which makes the
+  // update and goes on) runs when the update is done: at once when updates take no time.
+  // `apply` is called once; it may own what it needs (a move-only capture, such as the job).
+  template <class F>
+  void server_update(F&& apply);
+  // Abandons worker w's step in flight, if any (Dutta et al. 2018's cancellation): its
+  // gradient never reaches the engine, and the worker is free now, for the engine to
+  // launch its next step at once. What it costs (docs/algorithms.md, "Cancellation"): the
+  // step's pull, compute and push time up to now, counted as the worker's wasted_time
+  // (and as compute/comm time as far as it got); a push not yet started is never sent; a
+  // push already on the wire has been sent (its link time stays spent). Nothing else:
+  // the cancel notice itself is free. The simulator implements it with a failure's
+  // mechanism (the job belongs to an ended life of its worker, so its next event discards
+  // it); the MPI runtime does not (asgdsim cluster refuses configs that cancel).
+  virtual void cancel(int worker) = 0;
+  // Waits until every gradient job of `worker` still in flight has computed (a lost one
+  // too: its deferred step is then applied and it reads its parameters no more).
+  virtual void settle(int worker) = 0;
+  virtual void recycle(std::unique_ptr<GradientJob> job) = 0;
+  // Elementwise work over [0, n): f(ctx, begin, end) for consecutive blocks, maybe side by
+  // side on several threads. f must give the same result however [0, n) is split.
+  using BlockFn = std::function<void(ExecContext& ctx, size_t begin, size_t end)>;
+  virtual void for_each_block(size_t n, const BlockFn& f) = 0;
+  // Learning rate in force now (from the epoch reached), and that epoch.
+  virtual double lr() const = 0;
+  virtual double epoch() const = 0;
+
+  // Bookkeeping the engine reports (the shared RunMonitor counts it).
+  // The job's gradient is applied (to the model of record, or to the worker's own model):
+  // its samples count toward the epoch, so call it before reading lr() for its step.
+  virtual void applied(const GradientJob& job, uint64_t staleness) = 0;
+  virtual void dropped(const GradientJob& job) = 0;
+  virtual void iteration_done(SimTime duration) = 0;
+  // One update of the model of record is done: runs evaluation/stop checks.
+  virtual void updated() = 0;
+  // engine.on_timer(e) at time `at` with e.worker, e.payload.
+  virtual void schedule_timer(SimTime at, int worker, uint64_t payload) = 0;
+  // Starts collective `kind` among `members` (worker indices, ascending) now: returns when
+  // it ends. The members' time until then is communication.
+  virtual SimTime collective(Collective kind, const std::vector<int>& members) = 0;
+  virtual const Topology& topology() const = 0;
+  virtual bool stopping() const = 0;
+  virtual bool worker_alive(int w) const = 0;
+
+ protected:
+  // A server update waiting its turn (a move-only callable, type-erased).
+  struct ServerTask {
+    virtual ~ServerTask() = default;
+    virtual void run() = 0;
+  };
+  template <class F>
+  struct ServerTaskOf final : ServerTask {
+    explicit ServerTaskOf(F&& f) : f_(std::move(f)) {}
+    void run() override { f_(); }
+    F f_;
+  };
+  // True (and the update counted) when an update takes no time and the server is free:
+  // server_update then runs it at once, without type-erasing it.
+  virtual bool update_now() = 0;
+  // Queues an update that takes time: the runtime runs it when it is done.
+  virtual void defer_update(std::unique_ptr<ServerTask> task) = 0;
+};
+
+template <class F>
+void Runtime::server_update(F&& apply) {
+  if (update_now()) {
+    apply();
+    return;
+  }
+  using Task = std::decay_t<F>;
+  defer_update(std::make_unique<ServerTaskOf<Task>>(Task(std::forward<F>(apply))));
+}
+
+}  // namespace asgd

@@ -1,0 +1,834 @@
+// sim/core/simulation.cpp — the event loop and the bookkeeping every engine shares.
+#include "sim/core/simulation.h"
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include "kernels/ops.h"
+#include "kernels/rng.h"
+#include "sim/core/interrupt.h"
+
+namespace asgd {
+namespace {
+constexpr size_t kEvalChunkRows = 2048;  // rows per evaluation task (fixed: deterministic sums; both runtimes)
+// for_each_block: 4,096 floats (16 KiB) per array and block, so that the slices of a
+// dozen arrays stay in L1/L2 from one pass to the next; vectors under 8 blocks run on
+// the calling thread (handing ranges to the pool costs a few wake-ups, ~10-30 us).
+constexpr size_t kBlockFloats = 4096;
+constexpr size_t kSplitFromBlocks = 8;
+
+// Before a job's gradient: its deferred step, and the pulled parameters rounded to 16
+// bits when they travel so, into a buffer of the job's workspace frame (request `index`
+// of a batch). Returns what to compute on.
+const float* prepare(ExecContext& ctx, GradientJob& job, const JobSetup& s, int index) {
+  const size_t n = s.model->num_params();
+  if (job.before.params) ops::sgd_step(ctx, job.before.params, job.before.params, job.before.grad, job.before.lr, n);
+  const float* w = job.read.data();
+  if (s.precision == Precision::Fp32) return w;
+  float* copy = ctx.workspace().take<float>("16-bit copy of the pulled parameters", n, index);
+  ops::copy(ctx, copy, w, n);
+  s.precision == Precision::Fp16 ? ops::round_fp16(ctx, copy, n) : ops::round_bf16(ctx, copy, n);
+  return copy;
+}
+
+// After it: the pushed gradient rounded to 16 bits if so; the snapshot let go.
+void finish(ExecContext& ctx, GradientJob& job, const JobSetup& s) {
+  const size_t n = s.model->num_params();
+  if (s.precision == Precision::Fp16) ops::round_fp16(ctx, job.grad.data(), n);
+  if (s.precision == Precision::Bf16) ops::round_bf16(ctx, job.grad.data(), n);
+  if (s.release_read) job.read = Snapshot{};
+}
+}  // namespace
+
+void Simulation::flush_pending() {
+  if (pending_.empty()) return;
+  const JobSetup setup = setup_;
+  const QueueMark after = exec_.mark();  // the engine's steps so far, on the scheduler's stream
+  WorkerPool::Ticket ticket = pool_.submit([jobs = pending_, setup, after](ExecContext& ctx) {
+    ctx.wait_for(after);
+    Workspace::Frame frame(ctx.workspace());
+    std::vector<GradRequest> reqs(jobs.size());
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      GradientJob& j = *jobs[i];
+      reqs[i].w = prepare(ctx, j, setup, int(i));
+      reqs[i].ids = j.ids.data();
+      reqs[i].m = j.ids.size();
+      reqs[i].noise = NoiseKey{setup.seed, uint32_t(j.worker), j.step};
+      reqs[i].grad = j.grad.data();
+    }
+    setup.model->loss_grad_batch(ctx, setup.data, reqs.data(), reqs.size());
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      jobs[i]->loss = reqs[i].loss;
+      finish(ctx, *jobs[i], setup);
+    }
+  });
+  for (GradientJob* j : pending_) j->ticket = ticket;  // one job: waiting on any waits for all
+  pending_.clear();
+}
+
+void Simulation::await(GradientJob& job) {
+  if (!job.submitted) return;        // a pull never served: nothing was computed
+  if (!job.ticket) flush_pending();  // it is in the batch being gathered
+  pool_.wait(job.ticket);
+}
+
+Simulation::Simulation(const RunSettings& settings, const Model& model, const DeviceDataset* train,
+                       const DeviceDataset* test, WorkerPool& pool, const ComputeTimeModel& compute,
+                       Recorder& recorder)
+    : settings_(settings), model_(model), train_(train), test_(test), pool_(pool),
+      compute_(compute), recorder_(recorder),
+      host_kernels_(std::string(kernels_backend()) != "CUDA"),
+      monitor_(settings, model.uses_data() && train ? train->n : settings.nominal_train_size, model.is_classifier(),
+               out_, recorder) {
+  if (settings_.workers < 1) throw std::invalid_argument("workers must be >= 1");
+  if (settings_.topology.boxes > 0) {
+    if (settings_.topology.boxes * settings_.topology.per_box != settings_.workers)
+      throw std::invalid_argument("workers must equal topology boxes x per_box");
+    topology_ = make_cluster_topology(settings_.topology, settings_.network);
+  } else {
+    topology_ = make_star_topology(settings_.network, settings_.workers);
+  }
+  message_bytes_ = message_bytes(settings_.network, model_.num_params());
+  layout_ = model_.row_layout();
+  if (layout_.rows > 0 && settings_.compression.type != CompressionSpec::Type::None)
+    throw std::invalid_argument("compression is for dense models; model " + model_.name() + " sends sparse rows");
+  compressed_bytes_ = compressed_message_bytes(settings_.network, model_.num_params(), settings_.compression);
+  contended_ = topology_->contended();
+  free_network_ = topology_->free();
+  if (!(settings_.server_update_seconds >= 0)) throw std::invalid_argument("server update_seconds must be >= 0");
+  server_seconds_ = seconds_to_sim(settings_.server_update_seconds);
+  kernels_use_one_thread_here();  // the scheduler's kernels are small; pool threads do the heavy work
+  if (model_.uses_data() && (!train_ || !test_))
+    throw std::invalid_argument("model " + model_.name() + " needs a training and a test set");
+  train_size_ = model_.uses_data() ? train_->n : settings_.nominal_train_size;  // (as monitor_'s)
+  if (train_size_ == 0) throw std::invalid_argument("training set size (samples per epoch) is 0");
+  // a model that reads no data ignores the ids: they only count samples
+  stream_ = std::make_unique<SampleStream>(train_size_, settings_.seed, /*shuffle=*/model_.uses_data());
+  parts_ = make_partitioned_samples(settings_, model_.uses_data() ? train_ : nullptr, model_.uses_data());
+  if (parts_) out_.partition_labels = parts_->histogram();
+  steps_.assign(settings_.workers, 0);
+  alive_.assign(settings_.workers, true);
+  incarnation_.assign(settings_.workers, 0);
+  failure_draws_.assign(settings_.workers, 0);
+  down_since_.assign(settings_.workers, 0);
+  idle_since_.assign(settings_.workers, 0);
+  for (const auto& f : settings_.failures)
+    if (f.worker < 0 || f.worker >= settings_.workers)
+      throw std::invalid_argument("failure for worker " + std::to_string(f.worker) + ", which does not exist");
+  out_.workers.assign(settings_.workers, WorkerStats{});
+  monitor_.bind([this] { return now(); },
+                [this] {
+                  Snapshot snap = engine_->model_of_record();
+                  const EvalPair sums = evaluate_params(model_, pool_, exec_, snap.data(), train_,
+                                                        settings_.eval_train_samples, test_, settings_.eval_test_samples);
+                  return std::make_pair(sums.train, sums.test);
+                });
+  monitor_.on_row = [this](const MetricsRow& row) {
+    if (on_row) on_row(row);
+  };
+}
+
+Simulation::~Simulation() { drain(); }
+
+std::vector<float> Simulation::initial_params() const {
+  if (!initial_override_.empty()) return initial_override_;
+  std::vector<float> w;
+  model_.init_params(settings_.seed, w);
+  return w;
+}
+
+size_t Simulation::history_needed() const {
+  switch (settings_.staleness) {
+    case StalenessMode::Emergent: return 0;
+    case StalenessMode::Fixed:
+    case StalenessMode::Uniform:
+    case StalenessMode::Geometric: return settings_.staleness_tau;
+  }
+  return 0;
+}
+
+Snapshot Simulation::read_for(int worker, uint32_t step, const ParameterStore& store) {
+  uint64_t lag = 0;
+  const double ep = epoch();
+  const bool in_window = ep >= settings_.staleness_from_epoch &&
+                         (settings_.staleness_until_epoch <= 0 || ep < settings_.staleness_until_epoch);
+  switch (in_window ? settings_.staleness : StalenessMode::Emergent) {
+    case StalenessMode::Emergent: break;
+    case StalenessMode::Fixed: lag = settings_.staleness_tau; break;
+    case StalenessMode::Uniform: {
+      Rng rng(settings_.seed, RngPurpose::Staleness, uint32_t(worker), step);
+      lag = rng.below(uint64_t(settings_.staleness_tau) + 1);
+      break;
+    }
+    case StalenessMode::Geometric: {
+      // failures before a success with p = 1 / (1 + mean): mean = (1 - p) / p
+      Rng rng(settings_.seed, RngPurpose::Staleness, uint32_t(worker), step);
+      double p = 1.0 / (1.0 + settings_.staleness_mean);
+      double u = rng.uniform();
+      double k = p >= 1.0 ? 0.0 : std::floor(std::log(u) / std::log1p(-p));
+      lag = uint64_t(std::min<double>(k, settings_.staleness_tau));
+      break;
+    }
+  }
+  return store.lagged(lag);
+}
+
+void Simulation::read_params(GradientJob& job, const ParameterStore& store) {
+  Snapshot version = read_for(job.worker, job.step, store);
+  job.read_version = version.version;
+  if (!job.read_rows) {
+    job.read = std::move(version);
+    return;
+  }
+  const size_t n = model_.num_params(), table = layout_.rows * layout_.width;
+  if (job.pulled.size() != n) {
+    job.pulled.resize_discard(n);
+    job.pulled.fill(0.0f);  // never read; defined all the same
+  }
+  ops::copy(exec_, ops::Rows{job.rows.data(), job.rows.size(), layout_.width}, job.pulled.data(), version.data());
+  ops::copy(exec_, job.pulled.data() + table, version.data() + table, n - table);
+  // Not owned: the job outlives its reads (recycle() lets go of them first).
+  job.read = Snapshot{std::shared_ptr<const Params>(std::shared_ptr<const Params>(), &job.pulled), version.version};
+}
+
+void Simulation::launch(const Step& st) {
+  const int worker = st.worker;
+  if ((st.pull != nullptr) == bool(st.own.params) || (st.pull && (st.reply || st.before.params)))
+    throw std::logic_error("launch: a step computes on pulled parameters or on its own (with a reply or a deferred step)");
+  std::unique_ptr<GradientJob> job;
+  if (!spare_jobs_.empty()) {
+    job = std::move(spare_jobs_.back());
+    spare_jobs_.pop_back();
+  } else {
+    job = std::make_unique<GradientJob>();
+  }
+  job->worker = worker;
+  job->step = steps_[worker]++;
+  job->ids.assign(st.ids, st.ids + st.m);
+  job->grad.resize_discard(model_.num_params());
+  job->loss = 0;
+  job->tag = st.tag;
+  job->source = st.pull;
+  job->received = st.pull || st.reply;
+  job->pushed = st.push;
+  job->submitted = false;
+  job->read_at_arrival = st.pull && settings_.staleness_at_apply && settings_.staleness != StalenessMode::Emergent;
+  job->accounted = false;
+  job->push_counted = false;
+  job->cancelled = false;
+  job->before = st.before;
+  // Message sizes (docs/architecture.md, Message sizes): a sparse model's gradient step
+  // moves only the rows its minibatch reads and touches, a dense one's push may be
+  // compressed; everything else is a full parameter vector.
+  double pull_bytes = message_bytes_;
+  job->push_bytes = message_bytes_;
+  job->compress = false;
+  job->rows.clear();
+  job->sparse = layout_.rows > 0;  // the server then applies only these rows (ServerUpdate)
+  if (job->sparse) model_.touched_rows(train_, st.ids, st.m, job->rows);
+  job->read_rows = job->sparse && st.gradient && st.pull && !g_force_dense_updates;
+  if (st.gradient && st.pull) {
+    if (layout_.rows > 0) {
+      const size_t n = model_.num_params();
+      job->push_bytes = row_message_bytes(settings_.network, n, job->rows.size(), layout_.width,
+                                          n - layout_.rows * layout_.width);
+      if (settings_.sparse_pull) pull_bytes = job->push_bytes;
+    } else if (settings_.compression.type != CompressionSpec::Type::None) {
+      job->push_bytes = compressed_bytes_;
+      job->compress = true;
+    }
+  }
+  if (st.before.grad_buffer) {  // the step's gradient buffer becomes the job's output (see DeferredStep)
+    if (st.before.grad != st.before.grad_buffer->data() || st.before.grad_buffer->size() != job->grad.size())
+      throw std::logic_error("launch: DeferredStep::grad_buffer must hold the step's gradient");
+    std::swap(job->grad, *st.before.grad_buffer);
+    job->before.grad_buffer = nullptr;
+  }
+  if (idle_since_[worker] >= 0 && now() > idle_since_[worker])
+    recorder_.add_span(worker + 1, "wait", idle_since_[worker], now());  // e.g. at a sync barrier
+  idle_since_[worker] = -1;
+  job->incarnation = incarnation_[worker];
+  job->start = now();
+  SimTime served = now();  // when the parameters are read
+  job->compute_start = now();
+  if (job->received) {  // a pull, or the server's reply: one message to the worker
+    TransferTimes t = free_network_ ? TransferTimes{now(), now()} : topology_->transfer(st.reply_from, worker, pull_bytes, now());
+    served = t.start;
+    job->compute_start = t.arrival;
+    out_.messages_to_workers++;
+    out_.bytes_to_workers += pull_bytes;
+  }
+  job->pull_bytes = pull_bytes;
+  job->compute_done =
+      add_time(job->compute_start, compute_.duration(uint32_t(worker), job->step, st.m, job->compute_start));
+  job->arrival = kNever;
+
+  GradientJob* raw = job.get();
+  size_t slot = take_slot(std::move(job));
+  if (st.pull && served > now()) {  // queued behind other transfers: read when served
+    queue_.push(served, EventKind::PullServed, worker, slot);
+    return;
+  }
+  if (st.pull && raw->read_at_arrival) {  // read when it arrives; nothing to compute before
+    schedule_after_read(*raw, slot);
+    return;
+  }
+  if (st.pull) {
+    read_params(*raw, *st.pull);
+  } else {
+    raw->read = st.own;
+    raw->read_version = raw->read.version;
+  }
+  submit(raw);
+  schedule_after_read(*raw, slot);
+}
+
+void Simulation::schedule_after_read(GradientJob& job, size_t slot) {
+  if (job.pushed) {
+    job.push_counted = true;
+    out_.messages_to_server++;
+    out_.bytes_to_server += job.push_bytes;
+    if (contended_) {  // the push queues behind transfers requested before it: ask when it starts
+      queue_.push(job.compute_done, EventKind::ComputeDone, job.worker, slot);
+      return;
+    }
+    job.arrival = free_network_ ? job.compute_done
+                                : topology_->transfer(job.worker, kServer, job.push_bytes, job.compute_done).arrival;
+  } else {
+    job.arrival = job.compute_done;  // the result stays on the worker
+  }
+  queue_.push(job.arrival, EventKind::GradientArrival, job.worker, slot);
+}
+
+void Simulation::submit(GradientJob* raw) {
+  raw->submitted = true;
+  if (settings_.batched_gradients <= 1) {
+    const JobSetup setup = setup_;
+    const QueueMark after = exec_.mark();  // the engine's steps so far, on the scheduler's stream
+    raw->ticket = pool_.submit([raw, setup, after](ExecContext& ctx) {
+      ctx.wait_for(after);
+      Workspace::Frame frame(ctx.workspace());
+      const float* w = prepare(ctx, *raw, setup, 0);
+      raw->loss = setup.model->loss_grad(ctx, w, setup.data, raw->ids.data(), raw->ids.size(),
+                                         NoiseKey{setup.seed, uint32_t(raw->worker), raw->step}, raw->grad.data());
+      finish(ctx, *raw, setup);
+    });
+  } else {
+    pending_.push_back(raw);
+    if (pending_.size() >= settings_.batched_gradients) flush_pending();
+  }
+}
+
+void Simulation::handle_pull_served(const Event& e) {
+  const size_t slot = size_t(e.payload);
+  GradientJob& job = *in_flight_[slot];
+  if (job.incarnation != incarnation_[job.worker]) {  // its worker failed while the pull queued
+    std::unique_ptr<GradientJob> lost = std::move(in_flight_[slot]);
+    free_slots_.push_back(slot);
+    lose_if_stale(lost);
+    return;
+  }
+  if (job.read_at_arrival) {
+    schedule_after_read(job, slot);
+    return;
+  }
+  read_params(job, *job.source);
+  submit(&job);
+  schedule_after_read(job, slot);
+}
+
+bool Simulation::update_now() {
+  if (server_seconds_ != 0) return false;
+  out_.server_updates++;
+  return true;
+}
+
+void Simulation::defer_update(std::unique_ptr<ServerTask> task) {
+  const SimTime start = std::max(now(), server_free_);
+  server_free_ = add_time(start, server_seconds_);
+  out_.server_busy += server_seconds_;
+  recorder_.add_span(0, "apply", start, server_free_);
+  server_tasks_.push_back(std::move(task));
+  queue_.push(server_free_, EventKind::ServerDone);
+}
+
+void Simulation::handle_server_done() {
+  out_.server_updates++;
+  std::unique_ptr<ServerTask> task = std::move(server_tasks_.front());
+  server_tasks_.pop_front();
+  task->run();
+}
+
+void Simulation::account(GradientJob& job, SimTime until) {
+  if (job.accounted) return;
+  job.accounted = true;
+  auto& ws = out_.workers[job.worker];
+  const int track = job.worker + 1;
+  auto part = [&](const char* name, SimTime a, SimTime b, SimTime& counter, double bytes) {
+    b = std::min(b, until);
+    if (b <= a) return;
+    counter += b - a;
+    recorder_.add_span(track, name, a, b, SpanArgs{int64_t(job.step), bytes});
+  };
+  // the bytes each message was charged: a sparse model's rows, a compressed gradient
+  if (job.received) part("pull", job.start, job.compute_start, ws.comm, job.pull_bytes);
+  part("compute", job.compute_start, job.compute_done, ws.compute, -1);
+  if (job.pushed) part("push", job.compute_done, job.arrival == kNever ? until : job.arrival, ws.comm, job.push_bytes);
+}
+
+size_t Simulation::take_slot(std::unique_ptr<GradientJob> job) {
+  if (!free_slots_.empty()) {
+    size_t slot = free_slots_.back();
+    free_slots_.pop_back();
+    in_flight_[slot] = std::move(job);
+    return slot;
+  }
+  in_flight_.push_back(std::move(job));
+  return in_flight_.size() - 1;
+}
+
+void Simulation::settle(int worker) {
+  for (auto& job : in_flight_) {
+    if (!job || job->worker != worker || !job->submitted) continue;
+    try {
+      await(*job);
+    } catch (...) {
+      // rethrown when the job arrives (or is found lost)
+    }
+  }
+}
+
+bool Simulation::lose_if_stale(std::unique_ptr<GradientJob>& job) {
+  if (job->incarnation == incarnation_[job->worker]) return false;
+  await(*job);
+  if (!job->cancelled) {  // (a cancelled one was counted when cancelled)
+    out_.lost++;
+    out_.workers[job->worker].lost++;
+  }
+  recycle(std::move(job));
+  return true;
+}
+
+// The failure's mechanism: ending the worker's life makes its job in flight stale, so the
+// job's next event (pull served, compute done or arrival) discards it; the worker is alive
+// and free now. At most one job of the current life is in flight (engines launch a
+// worker's next step only once its last one is back or cancelled).
+void Simulation::cancel(int w) {
+  bool found = false;
+  for (auto& job : in_flight_) {
+    if (!job || job->worker != w || job->incarnation != incarnation_[w]) continue;
+    account(*job, now());  // its time so far was spent
+    job->cancelled = true;
+    out_.workers[w].cancelled++;
+    out_.workers[w].wasted += now() - job->start;
+    if (job->push_counted && now() < job->compute_done) {  // the push never starts: not sent
+      out_.messages_to_server--;
+      out_.bytes_to_server -= job->push_bytes;
+    }
+    found = true;
+  }
+  if (!found) return;
+  incarnation_[w]++;
+  idle_since_[w] = now();
+}
+
+void Simulation::handle_compute_done(const Event& e) {
+  GradientJob& job = *in_flight_[size_t(e.payload)];
+  if (job.incarnation != incarnation_[job.worker]) {
+    std::unique_ptr<GradientJob> lost = std::move(in_flight_[size_t(e.payload)]);
+    free_slots_.push_back(size_t(e.payload));
+    lose_if_stale(lost);
+    return;
+  }
+  job.arrival = topology_->transfer(job.worker, kServer, job.push_bytes, now()).arrival;
+  queue_.push(job.arrival, EventKind::GradientArrival, job.worker, e.payload);
+}
+
+SimTime Simulation::collective(Collective kind, const std::vector<int>& members) {
+  const SimTime start = now();
+  const double bytes = message_bytes_;
+  if (members.empty() || free_network_) return start;
+  // the boxes of the members, ascending (members are ascending)
+  std::vector<int> boxes;
+  for (int w : members) {
+    const int b = topology_->box_of(w);
+    if (boxes.empty() || boxes.back() != b) boxes.push_back(b);
+  }
+  // One step: every (from, to, bytes) requested at `at`; returns when the last arrives.
+  // waited: set when a transfer started later than `at` (a link was busy).
+  struct Send {
+    int from, to;
+  };
+  std::vector<Send> sends;
+  auto step = [&](SimTime at, double piece, bool* waited = nullptr) {
+    SimTime end = at;
+    for (const Send& s : sends) {
+      const TransferTimes t = topology_->transfer(s.from, s.to, piece, at);
+      end = std::max(end, t.arrival);
+      if (waited && t.start != at) *waited = true;
+      if (s.to == kServer) { out_.messages_to_server++; out_.bytes_to_server += piece; }
+      if (s.to >= 0) { out_.messages_to_workers++; out_.bytes_to_workers += piece; }
+    }
+    return end;
+  };
+  // A ring of `ring` endpoints: 2(n-1) steps, each one piece of bytes/n from every
+  // endpoint to the next (reduce-scatter, then all-gather). In O(n), not O(n^2): the
+  // first step may wait for links busy before the collective; after it every link of the
+  // ring is free (each was waited for), so when the second step starts every transfer at
+  // once (no link used twice in a step), every later step is the second one again, one
+  // step's duration later: the links are replayed (Topology::replay) and the counters
+  // advanced as the loop would have (repeated_sum rounds the byte totals as it would).
+  auto ring = [&](SimTime at, const std::vector<int>& nodes) {
+    const size_t n = nodes.size();
+    if (n < 2) return at;
+    sends.clear();
+    for (size_t i = 0; i < n; ++i) sends.push_back({nodes[i], nodes[(i + 1) % n]});
+    const double piece = bytes / double(n);
+    const uint64_t steps = 2 * (uint64_t(n) - 1);
+    at = step(at, piece);
+    const SimTime second = at;
+    bool waited = false;
+    topology_->record(true);
+    at = step(at, piece, &waited);
+    topology_->record(false);
+    uint64_t rest = steps - 2;
+    if (waited) {  // (not for a ring in worker order on these topologies) step by step
+      for (; rest > 0 && !interrupt_requested(); --rest) at = step(at, piece);
+      return at;  // interrupted: the run stops at the next event, with this time
+    }
+    const SimTime period = at - second;
+    topology_->replay(rest, period);
+    uint64_t to_server = 0, to_workers = 0;
+    for (const Send& s : sends) {
+      to_server += s.to == kServer;
+      to_workers += s.to >= 0;
+    }
+    out_.messages_to_server += rest * to_server;
+    out_.bytes_to_server = repeated_sum(out_.bytes_to_server, piece, rest * to_server);
+    out_.messages_to_workers += rest * to_workers;
+    out_.bytes_to_workers = repeated_sum(out_.bytes_to_workers, piece, rest * to_workers);
+    SimTime span;
+    if (rest > uint64_t(kNever) || __builtin_mul_overflow(SimTime(rest), period, &span))
+      throw TimeOverflow(time_overflow_text(double(rest) * sim_to_seconds(period)));
+    return add_time(at, span);
+  };
+  auto to_hosts = [&](SimTime at) {
+    sends.clear();
+    for (int w : members) sends.push_back({w, box_host(topology_->box_of(w))});
+    return step(at, bytes);
+  };
+  auto from_hosts = [&](SimTime at) {
+    sends.clear();
+    for (int w : members) sends.push_back({box_host(topology_->box_of(w)), w});
+    return step(at, bytes);
+  };
+  std::vector<int> hosts;
+  for (int b : boxes) hosts.push_back(box_host(b));
+  if (kind != Collective::RingAllReduce && !topology_->has_hosts())
+    throw std::logic_error("collective: this topology has no box hosts");
+  SimTime end = start;
+  switch (kind) {
+    case Collective::RingAllReduce: end = ring(start, members); break;
+    case Collective::Hierarchical: end = from_hosts(ring(to_hosts(start), hosts)); break;
+    case Collective::HostReduceToServers:
+      end = to_hosts(start);
+      sends.clear();
+      for (int h : hosts) sends.push_back({h, kServer});
+      end = step(end, bytes);
+      break;
+    case Collective::ServersToHostsToMembers:
+      sends.clear();
+      for (int h : hosts) sends.push_back({kServer, h});
+      end = from_hosts(step(start, bytes));
+      break;
+  }
+  for (int w : members) {
+    out_.workers[w].comm += end - start;
+    recorder_.add_span(w + 1, "collective", start, end);
+    idle_since_[w] = std::max(idle_since_[w], end);
+  }
+  last_collective_ = members;
+  last_collective_end_ = end;
+  return end;
+}
+
+void Simulation::worker_down(int w, SimTime down_for) {
+  if (!alive_[w]) return;
+  alive_[w] = false;
+  incarnation_[w]++;  // its gradient in flight, if any, is lost
+  for (auto& job : in_flight_)  // its time so far was spent; the rest never happens
+    if (job && job->worker == w) account(*job, now());
+  out_.failures++;
+  down_since_[w] = now();
+  engine_->on_worker_down(*this, w);
+  if (down_for != kNever) queue_.push(add_time(now(), down_for), EventKind::WorkerUp, w);
+}
+
+void Simulation::worker_up(int w) {
+  if (alive_[w]) return;
+  alive_[w] = true;
+  out_.workers[w].down += now() - down_since_[w];
+  recorder_.add_span(w + 1, "down", down_since_[w], now());
+  if (settings_.failure_rate > 0) schedule_rate_failure(w);
+  engine_->on_worker_up(*this, w);
+}
+
+void Simulation::schedule_rate_failure(int w) {
+  Rng rng(settings_.seed, RngPurpose::Failure, uint32_t(w), failure_draws_[w]++);
+  const double gap_seconds = -std::log(rng.uniform()) / settings_.failure_rate;
+  if (!(sim_to_seconds(now()) + gap_seconds < 9e9)) return;  // beyond the clock's range: it never fails
+  SimTime gap = seconds_to_sim(gap_seconds);
+  queue_.push(add_time(now(), gap), EventKind::WorkerDown, w, uint64_t(settings_.failure_down_time));
+}
+
+void Simulation::recycle(std::unique_ptr<GradientJob> job) {
+  job->read = Snapshot{};
+  job->ticket.reset();
+  spare_jobs_.push_back(std::move(job));
+}
+
+void Simulation::for_each_block(size_t n, const BlockFn& f) {
+  if (!host_kernels_) {  // one kernel launch per pass does the whole vector
+    f(exec_, 0, n);
+    return;
+  }
+  auto blocks = [&f](ExecContext& ctx, size_t begin, size_t end) {
+    for (size_t b = begin; b < end; b += kBlockFloats) f(ctx, b, std::min(end, b + kBlockFloats));
+  };
+  const size_t nblocks = (n + kBlockFloats - 1) / kBlockFloats;
+  if (nblocks < kSplitFromBlocks) {
+    blocks(exec_, 0, n);
+    return;
+  }
+  // one range per thread that computes while the caller waits (the caller included)
+  const size_t ranges = size_t(pool_.parallelism());
+  const size_t per = (nblocks + ranges - 1) / ranges * kBlockFloats;
+  std::vector<WorkerPool::Task> tasks;
+  for (size_t b = 0; b < n; b += per) {
+    size_t e = std::min(n, b + per);
+    tasks.push_back([&blocks, b, e](ExecContext& ctx) { blocks(ctx, b, e); });
+  }
+  pool_.run_all(std::move(tasks));
+}
+
+double Simulation::epoch() const { return monitor_.epoch(); }
+double Simulation::lr() const { return monitor_.lr(); }
+
+void Simulation::applied(const GradientJob& job, uint64_t staleness) {
+  recorder_.note_staleness(job.worker + 1, job.step, int64_t(staleness));
+  monitor_.applied(job.worker, job.ids.size(), staleness);
+}
+
+void Simulation::dropped(const GradientJob& job) {
+  monitor_.dropped(job.worker);
+  out_.workers[job.worker].wasted += job.arrival - job.start;  // the whole step, for nothing
+}
+
+void Simulation::iteration_done(SimTime duration) { monitor_.iteration_done(sim_to_seconds(duration)); }
+
+void Simulation::schedule_timer(SimTime at, int worker, uint64_t payload) {
+  queue_.push(at, EventKind::EngineTimer, worker, payload);
+}
+
+void Simulation::updated() { monitor_.updated(); }
+
+void Simulation::request_stop(const std::string& status, const std::string& note) {
+  monitor_.request_stop(status, note);
+}
+
+void Simulation::handle_arrival(const Event& e) {
+  size_t slot = size_t(e.payload);
+  std::unique_ptr<GradientJob> job = std::move(in_flight_[slot]);
+  free_slots_.push_back(slot);
+  if (lose_if_stale(job)) return;
+  if (job->read_at_arrival) {  // staleness.at = apply: the lag counts back from the version now
+    read_params(*job, *job->source);
+    submit(job.get());
+  }
+  await(*job);
+  if (!engine_->keeps_read_params()) job->read = Snapshot{};
+
+  account(*job, now());
+  idle_since_[job->worker] = job->arrival;
+  if (!monitor_.arrived(job->worker, job->ids.size(), job->loss)) {  // a loss not finite: the run diverged
+    recycle(std::move(job));
+    return;
+  }
+  if (job->compress) compress(*job);
+  engine_->on_gradient(*this, std::move(job));
+}
+
+// On the scheduler thread, in arrival order: a worker's residual sees its gradients in the
+// order they reached the server, and a gradient that never arrives (lost) changes nothing.
+void Simulation::compress(GradientJob& job) {
+  const CompressionSpec& c = settings_.compression;
+  const size_t n = model_.num_params();
+  float* residual = nullptr;
+  if (c.error_feedback) {
+    if (residual_.empty()) residual_.resize(size_t(settings_.workers));
+    DeviceArray<float>& r = residual_[size_t(job.worker)];
+    if (r.size() != n) {
+      r.resize_discard(n);
+      r.fill(0.0f);
+    }
+    residual = r.data();
+  }
+  if (c.type == CompressionSpec::Type::TopK) ops::compress_topk(exec_, job.grad.data(), residual, n, topk_count(c.ratio, n));
+  if (c.type == CompressionSpec::Type::Int8) ops::compress_int8(exec_, job.grad.data(), residual, n);
+}
+
+EvalPair evaluate_params(const Model& model, WorkerPool& pool, ExecContext& exec, const float* w,
+                         const DeviceDataset* train, size_t train_limit, const DeviceDataset* test,
+                         size_t test_limit) {
+  EvalPair out;
+  exec.synchronize();  // w may have been written on the caller's stream; the pool reads it on others
+  if (!model.uses_data()) {
+    out.train = model.evaluate(exec, w, nullptr, 0, 1);
+    out.test = model.evaluate(exec, w, nullptr, 0, 1);
+    return out;
+  }
+  // The fixed chunks of both sets go to the pool as one set of tasks, larger first:
+  // evaluated one set after the other, the default 2,000 training rows (one chunk) and
+  // the test set's last, short chunk each left a core idle. Which thread computes a
+  // chunk, and when, does not matter: each set's sums are added in chunk order.
+  struct Chunk {
+    const DeviceDataset* data;
+    size_t begin, end;
+    EvalSums sums;
+  };
+  std::vector<Chunk> chunks;
+  auto add_chunks = [&](const DeviceDataset* data, size_t limit) {
+    const size_t n = (limit > 0 && limit < data->n) ? limit : data->n;
+    for (size_t b = 0; b < n; b += kEvalChunkRows) chunks.push_back({data, b, std::min(n, b + kEvalChunkRows), {}});
+    return chunks.size();
+  };
+  const size_t train_chunks = add_chunks(train, train_limit);
+  add_chunks(test, test_limit);
+  std::vector<size_t> order(chunks.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return chunks[a].end - chunks[a].begin > chunks[b].end - chunks[b].begin;
+  });
+  std::vector<WorkerPool::Task> tasks;
+  for (size_t i : order)
+    tasks.push_back([&, i](ExecContext& ctx) {
+      Chunk& c = chunks[i];
+      c.sums = model.evaluate(ctx, w, c.data, c.begin, c.end);
+    });
+  pool.run_all(std::move(tasks));
+  auto total = [&](size_t from, size_t to) {
+    EvalSums t;
+    for (size_t i = from; i < to; ++i) {  // chunk order: independent of the thread count
+      t.loss_sum += chunks[i].sums.loss_sum;
+      t.correct += chunks[i].sums.correct;
+      t.count += chunks[i].sums.count;
+    }
+    return t;
+  };
+  out.train = total(0, train_chunks);
+  out.test = total(train_chunks, chunks.size());
+  return out;
+}
+
+void Simulation::evaluate_row() { monitor_.evaluate_row(); }
+
+void Simulation::drain() {
+  for (auto& job : in_flight_) {
+    if (!job) continue;
+    try {
+      await(*job);
+    } catch (...) {
+      // the run is over; its error was (or will be) reported by the arrival that failed
+    }
+    job.reset();
+  }
+  in_flight_.clear();
+  free_slots_.clear();
+}
+
+RunOutcome Simulation::run(Engine& engine) {
+  engine_ = &engine;
+  // Unless the engine wants the parameters back at arrival (DC-ASGD), a job lets go of
+  // its snapshot as soon as the gradient is computed: memory then follows the versions
+  // being computed on, not the versions whose gradients are still travelling.
+  setup_ = JobSetup{&model_, train_, settings_.seed, settings_.precision, !engine.keeps_read_params()};
+  if (settings_.stop_time != kNever) queue_.push(settings_.stop_time, EventKind::StopTime);
+  if (settings_.eval_unit == EvalUnit::Time)
+    queue_.push(seconds_to_sim(settings_.eval_every), EventKind::Evaluate);
+  for (const auto& f : settings_.failures) queue_.push(f.at, EventKind::WorkerDown, f.worker, uint64_t(f.down_for));
+  if (settings_.failure_rate > 0)
+    for (int w = 0; w < settings_.workers; ++w) schedule_rate_failure(w);
+  engine.start(*this);
+  evaluate_row();  // the starting point (no update has been applied yet)
+
+  // No progress in virtual time: with stop.time as the only limit, a run whose steps take
+  // 0 ns (cluster.compute drawing durations that round to 0 ns, over a free network)
+  // would go round at one instant forever. A worker whose steps take >= 1 ns has a bounded
+  // number of events at one instant (its pull, compute, push, arrival, failure, timers:
+  // about 10), so more than kStuckEventsPerWorker per worker (plus kStuckEventsBase) in a
+  // row at one instant happens only when nearly every step is 0 ns; the run then fails
+  // with NoProgress (exit 2), naming cluster.compute. With any other limit the run ends
+  // by it, and the rule is off.
+  const bool only_time_limit = settings_.stop_time != kNever && settings_.stop_updates == 0 &&
+                               settings_.stop_gradients == 0 && !(settings_.stop_epochs > 0);
+  const uint64_t stuck_after = kStuckEventsBase + kStuckEventsPerWorker * uint64_t(settings_.workers);
+  uint64_t same_instant = 0;
+  SimTime instant = now();
+  while (!monitor_.stopping()) {
+    if (interrupt_requested()) {
+      request_stop("interrupted", "interrupted by a signal");
+      break;
+    }
+    if (queue_.empty()) {
+      request_stop("completed", "no work left (every worker stopped)");
+      break;
+    }
+    Event e = queue_.pop();
+    if (e.time != instant) {
+      instant = e.time;
+      same_instant = 0;
+    } else if (++same_instant > stuck_after && only_time_limit) {
+      throw NoProgress("virtual time stayed at " + format_number(sim_to_seconds(instant)) + " s for " +
+                       std::to_string(same_instant) + " events in a row (" + std::to_string(out_.updates) +
+                       " updates so far) while stop.time " + format_number(sim_to_seconds(settings_.stop_time)) +
+                       " s is the run's only limit: the steps take 0 ns, so it would never end; give "
+                       "cluster.compute durations of at least 1 ns (its draws round to whole nanoseconds), or "
+                       "add stop.updates, stop.gradients or stop.epochs");
+    }
+    switch (e.kind) {
+      case EventKind::GradientArrival: handle_arrival(e); break;
+      case EventKind::ComputeDone: handle_compute_done(e); break;
+      case EventKind::PullServed: handle_pull_served(e); break;
+      case EventKind::ServerDone: handle_server_done(); break;
+      case EventKind::Evaluate:
+        evaluate_row();
+        // Only while work remains: a stalled run must end, not evaluate forever.
+        if (!queue_.empty()) queue_.push(add_time(e.time, seconds_to_sim(settings_.eval_every)), EventKind::Evaluate);
+        break;
+      case EventKind::StopTime: request_stop("completed", "reached stop.time"); break;
+      case EventKind::EngineTimer: engine.on_timer(*this, e); break;
+      case EventKind::WorkerDown: worker_down(e.worker, SimTime(e.payload)); break;
+      case EventKind::WorkerUp: worker_up(e.worker); break;
+    }
+    monitor_.check_progress();
+  }
+  if (!monitor_.evaluated_now()) evaluate_row();
+  for (auto& job : in_flight_)  // steps under way at the end: their time so far was spent
+    if (job && job->incarnation == incarnation_[job->worker]) account(*job, now());
+  drain();
+
+  out_.time = now();
+  out_.staleness_unit = engine.staleness_unit();
+  if (server_free_ > out_.time) out_.server_busy -= server_free_ - out_.time;  // updates cut off by the end
+  if (last_collective_end_ > out_.time)  // a collective cut off by the end: only its time so far
+    for (int w : last_collective_) out_.workers[w].comm -= last_collective_end_ - out_.time;
+  for (int w = 0; w < settings_.workers; ++w)
+    if (!alive_[w]) {
+      out_.workers[w].down += now() - down_since_[w];
+      recorder_.add_span(w + 1, "down", down_since_[w], now());
+    }
+  monitor_.finish();
+  return out_;
+}
+
+}  // namespace asgd

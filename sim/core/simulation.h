@@ -1,0 +1,214 @@
+// sim/core/simulation.h — one simulated run: the virtual clock and event queue, the gradient
+// jobs in flight on the worker pool, the messages they send over the topology, the server
+// as a resource, the sample stream, counters, evaluation of the model of record, and the
+// stop rules. Engines drive it through the small API below, in the terms the algorithm
+// uses (pull the parameters, compute, push the result; the server applies an update), and
+// never compute a cost themselves. Results are committed in virtual-time order, so output
+// does not depend on the thread count.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+#include "kernels/model.h"
+#include "sim/timing/compute_time.h"
+#include "sim/core/engine.h"
+#include "sim/core/runtime.h"
+#include "sim/core/event_queue.h"
+#include "sim/net/topology.h"
+#include "sim/core/parameter_store.h"
+#include "sim/run/recorder.h"
+#include "sim/run/run_monitor.h"
+#include "sim/data/sample_stream.h"
+#include "sim/run/settings.h"
+#include "sim/core/worker_pool.h"
+
+namespace asgd {
+
+// What every gradient job of a run shares, besides its GradientJob.
+struct JobSetup {
+  const Model* model = nullptr;
+  const DeviceDataset* data = nullptr;
+  uint64_t seed = 0;
+  Precision precision = Precision::Fp32;
+  bool release_read = true;  // let go of the snapshot once computed
+};
+
+// The train and test sums of parameters w as a run's metrics rows take them: the first
+// train_limit / test_limit rows of each set (0: all), in fixed 2,048-row chunks computed
+// side by side on the pool, each set's chunks added in chunk order (so the result does
+// not depend on the thread count). A model that reads no data is evaluated once per set,
+// on exec.
+struct EvalPair {
+  EvalSums train, test;
+};
+EvalPair evaluate_params(const Model& model, WorkerPool& pool, ExecContext& exec, const float* w,
+                         const DeviceDataset* train, size_t train_limit, const DeviceDataset* test,
+                         size_t test_limit);
+
+struct RunOutcome {
+  std::string status = "completed";  // completed | stalled | diverged | interrupted (RunMonitor)
+  std::string note;                  // why it ended, in words
+  SimTime time = 0;
+  uint64_t updates = 0, gradients = 0, dropped = 0, lost = 0, failures = 0;
+  uint64_t samples = 0;              // of applied gradients: what epochs count
+  uint64_t samples_computed = 0;     // of every gradient that arrived (applied, dropped or held)
+  std::map<uint64_t, uint64_t> staleness_hist;
+  double staleness_mean = 0;
+  uint64_t staleness_max = 0;
+  std::string staleness_unit = "updates";  // what staleness counts (Engine::staleness_unit)
+  double iteration_time_mean = 0;    // sync family; 0 if none
+  uint64_t iterations = 0;
+  uint64_t server_updates = 0;       // updates the server finished (Simulation::server_update)
+  SimTime server_busy = 0;           // virtual time it spent on updates, up to the run's end
+  uint64_t messages_to_server = 0, messages_to_workers = 0;
+  double bytes_to_server = 0, bytes_to_workers = 0;
+  std::vector<WorkerStats> workers;
+  std::vector<std::vector<uint64_t>> partition_labels;  // (workers, classes) under data.partition; empty: iid
+};
+
+// The no-progress rule (Simulation::run): more than kStuckEventsBase +
+// kStuckEventsPerWorker x workers events in a row at one virtual instant, with stop.time
+// the only limit, end the run with NoProgress.
+inline constexpr uint64_t kStuckEventsBase = 100000;
+inline constexpr uint64_t kStuckEventsPerWorker = 1000;
+
+class Simulation final : public Runtime {
+ public:
+  Simulation(const RunSettings& settings, const Model& model, const DeviceDataset* train,
+             const DeviceDataset* test, WorkerPool& pool, const ComputeTimeModel& compute,
+             Recorder& recorder);
+  ~Simulation();
+
+  RunOutcome run(Engine& engine);
+  std::function<void(const MetricsRow&)> on_row;  // progress callback
+
+  // ---- the engine's API (Runtime; sim/core/runtime.h says what each does) ----
+  SimTime now() const override { return queue_.now(); }
+  int workers() const override { return settings_.workers; }
+  const RunSettings& settings() const override { return settings_; }
+  const Model& model() const override { return model_; }
+  size_t num_params() const override { return model_.num_params(); }
+  ExecContext& exec() override { return exec_; }
+  std::vector<float> initial_params() const override;
+  void set_initial_params(std::vector<float> w) override { initial_override_ = std::move(w); }
+  size_t history_needed() const override;
+  Step next_step(int worker, std::vector<int32_t>& ids) override {
+    return step_from_stream(worker, *stream_, parts_.get(), settings_.batch_size, ids);
+  }
+  // The messages the step declares and its compute take virtual time over the topology.
+  void launch(const Step& step) override;
+  // (server_update: the server is busy cluster.server.update_seconds per update.)
+  // settle scans the jobs in flight; a settled job's errors are left for its arrival.
+  void settle(int worker) override;
+  void cancel(int worker) override;
+  void recycle(std::unique_ptr<GradientJob> job) override;
+  // The blocks are a few thousand elements (what several arrays' slices keep in the
+  // core's cache between passes), split into ranges run side by side by the pool threads
+  // and the caller. On CUDA, or for small n, one call f(exec(), 0, n) here.
+  void for_each_block(size_t n, const BlockFn& f) override;
+  double lr() const override;
+  double epoch() const override;
+  void applied(const GradientJob& job, uint64_t staleness) override;
+  void dropped(const GradientJob& job) override;
+  void iteration_done(SimTime duration) override;
+  // (Rows due in epochs and the stop limits on gradients and epochs are also checked
+  // after every event, so engines whose steps do not update the model of record stop and
+  // evaluate there too.)
+  void updated() override;
+  void schedule_timer(SimTime at, int worker, uint64_t payload) override;
+  // In the alpha-beta model over the topology: reserves the links.
+  SimTime collective(Collective kind, const std::vector<int>& members) override;
+  const Topology& topology() const override { return *topology_; }
+  bool stopping() const override { return monitor_.stopping(); }
+  bool worker_alive(int w) const override { return alive_[w]; }
+
+ private:
+  bool update_now() override;
+  void defer_update(std::unique_ptr<ServerTask> task) override;
+  void handle_arrival(const Event& e);
+  void handle_compute_done(const Event& e);
+  void handle_pull_served(const Event& e);
+  void handle_server_done();
+  // The parameters worker w's step `step` reads from `store` now: the current version, or
+  // an older one under forced staleness.
+  Snapshot read_for(int worker, uint32_t step, const ParameterStore& store);
+  // Reads the job's parameters from `store` (read_for), into job.read: the version itself,
+  // or, for read_rows, the job's copy of its rows of it.
+  void read_params(GradientJob& job, const ParameterStore& store);
+  // Hands the job to the pool (or the batch being gathered).
+  void submit(GradientJob* job);
+  // Schedules the job's next event once its parameters are at the worker: the push when it
+  // is computed (ComputeDone, contended links), else its arrival.
+  void schedule_after_read(GradientJob& job, size_t slot);
+  // Adds the job's pull, compute and push time up to `until` to its worker's counters (and
+  // the trace); once per job.
+  void account(GradientJob& job, SimTime until);
+  // The job's worker failed after it started: the gradient is lost.
+  bool lose_if_stale(std::unique_ptr<GradientJob>& job);
+  void worker_down(int worker, SimTime down_for);
+  void worker_up(int worker);
+  void schedule_rate_failure(int worker);
+  size_t take_slot(std::unique_ptr<GradientJob> job);
+  // Submits the jobs gathered for a batch (settings.batched_gradients > 1) as one pool
+  // job; they are gathered in launch order and flushed when the batch is full or one of
+  // them is awaited: both follow virtual time, so the batches are the same every run.
+  void flush_pending();
+  // Waits for a job's gradient (flushing its batch first if it is still gathering).
+  void await(GradientJob& job);
+  void evaluate_row();
+  void request_stop(const std::string& status, const std::string& note);
+  void drain();
+
+  const RunSettings& settings_;
+  const Model& model_;
+  const DeviceDataset* train_;
+  const DeviceDataset* test_;
+  WorkerPool& pool_;
+  const ComputeTimeModel& compute_;
+  Recorder& recorder_;
+  ExecContext exec_;
+  bool host_kernels_;  // kernels run on the CPU (OMP, CPP): for_each_block splits over the pool
+  Engine* engine_ = nullptr;
+
+  EventQueue queue_;
+  std::unique_ptr<SampleStream> stream_;
+  std::unique_ptr<PartitionedSamples> parts_;  // data.partition not iid: each worker's own stream
+  size_t train_size_;
+  std::vector<std::unique_ptr<GradientJob>> in_flight_;  // by slot
+  std::vector<size_t> free_slots_;
+  std::vector<std::unique_ptr<GradientJob>> spare_jobs_;
+  JobSetup setup_;                     // set by run()
+  std::vector<GradientJob*> pending_;  // launched, not yet submitted (batched_gradients > 1)
+  std::vector<uint32_t> steps_;
+  std::vector<bool> alive_;
+  std::vector<float> initial_override_;  // set_initial_params (empty: the model's init)
+  std::vector<uint64_t> incarnation_;
+  std::vector<uint32_t> failure_draws_;
+  std::vector<SimTime> down_since_;
+  std::vector<SimTime> idle_since_;  // for trace "wait" spans: when the worker last went idle (-1: busy)
+  std::unique_ptr<Topology> topology_;
+  double message_bytes_ = 0;          // one parameter-sized message
+  RowLayout layout_;                  // model_.row_layout(): rows > 0 for a sparse model
+  double compressed_bytes_ = 0;       // one compressed gradient push (settings_.compression)
+  std::vector<DeviceArray<float>> residual_;  // per worker: error feedback of compression
+  void compress(GradientJob& job);
+  bool contended_ = false;            // topology_->contended()
+  bool free_network_ = true;          // topology_->free()
+  SimTime server_seconds_ = 0;        // cluster.server.update_seconds
+  SimTime server_free_ = 0;           // when the server finishes the updates asked so far
+  std::vector<int> last_collective_;  // members of the last collective (for the run's end)
+  SimTime last_collective_end_ = 0;
+  // Updates waiting for their ServerDone events, in the order asked.
+  std::deque<std::unique_ptr<ServerTask>> server_tasks_;
+
+  RunOutcome out_;
+  RunMonitor monitor_;  // counters, rows, the eval schedule and stop rules (shared with asgdsim cluster)
+};
+
+}  // namespace asgd

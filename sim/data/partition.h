@@ -1,0 +1,53 @@
+// sim/data/partition.h — training data that is not IID across workers (data.partition): each
+// worker draws its minibatches from its own part of the training set, through its own
+// seeded sample stream (SampleStream stream w + 1), instead of from the run's one stream.
+//   shards     (McMahan et al. 2017's pathological split) the sample ids sorted by label
+//              (then id) are cut into workers x `shards` contiguous shards of equal size
+//              (boundaries floor(i n / S)); a seeded permutation deals `shards` of them to
+//              each worker. With balanced classes a worker sees about `shards` labels.
+//   dirichlet  (Hsu, Qi & Brown 2019) for each class, the workers' shares are drawn from
+//              Dirichlet(alpha) (normalised Gamma(alpha) draws) and the class's ids, in a
+//              seeded order, are cut at the cumulative shares. alpha -> infinity is IID,
+//              alpha = 0.1 highly skewed. Redrawn (next draw index) while a worker gets no
+//              sample, up to 100 times.
+// Every draw is from (seed, Partition, ., .): the parts depend on the seed, the labels and
+// the worker count only. Not here: which samples a step takes from its part (SampleStream).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+#include "sim/data/sample_stream.h"
+#include "sim/run/settings.h"
+
+namespace asgd {
+
+struct DeviceDataset;
+
+// The parts (sample ids, ascending) of `labels` (class index per sample, in [0, classes))
+// over `workers`. Throws std::invalid_argument when a part would be empty.
+std::vector<std::vector<int32_t>> partition_samples(const std::vector<int32_t>& labels, int classes, int workers,
+                                                    const PartitionSpec& spec, uint64_t seed);
+
+// Each worker's stream over its part: the ids a runtime's next_step hands out.
+class PartitionedSamples {
+ public:
+  PartitionedSamples(const std::vector<int32_t>& labels, int classes, int workers, const PartitionSpec& spec,
+                     uint64_t seed, bool shuffle);
+  // Appends worker w's next m ids (ids of the whole training set).
+  void next(int worker, size_t m, std::vector<int32_t>& out);
+  // (workers, classes) label counts of each part: the run folder's partition.csv.
+  const std::vector<std::vector<uint64_t>>& histogram() const { return histogram_; }
+
+ private:
+  std::vector<std::vector<int32_t>> parts_;
+  std::vector<SampleStream> streams_;
+  std::vector<std::vector<uint64_t>> histogram_;
+  std::vector<int32_t> local_;
+};
+
+// For a runtime: null under iid (the run's one stream serves), else the workers' parts of
+// `train`'s labels (a classification set; the validator refuses the rest).
+std::unique_ptr<PartitionedSamples> make_partitioned_samples(const RunSettings& s, const DeviceDataset* train,
+                                                             bool shuffle);
+
+}  // namespace asgd

@@ -1,0 +1,44 @@
+// sim/net/message_size.cpp — row-message and compressed-message sizes (see the header).
+#include "sim/net/message_size.h"
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace asgd {
+
+CompressionSpec::Type compression_type(const std::string& name) {
+  if (name == "none") return CompressionSpec::Type::None;
+  if (name == "topk") return CompressionSpec::Type::TopK;
+  if (name == "int8") return CompressionSpec::Type::Int8;
+  throw std::invalid_argument("compression type '" + name + "' (allowed: none, topk, int8)");
+}
+
+size_t topk_count(double ratio, size_t n) {
+  if (!(ratio > 0 && ratio <= 1)) throw std::invalid_argument("top-k ratio must be in (0, 1]");
+  const double k = std::ceil(ratio * double(n));
+  return std::max<size_t>(1, std::min<size_t>(n, size_t(k)));
+}
+
+double scaled_message_bytes(const NetworkSpec& spec, size_t values, double exact) {
+  const double full = double(values) * spec.bytes_per_value;
+  if (spec.message_bytes > 0 && full > 0) return spec.message_bytes * (exact / full);
+  return exact;
+}
+
+double row_message_bytes(const NetworkSpec& spec, size_t values, size_t rows, size_t width, size_t dense) {
+  const double exact = double(rows) * (kIndexBytes + double(spec.bytes_per_value) * double(width)) +
+                       double(dense) * spec.bytes_per_value;
+  return scaled_message_bytes(spec, values, exact);
+}
+
+double compressed_message_bytes(const NetworkSpec& spec, size_t values, const CompressionSpec& c) {
+  switch (c.type) {
+    case CompressionSpec::Type::None: return message_bytes(spec, values);
+    case CompressionSpec::Type::TopK:
+      return scaled_message_bytes(spec, values, double(topk_count(c.ratio, values)) * (kIndexBytes + spec.bytes_per_value));
+    case CompressionSpec::Type::Int8: return scaled_message_bytes(spec, values, double(values) + 4.0);
+  }
+  return message_bytes(spec, values);
+}
+
+}  // namespace asgd

@@ -1,0 +1,367 @@
+// sim/run/settings.cpp — the config keys that fill RunSettings, each declared once: its key,
+// type, default, range or choices, doc (what `asgdsim list` and docs/config.md show) and
+// the member it fills. experiments/config/ binds them while validating a run's config.
+#include "sim/run/settings.h"
+#include <stdexcept>
+
+namespace asgd {
+namespace {
+
+using keys::any;
+using keys::boolean;
+using keys::integer;
+using keys::list;
+using keys::num;
+using keys::seconds;
+using keys::str;
+using S = RunSettings;
+
+// A time key where 0 means "never" (a failure that lasts forever, a window to the end).
+SimTime seconds_or_never(const json& v) {
+  const double s = v.get<double>();
+  return s > 0 ? seconds_to_sim(s) : kNever;
+}
+
+std::vector<Field<S>> link_fields(LinkSpec ClusterSpec::*level) {  // cluster.topology.intra and .inter
+  return {field<S>(num("bandwidth", 0.0, "bytes per virtual second of each link, each direction (0 = unlimited)", 0),
+                   [level](S& s, const json& v) { (s.topology.*level).bandwidth = v.get<double>(); }),
+          field<S>(seconds("latency", 0.0, "virtual seconds a message pays for crossing this level"),
+                   [level](S& s, const json& v) { (s.topology.*level).latency = v.get<double>(); })};
+}
+
+std::vector<Section<S>> make_sections() {
+  return {
+      // The top level: RunSettings' seed, trace and batched_gradients, and the
+      // experiment's own name, description and repeats (experiments/ reads those).
+      {"top", "top-level keys",
+       {unbound<S>(str("name", "", "experiment name: the folder under --out, of letters, digits and . - _ = "
+                                   "(default: the config file's name, other characters as _)")),
+        unbound<S>(str("description", "", "free text, kept with the results")),
+        field(&S::seed, integer("seed", 1, "base seed; repeat r uses seed + r", 0, kMaxCount)),
+        unbound<S>(integer("repeats", 1, "runs per (engine, sweep point), seeds seed, seed+1, ...", 1, kMaxRuns)),
+        field(&S::trace, boolean("trace", false, "write trace.json (Chrome trace events) for every run")),
+        field(&S::batched_gradients,
+              integer("batched_gradients", 1,
+                      "gradient jobs computed together as one batched call (GEMMs of all of them in one cuBLAS "
+                      "batched call: for many workers per GPU); 1 = each alone. CPU backends: the same files for "
+                      "every value, but slower (a batch runs on one core)",
+                      1, 1024))}},
+      {"train", "optimisation",
+       {field(&S::batch_size, integer("batch_size", 32, "minibatch size per worker", 1, 16777216)),
+        field(&S::global_batch,
+              integer("global_batch", 0, "if > 0: the batch summed over workers; per-worker batch = global_batch / workers")),
+        field<S>(num("lr", 0.1, "base learning rate", 0, true), [](S& s, const json& v) { s.lr.lr = v.get<double>(); }),
+        field<S>(str("optimizer", "sgd",
+                     "the update rule wherever parameters are updated (the server; local_sgd's and diloco's "
+                     "workers): sgd (with momentum, nesterov), adam (Kingma & Ba 2015; weight_decay is L2 added to "
+                     "the gradient), adamw (Loshchilov & Hutter 2019; weight_decay decoupled)",
+                     {"sgd", "adam", "adamw"}),
+                 [](S& s, const json& v) {
+                   s.optimizer.kind = v == "adam"    ? OptimizerKind::Adam
+                                      : v == "adamw" ? OptimizerKind::AdamW
+                                                     : OptimizerKind::Sgd;
+                 }),
+        field<S>(num("momentum", 0.0, "sgd: heavy-ball momentum (0 = plain SGD): v = mu v + g; w -= lr v", 0, false,
+                     0.999999),
+                 [](S& s, const json& v) { s.optimizer.momentum = v.get<double>(); }),
+        field<S>(boolean("nesterov", false,
+                         "sgd: Nesterov momentum in PyTorch's form: v = mu v + g; w -= lr (g + mu v) (needs "
+                         "momentum > 0)"),
+                 [](S& s, const json& v) { s.optimizer.nesterov = v.get<bool>(); }),
+        field<S>(num("beta1", 0.9, "adam, adamw: decay of the first-moment average", 0, false, 0.999999),
+                 [](S& s, const json& v) { s.optimizer.beta1 = v.get<double>(); }),
+        field<S>(num("beta2", 0.999, "adam, adamw: decay of the second-moment average", 0, false, 0.999999),
+                 [](S& s, const json& v) { s.optimizer.beta2 = v.get<double>(); }),
+        field<S>(num("eps", 1e-8, "adam, adamw: added to sqrt(v_hat)", 0, true, 1),
+                 [](S& s, const json& v) { s.optimizer.eps = v.get<double>(); }),
+        field<S>(num("weight_decay", 0.0,
+                     "adam: L2, g += wd w; adamw: decoupled, w -= lr wd w (sgd: must be 0)", 0, false, 1e6),
+                 [](S& s, const json& v) { s.optimizer.weight_decay = v.get<double>(); }),
+        field<S>(str("aggregate", "mean", "how synchronous engines combine worker gradients", {"mean", "sum"}),
+                 [](S& s, const json& v) { s.aggregate_sum = v == "sum"; }),
+        field(&S::single_replica_epochs,
+              num("single_replica_epochs", 0.0,
+                  "warm-up: a single replica (worker 0) trains alone for these epochs, then the engine starts from its "
+                  "parameters (the lr schedule and stop limits count the whole run)",
+                  0))}},
+      {"stop", "when a run ends: the first limit reached (0 = no limit)",
+       {seconds_field(&S::stop_time, seconds("time", 0, "virtual seconds"), /*zero_is_never=*/true),
+        field(&S::stop_updates, integer("updates", 0, "updates of the model of record", 0, kMaxCount)),
+        field(&S::stop_gradients, integer("gradients", 0, "gradients computed", 0, kMaxCount)),
+        field(&S::stop_epochs, num("epochs", 0, "passes over the training set", 0, false, 1e9))},
+       /*left_out=*/{{"epochs", 1}}},
+      {"eval", "when the model of record is evaluated",
+       {field(&S::eval_every,
+              num("every", 0.25,
+                  "interval between evaluations, in `unit` (time: >= 1e-9, a nanosecond; updates: a whole number)", 0,
+                  true, kMaxCount)),
+        choice_field(&S::eval_unit, str("unit", "epochs", "what `every` counts"),
+                     {{"time", EvalUnit::Time}, {"updates", EvalUnit::Updates}, {"epochs", EvalUnit::Epochs}}),
+        field(&S::eval_train_samples,
+              integer("train_samples", 10000, "train_loss is measured on the first so many training samples (0 = all)")),
+        field(&S::eval_test_samples, integer("test_samples", 0, "test metrics on the first so many test samples (0 = all)")),
+        field(&S::divergence_bound,
+              num("divergence_bound", 1e6, "a train_loss above this (or NaN/Inf) ends the run as diverged", 0, true))}},
+      {"cluster", "the simulated workers (also: compute, network, server, stragglers, failures, topology)",
+       {field(&S::workers, integer("workers", 4, "number of workers", 1, kMaxWorkers)),
+        field<S>(str("placement", "servers",
+                     "where the parameters live: \"servers\" dedicated server machines (network.shards shards, reached "
+                     "over the topology's inter links); \"host\" each box's host memory (GPUs reach it over intra; "
+                     "several boxes: sync exchanges each box's sum with the servers). \"host\" needs cluster.topology",
+                     {"servers", "host"}),
+                 [](S& s, const json& v) { s.topology.host_placement = v == "host"; }),
+        unbound<S>(any("speeds", json::array(),
+                       "per-worker slowdown factors (2 = twice as slow): a list of one factor per worker (empty = all "
+                       "1), or a distribution {\"dist\": ...} drawn once per worker"))}},
+      {"cluster.topology",
+       "boxes of GPUs instead of the parameter-server star (docs/architecture.md, Boxes): worker w is GPU w % per_box "
+       "of box w / per_box; cluster.workers is derived (boxes x per_box) or must equal it; cluster.network's "
+       "bandwidth and shards are then the dedicated servers' links (also: intra, inter)",
+       {field<S>(integer("boxes", nullptr, "machines", 1, kMaxWorkers),
+                 [](S& s, const json& v) { s.topology.boxes = v.get<int>(); }),
+        field<S>(integer("per_box", nullptr, "GPUs (workers) per machine", 1, kMaxWorkers),
+                 [](S& s, const json& v) { s.topology.per_box = v.get<int>(); })}},
+      {"cluster.topology.intra", "each GPU's link to its box's host (PCIe, NVLink)", link_fields(&ClusterSpec::intra)},
+      {"cluster.topology.inter", "each box's NIC to a non-blocking switch", link_fields(&ClusterSpec::inter)},
+      {"cluster.compute",
+       "a step's compute time: `dist` and its keys (see distributions below) give one draw per step; a step on m "
+       "samples lasts overhead + m x draw (per sample) or overhead + draw (per step), times the worker's speed and "
+       "straggler factors",
+       {field<S>(str("per", "sample",
+                     "what one draw is the time of: one sample (a step scales with its batch) or one whole step",
+                     {"sample", "step"}),
+                 [](S& s, const json& v) { s.step_cost.per_sample = v == "sample"; }),
+        field<S>(seconds("overhead", 0.0, "fixed virtual seconds added to every step (before the speed and straggler "
+                                          "factors)"),
+                 [](S& s, const json& v) { s.step_cost.overhead = v.get<double>(); })},
+       // left out: 10 ms per step at the default batch of 32, exponentially distributed
+       /*left_out=*/{{"dist", "exponential"}, {"mean", 0.01 / 32}}},
+      {"cluster.network",
+       "the messages engines send (docs/architecture.md, Time model): each crosses the worker's NIC and the "
+       "parameter-server shard links, FIFO per link",
+       {field<S>(seconds("latency", 0.0, "virtual seconds per message"),
+                 [](S& s, const json& v) { s.network.latency = v.get<double>(); }),
+        field<S>(num("bandwidth", 0.0, "bytes per virtual second of each shard's link, each direction (0 = unlimited)", 0),
+                 [](S& s, const json& v) { s.network.bandwidth = v.get<double>(); }),
+        field<S>(integer("shards", 1, "parameter-server shards, each with its own link; a message is split evenly", 1, 4096),
+                 [](S& s, const json& v) { s.network.shards = v.get<int>(); }),
+        field<S>(num("worker_bandwidth", 0.0, "bytes per virtual second of each worker's NIC, each direction (0 = unlimited)", 0),
+                 [](S& s, const json& v) { s.network.worker_bandwidth = v.get<double>(); }),
+        field<S>(num("message_bytes", 0.0,
+                     "bytes of every parameter or gradient message (0 = parameters x bytes per value of `precision`): a "
+                     "proxy size, to time a large model's traffic while computing a small model's learning",
+                     0, false, kMaxCount),
+                 [](S& s, const json& v) { s.network.message_bytes = v.get<double>(); }),
+        choice_field(&S::precision,
+                     str("precision", "fp32",
+                         "format of pulled parameters and pushed gradients (16-bit: half the bytes, values rounded)"),
+                     {{"fp32", Precision::Fp32}, {"fp16", Precision::Fp16}, {"bf16", Precision::Bf16}}),
+        field(&S::sparse_pull,
+              boolean("sparse_pull", true,
+                      "sparse models: a gradient step pulls only the table rows its minibatch reads (and the dense "
+                      "part); false: the whole vector. Pushes always carry only the touched rows"))}},
+      {"cluster.network.compression",
+       "compression of pushed gradients (dense models; async, SSP, sync engines), applied for real: the server "
+       "applies the compressed values",
+       {field<S>(str("type", "none",
+                     "topk: keep the ratio x parameters values of largest magnitude, k x (4 + value bytes) bytes; "
+                     "int8: value / (max|value| / 127) rounded, parameters + 4 bytes",
+                     {"none", "topk", "int8"}),
+                 [](S& s, const json& v) { s.compression.type = compression_type(v.get<std::string>()); }),
+        field<S>(num("ratio", 0.01, "topk: fraction of the values sent (k = ceil(ratio x parameters))", 0, true, 1),
+                 [](S& s, const json& v) { s.compression.ratio = v.get<double>(); }),
+        field<S>(boolean("error_feedback", false,
+                         "keep what a push did not send in a per-worker residual, added to the worker's next gradient"),
+                 [](S& s, const json& v) { s.compression.error_feedback = v.get<bool>(); })}},
+      {"cluster.server", "the parameter server (or EASGD center) as a resource: one update at a time, FIFO",
+       {field(&S::server_update_seconds,
+              seconds("update_seconds", 0.0,
+                      "virtual seconds the server is busy per update it applies (an async gradient, a sync aggregate, "
+                      "an EASGD exchange, a local-SGD averaging)"))}},
+      {"cluster.stragglers", "slow steps on top of the compute-time distribution (also: slow, a list of windows)",
+       {field<S>(num("probability", 0.0, "chance that a step is a transient straggler", 0, false, 1),
+                 [](S& s, const json& v) { s.stragglers.probability = v.get<double>(); }),
+        field<S>(num("factor", 1.0, "how many times slower a transient straggler step is", 0, true),
+                 [](S& s, const json& v) { s.stragglers.factor = v.get<double>(); })}},
+      {"cluster.failures", "workers that fail: at given times (events) and/or at a rate; a failed worker's gradient in flight is lost",
+       {field(&S::failure_rate, num("rate", 0.0, "failures per worker per virtual second (exponential gaps)", 0)),
+        field<S>(seconds("down_time", 0.0, "how long a rate failure lasts (0 = the worker never comes back)"),
+                 [](S& s, const json& v) { s.failure_down_time = seconds_or_never(v); })}},
+      {"real", "`asgdsim cluster` only (real MPI processes; `asgdsim run` ignores it)",
+       {field(&S::real_delay_scale,
+              num("delay_scale", 0.0,
+                  "0: workers compute flat out; s > 0: a worker's step lasts at least s x the compute time drawn from "
+                  "cluster.compute, speeds and stragglers (it sleeps for the rest), replaying the simulated timing",
+                  0, false, 1e6)),
+        field(&S::real_worker_timeout,
+              seconds("worker_timeout", 60.0,
+                      "wall seconds of silence before a rank is declared dead, both ways: a worker with work in hand "
+                      "(one step; EASGD: `period` steps) for the server, the server's heartbeat for a worker, any "
+                      "rank's heartbeat while `mpirun asgdsim run` waits for it: it must exceed the slowest step",
+                      0, true))}},
+  };
+}
+
+}  // namespace
+
+const Section<RunSettings>& settings_section(const std::string& name) {
+  static const std::vector<Section<S>> sections = make_sections();
+  for (const auto& s : sections)
+    if (s.name == name) return s;
+  throw std::logic_error("no settings section " + name);
+}
+
+const Section<SlowWindow>& slow_window_section() {
+  using W = SlowWindow;
+  static const Section<W> s{
+      "cluster.stragglers.slow[]",
+      "a named slow worker over a time window",
+      {field(&W::worker, integer("worker", nullptr, "worker index")),
+       field(&W::factor, num("factor", nullptr, "how many times slower", 0, true)),
+       seconds_field(&W::from, seconds("from", 0.0, "start (virtual seconds)"), /*zero_is_never=*/false),
+       seconds_field(&W::to, seconds("to", 0.0, "end (virtual seconds; 0 = the end of the run)"),
+                     /*zero_is_never=*/true)},
+      nullptr,
+      // a window that ends before it starts slows nothing (issue 31)
+      [](const json& w, const std::string& path, Validator& v) {
+        if (w["to"].get<double>() > 0 && w["to"].get<double>() <= w["from"].get<double>())
+          v.error(join_path(path, "to"), brief(w["to"]) + " is not after `from` (" + brief(w["from"]) +
+                                             "): the window would be empty; use 0 for the end of the run");
+      }};
+  return s;
+}
+
+const Section<FailureEvent>& failure_event_section() {
+  using F = FailureEvent;
+  static const Section<F> s{
+      "cluster.failures.events[]",
+      "one scheduled failure",
+      {field(&F::worker, integer("worker", nullptr, "worker index")),
+       seconds_field(&F::at, seconds("at", nullptr, "when (virtual seconds)"), /*zero_is_never=*/false),
+       seconds_field(&F::down_for, seconds("down_for", 0.0, "how long it stays down (0 = it never comes back)"),
+                     /*zero_is_never=*/true)}};
+  return s;
+}
+
+void check_optimizer(const json& train, Validator& v) {
+  if (!train.is_object()) return;
+  auto number = [&](const char* k) { return train.contains(k) && train[k].is_number() ? train[k].get<double>() : 0.0; };
+  const bool nesterov = train.contains("nesterov") && train["nesterov"] == true;
+  const json type = train.value("optimizer", json("sgd"));
+  if (type == "sgd") {
+    if (nesterov && number("momentum") <= 0)
+      v.error("train.nesterov", "Nesterov momentum needs train.momentum > 0 (train.momentum is 0)");
+    if (number("weight_decay") > 0)
+      v.error("train.weight_decay", "weight decay is implemented for train.optimizer adam and adamw, not sgd: set it "
+                                    "to 0 or choose adam/adamw");
+  } else if (type.is_string()) {
+    if (number("momentum") > 0)
+      v.error("train.momentum", "train.momentum is sgd's; " + type.get<std::string>() +
+                                    "'s momentum is train.beta1: set train.momentum to 0");
+    if (nesterov) v.error("train.nesterov", "Nesterov momentum is sgd's: set it to false with " + type.dump());
+  }
+}
+
+const Family<RunSettings>& lr_schedule_family() {
+  static const Family<S> f = [] {
+    Family<S> f;
+    f.type_key = "type";
+    f.common_first = true;
+    f.set_type = [](S& s, const std::string& t) { s.lr.type = t; };
+    f.common = {
+        field<S>(any("scale", 1.0, "multiplier k of the linear scaling rule: a number > 0, or \"workers\""),
+                 [](S& s, const json& v) {
+                   s.lr_scale_by_workers = v.is_string();
+                   if (v.is_number()) s.lr.scale = v.get<double>();
+                 }),
+        field<S>(num("warmup_epochs", 0.0, "linear warm-up from warmup_from to lr * scale over these epochs", 0),
+                 [](S& s, const json& v) { s.lr.warmup_epochs = v.get<double>(); }),
+        field<S>(any("warmup_from", "lr", "rate at epoch 0 of the warm-up: a number, or \"lr\" (Goyal et al.)"),
+                 [](S& s, const json& v) { s.lr.warmup_from = v.is_string() ? -1.0 : v.get<double>(); })};
+    f.members = {
+        {"constant", "lr * scale after the warm-up", {}},
+        {"step", "multiply by gamma at each milestone epoch",
+         {field<S>(list("milestones", ParamType::NumberList, json::array(), "epochs", 0),
+                   [](S& s, const json& v) { s.lr.milestones = v.get<std::vector<double>>(); }),
+          field<S>(num("gamma", 0.1, "factor at each milestone", 0, true),
+                   [](S& s, const json& v) { s.lr.gamma = v.get<double>(); })}},
+        {"cosine", "cosine decay from lr * scale to min_lr at total_epochs",
+         {field<S>(num("total_epochs", nullptr, "end of the decay", 0, true),
+                   [](S& s, const json& v) { s.lr.total_epochs = v.get<double>(); }),
+          field<S>(num("min_lr", 0.0, "final rate", 0), [](S& s, const json& v) { s.lr.min_lr = v.get<double>(); })}},
+    };
+    return f;
+  }();
+  return f;
+}
+
+const Family<RunSettings>& staleness_family() {
+  static const Family<S> f = [] {
+    Family<S> f;
+    f.type_key = "mode";
+    f.set_type = [](S& s, const std::string& mode) {
+      s.staleness = mode == "fixed"       ? StalenessMode::Fixed
+                    : mode == "uniform"   ? StalenessMode::Uniform
+                    : mode == "geometric" ? StalenessMode::Geometric
+                                          : StalenessMode::Emergent;
+    };
+    // The forced modes' window (emergent has none).
+    std::vector<Field<S>> window = {
+        field(&S::staleness_from_epoch,
+              num("from_epoch", 0.0, "forced staleness applies from this epoch on (before it: emergent only)", 0)),
+        field(&S::staleness_until_epoch, num("until_epoch", 0.0, "... and until this epoch (0 = to the end; else > from_epoch)", 0)),
+        field<S>(str("at", "read",
+                     "what the lag counts back from: the version current when the gradient is read (emergent "
+                     "staleness adds to it), or the one current when it arrives at the server (applied exactly the "
+                     "lag late, at any worker count)",
+                     {"read", "apply"}),
+                 [](S& s, const json& v) { s.staleness_at_apply = v == "apply"; })};
+    auto with = [&](std::vector<Field<S>> own) {
+      own.insert(own.end(), window.begin(), window.end());
+      return own;
+    };
+    f.members = {
+        {"emergent", "staleness arises from timing alone", {}},
+        {"fixed", "each gradient is computed on the version tau updates older than the current one",
+         with({field(&S::staleness_tau, integer("tau", nullptr, "the lag T"))})},
+        {"uniform", "lag drawn uniformly from 0..tau per gradient",
+         with({field(&S::staleness_tau, integer("tau", nullptr, "largest lag"))})},
+        {"geometric", "lag drawn from a geometric distribution with the given mean, capped at max",
+         with({field(&S::staleness_mean,
+                     num("mean", nullptr, "mean lag (at most 1e8: the cap ceil(10 * mean) is stored in 32 bits)", 0,
+                         true, 1e8)),
+               field(&S::staleness_max, integer("max", 0, "cap on the lag (0 = ceil(10 * mean))"))})},
+    };
+    return f;
+  }();
+  return f;
+}
+
+RunSettings default_settings() {
+  RunSettings s;
+  Validator v;
+  for (const char* name : {"top", "train", "stop", "eval", "cluster", "cluster.network", "cluster.network.compression",
+                           "cluster.server", "cluster.stragglers", "cluster.failures", "real"})
+    settings_section(name).bind(json::object(), name, v, s, {"lr_schedule", "compute", "network", "server", "stragglers",
+                                                             "failures", "topology", "compression", "slow", "events"});
+  lr_schedule_family().bind(json::object(), "train.lr_schedule", v, s, "constant");
+  staleness_family().bind(json::object(), "staleness", v, s, "emergent");
+  const Section<S>& compute = settings_section("cluster.compute");
+  json dist = compute.when_left_out();
+  for (const auto& f : compute.fields) dist[f.info.name] = f.info.default_value;
+  set_fields(compute.fields, dist, s);
+  s.compute_dist = dist;
+  finish_settings(s);
+  if (!v.ok()) throw std::logic_error("default_settings: the declarations' own defaults do not validate");
+  return s;
+}
+
+void finish_settings(RunSettings& s) {
+  if (s.global_batch > 0 && s.workers > 0) s.batch_size = s.global_batch / size_t(s.workers);
+  if (s.lr_scale_by_workers) s.lr.scale = double(s.workers);
+  if (s.staleness == StalenessMode::Geometric)
+    s.staleness_tau = s.staleness_max > 0 ? s.staleness_max : uint32_t(std::ceil(10.0 * s.staleness_mean));
+  s.network.bytes_per_value = s.precision == Precision::Fp32 ? 4 : 2;
+}
+
+}  // namespace asgd

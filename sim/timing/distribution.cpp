@@ -1,0 +1,285 @@
+// sim/timing/distribution.cpp — the distributions; sampling by inversion from one uniform draw
+// where possible (normal draws for the lognormal).
+#include "sim/timing/distribution.h"
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+#include "sim/config/field.h"
+#include "sim/core/interrupt.h"
+#include "sim/core/time.h"
+
+namespace asgd {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+class Constant final : public Distribution {
+ public:
+  explicit Constant(double v) : v_(v) {}
+  double sample(Rng&, uint32_t, uint32_t) const override { return v_; }
+  double mean() const override { return v_; }
+  double variance() const override { return 0.0; }
+ private:
+  double v_;
+};
+
+class Uniform final : public Distribution {
+ public:
+  Uniform(double lo, double hi) : lo_(lo), hi_(hi) {}
+  double sample(Rng& r, uint32_t, uint32_t) const override { return lo_ + (hi_ - lo_) * (1.0 - r.uniform()); }
+  double mean() const override { return 0.5 * (lo_ + hi_); }
+  double variance() const override { return (hi_ - lo_) * (hi_ - lo_) / 12.0; }
+ private:
+  double lo_, hi_;
+};
+
+// shift + Exp(mean); shift = 0 is the plain exponential
+class ShiftedExponential final : public Distribution {
+ public:
+  ShiftedExponential(double shift, double mean) : shift_(shift), mean_(mean) {}
+  double sample(Rng& r, uint32_t, uint32_t) const override { return shift_ - mean_ * std::log(r.uniform()); }
+  double mean() const override { return shift_ + mean_; }
+  double variance() const override { return mean_ * mean_; }
+ private:
+  double shift_, mean_;
+};
+
+// exp(N(mu, sigma^2)) parameterised by its mean: mu = ln(mean) - sigma^2 / 2
+class LogNormal final : public Distribution {
+ public:
+  LogNormal(double mean, double sigma) : mean_(mean), sigma_(sigma), mu_(std::log(mean) - 0.5 * sigma * sigma) {}
+  double sample(Rng& r, uint32_t, uint32_t) const override { return std::exp(mu_ + sigma_ * r.normal()); }
+  double mean() const override { return mean_; }
+  double variance() const override { return (std::exp(sigma_ * sigma_) - 1.0) * mean_ * mean_; }
+ private:
+  double mean_, sigma_, mu_;
+};
+
+// Pareto type I: P(X > x) = (scale / x)^alpha for x >= scale
+class Pareto final : public Distribution {
+ public:
+  Pareto(double scale, double alpha) : scale_(scale), alpha_(alpha) {}
+  double sample(Rng& r, uint32_t, uint32_t) const override { return scale_ * std::pow(r.uniform(), -1.0 / alpha_); }
+  double mean() const override { return alpha_ > 1 ? alpha_ * scale_ / (alpha_ - 1) : kInf; }
+  double variance() const override {
+    if (alpha_ <= 2) return kInf;
+    return scale_ * scale_ * alpha_ / ((alpha_ - 1) * (alpha_ - 1) * (alpha_ - 2));
+  }
+ private:
+  double scale_, alpha_;
+};
+
+// Weibull: P(X > x) = exp(-(x / scale)^shape), drawn by inversion: scale (-ln U)^(1/shape)
+class Weibull final : public Distribution {
+ public:
+  Weibull(double scale, double shape) : scale_(scale), shape_(shape) {}
+  double sample(Rng& r, uint32_t, uint32_t) const override {
+    return scale_ * std::pow(-std::log(r.uniform()), 1.0 / shape_);
+  }
+  double mean() const override { return scale_ * std::tgamma(1 + 1 / shape_); }
+  double variance() const override {
+    const double g1 = std::tgamma(1 + 1 / shape_);
+    return scale_ * scale_ * (std::tgamma(1 + 2 / shape_) - g1 * g1);
+  }
+ private:
+  double scale_, shape_;
+};
+
+// Replays values[step % n] for every worker (each worker starts at the trace's start).
+class Trace final : public Distribution {
+ public:
+  explicit Trace(std::vector<double> v) : v_(std::move(v)) {}
+  double sample(Rng&, uint32_t, uint32_t step) const override { return v_[step % v_.size()]; }
+  double mean() const override {
+    double s = 0;
+    for (double x : v_) s += x;
+    return s / double(v_.size());
+  }
+  double variance() const override {
+    double m = mean(), s = 0;
+    for (double x : v_) s += (x - m) * (x - m);
+    return s / double(v_.size());
+  }
+ private:
+  std::vector<double> v_;
+};
+
+// A trace file's limits: a line is one number, and a trace of more durations than this
+// is not a trace but a mistake (or /dev/zero): reading stops there with an error instead
+// of growing without bound.
+constexpr size_t kMaxTraceLineBytes = 1024;
+constexpr size_t kMaxTraceValues = 10000000;
+
+// Reads one line of at most kMaxTraceLineBytes into `line`; false at the end of the input.
+bool read_bounded_line(std::istream& in, std::string& line, const std::string& path, int lineno) {
+  line.clear();
+  for (int c; (c = in.get()) != EOF;) {
+    if (c == '\n') return true;
+    if (line.size() == kMaxTraceLineBytes)
+      throw std::invalid_argument("trace file " + path + " line " + std::to_string(lineno) + ": longer than " +
+                                  std::to_string(kMaxTraceLineBytes) + " bytes (expected one duration per line)");
+    line += char(c);
+  }
+  return !line.empty();
+}
+
+std::vector<double> read_trace_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument("trace file " + path + ": cannot be opened");
+  std::vector<double> values;
+  std::string line;
+  for (int lineno = 1; read_bounded_line(in, line, path, lineno); ++lineno) {
+    if (lineno % 65536 == 0) throw_if_interrupted("reading " + path);
+    size_t b = line.find_first_not_of(" \t\r");
+    if (b == std::string::npos || line[b] == '#') continue;
+    size_t e = line.find_last_not_of(" \t\r,");
+    std::string field = line.substr(b, e - b + 1);
+    char* end = nullptr;
+    double v = std::strtod(field.c_str(), &end);
+    if (end == field.c_str() || *end != '\0' || !std::isfinite(v))
+      throw std::invalid_argument("trace file " + path + " line " + std::to_string(lineno) +
+                                  ": '" + field + "' is not a number");
+    if (v < 0)
+      throw std::invalid_argument("trace file " + path + " line " + std::to_string(lineno) +
+                                  ": duration " + field + " is negative");
+    if (v > kMaxConfigSeconds)
+      throw std::invalid_argument("trace file " + path + " line " + std::to_string(lineno) + ": duration " + field +
+                                  " is more than " + std::to_string(long(kMaxConfigSeconds)) + " s");
+    if (values.size() == kMaxTraceValues)
+      throw std::invalid_argument("trace file " + path + ": more than " + std::to_string(kMaxTraceValues) +
+                                  " durations (a trace is replayed cyclically: give a representative part)");
+    values.push_back(v);
+  }
+  if (values.empty()) throw std::invalid_argument("trace file " + path + ": holds no durations");
+  return values;
+}
+
+}  // namespace
+
+namespace {
+
+// Every distribution's keys, bound into one struct (each member reads its own).
+struct DistParams {
+  double value{}, low{}, high{}, mean{}, shift{}, sigma{}, scale{}, alpha{}, shape{}, efficiency{};
+  std::vector<double> values;
+  std::string file;
+};
+
+// One distribution: its keys (declared once, with ranges and docs) and how to build it.
+struct DistMember {
+  std::string name, doc;
+  std::vector<Field<DistParams>> fields;
+  std::function<std::unique_ptr<Distribution>(const DistParams&, const std::string& base_dir)> make;
+};
+
+const std::vector<DistMember>& members() {
+  static const std::vector<DistMember> m = [] {
+    using P = DistParams;
+    // Every parameter is a duration (seconds) or a factor: at most kMaxConfigSeconds.
+    auto p = [](double P::*member, std::string name, std::string doc, nlohmann::json def = nullptr, double min = 0,
+                bool exclusive = true) {
+      return field(member, ParamInfo{std::move(name), ParamType::Number, std::move(def), std::move(doc), min,
+                                     kMaxConfigSeconds, exclusive});
+    };
+    return std::vector<DistMember>{
+        {"constant", "always the same value", {p(&P::value, "value", "the value (seconds)", nullptr, 0, false)},
+         [](const P& d, const std::string&) { return std::make_unique<Constant>(d.value); }},
+        {"uniform", "uniform on [low, high]",
+         {p(&P::low, "low", "lower bound", nullptr, 0, false), p(&P::high, "high", "upper bound (>= low)", nullptr, 0, false)},
+         [](const P& d, const std::string&) {
+           if (d.high < d.low) throw std::invalid_argument("uniform: high must be >= low");
+           return std::make_unique<Uniform>(d.low, d.high);
+         }},
+        {"exponential", "exponential with the given mean", {p(&P::mean, "mean", "mean")},
+         [](const P& d, const std::string&) { return std::make_unique<ShiftedExponential>(0.0, d.mean); }},
+        {"shifted_exponential", "shift + exponential(mean): a fixed minimum plus a random tail",
+         {p(&P::shift, "shift", "fixed part", nullptr, 0, false), p(&P::mean, "mean", "mean of the exponential part")},
+         [](const P& d, const std::string&) { return std::make_unique<ShiftedExponential>(d.shift, d.mean); }},
+        {"lognormal", "exp(N(mu, sigma^2)) with mu chosen so the mean is `mean`",
+         {p(&P::mean, "mean", "mean"), p(&P::sigma, "sigma", "std of the underlying normal", nullptr, 0, false)},
+         [](const P& d, const std::string&) { return std::make_unique<LogNormal>(d.mean, d.sigma); }},
+        {"pareto", "Pareto type I, heavy tail: P(X > x) = (scale/x)^alpha",
+         {p(&P::scale, "scale", "minimum value x_m"), p(&P::alpha, "alpha", "tail index (mean finite for alpha > 1)")},
+         [](const P& d, const std::string&) { return std::make_unique<Pareto>(d.scale, d.alpha); }},
+        {"weibull",
+         "Weibull, P(X > x) = exp(-(x/scale)^shape): shape < 1 a heavy tail, 1 the exponential, > 1 a light one "
+         "(a common fit of measured step times)",
+         {p(&P::scale, "scale", "scale lambda (the 63rd percentile)"),
+          p(&P::shape, "shape", "shape k (at least 0.05: the moments need Gamma(1 + 2/k))", nullptr, 0.05, false)},
+         [](const P& d, const std::string&) { return std::make_unique<Weibull>(d.scale, d.shape); }},
+        {"flops",
+         "the model's own cost: a sample takes the model's FLOPs per sample (Model::flops_per_sample) / (flops x "
+         "efficiency) seconds, and a step on m samples m times that, plus overhead (per sample or per step alike). "
+         "Counts the GEMMs only: memory-bound layers, elementwise work and kernel launches are not in it",
+         {field<P>(ParamInfo{"flops", ParamType::Any, nullptr,
+                             "the device's FLOP/s: a number > 0, or a named datasheet peak (h100-fp32, a100-fp32, "
+                             "v100-fp32, h100-bf16, a100-bf16)"},
+                   [](P&, const nlohmann::json&) {}),
+          field(&P::efficiency, ParamInfo{"efficiency", ParamType::Number, 1.0,
+                                          "the fraction of that peak the model reaches", 0, 1, true})},
+         [](const P&, const std::string&) -> std::unique_ptr<Distribution> {
+           throw std::invalid_argument(
+               "flops: a step's time follows the model; it is resolved with the run's model (resolve_experiment)");
+         }},
+        {"trace", "replays a list of durations, per worker from the start, cyclically",
+         {field(&P::values, ParamInfo{"values", ParamType::NumberList, nlohmann::json::array(),
+                                      "the durations (or give `file`)", 0.0, kMaxConfigSeconds}),
+          field(&P::file, ParamInfo{"file", ParamType::String, "", "CSV/text file, one duration per line"})},
+         [](const P& d, const std::string& base_dir) {
+           std::vector<double> values = d.values;
+           std::string file = d.file;
+           if (!file.empty()) {
+             if (!values.empty()) throw std::invalid_argument("trace: give either values or file, not both");
+             if (file[0] != '/' && !base_dir.empty()) file = base_dir + "/" + file;
+             values = read_trace_file(file);
+           }
+           if (values.empty()) throw std::invalid_argument("trace: needs values or file");
+           for (double v : values)
+             if (!(v >= 0)) throw std::invalid_argument("trace: durations must be >= 0");
+           return std::make_unique<Trace>(std::move(values));
+         }},
+    };
+  }();
+  return m;
+}
+
+}  // namespace
+
+double device_flops(const nlohmann::json& v) {
+  if (v.is_number()) return v.get<double>() > 0 && std::isfinite(v.get<double>()) ? v.get<double>() : 0;
+  if (!v.is_string()) return 0;
+  // Datasheet peaks, dense (no sparsity), FLOP/s: H100 SXM, A100 SXM, V100 SXM2.
+  static const std::vector<std::pair<std::string, double>> named = {
+      {"h100-fp32", 67e12}, {"a100-fp32", 19.5e12}, {"v100-fp32", 15.7e12}, {"h100-bf16", 989e12}, {"a100-bf16", 312e12}};
+  for (const auto& [name, flops] : named)
+    if (name == v.get<std::string>()) return flops;
+  return 0;
+}
+
+const std::vector<ComponentInfo>& distribution_catalog() {
+  static const std::vector<ComponentInfo> catalog = [] {
+    std::vector<ComponentInfo> c;
+    for (const auto& m : members()) c.push_back({m.name, m.doc, params_of(m.fields)});
+    return c;
+  }();
+  return catalog;
+}
+
+std::unique_ptr<Distribution> make_distribution(const nlohmann::json& spec, const std::string& base_dir) {
+  const std::string dist = spec.at("dist").get<std::string>();
+  for (const auto& m : members()) {
+    if (m.name != dist) continue;
+    for (const auto& f : m.fields)  // a spec built in code (tests, bench) may leave out a required key
+      if (f.info.required() && !spec.contains(f.info.name))
+        throw std::invalid_argument(dist + ": missing key '" + f.info.name + "'");
+    DistParams p;
+    set_fields(m.fields, spec, p);
+    return m.make(p, base_dir);
+  }
+  throw std::invalid_argument("unknown distribution '" + dist + "'");
+}
+
+}  // namespace asgd

@@ -1,0 +1,38 @@
+// sim/timing/distribution.h — random durations and factors (virtual seconds or unitless):
+// constant, uniform, exponential, shifted exponential, lognormal, Pareto and a replayed
+// trace. Each knows its closed-form mean and variance (tests compare samples against
+// them). Draws take the caller's keyed Rng, so they are reproducible per (worker, step).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+#include <nlohmann/json.hpp>
+#include "kernels/rng.h"
+#include "sim/config/param.h"
+
+namespace asgd {
+
+class Distribution {
+ public:
+  virtual ~Distribution() = default;
+  // One draw. worker and step matter only to the trace, which replays values[step % n].
+  virtual double sample(Rng& rng, uint32_t worker, uint32_t step) const = 0;
+  virtual double mean() const = 0;
+  virtual double variance() const = 0;  // +inf where it does not exist (Pareto alpha <= 2)
+};
+
+// The distributions and their parameters (the "dist" key selects one).
+const std::vector<ComponentInfo>& distribution_catalog();
+
+// cluster.compute.flops of dist "flops": a device's FLOP/s, a number or a named datasheet
+// peak ("h100-fp32", ...); 0 for anything else.
+double device_flops(const nlohmann::json& flops);
+
+// Builds a distribution from a validated spec {"dist": name, params...}. A trace "file"
+// is read here; a missing file or a non-numeric line throws std::invalid_argument naming
+// the file and line. base_dir resolves relative file paths.
+std::unique_ptr<Distribution> make_distribution(const nlohmann::json& spec,
+                                                const std::string& base_dir = "");
+
+}  // namespace asgd
