@@ -1634,7 +1634,9 @@ void expect_mean_time(const json& spec, int workers, const json& dist, uint64_t 
     RunOutcome out = run_timing(spec, workers, dist, seed, n);
     ASSERT_EQ(out.updates, n) << spec;
     const double mean = per_update ? sim_to_seconds(out.time) / double(out.updates) : out.iteration_time_mean;
-    if (!per_update) EXPECT_EQ(out.iterations, n) << spec;
+    if (!per_update) {
+      EXPECT_EQ(out.iterations, n) << spec;
+    }
     EXPECT_NEAR(mean, expected, 5 * sd / std::sqrt(double(n))) << spec << " seed " << seed;
     sum += mean;
   }

@@ -110,29 +110,37 @@ TEST_F(Ops, LargeOutOfPlaceSgdStepIsBitIdenticalToThePlainLoop) {
   t.join();
 }
 
-TEST_F(Ops, MomentumStepMatchesReferenceSeparateAndAliased) {
+// A velocity step (heavy-ball or Nesterov) against its scalar reference, out of place
+// and in place: `ref` is the ops_ref form, `dev` the kernel.
+template <class Ref, class Dev>
+void check_velocity_step(Ref ref, Dev dev) {
   ExecContext ctx;
   const float lr = 0.03f, mu = 0.9f;
   for (size_t n : kSizes) {
     SCOPED_TRACE("n = " + std::to_string(n));
     auto w = random_vec(n, 3), v = random_vec(n, 4), g = random_vec(n, 5);
     auto want_w = w, want_v = v;
-    ops_ref::momentum_step(want_w, want_v, g, lr, mu);
+    ref(want_w, want_v, g, lr, mu);
 
     auto dw = to_device(w), dv = to_device(v), dg = to_device(g);
     DeviceArray<float> dout(n);
-    ops::momentum_step(ctx, dout.data(), dw.data(), dv.data(), dg.data(), lr, mu, n);
+    dev(ctx, dout.data(), dw.data(), dv.data(), dg.data(), lr, mu, n);
     ctx.synchronize();
     EXPECT_TRUE(all_close(dout.to_host(), want_w, kOpRtol, kOpAtol));
     EXPECT_TRUE(all_close(dv.to_host(), want_v, kOpRtol, kOpAtol));
     EXPECT_EQ(dw.to_host(), w);
 
     dv.upload(v);
-    ops::momentum_step(ctx, dw.data(), dw.data(), dv.data(), dg.data(), lr, mu, n);
+    dev(ctx, dw.data(), dw.data(), dv.data(), dg.data(), lr, mu, n);
     ctx.synchronize();
     EXPECT_TRUE(all_close(dw.to_host(), want_w, kOpRtol, kOpAtol));
     EXPECT_TRUE(all_close(dv.to_host(), want_v, kOpRtol, kOpAtol));
   }
+}
+
+TEST_F(Ops, MomentumStepMatchesReferenceSeparateAndAliased) {
+  check_velocity_step([](auto&&... a) { ops_ref::momentum_step(a...); },
+                      [](auto&&... a) { ops::momentum_step(a...); });
 }
 
 TEST_F(Ops, DcSgdStepMatchesReferenceSeparateAndAliased) {
@@ -158,26 +166,8 @@ TEST_F(Ops, DcSgdStepMatchesReferenceSeparateAndAliased) {
 }
 
 TEST_F(Ops, NesterovStepMatchesReferenceSeparateAndAliased) {
-  ExecContext ctx;
-  const float lr = 0.03f, mu = 0.9f;
-  for (size_t n : kSizes) {
-    SCOPED_TRACE("n = " + std::to_string(n));
-    auto w = random_vec(n, 3), v = random_vec(n, 4), g = random_vec(n, 5);
-    auto want_w = w, want_v = v;
-    ops_ref::nesterov_step(want_w, want_v, g, lr, mu);
-    auto dw = to_device(w), dv = to_device(v), dg = to_device(g);
-    DeviceArray<float> dout(n);
-    ops::nesterov_step(ctx, dout.data(), dw.data(), dv.data(), dg.data(), lr, mu, n);
-    ctx.synchronize();
-    EXPECT_TRUE(all_close(dout.to_host(), want_w, kOpRtol, kOpAtol));
-    EXPECT_TRUE(all_close(dv.to_host(), want_v, kOpRtol, kOpAtol));
-    EXPECT_EQ(dw.to_host(), w);
-    dv.upload(v);
-    ops::nesterov_step(ctx, dw.data(), dw.data(), dv.data(), dg.data(), lr, mu, n);
-    ctx.synchronize();
-    EXPECT_TRUE(all_close(dw.to_host(), want_w, kOpRtol, kOpAtol));
-    EXPECT_TRUE(all_close(dv.to_host(), want_v, kOpRtol, kOpAtol));
-  }
+  check_velocity_step([](auto&&... a) { ops_ref::nesterov_step(a...); },
+                      [](auto&&... a) { ops::nesterov_step(a...); });
 }
 
 // The bias-corrected parameters of step t, as engines/optimizer.h sets them.

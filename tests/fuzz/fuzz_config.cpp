@@ -7,6 +7,7 @@
 #include <string>
 #include <nlohmann/json.hpp>
 #include "experiments/config/config.h"
+#include "experiments/run/run_parts.h"  // build_compute_model
 #include "experiments/run/runner.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
