@@ -1,5 +1,8 @@
-// experiments/config/config.cpp — the config schema (which parameters live where, read from the
-// components' own descriptions), validation, overrides and sweep expansion.
+// experiments/config/config.cpp — binding a config: each run's sections are validated with
+// the declarations of the components that own them (sim/run/settings.cpp, the engines'
+// files, sim/models/catalog.cpp, sim/timing/distribution.cpp) and bound into the run's
+// RunSettings in the same pass; the data-set catalog (not yet a family of its own),
+// overrides and sweep expansion.
 #include "experiments/config/config.h"
 #include "sim/models/catalog.h"
 #include <unistd.h>

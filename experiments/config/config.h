@@ -1,7 +1,8 @@
 // experiments/config/config.h — experiment configs: load (JSON syntax errors with line and
 // column), --set overrides, strict validation of the whole schema with every default
-// filled, and expansion into runs (engine x sweep point x repeat). Also the catalogs of
-// models, datasets, staleness modes and learning-rate schedules.
+// filled and each run's typed settings bound in the same pass, and expansion into runs
+// (engine x sweep point x repeat). Also the data-set catalog, and the staleness and
+// learning-rate-schedule catalogs as `asgdsim list` reads them.
 #pragma once
 #include <optional>
 #include <string>

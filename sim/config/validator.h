@@ -2,7 +2,8 @@
 // (sim/config/param.h): unknown keys (with the nearest valid key suggested), wrong types,
 // out-of-range values and missing required keys are collected, every one with its JSON
 // path (e.g. engines[2].backups); defaults are filled in. Nothing here knows the config's
-// meaning: experiments/config/config.cpp says which parameters live where.
+// meaning: each component declares its own keys (sim/config/field.h), and
+// experiments/config/config.cpp binds a config's sections with them.
 #pragma once
 #include <stdexcept>
 #include <string>
