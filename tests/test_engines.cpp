@@ -2,6 +2,7 @@
 // closed-form reference, plus byte-for-byte determinism across thread counts.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -118,6 +119,39 @@ TEST(SyncEngine, GlobalBatchSplitAcrossWorkersKeepsTheCurve) {
   expect_close_columns(ma, mb, "train_loss", 1e-5);
 }
 
+// softmax_config's problem (synthetic, 12 features x 5 classes, seed 7) as one worker
+// computes it, replayed step by step with the kernels: the train loss (on all 512
+// samples) before and after each of `steps` updates, each a gradient on the next 8 ids of
+// the run's sample stream and then `step(ctx, w, g, n, t)` for update t = 1, 2, ...
+std::vector<double> replay_one_worker(
+    int steps, const std::function<void(ExecContext&, float* w, const float* g, size_t n, int t)>& step) {
+  SyntheticSpec s;
+  s.classes = 5;
+  s.features = 12;
+  s.train_samples = 512;
+  s.test_samples = 256;
+  DataSplit split = make_synthetic(s, 7);
+  DeviceDataset train = upload(split.train);
+  auto model = make_dense({12, 5}, DenseLoss::SoftmaxCrossEntropy);
+  const size_t n = model->num_params();
+  std::vector<float> w0;
+  model->init_params(7, w0);
+  DeviceArray<float> w, g(n);
+  w.upload(w0);
+  SampleStream stream(512, 7);
+  ExecContext ctx;
+  auto train_loss = [&] { return model->evaluate(ctx, w.data(), &train, 0, 512).loss_sum / 512.0; };
+  std::vector<double> losses{train_loss()};
+  for (int t = 1; t <= steps; ++t) {
+    std::vector<int32_t> ids;
+    stream.next(8, ids);
+    model->loss_grad(ctx, w.data(), &train, ids.data(), 8, NoiseKey{7, 0, uint32_t(t - 1)}, g.data());
+    step(ctx, w.data(), g.data(), n, t);
+    losses.push_back(train_loss());
+  }
+  return losses;
+}
+
 // Async with one worker is plain sequential SGD: replay it with the same kernels.
 TEST(AsyncEngine, OneWorkerEqualsSequentialSgd) {
   std::string out = temp_dir("eng");
@@ -128,29 +162,10 @@ TEST(AsyncEngine, OneWorkerEqualsSequentialSgd) {
   c["stop"] = {{"updates", 25}};
   Metrics m = read_metrics(run_config(c, out) + "/async-seed7/metrics.csv");
 
-  SyntheticSpec s;
-  s.classes = 5;
-  s.features = 12;
-  s.train_samples = 512;
-  s.test_samples = 256;
-  DataSplit split = make_synthetic(s, 7);
-  DeviceDataset train = upload(split.train);
-  auto model = make_dense({12, 5}, DenseLoss::SoftmaxCrossEntropy);
-  std::vector<float> w0;
-  model->init_params(7, w0);
-  DeviceArray<float> w, g(model->num_params());
-  w.upload(w0);
-  SampleStream stream(512, 7);
-  ExecContext ctx;
-  auto train_loss = [&] { return model->evaluate(ctx, w.data(), &train, 0, 512).loss_sum / 512.0; };
-  std::vector<double> expected{train_loss()};
-  for (int t = 0; t < 25; ++t) {
-    std::vector<int32_t> ids;
-    stream.next(8, ids);
-    model->loss_grad(ctx, w.data(), &train, ids.data(), 8, NoiseKey{7, 0, uint32_t(t)}, g.data());
-    ops::sgd_step(ctx, w.data(), w.data(), g.data(), 0.2f, model->num_params());
-    expected.push_back(train_loss());
-  }
+  const std::vector<double> expected =
+      replay_one_worker(25, [](ExecContext& ctx, float* w, const float* g, size_t n, int) {
+        ops::sgd_step(ctx, w, w, g, 0.2f, n);
+      });
   auto got = m.column("train_loss");
   ASSERT_EQ(got.size(), expected.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-6 * expected[i]) << "update " << i;
@@ -1079,43 +1094,28 @@ TEST(Optimizers, OneWorkerAsyncAdamEqualsSequentialAdam) {
   c["stop"] = {{"updates", 25}};
   Metrics m = read_metrics(run_config(c, temp_dir("eng")) + "/async-seed7/metrics.csv");
 
-  SyntheticSpec s;
-  s.classes = 5;
-  s.features = 12;
-  s.train_samples = 512;
-  s.test_samples = 256;
-  DataSplit split = make_synthetic(s, 7);
-  DeviceDataset train = upload(split.train);
-  auto model = make_dense({12, 5}, DenseLoss::SoftmaxCrossEntropy);
-  const size_t n = model->num_params();
-  std::vector<float> w0;
-  model->init_params(7, w0);
-  DeviceArray<float> w, g(n), mom(n), sec(n);
-  w.upload(w0);
-  mom.fill(0.0f);
-  sec.fill(0.0f);
-  SampleStream stream(512, 7);
-  ExecContext ctx;
-  auto train_loss = [&] { return model->evaluate(ctx, w.data(), &train, 0, 512).loss_sum / 512.0; };
-  std::vector<double> expected{train_loss()};
-  for (int t = 1; t <= 25; ++t) {
-    std::vector<int32_t> ids;
-    stream.next(8, ids);
-    model->loss_grad(ctx, w.data(), &train, ids.data(), 8, NoiseKey{7, 0, uint32_t(t - 1)}, g.data());
-    ops::AdamParams p;
-    p.lr = 0.01f;
-    p.beta1 = 0.9f;
-    p.beta2 = 0.999f;
-    p.one_minus_beta1 = float(1.0 - 0.9);
-    p.one_minus_beta2 = float(1.0 - 0.999);
-    p.eps = 1e-8f;
-    p.weight_decay = 0.01f;
-    p.decoupled = true;
-    p.c1 = float(1.0 - std::pow(0.9, t));
-    p.c2 = float(1.0 - std::pow(0.999, t));
-    ops::adam_step(ctx, w.data(), w.data(), mom.data(), sec.data(), g.data(), p, n);
-    expected.push_back(train_loss());
-  }
+  DeviceArray<float> mom, sec;  // the optimizer's moments, zero before the first step
+  const std::vector<double> expected =
+      replay_one_worker(25, [&](ExecContext& ctx, float* w, const float* g, size_t n, int t) {
+        if (t == 1) {
+          mom.resize_discard(n);
+          sec.resize_discard(n);
+          mom.fill(0.0f);
+          sec.fill(0.0f);
+        }
+        ops::AdamParams p;
+        p.lr = 0.01f;
+        p.beta1 = 0.9f;
+        p.beta2 = 0.999f;
+        p.one_minus_beta1 = float(1.0 - 0.9);
+        p.one_minus_beta2 = float(1.0 - 0.999);
+        p.eps = 1e-8f;
+        p.weight_decay = 0.01f;
+        p.decoupled = true;
+        p.c1 = float(1.0 - std::pow(0.9, t));
+        p.c2 = float(1.0 - std::pow(0.999, t));
+        ops::adam_step(ctx, w, w, mom.data(), sec.data(), g, p, n);
+      });
   auto got = m.column("train_loss");
   ASSERT_EQ(got.size(), expected.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-6 * expected[i]) << "update " << i;
