@@ -36,6 +36,9 @@ struct DeviceDataset {
   std::vector<int64_t> host_index_row_ptr;  // CUDA only
   std::vector<int32_t> host_index_col;
   Shape shape;      // one sample as an image, channels last (dim floats); 1 x 1 x dim if flat
+  // >= 0: the samples live outside this program (an external model's data set, read by
+  // that model through this id); x is empty and dim 0.
+  int external = -1;
   bool sparse() const { return !row_ptr.empty(); }
 };
 

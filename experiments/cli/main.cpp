@@ -20,6 +20,7 @@
 #include "experiments/bench/bench.h"
 #include "experiments/cluster/cluster.h"
 #include "experiments/config/config.h"
+#include "experiments/config/experiment_file.h"
 #include "experiments/cluster/mpi_env.h"
 #include "experiments/run/resources.h"
 #include "experiments/run/run_parts.h"
@@ -88,14 +89,6 @@ void on_signal(int) {
   if (interrupt_count().fetch_add(1) >= 1) _exit(130);  // second signal: leave now
 }
 
-// The file's name as an experiment name: characters the label rule does not allow
-// become _ (a name given in the config is checked instead, and refused if it breaks it).
-std::string name_from_path(const std::string& path) {
-  std::string stem = fs::path(path).stem().string(), name;
-  for (char c : stem) name += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == '=') ? c : '_';
-  return name.empty() || name == "." || name == ".." ? "experiment" : name;
-}
-
 // The command line as meta.json records it: bytes that are not UTF-8 (a path can hold
 // any) become '?', since JSON holds only UTF-8.
 std::string printable_command_line(int argc, char** argv) {
@@ -109,37 +102,11 @@ std::string printable_command_line(int argc, char** argv) {
   return line;
 }
 
-Experiment load_experiment(const std::string& path, const std::vector<std::string>& sets) {
-  json cfg = load_json_file(path);
-  apply_overrides(cfg, sets, path);
-  if (cfg.is_object() && !cfg.contains("name")) cfg["name"] = name_from_path(path);
-  std::string base = fs::path(path).parent_path().string();
-  Experiment exp = resolve_experiment(cfg, path, base.empty() ? "." : base);
-  if (!sets.empty()) exp.resolved["overrides"] = sets;
-  return exp;
-}
-
 void print_params(const std::vector<ParamInfo>& params, const std::string& indent) {
   for (const auto& p : params) {
     std::cout << indent << p.name << " (" << describe_allowed(p) << ", "
               << (p.required() ? std::string("required") : "default " + p.default_value.dump()) << "): " << p.doc << "\n";
   }
-}
-
-// The families of components chosen by a "type"-like key, in the order `list` shows them.
-struct Family {
-  const char* title;
-  const char* key;  // the choosing key's path
-  const std::vector<ComponentInfo>& catalog;
-};
-
-std::vector<Family> families() {
-  return {{"engines", "engines[].type", engine_catalog()},
-          {"models", "model.type", model_catalog()},
-          {"datasets", "data.type", data_catalog()},
-          {"distributions", "cluster.compute.dist", distribution_catalog()},
-          {"staleness modes", "staleness.mode", staleness_catalog()},
-          {"learning-rate schedules", "train.lr_schedule.type", lr_schedule_catalog()}};
 }
 
 void print_components(const std::string& title, const std::string& key, const std::vector<ComponentInfo>& cat) {

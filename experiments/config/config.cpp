@@ -536,6 +536,16 @@ const std::vector<ComponentInfo>& data_catalog() {
                 2147483647),
         integer("index_base", 1, "index of the first feature: 1 (LIBSVM) or 0", 0, 1),
         integer("classes", 0, "classes; 0: from the labels (-1/+1: 2; else the largest class number + 1)", 0, 1000)})},
+      {"torch", "PyTorch datasets from Python (model.type torch only; docs/python.md): map-style, each item "
+                "(input, target), or a pair of tensors",
+       with_partition({str("module", "",
+                           "FILE.py:FACTORY: a zero-argument function in FILE (relative to the config's folder) "
+                           "returning the training set, or (training set, test set); \"\": the caller gives them "
+                           "(asgdsim.run(data=..., test_data=...), python3 -m asgdsim run --data)"),
+                       integer("train_limit", 0, "use only the first so many training samples (0 = all)"),
+                       integer("test_limit", 0, "use only the first so many test samples (0 = all)"),
+                       integer("classes", 0, "classes (accuracy, label partitions); 0: from the targets when "
+                                             "they are integers (the largest + 1), else none (regression)", 0, 1000000)})},
   };
   return c;
 }

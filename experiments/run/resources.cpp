@@ -119,6 +119,8 @@ ModelSizes model_sizes(const json& c) {
     z.params = num(model, "dim");
     return z;
   }
+  const ModelType* type = find_model_type(text(model, "type"));
+  if (type && type->reads == ModelType::Reads::External) return z;  // its sizes are the module's: not known here
   const DataShape d = data_shape(c["data"]);
   try {  // the model the run builds (construction allocates nothing but its layer list)
     const auto m = build_model(model, ModelInput{size_t(d.in), d.classes, d.image, "the data"});

@@ -19,6 +19,7 @@
 #include "sim/run/atomic_file.h"
 #include "sim/data/idx_reader.h"
 #include "sim/core/interrupt.h"
+#include "sim/models/external.h"
 #include "sim/run/recorder.h"
 #include "sim/data/sparse_synthetic.h"
 #include "sim/data/svmlight_reader.h"
@@ -117,6 +118,15 @@ std::shared_ptr<LoadedData> load_data(const RunSpec& run, const std::string& bas
     }
   } else if (type == "fashion_mnist") {
     out->host = load_fashion_mnist(resolve_path(d["path"], base_dir), d["train_limit"], d["test_limit"]);
+  } else if (type == "torch") {
+    std::shared_ptr<ExternalProvider> p = external_provider();
+    if (!p) throw UsageError(external_provider_missing("data.type"));
+    ExternalDataConfig e;
+    e.module = d["module"];
+    e.train_limit = d["train_limit"];
+    e.test_limit = d["test_limit"];
+    e.classes = d["classes"];
+    out->host = p->load_data(e, ExternalContext{base_dir});
   } else {  // validation knows every type; a new one must be loaded here, never fall back to another
     throw std::logic_error("load_data: no loader for data type '" + type + "'");
   }
@@ -129,9 +139,9 @@ std::shared_ptr<LoadedData> load_data(const RunSpec& run, const std::string& bas
   return out;
 }
 
-std::unique_ptr<Model> build_model(const json& m, const LoadedData& data) {
+std::unique_ptr<Model> build_model(const json& m, const LoadedData& data, const std::string& base_dir) {
   return build_model(m, ModelInput{data.host.train.dim, data.host.train.classes, data.host.train.shape,
-                                   data.host.description});
+                                   data.host.description, base_dir});
 }
 
 std::string config_differences(const json& there, const json& now, size_t limit) {

@@ -37,7 +37,7 @@ bool read_json(const std::string& path, json& out);
 json data_key(const json& cfg);
 std::shared_ptr<LoadedData> load_data(const RunSpec& run, const std::string& base_dir);
 // The run's model (sim/models/catalog.h) for the loaded data.
-std::unique_ptr<Model> build_model(const json& model, const LoadedData& data);
+std::unique_ptr<Model> build_model(const json& model, const LoadedData& data, const std::string& base_dir = "");
 // The run's compute-time model: cluster.compute's distribution, per and overhead, the
 // workers' speeds (a distribution is drawn once per worker) and the stragglers.
 ComputeTimeModel build_compute_model(const RunSettings& s, const std::string& base_dir);

@@ -19,6 +19,7 @@
 #include "engines/engine_registry.h"
 #include "experiments/run/resources.h"
 #include "experiments/run/run_parts.h"
+#include "sim/models/external.h"
 #include "sim/run/atomic_file.h"
 #include "kernels/rng.h"
 #include "sim/data/dataset.h"
@@ -217,7 +218,7 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   RunSettings settings = run.settings;
   settings.trace = settings.trace || opts.trace;
   std::shared_ptr<LoadedData> data = cache.get(run);
-  std::unique_ptr<Model> model = build_model(run.config["model"], *data);
+  std::unique_ptr<Model> model = build_model(run.config["model"], *data, exp.base_dir);
   ComputeTimeModel compute = build_compute_model(settings, exp.base_dir);
   Recorder recorder(settings.trace);
   recorder.set_process(int(k) + 1, run.run_id);  // trace.json: a process per run, in run order
@@ -335,6 +336,10 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
     throw IoError("experiment name '" + name + "' cannot be a folder under --out");
   const std::string exp_dir = opts.out_dir + "/" + name;
+  if (!external_provider())  // a PyTorch model or data set runs from Python: refused before anything is written
+    for (const RunSpec& run : exp.runs)
+      for (const char* key : {"model", "data"})
+        if (run.config[key].value("type", "") == "torch") throw UsageError(external_provider_missing(std::string(key) + ".type"));
   make_experiment_folder(exp_dir);  // not a link: nothing is written through one
   // The folder is this process's (shared with the other shards of the same experiment)
   // until it returns: no other asgdsim writes into it meanwhile.

@@ -139,6 +139,7 @@ DeviceDataset upload(const HostDataset& host) {
   d.n = host.n;
   d.dim = host.dim;
   d.classes = host.classes;
+  d.external = host.external;
   if (host.sparse()) {
     d.row_ptr.upload(host.row_ptr);
     d.col.upload(host.col);

@@ -25,6 +25,9 @@ struct HostDataset {
   std::vector<float> val;        // (nnz)
   bool sparse() const { return !row_ptr.empty(); }
   Shape shape;           // one sample as an image, channels last (dim floats); 1 x 1 x dim if flat
+  // >= 0: the samples live outside this program (data.type "torch", sim/models/external.h)
+  // and this is the provider's id of the set; x is empty and dim 0.
+  int external = -1;
 };
 
 // Bytes of a sparse set of `rows` samples holding `nnz` features in all, as stored: CSR

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 #include "sim/core/errors.h"
+#include "sim/models/external.h"
 
 namespace asgd {
 namespace {
@@ -249,6 +250,40 @@ ModelType sparse_linear(std::string name, std::string doc, ModelType::Task task)
                             });
 }
 
+// A PyTorch module, run by the provider the Python package installs (sim/models/external.h).
+ModelType torch_model() {
+  using C = ExternalModelConfig;
+  ModelType t = model_type<C>(
+      "torch",
+      "a PyTorch nn.Module from Python (docs/python.md): each gradient job loads the parameters the engine "
+      "hands it, runs forward and backward on its minibatch and returns the flat gradient; reads native dense data "
+      "(synthetic, fashion_mnist) or data.type torch. Runs from Python only (python3 -m asgdsim run, asgdsim.run)",
+      ModelType::Reads::External, ModelType::Task::Classifier,
+      {field(&C::module, str("module", "",
+                             "FILE.py:FACTORY: a zero-argument function in FILE (relative to the config's folder) "
+                             "that returns the nn.Module; \"\": the caller gives it (asgdsim.run(model=...), "
+                             "python3 -m asgdsim run --model)")),
+       field(&C::loss, str("loss", "",
+                           "FILE.py:FUNCTION: loss(outputs, targets) -> scalar tensor; \"\": the caller's (loss=), "
+                           "else cross-entropy")),
+       field(&C::threads, integer("threads", 1,
+                                  "torch intra-op threads of each gradient job and evaluation (part of the config: "
+                                  "another count can change the bits)",
+                                  1, 1024)),
+       field(&C::bn_samples, integer("bn_samples", 2048,
+                                     "training samples (the first so many) whose batch statistics recompute the "
+                                     "BatchNorm running statistics of the parameters of record at each evaluation "
+                                     "(0: keep the module's own)",
+                                     0, 1e9))},
+      [](const C& c, const ModelInput& in) -> std::unique_ptr<Model> {
+        std::shared_ptr<ExternalProvider> p = external_provider();
+        if (!p) throw UsageError(external_provider_missing("model.type"));
+        return p->build_model(c, in, ExternalContext{in.base_dir});
+      });
+  t.data = "torch";
+  return t;
+}
+
 }  // namespace
 
 const std::vector<ModelType>& model_types() {
@@ -270,6 +305,7 @@ const std::vector<ModelType>& model_types() {
                     "softmax regression on sparse data (sparse_synthetic or svmlight), cross-entropy; a gradient "
                     "touches only the rows of the features in its minibatch",
                     Task::Classifier),
+      torch_model(),
   };
   return types;
 }
@@ -307,6 +343,16 @@ void check_model_data(const json& model, const json& data, const std::optional<S
   if (!t) return;
   using Reads = ModelType::Reads;
   using Task = ModelType::Task;
+  if (t->reads == Reads::External) {  // any dense data, native or its own; the module's loss says the task
+    if (d == "none" || d == "sparse_synthetic" || d == "svmlight")
+      v.error("data.type", "model '" + m + "' reads dense samples: synthetic, fashion_mnist or torch (got '" + d + "')");
+    if (t->check) t->check(model, data, image, v);
+    return;
+  }
+  if (d == "torch") {
+    v.error("data.type", "data \"torch\" (a PyTorch dataset) is read by model.type \"torch\" only, not by '" + m + "'");
+    return;
+  }
   if (t->reads == Reads::None) {
     if (d != "none") v.error("data.type", "the " + m + " model reads no data: use \"none\" (got '" + d + "')");
     if (t->check) t->check(model, data, image, v);

@@ -25,10 +25,13 @@ struct ModelInput {
   int classes = 0;
   Shape shape;
   std::string description;
+  std::string base_dir;  // the config's folder (where an external model's module path resolves)
 };
 
 struct ModelType {
-  enum class Reads { None, Dense, Sparse };
+  // External: a model from outside (sim/models/external.h) that reads dense samples,
+  // native or its own data set's.
+  enum class Reads { None, Dense, Sparse, External };
   enum class Task { Regression, Classifier, Binary };
   std::string name;
   std::string doc;
@@ -45,8 +48,10 @@ struct ModelType {
       check;
   // Builds the model from its validated object for data of `input`'s shape.
   std::function<std::unique_ptr<Model>(const nlohmann::json& model, const ModelInput& input)> build;
-  // data.type when the config leaves it out.
+  // data.type when the config leaves it out: `data` if set, else by what it reads.
+  std::string data;
   std::string default_data() const {
+    if (!data.empty()) return data;
     return reads == Reads::None ? "none" : reads == Reads::Sparse ? "sparse_synthetic" : "synthetic";
   }
 };

@@ -1,0 +1,60 @@
+// sim/models/external.h — models and data sets whose numerics live outside this program:
+// `model.type: "torch"` and `data.type: "torch"`, a PyTorch module and datasets that the
+// Python package (python/asgdsim) hands in. The program sees them through one
+// ExternalProvider, installed by whoever runs the experiment (the Python package, for
+// the length of one asgdsim.run()); without one, a run that needs it is refused before
+// anything is written (external_provider_missing). Everything else — the engines, the
+// parameter store, versions, staleness, precision, compression, the clock — treats an
+// external model as any other Model (kernels/model.h).
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string>
+#include "kernels/model.h"
+#include "sim/data/dataset.h"
+#include "sim/models/catalog.h"
+
+namespace asgd {
+
+// model.type "torch": its keys, bound (sim/models/catalog.cpp declares them).
+struct ExternalModelConfig {
+  std::string module;    // "file.py:factory", relative to the config's folder; "": the caller gives the model
+  std::string loss;      // "file.py:function"; "": the caller's, else cross-entropy
+  int threads = 0;       // torch intra-op threads of each job (part of the config: it can change the bits)
+  size_t bn_samples = 0; // training samples that recompute BatchNorm statistics at each evaluation
+};
+// data.type "torch": its keys, bound.
+struct ExternalDataConfig {
+  std::string module;       // "file.py:factory"; "": the caller gives the data
+  size_t train_limit = 0;   // > 0: only the first so many training samples
+  size_t test_limit = 0;
+  int classes = 0;          // 0: from the labels (integer targets), or regression
+};
+
+// Where the config's relative module paths resolve: the config's folder.
+struct ExternalContext {
+  std::string base_dir;
+};
+
+class ExternalProvider {
+ public:
+  virtual ~ExternalProvider() = default;
+  // The model for one run, for data of `input`'s shape (native data: dim/shape/classes
+  // as the native models see them; external data: dim 0).
+  virtual std::unique_ptr<Model> build_model(const ExternalModelConfig& model, const ModelInput& input,
+                                             const ExternalContext& where) = 0;
+  // The training and test sets: n, classes and the labels (y, for the label partitions
+  // and accuracy), no features (x empty, dim 0); HostDataset::external is 0 for the
+  // training set and 1 for the test set, which the model's jobs read by it.
+  virtual DataSplit load_data(const ExternalDataConfig& data, const ExternalContext& where) = 0;
+};
+
+// The provider runs read (nullptr: none). Set by the Python package around one run.
+std::shared_ptr<ExternalProvider> external_provider();
+void set_external_provider(std::shared_ptr<ExternalProvider> provider);
+
+// Why a config that names model/data type "torch" cannot run here (no provider): the text
+// of the UsageError, naming the command that can run it.
+std::string external_provider_missing(const std::string& key);
+
+}  // namespace asgd
