@@ -141,7 +141,7 @@ std::shared_ptr<LoadedData> load_data(const RunSpec& run, const std::string& bas
 
 std::unique_ptr<Model> build_model(const json& m, const LoadedData& data, const std::string& base_dir) {
   return build_model(m, ModelInput{data.host.train.dim, data.host.train.classes, data.host.train.shape,
-                                   data.host.description, base_dir});
+                                   data.host.description, base_dir, &data.train});
 }
 
 std::string config_differences(const json& there, const json& now, size_t limit) {

@@ -26,6 +26,9 @@ struct ModelInput {
   Shape shape;
   std::string description;
   std::string base_dir;  // the config's folder (where an external model's module path resolves)
+  // The training set, for a model that reads it outside its jobs (a PyTorch model's
+  // BatchNorm statistics, sim/models/external.h); may be null.
+  const DeviceDataset* train = nullptr;
 };
 
 struct ModelType {

@@ -1,0 +1,129 @@
+"""asgdsim — the asynchronous-SGD simulator from Python, with your own PyTorch model.
+
+    import asgdsim
+    res = asgdsim.run("experiments/configs/first_study.json", out="runs")
+    res.load()          # one row per run x evaluation point (pandas)
+
+    res = asgdsim.run({"model": {"type": "torch"}, "data": {"type": "torch"},
+                       "engines": [{"type": "async"}, {"type": "sync"}]},
+                      model=make_model, data=train_set, test_data=test_set)
+
+`run` and `validate` read a config exactly as `asgdsim run` / `asgdsim validate` do (the
+same C++: the same checks, defaults, error texts, run folders, resume, lock and exit
+semantics); errors are raised as asgdsim.errors exceptions carrying the command line's
+message and exit code (ConfigError: every issue with its JSON path). `list()` is the
+catalog `asgdsim list` prints. docs/python.md has the API, the gradient contract, how
+BatchNorm buffers are treated, determinism and speed.
+"""
+import builtins
+import json
+import os
+import sys
+
+from . import _core
+from .errors import AsgdsimError, ConfigError, InputError, ModelError, RunError
+
+__all__ = ["run", "validate", "list", "Results", "AsgdsimError", "ConfigError", "InputError", "ModelError",
+           "RunError", "__version__"]
+__version__ = _core.version
+
+
+def _analysis():
+    """The analysis package of this source tree (analysis/asgdsim_analysis): one loader."""
+    from . import _build
+    path = os.path.join(_build.SOURCE_DIR, "analysis")
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    import asgdsim_analysis
+    return asgdsim_analysis
+
+
+def _config(config):
+    """(JSON text, source, base folder, default name) of a config path or dict."""
+    if isinstance(config, (str, os.PathLike)):
+        path = os.fspath(config)
+        try:
+            with open(path, "rb") as f:
+                f.read(0)
+        except OSError as e:
+            raise InputError(f"{path}: cannot be read: {e.strerror}", 2) from None
+        # The file is read by the C++ reader (comments, line and column in errors).
+        return None, path, os.path.dirname(path) or ".", None
+    if isinstance(config, dict):
+        return json.dumps(config), "the config", os.getcwd(), "experiment"
+    raise TypeError(f"config must be a dict or a path to a JSON file, not {type(config).__name__}")
+
+
+def _text(config):
+    text, source, base, name = _config(config)
+    if text is None:  # a file: as `asgdsim run` reads it
+        return _core.read_config(source), source, base, _core.name_from_path(source)
+    return text, source, base, name
+
+
+def validate(config, *, sets=()):
+    """Validates like `asgdsim validate`: returns {"resolved": the config with every
+    default filled, "runs": [{run_id, engine, sweep, seed}]}; raises ConfigError."""
+    text, source, base, name = _text(config)
+    return json.loads(_core.validate(text, source, base, builtins.list(sets), name))
+
+
+def list():  # noqa: A001 (asgdsim.list, as `asgdsim list`)
+    """The catalog `asgdsim list` prints: {"sections": [...], "families": [...]}, each
+    key with its allowed values, default and doc."""
+    return json.loads(_core.catalog())
+
+
+class Results:
+    """An experiment folder that asgdsim.run wrote. `load()` gives the tidy table of
+    analysis/asgdsim_data.py (one row per run x evaluation point); `summaries()` one row
+    per run; `exit_code` is what `asgdsim run` would have exited with (0: every run ended,
+    completed, stalled or diverged: see the status column)."""
+
+    def __init__(self, folder, exit_code):
+        self.folder = folder
+        self.exit_code = exit_code
+
+    def load(self):
+        return _analysis().load(self.folder)
+
+    def summaries(self):
+        return _analysis().summaries(self.folder)
+
+    def __repr__(self):
+        return f"Results({self.folder!r}, exit_code={self.exit_code})"
+
+
+def run(config, *, out="runs", model=None, loss=None, data=None, test_data=None, threads=None, jobs=None,
+        force=False, quiet=False, trace=False, wait=False, sets=(), command_line=None):
+    """Runs an experiment as `asgdsim run` does and returns its Results.
+
+    config: a dict or a JSON file's path. model: a torch.nn.Module or a zero-argument
+    factory returning one (model.type "torch"); loss: (outputs, targets) -> scalar tensor
+    (default cross-entropy; mean squared error for data without classes); data/test_data:
+    map-style torch Datasets of (input, target) or pairs of tensors (data.type "torch"; data
+    may be a factory returning (train, test)). threads/jobs/force/quiet/trace/wait: as
+    `asgdsim run`'s options; sets: ["KEY.PATH=VALUE", ...] as --set. Ctrl-C ends the runs
+    under way as interrupted and raises KeyboardInterrupt.
+    """
+    text, source, base, name = _text(config)
+    torch_state = []
+
+    def make_bridge():  # called by the simulator when a run has model or data type "torch"
+        import torch
+        from ._torch import Bridge
+        torch_state.append((torch.random.get_rng_state(), torch.get_num_threads()))
+        return Bridge(model, loss, data, test_data)
+
+    if command_line is None:
+        command_line = f"asgdsim.run({source if source != 'the config' else 'dict'})"
+    try:
+        code, folder = _core.run(text, source, base, builtins.list(sets), name, os.fspath(out), int(threads or 0),
+                                 int(jobs or 1), bool(force), bool(quiet), bool(trace), bool(wait), command_line,
+                                 make_bridge)
+    finally:
+        if torch_state:  # the caller's generator and thread count, as they were
+            import torch
+            torch.random.set_rng_state(torch_state[0][0])
+            torch.set_num_threads(torch_state[0][1])
+    return Results(folder, code)

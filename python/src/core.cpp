@@ -1,0 +1,389 @@
+// python/src/core.cpp — asgdsim._core: the simulator as the Python package sees it. The
+// commands (validate, run, the catalog) go through the same C++ as `asgdsim validate/run/
+// list`; a PyTorch model and datasets reach the runs through the one ExternalProvider
+// slot (sim/models/external.h), implemented here over the package's Python side
+// (python/asgdsim/_torch.py).
+//
+// Threads and the GIL: run() releases the GIL for the whole experiment; a worker thread
+// that needs Python (a gradient, an evaluation, building the model, loading the data)
+// takes the job lock first, then the GIL, so PyTorch jobs run one at a time — torch's
+// random generator (dropout) is global, and each job seeds it from its own key — while
+// everything else the simulator does runs beside them.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <csignal>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "asgd/build_info.h"
+#include "experiments/config/experiment_file.h"
+#include "experiments/run/runner.h"
+#include "sim/core/errors.h"
+#include "sim/core/interrupt.h"
+#include "sim/models/external.h"
+
+namespace py = pybind11;
+using namespace asgd;
+using nlohmann::json;
+
+namespace {
+
+// A mistake in the user's model or data (a gradient of the wrong size, a dataset shorter
+// than it says): invalid input, exit 2 on the command line.
+struct ModelInputError : DataError {
+  using DataError::DataError;
+};
+
+std::mutex& job_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+// The Python exception as text with its traceback.
+std::string python_error_text(py::error_already_set& e) {
+  try {
+    py::module_ tb = py::module_::import("traceback");
+    py::list lines = tb.attr("format_exception")(e.type(), e.value(), e.trace());
+    std::string text;
+    for (auto line : lines) text += line.cast<std::string>();
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    return text;
+  } catch (...) {
+    return e.what();
+  }
+}
+
+// Runs f() holding the job lock and then the GIL (in that order: a thread waiting for the
+// lock never holds the GIL). A Python exception leaves as a C++ one: asgdsim.ModelError
+// as ModelInputError (exit 2), anything else as std::runtime_error carrying the traceback.
+template <class F>
+auto call_python(const char* what, F&& f) -> decltype(f()) {
+  std::lock_guard<std::mutex> lock(job_mutex());
+  py::gil_scoped_acquire gil;
+  try {
+    return f();
+  } catch (py::error_already_set& e) {
+    py::object model_error = py::module_::import("asgdsim.errors").attr("ModelError");
+    const bool theirs = !e.matches(model_error.ptr());
+    std::string text = theirs ? python_error_text(e) : py::str(e.value()).cast<std::string>();
+    if (!theirs) throw ModelInputError(text);
+    throw std::runtime_error(std::string("the PyTorch model raised while ") + what + ":\n" + text);
+  }
+}
+
+// A float array of backend (= host: the package builds the CPU backends) memory seen from
+// NumPy without a copy; valid while the caller's pointer is.
+py::array_t<float> view(const float* p, std::vector<py::ssize_t> shape) {
+  return py::array_t<float>(shape, const_cast<float*>(p), py::capsule(p, [](void*) {}));
+}
+
+// The PyTorch module as a Model: each call is one call into its job (asgdsim._torch.Job).
+class TorchModel final : public Model {
+ public:
+  TorchModel(py::object job, size_t params, bool classifier) : job_(std::move(job)), n_(params), classifier_(classifier) {}
+  ~TorchModel() override {
+    py::gil_scoped_acquire gil;
+    job_ = py::object();
+  }
+  std::string name() const override { return "torch"; }
+  size_t num_params() const override { return n_; }
+  bool is_classifier() const override { return classifier_; }
+
+  void init_params(uint64_t seed, std::vector<float>& w) const override {
+    call_python("making the initial parameters", [&] {
+      py::array_t<float, py::array::c_style | py::array::forcecast> a = job_.attr("init_params")(seed);
+      if (size_t(a.size()) != n_)
+        throw ModelInputError("the module's factory made " + std::to_string(a.size()) + " parameters for seed " +
+                              std::to_string(seed) + ", but it had " + std::to_string(n_) +
+                              ": the factory must make the same module every time");
+      w.assign(a.data(), a.data() + n_);
+    });
+  }
+
+  double loss_grad(ExecContext&, const float* w, const DeviceDataset* data, const int32_t* ids, size_t m,
+                   const NoiseKey& noise, float* grad) const override {
+    return call_python("computing a gradient", [&] {
+      py::array_t<int32_t> idv({py::ssize_t(m)}, ids, py::capsule(ids, [](void*) {}));
+      py::object x = py::none(), y = py::none();
+      if (data->external < 0) {  // native samples: the minibatch's rows, gathered
+        py::array_t<float> xs({py::ssize_t(m), py::ssize_t(data->dim)});
+        py::array_t<float> ys({py::ssize_t(m)});
+        float* xd = xs.mutable_data();
+        float* yd = ys.mutable_data();
+        for (size_t i = 0; i < m; ++i) {
+          std::memcpy(xd + i * data->dim, data->x.data() + size_t(ids[i]) * data->dim, data->dim * sizeof(float));
+          yd[i] = data->y.data()[ids[i]];
+        }
+        x = xs;
+        y = ys;
+      }
+      py::object loss = job_.attr("grad")(view(w, {py::ssize_t(n_)}), view(grad, {py::ssize_t(n_)}), data->external,
+                                          idv, x, y, noise.seed, noise.worker, noise.step);
+      return loss.cast<double>();
+    });
+  }
+
+  EvalSums evaluate(ExecContext&, const float* w, const DeviceDataset* data, size_t begin, size_t end) const override {
+    return call_python("evaluating", [&] {
+      py::object x = py::none(), y = py::none();
+      if (data->external < 0 && end > begin) {
+        x = view(data->x.data() + begin * data->dim, {py::ssize_t(end - begin), py::ssize_t(data->dim)});
+        y = view(data->y.data() + begin, {py::ssize_t(end - begin)});
+      }
+      py::tuple r = job_.attr("evaluate")(view(w, {py::ssize_t(n_)}), data->external, begin, end, x, y);
+      EvalSums s;
+      s.loss_sum = r[0].cast<double>();
+      s.correct = r[1].cast<double>();
+      s.count = r[2].cast<size_t>();
+      return s;
+    });
+  }
+
+ private:
+  py::object job_;
+  size_t n_;
+  bool classifier_;
+};
+
+// The provider over asgdsim._torch.Bridge (the objects asgdsim.run was given).
+class PythonProvider final : public ExternalProvider {
+ public:
+  explicit PythonProvider(py::object bridge) : bridge_(std::move(bridge)) {}
+  ~PythonProvider() override {
+    py::gil_scoped_acquire gil;
+    bridge_ = py::object();
+  }
+
+  std::unique_ptr<Model> build_model(const ExternalModelConfig& c, const ModelInput& in,
+                                     const ExternalContext& where) override {
+    return call_python("building the model", [&]() -> std::unique_ptr<Model> {
+      py::dict cfg;
+      cfg["module"] = c.module;
+      cfg["loss"] = c.loss;
+      cfg["threads"] = c.threads;
+      cfg["bn_samples"] = c.bn_samples;
+      py::dict input;
+      input["dim"] = in.dim;
+      input["classes"] = in.classes;
+      input["shape"] = py::make_tuple(in.shape.height, in.shape.width, in.shape.channels);
+      input["base_dir"] = where.base_dir;
+      input["description"] = in.description;
+      if (in.train && in.train->external < 0 && in.train->n > 0) {  // native data: the training set, for BatchNorm
+        input["train_x"] = view(in.train->x.data(), {py::ssize_t(in.train->n), py::ssize_t(in.train->dim)});
+        input["train_y"] = view(in.train->y.data(), {py::ssize_t(in.train->n)});
+      }
+      py::object job = bridge_.attr("build_model")(cfg, input);
+      return std::make_unique<TorchModel>(job, job.attr("num_params").cast<size_t>(), in.classes > 0);
+    });
+  }
+
+  DataSplit load_data(const ExternalDataConfig& c, const ExternalContext& where) override {
+    return call_python("loading the data", [&] {
+      py::dict cfg;
+      cfg["module"] = c.module;
+      cfg["train_limit"] = c.train_limit;
+      cfg["test_limit"] = c.test_limit;
+      cfg["classes"] = c.classes;
+      cfg["base_dir"] = where.base_dir;
+      py::dict r = bridge_.attr("load_data")(cfg);
+      DataSplit split;
+      const int classes = r["classes"].cast<int>();
+      int id = 0;
+      for (const char* part : {"train", "test"}) {
+        HostDataset& h = id == 0 ? split.train : split.test;
+        h.n = r[(std::string(part) + "_n").c_str()].cast<size_t>();
+        h.classes = classes;
+        h.external = id++;
+        py::object labels = r[(std::string(part) + "_labels").c_str()];
+        if (!labels.is_none()) {
+          py::array_t<float, py::array::c_style | py::array::forcecast> a = labels;
+          h.y.assign(a.data(), a.data() + a.size());
+        }
+      }
+      split.description = r["description"].cast<std::string>();
+      return split;
+    });
+  }
+
+ private:
+  py::object bridge_;
+};
+
+// The catalog as asgdsim.list() returns it: the plain sections and the families, each
+// key with its type, range, default and doc (the declarations `asgdsim list` prints).
+json param_json(const ParamInfo& p) {
+  return {{"key", p.name},
+          {"allowed", describe_allowed(p)},
+          {"required", p.required()},
+          {"default", p.required() ? json() : p.default_value},
+          {"doc", p.doc}};
+}
+
+json catalog_json() {
+  json out = {{"sections", json::array()}, {"families", json::array()}};
+  for (const auto& s : section_catalog()) {
+    json keys = json::array();
+    for (const auto& p : s.params) keys.push_back(param_json(p));
+    out["sections"].push_back({{"name", s.name}, {"doc", s.doc}, {"keys", keys}});
+  }
+  for (const auto& f : families()) {
+    json members = json::array();
+    for (const auto& c : f.catalog) {
+      json keys = json::array();
+      for (const auto& p : c.params) keys.push_back(param_json(p));
+      members.push_back({{"name", c.name}, {"doc", c.doc}, {"keys", keys}});
+    }
+    out["families"].push_back({{"title", f.title}, {"key", f.key}, {"members", members}});
+  }
+  return out;
+}
+
+Experiment load(const std::string& config_text, const std::string& source, const std::string& base_dir,
+                const std::vector<std::string>& sets, const std::string& default_name) {
+  return load_experiment(json::parse(config_text), source, base_dir, sets, default_name);
+}
+
+// The experiment as validate shows it: the resolved config and each run.
+json experiment_json(const Experiment& exp) {
+  json runs = json::array();
+  for (const auto& r : exp.runs)
+    runs.push_back({{"run_id", r.run_id}, {"engine", r.engine}, {"sweep", r.sweep_values}, {"seed", r.seed}});
+  return {{"resolved", exp.resolved}, {"runs", runs}};
+}
+
+// The signal handler of a run from Python: as the command line's (the runs under way end
+// as interrupted; a second signal leaves at once).
+void on_signal(int) {
+  if (interrupt_count().fetch_add(1) >= 1) _exit(130);
+}
+
+// One experiment at a time in this process: the provider slot and the interrupt flag are
+// the process's.
+std::mutex& run_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+// Raises the C++ error as the package's exception (asgdsim.errors): its class by kind,
+// its message as the command line prints it, its exit code; ConfigError with its issues.
+[[noreturn]] void raise_as_python(std::exception_ptr error) {
+  py::module_ errors = py::module_::import("asgdsim.errors");
+  const int code = exit_code_of(error);
+  std::string message = error_message(error);
+  py::list issues;
+  const char* kind = code == 2 ? "InputError" : "RunError";
+  try {
+    std::rethrow_exception(error);
+  } catch (const ConfigError& e) {
+    kind = "ConfigError";
+    for (const auto& i : e.issues()) issues.append(py::make_tuple(i.path, i.message));
+  } catch (const UsageError&) {
+    kind = "InputError";
+  } catch (...) {
+  }
+  py::object cls = errors.attr(kind);
+  py::object instance = cls(message, code, issues);
+  PyErr_SetObject(cls.ptr(), instance.ptr());
+  throw py::error_already_set();
+}
+
+template <class F>
+auto translated(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (py::error_already_set&) {
+    throw;
+  } catch (const json::exception& e) {  // the config text the package hands in is its own JSON
+    throw std::logic_error(std::string("asgdsim._core: bad JSON from the package: ") + e.what());
+  } catch (...) {
+    raise_as_python(std::current_exception());
+  }
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "asgdsim's simulator (C++): validate, run, catalog. Use the asgdsim package, not this module.";
+  m.attr("version") = build::version;
+  m.attr("backend") = build::backend;
+  m.attr("git_commit") = build::git_commit;
+
+  m.def("catalog", [] { return catalog_json().dump(); }, "the config keys and families, as JSON text");
+  m.def("read_config", [](const std::string& path) { return translated([&] { return load_json_file(path).dump(); }); },
+        "a config file's JSON as `asgdsim run` reads it (comments allowed; errors name line and column)");
+  m.def("name_from_path", &name_from_path, "the experiment name `asgdsim run` gives a config file without one");
+
+  m.def(
+      "validate",
+      [](const std::string& config_text, const std::string& source, const std::string& base_dir,
+         const std::vector<std::string>& sets, const std::string& default_name) {
+        return translated([&] { return experiment_json(load(config_text, source, base_dir, sets, default_name)).dump(); });
+      },
+      py::arg("config_text"), py::arg("source"), py::arg("base_dir"), py::arg("sets"), py::arg("default_name"));
+
+  m.def(
+      "run",
+      [](const std::string& config_text, const std::string& source, const std::string& base_dir,
+         const std::vector<std::string>& sets, const std::string& default_name, const std::string& out, int threads,
+         int jobs, bool force, bool quiet, bool trace, bool wait, const std::string& command_line,
+         py::object make_bridge) {
+        std::unique_lock<std::mutex> one(run_mutex(), std::try_to_lock);
+        if (!one.owns_lock())
+          translated([]() -> int { throw UsageError("another asgdsim.run is under way in this process: one at a time"); });
+        Experiment exp = translated([&] { return load(config_text, source, base_dir, sets, default_name); });
+        RunnerOptions ro;
+        ro.out_dir = out;
+        ro.threads = threads;
+        ro.jobs = jobs;
+        ro.force = force;
+        ro.quiet = quiet;
+        ro.trace = trace;
+        ro.wait = wait;
+        ro.command_line = command_line;
+        py::object bridge = py::none();  // made only when a run reads a PyTorch model or data set
+        for (const RunSpec& r : exp.runs)
+          for (const char* key : {"model", "data"})
+            if (bridge.is_none() && r.config[key].value("type", "") == "torch") bridge = make_bridge();
+        struct Slot {  // the provider and the signal handlers, for this run only
+          explicit Slot(py::object bridge) {
+            if (!bridge.is_none()) set_external_provider(std::make_shared<PythonProvider>(std::move(bridge)));
+            interrupt_count().store(0);
+            old_int = std::signal(SIGINT, on_signal);
+            old_term = std::signal(SIGTERM, on_signal);
+          }
+          ~Slot() {
+            std::signal(SIGINT, old_int);
+            std::signal(SIGTERM, old_term);
+            py::gil_scoped_release release;  // the provider's destructor takes the GIL itself
+            set_external_provider(nullptr);
+          }
+          void (*old_int)(int) = SIG_DFL;
+          void (*old_term)(int) = SIG_DFL;
+        } slot(std::move(bridge));
+        int code = 0;
+        std::exception_ptr error;
+        {
+          py::gil_scoped_release release;
+          try {
+            code = run_experiment(exp, ro);
+          } catch (...) {
+            error = std::current_exception();
+          }
+        }
+        const bool interrupted = interrupt_requested();
+        interrupt_count().store(0);
+        if (error) translated([&]() -> int { std::rethrow_exception(error); });
+        if (interrupted || code == 130) {  // the runs under way ended as interrupted, as on the command line
+          PyErr_SetNone(PyExc_KeyboardInterrupt);
+          throw py::error_already_set();
+        }
+        return py::make_tuple(code, ro.out_dir + "/" + exp.resolved.value("name", std::string("experiment")));
+      },
+      py::arg("config_text"), py::arg("source"), py::arg("base_dir"), py::arg("sets"), py::arg("default_name"),
+      py::arg("out"), py::arg("threads"), py::arg("jobs"), py::arg("force"), py::arg("quiet"), py::arg("trace"),
+      py::arg("wait"), py::arg("command_line"), py::arg("make_bridge"));
+}
