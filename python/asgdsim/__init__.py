@@ -23,7 +23,7 @@ import sys
 from . import _core
 from .errors import AsgdsimError, ConfigError, InputError, ModelError, RunError
 
-__all__ = ["run", "validate", "list", "Results", "AsgdsimError", "ConfigError", "InputError", "ModelError",
+__all__ = ["run", "validate", "list", "initial_parameters", "Results", "AsgdsimError", "ConfigError", "InputError", "ModelError",
            "RunError", "__version__"]
 __version__ = _core.version
 
@@ -66,6 +66,14 @@ def validate(config, *, sets=()):
     default filled, "runs": [{run_id, engine, sweep, seed}]}; raises ConfigError."""
     text, source, base, name = _text(config)
     return json.loads(_core.validate(text, source, base, builtins.list(sets), name))
+
+
+def initial_parameters(config, run=0):
+    """The flat parameters a native model (model.type mlp, cnn, ...) of run `run` of the
+    config starts from, as a NumPy array (layout per model: kernels/model.h; a dense layer
+    is W (inputs, outputs) row-major, then b). To start a PyTorch model from the same point."""
+    text, source, base, _ = _text(config)
+    return _core.initial_parameters(text, source, base, run)
 
 
 def list():  # noqa: A001 (asgdsim.list, as `asgdsim list`)

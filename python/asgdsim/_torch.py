@@ -92,16 +92,17 @@ class _Data:
         if self.tensors is not None:
             idx = torch.from_numpy(np.asarray(ids, dtype=np.int64))
             return self.tensors[0][idx], self.tensors[1][idx]
-        items = []
-        for i in ids:
-            try:
-                items.append(self.obj[int(i)])
-            except IndexError as e:
-                raise ModelError(f"the {self.name} says it has {len(self.obj)} samples (len), but item {int(i)} "
-                                 f"raised IndexError: {e}") from None
+        items = [self.item(i) for i in ids]
         x, y = torch.utils.data.default_collate(items) if hasattr(torch.utils.data, "default_collate") \
             else torch.utils.data._utils.collate.default_collate(items)
         return x, y
+
+    def item(self, i):
+        try:
+            return self.obj[int(i)]
+        except IndexError as e:
+            raise ModelError(f"the {self.name} says it has {len(self.obj)} samples (len), but item {int(i)} "
+                             f"raised IndexError: {e}") from None
 
     def targets(self):
         """All targets as one tensor (for labels and the class count)."""
@@ -110,7 +111,7 @@ class _Data:
         t = getattr(self.obj, "targets", None)
         if t is not None and len(t) >= self.n:
             return torch.as_tensor(t)[: self.n]
-        return torch.as_tensor([self.obj[i][1] for i in range(self.n)])
+        return torch.as_tensor([self.item(i)[1] for i in range(self.n)])
 
 
 class Bridge:

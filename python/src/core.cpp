@@ -21,6 +21,7 @@
 
 #include "asgd/build_info.h"
 #include "experiments/config/experiment_file.h"
+#include "experiments/run/run_parts.h"
 #include "experiments/run/runner.h"
 #include "sim/core/errors.h"
 #include "sim/core/interrupt.h"
@@ -315,6 +316,23 @@ PYBIND11_MODULE(_core, m) {
   m.def("catalog", [] { return catalog_json().dump(); }, "the config keys and families, as JSON text");
   m.def("read_config", [](const std::string& path) { return translated([&] { return load_json_file(path).dump(); }); },
         "a config file's JSON as `asgdsim run` reads it (comments allowed; errors name line and column)");
+  m.def(
+      "initial_parameters",
+      [](const std::string& config_text, const std::string& source, const std::string& base_dir, size_t run) {
+        std::vector<float> w = translated([&] {
+          Experiment exp = load(config_text, source, base_dir, {}, "experiment");
+          if (run >= exp.runs.size()) throw UsageError("run " + std::to_string(run) + ": the experiment has " +
+                                                       std::to_string(exp.runs.size()) + " runs");
+          const RunSpec& r = exp.runs[run];
+          std::shared_ptr<LoadedData> data = load_data(r, exp.base_dir);
+          std::vector<float> out;
+          build_model(r.config["model"], *data, exp.base_dir)->init_params(r.seed, out);
+          return out;
+        });
+        return py::array_t<float>(py::ssize_t(w.size()), w.data());
+      },
+      "the initial parameters a native model of run `run` starts from (its flat layout: docs/python.md)",
+      py::arg("config_text"), py::arg("source"), py::arg("base_dir"), py::arg("run") = 0);
   m.def("name_from_path", &name_from_path, "the experiment name `asgdsim run` gives a config file without one");
 
   m.def(
