@@ -250,6 +250,13 @@ class Job:
                              "a module must have all its parameters when the factory returns it (materialize lazy "
                              "layers there)")
 
+    def _mean_loss(self, out, y):
+        loss = self.loss(out, y)
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
+            raise ModelError(f"the loss returned {shape}: it must return one number (the minibatch's mean loss)")
+        return loss
+
     def grad(self, w, g, set_id, ids, x, y, seed, worker, step):
         self._set_threads()
         self._load(w)
@@ -258,11 +265,7 @@ class Job:
         self.module.train()
         for p in self.params:
             p.grad = None
-        out = self.module(xb)
-        loss = self.loss(out, yb)
-        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-            shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
-            raise ModelError(f"the loss returned {shape}: it must return one number (the minibatch's mean loss)")
+        loss = self._mean_loss(self.module(xb), yb)
         loss.backward()
         self._check_count()
         gt = torch.from_numpy(g)
@@ -324,7 +327,7 @@ class Job:
                 else:
                     xb, yb = self._batch(set_id, range(b, e), None, None)
                 out = self.module(xb)
-                loss_sum += float(self.loss(out, yb)) * (e - b)
+                loss_sum += float(self._mean_loss(out, yb)) * (e - b)
                 if self.classes > 0 and out.dim() == 2:
                     correct += float((out.argmax(1) == yb).sum())
         return loss_sum, correct, end - begin

@@ -283,6 +283,27 @@ class Package(unittest.TestCase):
         del summary_path
 
 
+class ReadmeExample(unittest.TestCase):
+    def test_the_readme_python_example_runs_as_written(self):
+        """README.md's "From Python, with your own model" block, run literally (in a
+        temporary folder): it trains, and async is ahead of sync after one epoch."""
+        with open(os.path.join(REPO, "README.md")) as f:
+            text = f.read()
+        section = text[text.index("## From Python, with your own model"):]
+        code = section[section.index("```python") + len("```python"):section.index("```", section.index("```python") + 9)]
+        tmp = tempfile.mkdtemp(prefix="asgdsim-readme-")
+        try:
+            p = subprocess.run([sys.executable, "-c", code], cwd=tmp, env=dict(os.environ, PYTHONPATH=PKG),
+                               capture_output=True, text=True, timeout=300)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            acc = {line.split()[0]: float(line.split()[1]) for line in p.stdout.splitlines()
+                   if line.startswith(("async ", "sync "))}
+            self.assertGreater(acc["async"], 0.5)
+            self.assertGreater(acc["async"], acc["sync"])
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 class BadModelsAndData(unittest.TestCase):
     """Each mistake gets a clear error: exit 2 / asgdsim.ModelError (an InputError) for a
     broken contract, a failed run with the Python traceback for an exception in forward,
@@ -382,6 +403,17 @@ class BadModelsAndData(unittest.TestCase):
         self.assertIn("Traceback", error)
         self.assertIn("ValueError: no batches of 8 here", error)
         self.assertIn("in forward", error)
+
+    def test_a_loss_that_is_not_one_number(self):
+        with self.assertRaises(asgdsim.InputError) as e:
+            self.run_torch(loss=lambda out, y: torch.nn.functional.cross_entropy(out, y, reduction="none"))
+        self.assertIn("the loss returned (256,): it must return one number", str(e.exception))
+
+    def test_targets_outside_the_classes(self):
+        cfg = torch_config(data={"type": "torch", "classes": 3})
+        with self.assertRaises(asgdsim.InputError) as e:
+            self.run_torch(cfg)  # the targets are 0..3
+        self.assertIn("the training set has a target 3 outside [0, 3)", str(e.exception))
 
     def test_no_model_given(self):
         with self.assertRaises(asgdsim.InputError) as e:
