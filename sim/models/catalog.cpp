@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 #include "sim/core/errors.h"
+#include "sim/data/catalog.h"
 
 namespace asgd {
 namespace {
@@ -307,21 +308,25 @@ void check_model_data(const json& model, const json& data, const std::optional<S
   if (!t) return;
   using Reads = ModelType::Reads;
   using Task = ModelType::Task;
+  using Layout = DataType::Layout;
+  // what the data's samples are (an unknown type, reported at data.type, counts as dense)
+  const DataType* data_type = find_data_type(d);
+  const Layout layout = data_type ? data_type->layout : Layout::Dense;
   if (t->reads == Reads::None) {
-    if (d != "none") v.error("data.type", "the " + m + " model reads no data: use \"none\" (got '" + d + "')");
+    if (layout != Layout::None) v.error("data.type", "the " + m + " model reads no data: use \"none\" (got '" + d + "')");
     if (t->check) t->check(model, data, image, v);
     return;
   }
   const bool sparse_model = t->reads == Reads::Sparse;
-  const bool sparse_data = d == "sparse_synthetic" || d == "svmlight";
-  if (d == "none") {
-    v.error("data.type", "model '" + m + "' needs data: " +
-                             (sparse_model ? "sparse_synthetic or svmlight" : "synthetic or fashion_mnist"));
+  const bool sparse_data = layout == Layout::Sparse;
+  const std::string sparse_sets = data_type_names(Layout::Sparse), dense_sets = data_type_names(Layout::Dense);
+  if (layout == Layout::None) {
+    v.error("data.type", "model '" + m + "' needs data: " + (sparse_model ? sparse_sets : dense_sets));
     return;
   }
   if (sparse_model != sparse_data) {
-    v.error("data.type", sparse_model ? "model '" + m + "' reads sparse data: sparse_synthetic or svmlight (got '" + d + "')"
-                                      : "model '" + m + "' reads dense data: synthetic or fashion_mnist; for '" + d +
+    v.error("data.type", sparse_model ? "model '" + m + "' reads sparse data: " + sparse_sets + " (got '" + d + "')"
+                                      : "model '" + m + "' reads dense data: " + dense_sets + "; for '" + d +
                                             "' use sparse_logistic or sparse_softmax");
     return;
   }
