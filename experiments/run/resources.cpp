@@ -157,7 +157,7 @@ MemoryEstimate estimate_run_memory(const json& c, const RunSettings& rs, const D
                      " (" + n(params) + " parameters)",
       (1 + state) * vec);
   const std::string history_key = rs.staleness != StalenessMode::Geometric ? "staleness.tau"
-                                  : num(c["staleness"], "max") > 0         ? "staleness.max"
+                                  : rs.staleness_max > 0                   ? "staleness.max"
                                                                             : "staleness.mean";
   add(history_key, "the " + n(history) + " parameter versions forced staleness keeps", history * vec);
 
