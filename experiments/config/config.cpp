@@ -5,7 +5,6 @@
 // expansion.
 #include "experiments/config/config.h"
 #include "sim/models/catalog.h"
-#include <unistd.h>
 #include <algorithm>
 #include <charconv>
 #include <cerrno>
