@@ -38,6 +38,9 @@ struct EngineType {
   std::function<EngineCost(const nlohmann::json& engine, int workers)> cost;
   // Builds the engine from its validated object.
   std::function<std::unique_ptr<Engine>(const nlohmann::json& engine)> make;
+  // What a real run (`asgdsim cluster`) cannot do of this engine's keys (a collective, a
+  // cancelled step: simulated only), reported at "engine.<key>" (engine validated). Optional.
+  std::function<void(const nlohmann::json& engine, Validator& v)> check_real;
   // Host placement over several boxes (each box's sum exchanged with the servers).
   bool sums_across_boxes = false;
 };
@@ -53,13 +56,22 @@ inline void refuse_compression(const nlohmann::json& run, const std::string& wha
             "compresses pushed gradients, but " + what + ": use \"none\" (got " + c["type"].dump() + ")");
 }
 
+// For an engine's check_real whose late steps are cancelled (late "cancel"): a real worker
+// rank cannot abandon a step under way, so a real run refuses it.
+inline void refuse_cancel_in_real_run(Validator& v) {
+  v.error("engine.late", "\"cancel\": a real worker rank cannot abandon a step under way in this protocol "
+                         "(cancellation is simulated only; use \"drop\")");
+}
+
 // An EngineType whose keys fill `Config` (declared with field(), sim/config/field.h):
 // make binds a Config from the validated object and calls `build(config, engine)`;
-// cost likewise calls `cost(config, workers)` (left out: EngineCost's defaults).
+// cost likewise calls `cost(config, workers)` (left out: EngineCost's defaults), and
+// check_real `real(config, v)` (left out: a real run can do all of it).
 template <class Config>
 EngineType engine_type(std::string name, std::string doc, std::vector<Field<Config>> fields,
                        std::function<std::unique_ptr<Engine>(const Config&, const nlohmann::json& engine)> build,
-                       std::function<EngineCost(const Config&, int workers)> cost = {}) {
+                       std::function<EngineCost(const Config&, int workers)> cost = {},
+                       std::function<void(const Config&, Validator& v)> real = {}) {
   EngineType t;
   t.name = std::move(name);
   t.doc = std::move(doc);
@@ -73,6 +85,7 @@ EngineType engine_type(std::string name, std::string doc, std::vector<Field<Conf
   t.cost = [bind, cost](const nlohmann::json& engine, int workers) {
     return cost ? cost(bind(engine), workers) : EngineCost{};
   };
+  if (real) t.check_real = [bind, real](const nlohmann::json& engine, Validator& v) { real(bind(engine), v); };
   return t;
 }
 

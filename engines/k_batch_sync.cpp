@@ -138,7 +138,10 @@ EngineType k_batch_sync_engine_type() {
                           {"drop", "cancel"}),
                 [](C& c, const json& v) { c.cancel_late = v == "cancel"; })},
       [](const C& c, const json& spec) { return std::make_unique<KBatchSyncEngine>(c, spec); },
-      [](const C& c, int) { return EngineCost{2, double(c.k), 2}; });
+      [](const C& c, int) { return EngineCost{2, double(c.k), 2}; },
+      [](const C& c, Validator& v) {
+        if (c.cancel_late) refuse_cancel_in_real_run(v);
+      });
 }
 
 }  // namespace asgd

@@ -73,12 +73,20 @@ std::unique_ptr<Engine> build_backup(SyncConfig c, const json& spec) {
 // An iteration: the aggregated gradients (every worker's, counting the backups' dropped
 // ones as computed), one update.
 EngineCost iteration_cost(const SyncConfig&, int workers) { return EngineCost{2, double(workers), 2}; }
+// A real run exchanges through the parameter-server rank, and a worker rank cannot
+// abandon a step under way: collectives and cancelling are simulated only.
+void check_real(const SyncConfig& c, Validator& v) {
+  if (c.comm != "ps")
+    v.error("engine.comm", json(c.comm).dump() + ": a real run exchanges through the parameter-server rank "
+                                                 "(collectives are simulated only; use \"ps\")");
+  if (c.cancel_late) refuse_cancel_in_real_run(v);
+}
 }  // namespace
 
 EngineType sync_engine_type() {
   EngineType t = engine_type<SyncConfig>(
       "sync", "synchronous SGD: all workers compute on the same parameters; apply the mean once all arrive",
-      {comm_field()}, build, iteration_cost);
+      {comm_field()}, build, iteration_cost, check_real);
   t.check = check_comm;
   t.sums_across_boxes = true;
   return t;
@@ -98,7 +106,7 @@ EngineType sync_backup_engine_type() {
                                    {"drop", "cancel"}),
                          [](SyncConfig& c, const json& v) { c.cancel_late = v == "cancel"; }),
        comm_field()},
-      build_backup, iteration_cost);
+      build_backup, iteration_cost, check_real);
   t.check = [](const json& e, const json& run, Validator& v) {
     const json& cluster = run.value("cluster", json::object());
     if (e.contains("backups") && e["backups"].is_number_integer() && cluster.is_object() &&

@@ -909,7 +909,8 @@ TEST(ConfigDefaults, ListDefaultsAreWhatAConfigThatLeavesThemOutResolvesTo) {
       {"mlp", {{"type", "synthetic"}}},
       {"cnn", {{"type", "synthetic"}, {"image", {1, 28, 28}}}},
       {"sparse_logistic", {{"type", "sparse_synthetic"}}},
-      {"sparse_softmax", {{"type", "sparse_synthetic"}}}};
+      {"sparse_softmax", {{"type", "sparse_synthetic"}}},
+      {"torch", {{"type", "torch"}}}};
   for (const auto& m : model_catalog()) {
     ASSERT_TRUE(data_for.count(m.name)) << "a new model: give it data in this test";
     json cfg = kSmallest, given = required_keys(m.params);
@@ -920,7 +921,7 @@ TEST(ConfigDefaults, ListDefaultsAreWhatAConfigThatLeavesThemOutResolvesTo) {
   }
   const std::map<std::string, std::string> model_for = {{"none", "quadratic"},          {"synthetic", "softmax"},
                                                         {"fashion_mnist", "softmax"},   {"sparse_synthetic", "sparse_softmax"},
-                                                        {"svmlight", "sparse_softmax"}};
+                                                        {"svmlight", "sparse_softmax"},  {"torch", "torch"}};
   for (const auto& d : data_catalog()) {
     ASSERT_TRUE(model_for.count(d.name)) << "a new data set: give it a model in this test";
     json cfg = kSmallest, given = required_keys(d.params);
@@ -998,4 +999,56 @@ TEST(Errors, OneExitCodeForEachErrorType) {
   const ConfigError e("src", {{std::string("a\0b", 3), "unknown key"}});
   EXPECT_NE(std::string(e.what()).find("a\\x00b: unknown key"), std::string::npos) << e.what();
   EXPECT_EQ(error_message(std::make_exception_ptr(TimeOverflow("x"))), "virtual time overflow: x");
+}
+
+// The data family (sim/data/catalog.h): each set's declared sizes, what the memory estimate
+// counts before anything is read, are those its loader makes; a set whose sizes come from
+// its files reports them through check_sizes; and a type without a loader is an error,
+// never another type's loader.
+TEST(DataFamily, DeclaredSizesAreWhatTheLoaderMakes) {
+  const std::string dir = temp_dir("data_family");
+  write_text(dir + "/d.svm", "+1 1:0.5\n-1 3:1\n+1 2:2\n-1 1:1\n");
+  const std::vector<json> sets = {
+      {{"type", "synthetic"}, {"train_samples", 50}, {"test_samples", 20}, {"features", 7}, {"classes", 3}},
+      {{"type", "synthetic"}, {"task", "regression"}, {"train_samples", 30}, {"test_samples", 10}, {"image", {2, 3, 4}}},
+      {{"type", "sparse_synthetic"}, {"train_samples", 40}, {"test_samples", 8}, {"features", 100}, {"nnz", 4}},
+      {{"type", "svmlight"}, {"path", "d.svm"}, {"features", 5}, {"classes", 2}}};
+  for (const json& user : sets) {
+    Validator v;
+    const json data = resolve_data(user, "", v);
+    ASSERT_TRUE(v.ok()) << user.dump();
+    const DataShape shape = data_shape(data);
+    DataLoadContext ctx;
+    ctx.seed = 3;
+    ctx.base_dir = dir;
+    const DataSplit split = load_data_split(data, ctx);
+    EXPECT_EQ(shape.in, double(split.train.dim)) << user.dump();
+    EXPECT_EQ(shape.classes, split.train.classes) << user.dump();
+    EXPECT_EQ(shape.sparse, split.train.sparse()) << user.dump();
+    if (data["type"] != "svmlight") {  // svmlight's sample counts are measured when read
+      EXPECT_EQ(shape.train, double(split.train.n)) << user.dump();
+      EXPECT_EQ(shape.test, double(split.test.n)) << user.dump();
+    }
+    if (!shape.sparse) EXPECT_EQ(shape.image.size(), split.train.shape.size()) << user.dump();
+  }
+  // features and classes left to the file: the loader tells them before a model is built
+  Validator v;
+  const json svm = resolve_data({{"type", "svmlight"}, {"path", "d.svm"}}, "", v);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(data_shape(svm).in, 0);
+  size_t told_features = 0;
+  int told_classes = 0;
+  DataLoadContext ctx;
+  ctx.base_dir = dir;
+  ctx.check_sizes = [&](size_t features, int classes, const std::string&) {
+    told_features = features;
+    told_classes = classes;
+  };
+  const DataSplit split = load_data_split(svm, ctx);
+  EXPECT_EQ(told_features, split.train.dim);
+  EXPECT_EQ(told_features, 3u);
+  EXPECT_EQ(told_classes, 2);
+  // no samples (the quadratic's nominal data), or an unknown type: nothing to load
+  EXPECT_THROW(load_data_split({{"type", "none"}, {"samples", 10}}, DataLoadContext{}), std::logic_error);
+  EXPECT_THROW(load_data_split({{"type", "no_such_set"}}, DataLoadContext{}), std::logic_error);
 }

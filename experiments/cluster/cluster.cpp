@@ -29,35 +29,33 @@ namespace {
 // What `asgdsim cluster` cannot do with a run's config, each with its JSON path; checked
 // on every rank before anything is sent, so all ranks refuse alike.
 void check_supported(const RunSpec& run, int workers_available) {
-  const json& c = run.config;
+  const RunSettings& s = run.settings;
   Validator v;
-  const int workers = run.settings.workers;
+  const int workers = s.workers;
   if (workers != workers_available)
     v.error("cluster.workers", std::to_string(workers) + ", but the MPI job has " + std::to_string(workers_available) +
                                    " worker rank(s): start it with mpirun -np " + std::to_string(workers + 1) +
                                    " (rank 0 is the server)");
-  if (c["staleness"]["mode"] != "emergent")
-    v.error("staleness.mode", c["staleness"]["mode"].dump() + ": forced staleness is a simulator feature; a real run "
-                                                              "measures the staleness it gets (use emergent)");
-  if (c["cluster"]["network"]["precision"] != "fp32")
-    v.error("cluster.network.precision", c["cluster"]["network"]["precision"].dump() +
+  if (s.staleness != StalenessMode::Emergent)
+    v.error("staleness.mode", json(word_of(staleness_mode_words(), s.staleness)).dump() +
+                                  ": forced staleness is a simulator feature; a real run measures the staleness it "
+                                  "gets (use emergent)");
+  if (s.precision != Precision::Fp32)
+    v.error("cluster.network.precision", json(word_of(precision_words(), s.precision)).dump() +
                                              ": real transfers are fp32 (16-bit transfers are simulated only)");
-  if (c["cluster"]["network"]["compression"]["type"] != "none")
-    v.error("cluster.network.compression.type", c["cluster"]["network"]["compression"]["type"].dump() +
+  if (s.compression.type != CompressionSpec::Type::None)
+    v.error("cluster.network.compression.type", json(compression_type_name(s.compression.type)).dump() +
                                                     ": real transfers are uncompressed (compression is simulated only)");
-  if (c["cluster"].contains("topology"))  // the real machines' links are what they are
+  if (s.topology.boxes > 0)  // the real machines' links are what they are
     v.error("cluster.topology", "boxes and links are simulated only: a real run uses the machines mpirun starts "
                                 "(remove cluster.topology)");
-  if (c["engine"].value("comm", std::string("ps")) != "ps")
-    v.error("engine.comm", c["engine"]["comm"].dump() + ": a real run exchanges through the parameter-server rank "
-                                                        "(collectives are simulated only; use \"ps\")");
-  if (c["engine"].value("late", std::string("drop")) == "cancel")
-    v.error("engine.late", "\"cancel\": a real worker rank cannot abandon a step under way in this protocol "
-                           "(cancellation is simulated only; use \"drop\")");
-  if (run.settings.failure_rate > 0)
+  const json& engine = run.config["engine"];  // validated: its type is an engine's
+  if (const EngineType* type = find_engine_type(engine["type"].get<std::string>()); type->check_real)
+    type->check_real(engine, v);
+  if (s.failure_rate > 0)
     v.error("cluster.failures.rate", "failures at a rate are simulated only (real failures: failures.events)");
-  for (size_t i = 0; i < run.settings.failures.size(); ++i)
-    if (run.settings.failures[i].down_for != kNever)
+  for (size_t i = 0; i < s.failures.size(); ++i)
+    if (s.failures[i].down_for != kNever)
       v.error("cluster.failures.events[" + std::to_string(i) + "].down_for",
               "a real worker that died stays dead (set down_for to 0)");
   if (!v.ok()) throw ConfigError(run.run_id + " (asgdsim cluster)", v.issues());

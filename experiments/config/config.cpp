@@ -1,11 +1,10 @@
 // experiments/config/config.cpp — binding a config: each run's sections are validated with
 // the declarations of the components that own them (sim/run/settings.cpp, the engines'
 // files, sim/models/catalog.cpp, sim/timing/distribution.cpp) and bound into the run's
-// RunSettings in the same pass; the data-set catalog (not yet a family of its own),
-// overrides and sweep expansion.
+// RunSettings in the same pass (the data sets: sim/data/catalog.cpp); overrides and sweep
+// expansion.
 #include "experiments/config/config.h"
 #include "sim/models/catalog.h"
-#include <unistd.h>
 #include <algorithm>
 #include <charconv>
 #include <cerrno>
@@ -16,7 +15,7 @@
 #include <optional>
 #include <sstream>
 #include "engines/engine_registry.h"
-#include "sim/data/dataset.h"
+#include "sim/data/catalog.h"
 #include "kernels/model.h"
 #include "experiments/run/resources.h"
 #include "sim/run/atomic_file.h"
@@ -40,42 +39,8 @@ using keys::boolean;
 using keys::any;
 using keys::list;
 
-const std::string kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
-
 
 // -------- checks that need more than one key --------
-
-// data.image: [channels, height, width] or []; features, when left out, is their product.
-void resolve_image(const json& user_data, json& data, Validator& v) {
-  if (!data.is_object() || !data.contains("image") || !data["image"].is_array() || data["image"].empty()) return;
-  const json& i = data["image"];
-  if (i.size() != 3) {
-    v.error("data.image", "expected [channels, height, width] (or [] for flat samples), got " + brief(i));
-    return;
-  }
-  auto shape = data_image(data);
-  if (!shape) return;  // the list's values were reported already
-  const int64_t product = int64_t(shape->size());
-  const bool given = user_data.is_object() && user_data.contains("features");
-  // features derived from the image must respect features' own range (issue 31)
-  const double cap = [] {
-    for (const auto& c : data_catalog())
-      if (c.name == "synthetic")
-        for (const auto& p : c.params)
-          if (p.name == "features") return effective_max(p);
-    return kDefaultIntegerMax;
-  }();
-  if (!given && double(product) > cap) {
-    v.error("data.image", i.dump() + " holds " + std::to_string(product) + " values per sample, more than data.features "
-                          "may be (" + brief(json(cap)) + ")");
-    return;
-  }
-  if (!given) data["features"] = product;
-  else if (data["features"].is_number_integer() && data["features"].get<int64_t>() != product)
-    v.error("data.features", "is " + data["features"].dump() + " but data.image " + i.dump() + " holds " +
-                                 std::to_string(product) + " values per sample: leave features out, or set it to " +
-                                 std::to_string(product));
-}
 
 std::string sanitize(const std::string& s);  // a run-id label: characters outside [A-Za-z0-9._=-] become _
 std::string value_text(const json& v);
@@ -271,10 +236,8 @@ json resolve_run(const json& u, Validator& v, RunSettings& s) {
   const std::string model_type = text_of(model, "type");
   const ModelType* model_kind = find_model_type(model_type);
   const std::string default_data = model_kind ? model_kind->default_data() : "synthetic";
-  json data = v.component(u.value("data", json::object()), "data", "type", data_catalog(), {}, default_data);
-  resolve_image(u.value("data", json::object()), data, v);
-  if (text_of(data, "type") == "none" && data.contains("samples") && data["samples"].is_number_integer())
-    s.nominal_train_size = data["samples"].get<size_t>();
+  const size_t data_issues = v.issues().size();
+  json data = resolve_data(u.value("data", json::object()), default_data, v);
   out["data"] = data;
   check_model_data(model, data, data_image(data), v);
   if (data.is_object() && data.value("partition", json("iid")) != "iid") {  // sim/data/partition.h
@@ -282,9 +245,11 @@ json resolve_run(const json& u, Validator& v, RunSettings& s) {
     if (text_of(data, "task") == "regression" || (model_kind && (model_kind->reads == ModelType::Reads::None || model_kind->task == ModelType::Task::Regression)))
       v.error("data.partition", "\"" + kind + "\" splits the training set by label: it needs a classification "
                                 "set that the model reads (use \"iid\")");
-    s.partition.kind = kind == "shards" ? PartitionSpec::Kind::Shards : PartitionSpec::Kind::Dirichlet;
-    if (data["partition_alpha"].is_number()) s.partition.alpha = data["partition_alpha"].get<double>();
-    if (data["partition_shards"].is_number_integer()) s.partition.shards = data["partition_shards"].get<int>();
+  }
+  if (v.issues().size() == data_issues) {  // the data's keys valid: bind what the run reads of them
+    const DataType& type = *find_data_type(data["type"].get<std::string>());
+    if (type.labelled) set_fields(partition_fields(), data, s.partition);
+    if (type.layout == DataType::Layout::None) s.nominal_train_size = size_t(data_shape(data).train);
   }
 
   json train = settings_section("train").bind(u.value("train", json::object()), "train", v, s, {"lr_schedule"});
@@ -447,20 +412,6 @@ std::string describe_run(const RunSpec& run) {
 
 }  // namespace
 
-// The data's samples as images, when the config says (Fashion-MNIST, or synthetic data
-// with an image): height x width x channels.
-std::optional<Shape> data_image(const json& data) {
-  const std::string d = text_of(data, "type");
-  if (d == "fashion_mnist") return Shape{28, 28, 1};
-  if (d == "synthetic" && data.contains("image") && data["image"].is_array() && data["image"].size() == 3) {
-    const json& i = data["image"];
-    for (const auto& x : i)
-      if (!x.is_number_integer() || x.get<int64_t>() < 1 || x.get<int64_t>() > 1000000) return std::nullopt;
-    return Shape{int(i[1].get<int64_t>()), int(i[2].get<int64_t>()), int(i[0].get<int64_t>())};
-  }
-  return std::nullopt;
-}
-
 // ------------------------------------------------------------------ catalogs
 
 const std::vector<SectionInfo>& section_catalog() {
@@ -482,72 +433,6 @@ const std::vector<SectionInfo>& section_catalog() {
     return out;
   }();
   return sections;
-}
-
-namespace {
-// The keys of a labelled data set that split it over the workers (sim/data/partition.h).
-std::vector<ParamInfo> with_partition(std::vector<ParamInfo> keys) {
-  keys.push_back(str("partition", "iid",
-                     "how the training set is split over the workers: \"iid\" one shared sample stream; \"shards\" "
-                     "label-sorted shards dealt to the workers; \"dirichlet\" each class split by Dirichlet(alpha) "
-                     "shares (Hsu et al. 2019); each worker then draws from its own part",
-                     {"iid", "shards", "dirichlet"}));
-  keys.push_back(num("partition_alpha", 0.5, "dirichlet: concentration (0.1 highly skewed; large: near IID)", 0, true));
-  keys.push_back(integer("partition_shards", 2, "shards: label-sorted shards per worker", 1, 1000000));
-  return keys;
-}
-}  // namespace
-
-const std::vector<ComponentInfo>& data_catalog() {
-  static const std::vector<ComponentInfo> c = {
-      {"none", "no data (quadratic model); samples only define the epoch length",
-       {integer("samples", 1024, "nominal samples per epoch", 1)}},
-      {"synthetic", "generated from the seed: Gaussian inputs, a random teacher model",
-       with_partition({str("task", "classification", "classification or regression", {"classification", "regression"}),
-        integer("classes", 10, "classes (classification)", 2, 1000),
-        integer("features", 20, "input dimension", 1, 100000),
-        integer("train_samples", 4096, "training samples", 1, 1e8),
-        integer("test_samples", 1024, "test samples", 1, 1e8),
-        num("noise", 0.1, "std of noise on the teacher's logits or targets", 0),
-        list("image", ParamType::IntegerList, json::array(),
-             "the samples' shape as images, [channels, height, width] (features is then their product; stored "
-             "channels last); [] = flat",
-             1)})},
-      {"fashion_mnist", "Fashion-MNIST (28x28 grey images, 10 classes) from IDX files",
-       with_partition({str("path", kFashionMnistDir, "folder with the four IDX .gz files (Debian: dataset-fashion-mnist)"),
-                       integer("train_limit", 0, "use only the first so many training images (0 = all 60000)"),
-                       integer("test_limit", 0, "use only the first so many test images (0 = all 10000)")})},
-      {"sparse_synthetic",
-       "sparse click-through-like classification data generated from the seed: nnz one-hot fields, Zipf feature "
-       "popularity within each, labels from a hidden linear teacher (the sparse models' default data)",
-       with_partition({integer("features", 100000, "features, split into nnz equal fields", 1, 1e7),
-        integer("nnz", 20, "features per sample: one from each field (<= features)", 1, 1000),
-        num("zipf", 1.1, "popularity exponent: a field's feature of rank k is drawn with probability ~ k^-zipf "
-                         "(0: uniform)", 0, false, 5),
-        integer("classes", 2, "classes", 2, 1000),
-        integer("train_samples", 10000, "training samples", 1, 1e8),
-        integer("test_samples", 2000, "test samples", 1, 1e8),
-        num("noise", 0.1, "std of the noise on the teacher's logits", 0)})},
-      {"svmlight", "LIBSVM/svmlight text files (RCV1, news20, Criteo in LIBSVM form), plain or gzip (sparse models)",
-       with_partition({str("path", nullptr, "training file (a relative path is from the config's folder)"),
-        str("test_path", "", "test file; empty: the last `holdout` share of path's samples is the test set"),
-        num("holdout", 0.1, "share of path's samples held out as the test set when test_path is empty", 0, true, 0.9),
-        integer("features", 0, "features (indices beyond are errors); 0: one past the largest index in the files", 0,
-                2147483647),
-        integer("index_base", 1, "index of the first feature: 1 (LIBSVM) or 0", 0, 1),
-        integer("classes", 0, "classes; 0: from the labels (-1/+1: 2; else the largest class number + 1)", 0, 1000)})},
-      {"torch", "PyTorch datasets from Python (model.type torch only; docs/python.md): map-style, each item "
-                "(input, target), or a pair of tensors",
-       with_partition({str("module", "",
-                           "FILE.py:FACTORY: a zero-argument function in FILE (relative to the config's folder) "
-                           "returning the training set, or (training set, test set); \"\": the caller gives them "
-                           "(asgdsim.run(data=..., test_data=...), python3 -m asgdsim run --data)"),
-                       integer("train_limit", 0, "use only the first so many training samples (0 = all)"),
-                       integer("test_limit", 0, "use only the first so many test samples (0 = all)"),
-                       integer("classes", 0, "classes (accuracy, label partitions); 0: from the targets when "
-                                             "they are integers (the largest + 1), else none (regression)", 0, 1000000)})},
-  };
-  return c;
 }
 
 const std::vector<ComponentInfo>& staleness_catalog() {
@@ -921,21 +806,7 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
     const json& d = run.config["data"];
     if (!d.is_object() || std::find(data_checked.begin(), data_checked.end(), d) != data_checked.end()) continue;
     data_checked.push_back(d);
-    const std::string type = text_of(d, "type");
-    auto path_of = [&](const char* key) {
-      const std::string p = text_of(d, key);
-      return !p.empty() && p[0] != '/' && !base_dir.empty() ? base_dir + "/" + p : p;
-    };
-    if (type == "fashion_mnist") {
-      const std::string problem = fashion_mnist_missing(path_of("path"));
-      if (!problem.empty()) v.error("data.path", problem);
-    } else if (type == "svmlight") {
-      for (const char* key : {"path", "test_path"}) {
-        const std::string p = path_of(key);
-        if (!p.empty() && ::access(p.c_str(), R_OK) != 0)
-          v.error(std::string("data.") + key, p + ": cannot be read: " + std::strerror(errno));
-      }
-    }
+    check_data_files(d, base_dir, v);
   }
 
   // Trace files are read now, so a missing file or a bad line is invalid input, not a

@@ -1,16 +1,15 @@
 // experiments/config/config.h — experiment configs: load (JSON syntax errors with line and
 // column), --set overrides, strict validation of the whole schema with every default
 // filled and each run's typed settings bound in the same pass, and expansion into runs
-// (engine x sweep point x repeat). Also the data-set catalog, and the staleness and
-// learning-rate-schedule catalogs as `asgdsim list` reads them.
+// (engine x sweep point x repeat). Also the staleness and learning-rate-schedule catalogs
+// as `asgdsim list` reads them (the data sets': sim/data/catalog.h).
 #pragma once
-#include <optional>
 #include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
 #include "sim/config/validator.h"
-#include "kernels/shape.h"
 #include "sim/config/param.h"
+#include "sim/data/catalog.h"
 #include "sim/models/catalog.h"
 #include "sim/run/settings.h"
 
@@ -39,9 +38,6 @@ struct Experiment {
 // Reads and parses a JSON file; throws ConfigError naming file, line and column.
 json load_json_file(const std::string& path);
 
-// The data's samples as images, when the data config says (Fashion-MNIST, or synthetic
-// data with an `image`): height x width x channels; nullopt for flat or sparse samples.
-std::optional<Shape> data_image(const json& data);
 // Applies KEY.PATH=VALUE overrides (VALUE parsed as JSON, else taken as a string);
 // "engines[1].type" and "engines.1.type" both address a list element.
 void apply_overrides(json& config, const std::vector<std::string>& sets, const std::string& source);
@@ -49,7 +45,6 @@ void apply_overrides(json& config, const std::vector<std::string>& sets, const s
 Experiment resolve_experiment(const json& user, const std::string& source, const std::string& base_dir);
 
 // Catalogs for validation and `asgdsim list`.
-const std::vector<ComponentInfo>& data_catalog();
 const std::vector<ComponentInfo>& staleness_catalog();
 const std::vector<ComponentInfo>& lr_schedule_catalog();
 struct SectionInfo {

@@ -4,6 +4,7 @@
 // per-worker and per-row constants were measured (docs/reliability.md).
 #include "experiments/run/resources.h"
 #include "experiments/config/config.h"
+#include "sim/data/catalog.h"
 #include "sim/data/dataset.h"
 #include "sim/data/idx_reader.h"  // DataError
 #include "sim/run/settings.h"
@@ -30,8 +31,6 @@ constexpr double kRowBytes = 512;
 // One trace span: the record (32 bytes), its JSON text when written (~110), growth.
 constexpr double kSpanBytes = 256;
 constexpr double kSpansPerGradient = 4;  // pull, compute, push, and an update instant
-// The Fashion-MNIST files' sizes (images 28x28).
-constexpr double kFashionTrain = 60000, kFashionTest = 10000, kFashionPixels = 784;
 
 double num(const json& j, const char* key, double fallback = 0) {
   auto it = j.find(key);
@@ -40,53 +39,6 @@ double num(const json& j, const char* key, double fallback = 0) {
 std::string text(const json& j, const char* key) {
   auto it = j.find(key);
   return it != j.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
-struct DataShape {
-  double train = 0, test = 0;  // samples
-  double in = 0;               // input dimension
-  int classes = 0;             // what a model is built for (0: regression)
-  double outputs() const { return std::max(1, classes); }  // the model's outputs
-  Shape image{1, 1, 1};        // one sample as an image (flat: 1 x 1 x in)
-  double stored_values = 0;    // floats' worth of bytes the data set occupies (both sets)
-  double raw_bytes = 0;        // bytes read before conversion (IDX pixels)
-  bool sparse = false;
-};
-
-DataShape data_shape(const json& data) {
-  DataShape d;
-  const std::string type = text(data, "type");
-  if (type == "synthetic") {
-    d.train = num(data, "train_samples");
-    d.test = num(data, "test_samples");
-    d.in = num(data, "features");
-    d.classes = text(data, "task") == "regression" ? 0 : int(num(data, "classes", 10));
-  } else if (type == "fashion_mnist") {
-    double tl = num(data, "train_limit"), sl = num(data, "test_limit");
-    d.train = tl > 0 ? std::min(tl, kFashionTrain) : kFashionTrain;
-    d.test = sl > 0 ? std::min(sl, kFashionTest) : kFashionTest;
-    d.in = kFashionPixels;
-    d.classes = 10;
-    d.raw_bytes = (kFashionTrain + kFashionTest) * (kFashionPixels + 1);
-  } else if (type == "sparse_synthetic" || type == "svmlight") {  // svmlight: measured when read
-    d.sparse = true;
-    d.in = num(data, "features");
-    d.classes = int(num(data, "classes", 2));
-    if (type == "sparse_synthetic") {
-      d.train = num(data, "train_samples");
-      d.test = num(data, "test_samples");
-      const double nnz = num(data, "nnz", 1);
-      d.stored_values = (double(sparse_bytes(uint64_t(d.train), uint64_t(d.train * nnz))) +
-                         double(sparse_bytes(uint64_t(d.test), uint64_t(d.test * nnz)))) / kFloat;
-    }
-    return d;
-  } else {  // none: the samples only count epochs
-    d.train = num(data, "samples", 1024);
-  }
-  if (auto image = data_image(data)) d.image = *image;
-  else d.image = Shape{1, 1, int(std::min(d.in, 2e9))};
-  d.stored_values = (d.train + d.test) * (d.in + 1);
-  return d;
 }
 
 double mean_speed_factor(const RunSettings& rs) {
@@ -207,7 +159,7 @@ MemoryEstimate estimate_run_memory(const json& c, const RunSettings& rs, const D
                      " (" + n(params) + " parameters)",
       (1 + state) * vec);
   const std::string history_key = rs.staleness != StalenessMode::Geometric ? "staleness.tau"
-                                  : num(c["staleness"], "max") > 0         ? "staleness.max"
+                                  : rs.staleness_max > 0                   ? "staleness.max"
                                                                             : "staleness.mean";
   add(history_key, "the " + n(history) + " parameter versions forced staleness keeps", history * vec);
 
@@ -236,14 +188,13 @@ MemoryEstimate estimate_run_memory(const json& c, const RunSettings& rs, const D
 
   // Data: inputs and labels as floats, on the host and in backend memory (the same RAM
   // on CPU backends), the raw file bytes while converting, and the sample order.
-  const std::string data_key = text(c["data"], "type") == "none" ? "data.samples" : "data";
   if (d.sparse)  // both copies while uploading, as stored (CSR)
-    add("data.train_samples", n(d.train) + " + " + n(d.test) + " sparse samples of " + n(num(c["data"], "nnz", 1)) +
+    add("data.train_samples", n(d.train) + " + " + n(d.test) + " sparse samples of " + n(d.features_per_sample) +
                                   " features each", 2 * d.stored_values * kFloat);
   else
     add("data", n(d.train) + " + " + n(d.test) + " samples x " + n(d.in) + " features", 2 * d.stored_values * kFloat);
   add("data", "the raw data files", d.raw_bytes);
-  add(data_key, "the sample order of " + n(d.train) + " samples", d.train * 4);
+  add(d.samples_key, "the sample order of " + n(d.train) + " samples", d.train * 4);
 
   // Metrics rows: the start, one per eval interval, the end. An interval in epochs is
   // checked after each update, so it gives at most one row per update.

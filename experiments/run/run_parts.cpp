@@ -17,12 +17,8 @@
 #include <set>
 #include "asgd/build_info.h"
 #include "sim/run/atomic_file.h"
-#include "sim/data/idx_reader.h"
 #include "sim/core/interrupt.h"
-#include "sim/models/external.h"
 #include "sim/run/recorder.h"
-#include "sim/data/sparse_synthetic.h"
-#include "sim/data/svmlight_reader.h"
 #include "experiments/run/resources.h"
 #include "kernels/rng.h"
 
@@ -55,81 +51,21 @@ bool read_json(const std::string& path, json& out) {
 // ---- data and models from a run config ----
 
 
-// Runs with equal keys share one loaded data set (synthetic data depends on the seed).
-json data_key(const json& cfg) {
-  json key = cfg["data"];
-  if (key["type"] == "synthetic" || key["type"] == "sparse_synthetic") key["seed"] = cfg["seed"];
-  return key;
-}
-
-namespace {
-// A config's path: relative ones are from the config's folder; "" stays "".
-std::string resolve_path(const std::string& path, const std::string& base_dir) {
-  return !path.empty() && path[0] != '/' && !base_dir.empty() ? base_dir + "/" + path : path;
-}
-}  // namespace
+json data_key(const json& cfg) { return data_share_key(cfg["data"], cfg["seed"]); }
 
 std::shared_ptr<LoadedData> load_data(const RunSpec& run, const std::string& base_dir) {
-  const json& cfg = run.config;
-  const json& d = cfg["data"];
-  std::string type = d["type"];
+  const json& d = run.config["data"];
   auto out = std::make_shared<LoadedData>();
-  out->key = data_key(cfg);
-  if (type == "none") return out;
-  if (type == "synthetic") {
-    SyntheticSpec s;
-    s.classification = d["task"] == "classification";
-    s.classes = s.classification ? d["classes"].get<int>() : 0;
-    s.features = d["features"];
-    s.train_samples = d["train_samples"];
-    s.test_samples = d["test_samples"];
-    s.noise = d["noise"];
-    if (auto image = data_image(d)) s.image = *image;  // data.image [channels, height, width]; [] = flat
-    out->host = make_synthetic(s, cfg["seed"].get<uint64_t>());
-  } else if (type == "sparse_synthetic") {
-    SparseSyntheticSpec s;
-    s.features = d["features"];
-    s.nnz = d["nnz"];
-    s.zipf = d["zipf"];
-    s.classes = d["classes"];
-    s.train_samples = d["train_samples"];
-    s.test_samples = d["test_samples"];
-    s.noise = d["noise"];
-    out->host = make_sparse_synthetic(s, cfg["seed"].get<uint64_t>());
-  } else if (type == "svmlight") {
-    SvmlightSpec s;
-    s.path = resolve_path(d["path"], base_dir);
-    s.test_path = resolve_path(d["test_path"], base_dir);
-    s.holdout = d["holdout"];
-    s.features = d["features"];
-    s.index_base = d["index_base"];
-    s.classes = d["classes"];
-    out->host = load_svmlight(s);
-    // The files told the features and classes the config left at 0: the model built on
-    // them must fit too (an index of 2147483647, or a label of 1e9, in a 1 KB file).
-    if (s.features == 0 || s.classes == 0) {
-      const HostDataset& t = out->host.train;
-      std::string from = "data.path: " + s.path + (s.test_path.empty() ? "" : " and " + s.test_path) + " (";
-      if (s.features == 0)
-        from += "its largest feature index is " + std::to_string(int64_t(t.dim) - 1 + s.index_base) +
-                (s.classes == 0 ? "; " : ")");
-      if (s.classes == 0) from += "its labels make " + std::to_string(t.classes) + " classes)";
-      check_memory_with_data(cfg, run.settings, base_dir, t.dim, t.classes, from);
-    }
-  } else if (type == "fashion_mnist") {
-    out->host = load_fashion_mnist(resolve_path(d["path"], base_dir), d["train_limit"], d["test_limit"]);
-  } else if (type == "torch") {
-    std::shared_ptr<ExternalProvider> p = external_provider();
-    if (!p) throw UsageError(external_provider_missing("data.type"));
-    ExternalDataConfig e;
-    e.module = d["module"];
-    e.train_limit = d["train_limit"];
-    e.test_limit = d["test_limit"];
-    e.classes = d["classes"];
-    out->host = p->load_data(e, ExternalContext{base_dir});
-  } else {  // validation knows every type; a new one must be loaded here, never fall back to another
-    throw std::logic_error("load_data: no loader for data type '" + type + "'");
-  }
+  out->key = data_key(run.config);
+  const DataType* type = find_data_type(text_of(d, "type"));
+  if (type && type->layout == DataType::Layout::None) return out;  // no samples: nothing to load
+  DataLoadContext ctx;
+  ctx.seed = run.settings.seed;
+  ctx.base_dir = base_dir;
+  ctx.check_sizes = [&](size_t features, int classes, const std::string& source) {
+    check_memory_with_data(run.config, run.settings, base_dir, features, classes, source);
+  };
+  out->host = load_data_split(d, ctx);  // an unknown type: std::logic_error
   out->train = upload(out->host.train);
   out->test = upload(out->host.test);
   for (HostDataset* h : {&out->host.train, &out->host.test})

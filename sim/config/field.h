@@ -11,6 +11,7 @@
 // own; checks across keys belong to the component that owns them.
 #pragma once
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -63,6 +64,14 @@ Field<S> choice_field(E S::*member, ParamInfo info, std::vector<std::pair<std::s
 template <class S>
 Field<S> unbound(ParamInfo info) {
   return {std::move(info), {}};
+}
+
+// The word of an enum value in a choice_field's list (the value is one of them).
+template <class E>
+const std::string& word_of(const std::vector<std::pair<std::string, E>>& words, E value) {
+  for (const auto& w : words)
+    if (w.second == value) return w.first;
+  throw std::logic_error("word_of: a value without its word");
 }
 
 template <class S>

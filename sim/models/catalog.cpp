@@ -3,6 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 #include "sim/core/errors.h"
+#include "sim/data/catalog.h"
 #include "sim/models/external.h"
 
 namespace asgd {
@@ -343,31 +344,36 @@ void check_model_data(const json& model, const json& data, const std::optional<S
   if (!t) return;
   using Reads = ModelType::Reads;
   using Task = ModelType::Task;
-  if (t->reads == Reads::External) {  // any dense data, native or its own; the module's loss says the task
-    if (d == "none" || d == "sparse_synthetic" || d == "svmlight")
-      v.error("data.type", "model '" + m + "' reads dense samples: synthetic, fashion_mnist or torch (got '" + d + "')");
+  using Layout = DataType::Layout;
+  // what the data's samples are (an unknown type, reported at data.type, counts as dense)
+  const DataType* data_type = find_data_type(d);
+  const Layout layout = data_type ? data_type->layout : Layout::Dense;
+  if (t->reads == Reads::External) {  // any dense samples, native or its own; the module's loss says the task
+    if (layout != Layout::Dense && layout != Layout::External)
+      v.error("data.type", "model '" + m + "' reads dense samples: " + data_type_names(Layout::Dense) + " or " +
+                               data_type_names(Layout::External) + " (got '" + d + "')");
     if (t->check) t->check(model, data, image, v);
     return;
   }
-  if (d == "torch") {
-    v.error("data.type", "data \"torch\" (a PyTorch dataset) is read by model.type \"torch\" only, not by '" + m + "'");
+  if (layout == Layout::External) {
+    v.error("data.type", "data '" + d + "' lives outside the simulator: only model.type torch reads it, not '" + m + "'");
     return;
   }
   if (t->reads == Reads::None) {
-    if (d != "none") v.error("data.type", "the " + m + " model reads no data: use \"none\" (got '" + d + "')");
+    if (layout != Layout::None) v.error("data.type", "the " + m + " model reads no data: use \"none\" (got '" + d + "')");
     if (t->check) t->check(model, data, image, v);
     return;
   }
   const bool sparse_model = t->reads == Reads::Sparse;
-  const bool sparse_data = d == "sparse_synthetic" || d == "svmlight";
-  if (d == "none") {
-    v.error("data.type", "model '" + m + "' needs data: " +
-                             (sparse_model ? "sparse_synthetic or svmlight" : "synthetic or fashion_mnist"));
+  const bool sparse_data = layout == Layout::Sparse;
+  const std::string sparse_sets = data_type_names(Layout::Sparse), dense_sets = data_type_names(Layout::Dense);
+  if (layout == Layout::None) {
+    v.error("data.type", "model '" + m + "' needs data: " + (sparse_model ? sparse_sets : dense_sets));
     return;
   }
   if (sparse_model != sparse_data) {
-    v.error("data.type", sparse_model ? "model '" + m + "' reads sparse data: sparse_synthetic or svmlight (got '" + d + "')"
-                                      : "model '" + m + "' reads dense data: synthetic or fashion_mnist; for '" + d +
+    v.error("data.type", sparse_model ? "model '" + m + "' reads sparse data: " + sparse_sets + " (got '" + d + "')"
+                                      : "model '" + m + "' reads dense data: " + dense_sets + "; for '" + d +
                                             "' use sparse_logistic or sparse_softmax");
     return;
   }

@@ -4,7 +4,7 @@
 // and data), how it is built from the data's shape (kernels/model.h), and so its sizes:
 // the memory estimate asks the built model for its parameters and its workspace per
 // sample (Model::num_params, Model::floats_per_sample), instead of keeping its own sums.
-// What it is not: the models' numerics (kernels/models/) or the data sets (sim/data/dataset.h).
+// What it is not: the models' numerics (kernels/models/) or the data sets (sim/data/catalog.h).
 #pragma once
 #include <functional>
 #include <memory>

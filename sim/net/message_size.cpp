@@ -6,11 +6,26 @@
 
 namespace asgd {
 
+namespace {
+// The compression types as the config writes them.
+struct CompressionWord {
+  const char* word;
+  CompressionSpec::Type type;
+};
+constexpr CompressionWord kCompressionWords[] = {
+    {"none", CompressionSpec::Type::None}, {"topk", CompressionSpec::Type::TopK}, {"int8", CompressionSpec::Type::Int8}};
+}  // namespace
+
 CompressionSpec::Type compression_type(const std::string& name) {
-  if (name == "none") return CompressionSpec::Type::None;
-  if (name == "topk") return CompressionSpec::Type::TopK;
-  if (name == "int8") return CompressionSpec::Type::Int8;
+  for (const auto& w : kCompressionWords)
+    if (name == w.word) return w.type;
   throw std::invalid_argument("compression type '" + name + "' (allowed: none, topk, int8)");
+}
+
+const char* compression_type_name(CompressionSpec::Type type) {
+  for (const auto& w : kCompressionWords)
+    if (type == w.type) return w.word;
+  return "?";  // unreachable: every Type has its word above
 }
 
 size_t topk_count(double ratio, size_t n) {

@@ -21,6 +21,7 @@ struct CompressionSpec {
   bool error_feedback = false;  // keep what was not sent in a per-worker residual
 };
 CompressionSpec::Type compression_type(const std::string& name);  // "none", "topk", "int8"
+const char* compression_type_name(CompressionSpec::Type type);    // its word, as the config writes it
 
 // Values a top-k push keeps of n: ceil(ratio x n), at least 1 and at most n.
 size_t topk_count(double ratio, size_t n);

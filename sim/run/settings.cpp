@@ -155,7 +155,7 @@ std::vector<Section<S>> make_sections() {
         choice_field(&S::precision,
                      str("precision", "fp32",
                          "format of pulled parameters and pushed gradients (16-bit: half the bytes, values rounded)"),
-                     {{"fp32", Precision::Fp32}, {"fp16", Precision::Fp16}, {"bf16", Precision::Bf16}}),
+                     precision_words()),
         field(&S::sparse_pull,
               boolean("sparse_pull", true,
                       "sparse models: a gradient step pulls only the table rows its minibatch reads (and the dense "
@@ -295,15 +295,27 @@ const Family<RunSettings>& lr_schedule_family() {
   return f;
 }
 
+const std::vector<std::pair<std::string, StalenessMode>>& staleness_mode_words() {
+  static const std::vector<std::pair<std::string, StalenessMode>> w = {{"emergent", StalenessMode::Emergent},
+                                                                       {"fixed", StalenessMode::Fixed},
+                                                                       {"uniform", StalenessMode::Uniform},
+                                                                       {"geometric", StalenessMode::Geometric}};
+  return w;
+}
+
+const std::vector<std::pair<std::string, Precision>>& precision_words() {
+  static const std::vector<std::pair<std::string, Precision>> w = {
+      {"fp32", Precision::Fp32}, {"fp16", Precision::Fp16}, {"bf16", Precision::Bf16}};
+  return w;
+}
+
 const Family<RunSettings>& staleness_family() {
   static const Family<S> f = [] {
     Family<S> f;
     f.type_key = "mode";
     f.set_type = [](S& s, const std::string& mode) {
-      s.staleness = mode == "fixed"       ? StalenessMode::Fixed
-                    : mode == "uniform"   ? StalenessMode::Uniform
-                    : mode == "geometric" ? StalenessMode::Geometric
-                                          : StalenessMode::Emergent;
+      for (const auto& w : staleness_mode_words())
+        if (w.first == mode) s.staleness = w.second;
     };
     // The forced modes' window (emergent has none).
     std::vector<Field<S>> window = {

@@ -157,6 +157,10 @@ const Section<FailureEvent>& failure_event_section();
 // needs momentum > 0 and sgd; momentum and nesterov are sgd's (Adam's momentum is beta1);
 // weight_decay is adam's and adamw's.
 void check_optimizer(const nlohmann::json& train, Validator& v);
+// The words the config writes for staleness.mode and cluster.network.precision: the keys
+// bind with them, and messages name a bound value with them (word_of, sim/config/field.h).
+const std::vector<std::pair<std::string, StalenessMode>>& staleness_mode_words();
+const std::vector<std::pair<std::string, Precision>>& precision_words();
 // train.lr_schedule (by "type") and staleness (by "mode").
 const Family<RunSettings>& lr_schedule_family();
 const Family<RunSettings>& staleness_family();

@@ -1,0 +1,384 @@
+// sim/data/catalog.cpp — the data sets, each with its keys, derived keys, sizes, file checks
+// and loader (see catalog.h).
+#include "sim/data/catalog.h"
+#include <unistd.h>
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include "sim/data/sparse_synthetic.h"
+#include "sim/data/svmlight_reader.h"
+#include "sim/models/external.h"
+
+namespace asgd {
+namespace {
+
+using keys::integer;
+using keys::list;
+using keys::num;
+using keys::str;
+using Layout = DataType::Layout;
+
+constexpr double kFloat = 4;  // bytes per stored value
+
+// A data set whose keys fill `Config`: shape and load bind a Config from the validated
+// object. A labelled set also accepts the partition keys (bound to the run's settings,
+// not to Config). `load` is empty exactly for a set of layout None.
+template <class Config>
+DataType data_type(std::string name, std::string doc, Layout layout, bool labelled, bool seeded,
+                   std::vector<Field<Config>> fields, std::function<DataShape(const Config&)> shape,
+                   std::function<DataSplit(const Config&, const DataLoadContext&)> load) {
+  if ((layout == Layout::None) != !load) throw std::logic_error("data type " + name + ": a loader iff it has samples");
+  DataType t;
+  t.name = std::move(name);
+  t.doc = std::move(doc);
+  t.params = params_of(fields);
+  if (labelled)
+    for (const auto& f : partition_fields()) t.params.push_back(f.info);
+  t.layout = layout;
+  t.labelled = labelled;
+  t.seeded = seeded;
+  auto bind = [fields](const json& data) {
+    Config c;
+    set_fields(fields, data, c);
+    return c;
+  };
+  t.shape = [bind, shape](const json& data) { return shape(bind(data)); };
+  if (load) t.load = [bind, load](const json& data, const DataLoadContext& ctx) { return load(bind(data), ctx); };
+  return t;
+}
+
+// A dense set's sizes: flat samples unless `image`; inputs and labels stored as floats.
+DataShape dense_shape(double train, double test, double in, int classes, std::optional<Shape> image) {
+  DataShape d;
+  d.train = train;
+  d.test = test;
+  d.in = in;
+  d.classes = classes;
+  d.image = image ? *image : Shape{1, 1, int(std::min(in, 2e9))};
+  d.stored_values = (train + test) * (in + 1);
+  return d;
+}
+
+// ---- none: the quadratic model's nominal epoch ----
+
+struct NoneKeys {
+  size_t samples{};
+};
+
+DataType none() {
+  using C = NoneKeys;
+  DataType t = data_type<C>(
+      "none", "no data (quadratic model); samples only define the epoch length", Layout::None, /*labelled=*/false,
+      /*seeded=*/false, {field(&C::samples, integer("samples", 1024, "nominal samples per epoch", 1))},
+      [](const C& c) {
+        DataShape d = dense_shape(double(c.samples), 0, 0, 0, std::nullopt);
+        d.samples_key = "data.samples";
+        return d;
+      },
+      {});
+  return t;
+}
+
+// ---- synthetic: Gaussian inputs, a random teacher ----
+
+// data.image [channels, height, width] as height x width x channels; nullopt when it is
+// [] (flat) or holds values already reported (or too large for a Shape).
+std::optional<Shape> synthetic_image(const json& data) {
+  if (!data.contains("image") || !data["image"].is_array() || data["image"].size() != 3) return std::nullopt;
+  const json& i = data["image"];
+  for (const auto& x : i)
+    if (!x.is_number_integer() || x.get<int64_t>() < 1 || x.get<int64_t>() > 1000000) return std::nullopt;
+  return Shape{int(i[1].get<int64_t>()), int(i[2].get<int64_t>()), int(i[0].get<int64_t>())};
+}
+
+DataType synthetic() {
+  using C = SyntheticSpec;
+  const ParamInfo features = integer("features", 20, "input dimension", 1, 100000);
+  DataType t = data_type<C>(
+      "synthetic", "generated from the seed: Gaussian inputs, a random teacher model", Layout::Dense,
+      /*labelled=*/true, /*seeded=*/true,
+      {field<C>(str("task", "classification", "classification or regression", {"classification", "regression"}),
+                [](C& s, const json& v) { s.classification = v == "classification"; }),
+       field(&C::classes, integer("classes", 10, "classes (classification)", 2, 1000)), field(&C::features, features),
+       field(&C::train_samples, integer("train_samples", 4096, "training samples", 1, 1e8)),
+       field(&C::test_samples, integer("test_samples", 1024, "test samples", 1, 1e8)),
+       field(&C::noise, num("noise", 0.1, "std of noise on the teacher's logits or targets", 0)),
+       field<C>(list("image", ParamType::IntegerList, json::array(),
+                     "the samples' shape as images, [channels, height, width] (features is then their product; stored "
+                     "channels last); [] = flat",
+                     1),
+                [](C& s, const json& v) { s.image = synthetic_image({{"image", v}}); })},
+      [](const C& c) {
+        return dense_shape(double(c.train_samples), double(c.test_samples), double(c.features),
+                           c.classification ? c.classes : 0, c.image);
+      },
+      [](const C& c, const DataLoadContext& ctx) { return make_synthetic(c, ctx.seed); });
+  t.image = synthetic_image;
+  // data.image: [channels, height, width] or []; features, when left out, is their product.
+  t.resolve = [features](const json& user, json& data, Validator& v) {
+    if (!data.contains("image") || !data["image"].is_array() || data["image"].empty()) return;
+    const json& i = data["image"];
+    if (i.size() != 3) {
+      v.error("data.image", "expected [channels, height, width] (or [] for flat samples), got " + brief(i));
+      return;
+    }
+    auto shape = synthetic_image(data);
+    if (!shape) return;  // the list's values were reported already
+    const int64_t product = int64_t(shape->size());
+    const bool given = user.is_object() && user.contains("features");
+    // features derived from the image must respect features' own range (issue 31)
+    const double cap = effective_max(features);
+    if (!given && double(product) > cap) {
+      v.error("data.image", i.dump() + " holds " + std::to_string(product) +
+                                " values per sample, more than data.features may be (" + brief(json(cap)) + ")");
+      return;
+    }
+    if (!given) data["features"] = product;
+    else if (data["features"].is_number_integer() && data["features"].get<int64_t>() != product)
+      v.error("data.features", "is " + data["features"].dump() + " but data.image " + i.dump() + " holds " +
+                                   std::to_string(product) + " values per sample: leave features out, or set it to " +
+                                   std::to_string(product));
+  };
+  return t;
+}
+
+// ---- fashion_mnist: IDX files ----
+
+const char* const kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+// The files' sizes (images 28 x 28, one channel).
+constexpr double kFashionTrain = 60000, kFashionTest = 10000, kFashionPixels = 784;
+
+struct FashionMnistKeys {
+  std::string path;
+  size_t train_limit{}, test_limit{};
+};
+
+DataType fashion_mnist() {
+  using C = FashionMnistKeys;
+  DataType t = data_type<C>(
+      "fashion_mnist", "Fashion-MNIST (28x28 grey images, 10 classes) from IDX files", Layout::Dense,
+      /*labelled=*/true, /*seeded=*/false,
+      {field(&C::path, str("path", kFashionMnistDir, "folder with the four IDX .gz files (Debian: dataset-fashion-mnist)")),
+       field(&C::train_limit, integer("train_limit", 0, "use only the first so many training images (0 = all 60000)")),
+       field(&C::test_limit, integer("test_limit", 0, "use only the first so many test images (0 = all 10000)"))},
+      [](const C& c) {
+        const double tl = double(c.train_limit), sl = double(c.test_limit);
+        DataShape d = dense_shape(tl > 0 ? std::min(tl, kFashionTrain) : kFashionTrain,
+                                  sl > 0 ? std::min(sl, kFashionTest) : kFashionTest, kFashionPixels, 10,
+                                  Shape{28, 28, 1});
+        d.raw_bytes = (kFashionTrain + kFashionTest) * (kFashionPixels + 1);
+        return d;
+      },
+      [](const C& c, const DataLoadContext& ctx) {
+        return load_fashion_mnist(data_path(c.path, ctx.base_dir), c.train_limit, c.test_limit);
+      });
+  t.image = [](const json&) { return std::optional<Shape>(Shape{28, 28, 1}); };
+  t.check_files = [](const json& data, const std::string& base_dir, Validator& v) {
+    const std::string problem = fashion_mnist_missing(data_path(text_of(data, "path"), base_dir));
+    if (!problem.empty()) v.error("data.path", problem);
+  };
+  return t;
+}
+
+// ---- sparse_synthetic: generated CTR-like data ----
+
+DataType sparse_synthetic() {
+  using C = SparseSyntheticSpec;
+  return data_type<C>(
+      "sparse_synthetic",
+      "sparse click-through-like classification data generated from the seed: nnz one-hot fields, Zipf feature "
+      "popularity within each, labels from a hidden linear teacher (the sparse models' default data)",
+      Layout::Sparse, /*labelled=*/true, /*seeded=*/true,
+      {field(&C::features, integer("features", 100000, "features, split into nnz equal fields", 1, 1e7)),
+       field(&C::nnz, integer("nnz", 20, "features per sample: one from each field (<= features)", 1, 1000)),
+       field(&C::zipf, num("zipf", 1.1,
+                           "popularity exponent: a field's feature of rank k is drawn with probability ~ k^-zipf "
+                           "(0: uniform)",
+                           0, false, 5)),
+       field(&C::classes, integer("classes", 2, "classes", 2, 1000)),
+       field(&C::train_samples, integer("train_samples", 10000, "training samples", 1, 1e8)),
+       field(&C::test_samples, integer("test_samples", 2000, "test samples", 1, 1e8)),
+       field(&C::noise, num("noise", 0.1, "std of the noise on the teacher's logits", 0))},
+      [](const C& c) {
+        DataShape d;
+        d.sparse = true;
+        d.in = double(c.features);
+        d.classes = c.classes;
+        d.train = double(c.train_samples);
+        d.test = double(c.test_samples);
+        d.features_per_sample = double(c.nnz);
+        d.stored_values = (double(sparse_bytes(uint64_t(d.train), uint64_t(d.train * d.features_per_sample))) +
+                           double(sparse_bytes(uint64_t(d.test), uint64_t(d.test * d.features_per_sample)))) /
+                          kFloat;
+        return d;
+      },
+      [](const C& c, const DataLoadContext& ctx) { return make_sparse_synthetic(c, ctx.seed); });
+}
+
+// ---- svmlight: LIBSVM text files ----
+
+DataType svmlight() {
+  using C = SvmlightSpec;
+  DataType t = data_type<C>(
+      "svmlight", "LIBSVM/svmlight text files (RCV1, news20, Criteo in LIBSVM form), plain or gzip (sparse models)",
+      Layout::Sparse, /*labelled=*/true, /*seeded=*/false,
+      {field(&C::path, str("path", nullptr, "training file (a relative path is from the config's folder)")),
+       field(&C::test_path, str("test_path", "", "test file; empty: the last `holdout` share of path's samples is the "
+                                                 "test set")),
+       field(&C::holdout,
+             num("holdout", 0.1, "share of path's samples held out as the test set when test_path is empty", 0, true, 0.9)),
+       field(&C::features, integer("features", 0,
+                                   "features (indices beyond are errors); 0: one past the largest index in the files",
+                                   0, 2147483647)),
+       field(&C::index_base, integer("index_base", 1, "index of the first feature: 1 (LIBSVM) or 0", 0, 1)),
+       field(&C::classes, integer("classes", 0,
+                                  "classes; 0: from the labels (-1/+1: 2; else the largest class number + 1)", 0, 1000))},
+      // measured when read: the samples, and the sizes the config leaves at 0
+      [](const C& c) {
+        DataShape d;
+        d.sparse = true;
+        d.in = double(c.features);
+        d.classes = c.classes;
+        return d;
+      },
+      [](C c, const DataLoadContext& ctx) {
+        c.path = data_path(c.path, ctx.base_dir);
+        c.test_path = data_path(c.test_path, ctx.base_dir);
+        DataSplit split = load_svmlight(c);
+        // The files told the features and classes the config left at 0: the model built on
+        // them must fit too (an index of 2147483647, or a label of 1e9, in a 1 KB file).
+        if ((c.features == 0 || c.classes == 0) && ctx.check_sizes) {
+          const HostDataset& t = split.train;
+          std::string from = "data.path: " + c.path + (c.test_path.empty() ? "" : " and " + c.test_path) + " (";
+          if (c.features == 0)
+            from += "its largest feature index is " + std::to_string(int64_t(t.dim) - 1 + c.index_base) +
+                    (c.classes == 0 ? "; " : ")");
+          if (c.classes == 0) from += "its labels make " + std::to_string(t.classes) + " classes)";
+          ctx.check_sizes(t.dim, t.classes, from);
+        }
+        return split;
+      });
+  t.check_files = [](const json& data, const std::string& base_dir, Validator& v) {
+    for (const char* key : {"path", "test_path"}) {
+      const std::string p = data_path(text_of(data, key), base_dir);
+      if (!p.empty() && ::access(p.c_str(), R_OK) != 0)
+        v.error(std::string("data.") + key, p + ": cannot be read: " + std::strerror(errno));
+    }
+  };
+  return t;
+}
+
+}  // namespace
+
+const std::vector<Field<PartitionSpec>>& partition_fields() {
+  using P = PartitionSpec;
+  static const std::vector<Field<P>> f = {
+      choice_field(&P::kind,
+                   str("partition", "iid",
+                       "how the training set is split over the workers: \"iid\" one shared sample stream; \"shards\" "
+                       "label-sorted shards dealt to the workers; \"dirichlet\" each class split by Dirichlet(alpha) "
+                       "shares (Hsu et al. 2019); each worker then draws from its own part"),
+                   {{"iid", P::Kind::Iid}, {"shards", P::Kind::Shards}, {"dirichlet", P::Kind::Dirichlet}}),
+      field(&P::alpha, num("partition_alpha", 0.5, "dirichlet: concentration (0.1 highly skewed; large: near IID)", 0, true)),
+      field(&P::shards, integer("partition_shards", 2, "shards: label-sorted shards per worker", 1, 1000000))};
+  return f;
+}
+
+namespace {
+
+// ---- torch: PyTorch datasets, loaded by the Python package's provider ----
+
+DataType torch_data() {
+  using C = ExternalDataConfig;
+  return data_type<C>(
+      "torch",
+      "PyTorch datasets from Python (model.type torch only; docs/python.md): map-style, each item (input, target), "
+      "or a pair of tensors",
+      Layout::External, /*labelled=*/true, /*seeded=*/false,
+      {field(&C::module, str("module", "",
+                             "FILE.py:FACTORY: a zero-argument function in FILE (relative to the config's folder) "
+                             "returning the training set, or (training set, test set); \"\": the caller gives them "
+                             "(asgdsim.run(data=..., test_data=...), python3 -m asgdsim run --data)")),
+       field(&C::train_limit, integer("train_limit", 0, "use only the first so many training samples (0 = all)")),
+       field(&C::test_limit, integer("test_limit", 0, "use only the first so many test samples (0 = all)")),
+       field(&C::classes, integer("classes", 0,
+                                  "classes (accuracy, label partitions); 0: from the targets when they are integers "
+                                  "(the largest + 1), else none (regression)",
+                                  0, 1000000))},
+      [](const C& c) {  // what the config says; the sets' own sizes are known once the provider loads them
+        DataShape d = dense_shape(double(c.train_limit), double(c.test_limit), 0, c.classes, std::nullopt);
+        d.stored_values = 0;  // held by Python, not by the simulator
+        return d;
+      },
+      [](const C& c, const DataLoadContext& ctx) {
+        std::shared_ptr<ExternalProvider> p = external_provider();
+        if (!p) throw UsageError(external_provider_missing("data.type"));
+        return p->load_data(c, ExternalContext{ctx.base_dir});
+      });
+}
+
+}  // namespace
+
+const std::vector<DataType>& data_types() {
+  static const std::vector<DataType> types = {none(),           synthetic(), fashion_mnist(),
+                                              sparse_synthetic(), svmlight(), torch_data()};
+  return types;
+}
+
+const DataType* find_data_type(const std::string& name) { return find_named(data_types(), name); }
+
+const std::vector<ComponentInfo>& data_catalog() {
+  static const std::vector<ComponentInfo> c = catalog_of(data_types());
+  return c;
+}
+
+std::string data_type_names(DataType::Layout layout) {
+  std::string out;
+  for (const auto& t : data_types())
+    if (t.layout == layout) out += (out.empty() ? "" : " or ") + t.name;
+  return out;
+}
+
+json resolve_data(const json& user, const std::string& default_type, Validator& v) {
+  json data = v.component(user, "data", "type", data_catalog(), {}, default_type);
+  if (const DataType* t = find_data_type(text_of(data, "type")); t && t->resolve && data.is_object())
+    t->resolve(user, data, v);
+  return data;
+}
+
+std::optional<Shape> data_image(const json& data) {
+  const DataType* t = find_data_type(text_of(data, "type"));
+  return t && t->image ? t->image(data) : std::nullopt;
+}
+
+DataShape data_shape(const json& data) {
+  const DataType* t = find_data_type(text_of(data, "type"));
+  return t ? t->shape(data) : DataShape{};
+}
+
+void check_data_files(const json& data, const std::string& base_dir, Validator& v) {
+  const DataType* t = find_data_type(text_of(data, "type"));
+  if (t && t->check_files) t->check_files(data, base_dir, v);
+}
+
+json data_share_key(const json& data, const json& seed) {
+  json key = data;
+  const DataType* t = find_data_type(text_of(data, "type"));
+  if (t && t->seeded) key["seed"] = seed;
+  return key;
+}
+
+DataSplit load_data_split(const json& data, const DataLoadContext& ctx) {
+  const std::string type = text_of(data, "type");
+  const DataType* t = find_data_type(type);
+  // validation knows every type; a new one must be loaded by its own entry, never by another's
+  if (!t || !t->load) throw std::logic_error("load_data: no loader for data type '" + type + "'");
+  return t->load(data, ctx);
+}
+
+std::string data_path(const std::string& path, const std::string& base_dir) {
+  return !path.empty() && path[0] != '/' && !base_dir.empty() ? base_dir + "/" + path : path;
+}
+
+}  // namespace asgd
