@@ -368,7 +368,7 @@ TEST(CliHelp, EveryCommandDescribesEveryOption) {
       {"run", {"--set", "--out", "--threads", "--jobs", "--shard", "--rerun", "--supersede", "--wait", "--quiet", "--trace", "--help"}},
       {"validate", {"--set", "--help"}},
       {"cluster", {"--set", "--out", "--rerun", "--supersede", "--quiet", "--trace", "--help"}},
-      {"index", {"--quiet", "--help"}},
+      {"index", {"--quiet", "--wait", "--help"}},
       {"list", {"--markdown", "--help"}},
       {"bench", {"--threads", "--quick", "--only", "--json", "--repeats", "--data", "--batched-gradients", "--help"}}};
   for (const auto& [cmd, options] : commands) {

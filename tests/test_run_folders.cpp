@@ -271,6 +271,33 @@ TEST(IndexCommand, RefusesAFolderThatIsNoExperimentFolder) {
   EXPECT_FALSE(fs::exists(empty + "/index.csv"));
 }
 
+// While an `asgdsim run` (no --shard) makes the experiment, index is refused naming it, or
+// with --wait waits for it to end; then the index lists what the run wrote.
+TEST(IndexCommand, ARunningRunHoldsTheFolder) {
+  std::string dir = temp_dir("index");
+  json c = swept();
+  c.erase("sweep");
+  c["engines"] = json::parse(R"([{"type": "async"}])");
+  c["stop"]["updates"] = 100000000;
+  c["eval"] = {{"every", 100000}, {"unit", "updates"}};
+  write_text(dir + "/c.json", c.dump());
+  const std::string bin = ASGD_BINARY;
+  // the run in the background, once it holds OUT/base (its first run folder is written)
+  auto start = [&](const std::string& out) {
+    return bin + " run " + dir + "/c.json --quiet --out " + out + " & P=$!\n"
+           "for i in $(seq 1 1200); do [ -e " + out + "/base/async-seed1/config.json ] && break; sleep 0.05; done\n";
+  };
+  CommandResult refused =
+      run_command(start(dir + "/a") + bin + " index " + dir + "/a/base; rc=$?\nkill -INT $P; wait $P; exit $rc");
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("is in use by pid"), std::string::npos) << refused.output;
+  CommandResult waited = run_command(start(dir + "/b") + "(sleep 1; kill -INT $P) &\n" + bin + " index " + dir +
+                                     "/b/base --wait; rc=$?\nwait $P; exit $rc");
+  EXPECT_EQ(waited.exit_code, 0) << waited.output;
+  EXPECT_NE(waited.output.find("waiting for"), std::string::npos) << waited.output;
+  EXPECT_NE(waited.output.find("lists 1 run (1 interrupted)"), std::string::npos) << waited.output;
+}
+
 // docs/slurm.md's example as a Slurm job array would run it: each array task makes its
 // share of the runs on its own disk ($TMPDIR) and copies its run folders into the shared
 // folder; the merge step indexes them and checks the count against validate.

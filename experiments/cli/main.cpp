@@ -43,7 +43,7 @@ constexpr const char* kUsage =
     "  mpirun -np N+1 asgdsim cluster CONFIG.json [--set ...] [--out DIR] [--rerun] [--supersede] [--quiet] [--trace]\n"
     "                                                (real processes: rank 0 the server, N workers)\n"
     "  asgdsim validate CONFIG.json [--set KEY.PATH=VALUE]...\n"
-    "  asgdsim index OUT/NAME [--quiet]               (rebuilds index.csv from the run folders there)\n"
+    "  asgdsim index OUT/NAME [--quiet] [--wait]      (rebuilds index.csv from the run folders there)\n"
     "  asgdsim list [--markdown]\n"
     "  asgdsim bench [--threads N] [--quick] [--only a,b,c,d,e,f,g] [--json FILE] [--repeats R] [--data DIR]\n"
     "                [--batched-gradients K]\n"
@@ -354,7 +354,7 @@ std::string command_help(const std::string& cmd) {
     out << "\nCONFIG.json   the experiment config (JSON, comments allowed; keys: asgdsim list, docs/config.md)\n\n"
         << experiment_options(cmd, sets, ro, true, force_given);
   } else if (cmd == "index") {
-    out << "usage: asgdsim index OUT/NAME [--quiet]\n\n"
+    out << "usage: asgdsim index OUT/NAME [--quiet] [--wait]\n\n"
            "Rebuilds OUT/NAME/index.csv from the run folders there, as asgdsim run writes it (same\n"
            "columns and rows; atomic; under OUT/NAME/.index.lock): for an experiment whose runs were\n"
            "made on several machines' own disks (run --shard I/K) and copied together (docs/slurm.md).\n"
@@ -362,6 +362,7 @@ std::string command_help(const std::string& cmd) {
            "without experiment.json, without run folders, or holding run folders its experiment.json\n"
            "does not make.\n\noptions:\n"
            "  --quiet               print nothing but errors\n"
+           "  --wait                wait while an asgdsim run uses the folder (else exit 2)\n"
            "  -h [ --help ]         print this help and exit\n";
   } else if (cmd == "list") {
     out << "usage: asgdsim list [--markdown]\n\n"
@@ -495,12 +496,17 @@ int dispatch(int argc, char** argv, const MpiEnv& mpi) {
   if (cmd == "index") {
     if (mpi.size() > 1) throw UsageError("asgdsim index runs alone, not under mpirun");
     std::vector<std::string> args(argv + 2, argv + argc);
-    const bool quiet = std::find(args.begin(), args.end(), "--quiet") != args.end();
-    args.erase(std::remove(args.begin(), args.end(), "--quiet"), args.end());
+    auto flag = [&](const char* name) {
+      const bool given = std::find(args.begin(), args.end(), name) != args.end();
+      args.erase(std::remove(args.begin(), args.end(), name), args.end());
+      return given;
+    };
+    const bool quiet = flag("--quiet"), wait = flag("--wait");
     if (args.size() != 1 || args[0].empty() || args[0][0] == '-')
-      throw UsageError("index takes one experiment folder, OUT/<name> (and --quiet)");
-    rebuild_index(args[0], printable_command_line(argc, argv), quiet);
-    return 0;
+      throw UsageError("index takes one experiment folder, OUT/<name> (and --quiet, --wait)");
+    std::signal(SIGINT, on_signal);  // --wait polls for it
+    std::signal(SIGTERM, on_signal);
+    return rebuild_index(args[0], printable_command_line(argc, argv), quiet, wait) > 0 ? 0 : 130;
   }
   if (cmd != "run" && cmd != "validate" && cmd != "cluster") throw UsageError("unknown command '" + cmd + "'");
 

@@ -527,7 +527,7 @@ std::vector<size_t> run_order(const json& resolved, const json& run, std::string
 
 }  // namespace
 
-size_t rebuild_index(const std::string& dir, const std::string& command_line, bool quiet) {
+size_t rebuild_index(const std::string& dir, const std::string& command_line, bool quiet, bool wait) {
   namespace fs = std::filesystem;
   std::string exp_dir = dir;
   while (exp_dir.size() > 1 && exp_dir.back() == '/') exp_dir.pop_back();
@@ -540,7 +540,8 @@ size_t rebuild_index(const std::string& dir, const std::string& command_line, bo
       !resolved.contains("sweep") || !resolved["sweep"].is_object())
     throw IoError(exp_dir + " is not an experiment folder: it has no readable experiment.json (asgdsim run writes one "
                             "into OUT/<name>/, beside the run folders; copy it back with them)");
-  ExperimentLock lock(exp_dir, ExperimentLock::Mode::Shared, false, command_line, quiet);
+  ExperimentLock lock(exp_dir, ExperimentLock::Mode::Shared, wait, command_line, quiet);
+  if (!lock.held()) return 0;  // interrupted while waiting for it
 
   std::vector<std::pair<std::vector<size_t>, RunSpec>> found;
   std::vector<std::string> foreign;

@@ -50,13 +50,14 @@ std::string experiment_progress(size_t done, size_t total, double work, double e
 // the folders that shards made on machines' own disks are copied together; docs/slurm.md),
 // with the runner's rows (index_csv) and the runner's write (write_index: atomic, under
 // .index.lock), taking exp_dir/.lock shared, as a shard does (a running `asgdsim run`
-// without --shard holds it: refused). The experiment is exp_dir/experiment.json; its run
+// without --shard holds it: refused, or with `wait` waited for). The experiment is exp_dir/experiment.json; its run
 // folders are the sub-folders with a config.json, listed in the order the runner lists
 // its runs (engine, sweep point, repeat). A run without a folder here has no row (the
 // runner's own index lists it as pending). Throws IoError, having written nothing, for a
 // folder that is no experiment folder (no readable experiment.json, or no run folder) or
 // that holds run folders experiment.json does not make (moved aside by run --supersede).
-// Returns the runs listed; prints what it wrote (unless quiet).
-size_t rebuild_index(const std::string& exp_dir, const std::string& command_line, bool quiet);
+// Returns the runs listed (0: interrupted while waiting, nothing written); prints what it
+// wrote (unless quiet).
+size_t rebuild_index(const std::string& exp_dir, const std::string& command_line, bool quiet, bool wait);
 
 }  // namespace asgd
