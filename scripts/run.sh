@@ -5,8 +5,8 @@
 #   ./scripts/run.sh [CONFIG] [run options...]
 #
 # CONFIG defaults to experiments/configs/default.json. Run options go to `asgdsim run`
-# as they are: --set KEY.PATH=VALUE, --out DIR (default runs), --threads N, --force,
-# --quiet, --trace. The backend is OMP unless ASGD_BACKEND (CUDA, OMP, CPP, Auto) is set
+# as they are: --set KEY.PATH=VALUE, --out DIR (default runs), --threads N, --rerun,
+# --supersede, --quiet, --trace. The backend is OMP unless ASGD_BACKEND (CUDA, OMP, CPP, Auto) is set
 # in the environment. Exit code: asgdsim's (0 done, 2 invalid input, 1 other failure,
 # 130 interrupted); 1 if the build or the plotting fails.
 set -euo pipefail

@@ -177,7 +177,7 @@ TEST(ConfigCli, ADifferentConfigNeverOverwritesARunFolderSilently) {
   // and says which keys differ, with both values
   EXPECT_NE(r.output.find("(train.lr: 0.1 there, 0.3 now)"), std::string::npos) << r.output;
   EXPECT_EQ(read_file(dir + "/out/tiny/async-seed1/metrics.csv"), before);
-  EXPECT_EQ(run_cli("run " + dir + "/c.json --quiet --force --out " + dir + "/out --set train.lr=0.3").exit_code, 0);
+  EXPECT_EQ(run_cli("run " + dir + "/c.json --quiet --supersede --out " + dir + "/out --set train.lr=0.3").exit_code, 0);
   EXPECT_NE(read_file(dir + "/out/tiny/async-seed1/metrics.csv"), before);
 }
 
@@ -365,9 +365,10 @@ TEST(ConfigCli, UsageErrorsExitTwo) {
 // every option it takes.
 TEST(CliHelp, EveryCommandDescribesEveryOption) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> commands = {
-      {"run", {"--set", "--out", "--threads", "--jobs", "--shard", "--force", "--wait", "--quiet", "--trace", "--help"}},
+      {"run", {"--set", "--out", "--threads", "--jobs", "--shard", "--rerun", "--supersede", "--wait", "--quiet", "--trace", "--help"}},
       {"validate", {"--set", "--help"}},
-      {"cluster", {"--set", "--out", "--force", "--quiet", "--trace", "--help"}},
+      {"cluster", {"--set", "--out", "--rerun", "--supersede", "--quiet", "--trace", "--help"}},
+      {"index", {"--quiet", "--wait", "--help"}},
       {"list", {"--markdown", "--help"}},
       {"bench", {"--threads", "--quick", "--only", "--json", "--repeats", "--data", "--batched-gradients", "--help"}}};
   for (const auto& [cmd, options] : commands) {
@@ -391,7 +392,7 @@ TEST(CliHelp, TopLevelHelpListsTheCommands) {
   for (const char* form : {"--help", "-h", "help"}) {
     CommandResult r = run_cli(form);
     EXPECT_EQ(r.exit_code, 0) << form;
-    for (const char* cmd : {"run", "cluster", "validate", "list", "bench"})
+    for (const char* cmd : {"run", "cluster", "validate", "index", "list", "bench"})
       EXPECT_NE(r.output.find(std::string("\n  ") + cmd + " "), std::string::npos) << form << " " << cmd << "\n" << r.output;
     EXPECT_NE(r.output.find("COMMAND --help"), std::string::npos);
   }
@@ -417,7 +418,7 @@ TEST(Progress, NotATerminalGetsNoProgressAndQuietStillSaysWhere) {
   EXPECT_EQ(r.output.find('\033'), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("ETA"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[3/3] async-seed3: completed"), std::string::npos) << r.output;
-  CommandResult quiet = run_cli("run " + dir + "/c.json --set repeats=3 --quiet --force --out " + dir + "/out");
+  CommandResult quiet = run_cli("run " + dir + "/c.json --set repeats=3 --quiet --rerun --out " + dir + "/out");
   ASSERT_EQ(quiet.exit_code, 0) << quiet.output;
   EXPECT_EQ(quiet.output, "results: " + dir + "/out/tiny\n");
 }

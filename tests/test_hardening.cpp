@@ -333,10 +333,10 @@ void issue31_rows(std::vector<Row>& t) {
   };
   const std::vector<std::string> victim_intact = {"{dir}/victim/summary.json~secret", "{dir}/victim/metrics.csv~keep",
                                                   "!{dir}/victim/config.json", "!{dir}/victim/experiment.json"};
-  for (const std::string force : {"", " --force"}) {
+  for (const std::string force : {"", " --rerun --supersede"}) {
     std::vector<std::string> state = victim_intact;
     state.push_back("!base/experiment.json");
-    t.push_back(row("i31_5_run_folder_a_link" + std::string(force.empty() ? "" : "_force"), 105,
+    t.push_back(row("i31_5_run_folder_a_link" + std::string(force.empty() ? "" : "_rerun_supersede"), 105,
                     "mkdir -p {out}/base && ln -s {dir}/victim {out}/base/async-seed1\n" + run + force, 2,
                     {"base/async-seed1 is a symbolic link", "never writes or deletes through a link"}, state)
                     .before(victim));
@@ -356,17 +356,17 @@ void issue31_rows(std::vector<Row>& t) {
                   {"{dir}/real/base/async-seed1/summary.json~completed"})
                   .control());
 
-  // ---- 7. index.csv after a --force re-run killed with -9
-  t.push_back(row("i31_7_index_after_force_rerun_killed", 107,
+  // ---- 7. index.csv after a --rerun re-run killed with -9
+  t.push_back(row("i31_7_index_after_rerun_killed", 107,
                   run + " || exit 98\ngrep -q async-seed1,async,1,completed {out}/base/index.csv || exit 97\n" + run +
-                      " --force --set stop.updates=100000000 --set 'eval={\"every\":100000,\"unit\":\"updates\"}' & P=$!\n"
+                      " --rerun --supersede --set stop.updates=100000000 --set 'eval={\"every\":100000,\"unit\":\"updates\"}' & P=$!\n"
                       "wait_grep {out}/base/async-seed1/config.json 100000000 || exit 99\nkill -9 $P; wait $P; exit 0",
                   0, {}, {"base/index.csv~async-seed1,async,1,pending", "base/index.csv~sync-seed1,sync,1,pending",
                           "base/index.csv!~completed"}));
 
   // ---- 8. validate accepts run's options, as its help says
   t.push_back(row("i31_8_validate_accepts_run_options", 108,
-                  "{bin} validate {cfg} --shard 0/2 --threads 2 --jobs 2 --out {out} --force --quiet --wait --trace", 0,
+                  "{bin} validate {cfg} --shard 0/2 --threads 2 --jobs 2 --out {out} --rerun --supersede --quiet --wait --trace", 0,
                   {"async-seed1", "sync-seed1"}, {"EMPTY"}));
   t.push_back(row("i31_8_validate_checks_shard_as_run_does", 108, "{bin} validate {cfg} --shard 3/2", 2,
                   {"--shard '3/2': expected I/K"}, {"EMPTY"}));
@@ -500,7 +500,7 @@ std::vector<Row> rows() {
                   {"base/experiment.json!~\"updates\": 200,", "!base/sync-seed1"}));
   t.push_back(row("d02_wait_waits_for_the_holder", 2,
                   long_bg +
-                      "{bin} run {dir}/sync.json --wait --force --out {out} > {dir}/second.txt 2>&1 & Q=$!\n"
+                      "{bin} run {dir}/sync.json --wait --supersede --out {out} > {dir}/second.txt 2>&1 & Q=$!\n"
                       "wait_grep {dir}/second.txt 'waiting for' || exit 97\n"
                       "kill -INT $P; wait $P; wait $Q; rc=$?; cat {dir}/second.txt\n"
                       "grep -q interrupted {out}/base/superseded-*/async-seed1/summary.json || exit 96; exit $rc",
@@ -524,20 +524,23 @@ std::vector<Row> rows() {
                   "done",
                   0, {"codes"})
                   .cfg(with(kBase, [](json& c) { c["stop"]["updates"] = 20000; })));
-  t.push_back(row("d02_force_removes_old_result_files", 2,
-                  run + " --trace || exit 98\n" + run + " --force", 0, {},
+  t.push_back(row("d02_rerun_removes_old_result_files", 2,
+                  run + " --trace || exit 98\n" + run + " --rerun", 0, {},
                   {"!base/async-seed1/trace.json", "base/async-seed1/metrics.csv", "base/async-seed1/summary.json"}));
-  t.push_back(row("d02_force_overwrites_another_config", 2, run + " || exit 98\n" + run + " --force --set train.lr=0.05",
-                  0, {}, {"base/experiment.json~0.05", "base/async-seed1/config.json~0.05"}).control());
+  t.push_back(row("d02_supersede_moves_another_configs_run_aside", 2,
+                  run + " || exit 98\n" + run + " --supersede --set train.lr=0.05 || exit 97\n"
+                  "grep -q '\"lr\": 0.1,' {out}/base/superseded-*/async-seed1/config.json || exit 96",
+                  0, {"moved 2 run folders of another config"},
+                  {"base/experiment.json~0.05", "base/async-seed1/config.json~0.05"}));
   // A changed sweep under the same name: the earlier sweep's run folders would be read
   // with the new ones (the analysis reads every run folder), so they are refused, or
-  // moved aside with --force (never deleted).
+  // moved aside with --supersede (never deleted).
   const std::string new_sweep = run + " --set 'engines=[{\"type\":\"async\"}]' --set 'sweep.train.lr=[0.1,0.2]'";
   t.push_back(row("d02_runs_of_another_sweep_are_refused", 2, run + " || exit 98\n" + new_sweep, 2,
-                  {"holds 2 run folders that this config does not make", "async-seed1, sync-seed1", "--force"},
+                  {"holds 2 run folders that this config does not make", "async-seed1, sync-seed1", "--supersede"},
                   {"base/async-seed1/summary.json~completed", "base/experiment.json~\"sync\"", "!base/async-lr=0.2-seed1"}));
-  t.push_back(row("d02_force_moves_runs_of_another_sweep_aside", 2,
-                  run + " || exit 98\n" + new_sweep + " --force 2> {dir}/err.txt || exit 97\ncat {dir}/err.txt\n"
+  t.push_back(row("d02_supersede_moves_runs_of_another_sweep_aside", 2,
+                  run + " || exit 98\n" + new_sweep + " --supersede 2> {dir}/err.txt || exit 97\ncat {dir}/err.txt\n"
                   "ls {out}/base/superseded-*/async-seed1/summary.json {out}/base/superseded-*/sync-seed1/summary.json "
                   "{out}/base/superseded-*/experiment.json > /dev/null || exit 96",
                   0, {"moved 2 run folders of another config into", "/base/superseded-"},
@@ -550,7 +553,7 @@ std::vector<Row> rows() {
                   run + " --shard 0/2 & A=$!\n" + run + " --shard 1/2; b=$?; wait $A; a=$?; exit $((a + b))", 0, {},
                   {"base/async-seed1/summary.json~completed", "base/sync-seed1/summary.json~completed"}).control());
   t.push_back(row("d02_no_stale_lock_after_kill_9", 2,
-                  long_bg + "kill -9 $P; wait $P\n{bin} run {dir}/sync.json --force --quiet --out {out}", 0, {},
+                  long_bg + "kill -9 $P; wait $P\n{bin} run {dir}/sync.json --supersede --quiet --out {out}", 0, {},
                   {"base/sync-seed1/summary.json~completed"}).control());
 
   // ---- 3. failed runs are marked; resume verifies the result files
@@ -592,7 +595,7 @@ std::vector<Row> rows() {
                   {}, {"base/async-seed1/summary.json~completed"}));
   t.push_back(row("d03_summary_final_not_an_object_in_index", 3,  // index.csv reads the summary as it is
                   run + " || exit 98\necho '{\"status\": \"completed\", \"final\": 3}' > {out}/base/sync-seed1/summary.json\n" +
-                      run + " --shard 0/2 --force",
+                      run + " --shard 0/2 --rerun",
                   0, {}, {"base/index.csv#3", "base/index.csv~sync-seed1,sync,1,completed,nan,nan,nan,nan,nan"}));
   t.push_back(row("d03_summary_nested_deep", 3,
                   run + " || exit 98\npython3 -c \"print('['*200000 + ']'*200000)\" > {out}/base/async-seed1/summary.json\n" +
@@ -973,8 +976,8 @@ std::vector<Row> rows() {
                     c["model"] = {{"type", "mlp"}, {"hidden", {8}}};
                     c["data"] = {{"type", "fashion_mnist"}, {"path", "nowhere"}};
                   })));
-  t.push_back(row("e_different_config_refused_without_force", 0,
-                  run + " || exit 98\n" + run + " --set train.lr=0.3", 2, {"holds a run of a different config", "--force"},
+  t.push_back(row("e_different_config_refused_without_supersede", 0,
+                  run + " || exit 98\n" + run + " --set train.lr=0.3", 2, {"holds a run of a different config", "--supersede"},
                   {"base/async-seed1/config.json!~0.3"}));
   t.push_back(row("e_divergence_is_a_result", 0, run + " --set train.lr=5 --set 'engines=[{\"type\":\"async\"}]'", 0, {},
                   {"base/async-seed1/summary.json~diverged"}));

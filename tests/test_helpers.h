@@ -105,9 +105,9 @@ struct CommandResult {
   std::string output;  // stdout and stderr together
 };
 
-inline CommandResult run_cli(const std::string& args) {
+// What the shell command line `cmd` prints on stdout, and its exit status.
+inline CommandResult run_shell(const std::string& cmd) {
   CommandResult r;
-  std::string cmd = std::string(ASGD_BINARY) + " " + args + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return r;
   std::array<char, 4096> buf;
@@ -117,6 +117,11 @@ inline CommandResult run_cli(const std::string& args) {
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
 }
+
+// The asgdsim under test with `args` (a shell command line's arguments), stdout and stderr together.
+inline CommandResult run_cli(const std::string& args) { return run_shell(std::string(ASGD_BINARY) + " " + args + " 2>&1"); }
+// A shell command line, stdout and stderr together.
+inline CommandResult run_command(const std::string& command) { return run_shell("{ " + command + "\n} 2>&1"); }
 
 inline void write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);

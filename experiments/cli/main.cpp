@@ -39,11 +39,12 @@ namespace {
 
 constexpr const char* kUsage =
     "usage:\n"
-    "  asgdsim run CONFIG.json [--set KEY.PATH=VALUE]... [--out DIR] [--threads N] [--jobs N] [--shard I/K] [--force] [--wait] [--quiet] [--trace]\n"
+    "  asgdsim run CONFIG.json [--set KEY.PATH=VALUE]... [--out DIR] [--threads N] [--jobs N] [--shard I/K] [--rerun] [--supersede] [--wait] [--quiet] [--trace]\n"
     "  mpirun -np K asgdsim run CONFIG.json ...      (the runs spread over K ranks; needs an MPI build)\n"
-    "  mpirun -np N+1 asgdsim cluster CONFIG.json [--set ...] [--out DIR] [--force] [--quiet] [--trace]\n"
+    "  mpirun -np N+1 asgdsim cluster CONFIG.json [--set ...] [--out DIR] [--rerun] [--supersede] [--quiet] [--trace]\n"
     "                                                (real processes: rank 0 the server, N workers)\n"
     "  asgdsim validate CONFIG.json [--set KEY.PATH=VALUE]...\n"
+    "  asgdsim index OUT/NAME [--quiet] [--wait]      (rebuilds index.csv from the run folders there)\n"
     "  asgdsim list [--markdown]\n"
     "  asgdsim bench [--threads N] [--quick] [--only a,b,c,d,e,f,g] [--json FILE] [--repeats R] [--data DIR]\n"
     "                [--batched-gradients K]\n"
@@ -56,6 +57,7 @@ const std::vector<std::pair<std::string, std::string>> kCommands = {
     {"run", "run an experiment in virtual time: every engine x sweep point x repeat, into OUT/<name>/"},
     {"cluster", "run an experiment's engines for real, one MPI process per worker (mpirun -np N+1)"},
     {"validate", "check a config and list the runs it makes (run id, engine, sweep values, seed); writes nothing"},
+    {"index", "rebuild OUT/<name>/index.csv from the run folders there (after copying shards' folders together)"},
     {"list", "every config key, engine, model, dataset, distribution, staleness mode and schedule"},
     {"bench", "the simulator's speed against a bare training loop on the same kernels (workloads a..f)"},
 };
@@ -258,7 +260,7 @@ int cmd_list_markdown() {
 // every option (validate ignores run's, so a run's command line validates as is; cluster
 // refuses run's with a reason); `for_help` keeps only those the command uses.
 po::options_description experiment_options(const std::string& cmd, std::vector<std::string>& sets,
-                                           RunnerOptions& ro, bool for_help) {
+                                           RunnerOptions& ro, bool for_help, bool& force_given) {
   po::options_description opts("options");
   opts.add_options()
       ("set", po::value<std::vector<std::string>>(&sets)->composing()->value_name("KEY.PATH=VALUE"),
@@ -272,8 +274,11 @@ po::options_description experiment_options(const std::string& cmd, std::vector<s
   opts.add_options()
       ("out", po::value<std::string>(&ro.out_dir)->default_value("runs")->value_name("DIR"),
        "the experiment goes into DIR/<name>/ (a run per folder, index.csv, experiment.json)")
-      ("force", po::bool_switch(&ro.force),
-       "re-run completed runs, and overwrite a folder holding another config's results (refused otherwise)")
+      ("rerun", po::bool_switch(&ro.replace.rerun),
+       "make again the runs of this config that are done (completed, stalled, diverged); they are skipped otherwise")
+      ("supersede", po::bool_switch(&ro.replace.supersede),
+       "move run folders of another config (an earlier sweep, a changed key) into OUT/<name>/superseded-<UTC time>/ "
+       "so that this run can go on (refused otherwise); re-runs nothing, deletes nothing")
       ("quiet", po::bool_switch(&ro.quiet), "no progress or per-run lines; only where the results went, and errors")
       ("trace", po::bool_switch(&ro.trace), "write trace.json (Chrome/Perfetto trace events) for every run");
   if (!for_help || cmd == "run")
@@ -286,6 +291,8 @@ po::options_description experiment_options(const std::string& cmd, std::vector<s
          "make only runs k with k mod K == I, to split an experiment over machines (not with mpirun)")
         ("wait", po::bool_switch(&ro.wait),
          "wait while another asgdsim uses the experiment folder (else exit 2)");
+  if (!for_help)  // gone, split in two: parsed only to say so (dispatch)
+    opts.add_options()("force", po::bool_switch(&force_given));
   opts.add_options()("help,h", "print this help and exit");
   return opts;
 }
@@ -293,12 +300,16 @@ po::options_description experiment_options(const std::string& cmd, std::vector<s
 std::string command_help(const std::string& cmd) {
   std::vector<std::string> sets;
   RunnerOptions ro;
+  bool force_given = false;
   std::ostringstream out;
   if (cmd == "run" || cmd == "validate" || cmd == "cluster") {
     if (cmd == "run") out << "usage: asgdsim run CONFIG.json [options]\n"
                              "       mpirun -np K asgdsim run CONFIG.json [options]   (runs spread over K ranks)\n\n"
                              "Runs every engine x sweep point x repeat of the experiment in virtual time and writes\n"
-                             "OUT/<name>/ (docs/outputs.md). Completed runs of the same config are kept (resume).\n";
+                             "OUT/<name>/ (docs/outputs.md). Runs of the same config already done are kept (resume;\n"
+                             "--rerun makes them again); run folders of another config are refused (--supersede moves\n"
+                             "them aside). --shard I/K splits the runs over machines (docs/slurm.md; asgdsim index\n"
+                             "rebuilds index.csv once their folders are copied together).\n";
     if (cmd == "validate") out << "usage: asgdsim validate CONFIG.json [options]\n\n"
                                   "Checks the config (every error at once, exit 2) and lists the runs it makes: run id,\n"
                                   "engine, sweep values, seed. Writes nothing. run's other options are accepted (their\n"
@@ -308,7 +319,18 @@ std::string command_help(const std::string& cmd) {
                                  "Runs the experiment's engines for real: rank 0 the server, ranks 1..N the workers\n"
                                  "(docs/cluster.md). --threads, --jobs, --shard and --wait do not apply.\n";
     out << "\nCONFIG.json   the experiment config (JSON, comments allowed; keys: asgdsim list, docs/config.md)\n\n"
-        << experiment_options(cmd, sets, ro, true);
+        << experiment_options(cmd, sets, ro, true, force_given);
+  } else if (cmd == "index") {
+    out << "usage: asgdsim index OUT/NAME [--quiet] [--wait]\n\n"
+           "Rebuilds OUT/NAME/index.csv from the run folders there, as asgdsim run writes it (same\n"
+           "columns and rows; atomic; under OUT/NAME/.index.lock): for an experiment whose runs were\n"
+           "made on several machines' own disks (run --shard I/K) and copied together (docs/slurm.md).\n"
+           "A run whose folder is not there has no row. Refused (exit 2, nothing written): a folder\n"
+           "without experiment.json, without run folders, or holding run folders its experiment.json\n"
+           "does not make.\n\noptions:\n"
+           "  --quiet               print nothing but errors\n"
+           "  --wait                wait while an asgdsim run uses the folder (else exit 2)\n"
+           "  -h [ --help ]         print this help and exit\n";
   } else if (cmd == "list") {
     out << "usage: asgdsim list [--markdown]\n\n"
            "Lists every config key (type, range, default, meaning), engine, model, dataset,\n"
@@ -438,11 +460,27 @@ int dispatch(int argc, char** argv, const MpiEnv& mpi) {
     }
     return run_bench(bo, std::cout);
   }
+  if (cmd == "index") {
+    if (mpi.size() > 1) throw UsageError("asgdsim index runs alone, not under mpirun");
+    std::vector<std::string> args(argv + 2, argv + argc);
+    auto flag = [&](const char* name) {
+      const bool given = std::find(args.begin(), args.end(), name) != args.end();
+      args.erase(std::remove(args.begin(), args.end(), name), args.end());
+      return given;
+    };
+    const bool quiet = flag("--quiet"), wait = flag("--wait");
+    if (args.size() != 1 || args[0].empty() || args[0][0] == '-')
+      throw UsageError("index takes one experiment folder, OUT/<name> (and --quiet, --wait)");
+    std::signal(SIGINT, on_signal);  // --wait polls for it
+    std::signal(SIGTERM, on_signal);
+    return rebuild_index(args[0], printable_command_line(argc, argv), quiet, wait) > 0 ? 0 : 130;
+  }
   if (cmd != "run" && cmd != "validate" && cmd != "cluster") throw UsageError("unknown command '" + cmd + "'");
 
   std::vector<std::string> sets;
   RunnerOptions ro;
-  po::options_description opts = experiment_options(cmd, sets, ro, false);
+  bool force_given = false;
+  po::options_description opts = experiment_options(cmd, sets, ro, false, force_given);
   opts.add_options()("config", po::value<std::string>(), "experiment config (JSON)");
   po::positional_options_description pos;
   pos.add("config", 1);
@@ -460,6 +498,9 @@ int dispatch(int argc, char** argv, const MpiEnv& mpi) {
     } catch (const po::error& e) {
       throw UsageError(e.what());
     }
+    if (force_given)  // it did both, so that tidying a folder re-ran every finished run (issue 32)
+      throw UsageError("--force is gone, split in two: --supersede moves run folders of another config aside "
+                       "(nothing re-runs), --rerun makes again the runs already done; pass both for what --force did");
     if (!vm.count("config")) throw UsageError("missing CONFIG.json");
     ro.threads = parse_count("--threads", vm["threads"].as<std::string>(), 0, kMaxThreads, " (0 = the cores)");
     ro.jobs = parse_count("--jobs", vm["jobs"].as<std::string>(), 1, kMaxThreads);
@@ -497,7 +538,8 @@ int dispatch(int argc, char** argv, const MpiEnv& mpi) {
         what = "could not read its config: " + printable(e.what());
       }
     }
-    json options = {{"command", cmd}, {"out", ro.out_dir}, {"force", ro.force}, {"trace", ro.trace},
+    json options = {{"command", cmd}, {"out", ro.out_dir}, {"rerun", ro.replace.rerun},
+                    {"supersede", ro.replace.supersede}, {"trace", ro.trace},
                     {"threads", ro.threads}, {"jobs", ro.jobs}};
     mpi.agree(error ? std::string() : json{{"config", exp.resolved}, {"options", options}}.dump(1), bool(error), what);
     if (error) std::rethrow_exception(error);  // every rank failed alike
@@ -521,7 +563,7 @@ int dispatch(int argc, char** argv, const MpiEnv& mpi) {
     ClusterOptions co;
     co.out_dir = ro.out_dir;
     co.quiet = ro.quiet;
-    co.force = ro.force;
+    co.replace = ro.replace;
     co.trace = ro.trace;
     co.command_line = ro.command_line;
     return run_cluster(exp, co, mpi);

@@ -172,11 +172,17 @@ int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, 
   // Everything is checked before anything is written, as `asgdsim run` checks it: a
   // refusal leaves every file as it was, experiment.json included.
   std::vector<EarlierRun> earlier;
-  for (size_t k = 0; k < total; ++k)
-    earlier.push_back(earlier_run(exp_dir + "/" + exp.runs[k].run_id, configs[k], opts.force, run_tag(exp, k)));
+  std::vector<std::string> aside;  // run folders of another config (--supersede)
+  for (size_t k = 0; k < total; ++k) {
+    earlier.push_back(earlier_run(exp_dir + "/" + exp.runs[k].run_id, configs[k], opts.replace, run_tag(exp, k)));
+    if (earlier.back().superseded) aside.push_back(exp.runs[k].run_id);
+  }
   const std::vector<std::string> others = runs_of_other_configs(exp_dir, exp);
-  refuse_runs_of_other_configs(exp_dir, others, opts.force);
-  move_runs_of_other_configs(exp_dir, others);
+  refuse_runs_of_other_configs(exp_dir, others, opts.replace.supersede);
+  aside.insert(aside.end(), others.begin(), others.end());
+  json made_them;  // the config that made them
+  if (!read_json(exp_dir + "/experiment.json", made_them)) made_them = nullptr;
+  move_runs_aside(exp_dir, aside, made_them);
   write_file_atomic(exp_dir + "/experiment.json", resolved.dump(2) + "\n");
   {  // index.csv says pending for the runs about to be made until it is rewritten at the end
     std::set<std::string> pending;

@@ -24,13 +24,14 @@
 #include <string>
 #include "experiments/config/config.h"
 #include "experiments/cluster/mpi_env.h"
+#include "experiments/run/replace_policy.h"
 
 namespace asgd {
 
 struct ClusterOptions {
   std::string out_dir = "runs";
   bool quiet = false;
-  bool force = false;
+  ReplacePolicy replace;  // --rerun, --supersede, as for asgdsim run
   bool trace = false;
   std::string command_line;
 };

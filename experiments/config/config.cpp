@@ -532,6 +532,31 @@ void apply_overrides(json& config, const std::vector<std::string>& sets, const s
   if (!issues.empty()) throw ConfigError(source, issues);
 }
 
+std::vector<std::string> run_id_key_names(const std::vector<std::string>& keys) {
+  // `suffix` is a dotted suffix of `key` ("lr", "train.lr", ...) when it is the whole key or
+  // follows a '.' in it.
+  auto ends_with_part = [](const std::string& key, const std::string& suffix) {
+    return key.size() >= suffix.size() && key.compare(key.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+           (key.size() == suffix.size() || key[key.size() - suffix.size() - 1] == '.');
+  };
+  std::vector<std::string> names;
+  for (const std::string& key : keys) {
+    // shortest first: "lr", "train.lr", ...; the whole key when every shorter one is ambiguous
+    std::string name = key;
+    for (size_t dot = key.rfind('.'); dot != std::string::npos;
+         dot = dot == 0 ? std::string::npos : key.rfind('.', dot - 1)) {
+      const std::string suffix = key.substr(dot + 1);
+      if (std::none_of(keys.begin(), keys.end(),
+                       [&](const std::string& other) { return other != key && ends_with_part(other, suffix); })) {
+        name = suffix;
+        break;
+      }
+    }
+    names.push_back(name);
+  }
+  return names;
+}
+
 Experiment resolve_experiment(const json& user, const std::string& source, const std::string& base_dir) {
   Validator v;
   Experiment exp;
@@ -651,13 +676,9 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
   // Expand: engine x sweep point x repeat; every run validated whole.
   size_t points = 1;
   for (const auto& [k, vals] : sweep) points *= vals.size();
-  std::vector<std::string> short_names;
-  for (const auto& [k, vals] : sweep) {
-    std::string last = k.substr(k.find_last_of('.') == std::string::npos ? 0 : k.find_last_of('.') + 1);
-    short_names.push_back(last);
-  }
-  for (size_t i = 0; i < short_names.size(); ++i)
-    if (std::count(short_names.begin(), short_names.end(), short_names[i]) > 1) short_names[i] = sweep[i].first;
+  std::vector<std::string> sweep_keys;
+  for (const auto& [k, vals] : sweep) sweep_keys.push_back(k);
+  const std::vector<std::string> short_names = run_id_key_names(sweep_keys);
 
   // An engine.* key applies to the engines whose type has that parameter (every engine for
   // "name"); the others run without it: one run per point of the other keys, its run id

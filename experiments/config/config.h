@@ -41,6 +41,10 @@ json load_json_file(const std::string& path);
 // Applies KEY.PATH=VALUE overrides (VALUE parsed as JSON, else taken as a string);
 // "engines[1].type" and "engines.1.type" both address a list element.
 void apply_overrides(json& config, const std::vector<std::string>& sets, const std::string& source);
+// How run ids name the sweep keys `keys`: each key's shortest dotted suffix that is no other
+// key's suffix ("lr" for train.lr; "model.type" and "data.type" when both are swept), else
+// the whole key (b.lr beside a.b.lr). The names are distinct, so run ids say which key.
+std::vector<std::string> run_id_key_names(const std::vector<std::string>& keys);
 // Validates and expands; throws ConfigError with every issue found.
 Experiment resolve_experiment(const json& user, const std::string& source, const std::string& base_dir);
 

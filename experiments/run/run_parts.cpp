@@ -402,23 +402,30 @@ std::string run_tag(const Experiment& exp, size_t k) {
   return "[" + std::to_string(k + 1) + "/" + std::to_string(exp.runs.size()) + "] " + exp.runs[k].run_id;
 }
 
-EarlierRun earlier_run(const std::string& dir, const json& config, bool force, const std::string& tag) {
+EarlierRun earlier_run(const std::string& dir, const json& config, const ReplacePolicy& policy, const std::string& tag) {
   refuse_link(dir);  // checked before anything is written
   EarlierRun earlier;
   json old_config, old_summary;
-  const bool has_config = read_json(dir + "/config.json", old_config);
-  if (!has_config || force) return earlier;
-  if (old_config != config)
-    throw IoError(dir + " holds a run of a different config (" + config_differences(old_config, config) +
-                  "); pass --force to overwrite it, or choose another --out");
+  if (!read_json(dir + "/config.json", old_config)) return earlier;
+  if (old_config != config) {
+    const std::string differences = config_differences(old_config, config);
+    if (!policy.supersede)
+      throw IoError(dir + " holds a run of a different config (" + differences +
+                    "); pass --supersede to move it aside (nothing is deleted), or choose another --out");
+    earlier.superseded = true;
+    earlier.line = tag + ": its folder holds a run of a different config (" + differences + "): moved aside";
+    return earlier;
+  }
   if (!read_json(dir + "/summary.json", old_summary) || !old_summary.is_object()) return earlier;
   const json& st = old_summary.contains("status") ? old_summary["status"] : json();
   const std::string status = st.is_string() ? st.get<std::string>() : "";
   if (status != "completed" && status != "diverged" && status != "stalled") return earlier;  // results, kept
   const std::string missing = incomplete_results(dir, config, old_summary);
-  earlier.done = missing.empty();
+  earlier.done = missing.empty() && !policy.rerun;
   earlier.line = tag + ": " + status + " earlier" +
-                 (earlier.done ? ", skipped (--force re-runs it)" : ", but " + missing + ": re-running it");
+                 (!missing.empty() ? ", but " + missing + ": re-running it"
+                  : earlier.done  ? ", skipped (--rerun re-runs it)"
+                                  : ", re-running it (--rerun)");
   return earlier;
 }
 
@@ -437,35 +444,36 @@ std::vector<std::string> runs_of_other_configs(const std::string& exp_dir, const
   return others;
 }
 
-void refuse_runs_of_other_configs(const std::string& exp_dir, const std::vector<std::string>& others, bool force) {
-  if (others.empty() || force) return;
+void refuse_runs_of_other_configs(const std::string& exp_dir, const std::vector<std::string>& others, bool supersede) {
+  if (others.empty() || supersede) return;
   std::string named;
   for (size_t i = 0; i < others.size() && i < 3; ++i) named += (i ? ", " : "") + others[i];
   if (others.size() > 3) named += ", ... (" + std::to_string(others.size() - 3) + " more)";
   throw IoError(exp_dir + " holds " + std::to_string(others.size()) + " run folder" + (others.size() == 1 ? "" : "s") +
                 " that this config does not make (" + named +
-                "): their results would be read with this experiment's; pass --force to move them into " + exp_dir +
-                "/superseded-<UTC time>/, or choose another --out or name");
+                "): their results would be read with this experiment's; pass --supersede to move them into " + exp_dir +
+                "/superseded-<UTC time>/ (no run is re-run), or choose another --out or name");
 }
 
-void move_runs_of_other_configs(const std::string& exp_dir, const std::vector<std::string>& others) {
-  if (others.empty()) return;
+void move_runs_aside(const std::string& exp_dir, const std::vector<std::string>& names, const json& made_them) {
+  if (names.empty()) return;
   std::string stamp = iso_now();
   stamp.erase(std::remove_if(stamp.begin(), stamp.end(), [](char c) { return c == '-' || c == ':'; }), stamp.end());
-  std::string aside = exp_dir + "/superseded-" + stamp;
-  for (int k = 2; fs::exists(aside); ++k) aside = exp_dir + "/superseded-" + stamp + "-" + std::to_string(k);
+  // create_directory is false for a folder that exists: another shard's, made the same second
+  std::string aside;
   std::error_code ec;
-  fs::create_directory(aside, ec);
-  if (ec) throw IoError("cannot create " + aside + ": " + ec.message());
-  for (const std::string& name : others) {
+  for (int k = 1;; ++k) {
+    aside = exp_dir + "/superseded-" + stamp + (k == 1 ? "" : "-" + std::to_string(k));
+    if (fs::create_directory(aside, ec)) break;
+    if (ec) throw IoError("cannot create " + aside + ": " + ec.message());
+  }
+  for (const std::string& name : names) {
     fs::rename(exp_dir + "/" + name, aside + "/" + name, ec);
     if (ec) throw IoError("cannot move " + exp_dir + "/" + name + " into " + aside + ": " + ec.message());
   }
-  if (fs::is_regular_file(exp_dir + "/experiment.json")) {  // index.csv stays: it also lists runs that stay
-    fs::copy_file(exp_dir + "/experiment.json", aside + "/experiment.json", ec);
-    if (ec) throw IoError("cannot copy " + exp_dir + "/experiment.json into " + aside + ": " + ec.message());
-  }
-  std::cerr << "moved " << others.size() << " run folder" << (others.size() == 1 ? "" : "s")
+  if (!made_them.is_null())  // index.csv stays: it also lists runs that stay
+    write_file_atomic(aside + "/experiment.json", made_them.dump(2) + "\n");
+  std::cerr << "moved " << names.size() << " run folder" << (names.size() == 1 ? "" : "s")
             << " of another config into " << aside << "\n";
 }
 

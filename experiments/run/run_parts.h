@@ -9,6 +9,7 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 #include "experiments/config/config.h"
+#include "experiments/run/replace_policy.h"
 #include "kernels/model.h"
 #include "sim/timing/compute_time.h"
 #include "sim/data/dataset.h"
@@ -91,26 +92,31 @@ std::string incomplete_results(const std::string& dir, const json& config, const
 std::string run_tag(const Experiment& exp, size_t k);
 
 // What an earlier process left in a run's folder `dir`, checked before anything is
-// written. Throws IoError when the folder holds a run of another config, unless `force`.
-// `done`: a run of `config` completed (or diverged) with all its result files, so the run
-// is skipped (never with `force`); `line`: what to tell the user, prefixed with `tag`
-// ("skipped", or "re-running it" and why), or "" when there was no finished run there.
+// written. A folder holding a run of another config throws IoError (naming --supersede)
+// unless `policy.supersede`; then `superseded` is set and the caller moves it aside.
+// `done`: a run of `config` ended (completed, stalled or diverged) with all its result
+// files, so the run is skipped (never with `policy.rerun`); `line`: what to tell the user,
+// prefixed with `tag` ("skipped", "re-running it" and why, "moved aside"), or "" when
+// there was no finished run there.
 struct EarlierRun {
   bool done = false;
+  bool superseded = false;
   std::string line;
 };
-EarlierRun earlier_run(const std::string& dir, const json& config, bool force, const std::string& tag);
+EarlierRun earlier_run(const std::string& dir, const json& config, const ReplacePolicy& policy, const std::string& tag);
 
 // Sub-folders of exp_dir that hold a run (a config.json) whose id `exp` does not make: the
 // runs of an earlier sweep, engine list or repeat count under the same name. The analysis
 // reads every run folder in exp_dir, so they must not stay beside this experiment's.
 std::vector<std::string> runs_of_other_configs(const std::string& exp_dir, const Experiment& exp);
-// Throws IoError naming them (and what --force does) unless `force`; changes nothing.
-void refuse_runs_of_other_configs(const std::string& exp_dir, const std::vector<std::string>& others, bool force);
-// Moves them into a new exp_dir/superseded-<UTC time>[-k]/ with exp_dir's experiment.json
-// (the config that made them, so plot.py reads that folder as an experiment), never
-// deleting, and says where on stderr.
-void move_runs_of_other_configs(const std::string& exp_dir, const std::vector<std::string>& others);
+// Throws IoError naming them (and what --supersede does) unless `supersede`; changes nothing.
+void refuse_runs_of_other_configs(const std::string& exp_dir, const std::vector<std::string>& others, bool supersede);
+// Moves the run folders `names` of exp_dir into a new exp_dir/superseded-<UTC time>[-k]/
+// (made by this call alone, so processes sharing exp_dir never mix their moves), never
+// deleting, and says where on stderr. `made_them` is the experiment.json of the config
+// that made them, read before this process wrote anything; it is written beside them (so
+// plot.py reads that folder as an experiment) unless it is null.
+void move_runs_aside(const std::string& exp_dir, const std::vector<std::string>& names, const json& made_them);
 
 // An flock on OUT/<name>/.lock, held for a whole `asgdsim run`: exclusive, or shared by
 // the processes that split one experiment's runs (--shard, mpirun ranks). The kernel

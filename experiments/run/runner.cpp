@@ -7,10 +7,12 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <ctime>
 #include <fstream>
 #include <future>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -343,8 +345,7 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
   make_experiment_folder(exp_dir);  // not a link: nothing is written through one
   // The folder is this process's (shared with the other shards of the same experiment)
   // until it returns: no other asgdsim writes into it meanwhile.
-  const bool sharded = opts.shards > 1;
-  ExperimentLock lock(exp_dir, sharded ? ExperimentLock::Mode::Shared : ExperimentLock::Mode::Exclusive, opts.wait,
+  ExperimentLock lock(exp_dir, opts.shards > 1 ? ExperimentLock::Mode::Shared : ExperimentLock::Mode::Exclusive, opts.wait,
                       opts.command_line, opts.quiet);
   if (!lock.held()) return 130;  // interrupted while waiting for it
   const size_t total = exp.runs.size();
@@ -354,31 +355,35 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
   // refusal leaves every file as it was, experiment.json included.
   std::vector<size_t> todo;
   std::vector<std::string> skipped_lines;
+  std::vector<std::string> aside;  // run folders this process moves aside (--supersede)
   for (size_t k = 0; k < total; ++k) {
     if (int(k % size_t(std::max(1, opts.shards))) != opts.shard) continue;  // another shard's
     const RunSpec& run = exp.runs[k];
     const std::string dir = exp_dir + "/" + run.run_id;
-    const EarlierRun earlier = earlier_run(dir, run.config, opts.force, run_tag(exp, k));
+    const EarlierRun earlier = earlier_run(dir, run.config, opts.replace, run_tag(exp, k));
     if (!earlier.line.empty()) skipped_lines.push_back(earlier.line);
+    if (earlier.superseded) aside.push_back(run.run_id);  // this shard's run: no other shard touches it
     if (earlier.done) continue;
     todo.push_back(k);
   }
   const std::vector<std::string> others = runs_of_other_configs(exp_dir, exp);
-  refuse_runs_of_other_configs(exp_dir, others, opts.force);
+  refuse_runs_of_other_configs(exp_dir, others, opts.replace.supersede);
   const int lanes = int(std::max<size_t>(1, std::min<size_t>(size_t(std::max(1, opts.jobs)), todo.size())));
   if (lanes > 1) check_lanes_fit_in_memory(exp, todo, lanes);
-  // Shard 0 alone moves them (the folders are no shard's runs, so no other shard writes them).
-  if (!others.empty() && opts.shard == 0) move_runs_of_other_configs(exp_dir, others);
+  const bool sharded = opts.shards > 1;
+  json old_experiment;  // the config that made what is here, as this process found it
+  if (!read_json(exp_dir + "/experiment.json", old_experiment) || (sharded && old_experiment == exp.resolved))
+    old_experiment = nullptr;  // another shard may have replaced it already: then it is not written aside
+  // Shard 0 alone moves the others (the folders are no shard's runs, so no other shard writes them).
+  if (opts.shard == 0) aside.insert(aside.end(), others.begin(), others.end());
+  if (sharded && !old_experiment.is_null() && old_experiment != exp.resolved && !opts.replace.supersede)
+    // shards of one experiment share experiment.json; one of another config must not replace it
+    throw IoError(exp_dir + "/experiment.json is another config's (" + config_differences(old_experiment, exp.resolved) +
+                  "): a sharded run (--shard, mpirun) never replaces it; pass --supersede to replace it (and move "
+                  "the runs of that config aside), or choose another --out");
+  move_runs_aside(exp_dir, aside, old_experiment);
+  if (!sharded) remove_stale_temp_files(exp_dir, {"experiment.json", "index.csv"});  // no other process writes here now
   const std::string experiment_json = exp.resolved.dump(2) + "\n";
-  if (sharded) {  // shards of one experiment share experiment.json; one of another config must not replace it
-    json old;
-    if (read_json(exp_dir + "/experiment.json", old) && old != exp.resolved && !opts.force)
-      throw IoError(exp_dir + "/experiment.json is another config's (" + config_differences(old, exp.resolved) +
-                    "): a sharded run (--shard, mpirun) never replaces it; run without sharding or pass --force to "
-                    "replace it, or choose another --out");
-  } else {
-    remove_stale_temp_files(exp_dir, {"experiment.json", "index.csv"});  // no other process writes here now
-  }
   write_file_atomic(exp_dir + "/experiment.json", experiment_json);
   // index.csv tells the truth while the runs are made: the runs this process is about to
   // (re-)make are pending until it rewrites the index at the end (a kill -9 leaves them so).
@@ -479,6 +484,137 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
   bool interrupted = interrupt_requested();
   for (const auto& s : status) interrupted = interrupted || s == "interrupted";
   return interrupted ? 130 : 0;
+}
+
+namespace {
+
+// Run k of the runner's order: (engine, the sweep values' positions in their lists, the
+// last key fastest, repeat); a key that does not apply to the run's engine is at 0, as the
+// runner leaves it. Empty when the run is not one experiment.json makes: `why` says why.
+std::vector<size_t> run_order(const json& resolved, const json& run, std::string& why) {
+  std::vector<size_t> order;
+  const json& engines = resolved["engines"];
+  size_t e = 0;
+  while (e < engines.size() && !(engines[e].is_object() && engines[e].value("name", json()) == run["engine"])) ++e;
+  if (e == engines.size()) {
+    why = "engine " + run["engine"].dump() + " is not in its engines";
+    return {};
+  }
+  order.push_back(e);
+  const json& sweep = resolved["sweep"];
+  for (const auto& [key, values] : run["sweep"].items())
+    if (!sweep.contains(key)) {
+      why = "sweep key " + key + " is not in its sweep";
+      return {};
+    }
+  for (const auto& [key, values] : sweep.items()) {
+    size_t at = 0;
+    if (run["sweep"].contains(key)) {
+      const json& v = run["sweep"][key];
+      while (at < values.size() && values[at] != v) ++at;
+      if (at == values.size()) {
+        why = key + "=" + v.dump() + " is not in its sweep";
+        return {};
+      }
+    }
+    order.push_back(at);
+  }
+  const uint64_t seed = resolved.value("seed", uint64_t(0)), repeats = resolved.value("repeats", uint64_t(1));
+  const uint64_t repeat = run["repeat"].get<uint64_t>();
+  if (repeat >= repeats || run["seed"].get<uint64_t>() != seed + repeat) {
+    why = "repeat " + std::to_string(repeat) + " with seed " + run["seed"].dump() + " is not one of its " +
+          std::to_string(repeats) + " repeats from seed " + std::to_string(seed);
+    return {};
+  }
+  order.push_back(size_t(repeat));
+  return order;
+}
+
+}  // namespace
+
+size_t rebuild_index(const std::string& dir, const std::string& command_line, bool quiet, bool wait) {
+  namespace fs = std::filesystem;
+  std::string exp_dir = dir;
+  while (exp_dir.size() > 1 && exp_dir.back() == '/') exp_dir.pop_back();
+  std::error_code ec;
+  if (!fs::is_directory(exp_dir, ec)) throw IoError(exp_dir + ": no such folder (give OUT/<name>, an experiment folder)");
+  refuse_link(exp_dir);
+  json resolved;
+  if (!read_json(exp_dir + "/experiment.json", resolved) || !resolved.is_object() || !resolved.contains("name") ||
+      !resolved["name"].is_string() || !resolved.contains("engines") || !resolved["engines"].is_array() ||
+      !resolved.contains("sweep") || !resolved["sweep"].is_object())
+    throw IoError(exp_dir + " is not an experiment folder: it has no readable experiment.json (asgdsim run writes one "
+                            "into OUT/<name>/, beside the run folders; copy it back with them)");
+  ExperimentLock lock(exp_dir, ExperimentLock::Mode::Shared, wait, command_line, quiet);
+  if (!lock.held()) return 0;  // interrupted while waiting for it
+
+  std::vector<std::pair<std::vector<size_t>, RunSpec>> found;
+  std::vector<std::string> foreign;
+  for (fs::directory_iterator it(exp_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (it->symlink_status().type() != fs::file_type::directory || !fs::is_regular_file(it->path() / "config.json"))
+      continue;  // not a run folder (superseded-*/ holds run folders one level down)
+    json config, run;
+    std::string why;
+    if (!read_json(it->path().string() + "/config.json", config) || !config.is_object())
+      why = "its config.json is not JSON";
+    else if (!config.contains("run") || !(run = config["run"]).is_object() || !run.contains("run_id") ||
+             !run["run_id"].is_string() || !run.contains("engine") || !run["engine"].is_string() ||
+             !run.contains("sweep") || !run["sweep"].is_object() || !run.contains("seed") ||
+             !run["seed"].is_number_unsigned() || !run.contains("repeat") || !run["repeat"].is_number_unsigned())  // (from a file: unsigned)
+      why = "its config.json has no run record";
+    else if (run["run_id"] != name)
+      why = "its config.json is run " + run["run_id"].dump();
+    else if (run.value("experiment", json()) != resolved["name"])
+      why = "its config.json is of experiment " + run.value("experiment", json()).dump();
+    std::vector<size_t> order;
+    if (why.empty()) order = run_order(resolved, run, why);
+    if (!why.empty()) {
+      foreign.push_back(name + " (" + why + ")");
+      continue;
+    }
+    RunSpec spec;
+    spec.run_id = name;
+    spec.engine = run["engine"].get<std::string>();
+    spec.sweep_values = run["sweep"];
+    spec.seed = run["seed"].get<uint64_t>();
+    spec.repeat = int(run["repeat"].get<uint64_t>());
+    found.emplace_back(std::move(order), std::move(spec));
+  }
+  if (ec) throw IoError("cannot read the folder " + exp_dir + ": " + ec.message());
+  if (!foreign.empty()) {
+    std::sort(foreign.begin(), foreign.end());
+    std::string named;
+    for (size_t i = 0; i < foreign.size() && i < 3; ++i) named += (i ? "; " : "") + foreign[i];
+    if (foreign.size() > 3) named += "; ... (" + std::to_string(foreign.size() - 3) + " more)";
+    throw IoError(exp_dir + " holds " + std::to_string(foreign.size()) + " run folder" +
+                  (foreign.size() == 1 ? "" : "s") + " that its experiment.json does not make: " + named +
+                  "; their results would be indexed as this experiment's: move them out (asgdsim run CONFIG "
+                  "--supersede moves them aside)");
+  }
+  if (found.empty())
+    throw IoError(exp_dir + " holds no run folder (a folder with a config.json): nothing to index");
+  // Two folders cannot be the same run (the run id is the folder's name), so the order is total.
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  Experiment exp;
+  exp.resolved = resolved;
+  for (const auto& [key, values] : resolved["sweep"].items()) exp.sweep_keys.push_back(key);
+  for (auto& [order, spec] : found) exp.runs.push_back(std::move(spec));
+  write_index(exp, exp_dir);
+  if (!quiet) {
+    std::map<std::string, size_t> statuses;
+    for (const RunSpec& run : exp.runs) {
+      json s;
+      const bool have = read_json(exp_dir + "/" + run.run_id + "/summary.json", s) && s.is_object() &&
+                        s.contains("status") && s["status"].is_string();
+      ++statuses[have ? s["status"].get<std::string>() : "pending"];
+    }
+    std::string counts;
+    for (const auto& [status, n] : statuses) counts += (counts.empty() ? "" : ", ") + std::to_string(n) + " " + status;
+    std::cout << "index: " << exp_dir << "/index.csv lists " << exp.runs.size() << " run"
+              << (exp.runs.size() == 1 ? "" : "s") << " (" << counts << ")\n";
+  }
+  return exp.runs.size();
 }
 
 }  // namespace asgd

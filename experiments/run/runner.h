@@ -3,7 +3,8 @@
 // trace.json, summary.json (last)} and OUT/<name>/index.csv, holding OUT/<name>/.lock
 // (ExperimentLock) throughout. Resumes: a run whose summary.json says completed,
 // stalled or diverged (for the same config), with its result files complete, is skipped unless
-// --force. A run that fails gets a summary.json with status "failed". With
+// --rerun; run folders of another config are refused unless --supersede moves them aside.
+// A run that fails gets a summary.json with status "failed". With
 // jobs > 1, that many runs go side by side, each on its own worker pool; the files
 // are the same bytes as with jobs = 1 (wall-clock fields aside). With shards > 1, several
 // processes (machines, MPI ranks) share one experiment folder, each making its share of
@@ -11,6 +12,7 @@
 #pragma once
 #include <string>
 #include "experiments/config/config.h"
+#include "experiments/run/replace_policy.h"
 #include "sim/run/settings.h"
 
 namespace asgd {
@@ -21,7 +23,7 @@ struct RunnerOptions {
   int jobs = 1;             // runs side by side; each gets threads / jobs threads (at least 1)
   bool quiet = false;
   bool trace = false;       // force trace.json for every run
-  bool force = false;       // re-run completed runs
+  ReplacePolicy replace;    // --rerun, --supersede
   bool wait = false;        // wait for the experiment folder's lock instead of refusing
   // This process makes only the runs k with k % shards == shard (--shard I/K, or one MPI
   // rank of K); the others are left to other processes sharing the experiment folder.
@@ -44,6 +46,18 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts);
 // goes at the rate so far, and is left out until 1 % of the work is done.
 std::string experiment_progress(size_t done, size_t total, double work, double elapsed_seconds);
 
-// Builds the simulator's settings from a run's resolved config.
+// `asgdsim index OUT/NAME`: rebuilds exp_dir/index.csv from the run folders present (after
+// the folders that shards made on machines' own disks are copied together; docs/slurm.md),
+// with the runner's rows (index_csv) and the runner's write (write_index: atomic, under
+// .index.lock), taking exp_dir/.lock shared, as a shard does (a running `asgdsim run`
+// without --shard holds it: refused, or with `wait` waited for). The experiment is exp_dir/experiment.json; its run
+// folders are the sub-folders with a config.json, listed in the order the runner lists
+// its runs (engine, sweep point, repeat). A run without a folder here has no row (the
+// runner's own index lists it as pending). Throws IoError, having written nothing, for a
+// folder that is no experiment folder (no readable experiment.json, or no run folder) or
+// that holds run folders experiment.json does not make (moved aside by run --supersede).
+// Returns the runs listed (0: interrupted while waiting, nothing written); prints what it
+// wrote (unless quiet).
+size_t rebuild_index(const std::string& exp_dir, const std::string& command_line, bool quiet, bool wait);
 
 }  // namespace asgd

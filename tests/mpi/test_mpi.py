@@ -383,7 +383,7 @@ class ClusterRefusals(unittest.TestCase):
         self.assertIn("cluster.topology: boxes and links are simulated only", p.stderr)
         self.assertIn("engine.comm: \"allreduce\"", p.stderr)
 
-    def test_runs_of_another_sweep_are_refused_and_force_moves_them_aside(self):
+    def test_runs_of_another_sweep_are_refused_and_supersede_moves_them_aside(self):
         # as for `asgdsim run`: the analysis reads every run folder in the experiment folder,
         # so the runs of an earlier engine list must not stay beside this one's
         cfg = dict(SWEEP, name="twice", engines=[{"type": "sync"}], cluster={"workers": 2}, repeats=1)
@@ -402,7 +402,7 @@ class ClusterRefusals(unittest.TestCase):
         self.assertIn("1 run folder that this config does not make (" + old_runs[0], p.stderr)
         with open(os.path.join(exp, "experiment.json")) as f:
             self.assertEqual(f.read(), before)  # nothing written before the refusal
-        p = run(["cluster", other, "--out", out, "--quiet", "--force"], mpi=["-np", "3"])
+        p = run(["cluster", other, "--out", out, "--quiet", "--supersede"], mpi=["-np", "3"])
         self.assertEqual(p.returncode, 0, p.stderr)
         aside = [d for d in os.listdir(exp) if d.startswith("superseded-")]
         self.assertEqual(len(aside), 1, os.listdir(exp))
@@ -428,7 +428,7 @@ class ClusterRefusals(unittest.TestCase):
         os.remove(os.path.join(exp, runs[1], "workers.csv"))
         again = run(["cluster", path, "--out", out], mpi=["-np", "3"])
         self.assertEqual(again.returncode, 0, again.stderr)
-        self.assertIn(runs[0] + ": completed earlier, skipped (--force re-runs it)", again.stdout)
+        self.assertIn(runs[0] + ": completed earlier, skipped (--rerun re-runs it)", again.stdout)
         self.assertIn(runs[1] + ": completed earlier, but workers.csv is missing: re-running it", again.stdout)
         self.assertTrue(os.path.isfile(os.path.join(exp, runs[1], "workers.csv")))
         with open(os.path.join(exp, runs[1], "metrics.csv")) as f:
