@@ -308,7 +308,9 @@ po::options_description experiment_options(const std::string& cmd, std::vector<s
       ("force", po::bool_switch(&ro.force),
        "re-run completed runs, and overwrite a folder holding another config's results (refused otherwise)")
       ("quiet", po::bool_switch(&ro.quiet), "no progress or per-run lines; only where the results went, and errors")
-      ("trace", po::bool_switch(&ro.trace), "write trace.json (Chrome/Perfetto trace events) for every run");
+      ("trace", po::bool_switch(&ro.trace), "write trace.json (Chrome/Perfetto trace events) for every run")
+      ("recalibrate", po::bool_switch(&ro.recalibrate),
+       "cluster.compute \"measured\": time the gradients again instead of replaying the experiment's traces");
   if (!for_help || cmd == "run")
     opts.add_options()
         ("threads", po::value<std::string>()->default_value("0")->value_name("N"),
@@ -382,6 +384,8 @@ int cmd_validate(const Experiment& exp) {
     for (const auto& [k, v] : r.sweep_values.items()) std::cout << " " << k << "=" << v.dump();
     std::cout << " seed=" << r.seed << "\n";
   }
+  for (const auto& n : exp.notes) std::cout << n << "\n";
+  for (const auto& w : exp.warnings) std::cerr << "asgdsim: warning: " << w << "\n";
   return 0;
 }
 

@@ -1,5 +1,6 @@
 // experiments/run/runner.cpp — from RunSpecs to run folders.
 #include "experiments/run/runner.h"
+#include "experiments/bench/calibration.h"
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -329,8 +330,8 @@ void check_lanes_fit_in_memory(const Experiment& exp, const std::vector<size_t>&
 
 }  // namespace
 
-int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
-  const std::string name = exp.resolved.value("name", std::string("experiment"));
+int run_experiment(const Experiment& given, const RunnerOptions& opts) {
+  const std::string name = given.resolved.value("name", std::string("experiment"));
   if (opts.out_dir.empty()) throw IoError("--out is empty: give the folder the experiment goes under");
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
     throw IoError("experiment name '" + name + "' cannot be a folder under --out");
@@ -342,6 +343,11 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
   ExperimentLock lock(exp_dir, sharded ? ExperimentLock::Mode::Shared : ExperimentLock::Mode::Exclusive, opts.wait,
                       opts.command_line, opts.quiet);
   if (!lock.held()) return 130;  // interrupted while waiting for it
+  for (const auto& w : given.warnings) std::cerr << "asgdsim: warning: " << w << "\n";
+  // cluster.compute "measured": its traces are measured (or found) before anything else,
+  // and the runs replay them; a run whose trace was measured now is made again
+  std::set<size_t> remeasured;
+  const Experiment exp = with_measured_compute(given, exp_dir, {opts.recalibrate, opts.quiet, {}}, &remeasured);
   const size_t total = exp.runs.size();
 
   // Everything is checked before anything is written: in run order, skip runs already
@@ -353,7 +359,7 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
     if (int(k % size_t(std::max(1, opts.shards))) != opts.shard) continue;  // another shard's
     const RunSpec& run = exp.runs[k];
     const std::string dir = exp_dir + "/" + run.run_id;
-    const EarlierRun earlier = earlier_run(dir, run.config, opts.force, run_tag(exp, k));
+    const EarlierRun earlier = earlier_run(dir, run.config, opts.force || remeasured.count(k) > 0, run_tag(exp, k));
     if (!earlier.line.empty()) skipped_lines.push_back(earlier.line);
     if (earlier.done) continue;
     todo.push_back(k);
