@@ -46,8 +46,17 @@ struct CalibrationBudget {
   int warmup = 5;
 };
 
+// The calibration's clock, in seconds, read on the timing thread: on the CPU backends that
+// thread's CPU time (a job runs on one thread, so this is the job's cost, without the time
+// other processes take from the core meanwhile: on a shared 2-core VM at load 6, wall time
+// made LeNet-5's 2.5 ms steps 6.5 ms and the MLP's 0.14 ms ones barely longer); on CUDA
+// wall time (the GPU's work is not the thread's CPU time). calibration_clock_name says which.
+double calibration_clock_seconds();
+const char* calibration_clock_name();
+
 // Times `model`'s steps on a thread of its own (one kernel thread, as a run's job), with
-// `now` as the clock (seconds; a test injects one). Returns each timed step's seconds.
+// `now` as the clock (seconds; empty: calibration_clock_seconds; a test injects one).
+// Returns each timed step's seconds.
 std::vector<double> time_gradient_steps(const Model& model, const DeviceDataset* train, size_t train_size, size_t batch,
                                         const CalibrationBudget& budget,
                                         const std::function<double()>& now = {});
@@ -55,7 +64,7 @@ std::vector<double> time_gradient_steps(const Model& model, const DeviceDataset*
 struct CalibrationOptions {
   bool recalibrate = false;  // measure again even where the trace exists
   bool quiet = false;        // no progress lines on stderr
-  std::function<double()> now;  // the clock of the timing (empty: steady_clock)
+  std::function<double()> now;  // the clock of the timing (empty: calibration_clock_seconds)
 };
 
 // For resolve_experiment. measured_compute_plan: a run of dist "measured" draws whole
