@@ -230,7 +230,7 @@ const std::vector<DistMember>& members() {
          "the model's own cost on this machine: before the runs, `asgdsim run` times the model's real loss+gradient "
          "at each per-worker batch size the experiment uses (one thread, as a run's job computes; `warmup` untimed "
          "steps, then up to `steps` steps or `seconds` of them), writes the step times to "
-         "OUT/<name>/calibration/<model>-b<batch>-<hash>.trace (with machine, backend, commit and date) and every run "
+         "OUT/NAME/calibration/MODEL-bBATCH-HASH.trace (with machine, backend, commit and date) and every run "
          "replays that trace as dist \"trace\" does; a draw is a whole step (`per` does not apply), plus overhead. An "
          "existing trace is reused (`asgdsim run --recalibrate` measures again)",
          {field(&P::seconds, ParamInfo{"seconds", ParamType::Number, 2.0,
