@@ -347,6 +347,9 @@ int run_experiment(const Experiment& given, const RunnerOptions& opts) {
   // cluster.compute "measured": its traces are measured (or found) before anything else,
   // and the runs replay them; a run whose trace was measured now is made again
   std::set<size_t> remeasured;
+  if (opts.recalibrate && sharded)  // each process would measure in turn, and the shards replay different traces
+    throw UsageError("--recalibrate with --shard or mpirun: measure once without sharding (asgdsim run CONFIG "
+                     "--recalibrate), then share the experiment folder");
   const Experiment exp = with_measured_compute(given, exp_dir, {opts.recalibrate, opts.quiet, {}}, &remeasured);
   const size_t total = exp.runs.size();
 

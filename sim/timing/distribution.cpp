@@ -234,7 +234,7 @@ const std::vector<DistMember>& members() {
          "replays that trace as dist \"trace\" does; a draw is a whole step (`per` does not apply), plus overhead. An "
          "existing trace is reused (`asgdsim run --recalibrate` measures again)",
          {field(&P::seconds, ParamInfo{"seconds", ParamType::Number, 2.0,
-                                       "wall seconds of timed steps per model x batch, at most", 0, 600, true}),
+                                       "seconds of timed steps per model x batch, at most (the calibration clock: the thread's CPU time, on CUDA wall time)", 0, 600, true}),
           field(&P::steps, ParamInfo{"steps", ParamType::Integer, 200, "timed steps per model x batch, at most", 1, 100000}),
           field(&P::warmup, ParamInfo{"warmup", ParamType::Integer, 5,
                                       "untimed steps first (workspaces, caches, page faults)", 0, 10000})},
