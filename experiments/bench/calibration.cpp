@@ -198,21 +198,33 @@ void warn_of_fixed_compute_in_sweeps(const std::vector<std::pair<std::string, js
   }
 }
 
-Experiment with_measured_compute(const Experiment& exp, const std::string& exp_dir, const CalibrationOptions& opts,
-                                 std::set<size_t>* remeasured) {
+namespace {
+bool measured(const RunSpec& run) { return run.settings.compute_model.value("dist", "") == "measured"; }
+std::string trace_name_of(const RunSpec& run) {
+  return measured_trace_name(run.config["model"], run.config["data"], run.settings.batch_size);
+}
+}  // namespace
+
+std::set<size_t> runs_measured_anew(const Experiment& exp, const std::string& exp_dir, bool recalibrate) {
+  std::set<size_t> out;
+  for (size_t k = 0; k < exp.runs.size(); ++k)
+    if (measured(exp.runs[k]) && (recalibrate || ::access((exp_dir + "/" + trace_name_of(exp.runs[k])).c_str(), F_OK) != 0))
+      out.insert(k);
+  return out;
+}
+
+Experiment with_measured_compute(const Experiment& exp, const std::string& exp_dir, const CalibrationOptions& opts) {
   Experiment out = exp;
-  std::map<std::string, std::pair<MeasuredTrace, bool>> traces;  // by name: the trace, measured now
+  std::map<std::string, MeasuredTrace> traces;  // by name
   std::vector<std::pair<std::string, std::shared_ptr<Distribution>>> dists;
   Validator v;
-  for (size_t k = 0; k < out.runs.size(); ++k) {
-    RunSpec& run = out.runs[k];
-    if (run.settings.compute_model.value("dist", "") != "measured") continue;
-    const std::string name = measured_trace_name(run.config["model"], run.config["data"], run.settings.batch_size);
+  for (RunSpec& run : out.runs) {
+    if (!measured(run)) continue;
+    const std::string name = trace_name_of(run);
     // absolute: compute_dist's file must not resolve against the config's folder
     const std::string path = std::filesystem::absolute(exp_dir + "/" + name).lexically_normal().string();
     auto it = traces.find(name);
     if (it == traces.end()) {
-      bool measured_now = false;
       {
         make_directories(exp_dir + "/calibration");
         FileLock lock(exp_dir + "/calibration/.lock");
@@ -220,7 +232,6 @@ Experiment with_measured_compute(const Experiment& exp, const std::string& exp_d
           const json& spec = run.settings.compute_dist;
           CalibrationBudget budget{spec.value("seconds", 2.0), spec.value("steps", 200), spec.value("warmup", 5)};
           calibrate(run, exp.base_dir, path, budget, opts);
-          measured_now = true;
         }
       }
       MeasuredTrace trace;
@@ -230,19 +241,19 @@ Experiment with_measured_compute(const Experiment& exp, const std::string& exp_d
         throw DataError(std::string(e.what()) + " (cluster.compute \"measured\" replays it: fix or delete it, or run "
                                                 "with --recalibrate to measure it again)");
       }
-      for (const char* key : {"batch", "model"})
-        if (trace.header.contains(key) && trace.header[key] != (std::string(key) == "batch" ? json(run.settings.batch_size)
-                                                                                           : run.config["model"]))
+      // the name's hash keys model, data and batch: a header that disagrees was copied in
+      const std::vector<std::pair<std::string, json>> expected = {{"batch", run.settings.batch_size},
+                                                                  {"model", run.config["model"]}};
+      for (const auto& [key, want] : expected)
+        if (trace.header.contains(key) && trace.header[key] != want)
           throw DataError("trace file " + path + ": measured for " + key + " " + trace.header[key].dump() +
-                          ", but the runs that replay it use " +
-                          (std::string(key) == "batch" ? json(run.settings.batch_size) : run.config["model"]).dump() +
+                          ", but the runs that replay it use " + want.dump() +
                           " (run with --recalibrate to measure it again)");
-      it = traces.emplace(name, std::make_pair(std::move(trace), measured_now)).first;
+      it = traces.emplace(name, std::move(trace)).first;
       dists.emplace_back(name, make_distribution({{"dist", "trace"}, {"file", path}}));
     }
-    if (it->second.second && remeasured) remeasured->insert(k);
     run.settings.compute_dist = {{"dist", "trace"}, {"file", path}};
-    run.settings.compute_model = measured_compute_model(it->second.first, name);
+    run.settings.compute_model = measured_compute_model(it->second, name);
     for (const auto& [n, d] : dists)
       if (n == name) check_run_resources(run.config, run.settings, *d, v);
   }

@@ -80,11 +80,12 @@ void warn_of_fixed_compute_in_sweeps(const std::vector<std::pair<std::string, js
 // (or with recalibrate), atomically, under a lock of its own (shards share the folder);
 // an existing one is read as it is. Each such run's settings then replay it (compute_dist
 // dist "trace" with the file; compute_model says which trace, machine, median) and its
-// cost is checked as validation checks any run's. `remeasured` receives the indexes of
-// the runs whose trace was measured now (their earlier results no longer hold).
-// A malformed trace throws DataError naming the file; a run the trace makes too costly,
-// ConfigError.
-Experiment with_measured_compute(const Experiment& exp, const std::string& exp_dir, const CalibrationOptions& opts,
-                                 std::set<size_t>* remeasured = nullptr);
+// cost is checked as validation checks any run's. A malformed trace throws DataError
+// naming the file; a run the trace makes too costly, ConfigError.
+Experiment with_measured_compute(const Experiment& exp, const std::string& exp_dir, const CalibrationOptions& opts);
+
+// The indexes of the runs with_measured_compute will measure a trace for (missing, or
+// every measured run's with recalibrate): their earlier results replayed another trace.
+std::set<size_t> runs_measured_anew(const Experiment& exp, const std::string& exp_dir, bool recalibrate);
 
 }  // namespace asgd

@@ -344,14 +344,13 @@ int run_experiment(const Experiment& given, const RunnerOptions& opts) {
                       opts.command_line, opts.quiet);
   if (!lock.held()) return 130;  // interrupted while waiting for it
   for (const auto& w : given.warnings) std::cerr << "asgdsim: warning: " << w << "\n";
-  // cluster.compute "measured": its traces are measured (or found) before anything else,
-  // and the runs replay them; a run whose trace was measured now is made again
-  std::set<size_t> remeasured;
   if (opts.recalibrate && sharded)  // each process would measure in turn, and the shards replay different traces
     throw UsageError("--recalibrate with --shard or mpirun: measure once without sharding (asgdsim run CONFIG "
                      "--recalibrate), then share the experiment folder");
-  const Experiment exp = with_measured_compute(given, exp_dir, {opts.recalibrate, opts.quiet, {}}, &remeasured);
-  const size_t total = exp.runs.size();
+  // cluster.compute "measured": a run whose trace is measured now is made again (its
+  // earlier results replayed another trace)
+  const std::set<size_t> remeasured = runs_measured_anew(given, exp_dir, opts.recalibrate);
+  const size_t total = given.runs.size();
 
   // Everything is checked before anything is written: in run order, skip runs already
   // done (their result files complete), refuse folders that hold another config. A
@@ -360,15 +359,17 @@ int run_experiment(const Experiment& given, const RunnerOptions& opts) {
   std::vector<std::string> skipped_lines;
   for (size_t k = 0; k < total; ++k) {
     if (int(k % size_t(std::max(1, opts.shards))) != opts.shard) continue;  // another shard's
-    const RunSpec& run = exp.runs[k];
+    const RunSpec& run = given.runs[k];
     const std::string dir = exp_dir + "/" + run.run_id;
-    const EarlierRun earlier = earlier_run(dir, run.config, opts.force || remeasured.count(k) > 0, run_tag(exp, k));
+    const EarlierRun earlier = earlier_run(dir, run.config, opts.force || remeasured.count(k) > 0, run_tag(given, k));
     if (!earlier.line.empty()) skipped_lines.push_back(earlier.line);
     if (earlier.done) continue;
     todo.push_back(k);
   }
-  const std::vector<std::string> others = runs_of_other_configs(exp_dir, exp);
+  const std::vector<std::string> others = runs_of_other_configs(exp_dir, given);
   refuse_runs_of_other_configs(exp_dir, others, opts.force);
+  // then the traces are measured (or found), and the runs replay them
+  const Experiment exp = with_measured_compute(given, exp_dir, {opts.recalibrate, opts.quiet, {}});
   const int lanes = int(std::max<size_t>(1, std::min<size_t>(size_t(std::max(1, opts.jobs)), todo.size())));
   if (lanes > 1) check_lanes_fit_in_memory(exp, todo, lanes);
   // Shard 0 alone moves them (the folders are no shard's runs, so no other shard writes them).
