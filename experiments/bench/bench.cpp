@@ -22,6 +22,7 @@
 #include <stdexcept>
 #include <thread>
 #include "engines/engine_registry.h"
+#include "experiments/bench/calibration.h"
 #include "experiments/config/config.h"
 #include "experiments/run/run_parts.h"
 #include "experiments/run/runner.h"
@@ -129,18 +130,16 @@ double time_bare(const Problem& p, size_t train_size, size_t batch, uint64_t gra
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
       kernels_use_one_thread_here();
-      ExecContext ctx;
-      DeviceArray<float> w, g(n);
-      w.upload(init);
       uint64_t my_grads = gradients / threads + (uint64_t(t) < gradients % threads ? 1 : 0);
       uint64_t my_updates = updates / threads + (uint64_t(t) < updates % threads ? 1 : 0);
       // Minibatch ids: up to 1024 batches of the thread's own stream, cycled.
       size_t batches = size_t(std::min<uint64_t>(std::max<uint64_t>(my_grads, 1), 1024));
-      std::vector<int32_t> ids;
-      SampleStream stream(train_size, seed + 1000 + t);
-      stream.next(batches * batch, ids);
+      GradientLoop loop(*p.model, p.train, init, train_size, batch, seed + 1000 + t, batches);
+      ExecContext& ctx = loop.ctx;
+      DeviceArray<float>&w = loop.w, &g = loop.g;
+      const std::vector<int32_t>& ids = loop.ids;
       const float lr = 1e-4f;  // small: the parameters stay finite whatever the model
-      double loss = p.model->loss_grad(ctx, w.data(), p.train, ids.data(), batch, {seed, uint32_t(t), 0}, g.data());
+      double loss = loop.gradient(0, {seed, uint32_t(t), 0});
       {
         std::unique_lock<std::mutex> lock(m);
         ++ready;
@@ -169,8 +168,7 @@ double time_bare(const Problem& p, size_t train_size, size_t batch, uint64_t gra
       for (uint64_t k = 0; k < my_grads; k += group) {
         const size_t count = size_t(std::min(group, my_grads - k));
         if (group == 1) {
-          const int32_t* b = ids.data() + (k % batches) * batch;
-          loss += p.model->loss_grad(ctx, w.data(), p.train, b, batch, {seed, uint32_t(t), uint32_t(k)}, g.data());
+          loss += loop.gradient(k, {seed, uint32_t(t), uint32_t(k)});
         } else {
           for (size_t j = 0; j < count; ++j) {
             reqs[j].w = w.data();

@@ -280,7 +280,9 @@ po::options_description experiment_options(const std::string& cmd, std::vector<s
        "move run folders of another config (an earlier sweep, a changed key) into OUT/<name>/superseded-<UTC time>/ "
        "so that this run can go on (refused otherwise); re-runs nothing, deletes nothing")
       ("quiet", po::bool_switch(&ro.quiet), "no progress or per-run lines; only where the results went, and errors")
-      ("trace", po::bool_switch(&ro.trace), "write trace.json (Chrome/Perfetto trace events) for every run");
+      ("trace", po::bool_switch(&ro.trace), "write trace.json (Chrome/Perfetto trace events) for every run")
+      ("recalibrate", po::bool_switch(&ro.recalibrate),
+       "cluster.compute \"measured\": time the gradients again instead of replaying the experiment's traces");
   if (!for_help || cmd == "run")
     opts.add_options()
         ("threads", po::value<std::string>()->default_value("0")->value_name("N"),
@@ -371,6 +373,8 @@ int cmd_validate(const Experiment& exp) {
     for (const auto& [k, v] : r.sweep_values.items()) std::cout << " " << k << "=" << v.dump();
     std::cout << " seed=" << r.seed << "\n";
   }
+  for (const auto& n : exp.notes) std::cout << n << "\n";
+  for (const auto& w : exp.warnings) std::cerr << "asgdsim: warning: " << w << "\n";
   return 0;
 }
 

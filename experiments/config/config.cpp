@@ -15,7 +15,9 @@
 #include <optional>
 #include <sstream>
 #include "engines/engine_registry.h"
+#include "experiments/bench/calibration.h"
 #include "sim/data/catalog.h"
+#include "sim/data/dataset.h"
 #include "kernels/model.h"
 #include "experiments/run/resources.h"
 #include "sim/run/atomic_file.h"
@@ -863,6 +865,11 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
                                     {"efficiency", asked["efficiency"]},
                                     {"seconds_per_sample", per_sample}};
     }
+    // dist "measured": a draw is the whole step, replayed from the experiment's trace once
+    // `asgdsim run` has measured or found it (experiments/bench/calibration.h); its cost
+    // is checked then
+    const bool measured = valid && asked.is_object() && asked.value("dist", "") == "measured";
+    if (measured) measured_compute_plan(run, exp.notes);
     for (const char* key : {"compute", "speeds"}) {
       const json& spec = run.config["cluster"][key];
       if (!spec.is_object() || spec.value("dist", "") != "trace" || spec.value("file", "").empty()) continue;
@@ -876,6 +883,7 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
       }
     }
     const json& compute_spec = run.settings.compute_dist;
+    if (measured) continue;
     if (!valid || std::find(failed_specs.begin(), failed_specs.end(), compute_spec) != failed_specs.end()) continue;
     std::shared_ptr<Distribution> compute;
     for (const auto& [spec, dist] : built)
@@ -892,6 +900,7 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
     check_run_resources(run.config, run.settings, *compute, v);
   }
   v.throw_if_failed(source);
+  warn_of_fixed_compute_in_sweeps(sweep, exp);
 
   exp.resolved = top_checked;
   exp.resolved["name"] = name;

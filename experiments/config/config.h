@@ -33,6 +33,9 @@ struct Experiment {
   json resolved;             // the experiment config with every default filled
   std::vector<std::string> sweep_keys;
   std::vector<RunSpec> runs;
+  // What validate and run say before the runs: notes (what cluster.compute "measured" will
+  // do) and warnings (a sweep over the model or the batch whose compute draw ignores it).
+  std::vector<std::string> notes, warnings;
 };
 
 // Reads and parses a JSON file; throws ConfigError naming file, line and column.

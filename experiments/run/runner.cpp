@@ -1,5 +1,6 @@
 // experiments/run/runner.cpp — from RunSpecs to run folders.
 #include "experiments/run/runner.h"
+#include "experiments/bench/calibration.h"
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -332,23 +333,31 @@ void check_lanes_fit_in_memory(const Experiment& exp, const std::vector<size_t>&
 
 }  // namespace
 
-int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
-  const std::string name = exp.resolved.value("name", std::string("experiment"));
+int run_experiment(const Experiment& given, const RunnerOptions& opts) {
+  const std::string name = given.resolved.value("name", std::string("experiment"));
   if (opts.out_dir.empty()) throw IoError("--out is empty: give the folder the experiment goes under");
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
     throw IoError("experiment name '" + name + "' cannot be a folder under --out");
   const std::string exp_dir = opts.out_dir + "/" + name;
   if (!external_provider())  // a PyTorch model or data set runs from Python: refused before anything is written
-    for (const RunSpec& run : exp.runs)
+    for (const RunSpec& run : given.runs)
       for (const char* key : {"model", "data"})
         if (run.config[key].value("type", "") == "torch") throw UsageError(external_provider_missing(std::string(key) + ".type"));
   make_experiment_folder(exp_dir);  // not a link: nothing is written through one
   // The folder is this process's (shared with the other shards of the same experiment)
   // until it returns: no other asgdsim writes into it meanwhile.
-  ExperimentLock lock(exp_dir, opts.shards > 1 ? ExperimentLock::Mode::Shared : ExperimentLock::Mode::Exclusive, opts.wait,
+  const bool sharded = opts.shards > 1;
+  ExperimentLock lock(exp_dir, sharded ? ExperimentLock::Mode::Shared : ExperimentLock::Mode::Exclusive, opts.wait,
                       opts.command_line, opts.quiet);
   if (!lock.held()) return 130;  // interrupted while waiting for it
-  const size_t total = exp.runs.size();
+  for (const auto& w : given.warnings) std::cerr << "asgdsim: warning: " << w << "\n";
+  if (opts.recalibrate && sharded)  // each process would measure in turn, and the shards replay different traces
+    throw UsageError("--recalibrate with --shard or mpirun: measure once without sharding (asgdsim run CONFIG "
+                     "--recalibrate), then share the experiment folder");
+  // cluster.compute "measured": a run whose trace is measured now is made again (its
+  // earlier results replayed another trace)
+  const std::set<size_t> remeasured = runs_measured_anew(given, exp_dir, opts.recalibrate);
+  const size_t total = given.runs.size();
 
   // Everything is checked before anything is written: in run order, skip runs already
   // done (their result files complete), refuse folders that hold another config. A
@@ -358,19 +367,22 @@ int run_experiment(const Experiment& exp, const RunnerOptions& opts) {
   std::vector<std::string> aside;  // run folders this process moves aside (--supersede)
   for (size_t k = 0; k < total; ++k) {
     if (int(k % size_t(std::max(1, opts.shards))) != opts.shard) continue;  // another shard's
-    const RunSpec& run = exp.runs[k];
+    const RunSpec& run = given.runs[k];
     const std::string dir = exp_dir + "/" + run.run_id;
-    const EarlierRun earlier = earlier_run(dir, run.config, opts.replace, run_tag(exp, k));
+    ReplacePolicy replace = opts.replace;  // a run whose trace is measured anew is made again
+    replace.rerun = replace.rerun || remeasured.count(k) > 0;
+    const EarlierRun earlier = earlier_run(dir, run.config, replace, run_tag(given, k));
     if (!earlier.line.empty()) skipped_lines.push_back(earlier.line);
     if (earlier.superseded) aside.push_back(run.run_id);  // this shard's run: no other shard touches it
     if (earlier.done) continue;
     todo.push_back(k);
   }
-  const std::vector<std::string> others = runs_of_other_configs(exp_dir, exp);
+  const std::vector<std::string> others = runs_of_other_configs(exp_dir, given);
   refuse_runs_of_other_configs(exp_dir, others, opts.replace.supersede);
+  // then the traces are measured (or found), and the runs replay them
+  const Experiment exp = with_measured_compute(given, exp_dir, {opts.recalibrate, opts.quiet, {}});
   const int lanes = int(std::max<size_t>(1, std::min<size_t>(size_t(std::max(1, opts.jobs)), todo.size())));
   if (lanes > 1) check_lanes_fit_in_memory(exp, todo, lanes);
-  const bool sharded = opts.shards > 1;
   json old_experiment;  // the config that made what is here, as this process found it
   if (!read_json(exp_dir + "/experiment.json", old_experiment) || (sharded && old_experiment == exp.resolved))
     old_experiment = nullptr;  // another shard may have replaced it already: then it is not written aside

@@ -24,6 +24,7 @@ struct RunnerOptions {
   bool quiet = false;
   bool trace = false;       // force trace.json for every run
   ReplacePolicy replace;    // --rerun, --supersede
+  bool recalibrate = false; // cluster.compute "measured": measure the traces again (and re-make their runs)
   bool wait = false;        // wait for the experiment folder's lock instead of refusing
   // This process makes only the runs k with k % shards == shard (--shard I/K, or one MPI
   // rank of K); the others are left to other processes sharing the experiment folder.

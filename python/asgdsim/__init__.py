@@ -103,17 +103,24 @@ class Results:
 
 
 def run(config, *, out="runs", model=None, loss=None, data=None, test_data=None, threads=None, jobs=None,
-        force=False, quiet=False, trace=False, wait=False, sets=(), command_line=None):
+        rerun=False, supersede=False, recalibrate=False, quiet=False, trace=False, wait=False, sets=(),
+        command_line=None, force=None):
     """Runs an experiment as `asgdsim run` does and returns its Results.
 
     config: a dict or a JSON file's path. model: a torch.nn.Module or a zero-argument
     factory returning one (model.type "torch"); loss: (outputs, targets) -> scalar tensor
     (default cross-entropy; mean squared error for data without classes); data/test_data:
     map-style torch Datasets of (input, target) or pairs of tensors (data.type "torch"; data
-    may be a factory returning (train, test)). threads/jobs/force/quiet/trace/wait: as
-    `asgdsim run`'s options; sets: ["KEY.PATH=VALUE", ...] as --set. Ctrl-C ends the runs
+    may be a factory returning (train, test)). threads/jobs/rerun/supersede/
+    recalibrate/quiet/trace/wait: as `asgdsim run`'s options (rerun makes again the runs
+    already done, supersede moves another config's run folders aside); sets:
+    ["KEY.PATH=VALUE", ...] as --set. Ctrl-C ends the runs
     under way as interrupted and raises KeyboardInterrupt.
     """
+    if force is not None:  # as `asgdsim run --force`: split in two (docs/cli.md)
+        raise InputError("force= is gone, split in two: supersede=True moves run folders of another config aside "
+                         "(nothing re-runs), rerun=True makes again the runs already done; pass both for what "
+                         "force did", 2)
     text, source, base, name = _text(config)
     torch_state = []
 
@@ -127,7 +134,8 @@ def run(config, *, out="runs", model=None, loss=None, data=None, test_data=None,
         command_line = f"asgdsim.run({source if source != 'the config' else 'dict'})"
     try:
         code, folder = _core.run(text, source, base, builtins.list(sets), name, os.fspath(out), int(threads or 0),
-                                 int(jobs or 1), bool(force), bool(quiet), bool(trace), bool(wait), command_line,
+                                 int(jobs or 1), bool(rerun), bool(supersede), bool(recalibrate), bool(quiet),
+                                 bool(trace), bool(wait), command_line,
                                  make_bridge)
     finally:
         if torch_state:  # the caller's generator and thread count, as they were

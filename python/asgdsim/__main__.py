@@ -2,7 +2,8 @@
 
     python3 -m asgdsim run CONFIG.json --model models.py:make_model [--data data.py:make_data]
                            [--test-data F.py:NAME] [--loss F.py:NAME] [--set KEY.PATH=VALUE]...
-                           [--out DIR] [--threads N] [--jobs N] [--force] [--wait] [--quiet] [--trace]
+                           [--out DIR] [--threads N] [--jobs N] [--rerun] [--supersede] [--recalibrate]
+                           [--wait] [--quiet] [--trace]
     python3 -m asgdsim validate CONFIG.json [--model ...] [--data ...] [--set ...]
     python3 -m asgdsim list
 
@@ -42,7 +43,9 @@ def _parser():
             s.add_argument("--out", default="runs")
             s.add_argument("--threads", type=int, default=0)
             s.add_argument("--jobs", type=int, default=1)
-            s.add_argument("--force", action="store_true")
+            s.add_argument("--rerun", action="store_true", help="make again the runs already done")
+            s.add_argument("--supersede", action="store_true", help="move run folders of another config aside")
+            s.add_argument("--recalibrate", action="store_true", help="measure the compute traces again")
             s.add_argument("--wait", action="store_true")
             s.add_argument("--quiet", action="store_true")
             s.add_argument("--trace", action="store_true")
@@ -77,7 +80,8 @@ def main(argv=None):
                 sweep = "".join(f" {k}={__import__('json').dumps(x)}" for k, x in r["sweep"].items())
                 print(f"  {r['run_id']}  engine={r['engine']}{sweep} seed={r['seed']}")
             return 0
-        res = run(args.config, out=args.out, threads=args.threads, jobs=args.jobs, force=args.force,
+        res = run(args.config, out=args.out, threads=args.threads, jobs=args.jobs, rerun=args.rerun,
+                  supersede=args.supersede, recalibrate=args.recalibrate,
                   quiet=args.quiet, trace=args.trace, wait=args.wait, sets=sets, test_data=test_data,
                   command_line="python3 -m asgdsim " + " ".join(argv))
         return res.exit_code

@@ -347,7 +347,8 @@ PYBIND11_MODULE(_core, m) {
       "run",
       [](const std::string& config_text, const std::string& source, const std::string& base_dir,
          const std::vector<std::string>& sets, const std::string& default_name, const std::string& out, int threads,
-         int jobs, bool force, bool quiet, bool trace, bool wait, const std::string& command_line,
+         int jobs, bool rerun, bool supersede, bool recalibrate, bool quiet, bool trace, bool wait,
+         const std::string& command_line,
          py::object make_bridge) {
         std::unique_lock<std::mutex> one(run_mutex(), std::try_to_lock);
         if (!one.owns_lock())
@@ -357,7 +358,9 @@ PYBIND11_MODULE(_core, m) {
         ro.out_dir = out;
         ro.threads = threads;
         ro.jobs = jobs;
-        ro.force = force;
+        ro.replace.rerun = rerun;
+        ro.replace.supersede = supersede;
+        ro.recalibrate = recalibrate;
         ro.quiet = quiet;
         ro.trace = trace;
         ro.wait = wait;
@@ -402,6 +405,7 @@ PYBIND11_MODULE(_core, m) {
         return py::make_tuple(code, ro.out_dir + "/" + exp.resolved.value("name", std::string("experiment")));
       },
       py::arg("config_text"), py::arg("source"), py::arg("base_dir"), py::arg("sets"), py::arg("default_name"),
-      py::arg("out"), py::arg("threads"), py::arg("jobs"), py::arg("force"), py::arg("quiet"), py::arg("trace"),
+      py::arg("out"), py::arg("threads"), py::arg("jobs"), py::arg("rerun"), py::arg("supersede"),
+      py::arg("recalibrate"), py::arg("quiet"), py::arg("trace"),
       py::arg("wait"), py::arg("command_line"), py::arg("make_bridge"));
 }

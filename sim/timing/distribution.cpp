@@ -126,6 +126,8 @@ bool read_bounded_line(std::istream& in, std::string& line, const std::string& p
   return !line.empty();
 }
 
+}  // namespace
+
 std::vector<double> read_trace_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::invalid_argument("trace file " + path + ": cannot be opened");
@@ -157,13 +159,13 @@ std::vector<double> read_trace_file(const std::string& path) {
   return values;
 }
 
-}  // namespace
-
 namespace {
 
 // Every distribution's keys, bound into one struct (each member reads its own).
 struct DistParams {
   double value{}, low{}, high{}, mean{}, shift{}, sigma{}, scale{}, alpha{}, shape{}, efficiency{};
+  double seconds{};   // measured: the timed steps' wall-time budget
+  int steps{}, warmup{};  // measured: timed steps at most, untimed steps first
   std::vector<double> values;
   std::string file;
 };
@@ -223,6 +225,22 @@ const std::vector<DistMember>& members() {
          [](const P&, const std::string&) -> std::unique_ptr<Distribution> {
            throw std::invalid_argument(
                "flops: a step's time follows the model; it is resolved with the run's model (resolve_experiment)");
+         }},
+        {"measured",
+         "the model's own cost on this machine: before the runs, `asgdsim run` times the model's real loss+gradient "
+         "at each per-worker batch size the experiment uses (one thread, as a run's job computes; `warmup` untimed "
+         "steps, then up to `steps` steps or `seconds` of them), writes the step times to "
+         "OUT/NAME/calibration/MODEL-bBATCH-HASH.trace (with machine, backend, commit and date) and every run "
+         "replays that trace as dist \"trace\" does; a draw is a whole step (`per` does not apply), plus overhead. An "
+         "existing trace is reused (`asgdsim run --recalibrate` measures again)",
+         {field(&P::seconds, ParamInfo{"seconds", ParamType::Number, 2.0,
+                                       "seconds of timed steps per model x batch, at most (the calibration clock: the thread's CPU time, on CUDA wall time)", 0, 600, true}),
+          field(&P::steps, ParamInfo{"steps", ParamType::Integer, 200, "timed steps per model x batch, at most", 1, 100000}),
+          field(&P::warmup, ParamInfo{"warmup", ParamType::Integer, 5,
+                                      "untimed steps first (workspaces, caches, page faults)", 0, 10000})},
+         [](const P&, const std::string&) -> std::unique_ptr<Distribution> {
+           throw std::invalid_argument("measured: a step's time is replayed from the experiment's calibration trace, "
+                                       "which `asgdsim run` makes before the runs (experiments/bench/calibration.h)");
          }},
         {"trace", "replays a list of durations, per worker from the start, cyclically",
          {field(&P::values, ParamInfo{"values", ParamType::NumberList, nlohmann::json::array(),

@@ -1,6 +1,7 @@
 // sim/timing/distribution.h — random durations and factors (virtual seconds or unitless):
-// constant, uniform, exponential, shifted exponential, lognormal, Pareto and a replayed
-// trace. Each knows its closed-form mean and variance (tests compare samples against
+// constant, uniform, exponential, shifted exponential, lognormal, Pareto, Weibull and a
+// replayed trace (dist "flops" and "measured" are resolved per run into a constant and a
+// trace: experiments/config/config.cpp, experiments/bench/calibration.h). Each knows its closed-form mean and variance (tests compare samples against
 // them). Draws take the caller's keyed Rng, so they are reproducible per (worker, step).
 #pragma once
 #include <cstdint>
@@ -28,6 +29,11 @@ const std::vector<ComponentInfo>& distribution_catalog();
 // cluster.compute.flops of dist "flops": a device's FLOP/s, a number or a named datasheet
 // peak ("h100-fp32", ...); 0 for anything else.
 double device_flops(const nlohmann::json& flops);
+
+// A trace file's durations: one per line, '#' lines and blank lines skipped. Throws
+// std::invalid_argument naming the file and the line (not a number, negative, too large,
+// too long) or saying that it cannot be opened or holds none.
+std::vector<double> read_trace_file(const std::string& path);
 
 // Builds a distribution from a validated spec {"dist": name, params...}. A trace "file"
 // is read here; a missing file or a non-numeric line throws std::invalid_argument naming

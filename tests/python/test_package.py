@@ -157,9 +157,9 @@ class Package(unittest.TestCase):
         cfg = torch_config()
         a = self.run_torch(cfg, model=small_net(dropout=0.5))
         first = metrics(a.folder, "async-seed1")
-        b = self.run_torch(cfg, model=small_net(dropout=0.5), force=True)
+        b = self.run_torch(cfg, model=small_net(dropout=0.5), rerun=True)
         self.assertEqual(first, metrics(b.folder, "async-seed1"))
-        c = self.run_torch(cfg, model=small_net(dropout=0.0), force=True)
+        c = self.run_torch(cfg, model=small_net(dropout=0.0), rerun=True)
         self.assertNotEqual(first, metrics(c.folder, "async-seed1"))
 
     # ---- engine equivalences with a torch model ----

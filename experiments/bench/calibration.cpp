@@ -1,0 +1,264 @@
+// experiments/bench/calibration.cpp — timing the real gradient (see calibration.h).
+#include "experiments/bench/calibration.h"
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+#include "asgd/build_info.h"
+#include "experiments/run/resources.h"
+#include "experiments/run/run_parts.h"
+#include "sim/core/errors.h"
+#include "sim/data/sample_stream.h"
+#include "sim/run/atomic_file.h"
+#include "sim/timing/distribution.h"
+#include "sim/timing/measured_trace.h"
+
+namespace asgd {
+
+GradientLoop::GradientLoop(const Model& m, const DeviceDataset* data, const std::vector<float>& init,
+                           size_t train_size, size_t b, uint64_t stream_seed, size_t n_batches)
+    : model(m), train(data), batch(b), batches(std::max<size_t>(n_batches, 1)), g(m.num_params()) {
+  w.upload(init);
+  SampleStream stream(train_size, stream_seed);
+  stream.next(batches * batch, ids);
+}
+
+double GradientLoop::gradient(uint64_t k, const NoiseKey& noise) {
+  return model.loss_grad(ctx, w.data(), train, batch_ids(k), batch, noise, g.data());
+}
+
+namespace {
+
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// "Intel(R) Xeon(R) ... @ 2.20GHz" from /proc/cpuinfo ("" where there is none)
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      std::string v = line.substr(line.find(':') + 1);
+      return v.substr(std::min(v.size(), v.find_first_not_of(' ')));
+    }
+  return "";
+}
+
+// An exclusive flock on `path` (created), held while it lives: one process calibrates at
+// a time, so shards that share the folder measure a trace once and read it after.
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ < 0) throw IoError(path + ": cannot be opened: " + std::strerror(errno));
+    while (::flock(fd_, LOCK_EX) != 0)
+      if (errno != EINTR) throw IoError(path + ": cannot be locked: " + std::strerror(errno));
+  }
+  ~FileLock() { ::close(fd_); }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_;
+};
+
+// Measures the trace of `run`'s model at its per-worker batch and writes it to `path`.
+void calibrate(const RunSpec& run, const std::string& base_dir, const std::string& path, const CalibrationBudget& budget,
+               const CalibrationOptions& opts) {
+  const json& model_cfg = run.config["model"];
+  const size_t batch = run.settings.batch_size;
+  if (!opts.quiet)
+    std::cerr << "asgdsim: calibrating cluster.compute \"measured\": " << model_cfg.value("type", "model") << " at batch "
+              << batch << " (" << budget.warmup << " warm-up steps, then up to " << budget.steps << " steps or "
+              << budget.seconds << " s) ..." << std::flush;
+  const double t0 = steady_seconds();
+  std::shared_ptr<LoadedData> data = load_data(run, base_dir);
+  std::unique_ptr<Model> model = build_model(model_cfg, *data);
+  const bool uses_data = model->uses_data();
+  const size_t train_size = uses_data && data->train.n > 0 ? data->train.n : 1024;
+  MeasuredTrace trace;
+  trace.step_seconds = time_gradient_steps(*model, uses_data ? &data->train : nullptr, train_size, batch, budget, opts.now);
+  std::string commit = build::git_commit;
+  if (build::git_dirty) commit += " (dirty)";
+  trace.header = {{"model", model_cfg},
+                  {"data", run.config["data"]},
+                  {"batch", batch},
+                  {"threads", 1},
+                  {"clock", opts.now ? "injected" : calibration_clock_name()},
+                  {"warmup_steps", budget.warmup},
+                  {"timed_steps", trace.step_seconds.size()},
+                  {"machine", host_name() + (cpu_model().empty() ? "" : ", " + cpu_model())},
+                  {"backend", std::string(build::backend) + ", " + build::build_type + ", GEMM " + kernels_gemm_core()},
+                  {"commit", commit},
+                  {"asgdsim_version", build::version},
+                  {"date", iso_now()}};
+  write_file_atomic(path, format_measured_trace(trace));
+  if (!opts.quiet) {
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), " %zu steps, median %.4g ms (%.2f s in all)\n", trace.step_seconds.size(),
+                  1e3 * median_of(trace.step_seconds), steady_seconds() - t0);
+    std::cerr << buf << std::flush;
+  }
+}
+
+}  // namespace
+
+double calibration_clock_seconds() {
+  if (std::string(kernels_backend()) == "CUDA") return steady_seconds();
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+const char* calibration_clock_name() {
+  return std::string(kernels_backend()) == "CUDA" ? "wall time" : "the timing thread's CPU time";
+}
+
+std::vector<double> time_gradient_steps(const Model& model, const DeviceDataset* train, size_t train_size, size_t batch,
+                                        const CalibrationBudget& budget, const std::function<double()>& now_fn) {
+  const std::function<double()> now = now_fn ? now_fn : std::function<double()>(calibration_clock_seconds);
+  std::vector<double> times;
+  std::exception_ptr error;
+  // A thread of its own, set up as the worker pool's threads are (one kernel thread).
+  std::thread timer([&] {
+    try {
+      kernels_use_one_thread_here();
+      std::vector<float> init;
+      model.init_params(1, init);
+      const size_t steps = size_t(std::max(budget.steps, 1)), warmup = size_t(std::max(budget.warmup, 0));
+      GradientLoop loop(model, train, init, train_size, batch, /*stream_seed=*/1, std::min<size_t>(steps + warmup, 64));
+      uint64_t k = 0;
+      for (; k < warmup; ++k) loop.gradient(k, {1, 0, uint32_t(k)});
+      loop.ctx.synchronize();
+      double total = 0;
+      while (times.size() < steps && (times.empty() || total < budget.seconds)) {
+        const double t0 = now();
+        loop.gradient(k, {1, 0, uint32_t(k)});
+        loop.ctx.synchronize();
+        const double t = std::max(0.0, now() - t0);
+        times.push_back(t);
+        total += t;
+        ++k;
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
+  timer.join();
+  if (error) std::rethrow_exception(error);
+  return times;
+}
+
+void measured_compute_plan(RunSpec& run, std::vector<std::string>& notes) {
+  run.settings.step_cost.per_sample = false;  // the trace holds whole steps' times
+  const std::string name = measured_trace_name(run.config["model"], run.config["data"], run.settings.batch_size);
+  run.settings.compute_model = {{"dist", "measured"}, {"trace", name}};
+  const json& spec = run.settings.compute_dist;
+  const std::string note =
+      "cluster.compute \"measured\": `asgdsim run` first times the real gradient of model " +
+      run.config["model"].value("type", std::string("?")) + " at batch " + std::to_string(run.settings.batch_size) +
+      " on this machine (one thread; " + spec.value("warmup", json(5)).dump() + " warm-up steps, then up to " +
+      spec.value("steps", json(200)).dump() + " steps or " + spec.value("seconds", json(2.0)).dump() +
+      " s) into OUT/<name>/" + name + ", or reuses that file where it exists (--recalibrate measures again); " +
+      "the runs replay it (dist \"trace\", a draw per step)";
+  if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
+}
+
+void warn_of_fixed_compute_in_sweeps(const std::vector<std::pair<std::string, json>>& sweep, Experiment& exp) {
+  for (const auto& [key, values] : sweep) {
+    const bool over_model = key == "model" || key.rfind("model.", 0) == 0;
+    const bool over_batch = key == "train.batch_size" || key == "train.global_batch";
+    if (!over_model && !over_batch) continue;
+    std::set<std::string> fixed;  // the fixed draws some run keeps, "exponential per sample"
+    for (const auto& run : exp.runs) {
+      const std::string dist = run.config["cluster"]["compute"].value("dist", "");
+      if (dist != "flops" && dist != "measured")
+        fixed.insert(dist + " per " + (run.settings.step_cost.per_sample ? "sample" : "step"));
+    }
+    if (fixed.empty()) continue;
+    std::string draws;
+    for (const auto& f : fixed) draws += (draws.empty() ? "" : ", ") + f;
+    exp.warnings.push_back(
+        "sweep." + key + ": cluster.compute keeps a fixed draw (" + draws + "), so virtual compute time " +
+        (over_model ? "is the same for every model of the sweep"
+                    : "does not follow the model's cost at each batch size (per sample: in proportion to the batch; "
+                      "per step: not at all)") +
+        "; use dist \"flops\" or \"measured\" for compute that follows the model");
+  }
+}
+
+namespace {
+bool measured(const RunSpec& run) { return run.settings.compute_model.value("dist", "") == "measured"; }
+std::string trace_name_of(const RunSpec& run) {
+  return measured_trace_name(run.config["model"], run.config["data"], run.settings.batch_size);
+}
+}  // namespace
+
+std::set<size_t> runs_measured_anew(const Experiment& exp, const std::string& exp_dir, bool recalibrate) {
+  std::set<size_t> out;
+  for (size_t k = 0; k < exp.runs.size(); ++k)
+    if (measured(exp.runs[k]) && (recalibrate || ::access((exp_dir + "/" + trace_name_of(exp.runs[k])).c_str(), F_OK) != 0))
+      out.insert(k);
+  return out;
+}
+
+Experiment with_measured_compute(const Experiment& exp, const std::string& exp_dir, const CalibrationOptions& opts) {
+  Experiment out = exp;
+  std::map<std::string, MeasuredTrace> traces;  // by name
+  std::vector<std::pair<std::string, std::shared_ptr<Distribution>>> dists;
+  Validator v;
+  for (RunSpec& run : out.runs) {
+    if (!measured(run)) continue;
+    const std::string name = trace_name_of(run);
+    // absolute: compute_dist's file must not resolve against the config's folder
+    const std::string path = std::filesystem::absolute(exp_dir + "/" + name).lexically_normal().string();
+    auto it = traces.find(name);
+    if (it == traces.end()) {
+      {
+        make_directories(exp_dir + "/calibration");
+        FileLock lock(exp_dir + "/calibration/.lock");
+        if (opts.recalibrate || ::access(path.c_str(), F_OK) != 0) {
+          const json& spec = run.settings.compute_dist;
+          CalibrationBudget budget{spec.value("seconds", 2.0), spec.value("steps", 200), spec.value("warmup", 5)};
+          calibrate(run, exp.base_dir, path, budget, opts);
+        }
+      }
+      MeasuredTrace trace;
+      try {
+        trace = read_measured_trace(path);
+      } catch (const DataError& e) {
+        throw DataError(std::string(e.what()) + " (cluster.compute \"measured\" replays it: fix or delete it, or run "
+                                                "with --recalibrate to measure it again)");
+      }
+      // the name's hash keys model, data and batch: a header that disagrees was copied in
+      const std::vector<std::pair<std::string, json>> expected = {{"batch", run.settings.batch_size},
+                                                                  {"model", run.config["model"]}};
+      for (const auto& [key, want] : expected)
+        if (trace.header.contains(key) && trace.header[key] != want)
+          throw DataError("trace file " + path + ": measured for " + key + " " + trace.header[key].dump() +
+                          ", but the runs that replay it use " + want.dump() +
+                          " (run with --recalibrate to measure it again)");
+      it = traces.emplace(name, std::move(trace)).first;
+      dists.emplace_back(name, make_distribution({{"dist", "trace"}, {"file", path}}));
+    }
+    run.settings.compute_dist = {{"dist", "trace"}, {"file", path}};
+    run.settings.compute_model = measured_compute_model(it->second, name);
+    for (const auto& [n, d] : dists)
+      if (n == name) check_run_resources(run.config, run.settings, *d, v);
+  }
+  v.throw_if_failed(exp.source.empty() ? "config" : exp.source);
+  return out;
+}
+
+}  // namespace asgd

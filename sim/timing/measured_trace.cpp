@@ -1,0 +1,86 @@
+// sim/timing/measured_trace.cpp — the measured compute trace's file (see measured_trace.h).
+#include "sim/timing/measured_trace.h"
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+#include "sim/core/errors.h"
+#include "sim/timing/distribution.h"
+
+namespace asgd {
+
+namespace {
+constexpr const char* kFirstLine = "# asgdsim measured compute trace";
+}
+
+std::string measured_trace_name(const nlohmann::json& model, const nlohmann::json& data, size_t batch) {
+  const std::string key = nlohmann::json{{"model", model}, {"data", data}, {"batch", batch}}.dump();
+  uint64_t h = 1469598103934665603ull;  // FNV-1a, 64 bits
+  for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
+  char hex[9];
+  std::snprintf(hex, sizeof(hex), "%08x", unsigned(h ^ (h >> 32)));
+  std::string type = model.is_object() && model.contains("type") && model["type"].is_string()
+                         ? model["type"].get<std::string>()
+                         : "model";
+  for (char& c : type)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
+  return "calibration/" + type + "-b" + std::to_string(batch) + "-" + hex + ".trace";
+}
+
+std::string format_measured_trace(const MeasuredTrace& trace) {
+  std::string out = std::string(kFirstLine) + "\n";
+  for (const auto& [key, value] : trace.header.items()) out += "# " + key + ": " + value.dump() + "\n";
+  char buf[32];
+  for (double s : trace.step_seconds) {
+    std::snprintf(buf, sizeof(buf), "%.9f\n", s);  // the virtual clock's resolution
+    out += buf;
+  }
+  return out;
+}
+
+MeasuredTrace read_measured_trace(const std::string& path) {
+  MeasuredTrace t;
+  try {
+    t.step_seconds = read_trace_file(path);
+  } catch (const std::invalid_argument& e) {
+    throw DataError(e.what());
+  }
+  std::ifstream in(path);
+  std::string line;
+  for (int lineno = 1; std::getline(in, line); ++lineno) {
+    if (line.rfind("# ", 0) != 0 || line == kFirstLine) continue;
+    const size_t colon = line.find(": ");
+    nlohmann::json value;
+    if (colon != std::string::npos) value = nlohmann::json::parse(line.substr(colon + 2), nullptr, false);
+    if (colon == std::string::npos || value.is_discarded())
+      throw DataError("trace file " + path + " line " + std::to_string(lineno) +
+                      ": a header line is '# KEY: JSON VALUE', got '" + line.substr(0, 80) + "'");
+    t.header[line.substr(2, colon - 2)] = value;
+  }
+  return t;
+}
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return std::nan("");
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+nlohmann::json measured_compute_model(const MeasuredTrace& trace, const std::string& name) {
+  double sum = 0;
+  for (double s : trace.step_seconds) sum += s;
+  nlohmann::json m = {{"dist", "measured"},
+                      {"trace", name},
+                      {"steps", trace.step_seconds.size()},
+                      {"median_step_seconds", median_of(trace.step_seconds)},
+                      {"mean_step_seconds", sum / double(trace.step_seconds.size())}};
+  for (const char* key : {"machine", "backend", "commit", "date", "batch"})
+    if (trace.header.contains(key)) m[key] = trace.header[key];
+  return m;
+}
+
+}  // namespace asgd

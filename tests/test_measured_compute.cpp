@@ -1,0 +1,236 @@
+// tests/test_measured_compute.cpp — cluster.compute "measured": the calibration's timing
+// loop (an injected clock: exact), the trace's replay (closed form, reuse, byte-identical
+// across threads and re-runs), the cost it measures (LeNet-5 over the MLP, against the
+// same gradients timed in bulk as bench's bare side times them), bad traces (exit 2
+// naming the file) and validate's notes and warnings.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include "experiments/bench/calibration.h"
+#include "experiments/run/run_parts.h"
+#include "sim/core/errors.h"
+#include "sim/timing/measured_trace.h"
+#include "test_helpers.h"
+
+using namespace asgd;
+using namespace asgd::testing;
+using nlohmann::json;
+
+namespace {
+
+const json kMlp = {{"type", "mlp"}, {"hidden", {128}}};
+const json kMlpData = {{"type", "synthetic"}, {"features", 784}, {"classes", 10}, {"train_samples", 256}, {"test_samples", 64}};
+const json kCnn = {{"type", "cnn"}, {"arch", "lenet5"}};
+const json kCnnData = {{"type", "synthetic"}, {"image", {1, 28, 28}}, {"classes", 10}, {"train_samples", 256}, {"test_samples", 64}};
+
+json measured_config(const std::string& name, int workers, json engines, json compute_extra = json::object()) {
+  json compute = {{"dist", "measured"}, {"seconds", 0.05}, {"steps", 20}, {"warmup", 1}};
+  compute.update(compute_extra);
+  return {{"name", name},
+          {"model", kMlp},
+          {"data", kMlpData},
+          {"train", {{"batch_size", 16}, {"lr", 0.05}}},
+          {"cluster", {{"workers", workers}, {"compute", compute}}},
+          {"stop", {{"updates", 40}}},
+          {"eval", {{"every", 10}, {"unit", "updates"}, {"train_samples", 64}, {"test_samples", 64}}},
+          {"engines", engines}};
+}
+
+std::string trace_path(const Experiment& e, const std::string& out) {
+  const RunSpec& r = e.runs.front();
+  return out + "/" + r.config["name"].get<std::string>() + "/" +
+         measured_trace_name(r.config["model"], r.config["data"], r.settings.batch_size);
+}
+
+// The model of `model_cfg` on its data, as a run builds it.
+struct Built {
+  std::shared_ptr<LoadedData> data;
+  std::unique_ptr<Model> model;
+};
+Built build(const json& model_cfg, const json& data_cfg) {
+  json cfg = measured_config("b", 1, json::array({{{"type", "async"}}}));
+  cfg["model"] = model_cfg;
+  cfg["data"] = data_cfg;
+  Experiment e = resolve_experiment(cfg, "test", ".");
+  Built b;
+  b.data = load_data(e.runs[0], ".");
+  b.model = build_model(e.runs[0].config["model"], *b.data);
+  return b;
+}
+
+}  // namespace
+
+// The budget is honoured exactly: a clock that advances 1 ms a reading makes every timed
+// step 1 ms; 10.5 ms of budget ends after the 11th step, 4 steps at most
+// after the 4th, and a step longer than the whole budget is still timed once.
+TEST(MeasuredCompute, TimingStopsAtTheBudgetWithAnInjectedClock) {
+  Built b = build(kMlp, kMlpData);
+  double t = 0;
+  auto clock = [&t] { return t += 0.001; };
+  std::vector<double> steps = time_gradient_steps(*b.model, &b.data->train, b.data->train.n, 16, {0.0105, 100, 2}, clock);
+  ASSERT_EQ(steps.size(), 11u);
+  for (double s : steps) EXPECT_NEAR(s, 0.001, 1e-12);
+  EXPECT_EQ(time_gradient_steps(*b.model, &b.data->train, b.data->train.n, 16, {10, 4, 0}, clock).size(), 4u);
+  EXPECT_EQ(time_gradient_steps(*b.model, &b.data->train, b.data->train.n, 16, {1e-6, 100, 0}, clock).size(), 1u);
+}
+
+// A trace already in the experiment folder is replayed as it is (nothing is measured):
+// one async worker's k-th step lasts speed x (trace[k mod n] + overhead), so 7 updates end
+// at 2 x (2 x (1 + 3 + 2) ms + 1 ms + 7 x 0.5 ms) = 33 ms; summary.json's compute_model
+// names the trace, its header and median.
+TEST(MeasuredCompute, AnExistingTraceIsReplayedStepByStep) {
+  json cfg = measured_config("replay", 1, json::array({{{"type", "async"}}}), {{"overhead", 0.0005}});
+  cfg["cluster"]["speeds"] = {2.0};
+  cfg["stop"] = {{"updates", 7}};
+  cfg["eval"] = {{"every", 100}, {"unit", "updates"}, {"train_samples", 64}, {"test_samples", 64}};
+  const std::string out = temp_dir("measured");
+  Experiment e = resolve_experiment(cfg, "test", ".");
+  MeasuredTrace trace;
+  trace.header = {{"machine", "elsewhere"}, {"batch", 16}, {"commit", "abc"}};
+  trace.step_seconds = {0.001, 0.003, 0.002};
+  const std::string path = trace_path(e, out);
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream(path) << format_measured_trace(trace);
+  RunnerOptions opts;
+  opts.out_dir = out;
+  opts.quiet = true;
+  ASSERT_EQ(run_experiment(e, opts), 0);
+  json s = summary_at(out + "/replay/async-seed1");
+  EXPECT_NEAR(s["time"].get<double>(), 0.033, 1e-9) << s.dump(1);
+  EXPECT_EQ(s["compute_model"]["dist"], "measured");
+  EXPECT_EQ(s["compute_model"]["machine"], "elsewhere");
+  EXPECT_EQ(s["compute_model"]["steps"], 3);
+  EXPECT_DOUBLE_EQ(s["compute_model"]["median_step_seconds"].get<double>(), 0.002);
+  EXPECT_EQ(read_file(path), format_measured_trace(trace));  // reused, not measured again
+}
+
+// Measured once, the trace makes every run the same bytes: with 1 or 2 threads, and again.
+TEST(MeasuredCompute, ReplayIsByteIdenticalAcrossThreadsAndReruns) {
+  json cfg = measured_config("bytes", 4, json::array({{{"type", "async"}}, {{"type", "sync"}}}));
+  cfg["cluster"]["speeds"] = {{"dist", "uniform"}, {"low", 0.8}, {"high", 1.2}};
+  const std::string out = temp_dir("measured");
+  Experiment e = resolve_experiment(cfg, "test", ".");
+  RunnerOptions opts;
+  opts.out_dir = out;
+  opts.quiet = true;
+  opts.threads = 1;
+  ASSERT_EQ(run_experiment(e, opts), 0);
+  const std::string path = trace_path(e, out);
+  const std::string trace = read_file(path);
+  ASSERT_FALSE(read_measured_trace(path).step_seconds.empty());
+  std::vector<std::string> first;
+  for (const char* run : {"async-seed1", "sync-seed1"}) {
+    first.push_back(read_file(out + "/bytes/" + run + "/metrics.csv"));
+    EXPECT_EQ(summary_at(out + "/bytes/" + run)["compute_model"]["trace"],
+              measured_trace_name(e.runs[0].config["model"], e.runs[0].config["data"], 16));
+  }
+  for (int threads : {2, 1}) {
+    opts.threads = threads;
+    opts.replace.rerun = true;
+    ASSERT_EQ(run_experiment(e, opts), 0);
+    EXPECT_EQ(read_file(path), trace);
+    EXPECT_EQ(read_file(out + "/bytes/async-seed1/metrics.csv"), first[0]) << threads << " threads";
+    EXPECT_EQ(read_file(out + "/bytes/sync-seed1/metrics.csv"), first[1]) << threads << " threads";
+  }
+}
+
+// The trace follows the model: LeNet-5's median step over the MLP's, against the same
+// gradients timed in bulk (bench's bare loop: GradientLoop, gradients back to back, the
+// calibration's clock read at each end of a chunk; the median chunk), both measured here, alternated so that a slow phase of a shared
+// machine hits both alike. A generous bound: the two must agree within a factor of 2, and
+// LeNet-5 must cost clearly more than the MLP (about 17x here in CPU time on one OMP thread).
+TEST(MeasuredCompute, LeNetOverMlpStepRatioMatchesBulkTiming) {
+  Built mlp = build(kMlp, kMlpData), cnn = build(kCnn, kCnnData);
+  auto bulk = [](const Built& b, int n) {
+    double seconds = 0;
+    std::thread t([&] {
+      kernels_use_one_thread_here();
+      std::vector<float> init;
+      b.model->init_params(1, init);
+      GradientLoop loop(*b.model, &b.data->train, init, b.data->train.n, 32, 1, 16);
+      loop.gradient(0, {1, 0, 0});
+      loop.ctx.synchronize();
+      std::vector<double> chunks;  // a chunk's mean: the median of 5 keeps out a preempted chunk
+      for (int chunk = 0, k = 0; chunk < 5; ++chunk) {
+        const double t0 = calibration_clock_seconds();
+        for (int i = 0; i < n; ++i, ++k) loop.gradient(uint64_t(k), {1, 0, uint32_t(k)});
+        loop.ctx.synchronize();
+        chunks.push_back((calibration_clock_seconds() - t0) / n);
+      }
+      seconds = median_of(chunks);
+    });
+    t.join();
+    return seconds;
+  };
+  std::vector<double> traced, bulked;
+  for (int round = 0; round < 3; ++round) {
+    const CalibrationBudget budget{0.1, 40, 2};
+    double m = median_of(time_gradient_steps(*mlp.model, &mlp.data->train, mlp.data->train.n, 32, budget));
+    double c = median_of(time_gradient_steps(*cnn.model, &cnn.data->train, cnn.data->train.n, 32, budget));
+    double bm = bulk(mlp, 8), bc = bulk(cnn, 4);
+    traced.push_back(c / m);
+    bulked.push_back(bc / bm);
+  }
+  const double r = median_of(traced), b = median_of(bulked);
+  std::printf("LeNet-5 / MLP step time at batch 32: calibration median %.2f, bulk %.2f\n", r, b);
+  EXPECT_GT(r, 2.0);
+  EXPECT_GT(r, b / 2);
+  EXPECT_LT(r, b * 2);
+}
+
+// A malformed trace in the experiment folder is invalid input (exit 2) naming the file and
+// the line; a config pointing dist "trace" at a missing file is exit 2 naming it.
+TEST(MeasuredCompute, MalformedOrMissingTraceIsExit2NamingIt) {
+  json cfg = measured_config("bad", 1, json::array({{{"type", "async"}}}));
+  const std::string out = temp_dir("measured");
+  Experiment e = resolve_experiment(cfg, "test", ".");
+  const std::string path = trace_path(e, out);
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream(path) << "# asgdsim measured compute trace\n0.001\nfast\n";
+  RunnerOptions opts;
+  opts.out_dir = out;
+  opts.quiet = true;
+  try {
+    run_experiment(e, opts);
+    ADD_FAILURE() << "a malformed trace was replayed";
+  } catch (const DataError& err) {
+    EXPECT_EQ(exit_code_of(std::current_exception()), 2);
+    EXPECT_NE(std::string(err.what()).find(std::filesystem::absolute(path).lexically_normal().string() + " line 3"),
+              std::string::npos) << err.what();
+  }
+  std::ofstream(path) << "# asgdsim measured compute trace\n# machine here\n0.001\n";
+  EXPECT_THROW(run_experiment(e, opts), DataError);  // a header line that is not KEY: JSON
+
+  json other = cfg;
+  other["cluster"]["compute"] = {{"dist", "trace"}, {"file", out + "/elsewhere.trace"}, {"per", "step"}};
+  const std::string file = out + "/other.json";
+  std::ofstream(file) << other.dump();
+  CommandResult r = run_cli("run " + file + " --quiet --out " + out);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find(out + "/elsewhere.trace: cannot be opened"), std::string::npos) << r.output;
+}
+
+// validate times nothing: it says what run will do; a sweep over the model with a fixed
+// draw is warned about, one with a measured (or flops) draw or over another key is not.
+TEST(MeasuredCompute, ValidateSaysWhatMeasuredDoesAndWarnsOfFixedDrawsInModelSweeps) {
+  json cfg = measured_config("plan", 2, json::array({{{"type", "async"}}}));
+  cfg["sweep"] = {{"model.hidden", {{64}, {128}}}};
+  Experiment e = resolve_experiment(cfg, "test", ".");
+  ASSERT_EQ(e.runs.size(), 2u);
+  EXPECT_TRUE(e.warnings.empty());
+  ASSERT_EQ(e.notes.size(), 2u);  // one trace per model
+  EXPECT_NE(e.notes[0].find("calibration/mlp-b16-"), std::string::npos) << e.notes[0];
+  EXPECT_FALSE(e.runs[0].settings.step_cost.per_sample);
+  EXPECT_FALSE(e.runs[0].settings.compute_model.contains("median_step_seconds"));
+
+  cfg["cluster"]["compute"] = {{"dist", "exponential"}, {"mean", 0.001}};
+  Experiment fixed = resolve_experiment(cfg, "test", ".");
+  ASSERT_EQ(fixed.warnings.size(), 1u);
+  EXPECT_NE(fixed.warnings[0].find("sweep.model.hidden"), std::string::npos) << fixed.warnings[0];
+  cfg["sweep"] = {{"train.batch_size", {16, 32}}};
+  EXPECT_EQ(resolve_experiment(cfg, "test", ".").warnings.size(), 1u);
+  cfg["sweep"] = {{"train.lr", {0.1, 0.2}}};
+  EXPECT_TRUE(resolve_experiment(cfg, "test", ".").warnings.empty());
+}
