@@ -801,3 +801,25 @@ TEST(ComputeFromFlops, StepTimeIsTheModelsFlopsOverThePeakTimesEfficiency) {
   bad["cluster"]["compute"]["flops"] = "b200-fp4";
   EXPECT_NE(refusal(bad).find("cluster.compute.flops"), std::string::npos) << refusal(bad);
 }
+
+// A push is a message sent once its step's compute is done: steps cut off by the end of
+// the run (or cancelled) before that send nothing. Async, 4 workers, 1 ms a step, stop at
+// 10.5 ms: each worker has finished 10 steps and is 0.5 ms into its 11th, so 40 pushes,
+// not 44. With 2 ms messages, a push under way at the end was sent and is counted.
+TEST(MessageCounts, StepsCutOffByTheEndSendNothing) {
+  json c = clock_config("cutoff", 4, kMs, {{"type", "async"}});
+  c["stop"] = {{"time", 10.5 * kMs}};
+  c["eval"] = {{"every", 1.0}, {"unit", "time"}};
+  json s = summary_at(run_one(c, "cutoff"));
+  EXPECT_EQ(s["gradients"], 40);
+  EXPECT_EQ(s["messages"]["to_server"], 40);
+  // a network: pull 2 ms, compute 1 ms, push 2 ms (latency-bound messages of 8 bytes)
+  c["name"] = "cutoff_net";
+  c["cluster"]["network"] = {{"bandwidth", 1e12}, {"latency", 2 * kMs}};
+  c["stop"] = {{"time", 13.5 * kMs}};
+  s = summary_at(run_one(c, "cutoff_net"));
+  // per worker: pull [0,2] compute [2,3] push [3,5]; pull [5,7] compute [7,8] push [8,10];
+  // pull [10,12] compute [12,13] push [13,15): sent, not arrived by 13.5 ms
+  EXPECT_EQ(s["messages"]["to_server"], 12);
+  EXPECT_EQ(s["messages"]["to_workers"], 12);
+}

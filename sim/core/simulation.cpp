@@ -421,10 +421,7 @@ void Simulation::cancel(int w) {
     job->cancelled = true;
     out_.workers[w].cancelled++;
     out_.workers[w].wasted += now() - job->start;
-    if (job->push_counted && now() < job->compute_done) {  // the push never starts: not sent
-      out_.messages_to_server--;
-      out_.bytes_to_server -= job->push_bytes;
-    }
+    uncount_unsent_push(*job);
     found = true;
   }
   if (!found) return;
@@ -732,6 +729,15 @@ EvalPair evaluate_params(const Model& model, WorkerPool& pool, ExecContext& exec
 
 void Simulation::evaluate_row() { monitor_.evaluate_row(); }
 
+// A push is counted when its job's times are set (schedule_after_read); a job cancelled or
+// cut off by the end before its compute is done never sends it: not a message sent.
+void Simulation::uncount_unsent_push(GradientJob& job) {
+  if (!job.push_counted || now() >= job.compute_done) return;
+  job.push_counted = false;
+  out_.messages_to_server--;
+  out_.bytes_to_server -= job.push_bytes;
+}
+
 void Simulation::drain() {
   for (auto& job : in_flight_) {
     if (!job) continue;
@@ -814,7 +820,10 @@ RunOutcome Simulation::run(Engine& engine) {
   }
   if (!monitor_.evaluated_now()) evaluate_row();
   for (auto& job : in_flight_)  // steps under way at the end: their time so far was spent
-    if (job && job->incarnation == incarnation_[job->worker]) account(*job, now());
+    if (job && job->incarnation == incarnation_[job->worker]) {
+      account(*job, now());
+      uncount_unsent_push(*job);
+    }
   drain();
 
   out_.time = now();

@@ -164,6 +164,7 @@ class Simulation final : public Runtime {
   void evaluate_row();
   void request_stop(const std::string& status, const std::string& note);
   void drain();
+  void uncount_unsent_push(GradientJob& job);
 
   const RunSettings& settings_;
   const Model& model_;
