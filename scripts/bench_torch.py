@@ -201,12 +201,12 @@ def main():
     make, shape = MODELS[a.model]
     X, Y = data(shape)
     out = tempfile.mkdtemp(prefix="bench_torch_")
-    ways = {"bare": lambda: bare(make, X, Y, a.gradients, a.batch),
-            "sim": lambda: sim(make, X, Y, a.gradients, a.batch, a.workers, out),
-            "plain": lambda: plain(make, X, Y, a.gradients, a.batch, a.workers)}
-    # Warm-up (allocator, the sim's first import of the data module), not measured.
+    ways = {"bare": lambda G: bare(make, X, Y, G, a.batch),
+            "sim": lambda G: sim(make, X, Y, G, a.batch, a.workers, out),
+            "plain": lambda G: plain(make, X, Y, G, a.batch, a.workers)}
+    # Warm-up (allocator, first calls), not measured: a tenth of the gradients each.
     for f in ways.values():
-        f()
+        f(max(a.workers, a.gradients // 10))
     torch.set_num_threads(1)
     order = ["bare", "sim", "plain"]
     rows = []
@@ -214,7 +214,7 @@ def main():
     for i in range(a.alternations):
         c = {}
         for name in order[i % 3:] + order[: i % 3]:
-            c[name] = ways[name]()
+            c[name] = ways[name](G)
             torch.set_num_threads(1)
         r = {"alternation": i + 1}
         for k in order:
