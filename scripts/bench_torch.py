@@ -18,11 +18,15 @@ The machine this was written on has slow and fast memory phases lasting minutes,
 absolute times mean little: each alternation runs the three back to back (the order
 rotating) and gives the ratios sim/bare and plain/bare of throughput (gradients per wall
 second); the result is their median over the alternations. The same ratios of process
-CPU time are printed too (less sensitive to other jobs on the same cores).
+CPU time are printed too (less sensitive to other jobs on the same cores), and, for the
+sim, the share of its wall time spent inside its gradient jobs (all of them, and the G it
+counts: a run stopped by stop.gradients computes workers - 1 more, the steps in flight):
+measured within one run, that share does not depend on the machine's drift.
 
 usage: PYTHONPATH=build/python /usr/bin/python3 scripts/bench_torch.py
            [--model mlp|resnet] [--gradients G] [--alternations K] [--batch B]
            [--workers N] [--json FILE] [--figure FILE.png]
+       /usr/bin/python3 scripts/bench_torch.py --plot A.json [B.json ...] --figure FILE.png
 """
 import argparse
 import datetime
@@ -156,6 +160,38 @@ def plain_step(m, params, master, stale, heap, rnd, X, Y, batch, lr, mean):
     heapq.heappush(heap, (now + rnd.expovariate(1 / mean), k))
 
 
+class GradTimer:
+    """Wall time spent inside the package's gradient jobs (asgdsim._torch.Job.grad: the
+    user's forward and backward with the parameter load and gradient copy around them), to
+    tell the simulator's own time from the model's in one run, whatever the machine's
+    speed does meanwhile. A diagnostic on a private name: absent if the package renames it."""
+
+    def __init__(self):
+        self.seconds, self.calls = 0.0, 0
+        try:
+            from asgdsim import _torch
+            job = _torch.Job
+            inner = job.grad
+        except (ImportError, AttributeError):
+            self.ok = False
+            return
+        self.ok = True
+        timer = self
+
+        def grad(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                timer.seconds += time.perf_counter() - t
+                timer.calls += 1
+
+        job.grad = grad
+
+
+GRAD_TIMER = None
+
+
 def sim(make, X, Y, G, batch, workers, out):
     n_test = 256
     config = {
@@ -168,6 +204,7 @@ def sim(make, X, Y, G, batch, workers, out):
         "cluster": {"workers": workers, "compute": {"dist": "exponential", "mean": 0.05 / batch}},
         "engines": [{"type": "async"}],
     }
+    GRAD_TIMER.seconds, GRAD_TIMER.calls = 0.0, 0
     with Clock() as c:
         res = asgdsim.run(config, out=out, model=make, data=(X, Y), test_data=(X[:n_test], Y[:n_test]),
                           threads=1, force=True, quiet=True)
@@ -175,6 +212,7 @@ def sim(make, X, Y, G, batch, workers, out):
     # stalled: the train loss did not fall by 1 % (a short run); the gradients were computed
     if s["status"] not in ("completed", "stalled") or int(s["gradients"]) != G:
         raise SystemExit(f"bench_torch: the asgdsim run ended {s['status']} after {s['gradients']} gradients")
+    c.in_grad, c.grad_calls = GRAD_TIMER.seconds, GRAD_TIMER.calls
     return c
 
 
@@ -196,8 +234,18 @@ def main():
     ap.add_argument("--workers", type=int, default=16)
     ap.add_argument("--json", help="write the measurements here")
     ap.add_argument("--figure", help="draw the ratios per alternation into this PNG")
+    ap.add_argument("--plot", nargs="+", metavar="JSON", help="measure nothing: draw --figure from these --json files")
     a = ap.parse_args()
+    if a.plot:
+        results = []
+        for f in a.plot:
+            with open(f) as fh:
+                results.append(json.load(fh))
+        figure(results, a.figure or "bench_torch.png")
+        return 0
     torch.set_num_threads(1)
+    global GRAD_TIMER
+    GRAD_TIMER = GradTimer()
     make, shape = MODELS[a.model]
     X, Y = data(shape)
     out = tempfile.mkdtemp(prefix="bench_torch_")
@@ -220,13 +268,19 @@ def main():
         for k in order:
             r[k + "_per_s"] = G / c[k].wall
             r[k + "_per_cpu_s"] = G / c[k].cpu
+        if GRAD_TIMER.ok:  # the share of the sim's wall time inside gradient jobs (all calls, and counted ones)
+            r["sim_grad_calls"] = c["sim"].grad_calls
+            r["sim_in_grad_share"] = c["sim"].in_grad / c["sim"].wall
+            r["sim_counted_grad_share"] = r["sim_in_grad_share"] * G / c["sim"].grad_calls
         for k in ("sim", "plain"):
             r[k + "_over_bare"] = r[k + "_per_s"] / r["bare_per_s"]
             r[k + "_over_bare_cpu"] = r[k + "_per_cpu_s"] / r["bare_per_cpu_s"]
         rows.append(r)
         print(f"alternation {i + 1}: gradients per wall s: bare {r['bare_per_s']:.1f}, sim {r['sim_per_s']:.1f}, "
               f"plain {r['plain_per_s']:.1f}; sim/bare {r['sim_over_bare']:.3f}, plain/bare "
-              f"{r['plain_over_bare']:.3f} (CPU time: {r['sim_over_bare_cpu']:.3f}, {r['plain_over_bare_cpu']:.3f})",
+              f"{r['plain_over_bare']:.3f} (CPU time: {r['sim_over_bare_cpu']:.3f}, {r['plain_over_bare_cpu']:.3f})"
+              + (f"; sim: {r['sim_in_grad_share']:.3f} of its wall time in {r['sim_grad_calls']} gradient jobs, "
+                 f"{r['sim_counted_grad_share']:.3f} in the {G} counted" if "sim_in_grad_share" in r else ""),
               flush=True)
     m = sum(p.numel() for p in make().parameters())
     result = {
@@ -234,47 +288,64 @@ def main():
         "host": os.uname().nodename, "torch": torch.__version__, "model": a.model, "parameters": m,
         "batch": a.batch, "workers": a.workers, "gradients": a.gradients, "alternations": a.alternations,
         "ms_per_gradient_bare_median": 1000 / statistics.median(r["bare_per_s"] for r in rows),
+        "cpu_ms_per_gradient_bare_median": 1000 / statistics.median(r["bare_per_cpu_s"] for r in rows),
         "sim_over_bare_median": statistics.median(r["sim_over_bare"] for r in rows),
         "plain_over_bare_median": statistics.median(r["plain_over_bare"] for r in rows),
         "sim_over_bare_cpu_median": statistics.median(r["sim_over_bare_cpu"] for r in rows),
         "plain_over_bare_cpu_median": statistics.median(r["plain_over_bare_cpu"] for r in rows),
+        "sim_in_grad_share_median": statistics.median(r["sim_in_grad_share"] for r in rows)
+        if "sim_in_grad_share" in rows[0] else None,
+        "sim_counted_grad_share_median": statistics.median(r["sim_counted_grad_share"] for r in rows)
+        if "sim_counted_grad_share" in rows[0] else None,
         "load_average": os.getloadavg(),
         "rows": rows,
     }
     print(f"{a.model} ({m} parameters, batch {a.batch}, {a.gradients} gradients, {a.workers} workers, "
-          f"{result['ms_per_gradient_bare_median']:.2f} ms a bare gradient): median over {a.alternations} "
+          f"{result['ms_per_gradient_bare_median']:.2f} wall ms, {result['cpu_ms_per_gradient_bare_median']:.2f} "
+          f"CPU ms a bare gradient): median over {a.alternations} "
           f"alternations: sim/bare {result['sim_over_bare_median']:.3f}, "
           f"plain/bare {result['plain_over_bare_median']:.3f} (CPU time: {result['sim_over_bare_cpu_median']:.3f}, "
-          f"{result['plain_over_bare_cpu_median']:.3f})   [{result['date']}, commit {result['commit']}, "
+          f"{result['plain_over_bare_cpu_median']:.3f}); sim wall time in gradient jobs: "
+          f"{result['sim_in_grad_share_median']}, in the counted ones: {result['sim_counted_grad_share_median']}"
+          f"   [{result['date']}, commit {result['commit']}, "
           f"torch {torch.__version__}]")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(result, f, indent=1)
     if a.figure:
-        figure(result, a.figure)
+        figure([result], a.figure)
     return 0
 
 
-def figure(result, path):
+def figure(results, path):
+    """One panel per result (model): sim/bare and plain/bare per alternation, wall time
+    (solid) and CPU time (dotted), the 0.9 target dotted grey."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    rows = result["rows"]
-    x = [r["alternation"] for r in rows]
-    fig, ax = plt.subplots(figsize=(6, 3.2))
-    ax.plot(x, [r["sim_over_bare"] for r in rows], "o-", label=f"asgdsim async {result['workers']} workers / bare")
-    ax.plot(x, [r["plain_over_bare"] for r in rows], "s--", label="plain PyTorch simulation / bare")
-    ax.axhline(1.0, color="grey", lw=0.8)
-    ax.axhline(0.9, color="grey", lw=0.8, ls=":")
-    ax.set_xlabel("alternation")
-    ax.set_ylabel("throughput / bare loop")
-    ax.set_title(f"{result['model']} ({result['parameters']} params, "
-                 f"{result['ms_per_gradient_bare_median']:.1f} ms a gradient), 1 thread", fontsize=9)
-    ax.set_ylim(0, max(1.2, max(r["sim_over_bare"] for r in rows) * 1.05))
-    ax.legend(fontsize=8, loc="lower right")
-    fig.text(0.01, 0.01, f"{result['date']}, commit {result['commit']}, torch {result['torch']}", fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig, axes = plt.subplots(1, len(results), figsize=(4.2 * len(results), 3.4), squeeze=False)
+    top = max(1.2, max(max(r["sim_over_bare"], r["plain_over_bare"]) for res in results for r in res["rows"]) * 1.05)
+    for ax, res in zip(axes[0], results):
+        rows = res["rows"]
+        x = [r["alternation"] for r in rows]
+        for key, label, colour in (("sim", f"asgdsim async {res['workers']} workers", "C0"),
+                                   ("plain", "plain PyTorch simulation", "C1")):
+            ax.plot(x, [r[key + "_over_bare"] for r in rows], "o-", color=colour,
+                    label=f"{label} (median {res[key + '_over_bare_median']:.2f})")
+            ax.plot(x, [r[key + "_over_bare_cpu"] for r in rows], "x:", color=colour,
+                    label=f"  CPU time (median {res[key + '_over_bare_cpu_median']:.2f})")
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.axhline(0.9, color="grey", lw=0.8, ls=":")
+        ax.set_xlabel("alternation")
+        ax.set_ylim(0, top)
+        ax.set_title(f"{res['model']}: {res['parameters']:,} parameters, {res['gradients']} gradients,\n"
+                     f"{res['cpu_ms_per_gradient_bare_median']:.1f} CPU ms a gradient of {res['batch']}", fontsize=9)
+        ax.legend(fontsize=7, loc="lower right")
+    axes[0][0].set_ylabel("throughput / bare PyTorch loop")
+    stamp = "; ".join(sorted({f"{r['date']}, commit {r['commit']}, torch {r['torch']}" for r in results}))
+    fig.text(0.01, 0.01, stamp + "; 1 torch thread; solid: wall time, dotted: CPU time", fontsize=6)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.savefig(path, dpi=100)
 
 
 if __name__ == "__main__":
