@@ -16,7 +16,9 @@ def main(argv):
         print(__doc__, file=sys.stderr)
         return 2
     perplexity = "--perplexity" in argv
-    s = asgdsim.Results(argv[0], 0).summaries().sort_values(["group", "seed"])
+    s = asgdsim.Results(argv[0], 0).summaries()
+    s["order"] = s.groupby("group", sort=False).ngroup()  # the groups in the config's order
+    s = s.sort_values(["order", "seed"], kind="stable")
     cols = ["group", "seed", "status", "time", "epochs", "gradients", "final_train_loss", "final_test_loss"]
     if not perplexity:
         cols.append("final_test_accuracy")

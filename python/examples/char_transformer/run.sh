@@ -13,6 +13,6 @@ PYTHONPATH=${ASGDSIM_PYTHONPATH:-$repo/build/python}${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONPATH
 /usr/bin/python3 -m asgdsim run "$here/char_transformer.json" --out "$out" "$@"
 /usr/bin/python3 "$repo/analysis/plot.py" "$out/char_transformer" --x time --metric train_loss test_loss
-/usr/bin/python3 "$repo/analysis/study_table.py" "$out/char_transformer" --target-loss 2.5 \
+/usr/bin/python3 "$repo/analysis/study_table.py" "$out/char_transformer" --target-loss 2.7 \
     | tee "$out/char_transformer/study_table.md"
 /usr/bin/python3 "$here/../per_seed.py" "$out/char_transformer" --perplexity | tee "$out/char_transformer/per_seed.md"
