@@ -18,6 +18,7 @@ evaluation chunk. The rules they keep are docs/python.md's gradient contract:
 import copy
 import importlib.util
 import os
+import sys
 
 import numpy as np
 import torch
@@ -40,6 +41,9 @@ def load_spec(spec, base_dir, key):
     if not os.path.isfile(path):
         raise ModelError(f"{key}: {path}: no such file")
     if path not in _modules:
+        folder = os.path.dirname(path)
+        if folder not in sys.path:  # as `python3 FILE.py` does: the file imports its neighbours
+            sys.path.insert(0, folder)
         mod_spec = importlib.util.spec_from_file_location(
             "asgdsim_user_" + str(len(_modules)), path)
         module = importlib.util.module_from_spec(mod_spec)
@@ -197,7 +201,9 @@ class Job:
         self.num_params = self._count()
         if self.num_params == 0:
             raise ModelError("the module has no parameters")
-        self.buffers0 = [b.detach().clone() for b in self.module.buffers()]
+        self.buffers = list(self.module.buffers())
+        self.buffers0 = [b.detach().clone() for b in self.buffers]
+        self._checked = False  # the parameter count, checked after the first job
         self.bn = [m for m in self.module.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
         self.classes = inp["classes"]
         self.shape = tuple(inp["shape"])  # height, width, channels (native data)
@@ -226,7 +232,7 @@ class Job:
                 n = p.numel()
                 p.copy_(wt[o:o + n].view_as(p))
                 o += n
-            for b, b0 in zip(self.module.buffers(), self.buffers0):
+            for b, b0 in zip(self.buffers, self.buffers0):
                 b.copy_(b0)
 
     def _native(self, x, y):
@@ -262,12 +268,15 @@ class Job:
         self._load(w)
         xb, yb = self._batch(set_id, ids, x, y)
         torch.manual_seed(job_seed(seed, worker, step))
-        self.module.train()
+        if not self.module.training:
+            self.module.train()
         for p in self.params:
             p.grad = None
         loss = self._mean_loss(self.module(xb), yb)
         loss.backward()
-        self._check_count()
+        if not self._checked:  # a module that grows does so in its first forward (lazy layers)
+            self._check_count()
+            self._checked = True
         gt = torch.from_numpy(g)
         o = 0
         with torch.no_grad():

@@ -7,16 +7,14 @@ written out (no nn.TransformerEncoderLayer) so the same code runs on torch 1.13 
 without their fast paths differing between train and eval.
 """
 import math
-import os
 import sys
 
 import torch
 from torch import nn
 import torch.nn.functional as F
 
-# asgdsim loads this file by its path (model.module), not as part of a package: its folder
-# is not on sys.path, so put it there to import the sibling char_data.py.
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# asgdsim loads this file by its path (model.module) and puts its folder on sys.path first,
+# as `python3 model.py` would: the sibling char_data.py imports as a module.
 from char_data import CONTEXT, VOCAB  # noqa: E402
 
 
