@@ -20,7 +20,7 @@ ASGD_DEBIAN_PACKAGES=(
   dataset-fashion-mnist
   clang libclang-rt-14-dev
   openmpi-bin libopenmpi-dev
-  pybind11-dev python3-dev python3-torch
+  pybind11-dev python3-dev python3-torch fortunes
 )
 
 # Prints the packages of ASGD_DEBIAN_PACKAGES that dpkg does not list as installed.
