@@ -207,7 +207,7 @@ def sim(make, X, Y, G, batch, workers, out):
     GRAD_TIMER.seconds, GRAD_TIMER.calls = 0.0, 0
     with Clock() as c:
         res = asgdsim.run(config, out=out, model=make, data=(X, Y), test_data=(X[:n_test], Y[:n_test]),
-                          threads=1, rerun=True, quiet=True)
+                          threads=1, rerun=True, supersede=True, quiet=True)
     s = res.summaries().iloc[0]
     # stalled: the train loss did not fall by 1 % (a short run); the gradients were computed
     if s["status"] not in ("completed", "stalled") or int(s["gradients"]) != G:
