@@ -40,7 +40,12 @@ import sys
 import tempfile
 import time
 
-import numpy as np
+# One BLAS thread, as one torch thread: OpenBLAS keeps its own pool, which
+# torch.set_num_threads does not size; with two, the bare loop's MLP gradients ran on two
+# cores (CPU time twice the wall time) while asgdsim's ran on one. Read when torch loads.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
 import torch
 import torch.nn.functional as F
 from torch import nn
