@@ -6,11 +6,9 @@
 # The package is found in $ASGDSIM_PYTHONPATH, else <repo>/build/python.
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../../.." && pwd)
+. "$here/../env.sh"
 out=${1:-runs}
 [ $# -gt 0 ] && shift
-PYTHONPATH=${ASGDSIM_PYTHONPATH:-$repo/build/python}${PYTHONPATH:+:$PYTHONPATH}
-export PYTHONPATH
 /usr/bin/python3 -m asgdsim run "$here/char_transformer.json" --out "$out" "$@"
 /usr/bin/python3 "$repo/analysis/plot.py" "$out/char_transformer" --x time --metric train_loss test_loss
 /usr/bin/python3 "$repo/analysis/study_table.py" "$out/char_transformer" --target-loss 2.7 \

@@ -6,11 +6,9 @@
 # else <repo>/build/python (cmake ... && ninja -C build asgdsim_python).
 set -e
 here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../../.." && pwd)
+. "$here/../env.sh"
 out=${1:-runs}
 [ $# -gt 0 ] && shift
-PYTHONPATH=${ASGDSIM_PYTHONPATH:-$repo/build/python}${PYTHONPATH:+:$PYTHONPATH}
-export PYTHONPATH
 /usr/bin/python3 -m asgdsim run "$here/resnet_fmnist.json" --out "$out" "$@"
 /usr/bin/python3 "$repo/analysis/plot.py" "$out/resnet_fmnist" --x time --target-accuracy 0.75
 /usr/bin/python3 "$repo/analysis/study_table.py" "$out/resnet_fmnist" --target-accuracy 0.75 \
