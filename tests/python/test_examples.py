@@ -97,6 +97,23 @@ class Examples(unittest.TestCase):
         # the LM's loss is per character: it starts near log(VOCAB)
         self.assertTrue((s["final_train_loss"] < math.log(97) + 1).all())
 
+    @unittest.skipUnless(os.path.isdir(FORTUNES), f"no fortunes in {FORTUNES}")
+    def test_char_transformer_diloco(self):
+        """The DiLoCo study on the transformer, tiny: its four engines run, and DiLoCo and
+        local SGD send one push and one pull per worker per round of H steps."""
+        cfg = example_config("char_transformer", "diloco.json")
+        cfg["data"].update(train_limit=256, test_limit=32)
+        cfg["train"]["batch_size"] = 4
+        cfg["cluster"]["workers"] = 2
+        cfg["engines"][0]["steps"] = cfg["engines"][1]["steps"] = 2
+        cfg["stop"] = {"gradients": 8}
+        cfg["eval"].update(every=1e9, unit="updates", train_samples=32, test_samples=32)
+        s = self.check(asgdsim.run(cfg, out=self.tmp.name, quiet=True), 4)
+        self.assertEqual(sorted(s["engine"]), ["async", "diloco", "local_sgd", "sync"])
+        for engine in ("diloco", "local_sgd"):  # 8 gradients = 2 rounds of 2 workers x 2 steps
+            r = s[s["engine"] == engine].iloc[0]
+            self.assertEqual(r["messages_to_server"], 4, engine)
+
 
 if __name__ == "__main__":
     unittest.main()
