@@ -367,13 +367,7 @@ bool asks_for_help(int argc, char** argv) {
 }
 
 int cmd_validate(const Experiment& exp) {
-  std::cout << exp.runs.size() << " run(s) for experiment '" << exp.resolved.value("name", "") << "':\n";
-  for (const auto& r : exp.runs) {
-    std::cout << "  " << r.run_id << "  engine=" << r.engine;
-    for (const auto& [k, v] : r.sweep_values.items()) std::cout << " " << k << "=" << v.dump();
-    std::cout << " seed=" << r.seed << "\n";
-  }
-  for (const auto& n : exp.notes) std::cout << n << "\n";
+  std::cout << runs_text(exp);
   for (const auto& w : exp.warnings) std::cerr << "asgdsim: warning: " << w << "\n";
   return 0;
 }

@@ -27,6 +27,17 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
                          name_from_path(path));
 }
 
+std::string runs_text(const Experiment& exp) {
+  std::string out = std::to_string(exp.runs.size()) + " run(s) for experiment '" + exp.resolved.value("name", "") + "':\n";
+  for (const auto& r : exp.runs) {
+    out += "  " + r.run_id + "  engine=" + r.engine;
+    for (const auto& [k, v] : r.sweep_values.items()) out += " " + k + "=" + v.dump();
+    out += " seed=" + std::to_string(r.seed) + "\n";
+  }
+  for (const auto& n : exp.notes) out += n + "\n";
+  return out;
+}
+
 std::vector<CatalogFamily> families() {
   return {{"engines", "engines[].type", engine_catalog()},
           {"models", "model.type", model_catalog()},

@@ -22,6 +22,10 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
 Experiment load_experiment(json config, const std::string& source, const std::string& base_dir,
                            const std::vector<std::string>& sets, const std::string& default_name);
 
+// What `validate` prints on stdout: the runs (id, engine, sweep values, seed), then the
+// experiment's notes (exp.warnings go to stderr, each as "asgdsim: warning: ...").
+std::string runs_text(const Experiment& exp);
+
 // The families of components chosen by a "type"-like key, in the order `list` shows them.
 struct CatalogFamily {
   const char* title;

@@ -341,8 +341,7 @@ int run_experiment(const Experiment& given, const RunnerOptions& opts) {
   const std::string exp_dir = opts.out_dir + "/" + name;
   if (!external_provider())  // a PyTorch model or data set runs from Python: refused before anything is written
     for (const RunSpec& run : given.runs)
-      for (const char* key : {"model", "data"})
-        if (run.config[key].value("type", "") == "torch") throw UsageError(external_provider_missing(std::string(key) + ".type"));
+      if (const std::string key = external_key(run.config); !key.empty()) throw UsageError(external_provider_missing(key));
   make_experiment_folder(exp_dir);  // not a link: nothing is written through one
   // The folder is this process's (shared with the other shards of the same experiment)
   // until it returns: no other asgdsim writes into it meanwhile.

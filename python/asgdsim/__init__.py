@@ -38,7 +38,7 @@ def _analysis():
     return asgdsim_analysis
 
 
-def _config(config):
+def _text(config):
     """(JSON text, source, base folder, default name) of a config path or dict."""
     if isinstance(config, (str, os.PathLike)):
         path = os.fspath(config)
@@ -47,23 +47,17 @@ def _config(config):
                 f.read(0)
         except OSError as e:
             raise InputError(f"{path}: cannot be read: {e.strerror}", 2) from None
-        # The file is read by the C++ reader (comments, line and column in errors).
-        return None, path, os.path.dirname(path) or ".", None
+        # read by the C++ reader, as `asgdsim run` reads it (comments; line and column in errors)
+        return _core.read_config(path), path, os.path.dirname(path) or ".", _core.name_from_path(path)
     if isinstance(config, dict):
         return json.dumps(config), "the config", os.getcwd(), "experiment"
     raise TypeError(f"config must be a dict or a path to a JSON file, not {type(config).__name__}")
 
 
-def _text(config):
-    text, source, base, name = _config(config)
-    if text is None:  # a file: as `asgdsim run` reads it
-        return _core.read_config(source), source, base, _core.name_from_path(source)
-    return text, source, base, name
-
-
 def validate(config, *, sets=()):
     """Validates like `asgdsim validate`: returns {"resolved": the config with every
-    default filled, "runs": [{run_id, engine, sweep, seed}]}; raises ConfigError."""
+    default filled, "runs": [{run_id, engine, sweep, seed}], "text": what `asgdsim validate`
+    prints, "warnings": [...]}; raises ConfigError."""
     text, source, base, name = _text(config)
     return json.loads(_core.validate(text, source, base, builtins.list(sets), name))
 

@@ -75,10 +75,9 @@ def main(argv=None):
             test_data = load_spec(f"{os.path.abspath(path)}:{name}", ".", "--test-data")()
         if args.command == "validate":
             v = validate(args.config, sets=sets)
-            print(f"{len(v['runs'])} run(s) for experiment '{v['resolved'].get('name', '')}':")
-            for r in v["runs"]:
-                sweep = "".join(f" {k}={__import__('json').dumps(x)}" for k, x in r["sweep"].items())
-                print(f"  {r['run_id']}  engine={r['engine']}{sweep} seed={r['seed']}")
+            print(v["text"], end="")
+            for w in v["warnings"]:
+                print(f"asgdsim: warning: {w}", file=sys.stderr)
             return 0
         res = run(args.config, out=args.out, threads=args.threads, jobs=args.jobs, rerun=args.rerun,
                   supersede=args.supersede, recalibrate=args.recalibrate,

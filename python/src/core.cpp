@@ -76,10 +76,11 @@ auto call_python(const char* what, F&& f) -> decltype(f()) {
   }
 }
 
-// A float array of backend (= host: the package builds the CPU backends) memory seen from
+// An array of backend (= host: the package builds the CPU backends) memory seen from
 // NumPy without a copy; valid while the caller's pointer is.
-py::array_t<float> view(const float* p, std::vector<py::ssize_t> shape) {
-  return py::array_t<float>(shape, const_cast<float*>(p), py::capsule(p, [](void*) {}));
+template <class T>
+py::array_t<T> view(const T* p, std::vector<py::ssize_t> shape) {
+  return py::array_t<T>(shape, const_cast<T*>(p), py::capsule(p, [](void*) {}));
 }
 
 // The PyTorch module as a Model: each call is one call into its job (asgdsim._torch.Job).
@@ -108,7 +109,6 @@ class TorchModel final : public Model {
   double loss_grad(ExecContext&, const float* w, const DeviceDataset* data, const int32_t* ids, size_t m,
                    const NoiseKey& noise, float* grad) const override {
     return call_python("computing a gradient", [&] {
-      py::array_t<int32_t> idv({py::ssize_t(m)}, ids, py::capsule(ids, [](void*) {}));
       py::object x = py::none(), y = py::none();
       if (data->external < 0) {  // native samples: the minibatch's rows, gathered
         py::array_t<float> xs({py::ssize_t(m), py::ssize_t(data->dim)});
@@ -123,7 +123,7 @@ class TorchModel final : public Model {
         y = ys;
       }
       py::object loss = job_.attr("grad")(view(w, {py::ssize_t(n_)}), view(grad, {py::ssize_t(n_)}), data->external,
-                                          idv, x, y, noise.seed, noise.worker, noise.step);
+                                          view(ids, {py::ssize_t(m)}), x, y, noise.seed, noise.worker, noise.step);
       return loss.cast<double>();
     });
   }
@@ -248,12 +248,13 @@ Experiment load(const std::string& config_text, const std::string& source, const
   return load_experiment(json::parse(config_text), source, base_dir, sets, default_name);
 }
 
-// The experiment as validate shows it: the resolved config and each run.
+// The experiment as validate shows it: the resolved config, each run, and validate's text
+// and warnings as the command line prints them.
 json experiment_json(const Experiment& exp) {
   json runs = json::array();
   for (const auto& r : exp.runs)
     runs.push_back({{"run_id", r.run_id}, {"engine", r.engine}, {"sweep", r.sweep_values}, {"seed", r.seed}});
-  return {{"resolved", exp.resolved}, {"runs", runs}};
+  return {{"resolved", exp.resolved}, {"runs", runs}, {"text", runs_text(exp)}, {"warnings", exp.warnings}};
 }
 
 // The signal handler of a run from Python: as the command line's (the runs under way end
@@ -367,8 +368,7 @@ PYBIND11_MODULE(_core, m) {
         ro.command_line = command_line;
         py::object bridge = py::none();  // made only when a run reads a PyTorch model or data set
         for (const RunSpec& r : exp.runs)
-          for (const char* key : {"model", "data"})
-            if (bridge.is_none() && r.config[key].value("type", "") == "torch") bridge = make_bridge();
+          if (bridge.is_none() && !external_key(r.config).empty()) bridge = make_bridge();
         struct Slot {  // the provider and the signal handlers, for this run only
           explicit Slot(py::object bridge) {
             if (!bridge.is_none()) set_external_provider(std::make_shared<PythonProvider>(std::move(bridge)));

@@ -1,6 +1,7 @@
 // sim/models/external.cpp — the one ExternalProvider slot.
 #include "sim/models/external.h"
 #include <mutex>
+#include "sim/data/catalog.h"
 
 namespace asgd {
 namespace {
@@ -22,6 +23,18 @@ std::shared_ptr<ExternalProvider> external_provider() {
 void set_external_provider(std::shared_ptr<ExternalProvider> provider) {
   std::lock_guard<std::mutex> lock(slot_mutex());
   slot() = std::move(provider);
+}
+
+std::string external_key(const nlohmann::json& run_config) {
+  auto type = [&](const char* section) {
+    auto it = run_config.find(section);
+    return it == run_config.end() ? std::string() : text_of(*it, "type");
+  };
+  const ModelType* m = find_model_type(type("model"));
+  if (m && m->reads == ModelType::Reads::External) return "model.type";
+  const DataType* d = find_data_type(type("data"));
+  if (d && d->layout == DataType::Layout::External) return "data.type";
+  return "";
 }
 
 std::string external_provider_missing(const std::string& key) {

@@ -53,6 +53,11 @@ class ExternalProvider {
 std::shared_ptr<ExternalProvider> external_provider();
 void set_external_provider(std::shared_ptr<ExternalProvider> provider);
 
+// The key ("model.type" or "data.type") of a resolved run config that names a component
+// living outside the program (a model that reads External, a data set of layout External),
+// or "" when the run needs no provider.
+std::string external_key(const nlohmann::json& run_config);
+
 // Why a config that names model/data type "torch" cannot run here (no provider): the text
 // of the UsageError, naming the command that can run it.
 std::string external_provider_missing(const std::string& key);
