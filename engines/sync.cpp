@@ -33,6 +33,7 @@
 #include "engines/sync.h"
 #include "engines/engine_registry.h"
 #include "engines/server_update.h"
+#include "sim/net/catalog.h"
 
 namespace asgd {
 namespace {
@@ -47,7 +48,7 @@ Field<SyncConfig> comm_field() {
                keys::str("comm", "ps",
                          "how an iteration's gradients are combined: \"ps\" the parameter server (each worker pulls "
                          "and pushes); \"allreduce\" a ring all-reduce among the aggregated workers; \"hierarchical\" "
-                         "reduce to each box's host, ring among the hosts, broadcast (needs cluster.topology)",
+                         "reduce to each box's host, ring among the hosts, broadcast (needs cluster.topology.type \"boxes\")",
                          {"ps", "allreduce", "hierarchical"}));
 }
 
@@ -55,13 +56,13 @@ Field<SyncConfig> comm_field() {
 // host exchange) sends no pushed gradient, so it cannot compress one.
 void check_comm(const json& e, const json& run, Validator& v) {
   const json& cluster = run.value("cluster", json::object());
-  const bool topology = cluster.is_object() && cluster.contains("topology") && cluster["topology"].is_object();
-  if (e.contains("comm") && e["comm"] == "hierarchical" && !topology)
-    v.error("engine.comm", "\"hierarchical\" reduces within each box: it needs cluster.topology");
+  const TopologyFacts topology = topology_facts(cluster);
+  if (e.contains("comm") && e["comm"] == "hierarchical" && !topology.hosts)
+    v.error("engine.comm", "\"hierarchical\" reduces within each box: it needs a topology with boxes "
+                           "(cluster.topology.type \"boxes\")");
   if (e.contains("comm") && e["comm"].is_string() && e["comm"] != "ps")
     refuse_compression(run, "comm " + e["comm"].dump() + " sums gradients in a collective, not pushes", v);
-  else if (topology && cluster.value("placement", json("servers")) == "host" &&
-           cluster["topology"].value("boxes", json(1)).is_number_integer() && cluster["topology"].value("boxes", json(1)) > 1)
+  else if (cluster.is_object() && cluster.value("placement", json("servers")) == "host" && topology.boxes > 1)
     refuse_compression(run, "placement \"host\" over several boxes exchanges each box's sum, not pushes", v);
 }
 
@@ -141,7 +142,7 @@ void SyncEngine::start(Runtime& sim) {
   else if (comm != "ps") throw std::invalid_argument("sync: comm must be ps, allreduce or hierarchical");
   else if (topo.host_placement && topo.boxes > 1) comm_ = Comm::HostExchange;
   if (comm_ == Comm::Hierarchical && !sim.topology().has_hosts())
-    throw std::invalid_argument("sync: comm hierarchical needs cluster.topology");
+    throw std::invalid_argument("sync: comm hierarchical needs a topology with boxes");
   current_.assign(sim.workers(), true);  // every replica starts from the initial parameters
   if (needed_ < 1) throw std::invalid_argument("sync_backup: backups must be < cluster.workers");
   iteration_start_ = sim.now();

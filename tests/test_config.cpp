@@ -9,6 +9,7 @@
 #include "engines/engine_registry.h"
 #include "experiments/run/resources.h"
 #include "experiments/run/runner.h"
+#include "sim/net/catalog.h"
 #include "test_helpers.h"
 
 using nlohmann::json;
@@ -878,6 +879,13 @@ TEST(ConfigDefaults, ListDefaultsAreWhatAConfigThatLeavesThemOutResolvesTo) {
     json cfg = kSmallest;
     cfg["engines"] = json::array({{{"type", e.name}}});
     expect_defaults(e.params, run_config(cfg)["engine"], {}, {}, "engines[" + e.name + "]");
+  }
+  // every topology, its required keys given
+  for (const auto& t : topology_catalog()) {
+    json cfg = kSmallest, given = required_keys(t.params);
+    cfg["cluster"]["topology"] = given;
+    cfg["cluster"]["topology"]["type"] = t.name;
+    expect_defaults(t.params, run_config(cfg)["cluster"]["topology"], given, {}, "cluster.topology." + t.name);
   }
   // every staleness mode and lr schedule, their required keys given
   for (const auto& m : staleness_catalog()) {

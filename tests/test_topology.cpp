@@ -8,11 +8,13 @@
 #include <nlohmann/json.hpp>
 #include <chrono>
 #include <cstring>
+#include "experiments/config/config.h"
 #include "kernels/model.h"
 #include "sim/timing/compute_time.h"
 #include "sim/timing/distribution.h"
 #include "sim/run/recorder.h"
 #include "sim/core/simulation.h"
+#include "sim/net/catalog.h"
 #include "sim/net/topology.h"
 #include "sim/core/worker_pool.h"
 #include "test_helpers.h"
@@ -41,7 +43,8 @@ json box_config(const std::string& name, int workers, double step, const json& e
 }
 
 json topology(int boxes, int per_box, double intra_bw, double intra_lat, double inter_bw, double inter_lat) {
-  return {{"boxes", boxes},
+  return {{"type", "boxes"},
+          {"boxes", boxes},
           {"per_box", per_box},
           {"intra", {{"bandwidth", intra_bw}, {"latency", intra_lat}}},
           {"inter", {{"bandwidth", inter_bw}, {"latency", inter_lat}}}};
@@ -369,6 +372,7 @@ TEST(Collectives, LargeRingsAreLinearAndKeepTheirClosedForms) {
   {
     const int B = 1000, G = N / B;
     RunSettings s = large_settings(N);
+    s.topology.type = "boxes";
     s.topology.boxes = B;
     s.topology.per_box = G;
     s.topology.intra = {4e9, 1e-5};
@@ -475,7 +479,7 @@ TEST(BoxesConfig, WorkersAreDerivedAndBadCombinationsExitTwoNamingThePath) {
          c["cluster"].erase("topology");
          c["cluster"]["placement"] = "host";
        },
-       {"cluster.placement", "needs cluster.topology"}},
+       {"cluster.placement", "needs a topology with boxes", "got \"star\""}},
       {"network latency with a topology", [](json& c) { c["cluster"]["network"]["latency"] = 0.001; },
        {"cluster.network.latency", "cluster.topology.intra"}},
       {"hierarchical without a topology",
@@ -483,7 +487,7 @@ TEST(BoxesConfig, WorkersAreDerivedAndBadCombinationsExitTwoNamingThePath) {
          c["cluster"].erase("topology");
          c["engines"][0]["comm"] = "hierarchical";
        },
-       {"comm", "needs cluster.topology"}},
+       {"comm", "needs a topology with boxes"}},
       {"host placement over boxes for async",
        [](json& c) {
          c["cluster"]["placement"] = "host";
@@ -494,6 +498,17 @@ TEST(BoxesConfig, WorkersAreDerivedAndBadCombinationsExitTwoNamingThePath) {
       {"missing per_box", [](json& c) { c["cluster"]["topology"].erase("per_box"); }, {"cluster.topology.per_box"}},
       {"negative intra bandwidth", [](json& c) { c["cluster"]["topology"]["intra"]["bandwidth"] = -1; },
        {"cluster.topology.intra.bandwidth"}},
+      {"a star with boxes' keys",
+       [](json& c) { c["cluster"]["topology"]["type"] = "star"; },
+       {"cluster.topology", "boxes"}},
+      {"an unknown topology", [](json& c) { c["cluster"]["topology"] = {{"type", "boxs"}}; },
+       {"cluster.topology.type", "did you mean 'boxes'"}},
+      {"host placement on an explicit star",
+       [](json& c) {
+         c["cluster"]["topology"] = {{"type", "star"}};
+         c["cluster"]["placement"] = "host";
+       },
+       {"cluster.placement", "needs a topology with boxes"}},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     json c = base;
@@ -505,4 +520,44 @@ TEST(BoxesConfig, WorkersAreDerivedAndBadCombinationsExitTwoNamingThePath) {
     for (const auto& m : cases[i].mention)
       EXPECT_NE(r.output.find(m), std::string::npos) << cases[i].what << ": lacks '" << m << "':\n" << r.output;
   }
+}
+
+// The family (sim/net/catalog.h): left out, the topology is the star and config.json says
+// so; the form before cluster.topology.type (boxes' keys, no type) is "boxes", resolved
+// and run as the typed form is; each member's Topology comes from its own entry.
+TEST(TopologyFamily, LeftOutIsTheStarAndTheUntypedFormIsBoxes) {
+  auto resolved = [](const json& c) { return resolve_experiment(c, "topology family", ".").runs.front(); };
+  json star = box_config("fam", 4, 0.01, {{"type", "sync"}});
+  const RunSpec left_out = resolved(star);
+  EXPECT_EQ(left_out.config["cluster"]["topology"], json({{"type", "star"}}));
+  EXPECT_EQ(left_out.settings.topology.type, "star");
+  star["cluster"]["topology"] = {{"type", "star"}};
+  EXPECT_EQ(resolved(star).config, left_out.config);
+
+  json typed = box_config("fam", 4, 0.01, {{"type", "sync"}});
+  typed["cluster"].erase("workers");
+  typed["cluster"]["topology"] = topology(2, 2, 1e9, 1e-5, 1e8, 1e-4);
+  json untyped = typed;
+  untyped["cluster"]["topology"].erase("type");
+  const RunSpec t = resolved(typed), u = resolved(untyped);
+  EXPECT_EQ(t.config, u.config);
+  EXPECT_EQ(u.config["cluster"]["topology"]["type"], "boxes");
+  EXPECT_EQ(u.config["cluster"]["workers"], 4);
+  EXPECT_EQ(u.settings.topology.type, "boxes");
+  EXPECT_EQ(u.settings.topology.boxes, 2);
+  EXPECT_EQ(u.settings.topology.inter.bandwidth, 1e8);
+  EXPECT_EQ(files_of(run_one(typed, "typed")), files_of(run_one(untyped, "untyped")));
+
+  // each member's Topology, as the Simulation asks for it
+  NetworkSpec net;
+  EXPECT_EQ(make_topology(left_out.settings.topology, net, 4)->boxes(), 1);
+  EXPECT_FALSE(make_topology(left_out.settings.topology, net, 4)->has_hosts());
+  EXPECT_EQ(make_topology(t.settings.topology, net, 4)->boxes(), 2);
+  EXPECT_TRUE(make_topology(t.settings.topology, net, 4)->has_hosts());
+  EXPECT_THROW(make_topology(t.settings.topology, net, 5), std::invalid_argument);
+  ClusterSpec unknown;
+  unknown.type = "torus";
+  EXPECT_THROW(make_topology(unknown, net, 4), std::logic_error);
+  for (const auto& type : topology_types()) EXPECT_TRUE(type.make) << type.name;
+  EXPECT_EQ(topology_catalog().front().name, kDefaultTopologyType);
 }

@@ -17,6 +17,7 @@
 #include "sim/core/interrupt.h"
 #include "sim/run/recorder.h"
 #include "sim/core/simulation.h"  // RunOutcome
+#include "sim/net/catalog.h"
 
 namespace asgd {
 
@@ -46,9 +47,9 @@ void check_supported(const RunSpec& run, int workers_available) {
   if (s.compression.type != CompressionSpec::Type::None)
     v.error("cluster.network.compression.type", json(compression_type_name(s.compression.type)).dump() +
                                                     ": real transfers are uncompressed (compression is simulated only)");
-  if (s.topology.boxes > 0)  // the real machines' links are what they are
-    v.error("cluster.topology", "boxes and links are simulated only: a real run uses the machines mpirun starts "
-                                "(remove cluster.topology)");
+  if (!find_topology_type(s.topology.type)->real)  // the real machines' links are what they are
+    v.error("cluster.topology.type", json(s.topology.type).dump() + ": its links are simulated only: a real run uses "
+                                     "the machines mpirun starts (remove cluster.topology)");
   const json& engine = run.config["engine"];  // validated: its type is an engine's
   if (const EngineType* type = find_engine_type(engine["type"].get<std::string>()); type->check_real)
     type->check_real(engine, v);

@@ -18,6 +18,7 @@
 #include "experiments/bench/calibration.h"
 #include "sim/data/catalog.h"
 #include "sim/data/dataset.h"
+#include "sim/net/catalog.h"
 #include "kernels/model.h"
 #include "experiments/run/resources.h"
 #include "sim/run/atomic_file.h"
@@ -104,9 +105,8 @@ void check_lr_schedule(const json& s, const std::string& path, Validator& v) {
 void check_placement(const json& e, const json& cluster, Validator& v) {
   if (!e.is_object() || !e.contains("type") || !e["type"].is_string() || !cluster.is_object()) return;
   const EngineType* type = find_engine_type(e["type"]);
-  const bool topology = cluster.contains("topology") && cluster["topology"].is_object();
-  if (type && !type->sums_across_boxes && topology && cluster.value("placement", json("servers")) == "host" &&
-      cluster["topology"].value("boxes", json(1)).is_number_integer() && cluster["topology"].value("boxes", json(1)) > 1)
+  if (type && !type->sums_across_boxes && cluster.value("placement", json("servers")) == "host" &&
+      topology_facts(cluster).boxes > 1)
     v.error("cluster.placement", "\"host\" over more than one box is defined for sync and sync_backup (each box's "
                                  "sum is exchanged with the servers); engine " + type->name + " needs \"servers\" or one box");
 }
@@ -135,39 +135,30 @@ json worker_list(const json& list, const std::string& path, const Section<Item>&
   return out;
 }
 
-// cluster.topology (left out: the star) and cluster.placement. With a topology,
-// cluster.workers is derived: boxes x per_box when left out; given, it must equal that.
+// cluster.topology (sim/net/catalog.h; left out: the star) and cluster.placement. A
+// topology that fixes the worker count derives cluster.workers when it is left out;
+// given, it must equal that.
 void resolve_topology(const json& user, json& cluster, Validator& v, RunSettings& s) {
-  const bool host = cluster["placement"].is_string() && cluster["placement"] == "host";
-  if (!user.is_object() || !user.contains("topology")) {
-    if (host) v.error("cluster.placement", "\"host\" keeps the parameters in each box's host: it needs cluster.topology");
-    return;
-  }
-  json topo = settings_section("cluster.topology").bind(user["topology"], "cluster.topology", v, s, {"intra", "inter"});
-  if (!topo.is_object()) return;
-  for (const char* level : {"intra", "inter"}) {
-    const std::string path = std::string("cluster.topology.") + level;
-    topo[level] = settings_section(path).bind(topo.value(level, json::object()), path, v, s);
-  }
-  cluster["topology"] = topo;
-  if (!topo["boxes"].is_number_integer() || !topo["per_box"].is_number_integer()) return;
-  const int64_t gpus = topo["boxes"].get<int64_t>() * topo["per_box"].get<int64_t>();
-  if (gpus > int64_t(kMaxWorkers)) {
-    v.error("cluster.topology", "boxes x per_box is " + std::to_string(gpus) + " workers, more than " +
+  const json given = user.is_object() && user.contains("topology") ? user["topology"] : json();
+  const size_t before = v.issues().size();
+  cluster["topology"] = bind_topology(given, "cluster.topology", user, v, s.topology);
+  if (v.issues().size() != before) return;
+  const TopologyType* type = find_topology_type(s.topology.type);
+  if (cluster["placement"].is_string() && cluster["placement"] == "host" && !type->hosts)
+    v.error("cluster.placement", "\"host\" keeps the parameters in each box's host: it needs a topology with boxes "
+                                 "(cluster.topology.type \"boxes\"; got \"" + type->name + "\")");
+  if (!type->workers) return;
+  const int64_t fixed = type->workers(s.topology);
+  if (fixed > int64_t(kMaxWorkers)) {
+    v.error("cluster.topology", "boxes x per_box is " + std::to_string(fixed) + " workers, more than " +
                                     std::to_string(int64_t(kMaxWorkers)));
   } else if (!user.contains("workers")) {
-    cluster["workers"] = gpus;
-    s.workers = int(gpus);
-  } else if (cluster["workers"].is_number_integer() && cluster["workers"].get<int64_t>() != gpus) {
-    v.error("cluster.workers", "must equal cluster.topology boxes x per_box (" + std::to_string(gpus) +
+    cluster["workers"] = fixed;
+    s.workers = int(fixed);
+  } else if (cluster["workers"].is_number_integer() && cluster["workers"].get<int64_t>() != fixed) {
+    v.error("cluster.workers", "must equal cluster.topology boxes x per_box (" + std::to_string(fixed) +
                                    ") or be left out (it is then derived); got " + cluster["workers"].dump());
   }
-  const json net = user.value("network", json::object());
-  for (const char* key : {"latency", "worker_bandwidth"})
-    if (net.is_object() && net.contains(key) && !(net[key].is_number() && net[key].get<double>() == 0))
-      v.error(std::string("cluster.network.") + key,
-              "is replaced by cluster.topology.intra and .inter when a topology is given (leave it out or 0); got " +
-                  brief(net[key]));
 }
 
 json resolve_cluster(const json& user, Validator& v, RunSettings& s) {
@@ -421,8 +412,10 @@ const std::vector<SectionInfo>& section_catalog() {
     std::vector<SectionInfo> out;
     auto add = [&](const auto& section) { out.push_back(SectionInfo{section.name, section.doc, section.params()}); };
     add(top_section());
-    for (const char* name : {"train", "stop", "eval", "cluster", "cluster.topology", "cluster.topology.intra",
-                             "cluster.topology.inter", "cluster.compute", "cluster.network",
+    for (const char* name : {"train", "stop", "eval", "cluster"}) add(settings_section(name));
+    for (const auto& t : topology_types())
+      for (const auto& level : t.levels) add(level);
+    for (const char* name : {"cluster.compute", "cluster.network",
                              "cluster.network.compression", "cluster.server", "cluster.stragglers"})
       add(settings_section(name));
     add(slow_window_section());

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <filesystem>
 #include "engines/engine_registry.h"
+#include "sim/net/catalog.h"
 #include "sim/timing/distribution.h"
 
 namespace asgd {
@@ -42,6 +43,7 @@ std::vector<CatalogFamily> families() {
   return {{"engines", "engines[].type", engine_catalog()},
           {"models", "model.type", model_catalog()},
           {"datasets", "data.type", data_catalog()},
+          {"topologies", "cluster.topology.type", topology_catalog()},
           {"distributions", "cluster.compute.dist", distribution_catalog()},
           {"staleness modes", "staleness.mode", staleness_catalog()},
           {"learning-rate schedules", "train.lr_schedule.type", lr_schedule_catalog()}};

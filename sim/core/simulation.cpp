@@ -7,6 +7,7 @@
 #include "kernels/ops.h"
 #include "kernels/rng.h"
 #include "sim/core/interrupt.h"
+#include "sim/net/catalog.h"
 
 namespace asgd {
 namespace {
@@ -81,13 +82,7 @@ Simulation::Simulation(const RunSettings& settings, const Model& model, const De
       monitor_(settings, model.uses_data() && train ? train->n : settings.nominal_train_size, model.is_classifier(),
                out_, recorder) {
   if (settings_.workers < 1) throw std::invalid_argument("workers must be >= 1");
-  if (settings_.topology.boxes > 0) {
-    if (settings_.topology.boxes * settings_.topology.per_box != settings_.workers)
-      throw std::invalid_argument("workers must equal topology boxes x per_box");
-    topology_ = make_cluster_topology(settings_.topology, settings_.network);
-  } else {
-    topology_ = make_star_topology(settings_.network, settings_.workers);
-  }
+  topology_ = make_topology(settings_.topology, settings_.network, settings_.workers);
   message_bytes_ = message_bytes(settings_.network, model_.num_params());
   layout_ = model_.row_layout();
   if (layout_.rows > 0 && settings_.compression.type != CompressionSpec::Type::None)

@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 #include "sim/core/time.h"
 
@@ -132,8 +133,14 @@ struct LinkSpec {
   double latency = 0;
 };
 
-// cluster.topology and cluster.placement. boxes = 0: no topology (the star).
+// The topology a spec names when none is chosen: what cluster.topology.type defaults to
+// (sim/net/catalog.cpp declares it with this value).
+inline constexpr const char* kDefaultTopologyType = "star";
+
+// cluster.topology and cluster.placement: the member of the topology family
+// (sim/net/catalog.h) and its keys (boxes: boxes, per_box, intra, inter).
 struct ClusterSpec {
+  std::string type = kDefaultTopologyType;
   int boxes = 0;
   int per_box = 0;
   LinkSpec intra;              // each GPU's link to its box's host (PCIe, NVLink)

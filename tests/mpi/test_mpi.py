@@ -380,7 +380,7 @@ class ClusterRefusals(unittest.TestCase):
         cfg.pop("sweep")
         p = run(["cluster", write_config(self.tmp, cfg), "--out", os.path.join(self.tmp, "o")], mpi=["-np", "3"])
         self.assertNotEqual(p.returncode, 0)
-        self.assertIn("cluster.topology: boxes and links are simulated only", p.stderr)
+        self.assertIn("cluster.topology.type: \"boxes\": its links are simulated only", p.stderr)
         self.assertIn("engine.comm: \"allreduce\"", p.stderr)
 
     def test_runs_of_another_sweep_are_refused_and_supersede_moves_them_aside(self):

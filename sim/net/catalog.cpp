@@ -1,0 +1,132 @@
+// sim/net/catalog.cpp — the topologies (see catalog.h): each one's keys, levels, checks and
+// factory, in one entry of topology_types().
+#include "sim/net/catalog.h"
+#include <stdexcept>
+#include "sim/run/settings.h"  // kMaxWorkers
+
+namespace asgd {
+namespace {
+
+using keys::integer;
+using keys::num;
+using keys::seconds;
+using S = ClusterSpec;
+
+// One level of boxes' links (cluster.topology.intra, .inter).
+Section<S> link_level(const std::string& path, const std::string& doc, LinkSpec S::*level) {
+  return {path,
+          doc,
+          {field<S>(num("bandwidth", 0.0, "bytes per virtual second of each link, each direction (0 = unlimited)", 0),
+                    [level](S& s, const json& v) { (s.*level).bandwidth = v.get<double>(); }),
+           field<S>(seconds("latency", 0.0, "virtual seconds a message pays for crossing this level"),
+                    [level](S& s, const json& v) { (s.*level).latency = v.get<double>(); })}};
+}
+
+// The last part of a section's path: its key in the member's object.
+std::string level_key(const Section<S>& level) { return level.name.substr(level.name.rfind('.') + 1); }
+
+std::vector<ParamInfo> params_of_type(const TopologyType& t) {
+  std::vector<ParamInfo> p = params_of(t.fields);
+  for (const auto& level : t.levels) {  // its default: the object of its keys' defaults
+    json defaults = json::object();
+    for (const auto& f : level.fields) defaults[f.info.name] = f.info.default_value;
+    p.push_back(keys::any(level_key(level), defaults, level.doc + " (its keys: " + level.name + ")"));
+  }
+  return p;
+}
+
+TopologyType star() {
+  TopologyType t;
+  t.name = kDefaultTopologyType;
+  t.doc = "the parameter-server star: every worker's NIC and the server's shard links, as cluster.network sets them "
+          "(docs/architecture.md, Time model)";
+  t.real = true;
+  t.make = [](const S&, const NetworkSpec& net, int workers) { return make_star_topology(net, workers); };
+  return t;
+}
+
+TopologyType boxes() {
+  TopologyType t;
+  t.name = "boxes";
+  t.doc = "boxes of GPUs (docs/architecture.md, Boxes): worker w is GPU w % per_box of box w / per_box; "
+          "cluster.workers is derived (boxes x per_box) or must equal it; cluster.network's bandwidth and shards "
+          "are then the dedicated servers' links";
+  t.fields = {field<S>(integer("boxes", nullptr, "machines", 1, kMaxWorkers),
+                       [](S& s, const json& v) { s.boxes = v.get<int>(); }),
+              field<S>(integer("per_box", nullptr, "GPUs (workers) per machine", 1, kMaxWorkers),
+                       [](S& s, const json& v) { s.per_box = v.get<int>(); })};
+  t.levels = {link_level("cluster.topology.intra", "boxes: each GPU's link to its box's host (PCIe, NVLink)", &S::intra),
+              link_level("cluster.topology.inter", "boxes: each box's NIC to a non-blocking switch", &S::inter)};
+  t.hosts = true;
+  t.workers = [](const S& s) { return int64_t(s.boxes) * int64_t(s.per_box); };
+  // The links of a GPU are its box's: the star's per-worker keys have no meaning here.
+  t.check = [](const json&, const json& cluster, Validator& v) {
+    const json net = cluster.is_object() ? cluster.value("network", json::object()) : json::object();
+    for (const char* key : {"latency", "worker_bandwidth"})
+      if (net.is_object() && net.contains(key) && !(net[key].is_number() && net[key].get<double>() == 0))
+        v.error(std::string("cluster.network.") + key,
+                "is replaced by cluster.topology.intra and .inter when a topology is given (leave it out or 0); got " +
+                    brief(net[key]));
+  };
+  t.make = [](const S& s, const NetworkSpec& net, int workers) {
+    if (int64_t(s.boxes) * int64_t(s.per_box) != workers)
+      throw std::invalid_argument("workers must equal topology boxes x per_box");
+    return make_cluster_topology(s, net);
+  };
+  return t;
+}
+
+}  // namespace
+
+const std::vector<TopologyType>& topology_types() {
+  static const std::vector<TopologyType> types = {star(), boxes()};
+  return types;
+}
+
+const TopologyType* find_topology_type(const std::string& name) { return find_named(topology_types(), name); }
+
+const std::vector<ComponentInfo>& topology_catalog() {
+  static const std::vector<ComponentInfo> c = [] {
+    std::vector<ComponentInfo> out;
+    for (const auto& t : topology_types()) out.push_back({t.name, t.doc, params_of_type(t)});
+    return out;
+  }();
+  return c;
+}
+
+json bind_topology(const json& given, const std::string& path, const json& cluster, Validator& v, ClusterSpec& out) {
+  json user = given.is_null() ? json::object() : given;
+  if (user.is_object() && !user.contains("type") && !user.empty()) user["type"] = "boxes";  // the form before "type"
+  const size_t before = v.issues().size();
+  json resolved = v.component(user, path, "type", topology_catalog(), {}, kDefaultTopologyType);
+  if (v.issues().size() != before || !resolved.is_object()) return resolved;
+  const TopologyType* t = find_topology_type(resolved["type"].get<std::string>());
+  ClusterSpec bound = out;
+  bound.type = t->name;
+  set_fields(t->fields, resolved, bound);
+  for (const auto& level : t->levels) {
+    const std::string key = level_key(level);
+    resolved[key] = level.bind(resolved[key], level.name, v, bound);
+  }
+  if (t->check && v.issues().size() == before) t->check(resolved, cluster, v);
+  if (v.issues().size() == before) out = bound;
+  return resolved;
+}
+
+TopologyFacts topology_facts(const json& cluster) {
+  TopologyFacts f;
+  const json topology = cluster.is_object() ? cluster.value("topology", json::object()) : json::object();
+  const TopologyType* t = find_topology_type(text_of(topology, "type"));
+  if (!t || !t->hosts) return f;
+  f.hosts = true;
+  f.boxes = int_of(topology, "boxes", 1);
+  return f;
+}
+
+std::unique_ptr<Topology> make_topology(const ClusterSpec& spec, const NetworkSpec& net, int workers) {
+  const TopologyType* t = find_topology_type(spec.type);
+  if (!t) throw std::logic_error("make_topology: no topology '" + spec.type + "'");
+  return t->make(spec, net, workers);
+}
+
+}  // namespace asgd

@@ -1,0 +1,74 @@
+// sim/net/catalog.h — the topology family keyed by cluster.topology.type. Everything the
+// program knows about one topology is its TopologyType here: its keys (declared once, with
+// defaults, ranges and docs, and the ClusterSpec members they fill), its link levels (the
+// sub-objects, each a section of its own), whether its boxes have hosts (what placement
+// "host" and sync's comm "hierarchical" need), the worker count it fixes, its checks
+// across sections, and how its Topology is made. Adding a topology is one entry in
+// topology_types() plus its Topology class (sim/net/topology.h).
+// What it is not: the link model and the routes (sim/net/topology.h), or what an engine
+// does with boxes (engines/sync.cpp asks topology_facts()).
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+#include <nlohmann/json.hpp>
+#include "sim/config/field.h"
+#include "sim/net/topology.h"
+
+namespace asgd {
+
+struct TopologyType {
+  std::string name;
+  std::string doc;
+  std::vector<Field<ClusterSpec>> fields;
+  // Sub-objects of its section, each bound by its own Section (named by its full path,
+  // "cluster.topology.intra"); left out: its keys' defaults.
+  std::vector<Section<ClusterSpec>> levels;
+  // Whether workers sit in boxes with a host endpoint each (box_host): placement "host"
+  // and the hierarchical all-reduce need it.
+  bool hosts = false;
+  // Whether `asgdsim cluster` can run on it (a real run's links are the machines').
+  bool real = false;
+  // The worker count its bound keys fix (cluster.workers is then derived from it, or must
+  // equal it). Optional: cluster.workers decides.
+  std::function<int64_t(const ClusterSpec&)> workers;
+  // Checks across sections, reported with their JSON paths: `topology` is its resolved
+  // object (defaults filled), `cluster` the cluster section as the config gave it.
+  // Optional.
+  std::function<void(const nlohmann::json& topology, const nlohmann::json& cluster, Validator& v)> check;
+  // Its Topology for `workers` workers (throws std::invalid_argument on a spec its own
+  // validation would refuse, as a spec built in code may be).
+  std::function<std::unique_ptr<Topology>(const ClusterSpec& spec, const NetworkSpec& net, int workers)> make;
+};
+
+// Every topology, in the order `asgdsim list` shows them.
+const std::vector<TopologyType>& topology_types();
+// nullptr for an unknown name.
+const TopologyType* find_topology_type(const std::string& name);
+// The topologies and their keys, as the validator and `asgdsim list` read them.
+const std::vector<ComponentInfo>& topology_catalog();
+
+// Validates cluster.topology (`given`: the object as the config gave it; null when left
+// out) at `path`, with `cluster` the cluster section as given, and returns it resolved
+// (type and every default filled). When nothing in it was reported, fills `out` (type,
+// keys, levels); placement is the cluster section's key and is left as `out` holds it.
+// Given without a "type", a section with keys of its own is a "boxes" topology (the form
+// configs had before the type key).
+nlohmann::json bind_topology(const nlohmann::json& given, const std::string& path, const nlohmann::json& cluster,
+                             Validator& v, ClusterSpec& out);
+
+// What engines' checks ask of a resolved run's topology (cluster: the resolved cluster
+// section, whose values may already be reported as invalid): whether its boxes have hosts,
+// and how many boxes it has (1 for the star).
+struct TopologyFacts {
+  bool hosts = false;
+  int64_t boxes = 1;
+};
+TopologyFacts topology_facts(const nlohmann::json& cluster);
+
+// The Topology of a bound spec: its member's make. Throws std::logic_error for a type that
+// is no member's.
+std::unique_ptr<Topology> make_topology(const ClusterSpec& spec, const NetworkSpec& net, int workers);
+
+}  // namespace asgd
