@@ -95,6 +95,9 @@ const std::vector<EngineType>& engine_types();
 const EngineType* find_engine_type(const std::string& name);
 // The engines and their keys, as the validator and `asgdsim list` read them.
 const std::vector<ComponentInfo>& engine_catalog();
+// What the engine a validated object names costs for `workers` workers (EngineCost's
+// defaults for an engine that declares none).
+EngineCost engine_cost(const nlohmann::json& engine, int workers);
 // spec: a validated engine object {"type": ..., params with defaults filled}.
 std::unique_ptr<Engine> make_engine(const nlohmann::json& spec);
 

@@ -38,6 +38,11 @@ const std::vector<ComponentInfo>& engine_catalog() {
   return catalog;
 }
 
+EngineCost engine_cost(const nlohmann::json& engine, int workers) {
+  const EngineType* t = find_engine_type(text_of(engine, "type"));
+  return t && t->cost ? t->cost(engine, workers) : EngineCost{};
+}
+
 // Every engine is wrapped in the single-replica warm-up, which only forwards unless
 // train.single_replica_epochs > 0 (it reads that from the run's settings at start).
 std::unique_ptr<Engine> make_engine(const nlohmann::json& spec) {

@@ -5,6 +5,7 @@
 #include "experiments/run/resources.h"
 #include "experiments/config/config.h"
 #include "sim/data/catalog.h"
+#include "sim/models/catalog.h"
 #include "sim/data/dataset.h"
 #include "sim/data/idx_reader.h"  // DataError
 #include "sim/run/settings.h"
@@ -32,15 +33,6 @@ constexpr double kRowBytes = 512;
 constexpr double kSpanBytes = 256;
 constexpr double kSpansPerGradient = 4;  // pull, compute, push, and an update instant
 
-double num(const json& j, const char* key, double fallback = 0) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_number() ? it->get<double>() : fallback;
-}
-std::string text(const json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
 double mean_speed_factor(const RunSettings& rs) {
   if (!rs.speeds_dist.is_null()) {
     try {
@@ -55,27 +47,19 @@ double mean_speed_factor(const RunSettings& rs) {
   return sum / double(rs.speeds.size());
 }
 
-// What the run's engine costs per step (EngineType::cost, in the engine's own file).
-EngineCost engine_cost(const json& c, const RunSettings& rs) {
-  const json& engine = c["engine"];
-  const EngineType* type = find_engine_type(text(engine, "type"));
-  return type && type->cost ? type->cost(engine, rs.workers) : EngineCost{};
-}
-
 }  // namespace
 
 ModelSizes model_sizes(const json& c) {
-  const json& model = c["model"];
+  const ModelType& type = model_type_of(c["model"]);
   ModelSizes z;
-  if (text(model, "type") == "quadratic") {  // not built: its curvature alone is dim floats
-    z.params = num(model, "dim");
+  if (type.params_unbuilt) {  // building it would allocate what is being estimated
+    z.params = type.params_unbuilt(c["model"]);
     return z;
   }
-  const ModelType* type = find_model_type(text(model, "type"));
-  if (type && type->reads == ModelType::Reads::External) return z;  // its sizes are the module's: not known here
+  if (type.reads == ModelType::Reads::External) return z;  // its sizes are the module's: not known here
   const DataShape d = data_shape(c["data"]);
   try {  // the model the run builds (construction allocates nothing but its layer list)
-    const auto m = build_model(model, ModelInput{size_t(d.in), d.classes, d.image, "the data"});
+    const auto m = type.build(c["model"], ModelInput{size_t(d.in), d.classes, d.image, "the data"});
     z.params = double(m->num_params());
     z.train_floats_per_sample = double(m->floats_per_sample(true));
     z.eval_floats_per_sample = double(m->floats_per_sample(false));
@@ -103,7 +87,7 @@ RunScale estimate_run_scale(const json& c, const RunSettings& rs, const Distribu
   double straggle = 1 + rs.stragglers.probability * (rs.stragglers.factor - 1);
   const StepCost& cost = rs.step_cost;
   double step = (cost.overhead + compute.mean() * (cost.per_sample ? batch : 1)) * mean_speed_factor(rs) * straggle;
-  const EngineCost engine = engine_cost(c, rs);
+  const EngineCost engine = engine_cost(c["engine"], rs.workers);
   const double messages = engine.messages_per_step;
   double bytes_per_second = kInf;
   if (rs.network.bandwidth > 0) bytes_per_second = rs.network.bandwidth * std::max(1, rs.network.shards);
@@ -131,7 +115,6 @@ RunScale estimate_run_scale(const json& c, const RunSettings& rs, const Distribu
 
 MemoryEstimate estimate_run_memory(const json& c, const RunSettings& rs, const Distribution& compute) {
   MemoryEstimate m;
-  const json& model = c["model"];
   const DataShape d = data_shape(c["data"]);
   const double workers = std::max(1, rs.workers);
   const double batch = std::max<double>(1, double(rs.batch_size));
@@ -140,7 +123,7 @@ MemoryEstimate estimate_run_memory(const json& c, const RunSettings& rs, const D
   const RunScale scale = estimate_run_scale(c, rs, compute);
   // The key that sets the model's size: its dim, the data's features (a sparse model has a
   // row per feature), or the model's layers.
-  const std::string model_key = text(model, "type") == "quadratic" ? "model.dim" : d.sparse ? "data.features" : "model";
+  const std::string model_key = model_type_of(c["model"]).params_unbuilt ? "model.dim" : d.sparse ? "data.features" : "model";
   auto add = [&m](std::string key, std::string what, double bytes) {
     if (bytes > 0) m.parts.push_back({std::move(key), std::move(what), bytes});
   };
@@ -166,7 +149,7 @@ MemoryEstimate estimate_run_memory(const json& c, const RunSettings& rs, const D
   // Per worker: a gradient in flight and the parameters it was computed on; replicas of
   // their own for local SGD and EASGD (EAMSGD: two more vectors) and local SGD's and
   // DiLoCo's optimizer state; minibatch ids.
-  const EngineCost cost = engine_cost(c, rs);
+  const EngineCost cost = engine_cost(c["engine"], rs.workers);
   const double copies = cost.vectors_per_worker + (cost.optimizer_per_worker && rs.optimizer.stateful() ? state : 0);
   // Named after the factor more out of the ordinary: the workers, or the model's size.
   add(vec > workers * kWorkerBytes ? model_key : "cluster.workers",
@@ -198,7 +181,7 @@ MemoryEstimate estimate_run_memory(const json& c, const RunSettings& rs, const D
 
   // Metrics rows: the start, one per eval interval, the end. An interval in epochs is
   // checked after each update, so it gives at most one row per update.
-  const std::string unit = text(c["eval"], "unit");
+  const std::string& unit = word_of(eval_unit_words(), rs.eval_unit);
   const double every = rs.eval_every;
   double span = rs.eval_unit == EvalUnit::Time ? scale.seconds : rs.eval_unit == EvalUnit::Updates ? scale.updates : scale.epochs;
   double rows = every > 0 ? span / every + 2 : kInf;

@@ -131,6 +131,7 @@ ModelType quadratic() {
   t.resolve = [](const json&, json& model, Validator& v) {
     if (model.contains("curvature")) check_curvature(model["curvature"], "model.curvature", v);
   };
+  t.params_unbuilt = [](const json& model) { return double(int_of(model, "dim", 0)); };
   t.check = [](const json& model, const json&, const std::optional<Shape>&, Validator& v) {
     if (model.contains("curvature") && model["curvature"].is_array() && model.contains("dim") &&
         model["dim"].is_number() && model["curvature"].size() != model["dim"].get<size_t>())
@@ -398,11 +399,15 @@ void check_model_data(const json& model, const json& data, const std::optional<S
   if (t->check) t->check(model, data, image, v);
 }
 
-std::unique_ptr<Model> build_model(const json& model, const ModelInput& input) {
+const ModelType& model_type_of(const json& model) {
   const std::string type = model.at("type").get<std::string>();
   const ModelType* t = find_model_type(type);
   if (!t) throw std::invalid_argument("unknown model type '" + type + "'");
-  return t->build(model, input);
+  return *t;
+}
+
+std::unique_ptr<Model> build_model(const json& model, const ModelInput& input) {
+  return model_type_of(model).build(model, input);
 }
 
 }  // namespace asgd

@@ -51,6 +51,10 @@ struct ModelType {
       check;
   // Builds the model from its validated object for data of `input`'s shape.
   std::function<std::unique_ptr<Model>(const nlohmann::json& model, const ModelInput& input)> build;
+  // Its parameter count from its validated object, for a model the estimates do not build
+  // because building it allocates its size (quadratic: its curvature alone is dim floats).
+  // Optional: the estimates build the model (construction allocates only its layer list).
+  std::function<double(const nlohmann::json& model)> params_unbuilt;
   // data.type when the config leaves it out: `data` if set, else by what it reads.
   std::string data;
   std::string default_data() const {
@@ -61,6 +65,8 @@ struct ModelType {
 
 const std::vector<ModelType>& model_types();
 const ModelType* find_model_type(const std::string& name);
+// The member a validated model object names (throws std::invalid_argument for none).
+const ModelType& model_type_of(const nlohmann::json& model);
 // The models and their keys, as the validator and `asgdsim list` read them.
 const std::vector<ComponentInfo>& model_catalog();
 // One convolution block of model cnn (section model.conv[]).

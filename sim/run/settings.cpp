@@ -22,13 +22,6 @@ SimTime seconds_or_never(const json& v) {
   return s > 0 ? seconds_to_sim(s) : kNever;
 }
 
-std::vector<Field<S>> link_fields(LinkSpec ClusterSpec::*level) {  // cluster.topology.intra and .inter
-  return {field<S>(num("bandwidth", 0.0, "bytes per virtual second of each link, each direction (0 = unlimited)", 0),
-                   [level](S& s, const json& v) { (s.topology.*level).bandwidth = v.get<double>(); }),
-          field<S>(seconds("latency", 0.0, "virtual seconds a message pays for crossing this level"),
-                   [level](S& s, const json& v) { (s.topology.*level).latency = v.get<double>(); })};
-}
-
 std::vector<Section<S>> make_sections() {
   return {
       // The top level: RunSettings' seed, trace and batched_gradients, and the
@@ -95,8 +88,7 @@ std::vector<Section<S>> make_sections() {
               num("every", 0.25,
                   "interval between evaluations, in `unit` (time: >= 1e-9, a nanosecond; updates: a whole number)", 0,
                   true, kMaxCount)),
-        choice_field(&S::eval_unit, str("unit", "epochs", "what `every` counts"),
-                     {{"time", EvalUnit::Time}, {"updates", EvalUnit::Updates}, {"epochs", EvalUnit::Epochs}}),
+        choice_field(&S::eval_unit, str("unit", "epochs", "what `every` counts"), eval_unit_words()),
         field(&S::eval_train_samples,
               integer("train_samples", 10000, "train_loss is measured on the first so many training samples (0 = all)")),
         field(&S::eval_test_samples, integer("test_samples", 0, "test metrics on the first so many test samples (0 = all)")),
@@ -107,22 +99,13 @@ std::vector<Section<S>> make_sections() {
         field<S>(str("placement", "servers",
                      "where the parameters live: \"servers\" dedicated server machines (network.shards shards, reached "
                      "over the topology's inter links); \"host\" each box's host memory (GPUs reach it over intra; "
-                     "several boxes: sync exchanges each box's sum with the servers). \"host\" needs cluster.topology",
+                     "several boxes: sync exchanges each box's sum with the servers). \"host\" needs a topology with boxes "
+                     "(cluster.topology.type \"boxes\")",
                      {"servers", "host"}),
                  [](S& s, const json& v) { s.topology.host_placement = v == "host"; }),
         unbound<S>(any("speeds", json::array(),
                        "per-worker slowdown factors (2 = twice as slow): a list of one factor per worker (empty = all "
                        "1), or a distribution {\"dist\": ...} drawn once per worker"))}},
-      {"cluster.topology",
-       "boxes of GPUs instead of the parameter-server star (docs/architecture.md, Boxes): worker w is GPU w % per_box "
-       "of box w / per_box; cluster.workers is derived (boxes x per_box) or must equal it; cluster.network's "
-       "bandwidth and shards are then the dedicated servers' links (also: intra, inter)",
-       {field<S>(integer("boxes", nullptr, "machines", 1, kMaxWorkers),
-                 [](S& s, const json& v) { s.topology.boxes = v.get<int>(); }),
-        field<S>(integer("per_box", nullptr, "GPUs (workers) per machine", 1, kMaxWorkers),
-                 [](S& s, const json& v) { s.topology.per_box = v.get<int>(); })}},
-      {"cluster.topology.intra", "each GPU's link to its box's host (PCIe, NVLink)", link_fields(&ClusterSpec::intra)},
-      {"cluster.topology.inter", "each box's NIC to a non-blocking switch", link_fields(&ClusterSpec::inter)},
       {"cluster.compute",
        "a step's compute time: `dist` and its keys (see distributions below) give one draw per step; a step on m "
        "samples lasts overhead + m x draw (per sample) or overhead + draw (per step), times the worker's speed and "
@@ -306,6 +289,12 @@ const std::vector<std::pair<std::string, StalenessMode>>& staleness_mode_words()
 const std::vector<std::pair<std::string, Precision>>& precision_words() {
   static const std::vector<std::pair<std::string, Precision>> w = {
       {"fp32", Precision::Fp32}, {"fp16", Precision::Fp16}, {"bf16", Precision::Bf16}};
+  return w;
+}
+
+const std::vector<std::pair<std::string, EvalUnit>>& eval_unit_words() {
+  static const std::vector<std::pair<std::string, EvalUnit>> w = {
+      {"time", EvalUnit::Time}, {"updates", EvalUnit::Updates}, {"epochs", EvalUnit::Epochs}};
   return w;
 }
 

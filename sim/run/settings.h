@@ -100,7 +100,7 @@ struct RunSettings {
   bool staleness_at_apply = false;
 
   NetworkSpec network;
-  ClusterSpec topology;                // cluster.topology and placement (boxes 0: the star)
+  ClusterSpec topology;                // cluster.topology (sim/net/catalog.h) and cluster.placement
   Precision precision = Precision::Fp32;
   // A sparse model's gradient step pulls only the rows its minibatch reads (and the dense
   // part); false: the whole vector (cluster.network.sparse_pull).
@@ -144,8 +144,7 @@ RunSettings default_settings();
 
 // ---- the keys that fill RunSettings (sim/run/settings.cpp) ----
 
-// The section of that name: "top", "train", "stop", "eval", "cluster", "cluster.topology",
-// "cluster.topology.intra", "cluster.topology.inter", "cluster.compute", "cluster.network",
+// The section of that name: "top", "train", "stop", "eval", "cluster", "cluster.compute", "cluster.network",
 // "cluster.network.compression", "cluster.server", "cluster.stragglers",
 // "cluster.failures", "real". Throws std::logic_error for another name.
 const Section<RunSettings>& settings_section(const std::string& name);
@@ -157,10 +156,11 @@ const Section<FailureEvent>& failure_event_section();
 // needs momentum > 0 and sgd; momentum and nesterov are sgd's (Adam's momentum is beta1);
 // weight_decay is adam's and adamw's.
 void check_optimizer(const nlohmann::json& train, Validator& v);
-// The words the config writes for staleness.mode and cluster.network.precision: the keys
+// The words the config writes for staleness.mode, cluster.network.precision and eval.unit: the keys
 // bind with them, and messages name a bound value with them (word_of, sim/config/field.h).
 const std::vector<std::pair<std::string, StalenessMode>>& staleness_mode_words();
 const std::vector<std::pair<std::string, Precision>>& precision_words();
+const std::vector<std::pair<std::string, EvalUnit>>& eval_unit_words();
 // train.lr_schedule (by "type") and staleness (by "mode").
 const Family<RunSettings>& lr_schedule_family();
 const Family<RunSettings>& staleness_family();
