@@ -79,7 +79,7 @@ void calibrate(const RunSpec& run, const std::string& base_dir, const std::strin
   const json& model_cfg = run.config["model"];
   const size_t batch = run.settings.batch_size;
   if (!opts.quiet)
-    std::cerr << "asgdsim: calibrating cluster.compute \"measured\": " << model_cfg.value("type", "model") << " at batch "
+    std::cerr << "asgdsim: calibrating cluster.compute \"measured\": " << model_type_of(model_cfg).name << " at batch "
               << batch << " (" << budget.warmup << " warm-up steps, then up to " << budget.steps << " steps or "
               << budget.seconds << " s) ..." << std::flush;
   const double t0 = steady_seconds();
@@ -164,13 +164,12 @@ void measured_compute_plan(RunSpec& run, std::vector<std::string>& notes) {
   run.settings.step_cost.per_sample = false;  // the trace holds whole steps' times
   const std::string name = measured_trace_name(run.config["model"], run.config["data"], run.settings.batch_size);
   run.settings.compute_model = {{"dist", "measured"}, {"trace", name}};
-  const json& spec = run.settings.compute_dist;
+  const CalibrationBudget budget = calibration_budget(run.settings.compute_dist);
   const std::string note =
       "cluster.compute \"measured\": `asgdsim run` first times the real gradient of model " +
-      run.config["model"].value("type", std::string("?")) + " at batch " + std::to_string(run.settings.batch_size) +
-      " on this machine (one thread; " + spec.value("warmup", json(5)).dump() + " warm-up steps, then up to " +
-      spec.value("steps", json(200)).dump() + " steps or " + spec.value("seconds", json(2.0)).dump() +
-      " s) into OUT/<name>/" + name + ", or reuses that file where it exists (--recalibrate measures again); " +
+      model_type_of(run.config["model"]).name + " at batch " + std::to_string(run.settings.batch_size) +
+      " on this machine (one thread; " + json(budget.warmup).dump() + " warm-up steps, then up to " +
+      json(budget.steps).dump() + " steps or " + json(budget.seconds).dump() + " s) into OUT/<name>/" + name + ", or reuses that file where it exists (--recalibrate measures again); " +
       "the runs replay it (dist \"trace\", a draw per step)";
   if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
 }
@@ -229,9 +228,7 @@ Experiment with_measured_compute(const Experiment& exp, const std::string& exp_d
         make_directories(exp_dir + "/calibration");
         FileLock lock(exp_dir + "/calibration/.lock");
         if (opts.recalibrate || ::access(path.c_str(), F_OK) != 0) {
-          const json& spec = run.settings.compute_dist;
-          CalibrationBudget budget{spec.value("seconds", 2.0), spec.value("steps", 200), spec.value("warmup", 5)};
-          calibrate(run, exp.base_dir, path, budget, opts);
+          calibrate(run, exp.base_dir, path, calibration_budget(run.settings.compute_dist), opts);
         }
       }
       MeasuredTrace trace;

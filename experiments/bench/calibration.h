@@ -37,14 +37,10 @@ struct GradientLoop {
   std::vector<int32_t> ids;  // batches x batch sample ids
 };
 
-// The calibration of one (model, batch): `warmup` untimed steps, then steps timed one
-// by one (gradient and synchronize, as a job ends) until `steps` are timed or their wall
-// time reaches `seconds`, whichever comes first (at least one is timed).
-struct CalibrationBudget {
-  double seconds = 2;
-  int steps = 200;
-  int warmup = 5;
-};
+// The calibration of one (model, batch) (CalibrationBudget: sim/timing/distribution.h,
+// bound from dist "measured"'s keys): `warmup` untimed steps, then steps timed one by one
+// (gradient and synchronize, as a job ends) until `steps` are timed or their time reaches
+// `seconds`, whichever comes first (at least one is timed).
 
 // The calibration's clock, in seconds, read on the timing thread: on the CPU backends that
 // thread's CPU time (a job runs on one thread, so this is the job's cost, without the time

@@ -286,6 +286,16 @@ const std::vector<ComponentInfo>& distribution_catalog() {
   return catalog;
 }
 
+CalibrationBudget calibration_budget(const nlohmann::json& spec) {
+  for (const auto& m : members()) {
+    if (m.name != "measured") continue;
+    DistParams p;
+    set_fields(m.fields, spec, p);
+    return CalibrationBudget{p.seconds, p.steps, p.warmup};
+  }
+  throw std::logic_error("calibration_budget: no distribution \"measured\"");
+}
+
 std::unique_ptr<Distribution> make_distribution(const nlohmann::json& spec, const std::string& base_dir) {
   const std::string dist = spec.at("dist").get<std::string>();
   for (const auto& m : members()) {

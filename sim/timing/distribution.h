@@ -35,6 +35,16 @@ double device_flops(const nlohmann::json& flops);
 // too long) or saying that it cannot be opened or holds none.
 std::vector<double> read_trace_file(const std::string& path);
 
+// What dist "measured" times before the runs (its keys, bound from a validated spec; a key
+// it lacks takes its declared default): `warmup` untimed steps, then up to `steps` timed
+// steps or `seconds` of them.
+struct CalibrationBudget {
+  double seconds = 0;
+  int steps = 0;
+  int warmup = 0;
+};
+CalibrationBudget calibration_budget(const nlohmann::json& spec);
+
 // Builds a distribution from a validated spec {"dist": name, params...}. A trace "file"
 // is read here; a missing file or a non-numeric line throws std::invalid_argument naming
 // the file and line. base_dir resolves relative file paths.
