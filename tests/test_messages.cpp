@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "kernels/buffer.h"
@@ -68,6 +69,23 @@ TEST(MessageSize, RowsCompressionAndTheProxyScale) {
   EXPECT_DOUBLE_EQ(compressed_message_bytes(spec, 1000, topk), 80e3);
   EXPECT_DOUBLE_EQ(compressed_message_bytes(spec, 1000, CompressionSpec{CompressionSpec::Type::Int8}), 1004e3);
   EXPECT_THROW(topk_count(0.0, 10), std::invalid_argument);
+}
+
+// A step's two sizes, which both runtimes count with (Simulation::launch, MpiRuntime::launch):
+// only a gradient step on pulled parameters sends less than the full vector.
+TEST(MessageSize, AStepsPullAndPush) {
+  NetworkSpec spec;  // fp32
+  const CompressionSpec none, topk{CompressionSpec::Type::TopK, 0.01, false};
+  auto sizes = [&](size_t table_rows, bool gradient_pull, bool sparse_pull, const CompressionSpec& c) {
+    const StepMessageBytes b = step_message_bytes(spec, 3003, table_rows, 3, 10, gradient_pull, sparse_pull, c);
+    return std::make_tuple(b.pull, b.push, b.compressed);
+  };
+  EXPECT_EQ(sizes(0, true, false, none), std::make_tuple(12012.0, 12012.0, false));
+  EXPECT_EQ(sizes(0, false, false, topk), std::make_tuple(12012.0, 12012.0, false));  // an exchange: full
+  EXPECT_EQ(sizes(0, true, false, topk), std::make_tuple(12012.0, 31.0 * 8, true));   // ceil(30.03) values
+  EXPECT_EQ(sizes(1000, true, false, none), std::make_tuple(12012.0, 172.0, false));  // 10 rows + 3 dense
+  EXPECT_EQ(sizes(1000, true, true, none), std::make_tuple(172.0, 172.0, false));     // sparse_pull
+  EXPECT_EQ(sizes(1000, false, true, none), std::make_tuple(12012.0, 12012.0, false));
 }
 
 // ------------------------------------------------------------------ compression kernels

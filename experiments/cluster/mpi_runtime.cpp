@@ -295,6 +295,8 @@ MpiRuntime::MpiRuntime(const RunSpec& run, const RunSettings& s, const RunInputs
   idle_since_.assign(workers, 0.0);
   down_since_.assign(workers, 0.0);
   outbox_.resize(workers);
+  layout_ = model_.row_layout();
+  lost_push_.assign(workers, LostPush{});
   out_.workers.assign(workers, WorkerStats{});
   next_eval_time_ = s.eval_every;
   monitor_.bind([this] { return now(); },
@@ -357,6 +359,13 @@ void MpiRuntime::launch(const Step& step) {
     }
   }
   job->read_version = job->read.version;
+  // the messages the step declares, at the sizes the simulator charges (mpi_runtime.h)
+  rows_.clear();
+  if (layout_.rows > 0) model_.touched_rows(model_.uses_data() ? &in_.data->train : nullptr, step.ids, step.m, rows_);
+  const StepMessageBytes sizes = step_message_bytes(s_.network, n_, layout_.rows, layout_.width, rows_.size(),
+                                                    step.gradient && step.pull, s_.sparse_pull, s_.compression);
+  job->pull_bytes = sizes.pull;
+  job->push_bytes = sizes.push;
   Message m;
   m.h.kind = uint32_t(Kind::Work);
   m.h.step = job->step;
@@ -365,6 +374,10 @@ void MpiRuntime::launch(const Step& step) {
   job->read.params->download(m.values);
   if (!engine_->keeps_read_params()) job->read = Snapshot{};
   send(w, m);
+  if (job->received) {  // the pull or reply leaves with this message
+    out_.messages_to_workers++;
+    out_.bytes_to_workers += job->pull_bytes;
+  }
   const double t = seconds();
   given_at_[size_t(w)] = t;
   if (idle_since_[size_t(w)] >= 0 && t > idle_since_[size_t(w)])
@@ -466,6 +479,7 @@ void MpiRuntime::loop() {
 void MpiRuntime::on_message(int w, const Message& m) {
   if (!alive_[size_t(w)]) {  // declared dead, then spoke after all: its work was counted lost
     zombie_[size_t(w)] = true;  // it waits for an answer: Stop, at the end
+    count_late_push(w, m);
     return;
   }
   if (Kind(m.h.kind) == Kind::Error) {
@@ -478,6 +492,7 @@ void MpiRuntime::on_message(int w, const Message& m) {
   std::unique_ptr<GradientJob> job = std::move(in_flight_[size_t(w)]);
   if (Kind(m.h.kind) != Kind::Gradient || !job || m.h.step != job->step || m.values.size() != n_)
     throw std::runtime_error("cluster: unexpected message from " + who(w));
+  if (job->pushed) count_push(job->push_bytes);
   job->grad.upload(m.values);
   job->loss = m.h.loss;
   const double t = seconds();
@@ -506,6 +521,8 @@ void MpiRuntime::check_timeouts() {
 void MpiRuntime::declare_dead(int w, const std::string& what) {
   alive_[size_t(w)] = false;
   if (in_flight_[size_t(w)]) {
+    const GradientJob& job = *in_flight_[size_t(w)];
+    if (job.pushed) lost_push_[size_t(w)] = LostPush{true, job.step, job.push_bytes};
     recycle(std::move(in_flight_[size_t(w)]));
     out_.lost++;
     out_.workers[size_t(w)].lost++;
@@ -528,10 +545,17 @@ void MpiRuntime::wind_down() {
     for (int w = 0; w < s_.workers; ++w) waiting = waiting || (alive_[size_t(w)] && in_flight_[size_t(w)]);
     if (!waiting) break;
     int src = receive(MPI_ANY_SOURCE, kTagToServer, m, buf, 0.05);
-    if (src >= 1) {
+    if (src >= 1) {  // a step in flight at the stop: the worker finished it and sent its push
       const size_t w = size_t(src - 1);
-      if (in_flight_[w]) recycle(std::move(in_flight_[w]));
-      if (!alive_[w]) zombie_[w] = true;
+      if (in_flight_[w]) {
+        if (alive_[w] && in_flight_[w]->pushed && Kind(m.h.kind) == Kind::Gradient && m.h.step == in_flight_[w]->step)
+          count_push(in_flight_[w]->push_bytes);
+        recycle(std::move(in_flight_[w]));
+      }
+      if (!alive_[w]) {
+        zombie_[w] = true;
+        count_late_push(int(w), m);
+      }
       continue;
     }
     const double t = seconds();
@@ -545,6 +569,20 @@ void MpiRuntime::wind_down() {
   for (int w = 0; w < s_.workers; ++w)
     if (alive_[size_t(w)] || zombie_[size_t(w)]) send(w, stop);
   for (int w = 0; w < s_.workers; ++w) finish_send(w);
+}
+
+void MpiRuntime::count_push(double bytes) {
+  out_.messages_to_server++;
+  out_.bytes_to_server += bytes;
+}
+
+// A worker declared dead whose gradient arrives after all: its step stays lost (the engine
+// went on without it), but the push left the worker, so it counts as a message sent.
+void MpiRuntime::count_late_push(int w, const Message& m) {
+  LostPush& p = lost_push_[size_t(w)];
+  if (!p.pending || Kind(m.h.kind) != Kind::Gradient || m.h.step != p.step) return;
+  p.pending = false;
+  count_push(p.bytes);
 }
 
 void MpiRuntime::abandon() noexcept {

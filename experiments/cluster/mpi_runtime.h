@@ -14,6 +14,13 @@
 // server with the engine's other state (a deferred local step is applied before the
 // send). So an engine's arithmetic is the same in both runtimes; what the real mode does
 // not reproduce is EASGD's and local SGD's saving of messages between exchanges.
+//
+// What summary.json's `messages` count (MpiRuntime): the messages the engine declares, as
+// the simulator counts them, at the simulator's sizes (step_message_bytes): a pull or
+// reply when its Work message is sent, a push when the worker's gradient reaches the
+// server (also at the end of the run, or from a worker already declared dead). The Work
+// message and answer of a step that declares none (a local step), Stop, Done, Error and
+// the heartbeats are this protocol's, not the engine's: not counted.
 #pragma once
 #if ASGD_WITH_MPI
 #include <chrono>
@@ -32,6 +39,7 @@
 #include "sim/run/run_monitor.h"
 #include "sim/core/runtime.h"
 #include "sim/data/sample_stream.h"
+#include "sim/net/message_size.h"
 #include "sim/core/simulation.h"  // RunOutcome, evaluate_params
 
 namespace asgd {
@@ -203,6 +211,8 @@ class MpiRuntime final : public Runtime {
   void declare_dead(int w, const std::string& what);
   void wind_down();
   void finish_outcome();
+  void count_push(double bytes);                // a push reached the server
+  void count_late_push(int w, const wire::Message& m);  // from a worker declared dead
 
   // One nonblocking send in flight per worker.
   struct Outbox {
@@ -232,6 +242,16 @@ class MpiRuntime final : public Runtime {
   std::vector<std::unique_ptr<GradientJob>> in_flight_;  // by worker: at most one each
   std::vector<std::unique_ptr<GradientJob>> spare_jobs_;
   std::vector<double> given_at_, idle_since_, down_since_;
+  RowLayout layout_;              // model_.row_layout(): a sparse model's messages are its rows
+  std::vector<int32_t> rows_;     // scratch: the rows a step touches (its messages' sizes)
+  // By worker: the push of the step it had in flight when it was declared dead, should it
+  // arrive after all (it left the worker: counted then).
+  struct LostPush {
+    bool pending = false;
+    uint32_t step = 0;
+    double bytes = 0;
+  };
+  std::vector<LostPush> lost_push_;
   std::vector<Outbox> outbox_;
   std::multimap<SimTime, std::pair<int, uint64_t>> timers_;
   std::vector<float> initial_override_;

@@ -87,7 +87,8 @@ Simulation::Simulation(const RunSettings& settings, const Model& model, const De
   layout_ = model_.row_layout();
   if (layout_.rows > 0 && settings_.compression.type != CompressionSpec::Type::None)
     throw std::invalid_argument("compression is for dense models; model " + model_.name() + " sends sparse rows");
-  compressed_bytes_ = compressed_message_bytes(settings_.network, model_.num_params(), settings_.compression);
+  // a bad top-k ratio throws here, not at the first push
+  (void)compressed_message_bytes(settings_.network, model_.num_params(), settings_.compression);
   contended_ = topology_->contended();
   free_network_ = topology_->free();
   if (!(settings_.server_update_seconds >= 0)) throw std::invalid_argument("server update_seconds must be >= 0");
@@ -215,24 +216,16 @@ void Simulation::launch(const Step& st) {
   // Message sizes (docs/architecture.md, Message sizes): a sparse model's gradient step
   // moves only the rows its minibatch reads and touches, a dense one's push may be
   // compressed; everything else is a full parameter vector.
-  double pull_bytes = message_bytes_;
-  job->push_bytes = message_bytes_;
-  job->compress = false;
   job->rows.clear();
   job->sparse = layout_.rows > 0;  // the server then applies only these rows (ServerUpdate)
   if (job->sparse) model_.touched_rows(train_, st.ids, st.m, job->rows);
   job->read_rows = job->sparse && st.gradient && st.pull && !g_force_dense_updates;
-  if (st.gradient && st.pull) {
-    if (layout_.rows > 0) {
-      const size_t n = model_.num_params();
-      job->push_bytes = row_message_bytes(settings_.network, n, job->rows.size(), layout_.width,
-                                          n - layout_.rows * layout_.width);
-      if (settings_.sparse_pull) pull_bytes = job->push_bytes;
-    } else if (settings_.compression.type != CompressionSpec::Type::None) {
-      job->push_bytes = compressed_bytes_;
-      job->compress = true;
-    }
-  }
+  const StepMessageBytes sizes =
+      step_message_bytes(settings_.network, model_.num_params(), layout_.rows, layout_.width, job->rows.size(),
+                         st.gradient && st.pull, settings_.sparse_pull, settings_.compression);
+  const double pull_bytes = sizes.pull;
+  job->push_bytes = sizes.push;
+  job->compress = sizes.compressed;
   if (st.before.grad_buffer) {  // the step's gradient buffer becomes the job's output (see DeferredStep)
     if (st.before.grad != st.before.grad_buffer->data() || st.before.grad_buffer->size() != job->grad.size())
       throw std::logic_error("launch: DeferredStep::grad_buffer must hold the step's gradient");

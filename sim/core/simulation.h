@@ -196,7 +196,6 @@ class Simulation final : public Runtime {
   std::unique_ptr<Topology> topology_;
   double message_bytes_ = 0;          // one parameter-sized message
   RowLayout layout_;                  // model_.row_layout(): rows > 0 for a sparse model
-  double compressed_bytes_ = 0;       // one compressed gradient push (settings_.compression)
   std::vector<DeviceArray<float>> residual_;  // per worker: error feedback of compression
   void compress(GradientJob& job);
   bool contended_ = false;            // topology_->contended()

@@ -56,4 +56,19 @@ double compressed_message_bytes(const NetworkSpec& spec, size_t values, const Co
   return message_bytes(spec, values);
 }
 
+StepMessageBytes step_message_bytes(const NetworkSpec& spec, size_t values, size_t table_rows, size_t width,
+                                    size_t touched, bool gradient_pull, bool sparse_pull, const CompressionSpec& c) {
+  StepMessageBytes b;
+  b.pull = b.push = message_bytes(spec, values);
+  if (!gradient_pull) return b;
+  if (table_rows > 0) {
+    b.push = row_message_bytes(spec, values, touched, width, values - table_rows * width);
+    if (sparse_pull) b.pull = b.push;
+  } else if (c.type != CompressionSpec::Type::None) {
+    b.push = compressed_message_bytes(spec, values, c);
+    b.compressed = true;
+  }
+  return b;
+}
+
 }  // namespace asgd

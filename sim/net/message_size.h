@@ -39,4 +39,18 @@ double row_message_bytes(const NetworkSpec& spec, size_t values, size_t rows, si
 // one byte per value and a 4-byte fp32 scale; none, the full message. Scaled as above.
 double compressed_message_bytes(const NetworkSpec& spec, size_t values, const CompressionSpec& c);
 
+// The bytes of the two messages around one step (sim/core/runtime.h, Step): its pull or
+// reply, and its push. A gradient step on pulled parameters (`gradient_pull`: Step::gradient
+// with a pull) of a model with a row table (`table_rows` rows of `width`) pushes only the
+// `touched` rows and the dense rest, and pulls the same with `sparse_pull`; of a dense
+// model it pushes its gradient compressed as `c` says. Every other message is a full
+// parameter vector (message_bytes). Both runtimes count their messages at these sizes.
+struct StepMessageBytes {
+  double pull = 0;          // the pull or the reply (when the step receives one)
+  double push = 0;          // the push (when the step sends one)
+  bool compressed = false;  // the push is a compressed gradient
+};
+StepMessageBytes step_message_bytes(const NetworkSpec& spec, size_t values, size_t table_rows, size_t width,
+                                    size_t touched, bool gradient_pull, bool sparse_pull, const CompressionSpec& c);
+
 }  // namespace asgd

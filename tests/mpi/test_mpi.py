@@ -297,6 +297,10 @@ class KilledWorker(unittest.TestCase):
         self.assertEqual(s["worker_failures"], 1)
         self.assertEqual(s["lost_gradients"], 1)
         self.assertLess(p.seconds, 60)
+        # the dying rank's last pull was sent (counted); its push never left (not counted)
+        m = s["messages"]
+        self.assertEqual(m["to_workers"], m["to_server"] + 1)
+        self.assertEqual(m["bytes_to_workers"] / m["to_workers"], m["bytes_to_server"] / m["to_server"])
         self.assertEqual(read_csv(os.path.join(self.out, "kill-cluster", "index.csv"))[0]["status"], "completed")
         # after the death each iteration aggregates the 3 live workers' gradients
         metrics = read_csv(os.path.join(self.out, "kill-cluster", "sync-seed3", "metrics.csv"))
@@ -329,6 +333,80 @@ class Partitions(unittest.TestCase):
                 self.assertEqual(x, y)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+@unittest.skipUnless(ASGDSIM, "ASGDSIM is not set (ctest sets it)")
+class MessageCounts(unittest.TestCase):
+    """summary.json's messages for a real run: the engine's pulls, replies and pushes that
+    really left, each at the simulator's size (docs/cluster.md, "Messages"). N workers,
+    stop.updates U, a softmax of P = 16 x 10 + 10 parameters: every message P x 4 bytes."""
+
+    N, U, P = 3, 40, 16 * 10 + 10
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="asgd-mpi-msg-")
+        cfg = dict(SWEEP, name="msg", repeats=1, stop={"updates": cls.U}, eval={"every": 20},
+                   cluster={"workers": cls.N},
+                   engines=[{"type": "async"}, {"type": "sync"}, {"type": "local_sgd", "steps": 3},
+                            {"type": "easgd", "mode": "sync", "name": "easgd_sync"}])
+        cfg.pop("sweep")
+        path = write_config(cls.tmp, cfg)
+        cls.out = os.path.join(cls.tmp, "o")
+        cls.real = run(["cluster", path, "--out", cls.out, "--quiet"], mpi=["-np", str(cls.N + 1)])
+        cls.sim = run(["run", path, "--out", cls.out, "--quiet"])
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def summaries(self, run_id):
+        self.assertEqual(self.real.returncode, 0, self.real.stderr)
+        self.assertEqual(self.sim.returncode, 0, self.sim.stderr)
+        return (load(os.path.join(self.out, "msg", run_id, "summary.json")),
+                load(os.path.join(self.out, "msg-cluster", run_id, "summary.json")))
+
+    def assert_sizes(self, m):
+        self.assertEqual(m["bytes_to_server"], m["to_server"] * self.P * 4)
+        self.assertEqual(m["bytes_to_workers"], m["to_workers"] * self.P * 4)
+
+    def test_async_counts_the_pulls_served_and_the_pushes_sent(self):
+        sim, real = self.summaries("async-seed5")
+        m, N, U = real["messages"], self.N, self.U
+        self.assertEqual(real["updates"], U)
+        # a pull to each worker at the start and one after each applied gradient but the
+        # last; every applied gradient was a push, and so is each of the N - 1 steps in
+        # flight at the stop: a real worker cannot be cut off, it finishes and sends
+        self.assertEqual(m["to_workers"], U + N - 1)
+        self.assertEqual(m["to_server"], U + N - 1)
+        self.assert_sizes(m)
+        # the simulator serves the same pulls; of the pushes in flight it counts only those
+        # already on the wire at the stop (a push still computing is never sent there)
+        self.assertEqual(sim["messages"]["to_workers"], m["to_workers"])
+        self.assertGreaterEqual(sim["messages"]["to_server"], U)
+        self.assertLessEqual(sim["messages"]["to_server"], m["to_server"])
+
+    def test_sync_counts_n_pulls_and_n_pushes_an_iteration_as_simulated(self):
+        sim, real = self.summaries("sync-seed5")
+        m = real["messages"]
+        self.assertEqual(real["updates"], self.U)
+        self.assertEqual(m["to_workers"], self.N * self.U)
+        self.assertEqual(m["to_server"], self.N * self.U)
+        self.assert_sizes(m)
+        self.assertEqual(m, sim["messages"])
+
+    def test_local_steps_round_trips_are_not_engine_messages(self):
+        # a real local SGD or EASGD worker makes a round trip every step (its parameters
+        # live on the server), but only the steps that declare a message count: the
+        # simulator's numbers exactly, N of each per round or exchange
+        for rid in ("local_sgd-seed5", "easgd_sync-seed5"):
+            sim, real = self.summaries(rid)
+            m = real["messages"]
+            self.assertEqual(real["updates"], self.U, rid)
+            self.assertEqual(m["to_workers"], self.N * self.U, rid)
+            self.assertEqual(m["to_server"], self.N * self.U, rid)
+            self.assertGreater(real["gradients"], m["to_server"], rid)  # the local steps
+            self.assertEqual(m, sim["messages"], rid)
 
 
 @unittest.skipUnless(ASGDSIM, "ASGDSIM is not set (ctest sets it)")
