@@ -168,7 +168,7 @@ void wait_for_stop(Message& m, std::vector<char>& buf) {
 }  // namespace
 
 RunInputs inputs_for(const RunSpec& run, const std::string& base_dir, std::shared_ptr<LoadedData>& cache) {
-  if (!cache || cache->key != data_key(run.config)) {
+  if (!cache || cache->key != data_key(run)) {
     cache.reset();  // one data set at a time
     cache = load_data(run, base_dir);
   }

@@ -51,12 +51,12 @@ bool read_json(const std::string& path, json& out) {
 // ---- data and models from a run config ----
 
 
-json data_key(const json& cfg) { return data_share_key(cfg["data"], cfg["seed"]); }
+json data_key(const RunSpec& run) { return data_share_key(run.config["data"], run.settings.seed); }
 
 std::shared_ptr<LoadedData> load_data(const RunSpec& run, const std::string& base_dir) {
   const json& d = run.config["data"];
   auto out = std::make_shared<LoadedData>();
-  out->key = data_key(run.config);
+  out->key = data_key(run);
   const DataType* type = find_data_type(text_of(d, "type"));
   if (type && type->layout == DataType::Layout::None) return out;  // no samples: nothing to load
   DataLoadContext ctx;

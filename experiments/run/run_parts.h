@@ -37,7 +37,7 @@ bool read_json(const std::string& path, json& out);
 // Runs with equal keys share one loaded data set (data_share_key: the data object, and the
 // seed for sets drawn from it). load_data: one lookup in the data family (sim/data/catalog.h)
 // and its loader; a type without one is an error (std::logic_error), never another's.
-json data_key(const json& cfg);
+json data_key(const RunSpec& run);
 std::shared_ptr<LoadedData> load_data(const RunSpec& run, const std::string& base_dir);
 // The run's model (sim/models/catalog.h) for the loaded data.
 std::unique_ptr<Model> build_model(const json& model, const LoadedData& data, const std::string& base_dir = "");

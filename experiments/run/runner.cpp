@@ -79,7 +79,7 @@ class DataCache {
   explicit DataCache(std::string base_dir) : base_dir_(std::move(base_dir)) {}
 
   std::shared_ptr<LoadedData> get(const RunSpec& run) {
-    json key = data_key(run.config);
+    json key = data_key(run);
     std::promise<std::shared_ptr<LoadedData>> promise;
     std::shared_future<std::shared_ptr<LoadedData>> future;
     bool mine = false;  // this call loads it
