@@ -39,7 +39,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage:\n"
-    "  asgdsim run CONFIG.json [--set KEY.PATH=VALUE]... [--out DIR] [--threads N] [--jobs N] [--shard I/K] [--rerun] [--supersede] [--wait] [--quiet] [--trace]\n"
+    "  asgdsim run CONFIG.json [--set KEY.PATH=VALUE]... [--out DIR] [--threads N] [--jobs N] [--shard I/K] [--rerun] [--supersede] [--recalibrate] [--wait] [--quiet] [--trace]\n"
     "  mpirun -np K asgdsim run CONFIG.json ...      (the runs spread over K ranks; needs an MPI build)\n"
     "  mpirun -np N+1 asgdsim cluster CONFIG.json [--set ...] [--out DIR] [--rerun] [--supersede] [--quiet] [--trace]\n"
     "                                                (real processes: rank 0 the server, N workers)\n"
