@@ -247,7 +247,7 @@ json resolve_run(const json& u, Validator& v, RunSettings& s) {
 
   json train = settings_section("train").bind(u.value("train", json::object()), "train", v, s, {"lr_schedule"});
   check_optimizer(train, v);
-  json sched = lr_schedule_family().bind(train.value("lr_schedule", json::object()), "train.lr_schedule", v, s, "constant");
+  json sched = lr_schedule_family().bind(train.value("lr_schedule", json::object()), "train.lr_schedule", v, s);
   check_lr_schedule(sched, "train.lr_schedule", v);
   train["lr_schedule"] = sched;
   out["train"] = train;
@@ -267,7 +267,7 @@ json resolve_run(const json& u, Validator& v, RunSettings& s) {
   json cluster = resolve_cluster(u.value("cluster", json::object()), v, s);
   out["cluster"] = cluster;
 
-  json st = staleness_family().bind(u.value("staleness", json::object()), "staleness", v, s, "emergent");
+  json st = staleness_family().bind(u.value("staleness", json::object()), "staleness", v, s);
   if (st.contains("until_epoch") && st["until_epoch"].is_number() && st["from_epoch"].is_number() &&
       st["until_epoch"].get<double>() > 0 && st["until_epoch"].get<double>() <= st["from_epoch"].get<double>())
     v.error("staleness.until_epoch", st["until_epoch"].dump() + " is not after staleness.from_epoch (" +

@@ -152,6 +152,7 @@ struct Family {
   std::vector<Field<S>> common;
   std::function<void(S&, const std::string&)> set_type;
   bool common_first = false;  // where the common keys stand in each member's list
+  std::string default_type;   // the member when the type key is left out ("": it is required)
 
   // The members as `asgdsim list` and the validator see them.
   std::vector<ComponentInfo> catalog() const {
@@ -174,7 +175,7 @@ struct Family {
   // nearest valid one) and returns it with defaults filled; when nothing in it was
   // reported, fills `out` with the member's fields and the type. `extra` are keys every
   // member accepts that are validated but not bound (an engine's "name").
-  json bind(const json& user, const std::string& path, Validator& v, S& out, const std::string& default_type = "",
+  json bind(const json& user, const std::string& path, Validator& v, S& out,
             const std::vector<ParamInfo>& extra = {}) const {
     const size_t before = v.issues().size();
     json resolved = v.component(user, path, type_key, catalog(), extra, default_type);

@@ -249,6 +249,7 @@ const Family<RunSettings>& lr_schedule_family() {
   static const Family<S> f = [] {
     Family<S> f;
     f.type_key = "type";
+    f.default_type = "constant";
     f.common_first = true;
     f.set_type = [](S& s, const std::string& t) { s.lr.type = t; };
     f.common = {
@@ -302,6 +303,7 @@ const Family<RunSettings>& staleness_family() {
   static const Family<S> f = [] {
     Family<S> f;
     f.type_key = "mode";
+    f.default_type = "emergent";
     f.set_type = [](S& s, const std::string& mode) {
       for (const auto& w : staleness_mode_words())
         if (w.first == mode) s.staleness = w.second;
@@ -345,8 +347,8 @@ RunSettings default_settings() {
                            "cluster.server", "cluster.stragglers", "cluster.failures", "real"})
     settings_section(name).bind(json::object(), name, v, s, {"lr_schedule", "compute", "network", "server", "stragglers",
                                                              "failures", "topology", "compression", "slow", "events"});
-  lr_schedule_family().bind(json::object(), "train.lr_schedule", v, s, "constant");
-  staleness_family().bind(json::object(), "staleness", v, s, "emergent");
+  lr_schedule_family().bind(json::object(), "train.lr_schedule", v, s);
+  staleness_family().bind(json::object(), "staleness", v, s);
   const Section<S>& compute = settings_section("cluster.compute");
   json dist = compute.when_left_out();
   for (const auto& f : compute.fields) dist[f.info.name] = f.info.default_value;
