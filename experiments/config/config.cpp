@@ -139,7 +139,7 @@ json worker_list(const json& list, const std::string& path, const Section<Item>&
 // topology that fixes the worker count derives cluster.workers when it is left out;
 // given, it must equal that.
 void resolve_topology(const json& user, json& cluster, Validator& v, RunSettings& s) {
-  const json given = user.is_object() && user.contains("topology") ? user["topology"] : json();
+  const json given = user.is_object() && user.contains("topology") ? user["topology"] : json::object();
   const size_t before = v.issues().size();
   cluster["topology"] = bind_topology(given, "cluster.topology", user, v, s.topology);
   if (v.issues().size() != before) return;

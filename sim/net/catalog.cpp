@@ -95,7 +95,7 @@ const std::vector<ComponentInfo>& topology_catalog() {
 }
 
 json bind_topology(const json& given, const std::string& path, const json& cluster, Validator& v, ClusterSpec& out) {
-  json user = given.is_null() ? json::object() : given;
+  json user = given;
   if (user.is_object() && !user.contains("type") && !user.empty()) user["type"] = "boxes";  // the form before "type"
   const size_t before = v.issues().size();
   json resolved = v.component(user, path, "type", topology_catalog(), {}, kDefaultTopologyType);

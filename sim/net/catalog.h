@@ -49,7 +49,7 @@ const TopologyType* find_topology_type(const std::string& name);
 // The topologies and their keys, as the validator and `asgdsim list` read them.
 const std::vector<ComponentInfo>& topology_catalog();
 
-// Validates cluster.topology (`given`: the object as the config gave it; null when left
+// Validates cluster.topology (`given`: the object as the config gave it; {} when left
 // out) at `path`, with `cluster` the cluster section as given, and returns it resolved
 // (type and every default filled). When nothing in it was reported, fills `out` (type,
 // keys, levels); placement is the cluster section's key and is left as `out` holds it.
