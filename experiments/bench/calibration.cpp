@@ -181,7 +181,7 @@ void warn_of_fixed_compute_in_sweeps(const std::vector<std::pair<std::string, js
     if (!over_model && !over_batch) continue;
     std::set<std::string> fixed;  // the fixed draws some run keeps, "exponential per sample"
     for (const auto& run : exp.runs) {
-      const std::string dist = run.config["cluster"]["compute"].value("dist", "");
+      const std::string dist = run.settings.compute_model.value("dist", "");  // set for every valid run
       if (dist != "flops" && dist != "measured")
         fixed.insert(dist + " per " + (run.settings.step_cost.per_sample ? "sample" : "step"));
     }
