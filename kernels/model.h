@@ -128,6 +128,11 @@ class Model {
   // gradients and the layers' own buffers). What a thread holds per sample while it
   // computes a gradient (or evaluates); 0 for a model that keeps nothing per sample.
   virtual size_t floats_per_sample(bool training) const { return 0; }
+  // Threads one gradient job computes on: 1 for the models here (a job is one kernel
+  // thread); an external model's own intra-op threads (a PyTorch module's model.threads).
+  // The calibration of dist "measured" clocks a job of one thread by that thread's CPU
+  // time and a job of more by wall time.
+  virtual int job_threads() const { return 1; }
 };
 
 // f(w) = 1/2 sum_i h_i w_i^2 with N(0, noise_std^2) added to each gradient coordinate.

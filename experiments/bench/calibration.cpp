@@ -94,8 +94,8 @@ void calibrate(const RunSpec& run, const std::string& base_dir, const std::strin
   trace.header = {{"model", model_cfg},
                   {"data", run.config["data"]},
                   {"batch", batch},
-                  {"threads", 1},
-                  {"clock", opts.now ? "injected" : calibration_clock_name()},
+                  {"threads", model->job_threads()},
+                  {"clock", opts.now ? "injected" : calibration_clock_name(model->job_threads())},
                   {"warmup_steps", budget.warmup},
                   {"timed_steps", trace.step_seconds.size()},
                   {"machine", host_name() + (cpu_model().empty() ? "" : ", " + cpu_model())},
@@ -114,20 +114,27 @@ void calibrate(const RunSpec& run, const std::string& base_dir, const std::strin
 
 }  // namespace
 
-double calibration_clock_seconds() {
-  if (std::string(kernels_backend()) == "CUDA") return steady_seconds();
+namespace {
+bool wall_clock(int job_threads) { return std::string(kernels_backend()) == "CUDA" || job_threads > 1; }
+}  // namespace
+
+double calibration_clock_seconds(int job_threads) {
+  if (wall_clock(job_threads)) return steady_seconds();
   timespec ts{};
   ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
-const char* calibration_clock_name() {
-  return std::string(kernels_backend()) == "CUDA" ? "wall time" : "the timing thread's CPU time";
+const char* calibration_clock_name(int job_threads) {
+  return wall_clock(job_threads) ? "wall time" : "the timing thread's CPU time";
 }
 
 std::vector<double> time_gradient_steps(const Model& model, const DeviceDataset* train, size_t train_size, size_t batch,
                                         const CalibrationBudget& budget, const std::function<double()>& now_fn) {
-  const std::function<double()> now = now_fn ? now_fn : std::function<double()>(calibration_clock_seconds);
+  const int threads = model.job_threads();
+  const std::function<double()> now = now_fn ? now_fn : std::function<double()>([threads] {
+    return calibration_clock_seconds(threads);
+  });
   std::vector<double> times;
   std::exception_ptr error;
   // A thread of its own, set up as the worker pool's threads are (one kernel thread).

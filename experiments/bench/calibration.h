@@ -42,13 +42,16 @@ struct GradientLoop {
 // (gradient and synchronize, as a job ends) until `steps` are timed or their time reaches
 // `seconds`, whichever comes first (at least one is timed).
 
-// The calibration's clock, in seconds, read on the timing thread: on the CPU backends that
-// thread's CPU time (a job runs on one thread, so this is the job's cost, without the time
-// other processes take from the core meanwhile: on a shared 2-core VM at load 6, wall time
-// made LeNet-5's 2.5 ms steps 6.5 ms and the MLP's 0.14 ms ones barely longer); on CUDA
-// wall time (the GPU's work is not the thread's CPU time). calibration_clock_name says which.
-double calibration_clock_seconds();
-const char* calibration_clock_name();
+// The calibration's clock, in seconds, read on the timing thread, for a model whose jobs
+// compute on `job_threads` threads (Model::job_threads): on the CPU backends, for a job of
+// one thread, that thread's CPU time (the job's cost, without the time other processes
+// take from the core meanwhile: on a shared 2-core VM at load 6, wall time made LeNet-5's
+// 2.5 ms steps 6.5 ms and the MLP's 0.14 ms ones barely longer); wall time on CUDA (the
+// GPU's work is not the thread's CPU time) and for a job of several threads (a PyTorch
+// module with model.threads > 1: its other threads' work is not the timing thread's).
+// calibration_clock_name says which.
+double calibration_clock_seconds(int job_threads = 1);
+const char* calibration_clock_name(int job_threads = 1);
 
 // Times `model`'s steps on a thread of its own (one kernel thread, as a run's job), with
 // `now` as the clock (seconds; empty: calibration_clock_seconds; a test injects one).

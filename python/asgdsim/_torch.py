@@ -16,6 +16,7 @@ evaluation chunk. The rules they keep are docs/python.md's gradient contract:
   first model.bn_samples training samples (PreciseBN, Wu & Johnson 2021), in chunks of 256.
 """
 import copy
+import ctypes
 import importlib.util
 import os
 import sys
@@ -28,6 +29,31 @@ from .errors import ModelError
 
 _CHUNK = 256  # rows per forward pass when evaluating or recomputing BatchNorm statistics
 _modules = {}  # absolute file path -> the module loaded from it (each file runs once)
+_blas_threads = None  # what the loaded OpenBLAS libraries were last set to
+
+
+def _set_blas_threads(n):
+    """Sizes the thread pool of every OpenBLAS loaded in this process (torch's own BLAS may
+    be one; it ignores torch.set_num_threads) to n, so that a job's matrix products run on
+    the job's model.threads threads and not on a pool sized by the machine's cores. A BLAS
+    that is not OpenBLAS (no openblas_set_num_threads) is left alone."""
+    global _blas_threads
+    if _blas_threads == n:
+        return
+    _blas_threads = n
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "blas" in os.path.basename(line.split()[-1]).lower()}
+    except OSError:
+        return
+    for path in sorted(paths):
+        try:
+            lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
+        except OSError:
+            continue
+        setter = getattr(lib, "openblas_set_num_threads", None)
+        if setter is not None:
+            setter(ctypes.c_int(n))
 
 
 def load_spec(spec, base_dir, key):
@@ -218,6 +244,7 @@ class Job:
     def _set_threads(self):
         if torch.get_num_threads() != self.threads:
             torch.set_num_threads(self.threads)
+        _set_blas_threads(self.threads)
 
     def init_params(self, seed):
         torch.manual_seed(seed)

@@ -86,7 +86,8 @@ py::array_t<T> view(const T* p, std::vector<py::ssize_t> shape) {
 // The PyTorch module as a Model: each call is one call into its job (asgdsim._torch.Job).
 class TorchModel final : public Model {
  public:
-  TorchModel(py::object job, size_t params, bool classifier) : job_(std::move(job)), n_(params), classifier_(classifier) {}
+  TorchModel(py::object job, size_t params, bool classifier, int threads)
+      : job_(std::move(job)), n_(params), classifier_(classifier), threads_(threads) {}
   ~TorchModel() override {
     py::gil_scoped_acquire gil;
     job_ = py::object();
@@ -94,6 +95,7 @@ class TorchModel final : public Model {
   std::string name() const override { return "torch"; }
   size_t num_params() const override { return n_; }
   bool is_classifier() const override { return classifier_; }
+  int job_threads() const override { return threads_; }
 
   void init_params(uint64_t seed, std::vector<float>& w) const override {
     call_python("making the initial parameters", [&] {
@@ -148,6 +150,7 @@ class TorchModel final : public Model {
   py::object job_;
   size_t n_;
   bool classifier_;
+  int threads_;
 };
 
 // The provider over asgdsim._torch.Bridge (the objects asgdsim.run was given).
@@ -178,7 +181,7 @@ class PythonProvider final : public ExternalProvider {
         input["train_y"] = view(in.train->y.data(), {py::ssize_t(in.train->n)});
       }
       py::object job = bridge_.attr("build_model")(cfg, input);
-      return std::make_unique<TorchModel>(job, job.attr("num_params").cast<size_t>(), in.classes > 0);
+      return std::make_unique<TorchModel>(job, job.attr("num_params").cast<size_t>(), in.classes > 0, c.threads);
     });
   }
 

@@ -190,6 +190,52 @@ class Package(unittest.TestCase):
         expected = (n - 1) * (400 - n) / 400 + sum(range(n)) / 400
         self.assertAlmostEqual(mean, expected, places=6)
 
+    # ---- compute measured on this machine ----
+    def test_measured_times_the_module_and_follows_its_size(self):
+        """cluster.compute "measured" times the module's own jobs: a module with ~1000x the
+        multiply-adds replays longer steps; model.threads > 1 is timed by wall time."""
+        def big():
+            return torch.nn.Sequential(torch.nn.Linear(12, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024),
+                                       torch.nn.ReLU(), torch.nn.Linear(1024, 4))
+        medians = {}
+        for name, make, threads in (("small", small_net(), 1), ("big", big, 1), ("big2", big, 2)):
+            cfg = torch_config(name=name, model={"type": "torch", "threads": threads},
+                               cluster={"workers": 2, "compute": {"dist": "measured", "seconds": 0.3, "steps": 40,
+                                                                  "warmup": 2}},
+                               stop={"updates": 10})
+            res = self.run_torch(cfg, model=make)
+            self.assertEqual(res.exit_code, 0)
+            s = summary(res.folder, "async-seed1")
+            self.assertEqual(s["status"], "completed")
+            model = s["compute_model"]
+            self.assertEqual(model["dist"], "measured")
+            trace = os.path.join(res.folder, model["trace"])
+            with open(trace) as f:
+                text = f.read()
+            header = {l[2:].split(": ", 1)[0]: json.loads(l[2:].split(": ", 1)[1])
+                      for l in text.splitlines() if l.startswith("# ") and ": " in l}
+            self.assertEqual(header["model"]["type"], "torch")
+            self.assertEqual(header["threads"], threads)
+            self.assertEqual(header["clock"], "the timing thread's CPU time" if threads == 1 else "wall time")
+            medians[name] = model["median_step_seconds"]
+        self.assertGreater(medians["big"], 3 * medians["small"], medians)
+
+    def test_model_threads_size_openblas(self):
+        """A job's matrix products run on model.threads threads: every OpenBLAS loaded in
+        the process (torch's own among them) is sized to it."""
+        import ctypes
+        from asgdsim import _torch
+        torch.nn.Linear(4, 4)(torch.randn(2, 4))  # torch's BLAS is loaded
+        with open("/proc/self/maps") as f:
+            paths = {l.split()[-1] for l in f if "blas" in os.path.basename(l.split()[-1]).lower()}
+        libs = [ctypes.CDLL(p, mode=os.RTLD_NOLOAD | os.RTLD_NOW) for p in sorted(paths)]
+        libs = [l for l in libs if hasattr(l, "openblas_get_num_threads")]
+        if not libs:
+            self.skipTest("no OpenBLAS in this process")
+        for n in (1, 2, 1):
+            _torch._set_blas_threads(n)
+            self.assertEqual([l.openblas_get_num_threads() for l in libs], [n] * len(libs))
+
     # ---- results and the command line ----
     def test_results_load_the_tidy_table(self):
         res = self.run_torch(torch_config(engines=[{"type": "async"}, {"type": "sync"}]))
