@@ -1,7 +1,8 @@
-// tests/test_topology.cpp — boxes of GPUs and racks of boxes (cluster.topology), where the parameters live
-// (cluster.placement) and the synchronous family's collectives (engine comm), each pinned
-// by a closed form in the alpha-beta model (docs/architecture.md, "Boxes" and
-// "Collectives"), by equivalence with the star, and by determinism across thread counts.
+// tests/test_topology.cpp — boxes of GPUs and racks of boxes (cluster.topology), where the
+// parameters live (cluster.placement) and the synchronous family's collectives (engine
+// comm), each pinned by a closed form in the alpha-beta model (docs/architecture.md,
+// "Boxes", "Racks" and "Collectives"), by equivalence with the star (and racks with boxes),
+// and by determinism across thread counts.
 // Small models, constant compute: the clock, not the learning, is tested.
 #include <algorithm>
 #include <cmath>
