@@ -1,7 +1,8 @@
-// tests/test_topology.cpp — boxes of GPUs (cluster.topology), where the parameters live
-// (cluster.placement) and the synchronous family's collectives (engine comm), each pinned
-// by a closed form in the alpha-beta model (docs/architecture.md, "Boxes" and
-// "Collectives"), by equivalence with the star, and by determinism across thread counts.
+// tests/test_topology.cpp — boxes of GPUs and racks of boxes (cluster.topology), where the
+// parameters live (cluster.placement) and the synchronous family's collectives (engine
+// comm), each pinned by a closed form in the alpha-beta model (docs/architecture.md,
+// "Boxes", "Racks" and "Collectives"), by equivalence with the star (and racks with boxes),
+// and by determinism across thread counts.
 // Small models, constant compute: the clock, not the learning, is tested.
 #include <algorithm>
 #include <cmath>
@@ -48,6 +49,15 @@ json topology(int boxes, int per_box, double intra_bw, double intra_lat, double 
           {"per_box", per_box},
           {"intra", {{"bandwidth", intra_bw}, {"latency", intra_lat}}},
           {"inter", {{"bandwidth", inter_bw}, {"latency", inter_lat}}}};
+}
+
+// Racks (leaf-spine): `boxes` boxes of `per_box` GPUs, `per_rack` boxes a rack; each level
+// {bandwidth, latency}.
+json racks_topology(int boxes, int per_box, int per_rack, std::pair<double, double> intra,
+                    std::pair<double, double> inter, std::pair<double, double> rack) {
+  auto level = [](std::pair<double, double> l) { return json{{"bandwidth", l.first}, {"latency", l.second}}; };
+  return {{"type", "racks"},     {"boxes", boxes},        {"per_box", per_box},  {"per_rack", per_rack},
+          {"intra", level(intra)}, {"inter", level(inter)}, {"rack", level(rack)}};
 }
 
 double run_time(const std::string& run_dir) { return summary_at(run_dir)["time"].get<double>(); }
@@ -111,6 +121,61 @@ TEST(Boxes, RoutesCrossTheLinksOfTheirLevels) {
   }
 }
 
+// Racks: a message that leaves a rack (to another, or to the servers on the spine) also
+// crosses the racks' uplink/downlink and pays rack.latency; one between two boxes of a rack
+// does not, however slow the rack's links are.
+TEST(Racks, RoutesCrossTheRackLinksOnlyWhenTheyLeaveARack) {
+  NetworkSpec net;
+  net.bandwidth = 1e9;  // two shards: 2 GB/s together
+  net.shards = 2;
+  ClusterSpec c;
+  c.type = "racks";
+  c.boxes = 4;
+  c.per_box = 2;
+  c.per_rack = 2;  // racks {box 0, box 1}, {box 2, box 3}; GPUs 0-3 in rack 0, 4-7 in rack 1
+  c.intra = {4e9, 1e-5};
+  c.inter = {2e9, 1e-4};
+  c.rack = {1.6e9, 2e-3};  // the bottleneck of every route that leaves a rack
+  const double ai = 1e-5, ae = 1e-4, ar = 2e-3;
+  auto seconds = [](SimTime t) { return sim_to_seconds(t); };
+  auto fresh = [&] { return make_cluster_topology(c, net); };
+  EXPECT_EQ(fresh()->boxes(), 4);
+  EXPECT_TRUE(fresh()->has_hosts());
+  // GPU -> servers: intra, inter, rack uplink, shards: ai + ae + ar + B / min(4, 2, 1.6, 2) GB/s
+  expect_relative(seconds(fresh()->transfer(3, kServer, kMB, 0).arrival), ai + ae + ar + kMB / 1.6e9, "GPU to servers");
+  expect_relative(seconds(fresh()->transfer(kServer, 6, kMB, 0).arrival), ai + ae + ar + kMB / 1.6e9, "servers to GPU");
+  // two boxes of one rack: their NICs only (the rack's slow links are not crossed)
+  expect_relative(seconds(fresh()->transfer(1, 3, kMB, 0).arrival), ai + ae + kMB / 2e9, "within a rack");
+  // across racks: both racks' links
+  expect_relative(seconds(fresh()->transfer(3, 4, kMB, 0).arrival), ai + ae + ar + kMB / 1.6e9, "across racks");
+  expect_relative(seconds(fresh()->transfer(box_host(0), box_host(3), kMB, 0).arrival), ae + ar + kMB / 1.6e9,
+                  "host to host across racks");
+  expect_relative(seconds(fresh()->transfer(box_host(2), box_host(3), kMB, 0).arrival), ae + kMB / 2e9,
+                  "host to host within a rack");
+  {  // the shards the bottleneck: S x shard bw below the rack's
+    NetworkSpec slow = net;
+    slow.bandwidth = 4e8;  // 0.8 GB/s together
+    expect_relative(seconds(make_cluster_topology(c, slow)->transfer(0, kServer, kMB, 0).arrival),
+                    ai + ae + ar + kMB / 8e8, "the shards slowest");
+  }
+  {  // a rack's uplink is shared by its boxes (FIFO); the other rack's is not (shards unlimited)
+    auto t = make_cluster_topology(c, NetworkSpec{});
+    const TransferTimes a = t->transfer(0, kServer, kMB, 0), b = t->transfer(2, kServer, kMB, 0);
+    const TransferTimes other_rack = t->transfer(4, kServer, kMB, 0);
+    EXPECT_EQ(b.start, a.start + seconds_to_sim(kMB / 1.6e9)) << "second box of rack 0 waits for its uplink";
+    EXPECT_EQ(other_rack.start, 0);
+  }
+  {  // host placement: a GPU's server is its box's host; a host's, the servers across the rack uplink
+    c.host_placement = true;
+    auto t = fresh();
+    expect_relative(seconds(t->transfer(kServer, 5, kMB, 0).arrival), ai + kMB / 4e9, "GPU to its host");
+    expect_relative(seconds(t->transfer(box_host(1), kServer, kMB, 0).arrival), ae + ar + kMB / 1.6e9, "host to servers");
+  }
+  c.host_placement = false;
+  c.per_rack = 3;  // as a spec built in code may be
+  EXPECT_THROW(fresh(), std::invalid_argument);
+}
+
 // ------------------------------------------------------------------ the star, unchanged
 
 // A topology that is the star in disguise runs exactly as the star: byte-identical files,
@@ -154,6 +219,49 @@ TEST(Boxes, ATopologyThatIsTheStarRunsAsTheStar) {
   }
 }
 
+// Racks that add nothing run exactly as boxes with the same keys (byte-identical files, an
+// async and two sync engines, every cost on, both placements):
+//  (a) one rack (per_rack = boxes) with unlimited rack links and no rack latency: no link
+//      and no latency is added to any route;
+//  (b) racks of one box whose rack links are no slower than its NIC (equal, or 3x), no
+//      rack latency: every message that crosses a rack link crosses its box's NIC in the
+//      same direction with the same bytes from the same start, and is held there at least
+//      as long, so the rack link is free whenever the NIC is and never sets an arrival.
+TEST(Racks, RacksThatAddNothingRunAsBoxes) {
+  auto costs = [](const json& topo, const char* placement, const json& engine) {
+    json c = box_config("eq", 4, 0, engine);
+    c["cluster"]["compute"] = {{"dist", "exponential"}, {"mean", 0.002}};
+    c["cluster"]["server"] = {{"update_seconds", 0.0005}};
+    c["cluster"]["network"] = {{"bandwidth", 3e7}, {"shards", 2}, {"message_bytes", 1e5}};
+    c["cluster"]["topology"] = topo;
+    c["cluster"]["placement"] = placement;
+    c["cluster"].erase("workers");  // derived
+    c["stop"] = {{"updates", 30}};
+    return c;
+  };
+  const std::pair<double, double> intra{6e7, 1e-4}, inter{2e7, 0.002};
+  struct Case {
+    const char* what;
+    int boxes, per_box, per_rack;
+    std::pair<double, double> rack;
+  };
+  const std::vector<Case> cases = {{"one rack, unlimited", 2, 2, 2, {0, 0}},
+                                   {"racks of one box, rack bw = NIC bw", 4, 1, 1, {2e7, 0}},
+                                   {"racks of one box, rack bw = 3 NIC bw", 2, 2, 1, {6e7, 0}}};
+  for (const json& engine : {json{{"type", "async"}}, json{{"type", "sync"}},
+                             json{{"type", "sync"}, {"comm", "hierarchical"}}})
+    for (const char* placement : {"servers", "host"}) {
+      if (engine["type"] == "async" && std::string(placement) == "host") continue;  // refused over boxes
+      for (const Case& k : cases) {
+        const json boxes = topology(k.boxes, k.per_box, intra.first, intra.second, inter.first, inter.second);
+        const json racks = racks_topology(k.boxes, k.per_box, k.per_rack, intra, inter, k.rack);
+        const std::string b = files_of(run_one(costs(boxes, placement, engine), "eq_boxes"));
+        const std::string r = files_of(run_one(costs(racks, placement, engine), "eq_racks"));
+        EXPECT_EQ(b, r) << k.what << ", " << placement << ", " << engine.dump();
+      }
+    }
+}
+
 // ------------------------------------------------------------------ placement, sync over ps
 
 // Placement servers, one box of G GPUs behind a NIC of bandwidth b (intra and the shards
@@ -167,6 +275,28 @@ TEST(Placement, ServersPlacementSharesTheBoxNicAmongItsGpus) {
   cfg["cluster"]["topology"] = topology(1, G, 0, 0, b, a);
   cfg["cluster"]["server"] = {{"update_seconds", u}};
   expect_relative(run_time(run_one(cfg, "nic")), K * (c + (G + 1) * kMB / b + 2 * a + u), "sync, servers placement");
+}
+
+// Oversubscription (sync over ps, placement servers, racks of k boxes of one GPU, NICs of
+// bandwidth b_e, rack links of b_r, intra and the shards unlimited, a = a_e + a_r). The k
+// pulls of a rack queue on its downlink, S/b_r apart: the j-th arrives j S/b_r +
+// S/min(b_r, b_e) + a, the last (k - 1) S/b_r + S/min(b_r, b_e) + a. The pushes leave S/b_r
+// apart, so none waits on the uplink, and the last arrives S/min(b_r, b_e) + a after its
+// compute. An iteration: c + (k - 1) S/b_r + 2 S/min(b_r, b_e) + 2a + u; with k:1
+// oversubscription (b_r = b_e) that is c + (k + 1) S/b_e + 2a + u, the box NIC's case above
+// with the rack's uplink as the shared link. Two racks: each queues on its own links.
+TEST(Racks, OversubscribedUplinksQueueTheirRacksBoxes) {
+  const double c = 0.01, ae = 1e-4, ar = 5e-4, be = 1e9, u = 0.002;
+  const int k = 4, R = 2, K = 3;
+  for (double ratio : {1.0, 2.0, 4.0}) {  // rack bandwidth k b_e / ratio: 1:1, 2:1, 4:1
+    const double br = k * be / ratio;
+    json cfg = box_config("oversub", R * k, c, {{"type", "sync"}}, K);
+    cfg["cluster"].erase("workers");
+    cfg["cluster"]["topology"] = racks_topology(R * k, 1, k, {0, 0}, {be, ae}, {br, ar});
+    cfg["cluster"]["server"] = {{"update_seconds", u}};
+    const double iteration = c + (k - 1) * kMB / br + 2 * kMB / std::min(br, be) + 2 * (ae + ar) + u;
+    expect_relative(run_time(run_one(cfg, "oversub")), K * iteration, std::to_string(ratio) + ":1");
+  }
 }
 
 // Placement host, one box: the host is the server and only the GPUs' intra links carry
@@ -240,6 +370,34 @@ TEST(Collectives, RingAllReduceOverBoxesIsPacedByTheEdgesBetweenBoxes) {
   cfg["cluster"]["topology"] = topology(B, G, bi, ai, be, ae);
   const double ring = 2 * (N - 1) * (ai + ae + kMB / (N * std::min(bi, be)));
   expect_relative(run_time(run_one(cfg, "ringB")), K * (c + ring), "flat ring over 2 boxes of 4");
+}
+
+// A ring over racks (worker order): each step, every edge sends S/N, and the step lasts
+// as long as its slowest edge: within a box a_i + S/(N b_i), between boxes of a rack
+// a_i + a_e + S/(N min(b_i, b_e)), between racks (R > 1) a_i + a_e + a_r +
+// S/(N min(b_i, b_e, b_r)), the slowest. Each rack's uplink and downlink carry one edge a
+// step, so nothing queues: 2(N - 1)(a_i + a_e + a_r + S/(N min(b_i, b_e, b_r))). With one
+// rack (per_rack = boxes) no edge leaves it: the boxes' ring, however slow the rack links.
+// Hierarchical: the hosts' ring (in box order) has edges between racks too:
+// 2(a_i + S/b_i) + 2(B - 1)(a_e + a_r + S/(B min(b_e, b_r))).
+TEST(Racks, RingsArePacedByTheEdgesBetweenRacks) {
+  const double c = 0.01, ai = 1e-5, bi = 4e9, ae = 1e-4, be = 1e9, ar = 3e-4, u = 0.0005;
+  const int K = 3, B = 4, G = 2, N = B * G;
+  auto run = [&](const char* comm, int per_rack, double br) {
+    json cfg = box_config("ringR", N, c, {{"type", "sync"}, {"comm", comm}}, K);
+    cfg["cluster"]["topology"] = racks_topology(B, G, per_rack, {bi, ai}, {be, ae}, {br, ar});
+    cfg["cluster"]["server"] = {{"update_seconds", u}};
+    return run_time(run_one(cfg, "ringR"));
+  };
+  for (double br : {4e8, 2.5e9}) {  // the rack links slower than the NICs, then faster
+    const double ring = 2 * (N - 1) * (ai + ae + ar + kMB / (N * std::min({bi, be, br})));
+    expect_relative(run("allreduce", 2, br), K * (c + ring + u), "2 racks of 2 boxes, rack bw " + std::to_string(br));
+    expect_relative(run("allreduce", 1, br), K * (c + ring + u), "4 racks of 1 box, rack bw " + std::to_string(br));
+    const double hier = 2 * (ai + kMB / bi) + 2 * (B - 1) * (ae + ar + kMB / (B * std::min(be, br)));
+    expect_relative(run("hierarchical", 2, br), K * (c + hier + u), "hierarchical, rack bw " + std::to_string(br));
+  }
+  const double one_rack = 2 * (N - 1) * (ai + ae + kMB / (N * std::min(bi, be)));
+  expect_relative(run("allreduce", B, 1e8), K * (c + one_rack + u), "one rack: its slow links are not crossed");
 }
 
 // Hierarchical: reduce to each box's host (a_i + S/b_i), a ring of the B hosts over their
@@ -409,8 +567,8 @@ TEST(Collectives, RepeatedSumRoundsAsTheLoopDoes) {
 
 // ------------------------------------------------------------------ determinism
 
-// Every collective and placement, with random compute, stragglers, failures and backups:
-// byte-identical files for 1, 2 and 3 threads.
+// Every collective and placement, with random compute, stragglers, failures and backups,
+// over boxes and over racks: byte-identical files for 1, 2 and 3 threads.
 TEST(Determinism, TopologiesAndCollectivesAreByteIdenticalAcrossThreadCounts) {
   json c = {{"name", "topo"},
             {"seed", 4},
@@ -433,8 +591,13 @@ TEST(Determinism, TopologiesAndCollectivesAreByteIdenticalAcrossThreadCounts) {
                                      json{{"type", "sync_backup"}, {"backups", 1}, {"comm", "allreduce"}, {"name", "ring_b"}},
                                      json{{"type", "sync"}, {"comm", "hierarchical"}, {"name", "hier"}},
                                      json{{"type", "sync_backup"}, {"backups", 2}, {"comm", "hierarchical"}, {"name", "hier_b"}}})}};
-  std::string d1 = run_config(c, temp_dir("topo1"), 1), d2 = run_config(c, temp_dir("topo2"), 2),
-              d3 = run_config(c, temp_dir("topo3"), 3);
+  // boxes, then racks (2 racks of 2 boxes, oversubscribed 2:1, with rack latency)
+  for (const json& topo : {topology(3, 2, 2e8, 1e-5, 5e7, 2e-4),
+                           racks_topology(4, 2, 2, {2e8, 1e-5}, {5e7, 2e-4}, {5e7, 3e-4})}) {
+  c["cluster"]["topology"] = topo;
+  const std::string tag = topo["type"].get<std::string>();
+  std::string d1 = run_config(c, temp_dir("topo1" + tag), 1), d2 = run_config(c, temp_dir("topo2" + tag), 2),
+              d3 = run_config(c, temp_dir("topo3" + tag), 3);
   for (const char* run : {"host_ps-seed4", "host_ps_b-seed4", "ring_b-seed4", "hier-seed4", "hier_b-seed4"}) {
     for (const char* file : {"metrics.csv", "staleness.csv", "workers.csv", "trace.json"}) {
       std::string a = read_file(d1 + "/" + run + "/" + file);
@@ -448,7 +611,8 @@ TEST(Determinism, TopologiesAndCollectivesAreByteIdenticalAcrossThreadCounts) {
       s1["wall_seconds"] = s["wall_seconds"] = 0;
       EXPECT_EQ(s1, s) << run;
     }
-    EXPECT_GT(s1["updates"].get<double>(), 5) << run;
+    EXPECT_GT(s1["updates"].get<double>(), 5) << run << ", " << tag;
+  }
   }
 }
 
@@ -520,6 +684,56 @@ TEST(BoxesConfig, WorkersAreDerivedAndBadCombinationsExitTwoNamingThePath) {
     for (const auto& m : cases[i].mention)
       EXPECT_NE(r.output.find(m), std::string::npos) << cases[i].what << ": lacks '" << m << "':\n" << r.output;
   }
+}
+
+// Racks' refusals: exit 2, naming the path.
+TEST(RacksConfig, WorkersAreDerivedAndBadCombinationsExitTwoNamingThePath) {
+  std::string dir = temp_dir("rackcfg");
+  json base = box_config("cfg", 4, 0.01, {{"type", "sync"}}, 2);
+  base["cluster"].erase("workers");
+  base["cluster"]["topology"] = racks_topology(6, 2, 3, {1e9, 0}, {1e8, 0}, {1e8, 1e-4});
+  {  // derived: 6 x 2 workers
+    const std::string run = run_one(base, "rackcfg_ok");
+    EXPECT_EQ(read_metrics(run + "/workers.csv").rows.size(), 12u);
+    json config = json::parse(read_file(run + "/config.json"));
+    EXPECT_EQ(config["cluster"]["workers"], 12);
+    EXPECT_EQ(config["cluster"]["topology"]["rack"], json({{"bandwidth", 1e8}, {"latency", 1e-4}}));
+  }
+  struct Bad {
+    const char* what;
+    std::function<void(json&)> edit;
+    std::vector<std::string> mention;
+  };
+  const std::vector<Bad> cases = {
+      {"per_rack not dividing boxes", [](json& c) { c["cluster"]["topology"]["per_rack"] = 4; },
+       {"cluster.topology.per_rack", "must divide", "(6)", "got 4"}},
+      {"per_rack above boxes", [](json& c) { c["cluster"]["topology"]["per_rack"] = 12; },
+       {"cluster.topology.per_rack", "got 12"}},
+      {"missing per_rack", [](json& c) { c["cluster"]["topology"].erase("per_rack"); }, {"cluster.topology.per_rack"}},
+      {"network latency with racks", [](json& c) { c["cluster"]["network"]["latency"] = 0.001; },
+       {"cluster.network.latency", "cluster.topology.intra"}},
+      {"worker bandwidth with racks", [](json& c) { c["cluster"]["network"]["worker_bandwidth"] = 1e9; },
+       {"cluster.network.worker_bandwidth"}},
+      {"negative rack bandwidth", [](json& c) { c["cluster"]["topology"]["rack"]["bandwidth"] = -1; },
+       {"cluster.topology.rack.bandwidth"}},
+      {"a typo in the rack level", [](json& c) { c["cluster"]["topology"]["rack"] = {{"bandwith", 1e9}}; },
+       {"cluster.topology.rack.bandwith", "bandwidth"}},
+      {"a rack level on boxes", [](json& c) { c["cluster"]["topology"]["type"] = "boxes"; },
+       {"cluster.topology"}},
+      {"workers != boxes x per_box", [](json& c) { c["cluster"]["workers"] = 4; }, {"cluster.workers", "got 4"}},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    json c = base;
+    cases[i].edit(c);
+    const std::string path = dir + "/bad" + std::to_string(i) + ".json";
+    write_text(path, c.dump());
+    CommandResult r = run_cli("run " + path + " --quiet --out " + dir + "/out" + std::to_string(i));
+    EXPECT_EQ(r.exit_code, 2) << cases[i].what << ":\n" << r.output;
+    for (const auto& m : cases[i].mention)
+      EXPECT_NE(r.output.find(m), std::string::npos) << cases[i].what << ": lacks '" << m << "':\n" << r.output;
+  }
+  EXPECT_FALSE(find_topology_type("racks")->real) << "asgdsim cluster refuses it";
+  EXPECT_TRUE(find_topology_type("racks")->hosts);
 }
 
 // The family (sim/net/catalog.h): left out, the topology is the star and config.json says

@@ -45,18 +45,17 @@ TopologyType star() {
   return t;
 }
 
-TopologyType boxes() {
+// Boxes' keys, levels, worker count and check: "boxes" is these, "racks" these and a rack
+// level.
+TopologyType boxes_of_gpus(const std::string& name, const std::string& doc) {
   TopologyType t;
-  t.name = "boxes";
-  t.doc = "boxes of GPUs (docs/architecture.md, Boxes): worker w is GPU w % per_box of box w / per_box; "
-          "cluster.workers is derived (boxes x per_box) or must equal it; cluster.network's bandwidth and shards "
-          "are then the dedicated servers' links";
+  t.name = name;
+  t.doc = doc;
   t.fields = {field<S>(integer("boxes", nullptr, "machines", 1, kMaxWorkers),
                        [](S& s, const json& v) { s.boxes = v.get<int>(); }),
               field<S>(integer("per_box", nullptr, "GPUs (workers) per machine", 1, kMaxWorkers),
                        [](S& s, const json& v) { s.per_box = v.get<int>(); })};
-  t.levels = {link_level("cluster.topology.intra", "boxes: each GPU's link to its box's host (PCIe, NVLink)", &S::intra),
-              link_level("cluster.topology.inter", "boxes: each box's NIC to a non-blocking switch", &S::inter)};
+  t.levels = {link_level("cluster.topology.intra", name + ": each GPU's link to its box's host (PCIe, NVLink)", &S::intra)};
   t.hosts = true;
   t.workers = [](const S& s) { return int64_t(s.boxes) * int64_t(s.per_box); };
   // The links of a GPU are its box's: the star's per-worker keys have no meaning here.
@@ -76,10 +75,41 @@ TopologyType boxes() {
   return t;
 }
 
+TopologyType boxes() {
+  TopologyType t = boxes_of_gpus(
+      "boxes", "boxes of GPUs (docs/architecture.md, Boxes): worker w is GPU w % per_box of box w / per_box; "
+               "cluster.workers is derived (boxes x per_box) or must equal it; cluster.network's bandwidth and shards "
+               "are then the dedicated servers' links");
+  t.levels.push_back(link_level("cluster.topology.inter", "boxes: each box's NIC to a non-blocking switch", &S::inter));
+  return t;
+}
+
+// Boxes behind racks' oversubscribed uplinks (leaf-spine): the same class, a rack level.
+TopologyType racks() {
+  TopologyType t = boxes_of_gpus(
+      "racks", "boxes of GPUs in racks (docs/architecture.md, Racks): as boxes, and box b is in rack b / per_rack, "
+               "whose switch reaches the spine (and the dedicated servers on it) over the rack's uplink and downlink");
+  t.fields.push_back(field<S>(integer("per_rack", nullptr, "boxes per rack (must divide boxes)", 1, kMaxWorkers),
+                              [](S& s, const json& v) { s.per_rack = v.get<int>(); }));
+  t.levels.push_back(
+      link_level("cluster.topology.inter", "racks: each box's NIC to its rack's (non-blocking) switch", &S::inter));
+  t.levels.push_back(link_level("cluster.topology.rack",
+                                "racks: each rack's uplink and downlink to the (non-blocking) spine", &S::rack));
+  const auto boxes_check = t.check;
+  t.check = [boxes_check](const json& topology, const json& cluster, Validator& v) {
+    boxes_check(topology, cluster, v);
+    const int64_t boxes = topology.value("boxes", int64_t(0)), per_rack = topology.value("per_rack", int64_t(0));
+    if (per_rack > 0 && boxes % per_rack != 0)
+      v.error("cluster.topology.per_rack", "must divide cluster.topology.boxes (" + std::to_string(boxes) +
+                                               ") into whole racks; got " + std::to_string(per_rack));
+  };
+  return t;
+}
+
 }  // namespace
 
 const std::vector<TopologyType>& topology_types() {
-  static const std::vector<TopologyType> types = {star(), boxes()};
+  static const std::vector<TopologyType> types = {star(), boxes(), racks()};
   return types;
 }
 

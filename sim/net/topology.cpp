@@ -1,4 +1,5 @@
-// sim/net/topology.cpp — FIFO links and the parameter-server star (see topology.h).
+// sim/net/topology.cpp — FIFO links, the parameter-server star, and boxes of GPUs (with or
+// without racks) (see topology.h).
 #include "sim/net/topology.h"
 #include <algorithm>
 #include <cmath>
@@ -157,9 +158,14 @@ class StarTopology final : public Topology {
 class ClusterTopology final : public Topology {
  public:
   ClusterTopology(const ClusterSpec& c, const NetworkSpec& net)
-      : c_(c), shards_(net.shards), intra_latency_(seconds_to_sim(c.intra.latency)),
-        inter_latency_(seconds_to_sim(c.inter.latency)) {
+      : c_(c), shards_(net.shards), per_rack_(c.per_rack > 0 ? c.per_rack : c.boxes),
+        intra_latency_(seconds_to_sim(c.intra.latency)), inter_latency_(seconds_to_sim(c.inter.latency)),
+        rack_latency_(seconds_to_sim(c.rack.latency)) {
     if (c_.boxes < 1 || c_.per_box < 1) throw std::invalid_argument("a cluster topology needs boxes >= 1 and per_box >= 1");
+    if (c_.per_rack < 0 || c_.boxes % per_rack_ != 0)
+      throw std::invalid_argument("a cluster topology's per_rack must divide its boxes");
+    if (c_.per_rack == 0 && (c_.rack.bandwidth > 0 || c_.rack.latency > 0))
+      throw std::invalid_argument("rack links need per_rack >= 1");
     if (shards_ < 1) throw std::invalid_argument("network shards must be >= 1");
     const int gpus = c_.boxes * c_.per_box;
     if (c_.intra.bandwidth > 0)
@@ -177,10 +183,18 @@ class ClusterTopology final : public Topology {
         shard_up_.push_back(links_.add(net.bandwidth));
         shard_down_.push_back(links_.add(net.bandwidth));
       }
+    // after every link boxes have: without racks, the same links at the same indices
+    if (c_.rack.bandwidth > 0)
+      for (int r = 0; r < c_.boxes / per_rack_; ++r) {
+        rack_up_.push_back(links_.add(c_.rack.bandwidth));
+        rack_down_.push_back(links_.add(c_.rack.bandwidth));
+      }
   }
 
   bool contended() const override { return links_.size() > 0; }
-  bool free() const override { return links_.size() == 0 && intra_latency_ == 0 && inter_latency_ == 0; }
+  bool free() const override {
+    return links_.size() == 0 && intra_latency_ == 0 && inter_latency_ == 0 && rack_latency_ == 0;
+  }
   int boxes() const override { return c_.boxes; }
   int box_of(int worker) const override { return worker / c_.per_box; }
   bool has_hosts() const override { return true; }
@@ -208,6 +222,12 @@ class ClusterTopology final : public Topology {
         for (int link : shard_down_) route_.push_back({link, bytes / shards_});
       if (box_to < 0)
         for (int link : shard_up_) route_.push_back({link, bytes / shards_});
+      const int rack_from = rack(box_from), rack_to = rack(box_to);  // -1: the servers, on the spine
+      if (rack_from != rack_to) {
+        latency += rack_latency_;
+        if (rack_from >= 0 && !rack_up_.empty()) route_.push_back({rack_up_[size_t(rack_from)], bytes});
+        if (rack_to >= 0 && !rack_down_.empty()) route_.push_back({rack_down_[size_t(rack_to)], bytes});
+      }
     }
     TransferTimes t = links_.cross(route_.data(), route_.size(), now);
     t.arrival = add_time(t.arrival, latency);
@@ -220,6 +240,7 @@ class ClusterTopology final : public Topology {
     if (endpoint == kServer) return -1;
     return -2 - endpoint;
   }
+  int rack(int box) const { return box >= 0 ? box / per_rack_ : -1; }
   void check(int endpoint) const {
     const bool ok = endpoint >= 0 ? endpoint < c_.boxes * c_.per_box
                                   : endpoint == kServer || (-2 - endpoint) < c_.boxes;
@@ -228,9 +249,10 @@ class ClusterTopology final : public Topology {
 
   ClusterSpec c_;
   int shards_;
-  SimTime intra_latency_, inter_latency_;
+  int per_rack_;  // boxes per rack (without racks: every box, one rack)
+  SimTime intra_latency_, inter_latency_, rack_latency_;
   Links links_;
-  std::vector<int> gpu_up_, gpu_down_, box_up_, box_down_, shard_up_, shard_down_;
+  std::vector<int> gpu_up_, gpu_down_, box_up_, box_down_, shard_up_, shard_down_, rack_up_, rack_down_;
   std::vector<Hop> route_;
 };
 

@@ -138,13 +138,16 @@ struct LinkSpec {
 inline constexpr const char* kDefaultTopologyType = "star";
 
 // cluster.topology and cluster.placement: the member of the topology family
-// (sim/net/catalog.h) and its keys (boxes: boxes, per_box, intra, inter).
+// (sim/net/catalog.h) and its keys (boxes: boxes, per_box, intra, inter; racks: those,
+// per_rack and rack).
 struct ClusterSpec {
   std::string type = kDefaultTopologyType;
   int boxes = 0;
   int per_box = 0;
+  int per_rack = 0;            // boxes per rack; 0: no rack level (boxes: one switch)
   LinkSpec intra;              // each GPU's link to its box's host (PCIe, NVLink)
-  LinkSpec inter;              // each box's NIC to the (non-blocking) switch
+  LinkSpec inter;              // each box's NIC to its switch (boxes: the one switch; racks: its rack's)
+  LinkSpec rack;               // each rack's uplink to the spine (racks only)
   bool host_placement = false; // cluster.placement "host" (else "servers")
 };
 
@@ -161,6 +164,17 @@ struct ClusterSpec {
 // kServer: the parameters live in the GPU's own box's host, so the message stays inside
 // the box (the GPU's intra link only). Uncontended, a GPU-server message (placement
 // servers) takes intra.latency + inter.latency + B / min(intra bw, inter bw, S x shard bw).
+//
+// Racks (per_rack > 0; see docs/architecture.md, "Racks"): box b is in rack b / per_rack,
+// each rack's switch has an uplink and a downlink of rack.bandwidth to a non-blocking
+// spine, and the dedicated servers hang off the spine. A message that leaves a rack (to
+// another rack or to the servers) also crosses the sending rack's uplink and the
+// receiving rack's downlink (for the racks that are an end's), with bytes each, and pays
+// rack.latency once; between two boxes of one rack it crosses their inter links only.
+// Uncontended, a GPU-server message then takes intra.latency + inter.latency +
+// rack.latency + B / min(intra bw, inter bw, rack bw, S x shard bw). per_rack = 0 is the
+// boxes above: one rack holding every box, with no rack links and no rack latency (the
+// same links, in the same order, and the same times).
 std::unique_ptr<Topology> make_cluster_topology(const ClusterSpec& cluster, const NetworkSpec& net);
 
 }  // namespace asgd
