@@ -413,8 +413,10 @@ const std::vector<SectionInfo>& section_catalog() {
     auto add = [&](const auto& section) { out.push_back(SectionInfo{section.name, section.doc, section.params()}); };
     add(top_section());
     for (const char* name : {"train", "stop", "eval", "cluster"}) add(settings_section(name));
-    for (const auto& t : topology_types())
-      for (const auto& level : t.levels) add(level);
+    for (const auto& t : topology_types())  // members share levels (intra, inter): listed once
+      for (const auto& level : t.levels)
+        if (std::none_of(out.begin(), out.end(), [&](const SectionInfo& s) { return s.name == level.name; }))
+          add(level);
     for (const char* name : {"cluster.compute", "cluster.network",
                              "cluster.network.compression", "cluster.server", "cluster.stragglers"})
       add(settings_section(name));
