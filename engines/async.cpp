@@ -53,7 +53,7 @@ EngineType async_engine_type() {
                                            "delay_compensation to 0 (train.momentum is " + train["momentum"].dump() + ")");
     if (e.contains("delay_compensation") && e["delay_compensation"].is_number() &&
         e["delay_compensation"].get<double>() > 0 && train.is_object() &&
-        train.value("optimizer", json("sgd")) != "sgd")
+        !text_of(train, "optimizer").empty() && text_of(train, "optimizer") != "sgd")
       v.error("engine.delay_compensation", "DC-ASGD is defined for plain SGD, not for train.optimizer " +
                                                train["optimizer"].dump() + ": set delay_compensation to 0");
   };

@@ -84,10 +84,10 @@ EngineType easgd_engine_type() {
     // The local steps are plain SGD or EAMSGD's (delta); train's optimizer keys are not
     // applied to them (train.momentum never was): refuse the ones that would be ignored.
     const json& train = run.value("train", json::object());
-    if (train.is_object() && train.value("optimizer", json("sgd")) != "sgd")
+    if (train.is_object() && !text_of(train, "optimizer").empty() && text_of(train, "optimizer") != "sgd")
       v.error("train.optimizer", "easgd's local steps are SGD (EAMSGD: engine delta); train.optimizer " +
                                      train["optimizer"].dump() + " is not implemented for easgd");
-    if (train.is_object() && train.value("nesterov", json(false)) == true)
+    if (train.is_object() && train.value("nesterov", json()) == true)
       v.error("train.nesterov", "easgd's local steps take Nesterov momentum from engine delta (EAMSGD), not from "
                                 "train.nesterov");
     if (!e.contains("alpha")) return;

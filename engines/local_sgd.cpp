@@ -65,7 +65,7 @@ std::vector<Field<LocalSgdConfig>> local_sgd_fields(int steps, double outer_lr, 
 // would not be applied (local_sgd and diloco alike).
 void check_local_sgd(const json& e, const json& run, Validator& v) {
   refuse_compression(run, "local_sgd and diloco push each worker's model for the averaging, not gradients", v);
-  if (e.value("outer_nesterov", json(false)) == true && e.contains("outer_momentum") &&
+  if (e.value("outer_nesterov", json()) == true && e.contains("outer_momentum") &&
       e["outer_momentum"].is_number() && e["outer_momentum"].get<double>() <= 0)
     v.error("engine.outer_nesterov", "outer Nesterov momentum needs outer_momentum > 0 (outer_momentum is " +
                                          e["outer_momentum"].dump() + ")");

@@ -62,7 +62,7 @@ void check_comm(const json& e, const json& run, Validator& v) {
                            "(cluster.topology.type \"boxes\")");
   if (e.contains("comm") && e["comm"].is_string() && e["comm"] != "ps")
     refuse_compression(run, "comm " + e["comm"].dump() + " sums gradients in a collective, not pushes", v);
-  else if (cluster.is_object() && cluster.value("placement", json("servers")) == "host" && topology.boxes > 1)
+  else if (text_of(cluster, "placement") == "host" && topology.boxes > 1)
     refuse_compression(run, "placement \"host\" over several boxes exchanges each box's sum, not pushes", v);
 }
 

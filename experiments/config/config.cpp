@@ -105,7 +105,7 @@ void check_lr_schedule(const json& s, const std::string& path, Validator& v) {
 void check_placement(const json& e, const json& cluster, Validator& v) {
   if (!e.is_object() || !e.contains("type") || !e["type"].is_string() || !cluster.is_object()) return;
   const EngineType* type = find_engine_type(e["type"]);
-  if (type && !type->sums_across_boxes && cluster.value("placement", json("servers")) == "host" &&
+  if (type && !type->sums_across_boxes && text_of(cluster, "placement") == "host" &&
       topology_facts(cluster).boxes > 1)
     v.error("cluster.placement", "\"host\" over more than one box is defined for sync and sync_backup (each box's "
                                  "sum is exchanged with the servers); engine " + type->name + " needs \"servers\" or one box");
@@ -233,7 +233,7 @@ json resolve_run(const json& u, Validator& v, RunSettings& s) {
   json data = resolve_data(u.value("data", json::object()), default_data, v);
   out["data"] = data;
   check_model_data(model, data, data_image(data), v);
-  if (data.is_object() && data.value("partition", json("iid")) != "iid") {  // sim/data/partition.h
+  if (data.is_object() && data.contains("partition") && data["partition"] != "iid") {  // sim/data/partition.h
     const std::string kind = data["partition"].is_string() ? data["partition"].get<std::string>() : "";
     if (text_of(data, "task") == "regression" || (model_kind && (model_kind->reads == ModelType::Reads::None || model_kind->task == ModelType::Task::Regression)))
       v.error("data.partition", "\"" + kind + "\" splits the training set by label: it needs a classification "
@@ -285,7 +285,8 @@ json resolve_run(const json& u, Validator& v, RunSettings& s) {
       type->check(out["engine"], out, v);
   if (model_kind && model_kind->reads == ModelType::Reads::Sparse && cluster.contains("network") &&
       cluster["network"].is_object() && cluster["network"].contains("compression") &&
-      cluster["network"]["compression"].is_object() && cluster["network"]["compression"].value("type", "none") != "none")
+      cluster["network"]["compression"].is_object() && cluster["network"]["compression"].contains("type") &&
+      cluster["network"]["compression"]["type"] != "none")
     v.error("cluster.network.compression.type",
             "compression is for dense models: model '" + model_type + "' already sends only the rows it touches (use \"none\")");
   check_placement(out.value("engine", json::object()), cluster, v);

@@ -321,7 +321,7 @@ std::string incomplete_results(const std::string& dir, const json& config, const
   std::string staleness_header;
   last_line(dir + "/staleness.csv", &staleness_header);
   if (staleness_header.rfind("staleness,", 0) != 0) return "staleness.csv has no header";
-  if (config.value("trace", false) && ::access((dir + "/trace.json").c_str(), R_OK) != 0) return "trace.json is missing";
+  if (config.value("trace", json()) == true && ::access((dir + "/trace.json").c_str(), R_OK) != 0) return "trace.json is missing";
   return "";
 }
 

@@ -230,7 +230,7 @@ void check_optimizer(const json& train, Validator& v) {
   if (!train.is_object()) return;
   auto number = [&](const char* k) { return train.contains(k) && train[k].is_number() ? train[k].get<double>() : 0.0; };
   const bool nesterov = train.contains("nesterov") && train["nesterov"] == true;
-  const json type = train.value("optimizer", json("sgd"));
+  const json type = train.value("optimizer", json());  // resolved: always there
   if (type == "sgd") {
     if (nesterov && number("momentum") <= 0)
       v.error("train.nesterov", "Nesterov momentum needs train.momentum > 0 (train.momentum is 0)");
