@@ -60,6 +60,26 @@ json racks_topology(int boxes, int per_box, int per_rack, std::pair<double, doub
           {"intra", level(intra)}, {"inter", level(inter)}, {"rack", level(rack)}};
 }
 
+// A config edited into something invalid: what it is, the edit, what the message names.
+struct Bad {
+  const char* what;
+  std::function<void(json&)> edit;
+  std::vector<std::string> mention;
+};
+// Each case, applied to `base` and run: exit 2, naming what it should.
+void expect_refusals(const json& base, const std::vector<Bad>& cases, const std::string& dir) {
+  for (size_t i = 0; i < cases.size(); ++i) {
+    json c = base;
+    cases[i].edit(c);
+    const std::string path = dir + "/bad" + std::to_string(i) + ".json";
+    write_text(path, c.dump());
+    CommandResult r = run_cli("run " + path + " --quiet --out " + dir + "/out" + std::to_string(i));
+    EXPECT_EQ(r.exit_code, 2) << cases[i].what << ":\n" << r.output;
+    for (const auto& m : cases[i].mention)
+      EXPECT_NE(r.output.find(m), std::string::npos) << cases[i].what << ": lacks '" << m << "':\n" << r.output;
+  }
+}
+
 double run_time(const std::string& run_dir) { return summary_at(run_dir)["time"].get<double>(); }
 
 // What two runs must share to be the same run: every output but the config and wall time.
@@ -630,11 +650,6 @@ TEST(BoxesConfig, WorkersAreDerivedAndBadCombinationsExitTwoNamingThePath) {
     EXPECT_EQ(config["cluster"]["workers"], 6);
     EXPECT_EQ(config["cluster"]["placement"], "servers");
   }
-  struct Bad {
-    const char* what;
-    std::function<void(json&)> edit;
-    std::vector<std::string> mention;
-  };
   const std::vector<Bad> cases = {
       {"workers != boxes x per_box", [](json& c) { c["cluster"]["workers"] = 4; },
        {"cluster.workers", "boxes x per_box (6)", "got 4"}},
@@ -674,16 +689,7 @@ TEST(BoxesConfig, WorkersAreDerivedAndBadCombinationsExitTwoNamingThePath) {
        },
        {"cluster.placement", "needs a topology with boxes"}},
   };
-  for (size_t i = 0; i < cases.size(); ++i) {
-    json c = base;
-    cases[i].edit(c);
-    const std::string path = dir + "/bad" + std::to_string(i) + ".json";
-    write_text(path, c.dump());
-    CommandResult r = run_cli("run " + path + " --quiet --out " + dir + "/out" + std::to_string(i));
-    EXPECT_EQ(r.exit_code, 2) << cases[i].what << ":\n" << r.output;
-    for (const auto& m : cases[i].mention)
-      EXPECT_NE(r.output.find(m), std::string::npos) << cases[i].what << ": lacks '" << m << "':\n" << r.output;
-  }
+  expect_refusals(base, cases, dir);
 }
 
 // Racks' refusals: exit 2, naming the path.
@@ -699,11 +705,6 @@ TEST(RacksConfig, WorkersAreDerivedAndBadCombinationsExitTwoNamingThePath) {
     EXPECT_EQ(config["cluster"]["workers"], 12);
     EXPECT_EQ(config["cluster"]["topology"]["rack"], json({{"bandwidth", 1e8}, {"latency", 1e-4}}));
   }
-  struct Bad {
-    const char* what;
-    std::function<void(json&)> edit;
-    std::vector<std::string> mention;
-  };
   const std::vector<Bad> cases = {
       {"per_rack not dividing boxes", [](json& c) { c["cluster"]["topology"]["per_rack"] = 4; },
        {"cluster.topology.per_rack", "must divide", "(6)", "got 4"}},
@@ -722,16 +723,7 @@ TEST(RacksConfig, WorkersAreDerivedAndBadCombinationsExitTwoNamingThePath) {
        {"cluster.topology"}},
       {"workers != boxes x per_box", [](json& c) { c["cluster"]["workers"] = 4; }, {"cluster.workers", "got 4"}},
   };
-  for (size_t i = 0; i < cases.size(); ++i) {
-    json c = base;
-    cases[i].edit(c);
-    const std::string path = dir + "/bad" + std::to_string(i) + ".json";
-    write_text(path, c.dump());
-    CommandResult r = run_cli("run " + path + " --quiet --out " + dir + "/out" + std::to_string(i));
-    EXPECT_EQ(r.exit_code, 2) << cases[i].what << ":\n" << r.output;
-    for (const auto& m : cases[i].mention)
-      EXPECT_NE(r.output.find(m), std::string::npos) << cases[i].what << ": lacks '" << m << "':\n" << r.output;
-  }
+  expect_refusals(base, cases, dir);
   EXPECT_FALSE(find_topology_type("racks")->real) << "asgdsim cluster refuses it";
   EXPECT_TRUE(find_topology_type("racks")->hosts);
 }
