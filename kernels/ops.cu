@@ -282,10 +282,9 @@ void sgd_step(ExecContext& ctx, float* out, const float* in, const float* g, flo
   // A parameter server's step writes a new version into a recycled buffer that no cache
   // holds: an ordinary store first reads each line in (a read-for-ownership). Streaming
   // stores write whole lines without reading them; the next reader of the version, a
-  // gradient job later on, finds it in memory either way. On the 2-core VM the server
-  // step of bench (a) went from about 40 to 26 us, and (a) was ahead in all 30 pairs
-  // alternated within one process, by 0.01-0.14 of the bare limit (typically 0.05-0.07).
-  // Same arithmetic as SgdStep: a multiply, then a subtract, in float.
+  // gradient job later on, finds it in memory either way (what it saved: docs/benchmarks.md,
+  // "Measurements behind code choices"). Same arithmetic as SgdStep: a multiply, then a
+  // subtract, in float.
   if (out != in && n >= kStreamingFromFloats && detail::one_cpu_thread_here()) {
     size_t i = 0;
     for (; i < n && (reinterpret_cast<uintptr_t>(out + i) & 15u) != 0; ++i) out[i] = in[i] - lr * g[i];

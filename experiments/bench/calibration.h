@@ -45,8 +45,7 @@ struct GradientLoop {
 // The calibration's clock, in seconds, read on the timing thread, for a model whose jobs
 // compute on `job_threads` threads (Model::job_threads): on the CPU backends, for a job of
 // one thread, that thread's CPU time (the job's cost, without the time other processes
-// take from the core meanwhile: on a shared 2-core VM at load 6, wall time made LeNet-5's
-// 2.5 ms steps 6.5 ms and the MLP's 0.14 ms ones barely longer); wall time on CUDA (the
+// take from the core meanwhile: docs/benchmarks.md, "Measured compute"); wall time on CUDA (the
 // GPU's work is not the thread's CPU time) and for a job of several threads (a PyTorch
 // module with model.threads > 1: its other threads' work is not the timing thread's).
 // calibration_clock_name says which.

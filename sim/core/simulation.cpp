@@ -14,7 +14,8 @@ namespace {
 constexpr size_t kEvalChunkRows = 2048;  // rows per evaluation task (fixed: deterministic sums; both runtimes)
 // for_each_block: 4,096 floats (16 KiB) per array and block, so that the slices of a
 // dozen arrays stay in L1/L2 from one pass to the next; vectors under 8 blocks run on
-// the calling thread (handing ranges to the pool costs a few wake-ups, ~10-30 us).
+// the calling thread (handing ranges to the pool costs a few wake-ups: docs/benchmarks.md,
+// "Measurements behind code choices").
 constexpr size_t kBlockFloats = 4096;
 constexpr size_t kSplitFromBlocks = 8;
 

@@ -9,8 +9,8 @@
 //     from the head (needed next anyway) while the awaited one runs elsewhere. The
 //     scheduler's own work then takes a core's time only while it has some; a pool of
 //     `threads` threads beside a scheduler thread kept one more thread than cores busy,
-//     with preemptions, wake-ups and caches cooled by the switches (bench (a) went from
-//     0.67-0.70 of the bare limit to 0.75-0.78 with this alone);
+//     with preemptions, wake-ups and caches cooled by the switches (what this gained:
+//     docs/benchmarks.md, "Measurements behind code choices");
 //   - without it, wait() runs a job that no pool thread has started yet on the calling
 //     thread (which then runs kernels single-threaded, see kernels_use_one_thread_here)
 //     when that is cheaper (callers_help()): not for long jobs when the pool's threads

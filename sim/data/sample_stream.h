@@ -4,7 +4,7 @@
 // batch M, worker i takes slice i of the next N*M ids, which is why sync N x M equals one
 // worker with batch N*M. For a model that reads no data the ids only count samples
 // (epochs): shuffle = false then hands out 0, 1, ..., n-1 in every epoch and draws
-// nothing (an async run on a 100-dim quadratic, batch 32, took 15% less time).
+// nothing (what that saves: docs/benchmarks.md, "Measurements behind code choices").
 #pragma once
 #include <cstddef>
 #include <cstdint>
