@@ -120,8 +120,8 @@ def run(config, *, out="runs", model=None, loss=None, data=None, test_data=None,
 
     def make_bridge():  # called by the simulator when a run has model or data type "torch"
         import torch
-        from ._torch import Bridge
-        torch_state.append((torch.random.get_rng_state(), torch.get_num_threads()))
+        from ._torch import Bridge, blas_threads_state
+        torch_state.append((torch.random.get_rng_state(), torch.get_num_threads(), blas_threads_state()))
         return Bridge(model, loss, data, test_data)
 
     if command_line is None:
@@ -132,8 +132,10 @@ def run(config, *, out="runs", model=None, loss=None, data=None, test_data=None,
                                  bool(trace), bool(wait), command_line,
                                  make_bridge)
     finally:
-        if torch_state:  # the caller's generator and thread count, as they were
+        if torch_state:  # the caller's generator and thread counts (torch's, OpenBLAS's), as they were
             import torch
+            from ._torch import restore_blas_threads
             torch.random.set_rng_state(torch_state[0][0])
             torch.set_num_threads(torch_state[0][1])
+            restore_blas_threads(torch_state[0][2])
     return Results(folder, code)

@@ -32,28 +32,49 @@ _modules = {}  # absolute file path -> the module loaded from it (each file runs
 _blas_threads = None  # what the loaded OpenBLAS libraries were last set to
 
 
-def _set_blas_threads(n):
-    """Sizes the thread pool of every OpenBLAS loaded in this process (torch's own BLAS may
-    be one; it ignores torch.set_num_threads) to n, so that a job's matrix products run on
-    the job's model.threads threads and not on a pool sized by the machine's cores. A BLAS
-    that is not OpenBLAS (no openblas_set_num_threads) is left alone."""
-    global _blas_threads
-    if _blas_threads == n:
-        return
-    _blas_threads = n
+def _openblas_libraries():
+    """Every OpenBLAS loaded in this process (torch's own BLAS may be one), as ctypes
+    libraries that have openblas_set_num_threads and openblas_get_num_threads."""
     try:
         with open("/proc/self/maps") as f:
             paths = {line.split()[-1] for line in f if "blas" in os.path.basename(line.split()[-1]).lower()}
     except OSError:
-        return
+        return []
+    libs = []
     for path in sorted(paths):
         try:
             lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_NOW)
         except OSError:
             continue
-        setter = getattr(lib, "openblas_set_num_threads", None)
-        if setter is not None:
-            setter(ctypes.c_int(n))
+        if hasattr(lib, "openblas_set_num_threads") and hasattr(lib, "openblas_get_num_threads"):
+            libs.append(lib)
+    return libs
+
+
+def _set_blas_threads(n):
+    """Sizes the thread pool of every OpenBLAS loaded in this process to n (torch's own BLAS
+    ignores torch.set_num_threads), so that a job's matrix products run on the job's
+    model.threads threads and not on a pool sized by the machine's cores. A BLAS that is
+    not OpenBLAS is left alone."""
+    global _blas_threads
+    if _blas_threads == n:
+        return
+    _blas_threads = n
+    for lib in _openblas_libraries():
+        lib.openblas_set_num_threads(ctypes.c_int(n))
+
+
+def blas_threads_state():
+    """The loaded OpenBLAS libraries' thread counts, for restore_blas_threads."""
+    return [(lib, lib.openblas_get_num_threads()) for lib in _openblas_libraries()]
+
+
+def restore_blas_threads(state):
+    """Sets back what blas_threads_state saw (the caller's process as it was before a run)."""
+    global _blas_threads
+    _blas_threads = None
+    for lib, n in state:
+        lib.openblas_set_num_threads(ctypes.c_int(n))
 
 
 def load_spec(spec, base_dir, key):

@@ -235,6 +235,11 @@ class Package(unittest.TestCase):
         for n in (1, 2, 1):
             _torch._set_blas_threads(n)
             self.assertEqual([l.openblas_get_num_threads() for l in libs], [n] * len(libs))
+        # a run sets model.threads for its jobs and gives the caller's counts back
+        for l in libs:
+            l.openblas_set_num_threads(3)
+        self.run_torch(torch_config(model={"type": "torch", "threads": 2}))
+        self.assertEqual([l.openblas_get_num_threads() for l in libs], [3] * len(libs))
 
     # ---- results and the command line ----
     def test_results_load_the_tidy_table(self):
