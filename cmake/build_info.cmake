@@ -1,4 +1,4 @@
-# cmake/build_info.cmake — writes generated/asgd/build_info.h at every build (cmake -P), so
+# cmake/build_info.cmake — writes generated/asgd/build_info.cpp at every build (cmake -P), so
 # the commit and dirty flag that meta.json records are those of the sources being built,
 # not of the last configure. configure_file rewrites the header only when its text
 # changes, so an unchanged tree rebuilds nothing.

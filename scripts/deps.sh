@@ -21,6 +21,7 @@ ASGD_DEBIAN_PACKAGES=(
   clang libclang-rt-14-dev
   openmpi-bin libopenmpi-dev
   pybind11-dev python3-dev python3-torch fortunes
+  ccache
 )
 
 # Prints the packages of ASGD_DEBIAN_PACKAGES that dpkg does not list as installed.
@@ -92,6 +93,27 @@ asgd_ensure_deps() {
   echo "deps: install NVIDIA's CUDA toolkit (asgdsim is developed against CUDA 13; no GPU or" >&2
   echo "deps: driver is needed to build), or set CUDA_HOME to where it is installed." >&2
   return 1
+}
+
+# The compiler cache the builds share (cmake/CompilerCache.cmake): sets ASGD_CACHE_ARGS,
+# the CMake settings that turn it on (empty with ASGD_CCACHE=0 or without ccache), and
+# ASGD_CCACHE_DIR (exported: `ccache -s` and the scripts' hit counts read it).
+asgd_compiler_cache() {
+  ASGD_CACHE_ARGS=()
+  if [[ "${ASGD_CCACHE:-1}" == "0" ]]; then
+    echo "ccache: off (ASGD_CCACHE=0)"
+    ASGD_CACHE_ARGS=(-DASGD_CCACHE=OFF)
+    return 0
+  fi
+  if ! command -v ccache >/dev/null 2>&1; then
+    echo "ccache: not installed; building without a compiler cache"
+    ASGD_CACHE_ARGS=(-DASGD_CCACHE=OFF)
+    return 0
+  fi
+  export ASGD_CCACHE_DIR=${ASGD_CCACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/asgdsim/ccache}
+  mkdir -p "$ASGD_CCACHE_DIR"
+  ASGD_CACHE_ARGS=(-DASGD_CCACHE=ON "-DASGD_CCACHE_DIR=$ASGD_CCACHE_DIR")
+  echo "ccache: $ASGD_CCACHE_DIR ($(du -sh "$ASGD_CCACHE_DIR" 2>/dev/null | cut -f1) held; ASGD_CCACHE=0 builds without it)"
 }
 
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then

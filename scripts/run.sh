@@ -48,6 +48,7 @@ jobs=${ASGD_JOBS:-$(nproc 2>/dev/null || echo 2)}
 phase "deps"
 t=$(now)
 asgd_ensure_deps
+asgd_compiler_cache   # ASGD_CACHE_ARGS
 record deps "$(elapsed "$t")"
 
 # ---- build (only the asgdsim binary; the tests are scripts/test.sh's business)
@@ -66,7 +67,7 @@ if [[ "$backend" == "CUDA" || "$backend" == "Auto" ]]; then
   fi
 fi
 cmake -S . -B build "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DASGD_BACKEND="$backend" \
-  -DCUDAToolkit_ROOT="$ASGD_CUDA_ROOT" "${cuda[@]}"
+  -DCUDAToolkit_ROOT="$ASGD_CUDA_ROOT" "${cuda[@]}" "${ASGD_CACHE_ARGS[@]}"
 cmake --build build -j "$jobs" --target asgdsim
 record build "$(elapsed "$t")"
 

@@ -22,6 +22,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/deps.sh
 source scripts/deps.sh   # asgd_ensure_deps, now, elapsed
 asgd_ensure_deps
+asgd_compiler_cache   # ASGD_CACHE_ARGS
 
 jobs=${ASGD_JOBS:-$(nproc 2>/dev/null || echo 2)}
 fuzz_seconds=${ASGD_FUZZ_SECONDS:-60}
@@ -31,7 +32,7 @@ configure() {
   local dir=$1
   shift
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
-    -DASGD_BACKEND=OMP -DCUDAToolkit_ROOT="$ASGD_CUDA_ROOT" "$@" >/dev/null
+    -DASGD_BACKEND=OMP -DCUDAToolkit_ROOT="$ASGD_CUDA_ROOT" "${ASGD_CACHE_ARGS[@]}" "$@" >/dev/null
 }
 run_suites() {  # dir, suites...
   local dir=$1

@@ -44,7 +44,8 @@ configure() {
   if [[ -f "$dir/CMakeCache.txt" ]] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' "$dir/CMakeCache.txt"; then
     gen=()
   fi
-  cmake -S . -B "$dir" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCUDAToolkit_ROOT="$ASGD_CUDA_ROOT" "$@"
+  cmake -S . -B "$dir" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DCUDAToolkit_ROOT="$ASGD_CUDA_ROOT" \
+    "${ASGD_CACHE_ARGS[@]}" "$@"
 }
 
 # ---- 1. deps
@@ -53,6 +54,7 @@ t=$(now)
 ASGD_DEBIAN_PACKAGES+=(chromium)  # only the tests need it: they screenshot report.html headless
 asgd_ensure_deps
 echo "deps: all present (CUDA toolkit: $ASGD_CUDA_ROOT)"
+asgd_compiler_cache   # ASGD_CACHE_ARGS
 record deps "$(elapsed "$t")" "ok"
 
 # ---- 2. build (OMP)

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/buffer.h"
+#include "tests/test_paths.h"
 #include "kernels/exec.h"
 
 namespace asgd {

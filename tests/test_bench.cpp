@@ -81,7 +81,7 @@ TEST(BenchOptions, RejectsBadUsage) {
 
 // Workload e measures the eval schedule of the shipped default experiment: keep them equal.
 TEST(BenchWorkloads, EvalWorkloadUsesTheDefaultConfigsSchedule) {
-  std::ifstream in(std::string(ASGD_SOURCE_DIR) + "/experiments/configs/default.json");
+  std::ifstream in(std::string(asgd::testing::source_dir()) + "/experiments/configs/default.json");
   ASSERT_TRUE(in) << "experiments/configs/default.json not found";
   json def = json::parse(in);
   json ours = bench_default_eval_schedule();

@@ -337,7 +337,7 @@ TEST(ConfigCli, RunFolderHasTheContractFiles) {
 }
 
 TEST(ConfigCli, EveryShippedConfigValidates) {
-  for (const auto& e : fs::directory_iterator(std::string(ASGD_SOURCE_DIR) + "/experiments/configs")) {
+  for (const auto& e : fs::directory_iterator(std::string(asgd::testing::source_dir()) + "/experiments/configs")) {
     if (e.path().extension() != ".json") continue;
     CommandResult r = run_cli("validate " + e.path().string());
     EXPECT_EQ(r.exit_code, 0) << e.path() << "\n" << r.output;
@@ -429,7 +429,7 @@ TEST(Progress, ATerminalSeesTheExperimentAsAWhole) {
   std::string dir = temp_dir("progress_tty");
   write_text(dir + "/c.json", tiny().dump());
   // script(1) runs the command on a pseudo-terminal: stderr is a terminal there.
-  std::string cmd = "script -qec '" + std::string(ASGD_BINARY) + " run " + dir + "/c.json --set repeats=3 --jobs 2 --out " +
+  std::string cmd = "script -qec '" + std::string(asgd::testing::binary()) + " run " + dir + "/c.json --set repeats=3 --jobs 2 --out " +
                     dir + "/out' /dev/null";
   FILE* p = ::popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
@@ -449,7 +449,7 @@ TEST(Progress, ATerminalSeesTheExperimentAsAWhole) {
 TEST(ConfigCli, EveryShippedConfigRunsAtReducedSize) {
   if (!fs::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "Fashion-MNIST not installed";
   std::string dir = temp_dir("cfg");
-  for (const auto& e : fs::directory_iterator(std::string(ASGD_SOURCE_DIR) + "/experiments/configs")) {
+  for (const auto& e : fs::directory_iterator(std::string(asgd::testing::source_dir()) + "/experiments/configs")) {
     if (e.path().extension() != ".json") continue;
     CommandResult r = run_cli("run " + e.path().string() + " --quiet --out " + dir +
                              " --set stop.epochs=0.02 --set repeats=1 --set eval.test_samples=500 --set eval.train_samples=500");
@@ -499,7 +499,7 @@ TEST(Reliability, InterruptMarksTheRunAndARerunRedoesIt) {
     // after the process has; on a GPU the CUDA context is made after meta.json, which took
     // over 1.5 s on an H100. The run cannot finish first: 10^9 updates take minutes.
     const std::string meta = dir + "/out/intr/async-seed1/meta.json";
-    std::string cmd = "rm -f " + meta + "; " + std::string(ASGD_BINARY) + " run " + dir + "/c.json " + flags +
+    std::string cmd = "rm -f " + meta + "; " + std::string(asgd::testing::binary()) + " run " + dir + "/c.json " + flags +
                       " --out " + dir + "/out & pid=$!; for i in $(seq 300); do [ -e " + meta +
                       " ] && break; sleep 0.1; done; sleep 3; kill -INT $pid; wait $pid; echo rc=$?";
     FILE* p = ::popen(("bash -c '" + cmd + "' 2>&1").c_str(), "r");
@@ -639,7 +639,7 @@ TEST(Jobs, InterruptEndsEveryRunUnderWay) {
             {"cluster", {{"workers", 4}}},
             {"engines", json::array({json{{"type", "async"}}})}};
   write_text(dir + "/c.json", c.dump());
-  std::string out = shell(std::string(ASGD_BINARY) + " run " + dir + "/c.json --quiet --jobs 2 --threads 2 --out " + dir +
+  std::string out = shell(std::string(asgd::testing::binary()) + " run " + dir + "/c.json --quiet --jobs 2 --threads 2 --out " + dir +
                           "/out & pid=$!; sleep 1.5; kill -INT $pid; wait $pid; echo rc=$?");
   EXPECT_NE(out.find("rc=130"), std::string::npos) << out;
   for (const char* run : {"async-seed1", "async-seed2"}) {
@@ -670,7 +670,7 @@ TEST(Jobs, JobsBelowOneIsAUsageError) {
 TEST(ConfigDocs, ConfigMdIsTheOutputOfListMarkdown) {
   CommandResult r = run_cli("list --markdown");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  std::string committed = read_file(std::string(ASGD_SOURCE_DIR) + "/docs/config.md");
+  std::string committed = read_file(std::string(asgd::testing::source_dir()) + "/docs/config.md");
   if (committed == r.output) return;
   std::stringstream a(committed), b(r.output);
   std::string la, lb;

@@ -1347,7 +1347,7 @@ json determinism_config() {
 // the files before that, byte for byte). To write them: ASGD_WRITE_GOLDEN=1
 // build/tests/test_engines --gtest_filter='GoldenRuns.*' on a CPU build with the core
 // dense_kernels.txt names.
-const std::string kGoldenRunDir = std::string(ASGD_SOURCE_DIR) + "/tests/data/golden";
+const std::string kGoldenRunDir = std::string(asgd::testing::source_dir()) + "/tests/data/golden";
 
 void expect_golden_run(const json& c, const std::vector<std::string>& runs) {
   const std::string core_file = kGoldenRunDir + "/dense_kernels.txt";
@@ -1580,7 +1580,7 @@ TEST(CnnAccuracy, LeNetSyncLearnsFashionMnistAtReducedSize) {
   const std::string dir = "/usr/share/datasets/fashion-mnist";
   if (!std::ifstream(dir + "/train-images-idx3-ubyte.gz") && !std::ifstream(dir + "/train-images-idx3-ubyte"))
     GTEST_SKIP() << "no Fashion-MNIST in " << dir;
-  std::ifstream in(std::string(ASGD_SOURCE_DIR) + "/experiments/configs/cnn.json");
+  std::ifstream in(std::string(asgd::testing::source_dir()) + "/experiments/configs/cnn.json");
   ASSERT_TRUE(in);
   json c = json::parse(in);
   c["name"] = "cnn_ci";

@@ -997,11 +997,11 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
 
 std::string binary_under_test() {
   const char* b = std::getenv("ASGD_HARDENING_BINARY");
-  return b && *b ? b : ASGD_BINARY;
+  return b && *b ? b : asgd::testing::binary();
 }
 std::string source_under_test() {  // for analysis/plot.py
   const char* s = std::getenv("ASGD_HARDENING_SOURCE");
-  return s && *s ? s : ASGD_SOURCE_DIR;
+  return s && *s ? s : asgd::testing::source_dir();
 }
 
 // Every path under `dir` (relative), files and folders.

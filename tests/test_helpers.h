@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 #include "experiments/config/config.h"
 #include "experiments/run/runner.h"
+#include "tests/test_paths.h"
 #include "kernels/exec.h"
 
 namespace asgd::testing {
@@ -119,7 +120,7 @@ inline CommandResult run_shell(const std::string& cmd) {
 }
 
 // The asgdsim under test with `args` (a shell command line's arguments), stdout and stderr together.
-inline CommandResult run_cli(const std::string& args) { return run_shell(std::string(ASGD_BINARY) + " " + args + " 2>&1"); }
+inline CommandResult run_cli(const std::string& args) { return run_shell(std::string(asgd::testing::binary()) + " " + args + " 2>&1"); }
 // A shell command line, stdout and stderr together.
 inline CommandResult run_command(const std::string& command) { return run_shell("{ " + command + "\n} 2>&1"); }
 
@@ -137,7 +138,7 @@ inline void write_text(const std::string& path, const std::string& text) {
 class CliProcess {
  public:
   explicit CliProcess(const std::vector<std::string>& args, void (*in_child)() = nullptr) {
-    std::vector<std::string> all = {ASGD_BINARY};
+    std::vector<std::string> all = {asgd::testing::binary()};
     all.insert(all.end(), args.begin(), args.end());
     std::vector<char*> argv;  // built before fork: the child must not allocate
     for (auto& a : all) argv.push_back(a.data());

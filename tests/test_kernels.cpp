@@ -1326,7 +1326,7 @@ TEST_F(CnnModel, BatchedAndThreadCountIndependentGradients) {
 // its GEMM kernels by CPU, and other kernels round differently, so the comparison runs
 // only on CPU backends with the OpenBLAS core the file was written with.
 
-const std::string kGoldenDir = std::string(ASGD_SOURCE_DIR) + "/tests/data/golden";
+const std::string kGoldenDir = std::string(asgd::testing::source_dir()) + "/tests/data/golden";
 
 // One line per record: a key, then the values' bits in hex (floats 8 digits, doubles 16).
 struct GoldenRecords {

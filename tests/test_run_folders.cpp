@@ -281,7 +281,7 @@ TEST(IndexCommand, ARunningRunHoldsTheFolder) {
   c["stop"]["updates"] = 100000000;
   c["eval"] = {{"every", 100000}, {"unit", "updates"}};
   write_text(dir + "/c.json", c.dump());
-  const std::string bin = ASGD_BINARY;
+  const std::string bin = asgd::testing::binary();
   // the run in the background, once it holds OUT/base (its first run folder is written)
   auto start = [&](const std::string& out) {
     return bin + " run " + dir + "/c.json --quiet --out " + out + " & P=$!\n"
@@ -305,8 +305,8 @@ TEST(SlurmExample, ArrayTasksOnTheirOwnDisksThenIndexGiveTheWholeExperiment) {
   std::string dir = temp_dir("slurm");
   write_text(dir + "/c.json", swept().dump());
   ASSERT_EQ(run_cli("run " + dir + "/c.json --quiet --out " + dir + "/whole").exit_code, 0);
-  const std::string src = ASGD_SOURCE_DIR;
-  const std::string env = "ASGDSIM=" + std::string(ASGD_BINARY) + " SLURM_ARRAY_JOB_ID=77 SLURM_ARRAY_TASK_COUNT=3 ";
+  const std::string src = asgd::testing::source_dir();
+  const std::string env = "ASGDSIM=" + std::string(asgd::testing::binary()) + " SLURM_ARRAY_JOB_ID=77 SLURM_ARRAY_TASK_COUNT=3 ";
   for (int task = 0; task < 3; ++task) {
     const std::string disk = dir + "/node" + std::to_string(task);
     fs::create_directories(disk);
@@ -315,12 +315,12 @@ TEST(SlurmExample, ArrayTasksOnTheirOwnDisksThenIndexGiveTheWholeExperiment) {
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
   // the merge checks the count: before the last task's folders arrive it says which are missing
-  CommandResult merge = run_command("ASGDSIM=" + std::string(ASGD_BINARY) + " bash " + src + "/scripts/slurm_merge.sh " +
+  CommandResult merge = run_command("ASGDSIM=" + std::string(asgd::testing::binary()) + " bash " + src + "/scripts/slurm_merge.sh " +
                                     dir + "/c.json " + dir + "/shared");
   ASSERT_EQ(merge.exit_code, 0) << merge.output;
   EXPECT_EQ(read_file(dir + "/shared/base/index.csv"), read_file(dir + "/whole/base/index.csv"));
   fs::remove_all(dir + "/shared/base/sync-lr=0.05-seed1");
-  CommandResult short_one = run_command("ASGDSIM=" + std::string(ASGD_BINARY) + " bash " + src +
+  CommandResult short_one = run_command("ASGDSIM=" + std::string(asgd::testing::binary()) + " bash " + src +
                                         "/scripts/slurm_merge.sh " + dir + "/c.json " + dir + "/shared");
   EXPECT_NE(short_one.exit_code, 0) << short_one.output;
   EXPECT_NE(short_one.output.find("sync-lr=0.05-seed1"), std::string::npos) << short_one.output;

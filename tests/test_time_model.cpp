@@ -575,7 +575,7 @@ TEST(Determinism, TheWholeTimeModelIsByteIdenticalAcrossThreadCounts) {
 // virtual time (constant compute per sample, free network: exactly), and train the same
 // model up to float summation order.
 TEST(Studies, SyncEquivalenceHoldsAtReducedSize) {
-  const std::string config = std::string(ASGD_SOURCE_DIR) + "/experiments/configs/sync_equivalence.json";
+  const std::string config = std::string(asgd::testing::source_dir()) + "/experiments/configs/sync_equivalence.json";
   const std::string out = temp_dir("synceq");
   CommandResult r = run_cli("run " + config + " --out " + out + " --quiet --set data.train_limit=4096 " +
                             "--set data.test_limit=1000 --set repeats=1 --set stop.epochs=1 " +
@@ -601,7 +601,7 @@ TEST(Studies, SyncEquivalenceHoldsAtReducedSize) {
 // k times smaller for the sum, and the same model up to float rounding (1/k times a sum
 // against the sum, then times k eta against eta).
 TEST(Studies, LrScalingSumIsTheLinearRule) {
-  const std::string dir = std::string(ASGD_SOURCE_DIR) + "/experiments/configs/";
+  const std::string dir = std::string(asgd::testing::source_dir()) + "/experiments/configs/";
   const std::string out = temp_dir("lrsum");
   const std::string reduced = " --out " + out + " --quiet --set data.train_limit=4096 --set data.test_limit=1000 " +
                               "--set repeats=1 --set stop.epochs=1 --set eval.train_samples=1000 " +
@@ -636,7 +636,7 @@ TEST(Studies, LrScalingSumIsTheLinearRule) {
 // virtual second, above it the links cap them at s W / B. Measured between the 500th and
 // the 1500th update (steady state), for fp32 and fp16 (half the bytes) on 1 and 4 shards.
 TEST(Studies, BandwidthKneeIsTheClosedForm) {
-  const std::string config = std::string(ASGD_SOURCE_DIR) + "/experiments/configs/bandwidth.json";
+  const std::string config = std::string(asgd::testing::source_dir()) + "/experiments/configs/bandwidth.json";
   const std::string out = temp_dir("knee");
   CommandResult r = run_cli(
       "run " + config + " --out " + out + " --quiet --set data.train_limit=4096 --set data.test_limit=500 " +
@@ -674,7 +674,7 @@ TEST(Studies, BandwidthKneeIsTheClosedForm) {
 // minibatch touches (their mean measured from summary.json), so 64 workers still make
 // 64 / T1 a second, well below that link's cap. Rates between the 1000th and the 3000th update.
 TEST(Studies, SparseScalesPastTheDenseKnee) {
-  const std::string dir = std::string(ASGD_SOURCE_DIR) + "/experiments/configs/";
+  const std::string dir = std::string(asgd::testing::source_dir()) + "/experiments/configs/";
   const std::string out = temp_dir("sparseknee");
   const double c = 32 * 0.0003125, L = 0.0005, W = 2.5e8;
   const std::string reduced = " --out " + out + " --quiet --set repeats=1 --set stop.time=0 --set stop.updates=3000 " +
@@ -715,7 +715,7 @@ TEST(Studies, SparseScalesPastTheDenseKnee) {
 // link; the host's work is not charged); over boxes of one GPU, all-reduce crosses that box
 // between 8 and 16 GPUs; with the 4 parameter servers even 16 do not.
 TEST(Studies, TopologyEightInABoxAgainstSixteenOverBoxes) {
-  const std::string config = std::string(ASGD_SOURCE_DIR) + "/experiments/configs/topology.json";
+  const std::string config = std::string(asgd::testing::source_dir()) + "/experiments/configs/topology.json";
   const std::string out = temp_dir("topostudy");
   CommandResult r = run_cli("run " + config + " --out " + out + " --quiet --set repeats=1 --set stop.updates=4 " +
                             "--set 'sweep.cluster.topology.boxes=[1,8,16]' " +

@@ -15,7 +15,7 @@
 #include <memory>
 #include <stdexcept>
 #include <thread>
-#include "asgd/build_info.h"
+#include "experiments/run/build_info.h"
 #include "experiments/run/resources.h"
 #include "experiments/run/run_parts.h"
 #include "sim/core/errors.h"

@@ -15,7 +15,7 @@
 #include <tuple>
 #include <boost/program_options.hpp>
 #include <unistd.h>
-#include "asgd/build_info.h"
+#include "experiments/run/build_info.h"
 #include "engines/engine_registry.h"
 #include "experiments/bench/bench.h"
 #include "experiments/cluster/cluster.h"

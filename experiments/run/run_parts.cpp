@@ -15,7 +15,7 @@
 #include <fstream>
 #include <iostream>
 #include <set>
-#include "asgd/build_info.h"
+#include "experiments/run/build_info.h"
 #include "sim/run/atomic_file.h"
 #include "sim/core/interrupt.h"
 #include "sim/run/recorder.h"

@@ -20,6 +20,7 @@
 #include <sstream>
 #include <thread>
 #include "engines/engine_registry.h"
+#include "experiments/run/build_info.h"
 #include "experiments/run/resources.h"
 #include "experiments/run/run_parts.h"
 #include "sim/models/external.h"
@@ -488,7 +489,7 @@ int run_experiment(const Experiment& given, const RunnerOptions& opts) {
 
   if (opts.write_index) std::cout << "results: " << exp_dir << "\n";  // --quiet too: where the results went
   // How to look at them (the analysis is in the source tree this binary was built from).
-  const std::string plot = std::string(ASGD_SOURCE_DIR) + "/analysis/plot.py";
+  const std::string plot = std::string(build::source_dir) + "/analysis/plot.py";
   if (opts.write_index && !opts.quiet && ::access(plot.c_str(), R_OK) == 0)
     std::cout << "report: /usr/bin/python3 " << plot << " " << exp_dir
               << "   (figures and report.html; --target-accuracy X to ask for a target)\n";

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "asgd/build_info.h"
+#include "experiments/run/build_info.h"
 #include "experiments/config/experiment_file.h"
 #include "experiments/run/run_parts.h"
 #include "experiments/run/runner.h"
