@@ -40,10 +40,17 @@ MIN_SEEDS_FOR_CI = 3
 GAP_FACTOR = 10.0
 RELATIVE_GAP = 0.25
 
-try:  # SciPy's t quantile where installed (Debian python3-scipy); ours otherwise
-    from scipy.stats import t as _scipy_t
-except ImportError:  # pragma: no cover - depends on the machine
-    _scipy_t = None
+
+@functools.lru_cache(maxsize=1)
+def _scipy_t():
+    """SciPy's t distribution where installed (Debian python3-scipy), else None. Imported on
+    first use: scipy.stats takes about 2 s of CPU to import, which a plot.py that exits on a
+    bad option, or draws without intervals, should not pay."""
+    try:
+        from scipy.stats import t
+    except ImportError:  # pragma: no cover - depends on the machine
+        return None
+    return t
 
 
 def normalize_band(band):
@@ -111,12 +118,13 @@ def t_quantile(p, df):
         raise ValueError(f"t_quantile needs 0 < p < 1 and df > 0, got p={p}, df={df}")
     if p == 0.5:
         return 0.0
-    if _scipy_t is not None:
+    scipy_t = _scipy_t()
+    if scipy_t is not None:
         # SciPy's quantile (cdflib, good to ~1e-10), polished by Newton steps on t_cdf,
         # which is exact to rounding: the closed forms of tests/analysis/test_stats.py.
-        x = float(_scipy_t.ppf(p, df))
+        x = float(scipy_t.ppf(p, df))
         for _ in range(3):
-            density = float(_scipy_t.pdf(x, df))
+            density = float(scipy_t.pdf(x, df))
             if not density > 0 or not math.isfinite(x):
                 return _t_quantile_bisection(p, df)
             step = (t_cdf(x, df) - p) / density

@@ -116,6 +116,29 @@ asgd_compiler_cache() {
   echo "ccache: $ASGD_CCACHE_DIR ($(du -sh "$ASGD_CCACHE_DIR" 2>/dev/null | cut -f1) held; ASGD_CCACHE=0 builds without it)"
 }
 
+# The cache's hit and miss counters as "HITS MISSES" (0 0 without a cache), for
+# asgd_cache_delta: how many of a build's compilations the cache answered.
+asgd_cache_counts() {
+  if [[ -z "${ASGD_CCACHE_DIR:-}" ]] || ! command -v ccache >/dev/null 2>&1; then
+    echo "0 0"
+    return 0
+  fi
+  ccache -d "$ASGD_CCACHE_DIR" --print-stats 2>/dev/null |
+    awk -F'\t' '$1 == "direct_cache_hit" || $1 == "preprocessed_cache_hit" { h += $2 }
+                $1 == "cache_miss" { m += $2 } END { printf "%d %d\n", h, m }'
+}
+
+# Given asgd_cache_counts from before a build, prints "warm|cold HITS/CALLS": cold when
+# more than a tenth of the compilations missed (then a build phase's cold budget applies).
+asgd_cache_delta() {
+  local before=($1) after
+  after=($(asgd_cache_counts))
+  local hits=$((after[0] - before[0])) misses=$((after[1] - before[1]))
+  local calls=$((hits + misses)) state=warm
+  if ((misses * 10 > calls)); then state=cold; fi
+  echo "$state $hits/$calls"
+}
+
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
   set -euo pipefail
   asgd_ensure_deps

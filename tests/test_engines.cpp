@@ -1583,20 +1583,22 @@ TEST(CnnAccuracy, LeNetSyncLearnsFashionMnistAtReducedSize) {
   std::ifstream in(std::string(asgd::testing::source_dir()) + "/experiments/configs/cnn.json");
   ASSERT_TRUE(in);
   json c = json::parse(in);
+  // Under the sanitizers the same run on a tenth of the data: the code, not the accuracy.
+  const int epochs = 3, tenth = reduced_size() ? 10 : 1;
   c["name"] = "cnn_ci";
   c["engines"] = json::array({json{{"type", "sync"}}});
-  c["data"]["train_limit"] = 20000;
-  c["data"]["test_limit"] = 2000;
-  c["stop"] = {{"epochs", 3}};
-  c["train"]["lr_schedule"]["total_epochs"] = 3;
+  c["data"]["train_limit"] = 20000 / tenth;
+  c["data"]["test_limit"] = 2000 / tenth;
+  c["stop"] = {{"epochs", epochs}};
+  c["train"]["lr_schedule"]["total_epochs"] = epochs;
   c["eval"]["every"] = 1;
   ASSERT_EQ(c["cluster"]["workers"], 8);
   ASSERT_EQ(c["train"]["batch_size"], 32);
   Metrics m = read_metrics(run_config(c, temp_dir("cnn_ci")) + "/sync-seed1/metrics.csv");
   auto acc = m.column("test_accuracy");
-  ASSERT_EQ(acc.size(), 4u);
+  ASSERT_EQ(acc.size(), size_t(epochs + 1));
   EXPECT_LT(acc.front(), 0.2) << "starts at chance";
-  EXPECT_GE(acc.back(), 0.84) << "final test accuracy";
+  if (!reduced_size()) EXPECT_GE(acc.back(), 0.84) << "final test accuracy";
 }
 
 // ------------------------------------------------ the K family (issue 34; Dutta et al. 2018)

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -38,6 +39,30 @@ inline std::string temp_dir(const std::string& tag) {
 // 40,000-update run took 109 s.
 inline bool on_cuda() { return std::string(kernels_backend()) == "CUDA"; }
 inline double shared_device_slack() { return on_cuda() ? 4.0 : 1.0; }
+
+// Whether slow tests run at their reduced size: in a sanitizer build (scripts/sanitize.sh:
+// ASan+UBSan or TSan), where code runs 5 to 15 times slower, unless ASGD_TEST_SIZE says
+// "full" or "reduced". A test that trains or sweeps for long runs the same code at a
+// reduced size and leaves the assertions that need the full size (an accuracy) to the
+// Release build, which ctest runs at full size. docs/ci.md lists these tests and how the
+// reduced size was checked to execute the same code (scripts/reduced_coverage.sh).
+inline bool reduced_size() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  bool sanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+  bool sanitized = true;
+#else
+  bool sanitized = false;
+#endif
+#else
+  bool sanitized = false;
+#endif
+  const char* size = std::getenv("ASGD_TEST_SIZE");
+  if (size && std::string(size) == "full") return false;
+  if (size && std::string(size) == "reduced") return true;
+  return sanitized;
+}
 
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
