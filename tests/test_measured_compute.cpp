@@ -1,11 +1,15 @@
-// tests/test_measured_compute.cpp — cluster.compute "measured": the calibration's timing
-// loop (an injected clock: exact), the trace's replay (closed form, reuse, byte-identical
-// across threads and re-runs), the cost it measures (LeNet-5 over the MLP, against the
+// tests/test_measured_compute.cpp — cluster.compute "measured" and "trace": the
+// calibration's timing loop (an injected clock: exact), the trace's draws (closed form,
+// reuse, byte-identical across threads and re-runs, the staleness law of independent
+// workers), per-worker traces (arrival order, worker count), the cost it measures (LeNet-5 over the MLP, against the
 // same gradients timed in bulk as bench's bare side times them), bad traces (exit 2
 // naming the file) and validate's notes and warnings.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <tuple>
+#include <set>
+#include <map>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include "experiments/bench/calibration.h"
@@ -76,20 +80,21 @@ TEST(MeasuredCompute, TimingStopsAtTheBudgetWithAnInjectedClock) {
   EXPECT_EQ(time_gradient_steps(*b.model, &b.data->train, b.data->train.n, 16, {1e-6, 100, 0}, clock).size(), 1u);
 }
 
-// A trace already in the experiment folder is replayed as it is (nothing is measured):
-// one async worker's k-th step lasts speed x (trace[k mod n] + overhead), so 7 updates end
-// at 2 x (2 x (1 + 3 + 2) ms + 1 ms + 7 x 0.5 ms) = 33 ms; summary.json's compute_model
-// names the trace, its header and median.
-TEST(MeasuredCompute, AnExistingTraceIsReplayedStepByStep) {
+// A trace already in the experiment folder is used as it is (nothing is measured): one
+// async worker's k-th step lasts speed x (trace[i_k] + overhead), i_k the draw of the step's
+// own stream (seed, ComputeTime, worker, k), so 9 updates end at 2 x (sum of the drawn
+// steps + 9 x 0.5 ms); summary.json's compute_model names the trace, its header, its
+// median and how it is replayed.
+TEST(MeasuredCompute, AnExistingTraceIsDrawnFromStepByStep) {
   json cfg = measured_config("replay", 1, json::array({{{"type", "async"}}}), {{"overhead", 0.0005}});
   cfg["cluster"]["speeds"] = {2.0};
-  cfg["stop"] = {{"updates", 7}};
+  cfg["stop"] = {{"updates", 9}};
   cfg["eval"] = {{"every", 100}, {"unit", "updates"}, {"train_samples", 64}, {"test_samples", 64}};
   const std::string out = temp_dir("measured");
   Experiment e = resolve_experiment(cfg, "test", ".");
   MeasuredTrace trace;
   trace.header = {{"machine", "elsewhere"}, {"batch", 16}, {"commit", "abc"}};
-  trace.step_seconds = {0.001, 0.003, 0.002};
+  trace.step_seconds = {0.0010, 0.0037, 0.0021, 0.0055};
   const std::string path = trace_path(e, out);
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   std::ofstream(path) << format_measured_trace(trace);
@@ -97,13 +102,135 @@ TEST(MeasuredCompute, AnExistingTraceIsReplayedStepByStep) {
   opts.out_dir = out;
   opts.quiet = true;
   ASSERT_EQ(run_experiment(e, opts), 0);
+  double steps = 0;
+  std::set<double> drawn;
+  for (uint32_t k = 0; k < 9; ++k) {
+    Rng rng(e.runs[0].seed, RngPurpose::ComputeTime, 0, k);
+    steps += trace.step_seconds[rng.below(4)];
+    drawn.insert(trace.step_seconds[Rng(e.runs[0].seed, RngPurpose::ComputeTime, 0, k).below(4)]);
+  }
+  EXPECT_GT(drawn.size(), 1u) << "9 draws from 4 values";
   json s = summary_at(out + "/replay/async-seed1");
-  EXPECT_NEAR(s["time"].get<double>(), 0.033, 1e-9) << s.dump(1);
+  EXPECT_NEAR(s["time"].get<double>(), 2 * (steps + 9 * 0.0005), 1e-9) << s.dump(1);
   EXPECT_EQ(s["compute_model"]["dist"], "measured");
+  EXPECT_EQ(s["compute_model"]["replay"], "draw");
   EXPECT_EQ(s["compute_model"]["machine"], "elsewhere");
-  EXPECT_EQ(s["compute_model"]["steps"], 3);
-  EXPECT_DOUBLE_EQ(s["compute_model"]["median_step_seconds"].get<double>(), 0.002);
+  EXPECT_EQ(s["compute_model"]["steps"], 4);
+  EXPECT_DOUBLE_EQ(s["compute_model"]["median_step_seconds"].get<double>(), 0.0029);
   EXPECT_EQ(read_file(path), format_measured_trace(trace));  // reused, not measured again
+}
+
+// Workers that draw their steps from one measured trace are independent workers, not a
+// lockstep replay: with a trace of exponential step times (the quantiles of Exp(1 ms)), an
+// async gradient's staleness is the number of the other N - 1 workers' arrivals during its
+// step, geometric with P(k) = (1/N)(1 - 1/N)^k (memoryless steps), mean N - 1. Replayed in
+// order from one start, every worker would arrive with every other: staleness N - 1 at
+// every update (total variation 0.58 from that law at N = 4).
+TEST(MeasuredCompute, AsyncStalenessFollowsTheLawOfIndependentWorkers) {
+  const int workers = 4, updates = reduced_size() ? 4000 : 20000;
+  json cfg = measured_config("law", workers, json::array({{{"type", "async"}}}));
+  cfg["model"] = {{"type", "quadratic"}, {"dim", 4}};
+  cfg.erase("data");
+  cfg["stop"] = {{"updates", updates}};
+  cfg["eval"] = {{"every", updates}, {"unit", "updates"}};
+  const std::string out = temp_dir("measured");
+  Experiment e = resolve_experiment(cfg, "test", ".");
+  MeasuredTrace trace;
+  trace.header = {{"machine", "planted"}};
+  for (int i = 0; i < 1000; ++i) trace.step_seconds.push_back(-0.001 * std::log(1 - (i + 0.5) / 1000));
+  const std::string path = trace_path(e, out);
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream(path) << format_measured_trace(trace);
+  RunnerOptions opts;
+  opts.out_dir = out;
+  opts.quiet = true;
+  ASSERT_EQ(run_experiment(e, opts), 0);
+  std::map<int, double> seen;
+  double total = 0, mean = 0;
+  std::ifstream in(out + "/law/async-seed1/staleness.csv");
+  std::string line;
+  std::getline(in, line);  // staleness,count
+  while (std::getline(in, line)) {
+    const int tau = std::stoi(line.substr(0, line.find(','))), count = std::stoi(line.substr(line.find(',') + 1));
+    seen[tau] += count;
+    total += count;
+    mean += double(tau) * count;
+  }
+  ASSERT_EQ(total, updates);
+  double tv = 0, p = 1.0 / workers, covered = 0;
+  for (int k = 0; k < 200; ++k) {
+    const double law = p * std::pow(1 - p, k);
+    covered += law;
+    tv += std::fabs(seen[k] / total - law);
+  }
+  tv = 0.5 * (tv + (1 - covered));
+  std::printf("staleness: mean %.3f (law %d), P(N-1) %.3f (law %.3f), total variation from the law %.4f\n",
+              mean / total, workers - 1, seen[workers - 1] / total, p * std::pow(1 - p, workers - 1), tv);
+  EXPECT_NEAR(mean / total, workers - 1, reduced_size() ? 0.25 : 0.1);
+  EXPECT_LT(tv, reduced_size() ? 0.05 : 0.03);
+}
+
+// A per-worker trace (worker,step,seconds) replays each worker's own steps, so the run's
+// arrival order is the one the durations make: worker w's k-th gradient arrives at the sum
+// of its first k durations (free network, async: the next step starts on arrival). The
+// compute spans of trace.json end in exactly the order of those sums, and summary.json
+// says the trace is replayed per worker. (The first 12 of the 13 arrivals: the steps under
+// way when the 13th ends the run show up cut off at that moment.)
+TEST(MeasuredCompute, APerWorkerTraceReproducesItsArrivalOrder) {
+  const std::string out = temp_dir("perworker");
+  const std::vector<std::vector<double>> d = {
+      {0.0031, 0.0017, 0.0029, 0.0010, 0.0044}, {0.0023, 0.0041, 0.0012, 0.0036, 0.0008}, {0.0050, 0.0005, 0.0019, 0.0027, 0.0033}};
+  std::string rows = "worker,step,seconds\n";
+  std::vector<std::tuple<double, int, int>> arrivals;  // (time, worker, step)
+  for (int w = 0; w < 3; ++w) {
+    double t = 0;
+    for (int k = 0; k < 5; ++k) {
+      rows += std::to_string(w) + "," + std::to_string(k + 1) + "," + std::to_string(d[w][k]) + "\n";
+      arrivals.emplace_back(t += d[w][k], w, k);
+    }
+  }
+  std::sort(arrivals.begin(), arrivals.end());
+  write_text(out + "/steps.csv", rows);
+  json cfg = measured_config("order", 3, json::array({{{"type", "async"}}}));
+  cfg["model"] = {{"type", "quadratic"}, {"dim", 4}};
+  cfg.erase("data");
+  cfg["cluster"]["compute"] = {{"dist", "trace"}, {"file", out + "/steps.csv"}, {"per", "step"}};
+  cfg["stop"] = {{"updates", 13}};  // the 13th ends the run: steps under way then are cut off there
+  cfg["trace"] = true;
+  const std::string run = run_config(cfg, out) + "/async-seed1";
+  EXPECT_EQ(summary_at(run)["compute_model"], (json{{"dist", "trace"}, {"replay", "per_worker"}}));
+  json events = json::parse(read_file(run + "/trace.json"));
+  std::vector<std::tuple<double, int, int>> computed;  // (end, worker, step) of each compute span
+  for (const auto& ev : events["traceEvents"])
+    if (ev.value("name", "") == "compute")
+      computed.emplace_back(ev["ts"].get<double>() + ev["dur"].get<double>(), ev["tid"].get<int>() - 1,
+                            ev["args"]["step"].get<int>());
+  std::sort(computed.begin(), computed.end());
+  ASSERT_GE(computed.size(), 12u);
+  for (size_t i = 0; i < 12; ++i) {
+    EXPECT_EQ(std::get<1>(computed[i]), std::get<1>(arrivals[i])) << "arrival " << i;
+    EXPECT_EQ(std::get<2>(computed[i]), std::get<2>(arrivals[i])) << "arrival " << i;
+    EXPECT_NEAR(std::get<0>(computed[i]) * 1e-6, std::get<0>(arrivals[i]), 1e-9) << "arrival " << i;
+  }
+}
+
+// A per-worker trace must give every worker of the run its sequence: a run with more or
+// fewer workers than the file's is refused (exit 2) naming the file and both counts.
+TEST(MeasuredCompute, APerWorkerTraceOfAnotherWorkerCountIsRefused) {
+  const std::string out = temp_dir("perworker");
+  write_text(out + "/steps.csv", "w0,w1\n0.001,0.002\n");
+  json cfg = measured_config("count", 3, json::array({{{"type", "async"}}}));
+  cfg["model"] = {{"type", "quadratic"}, {"dim", 4}};
+  cfg.erase("data");
+  cfg["cluster"]["compute"] = {{"dist", "trace"}, {"file", out + "/steps.csv"}, {"per", "step"}};
+  write_text(out + "/c.json", cfg.dump());
+  CommandResult r = run_cli("validate " + out + "/c.json");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  for (const char* said : {"cluster.compute.file", "steps.csv", "holds 2 workers' sequences", "the run has 3 workers"})
+    EXPECT_NE(r.output.find(said), std::string::npos) << said << " not in: " << r.output;
+  cfg["cluster"]["workers"] = 2;
+  write_text(out + "/c.json", cfg.dump());
+  EXPECT_EQ(run_cli("validate " + out + "/c.json").exit_code, 0);
 }
 
 // Measured once, the trace makes every run the same bytes: with 1 or 2 threads, and again.

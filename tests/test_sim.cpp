@@ -338,18 +338,32 @@ TEST(DistributionTest, DrawsAreReproduciblePerKey) {
   }
 }
 
-TEST(DistributionTest, TraceFromValuesReplaysByStep) {
+// A single sequence is drawn from, not replayed in order: each (worker, step) takes a value
+// chosen uniformly by its own stream, so every value comes up about n/4 times in n draws,
+// two workers' steps differ (no lockstep: in order, every worker's step k took values[k]),
+// and the same (seed, worker, step) draws the same value.
+TEST(DistributionTest, TraceFromValuesDrawsEachStepIndependently) {
   auto d = make_distribution({{"dist", "trace"}, {"values", {0.5, 1.0, 1.5, 4.0}}});
   EXPECT_DOUBLE_EQ(d->mean(), 1.75);
   EXPECT_DOUBLE_EQ(d->variance(), 7.25 / 4);  // population variance of the trace
-  Rng rng(1, RngPurpose::ComputeTime, 0, 0);
-  const double want[] = {0.5, 1.0, 1.5, 4.0};
-  for (uint32_t worker : {0u, 5u})
-    for (uint32_t step = 0; step < 13; ++step) EXPECT_EQ(d->sample(rng, worker, step), want[step % 4]);
-  // over whole cycles the sample moments are the trace's own
-  SampleStats s = sample_stats(*d, 4000);
-  EXPECT_NEAR(s.mean, d->mean(), 1e-12);
-  EXPECT_NEAR(s.var * (4000 - 1) / 4000, d->variance(), 1e-9);
+  EXPECT_EQ(d->worker_sequences(), 0u);
+  const int n = 40000;
+  std::map<double, int> counts;
+  int same = 0;
+  for (int k = 0; k < n; ++k) {
+    Rng a(9, RngPurpose::ComputeTime, 0, uint32_t(k)), b(9, RngPurpose::ComputeTime, 1, uint32_t(k));
+    const double x = d->sample(a, 0, uint32_t(k)), y = d->sample(b, 1, uint32_t(k));
+    ++counts[x];
+    same += x == y;
+    Rng again(9, RngPurpose::ComputeTime, 0, uint32_t(k));
+    ASSERT_EQ(d->sample(again, 0, uint32_t(k)), x);
+  }
+  ASSERT_EQ(counts.size(), 4u);
+  for (const auto& [value, c] : counts) EXPECT_NEAR(c, n / 4, 4 * std::sqrt(n * 0.25 * 0.75)) << value;
+  // two independent workers agree with probability 1/4 (lockstep: always)
+  EXPECT_NEAR(same, n / 4, 4 * std::sqrt(n * 0.25 * 0.75));
+  SampleStats s = sample_stats(*d, n);
+  EXPECT_NEAR(s.mean, d->mean(), 4 * std::sqrt(d->variance() / n));
 }
 
 TEST(DistributionTest, TraceFromFile) {
@@ -357,12 +371,76 @@ TEST(DistributionTest, TraceFromFile) {
   write_text(dir.file("t.csv"), "# durations, seconds\n0.5,\n\n1.0\r\n  1.5  \n4\n");
   auto d = make_distribution({{"dist", "trace"}, {"file", dir.file("t.csv")}});
   EXPECT_DOUBLE_EQ(d->mean(), 1.75);
-  Rng rng(1, RngPurpose::ComputeTime, 0, 0);
-  EXPECT_EQ(d->sample(rng, 0, 3), 4.0);
-  EXPECT_EQ(d->sample(rng, 2, 5), 1.0);
+  EXPECT_EQ(d->worker_sequences(), 0u);
+  std::set<double> seen;
+  for (uint32_t k = 0; k < 200; ++k) {
+    Rng rng(1, RngPurpose::ComputeTime, 2, k);
+    seen.insert(d->sample(rng, 2, k));
+  }
+  EXPECT_EQ(seen, (std::set<double>{0.5, 1.0, 1.5, 4.0}));
   // relative to base_dir
   auto rel = make_distribution({{"dist", "trace"}, {"file", "t.csv"}}, dir.path());
   EXPECT_DOUBLE_EQ(rel->variance(), 7.25 / 4);
+}
+
+// A per-worker trace (a real job's step log) replays each worker's own sequence in order,
+// cyclically, in both forms: rows of worker,step,seconds (in any interleaving, from any
+// first step) and a column per worker (columns of different lengths).
+TEST(DistributionTest, PerWorkerTraceReplaysEachWorkersOwnSequence) {
+  TempDir dir;
+  write_text(dir.file("rows.csv"),
+             "# a PyTorch loop's log\nworker,step,seconds\n1,7,0.2\n0,0,0.1\n0,1,0.3\n1,8,0.4\n1,9,0.6\n");
+  write_text(dir.file("cols.csv"), "Rank 0, rank 1\n0.1,0.2\n0.3,0.4\n,0.6\n");
+  for (const char* file : {"rows.csv", "cols.csv"}) {
+    auto d = make_distribution({{"dist", "trace"}, {"file", dir.file(file)}});
+    EXPECT_EQ(d->worker_sequences(), 2u) << file;
+    const std::vector<std::vector<double>> want = {{0.1, 0.3}, {0.2, 0.4, 0.6}};
+    for (uint32_t w = 0; w < 2; ++w)
+      for (uint32_t k = 0; k < 7; ++k) {
+        Rng rng(5, RngPurpose::ComputeTime, w, k);
+        EXPECT_EQ(d->sample(rng, w, k), want[w][k % want[w].size()]) << file << " worker " << w << " step " << k;
+      }
+    EXPECT_DOUBLE_EQ(d->mean(), (0.1 + 0.3 + 0.2 + 0.4 + 0.6) / 5) << file;
+    Rng rng(5, RngPurpose::ComputeTime, 2, 0);
+    EXPECT_THROW_WITH(d->sample(rng, 2, 0), std::invalid_argument, "worker 2");
+  }
+}
+
+// What a per-worker trace refuses, each naming the file and, where there is one, the line.
+TEST(DistributionTest, PerWorkerTraceErrorsNameTheFileAndLine) {
+  TempDir dir;
+  const std::string bad = dir.file("bad.csv");
+  struct Case {
+    std::string text;
+    std::vector<std::string> said;
+  };
+  const std::vector<Case> cases = {
+      {"worker,step,seconds\n0,0,0.1\n2,0,0.2\n", {"worker 1 has no durations"}},
+      {"worker,step,seconds\n0,0,0.1\n0,2,0.2\n", {"line 3", "step 2 follows its step 0"}},
+      {"worker,step,seconds\n0,0,-0.1\n", {"line 2", "negative"}},
+      {"worker,step,seconds\n0,0,fast\n", {"line 2", "'fast' is not a number"}},
+      {"worker,step,seconds\n0,1.5,0.1\n", {"line 2", "step '1.5' is not an integer"}},
+      {"worker,step,seconds\n-1,0,0.1\n", {"line 2", "worker '-1'"}},
+      {"worker,step,seconds\n0,0\n", {"line 2", "expected worker,step,seconds"}},
+      {"a,b\n0.1,0.2,0.3\n", {"line 2", "3 fields", "2 workers"}},
+      {"a,b\n0.1,\n0.2,0.3\n", {"line 3", "worker 1", "after an empty cell"}},
+      {"a,b\n,0.1\n", {"worker 0 has no durations"}},
+      {"a,,c\n0.1,0.2,0.3\n", {"line 1", "empty name"}},
+      {"0.1,0.2\n", {"line 1", "2 values in a line"}},
+      {"worker,step,seconds\n", {"holds no durations"}},
+      {std::string("0.1\n0.2\0x\n", 9), {"line 2", "is not a number"}},
+  };
+  for (const auto& c : cases) {
+    write_text(bad, c.text);
+    try {
+      make_distribution({{"dist", "trace"}, {"file", bad}});
+      ADD_FAILURE() << "accepted: " << c.text;
+    } catch (const std::invalid_argument& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(bad), std::string::npos) << what;
+      for (const auto& s : c.said) EXPECT_NE(what.find(s), std::string::npos) << "'" << s << "' not in: " << what;
+    }
+  }
 }
 
 TEST(DistributionTest, TraceErrorsNameTheFileAndLine) {

@@ -832,7 +832,8 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
   // failure half-way through an experiment; then what each run will cost is checked
   // (a run that cannot advance, or that needs more memory than there is).
   std::vector<std::pair<json, std::shared_ptr<Distribution>>> built;
-  std::vector<json> checked, failed_specs;
+  std::vector<std::pair<json, size_t>> checked;  // trace files read: their per-worker sequences
+  std::vector<json> failed_specs;
   const bool valid = v.ok();  // the cost checks read the runs' settings, which needs valid configs
   for (auto& run : exp.runs) {
     // dist "flops": a sample costs the model's FLOPs at the device's rate, a constant draw
@@ -869,14 +870,29 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
     for (const char* key : {"compute", "speeds"}) {
       const json& spec = run.config["cluster"][key];
       if (!spec.is_object() || spec.value("dist", "") != "trace" || spec.value("file", "").empty()) continue;
-      if (std::find(checked.begin(), checked.end(), spec) != checked.end()) continue;
-      checked.push_back(spec);
-      try {
-        make_distribution(spec, base_dir);
-      } catch (const std::exception& e) {
-        v.error(std::string("cluster.") + key + ".file", e.what());
-        failed_specs.push_back(spec);
+      auto seen = std::find_if(checked.begin(), checked.end(), [&](const auto& c) { return c.first == spec; });
+      if (seen == checked.end()) {
+        size_t sequences = 0;
+        try {
+          sequences = make_distribution(spec, base_dir)->worker_sequences();
+        } catch (const std::exception& e) {
+          v.error(std::string("cluster.") + key + ".file", e.what());
+          failed_specs.push_back(spec);
+        }
+        seen = checked.insert(checked.end(), {spec, sequences});
       }
+      // a per-worker trace replays one sequence per worker: one for each, no more, no fewer
+      if (valid && seen->second > 0 && seen->second != size_t(run.settings.workers))
+        v.error(std::string("cluster.") + key + ".file",
+                "trace file " + spec.value("file", "") + " holds " + std::to_string(seen->second) +
+                    " workers' sequences (a per-worker trace); the run has " +
+                    std::to_string(run.settings.workers) + " workers (cluster.workers)");
+    }
+    if (valid && asked.is_object() && asked.value("dist", "") == "trace") {
+      // how a trace is replayed: every worker's steps drawn from it, or each worker its own
+      auto seen = std::find_if(checked.begin(), checked.end(), [&](const auto& c) { return c.first == asked; });
+      const bool per_worker = seen != checked.end() && seen->second > 0;
+      run.settings.compute_model["replay"] = per_worker ? "per_worker" : "draw";
     }
     const json& compute_spec = run.settings.compute_dist;
     if (measured) continue;

@@ -1,6 +1,7 @@
 // sim/timing/distribution.cpp — the distributions; sampling by inversion from one uniform draw
 // where possible (normal draws for the lognormal).
 #include "sim/timing/distribution.h"
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -8,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 #include "sim/config/field.h"
+#include "sim/core/errors.h"
 #include "sim/core/interrupt.h"
 #include "sim/core/time.h"
 
@@ -88,23 +90,54 @@ class Weibull final : public Distribution {
   double scale_, shape_;
 };
 
-// Replays values[step % n] for every worker (each worker starts at the trace's start).
+// A recorded sequence of step durations that every worker draws from: worker w's step k
+// takes values[i], i uniform in [0, n) from the step's own stream (seed, ComputeTime, w, k),
+// so workers are independent and each replays the trace's distribution, not its order (a
+// replay in order would start every worker on the same step at the same time: workers that
+// move in lockstep, which no real cluster does).
 class Trace final : public Distribution {
  public:
   explicit Trace(std::vector<double> v) : v_(std::move(v)) {}
-  double sample(Rng&, uint32_t, uint32_t step) const override { return v_[step % v_.size()]; }
-  double mean() const override {
+  double sample(Rng& rng, uint32_t, uint32_t) const override { return v_[rng.below(v_.size())]; }
+  double mean() const override { return mean_of(v_); }
+  double variance() const override { return variance_of(v_); }
+
+  static double mean_of(const std::vector<double>& v) {
     double s = 0;
-    for (double x : v_) s += x;
-    return s / double(v_.size());
+    for (double x : v) s += x;
+    return s / double(v.size());
   }
-  double variance() const override {
-    double m = mean(), s = 0;
-    for (double x : v_) s += (x - m) * (x - m);
-    return s / double(v_.size());
+  static double variance_of(const std::vector<double>& v) {  // of the values (population)
+    double m = mean_of(v), s = 0;
+    for (double x : v) s += (x - m) * (x - m);
+    return s / double(v.size());
   }
+
  private:
   std::vector<double> v_;
+};
+
+// One recorded sequence per worker (a real job's per-worker step log): worker w's step k
+// takes its own sequence's value k mod n_w, in order, so the run replays the job's
+// arrival order. mean and variance are those of every value together.
+class PerWorkerTrace final : public Distribution {
+ public:
+  explicit PerWorkerTrace(std::vector<std::vector<double>> v) : v_(std::move(v)) {
+    for (const auto& seq : v_) all_.insert(all_.end(), seq.begin(), seq.end());
+  }
+  double sample(Rng&, uint32_t worker, uint32_t step) const override {
+    if (worker >= v_.size())
+      throw std::invalid_argument("trace: worker " + std::to_string(worker) + " has no sequence (the trace has " +
+                                  std::to_string(v_.size()) + " workers')");
+    return v_[worker][step % v_[worker].size()];
+  }
+  double mean() const override { return Trace::mean_of(all_); }
+  double variance() const override { return Trace::variance_of(all_); }
+  size_t worker_sequences() const override { return v_.size(); }
+
+ private:
+  std::vector<std::vector<double>> v_;
+  std::vector<double> all_;
 };
 
 // A trace file's limits: a line is one number, and a trace of more durations than this
@@ -128,35 +161,152 @@ bool read_bounded_line(std::istream& in, std::string& line, const std::string& p
 
 }  // namespace
 
-std::vector<double> read_trace_file(const std::string& path) {
+namespace {
+
+// A line split at commas, each field without surrounding blanks; one trailing empty field
+// (a line ending in a comma, as a one-column CSV may) is dropped.
+std::vector<std::string> split_fields(const std::string& line) {
+  std::vector<std::string> fields;
+  for (size_t start = 0;;) {
+    size_t comma = line.find(',', start);
+    std::string f = line.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    size_t b = f.find_first_not_of(" \t\r"), e = f.find_last_not_of(" \t\r");
+    fields.push_back(b == std::string::npos ? "" : f.substr(b, e - b + 1));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (fields.size() > 1 && fields.back().empty()) fields.pop_back();
+  return fields;
+}
+
+// The whole field as a finite number, or false (a NUL or anything after the number is not one).
+bool parse_number(const std::string& field, double& v) {
+  if (field.empty()) return false;
+  char* end = nullptr;
+  v = std::strtod(field.c_str(), &end);
+  return end == field.c_str() + field.size() && std::isfinite(v);
+}
+
+}  // namespace
+
+TraceFile read_trace_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::invalid_argument("trace file " + path + ": cannot be opened");
-  std::vector<double> values;
+  enum class Form { Unknown, Single, Rows, Columns } form = Form::Unknown;
+  TraceFile t;
+  std::vector<long long> last_step;  // Rows: each worker's last step
+  std::vector<bool> ended;           // Columns: a column that has had an empty cell
+  size_t count = 0;
   std::string line;
-  for (int lineno = 1; read_bounded_line(in, line, path, lineno); ++lineno) {
+  int lineno = 1;
+  auto at = [&] { return "trace file " + path + " line " + std::to_string(lineno) + ": "; };
+  auto duration = [&](const std::string& field, const std::string& what) {
+    double v = 0;
+    if (!parse_number(field, v))
+      throw std::invalid_argument(at() + what + "'" + printable(field) + "' is not a number");
+    if (v < 0) throw std::invalid_argument(at() + what + "duration " + printable(field) + " is negative");
+    if (v > kMaxConfigSeconds)
+      throw std::invalid_argument(at() + what + "duration " + printable(field) + " is more than " +
+                                  std::to_string(long(kMaxConfigSeconds)) + " s");
+    if (++count > kMaxTraceValues)
+      throw std::invalid_argument("trace file " + path + ": more than " + std::to_string(kMaxTraceValues) +
+                                  " durations (a trace is replayed cyclically: give a representative part)");
+    return v;
+  };
+  auto index = [&](const std::string& field, const char* what, double limit) {
+    double v = 0;
+    if (!parse_number(field, v) || v < 0 || v != std::floor(v) || v >= limit)
+      throw std::invalid_argument(at() + what + " '" + printable(field) + "' is not an integer in [0, " +
+                                  std::to_string((long long)limit) + ")");
+    return (long long)v;
+  };
+  for (; read_bounded_line(in, line, path, lineno); ++lineno) {
     if (lineno % 65536 == 0) throw_if_interrupted("reading " + path);
     size_t b = line.find_first_not_of(" \t\r");
     if (b == std::string::npos || line[b] == '#') continue;
-    size_t e = line.find_last_not_of(" \t\r,");
-    std::string field = line.substr(b, e - b + 1);
-    char* end = nullptr;
-    double v = std::strtod(field.c_str(), &end);
-    if (end == field.c_str() || *end != '\0' || !std::isfinite(v))
-      throw std::invalid_argument("trace file " + path + " line " + std::to_string(lineno) +
-                                  ": '" + field + "' is not a number");
-    if (v < 0)
-      throw std::invalid_argument("trace file " + path + " line " + std::to_string(lineno) +
-                                  ": duration " + field + " is negative");
-    if (v > kMaxConfigSeconds)
-      throw std::invalid_argument("trace file " + path + " line " + std::to_string(lineno) + ": duration " + field +
-                                  " is more than " + std::to_string(long(kMaxConfigSeconds)) + " s");
-    if (values.size() == kMaxTraceValues)
-      throw std::invalid_argument("trace file " + path + ": more than " + std::to_string(kMaxTraceValues) +
-                                  " durations (a trace is replayed cyclically: give a representative part)");
-    values.push_back(v);
+    const std::vector<std::string> fields = split_fields(line);
+    if (form == Form::Unknown) {
+      bool numbers = true;
+      for (const auto& f : fields) {
+        double v;
+        numbers = numbers && parse_number(f, v);
+      }
+      if (!numbers && fields.size() > 1) {  // a header: the per-worker forms
+        std::vector<std::string> names;
+        for (std::string f : fields) {
+          for (char& c : f) c = char(std::tolower(static_cast<unsigned char>(c)));
+          if (f.empty()) throw std::invalid_argument(at() + "a header names every column (an empty name)");
+          names.push_back(f);
+        }
+        t.per_worker = true;
+        if (names == std::vector<std::string>{"worker", "step", "seconds"}) {
+          form = Form::Rows;
+        } else {
+          form = Form::Columns;
+          t.sequences.resize(fields.size());
+          ended.assign(fields.size(), false);
+        }
+        continue;
+      }
+      form = Form::Single;
+      t.sequences.resize(1);
+      if (!numbers) continue;  // a one-column file's header ("seconds"): one sequence
+    }
+    switch (form) {
+      case Form::Single:
+        if (fields.size() != 1)
+          throw std::invalid_argument(at() + std::to_string(fields.size()) +
+                                      " values in a line: one duration per line, or a header (worker,step,seconds; or "
+                                      "a name per worker's column) for a per-worker trace");
+        t.sequences[0].push_back(duration(fields[0], ""));
+        break;
+      case Form::Rows: {
+        if (fields.size() != 3)
+          throw std::invalid_argument(at() + "expected worker,step,seconds; got " + std::to_string(fields.size()) +
+                                      " fields");
+        const long long w = index(fields[0], "worker", double(1 << 24));
+        const long long step = index(fields[1], "step", 4294967296.0);
+        if (size_t(w) >= t.sequences.size()) {
+          t.sequences.resize(size_t(w) + 1);
+          last_step.resize(size_t(w) + 1, -1);
+        }
+        if (!t.sequences[w].empty() && step != last_step[w] + 1)
+          throw std::invalid_argument(at() + "worker " + fields[0] + "'s step " + fields[1] + " follows its step " +
+                                      std::to_string(last_step[w]) + " (a worker's steps are consecutive, in order)");
+        last_step[w] = step;
+        t.sequences[w].push_back(duration(fields[2], "worker " + fields[0] + ": "));
+        break;
+      }
+      case Form::Columns:
+        if (fields.size() > t.sequences.size())
+          throw std::invalid_argument(at() + std::to_string(fields.size()) + " fields; the header names " +
+                                      std::to_string(t.sequences.size()) + " workers' columns");
+        for (size_t c = 0; c < t.sequences.size(); ++c) {
+          const std::string f = c < fields.size() ? fields[c] : "";
+          if (f.empty()) {
+            ended[c] = true;
+            continue;
+          }
+          if (ended[c])
+            throw std::invalid_argument(at() + "worker " + std::to_string(c) +
+                                        "'s column has a duration after an empty cell (a column ends at its first "
+                                        "empty cell)");
+          t.sequences[c].push_back(duration(f, "worker " + std::to_string(c) + ": "));
+        }
+        break;
+      case Form::Unknown:
+        break;
+    }
   }
-  if (values.empty()) throw std::invalid_argument("trace file " + path + ": holds no durations");
-  return values;
+  if (t.sequences.empty()) throw std::invalid_argument("trace file " + path + ": holds no durations");
+  for (size_t w = 0; w < t.sequences.size(); ++w)
+    if (t.sequences[w].empty())
+      throw std::invalid_argument("trace file " + path + ": " +
+                                  (t.per_worker ? "worker " + std::to_string(w) + " has no durations (a per-worker "
+                                                  "trace gives every worker 0.." + std::to_string(t.sequences.size() - 1) +
+                                                  " its steps)"
+                                                : std::string("holds no durations")));
+  return t;
 }
 
 namespace {
@@ -231,7 +381,7 @@ const std::vector<DistMember>& members() {
          "at each per-worker batch size the experiment uses (one thread, as a run's job computes; `warmup` untimed "
          "steps, then up to `steps` steps or `seconds` of them), writes the step times to "
          "OUT/NAME/calibration/MODEL-bBATCH-HASH.trace (with machine, backend, commit and date) and every run "
-         "replays that trace as dist \"trace\" does; a draw is a whole step (`per` does not apply), plus overhead. An "
+         "draws its steps from that trace as dist \"trace\" does (each worker and step independently); a draw is a whole step (`per` does not apply), plus overhead. An "
          "existing trace is reused (`asgdsim run --recalibrate` measures again)",
          {field(&P::seconds, ParamInfo{"seconds", ParamType::Number, 2.0,
                                        "seconds of timed steps per model x batch, at most (the calibration clock: the thread's CPU time, on CUDA wall time)", 0, 600, true}),
@@ -242,17 +392,25 @@ const std::vector<DistMember>& members() {
            throw std::invalid_argument("measured: a step's time is replayed from the experiment's calibration trace, "
                                        "which `asgdsim run` makes before the runs (experiments/bench/calibration.h)");
          }},
-        {"trace", "replays a list of durations, per worker from the start, cyclically",
+        {"trace",
+         "recorded step durations: with `values` or a one-column file, every worker draws each step's duration "
+         "from them (independently, seeded: the trace's distribution, not its order); with a per-worker file "
+         "(header worker,step,seconds and a row per step, or a header naming one column per worker) each worker "
+         "replays its own sequence in order, cyclically: a real job's per-worker step log replayed as it ran",
          {field(&P::values, ParamInfo{"values", ParamType::NumberList, nlohmann::json::array(),
                                       "the durations (or give `file`)", 0.0, kMaxConfigSeconds}),
-          field(&P::file, ParamInfo{"file", ParamType::String, "", "CSV/text file, one duration per line"})},
-         [](const P& d, const std::string& base_dir) {
+          field(&P::file, ParamInfo{"file", ParamType::String, "",
+                                    "CSV/text file: one duration per line, or a per-worker trace (docs/architecture.md, "
+                                    "\"Traces\")"})},
+         [](const P& d, const std::string& base_dir) -> std::unique_ptr<Distribution> {
            std::vector<double> values = d.values;
            std::string file = d.file;
            if (!file.empty()) {
              if (!values.empty()) throw std::invalid_argument("trace: give either values or file, not both");
              if (file[0] != '/' && !base_dir.empty()) file = base_dir + "/" + file;
-             values = read_trace_file(file);
+             TraceFile t = read_trace_file(file);
+             if (t.per_worker) return std::make_unique<PerWorkerTrace>(std::move(t.sequences));
+             values = std::move(t.sequences[0]);
            }
            if (values.empty()) throw std::invalid_argument("trace: needs values or file");
            for (double v : values)

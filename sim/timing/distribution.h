@@ -17,10 +17,14 @@ namespace asgd {
 class Distribution {
  public:
   virtual ~Distribution() = default;
-  // One draw. worker and step matter only to the trace, which replays values[step % n].
+  // One draw from rng (the stream of (seed, purpose, worker, step)). worker and step matter
+  // only to a per-worker trace, which replays worker's sequence at step.
   virtual double sample(Rng& rng, uint32_t worker, uint32_t step) const = 0;
   virtual double mean() const = 0;
   virtual double variance() const = 0;  // +inf where it does not exist (Pareto alpha <= 2)
+  // A per-worker trace's number of workers' sequences (it replays one per worker); 0 for
+  // every other distribution.
+  virtual size_t worker_sequences() const { return 0; }
 };
 
 // The distributions and their parameters (the "dist" key selects one).
@@ -30,10 +34,22 @@ const std::vector<ComponentInfo>& distribution_catalog();
 // peak ("h100-fp32", ...); 0 for anything else.
 double device_flops(const nlohmann::json& flops);
 
-// A trace file's durations: one per line, '#' lines and blank lines skipped. Throws
-// std::invalid_argument naming the file and the line (not a number, negative, too large,
-// too long) or saying that it cannot be opened or holds none.
-std::vector<double> read_trace_file(const std::string& path);
+// A trace file's durations ('#' lines and blank lines skipped), in one of three forms:
+//   0.0312                   one duration per line: one sequence (after an optional
+//                            one-name header)
+//   worker,step,seconds      a header, then a row per step: worker (0-based), its step
+//   0,0,0.0312               (consecutive per worker, from any first step), seconds
+//   w0,w1,w2                 a header naming one column per worker, then a row per step
+//   0.0312,0.0298,0.0401     (a column ends at its first empty cell)
+// The last two are per-worker traces (per_worker; sequences[w] is worker w's), and every
+// worker 0..W-1 must have durations. Throws std::invalid_argument naming the file and the
+// line (not a number, negative, too large, too long, a step out of order, a row that does
+// not match the header) or saying that it cannot be opened, holds none, or lacks a worker.
+struct TraceFile {
+  std::vector<std::vector<double>> sequences;  // one, or one per worker
+  bool per_worker = false;
+};
+TraceFile read_trace_file(const std::string& path);
 
 // What dist "measured" times before the runs (its keys, bound from a validated spec; a key
 // it lacks takes its declared default): `warmup` untimed steps, then up to `steps` timed

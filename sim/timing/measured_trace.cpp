@@ -44,7 +44,11 @@ std::string format_measured_trace(const MeasuredTrace& trace) {
 MeasuredTrace read_measured_trace(const std::string& path) {
   MeasuredTrace t;
   try {
-    t.step_seconds = read_trace_file(path);
+    TraceFile file = read_trace_file(path);
+    if (file.per_worker)
+      throw std::invalid_argument("trace file " + path + ": a measured trace is one sequence of step times, not a "
+                                  "per-worker trace");
+    t.step_seconds = std::move(file.sequences[0]);
   } catch (const std::invalid_argument& e) {
     throw DataError(e.what());
   }
@@ -75,6 +79,7 @@ nlohmann::json measured_compute_model(const MeasuredTrace& trace, const std::str
   for (double s : trace.step_seconds) sum += s;
   nlohmann::json m = {{"dist", "measured"},
                       {"trace", name},
+                      {"replay", "draw"},
                       {"steps", trace.step_seconds.size()},
                       {"median_step_seconds", median_of(trace.step_seconds)},
                       {"mean_step_seconds", sum / double(trace.step_seconds.size())}};
