@@ -11,6 +11,8 @@ Nothing is evaluated here while the run goes on: at every eval point the paramet
 copied (a snapshot), and the snapshots are evaluated after the workers have finished.
 """
 
+import queue
+
 import torch
 
 from . import transport as tp
@@ -55,8 +57,10 @@ class Server:
         self.stopping, self.stop_reason = False, None
         self.sender = tp.Sender(0, clock, w0.numel())
         self.byes = 0
-        self.receiver = tp.Receiver(0, clock, src=None, last=self._count_bye,
-                                    max_elements=w0.numel())
+        inbox = queue.Queue()  # one receiver per worker, all handing messages to the main loop
+        self.receivers = [tp.Receiver(0, clock, src=w + 1, last=lambda m: m.kind == tp.BYE,
+                                      max_elements=w0.numel(), inbox=inbox) for w in range(self.n)]
+        self.receiver = self.receivers[0]  # get() and poll() read the shared inbox
         self.updates, self.pushes, self.messages = [], [], []
         self.snapshots = [(0, 0, self.opt.params.clone())]  # (update, t, parameters)
         self._payload = (-1, None)
@@ -68,10 +72,6 @@ class Server:
         scratch = ServerOptimizer(w, 0.0)
         scratch.step(combine([(0, 0, w), (1, 0, w)], mean=True))
         scratch.outer_step([(0, 0, w)])
-
-    def _count_bye(self, m):
-        self.byes += m.kind == tp.BYE
-        return self.byes == self.n
 
     # ---------------------------------------------------------------- sending
 
@@ -173,6 +173,7 @@ class Server:
         t_handled = self.clock.now()
         self.messages.append(message_row(m, t_handled))
         if m.kind == tp.BYE:
+            self.byes += 1
             return
         if m.kind not in (tp.PUSH_GRAD, tp.PUSH_MODEL):
             raise ProtocolError(f"server: unexpected {tp.KIND_NAMES.get(m.kind, m.kind)} from rank {m.src}")
@@ -195,7 +196,8 @@ class Server:
 
     def run(self):
         cfg = self.cfg
-        self.receiver.start()
+        for r in self.receivers:
+            r.start()
         self.engine.start()
         idle_since = self.clock.now()
         while not self.stopping:
@@ -211,9 +213,10 @@ class Server:
             self.handle(m)
         for w in range(self.n):
             self.sender.send(w + 1, tp.STOP, version=self.version)
-        while self.byes < self.n or not self.receiver.inbox.empty():
+        while self.byes < self.n:  # a worker's BYE is the last message it sends
             self.handle(self.receiver.get(cfg.timeout))
-        self.receiver.join(cfg.timeout)
+        for r in self.receivers:
+            r.join(cfg.timeout)
         for p in self.pushes:
             if p.outcome == "pending":
                 p.outcome = "unused"  # still buffered when the run stopped

@@ -8,9 +8,12 @@ import torch
 
 
 def combine(contributions, mean):
-    """Sum of the contributions in (worker, step) order, times 1/count when mean.
-    contributions: list of (worker, step, tensor (parameters,))."""
+    """Sum of the contributions in (worker, step) order, divided by their count when mean.
+    contributions: list of (worker, step, tensor (parameters,)). A single contribution is
+    returned as it is (no copy): callers never write into the result."""
     ordered = sorted(contributions, key=lambda c: (c[0], c[1]))
+    if len(ordered) == 1:
+        return ordered[0][2]
     total = ordered[0][2].clone()
     for _, _, tensor in ordered[1:]:
         total.add_(tensor)
