@@ -45,6 +45,8 @@ class CalibrateRunTest(unittest.TestCase):
             self.assertTrue(all(p["median_s"] > 0 for p in direction["points"]))
         self.assertEqual(r["server"]["parameters"], 16 * 8 + 8 + 8 * 10 + 10)
         self.assertGreater(r["server"]["apply"]["median"], 0)
+        self.assertEqual(r["server"]["apply"]["n"], 20)
+        self.assertEqual(r["asgdsim_config"]["cluster.server.update_seconds"], r["server"]["apply"]["median"])
         for key in ("host", "torch", "git_commit", "date"):
             self.assertIn(key, r)
         self.assertEqual(calibrate.main(argv), 2)  # never overwrites
