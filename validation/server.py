@@ -245,17 +245,23 @@ class Async(Engine):
         self.s.send_params(p.worker)
 
 
-class SyncBackup(Engine):
-    """sync (backups 0) and sync_backup: the first N - b gradients of the iteration (read
-    at its version) make one update (mean, worker order). late "drop": a gradient read at
-    an older version is dropped and its worker reads the current w (joining the iteration
-    in progress); the stragglers of an update keep computing. late "cancel": at the
-    (N - b)-th gradient the steps under way are cancelled and every worker starts the
-    next iteration."""
+class FirstK(Engine):
+    """The synchronous family: the first `needed` gradients read at the current version
+    make the iteration's update (mean, (worker, step) order), then the idle workers read
+    the new w.
+    - sync: needed = N. sync_backup (K-sync): needed = N - b, each worker gives at most
+      one gradient per iteration (it waits after its push).
+    - k_batch_sync (K-batch-sync, `again`): needed = K from any workers; a worker whose
+      gradient is accepted while more are needed reads w again (same version) and
+      computes another.
+    late "drop": a gradient read at an older version is dropped on arrival and its worker
+    reads the current w (joining the iteration in progress); the others of an update keep
+    computing. late "cancel": at the last needed gradient every step under way is
+    cancelled, and every worker starts the next iteration."""
 
-    def __init__(self, cfg, server, backups, late):
+    def __init__(self, cfg, server, needed, again, late):
         super().__init__(cfg, server)
-        self.needed, self.late = cfg.workers - backups, late
+        self.needed, self.again, self.late = needed, again, late
 
     def on_push(self, p):
         s = self.s
@@ -267,38 +273,8 @@ class SyncBackup(Engine):
             return
         self.pending.append(p)
         if len(self.pending) < self.needed:
-            return
-        if self.late == "cancel":
-            for w in range(self.n):
-                if s.busy[w]:
-                    s.cancel(w)
-        s.apply_gradients(self.pending, mean=self.cfg.aggregate == "mean")
-        self.pending = []
-        s.send_to_idle()
-
-
-class KBatchSync(Engine):
-    """The first K gradients to arrive, from any workers, make the iteration (mean,
-    (worker, step) order); a worker whose gradient is accepted while the iteration needs
-    more reads w again (same version) and computes another. late "cancel": at the K-th the
-    steps under way are cancelled and every worker starts the next iteration; "drop": they
-    run on and are dropped on arrival (the worker then reads the current w)."""
-
-    def __init__(self, cfg, server, k, late):
-        super().__init__(cfg, server)
-        self.k, self.late = k, late
-
-    def on_push(self, p):
-        s = self.s
-        if p.version < s.version:
-            if self.late == "cancel":
-                raise ProtocolError(f"server: a stale gradient (version {p.version} < {s.version}) under late=cancel")
-            s.drop(p)
-            s.send_params(p.worker)
-            return
-        self.pending.append(p)
-        if len(self.pending) < self.k:
-            s.send_params(p.worker)
+            if self.again:
+                s.send_params(p.worker)
             return
         if self.late == "cancel":
             for w in range(self.n):
@@ -398,11 +374,11 @@ def make_engine(cfg, server):
     if e == "async":
         return Async(cfg, server)
     if e == "sync":
-        return SyncBackup(cfg, server, 0, "drop")
+        return FirstK(cfg, server, cfg.workers, False, "drop")
     if e == "sync_backup":
-        return SyncBackup(cfg, server, cfg.backups, cfg.late)
+        return FirstK(cfg, server, cfg.workers - cfg.backups, False, cfg.late)
     if e == "k_batch_sync":
-        return KBatchSync(cfg, server, cfg.k, cfg.late)
+        return FirstK(cfg, server, cfg.k, True, cfg.late)
     if e == "k_async":
         return KAsync(cfg, server, cfg.k, cfg.batch_async)
     if e == "ssp":

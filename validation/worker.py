@@ -75,13 +75,17 @@ class Worker:
     def next_message(self):
         return self._took(self._next(lambda: self.receiver.get(self.cfg.timeout)))
 
-    def expect_params(self):
-        """The next PARAMS message, skipping cancels of jobs already pushed; None on STOP."""
+    def expect_params(self, load=True):
+        """The next PARAMS message, skipping cancels of jobs already pushed; None on STOP.
+        load: its payload becomes this worker's parameters."""
         while True:
             m = self.next_message()
             if m.kind == tp.STOP:
                 return None
             if m.kind == tp.PARAMS:
+                if load:
+                    with torch.no_grad():
+                        self.x.copy_(m.payload)
                 return m
             if m.kind != tp.CANCEL:
                 raise ProtocolError(f"worker {self.index}: unexpected {tp.KIND_NAMES[m.kind]} while idle")
@@ -152,8 +156,6 @@ class Worker:
             m = self.expect_params()
             if m is None:
                 return
-            with torch.no_grad():
-                self.x.copy_(m.payload)
             t_cs = self.clock.now()
             loss, grad = self.gradient()
             t_ce = self.clock.now()
@@ -175,8 +177,6 @@ class Worker:
             m = self.expect_params()
             if m is None:
                 return
-            with torch.no_grad():
-                self.x.copy_(m.payload)
             t_params = m.t_recv
             for h in range(cfg.steps):
                 t_cs = self.clock.now()
@@ -204,8 +204,6 @@ class Worker:
         m = self.expect_params()  # the center every worker starts from
         if m is None:
             return
-        with torch.no_grad():
-            self.x.copy_(m.payload)
         t_params, job, version, center_read = m.t_recv, m.job, m.version, None
         local = 0
         while True:
@@ -226,7 +224,7 @@ class Worker:
                 continue
             t_send = self.push(tp.PUSH_MODEL, job, version, self.x)
             self.log_step(job, version, t_params, t_cs, t_ce, t_send, t_send, loss, "pushed")
-            m = self.expect_params()
+            m = self.expect_params(load=False)  # the center the exchange read
             if m is None:
                 return
             t_params, job, version = m.t_recv, m.job, m.version
