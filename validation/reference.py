@@ -176,8 +176,9 @@ def resolve(args):
             args.fail_rank, args.fail_step = int(r), int(s)
         except ValueError:
             raise InputError(f"--inject-failure {args.inject_failure!r}: RANK:STEP") from None
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        raise InputError(f"--device {args.device}: no CUDA device visible")
+    if args.device != "cpu" and not args.device.startswith("cuda"):
+        raise InputError(f"--device {args.device}: cpu or cuda[:N]")
+    # (whether CUDA works is found by the workers: the launcher must not touch CUDA before it forks)
     args.max_wall = args.max_wall or ((2 * args.time_limit + 120) if args.time_limit else 600.0)
     return args
 
