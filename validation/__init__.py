@@ -1,0 +1,1 @@
+"""An independent reference of asgdsim's training engines on real processes (README.md)."""
