@@ -131,8 +131,9 @@ asgd_cache_counts() {
 # Given asgd_cache_counts from before a build, prints "warm|cold HITS/CALLS": cold when
 # more than a tenth of the compilations missed (then a build phase's cold budget applies).
 asgd_cache_delta() {
-  local before=($1) after
-  after=($(asgd_cache_counts))
+  local before after
+  read -r -a before <<<"$1"
+  read -r -a after <<<"$(asgd_cache_counts)"
   local hits=$((after[0] - before[0])) misses=$((after[1] - before[1]))
   local calls=$((hits + misses)) state=warm
   if ((misses * 10 > calls)); then state=cold; fi

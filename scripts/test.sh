@@ -36,7 +36,6 @@ declare -A budget_warm=([deps]=60 [build]=90 [cuda]=60 [asan-build]=90 [asan-tes
                         [tsan-build]=60 [tsan-tests]=120 [ctest]=420)
 declare -A budget_cold=([deps]=300 [build]=480 [cuda]=300 [asan-build]=540 [asan-tests]=420 [fuzz]=100
                         [tsan-build]=300 [tsan-tests]=120 [ctest]=420)
-phase_order=(deps build cuda asan-build asan-tests fuzz tsan-build tsan-tests ctest)
 
 phase() { echo; echo "== test.sh: $*"; }
 timings_file=$(mktemp "${TMPDIR:-/tmp}/asgd-timings.XXXXXX")

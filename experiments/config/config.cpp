@@ -31,7 +31,6 @@ const Section<RunSettings>& top_section() { return settings_section("top"); }
 
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr size_t kMaxConfigBytes = size_t(64) << 20;  // a config file larger than this is refused unread
 
 using keys::seconds;
