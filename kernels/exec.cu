@@ -1,5 +1,6 @@
 // kernels/exec.cu — ExecContext: per-thread stream/handle (CUDA), staging of ids and
 // pointer tables, queue marks.
+#include <cstring>
 #include "kernels/detail/backend.h"
 #if defined(ASGD_BACKEND_OMP)
 #include <omp.h>
@@ -27,6 +28,8 @@ ExecContext::~ExecContext() {
 }
 
 const int32_t* ExecContext::stage_ids(const int32_t* host_ids, size_t n) {
+  if (n == 0) return host_ids;  // nothing to read
+  detail::count_copy(*this);
 #if defined(ASGD_BACKEND_CUDA)
   // On this context's stream: a plain cudaMemcpy runs on the legacy stream, which a
   // non-blocking stream's kernels do not wait for. Pageable host memory is staged
@@ -42,6 +45,8 @@ const int32_t* ExecContext::stage_ids(const int32_t* host_ids, size_t n) {
 }
 
 float* const* ExecContext::stage_pointers(float* const* host, size_t n) {
+  if (n == 0) return host;  // nothing to read
+  detail::count_copy(*this);
 #if defined(ASGD_BACKEND_CUDA)
   if (n > impl_->pointers_capacity) {
     if (impl_->pointers) ASGD_CUDA_CHECK(cudaFree(impl_->pointers));  // waits for the kernels using it
@@ -58,13 +63,27 @@ float* const* ExecContext::stage_pointers(float* const* host, size_t n) {
 #endif
 }
 
+namespace detail {
+void copy_to_host(ExecContext& ctx, void* host, const void* src, size_t bytes) {
+  count_copy(ctx);
+#if defined(ASGD_BACKEND_CUDA)
+  ASGD_CUDA_CHECK(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, ctx.impl().stream));
+#else
+  if (host != src) std::memcpy(host, src, bytes);
+#endif
+  ctx.synchronize();
+}
+}  // namespace detail
+
 void ExecContext::synchronize() {
+  ++impl_->counts.syncs;
 #if defined(ASGD_BACKEND_CUDA)
   ASGD_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
 #endif
 }
 
 QueueMark ExecContext::mark() {
+  ++impl_->counts.events;
 #if defined(ASGD_BACKEND_CUDA)
   if (!impl_->mark) ASGD_CUDA_CHECK(cudaEventCreateWithFlags(&impl_->mark, cudaEventDisableTiming));
   ASGD_CUDA_CHECK(cudaEventRecord(impl_->mark, impl_->stream));
@@ -75,12 +94,15 @@ QueueMark ExecContext::mark() {
 }
 
 void ExecContext::wait_for(const QueueMark& m) {
+  ++impl_->counts.events;  // (on CUDA a mark from mark() always holds an event)
 #if defined(ASGD_BACKEND_CUDA)
   if (m.event) ASGD_CUDA_CHECK(cudaStreamWaitEvent(impl_->stream, static_cast<cudaEvent_t>(m.event), 0));
 #else
   (void)m;
 #endif
 }
+
+LaunchCounts ExecContext::counts() const { return impl_->counts; }
 
 void kernels_use_one_thread_here() {
 #if defined(ASGD_BACKEND_OMP)

@@ -43,6 +43,8 @@ struct ChunkTotals {
     out.at(i)[c] = s;
   }
 };
+#endif
+
 // out[i] = sum of request i's m values, in order, in double.
 struct RequestSums {
   const float* x; double* out; size_t m;
@@ -52,22 +54,22 @@ struct RequestSums {
     out[i] = s;
   }
 };
-#endif
 
 }  // namespace
 
 void column_sums(ExecContext& ctx, const float* x, size_t R, size_t n, size_t k, const PerRequest& out) {
   if (k == 0 || n == 0) return;
+  counts_of(ctx).kernels += R <= kSequentialColumnRows ? 1 : 2;  // CUDA's kernels, on every backend
 #if defined(ASGD_BACKEND_CUDA)
   if (R <= kSequentialColumnRows) {
-    for_each_index(ctx, k * n, ColumnSumsSequential{x, out, R, n});
+    launch_n(ctx, k * n, ColumnSumsSequential{x, out, R, n});
     return;
   }
   Workspace::Frame frame(ctx.workspace());
   const size_t chunks = (R + kChunkRows - 1) / kChunkRows;
   float* partial = ctx.workspace().take<float>("column sums: chunk partials", k * chunks * n);
-  for_each_index(ctx, k * chunks * n, ColumnChunkSums{x, partial, R, n, chunks});
-  for_each_index(ctx, k * n, ChunkTotals{partial, out, n, chunks});
+  launch_n(ctx, k * chunks * n, ColumnChunkSums{x, partial, R, n, chunks});
+  launch_n(ctx, k * n, ChunkTotals{partial, out, n, chunks});
 #else
   (void)ctx;
   for (size_t i = 0; i < k; ++i) {
@@ -82,7 +84,6 @@ void column_sums(ExecContext& ctx, const float* x, size_t R, size_t n, size_t k,
 }
 
 void request_sums(ExecContext& ctx, const float* x, size_t m, size_t k, double* out) {
-#if defined(ASGD_BACKEND_CUDA)
   if (k == 1) {
     out[0] = ops::sum(ctx, x, m);
     return;
@@ -90,11 +91,7 @@ void request_sums(ExecContext& ctx, const float* x, size_t m, size_t k, double* 
   Workspace::Frame frame(ctx.workspace());
   double* sums = ctx.workspace().take<double>("request sums", k);
   for_each_index(ctx, k, RequestSums{x, sums, m});
-  ASGD_CUDA_CHECK(cudaMemcpyAsync(out, sums, k * sizeof(double), cudaMemcpyDeviceToHost, ctx.impl().stream));
-  ctx.synchronize();
-#else
-  for (size_t i = 0; i < k; ++i) out[i] = ops::sum(ctx, x + i * m, m);
-#endif
+  copy_to_host(ctx, out, sums, k * sizeof(double));
 }
 
 }  // namespace asgd::detail

@@ -4,7 +4,7 @@
 #   ./scripts/sanitize.sh            (scripts/test.sh runs it in CI, or with ASGD_SANITIZERS=1)
 #
 # 1. build-asan/ (clang, -fsanitize=fuzzer-no-link,address,undefined): the GoogleTest
-#    suites test_kernels, test_layers, test_sim, test_engines, test_timing,
+#    suites test_kernels, test_layers, test_launches, test_sim, test_engines, test_timing,
 #    test_time_model, test_config, test_reliability, test_sparse, test_messages,
 #    test_topology, test_hardening, test_run_folders and test_measured_compute (issue 17's table: every row runs the ASan/UBSan
 #    asgdsim of this build) run with ASan/UBSan halting on the first report; the same build
@@ -46,11 +46,11 @@ run_suites() {  # dir, suites...
 echo "== sanitize.sh: ASan + UBSan (clang) -> build-asan/"
 t=$(now)
 configure build-asan -DASGD_SANITIZE=fuzzer-no-link,address,undefined -DASGD_FUZZ=ON
-cmake --build build-asan -j "$jobs" --target asgdsim test_kernels test_layers test_sim test_engines test_timing test_time_model test_config test_reliability test_sparse test_messages test_topology test_hardening test_run_folders test_measured_compute fuzz_config fuzz_idx fuzz_svmlight
+cmake --build build-asan -j "$jobs" --target asgdsim test_kernels test_layers test_launches test_sim test_engines test_timing test_time_model test_config test_reliability test_sparse test_messages test_topology test_hardening test_run_folders test_measured_compute fuzz_config fuzz_idx fuzz_svmlight
 record asan-build "$(elapsed "$t")" "ok"
 t=$(now)
 ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  run_suites build-asan test_kernels test_layers test_sim test_engines test_timing test_time_model test_config test_reliability test_sparse test_messages test_topology test_hardening test_run_folders test_measured_compute
+  run_suites build-asan test_kernels test_layers test_launches test_sim test_engines test_timing test_time_model test_config test_reliability test_sparse test_messages test_topology test_hardening test_run_folders test_measured_compute
 record asan-tests "$(elapsed "$t")" "clean"
 
 echo "== sanitize.sh: fuzzing, ${fuzz_seconds}s per target"

@@ -96,6 +96,8 @@ struct HostWork {
 thread_local HostWork tl_work;
 
 void zero(ExecContext& ctx, float* p, size_t n) {
+  if (n == 0) return;
+  detail::count_kernel(ctx);  // a memset is a launch on the stream
 #if defined(ASGD_BACKEND_CUDA)
   ASGD_CUDA_CHECK(cudaMemsetAsync(p, 0, n * sizeof(float), ctx.impl().stream));
 #else

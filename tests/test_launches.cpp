@@ -1,0 +1,151 @@
+// tests/test_launches.cpp — the launch budget (issue 48): what one gradient of each model
+// and one server step of each optimizer ask of the backend (kernels/exec.h, LaunchCounts:
+// kernel launches, GEMM calls, copies between host and device, waits of the host).
+// Counted on every backend at the sites that issue the CUDA calls, so the CPU build checks
+// what the CUDA build launches. The budgets are exact: a change that adds a launch fails
+// here, and one that removes one lowers its budget here and in docs/gpu.md.
+// Not here: whether the kernels compute the right numbers (test_kernels, test_layers).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "engines/optimizer.h"
+#include "experiments/bench/bench.h"
+#include "kernels/buffer.h"
+#include "kernels/exec.h"
+#include "kernels/model.h"
+#include "kernels/ops.h"
+#include "sim/data/dataset.h"
+#include "sim/data/sparse_synthetic.h"
+#include "kernel_test_helpers.h"
+
+namespace asgd {
+
+void PrintTo(const LaunchCounts& c, std::ostream* os) {
+  *os << "{kernels " << c.kernels << ", gemms " << c.gemms << ", copies " << c.copies << ", syncs " << c.syncs
+      << ", events " << c.events << ", graphs " << c.graphs << "}";
+}
+
+namespace {
+
+// kernels, gemms, copies, syncs (no events or graphs: a model's job records none).
+LaunchCounts budget(uint64_t kernels, uint64_t gemms, uint64_t copies, uint64_t syncs) {
+  LaunchCounts c;
+  c.kernels = kernels;
+  c.gemms = gemms;
+  c.copies = copies;
+  c.syncs = syncs;
+  return c;
+}
+
+class LaunchBudget : public DeviceTest {};
+
+// The workloads of `asgdsim bench`: batch 32, its models.
+constexpr size_t kBatch = 32;
+
+// What one loss_grad_batch call of k requests (k = 1: one loss_grad call) of model on data
+// asks of a warm context (the count `asgdsim bench` reports).
+LaunchCounts gradient_counts(const Model& model, const DeviceDataset& data, size_t k) {
+  return count_job_launches(model, &data, data.n, kBatch, k).gradients;
+}
+
+DeviceDataset mnist_like(Shape image) {
+  SyntheticSpec s;
+  s.classes = 10;
+  s.features = image.size();
+  s.image = image;
+  s.train_samples = 256;
+  s.test_samples = 1;
+  return upload(make_synthetic(s, 1).train);
+}
+
+// MLP 784-128-10 (the bench's workloads a and b), ReLU, softmax cross-entropy.
+TEST_F(LaunchBudget, MlpGradient) {
+  const DeviceDataset data = mnist_like(Shape{28, 28, 1});
+  auto model = make_dense({784, 128, 10}, DenseLoss::SoftmaxCrossEntropy);
+  EXPECT_EQ(gradient_counts(*model, data, 1), budget(9, 5, 2, 2));
+  EXPECT_EQ(gradient_counts(*model, data, 4), budget(9, 5, 3, 1));
+}
+
+// LeNet-5 (the bench's workload f).
+TEST_F(LaunchBudget, LeNetGradient) {
+  const DeviceDataset data = mnist_like(Shape{28, 28, 1});
+  auto model = make_cnn(Shape{28, 28, 1}, lenet5(), 10);
+  EXPECT_EQ(gradient_counts(*model, data, 1), budget(30, 14, 2, 2));
+  EXPECT_EQ(gradient_counts(*model, data, 4), budget(30, 14, 3, 1));
+}
+
+// sparse_logistic on sparse_synthetic data (the bench's workload g, fewer features).
+TEST_F(LaunchBudget, SparseGradient) {
+  SparseSyntheticSpec s;
+  s.features = 10000;
+  s.train_samples = 512;
+  s.test_samples = 1;
+  const DeviceDataset data = upload(make_sparse_synthetic(s, 1).train);
+  auto model = make_sparse_linear(s.features, 2, DenseLoss::Logistic);
+  EXPECT_EQ(gradient_counts(*model, data, 1), budget(5, 0, 2, 2));
+  EXPECT_EQ(gradient_counts(*model, data, 4), budget(20, 0, 8, 8));
+}
+
+// One server step of each optimizer (engines/optimizer.h, the step ServerUpdate applies):
+// over the whole vector, and over a table's rows (a sparse model's step, which stages the
+// row ids first).
+TEST_F(LaunchBudget, ServerSteps) {
+  const size_t n = 1000;
+  std::vector<OptimizerSpec> specs(5);
+  specs[1].momentum = 0.9;
+  specs[2].momentum = 0.9;
+  specs[2].nesterov = true;
+  for (size_t i : {3, 4}) {
+    specs[i].kind = i == 3 ? OptimizerKind::Adam : OptimizerKind::AdamW;
+    specs[i].beta1 = 0.9;
+    specs[i].beta2 = 0.999;
+    specs[i].eps = 1e-8;
+    specs[i].weight_decay = 0.01;
+  }
+  const std::vector<int32_t> rows = {1, 5, 9};
+  for (const OptimizerSpec& spec : specs) {
+    SCOPED_TRACE("optimizer " + std::to_string(int(spec.kind)) + ", momentum " + std::to_string(spec.momentum));
+    ExecContext ctx;
+    DeviceArray<float> w = to_device(random_vec(n, 1)), g = to_device(random_vec(n, 2));
+    Optimizer opt(spec);
+    opt.prepare(n);
+    opt.begin_step(0.1f);
+    LaunchCounts before = ctx.counts();
+    opt.step(ctx, w.data(), w.data(), g.data(), 0, n);
+    EXPECT_EQ(ctx.counts() - before, budget(1, 0, 0, 0));
+    before = ctx.counts();
+    opt.step(ctx, ops::Rows{rows.data(), rows.size(), 10}, w.data(), w.data(), g.data());
+    EXPECT_EQ(ctx.counts() - before, budget(1, 0, 1, 0));
+  }
+}
+
+// The counting points themselves: a reduction is one kernel up to CUB's tile (2048 8-byte
+// or 4096 4-byte accumulators) and two past it, then a wait, a copy and a wait; GEMMs are
+// cuBLAS calls; an empty range launches nothing.
+TEST_F(LaunchBudget, CountingPoints) {
+  ExecContext ctx;
+  DeviceArray<float> x = to_device(random_vec(5000, 3));
+  auto counted = [&](auto&& f) {
+    const LaunchCounts before = ctx.counts();
+    f();
+    return ctx.counts() - before;
+  };
+  EXPECT_EQ(counted([&] { ops::sum(ctx, x.data(), 2048); }), budget(1, 0, 1, 2));
+  EXPECT_EQ(counted([&] { ops::sum(ctx, x.data(), 2049); }), budget(2, 0, 1, 2));
+  EXPECT_EQ(counted([&] { ops::all_finite(ctx, x.data(), 4096); }), budget(1, 0, 1, 2));
+  EXPECT_EQ(counted([&] { ops::all_finite(ctx, x.data(), 4097); }), budget(2, 0, 1, 2));
+  EXPECT_EQ(counted([&] { ops::sum(ctx, x.data(), 0); }), budget(0, 0, 0, 0));
+  EXPECT_EQ(counted([&] { ops::scale(ctx, x.data(), 2.0f, 0); }), budget(0, 0, 0, 0));
+  EXPECT_EQ(counted([&] { ops::scale(ctx, x.data(), 2.0f, 10); }), budget(1, 0, 0, 0));
+  EXPECT_EQ(counted([&] { ctx.synchronize(); }), budget(0, 0, 0, 1));
+  LaunchCounts events;
+  events.events = 2;
+  EXPECT_EQ(counted([&] { ctx.wait_for(ctx.mark()); }), events);
+}
+
+}  // namespace
+}  // namespace asgd
