@@ -145,7 +145,7 @@ inline bool one_cpu_thread_here() {
 #if defined(ASGD_BACKEND_CUDA)
 // One kernel over [0, n) on the context's stream, not counted: for the counted wrappers
 // below, and for a site whose CPU code walks its data differently and so counts its
-// launches itself (column_sums).
+// launches itself (run_sums, kernels/layers/sums.h).
 template <class F>
 void launch_n(ExecContext& ctx, size_t n, const F& f) {
   thrust::for_each_n(policy(ctx), thrust::counting_iterator<size_t>(0), n, f);
@@ -251,16 +251,6 @@ struct PerRequest {
   size_t offset;
   ASGD_HD float* at(size_t i) const { return (table ? table[i] : single) + offset; }
 };
-
-// For i < k: out.at(i)[c] = sum over r < R of x[(i R + r) n + c], each column summed in row
-// order. CPU: row by row (vectorised across columns). CUDA: one thread per column for
-// up to kSequentialColumnRows rows (the CPU's bits); longer columns (a convolution's
-// outputs) in chunks of rows, the chunks' sums then added in order (deterministic).
-constexpr size_t kSequentialColumnRows = 2048;
-void column_sums(ExecContext& ctx, const float* x, size_t R, size_t n, size_t k, const PerRequest& out);
-// out[i] = sum of x[i m .. (i+1) m) in double, for i < k (host array out). CPU: ops::sum's
-// order; CUDA: ops::sum for k = 1, else one thread per request and one copy back.
-void request_sums(ExecContext& ctx, const float* x, size_t m, size_t k, double* out);
 
 // C (M x N) = alpha * op(A) (M x K) * op(B) (K x N) + beta * C, all row-major.
 void gemm(ExecContext& ctx, bool trans_a, bool trans_b, int M, int N, int K, float alpha,

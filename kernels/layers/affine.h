@@ -5,17 +5,25 @@
 // its im2col matrix (R = m x output positions). One request: plain GEMMs; k > 1: one
 // batched GEMM per product (detail::gemm_batched: on CUDA one cuBLAS call for all k,
 // on the CPU the k GEMMs in order, so every request gets the single request's bits).
+// Around the GEMMs, one kernel each way: forward, the bias add and the fused activation
+// (LayerIO::act) in one pass, or nothing when the bias is left to the stack's consumer
+// (LayerIO::leave_bias); backward, the activation's backward and the bias gradient in one
+// column-sum job (kernels/layers/sums.h), run before the GEMMs that read d loss / d z, or
+// queued for a later launch when there is no activation.
 #pragma once
 #include "kernels/detail/backend.h"
+#include "kernels/layers/activation.h"
 #include "kernels/layers/layer.h"
 #include "kernels/layers/per_request.h"
+#include "kernels/layers/sums.h"
 
 namespace asgd::layers {
 
-// z (rows, n) += b_i for rows of request i = r / R
-struct AddBias {
+// z (rows, n) = A(z + b_i) for rows of request i = r / R
+template <class A>
+struct AddBiasActivate {
   float* z; detail::PerRequest b; size_t n, R;
-  ASGD_HD void operator()(size_t r, size_t c) const { z[r * n + c] = z[r * n + c] + b.at(r / R)[c]; }
+  ASGD_HD void operator()(size_t r, size_t c) const { z[r * n + c] = A::f(z[r * n + c] + b.at(r / R)[c]); }
 };
 
 struct Affine {
@@ -44,13 +52,19 @@ struct Affine {
       detail::gemm_batched(ctx, false, false, int(R), int(N), int(K), 1.0f, t[io.table[kA]], int(K), t[io.table[kW]],
                            int(N), 0.0f, t[io.table[kZ]], int(N), int(p.k));
     }
-    detail::for_each_2d(ctx, p.k * R, N, AddBias{Z, params_of(p, b_off), N, R});
+    if (io.leave_bias) return;
+    with_activation(io.act, [&](auto a) {
+      detail::for_each_2d(ctx, p.k * R, N, AddBiasActivate<decltype(a)>{Z, params_of(p, b_off), N, R});
+    });
   }
 
   // dW_i = A_i^T dZ_i, db_i = column sums of dZ_i (into p.g[i]), and dA = dZ W^T when dA
-  // is not null (dA may be A: A is read first).
-  void backward(ExecContext& ctx, const Pass& p, size_t R, const float* A, const float* dZ, float* dA,
-                const LayerIO& io) const {
+  // is not null (dA may be A: A is read first). dZ is io.d_out; with a fused activation it
+  // holds d loss / d (the activation's output, io.out) on entry and becomes dZ first.
+  void backward(ExecContext& ctx, const Pass& p, size_t R, const float* A, float* dA, const LayerIO& io) const {
+    const float* dZ = io.d_out;
+    queue_sum(ctx, *p.sums, ColumnSumJob{const_cast<float*>(dZ), io.out, io.act, R, N, grads_of(p, b_off)});
+    if (io.act != Act::None) run_sums(ctx, *p.sums);
     if (p.k == 1) {
       detail::gemm(ctx, true, false, int(K), int(N), int(R), 1.0f, A, int(K), dZ, int(N), 0.0f, p.g[0] + w_off, int(N));
     } else {
@@ -58,7 +72,6 @@ struct Affine {
       detail::gemm_batched(ctx, true, false, int(K), int(N), int(R), 1.0f, t[io.table[kA]], int(K), t[io.table[kDZ]],
                            int(N), 0.0f, t[io.table[kDW]], int(N), int(p.k));
     }
-    detail::column_sums(ctx, dZ, R, N, p.k, grads_of(p, b_off));
     if (!dA) return;
     if (p.k == 1) {
       detail::gemm(ctx, false, true, int(R), int(K), int(N), 1.0f, dZ, int(N), p.w[0] + w_off, int(N), 0.0f, dA, int(K));

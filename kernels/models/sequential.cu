@@ -9,8 +9,8 @@
 #include "kernels/detail/backend.h"
 #include "kernels/layers/loss.h"
 #include "kernels/layers/stack.h"
+#include "kernels/layers/sums.h"
 #include "kernels/model.h"
-#include "kernels/ops.h"
 
 namespace asgd {
 namespace {
@@ -79,13 +79,23 @@ class Sequential final : public Model {
       const size_t m = std::min(eval_chunk_, end - r0);
       Workspace::Frame frame(ctx.workspace());
       Workspace& space = ctx.workspace();
-      layers::StackPass pass(ctx, stack_, 1, m, ws, nullptr, data->x.data() + r0 * data->dim, nullptr);
+      layers::StackPass pass(ctx, stack_, 1, m, ws, nullptr, data->x.data() + r0 * data->dim, nullptr,
+                             /*leave_output_bias=*/true);
       float* row_loss = space.take<float>("row loss", m);
       float* row_correct = space.take<float>("row correct", m);
+      double* chunk = space.take<double>("evaluation sums", 2);
       pass.forward();
-      loss_.apply(ctx, pass.output(), m, data->y.data() + r0, nullptr, row_loss, row_correct, nullptr, 1.0f);
-      sums.loss_sum += ops::sum(ctx, row_loss, m);
-      sums.correct += ops::sum(ctx, row_correct, m);
+      loss_.apply(ctx, pass.output(), m, data->y.data() + r0, nullptr, row_loss, row_correct, nullptr, 1.0f,
+                  output_bias(pass));
+      // the chunk's loss and correct sums in one launch, and one copy back
+      layers::PendingSums both(1);
+      layers::queue_sum(ctx, both, layers::RowSumJob{row_loss, m, chunk});
+      layers::queue_sum(ctx, both, layers::RowSumJob{row_correct, m, chunk + 1});
+      layers::run_sums(ctx, both);
+      double host[2];
+      detail::copy_to_host(ctx, host, chunk, sizeof(host));
+      sums.loss_sum += host[0];
+      sums.correct += host[1];
       sums.count += m;
     }
     return sums;
@@ -126,17 +136,36 @@ class Sequential final : public Model {
       g[i] = reqs[i].grad;
     }
     float* input = space.take<float>("minibatch", rows * dim);
-    layers::StackPass pass(ctx, stack_, k, m, w, g, input, nullptr);
+    layers::StackPass pass(ctx, stack_, k, m, w, g, input, nullptr, /*leave_output_bias=*/true);
     float* row_loss = space.take<float>("row loss", rows);
+    double* loss_sums = space.take<double>("request loss sums", k);
 
+    // Launches: the gather; the stack's forward, the top layer's bias added by the loss's
+    // kernel; its backward, whose last column-sum launch also sums each request's row
+    // losses; then one copy of the k sums back, the job's only wait.
     detail::for_each_2d(ctx, rows, dim, GatherRows{data->x.data(), ids, input, dim});
     pass.forward();
-    loss_.apply(ctx, pass.output(), rows, data->y.data(), ids, row_loss, nullptr, pass.d_output(), 1.0f / float(m));
-    pass.backward();
+    loss_.apply(ctx, pass.output(), rows, data->y.data(), ids, row_loss, nullptr, pass.d_output(), 1.0f / float(m),
+                output_bias(pass));
+    layers::PendingSums sums(k);
+    layers::queue_sum(ctx, sums, layers::RowSumJob{row_loss, m, loss_sums});
+    pass.backward(&sums);
 
-    double* sums = space.take_host<double>("request loss sums", k);
-    detail::request_sums(ctx, row_loss, m, k, sums);
-    for (size_t i = 0; i < k; ++i) reqs[i].loss = sums[i] / double(m);
+    double* host = space.take_host<double>("request loss sums, host", k);
+    detail::copy_to_host(ctx, host, loss_sums, k * sizeof(double));
+    for (size_t i = 0; i < k; ++i) reqs[i].loss = host[i] / double(m);
+  }
+
+  // The bias the stack's top layer left for the loss (StackPass's leave_output_bias).
+  static layers::OutputBias output_bias(const layers::StackPass& pass) {
+    layers::OutputBias b;
+    if (pass.output_bias() == layers::Layer::npos) return b;
+    const layers::Pass& p = pass.pass();
+    if (p.k == 1) b.single = p.w[0];
+    else b.table = p.w_table;
+    b.offset = pass.output_bias();
+    b.m = p.m;
+    return b;
   }
 
   std::string name_;
