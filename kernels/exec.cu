@@ -1,6 +1,8 @@
 // kernels/exec.cu — ExecContext: per-thread stream/handle (CUDA), staging of ids and
 // pointer tables, queue marks.
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include "kernels/detail/backend.h"
 #if defined(ASGD_BACKEND_OMP)
 #include <omp.h>
@@ -10,6 +12,8 @@ namespace asgd {
 
 ExecContext::ExecContext() : impl_(std::make_unique<Impl>()) {
 #if defined(ASGD_BACKEND_CUDA)
+  const char* graphs = std::getenv("ASGD_CUDA_GRAPHS");
+  impl_->graphs = graphs && std::string(graphs) == "1";
   ASGD_CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
   if (cublasCreate(&impl_->blas) != CUBLAS_STATUS_SUCCESS)
     detail::fail("cublasCreate failed", __FILE__, __LINE__);
@@ -19,6 +23,8 @@ ExecContext::ExecContext() : impl_(std::make_unique<Impl>()) {
 
 ExecContext::~ExecContext() {
 #if defined(ASGD_BACKEND_CUDA)
+  for (auto& job : impl_->captured)
+    if (job.exec) cudaGraphExecDestroy(job.exec);
   if (impl_->pointers) cudaFree(impl_->pointers);
   for (auto& b : impl_->temp) cudaFree(b.ptr);
   if (impl_->mark) cudaEventDestroy(impl_->mark);
@@ -64,6 +70,62 @@ float* const* ExecContext::stage_pointers(float* const* host, size_t n) {
 }
 
 namespace detail {
+
+#if defined(ASGD_BACKEND_CUDA)
+namespace {
+constexpr size_t kCapturedJobs = 8;  // graphs kept per context (the oldest goes first)
+
+// work() captured on the context's stream into a graph, instantiated. The launches it
+// makes are recorded, not made: the counts are put back as they were.
+cudaGraphExec_t capture(ExecContext& ctx, const std::function<void()>& work) {
+  ExecContext::Impl& impl = ctx.impl();
+  const LaunchCounts before = impl.counts;
+  ASGD_CUDA_CHECK(cudaStreamBeginCapture(impl.stream, cudaStreamCaptureModeThreadLocal));
+  cudaGraph_t graph = nullptr;
+  try {
+    work();
+  } catch (...) {
+    cudaStreamEndCapture(impl.stream, &graph);  // leaves capture mode, whatever went wrong
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    impl.counts = before;
+    throw;
+  }
+  impl.counts = before;
+  ASGD_CUDA_CHECK(cudaStreamEndCapture(impl.stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  ASGD_CUDA_CHECK(err);
+  return exec;
+}
+}  // namespace
+#endif
+
+void run_captured(ExecContext& ctx, const GraphKey& key, const std::function<void()>& work) {
+#if defined(ASGD_BACKEND_CUDA)
+  ExecContext::Impl& impl = ctx.impl();
+  if (!impl.graphs) return work();
+  auto it = impl.captured.begin();
+  while (it != impl.captured.end() && it->key != key.values) ++it;
+  if (it == impl.captured.end()) {  // first seen: run as it is, remember the key
+    if (impl.captured.size() == kCapturedJobs) {
+      if (impl.captured.front().exec) ASGD_CUDA_CHECK(cudaGraphExecDestroy(impl.captured.front().exec));
+      impl.captured.erase(impl.captured.begin());
+    }
+    impl.captured.push_back({key.values, nullptr});
+    return work();
+  }
+  if (!it->exec) it->exec = capture(ctx, work);
+  ASGD_CUDA_CHECK(cudaGraphLaunch(it->exec, impl.stream));
+  ++impl.counts.graphs;
+#else
+  (void)ctx;
+  (void)key;
+  work();
+#endif
+}
+
 void copy_to_host(ExecContext& ctx, void* host, const void* src, size_t bytes) {
   count_copy(ctx);
 #if defined(ASGD_BACKEND_CUDA)
@@ -103,6 +165,8 @@ void ExecContext::wait_for(const QueueMark& m) {
 }
 
 LaunchCounts ExecContext::counts() const { return impl_->counts; }
+void ExecContext::set_graph_capture(bool on) { impl_->graphs = on; }
+bool ExecContext::graph_capture() const { return impl_->graphs; }
 
 void kernels_use_one_thread_here() {
 #if defined(ASGD_BACKEND_OMP)

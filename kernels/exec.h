@@ -69,6 +69,15 @@ class ExecContext {
   void wait_for(const QueueMark& m);
   // Everything asked of the backend on this context so far (LaunchCounts).
   LaunchCounts counts() const;
+  // Whether a layered model's gradient jobs on this context run as CUDA graphs: a job
+  // whose shapes and buffers were seen before is captured once and then replayed, one
+  // launch for all its kernels and GEMMs (Model::loss_grad and loss_grad_batch of
+  // kernels/models/sequential.cu). CUDA: off unless the environment sets
+  // ASGD_CUDA_GRAPHS=1 when the context is made; it has never run on a GPU (docs/gpu.md).
+  // CPU backends: nothing to capture, but on sets the same path otherwise (each request's
+  // pointers read from a table, as a replay needs), so tests can hold it to the plain bits.
+  void set_graph_capture(bool on);
+  bool graph_capture() const;
 
   struct Impl;
   Impl& impl() { return *impl_; }

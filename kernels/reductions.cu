@@ -167,6 +167,20 @@ void run_sums(ExecContext& ctx, PendingSums& s) {
   s.row_count = 0;
 }
 
+void add_evaluation_sums(ExecContext& ctx, const float* row_loss, const float* row_correct, size_t m, EvalSums& into) {
+  Workspace::Frame frame(ctx.workspace());
+  double* device = ctx.workspace().take<double>("evaluation sums", 2);
+  PendingSums both(1);
+  queue_sum(ctx, both, RowSumJob{row_loss, m, device});
+  queue_sum(ctx, both, RowSumJob{row_correct, m, device + 1});
+  run_sums(ctx, both);
+  double host[2];
+  detail::copy_to_host(ctx, host, device, sizeof(host));
+  into.loss_sum += host[0];
+  into.correct += host[1];
+  into.count += m;
+}
+
 void queue_sum(ExecContext& ctx, PendingSums& s, const ColumnSumJob& job) {
   if (job.n == 0 || s.k == 0) return;
   if (s.column_count == PendingSums::kMaxColumns) run_sums(ctx, s);

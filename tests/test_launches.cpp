@@ -7,7 +7,9 @@
 // Not here: whether the kernels compute the right numbers (test_kernels, test_layers).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -107,6 +109,88 @@ TEST_F(LaunchBudget, SparseGradient) {
 TEST_F(LaunchBudget, QuadraticGradient) {
   auto model = make_quadratic(std::vector<float>(1000, 1.0f), 0.5f, 1.0f);
   EXPECT_EQ(count_job_launches(*model, nullptr, 1, 1, 1).gradients, budget(2, 0, 1, 2));
+}
+
+// Graph capture (ExecContext::set_graph_capture), three jobs of one shape on one context,
+// each on other parameters into other gradients (a replay must read the new ones). CPU
+// backends: the path without a capture (each request's pointers from a staged table)
+// gives each job the plain path's bits, at one more copy for a single request's table.
+// CUDA (not yet run on a GPU): the first job runs as it is, the second is captured, the
+// third replays the graph: one launch and no kernel or GEMM of its own; each job agrees
+// with the plain path to float rounding (cuBLAS's batched GEMM may round its own way).
+TEST_F(LaunchBudget, GraphCapturePathGivesThePlainResults) {
+  const DeviceDataset data = mnist_like(Shape{28, 28, 1});
+  const bool cuda = std::string(kernels_backend()) == "CUDA";
+  struct Case {
+    std::string label;
+    std::unique_ptr<Model> model;
+    LaunchCounts plain;  // a CPU job's budget with the tables (k = 1: one copy more)
+  };
+  std::vector<Case> cases;
+  cases.push_back({"mlp", make_dense({784, 128, 10}, DenseLoss::SoftmaxCrossEntropy), budget(4, 5, 3, 1)});
+  cases.push_back({"lenet", make_cnn(Shape{28, 28, 1}, lenet5(), 10), budget(19, 14, 3, 1)});
+  for (const Case& c : cases) {
+    for (size_t k : {1, 3}) {
+      SCOPED_TRACE(c.label + ", k = " + std::to_string(k));
+      const size_t n = c.model->num_params();
+      std::vector<std::vector<float>> ws;  // job j, request i: ws[j k + i]
+      for (size_t j = 0; j < 3 * k; ++j) ws.push_back(random_vec(n, uint32_t(40 + j), -0.1f, 0.1f));
+      std::vector<int32_t> ids(k * kBatch);
+      for (size_t r = 0; r < ids.size(); ++r) ids[r] = int32_t((r * 13) % data.n);
+      // job j's losses and gradients on a context with graph capture on or off; counts:
+      // the last job's
+      auto jobs = [&](bool graphs, std::vector<double>& losses, std::vector<std::vector<float>>& grads,
+                      LaunchCounts& last) {
+        on_worker_thread([&] {
+          ExecContext ctx;
+          ctx.set_graph_capture(graphs);
+          std::vector<DeviceArray<float>> dw, dg;
+          for (size_t j = 0; j < 3 * k; ++j) {
+            dw.push_back(to_device(ws[j]));
+            dg.emplace_back(n);
+          }
+          for (size_t j = 0; j < 3; ++j) {
+            std::vector<GradRequest> reqs(k);
+            for (size_t i = 0; i < k; ++i) {
+              reqs[i].w = dw[j * k + i].data();
+              reqs[i].ids = ids.data() + i * kBatch;
+              reqs[i].m = kBatch;
+              reqs[i].grad = dg[j * k + i].data();
+            }
+            const LaunchCounts before = ctx.counts();
+            if (k == 1) {
+              reqs[0].loss = c.model->loss_grad(ctx, reqs[0].w, &data, reqs[0].ids, kBatch, {}, reqs[0].grad);
+            } else {
+              c.model->loss_grad_batch(ctx, &data, reqs.data(), k);
+            }
+            last = ctx.counts() - before;
+            for (size_t i = 0; i < k; ++i) losses.push_back(reqs[i].loss);
+          }
+          for (auto& g : dg) grads.push_back(g.to_host());
+        });
+      };
+      std::vector<double> plain_loss, graph_loss;
+      std::vector<std::vector<float>> plain_grad, graph_grad;
+      LaunchCounts plain_counts, graph_counts;
+      jobs(false, plain_loss, plain_grad, plain_counts);
+      jobs(true, graph_loss, graph_grad, graph_counts);
+      if (!cuda) {
+        EXPECT_EQ(graph_loss, plain_loss);
+        EXPECT_EQ(graph_grad, plain_grad);
+        EXPECT_EQ(graph_counts, c.plain);
+        continue;
+      }
+      for (size_t j = 0; j < 3 * k; ++j) {
+        EXPECT_NEAR(graph_loss[j], plain_loss[j], 1e-5 * std::fabs(plain_loss[j])) << "request " << j;
+        EXPECT_TRUE(all_close(graph_grad[j], plain_grad[j], 1e-4, 1e-6)) << "request " << j;
+      }
+      LaunchCounts replay;
+      replay.graphs = 1;
+      replay.copies = 3;
+      replay.syncs = 1;
+      EXPECT_EQ(graph_counts, replay);
+    }
+  }
 }
 
 // One server step of each optimizer (engines/optimizer.h, the step ServerUpdate applies):

@@ -3,6 +3,8 @@
 // never sees this header.
 #pragma once
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -51,6 +53,15 @@ struct ExecContext::Impl {
   std::vector<TempBlock> temp;
 #endif
   LaunchCounts counts;  // ExecContext::counts(), written by the counting points below
+  bool graphs = false;  // ExecContext::graph_capture()
+#if defined(ASGD_BACKEND_CUDA)
+  // Gradient jobs seen, by key (run_captured): a graph once a key has been seen twice.
+  struct CapturedJob {
+    std::vector<uintptr_t> key;
+    cudaGraphExec_t exec = nullptr;  // null: seen once, run as it is
+  };
+  std::vector<CapturedJob> captured;  // the latest last; at most kCapturedJobs
+#endif
   DeviceArray<int32_t> ids;
   // Host staging for batched kernels (kept here: a warm batch reuses their storage).
   std::vector<int32_t> host_ids;
@@ -238,6 +249,27 @@ void for_each_3d(ExecContext& ctx, size_t n0, size_t n1, size_t n2, const F& f) 
   thrust::for_each_n(policy(ctx), thrust::counting_iterator<size_t>(0), n0, Rows3d<F>{f, n1, n2});
 #endif
 }
+
+// What a captured job's launches bake in: every pointer and size they read (run_captured).
+struct GraphKey {
+  std::vector<uintptr_t> values;
+  template <class T>
+  GraphKey& operator<<(T* p) {
+    values.push_back(reinterpret_cast<uintptr_t>(p));
+    return *this;
+  }
+  GraphKey& operator<<(size_t v) {
+    values.push_back(uintptr_t(v));
+    return *this;
+  }
+};
+// Runs `work`: on a CUDA context with graph capture on (ExecContext::set_graph_capture),
+// as a CUDA graph. The first job with a key runs as it is (it may still size the
+// workspace); the second is captured (its launches counted as one graph, not as theirs)
+// and launched; later ones replay the graph. `work` may only queue kernels and GEMMs on
+// the context's stream: no copy, no wait, no allocation; and its key must name everything
+// its launches read other than the contents of backend memory. Elsewhere: work() itself.
+void run_captured(ExecContext& ctx, const GraphKey& key, const std::function<void()>& work);
 
 // Copies `bytes` of backend memory at src to host memory (on CUDA on the context's stream,
 // after the work queued there) and waits for it: one copy and one wait of LaunchCounts.

@@ -2,8 +2,9 @@
 // layers share. Per request i of a pass, Z_i (R, N) = A_i (R, K) W_i (K, N) + b_i with
 // W_i = w_i + w_off (row-major) and b_i = w_i + b_off; A and Z are stacked (request i's R
 // rows from row i R). A dense layer's A is its input (R = m samples); a convolution's is
-// its im2col matrix (R = m x output positions). One request: plain GEMMs; k > 1: one
-// batched GEMM per product (detail::gemm_batched: on CUDA one cuBLAS call for all k,
+// its im2col matrix (R = m x output positions). One request without pointer tables: plain
+// GEMMs; with tables (k > 1, or a pass to be captured as a CUDA graph): one batched GEMM
+// per product (detail::gemm_batched: on CUDA one cuBLAS call for all k,
 // on the CPU the k GEMMs in order, so every request gets the single request's bits).
 // Around the GEMMs, one kernel each way: forward, the bias add and the fused activation
 // (LayerIO::act) in one pass, or nothing when the bias is left to the stack's consumer
@@ -31,9 +32,9 @@ struct Affine {
   // io.table sections: 0 A, 1 W, 2 Z, 3 dZ, 4 dW, 5 dA.
   enum { kA, kW, kZ, kDZ, kDW, kDA };
 
-  // k > 1: registers the operands' tables (dA may be null; dZ and dW only when training).
+  // With tables: registers the operands' (dA may be null; dZ and dW only when training).
   void bind(const Pass& p, size_t R, const float* A, float* Z, const float* dZ, float* dA, LayerIO& io) const {
-    if (p.k == 1) return;
+    if (!p.tables) return;
     PointerTables& t = *p.tables;
     io.table[kA] = t.stacked(A, R * K);
     io.table[kW] = t.params(p, w_off);
@@ -45,7 +46,7 @@ struct Affine {
   }
 
   void forward(ExecContext& ctx, const Pass& p, size_t R, const float* A, float* Z, const LayerIO& io) const {
-    if (p.k == 1) {
+    if (!p.tables) {
       detail::gemm(ctx, false, false, int(R), int(N), int(K), 1.0f, A, int(K), p.w[0] + w_off, int(N), 0.0f, Z, int(N));
     } else {
       const PointerTables& t = *p.tables;
@@ -65,7 +66,7 @@ struct Affine {
     const float* dZ = io.d_out;
     queue_sum(ctx, *p.sums, ColumnSumJob{const_cast<float*>(dZ), io.out, io.act, R, N, grads_of(p, b_off)});
     if (io.act != Act::None) run_sums(ctx, *p.sums);
-    if (p.k == 1) {
+    if (!p.tables) {
       detail::gemm(ctx, true, false, int(K), int(N), int(R), 1.0f, A, int(K), dZ, int(N), 0.0f, p.g[0] + w_off, int(N));
     } else {
       const PointerTables& t = *p.tables;
@@ -73,7 +74,7 @@ struct Affine {
                            int(N), 0.0f, t[io.table[kDW]], int(N), int(p.k));
     }
     if (!dA) return;
-    if (p.k == 1) {
+    if (!p.tables) {
       detail::gemm(ctx, false, true, int(R), int(K), int(N), 1.0f, dZ, int(N), p.w[0] + w_off, int(N), 0.0f, dA, int(K));
     } else {
       const PointerTables& t = *p.tables;

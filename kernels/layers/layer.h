@@ -35,7 +35,10 @@ struct Pass {
   // The same two arrays as tables in backend memory (CUDA: staged copies; CPU: w and g).
   const float* const* w_table = nullptr;
   float* const* g_table = nullptr;
-  PointerTables* tables = nullptr;  // k > 1: where layers register their GEMM operands
+  // Where layers register their GEMM operands: set when k > 1, and for a pass to be
+  // captured as a CUDA graph (its launches then read every request's pointers from backend
+  // memory, so a replay can take other parameters); null: k = 1, plain pointers.
+  PointerTables* tables = nullptr;
   // Backward: column sums a layer leaves to a later kernel (sums.h); LayerStack::backward
   // always sets it.
   PendingSums* sums = nullptr;
@@ -98,7 +101,7 @@ struct LayerIO {
   Act act = Act::None;
   bool fused = false;
   bool leave_bias = false;
-  size_t table[6] = {0, 0, 0, 0, 0, 0};  // its pointer-table sections (k > 1)
+  size_t table[6] = {0, 0, 0, 0, 0, 0};  // its pointer-table sections (Pass::tables)
 };
 
 class Layer {
@@ -136,7 +139,7 @@ class Layer {
   // input's gradient when d_input).
   virtual double flops_per_sample(bool d_input) const { return 0; }
 
-  // Takes its own buffers from the workspace and registers its pointer tables (k > 1);
+  // Takes its own buffers from the workspace and registers its pointer tables (Pass::tables);
   // io.in, out, d_out, d_in are set already.
   virtual void bind(Workspace& ws, const Pass& p, LayerIO& io) const {}
   virtual void forward(ExecContext& ctx, const Pass& p, const LayerIO& io) const = 0;

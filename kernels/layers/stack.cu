@@ -137,23 +137,24 @@ void LayerStack::backward(ExecContext& ctx, const Pass& p, const Bound& b) const
 
 
 StackPass::StackPass(ExecContext& ctx, const LayerStack& stack, size_t k, size_t m, const float* const* w,
-                     float* const* g, const float* input, float* d_input, bool leave_output_bias)
+                     float* const* g, const float* input, float* d_input, bool leave_output_bias, bool tables)
     : ctx_(ctx), stack_(stack) {
   p_.k = k;
   p_.m = m;
   p_.w = w;
   p_.g = g;
-  p_.w_table = w;  // k = 1: not read; k > 1 on CPU backends: stage_pointers gives them back
+  p_.w_table = w;  // without tables: not read; with them on CPU backends: stage_pointers gives them back
   p_.g_table = g;
   size_t w_section = 0, g_section = 0;
-  if (k > 1) {
+  tables = tables || k > 1;
+  if (tables) {
     tables_.emplace(ctx, k);
     p_.tables = &*tables_;
     w_section = tables_->params(p_, 0);
     if (g) g_section = tables_->grads(p_, 0);
   }
   b_ = stack.bind(ctx.workspace(), p_, input, d_input, leave_output_bias);
-  if (k > 1) {
+  if (tables) {
     tables_->stage();
     p_.w_table = (*tables_)[w_section];
     if (g) p_.g_table = (*tables_)[g_section];

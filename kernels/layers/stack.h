@@ -42,7 +42,7 @@ class LayerStack {
     size_t output_bias = Layer::npos;  // see bind's leave_output_bias
   };
   // Takes the pass's buffers from ws (in the caller's frame) and registers the layers'
-  // pointer tables in p.tables (k > 1: the caller stages them before forward). input
+  // pointer tables in p.tables (if set: the caller stages them before forward). input
   // (rows, in size) is only read. d_input: where backward writes d loss / d input (null:
   // not computed). p.training() decides whether gradient buffers are taken.
   // leave_output_bias: when the top layer ends with a bias add (and no activation), it
@@ -61,16 +61,18 @@ class LayerStack {
 };
 
 // One pass of a stack over k requests of m samples, in buffers of the caller's open
-// workspace frame: the Pass (with its pointer tables staged in one copy when k > 1) and
+// workspace frame: the Pass (with its pointer tables staged in one copy when k > 1 or asked
+// for) and
 // the bound buffers. forward(); then, training, the caller writes d_output() and calls
 // backward().
 class StackPass {
  public:
   // w: host array of k parameter vectors; g: of k gradient vectors (written by
   // backward), or null for a forward-only pass; input (k m, in size) is only read;
-  // d_input: where backward writes d loss / d input (null: not computed).
+  // d_input: where backward writes d loss / d input (null: not computed). tables: pointer
+  // tables even for k = 1 (a pass to be captured as a CUDA graph: Pass::tables).
   StackPass(ExecContext& ctx, const LayerStack& stack, size_t k, size_t m, const float* const* w, float* const* g,
-            const float* input, float* d_input, bool leave_output_bias = false);
+            const float* input, float* d_input, bool leave_output_bias = false, bool tables = false);
   StackPass(const StackPass&) = delete;
   StackPass& operator=(const StackPass&) = delete;
   const Pass& pass() const { return p_; }

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include "kernels/detail/backend.h"
 #include "kernels/layers/layer.h"
+#include "kernels/model.h"
 
 namespace asgd::layers {
 
@@ -53,5 +54,8 @@ void queue_sum(ExecContext& ctx, PendingSums& s, const RowSumJob& job);
 // Runs every queued job, in one launch (two with a column longer than kSequentialColumnRows),
 // and empties the queue.
 void run_sums(ExecContext& ctx, PendingSums& s);
+// Evaluation: adds m rows' losses and hits (backend memory, (m) each) to `into` (and m to
+// its count): both sums in one launch, one copy back.
+void add_evaluation_sums(ExecContext& ctx, const float* row_loss, const float* row_correct, size_t m, EvalSums& into);
 
 }  // namespace asgd::layers

@@ -8,6 +8,9 @@
 // whatever the thread count (and, with --fmad=false, on CUDA as on the CPU up to expf/logf).
 // The dense gradient that Model::loss_grad returns is that with every other row zero:
 // writing those zeros is the only pass over all features x k parameters in a gradient.
+// A pass of K requests (one for loss_grad) is two launches: each row's logits and loss
+// with the gradients' zeros, then the touched rows' gradients with the biases and the
+// loss sums; each request's arithmetic is what it is alone.
 // Not here: the data (sim/sparse_data.h).
 #include <algorithm>
 #include <climits>
@@ -20,6 +23,7 @@
 #include "kernels/layers/row_loss.h"
 #include "kernels/layers/sums.h"
 #include "kernels/model.h"
+#include "kernels/models/batch_model.h"
 #include "kernels/sparse_batch.h"
 #include "kernels/workspace.h"
 
@@ -123,7 +127,7 @@ struct Buffers {
   float* dz;           // (rows, k) d loss / d z, training only
   float* row_loss;     // (rows)
   float* row_correct;  // (rows), evaluation only
-  double* sums;        // training: the requests' loss sums; evaluation: loss and correct
+  double* sums;        // training: the requests' loss sums
 };
 Buffers take_buffers(ExecContext& ctx, size_t rows, size_t k, size_t requests, bool training) {
   Workspace& space = ctx.workspace();
@@ -132,7 +136,7 @@ Buffers take_buffers(ExecContext& ctx, size_t rows, size_t k, size_t requests, b
   b.row_loss = space.take<float>("sparse row losses", rows);
   b.dz = training ? space.take<float>("sparse logit gradients", rows * k) : nullptr;
   b.row_correct = training ? nullptr : space.take<float>("sparse row hits", rows);
-  b.sums = space.take<double>("sparse loss sums", training ? requests : 2);
+  b.sums = training ? space.take<double>("sparse loss sums", requests) : nullptr;
   return b;
 }
 
@@ -146,7 +150,7 @@ struct HostWork {
 };
 thread_local HostWork tl_work;
 
-class SparseLinear final : public Model {
+class SparseLinear final : public BatchModel {
  public:
   SparseLinear(size_t features, int classes, DenseLoss loss)
       : features_(features), classes_(classes), loss_(loss),
@@ -176,27 +180,6 @@ class SparseLinear final : public Model {
     sparse_batch_rows(data->host_row_ptr, data->host_col, ids, m, rows, tl_work.batch.keys, tl_work.batch.sorted);
   }
 
-  double loss_grad(ExecContext& ctx, const float* w, const DeviceDataset* data, const int32_t* host_ids,
-                   size_t m, const NoiseKey& noise, float* grad) const override {
-    GradRequest r;
-    r.w = w;
-    r.ids = host_ids;
-    r.m = m;
-    r.noise = noise;
-    r.grad = grad;
-    run(ctx, data, &r, 1);
-    return r.loss;
-  }
-
-  // k requests of one minibatch size as one pass (each request's arithmetic is
-  // loss_grad's, so every gradient and loss has its bits); mixed sizes: one at a time.
-  void loss_grad_batch(ExecContext& ctx, const DeviceDataset* data, GradRequest* reqs, size_t k) const override {
-    if (k == 0) return;
-    for (size_t i = 1; i < k; ++i)
-      if (reqs[i].m != reqs[0].m) return Model::loss_grad_batch(ctx, data, reqs, k);
-    run(ctx, data, reqs, k);
-  }
-
   EvalSums evaluate(ExecContext& ctx, const float* w, const DeviceDataset* data, size_t begin,
                     size_t end) const override {
     check_data(data);
@@ -210,16 +193,7 @@ class SparseLinear final : public Model {
       detail::for_each_index(ctx, m, SparseRow{data->row_ptr.data(), data->col.data(), data->val.data(), nullptr, r0,
                                                detail::PerRequest{nullptr, const_cast<float*>(w), 0}, features_ * k_,
                                                k_, m, buf.z, loss});
-      // the chunk's loss and correct sums in one launch, and one copy back
-      layers::PendingSums both(1);
-      layers::queue_sum(ctx, both, layers::RowSumJob{buf.row_loss, m, buf.sums});
-      layers::queue_sum(ctx, both, layers::RowSumJob{buf.row_correct, m, buf.sums + 1});
-      layers::run_sums(ctx, both);
-      double host[2];
-      detail::copy_to_host(ctx, host, buf.sums, sizeof(host));
-      sums.loss_sum += host[0];
-      sums.correct += host[1];
-      sums.count += m;
+      layers::add_evaluation_sums(ctx, buf.row_loss, buf.row_correct, m, sums);
     }
     return sums;
   }
@@ -227,7 +201,7 @@ class SparseLinear final : public Model {
  private:
   // The requests' losses and gradients, all of minibatch size m: one copy of their host
   // index up, two launches (rows_and_zeros, SparseGradient), one copy of the loss sums back.
-  void run(ExecContext& ctx, const DeviceDataset* data, GradRequest* reqs, size_t k) const {
+  void run(ExecContext& ctx, const DeviceDataset* data, GradRequest* reqs, size_t k) const override {
     check_data(data);
     const size_t m = reqs[0].m, b_off = features_ * k_;
     HostWork& hw = tl_work;
