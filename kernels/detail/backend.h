@@ -215,6 +215,41 @@ void for_each_2d(ExecContext& ctx, size_t rows, size_t cols, const F& f) {
 #endif
 }
 
+// Calls f.row(r)(c) for every r < rows, c < cols: f.row(r) works out once what depends on
+// r alone (say a request's bias pointer) and returns a functor of c, so on the CPU the
+// inner loop sees plain pointers and vectorises (for_each_2d's f(r, c) may load them on
+// every element); on CUDA one thread per (r, c), as for_each_2d.
+template <class F>
+struct RowsOf {  // CPU: one row per call
+  F f;
+  size_t cols;
+  void operator()(size_t r) const {
+    const auto g = f.row(r);
+    for (size_t c = 0; c < cols; ++c) g(c);
+  }
+};
+template <class F>
+struct ElementsOfRows {  // CUDA: one element per call
+  F f;
+  size_t cols;
+  ASGD_HD void operator()(size_t e) const { f.row(e / cols)(e % cols); }
+};
+template <class F>
+void for_each_row_element(ExecContext& ctx, size_t rows, size_t cols, const F& f) {
+  if (rows == 0 || cols == 0) return;
+  count_kernel(ctx);
+#if defined(ASGD_BACKEND_CUDA)
+  launch_n(ctx, rows * cols, ElementsOfRows<F>{f, cols});
+#else
+  if (one_cpu_thread_here()) {
+    const RowsOf<F> each{f, cols};
+    for (size_t r = 0; r < rows; ++r) each(r);
+    return;
+  }
+  thrust::for_each_n(policy(ctx), thrust::counting_iterator<size_t>(0), rows, RowsOf<F>{f, cols});
+#endif
+}
+
 // Calls f(i, j, l) for every i < n0, j < n1, l < n2: on CUDA one thread per (i, j, l);
 // on the CPU three nested loops, so that what depends on i (or i, j) alone is worked out
 // once per i (or i, j): index arithmetic with divisions goes in the outer indices.

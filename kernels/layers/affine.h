@@ -20,11 +20,15 @@
 
 namespace asgd::layers {
 
-// z (rows, n) = A(z + b_i) for rows of request i = r / R
+// z (rows, n) = A(z + b_i) for rows of request i = r / R (detail::for_each_row_element)
 template <class A>
 struct AddBiasActivate {
   float* z; detail::PerRequest b; size_t n, R;
-  ASGD_HD void operator()(size_t r, size_t c) const { z[r * n + c] = A::f(z[r * n + c] + b.at(r / R)[c]); }
+  struct Row {
+    float* z; const float* b;
+    ASGD_HD void operator()(size_t c) const { z[c] = A::f(z[c] + b[c]); }
+  };
+  ASGD_HD Row row(size_t r) const { return Row{z + r * n, b.at(r / R)}; }
 };
 
 struct Affine {
@@ -55,7 +59,7 @@ struct Affine {
     }
     if (io.leave_bias) return;
     with_activation(io.act, [&](auto a) {
-      detail::for_each_2d(ctx, p.k * R, N, AddBiasActivate<decltype(a)>{Z, params_of(p, b_off), N, R});
+      detail::for_each_row_element(ctx, p.k * R, N, AddBiasActivate<decltype(a)>{Z, params_of(p, b_off), N, R});
     });
   }
 

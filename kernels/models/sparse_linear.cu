@@ -81,42 +81,67 @@ void rows_and_zeros(ExecContext& ctx, const SparseRow& f, size_t rows, const det
 
 // Each request's gradient on the rows its samples name, its bias, and its loss sum, in one
 // launch over the minibatch's transpose (kernels/sparse_batch.h) of all requests at once:
-// the table rows P < U of the requests in order (row P is request req[P]'s row rows[P]; its
-// entries [seg[P], seg[P + 1]) name global minibatch rows sample[q] = i m + r). Thread
-// i < U k: row P = i / k, output c = i % k: grad[rows[P] k + c] = the sum over P's entries,
-// in minibatch order, of val * dz[r, c]. Then k threads per request: the bias, the sum of
-// dz[r, c] over its m rows in order; then one per request: its row losses summed in order, in
-// double, into loss_sums. dz is (k m, k), the loss's scaled delta.
+// the table rows P < U of the requests in order (row P is request req[P]'s row rows[P], req
+// null: request 0's; its entries [seg[P], seg[P + 1]) name global minibatch rows
+// sample[q] = i m + r). rows(i), i < U k: row P = i / k, output c = i % k: grad[rows[P] k + c]
+// = the sum over P's entries, in minibatch order, of val * dz[r, c]. bias(q, c), per
+// request q and output c: the sum of dz[r, c] over its m rows in order. loss(q): its row
+// losses summed in order, in double, into loss_sums[q]. dz is (k m, k), the loss's scaled
+// delta. G: request i's gradient is grad.at(i) (a single request's: OneGradient, no table).
+struct OneGradient {
+  float* g;
+  ASGD_HD float* at(size_t) const { return g; }
+};
+template <class G>
 struct SparseGradient {
   const int64_t* row_ptr; const float* val; const int32_t* ids;  // ids: the minibatches (k m)
   const int32_t* rows; const int32_t* req; const int32_t* seg; const int32_t* sample; const int32_t* offset;
   size_t u;  // table rows, all requests
   size_t requests;
   const float* dz; const float* row_loss; double* loss_sums; size_t m; size_t k; size_t b_off;
-  detail::PerRequest grad;
-  ASGD_HD void operator()(size_t i) const {
-    if (i >= (u + requests) * k) {
-      const size_t q = i - (u + requests) * k;
-      double s = 0.0;
-      for (size_t r = 0; r < m; ++r) s += row_loss[q * m + r];
-      loss_sums[q] = s;
-      return;
-    }
+  G grad;
+  ASGD_HD void row(size_t i) const {
     const size_t p = i / k, c = i % k;
     float acc = 0.0f;
-    if (p >= u) {
-      const size_t q = p - u;
-      for (size_t r = q * m; r < (q + 1) * m; ++r) acc += dz[r * k + c];
-      grad.at(q)[b_off + c] = acc;
-      return;
-    }
     for (int32_t e = seg[p]; e < seg[p + 1]; ++e) {
       const size_t r = size_t(sample[e]);
       acc += val[row_ptr[ids[r]] + offset[e]] * dz[r * k + c];
     }
-    grad.at(size_t(req[p]))[size_t(rows[p]) * k + c] = acc;
+    grad.at(req ? size_t(req[p]) : 0)[size_t(rows[p]) * k + c] = acc;
+  }
+  ASGD_HD void bias(size_t q, size_t c) const {
+    float acc = 0.0f;
+    for (size_t r = q * m; r < (q + 1) * m; ++r) acc += dz[r * k + c];
+    grad.at(q)[b_off + c] = acc;
+  }
+  ASGD_HD void loss(size_t q) const {
+    double s = 0.0;
+    for (size_t r = 0; r < m; ++r) s += row_loss[q * m + r];
+    loss_sums[q] = s;
+  }
+  // CUDA: thread i < U k a row's output, then k per request its bias, then one per request
+  // its loss sum.
+  ASGD_HD void operator()(size_t i) const {
+    if (i < u * k) return row(i);
+    i -= u * k;
+    if (i < requests * k) return bias(i / k, i % k);
+    loss(i - requests * k);
   }
 };
+// One launch: CUDA one kernel over every part; CPU each part as a plain loop.
+template <class G>
+void gradient_and_sums(ExecContext& ctx, const SparseGradient<G>& f) {
+  detail::count_kernel(ctx);
+#if defined(ASGD_BACKEND_CUDA)
+  detail::launch_n(ctx, (f.u + f.requests) * f.k + f.requests, f);
+#else
+  (void)ctx;
+  for (size_t i = 0; i < f.u * f.k; ++i) f.row(i);
+  for (size_t q = 0; q < f.requests; ++q)
+    for (size_t c = 0; c < f.k; ++c) f.bias(q, c);
+  for (size_t q = 0; q < f.requests; ++q) f.loss(q);
+#endif
+}
 
 constexpr size_t kEvalChunk = 1024;  // rows per forward pass during evaluation
 
@@ -143,9 +168,9 @@ Buffers take_buffers(ExecContext& ctx, size_t rows, size_t k, size_t requests, b
 // The host side of a pass, per thread (one ExecContext per thread): kept so that a warm
 // job allocates nothing.
 struct HostWork {
-  SparseBatch batch;
-  std::vector<int32_t> rows, req, seg, sample, offset;  // all requests' transposes (run)
-  std::vector<int32_t> packed;  // ids, rows, req, seg, sample, offset: staged in one copy
+  SparseBatch batch;                  // touched_rows' scratch
+  std::vector<SparseBatch> requests;  // run: each request's transpose
+  std::vector<int32_t> packed;        // run: ids, rows, req, seg, sample, offset: staged in one copy
   std::vector<double> sums;
 };
 thread_local HostWork tl_work;
@@ -205,33 +230,42 @@ class SparseLinear final : public BatchModel {
     check_data(data);
     const size_t m = reqs[0].m, b_off = features_ * k_;
     HostWork& hw = tl_work;
-    SparseBatch& b = hw.batch;
-    // Packed: every request's ids (k m), then the transposes' rows (U), their requests (U),
-    // seg (U + 1), sample (E, rebased to the stacked minibatch rows) and offset (E).
-    std::vector<int32_t>&rows = hw.rows, &req = hw.req, &seg = hw.seg, &sample = hw.sample, &offset = hw.offset;
-    for (auto* v : {&rows, &req, &seg, &sample, &offset}) v->clear();
+    if (hw.requests.size() < k) hw.requests.resize(k);
     size_t u = 0, entries = 0;
     for (size_t i = 0; i < k; ++i) {
-      build_sparse_batch(data->host_row_ptr, data->host_col, reqs[i].ids, m, b);
+      const SparseBatch& b = hw.requests[i];
+      build_sparse_batch(data->host_row_ptr, data->host_col, reqs[i].ids, m, hw.requests[i]);
       if (entries + b.sample.size() >= size_t(INT32_MAX))
         throw std::length_error("a batch of sparse minibatches holds more features than a 32-bit index can number");
-      rows.insert(rows.end(), b.rows.begin(), b.rows.end());
-      req.insert(req.end(), b.rows.size(), int32_t(i));
-      for (size_t p = 0; p < b.rows.size(); ++p) seg.push_back(int32_t(entries) + b.seg[p]);
-      for (int32_t r : b.sample) sample.push_back(int32_t(i * m) + r);
-      offset.insert(offset.end(), b.offset.begin(), b.offset.end());
       u += b.rows.size();
       entries += b.sample.size();
     }
-    seg.push_back(int32_t(entries));
+    // Packed: every request's ids (k m), then the transposes' rows (U), their requests (U;
+    // k > 1 only), seg (U + 1, rebased to the stacked entries), sample (E, rebased to the
+    // stacked minibatch rows) and offset (E).
     std::vector<int32_t>& pack = hw.packed;
-    pack.clear();
-    for (size_t i = 0; i < k; ++i) pack.insert(pack.end(), reqs[i].ids, reqs[i].ids + m);
-    for (const auto* part : {&rows, &req, &seg, &sample, &offset}) pack.insert(pack.end(), part->begin(), part->end());
+    pack.resize(k * m + (k > 1 ? 3 : 2) * u + 1 + 2 * entries);
+    int32_t* at = pack.data();
+    // n values of src, each plus `add`, at `at`; returns the end
+    auto append = [](int32_t* at, const int32_t* src, size_t n, int32_t add) {
+      if (add == 0) return std::copy(src, src + n, at);
+      for (size_t j = 0; j < n; ++j) at[j] = src[j] + add;
+      return at + n;
+    };
+    for (size_t i = 0; i < k; ++i) at = std::copy(reqs[i].ids, reqs[i].ids + m, at);
+    for (size_t i = 0; i < k; ++i) at = std::copy(hw.requests[i].rows.begin(), hw.requests[i].rows.end(), at);
+    if (k > 1)
+      for (size_t i = 0; i < k; ++i) at = std::fill_n(at, hw.requests[i].rows.size(), int32_t(i));
+    for (size_t i = 0, base = 0; i < k; base += hw.requests[i++].sample.size())
+      at = append(at, hw.requests[i].seg.data(), hw.requests[i].rows.size(), int32_t(base));
+    *at++ = int32_t(entries);
+    for (size_t i = 0; i < k; ++i)
+      at = append(at, hw.requests[i].sample.data(), hw.requests[i].sample.size(), int32_t(i * m));
+    for (size_t i = 0; i < k; ++i) at = std::copy(hw.requests[i].offset.begin(), hw.requests[i].offset.end(), at);
     const int32_t* ids = ctx.stage_ids(pack.data(), pack.size());
     const int32_t* d_rows = ids + k * m;
-    const int32_t* d_req = d_rows + u;
-    const int32_t* d_seg = d_req + u;
+    const int32_t* d_req = k > 1 ? d_rows + u : nullptr;
+    const int32_t* d_seg = d_rows + (k > 1 ? 2 : 1) * u;
     const int32_t* d_sample = d_seg + u + 1;
     const int32_t* d_offset = d_sample + entries;
 
@@ -254,9 +288,13 @@ class SparseLinear final : public BatchModel {
                    SparseRow{data->row_ptr.data(), data->col.data(), data->val.data(), ids, 0, w, b_off, k_, m, buf.z,
                              loss},
                    n, g, host.data() + k, k, b_off);
-    detail::for_each_index(ctx, (u + k) * k_ + k,
-                           SparseGradient{data->row_ptr.data(), data->val.data(), ids, d_rows, d_req, d_seg, d_sample,
-                                          d_offset, u, k, buf.dz, buf.row_loss, buf.sums, m, k_, b_off, g});
+    auto gradient = [&](auto grads) {
+      gradient_and_sums(ctx, SparseGradient<decltype(grads)>{data->row_ptr.data(), data->val.data(), ids, d_rows, d_req,
+                                                             d_seg, d_sample, d_offset, u, k, buf.dz, buf.row_loss,
+                                                             buf.sums, m, k_, b_off, grads});
+    };
+    if (k == 1) gradient(OneGradient{reqs[0].grad});
+    else gradient(g);
     hw.sums.resize(k);
     detail::copy_to_host(ctx, hw.sums.data(), buf.sums, k * sizeof(double));
     for (size_t i = 0; i < k; ++i) reqs[i].loss = hw.sums[i] / double(m);
