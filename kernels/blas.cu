@@ -17,9 +17,11 @@ const char* kernels_gemm_core() {
 }
 
 namespace detail {
+namespace {
 
-void gemm(ExecContext& ctx, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
-          const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+// One GEMM, not counted (its callers count the cuBLAS call they stand for).
+void gemm_call(ExecContext& ctx, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
+               int lda, const float* B, int ldb, float beta, float* C, int ldc) {
 #if defined(ASGD_BACKEND_CUDA)
   // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T.
   cublasOperation_t ob = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -36,10 +38,19 @@ void gemm(ExecContext& ctx, bool trans_a, bool trans_b, int M, int N, int K, flo
 #endif
 }
 
+}  // namespace
+
+void gemm(ExecContext& ctx, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+          const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+  ++counts_of(ctx).gemms;
+  gemm_call(ctx, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 void gemm_batched(ExecContext& ctx, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                   const float* const* A, int lda, const float* const* B, int ldb, float beta,
                   float* const* C, int ldc, int count) {
   if (count <= 0) return;
+  ++counts_of(ctx).gemms;  // one cuBLAS call for all `count`
 #if defined(ASGD_BACKEND_CUDA)
   // Row-major as in gemm(): the column-major product C^T = op(B)^T op(A)^T, batch-wise.
   cublasOperation_t ob = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -49,7 +60,7 @@ void gemm_batched(ExecContext& ctx, bool trans_a, bool trans_b, int M, int N, in
     fail("cublasSgemmBatched failed", __FILE__, __LINE__);
 #else
   for (int i = 0; i < count; ++i)
-    gemm(ctx, trans_a, trans_b, M, N, K, alpha, A[i], lda, B[i], ldb, beta, C[i], ldc);
+    gemm_call(ctx, trans_a, trans_b, M, N, K, alpha, A[i], lda, B[i], ldb, beta, C[i], ldc);
 #endif
 }
 

@@ -1,5 +1,8 @@
 // kernels/exec.cu — ExecContext: per-thread stream/handle (CUDA), staging of ids and
 // pointer tables, queue marks.
+#include <cstdlib>
+#include <cstring>
+#include <string>
 #include "kernels/detail/backend.h"
 #if defined(ASGD_BACKEND_OMP)
 #include <omp.h>
@@ -9,6 +12,8 @@ namespace asgd {
 
 ExecContext::ExecContext() : impl_(std::make_unique<Impl>()) {
 #if defined(ASGD_BACKEND_CUDA)
+  const char* graphs = std::getenv("ASGD_CUDA_GRAPHS");
+  impl_->graphs = graphs && std::string(graphs) == "1";
   ASGD_CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
   if (cublasCreate(&impl_->blas) != CUBLAS_STATUS_SUCCESS)
     detail::fail("cublasCreate failed", __FILE__, __LINE__);
@@ -18,6 +23,8 @@ ExecContext::ExecContext() : impl_(std::make_unique<Impl>()) {
 
 ExecContext::~ExecContext() {
 #if defined(ASGD_BACKEND_CUDA)
+  for (auto& job : impl_->captured)
+    if (job.exec) cudaGraphExecDestroy(job.exec);
   if (impl_->pointers) cudaFree(impl_->pointers);
   for (auto& b : impl_->temp) cudaFree(b.ptr);
   if (impl_->mark) cudaEventDestroy(impl_->mark);
@@ -27,6 +34,8 @@ ExecContext::~ExecContext() {
 }
 
 const int32_t* ExecContext::stage_ids(const int32_t* host_ids, size_t n) {
+  if (n == 0) return host_ids;  // nothing to read
+  detail::count_copy(*this);
 #if defined(ASGD_BACKEND_CUDA)
   // On this context's stream: a plain cudaMemcpy runs on the legacy stream, which a
   // non-blocking stream's kernels do not wait for. Pageable host memory is staged
@@ -42,6 +51,8 @@ const int32_t* ExecContext::stage_ids(const int32_t* host_ids, size_t n) {
 }
 
 float* const* ExecContext::stage_pointers(float* const* host, size_t n) {
+  if (n == 0) return host;  // nothing to read
+  detail::count_copy(*this);
 #if defined(ASGD_BACKEND_CUDA)
   if (n > impl_->pointers_capacity) {
     if (impl_->pointers) ASGD_CUDA_CHECK(cudaFree(impl_->pointers));  // waits for the kernels using it
@@ -58,13 +69,83 @@ float* const* ExecContext::stage_pointers(float* const* host, size_t n) {
 #endif
 }
 
+namespace detail {
+
+#if defined(ASGD_BACKEND_CUDA)
+namespace {
+constexpr size_t kCapturedJobs = 8;  // graphs kept per context (the oldest goes first)
+
+// work() captured on the context's stream into a graph, instantiated. The launches it
+// makes are recorded, not made: the counts are put back as they were.
+cudaGraphExec_t capture(ExecContext& ctx, const std::function<void()>& work) {
+  ExecContext::Impl& impl = ctx.impl();
+  const LaunchCounts before = impl.counts;
+  ASGD_CUDA_CHECK(cudaStreamBeginCapture(impl.stream, cudaStreamCaptureModeThreadLocal));
+  cudaGraph_t graph = nullptr;
+  try {
+    work();
+  } catch (...) {
+    cudaStreamEndCapture(impl.stream, &graph);  // leaves capture mode, whatever went wrong
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    impl.counts = before;
+    throw;
+  }
+  impl.counts = before;
+  ASGD_CUDA_CHECK(cudaStreamEndCapture(impl.stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  ASGD_CUDA_CHECK(err);
+  return exec;
+}
+}  // namespace
+#endif
+
+void run_captured(ExecContext& ctx, const GraphKey& key, const std::function<void()>& work) {
+#if defined(ASGD_BACKEND_CUDA)
+  ExecContext::Impl& impl = ctx.impl();
+  if (!impl.graphs) return work();
+  auto it = impl.captured.begin();
+  while (it != impl.captured.end() && it->key != key.values) ++it;
+  if (it == impl.captured.end()) {  // first seen: run as it is, remember the key
+    if (impl.captured.size() == kCapturedJobs) {
+      if (impl.captured.front().exec) ASGD_CUDA_CHECK(cudaGraphExecDestroy(impl.captured.front().exec));
+      impl.captured.erase(impl.captured.begin());
+    }
+    impl.captured.push_back({key.values, nullptr});
+    return work();
+  }
+  if (!it->exec) it->exec = capture(ctx, work);
+  ASGD_CUDA_CHECK(cudaGraphLaunch(it->exec, impl.stream));
+  ++impl.counts.graphs;
+#else
+  (void)ctx;
+  (void)key;
+  work();
+#endif
+}
+
+void copy_to_host(ExecContext& ctx, void* host, const void* src, size_t bytes) {
+  count_copy(ctx);
+#if defined(ASGD_BACKEND_CUDA)
+  ASGD_CUDA_CHECK(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, ctx.impl().stream));
+#else
+  if (host != src) std::memcpy(host, src, bytes);
+#endif
+  ctx.synchronize();
+}
+}  // namespace detail
+
 void ExecContext::synchronize() {
+  ++impl_->counts.syncs;
 #if defined(ASGD_BACKEND_CUDA)
   ASGD_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
 #endif
 }
 
 QueueMark ExecContext::mark() {
+  ++impl_->counts.events;
 #if defined(ASGD_BACKEND_CUDA)
   if (!impl_->mark) ASGD_CUDA_CHECK(cudaEventCreateWithFlags(&impl_->mark, cudaEventDisableTiming));
   ASGD_CUDA_CHECK(cudaEventRecord(impl_->mark, impl_->stream));
@@ -75,12 +156,17 @@ QueueMark ExecContext::mark() {
 }
 
 void ExecContext::wait_for(const QueueMark& m) {
+  ++impl_->counts.events;  // (on CUDA a mark from mark() always holds an event)
 #if defined(ASGD_BACKEND_CUDA)
   if (m.event) ASGD_CUDA_CHECK(cudaStreamWaitEvent(impl_->stream, static_cast<cudaEvent_t>(m.event), 0));
 #else
   (void)m;
 #endif
 }
+
+LaunchCounts ExecContext::counts() const { return impl_->counts; }
+void ExecContext::set_graph_capture(bool on) { impl_->graphs = on; }
+bool ExecContext::graph_capture() const { return impl_->graphs; }
 
 void kernels_use_one_thread_here() {
 #if defined(ASGD_BACKEND_OMP)

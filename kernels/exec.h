@@ -18,6 +18,32 @@ struct QueueMark {
   void* event = nullptr;
 };
 
+// What a context has asked of its backend: what CUDA calls cost the host (a launch, a
+// copy or a wait each takes the driver's locks), counted on every backend at the one
+// place in kernels/ where each call is made, so a CPU build counts what the CUDA build
+// issues for the same work (the CPU runs it as loops). Per context, never reset: callers
+// take differences (counts after - counts before).
+struct LaunchCounts {
+  uint64_t kernels = 0;  // kernel launches: one per functor pass over an index space, per kernel of
+                         // a Thrust/CUB algorithm (a reduction: 1 or 2, by size), per memset
+  uint64_t gemms = 0;    // cuBLAS calls: one per GEMM and one per batched GEMM of any count
+  uint64_t copies = 0;   // copies between host and device memory on the context's stream
+  uint64_t syncs = 0;    // waits of the host for the context's stream
+  uint64_t events = 0;   // events recorded (mark) or waited for (wait_for) on the stream
+  uint64_t graphs = 0;   // CUDA graphs launched (CUDA builds with graph capture on; else 0)
+  // Launches: kernels, GEMM calls and graphs, each one trip through the driver's launch path.
+  uint64_t launches() const { return kernels + gemms + graphs; }
+  LaunchCounts operator-(const LaunchCounts& o) const {
+    return {kernels - o.kernels, gemms - o.gemms, copies - o.copies, syncs - o.syncs, events - o.events,
+            graphs - o.graphs};
+  }
+  bool operator==(const LaunchCounts& o) const {
+    return kernels == o.kernels && gemms == o.gemms && copies == o.copies && syncs == o.syncs &&
+           events == o.events && graphs == o.graphs;
+  }
+  bool operator!=(const LaunchCounts& o) const { return !(*this == o); }
+};
+
 class ExecContext {
  public:
   ExecContext();
@@ -41,6 +67,17 @@ class ExecContext {
   // Work queued on this context from now on starts after the marked work is done. Safe
   // from another thread than the marking context's (the CUDA calls are thread-safe).
   void wait_for(const QueueMark& m);
+  // Everything asked of the backend on this context so far (LaunchCounts).
+  LaunchCounts counts() const;
+  // Whether a layered model's gradient jobs on this context run as CUDA graphs: a job
+  // whose shapes and buffers were seen before is captured once and then replayed, one
+  // launch for all its kernels and GEMMs (Model::loss_grad and loss_grad_batch of
+  // kernels/models/sequential.cu). CUDA: off unless the environment sets
+  // ASGD_CUDA_GRAPHS=1 when the context is made; it has never run on a GPU (docs/gpu.md).
+  // CPU backends: nothing to capture, but on sets the same path otherwise (each request's
+  // pointers read from a table, as a replay needs), so tests can hold it to the plain bits.
+  void set_graph_capture(bool on);
+  bool graph_capture() const;
 
   struct Impl;
   Impl& impl() { return *impl_; }

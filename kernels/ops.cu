@@ -338,6 +338,7 @@ void round_fp16(ExecContext& ctx, float* x, size_t n) { for_each_index(ctx, n, R
 void round_bf16(ExecContext& ctx, float* x, size_t n) { for_each_index(ctx, n, RoundBf16{x}); }
 
 double sum(ExecContext& ctx, const float* x, size_t n) {
+  detail::count_reduction(ctx, n, sizeof(double));
 #if defined(ASGD_BACKEND_CUDA)
   return thrust::transform_reduce(detail::policy(ctx), x, x + n, ToDouble{}, 0.0,
                                   thrust::plus<double>());
@@ -350,6 +351,7 @@ double sum(ExecContext& ctx, const float* x, size_t n) {
 }
 
 double sq_norm(ExecContext& ctx, const float* x, size_t n) {
+  detail::count_reduction(ctx, n, sizeof(double));
 #if defined(ASGD_BACKEND_CUDA)
   return thrust::transform_reduce(detail::policy(ctx), x, x + n, SquareDouble{}, 0.0,
                                   thrust::plus<double>());
@@ -362,6 +364,7 @@ double sq_norm(ExecContext& ctx, const float* x, size_t n) {
 }
 
 bool all_finite(ExecContext& ctx, const float* x, size_t n) {
+  detail::count_reduction(ctx, n, sizeof(int));
 #if defined(ASGD_BACKEND_CUDA)
   return thrust::transform_reduce(detail::policy(ctx), x, x + n, IsNonFinite{}, 0,
                                   thrust::plus<int>()) == 0;
@@ -379,6 +382,8 @@ void compress_topk(ExecContext& ctx, float* g, float* residual, size_t n, size_t
   Workspace::Frame frame(ctx.workspace());
   int32_t* idx = ctx.workspace().take<int32_t>("top-k order", n);
   float* vals = ctx.workspace().take<float>("top-k values", k > 0 ? k : 1);
+  if (n > 0) detail::count_kernel(ctx);  // the sequence
+  detail::count_merge_sort(ctx, n);
 #if defined(ASGD_BACKEND_CUDA)
   thrust::sequence(detail::policy(ctx), idx, idx + n);
   thrust::sort(detail::policy(ctx), idx, idx + n, TopkBefore{g});
@@ -393,6 +398,7 @@ void compress_topk(ExecContext& ctx, float* g, float* residual, size_t n, size_t
 
 void compress_int8(ExecContext& ctx, float* g, float* residual, size_t n) {
   if (residual) for_each_index(ctx, n, AddResidual{g, residual});
+  detail::count_reduction(ctx, n, sizeof(float));
 #if defined(ASGD_BACKEND_CUDA)
   const float mx = thrust::transform_reduce(detail::policy(ctx), g, g + n, AbsFloat{}, 0.0f, thrust::maximum<float>());
 #else

@@ -34,16 +34,20 @@ class Layers : public DeviceTest {};
 
 bool cuda() { return std::string(kernels_backend()) == "CUDA"; }
 
-// One layer's case: how to make it and its reference forward pass.
+// One layer's case: how to make it and its reference forward pass. With `act`, the layer
+// runs with that activation on top, which the stack has the layer's own kernels apply
+// (LayerIO::act), against the reference activation of the reference output.
 struct LayerCase {
   std::string label;
   std::function<std::unique_ptr<Layer>()> make;
   std::function<Batch(const Batch& x, size_t rows, const double* w)> ref;
+  layers::Act act = layers::Act::None;
 };
 
 std::vector<LayerCase> layer_cases() {
   using namespace layers;
   std::vector<LayerCase> c;
+  using layers::Act;
   c.push_back({"dense 7->5", [] { return make_dense(Shape{1, 1, 7}, 5); },
                [](const Batch& x, size_t rows, const double* w) { return layers_ref::dense(x, rows, 7, 5, w); }});
   c.push_back({"dense on a 2x3x2 image -> 4", [] { return make_dense(Shape{2, 3, 2}, 4); },
@@ -70,12 +74,29 @@ std::vector<LayerCase> layer_cases() {
                [](const Batch& x, size_t, const double*) { return layers_ref::tanh(x); }});
   c.push_back({"flatten", [] { return make_flatten(Shape{2, 3, 2}); },
                [](const Batch& x, size_t, const double*) { return x; }});
+  // The layers that end with a bias add again, each with a ReLU or a tanh fused on top.
+  const size_t plain = c.size();
+  for (size_t i = 0; i < plain; ++i) {
+    if (c[i].make()->bias_offset() == Layer::npos) continue;
+    for (Act a : {Act::ReLU, Act::Tanh}) {
+      LayerCase f = c[i];
+      f.label += a == Act::ReLU ? " + relu (fused)" : " + tanh (fused)";
+      f.act = a;
+      f.ref = [ref = c[i].ref, a](const Batch& x, size_t rows, const double* w) {
+        return a == Act::ReLU ? layers_ref::relu(ref(x, rows, w)) : layers_ref::tanh(ref(x, rows, w));
+      };
+      c.push_back(f);
+    }
+  }
   return c;
 }
 
 LayerStack single(const LayerCase& c) {
   std::vector<std::unique_ptr<Layer>> v;
   v.push_back(c.make());
+  const Shape out = v.back()->out_shape();
+  if (c.act == layers::Act::ReLU) v.push_back(layers::make_relu(out));
+  if (c.act == layers::Act::Tanh) v.push_back(layers::make_tanh(out));
   return LayerStack(std::move(v));
 }
 
@@ -254,6 +275,15 @@ TEST_F(Layers, ActivationsRunInPlaceOnlyWhereNothingReadsWhatTheyOverwrite) {
     EXPECT_EQ(pass.io(3).out, pass.io(3).in);
     EXPECT_NE(pass.io(4).out, pass.io(4).in);
     EXPECT_EQ(pass.io(0).d_in, nullptr) << "no gradient with respect to the caller's input was asked for";
+    // the tanh in place over the dense output runs in the dense layer's kernels; the ReLU
+    // that is not in place runs on its own
+    EXPECT_EQ(pass.io(1).act, Act::Tanh);
+    EXPECT_TRUE(pass.io(2).fused);
+    EXPECT_FALSE(pass.io(4).fused);
+    EXPECT_EQ(pass.io(5).act, Act::None);
+    EXPECT_EQ(pass.output_bias(), Layer::npos) << "the output's bias is left out only when asked";
+    StackPass leaving(ctx, stack, 1, m, wp, gp, dx.data(), nullptr, /*leave_output_bias=*/true);
+    EXPECT_EQ(leaving.output_bias(), 35u + 15u) << "the top dense layer's bias: after 6x5+5 and 5x3 parameters";
   });
   Batch xd = to_double(x), wd = to_double(w);
   Batch h = layers_ref::tanh(layers_ref::dense(layers_ref::relu(xd), m, 6, 5, wd.data()));

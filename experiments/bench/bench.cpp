@@ -106,6 +106,22 @@ SimRun time_simulation(const json& user, const Problem& p, WorkerPool& pool) {
   return r;
 }
 
+// The bare loop's SGD step of w by g (model.num_params()): over the whole vector, or for a
+// model with a row table (Model::row_layout) over `rows` (g's touched rows) and the dense
+// part, as the server steps (ServerUpdate).
+void bare_sgd_step(ExecContext& ctx, const Model& model, const std::vector<int32_t>& rows, float* w, const float* g,
+                   float lr) {
+  const size_t n = model.num_params();
+  const RowLayout layout = model.row_layout();
+  if (layout.rows == 0) {
+    ops::sgd_step(ctx, w, w, g, lr, n);
+    return;
+  }
+  const size_t table = layout.rows * layout.width;
+  ops::sgd_step(ctx, ops::Rows{rows.data(), rows.size(), layout.width}, w, w, g, lr);
+  ops::sgd_step(ctx, w + table, w + table, g + table, lr, n - table);
+}
+
 // The bare limit: `gradients` loss+gradient evaluations and `updates` SGD steps split over
 // `threads` threads; each thread owns an ExecContext, its parameters and gradient, and
 // calls Model::loss_grad and ops::sgd_step in a loop (updates spread evenly among the
@@ -148,16 +164,8 @@ double time_bare(const Problem& p, size_t train_size, size_t batch, uint64_t gra
       }
       uint64_t done_updates = 0;
       const RowLayout layout = p.model->row_layout();
-      const size_t table = layout.rows * layout.width;
       std::vector<int32_t> rows;  // a sparse model's: those of g's minibatch
-      auto step = [&] {
-        if (layout.rows == 0) {
-          ops::sgd_step(ctx, w.data(), w.data(), g.data(), lr, n);
-          return;
-        }
-        ops::sgd_step(ctx, ops::Rows{rows.data(), rows.size(), layout.width}, w.data(), w.data(), g.data(), lr);
-        ops::sgd_step(ctx, w.data() + table, w.data() + table, g.data() + table, lr, n - table);
-      };
+      auto step = [&] { bare_sgd_step(ctx, *p.model, rows, w.data(), g.data(), lr); };
       if (layout.rows > 0) p.model->touched_rows(p.train, ids.data(), batch, rows);
       // jobs gradients per step of the loop (one loss_grad call when jobs is 1), into g and
       // jobs - 1 more buffers; the updates step with g, the group's first gradient
@@ -316,6 +324,7 @@ BenchResult model_workload(const MnistFixture& f, const std::string& workload, c
   counted_grads = last.outcome.gradients;
   counted_updates = engine == "easgd" ? last.outcome.gradients : last.outcome.updates;
   time_bare(p, n, 32, std::min<uint64_t>(counted_grads, 4 * threads * batched), 0, threads, 1, batched);  // warm-up
+  r.launches = count_job_launches(*f.model, &f.data.train, n, 32, size_t(std::max(batched, 1)));
   measure_pairs(repeats, sim, bare, r);
   r.gradients = counted_grads;
   r.updates = counted_updates;
@@ -587,12 +596,14 @@ void print_table(const std::vector<BenchResult>& results, std::ostream& out) {
   out << "\n" << std::left << std::setw(3) << "" << std::setw(13) << "workload" << std::setw(8) << "engine"
       << std::right << std::setw(8) << "workers" << std::setw(8) << "threads" << std::setw(14) << "sim rate"
       << std::setw(14) << "bare rate" << std::setw(13) << "unit" << std::setw(7) << "ratio" << std::setw(6)
-      << "cpu" << "  target\n";
+      << "cpu" << std::setw(10) << "launch/g" << "  target\n";
   for (const auto& r : results) {
     out << std::left << std::setw(3) << r.workload << std::setw(13) << r.name << std::setw(8) << r.engine
         << std::right << std::setw(8) << r.workers << std::setw(8) << r.threads << std::setw(14)
         << fmt(r.sim_rate) << std::setw(14) << fmt(r.bare_rate) << std::setw(13) << r.rate_unit
-        << std::setw(7) << fmt(r.ratio, 2) << std::setw(6) << fmt(r.cpu_ratio, 2) << "  " << target_of(r) << "\n";
+        << std::setw(7) << fmt(r.ratio, 2) << std::setw(6) << fmt(r.cpu_ratio, 2) << std::setw(10)
+        << (r.launches.k > 0 ? fmt(double(r.launches.gradients.launches()) / double(r.launches.k), 1) : "-") << "  "
+        << target_of(r) << "\n";
   }
 }
 
@@ -615,6 +626,7 @@ json BenchResult::to_json() const {
             {"bare_gflops", flops_per_gradient * double(gradients) / bare_seconds / 1e9},
             {"note", note}, {"backend", kernels_backend()}};
   if (peak_rss_mb >= 0) j["peak_rss_mb"] = peak_rss_mb;
+  if (launches.k > 0) j["launches"] = launches.to_json();
   if (workload == "e") {
     j["eval_fraction"] = eval_fraction;
     j["eval_fraction_by_difference"] = eval_fraction_by_difference;
@@ -670,6 +682,55 @@ BenchOptions parse_bench_options(int argc, char** argv) {
     }
   }
   return o;
+}
+
+JobLaunches count_job_launches(const Model& model, const DeviceDataset* train, size_t train_size, size_t batch,
+                               size_t k) {
+  JobLaunches out;
+  std::thread([&] {
+    kernels_use_one_thread_here();
+    std::vector<float> init;
+    model.init_params(1, init);
+    GradientLoop loop(model, train, init, train_size, batch, 1, k);
+    std::vector<DeviceArray<float>> more(k - 1);
+    for (auto& buf : more) buf.resize_discard(model.num_params());
+    std::vector<GradRequest> reqs(k);
+    auto call = [&] {
+      if (k == 1) {
+        loop.gradient(0, NoiseKey{});
+        return;
+      }
+      for (size_t i = 0; i < k; ++i) {
+        reqs[i].w = loop.w.data();
+        reqs[i].ids = loop.batch_ids(i);
+        reqs[i].m = batch;
+        reqs[i].grad = i == 0 ? loop.g.data() : more[i - 1].data();
+      }
+      model.loss_grad_batch(loop.ctx, train, reqs.data(), k);
+    };
+    call();  // warm: the workspace sized
+    LaunchCounts before = loop.ctx.counts();
+    call();
+    out.gradients = loop.ctx.counts() - before;
+    std::vector<int32_t> rows;
+    if (model.row_layout().rows > 0) model.touched_rows(train, loop.batch_ids(0), batch, rows);
+    before = loop.ctx.counts();
+    bare_sgd_step(loop.ctx, model, rows, loop.w.data(), loop.g.data(), 1e-4f);
+    out.update = loop.ctx.counts() - before;
+    loop.ctx.synchronize();
+  }).join();
+  out.k = k;
+  return out;
+}
+
+json JobLaunches::to_json() const {
+  auto counts = [](const LaunchCounts& c, double per) {
+    return json{{"launches", double(c.launches()) / per}, {"kernels", double(c.kernels) / per},
+                {"gemms", double(c.gemms) / per},         {"copies", double(c.copies) / per},
+                {"syncs", double(c.syncs) / per},         {"events", double(c.events) / per},
+                {"graphs", double(c.graphs) / per}};
+  };
+  return json{{"gradients_per_call", k}, {"per_gradient", counts(gradients, double(k))}, {"per_update", counts(update, 1.0)}};
 }
 
 BenchResult bench_mlp(const std::string& workload, const std::string& engine, int workers,
@@ -733,6 +794,7 @@ BenchResult sparse_workload(int workers, uint64_t gradients, int threads, int re
   const uint64_t g = last.outcome.gradients, u = last.outcome.updates;
   auto bare = [&] { return time_bare(p, data->train.n, 32, g, u, threads, 1); };
   bare();
+  r.launches = count_job_launches(*model, &data->train, data->train.n, 32, 1);
   measure_pairs(repeats, sim, bare, r);
   r.gradients = g;
   r.updates = u;

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
+#include "kernels/exec.h"
+#include "kernels/model.h"
 
 namespace asgd {
 
@@ -31,6 +33,21 @@ struct BenchOptions {
 
 // `asgdsim bench` arguments (argv[0] is "bench"); throws std::invalid_argument on bad usage.
 BenchOptions parse_bench_options(int argc, char** argv);
+
+// What one gradient job asks of the backend (kernels/exec.h, LaunchCounts): a warm
+// Model::loss_grad call (k = 1) or Model::loss_grad_batch call of k requests, each of
+// `batch` ids from a SampleStream over the first train_size samples, on a fresh context on
+// a thread of its own that runs kernels as a pool thread does; and one SGD step as the
+// bare loop makes it (a model with a row table: over the first request's touched rows and
+// the dense part). The counts do not depend on the data's values, only on the shapes.
+struct JobLaunches {
+  size_t k = 0;            // gradients in the counted call (0: not counted)
+  LaunchCounts gradients;  // the call that computes the k gradients
+  LaunchCounts update;     // one SGD step
+  nlohmann::json to_json() const;  // per gradient (gradients / k) and per update
+};
+JobLaunches count_job_launches(const Model& model, const DeviceDataset* train, size_t train_size, size_t batch,
+                               size_t k);
 
 // One workload's figures. Rates are per wall second; seconds are medians over repeats.
 struct BenchResult {
@@ -65,6 +82,9 @@ struct BenchResult {
   double eval_fraction_by_difference = -1;  // 1 - ratio of the runs with and without it
   uint64_t evaluations = 0;         // evaluations in the run
   double eval_seconds = 0;          // one evaluation (median)
+  // a, b, f, g: what a gradient (a batch of batched_gradients) and an update ask of the
+  // backend, counted outside the timings
+  JobLaunches launches;
   std::string note;
   nlohmann::json to_json() const;
 };

@@ -3,6 +3,8 @@
 // never sees this header.
 #pragma once
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -50,6 +52,16 @@ struct ExecContext::Impl {
   };
   std::vector<TempBlock> temp;
 #endif
+  LaunchCounts counts;  // ExecContext::counts(), written by the counting points below
+  bool graphs = false;  // ExecContext::graph_capture()
+#if defined(ASGD_BACKEND_CUDA)
+  // Gradient jobs seen, by key (run_captured): a graph once a key has been seen twice.
+  struct CapturedJob {
+    std::vector<uintptr_t> key;
+    cudaGraphExec_t exec = nullptr;  // null: seen once, run as it is
+  };
+  std::vector<CapturedJob> captured;  // the latest last; at most kCapturedJobs
+#endif
   DeviceArray<int32_t> ids;
   // Host staging for batched kernels (kept here: a warm batch reuses their storage).
   std::vector<int32_t> host_ids;
@@ -60,6 +72,35 @@ namespace detail {
 
 [[noreturn]] inline void fail(const char* what, const char* file, int line) {
   throw std::runtime_error(std::string(file) + ":" + std::to_string(line) + ": " + what);
+}
+
+// The counting points of LaunchCounts (kernels/exec.h). Each site that issues a CUDA call
+// counts it here, before its backend branch, so every backend counts the same.
+inline LaunchCounts& counts_of(ExecContext& ctx) { return ctx.impl().counts; }
+inline void count_kernel(ExecContext& ctx) { ++counts_of(ctx).kernels; }
+inline void count_copy(ExecContext& ctx) { ++counts_of(ctx).copies; }
+// A Thrust reduction of n items to one value on the host (thrust::transform_reduce with
+// the context's policy): cub::DeviceReduce launches one kernel when the items fit one
+// tile and two otherwise (CCCL 3's policy for sm_60 to sm_90: 256 threads of 16 items of a
+// 4-byte accumulator, 8 of an 8-byte one); then Thrust waits for the stream and copies the
+// value back, waiting again.
+inline void count_reduction(ExecContext& ctx, size_t n, size_t accum_bytes) {
+  if (n == 0) return;
+  const size_t tile = 256 * (accum_bytes >= 8 ? 8 : 16);
+  LaunchCounts& c = counts_of(ctx);
+  c.kernels += n <= tile ? 1 : 2;
+  c.copies += 1;
+  c.syncs += 2;
+}
+// thrust::sort of n keys with a comparator of its own (so a merge sort: cub::DeviceMergeSort,
+// CCCL 3's policy of 256 threads x 17 4-byte keys a tile): one block-sort kernel, then a
+// partition and a merge kernel per pass, ceil(log2(tiles)) passes.
+inline void count_merge_sort(ExecContext& ctx, size_t n) {
+  if (n == 0) return;
+  const size_t tiles = (n + 256 * 17 - 1) / (256 * 17);
+  uint64_t passes = 0;
+  while ((size_t(1) << passes) < tiles) ++passes;
+  counts_of(ctx).kernels += 1 + 2 * passes;
 }
 #if defined(ASGD_BACKEND_CUDA)
 #define ASGD_CUDA_CHECK(expr)                                                     \
@@ -112,19 +153,32 @@ inline bool one_cpu_thread_here() {
 #endif
 }
 
+#if defined(ASGD_BACKEND_CUDA)
+// One kernel over [0, n) on the context's stream, not counted: for the counted wrappers
+// below, and for a site whose CPU code walks its data differently and so counts its
+// launches itself (run_sums, kernels/layers/sums.h).
+template <class F>
+void launch_n(ExecContext& ctx, size_t n, const F& f) {
+  thrust::for_each_n(policy(ctx), thrust::counting_iterator<size_t>(0), n, f);
+}
+#endif
+
 // Calls f(i) for i in [0, n) on the context's backend. On the CPU with one thread this
 // is a plain loop (which the compiler vectorises): an OpenMP parallel region per call
 // costs about a microsecond, more than a whole update of a small model.
 template <class F>
 void for_each_index(ExecContext& ctx, size_t n, const F& f) {
   if (n == 0) return;
-#if !defined(ASGD_BACKEND_CUDA)
+  count_kernel(ctx);
+#if defined(ASGD_BACKEND_CUDA)
+  launch_n(ctx, n, f);
+#else
   if (one_cpu_thread_here()) {
     for (size_t i = 0; i < n; ++i) f(i);
     return;
   }
-#endif
   thrust::for_each_n(policy(ctx), thrust::counting_iterator<size_t>(0), n, f);
+#endif
 }
 
 // Calls f(r, c) for every r in [0, rows), c in [0, cols). On CUDA one thread per element;
@@ -148,8 +202,9 @@ struct Elements2d {  // CUDA: one element per call
 template <class F>
 void for_each_2d(ExecContext& ctx, size_t rows, size_t cols, const F& f) {
   if (rows == 0 || cols == 0) return;
+  count_kernel(ctx);
 #if defined(ASGD_BACKEND_CUDA)
-  thrust::for_each_n(policy(ctx), thrust::counting_iterator<size_t>(0), rows * cols, Elements2d<F>{f, cols});
+  launch_n(ctx, rows * cols, Elements2d<F>{f, cols});
 #else
   if (one_cpu_thread_here()) {
     for (size_t r = 0; r < rows; ++r)
@@ -157,6 +212,41 @@ void for_each_2d(ExecContext& ctx, size_t rows, size_t cols, const F& f) {
     return;
   }
   thrust::for_each_n(policy(ctx), thrust::counting_iterator<size_t>(0), rows, Rows2d<F>{f, cols});
+#endif
+}
+
+// Calls f.row(r)(c) for every r < rows, c < cols: f.row(r) works out once what depends on
+// r alone (say a request's bias pointer) and returns a functor of c, so on the CPU the
+// inner loop sees plain pointers and vectorises (for_each_2d's f(r, c) may load them on
+// every element); on CUDA one thread per (r, c), as for_each_2d.
+template <class F>
+struct RowsOf {  // CPU: one row per call
+  F f;
+  size_t cols;
+  void operator()(size_t r) const {
+    const auto g = f.row(r);
+    for (size_t c = 0; c < cols; ++c) g(c);
+  }
+};
+template <class F>
+struct ElementsOfRows {  // CUDA: one element per call
+  F f;
+  size_t cols;
+  ASGD_HD void operator()(size_t e) const { f.row(e / cols)(e % cols); }
+};
+template <class F>
+void for_each_row_element(ExecContext& ctx, size_t rows, size_t cols, const F& f) {
+  if (rows == 0 || cols == 0) return;
+  count_kernel(ctx);
+#if defined(ASGD_BACKEND_CUDA)
+  launch_n(ctx, rows * cols, ElementsOfRows<F>{f, cols});
+#else
+  if (one_cpu_thread_here()) {
+    const RowsOf<F> each{f, cols};
+    for (size_t r = 0; r < rows; ++r) each(r);
+    return;
+  }
+  thrust::for_each_n(policy(ctx), thrust::counting_iterator<size_t>(0), rows, RowsOf<F>{f, cols});
 #endif
 }
 
@@ -181,8 +271,9 @@ struct Elements3d {  // CUDA: one (i, j, l) per call
 template <class F>
 void for_each_3d(ExecContext& ctx, size_t n0, size_t n1, size_t n2, const F& f) {
   if (n0 == 0 || n1 == 0 || n2 == 0) return;
+  count_kernel(ctx);
 #if defined(ASGD_BACKEND_CUDA)
-  thrust::for_each_n(policy(ctx), thrust::counting_iterator<size_t>(0), n0 * n1 * n2, Elements3d<F>{f, n1, n2});
+  launch_n(ctx, n0 * n1 * n2, Elements3d<F>{f, n1, n2});
 #else
   if (one_cpu_thread_here()) {
     for (size_t i = 0; i < n0; ++i)
@@ -194,6 +285,31 @@ void for_each_3d(ExecContext& ctx, size_t n0, size_t n1, size_t n2, const F& f) 
 #endif
 }
 
+// What a captured job's launches bake in: every pointer and size they read (run_captured).
+struct GraphKey {
+  std::vector<uintptr_t> values;
+  template <class T>
+  GraphKey& operator<<(T* p) {
+    values.push_back(reinterpret_cast<uintptr_t>(p));
+    return *this;
+  }
+  GraphKey& operator<<(size_t v) {
+    values.push_back(uintptr_t(v));
+    return *this;
+  }
+};
+// Runs `work`: on a CUDA context with graph capture on (ExecContext::set_graph_capture),
+// as a CUDA graph. The first job with a key runs as it is (it may still size the
+// workspace); the second is captured (its launches counted as one graph, not as theirs)
+// and launched; later ones replay the graph. `work` may only queue kernels and GEMMs on
+// the context's stream: no copy, no wait, no allocation; and its key must name everything
+// its launches read other than the contents of backend memory. Elsewhere: work() itself.
+void run_captured(ExecContext& ctx, const GraphKey& key, const std::function<void()>& work);
+
+// Copies `bytes` of backend memory at src to host memory (on CUDA on the context's stream,
+// after the work queued there) and waits for it: one copy and one wait of LaunchCounts.
+void copy_to_host(ExecContext& ctx, void* host, const void* src, size_t bytes);
+
 // Request i's array in a batch of k (Model::loss_grad_batch): table[i] + offset, or, for a
 // single request, single + offset (no table to stage). table is backend memory.
 struct PerRequest {
@@ -202,16 +318,6 @@ struct PerRequest {
   size_t offset;
   ASGD_HD float* at(size_t i) const { return (table ? table[i] : single) + offset; }
 };
-
-// For i < k: out.at(i)[c] = sum over r < R of x[(i R + r) n + c], each column summed in row
-// order. CPU: row by row (vectorised across columns). CUDA: one thread per column for
-// up to kSequentialColumnRows rows (the CPU's bits); longer columns (a convolution's
-// outputs) in chunks of rows, the chunks' sums then added in order (deterministic).
-constexpr size_t kSequentialColumnRows = 2048;
-void column_sums(ExecContext& ctx, const float* x, size_t R, size_t n, size_t k, const PerRequest& out);
-// out[i] = sum of x[i m .. (i+1) m) in double, for i < k (host array out). CPU: ops::sum's
-// order; CUDA: ops::sum for k = 1, else one thread per request and one copy back.
-void request_sums(ExecContext& ctx, const float* x, size_t m, size_t k, double* out);
 
 // C (M x N) = alpha * op(A) (M x K) * op(B) (K x N) + beta * C, all row-major.
 void gemm(ExecContext& ctx, bool trans_a, bool trans_b, int M, int N, int K, float alpha,

@@ -2,20 +2,33 @@
 // layers share. Per request i of a pass, Z_i (R, N) = A_i (R, K) W_i (K, N) + b_i with
 // W_i = w_i + w_off (row-major) and b_i = w_i + b_off; A and Z are stacked (request i's R
 // rows from row i R). A dense layer's A is its input (R = m samples); a convolution's is
-// its im2col matrix (R = m x output positions). One request: plain GEMMs; k > 1: one
-// batched GEMM per product (detail::gemm_batched: on CUDA one cuBLAS call for all k,
+// its im2col matrix (R = m x output positions). One request without pointer tables: plain
+// GEMMs; with tables (k > 1, or a pass to be captured as a CUDA graph): one batched GEMM
+// per product (detail::gemm_batched: on CUDA one cuBLAS call for all k,
 // on the CPU the k GEMMs in order, so every request gets the single request's bits).
+// Around the GEMMs, one kernel each way: forward, the bias add and the fused activation
+// (LayerIO::act) in one pass, or nothing when the bias is left to the stack's consumer
+// (LayerIO::leave_bias); backward, the activation's backward and the bias gradient in one
+// column-sum job (kernels/layers/sums.h), run before the GEMMs that read d loss / d z, or
+// queued for a later launch when there is no activation.
 #pragma once
 #include "kernels/detail/backend.h"
+#include "kernels/layers/activation.h"
 #include "kernels/layers/layer.h"
 #include "kernels/layers/per_request.h"
+#include "kernels/layers/sums.h"
 
 namespace asgd::layers {
 
-// z (rows, n) += b_i for rows of request i = r / R
-struct AddBias {
+// z (rows, n) = A(z + b_i) for rows of request i = r / R (detail::for_each_row_element)
+template <class A>
+struct AddBiasActivate {
   float* z; detail::PerRequest b; size_t n, R;
-  ASGD_HD void operator()(size_t r, size_t c) const { z[r * n + c] = z[r * n + c] + b.at(r / R)[c]; }
+  struct Row {
+    float* z; const float* b;
+    ASGD_HD void operator()(size_t c) const { z[c] = A::f(z[c] + b[c]); }
+  };
+  ASGD_HD Row row(size_t r) const { return Row{z + r * n, b.at(r / R)}; }
 };
 
 struct Affine {
@@ -23,9 +36,9 @@ struct Affine {
   // io.table sections: 0 A, 1 W, 2 Z, 3 dZ, 4 dW, 5 dA.
   enum { kA, kW, kZ, kDZ, kDW, kDA };
 
-  // k > 1: registers the operands' tables (dA may be null; dZ and dW only when training).
+  // With tables: registers the operands' (dA may be null; dZ and dW only when training).
   void bind(const Pass& p, size_t R, const float* A, float* Z, const float* dZ, float* dA, LayerIO& io) const {
-    if (p.k == 1) return;
+    if (!p.tables) return;
     PointerTables& t = *p.tables;
     io.table[kA] = t.stacked(A, R * K);
     io.table[kW] = t.params(p, w_off);
@@ -37,30 +50,35 @@ struct Affine {
   }
 
   void forward(ExecContext& ctx, const Pass& p, size_t R, const float* A, float* Z, const LayerIO& io) const {
-    if (p.k == 1) {
+    if (!p.tables) {
       detail::gemm(ctx, false, false, int(R), int(N), int(K), 1.0f, A, int(K), p.w[0] + w_off, int(N), 0.0f, Z, int(N));
     } else {
       const PointerTables& t = *p.tables;
       detail::gemm_batched(ctx, false, false, int(R), int(N), int(K), 1.0f, t[io.table[kA]], int(K), t[io.table[kW]],
                            int(N), 0.0f, t[io.table[kZ]], int(N), int(p.k));
     }
-    detail::for_each_2d(ctx, p.k * R, N, AddBias{Z, params_of(p, b_off), N, R});
+    if (io.leave_bias) return;
+    with_activation(io.act, [&](auto a) {
+      detail::for_each_row_element(ctx, p.k * R, N, AddBiasActivate<decltype(a)>{Z, params_of(p, b_off), N, R});
+    });
   }
 
   // dW_i = A_i^T dZ_i, db_i = column sums of dZ_i (into p.g[i]), and dA = dZ W^T when dA
-  // is not null (dA may be A: A is read first).
-  void backward(ExecContext& ctx, const Pass& p, size_t R, const float* A, const float* dZ, float* dA,
-                const LayerIO& io) const {
-    if (p.k == 1) {
+  // is not null (dA may be A: A is read first). dZ is io.d_out; with a fused activation it
+  // holds d loss / d (the activation's output, io.out) on entry and becomes dZ first.
+  void backward(ExecContext& ctx, const Pass& p, size_t R, const float* A, float* dA, const LayerIO& io) const {
+    const float* dZ = io.d_out;
+    queue_sum(ctx, *p.sums, ColumnSumJob{const_cast<float*>(dZ), io.out, io.act, R, N, grads_of(p, b_off)});
+    if (io.act != Act::None) run_sums(ctx, *p.sums);
+    if (!p.tables) {
       detail::gemm(ctx, true, false, int(K), int(N), int(R), 1.0f, A, int(K), dZ, int(N), 0.0f, p.g[0] + w_off, int(N));
     } else {
       const PointerTables& t = *p.tables;
       detail::gemm_batched(ctx, true, false, int(K), int(N), int(R), 1.0f, t[io.table[kA]], int(K), t[io.table[kDZ]],
                            int(N), 0.0f, t[io.table[kDW]], int(N), int(p.k));
     }
-    detail::column_sums(ctx, dZ, R, N, p.k, grads_of(p, b_off));
     if (!dA) return;
-    if (p.k == 1) {
+    if (!p.tables) {
       detail::gemm(ctx, false, true, int(R), int(K), int(N), 1.0f, dZ, int(N), p.w[0] + w_off, int(N), 0.0f, dA, int(K));
     } else {
       const PointerTables& t = *p.tables;

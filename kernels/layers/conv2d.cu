@@ -86,6 +86,7 @@ class Conv2d final : public Layer {
   }
   size_t own_floats_per_sample(bool) const override { return positions() * affine().K; }
   double flops_per_sample(bool d_input) const override { return double(positions()) * affine().flops_per_row(d_input); }
+  size_t bias_offset() const override { return affine().b_off; }
 
   void bind(Workspace& ws, const Pass& p, LayerIO& io) const override {
     float* col = ws.take<float>("conv2d columns", p.rows() * positions() * affine().K, io.index);
@@ -99,7 +100,7 @@ class Conv2d final : public Layer {
   }
   void backward(ExecContext& ctx, const Pass& p, const LayerIO& io) const override {
     float* col = static_cast<float*>(io.own[0]);
-    affine().backward(ctx, p, p.m * positions(), col, io.d_out, io.d_in ? col : nullptr, io);
+    affine().backward(ctx, p, p.m * positions(), col, io.d_in ? col : nullptr, io);
     if (io.d_in)
       detail::for_each_2d(ctx, p.rows() * size_t(g_.H), size_t(g_.W), Col2im{col, io.d_in, g_});
   }

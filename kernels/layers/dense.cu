@@ -27,6 +27,7 @@ class Dense final : public Layer {
     init_affine(seed, stream, gain, affine().K, affine().N, w);
   }
   double flops_per_sample(bool d_input) const override { return affine().flops_per_row(d_input); }
+  size_t bias_offset() const override { return affine().b_off; }
 
   void bind(Workspace&, const Pass& p, LayerIO& io) const override {
     affine().bind(p, p.m, io.in, io.out, io.d_out, io.d_in, io);
@@ -35,7 +36,7 @@ class Dense final : public Layer {
     affine().forward(ctx, p, p.m, io.in, io.out, io);
   }
   void backward(ExecContext& ctx, const Pass& p, const LayerIO& io) const override {
-    affine().backward(ctx, p, p.m, io.in, io.d_out, io.d_in, io);
+    affine().backward(ctx, p, p.m, io.in, io.d_in, io);
   }
 
  private:

@@ -1,24 +1,13 @@
 // kernels/layers/elementwise.cu — the layers that act on each value alone: ReLU and tanh
-// (whose backward reads only their output, so they may run in place), and flatten (a
-// view: the same floats, read as a flat vector).
-#include <cmath>
+// (whose backward reads only their output, so they may run in place; above a dense or
+// convolution layer LayerStack has that layer's kernels apply them instead), and flatten
+// (a view: the same floats, read as a flat vector).
 #include "kernels/detail/backend.h"
+#include "kernels/layers/activation.h"
 #include "kernels/layers/layer.h"
 
 namespace asgd::layers {
 namespace {
-
-// The activations as scalar functions: f(x), and the gradient through them from the
-// output y = f(x): d_in = df(y, d_out).
-struct Relu {
-  ASGD_HD static float f(float v) { return v < 0.0f ? 0.0f : v; }
-  // d_out where the unit was active (y > 0), else 0 (a select: it vectorises)
-  ASGD_HD static float df(float y, float d) { return y > 0.0f ? d : 0.0f; }
-};
-struct Tanh {
-  ASGD_HD static float f(float v) { return tanhf(v); }
-  ASGD_HD static float df(float y, float d) { return d * (1.0f - y * y); }  // 1 - tanh(x)^2
-};
 
 // Separate functors for in place and out of place: a loop whose input and output are two
 // pointers to the same array vectorises only when the compiler sees one pointer (its
@@ -47,8 +36,9 @@ struct BackwardInPlace {
 template <class A>
 class Elementwise final : public Layer {
  public:
-  Elementwise(Shape in, const char* kind) : Layer(in, in), kind_(kind) {}
+  Elementwise(Shape in, const char* kind, Act act) : Layer(in, in), kind_(kind), act_(act) {}
   std::string kind() const override { return kind_; }
+  Act activation() const override { return act_; }
   bool can_run_in_place() const override { return true; }
   bool backward_reads_out() const override { return true; }
   void forward(ExecContext& ctx, const Pass& p, const LayerIO& io) const override {
@@ -65,6 +55,7 @@ class Elementwise final : public Layer {
 
  private:
   const char* kind_;
+  Act act_;
 };
 
 class Flatten final : public Layer {
@@ -79,10 +70,10 @@ class Flatten final : public Layer {
 }  // namespace
 
 std::unique_ptr<Layer> make_relu(Shape in) {
-  return std::make_unique<Elementwise<Relu>>(in, "relu");
+  return std::make_unique<Elementwise<Relu>>(in, "relu", Act::ReLU);
 }
 std::unique_ptr<Layer> make_tanh(Shape in) {
-  return std::make_unique<Elementwise<Tanh>>(in, "tanh");
+  return std::make_unique<Elementwise<Tanh>>(in, "tanh", Act::Tanh);
 }
 std::unique_ptr<Layer> make_flatten(Shape in) { return std::make_unique<Flatten>(in); }
 

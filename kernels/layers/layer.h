@@ -20,6 +20,11 @@ namespace asgd::layers {
 using asgd::Shape;  // kernels/shape.h: one sample's activation, channels last
 
 class PointerTables;
+struct PendingSums;  // kernel-internal (kernels/layers/sums.h)
+
+// An activation that a layer with a GEMM applies in its own kernels (LayerStack fuses a
+// ReLU or tanh layer into the dense or convolution layer below it), or None.
+enum class Act { None, ReLU, Tanh };
 
 // One pass over k requests of m samples each. Activations are stacked: request i's rows
 // are rows [i m, (i+1) m) of every (k m, size) activation.
@@ -30,7 +35,13 @@ struct Pass {
   // The same two arrays as tables in backend memory (CUDA: staged copies; CPU: w and g).
   const float* const* w_table = nullptr;
   float* const* g_table = nullptr;
-  PointerTables* tables = nullptr;  // k > 1: where layers register their GEMM operands
+  // Where layers register their GEMM operands: set when k > 1, and for a pass to be
+  // captured as a CUDA graph (its launches then read every request's pointers from backend
+  // memory, so a replay can take other parameters); null: k = 1, plain pointers.
+  PointerTables* tables = nullptr;
+  // Backward: column sums a layer leaves to a later kernel (sums.h); LayerStack::backward
+  // always sets it.
+  PendingSums* sums = nullptr;
   size_t rows() const { return k * m; }
   bool training() const { return g != nullptr; }
 };
@@ -81,7 +92,16 @@ struct LayerIO {
   float* d_in = nullptr;      // training: written by backward (null: not wanted); may be d_out
   void* own[2] = {nullptr, nullptr};  // the layer's own buffers (conv's columns, pool's argmax)
   int index = 0;              // the layer's place in its stack (names its workspace buffers)
-  size_t table[6] = {0, 0, 0, 0, 0, 0};  // its pointer-table sections (k > 1)
+  // Fusion (LayerStack::bind). act: the activation layer above runs in this layer's kernels
+  // (in place: out is then the activation's output, and d_out holds d loss / d that
+  // output on entry to backward, overwritten with d loss / d this layer's output).
+  // fused: this activation layer's work is done by the layer below (forward and backward
+  // do nothing). leave_bias: the top layer leaves its bias for the stack's consumer to add
+  // (StackPass::output_bias).
+  Act act = Act::None;
+  bool fused = false;
+  bool leave_bias = false;
+  size_t table[6] = {0, 0, 0, 0, 0, 0};  // its pointer-table sections (Pass::tables)
 };
 
 class Layer {
@@ -103,6 +123,13 @@ class Layer {
   virtual bool can_run_in_place() const { return false; }
   // Whether backward reads `out` (then no later layer may overwrite it in place).
   virtual bool backward_reads_out() const { return false; }
+  // An activation layer's kind (None: not one).
+  virtual Act activation() const { return Act::None; }
+  // Where the bias of a layer whose forward ends with a bias add starts in the model's
+  // parameters (dense, conv2d); such a layer can also apply an activation in its own kernels
+  // (LayerIO::act) or leave its bias to the consumer (LayerIO::leave_bias). npos: none.
+  static constexpr size_t npos = size_t(-1);
+  virtual size_t bias_offset() const { return npos; }
   // Its layer l's parameters from Rng (seed, Init, stream, 0); gain is the variance
   // factor of the activation that follows (2 for ReLU, else 1). w: host, num_params().
   virtual void init_params(uint64_t seed, uint32_t stream, double gain, float* w) const {}
@@ -112,7 +139,7 @@ class Layer {
   // input's gradient when d_input).
   virtual double flops_per_sample(bool d_input) const { return 0; }
 
-  // Takes its own buffers from the workspace and registers its pointer tables (k > 1);
+  // Takes its own buffers from the workspace and registers its pointer tables (Pass::tables);
   // io.in, out, d_out, d_in are set already.
   virtual void bind(Workspace& ws, const Pass& p, LayerIO& io) const {}
   virtual void forward(ExecContext& ctx, const Pass& p, const LayerIO& io) const = 0;

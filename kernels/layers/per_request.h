@@ -7,13 +7,13 @@
 namespace asgd::layers {
 
 // Request i's parameters (gradient) from `offset`, for functors: the single request's own
-// pointer, or the staged table.
+// pointer, or the staged table when the pass has tables (Pass::tables).
 inline detail::PerRequest params_of(const Pass& p, size_t offset) {
-  return p.k == 1 ? detail::PerRequest{nullptr, const_cast<float*>(p.w[0]), offset}
+  return !p.tables ? detail::PerRequest{nullptr, const_cast<float*>(p.w[0]), offset}
                   : detail::PerRequest{const_cast<float* const*>(p.w_table), nullptr, offset};
 }
 inline detail::PerRequest grads_of(const Pass& p, size_t offset) {
-  return p.k == 1 ? detail::PerRequest{nullptr, p.g[0], offset} : detail::PerRequest{p.g_table, nullptr, offset};
+  return !p.tables ? detail::PerRequest{nullptr, p.g[0], offset} : detail::PerRequest{p.g_table, nullptr, offset};
 }
 
 }  // namespace asgd::layers

@@ -3,6 +3,7 @@
 #include "kernels/layers/stack.h"
 #include <stdexcept>
 #include "kernels/detail/backend.h"
+#include "kernels/layers/sums.h"
 #include "kernels/ops.h"
 
 namespace asgd::layers {
@@ -58,7 +59,8 @@ size_t LayerStack::floats_per_sample(bool training) const {
   return f;
 }
 
-LayerStack::Bound LayerStack::bind(Workspace& ws, const Pass& p, const float* input, float* d_input) const {
+LayerStack::Bound LayerStack::bind(Workspace& ws, const Pass& p, const float* input, float* d_input,
+                                   bool leave_output_bias) const {
   const size_t L = layers_.size(), rows = p.rows();
   Bound b;
   b.io = ws.take_host<LayerIO>("layer buffers", L);
@@ -99,16 +101,35 @@ LayerStack::Bound LayerStack::bind(Workspace& ws, const Pass& p, const float* in
       d = io.d_in;
     }
   }
+  // Fusion: an activation that runs in place over the output of a layer that ends with a
+  // bias add is applied by that layer's kernels (its output buffer, and its gradient's,
+  // are then the activation's).
+  for (size_t l = 0; l + 1 < L; ++l) {
+    const Act act = layers_[l + 1]->activation();
+    if (act == Act::None || layers_[l]->bias_offset() == Layer::npos || b.io[l + 1].out != b.io[l].out) continue;
+    b.io[l].act = act;
+    b.io[l + 1].fused = true;
+  }
+  if (leave_output_bias && layers_[L - 1]->bias_offset() != Layer::npos && b.io[L - 1].act == Act::None) {
+    b.io[L - 1].leave_bias = true;
+    b.output_bias = layers_[L - 1]->bias_offset();
+  }
   for (size_t l = 0; l < L; ++l) layers_[l]->bind(ws, p, b.io[l]);
   return b;
 }
 
 void LayerStack::forward(ExecContext& ctx, const Pass& p, const Bound& b) const {
-  for (size_t l = 0; l < layers_.size(); ++l) layers_[l]->forward(ctx, p, b.io[l]);
+  for (size_t l = 0; l < layers_.size(); ++l)
+    if (!b.io[l].fused) layers_[l]->forward(ctx, p, b.io[l]);
 }
 
 void LayerStack::backward(ExecContext& ctx, const Pass& p, const Bound& b) const {
-  for (size_t l = layers_.size(); l-- > 0;) layers_[l]->backward(ctx, p, b.io[l]);
+  PendingSums own(p.k);
+  Pass q = p;
+  if (!q.sums) q.sums = &own;
+  for (size_t l = layers_.size(); l-- > 0;)
+    if (!b.io[l].fused) layers_[l]->backward(ctx, q, b.io[l]);
+  run_sums(ctx, *q.sums);
   // Views at the bottom pass the gradient through unchanged: it is still in their d_in.
   if (b.d_input && b.io[0].d_in != b.d_input)
     ops::copy(ctx, b.d_input, b.io[0].d_in, p.rows() * in_shape().size());
@@ -116,23 +137,24 @@ void LayerStack::backward(ExecContext& ctx, const Pass& p, const Bound& b) const
 
 
 StackPass::StackPass(ExecContext& ctx, const LayerStack& stack, size_t k, size_t m, const float* const* w,
-                     float* const* g, const float* input, float* d_input)
+                     float* const* g, const float* input, float* d_input, bool leave_output_bias, bool tables)
     : ctx_(ctx), stack_(stack) {
   p_.k = k;
   p_.m = m;
   p_.w = w;
   p_.g = g;
-  p_.w_table = w;  // k = 1: not read; k > 1 on CPU backends: stage_pointers gives them back
+  p_.w_table = w;  // without tables: not read; with them on CPU backends: stage_pointers gives them back
   p_.g_table = g;
   size_t w_section = 0, g_section = 0;
-  if (k > 1) {
+  tables = tables || k > 1;
+  if (tables) {
     tables_.emplace(ctx, k);
     p_.tables = &*tables_;
     w_section = tables_->params(p_, 0);
     if (g) g_section = tables_->grads(p_, 0);
   }
-  b_ = stack.bind(ctx.workspace(), p_, input, d_input);
-  if (k > 1) {
+  b_ = stack.bind(ctx.workspace(), p_, input, d_input, leave_output_bias);
+  if (tables) {
     tables_->stage();
     p_.w_table = (*tables_)[w_section];
     if (g) p_.g_table = (*tables_)[g_section];

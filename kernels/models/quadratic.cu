@@ -19,9 +19,17 @@ namespace {
 // still a function of (seed, worker, step, coordinate) alone, at one Philox call per
 // four coordinates instead of a curand_init (one call) and a normal (another) per
 // coordinate.
+// Each gradient functor also writes the loss terms of its coordinates (QuadraticTerm's
+// arithmetic): the loss then needs no pass of its own.
+struct QuadraticTerm {  // out_i = 1/2 h_i w_i^2
+  const float* w; const float* h; float* out;
+  ASGD_HD void operator()(size_t i) const { out[i] = 0.5f * h[i] * w[i] * w[i]; }
+};
+
 struct QuadraticNoisyGradient {  // handles coordinates 4j .. 4j+3
   const float* w; const float* h; float* g; size_t n; float noise_std;
   uint2 key; unsigned sub_lo, sub_hi;
+  QuadraticTerm term;
   ASGD_D void operator()(size_t j) const {
     uint4 r = curand_Philox4x32_10(make_uint4(unsigned(j), unsigned(j >> 32), sub_lo, sub_hi), key);
     float2 a = _curand_box_muller(r.x, r.y);
@@ -29,18 +37,20 @@ struct QuadraticNoisyGradient {  // handles coordinates 4j .. 4j+3
     const float z[4] = {a.x, a.y, b.x, b.y};
     const size_t i0 = 4 * j;
     const size_t k_end = n - i0 < 4 ? n - i0 : 4;
-    for (size_t k = 0; k < k_end; ++k) g[i0 + k] = h[i0 + k] * w[i0 + k] + noise_std * z[k];
+    for (size_t k = 0; k < k_end; ++k) {
+      g[i0 + k] = h[i0 + k] * w[i0 + k] + noise_std * z[k];
+      term(i0 + k);
+    }
   }
 };
 
 struct QuadraticGradient {  // no noise: g = h * w
   const float* w; const float* h; float* g;
-  ASGD_HD void operator()(size_t i) const { g[i] = h[i] * w[i]; }
-};
-
-struct QuadraticTerm {  // out_i = 1/2 h_i w_i^2
-  const float* w; const float* h; float* out;
-  ASGD_HD void operator()(size_t i) const { out[i] = 0.5f * h[i] * w[i] * w[i]; }
+  QuadraticTerm term;
+  ASGD_HD void operator()(size_t i) const {
+    g[i] = h[i] * w[i];
+    term(i);
+  }
 };
 
 class Quadratic final : public Model {
@@ -58,16 +68,19 @@ class Quadratic final : public Model {
 
   double loss_grad(ExecContext& ctx, const float* w, const DeviceDataset*, const int32_t*,
                    size_t, const NoiseKey& noise, float* grad) const override {
+    Workspace::Frame frame(ctx.workspace());
+    float* terms = ctx.workspace().take<float>("quadratic loss terms", dim_);
+    const QuadraticTerm term{w, h_.data(), terms};
     if (noise_std_ > 0.0f) {
       uint64_t sub = Rng::subsequence(RngPurpose::GradientNoise, noise.worker, noise.step);
       uint2 key = make_uint2(unsigned(noise.seed), unsigned(noise.seed >> 32));
       detail::for_each_index(ctx, (dim_ + 3) / 4,
                              QuadraticNoisyGradient{w, h_.data(), grad, dim_, noise_std_, key,
-                                                    unsigned(sub), unsigned(sub >> 32)});
+                                                    unsigned(sub), unsigned(sub >> 32), term});
     } else {
-      detail::for_each_index(ctx, dim_, QuadraticGradient{w, h_.data(), grad});
+      detail::for_each_index(ctx, dim_, QuadraticGradient{w, h_.data(), grad, term});
     }
-    return loss(ctx, w);
+    return ops::sum(ctx, terms, dim_);
   }
 
   EvalSums evaluate(ExecContext& ctx, const float* w, const DeviceDataset*, size_t,

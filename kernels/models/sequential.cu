@@ -9,8 +9,9 @@
 #include "kernels/detail/backend.h"
 #include "kernels/layers/loss.h"
 #include "kernels/layers/stack.h"
+#include "kernels/layers/sums.h"
 #include "kernels/model.h"
-#include "kernels/ops.h"
+#include "kernels/models/batch_model.h"
 
 namespace asgd {
 namespace {
@@ -28,7 +29,7 @@ struct GatherRows {
 constexpr size_t kEvalChunk = 1024;
 constexpr size_t kEvalWorkspaceFloats = size_t(1) << 22;
 
-class Sequential final : public Model {
+class Sequential final : public BatchModel {
  public:
   // exact_shape: the data's samples must have the input's shape (a CNN), not only its size.
   Sequential(std::string name, LayerStack stack, DenseLoss loss, bool exact_shape)
@@ -45,30 +46,12 @@ class Sequential final : public Model {
   double flops_per_sample() const override { return stack_.flops_per_sample(); }
   size_t floats_per_sample(bool training) const override { return stack_.floats_per_sample(training); }
 
-  double loss_grad(ExecContext& ctx, const float* w, const DeviceDataset* data, const int32_t* ids, size_t m,
-                   const NoiseKey& noise, float* grad) const override {
-    GradRequest r;
-    r.w = w;
-    r.ids = ids;
-    r.m = m;
-    r.noise = noise;
-    r.grad = grad;
-    run(ctx, data, &r, 1);
-    return r.loss;
-  }
-
-  // k requests of one minibatch size m as one pass: their rows stacked (k m), each
-  // layer's GEMMs one batched GEMM (request i's rows against its own parameters), every
-  // other pass once over all rows. Per row and per GEMM the arithmetic is loss_grad's, so
-  // on CPU backends every gradient and loss is bit-identical to it. On CUDA the batched
-  // GEMMs and the loss sums may round differently from k loss_grad calls (results stay
-  // deterministic for a given batch). Requests of mixed sizes: one at a time.
-  void loss_grad_batch(ExecContext& ctx, const DeviceDataset* data, GradRequest* reqs, size_t k) const override {
-    if (k == 0) return;
-    for (size_t i = 1; i < k; ++i)
-      if (reqs[i].m != reqs[0].m) return Model::loss_grad_batch(ctx, data, reqs, k);
-    run(ctx, data, reqs, k);
-  }
+  // BatchModel::loss_grad_batch: k requests of one minibatch size m as one pass, their rows
+  // stacked (k m), each layer's GEMMs one batched GEMM (request i's rows against its own
+  // parameters), every other pass once over all rows. Per row and per GEMM the arithmetic
+  // is loss_grad's, so on CPU backends every gradient and loss is bit-identical to it. On
+  // CUDA the batched GEMMs may round differently from k loss_grad calls (results stay
+  // deterministic for a given batch).
 
   EvalSums evaluate(ExecContext& ctx, const float* w, const DeviceDataset* data, size_t begin,
                     size_t end) const override {
@@ -79,14 +62,14 @@ class Sequential final : public Model {
       const size_t m = std::min(eval_chunk_, end - r0);
       Workspace::Frame frame(ctx.workspace());
       Workspace& space = ctx.workspace();
-      layers::StackPass pass(ctx, stack_, 1, m, ws, nullptr, data->x.data() + r0 * data->dim, nullptr);
+      layers::StackPass pass(ctx, stack_, 1, m, ws, nullptr, data->x.data() + r0 * data->dim, nullptr,
+                             /*leave_output_bias=*/true);
       float* row_loss = space.take<float>("row loss", m);
       float* row_correct = space.take<float>("row correct", m);
       pass.forward();
-      loss_.apply(ctx, pass.output(), m, data->y.data() + r0, nullptr, row_loss, row_correct, nullptr, 1.0f);
-      sums.loss_sum += ops::sum(ctx, row_loss, m);
-      sums.correct += ops::sum(ctx, row_correct, m);
-      sums.count += m;
+      loss_.apply(ctx, pass.output(), m, data->y.data() + r0, nullptr, row_loss, row_correct, nullptr, 1.0f,
+                  output_bias(pass));
+      layers::add_evaluation_sums(ctx, row_loss, row_correct, m, sums);
     }
     return sums;
   }
@@ -105,7 +88,7 @@ class Sequential final : public Model {
   }
 
   // The requests' loss and gradient; all of the same minibatch size.
-  void run(ExecContext& ctx, const DeviceDataset* data, GradRequest* reqs, size_t k) const {
+  void run(ExecContext& ctx, const DeviceDataset* data, GradRequest* reqs, size_t k) const override {
     check_data(data);
     Workspace::Frame frame(ctx.workspace());
     Workspace& space = ctx.workspace();
@@ -126,17 +109,51 @@ class Sequential final : public Model {
       g[i] = reqs[i].grad;
     }
     float* input = space.take<float>("minibatch", rows * dim);
-    layers::StackPass pass(ctx, stack_, k, m, w, g, input, nullptr);
+    const bool graph = ctx.graph_capture();
+    layers::StackPass pass(ctx, stack_, k, m, w, g, input, nullptr, /*leave_output_bias=*/true, /*tables=*/graph);
     float* row_loss = space.take<float>("row loss", rows);
+    double* loss_sums = space.take<double>("request loss sums", k);
 
-    detail::for_each_2d(ctx, rows, dim, GatherRows{data->x.data(), ids, input, dim});
-    pass.forward();
-    loss_.apply(ctx, pass.output(), rows, data->y.data(), ids, row_loss, nullptr, pass.d_output(), 1.0f / float(m));
-    pass.backward();
+    // Launches: the gather; the stack's forward, the top layer's bias added by the loss's
+    // kernel; its backward, whose last column-sum launch also sums each request's row
+    // losses; then one copy of the k sums back, the job's only wait. With graph capture,
+    // all of them one CUDA graph: every pointer they read is in this key, or in the
+    // pointer tables (staged above) and the ids (staged above).
+    auto work = [&] {
+      detail::for_each_2d(ctx, rows, dim, GatherRows{data->x.data(), ids, input, dim});
+      pass.forward();
+      loss_.apply(ctx, pass.output(), rows, data->y.data(), ids, row_loss, nullptr, pass.d_output(), 1.0f / float(m),
+                  output_bias(pass));
+      layers::PendingSums sums(k);
+      layers::queue_sum(ctx, sums, layers::RowSumJob{row_loss, m, loss_sums});
+      pass.backward(&sums);
+    };
+    if (!graph) {
+      work();
+    } else {
+      // The workspace's buffers are where they were for the same key: the same takes from
+      // the same first address, in blocks of the same total size.
+      detail::GraphKey key;
+      key << this << k << m << data->x.data() << data->y.data() << ids << input << row_loss << loss_sums
+          << pass.pass().w_table << pass.pass().g_table << ctx.workspace().reserved_bytes();
+      detail::run_captured(ctx, key, work);
+    }
 
-    double* sums = space.take_host<double>("request loss sums", k);
-    detail::request_sums(ctx, row_loss, m, k, sums);
-    for (size_t i = 0; i < k; ++i) reqs[i].loss = sums[i] / double(m);
+    double* host = space.take_host<double>("request loss sums, host", k);
+    detail::copy_to_host(ctx, host, loss_sums, k * sizeof(double));
+    for (size_t i = 0; i < k; ++i) reqs[i].loss = host[i] / double(m);
+  }
+
+  // The bias the stack's top layer left for the loss (StackPass's leave_output_bias).
+  static layers::OutputBias output_bias(const layers::StackPass& pass) {
+    layers::OutputBias b;
+    if (pass.output_bias() == layers::Layer::npos) return b;
+    const layers::Pass& p = pass.pass();
+    if (p.tables) b.table = p.w_table;
+    else b.single = p.w[0];
+    b.offset = pass.output_bias();
+    b.m = p.m;
+    return b;
   }
 
   std::string name_;
