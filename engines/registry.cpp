@@ -15,6 +15,8 @@ EngineType k_async_engine_type();      // engines/k_async.cpp
 EngineType local_sgd_engine_type();    // engines/local_sgd.cpp
 EngineType easgd_engine_type();        // engines/easgd.cpp
 EngineType diloco_engine_type();       // engines/diloco.cpp
+EngineType ringmaster_engine_type();   // engines/ringmaster.cpp
+EngineType mindflayer_engine_type();   // engines/mindflayer.cpp
 
 const std::vector<EngineType>& engine_types() {
   static const std::vector<EngineType> types = {
@@ -27,6 +29,8 @@ const std::vector<EngineType>& engine_types() {
       local_sgd_engine_type(),
       easgd_engine_type(),
       diloco_engine_type(),
+      ringmaster_engine_type(),
+      mindflayer_engine_type(),
   };
   return types;
 }

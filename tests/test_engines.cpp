@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include "kernels/model.h"
 #include "kernels/ops.h"
+#include "kernels/rng.h"
 #include "engines/engine_registry.h"
 #include "sim/data/dataset.h"
 #include "sim/timing/distribution.h"
@@ -1942,4 +1943,233 @@ TEST(Partition, RunsWriteTheLabelHistogramAndDoNotDependOnTheThreadCount) {
   CommandResult r = run_cli("validate " + bad + "/bad.json");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("data.partition"), std::string::npos) << r.output;
+}
+
+// ---------------------------------------------------------------- Ringmaster, Rennala, MindFlayer
+
+namespace {
+// The noiseless quadratic with heterogeneous constant step times (10 ms times the worker's
+// speed factor), a free network and one row per update.
+json heterogeneous_quadratic(const std::string& name, const std::vector<double>& h, const std::vector<double>& speeds,
+                             double lr, int updates) {
+  json c = quadratic_config(name, h, int(speeds.size()), lr);
+  c["cluster"]["speeds"] = speeds;
+  c["stop"] = {{"updates", updates}};
+  return c;
+}
+}  // namespace
+
+// Ringmaster ASGD's drop rule (Maranjyan et al. 2025, Algorithm 4) against a forced-delay
+// trace: one worker whose every read lags by a drawn 0..T updates (staleness uniform, the
+// draw of (seed, Staleness, 0, step)); a gradient of delay >= R is ignored and the worker
+// reads again (its next step draws a new lag), otherwise x[v+1] = x[v] - lr h x[read].
+TEST(Ringmaster, DropRuleFollowsAForcedDelayTrace) {
+  const int T = 5, R = 3, updates = 30;
+  const double lr = 0.2;
+  const std::vector<double> h{1.0, 2.0, 3.5};
+  json c = quadratic_config("ring", h, 1, lr);
+  c["stop"] = {{"updates", updates}};
+  c["staleness"] = {{"mode", "uniform"}, {"tau", T}};
+  c["engines"] = json::array({json{{"type", "ringmaster"}, {"delay_threshold", R}}});
+  const std::string dir = run_one(c, "ring");
+  std::vector<std::vector<double>> x{{1.0, 1.0, 1.0}};
+  std::vector<double> delay_of_update;
+  uint64_t dropped = 0;
+  for (uint32_t step = 0; int(x.size()) <= updates; ++step) {
+    const uint64_t v = x.size() - 1;
+    Rng rng(3, RngPurpose::Staleness, 0, step);  // (the config's seed, repeat 0)
+    const uint64_t lag = rng.below(uint64_t(T) + 1);
+    const uint64_t read = v > lag ? v - lag : 0;
+    if (v - read >= uint64_t(R)) {
+      ++dropped;
+      continue;
+    }
+    std::vector<double> next = x[v];
+    for (size_t i = 0; i < h.size(); ++i) next[i] -= lr * h[i] * x[read][i];
+    x.push_back(next);
+    delay_of_update.push_back(double(v - read));
+  }
+  ASSERT_GT(dropped, 5u) << "the trace must exercise the rule";
+  Metrics m = read_metrics(dir + "/metrics.csv");
+  auto loss = m.column("train_loss"), st = m.column("mean_staleness");
+  ASSERT_EQ(loss.size(), size_t(updates + 1));
+  for (int t = 0; t <= updates; ++t)
+    EXPECT_NEAR(loss[t], quadratic_loss(h, x[t]), 1e-5 * std::max(1.0, quadratic_loss(h, x[t]))) << "update " << t;
+  for (int t = 1; t <= updates; ++t) EXPECT_EQ(st[t], delay_of_update[t - 1]) << "update " << t;
+  const json s = summary_at(dir);
+  EXPECT_EQ(s["dropped_gradients"], dropped);
+  EXPECT_LT(s["staleness"]["max"].get<double>(), R);
+}
+
+// R larger than any delay is async, bit for bit; R = 1 keeps only fresh gradients, which
+// is Rennala SGD with B = 1: k_batch_sync with k = 1 and late "drop", bit for bit.
+TEST(Ringmaster, LargeThresholdIsAsyncAndThresholdOneIsRennalaWithBOne) {
+  json c = softmax_config("ringeq");
+  c["cluster"]["compute"] = {{"dist", "lognormal"}, {"mean", 0.01}, {"sigma", 1.0}};
+  c["engines"] = json::array({json{{"type", "async"}}, json{{"type", "ringmaster"}, {"name", "r_inf"}, {"delay_threshold", 1000}},
+                              json{{"type", "ringmaster"}, {"name", "r1"}, {"delay_threshold", 1}},
+                              json{{"type", "k_batch_sync"}, {"name", "rennala1"}, {"k", 1}, {"late", "drop"}},
+                              json{{"type", "ringmaster"}, {"name", "r2"}, {"delay_threshold", 2}}});
+  std::string dir = run_config(c, temp_dir("ringeq"));
+  const std::vector<std::string> files = {"metrics.csv", "staleness.csv", "workers.csv"};
+  expect_same_files(dir + "/async-seed7", dir + "/r_inf-seed7", files);
+  expect_same_files(dir + "/r1-seed7", dir + "/rennala1-seed7", files);
+  EXPECT_GT(summary_at(dir + "/r1-seed7")["dropped_gradients"].get<int>(), 0);
+  EXPECT_EQ(summary_at(dir + "/r1-seed7")["staleness"]["max"], 0);
+  // R = 2 is neither: it keeps delays of 0 and 1
+  EXPECT_NE(read_file(dir + "/r2-seed7/metrics.csv"), read_file(dir + "/r1-seed7/metrics.csv"));
+  EXPECT_EQ(summary_at(dir + "/r2-seed7")["staleness"]["max"], 1);
+}
+
+// Algorithm 5 (calculation stops): worker 1 is 9.3x slower than worker 0 (93 ms against
+// 10 ms), R = 3, and only worker 0 updates (its gradients are fresh). With stops, worker
+// 1's step is stopped when the third update after its launch lands (at 30, 60, ..., 270
+// ms: 9 stops of 30 ms wasted each; the run ends at the 30th update, 300 ms, before a
+// tenth), so it never delivers. Without, it delivers at 93, 186 and 279 ms gradients of
+// delay 9, and each is dropped. Either way only worker 0's gradients move x.
+TEST(Ringmaster, CalculationStopsCancelAStepWhoseDelayReachesR) {
+  const std::vector<double> h{1.0, 2.0};
+  json c = heterogeneous_quadratic("stops", h, {1.0, 9.3}, 0.1, 30);
+  c["engines"] = json::array({json{{"type", "ringmaster"}, {"delay_threshold", 3}, {"late", "cancel"}},
+                              json{{"type", "ringmaster"}, {"name", "drop"}, {"delay_threshold", 3}}});
+  std::string dir = run_config(c, temp_dir("stops"));
+  auto workers = [&](const std::string& run) {
+    std::ifstream in(dir + "/" + run + "/workers.csv");
+    std::string line;
+    std::getline(in, line);
+    std::vector<std::vector<double>> rows;
+    while (std::getline(in, line)) {
+      std::stringstream ls(line);
+      std::vector<double> r;
+      for (std::string f; std::getline(ls, f, ',');) r.push_back(std::strtod(f.c_str(), nullptr));
+      rows.push_back(r);
+    }
+    return rows;  // worker,gradients,applied,dropped,lost,compute,comm,wait,down,cancelled,wasted
+  };
+  auto stop = workers("ringmaster-seed3"), drop = workers("drop-seed3");
+  EXPECT_EQ(stop[1][1], 0);
+  EXPECT_EQ(stop[1][9], 9);
+  EXPECT_NEAR(stop[1][10], 9 * 0.03, 1e-9);
+  EXPECT_NEAR(stop[1][5], 0.3, 1e-9);  // it computed all along
+  EXPECT_EQ(drop[1][1], 3);
+  EXPECT_EQ(drop[1][3], 3);
+  EXPECT_EQ(drop[1][9], 0);
+  EXPECT_NEAR(drop[1][10], 3 * 0.093, 1e-9);
+  EXPECT_EQ(summary_at(dir + "/drop-seed3")["staleness"]["max"], 0);
+  // the same x either way: worker 0's fresh gradients only
+  Metrics a = read_metrics(dir + "/ringmaster-seed3/metrics.csv"), b = read_metrics(dir + "/drop-seed3/metrics.csv");
+  EXPECT_EQ(a.column("train_loss"), b.column("train_loss"));
+}
+
+// Rennala SGD (Tyurin & Richtarik 2023; Algorithm 2 of the Ringmaster paper) is
+// k_batch_sync with late "drop": checked against an event-by-event replay of Rennala as
+// written: the server collects B gradients computed at x^k (any worker, several from a
+// fast one), discards those computed at an older point, and each worker restarts at the
+// server's current point after every gradient it delivers. Three workers of step times
+// 10, 17.3 and 29.1 ms, B = 2: the updates' times and the iterates.
+TEST(Rennala, IsKBatchSyncWithLateDrop) {
+  const std::vector<double> h{1.0, 3.0}, speeds{1.0, 1.73, 2.91};
+  const double lr = 0.15;
+  const int B = 2, updates = 25;
+  json c = heterogeneous_quadratic("rennala", h, speeds, lr, updates);
+  c["engines"] = json::array({json{{"type", "k_batch_sync"}, {"k", B}, {"late", "drop"}}});
+  const std::string dir = run_one(c, "rennala");
+  // the replay, in integer nanoseconds as the simulator's clock
+  const size_t n = speeds.size();
+  std::vector<int64_t> dur(n), finish(n);
+  std::vector<size_t> read(n, 0);
+  for (size_t i = 0; i < n; ++i) finish[i] = dur[i] = std::llround(0.01 * speeds[i] * 1e9);
+  std::vector<std::vector<double>> x{{1.0, 1.0}};
+  std::vector<double> acc(h.size(), 0.0), times{0.0};
+  int count = 0;
+  uint64_t discarded = 0;
+  while (int(x.size()) <= updates) {
+    size_t i = size_t(std::min_element(finish.begin(), finish.end()) - finish.begin());
+    const int64_t t = finish[i];
+    const size_t k = x.size() - 1;
+    if (read[i] == k) {
+      for (size_t j = 0; j < h.size(); ++j) acc[j] += h[j] * x[k][j];
+      if (++count == B) {
+        std::vector<double> next = x[k];
+        for (size_t j = 0; j < h.size(); ++j) next[j] -= lr * acc[j] / B;
+        x.push_back(next);
+        times.push_back(double(t) * 1e-9);
+        std::fill(acc.begin(), acc.end(), 0.0);
+        count = 0;
+      }
+    } else {
+      ++discarded;
+    }
+    read[i] = x.size() - 1;  // restarts at the current point
+    finish[i] = t + dur[i];
+  }
+  ASSERT_GT(discarded, 3u);
+  Metrics m = read_metrics(dir + "/metrics.csv");
+  auto loss = m.column("train_loss"), time = m.column("time");
+  ASSERT_EQ(loss.size(), size_t(updates + 1));
+  for (int u = 0; u <= updates; ++u) {
+    EXPECT_NEAR(loss[u], quadratic_loss(h, x[u]), 1e-5 * std::max(1.0, quadratic_loss(h, x[u]))) << "update " << u;
+    EXPECT_NEAR(time[u], times[u], 1e-12) << "update " << u;
+  }
+  EXPECT_EQ(summary_at(dir)["dropped_gradients"], discarded);
+}
+
+// MindFlayer's time allowance in closed form. Compute times replay the trace
+// [0.5, 3.0] s per step; worker 1 is twice as slow (1.0, 6.0); allowance t = 1.5 s, B = 3
+// attempts. An attempt lasts min(tau, t): worker 0's rounds take 0.5+1.5+0.5 = 2.5 and
+// 1.5+0.5+1.5 = 3.5 s in turn, worker 1's 1.0+1.5+1.0 = 3.5 and 1.5+1.0+1.5 = 4.0 s; a
+// round ends with its slower worker: at 3.5, 7.5, 11.0, 15.0 s. An abandoned attempt
+// pushes nothing and counts as cancelled, its allowance as wasted time.
+TEST(MindFlayer, AnAttemptLastsAtMostItsAllowance) {
+  const std::vector<double> h{1.0, 2.0};
+  json c = heterogeneous_quadratic("mf", h, {1.0, 2.0}, 0.1, 4);
+  c["cluster"]["compute"] = {{"dist", "trace"}, {"values", {0.5, 3.0}}, {"per", "step"}};
+  c["engines"] = json::array({json{{"type", "mindflayer"}, {"budget", 1.5}, {"trials", 3}}});
+  const std::string dir = run_one(c, "mf");
+  auto time = read_metrics(dir + "/metrics.csv").column("time");
+  const std::vector<double> expected{0.0, 3.5, 7.5, 11.0, 15.0};
+  ASSERT_EQ(time.size(), expected.size());
+  for (size_t u = 0; u < expected.size(); ++u) EXPECT_NEAR(time[u], expected[u], 1e-9) << "update " << u;
+  const json s = summary_at(dir);
+  EXPECT_EQ(s["gradients"], 12);  // (2 + 1) a pair of rounds, for each worker, over 4 rounds
+  EXPECT_EQ(s["messages"]["to_server"], 12);  // only the finished attempts push
+  EXPECT_NEAR(s["iteration_time"]["mean"].get<double>(), 15.0 / 4, 1e-9);
+  std::ifstream in(dir + "/workers.csv");
+  std::string header, w0, w1;
+  std::getline(in, header);
+  std::getline(in, w0);
+  std::getline(in, w1);
+  auto fields = [](const std::string& line) {
+    std::vector<double> r;
+    std::stringstream ls(line);
+    for (std::string f; std::getline(ls, f, ',');) r.push_back(std::strtod(f.c_str(), nullptr));
+    return r;
+  };
+  // 6 abandoned attempts each (3 in a pair of rounds); 1.5 s each
+  EXPECT_EQ(fields(w0)[9], 6);
+  EXPECT_NEAR(fields(w0)[10], 9.0, 1e-9);
+  EXPECT_EQ(fields(w1)[9], 6);
+  EXPECT_NEAR(fields(w1)[10], 9.0, 1e-9);
+  // compute time: everything but worker 0's waits at the round's end (1 s and 0.5 s a pair)
+  EXPECT_NEAR(fields(w0)[5], 15.0 - 3.0, 1e-9);
+  EXPECT_NEAR(fields(w1)[5], 15.0, 1e-9);
+}
+
+// Without an allowance and with one attempt each, a MindFlayer round is a sync iteration:
+// every worker's gradient at x^k, averaged in worker order: sync, bit for bit.
+TEST(MindFlayer, NoAllowanceAndOneAttemptIsSync) {
+  json c = softmax_config("mfsync");
+  c["engines"] = json::array({json{{"type", "sync"}}, json{{"type", "mindflayer"}}});
+  std::string dir = run_config(c, temp_dir("mfsync"));
+  expect_same_files(dir + "/sync-seed7", dir + "/mindflayer-seed7", {"metrics.csv", "staleness.csv", "workers.csv"});
+}
+
+TEST(Determinism, RingmasterAndMindFlayerDoNotDependOnTheThreadCount) {
+  json c = determinism_config();
+  c["name"] = "detring";
+  c["staleness"] = {{"mode", "emergent"}};
+  c["engines"] = json::array({json{{"type", "ringmaster"}, {"delay_threshold", 3}},
+                              json{{"type", "ringmaster"}, {"name", "ring_stop"}, {"delay_threshold", 3}, {"late", "cancel"}},
+                              json{{"type", "mindflayer"}, {"budget", 0.4}, {"trials", 2}}});
+  expect_thread_count_invariant(c, {"ringmaster-seed1", "ring_stop-seed1", "mindflayer-seed1"});
 }

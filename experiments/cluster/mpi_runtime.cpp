@@ -333,6 +333,8 @@ Step MpiRuntime::next_step(int worker, std::vector<int32_t>& ids) {
 void MpiRuntime::launch(const Step& step) {
   const int w = step.worker;
   if (in_flight_[size_t(w)]) throw std::logic_error("cluster: a second step launched for " + who(w));
+  if (step.time_budget != kNever)  // check_supported refuses the engines that set one
+    throw std::logic_error("cluster: a step with a time budget (a rank computing cannot be cut off)");
   std::unique_ptr<GradientJob> job;
   if (spare_jobs_.empty()) {
     job = std::make_unique<GradientJob>();

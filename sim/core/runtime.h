@@ -78,6 +78,12 @@ struct Step {
   // compressed as cluster.network.compression says. False: full-size messages.
   bool gradient = false;
   DeferredStep before;           // own only: applied to own.data() first (see DeferredStep)
+  // A time allowance for the compute (MindFlayer SGD's t_i): a step whose drawn compute
+  // time exceeds it is abandoned when the allowance runs out. It then computes nothing and
+  // pushes nothing, its time (pull and allowance) counts as the worker's wasted_time and
+  // `cancelled`, and the engine gets it back (GradientJob::timed_out) at that moment, on
+  // the worker. kNever: no allowance. Simulated only (the MPI runtime refuses it).
+  SimTime time_budget = kNever;
 };
 
 // The synchronous family's collectives (Runtime::collective), over the topology, in the
@@ -126,6 +132,7 @@ struct GradientJob {
   bool accounted = false;       // its time is in the worker's compute/comm counters
   bool push_counted = false;    // its push is in the run's message counters
   bool cancelled = false;       // abandoned by Runtime::cancel: never delivered, not lost
+  bool timed_out = false;       // ran out of its Step::time_budget: no gradient, delivered at the cut
   DeferredStep before;          // applied to `read` before computing (see DeferredStep)
   WorkerPool::Ticket ticket;
 };

@@ -213,6 +213,7 @@ void Simulation::launch(const Step& st) {
   job->accounted = false;
   job->push_counted = false;
   job->cancelled = false;
+  job->timed_out = false;
   job->before = st.before;
   // Message sizes (docs/architecture.md, Message sizes): a sparse model's gradient step
   // moves only the rows its minibatch reads and touches, a dense one's push may be
@@ -248,8 +249,13 @@ void Simulation::launch(const Step& st) {
     out_.bytes_to_workers += pull_bytes;
   }
   job->pull_bytes = pull_bytes;
-  job->compute_done =
-      add_time(job->compute_start, compute_.duration(uint32_t(worker), job->step, st.m, job->compute_start));
+  SimTime compute = compute_.duration(uint32_t(worker), job->step, st.m, job->compute_start);
+  if (compute > st.time_budget) {  // cut at its allowance: no gradient, no push
+    compute = st.time_budget;
+    job->timed_out = true;
+    job->pushed = false;
+  }
+  job->compute_done = add_time(job->compute_start, compute);
   job->arrival = kNever;
 
   GradientJob* raw = job.get();
@@ -268,7 +274,7 @@ void Simulation::launch(const Step& st) {
     raw->read = st.own;
     raw->read_version = raw->read.version;
   }
-  submit(raw);
+  if (!raw->timed_out) submit(raw);
   schedule_after_read(*raw, slot);
 }
 
@@ -322,7 +328,7 @@ void Simulation::handle_pull_served(const Event& e) {
     return;
   }
   read_params(job, *job.source);
-  submit(&job);
+  if (!job.timed_out) submit(&job);
   schedule_after_read(job, slot);
 }
 
@@ -627,6 +633,15 @@ void Simulation::handle_arrival(const Event& e) {
   std::unique_ptr<GradientJob> job = std::move(in_flight_[slot]);
   free_slots_.push_back(slot);
   if (lose_if_stale(job)) return;
+  if (job->timed_out) {  // abandoned at its allowance: no gradient arrives, only the news
+    job->read = Snapshot{};
+    account(*job, now());
+    idle_since_[job->worker] = now();
+    out_.workers[job->worker].cancelled++;
+    out_.workers[job->worker].wasted += now() - job->start;
+    engine_->on_gradient(*this, std::move(job));
+    return;
+  }
   if (job->read_at_arrival) {  // staleness.at = apply: the lag counts back from the version now
     read_params(*job, *job->source);
     submit(job.get());
