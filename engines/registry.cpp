@@ -17,6 +17,7 @@ EngineType easgd_engine_type();        // engines/easgd.cpp
 EngineType diloco_engine_type();       // engines/diloco.cpp
 EngineType ringmaster_engine_type();   // engines/ringmaster.cpp
 EngineType mindflayer_engine_type();   // engines/mindflayer.cpp
+EngineType async_local_sgd_engine_type();  // engines/async_local_sgd.cpp
 
 const std::vector<EngineType>& engine_types() {
   static const std::vector<EngineType> types = {
@@ -31,6 +32,7 @@ const std::vector<EngineType>& engine_types() {
       diloco_engine_type(),
       ringmaster_engine_type(),
       mindflayer_engine_type(),
+      async_local_sgd_engine_type(),
   };
   return types;
 }

@@ -2173,3 +2173,95 @@ TEST(Determinism, RingmasterAndMindFlayerDoNotDependOnTheThreadCount) {
                               json{{"type", "mindflayer"}, {"budget", 0.4}, {"trials", 2}}});
   expect_thread_count_invariant(c, {"ringmaster-seed1", "ring_stop-seed1", "mindflayer-seed1"});
 }
+
+// ---------------------------------------------------------------- asynchronous local SGD
+
+// Delayed Nesterov (Liu et al. 2024, Algorithm 3, c = 0) against its hand recursion, with
+// the asynchrony replayed too: two workers of 10 and 27 ms steps, H = 3 plain SGD inner
+// steps on the noiseless quadratic (x <- x (1 - lr h) per step), each window's
+// pseudo-gradient Delta = w_read - x applied on arrival (the fast worker's windows land
+// between the slow one's read and push: stale Deltas), N = 3:
+//   buffer += Delta; every N-th push: m <- beta m + buffer/N, w <- w - eps (Delta/N + beta m),
+//   buffer <- 0; otherwise w <- w - eps Delta/N.
+TEST(AsyncLocalSgd, DelayedNesterovFollowsItsHandRecursion) {
+  const std::vector<double> h{1.0, 2.5}, speeds{1.0, 2.7};
+  const double lr = 0.1, eps = 0.7, beta = 0.9;
+  const int H = 3, N = 3, updates = 14;
+  json c = heterogeneous_quadratic("dn", h, speeds, lr, updates);
+  c["engines"] = json::array({json{{"type", "async_local_sgd"}, {"steps", H}, {"nesterov_period", N}}});
+  const std::string dir = run_one(c, "dn");
+  const size_t workers = speeds.size(), d = h.size();
+  std::vector<int64_t> window(workers), finish(workers);
+  std::vector<std::vector<double>> read(workers);
+  std::vector<std::vector<double>> w{{1.0, 1.0}};
+  for (size_t i = 0; i < workers; ++i) {
+    window[i] = H * std::llround(0.01 * speeds[i] * 1e9);
+    finish[i] = window[i];
+    read[i] = w[0];
+  }
+  std::vector<double> buffer(d, 0.0), m(d, 0.0), times{0.0};
+  for (int t = 1; t <= updates; ++t) {
+    const size_t i = size_t(std::min_element(finish.begin(), finish.end()) - finish.begin());
+    std::vector<double> delta(d), next = w.back();
+    for (size_t j = 0; j < d; ++j) delta[j] = read[i][j] - read[i][j] * std::pow(1 - lr * h[j], H);
+    for (size_t j = 0; j < d; ++j) buffer[j] += delta[j];
+    if (t % N == 0) {
+      for (size_t j = 0; j < d; ++j) {
+        m[j] = beta * m[j] + buffer[j] / N;
+        next[j] -= eps * (delta[j] / N + beta * m[j]);
+      }
+      std::fill(buffer.begin(), buffer.end(), 0.0);
+    } else {
+      for (size_t j = 0; j < d; ++j) next[j] -= eps * delta[j] / N;
+    }
+    w.push_back(next);
+    times.push_back(double(finish[i]) * 1e-9);
+    read[i] = next;  // the worker reads the new w and starts its next window
+    finish[i] += window[i];
+  }
+  Metrics mt = read_metrics(dir + "/metrics.csv");
+  auto loss = mt.column("train_loss"), time = mt.column("time");
+  ASSERT_EQ(loss.size(), size_t(updates + 1));
+  for (int u = 0; u <= updates; ++u) {
+    EXPECT_NEAR(loss[u], quadratic_loss(h, w[u]), 2e-6 * std::max(1.0, quadratic_loss(h, w[u]))) << "update " << u;
+    EXPECT_NEAR(time[u], times[u], 1e-12) << "update " << u;
+  }
+  EXPECT_GT(summary_at(dir)["staleness"]["max"].get<double>(), 0) << "the slow worker's Deltas must be stale";
+}
+
+// With one worker there is no asynchrony: async_local_sgd is DiLoCo (N = 1: Nesterov at
+// every push, through the same server step), file for file, with inner AdamW.
+TEST(AsyncLocalSgd, OneWorkerIsDiloco) {
+  json c = softmax_config("alsgd1");
+  c["cluster"]["workers"] = 1;
+  c["train"] = {{"batch_size", 8}, {"lr", 0.01}, {"optimizer", "adamw"}, {"weight_decay", 0.01}};
+  c["engines"] = json::array({json{{"type", "diloco"}, {"steps", 4}}, json{{"type", "async_local_sgd"}, {"steps", 4}}});
+  std::string dir = run_config(c, temp_dir("alsgd1"));
+  expect_same_files(dir + "/diloco-seed7", dir + "/async_local_sgd-seed7", {"metrics.csv", "staleness.csv", "workers.csv"});
+}
+
+// Dynamic Local Updates: worker 1 is 3x slower (30 ms steps against 10), H = 8. Its first
+// window measures 8 steps in 0.24 s against worker 0's 8 in 0.08 s, so its next H is
+// floor(1/3 * 8) = 2: a window of 60 ms. By stop.time 0.8 s worker 0 pushes at 80, 160,
+// ..., 720 ms (9) and worker 1 at 240, 300, ..., 780 ms (10); without DyLU at 240, 480,
+// 720 ms (3).
+TEST(AsyncLocalSgd, DynamicLocalUpdatesGiveSlowWorkersShorterWindows) {
+  json c = heterogeneous_quadratic("dylu", {1.0}, {1.0, 3.0}, 0.01, 1000);
+  c["stop"] = {{"time", 0.8}};
+  c["engines"] = json::array({json{{"type", "async_local_sgd"}, {"steps", 8}, {"dynamic_local_updates", true}},
+                              json{{"type", "async_local_sgd"}, {"name", "fixed"}, {"steps", 8}}});
+  std::string dir = run_config(c, temp_dir("dylu"));
+  EXPECT_EQ(summary_at(dir + "/async_local_sgd-seed3")["updates"], 19);
+  EXPECT_EQ(summary_at(dir + "/fixed-seed3")["updates"], 12);
+}
+
+TEST(Determinism, AsyncLocalSgdDoesNotDependOnTheThreadCount) {
+  json c = determinism_config();
+  c["name"] = "detalsgd";
+  c["train"] = {{"batch_size", 16}, {"lr", 0.01}, {"optimizer", "adamw"}};
+  c["cluster"]["failures"] = {{"events", {{{"worker", 1}, {"at", 0.2}, {"down_for", 0.3}}}}};
+  c["engines"] = json::array({json{{"type", "async_local_sgd"}, {"steps", 3}, {"nesterov_period", 4},
+                                   {"dynamic_local_updates", true}},
+                              json{{"type", "async_local_sgd"}, {"name", "plain"}, {"steps", 2}}});
+  expect_thread_count_invariant(c, {"async_local_sgd-seed1", "plain-seed1"});
+}

@@ -153,7 +153,9 @@ class RealRuns(unittest.TestCase):
                                   {"type": "local_sgd", "steps": 4}, {"type": "diloco", "steps": 4},
                                   {"type": "k_batch_sync", "k": 6, "late": "drop"},
                                   {"type": "k_async", "k": 3, "batch": True, "staleness_weight": "inverse_sqrt"},
-                                  {"type": "ringmaster", "delay_threshold": 3}])
+                                  {"type": "ringmaster", "delay_threshold": 3},
+                                  {"type": "async_local_sgd", "steps": 4, "nesterov_period": 4,
+                                   "dynamic_local_updates": True}])
         cls.cfg = write_config(cls.tmp, cfg)
         cls.out = os.path.join(cls.tmp, "out")
         cls.real = run(["cluster", cls.cfg, "--out", cls.out], mpi=["-np", "5"])
@@ -186,7 +188,7 @@ class RealRuns(unittest.TestCase):
         self.assertEqual(self.real.returncode, 0, self.real.stderr)
         self.assertEqual(self.sim.returncode, 0, self.sim.stderr)
         index = read_csv(os.path.join(self.out, "real-cluster", "index.csv"))
-        self.assertEqual([r["status"] for r in index], ["completed"] * 11)
+        self.assertEqual([r["status"] for r in index], ["completed"] * 12)
         for r in index:
             folder = os.path.join(self.out, "real-cluster", r["run_id"])
             sim_folder = os.path.join(self.out, "real", r["run_id"])
@@ -233,7 +235,8 @@ class RealRuns(unittest.TestCase):
     def test_the_other_engines_train_to_the_simulated_accuracy(self):
         # their arrival order is the OS's, so they agree within a tolerance
         for rid in ("sync_backup-seed3", "easgd-seed3", "easgd_sync-seed3", "ssp-seed3", "local_sgd-seed3",
-                    "diloco-seed3", "k_batch_sync-seed3", "k_async-seed3", "ringmaster-seed3"):
+                    "diloco-seed3", "k_batch_sync-seed3", "k_async-seed3", "ringmaster-seed3",
+                    "async_local_sgd-seed3"):
             sim, real = self.summaries(rid)
             self.assertEqual(real["status"], "completed", rid)
             self.assertAlmostEqual(real["final"]["test_accuracy"], sim["final"]["test_accuracy"], delta=0.04, msg=rid)
