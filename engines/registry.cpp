@@ -18,6 +18,7 @@ EngineType diloco_engine_type();       // engines/diloco.cpp
 EngineType ringmaster_engine_type();   // engines/ringmaster.cpp
 EngineType mindflayer_engine_type();   // engines/mindflayer.cpp
 EngineType async_local_sgd_engine_type();  // engines/async_local_sgd.cpp
+EngineType streaming_diloco_engine_type();  // engines/streaming_diloco.cpp
 
 const std::vector<EngineType>& engine_types() {
   static const std::vector<EngineType> types = {
@@ -33,6 +34,7 @@ const std::vector<EngineType>& engine_types() {
       ringmaster_engine_type(),
       mindflayer_engine_type(),
       async_local_sgd_engine_type(),
+      streaming_diloco_engine_type(),
   };
   return types;
 }

@@ -2,13 +2,26 @@
 // channels last (HWC: element (y, x, c) at (y * width + x) * channels + c), and the shape
 // arithmetic of convolution and pooling, written once for the layers and for config
 // validation (which reports a ShapeError at the JSON path of `key`). A flat vector of n
-// features is 1 x 1 x n. Plain C++.
+// features is 1 x 1 x n. Also ParamBlock: a parameter tensor as a matrix. Plain C++.
 #pragma once
 #include <cstddef>
 #include <stdexcept>
 #include <string>
 
 namespace asgd {
+
+// One parameter tensor of a model as low-rank compression (PowerSGD) sees it: a matrix
+// of `rows` x `cols` (PyTorch's tensor.view(shape[0], -1): a layer's outputs by its
+// inputs) at [offset, offset + rows * cols), stored row-major, or, `transposed`, stored
+// as its transpose (cols x rows row-major: the dense and convolution layers keep W as
+// (inputs, outputs)); or a vector (cols == 1: a bias, every parameter of a model without
+// layers).
+struct ParamBlock {
+  size_t offset = 0;
+  size_t rows = 0;
+  size_t cols = 1;
+  bool transposed = false;
+};
 
 struct Shape {
   int height = 1, width = 1, channels = 1;

@@ -11,6 +11,7 @@
 #include "kernels/ops.h"
 #include "kernels/rng.h"
 #include "engines/engine_registry.h"
+#include "engines/powersgd.h"
 #include "sim/data/dataset.h"
 #include "sim/timing/distribution.h"
 #include "sim/run/run_monitor.h"
@@ -2264,4 +2265,211 @@ TEST(Determinism, AsyncLocalSgdDoesNotDependOnTheThreadCount) {
                                    {"dynamic_local_updates", true}},
                               json{{"type", "async_local_sgd"}, {"name", "plain"}, {"steps", 2}}});
   expect_thread_count_invariant(c, {"async_local_sgd-seed1", "plain-seed1"});
+}
+
+// ---------------------------------------------------------------- PowerSGD
+
+// Rank-1 compression of a rank-1 matrix that every worker holds is exact: P = M Q is u
+// (v.Q), orthonormalised u/|u|, Q = M^T P = v |u|, P Q^T = u v^T; nothing is left over for
+// the residual. The bias (a vector) is averaged whole.
+TEST(PowerSgd, ARankOneMatrixIsRecoveredExactly) {
+  const std::vector<ParamBlock> blocks = {{0, 12, 9, true}, {108, 12, 1, false}};
+  CompressionSpec spec;
+  spec.type = CompressionSpec::Type::PowerSgd;
+  spec.rank = 1;
+  spec.error_feedback = true;
+  PowerSgd p(blocks, 120, spec, 2);
+  ASSERT_EQ(p.matrices().size(), 1u);
+  EXPECT_EQ(p.values_uncompressed(), 12u);
+  EXPECT_EQ(p.values_p(), 12u);
+  EXPECT_EQ(p.values_q(), 9u);
+  p.draw_q(5);
+  std::vector<float> g(120), h(120);
+  for (size_t i = 0; i < 12; ++i)
+    for (size_t j = 0; j < 9; ++j) g[j * 12 + i] = h[j * 12 + i] = float((i + 1) * 0.1 * (j % 3 - 1.5));  // stored transposed
+  for (size_t i = 108; i < 120; ++i) {
+    g[i] = float(i);
+    h[i] = float(i) + 2.0f;
+  }
+  DeviceArray<float> dg, dh, out(120);
+  dg.upload(g);
+  dh.upload(h);
+  ExecContext ctx;
+  p.reduce(ctx, {dg.data(), dh.data()}, {0, 1}, out.data());
+  std::vector<float> y = out.to_host();
+  for (size_t i = 0; i < 108; ++i) EXPECT_NEAR(y[i], g[i], 1e-6) << i;
+  for (size_t i = 108; i < 120; ++i) EXPECT_FLOAT_EQ(y[i], float(i) + 1.0f) << "the bias' mean";
+  const std::vector<float> e = p.residual(0).to_host();  // M_0 - the result: the bias' -1 only
+  for (size_t i = 0; i < 108; ++i) EXPECT_NEAR(e[i], 0.0, 1e-6) << i;
+  for (size_t i = 108; i < 120; ++i) EXPECT_FLOAT_EQ(e[i], -1.0f) << i;
+}
+
+// Virtual time: an iteration of sync over a ring all-reduce with PowerSGD is three
+// all-reduces in a row, of the whole tensors (the biases, 74 values), of P (148) and of
+// Q (192) for the MLP 32-64-10 at rank 2 (its weights are 64 x 32 and 10 x 64):
+// c + sum_k 2(n - 1)(a + 4 V_k / (n b)) each, and 2(n - 1) x 4 V_k bytes a collective.
+TEST(PowerSgd, AnIterationIsThreeRingsOfTheCompressedSizes) {
+  const double c = 0.01, a = 2e-4, b = 1e6;
+  const int n = 4, K = 5;
+  json cfg = softmax_config("psgd");
+  cfg["model"] = {{"type", "mlp"}, {"hidden", {64}}};
+  cfg["data"] = {{"type", "synthetic"}, {"classes", 10}, {"features", 32}, {"train_samples", 512}, {"test_samples", 128}};
+  cfg["stop"] = {{"updates", K}};
+  cfg["cluster"] = {{"workers", n},
+                    {"compute", {{"dist", "constant"}, {"value", c}, {"per", "step"}}},
+                    {"network", {{"latency", a}, {"worker_bandwidth", b},
+                                 {"compression", {{"type", "powersgd"}, {"rank", 2}, {"error_feedback", true}}}}}};
+  cfg["engines"] = json::array({json{{"type", "sync"}, {"comm", "allreduce"}}});
+  const std::string dir = run_one(cfg, "psgd");
+  const double values[3] = {74, 148, 192};
+  double ring = 0, bytes = 0;
+  for (double v : values) {
+    ring += 2 * (n - 1) * (a + 4 * v / (n * b));
+    bytes += 2 * (n - 1) * 4 * v;
+  }
+  const json s = summary_at(dir);
+  EXPECT_NEAR(s["time"].get<double>(), K * (c + ring), 1e-9 * K * (c + ring));
+  EXPECT_NEAR(s["messages"]["bytes_to_workers"].get<double>(), K * bytes, 1e-6);
+  EXPECT_EQ(s["messages"]["peak_sync_bytes"].get<double>(), 4 * 192);
+}
+
+// It compresses an all-reduce, and only sync's: refused with comm ps and with async.
+TEST(PowerSgd, IsRefusedWithoutAnAllReduce) {
+  json cfg = softmax_config("psgdbad");
+  cfg["cluster"]["network"] = {{"compression", {{"type", "powersgd"}}}};
+  for (const json& engine : {json{{"type", "sync"}}, json{{"type", "async"}}}) {
+    cfg["engines"] = json::array({engine});
+    try {
+      resolve_experiment(cfg, "test", ".");
+      ADD_FAILURE() << engine.dump() << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("cluster.network.compression.type"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("allreduce"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Determinism, PowerSgdDoesNotDependOnTheThreadCount) {
+  json c = determinism_config();
+  c["name"] = "detpsgd";
+  c["staleness"] = {{"mode", "emergent"}};
+  c["model"] = {{"type", "mlp"}, {"hidden", {32, 16}}};
+  c["cluster"]["network"] = {{"latency", 1e-4}, {"worker_bandwidth", 1e7},
+                             {"compression", {{"type", "powersgd"}, {"rank", 2}, {"error_feedback", true}}}};
+  c["engines"] = json::array({json{{"type", "sync"}, {"comm", "allreduce"}},
+                              json{{"type", "sync_backup"}, {"backups", 1}, {"comm", "allreduce"}}});
+  expect_thread_count_invariant(c, {"sync-seed1", "sync_backup-seed1"});
+}
+
+// ---------------------------------------------------------------- Streaming DiLoCo
+
+// One worker pair through the first outer steps, against Algorithm 2 by hand: the noisy
+// quadratic in 4 coordinates (fragment 0: coordinates 0-1, fragment 1: 2-3, its one
+// tensor cut in two), H = 4, so t_0 = 2, t_1 = 4; tau = 1, alpha = 0.3; inner SGD, outer
+// Nesterov (0.7, 0.9). Fragment p is sent at t_p + 4k and its update taken at t_p + 4k + 1:
+//   theta_p <- theta_p - 0.7 (D + 0.9 v), v <- 0.9 v + D,  D = mean_m (theta_p - x_m,p)
+//   x_m,p <- 0.3 x_m,p + 0.7 theta_p
+TEST(StreamingDiloco, OuterStepsFollowTheAlgorithmByHand) {
+  const std::vector<double> h{1.0, 2.0, 0.5, 3.0};
+  const double lr = 0.1, eps = 0.7, mu = 0.9, alpha = 0.3;
+  const int H = 4, tau = 1, updates = 7;
+  json c = quadratic_config("sdl", h, 2, lr, 0.3);
+  c["stop"] = {{"updates", updates}};
+  c["engines"] = json::array({json{{"type", "streaming_diloco"}, {"steps", H}, {"fragments", 2}, {"overlap", tau},
+                                   {"alpha", alpha}}});
+  const std::string dir = run_one(c, "sdl");
+  auto model = make_quadratic(std::vector<float>(h.begin(), h.end()), 0.3f, 1.0f);
+  const size_t d = h.size();
+  std::vector<std::vector<double>> x(2, std::vector<double>(d, 1.0)), delta(2, std::vector<double>(d, 0.0));
+  std::vector<double> theta(d, 1.0), v(d, 0.0);
+  std::vector<std::vector<double>> record{theta};
+  const int offset[2] = {2, 4};
+  for (int t = 1; int(record.size()) <= updates; ++t) {
+    for (int m = 0; m < 2; ++m) {  // inner step t of each worker (its step t - 1: the noise key)
+      const std::vector<double> noise = quadratic_noise(*model, 3, m, uint32_t(t - 1));
+      for (size_t j = 0; j < d; ++j) x[m][j] -= lr * (h[j] * x[m][j] + noise[j]);
+    }
+    for (int p = 0; p < 2; ++p) {
+      if (t >= offset[p] && (t - offset[p]) % H == 0)  // send
+        for (int m = 0; m < 2; ++m)
+          for (size_t j = 2 * size_t(p); j < 2 * size_t(p) + 2; ++j) delta[m][j] = theta[j] - x[m][j];
+      if (t >= offset[p] + tau && (t - offset[p] - tau) % H == 0) {  // the all-reduce ended: update, mix
+        for (size_t j = 2 * size_t(p); j < 2 * size_t(p) + 2; ++j) {
+          const double D = (delta[0][j] + delta[1][j]) / 2;
+          v[j] = mu * v[j] + D;
+          theta[j] -= eps * (D + mu * v[j]);
+          for (int m = 0; m < 2; ++m) x[m][j] = alpha * x[m][j] + (1 - alpha) * theta[j];
+        }
+        record.push_back(theta);
+      }
+    }
+  }
+  auto loss = read_metrics(dir + "/metrics.csv").column("train_loss");
+  ASSERT_EQ(loss.size(), size_t(updates + 1));
+  for (int u = 0; u <= updates; ++u)
+    EXPECT_NEAR(loss[u], quadratic_loss(h, record[u]), 1e-5 * std::max(1.0, quadratic_loss(h, record[u]))) << "update " << u;
+}
+
+// Compute utilisation against bandwidth (Charles et al. 2025, App. A): N workers of
+// constant steps c, a fragment all-reduce of S/P bytes over the ring, T = 2(N - 1)(a +
+// S/(P N b)), overlapped with tau steps; in steady state each H steps take H c + P
+// max(0, T - tau c), so compute utilisation is H c / (H c + P max(0, T - tau c)): DiLoCo
+// (P = 1, tau = 0) H c / (H c + T(S)). Measured as the difference of two runs (U and 2U
+// fragment updates: the start and the end of a run are not the steady state), for
+// bandwidths that stall and that do not.
+TEST(StreamingDiloco, ComputeUtilisationIsTheClosedFormAtEveryBandwidth) {
+  const double c = 0.01, a = 1e-3, S = 1e6;
+  const int N = 4, H = 8;
+  auto run = [&](int P, int tau, double b, int updates) {
+    json cfg = quadratic_config("cu", std::vector<double>(8, 1.0), N, 0.01);
+    cfg["stop"] = {{"updates", updates}};
+    cfg["eval"] = {{"every", 1000}, {"unit", "updates"}};
+    cfg["cluster"]["network"] = {{"latency", a}, {"worker_bandwidth", b}, {"message_bytes", S}};
+    cfg["engines"] = json::array({json{{"type", "streaming_diloco"}, {"steps", H}, {"fragments", P}, {"overlap", tau},
+                                       {"alpha", 0.0}}});
+    const json s = summary_at(run_one(cfg, "cu"));
+    EXPECT_NEAR(s["messages"]["peak_sync_bytes"].get<double>(), S / P, 1e-6);
+    return std::make_pair(s["compute_utilisation"].get<double>() * s["time"].get<double>(), s["time"].get<double>());
+  };
+  for (double b : {2e7, 1e9}) {  // (every ring stalls at 2e7 B/s; none does at 1e9)
+    for (auto [P, tau] : {std::pair{1, 0}, std::pair{2, 1}, std::pair{4, 1}}) {
+      const double T = 2 * (N - 1) * (a + S / (P * N * b));
+      const double want = H * c / (H * c + P * std::max(0.0, T - tau * c));
+      const auto [c1, t1] = run(P, tau, b, 2 * P);
+      const auto [c2, t2] = run(P, tau, b, 4 * P);
+      EXPECT_NEAR((c2 - c1) / (t2 - t1), want, 1e-9)
+          << "P = " << P << ", tau = " << tau << ", b = " << b << " (closed form " << want << ")";
+    }
+  }
+}
+
+// P = 1, tau = 0, alpha = 0 is DiLoCo (the same inner steps, the outer Nesterov step on
+// the mean pseudo-gradient, every worker restarting from it) over an all-reduce instead
+// of the servers: the same iterates up to rounding (diloco keeps displacements).
+TEST(StreamingDiloco, OneFragmentWithoutOverlapIsDiloco) {
+  json c = softmax_config("sdl1");
+  c["train"] = {{"batch_size", 8}, {"lr", 0.05}};
+  c["cluster"]["compute"] = {{"dist", "constant"}, {"value", 0.01}, {"per", "step"}};
+  c["stop"] = {{"updates", 8}};
+  c["eval"] = {{"every", 1}, {"unit", "updates"}, {"train_samples", 0}};
+  c["engines"] = json::array({json{{"type", "diloco"}, {"steps", 3}},
+                              json{{"type", "streaming_diloco"}, {"steps", 3}, {"fragments", 1}, {"overlap", 0},
+                                   {"alpha", 0.0}}});
+  std::string dir = run_config(c, temp_dir("sdl1"));
+  Metrics a = read_metrics(dir + "/diloco-seed7/metrics.csv"), b = read_metrics(dir + "/streaming_diloco-seed7/metrics.csv");
+  expect_close_columns(a, b, "train_loss", 1e-5);
+  expect_close_columns(a, b, "test_accuracy", 1e-9);
+}
+
+TEST(Determinism, StreamingDilocoDoesNotDependOnTheThreadCount) {
+  json c = determinism_config();
+  c["name"] = "detsdl";
+  c["staleness"] = {{"mode", "emergent"}};
+  c["train"] = {{"batch_size", 16}, {"lr", 0.01}, {"optimizer", "adamw"}};
+  c["cluster"]["network"] = {{"latency", 1e-4}, {"worker_bandwidth", 1e6}};
+  c["engines"] = json::array({json{{"type", "streaming_diloco"}, {"steps", 6}, {"fragments", 3}, {"overlap", 1},
+                                   {"quantize", true}},
+                              json{{"type", "streaming_diloco"}, {"name", "one"}, {"steps", 4}, {"fragments", 1},
+                                   {"overlap", 0}, {"alpha", 0.0}}});
+  expect_thread_count_invariant(c, {"streaming_diloco-seed1", "one-seed1"});
 }

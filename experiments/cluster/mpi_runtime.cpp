@@ -418,7 +418,7 @@ void MpiRuntime::schedule_timer(SimTime at, int worker, uint64_t payload) {
   timers_.emplace(at, std::make_pair(worker, payload));
 }
 
-SimTime MpiRuntime::collective(Collective, const std::vector<int>&) {
+SimTime MpiRuntime::collective(Collective, const std::vector<int>&, double, SimTime, bool) {
   throw std::logic_error("asgdsim cluster: collectives are simulated only (engine.comm must be \"ps\")");
 }
 

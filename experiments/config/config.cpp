@@ -290,6 +290,14 @@ json resolve_run(const json& u, Validator& v, RunSettings& s) {
     v.error("cluster.network.compression.type",
             "compression is for dense models: model '" + model_type + "' already sends only the rows it touches (use \"none\")");
   check_placement(out.value("engine", json::object()), cluster, v);
+  if (const json& net = cluster.value("network", json::object());
+      net.is_object() && net.value("compression", json::object()).is_object() &&
+      net.value("compression", json::object()).value("type", json()) == "powersgd" && out.contains("engine") &&
+      out["engine"].is_object() && out["engine"].contains("type") && out["engine"]["type"].is_string())
+    if (const EngineType* type = find_engine_type(out["engine"]["type"]); type && !type->all_reduces)
+      v.error("cluster.network.compression.type",
+              "\"powersgd\" compresses the gradients of an all-reduce (P and Q are summed across the workers): "
+              "engine " + type->name + " has none; use sync or sync_backup with comm \"allreduce\" or \"hierarchical\"");
 
   if (train.contains("global_batch") && train["global_batch"].is_number_integer() && train["global_batch"].get<int64_t>() > 0 &&
       cluster.contains("workers") && cluster["workers"].is_number_integer()) {

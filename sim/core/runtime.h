@@ -216,9 +216,17 @@ class Runtime {
   virtual void updated() = 0;
   // engine.on_timer(e) at time `at` with e.worker, e.payload.
   virtual void schedule_timer(SimTime at, int worker, uint64_t payload) = 0;
-  // Starts collective `kind` among `members` (worker indices, ascending) now: returns when
-  // it ends. The members' time until then is communication.
-  virtual SimTime collective(Collective kind, const std::vector<int>& members) = 0;
+  // Starts collective `kind` among `members` (worker indices, ascending) at `at` (>= now):
+  // returns when it ends. `bytes`: what each member contributes (a compressed all-reduce's
+  // P or Q, a fragment), < 0 for the parameter-sized message. The members' time from `at`
+  // to the end is communication, unless `overlapped` (they compute meanwhile: Streaming
+  // DiLoCo; a member that then waits for it waits). Several in a row: each starts at the
+  // last one's end.
+  virtual SimTime collective(Collective kind, const std::vector<int>& members, double bytes, SimTime at,
+                             bool overlapped) = 0;
+  SimTime collective(Collective kind, const std::vector<int>& members) {
+    return collective(kind, members, -1.0, now(), false);
+  }
   virtual const Topology& topology() const = 0;
   virtual bool stopping() const = 0;
   virtual bool worker_alive(int w) const = 0;

@@ -247,6 +247,7 @@ void Simulation::launch(const Step& st) {
     job->compute_start = t.arrival;
     out_.messages_to_workers++;
     out_.bytes_to_workers += pull_bytes;
+    out_.peak_sync_bytes = std::max(out_.peak_sync_bytes, pull_bytes);
   }
   job->pull_bytes = pull_bytes;
   SimTime compute = compute_.duration(uint32_t(worker), job->step, st.m, job->compute_start);
@@ -283,6 +284,7 @@ void Simulation::schedule_after_read(GradientJob& job, size_t slot) {
     job.push_counted = true;
     out_.messages_to_server++;
     out_.bytes_to_server += job.push_bytes;
+    out_.peak_sync_bytes = std::max(out_.peak_sync_bytes, job.push_bytes);
     if (contended_) {  // the push queues behind transfers requested before it: ask when it starts
       queue_.push(job.compute_done, EventKind::ComputeDone, job.worker, slot);
       return;
@@ -436,10 +438,16 @@ void Simulation::handle_compute_done(const Event& e) {
   queue_.push(job.arrival, EventKind::GradientArrival, job.worker, e.payload);
 }
 
-SimTime Simulation::collective(Collective kind, const std::vector<int>& members) {
-  const SimTime start = now();
-  const double bytes = message_bytes_;
-  if (members.empty() || free_network_) return start;
+SimTime Simulation::collective(Collective kind, const std::vector<int>& members, double size, SimTime at,
+                               bool overlapped) {
+  if (at < now()) throw std::logic_error("collective: it cannot start before now");
+  const SimTime start = at;
+  const double bytes = size < 0 ? message_bytes_ : size;
+  if (members.empty()) return start;
+  if (free_network_) {
+    out_.peak_sync_bytes = std::max(out_.peak_sync_bytes, bytes);
+    return start;
+  }
   // the boxes of the members, ascending (members are ascending)
   std::vector<int> boxes;
   for (int w : members) {
@@ -534,6 +542,8 @@ SimTime Simulation::collective(Collective kind, const std::vector<int>& members)
       end = from_hosts(step(start, bytes));
       break;
   }
+  out_.peak_sync_bytes = std::max(out_.peak_sync_bytes, bytes);
+  if (overlapped) return end;  // the members compute meanwhile: not their communication time
   for (int w : members) {
     out_.workers[w].comm += end - start;
     recorder_.add_span(w + 1, "collective", start, end);

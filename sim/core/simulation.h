@@ -68,6 +68,7 @@ struct RunOutcome {
   SimTime server_busy = 0;           // virtual time it spent on updates, up to the run's end
   uint64_t messages_to_server = 0, messages_to_workers = 0;
   double bytes_to_server = 0, bytes_to_workers = 0;
+  double peak_sync_bytes = 0;        // the largest payload a worker sent or received at once: a message, or its share of a collective
   std::vector<WorkerStats> workers;
   std::vector<std::vector<uint64_t>> partition_labels;  // (workers, classes) under data.partition; empty: iid
 };
@@ -123,7 +124,9 @@ class Simulation final : public Runtime {
   void updated() override;
   void schedule_timer(SimTime at, int worker, uint64_t payload) override;
   // In the alpha-beta model over the topology: reserves the links.
-  SimTime collective(Collective kind, const std::vector<int>& members) override;
+  using Runtime::collective;
+  SimTime collective(Collective kind, const std::vector<int>& members, double bytes, SimTime at,
+                     bool overlapped) override;
   const Topology& topology() const override { return *topology_; }
   bool stopping() const override { return monitor_.stopping(); }
   bool worker_alive(int w) const override { return alive_[w]; }

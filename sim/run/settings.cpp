@@ -148,14 +148,29 @@ std::vector<Section<S>> make_sections() {
        "applies the compressed values",
        {field<S>(str("type", "none",
                      "topk: keep the ratio x parameters values of largest magnitude, k x (4 + value bytes) bytes; "
-                     "int8: value / (max|value| / 127) rounded, parameters + 4 bytes",
-                     {"none", "topk", "int8"}),
+                     "int8: value / (max|value| / 127) rounded, parameters + 4 bytes; powersgd: rank-r PowerSGD "
+                     "(Vogels et al. 2019) of an all-reduce (sync, sync_backup with comm allreduce or hierarchical): "
+                     "P and Q all-reduced, r (rows + cols) values per matrix",
+                     {"none", "topk", "int8", "powersgd"}),
                  [](S& s, const json& v) { s.compression.type = compression_type(v.get<std::string>()); }),
         field<S>(num("ratio", 0.01, "topk: fraction of the values sent (k = ceil(ratio x parameters))", 0, true, 1),
                  [](S& s, const json& v) { s.compression.ratio = v.get<double>(); }),
         field<S>(boolean("error_feedback", false,
-                         "keep what a push did not send in a per-worker residual, added to the worker's next gradient"),
-                 [](S& s, const json& v) { s.compression.error_feedback = v.get<bool>(); })}},
+                         "keep what a push (or PowerSGD's all-reduce) did not deliver in a per-worker residual, added "
+                         "to the worker's next gradient (PowerSGD's paper and hook use it)"),
+                 [](S& s, const json& v) { s.compression.error_feedback = v.get<bool>(); }),
+        field<S>(integer("rank", 1, "powersgd: the rank r of each matrix's approximation P Q^T", 1, 1 << 20),
+                 [](S& s, const json& v) { s.compression.rank = v.get<int>(); }),
+        field<S>(num("min_compression_rate", 2.0,
+                     "powersgd: a matrix rows x cols is compressed only if r (rows + cols) x this < rows x cols "
+                     "(torch's powerSGD_hook default 2); the others are all-reduced whole",
+                     1.0),
+                 [](S& s, const json& v) { s.compression.min_compression_rate = v.get<double>(); }),
+        field<S>(num("orthogonalization_epsilon", 0.0, "powersgd: added to each column's norm in Gram-Schmidt", 0.0),
+                 [](S& s, const json& v) { s.compression.orthogonalization_epsilon = v.get<double>(); }),
+        field<S>(boolean("warm_start", true, "powersgd: each iteration's power step starts from the last Q (else a "
+                                             "fresh random Q every iteration)"),
+                 [](S& s, const json& v) { s.compression.warm_start = v.get<bool>(); })}},
       {"cluster.server", "the parameter server (or EASGD center) as a resource: one update at a time, FIFO",
        {field(&S::server_update_seconds,
               seconds("update_seconds", 0.0,

@@ -483,6 +483,11 @@ class ClusterRefusals(unittest.TestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("cluster.topology.type: \"boxes\": its links are simulated only", p.stderr)
         self.assertIn("engine.comm: \"allreduce\"", p.stderr)
+        cfg = dict(SWEEP, name="streaming", engines=[{"type": "streaming_diloco", "steps": 4}], cluster={"workers": 2})
+        cfg.pop("sweep")
+        p = run(["cluster", write_config(self.tmp, cfg), "--out", os.path.join(self.tmp, "o")], mpi=["-np", "3"])
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("engine.type: \"streaming_diloco\" all-reduces fragments", p.stderr)
 
     def test_runs_of_another_sweep_are_refused_and_supersede_moves_them_aside(self):
         # as for `asgdsim run`: the analysis reads every run folder in the experiment folder,
