@@ -128,20 +128,7 @@ class MindFlayerEngine final : public Engine {
     updating_ = false;
     round_params_ = Snapshot{};  // let the store update in place
     if (!received_.empty()) {
-      std::sort(received_.begin(), received_.end(), [](const auto& a, const auto& b) {
-        return a->worker != b->worker ? a->worker < b->worker : a->step < b->step;
-      });
-      parts_.clear();
-      part_rows_.clear();
-      for (auto& job : received_) {
-        parts_.push_back(job->grad.data());
-        part_rows_.push_back(job->touched());
-        sim.applied(*job, store_->version() - job->read_version);  // (before the rate: its samples count)
-      }
-      server_->apply_sum(sim, *store_, parts_, aggregate_weight(sim, int(received_.size())), float(sim.lr()),
-                         part_rows_);
-      for (auto& job : received_) sim.recycle(std::move(job));
-      received_.clear();
+      apply_gradient_jobs(sim, *store_, *server_, received_);
       sim.updated();
     }
     if (!sim.stopping()) start_round(sim);
@@ -154,8 +141,6 @@ class MindFlayerEngine final : public Engine {
   std::vector<SimTime> budget_;                          // t_i, by worker
   Snapshot round_params_;                                // x^k of the round in progress
   std::vector<std::unique_ptr<GradientJob>> received_;  // the round's finished attempts, in arrival order
-  std::vector<float*> parts_;
-  std::vector<const std::vector<int32_t>*> part_rows_;
   std::vector<int> attempts_;                            // by worker: attempts ended this round
   std::vector<bool> in_round_, busy_;
   std::vector<int32_t> ids_;

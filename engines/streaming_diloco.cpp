@@ -48,19 +48,11 @@ struct StreamingDilocoConfig {
   bool quantize{};      // 4-bit E3M0 outer gradients
 };
 
-struct Range {
-  size_t begin, len;
-};
+using Range = ParamRange;
 
 // The parameters' fragments: layers dealt in turn, or contiguous parts (see above).
 std::vector<std::vector<Range>> split_fragments(const std::vector<ParamBlock>& blocks, size_t n, int parts) {
-  std::vector<Range> layers;
-  for (const ParamBlock& b : blocks) {
-    const size_t len = b.rows * b.cols;
-    if (!layers.empty() && b.cols == 1 && layers.back().begin + layers.back().len == b.offset)
-      layers.back().len += len;  // a vector after a weight: the same layer
-    else layers.push_back({b.offset, len});
-  }
+  const std::vector<Range> layers = param_layers(blocks);
   std::vector<std::vector<Range>> out(static_cast<size_t>(parts));
   if (int(layers.size()) >= parts) {
     for (size_t l = 0; l < layers.size(); ++l) out[l % size_t(parts)].push_back(layers[l]);

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace asgd {
 
@@ -22,6 +23,21 @@ struct ParamBlock {
   size_t cols = 1;
   bool transposed = false;
 };
+
+// The model's layers as parameter ranges [begin, begin + len), in order: a tensor and the
+// vectors right after it (a weight and its bias) are one layer.
+struct ParamRange {
+  size_t begin = 0, len = 0;
+};
+inline std::vector<ParamRange> param_layers(const std::vector<ParamBlock>& blocks) {
+  std::vector<ParamRange> layers;
+  for (const ParamBlock& b : blocks) {
+    const size_t len = b.rows * b.cols;
+    if (!layers.empty() && b.cols == 1 && layers.back().begin + layers.back().len == b.offset) layers.back().len += len;
+    else layers.push_back({b.offset, len});
+  }
+  return layers;
+}
 
 struct Shape {
   int height = 1, width = 1, channels = 1;

@@ -125,8 +125,13 @@ TEST(SyncEngine, GlobalBatchSplitAcrossWorkersKeepsTheCurve) {
 // computes it, replayed step by step with the kernels: the train loss (on all 512
 // samples) before and after each of `steps` updates, each a gradient on the next 8 ids of
 // the run's sample stream and then `step(ctx, w, g, n, t)` for update t = 1, 2, ...
+// `at` (optional): the parameters update t's gradient is computed on, from the iterates
+// so far (history[0] the start, history[t - 1] the current one); default the current one.
+// `layers`: the dense network's sizes (default softmax regression 12 -> 5).
+using ReplayPoint = std::function<std::vector<float>(const std::vector<std::vector<float>>& history, int t)>;
 std::vector<double> replay_one_worker(
-    int steps, const std::function<void(ExecContext&, float* w, const float* g, size_t n, int t)>& step) {
+    int steps, const std::function<void(ExecContext&, float* w, const float* g, size_t n, int t)>& step,
+    const std::vector<int>& layers = {12, 5}, const ReplayPoint& at = {}) {
   SyntheticSpec s;
   s.classes = 5;
   s.features = 12;
@@ -134,12 +139,13 @@ std::vector<double> replay_one_worker(
   s.test_samples = 256;
   DataSplit split = make_synthetic(s, 7);
   DeviceDataset train = upload(split.train);
-  auto model = make_dense({12, 5}, DenseLoss::SoftmaxCrossEntropy);
+  auto model = make_dense(layers, DenseLoss::SoftmaxCrossEntropy);
   const size_t n = model->num_params();
   std::vector<float> w0;
   model->init_params(7, w0);
-  DeviceArray<float> w, g(n);
+  DeviceArray<float> w, g(n), point;
   w.upload(w0);
+  std::vector<std::vector<float>> history{w0};
   SampleStream stream(512, 7);
   ExecContext ctx;
   auto train_loss = [&] { return model->evaluate(ctx, w.data(), &train, 0, 512).loss_sum / 512.0; };
@@ -147,9 +153,11 @@ std::vector<double> replay_one_worker(
   for (int t = 1; t <= steps; ++t) {
     std::vector<int32_t> ids;
     stream.next(8, ids);
-    model->loss_grad(ctx, w.data(), &train, ids.data(), 8, NoiseKey{7, 0, uint32_t(t - 1)}, g.data());
+    if (at) point.upload(at(history, t));
+    model->loss_grad(ctx, at ? point.data() : w.data(), &train, ids.data(), 8, NoiseKey{7, 0, uint32_t(t - 1)}, g.data());
     step(ctx, w.data(), g.data(), n, t);
     losses.push_back(train_loss());
+    if (at) history.push_back(w.to_host());
   }
   return losses;
 }
@@ -2472,4 +2480,57 @@ TEST(Determinism, StreamingDilocoDoesNotDependOnTheThreadCount) {
                               json{{"type", "streaming_diloco"}, {"name", "one"}, {"steps", 4}, {"fragments", 1},
                                    {"overlap", 0}, {"alpha", 0.0}}});
   expect_thread_count_invariant(c, {"streaming_diloco-seed1", "one-seed1"});
+}
+
+// ---------------------------------------------------------------- per-layer staleness
+
+// staleness.mode per_layer (PipeDream's per-stage delays): with one async worker, layer l's
+// part of each gradient is read from w[max(t - tau_l, 0)]. The MLP 12-8-5, tau = [2, 0]
+// (the first layer two updates behind, as an early pipeline stage; the second current):
+// replayed with the kernels on a composite of the two versions, update by update.
+TEST(PerLayerStaleness, EachLayerIsReadFromItsOwnVersion) {
+  const int updates = 20;
+  json c = softmax_config("pl");
+  c["model"] = {{"type", "mlp"}, {"hidden", {8}}};
+  c["cluster"]["workers"] = 1;
+  c["stop"] = {{"updates", updates}};
+  c["eval"] = {{"every", 1}, {"unit", "updates"}, {"train_samples", 0}};
+  c["staleness"] = {{"mode", "per_layer"}, {"tau", {2, 0}}};
+  c["engines"] = json::array({json{{"type", "async"}}});
+  Metrics m = read_metrics(run_config(c, temp_dir("pl")) + "/async-seed7/metrics.csv");
+  const size_t first = 12 * 8 + 8;  // layer 0: W (12 x 8) and b (8)
+  const std::vector<double> expected = replay_one_worker(
+      updates, [](ExecContext& ctx, float* w, const float* g, size_t n, int) { ops::sgd_step(ctx, w, w, g, 0.2f, n); },
+      {12, 8, 5}, [&](const std::vector<std::vector<float>>& history, int t) {
+        std::vector<float> composite = history[size_t(t - 1)];
+        const std::vector<float>& stale = history[size_t(std::max(t - 3, 0))];
+        std::copy(stale.begin(), stale.begin() + first, composite.begin());
+        return composite;
+      });
+  auto got = m.column("train_loss");
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-6 * expected[i]) << "update " << i;
+  auto st = m.column("mean_staleness");
+  EXPECT_EQ(st[5], 2.0) << "the staleness of its stalest layer";
+}
+
+// One lag for every layer is fixed staleness, file for file; so tau = [1] is PipeDream-2BW's
+// W(t+1) = W(t) - lr grad f(W(t-1)).
+TEST(PerLayerStaleness, OneLagForEveryLayerIsFixedStaleness) {
+  json c = softmax_config("pl1");
+  c["model"] = {{"type", "mlp"}, {"hidden", {8}}};
+  c["staleness"] = {{"mode", "per_layer"}, {"tau", {1}}};
+  c["engines"] = json::array({json{{"type", "async"}}});
+  const std::string a = run_config(c, temp_dir("pl1")) + "/async-seed7";
+  c["staleness"] = {{"mode", "fixed"}, {"tau", 1}};
+  const std::string b = run_config(c, temp_dir("fx1")) + "/async-seed7";
+  expect_same_files(a, b, {"metrics.csv", "staleness.csv", "workers.csv"});
+}
+
+TEST(Determinism, PerLayerStalenessDoesNotDependOnTheThreadCount) {
+  json c = determinism_config();
+  c["name"] = "detpl";
+  c["staleness"] = {{"mode", "per_layer"}, {"tau", {3, 1, 0}}};
+  c["engines"] = json::array({json{{"type", "async"}}, json{{"type", "sync"}}});
+  expect_thread_count_invariant(c, {"async-seed1", "sync-seed1"});
 }

@@ -272,6 +272,11 @@ json resolve_run(const json& u, Validator& v, RunSettings& s) {
       st["until_epoch"].get<double>() > 0 && st["until_epoch"].get<double>() <= st["from_epoch"].get<double>())
     v.error("staleness.until_epoch", st["until_epoch"].dump() + " is not after staleness.from_epoch (" +
                                          st["from_epoch"].dump() + "): the window would be empty; use 0 for no end");
+  if (st.value("mode", json()) == "per_layer" && st.contains("tau") && st["tau"].is_array() && st["tau"].empty())
+    v.error("staleness.tau", "per_layer needs the lag of at least one layer (the last one holds for deeper layers)");
+  if (st.value("mode", json()) == "per_layer" && model_kind && model_kind->reads == ModelType::Reads::Sparse)
+    v.error("staleness.mode", "\"per_layer\" reads each layer of a version; model '" + model_type +
+                                  "' reads only the rows its minibatch names: use fixed, uniform or geometric");
   out["staleness"] = st;
   out["real"] = settings_section("real").bind(u.value("real", json::object()), "real", v, s);
 

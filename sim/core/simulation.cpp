@@ -86,6 +86,10 @@ Simulation::Simulation(const RunSettings& settings, const Model& model, const De
   topology_ = make_topology(settings_.topology, settings_.network, settings_.workers);
   message_bytes_ = message_bytes(settings_.network, model_.num_params());
   layout_ = model_.row_layout();
+  if (settings_.staleness == StalenessMode::PerLayer) {
+    layers_ = param_layers(model_.param_blocks());
+    if (settings_.staleness_layers.empty()) throw std::invalid_argument("staleness per_layer: no lags");
+  }
   if (layout_.rows > 0 && settings_.compression.type != CompressionSpec::Type::None)
     throw std::invalid_argument("compression is for dense models; model " + model_.name() + " sends sparse rows");
   // a bad top-k ratio throws here, not at the first push
@@ -139,18 +143,23 @@ size_t Simulation::history_needed() const {
     case StalenessMode::Emergent: return 0;
     case StalenessMode::Fixed:
     case StalenessMode::Uniform:
-    case StalenessMode::Geometric: return settings_.staleness_tau;
+    case StalenessMode::Geometric:
+    case StalenessMode::PerLayer: return settings_.staleness_tau;
   }
   return 0;
 }
 
+bool Simulation::staleness_window_open() const {
+  const double ep = epoch();
+  return ep >= settings_.staleness_from_epoch &&
+         (settings_.staleness_until_epoch <= 0 || ep < settings_.staleness_until_epoch);
+}
+
 Snapshot Simulation::read_for(int worker, uint32_t step, const ParameterStore& store) {
   uint64_t lag = 0;
-  const double ep = epoch();
-  const bool in_window = ep >= settings_.staleness_from_epoch &&
-                         (settings_.staleness_until_epoch <= 0 || ep < settings_.staleness_until_epoch);
-  switch (in_window ? settings_.staleness : StalenessMode::Emergent) {
-    case StalenessMode::Emergent: break;
+  switch (staleness_window_open() ? settings_.staleness : StalenessMode::Emergent) {
+    case StalenessMode::Emergent:
+    case StalenessMode::PerLayer: break;  // (read_params composes the layers' versions)
     case StalenessMode::Fixed: lag = settings_.staleness_tau; break;
     case StalenessMode::Uniform: {
       Rng rng(settings_.seed, RngPurpose::Staleness, uint32_t(worker), step);
@@ -171,6 +180,10 @@ Snapshot Simulation::read_for(int worker, uint32_t step, const ParameterStore& s
 }
 
 void Simulation::read_params(GradientJob& job, const ParameterStore& store) {
+  if (settings_.staleness == StalenessMode::PerLayer && staleness_window_open() && !job.read_rows) {
+    read_layers(job, store);
+    return;
+  }
   Snapshot version = read_for(job.worker, job.step, store);
   job.read_version = version.version;
   if (!job.read_rows) {
@@ -186,6 +199,24 @@ void Simulation::read_params(GradientJob& job, const ParameterStore& store) {
   ops::copy(exec_, job.pulled.data() + table, version.data() + table, n - table);
   // Not owned: the job outlives its reads (recycle() lets go of them first).
   job.read = Snapshot{std::shared_ptr<const Params>(std::shared_ptr<const Params>(), &job.pulled), version.version};
+}
+
+// staleness.mode per_layer (PipeDream's per-stage delays): layer l of the version
+// tau[l] updates older than the current one (or the oldest kept), into the job's own copy.
+// Its read version, and so its staleness, is the oldest it read from.
+void Simulation::read_layers(GradientJob& job, const ParameterStore& store) {
+  const size_t n = model_.num_params();
+  if (job.pulled.size() != n) job.pulled.resize_discard(n);
+  const std::vector<uint32_t>& lags = settings_.staleness_layers;
+  uint64_t oldest = store.version();
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const Snapshot v = store.lagged(lags[std::min(l, lags.size() - 1)]);
+    ops::copy(exec_, job.pulled.data() + layers_[l].begin, v.data() + layers_[l].begin, layers_[l].len);
+    oldest = std::min(oldest, v.version);
+  }
+  job.read_version = oldest;
+  // Not owned: the job outlives its reads (recycle() lets go of them first).
+  job.read = Snapshot{std::shared_ptr<const Params>(std::shared_ptr<const Params>(), &job.pulled), oldest};
 }
 
 void Simulation::launch(const Step& st) {

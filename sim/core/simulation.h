@@ -141,6 +141,10 @@ class Simulation final : public Runtime {
   // The parameters worker w's step `step` reads from `store` now: the current version, or
   // an older one under forced staleness.
   Snapshot read_for(int worker, uint32_t step, const ParameterStore& store);
+  // Whether forced staleness applies now (staleness.from_epoch, until_epoch).
+  bool staleness_window_open() const;
+  // staleness.mode per_layer: each layer from its own version, into job.pulled.
+  void read_layers(GradientJob& job, const ParameterStore& store);
   // Reads the job's parameters from `store` (read_for), into job.read: the version itself,
   // or, for read_rows, the job's copy of its rows of it.
   void read_params(GradientJob& job, const ParameterStore& store);
@@ -199,6 +203,7 @@ class Simulation final : public Runtime {
   std::unique_ptr<Topology> topology_;
   double message_bytes_ = 0;          // one parameter-sized message
   RowLayout layout_;                  // model_.row_layout(): rows > 0 for a sparse model
+  std::vector<ParamRange> layers_;    // staleness per_layer: the model's layers
   std::vector<DeviceArray<float>> residual_;  // per worker: error feedback of compression
   void compress(GradientJob& job);
   bool contended_ = false;            // topology_->contended()

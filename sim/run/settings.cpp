@@ -2,6 +2,7 @@
 // type, default, range or choices, doc (what `asgdsim list` and docs/config.md show) and
 // the member it fills. experiments/config/ binds them while validating a run's config.
 #include "sim/run/settings.h"
+#include <algorithm>
 #include <stdexcept>
 
 namespace asgd {
@@ -298,7 +299,8 @@ const std::vector<std::pair<std::string, StalenessMode>>& staleness_mode_words()
   static const std::vector<std::pair<std::string, StalenessMode>> w = {{"emergent", StalenessMode::Emergent},
                                                                        {"fixed", StalenessMode::Fixed},
                                                                        {"uniform", StalenessMode::Uniform},
-                                                                       {"geometric", StalenessMode::Geometric}};
+                                                                       {"geometric", StalenessMode::Geometric},
+                                                                       {"per_layer", StalenessMode::PerLayer}};
   return w;
 }
 
@@ -349,6 +351,17 @@ const Family<RunSettings>& staleness_family() {
                      num("mean", nullptr, "mean lag (at most 1e8: the cap ceil(10 * mean) is stored in 32 bits)", 0,
                          true, 1e8)),
                field(&S::staleness_max, integer("max", 0, "cap on the lag (0 = ceil(10 * mean))"))})},
+        {"per_layer",
+         "pipeline-style staleness (PipeDream): the model's layer l is read from the version tau[l] updates older "
+         "than the current one (the last lag for deeper layers)",
+         with({field<S>(list("tau", ParamType::IntegerList, nullptr,
+                             "the lag of each layer by depth (Model::param_blocks: a weight and its bias), e.g. "
+                             "[3, 2, 1, 0] for 4 pipeline stages",
+                             0),
+                        [](S& s, const json& v) {
+                          s.staleness_layers.clear();
+                          for (const auto& x : v) s.staleness_layers.push_back(x.get<uint32_t>());
+                        })})},
     };
     return f;
   }();
@@ -379,6 +392,8 @@ void finish_settings(RunSettings& s) {
   if (s.lr_scale_by_workers) s.lr.scale = double(s.workers);
   if (s.staleness == StalenessMode::Geometric)
     s.staleness_tau = s.staleness_max > 0 ? s.staleness_max : uint32_t(std::ceil(10.0 * s.staleness_mean));
+  if (s.staleness == StalenessMode::PerLayer)  // the history kept: the largest lag
+    s.staleness_tau = s.staleness_layers.empty() ? 0 : *std::max_element(s.staleness_layers.begin(), s.staleness_layers.end());
   s.network.bytes_per_value = s.precision == Precision::Fp32 ? 4 : 2;
 }
 
