@@ -62,14 +62,20 @@ EngineType async_engine_type() {
 
 AsyncEngine::AsyncEngine(const AsyncConfig& config, const nlohmann::json& spec)
     : spec_(spec),
+      type_(config.type),
       divide_by_staleness_(config.divide_by_staleness),
       lambda_(float(config.delay_compensation)),
-      weight_(config.weight) {}
+      weight_(config.weight),
+      threshold_(uint64_t(std::max<int64_t>(config.delay_threshold, 0))),
+      stop_stale_(config.stop_stale) {}
 
 void AsyncEngine::start(Runtime& sim) {
   store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed(), sim.model().row_layout());
   server_ = std::make_unique<ServerUpdate>(sim.settings().optimizer);
   at_server_.assign(sim.workers(), false);
+  busy_.assign(sim.workers(), false);
+  launched_at_.assign(sim.workers(), 0);
+  queued_ = 0;
   for (int w = 0; w < sim.workers(); ++w)  // (after a warm-up some may be down)
     if (sim.worker_alive(w)) launch_next(sim, w);
 }
@@ -78,15 +84,29 @@ void AsyncEngine::launch_next(Runtime& sim, int worker) {
   Step step = sim.next_step(worker, ids_);
   step.pull = store_.get();
   step.gradient = true;  // the push is this gradient (sparse rows, compression)
+  busy_[worker] = true;
+  launched_at_[worker] = store_->version();
   sim.launch(step);
 }
 
 void AsyncEngine::on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) {
-  at_server_[job->worker] = true;
+  const int worker = job->worker;
+  busy_[worker] = false;
+  // Ringmaster: the delay it would be applied with (the updates queued at the server
+  // ahead of it included) reaches R: ignored on arrival, and the worker reads again.
+  if (threshold_ > 0 && store_->version() + queued_ - job->read_version >= threshold_) {
+    sim.dropped(*job);
+    sim.recycle(std::move(job));
+    if (!sim.stopping() && sim.worker_alive(worker)) launch_next(sim, worker);
+    return;
+  }
+  at_server_[worker] = true;
+  ++queued_;
   sim.server_update([this, &sim, job = std::move(job)]() mutable { apply(sim, std::move(job)); });
 }
 
 void AsyncEngine::apply(Runtime& sim, std::unique_ptr<GradientJob> job) {
+  --queued_;
   uint64_t staleness = store_->version() - job->read_version;
   sim.applied(*job, staleness);  // (its samples count toward the epoch, and so the rate)
   float lr = float(sim.lr());
@@ -101,7 +121,26 @@ void AsyncEngine::apply(Runtime& sim, std::unique_ptr<GradientJob> job) {
   at_server_[worker] = false;
   sim.updated();
   if (!sim.stopping() && sim.worker_alive(worker)) launch_next(sim, worker);
+  if (stop_stale_) stop_stale_steps(sim);
 }
+
+// Ringmaster ASGD with calculation stops (Maranjyan et al. 2025, Algorithm 5): once the
+// model has moved R updates past the version a worker's step was launched on, that step's
+// gradient could only be ignored, so it is stopped (Runtime::cancel: its time so far is
+// wasted_time) and the worker starts again on the current version. The delay is counted
+// from the version current at the launch, the one its pull reads unless the pull queues
+// on a link (then it reads a newer one, and is stopped a little early).
+void AsyncEngine::stop_stale_steps(Runtime& sim) {
+  if (sim.stopping()) return;
+  for (int w = 0; w < sim.workers(); ++w)
+    if (busy_[w] && sim.worker_alive(w) && store_->version() - launched_at_[w] >= threshold_) {
+      sim.cancel(w);
+      busy_[w] = false;
+      launch_next(sim, w);
+    }
+}
+
+void AsyncEngine::on_worker_down(Runtime&, int worker) { busy_[worker] = false; }  // its step is lost
 
 void AsyncEngine::on_worker_up(Runtime& sim, int worker) {
   if (!at_server_[worker]) launch_next(sim, worker);  // else it pulls once its gradient is applied

@@ -8,8 +8,8 @@
 // declared here with DiLoCo's defaults, so what is measured for one holds for the other.
 // The messages are local_sgd's: per worker per round one pull and one push of the
 // parameters (precision and compression apply as to every message).
-// Not done: Streaming DiLoCo (Douillard et al. 2025), which exchanges fragments of the
-// parameters at staggered times and overlaps communication with compute.
+// Streaming DiLoCo (Douillard et al. 2025: fragments at staggered times, overlapped with
+// compute, over an all-reduce) is engines/streaming_diloco.cpp.
 #include "engines/engine_registry.h"
 #include "engines/local_sgd.h"
 

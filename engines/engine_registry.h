@@ -43,15 +43,19 @@ struct EngineType {
   std::function<void(const nlohmann::json& engine, Validator& v)> check_real;
   // Host placement over several boxes (each box's sum exchanged with the servers).
   bool sums_across_boxes = false;
+  // It all-reduces gradients (sync's collectives), so PowerSGD (compression "powersgd")
+  // can compress them; the engine's own check says in which modes.
+  bool all_reduces = false;
 };
 
 // For an engine (or a mode of one) that pushes no gradients: compression of pushed
-// gradients (cluster.network.compression) would not be applied, so it is refused,
-// naming `what` sends instead.
+// gradients (cluster.network.compression: topk, int8) would not be applied, so it is
+// refused, naming `what` sends instead. (powersgd is checked once for every engine by
+// the config binding: EngineType::all_reduces.)
 inline void refuse_compression(const nlohmann::json& run, const std::string& what, Validator& v) {
   const nlohmann::json& net = run.value("cluster", nlohmann::json::object()).value("network", nlohmann::json::object());
   const nlohmann::json& c = net.is_object() ? net.value("compression", nlohmann::json::object()) : nlohmann::json();
-  if (c.is_object() && c.contains("type") && c["type"].is_string() && c["type"] != "none")
+  if (c.is_object() && c.contains("type") && c["type"].is_string() && c["type"] != "none" && c["type"] != "powersgd")
     v.error("cluster.network.compression.type",
             "compresses pushed gradients, but " + what + ": use \"none\" (got " + c["type"].dump() + ")");
 }

@@ -90,19 +90,7 @@ class KBatchSyncEngine final : public Engine {
       if (!busy_[w] && sim.worker_alive(w)) launch(sim, w);
   }
   void apply(Runtime& sim) {
-    std::sort(accepted_.begin(), accepted_.end(), [](const auto& a, const auto& b) {
-      return a->worker != b->worker ? a->worker < b->worker : a->step < b->step;
-    });
-    parts_.clear();
-    part_rows_.clear();
-    for (auto& job : accepted_) {
-      parts_.push_back(job->grad.data());
-      part_rows_.push_back(job->touched());
-      sim.applied(*job, store_->version() - job->read_version);  // (before the rate: its samples count)
-    }
-    server_->apply_sum(sim, *store_, parts_, aggregate_weight(sim, int(accepted_.size())), float(sim.lr()), part_rows_);
-    for (auto& job : accepted_) sim.recycle(std::move(job));
-    accepted_.clear();
+    apply_gradient_jobs(sim, *store_, *server_, accepted_);
     sim.updated();
     updating_ = false;
     launch_idle(sim);
@@ -114,8 +102,6 @@ class KBatchSyncEngine final : public Engine {
   std::unique_ptr<ParameterStore> store_;
   std::unique_ptr<ServerUpdate> server_;
   std::vector<std::unique_ptr<GradientJob>> accepted_;  // this iteration's, in arrival order
-  std::vector<float*> parts_;
-  std::vector<const std::vector<int32_t>*> part_rows_;
   std::vector<bool> busy_;  // a step of the worker's current life is in flight
   std::vector<int32_t> ids_;
   uint64_t iteration_ = 0;

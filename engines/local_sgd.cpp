@@ -38,6 +38,8 @@
 // update (Runtime::server_update), and the next round's pulls follow it. With H = 1
 // every step pulls and pushes, as sync's do: the same messages, times and counters.
 #include "engines/local_sgd.h"
+#include <algorithm>
+#include <cmath>
 #include "engines/engine_registry.h"
 #include "engines/optimizer.h"
 #include "engines/server_update.h"
@@ -123,7 +125,95 @@ void LocalSgdEngine::start(Runtime& sim) {
   in_round_.assign(n, false);
   busy_.assign(n, false);
   round_start_ = sim.now();
-  start_round(sim);
+  if (!config_.asynchronous) {
+    start_round(sim);
+    return;
+  }
+  window_steps_.assign(n, steps_);
+  window_lr_ref_.assign(n, 1.0f);
+  window_start_.assign(n, 0);
+  speed_.assign(n, 0.0);
+  pushes_ = 0;
+  if (config_.outer_momentum > 0 && config_.nesterov_period > 1) {
+    dn_buffer_.resize_discard(sim.num_params());
+    dn_buffer_.fill(0.0f);
+    dn_momentum_.resize_discard(sim.num_params());
+    dn_momentum_.fill(0.0f);
+  }
+  for (int w = 0; w < n; ++w)
+    if (sim.worker_alive(w)) start_window(sim, w);
+}
+
+// Asynchronous local SGD: worker w reads the server's w now and starts its window of
+// H_w local steps (its pseudo-gradient is applied when it arrives: apply_window).
+void LocalSgdEngine::start_window(Runtime& sim, int w) {
+  const double lr = sim.lr();
+  window_lr_ref_[w] = lr > 0 ? float(lr) : 1.0f;
+  in_round_[w] = true;
+  done_[w] = 0;
+  if (reset_inner_[w] && !inner_.empty()) inner_[w]->reset(sim.num_params());
+  reset_inner_[w] = false;
+  window_start_[w] = sim.now();
+  Step step = sim.next_step(w, ids_);  // the first step computes at base_w, the w it pulls
+  step.pull = store_.get();
+  step.push = window_steps_[w] == 1;
+  sim.launch(step);
+  busy_[w] = true;
+}
+
+// The server's update for worker w's pseudo-gradient Delta_w = base_w - x_w = lr_ref D_w,
+// applied in full to the current w (it may be stale: the updates of other workers'
+// windows since base_w): outer SGD (v <- mu v + Delta; w <- w - outer_lr v, or Nesterov's
+// w <- w - outer_lr (Delta + mu v)) through the shared server step, or Delayed Nesterov.
+// Then w's next window starts, its H_w from its measured speed under DyLU.
+void LocalSgdEngine::apply_window(Runtime& sim, int w) {
+  in_round_[w] = false;
+  base_[w] = Snapshot{};
+  const size_t n = store_->size();
+  float* d = disp_[w].data();
+  const float ref = window_lr_ref_[w];
+  if (config_.outer_momentum > 0 && config_.nesterov_period > 1) {
+    ops::scale(sim.exec(), d, ref, n);  // Delta_w itself
+    delayed_nesterov(sim, d);
+  } else {
+    parts_.assign(1, d);
+    if (config_.outer_momentum > 0) server_->apply_sum(sim, *store_, parts_, ref, float(config_.outer_lr));
+    else server_->apply_sum(sim, *store_, parts_, 1.0f, float(config_.outer_lr) * ref);
+  }
+  ++pushes_;
+  sim.updated();
+  if (config_.dynamic_local_updates) {  // DyLU: H_w = floor(v_w / max_j v_j * H), at least 1
+    const double fastest = *std::max_element(speed_.begin(), speed_.end());
+    if (fastest > 0 && speed_[w] > 0)
+      window_steps_[w] = std::max(1, int(std::floor(speed_[w] / fastest * double(steps_))));
+  }
+  if (!sim.stopping() && sim.worker_alive(w)) start_window(sim, w);
+}
+
+// Delayed Nesterov (Liu et al. 2024, Algorithm 3, momentum activation c = 0), with t the
+// push count (this push included), N = nesterov_period, eps = outer_lr, beta = outer_momentum:
+//   buffer <- buffer + Delta_t
+//   t mod N == 0:  m <- beta m + buffer / N;  w <- w - eps (Delta_t / N + beta m);  buffer <- 0
+//   otherwise:     w <- w - eps Delta_t / N
+// so N pushes move w by what one Nesterov step on their mean would, and the momentum is
+// updated once in N. N = 1 is Nesterov at every push (the shared server step takes it).
+// Rounding: Delta_t / N is applied as (eps / N) Delta_t, then eps beta m.
+void LocalSgdEngine::delayed_nesterov(Runtime& sim, float* delta) {
+  ExecContext& ctx = sim.exec();
+  const size_t n = store_->size();
+  const int period = config_.nesterov_period;
+  const float eps = float(config_.outer_lr), beta = float(config_.outer_momentum);
+  const bool milestone = (pushes_ + 1) % uint64_t(period) == 0;
+  ops::add_into(ctx, dn_buffer_.data(), delta, n);
+  if (milestone) {
+    ops::scale(ctx, dn_buffer_.data(), 1.0f / float(period), n);
+    ops::momentum_direction(ctx, dn_buffer_.data(), dn_momentum_.data(), beta, false, n);  // m <- beta m + mean
+  }
+  store_->update([&](float* out, const float* in) {
+    ops::sgd_step(ctx, out, in, delta, eps / float(period), n);
+    if (milestone) ops::sgd_step(ctx, out, out, dn_momentum_.data(), eps * beta, n);
+  });
+  if (milestone) dn_buffer_.fill(0.0f);
 }
 
 void LocalSgdEngine::start_round(Runtime& sim) {
@@ -151,12 +241,12 @@ void LocalSgdEngine::launch_local_step(Runtime& sim, int w) {
   ExecContext& ctx = sim.exec();
   const float* base = base_[w].data();
   const float* d = disp_[w].data();
-  const float lr_ref = lr_ref_;
+  const float lr_ref = lr_ref_of(w);
   local_[w]->update([&](float* out, const float*) { ops::sgd_step(ctx, out, base, d, lr_ref, n); });
   Step step = sim.next_step(w, ids_);
   step.own = local_[w]->current();
-  step.own.version = base_[w].version;  // the model-of-record version this copy descends from
-  step.push = done_[w] + 1 == steps_;   // the round's last step sends the worker's model
+  step.own.version = base_[w].version;    // the model-of-record version this copy descends from
+  step.push = done_[w] + 1 == steps_of(w);  // the round's last step sends the worker's model
   sim.launch(step);
   busy_[w] = true;
 }
@@ -178,13 +268,20 @@ void LocalSgdEngine::on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job)
     opt.begin_step(float(sim.lr()));
     opt.direction(ctx, job->grad.data(), done_[w] == 0 ? base_[w].data() : local_[w]->current().data(), n);
   }
-  float ratio = float(sim.lr()) / lr_ref_;
+  float ratio = float(sim.lr()) / lr_ref_of(w);
   if (ratio != 1.0f) ops::scale(ctx, job->grad.data(), ratio, n);
   if (done_[w] == 0) ops::copy(ctx, disp_[w].data(), job->grad.data(), n);
   else ops::add_into(ctx, disp_[w].data(), job->grad.data(), n);
   sim.recycle(std::move(job));
-  if (++done_[w] < steps_) launch_local_step(sim, w);
-  else finish_round_if_done(sim);
+  if (++done_[w] < steps_of(w)) {
+    launch_local_step(sim, w);
+  } else if (config_.asynchronous) {  // its pseudo-gradient is at the server: applied in turn
+    const double seconds = sim_to_seconds(sim.now() - window_start_[w]);
+    if (seconds > 0) speed_[w] = double(window_steps_[w]) / seconds;  // (DyLU's measured speed)
+    sim.server_update([this, &sim, w] { apply_window(sim, w); });
+  } else {
+    finish_round_if_done(sim);
+  }
 }
 
 void LocalSgdEngine::finish_round_if_done(Runtime& sim) {
@@ -219,6 +316,10 @@ void LocalSgdEngine::average(Runtime& sim) {
 void LocalSgdEngine::on_worker_down(Runtime& sim, int w) {
   busy_[w] = false;  // its gradient in flight is lost
   reset_inner_[w] = true;  // and its inner optimizer's state
+  if (config_.asynchronous) {  // its window is lost, unless its push already reached the server
+    if (in_round_[w] && done_[w] < steps_of(w)) in_round_[w] = false;
+    return;
+  }
   if (!in_round_[w]) return;
   in_round_[w] = false;
   bool anyone = false;
@@ -230,7 +331,11 @@ void LocalSgdEngine::on_worker_down(Runtime& sim, int w) {
   finish_round_if_done(sim);
 }
 
-void LocalSgdEngine::on_worker_up(Runtime& sim, int) {
+void LocalSgdEngine::on_worker_up(Runtime& sim, int w) {
+  if (config_.asynchronous) {  // (a window whose push reached the server restarts after its update)
+    if (!in_round_[w] && !sim.stopping()) start_window(sim, w);
+    return;
+  }
   // else it joins the next round (also when the server is averaging the last one)
   if (!round_open_ && !averaging_ && !sim.stopping()) start_round(sim);
 }

@@ -18,6 +18,11 @@ struct LocalSgdConfig {
   double outer_lr{};      // the outer step size on the pseudo-gradient
   double outer_momentum{};
   bool outer_nesterov{};
+  // Asynchronous local SGD (engines/async_local_sgd.cpp; Liu et al. 2024): no round
+  // barrier, each worker's pseudo-gradient is applied when it arrives.
+  bool asynchronous{};
+  int nesterov_period{1};        // N of Delayed Nesterov (1: Nesterov at every push)
+  bool dynamic_local_updates{};  // DyLU: H_i from the worker's measured speed
 };
 // The keys both engines declare (their defaults differ) and their checks.
 std::vector<Field<LocalSgdConfig>> local_sgd_fields(int steps, double outer_lr, double outer_momentum,
@@ -44,6 +49,12 @@ class LocalSgdEngine final : public Engine {
   void launch_local_step(Runtime& sim, int worker);
   void finish_round_if_done(Runtime& sim);
   void average(Runtime& sim);  // the server's update: w <- the workers' average
+  // Asynchronous mode: one worker's window of local steps, and the server's update for it.
+  void start_window(Runtime& sim, int worker);
+  void apply_window(Runtime& sim, int worker);
+  void delayed_nesterov(Runtime& sim, float* delta);  // Liu et al. 2024, Algorithm 3
+  int steps_of(int worker) const { return config_.asynchronous ? window_steps_[worker] : steps_; }
+  float lr_ref_of(int worker) const { return config_.asynchronous ? window_lr_ref_[worker] : lr_ref_; }
 
   nlohmann::json spec_;
   std::string type_;
@@ -64,6 +75,13 @@ class LocalSgdEngine final : public Engine {
   SimTime round_start_ = 0;
   std::vector<float*> parts_;
   std::vector<int32_t> ids_;
+  // asynchronous mode
+  std::vector<int> window_steps_;         // H_i of the worker's window in progress
+  std::vector<float> window_lr_ref_;      // lr_ref of its window (the rate at its start)
+  std::vector<SimTime> window_start_;     // when its window's first step was launched
+  std::vector<double> speed_;             // its local steps per second, measured (0: not yet)
+  DeviceArray<float> dn_buffer_, dn_momentum_;  // Delayed Nesterov: pseudo-gradients since the last milestone; m
+  uint64_t pushes_ = 0;                   // pseudo-gradients applied so far
 };
 
 }  // namespace asgd

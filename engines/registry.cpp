@@ -15,6 +15,10 @@ EngineType k_async_engine_type();      // engines/k_async.cpp
 EngineType local_sgd_engine_type();    // engines/local_sgd.cpp
 EngineType easgd_engine_type();        // engines/easgd.cpp
 EngineType diloco_engine_type();       // engines/diloco.cpp
+EngineType ringmaster_engine_type();   // engines/ringmaster.cpp
+EngineType mindflayer_engine_type();   // engines/mindflayer.cpp
+EngineType async_local_sgd_engine_type();  // engines/async_local_sgd.cpp
+EngineType streaming_diloco_engine_type();  // engines/streaming_diloco.cpp
 
 const std::vector<EngineType>& engine_types() {
   static const std::vector<EngineType> types = {
@@ -27,6 +31,10 @@ const std::vector<EngineType>& engine_types() {
       local_sgd_engine_type(),
       easgd_engine_type(),
       diloco_engine_type(),
+      ringmaster_engine_type(),
+      mindflayer_engine_type(),
+      async_local_sgd_engine_type(),
+      streaming_diloco_engine_type(),
   };
   return types;
 }

@@ -195,4 +195,26 @@ inline float aggregate_weight(const Runtime& sim, int count) {
   return sim.settings().aggregate_sum ? 1.0f : 1.0f / float(count);
 }
 
+// One update from gradient jobs collected for it (k_batch_sync's K, mindflayer's round):
+// sorted by (worker, step), so the sum depends on neither arrival ties nor the thread
+// count; each reported applied with its staleness against `store` (before the rate is
+// read: its samples count); summed with train.aggregate's weight through `server`; given
+// back. `jobs` is left empty.
+inline void apply_gradient_jobs(Runtime& sim, ParameterStore& store, ServerUpdate& server,
+                                std::vector<std::unique_ptr<GradientJob>>& jobs) {
+  std::sort(jobs.begin(), jobs.end(), [](const auto& a, const auto& b) {
+    return a->worker != b->worker ? a->worker < b->worker : a->step < b->step;
+  });
+  std::vector<float*> parts;
+  std::vector<const std::vector<int32_t>*> rows;
+  for (auto& job : jobs) {
+    parts.push_back(job->grad.data());
+    rows.push_back(job->touched());
+    sim.applied(*job, store.version() - job->read_version);
+  }
+  server.apply_sum(sim, store, parts, aggregate_weight(sim, int(jobs.size())), float(sim.lr()), rows);
+  for (auto& job : jobs) sim.recycle(std::move(job));
+  jobs.clear();
+}
+
 }  // namespace asgd

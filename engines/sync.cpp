@@ -32,8 +32,10 @@
 // before it joins the iteration in progress.
 #include "engines/sync.h"
 #include "engines/engine_registry.h"
+#include "engines/powersgd.h"
 #include "engines/server_update.h"
 #include "sim/net/catalog.h"
+#include "sim/net/message_size.h"
 
 namespace asgd {
 namespace {
@@ -60,10 +62,18 @@ void check_comm(const json& e, const json& run, Validator& v) {
   if (e.contains("comm") && e["comm"] == "hierarchical" && !topology.hosts)
     v.error("engine.comm", "\"hierarchical\" reduces within each box: it needs a topology with boxes "
                            "(cluster.topology.type \"boxes\")");
-  if (e.contains("comm") && e["comm"].is_string() && e["comm"] != "ps")
+  const bool collective = e.contains("comm") && e["comm"].is_string() && e["comm"] != "ps";
+  const bool host_exchange = !collective && text_of(cluster, "placement") == "host" && topology.boxes > 1;
+  if (collective)
     refuse_compression(run, "comm " + e["comm"].dump() + " sums gradients in a collective, not pushes", v);
-  else if (text_of(cluster, "placement") == "host" && topology.boxes > 1)
+  else if (host_exchange)
     refuse_compression(run, "placement \"host\" over several boxes exchanges each box's sum, not pushes", v);
+  const json& net = cluster.value("network", json::object());
+  if (!collective && net.is_object() && net.value("compression", json::object()).is_object() &&
+      net.value("compression", json::object()).value("type", json()) == "powersgd")
+    v.error("cluster.network.compression.type",
+            "\"powersgd\" compresses an all-reduce: set the engine's comm to \"allreduce\" or \"hierarchical\" "
+            "(comm \"ps\" pushes each gradient to the servers)");
 }
 
 std::unique_ptr<Engine> build(const SyncConfig& c, const json& spec) { return std::make_unique<SyncEngine>(c, spec); }
@@ -90,6 +100,7 @@ EngineType sync_engine_type() {
       {comm_field()}, build, iteration_cost, check_real);
   t.check = check_comm;
   t.sums_across_boxes = true;
+  t.all_reduces = true;
   return t;
 }
 
@@ -118,6 +129,7 @@ EngineType sync_backup_engine_type() {
     check_comm(e, run, v);
   };
   t.sums_across_boxes = true;
+  t.all_reduces = true;
   return t;
 }
 
@@ -127,6 +139,8 @@ SyncEngine::SyncEngine(const SyncConfig& config, const nlohmann::json& spec)
       comm_key_(config.comm),
       backups_(config.backups),
       cancel_late_(config.cancel_late) {}
+
+SyncEngine::~SyncEngine() = default;
 
 void SyncEngine::start(Runtime& sim) {
   store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed(), sim.model().row_layout());
@@ -143,6 +157,18 @@ void SyncEngine::start(Runtime& sim) {
   else if (topo.host_placement && topo.boxes > 1) comm_ = Comm::HostExchange;
   if (comm_ == Comm::Hierarchical && !sim.topology().has_hosts())
     throw std::invalid_argument("sync: comm hierarchical needs a topology with boxes");
+  const CompressionSpec& compression = sim.settings().compression;
+  if (compression.type == CompressionSpec::Type::PowerSgd && (comm_ == Comm::AllReduce || comm_ == Comm::Hierarchical)) {
+    const size_t n = sim.num_params();
+    powersgd_ = std::make_unique<PowerSgd>(sim.model().param_blocks(), n, compression, sim.workers());
+    powersgd_->draw_q(sim.settings().seed);
+    const NetworkSpec& net = sim.settings().network;
+    const size_t values[3] = {powersgd_->values_uncompressed(), powersgd_->values_p(), powersgd_->values_q()};
+    for (int k = 0; k < 3; ++k)
+      powersgd_bytes_[k] = scaled_message_bytes(net, n, double(values[k]) * net.bytes_per_value);
+  } else if (compression.type == CompressionSpec::Type::PowerSgd) {
+    throw std::invalid_argument("sync: compression powersgd needs comm allreduce or hierarchical");
+  }
   current_.assign(sim.workers(), true);  // every replica starts from the initial parameters
   if (needed_ < 1) throw std::invalid_argument("sync_backup: backups must be < cluster.workers");
   iteration_start_ = sim.now();
@@ -260,7 +286,16 @@ void SyncEngine::finish_iteration(Runtime& sim) {
   const Collective kind = comm_ == Comm::AllReduce      ? Collective::RingAllReduce
                           : comm_ == Comm::Hierarchical ? Collective::Hierarchical
                                                         : Collective::HostReduceToServers;
-  sim.schedule_timer(sim.collective(kind, members_), 0, kApplyAfterCollective);
+  if (!powersgd_) {
+    sim.schedule_timer(sim.collective(kind, members_), 0, kApplyAfterCollective);
+    return;
+  }
+  // PowerSGD: the whole tensors, then P, then Q, one all-reduce after the other (P's
+  // orthogonalisation needs the sum of P; Q's product needs it); an empty one is skipped
+  SimTime end = sim.now();
+  for (double bytes : powersgd_bytes_)
+    if (bytes > 0) end = sim.collective(kind, members_, bytes, end, false);
+  sim.schedule_timer(end, 0, kApplyAfterCollective);
 }
 
 void SyncEngine::apply_iteration(Runtime& sim) {
@@ -274,7 +309,15 @@ void SyncEngine::apply_iteration(Runtime& sim) {
     sim.applied(*job, store_->version() - job->read_version);  // (before the rate: its samples count)
     ++count;
   }
-  server_->apply_sum(sim, *store_, parts_, aggregate_weight(sim, count), float(sim.lr()), part_rows_);
+  if (powersgd_) {  // the members' gradients (worker order), compressed and averaged
+    inputs_.assign(parts_.begin(), parts_.end());
+    reduced_.resize_discard(sim.num_params());
+    powersgd_->reduce(sim.exec(), inputs_, members_, reduced_.data());
+    parts_.assign(1, reduced_.data());
+    server_->apply_sum(sim, *store_, parts_, sim.settings().aggregate_sum ? float(count) : 1.0f, float(sim.lr()));
+  } else {
+    server_->apply_sum(sim, *store_, parts_, aggregate_weight(sim, count), float(sim.lr()), part_rows_);
+  }
   for (auto& job : accepted_) {
     if (!job) continue;
     busy_[job->worker] = false;  // accepted workers wait for the iteration's end

@@ -8,6 +8,7 @@
 namespace asgd {
 
 class ServerUpdate;
+class PowerSgd;
 
 // The keys of sync and sync_backup (their defaults are written once, in sync.cpp).
 struct SyncConfig {
@@ -20,6 +21,7 @@ struct SyncConfig {
 class SyncEngine final : public Engine {
  public:
   SyncEngine(const SyncConfig& config, const nlohmann::json& spec);
+  ~SyncEngine() override;
   std::string type() const override { return type_; }
   void start(Runtime& sim) override;
   void on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) override;
@@ -64,6 +66,12 @@ class SyncEngine final : public Engine {
   uint64_t iteration_ = 0;
   SimTime iteration_start_ = 0;
   bool updating_ = false;        // the server is applying the finished iteration
+  // compression "powersgd" (engines/powersgd.h): the collective's gradients compressed;
+  // its three all-reduces' bytes per member (the whole tensors, P, Q)
+  std::unique_ptr<PowerSgd> powersgd_;
+  double powersgd_bytes_[3] = {0, 0, 0};
+  DeviceArray<float> reduced_;   // the all-reduce's result
+  std::vector<const float*> inputs_;
 };
 
 }  // namespace asgd

@@ -108,6 +108,9 @@ class Model {
   virtual bool uses_data() const { return true; }
   // The parameter table, if any (RowLayout). Default: none, every parameter is dense.
   virtual RowLayout row_layout() const { return {}; }
+  // The parameter tensors in order, covering [0, num_params()) (ParamBlock). Default: one
+  // vector of every parameter.
+  virtual std::vector<ParamBlock> param_blocks() const { return {ParamBlock{0, num_params(), 1, false}}; }
   // The table rows that the gradient on samples `ids` (host array of m) of `data` can
   // make non-zero, sorted and unique, into `rows`; every other row's gradient is exactly
   // +0, and the dense part may all be non-zero. They are also the only table rows that

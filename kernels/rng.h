@@ -19,6 +19,7 @@ enum class RngPurpose : uint8_t {
   Speed = 9,          // per-worker speed factors
   Network = 10,       // network jitter
   Partition = 11,     // non-IID data partitions (data.partition)
+  Compression = 12,   // PowerSGD's initial Q (worker = the matrix's index)
 };
 
 class Rng {

@@ -2,13 +2,42 @@
 // channels last (HWC: element (y, x, c) at (y * width + x) * channels + c), and the shape
 // arithmetic of convolution and pooling, written once for the layers and for config
 // validation (which reports a ShapeError at the JSON path of `key`). A flat vector of n
-// features is 1 x 1 x n. Plain C++.
+// features is 1 x 1 x n. Also ParamBlock: a parameter tensor as a matrix. Plain C++.
 #pragma once
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace asgd {
+
+// One parameter tensor of a model as low-rank compression (PowerSGD) sees it: a matrix
+// of `rows` x `cols` (PyTorch's tensor.view(shape[0], -1): a layer's outputs by its
+// inputs) at [offset, offset + rows * cols), stored row-major, or, `transposed`, stored
+// as its transpose (cols x rows row-major: the dense and convolution layers keep W as
+// (inputs, outputs)); or a vector (cols == 1: a bias, every parameter of a model without
+// layers).
+struct ParamBlock {
+  size_t offset = 0;
+  size_t rows = 0;
+  size_t cols = 1;
+  bool transposed = false;
+};
+
+// The model's layers as parameter ranges [begin, begin + len), in order: a tensor and the
+// vectors right after it (a weight and its bias) are one layer.
+struct ParamRange {
+  size_t begin = 0, len = 0;
+};
+inline std::vector<ParamRange> param_layers(const std::vector<ParamBlock>& blocks) {
+  std::vector<ParamRange> layers;
+  for (const ParamBlock& b : blocks) {
+    const size_t len = b.rows * b.cols;
+    if (!layers.empty() && b.cols == 1 && layers.back().begin + layers.back().len == b.offset) layers.back().len += len;
+    else layers.push_back({b.offset, len});
+  }
+  return layers;
+}
 
 struct Shape {
   int height = 1, width = 1, channels = 1;

@@ -9,7 +9,9 @@
 #include <nlohmann/json.hpp>
 #include "kernels/model.h"
 #include "kernels/ops.h"
+#include "kernels/rng.h"
 #include "engines/engine_registry.h"
+#include "engines/powersgd.h"
 #include "sim/data/dataset.h"
 #include "sim/timing/distribution.h"
 #include "sim/run/run_monitor.h"
@@ -123,8 +125,13 @@ TEST(SyncEngine, GlobalBatchSplitAcrossWorkersKeepsTheCurve) {
 // computes it, replayed step by step with the kernels: the train loss (on all 512
 // samples) before and after each of `steps` updates, each a gradient on the next 8 ids of
 // the run's sample stream and then `step(ctx, w, g, n, t)` for update t = 1, 2, ...
+// `at` (optional): the parameters update t's gradient is computed on, from the iterates
+// so far (history[0] the start, history[t - 1] the current one); default the current one.
+// `layers`: the dense network's sizes (default softmax regression 12 -> 5).
+using ReplayPoint = std::function<std::vector<float>(const std::vector<std::vector<float>>& history, int t)>;
 std::vector<double> replay_one_worker(
-    int steps, const std::function<void(ExecContext&, float* w, const float* g, size_t n, int t)>& step) {
+    int steps, const std::function<void(ExecContext&, float* w, const float* g, size_t n, int t)>& step,
+    const std::vector<int>& layers = {12, 5}, const ReplayPoint& at = {}) {
   SyntheticSpec s;
   s.classes = 5;
   s.features = 12;
@@ -132,12 +139,13 @@ std::vector<double> replay_one_worker(
   s.test_samples = 256;
   DataSplit split = make_synthetic(s, 7);
   DeviceDataset train = upload(split.train);
-  auto model = make_dense({12, 5}, DenseLoss::SoftmaxCrossEntropy);
+  auto model = make_dense(layers, DenseLoss::SoftmaxCrossEntropy);
   const size_t n = model->num_params();
   std::vector<float> w0;
   model->init_params(7, w0);
-  DeviceArray<float> w, g(n);
+  DeviceArray<float> w, g(n), point;
   w.upload(w0);
+  std::vector<std::vector<float>> history{w0};
   SampleStream stream(512, 7);
   ExecContext ctx;
   auto train_loss = [&] { return model->evaluate(ctx, w.data(), &train, 0, 512).loss_sum / 512.0; };
@@ -145,9 +153,11 @@ std::vector<double> replay_one_worker(
   for (int t = 1; t <= steps; ++t) {
     std::vector<int32_t> ids;
     stream.next(8, ids);
-    model->loss_grad(ctx, w.data(), &train, ids.data(), 8, NoiseKey{7, 0, uint32_t(t - 1)}, g.data());
+    if (at) point.upload(at(history, t));
+    model->loss_grad(ctx, at ? point.data() : w.data(), &train, ids.data(), 8, NoiseKey{7, 0, uint32_t(t - 1)}, g.data());
     step(ctx, w.data(), g.data(), n, t);
     losses.push_back(train_loss());
+    if (at) history.push_back(w.to_host());
   }
   return losses;
 }
@@ -1944,4 +1954,585 @@ TEST(Partition, RunsWriteTheLabelHistogramAndDoNotDependOnTheThreadCount) {
   CommandResult r = run_cli("validate " + bad + "/bad.json");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("data.partition"), std::string::npos) << r.output;
+}
+
+// ---------------------------------------------------------------- Ringmaster, Rennala, MindFlayer
+
+namespace {
+// The noiseless quadratic with heterogeneous constant step times (10 ms times the worker's
+// speed factor), a free network and one row per update.
+json heterogeneous_quadratic(const std::string& name, const std::vector<double>& h, const std::vector<double>& speeds,
+                             double lr, int updates) {
+  json c = quadratic_config(name, h, int(speeds.size()), lr);
+  c["cluster"]["speeds"] = speeds;
+  c["stop"] = {{"updates", updates}};
+  return c;
+}
+}  // namespace
+
+// Ringmaster ASGD's drop rule (Maranjyan et al. 2025, Algorithm 4) against a forced-delay
+// trace: one worker whose every read lags by a drawn 0..T updates (staleness uniform, the
+// draw of (seed, Staleness, 0, step)); a gradient of delay >= R is ignored and the worker
+// reads again (its next step draws a new lag), otherwise x[v+1] = x[v] - lr h x[read].
+TEST(Ringmaster, DropRuleFollowsAForcedDelayTrace) {
+  const int T = 5, R = 3, updates = 30;
+  const double lr = 0.2;
+  const std::vector<double> h{1.0, 2.0, 3.5};
+  json c = quadratic_config("ring", h, 1, lr);
+  c["stop"] = {{"updates", updates}};
+  c["staleness"] = {{"mode", "uniform"}, {"tau", T}};
+  c["engines"] = json::array({json{{"type", "ringmaster"}, {"delay_threshold", R}}});
+  const std::string dir = run_one(c, "ring");
+  std::vector<std::vector<double>> x{{1.0, 1.0, 1.0}};
+  std::vector<double> delay_of_update;
+  uint64_t dropped = 0;
+  for (uint32_t step = 0; int(x.size()) <= updates; ++step) {
+    const uint64_t v = x.size() - 1;
+    Rng rng(3, RngPurpose::Staleness, 0, step);  // (the config's seed, repeat 0)
+    const uint64_t lag = rng.below(uint64_t(T) + 1);
+    const uint64_t read = v > lag ? v - lag : 0;
+    if (v - read >= uint64_t(R)) {
+      ++dropped;
+      continue;
+    }
+    std::vector<double> next = x[v];
+    for (size_t i = 0; i < h.size(); ++i) next[i] -= lr * h[i] * x[read][i];
+    x.push_back(next);
+    delay_of_update.push_back(double(v - read));
+  }
+  ASSERT_GT(dropped, 5u) << "the trace must exercise the rule";
+  Metrics m = read_metrics(dir + "/metrics.csv");
+  auto loss = m.column("train_loss"), st = m.column("mean_staleness");
+  ASSERT_EQ(loss.size(), size_t(updates + 1));
+  for (int t = 0; t <= updates; ++t)
+    EXPECT_NEAR(loss[t], quadratic_loss(h, x[t]), 1e-5 * std::max(1.0, quadratic_loss(h, x[t]))) << "update " << t;
+  for (int t = 1; t <= updates; ++t) EXPECT_EQ(st[t], delay_of_update[t - 1]) << "update " << t;
+  const json s = summary_at(dir);
+  EXPECT_EQ(s["dropped_gradients"], dropped);
+  EXPECT_LT(s["staleness"]["max"].get<double>(), R);
+}
+
+// R larger than any delay is async, bit for bit; R = 1 keeps only fresh gradients, which
+// is Rennala SGD with B = 1: k_batch_sync with k = 1 and late "drop", bit for bit.
+TEST(Ringmaster, LargeThresholdIsAsyncAndThresholdOneIsRennalaWithBOne) {
+  json c = softmax_config("ringeq");
+  c["cluster"]["compute"] = {{"dist", "lognormal"}, {"mean", 0.01}, {"sigma", 1.0}};
+  c["engines"] = json::array({json{{"type", "async"}}, json{{"type", "ringmaster"}, {"name", "r_inf"}, {"delay_threshold", 1000}},
+                              json{{"type", "ringmaster"}, {"name", "r1"}, {"delay_threshold", 1}},
+                              json{{"type", "k_batch_sync"}, {"name", "rennala1"}, {"k", 1}, {"late", "drop"}},
+                              json{{"type", "ringmaster"}, {"name", "r2"}, {"delay_threshold", 2}}});
+  std::string dir = run_config(c, temp_dir("ringeq"));
+  const std::vector<std::string> files = {"metrics.csv", "staleness.csv", "workers.csv"};
+  expect_same_files(dir + "/async-seed7", dir + "/r_inf-seed7", files);
+  expect_same_files(dir + "/r1-seed7", dir + "/rennala1-seed7", files);
+  EXPECT_GT(summary_at(dir + "/r1-seed7")["dropped_gradients"].get<int>(), 0);
+  EXPECT_EQ(summary_at(dir + "/r1-seed7")["staleness"]["max"], 0);
+  // R = 2 is neither: it keeps delays of 0 and 1
+  EXPECT_NE(read_file(dir + "/r2-seed7/metrics.csv"), read_file(dir + "/r1-seed7/metrics.csv"));
+  EXPECT_EQ(summary_at(dir + "/r2-seed7")["staleness"]["max"], 1);
+}
+
+// Algorithm 5 (calculation stops): worker 1 is 9.3x slower than worker 0 (93 ms against
+// 10 ms), R = 3, and only worker 0 updates (its gradients are fresh). With stops, worker
+// 1's step is stopped when the third update after its launch lands (at 30, 60, ..., 270
+// ms: 9 stops of 30 ms wasted each; the run ends at the 30th update, 300 ms, before a
+// tenth), so it never delivers. Without, it delivers at 93, 186 and 279 ms gradients of
+// delay 9, and each is dropped. Either way only worker 0's gradients move x.
+TEST(Ringmaster, CalculationStopsCancelAStepWhoseDelayReachesR) {
+  const std::vector<double> h{1.0, 2.0};
+  json c = heterogeneous_quadratic("stops", h, {1.0, 9.3}, 0.1, 30);
+  c["engines"] = json::array({json{{"type", "ringmaster"}, {"delay_threshold", 3}, {"late", "cancel"}},
+                              json{{"type", "ringmaster"}, {"name", "drop"}, {"delay_threshold", 3}}});
+  std::string dir = run_config(c, temp_dir("stops"));
+  auto workers = [&](const std::string& run) {
+    std::ifstream in(dir + "/" + run + "/workers.csv");
+    std::string line;
+    std::getline(in, line);
+    std::vector<std::vector<double>> rows;
+    while (std::getline(in, line)) {
+      std::stringstream ls(line);
+      std::vector<double> r;
+      for (std::string f; std::getline(ls, f, ',');) r.push_back(std::strtod(f.c_str(), nullptr));
+      rows.push_back(r);
+    }
+    return rows;  // worker,gradients,applied,dropped,lost,compute,comm,wait,down,cancelled,wasted
+  };
+  auto stop = workers("ringmaster-seed3"), drop = workers("drop-seed3");
+  EXPECT_EQ(stop[1][1], 0);
+  EXPECT_EQ(stop[1][9], 9);
+  EXPECT_NEAR(stop[1][10], 9 * 0.03, 1e-9);
+  EXPECT_NEAR(stop[1][5], 0.3, 1e-9);  // it computed all along
+  EXPECT_EQ(drop[1][1], 3);
+  EXPECT_EQ(drop[1][3], 3);
+  EXPECT_EQ(drop[1][9], 0);
+  EXPECT_NEAR(drop[1][10], 3 * 0.093, 1e-9);
+  EXPECT_EQ(summary_at(dir + "/drop-seed3")["staleness"]["max"], 0);
+  // the same x either way: worker 0's fresh gradients only
+  Metrics a = read_metrics(dir + "/ringmaster-seed3/metrics.csv"), b = read_metrics(dir + "/drop-seed3/metrics.csv");
+  EXPECT_EQ(a.column("train_loss"), b.column("train_loss"));
+}
+
+// Rennala SGD (Tyurin & Richtarik 2023; Algorithm 2 of the Ringmaster paper) is
+// k_batch_sync with late "drop": checked against an event-by-event replay of Rennala as
+// written: the server collects B gradients computed at x^k (any worker, several from a
+// fast one), discards those computed at an older point, and each worker restarts at the
+// server's current point after every gradient it delivers. Three workers of step times
+// 10, 17.3 and 29.1 ms, B = 2: the updates' times and the iterates.
+TEST(Rennala, IsKBatchSyncWithLateDrop) {
+  const std::vector<double> h{1.0, 3.0}, speeds{1.0, 1.73, 2.91};
+  const double lr = 0.15;
+  const int B = 2, updates = 25;
+  json c = heterogeneous_quadratic("rennala", h, speeds, lr, updates);
+  c["engines"] = json::array({json{{"type", "k_batch_sync"}, {"k", B}, {"late", "drop"}}});
+  const std::string dir = run_one(c, "rennala");
+  // the replay, in integer nanoseconds as the simulator's clock
+  const size_t n = speeds.size();
+  std::vector<int64_t> dur(n), finish(n);
+  std::vector<size_t> read(n, 0);
+  for (size_t i = 0; i < n; ++i) finish[i] = dur[i] = std::llround(0.01 * speeds[i] * 1e9);
+  std::vector<std::vector<double>> x{{1.0, 1.0}};
+  std::vector<double> acc(h.size(), 0.0), times{0.0};
+  int count = 0;
+  uint64_t discarded = 0;
+  while (int(x.size()) <= updates) {
+    size_t i = size_t(std::min_element(finish.begin(), finish.end()) - finish.begin());
+    const int64_t t = finish[i];
+    const size_t k = x.size() - 1;
+    if (read[i] == k) {
+      for (size_t j = 0; j < h.size(); ++j) acc[j] += h[j] * x[k][j];
+      if (++count == B) {
+        std::vector<double> next = x[k];
+        for (size_t j = 0; j < h.size(); ++j) next[j] -= lr * acc[j] / B;
+        x.push_back(next);
+        times.push_back(double(t) * 1e-9);
+        std::fill(acc.begin(), acc.end(), 0.0);
+        count = 0;
+      }
+    } else {
+      ++discarded;
+    }
+    read[i] = x.size() - 1;  // restarts at the current point
+    finish[i] = t + dur[i];
+  }
+  ASSERT_GT(discarded, 3u);
+  Metrics m = read_metrics(dir + "/metrics.csv");
+  auto loss = m.column("train_loss"), time = m.column("time");
+  ASSERT_EQ(loss.size(), size_t(updates + 1));
+  for (int u = 0; u <= updates; ++u) {
+    EXPECT_NEAR(loss[u], quadratic_loss(h, x[u]), 1e-5 * std::max(1.0, quadratic_loss(h, x[u]))) << "update " << u;
+    EXPECT_NEAR(time[u], times[u], 1e-12) << "update " << u;
+  }
+  EXPECT_EQ(summary_at(dir)["dropped_gradients"], discarded);
+}
+
+// MindFlayer's time allowance in closed form. Compute times replay the trace
+// [0.5, 3.0] s per step; worker 1 is twice as slow (1.0, 6.0); allowance t = 1.5 s, B = 3
+// attempts. An attempt lasts min(tau, t): worker 0's rounds take 0.5+1.5+0.5 = 2.5 and
+// 1.5+0.5+1.5 = 3.5 s in turn, worker 1's 1.0+1.5+1.0 = 3.5 and 1.5+1.0+1.5 = 4.0 s; a
+// round ends with its slower worker: at 3.5, 7.5, 11.0, 15.0 s. An abandoned attempt
+// pushes nothing and counts as cancelled, its allowance as wasted time.
+TEST(MindFlayer, AnAttemptLastsAtMostItsAllowance) {
+  const std::vector<double> h{1.0, 2.0};
+  json c = heterogeneous_quadratic("mf", h, {1.0, 2.0}, 0.1, 4);
+  c["cluster"]["compute"] = {{"dist", "trace"}, {"values", {0.5, 3.0}}, {"per", "step"}};
+  c["engines"] = json::array({json{{"type", "mindflayer"}, {"budget", 1.5}, {"trials", 3}}});
+  const std::string dir = run_one(c, "mf");
+  auto time = read_metrics(dir + "/metrics.csv").column("time");
+  const std::vector<double> expected{0.0, 3.5, 7.5, 11.0, 15.0};
+  ASSERT_EQ(time.size(), expected.size());
+  for (size_t u = 0; u < expected.size(); ++u) EXPECT_NEAR(time[u], expected[u], 1e-9) << "update " << u;
+  const json s = summary_at(dir);
+  EXPECT_EQ(s["gradients"], 12);  // (2 + 1) a pair of rounds, for each worker, over 4 rounds
+  EXPECT_EQ(s["messages"]["to_server"], 12);  // only the finished attempts push
+  EXPECT_NEAR(s["iteration_time"]["mean"].get<double>(), 15.0 / 4, 1e-9);
+  std::ifstream in(dir + "/workers.csv");
+  std::string header, w0, w1;
+  std::getline(in, header);
+  std::getline(in, w0);
+  std::getline(in, w1);
+  auto fields = [](const std::string& line) {
+    std::vector<double> r;
+    std::stringstream ls(line);
+    for (std::string f; std::getline(ls, f, ',');) r.push_back(std::strtod(f.c_str(), nullptr));
+    return r;
+  };
+  // 6 abandoned attempts each (3 in a pair of rounds); 1.5 s each
+  EXPECT_EQ(fields(w0)[9], 6);
+  EXPECT_NEAR(fields(w0)[10], 9.0, 1e-9);
+  EXPECT_EQ(fields(w1)[9], 6);
+  EXPECT_NEAR(fields(w1)[10], 9.0, 1e-9);
+  // compute time: everything but worker 0's waits at the round's end (1 s and 0.5 s a pair)
+  EXPECT_NEAR(fields(w0)[5], 15.0 - 3.0, 1e-9);
+  EXPECT_NEAR(fields(w1)[5], 15.0, 1e-9);
+}
+
+// Without an allowance and with one attempt each, a MindFlayer round is a sync iteration:
+// every worker's gradient at x^k, averaged in worker order: sync, bit for bit.
+TEST(MindFlayer, NoAllowanceAndOneAttemptIsSync) {
+  json c = softmax_config("mfsync");
+  c["engines"] = json::array({json{{"type", "sync"}}, json{{"type", "mindflayer"}}});
+  std::string dir = run_config(c, temp_dir("mfsync"));
+  expect_same_files(dir + "/sync-seed7", dir + "/mindflayer-seed7", {"metrics.csv", "staleness.csv", "workers.csv"});
+}
+
+TEST(Determinism, RingmasterAndMindFlayerDoNotDependOnTheThreadCount) {
+  json c = determinism_config();
+  c["name"] = "detring";
+  c["staleness"] = {{"mode", "emergent"}};
+  c["engines"] = json::array({json{{"type", "ringmaster"}, {"delay_threshold", 3}},
+                              json{{"type", "ringmaster"}, {"name", "ring_stop"}, {"delay_threshold", 3}, {"late", "cancel"}},
+                              json{{"type", "mindflayer"}, {"budget", 0.4}, {"trials", 2}}});
+  expect_thread_count_invariant(c, {"ringmaster-seed1", "ring_stop-seed1", "mindflayer-seed1"});
+}
+
+// ---------------------------------------------------------------- asynchronous local SGD
+
+// Delayed Nesterov (Liu et al. 2024, Algorithm 3, c = 0) against its hand recursion, with
+// the asynchrony replayed too: two workers of 10 and 27 ms steps, H = 3 plain SGD inner
+// steps on the noiseless quadratic (x <- x (1 - lr h) per step), each window's
+// pseudo-gradient Delta = w_read - x applied on arrival (the fast worker's windows land
+// between the slow one's read and push: stale Deltas), N = 3:
+//   buffer += Delta; every N-th push: m <- beta m + buffer/N, w <- w - eps (Delta/N + beta m),
+//   buffer <- 0; otherwise w <- w - eps Delta/N.
+TEST(AsyncLocalSgd, DelayedNesterovFollowsItsHandRecursion) {
+  const std::vector<double> h{1.0, 2.5}, speeds{1.0, 2.7};
+  const double lr = 0.1, eps = 0.7, beta = 0.9;
+  const int H = 3, N = 3, updates = 14;
+  json c = heterogeneous_quadratic("dn", h, speeds, lr, updates);
+  c["engines"] = json::array({json{{"type", "async_local_sgd"}, {"steps", H}, {"nesterov_period", N}}});
+  const std::string dir = run_one(c, "dn");
+  const size_t workers = speeds.size(), d = h.size();
+  std::vector<int64_t> window(workers), finish(workers);
+  std::vector<std::vector<double>> read(workers);
+  std::vector<std::vector<double>> w{{1.0, 1.0}};
+  for (size_t i = 0; i < workers; ++i) {
+    window[i] = H * std::llround(0.01 * speeds[i] * 1e9);
+    finish[i] = window[i];
+    read[i] = w[0];
+  }
+  std::vector<double> buffer(d, 0.0), m(d, 0.0), times{0.0};
+  for (int t = 1; t <= updates; ++t) {
+    const size_t i = size_t(std::min_element(finish.begin(), finish.end()) - finish.begin());
+    std::vector<double> delta(d), next = w.back();
+    for (size_t j = 0; j < d; ++j) delta[j] = read[i][j] - read[i][j] * std::pow(1 - lr * h[j], H);
+    for (size_t j = 0; j < d; ++j) buffer[j] += delta[j];
+    if (t % N == 0) {
+      for (size_t j = 0; j < d; ++j) {
+        m[j] = beta * m[j] + buffer[j] / N;
+        next[j] -= eps * (delta[j] / N + beta * m[j]);
+      }
+      std::fill(buffer.begin(), buffer.end(), 0.0);
+    } else {
+      for (size_t j = 0; j < d; ++j) next[j] -= eps * delta[j] / N;
+    }
+    w.push_back(next);
+    times.push_back(double(finish[i]) * 1e-9);
+    read[i] = next;  // the worker reads the new w and starts its next window
+    finish[i] += window[i];
+  }
+  Metrics mt = read_metrics(dir + "/metrics.csv");
+  auto loss = mt.column("train_loss"), time = mt.column("time");
+  ASSERT_EQ(loss.size(), size_t(updates + 1));
+  for (int u = 0; u <= updates; ++u) {
+    EXPECT_NEAR(loss[u], quadratic_loss(h, w[u]), 2e-6 * std::max(1.0, quadratic_loss(h, w[u]))) << "update " << u;
+    EXPECT_NEAR(time[u], times[u], 1e-12) << "update " << u;
+  }
+  EXPECT_GT(summary_at(dir)["staleness"]["max"].get<double>(), 0) << "the slow worker's Deltas must be stale";
+}
+
+// With one worker there is no asynchrony: async_local_sgd is DiLoCo (N = 1: Nesterov at
+// every push, through the same server step), file for file, with inner AdamW.
+TEST(AsyncLocalSgd, OneWorkerIsDiloco) {
+  json c = softmax_config("alsgd1");
+  c["cluster"]["workers"] = 1;
+  c["train"] = {{"batch_size", 8}, {"lr", 0.01}, {"optimizer", "adamw"}, {"weight_decay", 0.01}};
+  c["engines"] = json::array({json{{"type", "diloco"}, {"steps", 4}}, json{{"type", "async_local_sgd"}, {"steps", 4}}});
+  std::string dir = run_config(c, temp_dir("alsgd1"));
+  expect_same_files(dir + "/diloco-seed7", dir + "/async_local_sgd-seed7", {"metrics.csv", "staleness.csv", "workers.csv"});
+}
+
+// Dynamic Local Updates: worker 1 is 3x slower (30 ms steps against 10), H = 8. Its first
+// window measures 8 steps in 0.24 s against worker 0's 8 in 0.08 s, so its next H is
+// floor(1/3 * 8) = 2: a window of 60 ms. By stop.time 0.8 s worker 0 pushes at 80, 160,
+// ..., 720 ms (9) and worker 1 at 240, 300, ..., 780 ms (10); without DyLU at 240, 480,
+// 720 ms (3).
+TEST(AsyncLocalSgd, DynamicLocalUpdatesGiveSlowWorkersShorterWindows) {
+  json c = heterogeneous_quadratic("dylu", {1.0}, {1.0, 3.0}, 0.01, 1000);
+  c["stop"] = {{"time", 0.8}};
+  c["engines"] = json::array({json{{"type", "async_local_sgd"}, {"steps", 8}, {"dynamic_local_updates", true}},
+                              json{{"type", "async_local_sgd"}, {"name", "fixed"}, {"steps", 8}}});
+  std::string dir = run_config(c, temp_dir("dylu"));
+  EXPECT_EQ(summary_at(dir + "/async_local_sgd-seed3")["updates"], 19);
+  EXPECT_EQ(summary_at(dir + "/fixed-seed3")["updates"], 12);
+}
+
+TEST(Determinism, AsyncLocalSgdDoesNotDependOnTheThreadCount) {
+  json c = determinism_config();
+  c["name"] = "detalsgd";
+  c["train"] = {{"batch_size", 16}, {"lr", 0.01}, {"optimizer", "adamw"}};
+  c["cluster"]["failures"] = {{"events", {{{"worker", 1}, {"at", 0.2}, {"down_for", 0.3}}}}};
+  c["engines"] = json::array({json{{"type", "async_local_sgd"}, {"steps", 3}, {"nesterov_period", 4},
+                                   {"dynamic_local_updates", true}},
+                              json{{"type", "async_local_sgd"}, {"name", "plain"}, {"steps", 2}}});
+  expect_thread_count_invariant(c, {"async_local_sgd-seed1", "plain-seed1"});
+}
+
+// ---------------------------------------------------------------- PowerSGD
+
+// Rank-1 compression of a rank-1 matrix that every worker holds is exact: P = M Q is u
+// (v.Q), orthonormalised u/|u|, Q = M^T P = v |u|, P Q^T = u v^T; nothing is left over for
+// the residual. The bias (a vector) is averaged whole.
+TEST(PowerSgd, ARankOneMatrixIsRecoveredExactly) {
+  const std::vector<ParamBlock> blocks = {{0, 12, 9, true}, {108, 12, 1, false}};
+  CompressionSpec spec;
+  spec.type = CompressionSpec::Type::PowerSgd;
+  spec.rank = 1;
+  spec.error_feedback = true;
+  PowerSgd p(blocks, 120, spec, 2);
+  ASSERT_EQ(p.matrices().size(), 1u);
+  EXPECT_EQ(p.values_uncompressed(), 12u);
+  EXPECT_EQ(p.values_p(), 12u);
+  EXPECT_EQ(p.values_q(), 9u);
+  p.draw_q(5);
+  std::vector<float> g(120), h(120);
+  for (size_t i = 0; i < 12; ++i)
+    for (size_t j = 0; j < 9; ++j) g[j * 12 + i] = h[j * 12 + i] = float((i + 1) * 0.1 * (j % 3 - 1.5));  // stored transposed
+  for (size_t i = 108; i < 120; ++i) {
+    g[i] = float(i);
+    h[i] = float(i) + 2.0f;
+  }
+  DeviceArray<float> dg, dh, out(120);
+  dg.upload(g);
+  dh.upload(h);
+  ExecContext ctx;
+  p.reduce(ctx, {dg.data(), dh.data()}, {0, 1}, out.data());
+  std::vector<float> y = out.to_host();
+  for (size_t i = 0; i < 108; ++i) EXPECT_NEAR(y[i], g[i], 1e-6) << i;
+  for (size_t i = 108; i < 120; ++i) EXPECT_FLOAT_EQ(y[i], float(i) + 1.0f) << "the bias' mean";
+  const std::vector<float> e = p.residual(0).to_host();  // M_0 - the result: the bias' -1 only
+  for (size_t i = 0; i < 108; ++i) EXPECT_NEAR(e[i], 0.0, 1e-6) << i;
+  for (size_t i = 108; i < 120; ++i) EXPECT_FLOAT_EQ(e[i], -1.0f) << i;
+}
+
+// Virtual time: an iteration of sync over a ring all-reduce with PowerSGD is three
+// all-reduces in a row, of the whole tensors (the biases, 74 values), of P (148) and of
+// Q (192) for the MLP 32-64-10 at rank 2 (its weights are 64 x 32 and 10 x 64):
+// c + sum_k 2(n - 1)(a + 4 V_k / (n b)) each, and 2(n - 1) x 4 V_k bytes a collective.
+TEST(PowerSgd, AnIterationIsThreeRingsOfTheCompressedSizes) {
+  const double c = 0.01, a = 2e-4, b = 1e6;
+  const int n = 4, K = 5;
+  json cfg = softmax_config("psgd");
+  cfg["model"] = {{"type", "mlp"}, {"hidden", {64}}};
+  cfg["data"] = {{"type", "synthetic"}, {"classes", 10}, {"features", 32}, {"train_samples", 512}, {"test_samples", 128}};
+  cfg["stop"] = {{"updates", K}};
+  cfg["cluster"] = {{"workers", n},
+                    {"compute", {{"dist", "constant"}, {"value", c}, {"per", "step"}}},
+                    {"network", {{"latency", a}, {"worker_bandwidth", b},
+                                 {"compression", {{"type", "powersgd"}, {"rank", 2}, {"error_feedback", true}}}}}};
+  cfg["engines"] = json::array({json{{"type", "sync"}, {"comm", "allreduce"}}});
+  const std::string dir = run_one(cfg, "psgd");
+  const double values[3] = {74, 148, 192};
+  double ring = 0, bytes = 0;
+  for (double v : values) {
+    ring += 2 * (n - 1) * (a + 4 * v / (n * b));
+    bytes += 2 * (n - 1) * 4 * v;
+  }
+  const json s = summary_at(dir);
+  EXPECT_NEAR(s["time"].get<double>(), K * (c + ring), 1e-9 * K * (c + ring));
+  EXPECT_NEAR(s["messages"]["bytes_to_workers"].get<double>(), K * bytes, 1e-6);
+  EXPECT_EQ(s["messages"]["peak_sync_bytes"].get<double>(), 4 * 192);
+}
+
+// It compresses an all-reduce, and only sync's: refused with comm ps and with async.
+TEST(PowerSgd, IsRefusedWithoutAnAllReduce) {
+  json cfg = softmax_config("psgdbad");
+  cfg["cluster"]["network"] = {{"compression", {{"type", "powersgd"}}}};
+  for (const json& engine : {json{{"type", "sync"}}, json{{"type", "async"}}}) {
+    cfg["engines"] = json::array({engine});
+    try {
+      resolve_experiment(cfg, "test", ".");
+      ADD_FAILURE() << engine.dump() << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("cluster.network.compression.type"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("allreduce"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Determinism, PowerSgdDoesNotDependOnTheThreadCount) {
+  json c = determinism_config();
+  c["name"] = "detpsgd";
+  c["staleness"] = {{"mode", "emergent"}};
+  c["model"] = {{"type", "mlp"}, {"hidden", {32, 16}}};
+  c["cluster"]["network"] = {{"latency", 1e-4}, {"worker_bandwidth", 1e7},
+                             {"compression", {{"type", "powersgd"}, {"rank", 2}, {"error_feedback", true}}}};
+  c["engines"] = json::array({json{{"type", "sync"}, {"comm", "allreduce"}},
+                              json{{"type", "sync_backup"}, {"backups", 1}, {"comm", "allreduce"}}});
+  expect_thread_count_invariant(c, {"sync-seed1", "sync_backup-seed1"});
+}
+
+// ---------------------------------------------------------------- Streaming DiLoCo
+
+// One worker pair through the first outer steps, against Algorithm 2 by hand: the noisy
+// quadratic in 4 coordinates (fragment 0: coordinates 0-1, fragment 1: 2-3, its one
+// tensor cut in two), H = 4, so t_0 = 2, t_1 = 4; tau = 1, alpha = 0.3; inner SGD, outer
+// Nesterov (0.7, 0.9). Fragment p is sent at t_p + 4k and its update taken at t_p + 4k + 1:
+//   theta_p <- theta_p - 0.7 (D + 0.9 v), v <- 0.9 v + D,  D = mean_m (theta_p - x_m,p)
+//   x_m,p <- 0.3 x_m,p + 0.7 theta_p
+TEST(StreamingDiloco, OuterStepsFollowTheAlgorithmByHand) {
+  const std::vector<double> h{1.0, 2.0, 0.5, 3.0};
+  const double lr = 0.1, eps = 0.7, mu = 0.9, alpha = 0.3;
+  const int H = 4, tau = 1, updates = 7;
+  json c = quadratic_config("sdl", h, 2, lr, 0.3);
+  c["stop"] = {{"updates", updates}};
+  c["engines"] = json::array({json{{"type", "streaming_diloco"}, {"steps", H}, {"fragments", 2}, {"overlap", tau},
+                                   {"alpha", alpha}}});
+  const std::string dir = run_one(c, "sdl");
+  auto model = make_quadratic(std::vector<float>(h.begin(), h.end()), 0.3f, 1.0f);
+  const size_t d = h.size();
+  std::vector<std::vector<double>> x(2, std::vector<double>(d, 1.0)), delta(2, std::vector<double>(d, 0.0));
+  std::vector<double> theta(d, 1.0), v(d, 0.0);
+  std::vector<std::vector<double>> record{theta};
+  const int offset[2] = {2, 4};
+  for (int t = 1; int(record.size()) <= updates; ++t) {
+    for (int m = 0; m < 2; ++m) {  // inner step t of each worker (its step t - 1: the noise key)
+      const std::vector<double> noise = quadratic_noise(*model, 3, m, uint32_t(t - 1));
+      for (size_t j = 0; j < d; ++j) x[m][j] -= lr * (h[j] * x[m][j] + noise[j]);
+    }
+    for (int p = 0; p < 2; ++p) {
+      if (t >= offset[p] && (t - offset[p]) % H == 0)  // send
+        for (int m = 0; m < 2; ++m)
+          for (size_t j = 2 * size_t(p); j < 2 * size_t(p) + 2; ++j) delta[m][j] = theta[j] - x[m][j];
+      if (t >= offset[p] + tau && (t - offset[p] - tau) % H == 0) {  // the all-reduce ended: update, mix
+        for (size_t j = 2 * size_t(p); j < 2 * size_t(p) + 2; ++j) {
+          const double D = (delta[0][j] + delta[1][j]) / 2;
+          v[j] = mu * v[j] + D;
+          theta[j] -= eps * (D + mu * v[j]);
+          for (int m = 0; m < 2; ++m) x[m][j] = alpha * x[m][j] + (1 - alpha) * theta[j];
+        }
+        record.push_back(theta);
+      }
+    }
+  }
+  auto loss = read_metrics(dir + "/metrics.csv").column("train_loss");
+  ASSERT_EQ(loss.size(), size_t(updates + 1));
+  for (int u = 0; u <= updates; ++u)
+    EXPECT_NEAR(loss[u], quadratic_loss(h, record[u]), 1e-5 * std::max(1.0, quadratic_loss(h, record[u]))) << "update " << u;
+}
+
+// Compute utilisation against bandwidth (Charles et al. 2025, App. A): N workers of
+// constant steps c, a fragment all-reduce of S/P bytes over the ring, T = 2(N - 1)(a +
+// S/(P N b)), overlapped with tau steps; in steady state each H steps take H c + P
+// max(0, T - tau c), so compute utilisation is H c / (H c + P max(0, T - tau c)): DiLoCo
+// (P = 1, tau = 0) H c / (H c + T(S)). Measured as the difference of two runs (U and 2U
+// fragment updates: the start and the end of a run are not the steady state), for
+// bandwidths that stall and that do not.
+TEST(StreamingDiloco, ComputeUtilisationIsTheClosedFormAtEveryBandwidth) {
+  const double c = 0.01, a = 1e-3, S = 1e6;
+  const int N = 4, H = 8;
+  auto run = [&](int P, int tau, double b, int updates) {
+    json cfg = quadratic_config("cu", std::vector<double>(8, 1.0), N, 0.01);
+    cfg["stop"] = {{"updates", updates}};
+    cfg["eval"] = {{"every", 1000}, {"unit", "updates"}};
+    cfg["cluster"]["network"] = {{"latency", a}, {"worker_bandwidth", b}, {"message_bytes", S}};
+    cfg["engines"] = json::array({json{{"type", "streaming_diloco"}, {"steps", H}, {"fragments", P}, {"overlap", tau},
+                                       {"alpha", 0.0}}});
+    const json s = summary_at(run_one(cfg, "cu"));
+    EXPECT_NEAR(s["messages"]["peak_sync_bytes"].get<double>(), S / P, 1e-6);
+    return std::make_pair(s["compute_utilisation"].get<double>() * s["time"].get<double>(), s["time"].get<double>());
+  };
+  for (double b : {2e7, 1e9}) {  // (every ring stalls at 2e7 B/s; none does at 1e9)
+    for (auto [P, tau] : {std::pair{1, 0}, std::pair{2, 1}, std::pair{4, 1}}) {
+      const double T = 2 * (N - 1) * (a + S / (P * N * b));
+      const double want = H * c / (H * c + P * std::max(0.0, T - tau * c));
+      const auto [c1, t1] = run(P, tau, b, 2 * P);
+      const auto [c2, t2] = run(P, tau, b, 4 * P);
+      EXPECT_NEAR((c2 - c1) / (t2 - t1), want, 1e-9)
+          << "P = " << P << ", tau = " << tau << ", b = " << b << " (closed form " << want << ")";
+    }
+  }
+}
+
+// P = 1, tau = 0, alpha = 0 is DiLoCo (the same inner steps, the outer Nesterov step on
+// the mean pseudo-gradient, every worker restarting from it) over an all-reduce instead
+// of the servers: the same iterates up to rounding (diloco keeps displacements).
+TEST(StreamingDiloco, OneFragmentWithoutOverlapIsDiloco) {
+  json c = softmax_config("sdl1");
+  c["train"] = {{"batch_size", 8}, {"lr", 0.05}};
+  c["cluster"]["compute"] = {{"dist", "constant"}, {"value", 0.01}, {"per", "step"}};
+  c["stop"] = {{"updates", 8}};
+  c["eval"] = {{"every", 1}, {"unit", "updates"}, {"train_samples", 0}};
+  c["engines"] = json::array({json{{"type", "diloco"}, {"steps", 3}},
+                              json{{"type", "streaming_diloco"}, {"steps", 3}, {"fragments", 1}, {"overlap", 0},
+                                   {"alpha", 0.0}}});
+  std::string dir = run_config(c, temp_dir("sdl1"));
+  Metrics a = read_metrics(dir + "/diloco-seed7/metrics.csv"), b = read_metrics(dir + "/streaming_diloco-seed7/metrics.csv");
+  expect_close_columns(a, b, "train_loss", 1e-5);
+  expect_close_columns(a, b, "test_accuracy", 1e-9);
+}
+
+TEST(Determinism, StreamingDilocoDoesNotDependOnTheThreadCount) {
+  json c = determinism_config();
+  c["name"] = "detsdl";
+  c["staleness"] = {{"mode", "emergent"}};
+  c["train"] = {{"batch_size", 16}, {"lr", 0.01}, {"optimizer", "adamw"}};
+  c["cluster"]["network"] = {{"latency", 1e-4}, {"worker_bandwidth", 1e6}};
+  c["engines"] = json::array({json{{"type", "streaming_diloco"}, {"steps", 6}, {"fragments", 3}, {"overlap", 1},
+                                   {"quantize", true}},
+                              json{{"type", "streaming_diloco"}, {"name", "one"}, {"steps", 4}, {"fragments", 1},
+                                   {"overlap", 0}, {"alpha", 0.0}}});
+  expect_thread_count_invariant(c, {"streaming_diloco-seed1", "one-seed1"});
+}
+
+// ---------------------------------------------------------------- per-layer staleness
+
+// staleness.mode per_layer (PipeDream's per-stage delays): with one async worker, layer l's
+// part of each gradient is read from w[max(t - tau_l, 0)]. The MLP 12-8-5, tau = [2, 0]
+// (the first layer two updates behind, as an early pipeline stage; the second current):
+// replayed with the kernels on a composite of the two versions, update by update.
+TEST(PerLayerStaleness, EachLayerIsReadFromItsOwnVersion) {
+  const int updates = 20;
+  json c = softmax_config("pl");
+  c["model"] = {{"type", "mlp"}, {"hidden", {8}}};
+  c["cluster"]["workers"] = 1;
+  c["stop"] = {{"updates", updates}};
+  c["eval"] = {{"every", 1}, {"unit", "updates"}, {"train_samples", 0}};
+  c["staleness"] = {{"mode", "per_layer"}, {"tau", {2, 0}}};
+  c["engines"] = json::array({json{{"type", "async"}}});
+  Metrics m = read_metrics(run_config(c, temp_dir("pl")) + "/async-seed7/metrics.csv");
+  const size_t first = 12 * 8 + 8;  // layer 0: W (12 x 8) and b (8)
+  const std::vector<double> expected = replay_one_worker(
+      updates, [](ExecContext& ctx, float* w, const float* g, size_t n, int) { ops::sgd_step(ctx, w, w, g, 0.2f, n); },
+      {12, 8, 5}, [&](const std::vector<std::vector<float>>& history, int t) {
+        std::vector<float> composite = history[size_t(t - 1)];
+        const std::vector<float>& stale = history[size_t(std::max(t - 3, 0))];
+        std::copy(stale.begin(), stale.begin() + first, composite.begin());
+        return composite;
+      });
+  auto got = m.column("train_loss");
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-6 * expected[i]) << "update " << i;
+  auto st = m.column("mean_staleness");
+  EXPECT_EQ(st[5], 2.0) << "the staleness of its stalest layer";
+}
+
+// One lag for every layer is fixed staleness, file for file; so tau = [1] is PipeDream-2BW's
+// W(t+1) = W(t) - lr grad f(W(t-1)).
+TEST(PerLayerStaleness, OneLagForEveryLayerIsFixedStaleness) {
+  json c = softmax_config("pl1");
+  c["model"] = {{"type", "mlp"}, {"hidden", {8}}};
+  c["staleness"] = {{"mode", "per_layer"}, {"tau", {1}}};
+  c["engines"] = json::array({json{{"type", "async"}}});
+  const std::string a = run_config(c, temp_dir("pl1")) + "/async-seed7";
+  c["staleness"] = {{"mode", "fixed"}, {"tau", 1}};
+  const std::string b = run_config(c, temp_dir("fx1")) + "/async-seed7";
+  expect_same_files(a, b, {"metrics.csv", "staleness.csv", "workers.csv"});
+}
+
+TEST(Determinism, PerLayerStalenessDoesNotDependOnTheThreadCount) {
+  json c = determinism_config();
+  c["name"] = "detpl";
+  c["staleness"] = {{"mode", "per_layer"}, {"tau", {3, 1, 0}}};
+  c["engines"] = json::array({json{{"type", "async"}}, json{{"type", "sync"}}});
+  expect_thread_count_invariant(c, {"async-seed1", "sync-seed1"});
 }

@@ -16,6 +16,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -25,7 +26,11 @@
 
 #include "kernels/buffer.h"
 #include "kernels/exec.h"
+#include "kernels/fp4.h"
+#include "kernels/fp4_ref.h"
 #include "kernels/layers/layers_ref.h"
+#include "kernels/lowrank.h"
+#include "kernels/lowrank_ref.h"
 #include "kernels/model.h"
 #include "kernels/ops.h"
 #include "kernels/ops_ref.h"
@@ -1777,6 +1782,125 @@ TEST_F(ExecContextTest, WorkspaceBuffersAreDisjointAndGoBackWithTheirFrame) {
   ASSERT_NE(staged, nullptr);
   std::string backend = kernels_backend();
   EXPECT_TRUE(backend == "CUDA" || backend == "OMP" || backend == "CPP") << backend;
+}
+
+
+// ---------------------------------------------------------------------------------------
+// low-rank compression (PowerSGD) and 4-bit floats vs their scalar references
+
+class LowRank : public DeviceTest {};
+
+std::vector<float> normals(size_t n, uint32_t stream) {
+  Rng rng(11, RngPurpose::Data, stream, 0);
+  std::vector<float> v(n);
+  for (float& x : v) x = float(rng.normal());
+  return v;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rtol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], rtol * std::max(1.0, std::fabs(double(want[i])))) << what << " [" << i << "]";
+}
+
+// The products with a matrix stored row-major or transposed, against loops in double.
+TEST_F(LowRank, ProductsMatchTheReferenceForBothLayouts) {
+  ExecContext ctx;
+  const size_t rows = 37, cols = 23, r = 3;
+  for (bool transposed : {false, true}) {
+    const ParamBlock b{5, rows, cols, transposed};
+    std::vector<float> m = normals(5 + rows * cols, 1), q = normals(cols * r, 2), p = normals(rows * r, 3);
+    DeviceArray<float> dm, dq, dp, out_p(rows * r), out_q(cols * r), out_m(5 + rows * cols);
+    dm.upload(m);
+    dq.upload(q);
+    dp.upload(p);
+    out_m.upload(m);
+    lowrank::project(ctx, b, dm.data() + 5, dq.data(), out_p.data(), r);
+    lowrank::back_project(ctx, b, dm.data() + 5, dp.data(), out_q.data(), r);
+    lowrank::expand(ctx, b, dp.data(), dq.data(), out_m.data() + 5, r);
+    ctx.synchronize();
+    std::vector<float> want_p(rows * r), want_q(cols * r), want_m = m;
+    lowrank_ref::project(b, m.data() + 5, q.data(), want_p.data(), r);
+    lowrank_ref::back_project(b, m.data() + 5, p.data(), want_q.data(), r);
+    lowrank_ref::expand(b, p.data(), q.data(), want_m.data() + 5, r);
+    const std::string layout = transposed ? "transposed" : "row-major";
+    expect_close(out_p.to_host(), want_p, 1e-5, "M Q " + layout);
+    expect_close(out_q.to_host(), want_q, 1e-5, "M^T P " + layout);
+    expect_close(out_m.to_host(), want_m, 1e-5, "P Q^T " + layout);
+  }
+}
+
+// Gram-Schmidt as the hook does it: the reference's bits (the same operations in the same
+// order on the CPU), orthonormal columns, and a zero column left at zero.
+TEST_F(LowRank, OrthogonalizeGivesOrthonormalColumnsAsTheReference) {
+  ExecContext ctx;
+  const size_t rows = 50, r = 4;
+  std::vector<float> a = normals(rows * r, 4);
+  DeviceArray<float> da;
+  da.upload(a);
+  lowrank::orthogonalize(ctx, da.data(), rows, r, 0.0f);
+  ctx.synchronize();
+  std::vector<float> got = da.to_host(), want = a;
+  lowrank_ref::orthogonalize(want.data(), rows, r, 0.0f);
+  expect_close(got, want, 1e-6, "orthogonalize");
+  for (size_t i = 0; i < r; ++i)
+    for (size_t j = 0; j < r; ++j) {
+      double dot = 0;
+      for (size_t k = 0; k < rows; ++k) dot += double(got[k * r + i]) * got[k * r + j];
+      EXPECT_NEAR(dot, i == j ? 1.0 : 0.0, 1e-5) << i << "," << j;
+    }
+  std::vector<float> zero(rows * 2, 0.0f);
+  da.upload(zero);
+  lowrank::orthogonalize(ctx, da.data(), rows, 2, 0.0f);
+  ctx.synchronize();
+  for (float x : da.to_host()) EXPECT_EQ(x, 0.0f) << "a zero column stays 0, not NaN";
+}
+
+// E3M0: each value is the reference's, a magnitude of {0, 2^-6, ..., 1} times the scale.
+TEST_F(LowRank, Fp4RoundsAsTheReference) {
+  ExecContext ctx;
+  std::vector<float> x = normals(1001, 5);
+  x[3] = 0.0f;
+  DeviceArray<float> dx;
+  dx.upload(x);
+  const float s = fp4::max_abs(ctx, dx.data(), x.size());
+  float want_s = 0;
+  for (float v : x) want_s = std::max(want_s, std::fabs(v));
+  EXPECT_EQ(s, want_s);
+  fp4::round_e3m0(ctx, dx.data(), x.size(), s);
+  ctx.synchronize();
+  std::vector<float> got = dx.to_host();
+  std::set<float> magnitudes;
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(got[i], fp4_ref::round_e3m0(x[i], s)) << i;
+    magnitudes.insert(std::fabs(got[i]) / s);
+  }
+  EXPECT_LE(magnitudes.size(), 8u) << "3 exponent bits: 8 magnitudes";
+  EXPECT_EQ(got[3], 0.0f);
+  EXPECT_EQ(fp4_ref::round_e3m0(0.75f, 1.0f), 1.0f);  // a tie goes to the larger
+  EXPECT_EQ(fp4_ref::round_e3m0(-0.3f, 1.0f), -0.25f);
+  EXPECT_EQ(fp4_ref::round_e3m0(0.007f, 1.0f), 0.0f);  // below 2^-7: 0
+  EXPECT_DOUBLE_EQ(fp4::encoded_bytes(1001), 501 + 4.0);
+}
+
+// The layers' tensors as PowerSGD sees them: each dense layer's W as outputs x inputs,
+// stored transposed, then its bias; covering every parameter in order.
+TEST(ParamBlocks, DenseLayersAreOutputsByInputsThenTheBias) {
+  auto model = make_dense({10, 16, 4}, DenseLoss::SoftmaxCrossEntropy);
+  std::vector<ParamBlock> b = model->param_blocks();
+  ASSERT_EQ(b.size(), 4u);
+  EXPECT_EQ(b[0].offset, 0u);
+  EXPECT_EQ(b[0].rows, 16u);
+  EXPECT_EQ(b[0].cols, 10u);
+  EXPECT_TRUE(b[0].transposed);
+  EXPECT_EQ(b[1].offset, 160u);
+  EXPECT_EQ(b[1].rows, 16u);
+  EXPECT_EQ(b[1].cols, 1u);
+  EXPECT_EQ(b[2].offset, 176u);
+  EXPECT_EQ(b[2].rows, 4u);
+  EXPECT_EQ(b[2].cols, 16u);
+  EXPECT_EQ(b[3].offset, 240u);
+  EXPECT_EQ(b[3].offset + b[3].rows, model->num_params());
 }
 
 }  // namespace

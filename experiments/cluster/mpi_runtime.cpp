@@ -333,6 +333,8 @@ Step MpiRuntime::next_step(int worker, std::vector<int32_t>& ids) {
 void MpiRuntime::launch(const Step& step) {
   const int w = step.worker;
   if (in_flight_[size_t(w)]) throw std::logic_error("cluster: a second step launched for " + who(w));
+  if (step.time_budget != kNever)  // check_supported refuses the engines that set one
+    throw std::logic_error("cluster: a step with a time budget (a rank computing cannot be cut off)");
   std::unique_ptr<GradientJob> job;
   if (spare_jobs_.empty()) {
     job = std::make_unique<GradientJob>();
@@ -416,7 +418,7 @@ void MpiRuntime::schedule_timer(SimTime at, int worker, uint64_t payload) {
   timers_.emplace(at, std::make_pair(worker, payload));
 }
 
-SimTime MpiRuntime::collective(Collective, const std::vector<int>&) {
+SimTime MpiRuntime::collective(Collective, const std::vector<int>&, double, SimTime, bool) {
   throw std::logic_error("asgdsim cluster: collectives are simulated only (engine.comm must be \"ps\")");
 }
 

@@ -191,7 +191,8 @@ class MpiRuntime final : public Runtime {
   void iteration_done(SimTime duration) override { monitor_.iteration_done(sim_to_seconds(duration)); }
   void updated() override { monitor_.updated(); }
   void schedule_timer(SimTime at, int worker, uint64_t payload) override;
-  SimTime collective(Collective, const std::vector<int>&) override;
+  using Runtime::collective;
+  SimTime collective(Collective, const std::vector<int>&, double, SimTime, bool) override;
   const Topology& topology() const override { return *topology_; }
   bool stopping() const override { return monitor_.stopping(); }
   bool worker_alive(int w) const override { return alive_[size_t(w)]; }

@@ -271,6 +271,11 @@ json resolve_run(const json& u, Validator& v, RunSettings& s) {
       st["until_epoch"].get<double>() > 0 && st["until_epoch"].get<double>() <= st["from_epoch"].get<double>())
     v.error("staleness.until_epoch", st["until_epoch"].dump() + " is not after staleness.from_epoch (" +
                                          st["from_epoch"].dump() + "): the window would be empty; use 0 for no end");
+  if (st.value("mode", json()) == "per_layer" && st.contains("tau") && st["tau"].is_array() && st["tau"].empty())
+    v.error("staleness.tau", "per_layer needs the lag of at least one layer (the last one holds for deeper layers)");
+  if (st.value("mode", json()) == "per_layer" && model_kind && model_kind->reads == ModelType::Reads::Sparse)
+    v.error("staleness.mode", "\"per_layer\" reads each layer of a version; model '" + model_type +
+                                  "' reads only the rows its minibatch names: use fixed, uniform or geometric");
   out["staleness"] = st;
   out["real"] = settings_section("real").bind(u.value("real", json::object()), "real", v, s);
 
@@ -289,6 +294,14 @@ json resolve_run(const json& u, Validator& v, RunSettings& s) {
     v.error("cluster.network.compression.type",
             "compression is for dense models: model '" + model_type + "' already sends only the rows it touches (use \"none\")");
   check_placement(out.value("engine", json::object()), cluster, v);
+  if (const json& net = cluster.value("network", json::object());
+      net.is_object() && net.value("compression", json::object()).is_object() &&
+      net.value("compression", json::object()).value("type", json()) == "powersgd" && out.contains("engine") &&
+      out["engine"].is_object() && out["engine"].contains("type") && out["engine"]["type"].is_string())
+    if (const EngineType* type = find_engine_type(out["engine"]["type"]); type && !type->all_reduces)
+      v.error("cluster.network.compression.type",
+              "\"powersgd\" compresses the gradients of an all-reduce (P and Q are summed across the workers): "
+              "engine " + type->name + " has none; use sync or sync_backup with comm \"allreduce\" or \"hierarchical\"");
 
   if (train.contains("global_batch") && train["global_batch"].is_number_integer() && train["global_batch"].get<int64_t>() > 0 &&
       cluster.contains("workers") && cluster["workers"].is_number_integer()) {

@@ -234,9 +234,25 @@ json summary_json(const RunSpec& run, const RunOutcome& outcome, const MetricsRo
        {{"to_server", outcome.messages_to_server},
         {"to_workers", outcome.messages_to_workers},
         {"bytes_to_server", outcome.bytes_to_server},
-        {"bytes_to_workers", outcome.bytes_to_workers}}},
+        {"bytes_to_workers", outcome.bytes_to_workers},
+        {"peak_sync_bytes", outcome.peak_sync_bytes},
+        {"mean_bandwidth", mean_bandwidth(outcome)}}},
+      {"compute_utilisation", compute_utilisation(outcome)},
       {"wall_seconds", wall_seconds},
   };
+}
+
+double compute_utilisation(const RunOutcome& outcome) {
+  if (outcome.time <= 0 || outcome.workers.empty()) return 0.0;
+  double compute = 0;
+  for (const WorkerStats& w : outcome.workers) compute += sim_to_seconds(w.compute);
+  return compute / (double(outcome.workers.size()) * sim_to_seconds(outcome.time));
+}
+
+double mean_bandwidth(const RunOutcome& outcome) {
+  if (outcome.time <= 0 || outcome.workers.empty()) return 0.0;
+  return (outcome.bytes_to_server + outcome.bytes_to_workers) /
+         (double(outcome.workers.size()) * sim_to_seconds(outcome.time));
 }
 
 json ended_summary_json(const RunSpec& run, const std::string& status, const std::string& why) {

@@ -57,6 +57,12 @@ void write_run_results(const std::string& dir, const Recorder& recorder, const R
 
 // A run's summary.json: status, note, what it is, final metrics (`last` is its last
 // metrics row), counts, staleness, iteration time (sync family) and wall seconds.
+// The workers' compute time over the run's, averaged over the workers (summary.json
+// compute_utilisation): 1 when no worker ever waits or communicates outside its compute.
+double compute_utilisation(const RunOutcome& outcome);
+// Bytes sent to and from the workers (every message and collective piece), per worker and
+// second of the run (summary.json messages.mean_bandwidth).
+double mean_bandwidth(const RunOutcome& outcome);
 json summary_json(const RunSpec& run, const RunOutcome& outcome, const MetricsRow& last, const json& engine_config,
                   const std::string& note, double wall_seconds);
 

@@ -33,6 +33,8 @@ struct AddBiasActivate {
 
 struct Affine {
   size_t K = 0, N = 0, w_off = 0, b_off = 0;
+  // W as a matrix of N outputs by K inputs, stored transposed (K, N), then b (ParamBlock).
+  std::vector<ParamBlock> blocks() const { return {ParamBlock{w_off, N, K, true}, ParamBlock{b_off, N, 1, false}}; }
   // io.table sections: 0 A, 1 W, 2 Z, 3 dZ, 4 dW, 5 dA.
   enum { kA, kW, kZ, kDZ, kDW, kDA };
 

@@ -81,6 +81,7 @@ class Conv2d final : public Layer {
            out_.text();
   }
   size_t num_params() const override { return affine().K * affine().N + affine().N; }
+  std::vector<ParamBlock> param_blocks() const override { return affine().blocks(); }
   void init_params(uint64_t seed, uint32_t stream, double gain, float* w) const override {
     init_affine(seed, stream, gain, affine().K, affine().N, w);
   }

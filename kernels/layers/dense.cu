@@ -23,6 +23,7 @@ class Dense final : public Layer {
   }
   std::string kind() const override { return "dense"; }
   size_t num_params() const override { return affine().K * affine().N + affine().N; }
+  std::vector<ParamBlock> param_blocks() const override { return affine().blocks(); }
   void init_params(uint64_t seed, uint32_t stream, double gain, float* w) const override {
     init_affine(seed, stream, gain, affine().K, affine().N, w);
   }

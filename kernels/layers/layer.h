@@ -112,6 +112,9 @@ class Layer {
   const Shape& in_shape() const { return in_; }
   const Shape& out_shape() const { return out_; }
   virtual size_t num_params() const { return 0; }
+  // Its parameter tensors (kernels/model.h ParamBlock), offsets from param_offset(); by
+  // default one vector of num_params() (none without parameters).
+  virtual std::vector<ParamBlock> param_blocks() const;
   // Where this layer's parameters start in the model's vector (set by LayerStack).
   size_t param_offset() const { return offset_; }
   void set_param_offset(size_t offset) { offset_ = offset; }

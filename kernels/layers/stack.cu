@@ -16,6 +16,18 @@ void PointerTables::stage() { staged_ = ctx_->stage_pointers(host_->data(), host
 
 std::string Layer::describe() const { return kind() + ": " + in_.text() + " -> " + out_.text(); }
 
+std::vector<ParamBlock> Layer::param_blocks() const {
+  if (num_params() == 0) return {};
+  return {ParamBlock{offset_, num_params(), 1, false}};
+}
+
+std::vector<ParamBlock> LayerStack::param_blocks() const {
+  std::vector<ParamBlock> out;
+  for (const auto& l : layers_)
+    for (const ParamBlock& b : l->param_blocks()) out.push_back(b);
+  return out;
+}
+
 LayerStack::LayerStack(std::vector<std::unique_ptr<Layer>> layers) : layers_(std::move(layers)) {
   if (layers_.empty()) throw std::invalid_argument("a layer stack needs at least one layer");
   for (size_t l = 0; l < layers_.size(); ++l) {

@@ -23,6 +23,8 @@ class LayerStack {
   Shape in_shape() const { return layers_.front()->in_shape(); }
   Shape out_shape() const { return layers_.back()->out_shape(); }
   size_t num_params() const { return num_params_; }
+  // Every layer's parameter tensors, in order (Layer::param_blocks).
+  std::vector<ParamBlock> param_blocks() const;
   // Parameterised layer j (in order) draws from Rng (seed, Init, j, 0) with gain 2 when a
   // ReLU follows it (views skipped), else 1. w: host, resized to num_params().
   void init_params(uint64_t seed, std::vector<float>& w) const;

@@ -41,6 +41,7 @@ class Sequential final : public BatchModel {
 
   std::string name() const override { return name_; }
   size_t num_params() const override { return stack_.num_params(); }
+  std::vector<ParamBlock> param_blocks() const override { return stack_.param_blocks(); }
   bool is_classifier() const override { return loss_.is_classifier(); }
   void init_params(uint64_t seed, std::vector<float>& w) const override { stack_.init_params(seed, w); }
   double flops_per_sample() const override { return stack_.flops_per_sample(); }

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "engines/powersgd.h"
 #include "experiments/run/build_info.h"
 #include "experiments/config/experiment_file.h"
 #include "experiments/run/run_parts.h"
@@ -411,4 +412,52 @@ PYBIND11_MODULE(_core, m) {
       py::arg("out"), py::arg("threads"), py::arg("jobs"), py::arg("rerun"), py::arg("supersede"),
       py::arg("recalibrate"), py::arg("quiet"), py::arg("trace"),
       py::arg("wait"), py::arg("command_line"), py::arg("make_bridge"));
+
+  // The simulator's PowerSGD all-reduce (engines/powersgd.h) on given gradients, so that
+  // it can be checked against torch's powerSGD_hook (tests/python/test_powersgd.py).
+  py::class_<PowerSgd>(m, "PowerSgd",
+                       "the PowerSGD all-reduce of sync's collectives (engines/powersgd.h), on arrays: blocks are "
+                       "(offset, rows, cols) row-major matrices covering n values")
+      .def(py::init([](const std::vector<std::tuple<size_t, size_t, size_t>>& blocks, size_t n, int rank,
+                       double min_compression_rate, double epsilon, bool error_feedback, bool warm_start, int workers) {
+             std::vector<ParamBlock> b;
+             for (const auto& [offset, rows, cols] : blocks) b.push_back(ParamBlock{offset, rows, cols, false});
+             CompressionSpec c;
+             c.type = CompressionSpec::Type::PowerSgd;
+             c.rank = rank;
+             c.min_compression_rate = min_compression_rate;
+             c.orthogonalization_epsilon = epsilon;
+             c.error_feedback = error_feedback;
+             c.warm_start = warm_start;
+             return translated([&] { return std::make_unique<PowerSgd>(b, n, c, workers); });
+           }),
+           py::arg("blocks"), py::arg("n"), py::arg("rank"), py::arg("min_compression_rate"), py::arg("epsilon"),
+           py::arg("error_feedback"), py::arg("warm_start"), py::arg("workers"))
+      .def("matrices",
+           [](const PowerSgd& p) {
+             py::list out;
+             for (size_t c = 0; c < p.matrices().size(); ++c)
+               out.append(py::make_tuple(p.matrices()[c].offset, p.matrices()[c].rows, p.matrices()[c].cols, p.rank_of(c)));
+             return out;
+           },
+           "the compressed matrices: (offset, rows, cols, rank) each")
+      .def("set_q",
+           [](PowerSgd& p, size_t c, py::array_t<float, py::array::c_style | py::array::forcecast> q) {
+             translated([&] { p.set_q(c, std::vector<float>(q.data(), q.data() + q.size())); });
+           },
+           "the first Q of compressed matrix c (cols x rank, row-major)")
+      .def("reduce",
+           [](PowerSgd& p, const std::vector<py::array_t<float, py::array::c_style | py::array::forcecast>>& grads) {
+             static ExecContext ctx;
+             std::vector<const float*> inputs;
+             std::vector<int> workers;
+             for (size_t i = 0; i < grads.size(); ++i) {
+               inputs.push_back(grads[i].data());
+               workers.push_back(int(i));
+             }
+             py::array_t<float> out(grads.empty() ? 0 : grads[0].size());
+             translated([&] { p.reduce(ctx, inputs, workers, out.mutable_data()); });
+             return out;
+           },
+           "one all-reduce of the workers' gradients (worker i: grads[i]): what every worker ends with");
 }

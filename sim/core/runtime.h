@@ -78,6 +78,12 @@ struct Step {
   // compressed as cluster.network.compression says. False: full-size messages.
   bool gradient = false;
   DeferredStep before;           // own only: applied to own.data() first (see DeferredStep)
+  // A time allowance for the compute (MindFlayer SGD's t_i): a step whose drawn compute
+  // time exceeds it is abandoned when the allowance runs out. It then computes nothing and
+  // pushes nothing, its time (pull and allowance) counts as the worker's wasted_time and
+  // `cancelled`, and the engine gets it back (GradientJob::timed_out) at that moment, on
+  // the worker. kNever: no allowance. Simulated only (the MPI runtime refuses it).
+  SimTime time_budget = kNever;
 };
 
 // The synchronous family's collectives (Runtime::collective), over the topology, in the
@@ -126,6 +132,7 @@ struct GradientJob {
   bool accounted = false;       // its time is in the worker's compute/comm counters
   bool push_counted = false;    // its push is in the run's message counters
   bool cancelled = false;       // abandoned by Runtime::cancel: never delivered, not lost
+  bool timed_out = false;       // ran out of its Step::time_budget: no gradient, delivered at the cut
   DeferredStep before;          // applied to `read` before computing (see DeferredStep)
   WorkerPool::Ticket ticket;
 };
@@ -209,9 +216,17 @@ class Runtime {
   virtual void updated() = 0;
   // engine.on_timer(e) at time `at` with e.worker, e.payload.
   virtual void schedule_timer(SimTime at, int worker, uint64_t payload) = 0;
-  // Starts collective `kind` among `members` (worker indices, ascending) now: returns when
-  // it ends. The members' time until then is communication.
-  virtual SimTime collective(Collective kind, const std::vector<int>& members) = 0;
+  // Starts collective `kind` among `members` (worker indices, ascending) at `at` (>= now):
+  // returns when it ends. `bytes`: what each member contributes (a compressed all-reduce's
+  // P or Q, a fragment), < 0 for the parameter-sized message. The members' time from `at`
+  // to the end is communication, unless `overlapped` (they compute meanwhile: Streaming
+  // DiLoCo; a member that then waits for it waits). Several in a row: each starts at the
+  // last one's end.
+  virtual SimTime collective(Collective kind, const std::vector<int>& members, double bytes, SimTime at,
+                             bool overlapped) = 0;
+  SimTime collective(Collective kind, const std::vector<int>& members) {
+    return collective(kind, members, -1.0, now(), false);
+  }
   virtual const Topology& topology() const = 0;
   virtual bool stopping() const = 0;
   virtual bool worker_alive(int w) const = 0;

@@ -86,6 +86,10 @@ Simulation::Simulation(const RunSettings& settings, const Model& model, const De
   topology_ = make_topology(settings_.topology, settings_.network, settings_.workers);
   message_bytes_ = message_bytes(settings_.network, model_.num_params());
   layout_ = model_.row_layout();
+  if (settings_.staleness == StalenessMode::PerLayer) {
+    layers_ = param_layers(model_.param_blocks());
+    if (settings_.staleness_layers.empty()) throw std::invalid_argument("staleness per_layer: no lags");
+  }
   if (layout_.rows > 0 && settings_.compression.type != CompressionSpec::Type::None)
     throw std::invalid_argument("compression is for dense models; model " + model_.name() + " sends sparse rows");
   // a bad top-k ratio throws here, not at the first push
@@ -139,18 +143,23 @@ size_t Simulation::history_needed() const {
     case StalenessMode::Emergent: return 0;
     case StalenessMode::Fixed:
     case StalenessMode::Uniform:
-    case StalenessMode::Geometric: return settings_.staleness_tau;
+    case StalenessMode::Geometric:
+    case StalenessMode::PerLayer: return settings_.staleness_tau;
   }
   return 0;
 }
 
+bool Simulation::staleness_window_open() const {
+  const double ep = epoch();
+  return ep >= settings_.staleness_from_epoch &&
+         (settings_.staleness_until_epoch <= 0 || ep < settings_.staleness_until_epoch);
+}
+
 Snapshot Simulation::read_for(int worker, uint32_t step, const ParameterStore& store) {
   uint64_t lag = 0;
-  const double ep = epoch();
-  const bool in_window = ep >= settings_.staleness_from_epoch &&
-                         (settings_.staleness_until_epoch <= 0 || ep < settings_.staleness_until_epoch);
-  switch (in_window ? settings_.staleness : StalenessMode::Emergent) {
-    case StalenessMode::Emergent: break;
+  switch (staleness_window_open() ? settings_.staleness : StalenessMode::Emergent) {
+    case StalenessMode::Emergent:
+    case StalenessMode::PerLayer: break;  // (read_params composes the layers' versions)
     case StalenessMode::Fixed: lag = settings_.staleness_tau; break;
     case StalenessMode::Uniform: {
       Rng rng(settings_.seed, RngPurpose::Staleness, uint32_t(worker), step);
@@ -171,6 +180,10 @@ Snapshot Simulation::read_for(int worker, uint32_t step, const ParameterStore& s
 }
 
 void Simulation::read_params(GradientJob& job, const ParameterStore& store) {
+  if (settings_.staleness == StalenessMode::PerLayer && staleness_window_open() && !job.read_rows) {
+    read_layers(job, store);
+    return;
+  }
   Snapshot version = read_for(job.worker, job.step, store);
   job.read_version = version.version;
   if (!job.read_rows) {
@@ -186,6 +199,24 @@ void Simulation::read_params(GradientJob& job, const ParameterStore& store) {
   ops::copy(exec_, job.pulled.data() + table, version.data() + table, n - table);
   // Not owned: the job outlives its reads (recycle() lets go of them first).
   job.read = Snapshot{std::shared_ptr<const Params>(std::shared_ptr<const Params>(), &job.pulled), version.version};
+}
+
+// staleness.mode per_layer (PipeDream's per-stage delays): layer l of the version
+// tau[l] updates older than the current one (or the oldest kept), into the job's own copy.
+// Its read version, and so its staleness, is the oldest it read from.
+void Simulation::read_layers(GradientJob& job, const ParameterStore& store) {
+  const size_t n = model_.num_params();
+  if (job.pulled.size() != n) job.pulled.resize_discard(n);
+  const std::vector<uint32_t>& lags = settings_.staleness_layers;
+  uint64_t oldest = store.version();
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const Snapshot v = store.lagged(lags[std::min(l, lags.size() - 1)]);
+    ops::copy(exec_, job.pulled.data() + layers_[l].begin, v.data() + layers_[l].begin, layers_[l].len);
+    oldest = std::min(oldest, v.version);
+  }
+  job.read_version = oldest;
+  // Not owned: the job outlives its reads (recycle() lets go of them first).
+  job.read = Snapshot{std::shared_ptr<const Params>(std::shared_ptr<const Params>(), &job.pulled), oldest};
 }
 
 void Simulation::launch(const Step& st) {
@@ -213,6 +244,7 @@ void Simulation::launch(const Step& st) {
   job->accounted = false;
   job->push_counted = false;
   job->cancelled = false;
+  job->timed_out = false;
   job->before = st.before;
   // Message sizes (docs/architecture.md, Message sizes): a sparse model's gradient step
   // moves only the rows its minibatch reads and touches, a dense one's push may be
@@ -246,10 +278,16 @@ void Simulation::launch(const Step& st) {
     job->compute_start = t.arrival;
     out_.messages_to_workers++;
     out_.bytes_to_workers += pull_bytes;
+    out_.peak_sync_bytes = std::max(out_.peak_sync_bytes, pull_bytes);
   }
   job->pull_bytes = pull_bytes;
-  job->compute_done =
-      add_time(job->compute_start, compute_.duration(uint32_t(worker), job->step, st.m, job->compute_start));
+  SimTime compute = compute_.duration(uint32_t(worker), job->step, st.m, job->compute_start);
+  if (compute > st.time_budget) {  // cut at its allowance: no gradient, no push
+    compute = st.time_budget;
+    job->timed_out = true;
+    job->pushed = false;
+  }
+  job->compute_done = add_time(job->compute_start, compute);
   job->arrival = kNever;
 
   GradientJob* raw = job.get();
@@ -268,7 +306,7 @@ void Simulation::launch(const Step& st) {
     raw->read = st.own;
     raw->read_version = raw->read.version;
   }
-  submit(raw);
+  if (!raw->timed_out) submit(raw);
   schedule_after_read(*raw, slot);
 }
 
@@ -277,6 +315,7 @@ void Simulation::schedule_after_read(GradientJob& job, size_t slot) {
     job.push_counted = true;
     out_.messages_to_server++;
     out_.bytes_to_server += job.push_bytes;
+    out_.peak_sync_bytes = std::max(out_.peak_sync_bytes, job.push_bytes);
     if (contended_) {  // the push queues behind transfers requested before it: ask when it starts
       queue_.push(job.compute_done, EventKind::ComputeDone, job.worker, slot);
       return;
@@ -322,7 +361,7 @@ void Simulation::handle_pull_served(const Event& e) {
     return;
   }
   read_params(job, *job.source);
-  submit(&job);
+  if (!job.timed_out) submit(&job);
   schedule_after_read(job, slot);
 }
 
@@ -430,10 +469,16 @@ void Simulation::handle_compute_done(const Event& e) {
   queue_.push(job.arrival, EventKind::GradientArrival, job.worker, e.payload);
 }
 
-SimTime Simulation::collective(Collective kind, const std::vector<int>& members) {
-  const SimTime start = now();
-  const double bytes = message_bytes_;
-  if (members.empty() || free_network_) return start;
+SimTime Simulation::collective(Collective kind, const std::vector<int>& members, double size, SimTime at,
+                               bool overlapped) {
+  if (at < now()) throw std::logic_error("collective: it cannot start before now");
+  const SimTime start = at;
+  const double bytes = size < 0 ? message_bytes_ : size;
+  if (members.empty()) return start;
+  if (free_network_) {
+    out_.peak_sync_bytes = std::max(out_.peak_sync_bytes, bytes);
+    return start;
+  }
   // the boxes of the members, ascending (members are ascending)
   std::vector<int> boxes;
   for (int w : members) {
@@ -528,6 +573,8 @@ SimTime Simulation::collective(Collective kind, const std::vector<int>& members)
       end = from_hosts(step(start, bytes));
       break;
   }
+  out_.peak_sync_bytes = std::max(out_.peak_sync_bytes, bytes);
+  if (overlapped) return end;  // the members compute meanwhile: not their communication time
   for (int w : members) {
     out_.workers[w].comm += end - start;
     recorder_.add_span(w + 1, "collective", start, end);
@@ -627,6 +674,15 @@ void Simulation::handle_arrival(const Event& e) {
   std::unique_ptr<GradientJob> job = std::move(in_flight_[slot]);
   free_slots_.push_back(slot);
   if (lose_if_stale(job)) return;
+  if (job->timed_out) {  // abandoned at its allowance: no gradient arrives, only the news
+    job->read = Snapshot{};
+    account(*job, now());
+    idle_since_[job->worker] = now();
+    out_.workers[job->worker].cancelled++;
+    out_.workers[job->worker].wasted += now() - job->start;
+    engine_->on_gradient(*this, std::move(job));
+    return;
+  }
   if (job->read_at_arrival) {  // staleness.at = apply: the lag counts back from the version now
     read_params(*job, *job->source);
     submit(job.get());

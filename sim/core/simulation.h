@@ -68,6 +68,7 @@ struct RunOutcome {
   SimTime server_busy = 0;           // virtual time it spent on updates, up to the run's end
   uint64_t messages_to_server = 0, messages_to_workers = 0;
   double bytes_to_server = 0, bytes_to_workers = 0;
+  double peak_sync_bytes = 0;        // the largest payload a worker sent or received at once: a message, or its share of a collective
   std::vector<WorkerStats> workers;
   std::vector<std::vector<uint64_t>> partition_labels;  // (workers, classes) under data.partition; empty: iid
 };
@@ -123,7 +124,9 @@ class Simulation final : public Runtime {
   void updated() override;
   void schedule_timer(SimTime at, int worker, uint64_t payload) override;
   // In the alpha-beta model over the topology: reserves the links.
-  SimTime collective(Collective kind, const std::vector<int>& members) override;
+  using Runtime::collective;
+  SimTime collective(Collective kind, const std::vector<int>& members, double bytes, SimTime at,
+                     bool overlapped) override;
   const Topology& topology() const override { return *topology_; }
   bool stopping() const override { return monitor_.stopping(); }
   bool worker_alive(int w) const override { return alive_[w]; }
@@ -138,6 +141,10 @@ class Simulation final : public Runtime {
   // The parameters worker w's step `step` reads from `store` now: the current version, or
   // an older one under forced staleness.
   Snapshot read_for(int worker, uint32_t step, const ParameterStore& store);
+  // Whether forced staleness applies now (staleness.from_epoch, until_epoch).
+  bool staleness_window_open() const;
+  // staleness.mode per_layer: each layer from its own version, into job.pulled.
+  void read_layers(GradientJob& job, const ParameterStore& store);
   // Reads the job's parameters from `store` (read_for), into job.read: the version itself,
   // or, for read_rows, the job's copy of its rows of it.
   void read_params(GradientJob& job, const ParameterStore& store);
@@ -196,6 +203,7 @@ class Simulation final : public Runtime {
   std::unique_ptr<Topology> topology_;
   double message_bytes_ = 0;          // one parameter-sized message
   RowLayout layout_;                  // model_.row_layout(): rows > 0 for a sparse model
+  std::vector<ParamRange> layers_;    // staleness per_layer: the model's layers
   std::vector<DeviceArray<float>> residual_;  // per worker: error feedback of compression
   void compress(GradientJob& job);
   bool contended_ = false;            // topology_->contended()

@@ -13,13 +13,14 @@ struct CompressionWord {
   CompressionSpec::Type type;
 };
 constexpr CompressionWord kCompressionWords[] = {
-    {"none", CompressionSpec::Type::None}, {"topk", CompressionSpec::Type::TopK}, {"int8", CompressionSpec::Type::Int8}};
+    {"none", CompressionSpec::Type::None}, {"topk", CompressionSpec::Type::TopK}, {"int8", CompressionSpec::Type::Int8},
+    {"powersgd", CompressionSpec::Type::PowerSgd}};
 }  // namespace
 
 CompressionSpec::Type compression_type(const std::string& name) {
   for (const auto& w : kCompressionWords)
     if (name == w.word) return w.type;
-  throw std::invalid_argument("compression type '" + name + "' (allowed: none, topk, int8)");
+  throw std::invalid_argument("compression type '" + name + "' (allowed: none, topk, int8, powersgd)");
 }
 
 const char* compression_type_name(CompressionSpec::Type type) {
@@ -52,6 +53,7 @@ double compressed_message_bytes(const NetworkSpec& spec, size_t values, const Co
     case CompressionSpec::Type::TopK:
       return scaled_message_bytes(spec, values, double(topk_count(c.ratio, values)) * (kIndexBytes + spec.bytes_per_value));
     case CompressionSpec::Type::Int8: return scaled_message_bytes(spec, values, double(values) + 4.0);
+    case CompressionSpec::Type::PowerSgd: return message_bytes(spec, values);  // (its all-reduces: engines/powersgd.h)
   }
   return message_bytes(spec, values);
 }
@@ -64,7 +66,7 @@ StepMessageBytes step_message_bytes(const NetworkSpec& spec, size_t values, size
   if (table_rows > 0) {
     b.push = row_message_bytes(spec, values, touched, width, values - table_rows * width);
     if (sparse_pull) b.pull = b.push;
-  } else if (c.type != CompressionSpec::Type::None) {
+  } else if (c.compresses_pushes()) {
     b.push = compressed_message_bytes(spec, values, c);
     b.compressed = true;
   }

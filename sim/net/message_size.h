@@ -14,13 +14,20 @@ namespace asgd {
 // An index on the wire: a row of a table, or a position in a top-k gradient.
 inline constexpr int kIndexBytes = 4;
 
-// How pushed gradients are compressed (cluster.network.compression). Dense models only.
+// How gradients are compressed (cluster.network.compression). Dense models only. top-k
+// and int8 compress each pushed gradient; PowerSGD compresses an all-reduce's (sync's
+// collectives: engines/powersgd.h), and no push.
 struct CompressionSpec {
-  enum class Type { None, TopK, Int8 } type = Type::None;
+  enum class Type { None, TopK, Int8, PowerSgd } type = Type::None;
   double ratio = 0.01;          // top-k: the fraction of values kept
   bool error_feedback = false;  // keep what was not sent in a per-worker residual
+  int rank = 1;                 // PowerSGD: the approximation's rank r
+  double min_compression_rate = 2;        // PowerSGD: compress a matrix only if it shrinks more than this
+  double orthogonalization_epsilon = 0;   // PowerSGD: added to each column's norm
+  bool warm_start = true;       // PowerSGD: start each iteration's power step from the last Q
+  bool compresses_pushes() const { return type == Type::TopK || type == Type::Int8; }
 };
-CompressionSpec::Type compression_type(const std::string& name);  // "none", "topk", "int8"
+CompressionSpec::Type compression_type(const std::string& name);  // "none", "topk", "int8", "powersgd"
 const char* compression_type_name(CompressionSpec::Type type);    // its word, as the config writes it
 
 // Values a top-k push keeps of n: ceil(ratio x n), at least 1 and at most n.

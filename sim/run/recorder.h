@@ -55,8 +55,8 @@ struct RowWindow {
 // the server to apply its update and answer).
 struct WorkerStats {
   uint64_t gradients = 0, applied = 0, dropped = 0, lost = 0;
-  uint64_t cancelled = 0;  // steps abandoned by Runtime::cancel (never delivered)
-  SimTime wasted = 0;      // time of steps whose gradient was never applied: dropped, or cancelled
+  uint64_t cancelled = 0;  // steps abandoned by Runtime::cancel or at their time budget (no gradient)
+  SimTime wasted = 0;      // time of steps whose gradient was never applied: dropped, cancelled, timed out
                            // up to the cancel (a part of compute + comm, not beside it)
   SimTime compute = 0;    // computing gradients (the part of a step cut off by a failure or the end too)
   SimTime comm = 0;       // its messages in transit

@@ -2,6 +2,7 @@
 // type, default, range or choices, doc (what `asgdsim list` and docs/config.md show) and
 // the member it fills. experiments/config/ binds them while validating a run's config.
 #include "sim/run/settings.h"
+#include <algorithm>
 #include <stdexcept>
 
 namespace asgd {
@@ -148,14 +149,29 @@ std::vector<Section<S>> make_sections() {
        "applies the compressed values",
        {field<S>(str("type", "none",
                      "topk: keep the ratio x parameters values of largest magnitude, k x (4 + value bytes) bytes; "
-                     "int8: value / (max|value| / 127) rounded, parameters + 4 bytes",
-                     {"none", "topk", "int8"}),
+                     "int8: value / (max|value| / 127) rounded, parameters + 4 bytes; powersgd: rank-r PowerSGD "
+                     "(Vogels et al. 2019) of an all-reduce (sync, sync_backup with comm allreduce or hierarchical): "
+                     "P and Q all-reduced, r (rows + cols) values per matrix",
+                     {"none", "topk", "int8", "powersgd"}),
                  [](S& s, const json& v) { s.compression.type = compression_type(v.get<std::string>()); }),
         field<S>(num("ratio", 0.01, "topk: fraction of the values sent (k = ceil(ratio x parameters))", 0, true, 1),
                  [](S& s, const json& v) { s.compression.ratio = v.get<double>(); }),
         field<S>(boolean("error_feedback", false,
-                         "keep what a push did not send in a per-worker residual, added to the worker's next gradient"),
-                 [](S& s, const json& v) { s.compression.error_feedback = v.get<bool>(); })}},
+                         "keep what a push (or PowerSGD's all-reduce) did not deliver in a per-worker residual, added "
+                         "to the worker's next gradient (PowerSGD's paper and hook use it)"),
+                 [](S& s, const json& v) { s.compression.error_feedback = v.get<bool>(); }),
+        field<S>(integer("rank", 1, "powersgd: the rank r of each matrix's approximation P Q^T", 1, 1 << 20),
+                 [](S& s, const json& v) { s.compression.rank = v.get<int>(); }),
+        field<S>(num("min_compression_rate", 2.0,
+                     "powersgd: a matrix rows x cols is compressed only if r (rows + cols) x this < rows x cols "
+                     "(torch's powerSGD_hook default 2); the others are all-reduced whole",
+                     1.0),
+                 [](S& s, const json& v) { s.compression.min_compression_rate = v.get<double>(); }),
+        field<S>(num("orthogonalization_epsilon", 0.0, "powersgd: added to each column's norm in Gram-Schmidt", 0.0),
+                 [](S& s, const json& v) { s.compression.orthogonalization_epsilon = v.get<double>(); }),
+        field<S>(boolean("warm_start", true, "powersgd: each iteration's power step starts from the last Q (else a "
+                                             "fresh random Q every iteration)"),
+                 [](S& s, const json& v) { s.compression.warm_start = v.get<bool>(); })}},
       {"cluster.server", "the parameter server (or EASGD center) as a resource: one update at a time, FIFO",
        {field(&S::server_update_seconds,
               seconds("update_seconds", 0.0,
@@ -283,7 +299,8 @@ const std::vector<std::pair<std::string, StalenessMode>>& staleness_mode_words()
   static const std::vector<std::pair<std::string, StalenessMode>> w = {{"emergent", StalenessMode::Emergent},
                                                                        {"fixed", StalenessMode::Fixed},
                                                                        {"uniform", StalenessMode::Uniform},
-                                                                       {"geometric", StalenessMode::Geometric}};
+                                                                       {"geometric", StalenessMode::Geometric},
+                                                                       {"per_layer", StalenessMode::PerLayer}};
   return w;
 }
 
@@ -334,6 +351,17 @@ const Family<RunSettings>& staleness_family() {
                      num("mean", nullptr, "mean lag (at most 1e8: the cap ceil(10 * mean) is stored in 32 bits)", 0,
                          true, 1e8)),
                field(&S::staleness_max, integer("max", 0, "cap on the lag (0 = ceil(10 * mean))"))})},
+        {"per_layer",
+         "pipeline-style staleness (PipeDream): the model's layer l is read from the version tau[l] updates older "
+         "than the current one (the last lag for deeper layers)",
+         with({field<S>(list("tau", ParamType::IntegerList, nullptr,
+                             "the lag of each layer by depth (Model::param_blocks: a weight and its bias), e.g. "
+                             "[3, 2, 1, 0] for 4 pipeline stages",
+                             0),
+                        [](S& s, const json& v) {
+                          s.staleness_layers.clear();
+                          for (const auto& x : v) s.staleness_layers.push_back(x.get<uint32_t>());
+                        })})},
     };
     return f;
   }();
@@ -364,6 +392,8 @@ void finish_settings(RunSettings& s) {
   if (s.lr_scale_by_workers) s.lr.scale = double(s.workers);
   if (s.staleness == StalenessMode::Geometric)
     s.staleness_tau = s.staleness_max > 0 ? s.staleness_max : uint32_t(std::ceil(10.0 * s.staleness_mean));
+  if (s.staleness == StalenessMode::PerLayer)  // the history kept: the largest lag
+    s.staleness_tau = s.staleness_layers.empty() ? 0 : *std::max_element(s.staleness_layers.begin(), s.staleness_layers.end());
   s.network.bytes_per_value = s.precision == Precision::Fp32 ? 4 : 2;
 }
 

@@ -24,7 +24,7 @@ inline constexpr double kMaxRuns = 50000;
 inline constexpr double kMaxWorkers = 1000000;
 
 enum class EvalUnit { Time, Updates, Epochs };
-enum class StalenessMode { Emergent, Fixed, Uniform, Geometric };
+enum class StalenessMode { Emergent, Fixed, Uniform, Geometric, PerLayer };
 enum class Precision { Fp32, Fp16, Bf16 };  // of parameters pulled and gradients pushed
 
 // The update rule wherever parameters are updated (train.optimizer and its keys): on the
@@ -86,7 +86,8 @@ struct RunSettings {
   double divergence_bound = 0;         // train_loss above this (or NaN/Inf): diverged
 
   StalenessMode staleness = StalenessMode::Emergent;
-  uint32_t staleness_tau = 0;          // fixed: T; uniform: upper bound; geometric: cap
+  uint32_t staleness_tau = 0;          // fixed: T; uniform: upper bound; geometric: cap; per_layer: the largest
+  std::vector<uint32_t> staleness_layers;  // per_layer: the lag of layer l (the last for deeper layers)
   double staleness_mean = 0.0;         // geometric mean
   uint32_t staleness_max = 0;          // geometric: the cap as given (0: ceil(10 * mean))
   // Forced staleness applies to gradients read (or, at apply, arriving) while the epoch is

@@ -152,7 +152,10 @@ class RealRuns(unittest.TestCase):
                                   {"type": "easgd"}, {"type": "easgd", "mode": "sync", "name": "easgd_sync"}, {"type": "ssp", "bound": 2},
                                   {"type": "local_sgd", "steps": 4}, {"type": "diloco", "steps": 4},
                                   {"type": "k_batch_sync", "k": 6, "late": "drop"},
-                                  {"type": "k_async", "k": 3, "batch": True, "staleness_weight": "inverse_sqrt"}])
+                                  {"type": "k_async", "k": 3, "batch": True, "staleness_weight": "inverse_sqrt"},
+                                  {"type": "ringmaster", "delay_threshold": 3},
+                                  {"type": "async_local_sgd", "steps": 4, "nesterov_period": 4,
+                                   "dynamic_local_updates": True}])
         cls.cfg = write_config(cls.tmp, cfg)
         cls.out = os.path.join(cls.tmp, "out")
         cls.real = run(["cluster", cls.cfg, "--out", cls.out], mpi=["-np", "5"])
@@ -185,7 +188,7 @@ class RealRuns(unittest.TestCase):
         self.assertEqual(self.real.returncode, 0, self.real.stderr)
         self.assertEqual(self.sim.returncode, 0, self.sim.stderr)
         index = read_csv(os.path.join(self.out, "real-cluster", "index.csv"))
-        self.assertEqual([r["status"] for r in index], ["completed"] * 10)
+        self.assertEqual([r["status"] for r in index], ["completed"] * 12)
         for r in index:
             folder = os.path.join(self.out, "real-cluster", r["run_id"])
             sim_folder = os.path.join(self.out, "real", r["run_id"])
@@ -232,7 +235,8 @@ class RealRuns(unittest.TestCase):
     def test_the_other_engines_train_to_the_simulated_accuracy(self):
         # their arrival order is the OS's, so they agree within a tolerance
         for rid in ("sync_backup-seed3", "easgd-seed3", "easgd_sync-seed3", "ssp-seed3", "local_sgd-seed3",
-                    "diloco-seed3", "k_batch_sync-seed3", "k_async-seed3"):
+                    "diloco-seed3", "k_batch_sync-seed3", "k_async-seed3", "ringmaster-seed3",
+                    "async_local_sgd-seed3"):
             sim, real = self.summaries(rid)
             self.assertEqual(real["status"], "completed", rid)
             self.assertAlmostEqual(real["final"]["test_accuracy"], sim["final"]["test_accuracy"], delta=0.04, msg=rid)
@@ -240,6 +244,8 @@ class RealRuns(unittest.TestCase):
         self.assertEqual(real["staleness"]["mean"], 0)
         sim, real = self.summaries("ssp-seed3")  # no worker runs more than `bound` clocks ahead
         self.assertLessEqual(real["staleness"]["max"], sim["staleness"]["max"] + 4)
+        sim, real = self.summaries("ringmaster-seed3")  # a delay of R = 3 or more is never applied
+        self.assertLess(real["staleness"]["max"], 3)
 
 
 @unittest.skipUnless(ASGDSIM and os.path.isdir(FASHION), "needs ASGDSIM and Fashion-MNIST")
@@ -439,12 +445,19 @@ class ClusterRefusals(unittest.TestCase):
 
     def test_cancellation_is_refused_naming_late(self):
         # a rank computing cannot be interrupted: late "cancel" is simulated only
-        for engine in ({"type": "sync_backup", "late": "cancel"}, {"type": "k_batch_sync", "k": 2}):
+        for engine in ({"type": "sync_backup", "late": "cancel"}, {"type": "k_batch_sync", "k": 2},
+                       {"type": "ringmaster", "late": "cancel"}):
             cfg = dict(SWEEP, name="cancel", engines=[engine], cluster={"workers": 2})
             cfg.pop("sweep")
             p = run(["cluster", write_config(self.tmp, cfg), "--out", os.path.join(self.tmp, "o")], mpi=["-np", "3"])
             self.assertEqual(p.returncode, 2, p.stderr)
             self.assertIn("engine.late: \"cancel\"", p.stderr)
+        # nor cut one off at a time allowance (MindFlayer)
+        cfg = dict(SWEEP, name="allowance", engines=[{"type": "mindflayer", "budget": 0.01}], cluster={"workers": 2})
+        cfg.pop("sweep")
+        p = run(["cluster", write_config(self.tmp, cfg), "--out", os.path.join(self.tmp, "o")], mpi=["-np", "3"])
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("engine.budget: mindflayer cuts an attempt off", p.stderr)
 
     def test_a_server_that_cannot_start_the_runs_lets_the_workers_go_at_once(self):
         # the experiment folder cannot be made: the workers, waiting for their first run,
@@ -470,6 +483,11 @@ class ClusterRefusals(unittest.TestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("cluster.topology.type: \"boxes\": its links are simulated only", p.stderr)
         self.assertIn("engine.comm: \"allreduce\"", p.stderr)
+        cfg = dict(SWEEP, name="streaming", engines=[{"type": "streaming_diloco", "steps": 4}], cluster={"workers": 2})
+        cfg.pop("sweep")
+        p = run(["cluster", write_config(self.tmp, cfg), "--out", os.path.join(self.tmp, "o")], mpi=["-np", "3"])
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("engine.type: \"streaming_diloco\" all-reduces fragments", p.stderr)
 
     def test_runs_of_another_sweep_are_refused_and_supersede_moves_them_aside(self):
         # as for `asgdsim run`: the analysis reads every run folder in the experiment folder,
