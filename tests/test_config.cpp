@@ -1089,3 +1089,89 @@ TEST(DataFamily, DeclaredSizesAreWhatTheLoaderMakes) {
   EXPECT_THROW(load_data_split({{"type", "none"}, {"samples", 10}}, DataLoadContext{}), std::logic_error);
   EXPECT_THROW(load_data_split({{"type", "no_such_set"}}, DataLoadContext{}), std::logic_error);
 }
+
+// ---- an engine's own training keys (engines[i].train overrides train.* for that engine) ----
+
+namespace {
+
+// The issues of a config that must not validate, as "path: message" lines.
+std::string config_issues(const json& c) {
+  try {
+    resolve_experiment(c, "t", ".");
+  } catch (const ConfigError& e) {
+    std::string out;
+    for (const auto& i : e.issues()) out += i.path + ": " + i.message + "\n";
+    return out;
+  }
+  ADD_FAILURE() << "the config validated: " << c.dump();
+  return "";
+}
+
+}  // namespace
+
+TEST(EngineTrain, OverridesReachOnlyThatEnginesRunsAndShowInConfigJson) {
+  json c = tiny();
+  c["train"]["momentum"] = 0.9;
+  c["engines"] = json::array({json{{"type", "async"}, {"train", {{"lr", 0.01}, {"momentum", 0.5}}}},
+                              json{{"type", "sync"}},
+                              json{{"type", "sync"}, {"name", "sync_adam"},
+                                   {"train", {{"optimizer", "adam"}, {"momentum", 0}, {"beta1", 0.8}}}}});
+  const Experiment e = resolve_experiment(c, "t", ".");
+  ASSERT_EQ(e.runs.size(), 3u);
+  const RunSpec &a = e.runs[0], &s = e.runs[1], &adam = e.runs[2];
+  EXPECT_DOUBLE_EQ(a.settings.lr.lr, 0.01);
+  EXPECT_DOUBLE_EQ(a.settings.optimizer.momentum, 0.5);
+  EXPECT_EQ(a.config["train"]["lr"], 0.01);  // config.json's train is what the run used
+  EXPECT_EQ(a.config["engine"]["train"], json({{"lr", 0.01}, {"momentum", 0.5}}));  // and says what the engine changed
+  EXPECT_DOUBLE_EQ(s.settings.lr.lr, 0.1);
+  EXPECT_DOUBLE_EQ(s.settings.optimizer.momentum, 0.9);
+  EXPECT_FALSE(s.config["engine"].contains("train"));  // an engine without overrides: config.json as before
+  EXPECT_EQ(adam.settings.optimizer.kind, OptimizerKind::Adam);
+  EXPECT_DOUBLE_EQ(adam.settings.optimizer.beta1, 0.8);
+  EXPECT_DOUBLE_EQ(adam.settings.lr.lr, 0.1);
+  EXPECT_EQ(e.resolved["engines"][0]["train"], a.config["engine"]["train"]);  // experiment.json too
+  // an lr_schedule of another type replaces train's; null removes a key (back to its default)
+  c["train"]["lr_schedule"] = {{"type", "step"}, {"milestones", {1}}, {"gamma", 0.5}};
+  c["engines"] = json::array({json{{"type", "async"}, {"train", {{"lr_schedule", {{"type", "cosine"}, {"total_epochs", 2}}}, {"momentum", nullptr}}}}});
+  const RunSpec r = resolve_experiment(c, "t", ".").runs[0];
+  EXPECT_EQ(r.config["train"]["lr_schedule"]["type"], "cosine");
+  EXPECT_FALSE(r.config["train"]["lr_schedule"].contains("gamma"));
+  EXPECT_DOUBLE_EQ(r.settings.optimizer.momentum, 0.0);
+}
+
+TEST(EngineTrain, ErrorsNameTheEnginesJsonPath) {
+  json c = tiny();
+  c["train"]["momentum"] = 0.9;
+  c["engines"] = json::array({json{{"type", "async"}, {"train", 5}},
+                              json{{"type", "sync"}, {"train", {{"lr", -1}, {"lrr", 2}}}},
+                              json{{"type", "sync"}, {"name", "s2"}, {"train", {{"optimizer", "adam"}}}}});
+  const std::string issues = config_issues(c);
+  EXPECT_NE(issues.find("engines[0].train: expected an object of train keys"), std::string::npos) << issues;
+  EXPECT_NE(issues.find("engines[1].train.lr: expected a number > 0"), std::string::npos) << issues;
+  EXPECT_NE(issues.find("engines[1].train.lrr: unknown key (did you mean 'lr'?)"), std::string::npos) << issues;
+  // train's momentum is wrong only with this engine's optimizer: said with the engine named
+  EXPECT_NE(issues.find("train.momentum: train.momentum is sgd's; adam's momentum is train.beta1: set train.momentum "
+                        "to 0 (train with this engine's overrides, engines[2].train)"),
+            std::string::npos)
+      << issues;
+}
+
+TEST(EngineTrain, ASweepReachesEveryEnginesOverridesButNotAKeyAnEngineOverrides) {
+  json c = tiny();
+  c["engines"] = json::array({json{{"type", "async"}, {"train", {{"lr", 0.01}}}}, json{{"type", "sync"}}});
+  c["sweep"] = {{"engine.train.momentum", json::array({0, 0.5})}};
+  const Experiment e = resolve_experiment(c, "t", ".");
+  ASSERT_EQ(e.runs.size(), 4u);  // engine.train.* applies to every engine
+  EXPECT_EQ(e.runs[1].run_id, "async-momentum=0.5-seed1");
+  EXPECT_DOUBLE_EQ(e.runs[1].settings.optimizer.momentum, 0.5);
+  EXPECT_DOUBLE_EQ(e.runs[1].settings.lr.lr, 0.01);  // the engine's own key kept beside the swept one
+  EXPECT_DOUBLE_EQ(e.runs[3].settings.optimizer.momentum, 0.5);
+  EXPECT_DOUBLE_EQ(e.runs[3].settings.lr.lr, 0.1);
+  // a sweep of train.lr would not reach async's runs (its own lr wins): refused, naming both
+  c["sweep"] = {{"train.lr", json::array({0.05, 0.1})}};
+  const std::string issues = config_issues(c);
+  EXPECT_NE(issues.find("engines[0].train.lr: overrides train.lr for this engine, but the sweep sets train.lr"),
+            std::string::npos)
+      << issues;
+  EXPECT_NE(issues.find("sweep engine.train.lr"), std::string::npos) << issues;
+}
