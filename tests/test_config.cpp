@@ -1175,3 +1175,40 @@ TEST(EngineTrain, ASweepReachesEveryEnginesOverridesButNotAKeyAnEngineOverrides)
       << issues;
   EXPECT_NE(issues.find("sweep engine.train.lr"), std::string::npos) << issues;
 }
+
+// ---- stop at a target: the first evaluation that reaches it ends the run, completed ----
+
+TEST(StopAtTarget, TheFirstEvaluationThatReachesItEndsTheRun) {
+  json c = tiny();
+  c["data"]["train_samples"] = 512;
+  c["stop"] = {{"epochs", 20}};
+  c["eval"] = {{"every", 0.5}, {"unit", "epochs"}};
+  const Metrics whole = read_metrics(run_one(c, "target_off") + "/metrics.csv");
+  const std::vector<double> acc = whole.column("test_accuracy"), loss = whole.column("train_loss");
+  ASSERT_GT(acc.size(), 10u);
+  // targets the uninterrupted run reaches part-way: its first row at or past each
+  for (const auto& [key, value] : {std::pair<std::string, double>{"target_accuracy", acc[acc.size() / 2]},
+                                   // metrics.csv's 10 digits: the run's own loss may lie a hair above
+                                   {"target_loss", loss[loss.size() / 2] * (1 + 1e-9)}}) {
+    const std::vector<double>& col = key == "target_accuracy" ? acc : loss;
+    size_t first = 0;
+    while (key == "target_accuracy" ? col[first] < value : col[first] > value) ++first;
+    json t = c;
+    t["stop"][key] = value;
+    const std::string dir = run_one(t, "target_on");
+    const Metrics stopped = read_metrics(dir + "/metrics.csv");
+    ASSERT_EQ(stopped.rows.size(), first + 1) << key;  // the same rows up to the crossing, then none
+    EXPECT_EQ(stopped.rows.back(), whole.rows[first]) << key;
+    const json s = summary_at(dir);
+    EXPECT_EQ(s["status"], "completed");
+    EXPECT_EQ(s["note"].get<std::string>().rfind("reached stop." + key + " (", 0), 0u) << s["note"];
+  }
+  // a regression has no accuracy to reach; a target alone is no budget
+  json r = tiny();
+  r["model"] = {{"type", "linear"}};
+  r["data"] = {{"type", "synthetic"}, {"task", "regression"}};
+  r["stop"]["target_accuracy"] = 0.5;
+  EXPECT_NE(config_issues(r).find("stop.target_accuracy: model 'linear' is a regression"), std::string::npos);
+  c["stop"] = {{"epochs", 0}, {"target_loss", 0.1}};
+  EXPECT_NE(config_issues(c).find("a target alone may never be reached"), std::string::npos);
+}

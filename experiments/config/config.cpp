@@ -310,7 +310,13 @@ json resolve_run(const json& u, Validator& v, RunSettings& s) {
     bool any_limit = false;
     for (const char* k : {"time", "updates", "gradients", "epochs"})
       if (stop.contains(k) && stop[k].is_number() && stop[k].get<double>() > 0) any_limit = true;
-    if (!any_limit) v.error("stop", "give at least one limit > 0: time, updates, gradients or epochs");
+    if (!any_limit)
+      v.error("stop", "give at least one limit > 0: time, updates, gradients or epochs (a target alone may never be "
+                      "reached)");
+    if (stop.contains("target_accuracy") && stop["target_accuracy"].is_number() &&
+        stop["target_accuracy"].get<double>() > 0 && model_kind && model_kind->task == ModelType::Task::Regression)
+      v.error("stop.target_accuracy", "model '" + model_type + "' is a regression: it has no test accuracy (use "
+                                      "stop.target_loss)");
   }
   out["stop"] = stop;
   out["eval"] = settings_section("eval").bind(u.value("eval", json::object()), "eval", v, s);
