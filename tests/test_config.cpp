@@ -1212,3 +1212,45 @@ TEST(StopAtTarget, TheFirstEvaluationThatReachesItEndsTheRun) {
   c["stop"] = {{"epochs", 0}, {"target_loss", 0.1}};
   EXPECT_NE(config_issues(c).find("a target alone may never be reached"), std::string::npos);
 }
+
+// ---- warnings where a result would mislead ----
+
+TEST(Warnings, EnginesThatSendDifferentlyOverAFreeNetwork) {
+  json c = tiny();
+  c["engines"] = json::array({json{{"type", "async"}}, json{{"type", "local_sgd"}, {"steps", 4}}});
+  Experiment e = resolve_experiment(c, "t", ".");
+  ASSERT_EQ(e.warnings.size(), 1u);
+  EXPECT_NE(e.warnings[0].find("the network is free (cluster.network latency 0, bandwidth unlimited) while the engines "
+                               "differ in the messages they send per gradient (async 2, local_sgd 0.5)"),
+            std::string::npos)
+      << e.warnings[0];
+  EXPECT_EQ(e.runs[0].notes, std::vector<std::string>{"the network is free: engines that send async 2, local_sgd 0.5 "
+                                                      "messages per gradient cost the same here"});
+  c["cluster"]["network"] = {{"latency", 1e-4}};  // a network that costs: no warning
+  EXPECT_TRUE(resolve_experiment(c, "t", ".").warnings.empty());
+  c["cluster"].erase("network");
+  c["engines"] = json::array({json{{"type", "async"}}, json{{"type", "sync"}}});  // both 2 a gradient
+  EXPECT_TRUE(resolve_experiment(c, "t", ".").warnings.empty());
+}
+
+TEST(Warnings, ARoundLongerThanTheStopBudgetIsNamedNotCalledUntrained) {
+  json c = tiny();  // 128 samples, batch 8, 2 workers: 16 steps an epoch
+  c["stop"] = {{"epochs", 1}};
+  c["engines"] = json::array({json{{"type", "diloco"}, {"steps", 50}}});
+  const Experiment e = resolve_experiment(c, "t", ".");
+  ASSERT_EQ(e.warnings.size(), 1u);
+  EXPECT_NE(e.warnings[0].find("engine 'diloco': one round (an update of the model of record) takes 100 gradients, "
+                               "more than the about 18 the stop budget allows (stop.epochs 1)"),
+            std::string::npos)
+      << e.warnings[0];
+  const json s = summary_at(run_one(c, "round"));
+  EXPECT_EQ(s["status"], "stalled");  // not a result about the engine, never "completed"
+  EXPECT_EQ(s["updates"], 0);
+  const std::string note = s["note"];
+  EXPECT_NE(note.find("no round of the engine finished within the stop budget (0 updates of the model of record)"),
+            std::string::npos)
+      << note;
+  EXPECT_EQ(note.find("did not train"), std::string::npos) << note;
+  c["stop"] = {{"epochs", 10}};  // rounds that fit: no warning
+  EXPECT_TRUE(resolve_experiment(c, "t", ".").warnings.empty());
+}

@@ -22,6 +22,7 @@
 #include "kernels/model.h"
 #include "experiments/run/resources.h"
 #include "sim/run/atomic_file.h"
+#include "sim/run/recorder.h"  // format_number
 #include "sim/timing/distribution.h"
 #include "sim/core/time.h"
 
@@ -466,6 +467,61 @@ std::string describe_run(const RunSpec& run) {
   std::string out = "engine '" + run.engine + "'";
   for (const auto& [k, val] : run.sweep_values.items()) out += ", " + k + "=" + val.dump();
   return "(" + out + ", seed " + std::to_string(run.seed) + ")";
+}
+
+// The stop budget in words, for a warning: "stop.epochs 2", "stop.time 1 s", ...
+std::string budget_text(const json& stop) {
+  std::string out;
+  for (const char* k : {"time", "updates", "gradients", "epochs"})
+    if (stop.contains(k) && stop[k].is_number() && stop[k].get<double>() > 0)
+      out += (out.empty() ? "" : ", ") + std::string("stop.") + k + " " + brief(stop[k]);
+  return out;
+}
+
+// A round of the engine (the gradients one update of the model of record takes: a sync
+// iteration, local SGD's or DiLoCo's workers x steps, EASGD's period) that the stop budget
+// cannot hold: the run would end with no update, which is no result about the engine.
+// Said once per engine (and budget) in exp.warnings (the run's note says it when it
+// happens: RunMonitor::finish).
+void warn_of_rounds_past_the_budget(Experiment& exp, const RunSpec& run, const Distribution& compute) {
+  const RunScale scale = estimate_run_scale(run.config, run.settings, compute);
+  const EngineCost cost = engine_cost(run.config["engine"], run.settings.workers);
+  if (!(cost.gradients_per_update > 1) || !(scale.gradients < cost.gradients_per_update)) return;
+  const std::string budget = budget_text(run.config["stop"]);
+  const std::string text = "engine '" + run.engine + "': one round (an update of the model of record) takes " +
+                           whole(cost.gradients_per_update) + " gradients, more than the about " +
+                           whole(scale.gradients) + " the stop budget allows (" + budget +
+                           "): no round will finish, so its runs end without training; raise the stop limits or "
+                           "shorten the round";
+  if (std::find(exp.warnings.begin(), exp.warnings.end(), text) == exp.warnings.end()) exp.warnings.push_back(text);
+}
+
+// Engines that differ in what they send per gradient compared over a free network (no
+// latency, unlimited bandwidth, the default star): the difference, which some engines
+// exist to exploit (DiLoCo, local SGD, EASGD), costs nothing. Said once in exp.warnings
+// and in each such run's note.
+void warn_of_free_network(Experiment& exp) {
+  std::map<std::string, double> sends;  // engine label -> messages per gradient, free-network runs
+  std::vector<RunSpec*> free;
+  for (auto& run : exp.runs) {
+    const NetworkSpec& n = run.settings.network;
+    if (n.latency > 0 || n.bandwidth > 0 || n.worker_bandwidth > 0 || run.settings.topology.type != kDefaultTopologyType)
+      continue;
+    sends.emplace(run.engine, engine_cost(run.config["engine"], run.settings.workers).messages_per_step);
+    free.push_back(&run);
+  }
+  bool differ = false;
+  for (const auto& [label, m] : sends) differ = differ || m != sends.begin()->second;
+  if (!differ) return;
+  std::string list;
+  for (const auto& [label, m] : sends) list += (list.empty() ? "" : ", ") + label + " " + format_number(m);
+  exp.warnings.push_back("the network is free (cluster.network latency 0, bandwidth unlimited) while the engines differ "
+                         "in the messages they send per gradient (" + list +
+                         "): that difference costs nothing here, so the comparison leaves out what sending less "
+                         "saves; set cluster.network.latency and bandwidth (docs/architecture.md, the time model)");
+  for (RunSpec* run : free)
+    run->notes.push_back("the network is free: engines that send " + list +
+                         " messages per gradient cost the same here");
 }
 
 }  // namespace
@@ -995,9 +1051,11 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
       built.emplace_back(compute_spec, compute);
     }
     check_run_resources(run.config, run.settings, *compute, v);
+    if (v.ok()) warn_of_rounds_past_the_budget(exp, run, *compute);
   }
   v.throw_if_failed(source);
   warn_of_fixed_compute_in_sweeps(sweep, exp);
+  warn_of_free_network(exp);
 
   exp.resolved = top_checked;
   exp.resolved["name"] = name;

@@ -131,7 +131,13 @@ void RunMonitor::request_stop(const std::string& status, const std::string& note
 }
 
 void RunMonitor::finish() {
-  if (out_.status == "completed" && !reached_target_ && stalled(first_train_loss_, last_train_loss_)) {
+  if (out_.status == "completed" && !reached_target_ && out_.updates == 0) {
+    // the engine's first round (a sync iteration, a period of local steps) never ended
+    out_.status = "stalled";
+    out_.note += "; no round of the engine finished within the stop budget (0 updates of the model of record): a "
+                 "round is longer than the run, which says nothing of how the engine learns; raise the stop limits "
+                 "or shorten the round";
+  } else if (out_.status == "completed" && !reached_target_ && stalled(first_train_loss_, last_train_loss_)) {
     out_.status = "stalled";
     out_.note += "; train_loss " + format_number(last_train_loss_) + " did not fall below " +
                  format_number(100 * (1 - kStallMargin)) + "% of its first value " + format_number(first_train_loss_) +
