@@ -19,7 +19,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import (FixedFormatter, FixedLocator, FuncFormatter,  # noqa: E402
                                MaxNLocator, NullLocator, ScalarFormatter)
-from matplotlib.transforms import ScaledTranslation, blended_transform_factory  # noqa: E402
+from matplotlib.transforms import ScaledTranslation  # noqa: E402
 
 import stats  # noqa: E402
 from groups import (COMPLETED, Target, band_interval, curve,  # noqa: E402
@@ -527,19 +527,60 @@ def dodge(ax, index, count, base=None):
 
 # Sideways shift between lines that share an x value, in points (1/72 inch).
 DODGE_POINTS = 4.0
-NOT_REACHED_Y = 0.96  # axes fraction where "target not reached" markers sit
-NOT_REACHED = "no completed run reached the target"
 
 
-def mark_not_reached(ax, x, colour, bottom=False, shift=None):
-    """A hollow triangle at the top (bottom) edge: this point has no value because no
-    completed run reached the target. shift: dodge's (index, count)."""
-    transform = blended_transform_factory(ax.transData, ax.transAxes)
-    if shift:
-        transform = dodge(ax, *shift, base=transform)
-    ax.plot(x, [1 - NOT_REACHED_Y if bottom else NOT_REACHED_Y] * len(x), ls="none",
-            marker="v" if bottom else "^", ms=7, mfc="white", mec=colour, mew=1.5,
-            transform=transform, clip_on=False)
+# Censored time to target: a point where some completed seed never reached the target.
+# Its mean over the seeds that did is no estimate of the group's (the others are later
+# still): no line, band or speedup is drawn from it. It is drawn hollow at the bound
+# (groups.add_crossings' _bound: every seed counted, the censored at their last
+# evaluation), a triangle pointing where the truth lies (^ time at least, v speedup at most).
+CENSORED = "hollow: k of n seeds reached the target (\u2265 time, \u2264 speedup: the censored seeds counted at their end)"
+
+
+def target_counts(record, target):
+    """(k, n): completed runs of a table row that reached `target`, and completed runs."""
+    return (int(record.get(f"target_{target.name}_reached", 0) or 0),
+            int(record.get("completed", 0) or 0))
+
+
+def full_mean(record, stem, target):
+    """The row's mean of stem, for a line: for a time to target, only when every completed
+    seed reached it (NaN otherwise: censored, see CENSORED)."""
+    mean = float(record.get(stem + "_mean", math.nan))
+    if target is None:
+        return mean
+    k, n = target_counts(record, target)
+    return mean if n > 0 and k == n else math.nan
+
+
+def censored_bound(record, stem, target):
+    """The row's bound on its time to target when some completed seed never reached it
+    (NaN when all did or none completed)."""
+    k, n = target_counts(record, target)
+    return float(record.get(stem + "_bound", math.nan)) if 0 < n and k < n else math.nan
+
+
+def censored_text(label, record, target, where):
+    """'async: 2 of 3 never reached at cluster.workers=16', what a censored point says."""
+    k, n = target_counts(record, target)
+    return f"{label}: {n - k} of {n} never reached at {where}"
+
+
+def censored_handle():
+    return Line2D([], [], ls="none", marker="^", mfc="white", mec="#555", mew=1.5, label=CENSORED)
+
+
+def mark_censored(ax, x, y, colour, transform, marker="^"):
+    """Hollow triangles at the censored points' bounds (CENSORED)."""
+    ax.plot(x, y, ls="none", marker=marker, ms=7, mfc="white", mec=colour, mew=1.5,
+            transform=transform)
+    ax.update_datalim(np.column_stack([x, y]))
+
+
+def censored_title(texts, limit=4):
+    """The censored points named for a title: the first `limit`, then how many more."""
+    shown = "; ".join(texts[:limit])
+    return shown + (f"; and {len(texts) - limit} more (notes below)" if len(texts) > limit else "")
 
 
 def error_bars(ax, x, mean, half, transform, colour, marker="o", dash="-", ms=5):
@@ -606,10 +647,12 @@ def sweep_quantities(table, target):
 def sweep_frame(table, sweep_keys, target, band=stats.DEFAULT_BAND):
     """The data behind the sweep figure, tidy: one row per group and quantity with
     engine, group, the sweep keys (dotted), quantity (the y label), stem, mean, low, high
-    (the band, clipped to the metric's range; NaN under 3 seeds or when they split), n
-    (seeds with a value), completed, reached (time to target: completed runs that reached
-    it), bimodal, and seeds (each seed's value, in seed order). What the figure draws is
-    exactly this frame."""
+    (the band, clipped to the metric's range; NaN under 3 seeds or when they split; for a
+    time to target, NaN unless every completed seed reached it), bound (a time to target
+    some completed seed never reached: CENSORED's bound, else NaN), n (seeds with a
+    value), completed, reached (time to target: completed runs that reached it), bimodal,
+    and seeds (each seed's value, in seed order). What the figure draws is exactly this
+    frame."""
     rows = []
     for record in table.to_dict("records"):
         for stem, label, t in sweep_quantities(table, target):
@@ -619,8 +662,13 @@ def sweep_frame(table, sweep_keys, target, band=stats.DEFAULT_BAND):
             rows.append({"engine": record["engine"], "group": record.get("group"),
                          **{k: record.get(k) for k in sweep_keys},
                          "quantity": label, "stem": stem,
-                         "mean": float(record.get(stem + "_mean", math.nan)),
-                         "low": low, "high": high, "n": int(record.get(stem + "_n", 0)),
+                         "mean": full_mean(record, stem, t),
+                         "low": low if t is None or math.isfinite(full_mean(record, stem, t))
+                         else math.nan,
+                         "high": high if t is None or math.isfinite(full_mean(record, stem, t))
+                         else math.nan,
+                         "bound": censored_bound(record, stem, t) if t else math.nan,
+                         "n": int(record.get(stem + "_n", 0)),
                          "completed": int(record.get("completed", 0)),
                          "reached": int(record.get(f"target_{t.name}_reached", 0)) if t else None,
                          "bimodal": bool(record.get(stem + "_bimodal", False)),
@@ -664,13 +712,15 @@ def draw_sweep(table, sweep_keys, target, band=stats.DEFAULT_BAND, facets=None):
         f"; error bars and band = {stats.band_description(band, short=True)} over seeds"
     asked = [t.text for t in targets_of(target) if t.usable]
     question = f"time to {' and '.join(asked)} and final metrics" if asked else "final metrics"
+    censored = list(dict.fromkeys(n.rstrip(".") for n in notes if " never reached at " in n))
     fig.suptitle(wrap_title(f"Sweep: {question} against each swept key, mean over the "
-                            "completed seeds (dots: each seed)" + spread, fig),
+                            "completed seeds (dots: each seed)" + spread
+                            + (". Not every seed reached the target (hollow \u2265, no line): "
+                               + censored_title(censored) if censored else ""), fig),
                  fontsize="medium")
     legend = list(handles.values())
-    if any(NOT_REACHED in note for note in notes):
-        legend.append(Line2D([], [], ls="none", marker="^", mfc="white", mec="#555", mew=1.5,
-                             label=NOT_REACHED))
+    if censored:
+        legend.append(censored_handle())
     add_figure_legend(fig, legend)
     add_figure_notes(fig, list(dict.fromkeys(notes)))
     fig.asgd_frame = sweep_frame(table, sweep_keys, target, band)
@@ -726,7 +776,7 @@ def draw_sweep_panel(ax, key, series, styles, stem, quantity, target, band, hand
         colour, marker, dash = styles[skey]
         shifted = dodge(ax, index, len(series))
         x = np.array([position[r[key]] for r in rows])
-        mean = np.array([r[stem + "_mean"] for r in rows], dtype=float)
+        mean = np.array([full_mean(r, stem, target) for r in rows], dtype=float)
         bounds = np.array([band_interval(r, stem, band) for r in rows], dtype=float).reshape(-1, 2)
         low, high = bounds[:, 0], bounds[:, 1]
         ok = np.isfinite(mean)
@@ -754,19 +804,17 @@ def draw_sweep_panel(ax, key, series, styles, stem, quantity, target, band, hand
                                          label=label))
         if target is None:
             continue
-        reached = f"target_{target.name}_reached"
-        missing = [r for r in rows if not math.isfinite(r[stem + "_mean"])]
-        if missing:
-            mark_not_reached(ax, [position[r[key]] for r in missing], colour,
-                             shift=(index, len(series)))
-            notes.append(f"{label}: {NOT_REACHED} at "
-                         + ", ".join(f"{key}={r[key]} ({r.get(reached, 0)}/"
-                                     f"{r.get('completed', 0)})" for r in missing) + ".")
-        for r, xs, m in zip(rows, x, mean):
-            if math.isfinite(m) and r.get(reached, 0) < r.get("completed", 0):
-                ax.annotate(f"{r[reached]}/{r['completed']}", (xs, m),
-                            xycoords=shifted, textcoords="offset points", xytext=(5, 4),
-                            fontsize="x-small", color=colour)
+        censored = [(r, xs) for r, xs in zip(rows, x)
+                    if math.isfinite(censored_bound(r, stem, target))]
+        if censored:
+            ys = [censored_bound(r, stem, target) for r, _ in censored]
+            mark_censored(ax, [xs for _, xs in censored], ys, colour, shifted)
+            values += ys
+            for (r, xs), y in zip(censored, ys):
+                k, n = target_counts(r, target)
+                ax.annotate(f"{k}/{n}", (xs, y), xycoords=shifted, textcoords="offset points",
+                            xytext=(5, 4), fontsize="x-small", color=colour)
+                notes.append(censored_text(label, r, target, f"{key}={r[key]}") + ".")
     for label, other in identical_lines(lines).items():
         notes.append(f"{quantity} against {key}: {label} has the same values as {other}; "
                      "its points are shifted sideways so that both show.")
@@ -835,7 +883,8 @@ def draw_scaling(table, sweep_keys, target, colours, band=stats.DEFAULT_BAND):
     if stem + "_mean" not in table:
         return None
     reached = f"target_{target.name}_reached"
-    if not any(math.isfinite(r[stem + "_mean"]) for rows in series.values() for r in rows):
+    if not any(math.isfinite(r[stem + "_mean"]) or math.isfinite(censored_bound(r, stem, target))
+               for rows in series.values() for r in rows):
         return None
     fig = Figure(figsize=(10.0, 4.0), layout="constrained")
     time_ax, speed_ax = fig.subplots(1, 2)
@@ -844,38 +893,43 @@ def draw_scaling(table, sweep_keys, target, colours, band=stats.DEFAULT_BAND):
         colour = series_styles(series)[skey][0]
         shift = (index, len(series))
         workers = np.array([float(r[WORKERS_KEY]) for r in rows])
-        mean = np.array([r[stem + "_mean"] for r in rows], dtype=float)
+        mean = np.array([full_mean(r, stem, target) for r in rows], dtype=float)
+        bound = np.array([censored_bound(r, stem, target) for r in rows], dtype=float)
         bounds = np.array([band_interval(r, stem, band) for r in rows], dtype=float).reshape(-1, 2)
         below_all, above_all = mean - bounds[:, 0], bounds[:, 1] - mean
         half = np.fmax(below_all, above_all)  # speedup error: the wider side
         worker_counts |= set(workers)
-        ok = np.isfinite(mean)
+        ok = np.isfinite(mean)  # every completed seed reached the target
         label = series_label(skey)
         handles.append(Line2D([], [], color=colour, marker="o", label=label))
-        if not ok.all():
-            mark_not_reached(time_ax, workers[~ok], colour, shift=shift)
-            mark_not_reached(speed_ax, workers[~ok], colour, bottom=True, shift=shift)
-            notes.append(f"{label}: {NOT_REACHED} with "
-                         + ", ".join(f"{w:g} workers ({r.get(reached, 0)}/"
-                                     f"{r.get('completed', 0)})"
-                                     for w, r, good in zip(workers, rows, ok) if not good) + ".")
+        cut = np.isfinite(bound)  # some did not: hollow, at the bound
+        if cut.any():
+            mark_censored(time_ax, workers[cut], bound[cut], colour, dodge(time_ax, *shift))
+            for r, w, y in zip([r for r, c in zip(rows, cut) if c], workers[cut], bound[cut]):
+                k, n = target_counts(r, target)
+                time_ax.annotate(f"{k}/{n}", (w, y), xycoords=dodge(time_ax, *shift),
+                                 textcoords="offset points", xytext=(5, 4), fontsize="x-small",
+                                 color=colour)
+                notes.append(censored_text(label, r, target, f"{w:g} workers"))
         if not ok.any():
             continue
         w, m, h = workers[ok], mean[ok], half[ok]
         error_bars(time_ax, w, m, (below_all[ok], above_all[ok]), dodge(time_ax, *shift),
                    colour, ms=4)
         time_ax.plot(w, m[0] * w[0] / w, color=colour, ls=":", lw=1.2)
+        # the speedup over the fewest workers whose every seed reached the target; a
+        # censored point past it is at most base / bound
         speedup, speed_half = speedup_with_error(m, h)
         below = np.minimum(speed_half, 0.95 * speedup)  # a log axis has no room below 0
         error_bars(speed_ax, w, speedup, (below, speed_half), dodge(speed_ax, *shift), colour,
                    ms=4)
         speed_ax.plot(w, w / w[0], color=colour, ls="--", lw=1)
         speed_values += list(speedup - below) + list(speedup + speed_half) + list(w / w[0])
-        for r, x, y in zip([r for r, good in zip(rows, ok) if good], w, m):
-            if r.get(reached, 0) < r.get("completed", 0):
-                time_ax.annotate(f"{r[reached]}/{r['completed']}", (x, y),
-                                 textcoords="offset points", xytext=(5, 4),
-                                 fontsize="x-small", color=colour)
+        later = cut & (workers > w[0])
+        if later.any():
+            most = m[0] / bound[later]
+            mark_censored(speed_ax, workers[later], most, colour, dodge(speed_ax, *shift), "v")
+            speed_values += list(most)
     counts = sorted(worker_counts)
     for ax in (time_ax, speed_ax):
         label_worker_axis(ax, counts)
@@ -894,15 +948,17 @@ def draw_scaling(table, sweep_keys, target, colours, band=stats.DEFAULT_BAND):
     time_ax.set_ylabel("virtual time to target (s)")
     time_ax.set_title(f"Time to {target.text}\n"
                       f"(dotted: ideal linear speedup{bars})", fontsize="medium")
-    speed_ax.set_ylabel("speedup over the fewest workers\nthat reached the target")
+    speed_ax.set_ylabel("speedup over the fewest workers\nwhose every seed reached the target")
     speed_ax.set_title("Speedup, log-log axes\n(dashed: ideal linear speedup)",
                        fontsize="medium")
     handles.append(Line2D([], [], color="black", ls="--", label="ideal linear speedup"))
     if notes:
-        handles.append(Line2D([], [], ls="none", marker="^", mfc="white", mec="#555", mew=1.5,
-                              label=NOT_REACHED))
+        handles.append(censored_handle())
+        fig.suptitle(wrap_title("Not every seed reached the target (hollow, no line or speedup "
+                                "drawn from them): " + censored_title(notes), fig),
+                     fontsize="medium", color="#a00")
     add_figure_legend(fig, handles)
-    add_figure_notes(fig, notes)
+    add_figure_notes(fig, [n + "." for n in notes])
     return fig
 
 
@@ -1338,18 +1394,17 @@ def draw_sweep_facets(table, sweep_keys, target, band, facets):
                         color=colour, transform=shifted)
             values += seed_y + list(rows["mean"][ok]) + list(rows["low"][band_ok]) \
                 + list(rows["high"][band_ok])
-            partial = rows[ok & rows["reached"].notna() & (rows["reached"] < rows["completed"])]
-            for _, r in partial.iterrows():  # k of n seeds reached: the mean is theirs only
-                ax.annotate(f"{int(r['reached'])}/{r['completed']}", (r["pos"], r["mean"]),
-                            xycoords=shifted, textcoords="offset points", xytext=(5, 4),
-                            fontsize="x-small", color=colour)
-            missing = rows[~ok & rows["reached"].notna() & (rows["completed"] > 0)]
-            if len(missing):
-                mark_not_reached(ax, list(missing["pos"]), colour,
-                                 shift=(count, len(series)))
+            cut = rows[rows["bound"].notna()]
+            if len(cut):  # k of n seeds reached: hollow at the bound, no line
+                mark_censored(ax, cut["pos"].to_numpy(), cut["bound"].to_numpy(), colour, shifted)
+                values += list(cut["bound"])
                 label = ", ".join(str(v) for v in name if v is not None)
-                notes.append(f"{label}: {NOT_REACHED} at "
-                             + ", ".join(f"{x}={v}" for v in missing[x]) + ".")
+                for _, r in cut.iterrows():
+                    ax.annotate(f"{int(r['reached'])}/{r['completed']}", (r["pos"], r["bound"]),
+                                xycoords=shifted, textcoords="offset points", xytext=(5, 4),
+                                fontsize="x-small", color=colour)
+                    notes.append(f"{label}: {r['completed'] - int(r['reached'])} of "
+                                 f"{r['completed']} never reached at {x}={r[x]}.")
         if scale == "log":
             ax.set_xscale("log")
         elif scale == "symlog":
@@ -1376,9 +1431,9 @@ def draw_sweep_facets(table, sweep_keys, target, band, facets):
     handles += [Line2D([], [], color="#555", marker=markers[v], ls=dashes[v],
                        label=f"{style}: {v}" if style != "series" else v)
                 for v in style_values if style]
-    if any(NOT_REACHED in n for n in notes):
-        handles.append(Line2D([], [], ls="none", marker="^", mfc="white", mec="#555",
-                              mew=1.5, label=NOT_REACHED))
+    censored = list(dict.fromkeys(n.rstrip(".") for n in notes if " never reached at " in n))
+    if censored:
+        handles.append(censored_handle())
     fig = grid.figure
     asked = [t.text for t in targets_of(target) if t.usable]
     spread = "" if band == "none" else \
@@ -1386,7 +1441,10 @@ def draw_sweep_facets(table, sweep_keys, target, band, facets):
     fig.suptitle(wrap_title("Sweep: " + (f"time to {' and '.join(asked)} and final metrics"
                                          if asked else "final metrics")
                             + f" against {x}, mean over completed seeds, dots = seeds"
-                            + spread, fig), fontsize="medium")
+                            + spread
+                            + (". Not every seed reached the target (hollow \u2265, no line): "
+                               + censored_title(censored) if censored else ""), fig),
+                 fontsize="medium")
     add_figure_legend(fig, handles)
     add_figure_notes(fig, list(dict.fromkeys(notes)))
     fig.asgd_frame = frame

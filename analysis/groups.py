@@ -232,14 +232,61 @@ def common_range(curves):
     return max(x[0] for x, _ in curves), min(x[-1] for x, _ in curves)
 
 
-def time_to_target(run, metric, target, x_name="time"):
-    """First eval point's x at which metric reaches target (<= for losses, >= for accuracy).
-    NaN when the run never reaches it or target is NaN."""
-    if target is None or not math.isfinite(target):
-        return math.nan
+@dataclass
+class Crossing:
+    """When one run first reaches a target. time: the crossing, linearly interpolated
+    between the last evaluation that had not reached it and the first that had (the first
+    evaluation's x when that one already had); NaN when never reached. resolution: the x
+    distance between those two evaluations (0 at the first evaluation): the crossing lies
+    somewhere in it. censored_at: for a run that never reached the target, its last
+    evaluation's x: its time to target is later than that (right-censored)."""
+    time: float
+    resolution: float
+    censored_at: float
+
+    @property
+    def reached(self):
+        return math.isfinite(self.time)
+
+
+def reaches(metric, values, target):
+    """Whether each value reaches target: >= for accuracy, <= for losses."""
+    values = np.asarray(values, dtype=float)
+    return values >= target if metric == "test_accuracy" else values <= target
+
+
+def crossing(run, metric, target, x_name="time"):
+    """The run's Crossing of `target` by `metric` (docstring of Crossing)."""
     x, y = curve(run, x_name, metric)
-    reached = y >= target if metric == "test_accuracy" else y <= target
-    return float(x[np.argmax(reached)]) if reached.any() else math.nan
+    return crossing_of(x, y, metric, target)
+
+
+def crossing_of(x, y, metric, target):
+    """The Crossing of one run's evaluations (x, y: finite, sorted by x). A NaN target
+    crosses nowhere and censors nothing."""
+    if target is None or not math.isfinite(target):
+        return Crossing(math.nan, math.nan, math.nan)
+    hit = reaches(metric, y, target)
+    if not hit.any():
+        return Crossing(math.nan, math.nan, float(x[-1]) if len(x) else math.nan)
+    i = int(np.argmax(hit))
+    if i == 0:
+        return Crossing(float(x[0]), 0.0, math.nan)
+    x0, x1, y0, y1 = float(x[i - 1]), float(x[i]), float(y[i - 1]), float(y[i])
+    # y0 has not reached the target and y1 has: they differ, and the target lies between
+    return Crossing(x0 + (target - y0) / (y1 - y0) * (x1 - x0), x1 - x0, math.nan)
+
+
+def time_to_target(run, metric, target, x_name="time"):
+    """x at which metric first reaches target (<= for losses, >= for accuracy), linearly
+    interpolated between evaluations (crossing). NaN when the run never reaches it or
+    target is NaN."""
+    return crossing(run, metric, target, x_name).time
+
+
+# Seeds whose times to target differ by at most this many evaluation intervals are not
+# told apart by the evaluations: no "bimodal" split is claimed of them.
+RESOLUTION_INTERVALS = 2
 
 
 def final_train_loss(run):
@@ -332,6 +379,39 @@ def add_estimate(row, stem, values):
     row[stem + "_bimodal"] = stats.split_seeds(values) is not None
 
 
+def add_crossings(row, target, crossings):
+    """row's columns for the time to one target over a group's completed runs: the
+    estimate over the runs that reached it (add_estimate; time_to_target_<name>_mean ...),
+    target_<name> and target_<name>_reached (k of the completed n), and for honesty about
+    the others: _censored (n - k), _censored_at (each censored run's last evaluation, in
+    seed order), _bound (the mean over all n with a censored run counted at its last
+    evaluation: a lower bound of the n runs' mean time, equal to the mean when k = n),
+    _resolution (the widest evaluation interval a crossing was interpolated in) and
+    _within_resolution (the reached runs differ by at most RESOLUTION_INTERVALS such
+    intervals: then no bimodal split is claimed)."""
+    stem, times = target.stem, [c.time for c in crossings]
+    row[f"target_{target.name}"] = target.value
+    add_estimate(row, stem, times)
+    reached = [c for c in crossings if c.reached]
+    censored = [c for c in crossings if not c.reached]
+    row[f"target_{target.name}_reached"] = len(reached)
+    row[stem + "_censored"] = len(censored)
+    row[stem + "_censored_at"] = seed_values([c.censored_at for c in censored])
+    floors = [c.time if c.reached else c.censored_at for c in crossings]
+    row[stem + "_bound"] = float(np.mean(floors)) if floors and all(map(math.isfinite, floors)) \
+        else math.nan
+    row[stem + "_resolution"] = max((c.resolution for c in reached), default=math.nan)
+    spread = max(times_of(reached)) - min(times_of(reached)) if reached else math.nan
+    within = bool(reached) and spread <= RESOLUTION_INTERVALS * row[stem + "_resolution"]
+    row[stem + "_within_resolution"] = within
+    if within:
+        row[stem + "_bimodal"] = False
+
+
+def times_of(crossings):
+    return [c.time for c in crossings]
+
+
 def summary_table(groups, sweep_keys, target_loss=None, target_accuracy=None, targets=None):
     """One row per group: status counts; for each final quantity over the completed runs
     and each time to target over the completed runs that reach it, the mean, sample std,
@@ -356,10 +436,7 @@ def summary_table(groups, sweep_keys, target_loss=None, target_accuracy=None, ta
         for stem, read in FINAL_QUANTITIES:
             add_estimate(row, stem, [read(r) for r in done])
         for target in targets:
-            times = [time_to_target(run, target.metric, target.value) for run in done]
-            row[f"target_{target.name}"] = target.value
-            add_estimate(row, target.stem, times)
-            row[f"target_{target.name}_reached"] = sum(math.isfinite(t) for t in times)
+            add_crossings(row, target, [crossing(run, target.metric, target.value) for run in done])
         rows.append(row)
     table = pd.DataFrame(rows)
     table.attrs["targets"] = list(targets)

@@ -47,8 +47,9 @@ FIGURE_CAPTIONS = {
              "that split (bimodal). With --col/--row/--hue/--style, a grid of panels "
              "instead. A log x axis when the "
              "values span a decade or more; lines with equal points are shifted sideways "
-             "so that all show; a hollow triangle at the top marks a point where no "
-             "completed run reached the target.",
+             "so that all show. A time to target where k of n completed seeds reached it "
+             "is a hollow triangle at a lower bound (the seeds that never did counted at "
+             "their end), marked k/n and named in the title: no line or band through it.",
     "staleness": "Staleness of applied gradients per group, one panel per unit (updates of "
                  "the model of record; EASGD's exchanges of the center apart) (groups whose "
                  "gradients are all fresh, and groups whose histogram equals another's, are "
@@ -57,10 +58,12 @@ FIGURE_CAPTIONS = {
                  "algorithms).",
     "scaling": "Virtual time to reach the first target asked for (named in the panel's "
                "title) against the number of workers, "
-               "and the speedup over the fewest workers that reached it, on log-log axes "
-               "(ideal linear speedup is a straight line), with error bars over seeds (the "
-               "speedup's by first-order error propagation). Triangles on the frame's edge: "
-               "no completed run reached the target there.",
+               "and the speedup over the fewest workers whose every seed reached it, on "
+               "log-log axes (ideal linear speedup is a straight line), with error bars over "
+               "seeds (the speedup's by first-order error propagation). Where k of n seeds "
+               "reached it (named in the title): a hollow triangle, time at least (^) and "
+               "speedup at most (v) the bound that counts the others at their end; no line "
+               "or speedup drawn from the k alone.",
     "timeline": "Event timeline of each engine's first traced run (server and every "
                 "worker), the same window of virtual time for every engine. Past 64 workers "
                 "the workers are heat-map rows, one per state, whose opacity is the share of "
@@ -159,9 +162,29 @@ def status_text(row):
 
 
 def target_text(row, name, band):
-    reached = row.get(f"target_{name}_reached", 0)
-    time = format_cell(row, f"time_to_target_{name}", band)
-    return f"{time} ({reached}/{row.get('completed', 0)} reached)"
+    """The time to a target as the table writes it. Every completed seed reached it:
+    'mean ± half (3/3 reached)', with '; seeds within 2 evaluation intervals' where the
+    seeds' values would split (bimodal) by no more than the evaluations' own resolution. Some never did (censored): '≥ bound
+    (2 of 3 never reached; 1.18 the one that did)', the bound counting them at their last
+    evaluation, never a mean of the seeds that reached it alone."""
+    stem = f"time_to_target_{name}"
+    reached = int(row.get(f"target_{name}_reached", 0) or 0)
+    completed = int(row.get("completed", 0) or 0)
+    if completed == 0:
+        return "\u2014"
+    if reached == completed:
+        text = f"{format_cell(row, stem, band)} ({reached}/{completed} reached)"
+        # where the values alone would be split (bimodal), but by no more than the
+        # evaluations can tell apart
+        if reached > 1 and row.get(stem + "_within_resolution") and \
+                stats.split_seeds(seeds_of(row, stem)) is not None:
+            text += f"; seeds within {grouping.RESOLUTION_INTERVALS} evaluation intervals"
+        return text
+    did = seeds_of(row, stem)
+    which = ("" if not did else
+             f"; {seeds_text(did)} {'the one' if len(did) == 1 else 'the ' + str(len(did))} that did")
+    return (f"\u2265 {format_number(row.get(stem + '_bound'), 3)} ({completed - reached} of "
+            f"{completed} never reached{which})")
 
 
 def display_rows(table, sweep_keys, band):
@@ -197,10 +220,16 @@ def table_explanation(band):
             f"values over {stats.GAP_FACTOR:g}\u00d7 the clusters' own spread and over "
             f"{stats.RELATIVE_GAP:.0%} of the largest value), shown per cluster and never "
             "averaged. Diverged, stalled and other runs are counted, not "
-            "averaged. Time to target: first evaluation point at which the target is "
-            "reached, over the completed runs that reach it. summary_table.csv has every "
+            "averaged. Time to target: where the metric crosses the target, interpolated "
+            "linearly between the two evaluations around the crossing (its resolution is "
+            "their distance, _resolution in summary_table.csv); a mean only when every "
+            "completed seed reached it; when k of n did, '\u2265 bound': the mean with the "
+            "seeds that never reached it counted at their last evaluation, a lower bound "
+            "(no mean of the k alone). Seeds within "
+            f"{grouping.RESOLUTION_INTERVALS} evaluation intervals of each other are not "
+            "called bimodal. summary_table.csv has every "
             "number at full precision (_std, _ci95, _n, _min, _max, _q25, _q75, _values, "
-            "_bimodal columns).")
+            "_bimodal, _bound, _censored, _censored_at, _resolution columns).")
 
 
 def text_columns(sweep_keys):
@@ -235,6 +264,18 @@ def markdown_table(headings, rows):
 def targets_sentence(targets):
     """targets: list of (description, value, how it was chosen)."""
     return "; ".join(f"{d} {format_number(v)} ({how})" for d, v, how in targets) or "none"
+
+
+def resolution_sentence(table):
+    """How finely the table's times to target are known: for each target, the widest
+    evaluation interval a crossing was interpolated in ('' when none was reached)."""
+    parts = []
+    for t in table.attrs.get("targets") or []:
+        column = t.stem + "_resolution"
+        if column in table and table[column].notna().any():
+            parts.append(f"{t.text}: crossings interpolated between evaluations at most "
+                         f"{format_number(float(table[column].max()), 3)} s apart")
+    return ("Time to target resolution: " + "; ".join(parts) + ".") if parts else ""
 
 
 # meta.json keys (asgdsim's run_meta and the runner/cluster additions), as the report
@@ -407,7 +448,8 @@ def write_html(path, experiment, table, figures, status_counts, targets, band, p
              + html.escape(", ".join(f"{n} {s}" for s, n in status_counts.items()))
              + f". {html.escape(provenance_line(provenance))}</p>"]
     parts += [f'<p class="warning">Warning: {html.escape(w)}.</p>' for w in warnings]
-    parts += [f"<p>Targets: {html.escape(targets_sentence(targets))}.</p>"]
+    parts += [f"<p>Targets: {html.escape(targets_sentence(targets))}. "
+              f"{html.escape(resolution_sentence(table))}</p>"]
     problems = problem_lines(experiment)
     if problems:
         parts += ["<h2>Runs with problems</h2>", f"<p>{html.escape(PROBLEMS_NOTE)}</p><ul>"]
@@ -443,7 +485,7 @@ def write_markdown(path, experiment, table, figure_files, status_counts, targets
              + ", ".join(f"{n} {s}" for s, n in status_counts.items()) + ". "
              + provenance_line(provenance), ""]
     lines += [f"**Warning: {text}.**\n" for what, text in provenance if what == "warning"]
-    lines += [f"Targets: {targets_sentence(targets)}.", ""]
+    lines += [f"Targets: {targets_sentence(targets)}. {resolution_sentence(table)}".rstrip(), ""]
     problems = problem_lines(experiment)
     if problems:
         lines += ["## Runs with problems", "", PROBLEMS_NOTE, ""] + [f"- {p}" for p in problems] + [""]

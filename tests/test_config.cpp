@@ -1089,3 +1089,168 @@ TEST(DataFamily, DeclaredSizesAreWhatTheLoaderMakes) {
   EXPECT_THROW(load_data_split({{"type", "none"}, {"samples", 10}}, DataLoadContext{}), std::logic_error);
   EXPECT_THROW(load_data_split({{"type", "no_such_set"}}, DataLoadContext{}), std::logic_error);
 }
+
+// ---- an engine's own training keys (engines[i].train overrides train.* for that engine) ----
+
+namespace {
+
+// The issues of a config that must not validate, as "path: message" lines.
+std::string config_issues(const json& c) {
+  try {
+    resolve_experiment(c, "t", ".");
+  } catch (const ConfigError& e) {
+    std::string out;
+    for (const auto& i : e.issues()) out += i.path + ": " + i.message + "\n";
+    return out;
+  }
+  ADD_FAILURE() << "the config validated: " << c.dump();
+  return "";
+}
+
+}  // namespace
+
+TEST(EngineTrain, OverridesReachOnlyThatEnginesRunsAndShowInConfigJson) {
+  json c = tiny();
+  c["train"]["momentum"] = 0.9;
+  c["engines"] = json::array({json{{"type", "async"}, {"train", {{"lr", 0.01}, {"momentum", 0.5}}}},
+                              json{{"type", "sync"}},
+                              json{{"type", "sync"}, {"name", "sync_adam"},
+                                   {"train", {{"optimizer", "adam"}, {"momentum", 0}, {"beta1", 0.8}}}}});
+  const Experiment e = resolve_experiment(c, "t", ".");
+  ASSERT_EQ(e.runs.size(), 3u);
+  const RunSpec &a = e.runs[0], &s = e.runs[1], &adam = e.runs[2];
+  EXPECT_DOUBLE_EQ(a.settings.lr.lr, 0.01);
+  EXPECT_DOUBLE_EQ(a.settings.optimizer.momentum, 0.5);
+  EXPECT_EQ(a.config["train"]["lr"], 0.01);  // config.json's train is what the run used
+  EXPECT_EQ(a.config["engine"]["train"], json({{"lr", 0.01}, {"momentum", 0.5}}));  // and says what the engine changed
+  EXPECT_DOUBLE_EQ(s.settings.lr.lr, 0.1);
+  EXPECT_DOUBLE_EQ(s.settings.optimizer.momentum, 0.9);
+  EXPECT_FALSE(s.config["engine"].contains("train"));  // an engine without overrides: config.json as before
+  EXPECT_EQ(adam.settings.optimizer.kind, OptimizerKind::Adam);
+  EXPECT_DOUBLE_EQ(adam.settings.optimizer.beta1, 0.8);
+  EXPECT_DOUBLE_EQ(adam.settings.lr.lr, 0.1);
+  EXPECT_EQ(e.resolved["engines"][0]["train"], a.config["engine"]["train"]);  // experiment.json too
+  // an lr_schedule of another type replaces train's; null removes a key (back to its default)
+  c["train"]["lr_schedule"] = {{"type", "step"}, {"milestones", {1}}, {"gamma", 0.5}};
+  c["engines"] = json::array({json{{"type", "async"}, {"train", {{"lr_schedule", {{"type", "cosine"}, {"total_epochs", 2}}}, {"momentum", nullptr}}}}});
+  const RunSpec r = resolve_experiment(c, "t", ".").runs[0];
+  EXPECT_EQ(r.config["train"]["lr_schedule"]["type"], "cosine");
+  EXPECT_FALSE(r.config["train"]["lr_schedule"].contains("gamma"));
+  EXPECT_DOUBLE_EQ(r.settings.optimizer.momentum, 0.0);
+}
+
+TEST(EngineTrain, ErrorsNameTheEnginesJsonPath) {
+  json c = tiny();
+  c["train"]["momentum"] = 0.9;
+  c["engines"] = json::array({json{{"type", "async"}, {"train", 5}},
+                              json{{"type", "sync"}, {"train", {{"lr", -1}, {"lrr", 2}}}},
+                              json{{"type", "sync"}, {"name", "s2"}, {"train", {{"optimizer", "adam"}}}}});
+  const std::string issues = config_issues(c);
+  EXPECT_NE(issues.find("engines[0].train: expected an object of train keys"), std::string::npos) << issues;
+  EXPECT_NE(issues.find("engines[1].train.lr: expected a number > 0"), std::string::npos) << issues;
+  EXPECT_NE(issues.find("engines[1].train.lrr: unknown key (did you mean 'lr'?)"), std::string::npos) << issues;
+  // train's momentum is wrong only with this engine's optimizer: said with the engine named
+  EXPECT_NE(issues.find("train.momentum: train.momentum is sgd's; adam's momentum is train.beta1: set train.momentum "
+                        "to 0 (train with this engine's overrides, engines[2].train)"),
+            std::string::npos)
+      << issues;
+}
+
+TEST(EngineTrain, ASweepReachesEveryEnginesOverridesButNotAKeyAnEngineOverrides) {
+  json c = tiny();
+  c["engines"] = json::array({json{{"type", "async"}, {"train", {{"lr", 0.01}}}}, json{{"type", "sync"}}});
+  c["sweep"] = {{"engine.train.momentum", json::array({0, 0.5})}};
+  const Experiment e = resolve_experiment(c, "t", ".");
+  ASSERT_EQ(e.runs.size(), 4u);  // engine.train.* applies to every engine
+  EXPECT_EQ(e.runs[1].run_id, "async-momentum=0.5-seed1");
+  EXPECT_DOUBLE_EQ(e.runs[1].settings.optimizer.momentum, 0.5);
+  EXPECT_DOUBLE_EQ(e.runs[1].settings.lr.lr, 0.01);  // the engine's own key kept beside the swept one
+  EXPECT_DOUBLE_EQ(e.runs[3].settings.optimizer.momentum, 0.5);
+  EXPECT_DOUBLE_EQ(e.runs[3].settings.lr.lr, 0.1);
+  // a sweep of train.lr would not reach async's runs (its own lr wins): refused, naming both
+  c["sweep"] = {{"train.lr", json::array({0.05, 0.1})}};
+  const std::string issues = config_issues(c);
+  EXPECT_NE(issues.find("engines[0].train.lr: overrides train.lr for this engine, but the sweep sets train.lr"),
+            std::string::npos)
+      << issues;
+  EXPECT_NE(issues.find("sweep engine.train.lr"), std::string::npos) << issues;
+}
+
+// ---- stop at a target: the first evaluation that reaches it ends the run, completed ----
+
+TEST(StopAtTarget, TheFirstEvaluationThatReachesItEndsTheRun) {
+  json c = tiny();
+  c["data"]["train_samples"] = 512;
+  c["stop"] = {{"epochs", 20}};
+  c["eval"] = {{"every", 0.5}, {"unit", "epochs"}};
+  const Metrics whole = read_metrics(run_one(c, "target_off") + "/metrics.csv");
+  const std::vector<double> acc = whole.column("test_accuracy"), loss = whole.column("train_loss");
+  ASSERT_GT(acc.size(), 10u);
+  // targets the uninterrupted run reaches part-way: its first row at or past each
+  for (const auto& [key, value] : {std::pair<std::string, double>{"target_accuracy", acc[acc.size() / 2]},
+                                   // metrics.csv's 10 digits: the run's own loss may lie a hair above
+                                   {"target_loss", loss[loss.size() / 2] * (1 + 1e-9)}}) {
+    const std::vector<double>& col = key == "target_accuracy" ? acc : loss;
+    size_t first = 0;
+    while (key == "target_accuracy" ? col[first] < value : col[first] > value) ++first;
+    json t = c;
+    t["stop"][key] = value;
+    const std::string dir = run_one(t, "target_on");
+    const Metrics stopped = read_metrics(dir + "/metrics.csv");
+    ASSERT_EQ(stopped.rows.size(), first + 1) << key;  // the same rows up to the crossing, then none
+    EXPECT_EQ(stopped.rows.back(), whole.rows[first]) << key;
+    const json s = summary_at(dir);
+    EXPECT_EQ(s["status"], "completed");
+    EXPECT_EQ(s["note"].get<std::string>().rfind("reached stop." + key + " (", 0), 0u) << s["note"];
+  }
+  // a regression has no accuracy to reach; a target alone is no budget
+  json r = tiny();
+  r["model"] = {{"type", "linear"}};
+  r["data"] = {{"type", "synthetic"}, {"task", "regression"}};
+  r["stop"]["target_accuracy"] = 0.5;
+  EXPECT_NE(config_issues(r).find("stop.target_accuracy: model 'linear' is a regression"), std::string::npos);
+  c["stop"] = {{"epochs", 0}, {"target_loss", 0.1}};
+  EXPECT_NE(config_issues(c).find("a target alone may never be reached"), std::string::npos);
+}
+
+// ---- warnings where a result would mislead ----
+
+TEST(Warnings, EnginesThatSendDifferentlyOverAFreeNetwork) {
+  json c = tiny();
+  c["engines"] = json::array({json{{"type", "async"}}, json{{"type", "local_sgd"}, {"steps", 4}}});
+  Experiment e = resolve_experiment(c, "t", ".");
+  ASSERT_EQ(e.warnings.size(), 1u);
+  EXPECT_NE(e.warnings[0].find("the network is free (cluster.network latency 0, bandwidth unlimited) while the engines "
+                               "differ in the messages they send per gradient (async 2, local_sgd 0.5)"),
+            std::string::npos)
+      << e.warnings[0];
+  EXPECT_EQ(e.runs[0].notes, std::vector<std::string>{"the network is free: engines that send async 2, local_sgd 0.5 "
+                                                      "messages per gradient cost the same here"});
+  c["cluster"]["network"] = {{"latency", 1e-4}};  // a network that costs: no warning
+  EXPECT_TRUE(resolve_experiment(c, "t", ".").warnings.empty());
+  c["cluster"].erase("network");
+  c["engines"] = json::array({json{{"type", "async"}}, json{{"type", "sync"}}});  // both 2 a gradient
+  EXPECT_TRUE(resolve_experiment(c, "t", ".").warnings.empty());
+}
+
+TEST(Warnings, ARoundLongerThanTheStopBudgetIsNamedNotCalledUntrained) {
+  json c = tiny();  // 128 samples, batch 8, 2 workers: 16 steps an epoch
+  c["stop"] = {{"epochs", 1}};
+  c["engines"] = json::array({json{{"type", "diloco"}, {"steps", 50}}});
+  const Experiment e = resolve_experiment(c, "t", ".");
+  ASSERT_EQ(e.warnings.size(), 1u);
+  EXPECT_NE(e.warnings[0].find("engine 'diloco': one round (an update of the model of record) takes 100 gradients, "
+                               "more than the about 18 the stop budget allows (stop.epochs 1)"),
+            std::string::npos)
+      << e.warnings[0];
+  const json s = summary_at(run_one(c, "round"));
+  EXPECT_EQ(s["status"], "stalled");  // not a result about the engine, never "completed"
+  EXPECT_EQ(s["updates"], 0);
+  const std::string note = s["note"];
+  EXPECT_NE(note.find("no round of the engine finished within the stop budget (0 updates of the model of record)"),
+            std::string::npos)
+      << note;
+  EXPECT_EQ(note.find("did not train"), std::string::npos) << note;
+  c["stop"] = {{"epochs", 10}};  // rounds that fit: no warning
+  EXPECT_TRUE(resolve_experiment(c, "t", ".").warnings.empty());
+}

@@ -48,10 +48,13 @@ __all__ = ["load", "summaries", "staleness", "workers", "read", "sweep_columns",
 def time_to_target(data, metric, threshold, x="time"):
     """When each run first reaches `threshold` of `metric` (<= for losses, >= for
     accuracy): one row per run with run_id, engine, seed, status, the sweep columns,
-    `x` of the first evaluation point that reaches it (NaN when none does) and reached.
-    data: load()'s frame, or an experiment folder. The same rule as plot.py's table
-    (groups.time_to_target), applied to every run whatever its status: filter on
-    status == "completed" before averaging, as the report does."""
+    `x` of the crossing, linearly interpolated between the two evaluations around it (NaN
+    when the run never reaches it), reached, resolution (the x distance between those two
+    evaluations) and censored_at (a run that never reached it: its last evaluation's x;
+    its time to target is later). data: load()'s frame, or an experiment folder. The rule
+    of plot.py's table (groups.crossing_of), applied to every run whatever its status:
+    filter on status == "completed" before averaging, as the report does, and do not
+    drop the censored runs silently (the report counts them: "k of n reached")."""
     frame = load(data) if not isinstance(data, pd.DataFrame) else data
     if metric not in frame:
         raise KeyError(f"no column {metric!r} in the metrics (have: {', '.join(frame.columns)})")
@@ -60,11 +63,11 @@ def time_to_target(data, metric, threshold, x="time"):
     rows = []
     for _, run in frame.groupby("run_id", sort=False):
         ordered = run[np.isfinite(run[x]) & np.isfinite(run[metric])].sort_values(x, kind="stable")
-        hit = ordered[metric] >= threshold if metric == "test_accuracy" \
-            else ordered[metric] <= threshold
-        when = float(ordered[x][hit].iloc[0]) if hit.any() else math.nan
-        rows.append({**{c: run[c].iloc[0] for c in identity}, x: when,
-                     "reached": bool(hit.any())})
+        c = _groups.crossing_of(ordered[x].to_numpy(dtype=float),
+                                ordered[metric].to_numpy(dtype=float), metric, threshold)
+        rows.append({**{c_: run[c_].iloc[0] for c_ in identity}, x: c.time,
+                     "reached": c.reached, "resolution": c.resolution,
+                     "censored_at": c.censored_at})
     out = pd.DataFrame(rows)
     out.attrs["sweep_keys"] = frame.attrs.get("sweep_keys", {})
     return out

@@ -246,8 +246,14 @@ int cmd_list_markdown() {
     }
     if (key == "engines[].type")
       out << "\n`engines` is a non-empty list; each element is an object with `type`, an optional `name` (its\n"
-             "label in run ids, plots and tables; default: its type; labels must be distinct) and the\n"
-             "engine's parameters below.\n";
+             "label in run ids, plots and tables; default: its type; labels must be distinct), an optional\n"
+             "`train` and the engine's parameters below. `train` holds `train` keys that this engine's runs\n"
+             "use instead of the experiment's (`{\"type\": \"async\", \"train\": {\"lr\": 0.01, \"momentum\": 0}}`:\n"
+             "each engine at its own learning rate, momentum or optimizer); they are checked as `train`'s,\n"
+             "errors name them `engines[i].train.<key>`, a run's `config.json` holds the merged `train` and the\n"
+             "engine's `train` as given, and a key set to null goes back to its default. An `lr_schedule` of\n"
+             "another type replaces the experiment's. The sweep key `engine.train.<key>` varies it for every\n"
+             "engine; a sweep of `train.<key>` beside an engine that sets that key is refused.\n";
     for (const auto& c : f.catalog) {
       out << "\n### `" << c.name << "`\n\n" << c.doc << ".\n\n";
       md_params(out, c.params, prefix);

@@ -22,6 +22,7 @@
 #include "kernels/model.h"
 #include "experiments/run/resources.h"
 #include "sim/run/atomic_file.h"
+#include "sim/run/recorder.h"  // format_number
 #include "sim/timing/distribution.h"
 #include "sim/core/time.h"
 
@@ -214,6 +215,48 @@ json resolve_cluster(const json& user, Validator& v, RunSettings& s) {
   return cluster;
 }
 
+// An engine's own training keys: engine.train, an object of train.* keys that override
+// train for that engine's runs (a per-engine learning rate, momentum, optimizer). {} when
+// the engine has none; anything but an object is reported.
+json engine_train_override(const json& run, Validator& v) {
+  const json& engine = run.value("engine", json());
+  if (!engine.is_object() || !engine.contains("train")) return json::object();
+  const json& given = engine["train"];
+  if (given.is_object()) return given;
+  v.error("engine.train", "expected an object of train keys that override train for this engine (e.g. "
+                          "{\"lr\": 0.01, \"momentum\": 0.9}), got " + brief(given));
+  return json::object();
+}
+
+// train with an engine's overrides: each key replaces train's (null removes it, as in a JSON
+// merge patch); an lr_schedule of the same type merges key by key, one of another type replaces it.
+json with_train_override(json train, const json& override) {
+  if (!train.is_object() || override.empty()) return train;
+  json patch = override;
+  if (patch.contains("lr_schedule") && patch["lr_schedule"].is_object() && train.contains("lr_schedule") &&
+      train["lr_schedule"].is_object() &&
+      patch["lr_schedule"].value("type", json("constant")) != train["lr_schedule"].value("type", json("constant"))) {
+    train["lr_schedule"] = patch["lr_schedule"];
+    patch.erase("lr_schedule");
+  }
+  train.merge_patch(patch);
+  return train;
+}
+
+// Said of an issue in train that comes of train and an engine's overrides together; the
+// experiment names the engine (engines[i].train).
+constexpr const char* kWithEngineTrain = " (train with this engine's overrides, engine.train)";
+
+// An issue's path in train as the config holds it: a key the engine overrides is the
+// engine's (train.lr -> engine.train.lr; the caller names the engine engines[i]).
+std::string train_issue_path(const std::string& path, const json& override) {
+  if (path.rfind("train.", 0) != 0) return path;
+  const std::string key = path.substr(6, path.find_first_of(".[", 6) == std::string::npos
+                                             ? std::string::npos
+                                             : path.find_first_of(".[", 6) - 6);
+  return override.contains(key) ? "engine." + path : path;
+}
+
 // Validates one run's config and binds its typed settings `s` in the same pass (`s` is
 // complete when nothing was reported).
 json resolve_run(const json& u, Validator& v, RunSettings& s) {
@@ -244,12 +287,22 @@ json resolve_run(const json& u, Validator& v, RunSettings& s) {
     if (type.layout == DataType::Layout::None) s.nominal_train_size = size_t(data_shape(data).train);
   }
 
-  json train = settings_section("train").bind(u.value("train", json::object()), "train", v, s, {"lr_schedule"});
-  check_optimizer(train, v);
-  json sched = lr_schedule_family().bind(train.value("lr_schedule", json::object()), "train.lr_schedule", v, s);
-  check_lr_schedule(sched, "train.lr_schedule", v);
+  // train, with the engine's own overrides (engine.train) merged in: issues of a key the
+  // engine overrides are the engine's (engine.train.<key>)
+  const json train_override = engine_train_override(u, v);
+  Validator tv;
+  json train = settings_section("train").bind(with_train_override(u.value("train", json::object()), train_override),
+                                              "train", tv, s, {"lr_schedule"});
+  check_optimizer(train, tv);
+  json sched = lr_schedule_family().bind(train.value("lr_schedule", json::object()), "train.lr_schedule", tv, s);
+  check_lr_schedule(sched, "train.lr_schedule", tv);
   train["lr_schedule"] = sched;
   out["train"] = train;
+  for (const auto& issue : tv.issues()) {
+    const std::string path = train_issue_path(issue.path, train_override);
+    const bool merged = !train_override.empty() && path == issue.path;  // a key of train, beside the engine's
+    v.error(path, merged ? issue.message + kWithEngineTrain : issue.message);
+  }
 
   json stop_user = u.value("stop", settings_section("stop").when_left_out());
   json stop = settings_section("stop").bind(stop_user, "stop", v, s);
@@ -257,7 +310,13 @@ json resolve_run(const json& u, Validator& v, RunSettings& s) {
     bool any_limit = false;
     for (const char* k : {"time", "updates", "gradients", "epochs"})
       if (stop.contains(k) && stop[k].is_number() && stop[k].get<double>() > 0) any_limit = true;
-    if (!any_limit) v.error("stop", "give at least one limit > 0: time, updates, gradients or epochs");
+    if (!any_limit)
+      v.error("stop", "give at least one limit > 0: time, updates, gradients or epochs (a target alone may never be "
+                      "reached)");
+    if (stop.contains("target_accuracy") && stop["target_accuracy"].is_number() &&
+        stop["target_accuracy"].get<double>() > 0 && model_kind && model_kind->task == ModelType::Task::Regression)
+      v.error("stop.target_accuracy", "model '" + model_type + "' is a regression: it has no test accuracy (use "
+                                      "stop.target_loss)");
   }
   out["stop"] = stop;
   out["eval"] = settings_section("eval").bind(u.value("eval", json::object()), "eval", v, s);
@@ -280,8 +339,14 @@ json resolve_run(const json& u, Validator& v, RunSettings& s) {
   out["real"] = settings_section("real").bind(u.value("real", json::object()), "real", v, s);
 
   if (!u.contains("engine")) v.error("engine", "missing required key");
-  else out["engine"] = v.component(u["engine"], "engine", "type", engine_catalog(),
-                                   {str("name", "", "label for this engine in run ids and plots (default: its type)")});
+  else {
+    json engine_user = u["engine"];
+    if (engine_user.is_object()) engine_user.erase("train");  // bound with train above
+    out["engine"] = v.component(engine_user, "engine", "type", engine_catalog(),
+                                {str("name", "", "label for this engine in run ids and plots (default: its type)")});
+    if (train_override.is_object() && !train_override.empty() && out["engine"].is_object())
+      out["engine"]["train"] = train_override;  // what this engine's runs changed of train, in config.json
+  }
 
   if (out.contains("engine") && out["engine"].is_object() && out["engine"].contains("type") &&
       out["engine"]["type"].is_string())
@@ -414,6 +479,61 @@ std::string describe_run(const RunSpec& run) {
   std::string out = "engine '" + run.engine + "'";
   for (const auto& [k, val] : run.sweep_values.items()) out += ", " + k + "=" + val.dump();
   return "(" + out + ", seed " + std::to_string(run.seed) + ")";
+}
+
+// The stop budget in words, for a warning: "stop.epochs 2", "stop.time 1 s", ...
+std::string budget_text(const json& stop) {
+  std::string out;
+  for (const char* k : {"time", "updates", "gradients", "epochs"})
+    if (stop.contains(k) && stop[k].is_number() && stop[k].get<double>() > 0)
+      out += (out.empty() ? "" : ", ") + std::string("stop.") + k + " " + brief(stop[k]);
+  return out;
+}
+
+// A round of the engine (the gradients one update of the model of record takes: a sync
+// iteration, local SGD's or DiLoCo's workers x steps, EASGD's period) that the stop budget
+// cannot hold: the run would end with no update, which is no result about the engine.
+// Said once per engine (and budget) in exp.warnings (the run's note says it when it
+// happens: RunMonitor::finish).
+void warn_of_rounds_past_the_budget(Experiment& exp, const RunSpec& run, const Distribution& compute) {
+  const RunScale scale = estimate_run_scale(run.config, run.settings, compute);
+  const EngineCost cost = engine_cost(run.config["engine"], run.settings.workers);
+  if (!(cost.gradients_per_update > 1) || !(scale.gradients < cost.gradients_per_update)) return;
+  const std::string budget = budget_text(run.config["stop"]);
+  const std::string text = "engine '" + run.engine + "': one round (an update of the model of record) takes " +
+                           whole(cost.gradients_per_update) + " gradients, more than the about " +
+                           whole(scale.gradients) + " the stop budget allows (" + budget +
+                           "): no round will finish, so its runs end without training; raise the stop limits or "
+                           "shorten the round";
+  if (std::find(exp.warnings.begin(), exp.warnings.end(), text) == exp.warnings.end()) exp.warnings.push_back(text);
+}
+
+// Engines that differ in what they send per gradient compared over a free network (no
+// latency, unlimited bandwidth, the default star): the difference, which some engines
+// exist to exploit (DiLoCo, local SGD, EASGD), costs nothing. Said once in exp.warnings
+// and in each such run's note.
+void warn_of_free_network(Experiment& exp) {
+  std::map<std::string, double> sends;  // engine label -> messages per gradient, free-network runs
+  std::vector<RunSpec*> free;
+  for (auto& run : exp.runs) {
+    const NetworkSpec& n = run.settings.network;
+    if (n.latency > 0 || n.bandwidth > 0 || n.worker_bandwidth > 0 || run.settings.topology.type != kDefaultTopologyType)
+      continue;
+    sends.emplace(run.engine, engine_cost(run.config["engine"], run.settings.workers).messages_per_step);
+    free.push_back(&run);
+  }
+  bool differ = false;
+  for (const auto& [label, m] : sends) differ = differ || m != sends.begin()->second;
+  if (!differ) return;
+  std::string list;
+  for (const auto& [label, m] : sends) list += (list.empty() ? "" : ", ") + label + " " + format_number(m);
+  exp.warnings.push_back("the network is free (cluster.network latency 0, bandwidth unlimited) while the engines differ "
+                         "in the messages they send per gradient (" + list +
+                         "): that difference costs nothing here, so the comparison leaves out what sending less "
+                         "saves; set cluster.network.latency and bandwidth (docs/architecture.md, the time model)");
+  for (RunSpec* run : free)
+    run->notes.push_back("the network is free: engines that send " + list +
+                         " messages per gradient cost the same here");
 }
 
 }  // namespace
@@ -699,7 +819,7 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
     if (key.rfind("engine.", 0) != 0) continue;
     std::string param = key.substr(7, key.find_first_of(".[", 7) == std::string::npos ? std::string::npos
                                                                                        : key.find_first_of(".[", 7) - 7);
-    if (param == "name" || param == "type") continue;
+    if (param == "name" || param == "type" || param == "train") continue;  // every engine's keys
     bool any = false, all_known = true;
     std::string types;
     for (size_t e = 0; e < engines.size(); ++e) {
@@ -724,6 +844,24 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
       v.error("sweep." + key, "no engine of this experiment (" + types + ") has the parameter '" + param + "'" +
                                   (owners.empty() ? std::string(" (asgdsim list shows each engine's)")
                                                   : " (engines that have it: " + owners + ")"));
+    }
+  }
+  // A train key an engine overrides is that engine's: a sweep of train.<key> would not reach
+  // its runs (the engine's value wins), so the two together are refused.
+  for (size_t e = 0; e < engines.size(); ++e) {
+    const json& own = engines[e].is_object() ? engines[e].value("train", json()) : json();
+    if (!own.is_object()) continue;
+    for (const auto& [key, values] : sweep) {
+      if (key != "train" && key.rfind("train.", 0) != 0) continue;
+      const std::string first = key == "train" ? "" : key.substr(6, key.find_first_of(".[", 6) == std::string::npos
+                                                                        ? std::string::npos
+                                                                        : key.find_first_of(".[", 6) - 6);
+      for (const auto& [k, value] : own.items())
+        if (first.empty() || k == first)
+          v.error(index_path("engines", e) + ".train." + k,
+                  "overrides train." + k + " for this engine, but the sweep sets " + key +
+                      " in every run, which would not reach this engine's runs: sweep engine.train." +
+                      (first.empty() ? k : key.substr(6)) + " to vary it per engine, or remove one of the two");
     }
   }
   v.throw_if_failed(source);
@@ -762,9 +900,12 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
       RunSettings settings;
       json resolved = resolve_run(run_user, rv, settings);
       for (const auto& issue : rv.issues()) {
-        std::string path = issue.path;
+        std::string path = issue.path, message = issue.message;
         if (path.rfind("engine", 0) == 0 && (path.size() == 6 || path[6] == '.'))
           path = index_path("engines", e) + path.substr(6);
+        const size_t with = message.rfind(kWithEngineTrain);
+        if (with != std::string::npos)
+          message = message.substr(0, with) + " (train with this engine's overrides, " + index_path("engines", e) + ".train)";
         bool from_sweep = false;
         for (const auto& [k, vals] : sweep)
           if (path == k || path.rfind(k + ".", 0) == 0) from_sweep = true;
@@ -778,7 +919,7 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
                                          ", or engine.<parameter>)");
           continue;
         }
-        v.error(from_sweep ? "sweep." + path : path, issue.message);
+        v.error(from_sweep ? "sweep." + path : path, message);
       }
       if (!rv.ok()) continue;
       if (p == 0) {  // the engine as resolved, for experiment.json
@@ -922,9 +1063,11 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
       built.emplace_back(compute_spec, compute);
     }
     check_run_resources(run.config, run.settings, *compute, v);
+    if (v.ok()) warn_of_rounds_past_the_budget(exp, run, *compute);
   }
   v.throw_if_failed(source);
   warn_of_fixed_compute_in_sweeps(sweep, exp);
+  warn_of_free_network(exp);
 
   exp.resolved = top_checked;
   exp.resolved["name"] = name;

@@ -25,6 +25,9 @@ struct RunSpec {
   int repeat = 0;
   json config;               // the resolved config, as config.json shows it
   RunSettings settings;      // the same run, typed: bound from config's keys while validating
+  // What would mislead about this run's result, said in its summary.json note too (a
+  // round longer than the stop budget, engines compared over a free network).
+  std::vector<std::string> notes;
 };
 
 struct Experiment {

@@ -251,6 +251,7 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
 
   const MetricsRow& last = recorder.rows().back();
+  for (const auto& note : run.notes) outcome.note += "; " + note;  // what would mislead (config.h)
   json summary = summary_json(run, outcome, last, engine->describe(), outcome.note, wall);
   write_run_results(dir, recorder, outcome, settings.workers, meta, summary);
 

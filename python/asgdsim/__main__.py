@@ -28,6 +28,20 @@ def _spec_set(key, spec):
     return f"{key}={os.path.abspath(path)}:{name}"
 
 
+def _resolve_specs(resolved, base):
+    """Imports the files the config names as FILE.py:NAME (model.module, data.module,
+    model.loss: what --model/--data/--loss set) and finds each NAME in them, as a run
+    would, so that validate refuses a spec a run would fail on (asgdsim.ModelError)."""
+    specs = [(f"{section}.{key}", (resolved.get(section) or {}).get(key))
+             for section, key in (("model", "module"), ("data", "module"), ("model", "loss"))]
+    specs = [(key, spec) for key, spec in specs if spec]
+    if not specs:
+        return
+    from ._torch import load_spec
+    for key, spec in specs:
+        load_spec(spec, base, key)
+
+
 def _parser():
     p = argparse.ArgumentParser(prog="python3 -m asgdsim", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -72,9 +86,11 @@ def main(argv=None):
         if args.test_data:
             from ._torch import load_spec
             path, name = args.test_data.rsplit(":", 1) if ":" in args.test_data else (args.test_data, "")
-            test_data = load_spec(f"{os.path.abspath(path)}:{name}", ".", "--test-data")()
+            make_test = load_spec(f"{os.path.abspath(path)}:{name}", ".", "--test-data")
+            test_data = make_test() if args.command == "run" else None
         if args.command == "validate":
             v = validate(args.config, sets=sets)
+            _resolve_specs(v["resolved"], os.path.dirname(args.config) or ".")
             print(v["text"], end="")
             for w in v["warnings"]:
                 print(f"asgdsim: warning: {w}", file=sys.stderr)

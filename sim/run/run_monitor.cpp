@@ -83,7 +83,13 @@ void RunMonitor::evaluate_row() {
   last_train_loss_ = row.train_loss;
   if (on_row) on_row(row);
   const std::string why = divergence(row);
-  if (why.empty()) return;
+  if (why.empty()) {
+    if (const std::string reached = target_reached(row); !reached.empty()) {
+      reached_target_ = true;
+      request_stop("completed", reached);
+    }
+    return;
+  }
   // The row taken after a limit ended the run counts too: a run whose last row diverged
   // did not complete.
   if (stop_ && out_.status == "completed") stop_ = false;
@@ -102,6 +108,16 @@ std::string RunMonitor::divergence(const MetricsRow& row) const {
   return "";
 }
 
+std::string RunMonitor::target_reached(const MetricsRow& row) const {
+  if (s_.stop_target_accuracy > 0 && row.test_accuracy >= s_.stop_target_accuracy)  // NaN: never
+    return "reached stop.target_accuracy (test_accuracy " + format_number(row.test_accuracy) +
+           " >= " + format_number(s_.stop_target_accuracy) + ")";
+  if (s_.stop_target_loss > 0 && row.train_loss <= s_.stop_target_loss)
+    return "reached stop.target_loss (train_loss " + format_number(row.train_loss) +
+           " <= " + format_number(s_.stop_target_loss) + ")";
+  return "";
+}
+
 bool stalled(double first_train_loss, double last_train_loss) {
   return std::isfinite(first_train_loss) && first_train_loss > 0 && std::isfinite(last_train_loss) &&
          last_train_loss >= (1 - kStallMargin) * first_train_loss;
@@ -115,7 +131,13 @@ void RunMonitor::request_stop(const std::string& status, const std::string& note
 }
 
 void RunMonitor::finish() {
-  if (out_.status == "completed" && stalled(first_train_loss_, last_train_loss_)) {
+  if (out_.status == "completed" && !reached_target_ && out_.updates == 0) {
+    // the engine's first round (a sync iteration, a period of local steps) never ended
+    out_.status = "stalled";
+    out_.note += "; no round of the engine finished within the stop budget (0 updates of the model of record): a "
+                 "round is longer than the run, which says nothing of how the engine learns; raise the stop limits "
+                 "or shorten the round";
+  } else if (out_.status == "completed" && !reached_target_ && stalled(first_train_loss_, last_train_loss_)) {
     out_.status = "stalled";
     out_.note += "; train_loss " + format_number(last_train_loss_) + " did not fall below " +
                  format_number(100 * (1 - kStallMargin)) + "% of its first value " + format_number(first_train_loss_) +

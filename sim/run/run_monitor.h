@@ -73,6 +73,8 @@ class RunMonitor {
   // eval.divergence_bound, or the workers' own minibatch loss (worker_loss) above it
   // (EASGD's or local SGD's workers can diverge while the model of record stays put).
   std::string divergence(const MetricsRow& row) const;
+  // The note of a stop target `row` reaches (stop.target_accuracy, stop.target_loss), or "".
+  std::string target_reached(const MetricsRow& row) const;
 
   std::function<void(const MetricsRow&)> on_row;
 
@@ -88,6 +90,7 @@ class RunMonitor {
   Clock now_;
   Evaluate evaluate_;
   bool stop_ = false, evaluated_now_ = false, progressed_ = false;
+  bool reached_target_ = false;  // a stop target ended the run (it is then not "stalled")
   double first_train_loss_ = std::numeric_limits<double>::quiet_NaN();  // of the first row
   double last_train_loss_ = std::numeric_limits<double>::quiet_NaN();   // of the last row
   std::vector<uint64_t> stale_counts_;  // applied gradients by staleness (dense: a map was slow)

@@ -82,7 +82,17 @@ std::vector<Section<S>> make_sections() {
        {seconds_field(&S::stop_time, seconds("time", 0, "virtual seconds"), /*zero_is_never=*/true),
         field(&S::stop_updates, integer("updates", 0, "updates of the model of record", 0, kMaxCount)),
         field(&S::stop_gradients, integer("gradients", 0, "gradients computed", 0, kMaxCount)),
-        field(&S::stop_epochs, num("epochs", 0, "passes over the training set", 0, false, 1e9))},
+        field(&S::stop_epochs, num("epochs", 0, "passes over the training set", 0, false, 1e9)),
+        field(&S::stop_target_accuracy,
+              num("target_accuracy", 0,
+                  "the first evaluation with test_accuracy >= this ends the run (completed; a classifier's); the "
+                  "limits above still bound a run that never reaches it",
+                  0, false, 1)),
+        field(&S::stop_target_loss,
+              num("target_loss", 0,
+                  "the first evaluation with train_loss <= this ends the run (completed); the limits above still "
+                  "bound a run that never reaches it",
+                  0))},
        /*left_out=*/{{"epochs", 1}}},
       {"eval", "when the model of record is evaluated",
        {field(&S::eval_every,

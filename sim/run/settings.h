@@ -78,6 +78,9 @@ struct RunSettings {
   uint64_t stop_updates = 0;
   uint64_t stop_gradients = 0;
   double stop_epochs = 0.0;
+  // ... or an evaluation that reaches a target (0: none): test_accuracy >= it, train_loss <= it
+  double stop_target_accuracy = 0.0;
+  double stop_target_loss = 0.0;
 
   EvalUnit eval_unit = EvalUnit::Epochs;
   double eval_every = 0;               // seconds, updates or epochs

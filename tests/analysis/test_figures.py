@@ -45,6 +45,12 @@ def make_run(engine, seed, sweep, times, train, status="completed"):
                        metrics=metrics)
 
 
+def crossed(reach, before, after, target, step):
+    """Where a curve stepping from `before` (at reach - step) to `after` (at reach) crosses
+    `target`, interpolated linearly: the rule of groups.crossing, written out."""
+    return reach - step + step * (target - before) / (after - before)
+
+
 def make_groups(runs, sweep_keys, engines):
     experiment = rundata.Experiment(folder=Path("/nonexistent"), name="t", config=None,
                                     sweep_keys=list(sweep_keys), engine_order=list(engines),
@@ -204,12 +210,15 @@ class SweepFigureTest(unittest.TestCase):
         time_ax = self.axes["time to train loss \u2264 0.1 (s)"]
         [marker] = lines_with(time_ax, marker="^")
         np.testing.assert_allclose(marker.get_xdata(), [1.0])
-        self.assertIn("async: no completed run reached the target at train.lr=1 (0/3)",
-                      notes_of(self.fig))
+        self.assertEqual(marker.get_markerfacecolor(), "white")
+        np.testing.assert_allclose(marker.get_ydata(), [120.0])  # at least the runs' end
+        self.assertIn("async: 3 of 3 never reached at train.lr=1", notes_of(self.fig))
+        self.assertIn("async: 3 of 3 never reached at train.lr=1", self.fig._suptitle.get_text())
         [sync_time] = lines_with(time_ax, marker="s")
-        np.testing.assert_allclose(sync_time.get_ydata(),
-                                   [np.mean([1 / lr + s / 10 for s in (1, 2, 3)])
-                                    for lr in (0.01, 0.1, 1.0)], rtol=1e-12)
+        np.testing.assert_allclose(
+            sync_time.get_ydata(),
+            [np.mean([crossed(round(1 / lr + s / 10, 10), 1.0, 0.1 - 0.01 * s * lr, 0.1, 0.1)
+                      for s in (1, 2, 3)]) for lr in (0.01, 0.1, 1.0)], rtol=1e-12)
 
     def test_no_figure_without_a_swept_key(self):
         runs = [make_run("async", s, {}, [0, 1], [1, 0.5]) for s in (1, 2)]
@@ -237,6 +246,10 @@ class ScalingFigureTest(unittest.TestCase):
     def reach(w, seed):
         return round(8 / w * (1 + seed / 20), 1)
 
+    @classmethod
+    def time(cls, w, seed):  # the crossing between the grid points around reach
+        return crossed(cls.reach(w, seed), 1.0, 0.05, 0.5, 0.1)
+
     def setUp(self):
         times = np.round(np.arange(0.0, 12.01, 0.1), 10)
         runs = []
@@ -261,7 +274,7 @@ class ScalingFigureTest(unittest.TestCase):
     def test_speedup_and_error_bars_by_hand(self):
         means, halves = [], []
         for w in (1, 2, 4):
-            values = [self.reach(w, s) for s in (1, 2, 3)]
+            values = [self.time(w, s) for s in (1, 2, 3)]
             mean = sum(values) / 3
             std = math.sqrt(sum((v - mean) ** 2 for v in values) / 2)
             means.append(mean)
@@ -282,9 +295,41 @@ class ScalingFigureTest(unittest.TestCase):
         [top] = lines_with(self.time_ax, marker="^")
         [bottom] = lines_with(self.speed_ax, marker="v")
         np.testing.assert_allclose(top.get_xdata(), [8])
+        np.testing.assert_allclose(top.get_ydata(), [12])  # at least the runs' end
         np.testing.assert_allclose(bottom.get_xdata(), [8])
-        self.assertIn("async: no completed run reached the target with 8 workers (0/3)",
-                      notes_of(self.fig))
+        base = np.mean([self.time(1, s) for s in (1, 2, 3)])
+        np.testing.assert_allclose(bottom.get_ydata(), [base / 12])  # at most
+        self.assertIn("async: 3 of 3 never reached at 8 workers", notes_of(self.fig))
+
+    def test_k_of_n_reached_draws_no_speedup_line_without_its_mark(self):
+        """The first study's case: 1 of 3 seeds at 8 workers reaches the target early. The
+        mean of that one seed is no group mean: no line or speedup through it, a hollow
+        bound instead, and the figure's title says 2 of 3 never reached."""
+        times = np.round(np.arange(0.0, 12.01, 0.1), 10)
+        runs = []
+        for w in self.WORKERS:
+            for seed in (1, 2, 3):
+                reach = self.reach(w, seed) if w < 8 or seed == 1 else math.inf
+                runs.append(make_run("async", seed, {"cluster.workers": w}, times,
+                                     np.where(times < reach, 1.0, 0.05)))
+        grouped = make_groups(runs, ["cluster.workers"], ["async"])
+        table = groups.summary_table(grouped, ["cluster.workers"], 0.5)
+        fig = figures.draw_scaling(table, ["cluster.workers"], 0.5,
+                                   figures.group_colours(grouped), "ci")
+        time_ax, speed_ax = fig.axes[:2]
+        for ax in (time_ax, speed_ax):  # the lines end at 4 workers
+            [line] = lines_with(ax, marker="o")
+            np.testing.assert_allclose(line.get_xdata(), [1, 2, 4])
+        [mark] = lines_with(speed_ax, marker="v")
+        self.assertEqual(mark.get_markerfacecolor(), "white")
+        np.testing.assert_allclose(mark.get_xdata(), [8])
+        bound = (self.time(8, 1) + 12 + 12) / 3  # the censored seeds at their end
+        base = np.mean([self.time(1, s) for s in (1, 2, 3)])
+        np.testing.assert_allclose(mark.get_ydata(), [base / bound])
+        self.assertIn("async: 2 of 3 never reached at 8 workers", fig._suptitle.get_text())
+        row = table[table["cluster.workers"] == "8"].iloc[0]
+        self.assertEqual((row["target_loss_reached"], row["time_to_target_loss_censored"]), (1, 2))
+        self.assertAlmostEqual(row["time_to_target_loss_bound"], bound, delta=1e-12)
 
 
 class StalenessFigureTest(unittest.TestCase):

@@ -83,8 +83,11 @@ class TargetDrivesTheFiguresTest(unittest.TestCase):
                                           targets=[self.TARGET])
 
     def first_time_at_or_above(self, engine, workers, seed):
+        """The crossing of 0.8 on the step from 0.1 to 0.9, interpolated between the
+        evaluation before (0.5 s earlier) and the first at or after reach."""
         reach = reach_time(engine, workers, seed)
-        return float(TIMES[np.argmax(TIMES >= reach)])
+        first = float(TIMES[np.argmax(TIMES >= reach)])
+        return first - 0.5 + 0.5 * (0.8 - 0.1) / (0.9 - 0.1)
 
     def test_sweep_y_values_are_the_time_to_the_requested_target(self):
         fig = figures.draw_sweep(self.table, ["cluster.workers"], [self.TARGET], "ci95")
@@ -287,3 +290,58 @@ class PlotCommandTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class CensoredTimeToTargetTest(unittest.TestCase):
+    """Issue #47: seeds that never reach the target are censored, not dropped; the crossing
+    is interpolated between evaluations; evaluation quantisation is not 'bimodal'."""
+
+    def test_the_crossing_is_interpolated_between_evaluations(self):
+        x, y = np.array([0.0, 1.0, 2.0, 3.0]), np.array([0.1, 0.5, 0.7, 0.9])
+        c = groups.crossing_of(x, y, "test_accuracy", 0.8)
+        self.assertAlmostEqual(c.time, 2.5, delta=1e-12)
+        self.assertEqual((c.resolution, c.reached), (1.0, True))
+        self.assertTrue(math.isnan(c.censored_at))
+        first = groups.crossing_of(x, y, "test_accuracy", 0.05)  # reached at the first evaluation
+        self.assertEqual((first.time, first.resolution), (0.0, 0.0))
+        never = groups.crossing_of(x, y, "test_accuracy", 0.95)
+        self.assertFalse(never.reached)
+        self.assertEqual(never.censored_at, 3.0)  # later than its last evaluation
+        loss = groups.crossing_of(x, 1 - y, "train_loss", 0.4)  # losses cross downwards
+        self.assertAlmostEqual(loss.time, 1.5, delta=1e-12)
+
+    def test_k_of_n_reached_is_a_bound_never_the_mean_of_the_k(self):
+        runs = [make_run("async", 1, {}, accuracy_curve(1.0)),  # reached at 1 s
+                make_run("async", 2, {}, accuracy_curve(math.inf, final=0.5)),
+                make_run("async", 3, {}, accuracy_curve(math.inf, final=0.5))]
+        table = groups.summary_table(make_groups(runs, [], ["async"]), [],
+                                     targets=[groups.Target("test_accuracy", 0.8)])
+        row = table.iloc[0].to_dict()
+        crossing = 0.5 + 0.5 * 0.7 / 0.8  # between the evaluations at 0.5 and 1 s
+        self.assertEqual((row["target_accuracy_reached"], row["time_to_target_accuracy_censored"]), (1, 2))
+        self.assertEqual(row["time_to_target_accuracy_censored_at"], "10.0;10.0")
+        bound = (crossing + TIMES[-1] * 2) / 3
+        self.assertAlmostEqual(row["time_to_target_accuracy_bound"], bound, delta=1e-12)
+        cell = report.target_text(row, "accuracy", "ci95")
+        self.assertEqual(cell, f"\u2265 {report.format_number(bound, 3)} (2 of 3 never reached; "
+                               f"{report.format_number(crossing, 3)} the one that did)")
+        # the sweep frame draws no mean from the one seed
+        frame = figures.sweep_frame(table.assign(**{"x": ["1"]}), [], [groups.Target("test_accuracy", 0.8)])
+        times = frame[frame.stem == "time_to_target_accuracy"].iloc[0]
+        self.assertTrue(math.isnan(times["mean"]))
+        self.assertAlmostEqual(times["bound"], bound, delta=1e-12)
+
+    def test_seeds_within_two_evaluation_intervals_are_not_bimodal(self):
+        # evaluations every 0.5 s; the seeds cross at 2.44, 2.44 and 3.44 s: one apart by
+        # two intervals, which the old rule called bimodal (a gap over 10x the rest)
+        runs = [make_run("async", s, {}, accuracy_curve(r)) for s, r in ((1, 2.5), (2, 2.5), (3, 3.5))]
+        row = groups.summary_table(make_groups(runs, [], ["async"]), [],
+                                   targets=[groups.Target("test_accuracy", 0.8)]).iloc[0].to_dict()
+        times = [float(v) for v in row["time_to_target_accuracy_values"].split(";")]
+        self.assertIsNotNone(stats.split_seeds(times))  # what the values alone would say
+        self.assertEqual(row["time_to_target_accuracy_resolution"], 0.5)
+        self.assertTrue(row["time_to_target_accuracy_within_resolution"])
+        self.assertFalse(row["time_to_target_accuracy_bimodal"])
+        cell = report.target_text(row, "accuracy", "ci95")
+        self.assertNotIn("bimodal", cell)
+        self.assertTrue(cell.endswith("(3/3 reached); seeds within 2 evaluation intervals"), cell)

@@ -306,6 +306,15 @@ class Package(unittest.TestCase):
                            capture_output=True, text=True)
         self.assertEqual(p.returncode, 2)
         self.assertIn("has no 'nothing'", p.stderr)
+        # validate imports the files and finds the names, as a run would
+        for spec, says in (("user.py:nope", "has no 'nope'"), ("missing.py:model", "no such file")):
+            p = subprocess.run([sys.executable, "-m", "asgdsim", "validate", path, "--model", spec, "--data",
+                                "user.py:data"], cwd=self.tmp, env=env, capture_output=True, text=True)
+            self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+            self.assertIn(says, p.stderr)
+        p = subprocess.run([sys.executable, "-m", "asgdsim", "validate", path, "--model", "user.py:model", "--data",
+                            "user.py:data"], cwd=self.tmp, env=env, capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
 
     def test_ctrl_c_ends_the_runs_as_interrupted(self):
         script = ("import sys, torch; sys.path.insert(0, %r); import asgdsim\n"
