@@ -201,6 +201,39 @@ def mean_cut_notes(groups, x_axes, metrics):
     return notes
 
 
+# Points a drawn curve keeps at most, about: a panel is a few hundred pixels wide, so a
+# curve of a million evaluation points draws as its thinned one does (thinned below).
+DRAWN_POINTS = 8192
+
+
+def thinned(x, *ys):
+    """x and the curves ys (same length) cut down for drawing to about DRAWN_POINTS: the
+    points are split into DRAWN_POINTS / 4 runs of consecutive points, and each run keeps
+    its first and last point and, per curve, its smallest and largest value and its first
+    value that is not a number (a gap stays a gap). What a panel shows is unchanged; the
+    values (scales, bands, notes, tables) are all computed from the whole curves."""
+    x = np.asarray(x)
+    n = len(x)
+    if n <= DRAWN_POINTS:
+        return (x,) + tuple(np.asarray(y) for y in ys)
+    runs = DRAWN_POINTS // 4
+    size = -(-n // runs)
+    keep = [np.arange(0, n, size), np.minimum(np.arange(size - 1, n + size - 1, size), n - 1)]
+    padded = runs * size
+    for y in ys:
+        y = np.asarray(y, dtype=float)
+        finite = np.isfinite(y)
+        rows = lambda v, fill: np.concatenate([v, np.full(padded - n, fill)]).reshape(runs, size)  # noqa: E731
+        offsets = np.arange(runs) * size
+        for values in (rows(np.where(finite, y, np.inf), np.inf), rows(np.where(finite, -y, np.inf), np.inf)):
+            keep.append(offsets + values.argmin(axis=1))
+        gaps = rows(~finite, False)
+        has_gap = gaps.any(axis=1)
+        keep.append((offsets + gaps.argmax(axis=1))[has_gap])
+    idx = np.unique(np.minimum(np.concatenate(keep), n - 1))
+    return (x[idx],) + tuple(np.asarray(y)[idx] for y in ys)
+
+
 def draw_convergence_panel(ax, groups, x_name, metric, colours, band=stats.DEFAULT_BAND):
     """One panel; returns notes on what its frame leaves out."""
     bands, completed_values, all_values = [], [], []
@@ -209,16 +242,16 @@ def draw_convergence_panel(ax, groups, x_name, metric, colours, band=stats.DEFAU
         done = [c for c in (curve(run, x_name, metric) for run in group.completed) if len(c[0])]
         if len(done) == 1:
             x, y = done[0]
-            ax.plot(x, y, color=colour, lw=1.6, marker="." if len(x) == 1 else None)
+            ax.plot(*thinned(x, y), color=colour, lw=1.6, marker="." if len(x) == 1 else None)
             ax.plot(x[-1:], y[-1:], color=colour, marker="o", ms=4)  # where it ended
         elif len(done) > 1:
             for x, y in done:
-                ax.plot(x, y, color=colour, lw=SEED_LINE_WIDTH, alpha=SEED_ALPHA)
+                ax.plot(*thinned(x, y), color=colour, lw=SEED_LINE_WIDTH, alpha=SEED_ALPHA)
                 ax.plot(x[-1:], y[-1:], color=colour, marker="|", ms=8, mew=1.3)
             grid, ys = mean_curve_values(done)
             if len(grid):
                 mean = ys.mean(axis=0)
-                ax.plot(grid, mean, color=colour, lw=MEAN_LINE_WIDTH,
+                ax.plot(*thinned(grid, mean), color=colour, lw=MEAN_LINE_WIDTH,
                         marker="." if len(grid) == 1 else None)
                 low, high = stats.band_bounds(ys, band, metric)  # clipped to the range
                 if np.isfinite(low).any():
@@ -229,14 +262,14 @@ def draw_convergence_panel(ax, groups, x_name, metric, colours, band=stats.DEFAU
                 continue
             x, y = curve(run, x_name, metric)
             all_values.append(y)
-            ax.plot(x, y, color=colour, lw=1.2, ls="--", marker="." if len(x) == 1 else None)
+            ax.plot(*thinned(x, y), color=colour, lw=1.2, ls="--", marker="." if len(x) == 1 else None)
             if run.status == "diverged" and len(x):
                 ax.plot(x[-1:], y[-1:], color=colour, marker="x", ms=7, mew=1.5)
     all_values += completed_values
     floor = set_metric_scale(ax, metric, completed_values, all_values)
     for grid, low, high, colour in bands:
         low = low if floor is None else np.maximum(low, floor)
-        ax.fill_between(grid, low, high, color=colour, alpha=0.18, lw=0)
+        ax.fill_between(*thinned(grid, low, high), color=colour, alpha=0.18, lw=0)
     ax.grid(True, which="major", alpha=0.3)
     return frame_notes(ax, metric, all_values)
 
@@ -246,12 +279,13 @@ def frame_notes(ax, metric, curves):
     low, high = ax.get_ylim()
     name = METRIC_LABELS.get(metric, metric)
     notes = set()
-    starts = [y[0] for y in curves if len(y) > 1]
-    if any(s > high or s < low for s in starts):
+    def outside(values):  # NaN is neither above nor below (as in a plain comparison)
+        values = np.asarray(values, dtype=float)
+        return bool(((values > high) | (values < low)).any())
+    if outside([y[0] for y in curves if len(y) > 1]):
         notes.add(f"{name}: the y range fits the values after the first evaluation; "
                   "starting values lie outside the frame.")
-    rest = [v for y in curves for v in y[1:]]
-    if any(v > high or v < low for v in rest):
+    if any(len(y) > 1 and outside(y[1:]) for y in curves):
         cap = (f"{DIVERGED_HEADROOM:g}\u00d7 the completed runs' largest value"
                if ax.get_yscale() == "log" else
                f"{DIVERGED_HEADROOM:g}\u00d7 the completed runs' spread beyond them")

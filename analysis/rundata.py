@@ -24,6 +24,14 @@ INDEX_FIXED_COLUMNS = ("run_id", "engine", "seed", "status", "final_train_loss",
 UNFINISHED = "unfinished"
 # Status of a run listed in index.csv whose folder is gone.
 MISSING = "missing"
+# Statuses of a run that ended with results (its metrics.csv has rows, its finals are numbers).
+ENDED_WITH_RESULTS = ("completed", "stalled", "diverged")
+# The columns asgdsim writes into metrics.csv (docs/outputs.md): a column that is not one of
+# them is a misspelt or foreign header (the figures would silently lack that metric), and
+# so is a header without the first three.
+METRICS_COLUMNS = ("time", "updates", "gradients", "samples", "epoch", "lr", "train_loss", "test_loss",
+                   "test_accuracy", "worker_loss", "mean_staleness", "dropped")
+METRICS_KEY_COLUMNS = ("time", "updates", "train_loss")
 
 
 class NotAnExperiment(Exception):
@@ -158,6 +166,38 @@ def parse_cell(text):
 MAX_ROW_WARNINGS = 5
 
 
+def _numeric_csv_fast(path):
+    """The common case, read at C speed: every line ends with a newline, holds the header's
+    number of fields (the commas add up) and only numbers (pandas' C parser: the same
+    doubles as float() for the 10 significant digits asgdsim writes). None when anything
+    is off: the careful reader below then names what."""
+    try:
+        with open(path, "rb") as handle:
+            header = handle.readline()
+            if not header.endswith(b"\n") or not header.strip():
+                return None
+            fields = header.count(b",") + 1
+            lines = commas = 0
+            last = b"\n"
+            while True:
+                chunk = handle.read(1 << 24)
+                if not chunk:
+                    break
+                lines += chunk.count(b"\n")
+                commas += chunk.count(b",")
+                last = chunk[-1:]
+        if last != b"\n" or commas != lines * (fields - 1):
+            return None
+        frame = pd.read_csv(path, dtype=float, skip_blank_lines=False,
+                            na_values=["", "nan", "-nan", "NaN", "-NaN"], keep_default_na=False)
+    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError):
+        return None
+    if len(frame) != lines or len(frame.columns) != fields:
+        return None
+    frame.columns = [str(c).strip() for c in frame.columns]
+    return frame
+
+
 def read_numeric_csv(path, required=(), problems=None, run=None):
     """CSV with every column a float (empty, nan, inf as spelled); None if absent/unusable
     (warns, and appends what is wrong to `problems` when given).
@@ -168,6 +208,10 @@ def read_numeric_csv(path, required=(), problems=None, run=None):
     the good rows are kept. A file with data rows but none good is ignored."""
     if not path.is_file():
         return None
+    frame = _numeric_csv_fast(path)
+    if frame is not None:
+        missing = [c for c in required if c not in frame.columns]
+        return ignored(path, f"no column {', '.join(missing)}", problems) if missing else frame
     try:
         text = path.read_bytes().decode("utf-8", errors="replace")
     except OSError as error:
@@ -291,9 +335,29 @@ def load_run(folder, run_id, index_row, run_config, sweep_keys):
     if summary is not None and status == "failed" and summary.get("error"):
         problems.append(f"failed: {summary.get('error')}")
     metrics = read_numeric_csv(folder / "metrics.csv", problems=problems, run=run_id)
+
+    def note(problem):  # warned about, and listed in the report beside the run
+        problems.append(problem)
+        warn(f"run {run_id}: {problem}")
+
     if metrics is not None and "train_loss" in metrics and len(metrics) and metrics["train_loss"].notna().sum() == 0:
-        problems.append("metrics.csv holds no readable train_loss")
-        warn(f"{folder / 'metrics.csv'}: no readable train_loss in {len(metrics)} rows")
+        note("metrics.csv holds no readable train_loss")
+    if metrics is not None:
+        unknown = [str(c) for c in metrics.columns if c not in METRICS_COLUMNS]
+        absent = [c for c in METRICS_KEY_COLUMNS if c not in metrics.columns]
+        if unknown or absent:
+            note("metrics.csv's header is not asgdsim's (a misspelt or foreign one): "
+                 + "; ".join(([f"unknown column {', '.join(unknown)}"] if unknown else [])
+                             + ([f"no column {', '.join(absent)}"] if absent else [])))
+    if not folder.is_dir():
+        note("index.csv lists it, but its folder is gone")
+    elif status in ENDED_WITH_RESULTS:
+        if not (folder / "metrics.csv").is_file():
+            note(f"summary.json says {status}, but metrics.csv is missing")
+        elif metrics is not None and len(metrics) == 0:
+            note(f"summary.json says {status}, but metrics.csv holds no rows (its header only)")
+        if status != "diverged" and math.isnan(to_float(object_at(summary, "final").get("train_loss"))):
+            note(f"summary.json says {status}, but its final train_loss is not a number")
     trace = folder / "trace.json"
     return Run(run_id=run_id, folder=folder, engine=str(engine), sweep=sweep, seed=seed,
                status=status, summary=summary, index_row=index_row, problems=problems,

@@ -10,6 +10,7 @@
 #include "engines/engine_registry.h"
 #include "experiments/run/resources.h"
 #include "experiments/run/runner.h"
+#include "sim/core/interrupt.h"
 #include "sim/net/catalog.h"
 #include "test_helpers.h"
 
@@ -1031,6 +1032,7 @@ TEST(Errors, OneExitCodeForEachErrorType) {
   EXPECT_EQ(code(TimeOverflow("t")), 2);
   EXPECT_EQ(code(NoProgress("n")), 2);
   EXPECT_EQ(code(std::runtime_error("r")), 1);
+  EXPECT_EQ(code(Interrupted("interrupted by a signal while calibrating")), 130);  // issue 42, item 3
   EXPECT_EQ(exit_code_of(nullptr), 0);
   // messages are printable: a NUL in a config key does not cut ConfigError's text short
   const ConfigError e("src", {{std::string("a\0b", 3), "unknown key"}});

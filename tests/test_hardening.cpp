@@ -27,7 +27,10 @@
 #include <functional>
 #include <set>
 #include <nlohmann/json.hpp>
+#include "sim/core/interrupt.h"
 #include "sim/core/simulation.h"  // kStuckEvents*
+#include "sim/data/partition.h"
+#include "sim/run/file_lock.h"
 #include "test_helpers.h"
 
 using nlohmann::json;
@@ -448,6 +451,193 @@ void issue31_rows(std::vector<Row>& t) {
                   }));
 }
 
+
+// Issue 42: the new surfaces (shards, calibration, planted FIFOs, index, partitions,
+// messages). Defect numbers: High item k is 200 + k, Medium 210 + k, Low 230 + k (the
+// Python package's items are tests/python/test_hardening.py's).
+const json kMeasured = json::parse(R"({"name": "m", "model": {"type": "softmax"},
+  "data": {"type": "synthetic", "features": 8, "classes": 3, "train_samples": 64, "test_samples": 16},
+  "cluster": {"workers": 2, "compute": {"dist": "measured", "steps": 3, "warmup": 0}},
+  "stop": {"updates": 5}, "engines": [{"type": "async"}]})");
+// A calibration that would time 100,000 steps of a 1.8-million-parameter MLP (minutes).
+const json kSlowCalibration = with(kMeasured, [](json& c) {
+  c["model"] = {{"type", "mlp"}, {"hidden", {1024, 1024}}};
+  c["data"]["features"] = 784;
+  c["cluster"]["compute"] = {{"dist", "measured"}, {"steps", 100000}, {"seconds", 600}, {"warmup", 0}};
+});
+
+std::vector<std::string> entries(const std::string& dir);
+
+void issue42_rows(std::vector<Row>& t) {
+  const std::string run = "{bin} run {cfg} --quiet --out {out}";
+  auto write = [](std::string name, std::string text) {
+    return [=](Ctx& c) { write_text(c.dir + "/" + name, text); };
+  };
+  const std::string long_shard0 =  // shard 0/2 of "base", running until interrupted, as $P
+      "{bin} run {dir}/long.json --shard 0/2 --quiet --out {out} & P=$!\n"
+      "wait_for {out}/base/async-seed1/meta.json || exit 99\n";
+
+  // ---- High 1: shards of another config are refused while others hold the folder
+  t.push_back(row("i42_h1_supersede_from_another_config_refused_while_shards_run", 201,
+                  long_shard0 + "{bin} run {dir}/long.json --shard 0/2 --set train.lr=0.05 --supersede --rerun --quiet "
+                                "--out {out}; rc=$?\nkill -INT $P; wait $P; exit $rc",
+                  2, {"is in use by processes of another config", "share it among themselves"},
+                  {"base/async-seed1/config.json!~0.05", "base/experiment.json!~0.05", "base/async-seed1/summary.json~interrupted"})
+                  .after([](Ctx& c) {
+                    for (const auto& e : entries(c.out + "/base"))
+                      EXPECT_EQ(e.find("superseded-"), std::string::npos) << "a live shard's run was moved: " << e;
+                  }));
+  t.push_back(row("i42_h1_other_shard_of_another_config_refused", 201,
+                  long_shard0 + "{bin} run {dir}/long.json --shard 1/2 --set train.lr=0.05 --quiet --out {out}; "
+                                "rc=$?\nkill -INT $P; wait $P; exit $rc",
+                  2, {"another config"}, {"base/experiment.json!~0.05"}));
+  t.push_back(row("i42_h1_another_shard_count_refused", 201,
+                  long_shard0 + "{bin} run {dir}/long.json --shard 1/3 --quiet --out {out}; rc=$?\n"
+                                "kill -INT $P; wait $P; exit $rc",
+                  2, {"in 2 shards; this one is", "in 3 shards"}));
+  t.push_back(row("i42_h1_a_shard_of_the_same_config_joins", 201,
+                  long_shard0 + "{bin} run {dir}/long.json --shard 1/2 --quiet --out {out}; rc=$?\n"
+                                "kill -INT $P; wait $P; exit $rc",
+                  0, {}, {"base/index.csv"})
+                  .control());
+
+  // ---- High 2: a calibration/ folder (or its lock) that is a link is refused
+  t.push_back(row("i42_h2_calibration_folder_a_link", 202,
+                  "mkdir -p {out}/m {dir}/victim && ln -s {dir}/victim {out}/m/calibration\n" + run, 2,
+                  {"m/calibration is a symbolic link"},
+                  {"!{dir}/victim/.lock", "!m/experiment.json"})
+                  .cfg(kMeasured)
+                  .after([](Ctx& c) { EXPECT_TRUE(entries(c.dir + "/victim").empty()) << "written through the link"; }));
+  t.push_back(row("i42_h2_calibration_lock_a_link", 202,
+                  "mkdir -p {out}/m/calibration {dir}/victim && ln -s {dir}/victim/planted {out}/m/calibration/.lock\n" + run,
+                  2, {"calibration/.lock is a symbolic link"}, {"!{dir}/victim/planted", "!m/experiment.json"})
+                  .cfg(kMeasured));
+  t.push_back(row("i42_h2_measured_runs", 202, run, 0, {}, {"m/async-seed1/summary.json~\"measured\""})
+                  .cfg(kMeasured)
+                  .control());
+
+  // ---- High 3: Ctrl-C during calibration and while waiting for its lock
+  t.push_back(row("i42_h3_ctrl_c_during_calibration", 203,
+                  "{bin} run {cfg} --out {out} > {dir}/log.txt 2>&1 & P=$!\n"
+                  "wait_grep {dir}/log.txt calibrating || exit 99\nsleep 0.5; kill -INT $P\n"
+                  "s=$(date +%s%N); wait $P; rc=$?; e=$(( ($(date +%s%N) - s) / 1000000 )); cat {dir}/log.txt\n"
+                  "echo \"stopped after ${e} ms\"; [ $e -le 3000 ] || exit 3; exit $rc",
+                  130, {"interrupted by a signal while calibrating"}, {"!m/experiment.json"})
+                  .cfg(kSlowCalibration));
+  t.push_back(row("i42_h3_ctrl_c_while_waiting_for_the_calibration_lock", 203,
+                  "mkdir -p {out}/m/calibration\n"
+                  "(exec 9>{out}/m/calibration/.lock; flock 9; echo 'pid 1 on elsewhere (holder)' >&9; sleep 60) & H=$!\n"
+                  "sleep 0.3\n{bin} run {cfg} --out {out} > {dir}/log.txt 2>&1 & P=$!\n"
+                  "wait_grep {dir}/log.txt 'waiting for' || exit 99\nkill -INT $P; wait $P; rc=$?; kill $H\n"
+                  "cat {dir}/log.txt; exit $rc",
+                  130, {"waiting for", "calibration/.lock, in use by pid 1 on elsewhere (holder)", "interrupted by a signal"},
+                  {"!m/experiment.json"})
+                  .cfg(kMeasured));
+
+  // ---- High 4: a FIFO planted in the output tree is refused, never opened blocking
+  for (const std::string file : {"async-seed1/summary.json", "async-seed1/config.json", "experiment.json",
+                                 "async-seed1/metrics.csv", ".lock"}) {
+    std::string name = file.substr(file.rfind('/') + 1);
+    name = name == ".lock" ? "lock" : name.substr(0, name.find('.'));
+    for (const std::string command : {"run", "index"}) {
+      if (file == "async-seed1/config.json" && command == "index") continue;  // below: a run folder of its own
+      t.push_back(row("i42_h4_fifo_as_" + name + "_" + command, 204,
+                      run + " || exit 98\nrm -f {out}/base/" + file + "\nmkfifo {out}/base/" + file + "\n" +
+                          (command == "run" ? run : "{bin} index {out}/base"),
+                      2, {file, "not a regular file (a FIFO)"})
+                      .limit(20));
+    }
+  }
+  t.push_back(row("i42_h4_fifo_as_config_json_index", 204,
+                  run + " || exit 98\nrm {out}/base/sync-seed1/config.json\nmkfifo {out}/base/sync-seed1/config.json\n"
+                        "{bin} index {out}/base",
+                  2, {"sync-seed1/config.json is not a regular file (a FIFO)"})
+                  .limit(20));
+
+  // ---- Medium 5: index.csv lists a run as done only when `asgdsim run` would skip it
+  for (const std::string how : {"rm", "cut"})
+    for (const std::string file : {"metrics.csv", "workers.csv"})
+      t.push_back(row("i42_m5_index_after_" + file.substr(0, file.find('.')) + "_" + how, 215,
+                      run + " || exit 98\n" +
+                          (how == "rm" ? "rm {out}/base/async-seed1/" + file
+                                       : "head -c 10 {out}/base/async-seed1/" + file + " > {dir}/x && mv {dir}/x {out}/base/async-seed1/" + file) +
+                          "\n{bin} index {out}/base",
+                      0, {"1 completed, 1 incomplete"},
+                      {"base/index.csv~async-seed1,async,1,incomplete", "base/index.csv~sync-seed1,sync,1,completed"}));
+
+  // ---- Medium 6: partitions that cannot be made are refused by validation
+  const json kSplit = with(kTiny, [](json& c) {
+    c["data"]["partition"] = "dirichlet";
+    c["data"]["classes"] = 10;
+  });
+  t.push_back(invalid("i42_m6_more_workers_than_samples", 216, kSplit,
+                      {"data.partition", "600 workers but 128 training samples"}, "--set cluster.workers=600"));
+  t.push_back(invalid("i42_m6_more_shards_than_samples", 216, kSplit, {"data.partition", "more shards than the 128"},
+                      "--set data.partition=shards --set data.partition_shards=100"));
+  t.push_back(invalid("i42_m6_800_shards_of_512_samples", 216, kSplit,
+                      {"data.partition", "8 workers x 100 shards is more shards than the 512"},
+                      "--set data.partition=shards --set data.partition_shards=100 --set cluster.workers=8 "
+                      "--set data.train_samples=512"));
+  t.push_back(invalid("i42_m6_alpha_1e-12", 216, kSplit, {"data.partition", "alpha 1e-12", "every one of the 100 draws"},
+                      "--set data.partition_alpha=1e-12 --set cluster.workers=8"));
+  t.push_back(invalid("i42_m6_alpha_0.5_over_10000_workers", 216, kSplit, {"data.partition", "alpha 0.5 over 10000 workers"},
+                      "--set cluster.workers=10000 --set data.train_samples=60000"));
+  t.push_back(row("i42_m6_a_split_that_can_be_made_runs", 216, run, 0, {}, {"tiny/async-seed1/partition.csv"})
+                  .cfg(with(kSplit, [](json& c) { c["cluster"]["workers"] = 4; }))
+                  .control());
+
+  // ---- Medium 9: asgdsim cluster refuses measured compute before anything is written
+  //      (checked with one MPI-less rank list: the refusal is the run's, ahead of mpirun's)
+  // (tests/mpi/test_mpi.py runs it under mpirun)
+
+  // ---- Low 4: an eps that fp32 makes 0
+  t.push_back(refused("i42_l4_adam_eps_1e-300", 234, kBase, {"train.eps", "0 in float"},
+                      "--set train.optimizer=adam --set train.eps=1e-300"));
+  t.push_back(row("i42_l4_adam_eps_1e-30_runs", 234, run + " --set train.optimizer=adam --set train.eps=1e-30", 0, {},
+                  {"base/async-seed1/summary.json"})
+                  .control());
+
+  // ---- Low 5: a measured trace that is not whole is refused, naming file and line
+  auto measured_then = [&](const std::string& damage) {
+    return run + " || exit 98\nT=$(ls {out}/m/calibration/*.trace)\n" + damage + "\n" + run + " --rerun";
+  };
+  t.push_back(row("i42_l5_trace_cut_mid_line", 235, measured_then("truncate -s -3 $T"), 2,
+                  {".trace line", "cut short (the last line has no newline)"})
+                  .cfg(kMeasured));
+  t.push_back(row("i42_l5_trace_without_its_header", 235, measured_then("sed -i 1d $T"), 2,
+                  {".trace line 1: not a measured compute trace"})
+                  .cfg(kMeasured));
+  t.push_back(row("i42_l5_trace_with_a_nul", 235, measured_then("printf '0.001\\0002\\n' >> $T"), 2,
+                  {".trace line", "holds a NUL byte"})
+                  .cfg(kMeasured));
+
+  // ---- Low 6: index refuses a run folder that is a link, as run does
+  t.push_back(row("i42_l6_index_run_folder_a_link", 236,
+                  run + " || exit 98\nmv {out}/base/sync-seed1 {dir}/elsewhere\nln -s {dir}/elsewhere {out}/base/sync-seed1\n"
+                        "{bin} index {out}/base",
+                  2, {"base/sync-seed1 is a symbolic link"}));
+
+  // ---- Low 9: messages
+  t.push_back(row("i42_l9_svmlight_value_beyond_float", 239, run, 2,
+                  {"value 1e39 of index 2 is outside what a float holds"}, {"svm/async-seed1/summary.json~failed"})
+                  .cfg(svm_at("big.svm"))
+                  .before(write("big.svm", "1 1:0.5\n-1 2:1e39\n")));
+  t.push_back(row("i42_l9_svmlight_bom_is_named", 239, run, 2,
+                  {"bad label '\\xef\\xbb\\xbf1'", "byte-order mark"}, {"svm/async-seed1/summary.json~failed"})
+                  .cfg(svm_at("bom.svm"))
+                  .before(write("bom.svm", "\xef\xbb\xbf" "1 1:0.5\n-1 2:1\n")));
+  t.push_back(row("i42_l9_long_file_name_is_cut_not_refused", 239,
+                  "cp {cfg} {dir}/" + std::string(230, 'n') + ".json\n{bin} validate {dir}/" + std::string(230, 'n') +
+                      ".json",
+                  0, {"experiment '" + std::string(200, 'n') + "'"})
+                  .cfg(with(kBase, [](json& c) { c.erase("name"); })));
+  t.push_back(row("i42_l9_overflow_seconds_are_short", 239,
+                  run + " --set 'cluster.compute={\"dist\":\"pareto\",\"scale\":0.01,\"alpha\":0.5}' "
+                        "--set cluster.workers=8 --set stop.updates=1000000",
+                  2, {"drew a compute time of"})
+                  .after([](Ctx& c) { EXPECT_EQ(c.output.find(".000000 s"), std::string::npos) << c.output; }));
+}
+
 std::vector<Row> rows() {
   std::vector<Row> t;
   const std::string run = "{bin} run {cfg} --quiet --out {out}";
@@ -596,7 +786,8 @@ std::vector<Row> rows() {
   t.push_back(row("d03_summary_final_not_an_object_in_index", 3,  // index.csv reads the summary as it is
                   run + " || exit 98\necho '{\"status\": \"completed\", \"final\": 3}' > {out}/base/sync-seed1/summary.json\n" +
                       run + " --shard 0/2 --rerun",
-                  0, {}, {"base/index.csv#3", "base/index.csv~sync-seed1,sync,1,completed,nan,nan,nan,nan,nan"}));
+                  // (as `asgdsim run` would, index.csv does not count a summary without its run id as done)
+                  0, {}, {"base/index.csv#3", "base/index.csv~sync-seed1,sync,1,incomplete,nan,nan,nan,nan,nan"}));
   t.push_back(row("d03_summary_nested_deep", 3,
                   run + " || exit 98\npython3 -c \"print('['*200000 + ']'*200000)\" > {out}/base/async-seed1/summary.json\n" +
                       run,
@@ -982,6 +1173,7 @@ std::vector<Row> rows() {
   t.push_back(row("e_divergence_is_a_result", 0, run + " --set train.lr=5 --set 'engines=[{\"type\":\"async\"}]'", 0, {},
                   {"base/async-seed1/summary.json~diverged"}));
   issue31_rows(t);
+  issue42_rows(t);
   return t;
 }
 
@@ -1165,6 +1357,10 @@ TEST(HardeningTable, CoversEveryDefect) {
     if (d == 106) continue;
     EXPECT_TRUE(defects.count(d)) << "no row for issue 31, item " << d - 100;
   }
+  // Issue 42's C++ items (the Python package's are tests/python/test_hardening.py's; Medium
+  // 9 is tests/mpi's; Low 8, the speed, is scripts/bench_hardening.sh's).
+  for (int d : {201, 202, 203, 204, 215, 216, 234, 235, 236, 239})
+    EXPECT_TRUE(defects.count(d)) << "no row for issue 42's item " << d;
   size_t cases = 0, controls = 0;
   for (const auto& r : t) (r.is_control ? controls : r.defect > 0 ? cases : controls) += r.is_control || r.defect > 0;
   std::cerr << t.size() << " rows: " << cases << " cases of defects 1-14, " << controls << " controls, "
@@ -1215,4 +1411,62 @@ TEST(Issue31, ZeroNanosecondStepsWithAnotherLimitComplete) {
   json s = summary_at(dir + "/out/stuck/async-seed1");
   EXPECT_EQ(s["status"], "completed");
   EXPECT_EQ(s["time"].get<double>(), 0.0);
+}
+
+// ---------------------------------------------------------------- issue #42
+
+// Medium 6: the Dirichlet draws poll for Ctrl-C. 100 draws of 100,000 workers x 10 classes
+// over 1,000,000 samples each leave a worker empty (about 13 s of draws here, then an
+// error): with a signal pending, the first class's draw stops the partition at once.
+TEST(Issue42, DirichletDrawsHearCtrlC) {
+  std::vector<int32_t> labels(1000000);
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t(i % 10);
+  asgd::PartitionSpec spec;
+  spec.kind = asgd::PartitionSpec::Kind::Dirichlet;
+  spec.alpha = 1;
+  asgd::interrupt_count().store(1);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_THROW(asgd::partition_samples(labels, 10, 100000, spec, 1), asgd::Interrupted);
+  asgd::interrupt_count().store(0);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0 * shared_device_slack());
+}
+
+// The draws of blocks of classes go side by side through the run's pool: the parts are
+// the same whichever order the blocks run in (here: the last block first), and the same
+// as drawn one after another.
+TEST(Issue42, DirichletPartsDoNotDependOnHowTheBlocksRun) {
+  std::vector<int32_t> labels(1000000);  // 30,000 workers: blocks of 8 classes
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t((i * 7) % 13);
+  asgd::PartitionSpec spec;
+  spec.kind = asgd::PartitionSpec::Kind::Dirichlet;
+  spec.alpha = 5;
+  const auto serial = asgd::partition_samples(labels, 13, 30000, spec, 3);
+  size_t ran = 0;
+  const auto reversed = asgd::partition_samples(labels, 13, 30000, spec, 3,
+                                                [&](std::vector<std::function<void()>>&& tasks) {
+                                                  for (size_t i = tasks.size(); i-- > 0;) tasks[i]();
+                                                  ran += tasks.size();
+                                                });
+  EXPECT_GT(ran, 1u);  // the blocks did go through the runner
+  EXPECT_EQ(serial, reversed);
+}
+
+// Low 7: a child this process forks (a model factory calling os.fork) does not keep the
+// experiment's lock once this process lets it go: its copy of the descriptor is closed.
+TEST(Issue42, AForkedChildDoesNotKeepALock) {
+  const std::string dir = temp_dir("forklock");
+  const std::string path = dir + "/.lock";
+  auto lock = std::make_unique<asgd::FileLock>(path);
+  ASSERT_TRUE(lock->try_lock(asgd::FileLock::Mode::Exclusive));
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::sleep(30);  // a daemon the factory started, outliving the lock's holder
+    ::_exit(0);
+  }
+  ASSERT_GT(child, 0);
+  lock.reset();  // the holder lets it go (its process would end here)
+  asgd::FileLock other(path);
+  EXPECT_TRUE(other.try_lock(asgd::FileLock::Mode::Exclusive)) << "the forked child kept the lock";
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
 }

@@ -20,7 +20,9 @@
 #include "experiments/run/run_parts.h"
 #include "sim/core/errors.h"
 #include "sim/data/sample_stream.h"
+#include "sim/core/interrupt.h"
 #include "sim/run/atomic_file.h"
+#include "sim/run/file_lock.h"
 #include "sim/timing/distribution.h"
 #include "sim/timing/measured_trace.h"
 
@@ -56,22 +58,21 @@ std::string cpu_model() {
   return "";
 }
 
-// An exclusive flock on `path` (created), held while it lives: one process calibrates at
-// a time, so shards that share the folder measure a trace once and read it after.
-class FileLock {
- public:
-  explicit FileLock(const std::string& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
-    if (fd_ < 0) throw IoError(path + ": cannot be opened: " + std::strerror(errno));
-    while (::flock(fd_, LOCK_EX) != 0)
-      if (errno != EINTR) throw IoError(path + ": cannot be locked: " + std::strerror(errno));
+// calibration/.lock, taken exclusively (polled, so Ctrl-C is heard: Interrupted): one
+// process calibrates at a time, so shards that share the folder measure a trace once and
+// read it after. A process that waits says for whom.
+void take_calibration_lock(FileLock& lock, const CalibrationOptions& opts) {
+  bool said = false;
+  while (!lock.try_lock(FileLock::Mode::Exclusive)) {
+    if (!said && !opts.quiet)
+      std::cerr << "asgdsim: waiting for " << lock.path() << ", in use by " << lock_holder(lock.text())
+                << " (one process measures a trace at a time)\n";
+    said = true;
+    throw_if_interrupted("waiting for " + lock.path());
+    ::usleep(100 * 1000);
   }
-  ~FileLock() { ::close(fd_); }
-  FileLock(const FileLock&) = delete;
-  FileLock& operator=(const FileLock&) = delete;
-
- private:
-  int fd_;
-};
+  lock.set_text(lock_holder_line("calibrating cluster.compute \"measured\"") + "\n");
+}
 
 // Measures the trace of `run`'s model at its per-worker batch and writes it to `path`.
 void calibrate(const RunSpec& run, const std::string& base_dir, const std::string& path, const CalibrationBudget& budget,
@@ -146,10 +147,14 @@ std::vector<double> time_gradient_steps(const Model& model, const DeviceDataset*
       const size_t steps = size_t(std::max(budget.steps, 1)), warmup = size_t(std::max(budget.warmup, 0));
       GradientLoop loop(model, train, init, train_size, batch, /*stream_seed=*/1, std::min<size_t>(steps + warmup, 64));
       uint64_t k = 0;
-      for (; k < warmup; ++k) loop.gradient(k, {1, 0, uint32_t(k)});
+      for (; k < warmup; ++k) {
+        throw_if_interrupted("calibrating cluster.compute \"measured\"");
+        loop.gradient(k, {1, 0, uint32_t(k)});
+      }
       loop.ctx.synchronize();
       double total = 0;
       while (times.size() < steps && (times.empty() || total < budget.seconds)) {
+        throw_if_interrupted("calibrating cluster.compute \"measured\"");
         const double t0 = now();
         loop.gradient(k, {1, 0, uint32_t(k)});
         loop.ctx.synchronize();
@@ -232,13 +237,19 @@ Experiment with_measured_compute(const Experiment& exp, const std::string& exp_d
     auto it = traces.find(name);
     if (it == traces.end()) {
       {
-        make_directories(exp_dir + "/calibration");
-        FileLock lock(exp_dir + "/calibration/.lock");
+        // never through a link: the trace and its lock stay inside the output folder
+        const std::string folder = exp_dir + "/calibration";
+        refuse_link(folder);
+        make_directories(folder);
+        refuse_link(folder);  // planted while it was made
+        FileLock lock(folder + "/.lock");
+        take_calibration_lock(lock, opts);
         if (opts.recalibrate || ::access(path.c_str(), F_OK) != 0) {
           calibrate(run, exp.base_dir, path, calibration_budget(run.settings.compute_dist), opts);
         }
       }
       MeasuredTrace trace;
+      refuse_link(path);
       try {
         trace = read_measured_trace(path);
       } catch (const DataError& e) {

@@ -69,24 +69,6 @@ std::string top_help() {
   return text + kUsage;
 }
 
-// --threads and --jobs above this are refused: far past any machine's cores, and each
-// thread reserves a stack.
-constexpr int kMaxThreads = 1024;
-
-// A count option's text ("--threads", "12") as an int in [lo, hi]; a usage error naming
-// the option, its value (shortened) and the range otherwise.
-int parse_count(const std::string& option, const std::string& text, int lo, int hi, const std::string& note = "") {
-  int v = 0;
-  const char* b = text.data();
-  const char* e = b + text.size();
-  if (b < e && *b == '+') ++b;
-  auto r = std::from_chars(b, e, v);
-  if (b == e || r.ec != std::errc() || r.ptr != e || v < lo || v > hi)
-    throw UsageError(option + " must be a whole number in " + std::to_string(lo) + ".." + std::to_string(hi) + note +
-                     ", got '" + printable(text) + "'");
-  return v;
-}
-
 void on_signal(int) {
   if (interrupt_count().fetch_add(1) >= 1) _exit(130);  // second signal: leave now
 }
@@ -96,10 +78,7 @@ void on_signal(int) {
 std::string printable_command_line(int argc, char** argv) {
   std::string line;
   for (int i = 0; i < argc; ++i) {
-    std::string arg = argv[i];
-    size_t bad;
-    while (!valid_utf8(arg, &bad)) arg[bad] = '?';
-    line += (i ? " " : "") + arg;
+    line += (i ? " " : "") + utf8_or_question_marks(argv[i]);
   }
   return line;
 }
@@ -506,8 +485,7 @@ int dispatch(int argc, char** argv, const MpiEnv& mpi) {
       throw UsageError("--force is gone, split in two: --supersede moves run folders of another config aside "
                        "(nothing re-runs), --rerun makes again the runs already done; pass both for what --force did");
     if (!vm.count("config")) throw UsageError("missing CONFIG.json");
-    ro.threads = parse_count("--threads", vm["threads"].as<std::string>(), 0, kMaxThreads, " (0 = the cores)");
-    ro.jobs = parse_count("--jobs", vm["jobs"].as<std::string>(), 1, kMaxThreads);
+    set_run_counts(ro, vm["threads"].as<std::string>(), vm["jobs"].as<std::string>());
     if (ro.out_dir.empty()) throw UsageError("--out is empty: give the folder the experiment goes under");
 
     if (vm.count("shard")) {

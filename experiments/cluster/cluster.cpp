@@ -55,6 +55,10 @@ void check_supported(const RunSpec& run, int workers_available) {
     type->check_real(engine, v);
   if (s.failure_rate > 0)
     v.error("cluster.failures.rate", "failures at a rate are simulated only (real failures: failures.events)");
+  if (s.compute_model.value("dist", "") == "measured")  // no calibration runs here: the first step would fail
+    v.error("cluster.compute.dist", "\"measured\" replays a trace that `asgdsim run` measures before its runs; "
+                                    "asgdsim cluster does not calibrate (use another dist, or dist \"trace\" with "
+                                    "the file an asgdsim run made: OUT/<name>/calibration/*.trace)");
   for (size_t i = 0; i < s.failures.size(); ++i)
     if (s.failures[i].down_for != kNever)
       v.error("cluster.failures.events[" + std::to_string(i) + "].down_for",

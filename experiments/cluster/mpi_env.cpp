@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 #include <nlohmann/json.hpp>
+#include "sim/core/hash.h"
 #include "sim/core/interrupt.h"
 #if ASGD_WITH_MPI
 #include <mpi.h>
@@ -26,11 +27,6 @@ int env_int(const char* name) {
 #if ASGD_WITH_MPI
 double steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
 }
 std::string clip(std::string s, size_t n) {
   if (s.size() > n) s = s.substr(0, n - 3) + "...";
@@ -268,7 +264,7 @@ void MpiEnv::agree(const std::string& text, bool failed, const std::string& what
   // A rank that failed stands for its error's text: ranks that all failed alike agree (and
   // each then reports its own error, as one process would).
   const std::string mine = failed ? "error: " + what : text;
-  uint64_t hash = fnv1a(mine);
+  uint64_t hash = fnv1a64(mine);
   uint64_t root_hash = hash;
   MPI_Request r;
   MPI_Ibcast(&root_hash, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD, &r);

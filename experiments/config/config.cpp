@@ -18,6 +18,8 @@
 #include "experiments/bench/calibration.h"
 #include "sim/data/catalog.h"
 #include "sim/data/dataset.h"
+#include "sim/data/partition.h"
+#include "sim/models/external.h"
 #include "sim/net/catalog.h"
 #include "kernels/model.h"
 #include "experiments/run/resources.h"
@@ -54,8 +56,7 @@ std::string whole(double v) {  // a count for messages: 60000, not 60000.0
   return text;
 }
 
-// A run id is a folder name: at most this long (file systems allow 255 bytes).
-constexpr size_t kMaxRunIdBytes = 200;
+constexpr size_t kMaxRunIdBytes = kMaxNameBytes;
 
 // The experiment's name is a folder under --out: the label rule of run ids (letters,
 // digits and . - _ =), and not "." or "..", so that no name leads out of --out.
@@ -324,6 +325,11 @@ json resolve_run(const json& u, Validator& v, RunSettings& s) {
 
   json cluster = resolve_cluster(u.value("cluster", json::object()), v, s);
   out["cluster"] = cluster;
+  if (s.partition.kind != PartitionSpec::Kind::Iid && data.is_object()) {  // a split the data cannot give
+    const DataShape shape = data_shape(data);
+    if (const std::string why = partition_impossible(s.partition, s.workers, shape.train, shape.classes); !why.empty())
+      v.error("data.partition", why);
+  }
 
   json st = staleness_family().bind(u.value("staleness", json::object()), "staleness", v, s);
   if (st.contains("until_epoch") && st["until_epoch"].is_number() && st["from_epoch"].is_number() &&
@@ -972,6 +978,15 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
                            describe_run(first) + " and " + describe_run(run) + "; make the sweep values distinct after that");
   }
 
+  // PyTorch sources (model.module, model.loss, data.module) exist, and each run's record
+  // holds their text's fingerprint: an edited model file is a changed config (a re-run
+  // does not skip its runs as done; they hold another config).
+  std::map<std::string, std::string> sources_read;
+  for (RunSpec& run : exp.runs) {
+    json sources = external_sources(run.config, base_dir, v, sources_read);
+    if (!sources.empty()) run.config["run"]["sources"] = std::move(sources);
+  }
+
   // The data's files exist (a missing data set is invalid input, said before any run).
   std::vector<json> data_checked;
   for (const auto& run : exp.runs) {
@@ -1049,6 +1064,8 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
     }
     const json& compute_spec = run.settings.compute_dist;
     if (measured) continue;
+    // a repeat is its first run's config with another seed: what it costs was checked with that one
+    if (run.repeat > 0) continue;
     if (!valid || std::find(failed_specs.begin(), failed_specs.end(), compute_spec) != failed_specs.end()) continue;
     std::shared_ptr<Distribution> compute;
     for (const auto& [spec, dist] : built)

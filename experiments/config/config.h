@@ -15,6 +15,10 @@
 
 namespace asgd {
 
+// An experiment's name and a run id are folder names: at most this long (file systems
+// allow 255 bytes).
+inline constexpr size_t kMaxNameBytes = 200;
+
 // One run to make: its resolved config (an "engine" object instead of "engines", the
 // sweep values applied, "seed" = experiment seed + repeat).
 struct RunSpec {

@@ -11,6 +11,8 @@ namespace asgd {
 std::string name_from_path(const std::string& path) {
   std::string stem = std::filesystem::path(path).stem().string(), name;
   for (char c : stem) name += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == '=') ? c : '_';
+  // at most what a name may be (200 bytes): the user gave no name to shorten
+  if (name.size() > kMaxNameBytes) name.resize(kMaxNameBytes);
   return name.empty() || name == "." || name == ".." ? "experiment" : name;
 }
 

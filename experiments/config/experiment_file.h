@@ -11,7 +11,8 @@
 namespace asgd {
 
 // The file's name as an experiment name: characters the label rule does not allow
-// become _ (a name given in the config is checked instead, and refused if it breaks it).
+// become _, and it is cut to kMaxNameBytes (a name given in the config is checked
+// instead, and refused if it breaks the rule or is longer).
 std::string name_from_path(const std::string& path);
 
 // Reads `path`, applies `sets` (--set KEY.PATH=VALUE), names the experiment after the file

@@ -73,7 +73,7 @@ ModelSizes model_sizes(const json& c) {
 double model_param_count(const json& c) { return model_sizes(c).params;
 }
 
-RunScale estimate_run_scale(const json& c, const RunSettings& rs, const Distribution& compute) {
+RunScale estimate_run_scale(const json& c, const RunSettings& rs, const Distribution& compute, const ModelSizes* known) {
   RunScale s;
   const double workers = std::max(1, rs.workers);
   const double batch = std::max<double>(1, double(rs.batch_size));
@@ -92,7 +92,7 @@ RunScale estimate_run_scale(const json& c, const RunSettings& rs, const Distribu
   double bytes_per_second = kInf;
   if (rs.network.bandwidth > 0) bytes_per_second = rs.network.bandwidth * std::max(1, rs.network.shards);
   if (rs.network.worker_bandwidth > 0) bytes_per_second = std::min(bytes_per_second, rs.network.worker_bandwidth);
-  const double bytes = message_bytes(rs.network, size_t(model_param_count(c)));
+  const double bytes = message_bytes(rs.network, size_t(known ? known->params : model_param_count(c)));
   step += messages * (bytes / bytes_per_second + rs.network.latency);
   s.step_seconds = std::isfinite(step) ? step : kInf;
 
@@ -113,14 +113,16 @@ RunScale estimate_run_scale(const json& c, const RunSettings& rs, const Distribu
   return s;
 }
 
-MemoryEstimate estimate_run_memory(const json& c, const RunSettings& rs, const Distribution& compute) {
+MemoryEstimate estimate_run_memory(const json& c, const RunSettings& rs, const Distribution& compute,
+                                   const ModelSizes* known) {
   MemoryEstimate m;
   const DataShape d = data_shape(c["data"]);
   const double workers = std::max(1, rs.workers);
   const double batch = std::max<double>(1, double(rs.batch_size));
-  const double params = model_param_count(c);
+  const ModelSizes sizes = known ? *known : model_sizes(c);
+  const double params = sizes.params;
   const double vec = params * kFloat;
-  const RunScale scale = estimate_run_scale(c, rs, compute);
+  const RunScale scale = estimate_run_scale(c, rs, compute, &sizes);
   // The key that sets the model's size: its dim, the data's features (a sparse model has a
   // row per feature), or the model's layers.
   const std::string model_key = model_type_of(c["model"]).params_unbuilt ? "model.dim" : d.sparse ? "data.features" : "model";
@@ -160,7 +162,6 @@ MemoryEstimate estimate_run_memory(const json& c, const RunSettings& rs, const D
   // Activations: each thread computing a gradient holds the model's workspace for its
   // minibatch (Model::floats_per_sample: activations, their gradients, the layers' own
   // buffers), or, evaluating, for a chunk of at most 1,024 rows and 16 MiB.
-  const ModelSizes sizes = model_sizes(c);
   const double eval_row = sizes.eval_floats_per_sample + 2;  // + the row's loss and correct
   const double eval_rows = std::max(1.0, std::min(1024.0, std::floor(4194304.0 / eval_row)));
   const double per_thread = std::max(batch * sizes.train_floats_per_sample, eval_rows * eval_row * (sizes.eval_floats_per_sample > 0));
@@ -178,6 +179,11 @@ MemoryEstimate estimate_run_memory(const json& c, const RunSettings& rs, const D
     add("data", n(d.train) + " + " + n(d.test) + " samples x " + n(d.in) + " features", 2 * d.stored_values * kFloat);
   add("data", "the raw data files", d.raw_bytes);
   add(d.samples_key, "the sample order of " + n(d.train) + " samples", d.train * 4);
+  // A split by label (data.partition): each worker's label counts, and partition.csv's text
+  // of them (up to 8 digits and a comma each), beside the parts themselves (the samples' ids).
+  if (rs.partition.kind != PartitionSpec::Kind::Iid)
+    add("data.partition", n(workers) + " workers x " + n(d.classes) + " classes' label counts (partition.csv)",
+        workers * std::max(1, d.classes) * (8 + 9) + d.train * 4);
 
   // Metrics rows: the start, one per eval interval, the end. An interval in epochs is
   // checked after each update, so it gives at most one row per update.
@@ -241,6 +247,17 @@ void check_memory_with_data(const json& c, const RunSettings& rs, const std::str
                   " classes: " + memory_refusal(m, budget) +
                   ". The data decides it: check the file's feature indices and labels, or give data.features and "
                   "data.classes so that such lines are refused");
+}
+
+void check_memory_with_model(const json& c, const RunSettings& rs, const std::string& base_dir, size_t params,
+                             const std::string& source) {
+  ModelSizes sizes;
+  sizes.params = double(params);
+  const MemoryEstimate m = estimate_run_memory(c, rs, *make_distribution(rs.compute_dist, base_dir), &sizes);
+  const double budget = memory_limit_bytes();
+  if (m.total <= budget) return;
+  throw DataError(source + " has " + std::to_string(params) + " parameters: " + memory_refusal(m, budget) + ". Lower " +
+                  m.parts.front().key + ", or make the module smaller");
 }
 
 std::string out_of_memory_text(const std::string& during) {

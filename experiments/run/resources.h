@@ -24,7 +24,11 @@ struct RunScale {
   double gradients = 0, updates = 0, epochs = 0, seconds = 0;
   double step_seconds = 0;  // mean virtual duration of one worker step (compute + transfers)
 };
-RunScale estimate_run_scale(const json& run_config, const RunSettings& settings, const Distribution& compute);
+struct ModelSizes;
+// `known`: the model's sizes when they are known only once it is built (a PyTorch module);
+// else they come from the config (model_sizes).
+RunScale estimate_run_scale(const json& run_config, const RunSettings& settings, const Distribution& compute,
+                            const ModelSizes* known = nullptr);
 
 struct MemoryPart {
   std::string key;   // the config key that drives it (named in a refusal)
@@ -35,7 +39,8 @@ struct MemoryEstimate {
   double total = 0;
   std::vector<MemoryPart> parts;  // largest first
 };
-MemoryEstimate estimate_run_memory(const json& run_config, const RunSettings& settings, const Distribution& compute);
+MemoryEstimate estimate_run_memory(const json& run_config, const RunSettings& settings, const Distribution& compute,
+                                   const ModelSizes* known = nullptr);
 
 
 // Reports, into v, a run that cannot advance or that needs more memory than
@@ -52,6 +57,12 @@ std::string memory_refusal(const MemoryEstimate& m, double budget);
 // and the memory, instead of letting the model's allocation die of std::bad_alloc.
 void check_memory_with_data(const json& run_config, const RunSettings& settings, const std::string& base_dir,
                             size_t features, int classes, const std::string& source);
+// The same once a PyTorch module (`source`) is built and its parameter count known (the
+// config says nothing of its size, so the estimate before counted none): throws DataError
+// naming the module, its parameters and the memory, before the run allocates its workers'
+// copies (it used to die of std::bad_alloc, exit 1).
+void check_memory_with_model(const json& run_config, const RunSettings& settings, const std::string& base_dir,
+                             size_t params, const std::string& source);
 // What an allocation failure that still escapes (std::bad_alloc) is reported as.
 std::string out_of_memory_text(const std::string& during);
 

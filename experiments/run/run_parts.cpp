@@ -17,6 +17,8 @@
 #include <set>
 #include "experiments/run/build_info.h"
 #include "sim/run/atomic_file.h"
+#include "sim/run/file_lock.h"
+#include "sim/core/hash.h"
 #include "sim/core/interrupt.h"
 #include "sim/run/recorder.h"
 #include "experiments/run/resources.h"
@@ -39,7 +41,7 @@ bool read_json(const std::string& path, json& out) {
   // a key twice) is not one of ours.
   constexpr size_t kMaxBytes = size_t(64) << 20;
   std::string text;
-  if (!read_file_limited(path, kMaxBytes, text) || text.size() > kMaxBytes) return false;
+  if (!read_output_file_limited(path, kMaxBytes, text) || text.size() > kMaxBytes) return false;
   try {
     out = parse_json_strict(text, /*allow_comments=*/false);
     return true;
@@ -122,28 +124,40 @@ std::string index_csv(const Experiment& exp, const std::string& exp_dir, const s
     for (char ch : text) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch);
     return quoted + "\"";
   };
-  // A summary.json is read as it is: whatever it holds (a hand edit, another program's
-  // file) gives a row, its missing or odd members "nan" or "unknown".
   auto member = [](const json& o, const char* key) {
     return o.is_object() && o.contains(key) ? o.at(key) : json();
   };
   for (const auto& run : exp.runs) {
     json s;
-    bool have = !pending.count(run.run_id) && read_json(exp_dir + "/" + run.run_id + "/summary.json", s);
+    const std::string status = pending.count(run.run_id) ? "pending" : listed_status(exp_dir, run, s);
     out += run.run_id + "," + run.engine;
     for (const auto& k : exp.sweep_keys)  // empty: an engine.* key this run's engine does not have
       out += "," + (run.sweep_values.contains(k) ? cell(run.sweep_values[k]) : std::string());
-    out += "," + std::to_string(run.seed);
-    if (have) {
-      const json f = member(s, "final"), status = member(s, "status");
-      out += "," + (status.is_string() ? cell(status) : std::string("unknown")) + "," + cell(member(f, "train_loss")) +
-             "," + cell(member(f, "test_loss")) + "," + cell(member(f, "test_accuracy")) + "," +
-             cell(member(s, "time")) + "," + cell(member(s, "updates")) + "\n";
-    } else {
-      out += ",pending,nan,nan,nan,nan,nan\n";
-    }
+    out += "," + std::to_string(run.seed) + "," + cell(status);
+    const json f = member(s, "final");
+    for (const json& v : {member(f, "train_loss"), member(f, "test_loss"), member(f, "test_accuracy"),
+                          member(s, "time"), member(s, "updates")})
+      out += "," + cell(v);
+    out += "\n";
   }
   return out;
+}
+
+std::string listed_status(const std::string& exp_dir, const RunSpec& run, json& summary) {
+  summary = json();
+  const std::string dir = exp_dir + "/" + run.run_id;
+  if (!read_json(dir + "/summary.json", summary)) {
+    summary = json();
+    return "pending";
+  }
+  // A summary.json is read as it is: whatever it holds (a hand edit, another program's
+  // file) gives a row, its missing or odd members "nan" or "unknown".
+  const bool text = summary.is_object() && summary.contains("status") && summary["status"].is_string();
+  const std::string status = text ? summary["status"].get<std::string>() : "unknown";
+  // a folder `asgdsim run` would not skip as done is not listed as done (a result file
+  // deleted or cut): the check is the runner's own
+  if (ended_with_results(status) && !incomplete_results(dir, run.config, summary).empty()) return "incomplete";
+  return status;
 }
 
 ComputeTimeModel build_compute_model(const RunSettings& s, const std::string& base_dir) {
@@ -300,25 +314,38 @@ void clear_run_folder(const std::string& dir) {
 }
 
 namespace {
-// The last line of a text file (without its newline), "" if none; reads only the tail.
+// The last line of a text file (without its newline), "" if none; reads only the head
+// (its first line into *first) and the tail. An output-tree file: a FIFO is refused.
 std::string last_line(const std::string& path, std::string* first = nullptr) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  if (first) std::getline(in, *first);
-  in.clear();
-  in.seekg(0, std::ios::end);
-  std::streamoff size = in.tellg();
-  std::streamoff from = std::max<std::streamoff>(0, size - 4096);
-  in.seekg(from);
-  std::string tail(size_t(size - from), '\0');
-  in.read(&tail[0], std::streamsize(tail.size()));
+  const int fd = open_output_file(path);
+  if (fd < 0) return "";
+  struct stat st;
+  const off_t size = ::fstat(fd, &st) == 0 ? st.st_size : 0;
+  auto read_at = [&](off_t from, size_t n) {
+    std::string s(n, '\0');
+    const ssize_t got = ::pread(fd, &s[0], n, from);
+    s.resize(got > 0 ? size_t(got) : 0);
+    return s;
+  };
+  if (first) {
+    const std::string head = read_at(0, 4096);
+    *first = head.substr(0, head.find('\n'));
+  }
+  const off_t from = std::max<off_t>(0, size - 4096);
+  std::string tail = read_at(from, size_t(size - from));
+  ::close(fd);
   while (!tail.empty() && tail.back() == '\n') tail.pop_back();
   size_t nl = tail.rfind('\n');
   return nl == std::string::npos ? (from == 0 ? tail : "") : tail.substr(nl + 1);
 }
 }  // namespace
 
+bool ended_with_results(const std::string& status) {
+  return status == "completed" || status == "diverged" || status == "stalled";
+}
+
 std::string incomplete_results(const std::string& dir, const json& config, const json& summary) {
+  if (!config.is_object() || !config.contains("run") || !config["run"].is_object()) return "config.json has no run record";
   if (!summary.is_object()) return "summary.json is not an object";
   if (summary.value("run_id", json()) != config["run"]["run_id"]) return "summary.json is another run's";
   for (const char* f : {"metrics.csv", "staleness.csv", "workers.csv", "meta.json"})
@@ -341,77 +368,113 @@ std::string incomplete_results(const std::string& dir, const json& config, const
   return "";
 }
 
+std::string lock_holder_line(const std::string& what) {
+  return "pid " + std::to_string(::getpid()) + " on " + host_name() + " since " + iso_now() + " (" + what + ")";
+}
+
+std::string experiment_identity(const json& resolved, int shards) {
+  return fnv1a64_hex(resolved.dump()) + " in " + std::to_string(std::max(1, shards)) + " shard" + (shards > 1 ? "s" : "");
+}
+
+std::string lock_holder(const std::string& text) {
+  std::string holder = text.substr(0, text.find('\n'));
+  while (!holder.empty() && holder.back() == '\0') holder.pop_back();
+  return holder.empty() ? "another process" : printable(holder);
+}
+
+namespace {
+constexpr const char* kIdentityTag = "config ";  // the lock file's line that says which config holds it
+
+// The lock file's text: the holder's line, then "config IDENTITY" when it has one.
+std::string identity_in(const std::string& text) {
+  for (size_t at = 0; at < text.size();) {
+    size_t nl = text.find('\n', at);
+    if (nl == std::string::npos) nl = text.size();
+    if (text.compare(at, std::strlen(kIdentityTag), kIdentityTag) == 0)
+      return text.substr(at + std::strlen(kIdentityTag), nl - at - std::strlen(kIdentityTag));
+    at = nl + 1;
+  }
+  return "";
+}
+
+// An flock on the experiment folder itself, held while a process decides whether it may
+// share .lock: the first sharer writes its config's identity there before the next one
+// reads it. Best effort: a file system without flock on folders gets no gate.
+class FolderGate {
+ public:
+  explicit FolderGate(const std::string& dir) : fd_(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) {
+    if (fd_ < 0) return;
+    for (int i = 0; i < 3000; ++i) {  // held for microseconds by others; polled, so no signal waits on it
+      if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
+      if (errno != EWOULDBLOCK && errno != EINTR) break;
+      ::usleep(1000);
+    }
+    ::close(fd_);
+    fd_ = -1;
+  }
+  ~FolderGate() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FolderGate(const FolderGate&) = delete;
+  FolderGate& operator=(const FolderGate&) = delete;
+
+ private:
+  int fd_;
+};
+}  // namespace
+
 ExperimentLock::ExperimentLock(const std::string& exp_dir, Mode mode, bool wait, const std::string& command_line,
-                               bool quiet) {
-  const std::string path = exp_dir + "/.lock";
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd_ < 0 && errno == ELOOP) refuse_link(path);
-  if (fd_ < 0) throw IoError("cannot open " + path + ": " + std::strerror(errno));
-  const int op = (mode == Mode::Exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB;
+                               bool quiet, const std::string& identity)
+    : file_(std::make_unique<FileLock>(exp_dir + "/.lock")) {
+  FileLock& f = *file_;
+  const std::string me = lock_holder_line(command_line) + "\n" +
+                         (identity.empty() ? std::string() : kIdentityTag + identity + "\n");
   bool said = false;
-  while (::flock(fd_, op) != 0) {
-    if (errno == EINTR) continue;
-    if (errno != EWOULDBLOCK) {
-      int err = errno;
-      ::close(fd_);
-      fd_ = -1;
-      throw IoError("cannot lock " + path + ": " + std::strerror(err));
+  for (;;) {
+    std::string busy;  // why the lock cannot be had now ("" once it is held)
+    if (mode == Mode::Exclusive) {
+      if (f.try_lock(FileLock::Mode::Exclusive)) f.set_text(me);
+      else busy = "in use by " + lock_holder(f.text());
+    } else {
+      FolderGate gate(exp_dir);
+      if (f.try_lock(FileLock::Mode::Exclusive)) {  // no one holds it: this process says whose it is
+        f.set_text(me);
+        if (!f.try_lock(FileLock::Mode::Shared)) busy = "in use by " + lock_holder(f.text());  // taken in between
+      } else if (f.try_lock(FileLock::Mode::Shared)) {  // shared by others: of this config only
+        const std::string text = f.text(), theirs = identity_in(text);
+        if (theirs.empty() || identity.empty() || theirs == identity) {
+          if (theirs.empty() && !identity.empty()) f.set_text(me);  // held by `asgdsim index` alone
+        } else {
+          f.unlock();
+          busy = "in use by processes of another config (" + lock_holder(text) + ", config " + theirs + "; this one is " +
+                 identity + "), which share it among themselves";
+        }
+      } else {
+        busy = "in use by " + lock_holder(f.text());
+      }
     }
-    std::string holder(512, '\0');
-    ssize_t n = ::pread(fd_, &holder[0], holder.size(), 0);
-    holder.resize(n > 0 ? size_t(n) : 0);
-    while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\0')) holder.pop_back();
-    if (holder.empty()) holder = "another process";
-    if (!wait) {
-      ::close(fd_);
-      fd_ = -1;
-      throw IoError("experiment folder " + exp_dir + " is in use by " + holder +
+    if (busy.empty()) break;
+    if (!wait)
+      throw IoError("experiment folder " + exp_dir + " is " + busy +
                     ": wait for it to end (or pass --wait to wait for it), or choose another --out or name");
-    }
-    if (!said && !quiet) std::cerr << "asgdsim: waiting for " << exp_dir << ", in use by " << holder << "\n";
+    if (!said && !quiet) std::cerr << "asgdsim: waiting for " << exp_dir << ", " << busy << "\n";
     said = true;
     if (interrupt_requested()) return;  // held_ stays false
     ::usleep(100 * 1000);
   }
   held_ = true;
-  // Who holds it, for a process that finds it taken (shared holders: the latest).
-  std::string me = "pid " + std::to_string(::getpid()) + " on " + host_name() + " since " + iso_now() + " (" +
-                   command_line + ")\n";
-  if (::ftruncate(fd_, 0) == 0 && ::pwrite(fd_, me.data(), me.size(), 0) < 0) {
-    // informational only: the lock holds without it
-  }
 }
 
-ExperimentLock::~ExperimentLock() {
-  if (fd_ >= 0) ::close(fd_);  // releases the lock
-}
+ExperimentLock::~ExperimentLock() = default;  // closing the file releases the lock
 
 void write_index(const Experiment& exp, const std::string& exp_dir, const std::set<std::string>& pending) {
-  const std::string lock_path = exp_dir + "/.index.lock";
-  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);  // a planted link: refused
-  if (fd < 0 && errno == ELOOP) refuse_link(lock_path);
-  if (fd < 0) throw IoError("cannot open " + lock_path + ": " + std::strerror(errno));
+  FileLock lock(exp_dir + "/.index.lock");  // a planted link or FIFO: refused
   // Polled rather than waited for in flock: another shard holds it only while it writes
   // index.csv, and a thread asleep in usleep takes signals where one blocked in flock may
   // not (TSan defers handlers to its intercepted calls), so a second Ctrl-C still ends
   // the process at once.
-  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EINTR) continue;
-    if (errno == EWOULDBLOCK) {
-      ::usleep(10 * 1000);
-      continue;
-    }
-    int err = errno;
-    ::close(fd);
-    throw IoError("cannot lock " + lock_path + ": " + std::strerror(err));
-  }
-  try {
-    write_file_atomic(exp_dir + "/index.csv", index_csv(exp, exp_dir, pending));
-  } catch (...) {
-    ::close(fd);  // releases the lock
-    throw;
-  }
-  ::close(fd);
+  while (!lock.try_lock(FileLock::Mode::Exclusive)) ::usleep(10 * 1000);
+  write_file_atomic(exp_dir + "/index.csv", index_csv(exp, exp_dir, pending));
 }
 
 std::string run_tag(const Experiment& exp, size_t k) {
@@ -435,7 +498,7 @@ EarlierRun earlier_run(const std::string& dir, const json& config, const Replace
   if (!read_json(dir + "/summary.json", old_summary) || !old_summary.is_object()) return earlier;
   const json& st = old_summary.contains("status") ? old_summary["status"] : json();
   const std::string status = st.is_string() ? st.get<std::string>() : "";
-  if (status != "completed" && status != "diverged" && status != "stalled") return earlier;  // results, kept
+  if (!ended_with_results(status)) return earlier;  // results, kept
   const std::string missing = incomplete_results(dir, config, old_summary);
   earlier.done = missing.empty() && !policy.rerun;
   earlier.line = tag + ": " + status + " earlier" +

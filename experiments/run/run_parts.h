@@ -16,6 +16,7 @@
 #include "sim/run/recorder.h"
 #include "sim/run/settings.h"
 #include "sim/core/simulation.h"
+#include "sim/run/file_lock.h"
 
 namespace asgd {
 
@@ -93,6 +94,10 @@ std::string config_differences(const json& there, const json& now, size_t limit 
 // is `summary` (a file missing, metrics.csv not ending at the summary's update count, a
 // run id that differs, ...), or "" when they are complete.
 std::string incomplete_results(const std::string& dir, const json& config, const json& summary);
+// A status a run ends with when it has results (completed, stalled, diverged): its folder
+// is then checked with incomplete_results, by `asgdsim run` (skip it?) and by index.csv
+// ("incomplete" when the check fails) alike.
+bool ended_with_results(const std::string& status);
 
 // How progress lines name run k of `exp`: "[k+1/N] <run_id>".
 std::string run_tag(const Experiment& exp, size_t k);
@@ -124,29 +129,50 @@ void refuse_runs_of_other_configs(const std::string& exp_dir, const std::vector<
 // plot.py reads that folder as an experiment) unless it is null.
 void move_runs_aside(const std::string& exp_dir, const std::vector<std::string>& names, const json& made_them);
 
-// An flock on OUT/<name>/.lock, held for a whole `asgdsim run`: exclusive, or shared by
-// the processes that split one experiment's runs (--shard, mpirun ranks). The kernel
-// releases it when the process ends in any way (kill -9 included), so it is never stale.
+// "pid P on HOST since TIME (WHAT)": what a holder writes into a lock file, so that a
+// process that finds the lock taken can name it.
+std::string lock_holder_line(const std::string& what);
+// Who holds a lock, from its file's text (the first line of what the holder wrote).
+std::string lock_holder(const std::string& lock_file_text);
+// Which config a process that holds an experiment folder runs: a hash of the resolved
+// config (experiment.json's content) and the number of shards it is split into.
+std::string experiment_identity(const json& resolved, int shards);
+
+// An flock on OUT/<name>/.lock (sim/run/file_lock.h), held for a whole `asgdsim run`:
+// exclusive, or shared by the processes that split one experiment's runs (--shard, mpirun
+// ranks). Sharers must run the same config in as many shards: the first writes its
+// `identity` (experiment_identity) into the lock file, and a process with another one is
+// refused while any sharer lives (it would move or overwrite their runs); an empty
+// identity (`asgdsim index`) shares with any. The kernel releases the lock when the
+// process ends in any way (kill -9 included), so it is never stale.
 class ExperimentLock {
  public:
   enum class Mode { Exclusive, Shared };
-  // Takes the lock. If another process holds it: throws IoError naming that process (its
-  // pid, host, start and command line, which each holder writes into the lock file), or
-  // with `wait` waits for it, polling for interruption (held() is false if interrupted).
-  ExperimentLock(const std::string& exp_dir, Mode mode, bool wait, const std::string& command_line, bool quiet);
+  // Takes the lock. If it cannot be had: throws IoError naming the holder (its pid, host,
+  // start and command line, which each holder writes into the lock file, and its config
+  // when that is what differs), or with `wait` waits for it, polling for interruption
+  // (held() is false if interrupted).
+  ExperimentLock(const std::string& exp_dir, Mode mode, bool wait, const std::string& command_line, bool quiet,
+                 const std::string& identity = "");
   ~ExperimentLock();
   ExperimentLock(const ExperimentLock&) = delete;
   ExperimentLock& operator=(const ExperimentLock&) = delete;
   bool held() const { return held_; }
 
  private:
-  int fd_ = -1;
+  std::unique_ptr<FileLock> file_;
   bool held_ = false;
 };
 
 // index.csv's text: one row per run of `exp`, from the summary.json files in exp_dir
-// ("pending" for runs without one, and for the runs in `pending`: those about to be made).
+// ("pending" for runs without one, and for the runs in `pending`: those about to be made;
+// "incomplete" for a run that ended with results whose result files are not all there,
+// which `asgdsim run` re-runs). Each run's `config` is its config.json.
 std::string index_csv(const Experiment& exp, const std::string& exp_dir, const std::set<std::string>& pending = {});
+// The status index.csv lists for `run` (its folder in exp_dir): pending, incomplete, or
+// what its summary.json says ("unknown" when it says nothing readable); `summary` gets
+// the summary.json read (null when there is none).
+std::string listed_status(const std::string& exp_dir, const RunSpec& run, json& summary);
 // Writes exp_dir/index.csv atomically, holding an exclusive lock on exp_dir/.index.lock
 // while it reads the summaries and writes: processes that share the folder (--shard,
 // mpirun) each write it when done, and the last one's index lists every finished run.

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <algorithm>
+#include <charconv>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -223,6 +224,8 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   settings.trace = settings.trace || opts.trace;
   std::shared_ptr<LoadedData> data = cache.get(run);
   std::unique_ptr<Model> model = build_model(run.config["model"], *data, exp.base_dir);
+  if (model_type_of(run.config["model"]).reads == ModelType::Reads::External)  // its size is known only now
+    check_memory_with_model(run.config, settings, exp.base_dir, model->num_params(), "the PyTorch module");
   ComputeTimeModel compute = build_compute_model(settings, exp.base_dir);
   Recorder recorder(settings.trace);
   recorder.set_process(int(k) + 1, run.run_id);  // trace.json: a process per run, in run order
@@ -335,6 +338,24 @@ void check_lanes_fit_in_memory(const Experiment& exp, const std::vector<size_t>&
 
 }  // namespace
 
+int parse_count(const std::string& option, const std::string& text, int lo, int hi, const std::string& note) {
+  int v = 0;
+  const char* b = text.data();
+  const char* e = b + text.size();
+  if (b < e && *b == '+') ++b;
+  auto r = std::from_chars(b, e, v);
+  if (b == e || r.ec != std::errc() || r.ptr != e || v < lo || v > hi)
+    throw UsageError(option + " must be a whole number in " + std::to_string(lo) + ".." + std::to_string(hi) + note +
+                     ", got '" + printable(text) + "'");
+  return v;
+}
+
+void set_run_counts(RunnerOptions& ro, const std::string& threads, const std::string& jobs,
+                    const std::string& threads_name, const std::string& jobs_name) {
+  ro.threads = parse_count(threads_name, threads, 0, kMaxThreads, " (0 = the cores)");
+  ro.jobs = parse_count(jobs_name, jobs, 1, kMaxThreads);
+}
+
 int run_experiment(const Experiment& given, const RunnerOptions& opts) {
   const std::string name = given.resolved.value("name", std::string("experiment"));
   if (opts.out_dir.empty()) throw IoError("--out is empty: give the folder the experiment goes under");
@@ -348,8 +369,10 @@ int run_experiment(const Experiment& given, const RunnerOptions& opts) {
   // The folder is this process's (shared with the other shards of the same experiment)
   // until it returns: no other asgdsim writes into it meanwhile.
   const bool sharded = opts.shards > 1;
+  // Shards share it only with shards of the same config: another config's --supersede or
+  // --rerun would move or remake the runs they are writing.
   ExperimentLock lock(exp_dir, sharded ? ExperimentLock::Mode::Shared : ExperimentLock::Mode::Exclusive, opts.wait,
-                      opts.command_line, opts.quiet);
+                      opts.command_line, opts.quiet, experiment_identity(given.resolved, opts.shards));
   if (!lock.held()) return 130;  // interrupted while waiting for it
   for (const auto& w : given.warnings) std::cerr << "asgdsim: warning: " << w << "\n";
   if (opts.recalibrate && sharded)  // each process would measure in turn, and the shards replay different traces
@@ -565,7 +588,10 @@ size_t rebuild_index(const std::string& dir, const std::string& command_line, bo
   std::vector<std::string> foreign;
   for (fs::directory_iterator it(exp_dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (it->symlink_status().type() != fs::file_type::directory || !fs::is_regular_file(it->path() / "config.json"))
+    const fs::file_type type = it->symlink_status().type();
+    if (type == fs::file_type::symlink && fs::exists(it->path() / "config.json", ec))
+      refuse_link(it->path().string());  // a run folder through a link: never read as this experiment's
+    if (type != fs::file_type::directory || !fs::exists(fs::symlink_status(it->path() / "config.json", ec)))
       continue;  // not a run folder (superseded-*/ holds run folders one level down)
     json config, run;
     std::string why;
@@ -588,6 +614,7 @@ size_t rebuild_index(const std::string& dir, const std::string& command_line, bo
     }
     RunSpec spec;
     spec.run_id = name;
+    spec.config = config;  // index.csv checks its result files as `asgdsim run` does
     spec.engine = run["engine"].get<std::string>();
     spec.sweep_values = run["sweep"];
     spec.seed = run["seed"].get<uint64_t>();
@@ -618,9 +645,7 @@ size_t rebuild_index(const std::string& dir, const std::string& command_line, bo
     std::map<std::string, size_t> statuses;
     for (const RunSpec& run : exp.runs) {
       json s;
-      const bool have = read_json(exp_dir + "/" + run.run_id + "/summary.json", s) && s.is_object() &&
-                        s.contains("status") && s["status"].is_string();
-      ++statuses[have ? s["status"].get<std::string>() : "pending"];
+      ++statuses[listed_status(exp_dir, run, s)];
     }
     std::string counts;
     for (const auto& [status, n] : statuses) counts += (counts.empty() ? "" : ", ") + std::to_string(n) + " " + status;

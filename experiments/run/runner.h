@@ -34,6 +34,18 @@ struct RunnerOptions {
   std::string command_line;
 };
 
+// --threads and --jobs above this are refused: far past any machine's cores, and each
+// thread reserves a stack.
+inline constexpr int kMaxThreads = 1024;
+// A count option's text ("12" for `option` "--threads") as an int in [lo, hi]; a UsageError
+// naming the option, its value (shortened) and the range otherwise.
+int parse_count(const std::string& option, const std::string& text, int lo, int hi, const std::string& note = "");
+// Sets ro.threads (0..kMaxThreads, 0 = the cores) and ro.jobs (1..kMaxThreads) from their
+// texts, as `asgdsim run` reads --threads and --jobs; the Python package's run() and
+// `python3 -m asgdsim run` read theirs here too, naming them `threads_name`, `jobs_name`.
+void set_run_counts(RunnerOptions& ro, const std::string& threads, const std::string& jobs,
+                    const std::string& threads_name = "--threads", const std::string& jobs_name = "--jobs");
+
 // Returns the process exit code: 0 all runs ended (completed, stalled or diverged), 130
 // interrupted (runs under way end as interrupted, none new starts). Checks every run
 // folder before writing anything; a folder holding another config, or an experiment

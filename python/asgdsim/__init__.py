@@ -38,20 +38,52 @@ def _analysis():
     return asgdsim_analysis
 
 
+def _path_bytes(path):
+    """A path as the C++ side takes it: bytes, as the file system holds them (a str with
+    bytes that are not UTF-8, os.fsdecode's surrogates, goes back to those bytes)."""
+    return os.fsencode(path)
+
+
+def _utf8_only(value, where="config"):
+    """Refuses a string of a config dict that cannot be JSON (os.fsdecode's surrogates: a
+    path holding bytes that are not UTF-8), naming where it is."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError(f"{where}: {value!r} holds bytes that are not UTF-8 (a file name's?): a config is JSON, "
+                             "which holds only UTF-8; rename the file or folder", 2) from None
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _utf8_only(k, where)
+            _utf8_only(v, f"{where}.{k}" if where != "config" else str(k))
+    elif isinstance(value, (builtins.list, tuple)):
+        for i, v in enumerate(value):
+            _utf8_only(v, f"{where}[{i}]")
+
+
 def _text(config):
-    """(JSON text, source, base folder, default name) of a config path or dict."""
-    if isinstance(config, (str, os.PathLike)):
+    """(JSON text, source, base folder, default name) of a config path or dict; paths as bytes."""
+    if isinstance(config, (str, bytes, os.PathLike)):
         path = os.fspath(config)
         try:
             with open(path, "rb") as f:
                 f.read(0)
         except OSError as e:
-            raise InputError(f"{path}: cannot be read: {e.strerror}", 2) from None
+            raise InputError(f"{os.fsdecode(path)}: cannot be read: {e.strerror}", 2) from None
         # read by the C++ reader, as `asgdsim run` reads it (comments; line and column in errors)
-        return _core.read_config(path), path, os.path.dirname(path) or ".", _core.name_from_path(path)
+        raw = _path_bytes(path)
+        return _core.read_config(raw), raw, os.path.dirname(raw) or b".", _core.name_from_path(raw)
     if isinstance(config, dict):
-        return json.dumps(config), "the config", os.getcwd(), "experiment"
+        _utf8_only(config)
+        return json.dumps(config), "the config", _path_bytes(os.getcwd()), "experiment"
     raise TypeError(f"config must be a dict or a path to a JSON file, not {type(config).__name__}")
+
+
+def _sets(sets):
+    """--set texts as bytes: one with bytes that are not UTF-8 is refused by the C++ side,
+    naming it, as `asgdsim run --set` refuses it."""
+    return [s if isinstance(s, bytes) else os.fsencode(s) for s in sets]
 
 
 def validate(config, *, sets=()):
@@ -59,7 +91,7 @@ def validate(config, *, sets=()):
     default filled, "runs": [{run_id, engine, sweep, seed}], "text": what `asgdsim validate`
     prints, "warnings": [...]}; raises ConfigError."""
     text, source, base, name = _text(config)
-    return json.loads(_core.validate(text, source, base, builtins.list(sets), name))
+    return json.loads(_core.validate(text, source, base, _sets(sets), name))
 
 
 def initial_parameters(config, run=0):
@@ -98,7 +130,7 @@ class Results:
 
 def run(config, *, out="runs", model=None, loss=None, data=None, test_data=None, threads=None, jobs=None,
         rerun=False, supersede=False, recalibrate=False, quiet=False, trace=False, wait=False, sets=(),
-        command_line=None, force=None):
+        command_line=None, force=None, option_names=("threads=", "jobs=")):
     """Runs an experiment as `asgdsim run` does and returns its Results.
 
     config: a dict or a JSON file's path. model: a torch.nn.Module or a zero-argument
@@ -109,7 +141,10 @@ def run(config, *, out="runs", model=None, loss=None, data=None, test_data=None,
     recalibrate/quiet/trace/wait: as `asgdsim run`'s options (rerun makes again the runs
     already done, supersede moves another config's run folders aside); sets:
     ["KEY.PATH=VALUE", ...] as --set. Ctrl-C ends the runs
-    under way as interrupted and raises KeyboardInterrupt.
+    under way as interrupted and raises KeyboardInterrupt. model=/loss= given while no
+    run's model.type is "torch" (or data=/test_data= while no data.type is), or a "torch"
+    type with neither the object nor a module file, raise InputError before anything is
+    written. option_names: how messages name threads and jobs (the CLI: "--threads").
     """
     if force is not None:  # as `asgdsim run --force`: split in two (docs/cli.md)
         raise InputError("force= is gone, split in two: supersede=True moves run folders of another config aside "
@@ -125,12 +160,15 @@ def run(config, *, out="runs", model=None, loss=None, data=None, test_data=None,
         return Bridge(model, loss, data, test_data)
 
     if command_line is None:
-        command_line = f"asgdsim.run({source if source != 'the config' else 'dict'})"
+        command_line = f"asgdsim.run({os.fsdecode(source) if source != 'the config' else 'dict'})"
+    # the run options are checked as `asgdsim run` checks --threads and --jobs (counts: the
+    # values as text, and the names this caller knows them by)
+    counts = [str(0 if threads is None else threads), str(1 if jobs is None else jobs)] + builtins.list(option_names)
+    given = [model is not None, loss is not None, data is not None, test_data is not None]
     try:
-        code, folder = _core.run(text, source, base, builtins.list(sets), name, os.fspath(out), int(threads or 0),
-                                 int(jobs or 1), bool(rerun), bool(supersede), bool(recalibrate), bool(quiet),
-                                 bool(trace), bool(wait), command_line,
-                                 make_bridge)
+        code, folder = _core.run(text, source, base, _sets(sets), name, _path_bytes(out), counts, bool(rerun),
+                                 bool(supersede), bool(recalibrate), bool(quiet), bool(trace), bool(wait),
+                                 os.fsencode(command_line), given, make_bridge)
     finally:
         if torch_state:  # the caller's generator and thread counts (torch's, OpenBLAS's), as they were
             import torch
@@ -138,4 +176,4 @@ def run(config, *, out="runs", model=None, loss=None, data=None, test_data=None,
             torch.random.set_rng_state(torch_state[0][0])
             torch.set_num_threads(torch_state[0][1])
             restore_blas_threads(torch_state[0][2])
-    return Results(folder, code)
+    return Results(os.fsdecode(folder), code)

@@ -55,8 +55,8 @@ def _parser():
         s.add_argument("--set", action="append", default=[], metavar="KEY.PATH=VALUE")
         if name == "run":
             s.add_argument("--out", default="runs")
-            s.add_argument("--threads", type=int, default=0)
-            s.add_argument("--jobs", type=int, default=1)
+            s.add_argument("--threads", default="0")  # checked as `asgdsim run` checks them
+            s.add_argument("--jobs", default="1")
             s.add_argument("--rerun", action="store_true", help="make again the runs already done")
             s.add_argument("--supersede", action="store_true", help="move run folders of another config aside")
             s.add_argument("--recalibrate", action="store_true", help="measure the compute traces again")
@@ -98,7 +98,7 @@ def main(argv=None):
         res = run(args.config, out=args.out, threads=args.threads, jobs=args.jobs, rerun=args.rerun,
                   supersede=args.supersede, recalibrate=args.recalibrate,
                   quiet=args.quiet, trace=args.trace, wait=args.wait, sets=sets, test_data=test_data,
-                  command_line="python3 -m asgdsim " + " ".join(argv))
+                  command_line="python3 -m asgdsim " + " ".join(argv), option_names=("--threads", "--jobs"))
         return res.exit_code
     except AsgdsimError as e:
         print(f"asgdsim: {e.message}", file=sys.stderr)

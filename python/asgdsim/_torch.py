@@ -25,9 +25,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from . import _core
 from .errors import ModelError
 
 _CHUNK = 256  # rows per forward pass when evaluating or recomputing BatchNorm statistics
+_MAX_SAMPLES = 2**31 - 1  # sample ids are int32 in the simulator
 _modules = {}  # absolute file path -> the module loaded from it (each file runs once)
 _blas_threads = None  # what the loaded OpenBLAS libraries were last set to
 
@@ -134,6 +136,9 @@ class _Data:
                                  "(__getitem__ and __len__) or a pair of tensors (inputs, targets) is needed")
         self.obj = obj
         n = len(self.tensors[0]) if self.tensors else len(obj)
+        if n > _MAX_SAMPLES:  # sample ids are 32-bit
+            raise ModelError(f"the {name} has {n} samples: at most {_MAX_SAMPLES} (2^31 - 1) can be addressed; "
+                             f"use data.{'train' if name == 'training set' else 'test'}_limit")
         if limit and limit > n:
             key = "train_limit" if name == "training set" else "test_limit"
             raise ModelError(f"data.{key} is {limit} but the {name} has {n} samples")
@@ -156,13 +161,26 @@ class _Data:
                              f"raised IndexError: {e}") from None
 
     def targets(self):
-        """All targets as one tensor (for labels and the class count)."""
+        """All targets as one tensor (for labels and the class count). A Dataset's own
+        `targets` is used when it agrees with its items (a few are compared); else the
+        items are read one by one, polling for Ctrl-C."""
         if self.tensors is not None:
             return self.tensors[1][: self.n]
         t = getattr(self.obj, "targets", None)
         if t is not None and len(t) >= self.n:
-            return torch.as_tensor(t)[: self.n]
-        return torch.as_tensor([self.item(i)[1] for i in range(self.n)])
+            t = torch.as_tensor(t)[: self.n]
+            for i in sorted({0, self.n // 3, self.n // 2, self.n - 1} if self.n else ()):
+                item = torch.as_tensor(self.item(i)[1])
+                if item.shape != t[i].shape or not bool((item == t[i]).all()):
+                    raise ModelError(f"the {self.name}'s `targets` says sample {i} is {t[i].tolist()}, but its item "
+                                     f"{i} has target {item.tolist()}: `targets` must be the items' targets, in order")
+            return t
+        out = []
+        for i in range(self.n):
+            if i % 4096 == 0 and _core.interrupted():
+                raise KeyboardInterrupt  # the simulator ends the run as interrupted
+            out.append(self.item(i)[1])
+        return torch.as_tensor(out)
 
 
 class Bridge:
@@ -189,11 +207,20 @@ class Bridge:
                              "(training set, test set)")
         self.train = _Data(given, "training set", cfg["train_limit"])
         self.test = _Data(test, "test set", cfg["test_limit"])
+        if self.train.n == 0:
+            raise ModelError("the training set is empty: a run needs samples to draw its minibatches from")
         classes = cfg["classes"]
         labels = []
         for d in (self.train, self.test):
             t = d.targets()
             integer = not (t.is_floating_point() or t.is_complex())
+            if integer and t.dim() != 1:
+                raise ModelError(f"the {d.name}'s targets are integers of shape {tuple(t.shape)}: class numbers "
+                                 f"must be one per sample, shape ({d.n},) (e.g. y.view(-1)); for regression, give "
+                                 "float targets")
+            if classes > 0 and t.dim() == 1 and not integer:
+                raise ModelError(f"data.classes is {classes} but the {d.name}'s targets are {t.dtype}: class numbers "
+                                 "must be integers (e.g. y.long())")
             if t.dim() != 1 or (classes == 0 and not integer):
                 labels.append(None)
                 continue
@@ -309,6 +336,9 @@ class Job:
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
             shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
             raise ModelError(f"the loss returned {shape}: it must return one number (the minibatch's mean loss)")
+        if not loss.is_floating_point():  # complex, integer, bool: no gradient of a real loss
+            raise ModelError(f"the loss returned a {loss.dtype} number: it must return a real floating-point one "
+                             "(the minibatch's mean loss)")
         return loss
 
     def grad(self, w, g, set_id, ids, x, y, seed, worker, step):
@@ -385,6 +415,8 @@ class Job:
                     xb, yb = self._batch(set_id, range(b, e), None, None)
                 out = self.module(xb)
                 loss_sum += float(self._mean_loss(out, yb)) * (e - b)
-                if self.classes > 0 and out.dim() == 2:
+                if self.classes > 0 and out.dim() == 2 and out.shape[1] > 1:  # a score per class: argmax
                     correct += float((out.argmax(1) == yb).sum())
+                else:  # no count of right answers can be made: no accuracy (NaN), never a made-up 0
+                    correct = float("nan")
         return loss_sum, correct, end - begin

@@ -13,7 +13,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -26,6 +28,8 @@
 #include "experiments/run/runner.h"
 #include "sim/core/errors.h"
 #include "sim/core/interrupt.h"
+#include "sim/config/validator.h"
+#include "sim/data/catalog.h"
 #include "sim/models/external.h"
 
 namespace py = pybind11;
@@ -69,6 +73,8 @@ auto call_python(const char* what, F&& f) -> decltype(f()) {
   try {
     return f();
   } catch (py::error_already_set& e) {
+    if (e.matches(PyExc_KeyboardInterrupt))  // a loop that polls asgdsim._core.interrupted()
+      throw Interrupted(std::string("interrupted by a signal while ") + what);
     py::object model_error = py::module_::import("asgdsim.errors").attr("ModelError");
     const bool theirs = !e.matches(model_error.ptr());
     std::string text = theirs ? python_error_text(e) : py::str(e.value()).cast<std::string>();
@@ -196,7 +202,8 @@ class PythonProvider final : public ExternalProvider {
       cfg["base_dir"] = where.base_dir;
       py::dict r = bridge_.attr("load_data")(cfg);
       DataSplit split;
-      const int classes = r["classes"].cast<int>();
+      // (a stray target of 10^12 must reach the data set's check as a class count, not overflow)
+      const int classes = int(std::min<int64_t>(r["classes"].cast<int64_t>(), INT32_MAX));
       int id = 0;
       for (const char* part : {"train", "test"}) {
         HostDataset& h = id == 0 ? split.train : split.test;
@@ -297,6 +304,48 @@ std::mutex& run_mutex() {
   throw py::error_already_set();
 }
 
+// What asgdsim.run was handed beside the config, against what the runs read: a model or
+// data set given while no run's type is "torch" would be silently ignored (the runs
+// train the config's native model), and a run of type "torch" with neither the object
+// nor a module file would fail only once its folder is made. Both are refused first.
+void check_given(const Experiment& exp, bool model, bool loss, bool data, bool test_data) {
+  std::string native_model, native_data;
+  bool torch_model = false, torch_data = false;
+  for (const RunSpec& r : exp.runs) {
+    const json& m = r.config["model"];
+    const json& d = r.config["data"];
+    const ModelType* mt = find_model_type(text_of(m, "type"));
+    const DataType* dt = find_data_type(text_of(d, "type"));
+    if (mt && mt->reads == ModelType::Reads::External) {
+      torch_model = true;
+      if (!model && text_of(m, "module").empty())
+        throw UsageError("run " + r.run_id + ": model.type \"torch\" but no model: give model= (an nn.Module or a "
+                         "factory) or model.module FILE.py:FACTORY (python3 -m asgdsim run --model FILE.py:FACTORY)");
+    } else if (native_model.empty()) {
+      native_model = text_of(m, "type");
+    }
+    if (dt && dt->layout == DataType::Layout::External) {
+      torch_data = true;
+      if (!data && text_of(d, "module").empty())
+        throw UsageError("run " + r.run_id + ": data.type \"torch\" but no data: give data= (and test_data=, or a "
+                         "factory returning both) or data.module FILE.py:FACTORY (python3 -m asgdsim run --data "
+                         "FILE.py:FACTORY)");
+    } else if (native_data.empty()) {
+      native_data = text_of(d, "type");
+    }
+  }
+  const std::string given_model = model && loss ? "model= and loss= were" : model ? "model= was" : "loss= was";
+  if ((model || loss) && !torch_model)
+    throw UsageError(given_model + " given, but no run's model.type is \"torch\" (model.type is \"" + native_model +
+                     "\"): the runs would train that model and never call yours; set model.type to \"torch\", or "
+                     "leave model= out");
+  const std::string given_data = data && test_data ? "data= and test_data= were" : data ? "data= was" : "test_data= was";
+  if ((data || test_data) && !torch_data)
+    throw UsageError(given_data + " given, but no run's data.type is \"torch\" (data.type is \"" + native_data +
+                     "\"): the runs would read that data set and never yours; set data.type to \"torch\", or leave "
+                     "data= out");
+}
+
 template <class F>
 auto translated(F&& f) -> decltype(f()) {
   try {
@@ -338,6 +387,8 @@ PYBIND11_MODULE(_core, m) {
       },
       "the initial parameters a native model of run `run` starts from (its flat layout: docs/python.md)",
       py::arg("config_text"), py::arg("source"), py::arg("base_dir"), py::arg("run") = 0);
+  m.def("interrupted", [] { return interrupt_requested(); },
+        "whether Ctrl-C (SIGINT, SIGTERM) came during asgdsim.run: Python loops that the simulator waits on poll it");
   m.def("name_from_path", &name_from_path, "the experiment name `asgdsim run` gives a config file without one");
 
   m.def(
@@ -351,25 +402,26 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "run",
       [](const std::string& config_text, const std::string& source, const std::string& base_dir,
-         const std::vector<std::string>& sets, const std::string& default_name, const std::string& out, int threads,
-         int jobs, bool rerun, bool supersede, bool recalibrate, bool quiet, bool trace, bool wait,
-         const std::string& command_line,
-         py::object make_bridge) {
+         const std::vector<std::string>& sets, const std::string& default_name, const std::string& out,
+         const std::vector<std::string>& counts, bool rerun, bool supersede, bool recalibrate, bool quiet, bool trace,
+         bool wait, const std::string& command_line, const std::vector<bool>& given, py::object make_bridge) {
         std::unique_lock<std::mutex> one(run_mutex(), std::try_to_lock);
         if (!one.owns_lock())
           translated([]() -> int { throw UsageError("another asgdsim.run is under way in this process: one at a time"); });
-        Experiment exp = translated([&] { return load(config_text, source, base_dir, sets, default_name); });
         RunnerOptions ro;
+        // the run options' checks are `asgdsim run`'s: counts is (threads, jobs, and the
+        // names the caller knows them by)
+        translated([&] { set_run_counts(ro, counts.at(0), counts.at(1), counts.at(2), counts.at(3)); });
+        Experiment exp = translated([&] { return load(config_text, source, base_dir, sets, default_name); });
+        translated([&] { check_given(exp, given.at(0), given.at(1), given.at(2), given.at(3)); });
         ro.out_dir = out;
-        ro.threads = threads;
-        ro.jobs = jobs;
         ro.replace.rerun = rerun;
         ro.replace.supersede = supersede;
         ro.recalibrate = recalibrate;
         ro.quiet = quiet;
         ro.trace = trace;
         ro.wait = wait;
-        ro.command_line = command_line;
+        ro.command_line = utf8_or_question_marks(command_line);  // as `asgdsim run` writes its own
         py::object bridge = py::none();  // made only when a run reads a PyTorch model or data set
         for (const RunSpec& r : exp.runs)
           if (bridge.is_none() && !external_key(r.config).empty()) bridge = make_bridge();
@@ -406,12 +458,13 @@ PYBIND11_MODULE(_core, m) {
           PyErr_SetNone(PyExc_KeyboardInterrupt);
           throw py::error_already_set();
         }
-        return py::make_tuple(code, ro.out_dir + "/" + exp.resolved.value("name", std::string("experiment")));
+        // bytes: --out may hold any (the package decodes them as the file system does)
+        return py::make_tuple(code, py::bytes(ro.out_dir + "/" + exp.resolved.value("name", std::string("experiment"))));
       },
       py::arg("config_text"), py::arg("source"), py::arg("base_dir"), py::arg("sets"), py::arg("default_name"),
-      py::arg("out"), py::arg("threads"), py::arg("jobs"), py::arg("rerun"), py::arg("supersede"),
-      py::arg("recalibrate"), py::arg("quiet"), py::arg("trace"),
-      py::arg("wait"), py::arg("command_line"), py::arg("make_bridge"));
+      py::arg("out"), py::arg("counts"), py::arg("rerun"), py::arg("supersede"), py::arg("recalibrate"),
+      py::arg("quiet"), py::arg("trace"), py::arg("wait"), py::arg("command_line"), py::arg("given"),
+      py::arg("make_bridge"));
 
   // The simulator's PowerSGD all-reduce (engines/powersgd.h) on given gradients, so that
   // it can be checked against torch's powerSGD_hook (tests/python/test_powersgd.py).

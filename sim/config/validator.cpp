@@ -236,6 +236,17 @@ json Validator::component(const json& value, const std::string& path, const std:
 
 namespace asgd {
 
+bool float_positive_finite(double value) {
+  const float f = float(value);
+  return f > 0 && std::isfinite(f);
+}
+
+std::string utf8_or_question_marks(std::string text) {
+  size_t bad;
+  while (!valid_utf8(text, &bad)) text[bad] = '?';
+  return text;
+}
+
 bool valid_utf8(const std::string& text, size_t* bad_offset) {
   const auto* s = reinterpret_cast<const unsigned char*>(text.data());
   const size_t n = text.size();

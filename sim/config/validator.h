@@ -61,6 +61,15 @@ class StrictJsonError : public std::runtime_error {
 json parse_json_strict(const std::string& text, bool allow_comments);
 // Whether `text` is well-formed UTF-8; if not, `bad_offset` is the first bad byte.
 bool valid_utf8(const std::string& text, size_t* bad_offset = nullptr);
+// `text` with every byte that is not UTF-8 replaced by '?' (for JSON, which holds only
+// UTF-8: a command line's paths may hold any byte).
+std::string utf8_or_question_marks(std::string text);
+
+// Whether a value > 0 stays > 0 and finite in fp32 (the kernels compute in float: a
+// curvature or an eps that float rounds to 0 or infinity is not the one asked for), and
+// the range to name when it does not.
+bool float_positive_finite(double value);
+inline constexpr const char* kFloatRange = " (the model computes in fp32: use 1.2e-38 to 3.4e38)";
 
 // ---- limits every numeric key gets ----
 

@@ -1,6 +1,7 @@
 // sim/core/errors.cpp — ConfigError's text, and the one error → exit code mapping.
 #include "sim/core/errors.h"
 #include <cstdio>
+#include "sim/core/interrupt.h"
 
 namespace asgd {
 
@@ -66,6 +67,8 @@ int exit_code_of(std::exception_ptr error) {
     return 2;
   } catch (const NoProgress&) {  // the config's steps take no virtual time
     return 2;
+  } catch (const Interrupted&) {  // a signal, before a run could mark itself interrupted
+    return 130;
   } catch (...) {
     return 1;
   }
@@ -87,6 +90,8 @@ std::string error_message(std::exception_ptr error) {
     return "virtual time overflow: " + printable(e.what());
   } catch (const NoProgress& e) {
     return "no progress in virtual time: " + printable(e.what());
+  } catch (const Interrupted& e) {
+    return printable(e.what());
   } catch (const std::exception& e) {
     return "error: " + printable(e.what());
   } catch (...) {

@@ -7,7 +7,8 @@
 // invalid config, missing or corrupt data, a file that cannot be written (full disk,
 // file-size limit), virtual time driven out of the clock's range by the config or unable to
 // advance under it (NoProgress); 1 any
-// other failure; 130 interrupted (decided by the caller, not by an error).
+// other failure; 130 interrupted (decided by the caller, or an Interrupted error:
+// sim/core/interrupt.h, a signal while nothing could mark a run interrupted).
 #pragma once
 #include <exception>
 #include <stdexcept>
@@ -69,7 +70,7 @@ class NoProgress : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// The exit code for `error` (see the list above): 2 for invalid input, else 1.
+// The exit code for `error` (see the list above): 2 for invalid input, 130 for Interrupted, else 1.
 int exit_code_of(std::exception_ptr error);
 // The message main() prints for `error`: "invalid config:\n...", "bad data: ...", ...
 // (without the "asgdsim: " prefix and the usage text), printable.

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
+#include <cstdio>
 #include <string>
 #include "sim/core/errors.h"  // TimeOverflow
 
@@ -19,8 +20,15 @@ inline constexpr SimTime kNever = std::numeric_limits<SimTime>::max();
 // the clock's range, so that a run's time keys added together cannot pass its end.
 inline constexpr double kMaxConfigSeconds = 1e9;
 
+// Seconds as a message shows them: "3e+12", "0.25", not to_string's "3000000000000.000000".
+inline std::string seconds_text(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.6g", seconds);
+  return buf;
+}
+
 inline std::string time_overflow_text(double seconds) {
-  return std::to_string(seconds) + " s is outside the virtual clock's range (int64 nanoseconds: 0 to ~9.2e9 s)";
+  return seconds_text(seconds) + " s is outside the virtual clock's range (int64 nanoseconds: 0 to ~9.2e9 s)";
 }
 
 // Rounds to the nearest nanosecond; throws TimeOverflow for a value the clock cannot hold.

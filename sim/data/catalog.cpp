@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include "sim/data/sparse_synthetic.h"
@@ -305,7 +306,7 @@ DataType torch_data() {
        field(&C::classes, integer("classes", 0,
                                   "classes (accuracy, label partitions); 0: from the targets when they are integers "
                                   "(the largest + 1), else none (regression)",
-                                  0, 1000000))},
+                                  0, kMaxTorchClasses))},
       [](const C& c) {  // what the config says; the sets' own sizes are known once the provider loads them
         DataShape d = dense_shape(double(c.train_limit), double(c.test_limit), 0, c.classes, std::nullopt);
         d.stored_values = 0;  // held by Python, not by the simulator
@@ -314,7 +315,14 @@ DataType torch_data() {
       [](const C& c, const DataLoadContext& ctx) {
         std::shared_ptr<ExternalProvider> p = external_provider();
         if (!p) throw UsageError(external_provider_missing("data.type"));
-        return p->load_data(c, ExternalContext{ctx.base_dir});
+        DataSplit split = p->load_data(c, ExternalContext{ctx.base_dir});
+        if (split.train.classes > kMaxTorchClasses)  // data.classes 0: from the targets
+          throw DataError("data.type torch: the training set's targets make " +
+                          (split.train.classes == INT32_MAX ? std::string("2^31 - 1 or more")
+                                                            : std::to_string(split.train.classes)) +
+                          " classes (its largest target + 1), more than data.classes may be (" +
+                          std::to_string(kMaxTorchClasses) + "); check the targets, or give data.classes");
+        return split;
       });
 }
 

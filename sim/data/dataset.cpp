@@ -1,5 +1,6 @@
 // sim/data/dataset.cpp — the dense sources, the upload, and the sizes of sparse sets.
 #include "sim/data/dataset.h"
+#include <boost/iterator/transform_iterator.hpp>
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -82,8 +83,10 @@ HostDataset from_idx(const std::string& images_path, const std::string& labels_p
   d.dim = size_t(img.rows) * img.cols;
   d.classes = 10;
   d.shape = Shape{int(img.rows), int(img.cols), 1};
-  d.x.resize(d.n * d.dim);
-  for (size_t i = 0; i < d.x.size(); ++i) d.x[i] = float(img.pixels[i]) / 255.0f;
+  // decoded straight into x: no zero-filled vector written twice
+  const auto pixel = [](uint8_t p) { return float(p) / 255.0f; };
+  d.x.assign(boost::make_transform_iterator(img.pixels.cbegin(), pixel),
+             boost::make_transform_iterator(img.pixels.cbegin() + long(d.n * d.dim), pixel));
   d.y.assign(labels.begin(), labels.begin() + d.n);
   return d;
 }

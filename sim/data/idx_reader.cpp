@@ -101,7 +101,10 @@ std::string gz_reason(const char* msg, const std::string& path) {
   return m;
 }
 
-IdxImages parse_idx_images(const std::vector<uint8_t>& b, const std::string& name) {
+namespace {
+// The header of an IDX image file whose bytes are `b`, checked against its size; pixels
+// left empty.
+IdxImages image_header(const std::vector<uint8_t>& b, const std::string& name) {
   if (b.size() < 16) throw DataError(name + ": too short for an IDX image header (" + std::to_string(b.size()) + " bytes)");
   uint32_t magic = be32(b, 0);
   if (magic != 0x00000803)
@@ -119,6 +122,12 @@ IdxImages parse_idx_images(const std::vector<uint8_t>& b, const std::string& nam
                     " bytes) but only " + std::to_string(b.size() - 16) + " follow");
   if (b.size() - 16 > need)
     throw DataError(name + ": " + std::to_string(b.size() - 16 - need) + " unexpected bytes after the last image");
+  return img;
+}
+}  // namespace
+
+IdxImages parse_idx_images(const std::vector<uint8_t>& b, const std::string& name) {
+  IdxImages img = image_header(b, name);
   img.pixels.assign(b.begin() + 16, b.end());
   return img;
 }
@@ -135,7 +144,13 @@ std::vector<uint8_t> parse_idx_labels(const std::vector<uint8_t>& b, const std::
   return std::vector<uint8_t>(b.begin() + 8, b.end());
 }
 
-IdxImages read_idx_images(const std::string& path) { return parse_idx_images(read_idx(path, 16, image_payload), path); }
+IdxImages read_idx_images(const std::string& path) {
+  std::vector<uint8_t> bytes = read_idx(path, 16, image_payload);
+  IdxImages img = image_header(bytes, path);
+  bytes.erase(bytes.begin(), bytes.begin() + 16);  // the pixels stay where they were read: no second copy
+  img.pixels = std::move(bytes);
+  return img;
+}
 std::vector<uint8_t> read_idx_labels(const std::string& path) { return parse_idx_labels(read_idx(path, 8, label_payload), path); }
 
 }  // namespace asgd

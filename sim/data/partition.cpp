@@ -1,12 +1,16 @@
 // sim/data/partition.cpp — shards and Dirichlet splits of the training set (see partition.h).
 #include "sim/data/partition.h"
+#include <boost/math/special_functions/beta.hpp>
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <numeric>
 #include <stdexcept>
 #include <string>
 #include "kernels/model.h"
 #include "kernels/rng.h"
+#include "sim/core/errors.h"
+#include "sim/core/interrupt.h"
 
 namespace asgd {
 
@@ -37,7 +41,7 @@ void shuffle(std::vector<int32_t>& ids, uint64_t seed, uint32_t stream, uint32_t
 }  // namespace
 
 std::vector<std::vector<int32_t>> partition_samples(const std::vector<int32_t>& labels, int classes, int workers,
-                                                    const PartitionSpec& spec, uint64_t seed) {
+                                                    const PartitionSpec& spec, uint64_t seed, const RunTasks& run) {
   const size_t n = labels.size(), p = size_t(workers);
   std::vector<std::vector<int32_t>> parts(p);
   if (spec.kind == PartitionSpec::Kind::Shards) {
@@ -46,8 +50,9 @@ std::vector<std::vector<int32_t>> partition_samples(const std::vector<int32_t>& 
     std::stable_sort(sorted.begin(), sorted.end(), [&](int32_t a, int32_t b) { return labels[a] < labels[b]; });
     const size_t shards = p * size_t(spec.shards);
     if (shards > n)
-      throw std::invalid_argument("data.partition_shards: " + std::to_string(shards) + " shards of " +
-                                  std::to_string(n) + " training samples would leave some empty");
+      throw ConfigError("", {{"data.partition_shards", std::to_string(p) + " workers x " + std::to_string(spec.shards) +
+                                                           " shards of " + std::to_string(n) +
+                                                           " training samples would leave some empty"}});
     std::vector<int32_t> deal(shards);
     std::iota(deal.begin(), deal.end(), 0);
     shuffle(deal, seed, 0, 0);
@@ -60,30 +65,59 @@ std::vector<std::vector<int32_t>> partition_samples(const std::vector<int32_t>& 
     std::vector<std::vector<int32_t>> by_class(static_cast<size_t>(classes));
     for (size_t i = 0; i < n; ++i) by_class[size_t(labels[i])].push_back(int32_t(i));
     for (size_t c = 0; c < by_class.size(); ++c) shuffle(by_class[c], seed, uint32_t(c + 1), 0);
+    // One draw: every class's shares and cuts. Only the non-empty cuts are kept (at most n
+    // of them), and each worker's count, so that a draw that leaves a worker empty costs
+    // its Gamma draws alone; the parts are filled from the cuts of the draw that serves.
+    // Classes draw from streams of their own, so blocks of them run side by side (`run`)
+    // and their cuts are the same whichever thread drew them.
+    struct Cut {
+      uint32_t worker;
+      size_t begin, end;
+    };
+    std::vector<std::vector<Cut>> cuts(by_class.size());
+    std::vector<size_t> count(p);
     for (uint32_t draw = 0;; ++draw) {
-      for (auto& part : parts) part.clear();
-      std::vector<double> share(p);
-      for (size_t c = 0; c < by_class.size(); ++c) {
-        Rng rng(seed, RngPurpose::Partition, uint32_t(c + 1), draw + 1);
-        double total = 0;
-        for (size_t w = 0; w < p; ++w) total += share[w] = gamma_draw(rng, spec.alpha);
-        // cut the class's ids at the cumulative shares: worker w gets [floor(m S_w), floor(m S_{w+1}))
-        const size_t m = by_class[c].size();
-        double cum = 0;
-        size_t begin = 0;
-        for (size_t w = 0; w < p; ++w) {
-          cum += share[w];
-          const size_t end = w + 1 == p || total <= 0 ? m : std::min(m, size_t(std::floor(double(m) * cum / total)));
-          parts[w].insert(parts[w].end(), by_class[c].begin() + long(begin), by_class[c].begin() + long(end));
-          begin = std::max(begin, end);
+      auto draw_classes = [&, draw](size_t from, size_t to) {
+        std::vector<double> share(p);
+        for (size_t c = from; c < to; ++c) {
+          throw_if_interrupted("drawing the Dirichlet partition of the training set (data.partition)");
+          Rng rng(seed, RngPurpose::Partition, uint32_t(c + 1), draw + 1);
+          double total = 0;
+          for (size_t w = 0; w < p; ++w) total += share[w] = gamma_draw(rng, spec.alpha);
+          // cut the class's ids at the cumulative shares: worker w gets [floor(m S_w), floor(m S_{w+1}))
+          const size_t m = by_class[c].size();
+          double cum = 0;
+          size_t begin = 0;
+          cuts[c].clear();
+          for (size_t w = 0; w < p; ++w) {
+            cum += share[w];
+            const size_t end = w + 1 == p || total <= 0 ? m : std::min(m, size_t(std::floor(double(m) * cum / total)));
+            if (end > begin) cuts[c].push_back({uint32_t(w), begin, end});
+            begin = std::max(begin, end);
+          }
         }
-      }
-      if (std::none_of(parts.begin(), parts.end(), [](const auto& part) { return part.empty(); })) break;
+      };
+      // blocks of about 2^18 Gamma draws: worth a task, and many of them for many workers
+      const size_t per_block = std::max<size_t>(1, (size_t(1) << 18) / std::max<size_t>(1, p));
+      std::vector<std::function<void()>> blocks;
+      for (size_t c = 0; c < by_class.size(); c += per_block)
+        blocks.push_back([&, c] { draw_classes(c, std::min(by_class.size(), c + per_block)); });
+      if (run && blocks.size() > 1) run(std::move(blocks));
+      else for (auto& b : blocks) b();
+      std::fill(count.begin(), count.end(), 0);
+      for (const auto& class_cuts : cuts)
+        for (const Cut& k : class_cuts) count[k.worker] += k.end - k.begin;
+      if (std::find(count.begin(), count.end(), size_t(0)) == count.end()) break;
       if (draw == 99)
-        throw std::invalid_argument("data.partition_alpha: 100 Dirichlet draws each left a worker without samples (" +
-                                    std::to_string(n) + " samples over " + std::to_string(p) +
-                                    " workers); raise alpha or use fewer workers");
+        throw ConfigError("", {{"data.partition_alpha",
+                                "100 Dirichlet draws each left a worker without samples (" + std::to_string(n) +
+                                    " samples of " + std::to_string(classes) + " classes over " + std::to_string(p) +
+                                    " workers); raise alpha or use fewer workers"}});
     }
+    for (size_t w = 0; w < p; ++w) parts[w].reserve(count[w]);
+    for (size_t c = 0; c < cuts.size(); ++c)  // class by class, as the shares were cut
+      for (const Cut& k : cuts[c])
+        parts[k.worker].insert(parts[k.worker].end(), by_class[c].begin() + long(k.begin), by_class[c].begin() + long(k.end));
   } else {
     throw std::logic_error("partition_samples: iid is the run's one stream");
   }
@@ -91,9 +125,55 @@ std::vector<std::vector<int32_t>> partition_samples(const std::vector<int32_t>& 
   return parts;
 }
 
+std::string partition_impossible(const PartitionSpec& spec, int workers, double train, int classes) {
+  if (spec.kind == PartitionSpec::Kind::Iid) return "";
+  const double p = double(workers);
+  auto n = [](double v) { return std::to_string(uint64_t(v)); };
+  if (train > 0 && p > train)
+    return n(p) + " workers but " + n(train) + " training samples: a worker would get none (use fewer workers, or "
+           "more samples)";
+  if (spec.kind == PartitionSpec::Kind::Shards) {
+    if (train > 0 && p * spec.shards > train)
+      return n(p) + " workers x " + n(spec.shards) + " shards is more shards than the " + n(train) +
+             " training samples: some would be empty (lower data.partition_shards or the workers)";
+    return "";
+  }
+  // Dirichlet: a worker gets no sample of a class of m samples with probability
+  // q = E[max(0, 1 - m s)] over its share s ~ Beta(alpha, (P - 1) alpha) (the cut at
+  // floor(m x cumulative share) gives it a sample with probability min(1, m s)), and a
+  // Gamma(alpha) draw underflows to 0 with probability z = e^(-744 alpha) (then a class
+  // whose P draws are all 0 goes whole to the last worker). A draw leaves about
+  // E = (P - 1) q'^C workers empty, q' = z^P + (1 - z^P) q, and succeeds with probability
+  // about e^-E. Refused when 100 draws would almost surely fail: E >= 15, or every class
+  // going whole to the last worker (z^(P C) > 0.9999). The first worker is apart: its cut
+  // starts at 0, so it gets a sample only when m s >= 1 (probability 1 - I_{1/m}(alpha,
+  // beta)); when it would stay empty in every class of almost every draw (more workers
+  // than a class has samples, and a concentrated alpha), the draws fail too.
+  if (classes > 0 && train > 0 && p >= 2) {
+    try {
+      const double m = std::max(1.0, train / classes), a = spec.alpha, b = (p - 1) * a, x = 1 / m;
+      const double below = boost::math::ibeta(a, b, x);  // P(s < 1/m)
+      const double q = below - m * a / (a + b) * boost::math::ibeta(a + 1, b, x);
+      const double all_zero = std::exp(-744 * a * p);  // z^P
+      const double empty = (p - 1) * std::pow(all_zero + (1 - all_zero) * std::clamp(q, 0.0, 1.0), classes);
+      const double first_empty = std::pow(below, classes);
+      if (empty >= 15 || std::pow(all_zero, classes) > 0.9999 || first_empty > 0.9999) {
+        char text[160];
+        std::snprintf(text, sizeof(text), "alpha %g over %s workers and %d classes of about %s samples leaves about %.3g "
+                      "workers without a sample in each Dirichlet draw", a, n(p).c_str(), classes, n(m).c_str(),
+                      std::max(empty, first_empty));
+        return std::string(text) + ", so every one of the 100 draws would fail (raise alpha, use fewer workers or more "
+                                   "samples)";
+      }
+    } catch (const std::exception&) {  // parameters beyond the special functions' range: left to the draws
+    }
+  }
+  return "";
+}
+
 PartitionedSamples::PartitionedSamples(const std::vector<int32_t>& labels, int classes, int workers,
-                                       const PartitionSpec& spec, uint64_t seed, bool shuffle)
-    : parts_(partition_samples(labels, classes, workers, spec, seed)) {
+                                       const PartitionSpec& spec, uint64_t seed, bool shuffle, const RunTasks& run)
+    : parts_(partition_samples(labels, classes, workers, spec, seed, run)) {
   histogram_.assign(parts_.size(), std::vector<uint64_t>(size_t(classes), 0));
   for (size_t w = 0; w < parts_.size(); ++w) {
     streams_.emplace_back(parts_[w].size(), seed, shuffle, uint32_t(w + 1));
@@ -109,7 +189,7 @@ void PartitionedSamples::next(int worker, size_t m, std::vector<int32_t>& out) {
 }
 
 std::unique_ptr<PartitionedSamples> make_partitioned_samples(const RunSettings& s, const DeviceDataset* train,
-                                                             bool shuffle) {
+                                                             bool shuffle, const RunTasks& run) {
   if (s.partition.kind == PartitionSpec::Kind::Iid) return nullptr;
   if (!train || train->classes < 2)
     throw std::invalid_argument("data.partition: splitting by label needs a classification training set");
@@ -120,7 +200,7 @@ std::unique_ptr<PartitionedSamples> make_partitioned_samples(const RunSettings& 
     if (labels[i] < 0 || labels[i] >= train->classes)
       throw std::invalid_argument("data.partition: sample " + std::to_string(i) + " has no class label");
   }
-  return std::make_unique<PartitionedSamples>(labels, train->classes, s.workers, s.partition, s.seed, shuffle);
+  return std::make_unique<PartitionedSamples>(labels, train->classes, s.workers, s.partition, s.seed, shuffle, run);
 }
 
 }  // namespace asgd

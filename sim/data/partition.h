@@ -14,7 +14,9 @@
 // the worker count only. Not here: which samples a step takes from its part (SampleStream).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 #include "sim/data/sample_stream.h"
 #include "sim/run/settings.h"
@@ -23,16 +25,29 @@ namespace asgd {
 
 struct DeviceDataset;
 
+// Runs tasks side by side and returns when all are done, rethrowing the first error (the
+// run's worker pool); empty: one after another on the calling thread.
+using RunTasks = std::function<void(std::vector<std::function<void()>>&&)>;
+
 // The parts (sample ids, ascending) of `labels` (class index per sample, in [0, classes))
-// over `workers`. Throws std::invalid_argument when a part would be empty.
+// over `workers`. Throws ConfigError naming data.partition_shards or data.partition_alpha
+// when a part would be empty, and Interrupted on a signal (polled between classes).
+// A Dirichlet draw costs workers x classes Gamma draws (in blocks of classes, side by
+// side through `run`), and O(samples) to fill the parts; the parts do not depend on `run`.
 std::vector<std::vector<int32_t>> partition_samples(const std::vector<int32_t>& labels, int classes, int workers,
-                                                    const PartitionSpec& spec, uint64_t seed);
+                                                    const PartitionSpec& spec, uint64_t seed, const RunTasks& run = {});
+
+// Why `spec` cannot split `train` samples of `classes` classes (0 for either: not known
+// before the data is read) over `workers`, or "" when it may: more workers than samples,
+// more shards than samples, or Dirichlet draws that would leave so many workers empty
+// (in expectation, for balanced classes) that all 100 would fail at run time. For validation.
+std::string partition_impossible(const PartitionSpec& spec, int workers, double train, int classes);
 
 // Each worker's stream over its part: the ids a runtime's next_step hands out.
 class PartitionedSamples {
  public:
   PartitionedSamples(const std::vector<int32_t>& labels, int classes, int workers, const PartitionSpec& spec,
-                     uint64_t seed, bool shuffle);
+                     uint64_t seed, bool shuffle, const RunTasks& run = {});
   // Appends worker w's next m ids (ids of the whole training set).
   void next(int worker, size_t m, std::vector<int32_t>& out);
   // (workers, classes) label counts of each part: the run folder's partition.csv.
@@ -48,6 +63,6 @@ class PartitionedSamples {
 // For a runtime: null under iid (the run's one stream serves), else the workers' parts of
 // `train`'s labels (a classification set; the validator refuses the rest).
 std::unique_ptr<PartitionedSamples> make_partitioned_samples(const RunSettings& s, const DeviceDataset* train,
-                                                             bool shuffle);
+                                                             bool shuffle, const RunTasks& run = {});
 
 }  // namespace asgd

@@ -83,12 +83,13 @@ void for_each_line(Read&& read, F&& f, const std::string& name, size_t chunk = k
 }
 
 // A token for a message: at most 40 bytes, control bytes (a NUL would end the message
-// where what() is read as a C string) as \xNN.
+// where what() is read as a C string) and bytes past ASCII (an invisible byte-order mark)
+// as \xNN.
 std::string token_text(const char* b, const char* e) {
   std::string t;
   for (const char* p = b; p < e && t.size() < 40; ++p) {
     const unsigned char c = static_cast<unsigned char>(*p);
-    if (c < 0x20 || c == 0x7f) {
+    if (c < 0x20 || c >= 0x7f) {  // (a number's token holds only ASCII: other bytes are shown, never hidden)
       char hex[8];
       std::snprintf(hex, sizeof(hex), "\\x%02x", unsigned(c));
       t += hex;
@@ -122,7 +123,10 @@ class Parser {
     while (p < end && !is_space(*p) && *p != '#') ++p;
     double label = 0;
     if (!parse_number(tok, p, label) || !std::isfinite(label) || label != std::floor(label) || std::fabs(label) > 1e9)
-      fail("bad label '" + token_text(tok, p) + "': labels must be integers (class numbers, or -1/+1)");
+      fail("bad label '" + token_text(tok, p) + "': labels must be integers (class numbers, or -1/+1)" +
+           (p - tok >= 3 && std::memcmp(tok, "\xef\xbb\xbf", 3) == 0
+                ? std::string("; the line starts with a UTF-8 byte-order mark (U+FEFF): save the file without one")
+                : std::string()));
     int64_t prev = -1;
     for (;;) {
       while (p < end && is_space(*p)) ++p;
@@ -146,8 +150,13 @@ class Parser {
       if (c < prev)
         fail("index " + std::to_string(index) + " after " + std::to_string(prev + base_) + ": indices must be increasing");
       float value = 0;
-      if (!parse_number(colon + 1, p, value))
+      if (!parse_number(colon + 1, p, value)) {
+        double wide = 0;  // a number, but not a float's (1e39, 1e-50)
+        if (parse_number(colon + 1, p, wide) && std::isfinite(wide))
+          fail("value " + token_text(colon + 1, p) + " of index " + std::to_string(index) +
+               " is outside what a float holds (features are fp32: about 1.2e-38 to 3.4e38 in size, or 0)");
         fail("value '" + token_text(colon + 1, p) + "' of index " + std::to_string(index) + " is not a number");
+      }
       if (!std::isfinite(value)) fail("value of index " + std::to_string(index) + " is not finite");
       out_.col.push_back(int32_t(c));
       out_.val.push_back(value);

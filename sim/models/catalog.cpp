@@ -69,11 +69,6 @@ Field<S> activation_field(Activation S::*member, const char* doc) {
 
 // The model computes in fp32: a curvature that float rounds to 0 or to infinity is not
 // the one asked for (issue 31: 1e-50 passed as "> 0" and trained a flat model).
-bool float_positive_finite(double h) {
-  const float f = float(h);
-  return f > 0 && std::isfinite(f);
-}
-const char* kFloatRange = " (the model computes in fp32: use 1.2e-38 to 3.4e38)";
 
 void check_curvature(const json& c, const std::string& path, Validator& v) {
   if (c.is_number()) {

@@ -8,6 +8,7 @@
 // external model as any other Model (kernels/model.h).
 #pragma once
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <string>
 #include "kernels/model.h"
@@ -23,7 +24,9 @@ struct ExternalModelConfig {
   int threads = 0;       // torch intra-op threads of each job (part of the config: it can change the bits)
   size_t bn_samples = 0; // training samples that recompute BatchNorm statistics at each evaluation
 };
-// data.type "torch": its keys, bound.
+// data.type "torch": its keys, bound. Classes (given, or the largest target + 1) are at
+// most kMaxTorchClasses: a stray target of 10^9 must not size the runs' label counts.
+inline constexpr int kMaxTorchClasses = 1000000;
 struct ExternalDataConfig {
   std::string module;       // "file.py:factory"; "": the caller gives the data
   size_t train_limit = 0;   // > 0: only the first so many training samples
@@ -57,6 +60,15 @@ void set_external_provider(std::shared_ptr<ExternalProvider> provider);
 // living outside the program (a model that reads External, a data set of layout External),
 // or "" when the run needs no provider.
 std::string external_key(const nlohmann::json& run_config);
+
+// The Python files a resolved run config names (model.module, model.loss, data.module of
+// type "torch", each "FILE.py:NAME" with FILE relative to base_dir): each must exist
+// (else an issue at its key, so validation refuses it), and the result maps each key to
+// a fingerprint of its file's text (sim/core/hash.h), which the run's record carries: an
+// edited model file makes another config, as an edited config would. `cache` keeps the
+// files read, by path, across the runs of one experiment.
+nlohmann::json external_sources(const nlohmann::json& run_config, const std::string& base_dir, Validator& v,
+                                 std::map<std::string, std::string>& cache);
 
 // Why a config that names model/data type "torch" cannot run here (no provider): the text
 // of the UsageError, naming the command that can run it.

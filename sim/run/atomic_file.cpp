@@ -2,6 +2,7 @@
 #include "sim/run/atomic_file.h"
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/random.h>
 #include <unistd.h>
 #include <algorithm>
@@ -103,6 +104,37 @@ bool read_file_limited(const std::string& path, size_t max_bytes, std::string& o
     out.append(buf, n);
   }
   std::fclose(f);
+  return true;
+}
+
+int open_output_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return -1;
+    throw IoError("cannot read " + path + ": " + std::strerror(errno));
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const bool fifo = S_ISFIFO(st.st_mode), folder = S_ISDIR(st.st_mode);
+    ::close(fd);
+    throw IoError(path + " is not a regular file (" + (fifo ? "a FIFO" : folder ? "a folder" : "a device or socket") +
+                  "): only asgdsim writes files there; remove it, or choose another --out");
+  }
+  return fd;
+}
+
+bool read_output_file_limited(const std::string& path, size_t max_bytes, std::string& out) {
+  out.clear();
+  const int fd = open_output_file(path);
+  if (fd < 0) return false;
+  char buf[1 << 16];
+  while (out.size() <= max_bytes) {
+    const ssize_t n = ::read(fd, buf, std::min(sizeof(buf), max_bytes + 1 - out.size()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, size_t(n));
+  }
+  ::close(fd);
   return true;
 }
 

@@ -23,6 +23,13 @@ std::vector<std::string> remove_stale_temp_files(const std::string& dir, const s
 // tells "too large" by out.size() > max_bytes without reading /dev/zero or a huge file
 // whole). False if it cannot be opened.
 bool read_file_limited(const std::string& path, size_t max_bytes, std::string& out);
+// The same for a file of the output tree, which only asgdsim writes: opened without
+// blocking (a FIFO planted there must not hang the process), and anything but a regular
+// file (a FIFO, a device, a folder) throws IoError naming it. False if it does not exist.
+bool read_output_file_limited(const std::string& path, size_t max_bytes, std::string& out);
+// The output-tree file at `path` opened for reading (a file descriptor, -1 if it does not
+// exist), refused as read_output_file_limited refuses it.
+int open_output_file(const std::string& path);
 // Creates the directory and its parents; throws IoError when it cannot.
 void make_directories(const std::string& path);
 

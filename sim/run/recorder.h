@@ -27,8 +27,9 @@ struct MetricsRow {
 };
 
 // What a metrics row measures besides the model: the minibatch losses and the staleness
-// of the gradients since the previous row. fill() writes a row's losses, accuracy
-// (NaN unless a classifier), worker_loss and mean_staleness (NaN when the window is
+// of the gradients since the previous row. fill() writes a row's losses (NaN over no
+// rows), accuracy (NaN unless a classifier, or when the model gives no count of right
+// answers), worker_loss and mean_staleness (NaN when the window is
 // empty), then starts the next window. Shared by the simulator and asgdsim cluster.
 struct RowWindow {
   double loss_sum = 0;
@@ -38,11 +39,14 @@ struct RowWindow {
 
   void fill(MetricsRow& row, const EvalSums& train, const EvalSums& test, bool classifier) {
     const double nan = std::numeric_limits<double>::quiet_NaN();
-    row.train_loss = train.loss_sum / double(std::max<size_t>(1, train.count));
-    row.test_loss = test.loss_sum / double(std::max<size_t>(1, test.count));
+    // No rows evaluated (an empty PyTorch test set): nothing was measured, so NaN, not 0.
+    row.train_loss = train.count ? train.loss_sum / double(train.count) : nan;
+    row.test_loss = test.count ? test.loss_sum / double(test.count) : nan;
     // A test loss that is not finite: the parameters are not numbers, and the count of
-    // right answers (whatever argmax makes of NaN) means nothing.
-    row.test_accuracy = classifier && std::isfinite(row.test_loss) ? test.correct / double(std::max<size_t>(1, test.count)) : nan;
+    // right answers (whatever argmax makes of NaN) means nothing. A model that cannot tell
+    // right answers (a PyTorch module whose outputs are not one score per class) gives
+    // `correct` NaN: no accuracy either.
+    row.test_accuracy = classifier && std::isfinite(row.test_loss) ? test.correct / double(test.count) : nan;
     row.worker_loss = loss_count ? loss_sum / double(loss_count) : nan;
     row.mean_staleness = stale_count ? stale_sum / double(stale_count) : nan;
     *this = RowWindow{};

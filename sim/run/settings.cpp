@@ -268,6 +268,9 @@ void check_optimizer(const json& train, Validator& v) {
       v.error("train.momentum", "train.momentum is sgd's; " + type.get<std::string>() +
                                     "'s momentum is train.beta1: set train.momentum to 0");
     if (nesterov) v.error("train.nesterov", "Nesterov momentum is sgd's: set it to false with " + type.dump());
+    if (number("eps") > 0 && !float_positive_finite(number("eps")))  // the update divides by sqrt(v_hat) + eps
+      v.error("train.eps", brief(train["eps"]) + " is 0 in float, so it would not keep " + type.get<std::string>() +
+                               "'s update finite" + kFloatRange);
   }
 }
 

@@ -26,7 +26,7 @@ SimTime ComputeTimeModel::duration(uint32_t worker, uint32_t step, size_t sample
   for (const auto& w : stragglers_.windows)
     if (w.worker == int(worker) && start >= w.from && start < w.to) d *= w.factor;
   if (!(d * 1e9 < 9.2e18))  // a heavy tail's draw, times slowdown and straggler factors
-    throw TimeOverflow("worker " + std::to_string(worker) + " drew a compute time of " + std::to_string(d) +
+    throw TimeOverflow("worker " + std::to_string(worker) + " drew a compute time of " + seconds_text(d) +
                        " s at step " + std::to_string(step) + ": beyond the virtual clock's range (~9.2e9 s); "
                        "use a lighter tail in cluster.compute (e.g. pareto alpha > 1), smaller slowdown factors or a shorter run");
   return seconds_to_sim(d);

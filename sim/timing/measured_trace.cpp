@@ -1,5 +1,6 @@
 // sim/timing/measured_trace.cpp — the measured compute trace's file (see measured_trace.h).
 #include "sim/timing/measured_trace.h"
+#include <sys/stat.h>
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -41,7 +42,49 @@ std::string format_measured_trace(const MeasuredTrace& trace) {
   return out;
 }
 
+namespace {
+// What asgdsim wrote is whole: its first line says what it is, every line ends with a
+// newline, and no byte is NUL. A file cut mid-line (a copy or a disk that stopped), one
+// without its header, or one with a NUL (a torn write) is refused, naming the line,
+// rather than replayed as whatever its numbers still parse to.
+void check_written_whole(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return;  // read_trace_file names a missing file
+  if (!S_ISREG(st.st_mode)) throw DataError("trace file " + path + ": not a regular file");
+  std::ifstream in(path, std::ios::binary);
+  std::string chunk(1 << 16, '\0');
+  size_t line = 1, column = 0, total = 0;
+  std::string first;
+  char last = '\n';
+  while (in.read(&chunk[0], std::streamsize(chunk.size())) || in.gcount() > 0) {
+    const size_t n = size_t(in.gcount());
+    for (size_t i = 0; i < n; ++i) {
+      const char c = chunk[i];
+      if (c == '\0')
+        throw DataError("trace file " + path + " line " + std::to_string(line) + ": holds a NUL byte (a write torn "
+                        "or cut short?)");
+      if (line == 1 && c != '\n' && first.size() < 64) first += c;
+      if (c == '\n') {
+        if (line == 1 && first != kFirstLine)
+          throw DataError("trace file " + path + " line 1: not a measured compute trace (its first line must be '" +
+                          std::string(kFirstLine) + "')");
+        ++line;
+        column = 0;
+      } else {
+        ++column;
+      }
+    }
+    last = chunk[n - 1];
+    if ((total += n) > (size_t(512) << 20)) return;  // far past 10 million durations: read_trace_file refuses it
+  }
+  if (last != '\n' || line == 1)
+    throw DataError("trace file " + path + " line " + std::to_string(line) +
+                    (line == 1 && column == 0 ? ": empty" : ": cut short (the last line has no newline)"));
+}
+}  // namespace
+
 MeasuredTrace read_measured_trace(const std::string& path) {
+  check_written_whole(path);
   MeasuredTrace t;
   try {
     TraceFile file = read_trace_file(path);

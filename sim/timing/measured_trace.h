@@ -27,9 +27,10 @@ std::string measured_trace_name(const nlohmann::json& model, const nlohmann::jso
 // The file's text (header keys in the json's order, then the step times to ns).
 std::string format_measured_trace(const MeasuredTrace& trace);
 
-// Reads a trace file. A missing or unreadable file, a line that is not a duration, a
-// header line that is not "# KEY: JSON", or no durations throws DataError naming the file
-// (and the line).
+// Reads a trace file. A missing or unreadable file, one that is not whole (its first line
+// not "# asgdsim measured compute trace", its last line without a newline, a NUL byte), a
+// line that is not a duration, a header line that is not "# KEY: JSON", or no durations
+// throws DataError naming the file (and the line).
 MeasuredTrace read_measured_trace(const std::string& path);
 
 // What summary.json's compute_model says of a run that replays `trace` (found at `name`

@@ -83,6 +83,62 @@ class CorruptRowsTest(unittest.TestCase):
         self.assertIn("line 2", stderr)
 
 
+class Issue42PlotWarnings(unittest.TestCase):
+    """What plot.py read silently (issue 42, Medium 10): each is warned about and listed
+    among the run's problems (the report's "Runs with problems")."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.root = Path(self.tmp.name) / "exp"
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def problems(self):
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr):
+            experiment = rundata.load_experiment(self.root)
+        return {run.run_id: run.problems for run in experiment.runs}, stderr.getvalue()
+
+    def test_a_misspelt_metrics_header(self):
+        write_run(self.root, "async-seed1", "time,updates,train_los,test_accuracy\n0,0,2.0,0.1\n1,10,1.0,0.5\n")
+        problems, stderr = self.problems()
+        self.assertIn("unknown column train_los; no column train_loss", stderr)
+        self.assertTrue(any("misspelt" in p for p in problems["async-seed1"]))
+
+    def test_a_completed_run_without_rows(self):
+        write_run(self.root, "async-seed1", HEADER)
+        folder = write_run(self.root, "sync-seed1", HEADER + "0,0,2.0,0.1\n")
+        (folder / "metrics.csv").unlink()
+        problems, stderr = self.problems()
+        self.assertIn("summary.json says completed, but metrics.csv holds no rows", stderr)
+        self.assertIn("summary.json says completed, but metrics.csv is missing", stderr)
+        self.assertTrue(problems["async-seed1"] and problems["sync-seed1"])
+
+    def test_nan_finals_in_a_completed_summary(self):
+        folder = write_run(self.root, "async-seed1", HEADER + "0,0,2.0,0.1\n")
+        (folder / "summary.json").write_text(json.dumps({"status": "completed", "final": {"train_loss": None}}))
+        problems, stderr = self.problems()
+        self.assertIn("its final train_loss is not a number", stderr)
+        self.assertTrue(problems["async-seed1"])
+
+    def test_an_index_row_whose_folder_is_gone(self):
+        write_run(self.root, "async-seed1", HEADER + "0,0,2.0,0.1\n")
+        (self.root / "index.csv").write_text(
+            "run_id,engine,seed,status,final_train_loss,final_test_loss,final_test_accuracy,time,updates\n"
+            "async-seed1,async,1,completed,0.5,nan,nan,2,20\nsync-seed1,sync,1,completed,0.5,nan,nan,2,20\n")
+        problems, stderr = self.problems()
+        self.assertIn("run sync-seed1: index.csv lists it, but its folder is gone", stderr)
+        self.assertTrue(problems["sync-seed1"])
+        self.assertEqual(problems["async-seed1"], [])
+
+    def test_a_well_formed_run_says_nothing(self):
+        write_run(self.root, "async-seed1", HEADER + "0,0,2.0,0.1\n1,10,1.0,0.5\n")
+        problems, stderr = self.problems()
+        self.assertEqual(stderr, "")
+        self.assertEqual(problems["async-seed1"], [])
+
+
 class StudyTableBadInputTest(unittest.TestCase):
     def test_bad_readme_is_one_line_and_exit_2(self):
         with tempfile.TemporaryDirectory() as tmp:

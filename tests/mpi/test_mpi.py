@@ -474,6 +474,17 @@ class ClusterRefusals(unittest.TestCase):
         self.assertNotIn("sent nothing", p.stderr)
         self.assertLess(p.seconds, 20)
 
+    def test_measured_compute_is_refused_up_front(self):
+        # issue 42: it failed at the first step (exit 1, a failed run folder); it does not calibrate
+        cfg = dict(SWEEP, name="measured", engines=[{"type": "async"}],
+                   cluster=dict(SWEEP["cluster"], workers=2, compute={"dist": "measured"}))
+        cfg.pop("sweep")
+        out = os.path.join(self.tmp, "o")
+        p = run(["cluster", write_config(self.tmp, cfg), "--out", out], mpi=["-np", "3"])
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("cluster.compute.dist: \"measured\" replays a trace that `asgdsim run` measures", p.stderr)
+        self.assertFalse(os.path.exists(out))
+
     def test_simulated_links_and_collectives_are_refused_with_their_paths(self):
         cfg = dict(SWEEP, name="topo", engines=[{"type": "sync", "comm": "allreduce"}],
                    cluster=dict(SWEEP["cluster"], workers=2,
