@@ -1458,12 +1458,22 @@ TEST(Issue42, AForkedChildDoesNotKeepALock) {
   const std::string path = dir + "/.lock";
   auto lock = std::make_unique<asgd::FileLock>(path);
   ASSERT_TRUE(lock->try_lock(asgd::FileLock::Mode::Exclusive));
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
   const pid_t child = ::fork();
   if (child == 0) {
-    ::sleep(30);  // a daemon the factory started, outliving the lock's holder
+    // fork() has returned here, so the child's fork handlers have run: say so, then live on
+    // as a daemon the factory started, outliving the lock's holder
+    const char byte = 1;
+    if (::write(ready[1], &byte, 1) != 1) ::_exit(1);
+    ::sleep(30);
     ::_exit(0);
   }
   ASSERT_GT(child, 0);
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);  // the child is past fork()
+  ::close(ready[0]);
+  ::close(ready[1]);
   lock.reset();  // the holder lets it go (its process would end here)
   asgd::FileLock other(path);
   EXPECT_TRUE(other.try_lock(asgd::FileLock::Mode::Exclusive)) << "the forked child kept the lock";

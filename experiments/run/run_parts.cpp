@@ -359,8 +359,15 @@ std::string incomplete_results(const std::string& dir, const json& config, const
   if (b == std::string::npos || !updates.is_number_integer() || last.substr(a + 1, b - a - 1) != updates.dump())
     return "metrics.csv does not end at the summary's " + updates.dump() + " updates";
   std::string workers_header;
-  last_line(dir + "/workers.csv", &workers_header);
+  const std::string last_worker = last_line(dir + "/workers.csv", &workers_header);
   if (workers_header.rfind("worker,", 0) != 0) return "workers.csv has no header";
+  // a row per worker, the last one worker N - 1's, written whole
+  const json n = config.contains("cluster") && config["cluster"].is_object() ? config["cluster"].value("workers", json())
+                                                                                : json();
+  if (n.is_number_integer() &&
+      (last_worker.rfind(std::to_string(n.get<long long>() - 1) + ",", 0) != 0 ||
+       std::count(last_worker.begin(), last_worker.end(), ',') != std::count(workers_header.begin(), workers_header.end(), ',')))
+    return "workers.csv does not end with worker " + std::to_string(n.get<long long>() - 1) + "'s whole row";
   std::string staleness_header;
   last_line(dir + "/staleness.csv", &staleness_header);
   if (staleness_header.rfind("staleness,", 0) != 0) return "staleness.csv has no header";

@@ -107,6 +107,10 @@ bool read_file_limited(const std::string& path, size_t max_bytes, std::string& o
   return true;
 }
 
+const char* file_type_name(unsigned st_mode) {
+  return S_ISFIFO(st_mode) ? "a FIFO" : S_ISDIR(st_mode) ? "a folder" : S_ISREG(st_mode) ? "a file" : "a device or socket";
+}
+
 int open_output_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
@@ -115,9 +119,8 @@ int open_output_file(const std::string& path) {
   }
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    const bool fifo = S_ISFIFO(st.st_mode), folder = S_ISDIR(st.st_mode);
     ::close(fd);
-    throw IoError(path + " is not a regular file (" + (fifo ? "a FIFO" : folder ? "a folder" : "a device or socket") +
+    throw IoError(path + " is not a regular file (" + file_type_name(st.st_mode) +
                   "): only asgdsim writes files there; remove it, or choose another --out");
   }
   return fd;

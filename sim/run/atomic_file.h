@@ -12,6 +12,10 @@
 
 namespace asgd {
 
+// What a path that is not a regular file is, for messages: "a FIFO", "a folder", "a device
+// or socket" (st_mode from stat).
+const char* file_type_name(unsigned st_mode);
+
 void write_file_atomic(const std::string& path, const std::string& content);
 // What every temporary file of write_file_atomic(path, ...) starts with: "PATH.tmp.".
 std::string atomic_temp_prefix(const std::string& path);

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 #include "sim/core/errors.h"
+#include "sim/run/atomic_file.h"
 
 namespace asgd {
 namespace {
@@ -57,7 +58,8 @@ FileLock::FileLock(const std::string& path) : path_(path) {
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw IoError(path + " is not a regular file: asgdsim keeps its lock there; remove it, or choose another --out");
+    throw IoError(path + " is not a regular file (" + file_type_name(st.st_mode) +
+                  "): asgdsim keeps its lock there; remove it, or choose another --out");
   }
   register_fd(fd);
   fd_ = fd;
