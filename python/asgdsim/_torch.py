@@ -214,7 +214,10 @@ class Bridge:
         for d in (self.train, self.test):
             t = d.targets()
             integer = not (t.is_floating_point() or t.is_complex())
-            if integer and t.dim() != 1:
+            if integer and (t.dim() == 0 or (t.dim() == 2 and t.shape[1] == 1)):
+                # (N, 1): one class per sample in a column, which cross_entropy reads as a
+                # sequence of length 1 and fails on; (N, T, ...) integers are classes per
+                # position (a language model's next tokens) and pass to the loss as they are
                 raise ModelError(f"the {d.name}'s targets are integers of shape {tuple(t.shape)}: class numbers "
                                  f"must be one per sample, shape ({d.n},) (e.g. y.view(-1)); for regression, give "
                                  "float targets")
