@@ -379,6 +379,7 @@ void MpiRuntime::launch(const Step& step) {
   if (job->received) {  // the pull or reply leaves with this message
     out_.messages_to_workers++;
     out_.bytes_to_workers += job->pull_bytes;
+    out_.peak_sync_bytes = std::max(out_.peak_sync_bytes, job->pull_bytes);
   }
   const double t = seconds();
   given_at_[size_t(w)] = t;
@@ -576,6 +577,7 @@ void MpiRuntime::wind_down() {
 void MpiRuntime::count_push(double bytes) {
   out_.messages_to_server++;
   out_.bytes_to_server += bytes;
+  out_.peak_sync_bytes = std::max(out_.peak_sync_bytes, bytes);
 }
 
 // A worker declared dead whose gradient arrives after all: its step stays lost (the engine
