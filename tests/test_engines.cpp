@@ -2125,8 +2125,8 @@ TEST(Rennala, IsKBatchSyncWithLateDrop) {
   EXPECT_EQ(summary_at(dir)["dropped_gradients"], discarded);
 }
 
-// MindFlayer's time allowance in closed form. Compute times replay the trace
-// [0.5, 3.0] s per step; worker 1 is twice as slow (1.0, 6.0); allowance t = 1.5 s, B = 3
+// MindFlayer's time allowance in closed form. Each worker replays the per-worker trace
+// [0.5, 3.0] s per step, in order; worker 1 is twice as slow (1.0, 6.0); allowance t = 1.5 s, B = 3
 // attempts. An attempt lasts min(tau, t): worker 0's rounds take 0.5+1.5+0.5 = 2.5 and
 // 1.5+0.5+1.5 = 3.5 s in turn, worker 1's 1.0+1.5+1.0 = 3.5 and 1.5+1.0+1.5 = 4.0 s; a
 // round ends with its slower worker: at 3.5, 7.5, 11.0, 15.0 s. An abandoned attempt
@@ -2134,7 +2134,9 @@ TEST(Rennala, IsKBatchSyncWithLateDrop) {
 TEST(MindFlayer, AnAttemptLastsAtMostItsAllowance) {
   const std::vector<double> h{1.0, 2.0};
   json c = heterogeneous_quadratic("mf", h, {1.0, 2.0}, 0.1, 4);
-  c["cluster"]["compute"] = {{"dist", "trace"}, {"values", {0.5, 3.0}}, {"per", "step"}};
+  const std::string trace = temp_dir("mf-trace") + "/steps.csv";
+  write_text(trace, "worker,step,seconds\n0,0,0.5\n0,1,3.0\n1,0,0.5\n1,1,3.0\n");
+  c["cluster"]["compute"] = {{"dist", "trace"}, {"file", trace}, {"per", "step"}};
   c["engines"] = json::array({json{{"type", "mindflayer"}, {"budget", 1.5}, {"trials", 3}}});
   const std::string dir = run_one(c, "mf");
   auto time = read_metrics(dir + "/metrics.csv").column("time");
