@@ -61,6 +61,9 @@ class CalibrateRunTest(unittest.TestCase):
         for key in ("host", "torch", "git_commit", "date"):
             self.assertIn(key, r)
         self.assertEqual(calibrate.main(argv), 2)  # never overwrites
+        other = os.path.join(tmp, "other.json")
+        self.assertEqual(calibrate.main(["--out", other, "--compute", "often:1"]), 2)  # an unknown law
+        self.assertFalse(os.path.exists(other))
 
 
 if __name__ == "__main__":
