@@ -1,24 +1,34 @@
 #!/usr/bin/python3
-"""Measures, on this machine, the two costs the reference pays that asgdsim's time model
-charges as configuration: the transport's per-message cost (alpha latency + bytes / beta)
-and the server's per-update cost for the model. Writes them as JSON with the machine,
-torch version, commit and date, and the asgdsim config keys they set.
+"""Measures, on this machine, the costs the reference pays that asgdsim's time model
+charges as configuration: the transport's per-message cost (alpha latency + bytes / beta),
+what a parameter server's round trip costs beyond that, and the server's per-update cost
+for the model. Writes them as JSON with the machine, torch version, commit and date, and
+the asgdsim config keys they set.
 
     /usr/bin/python3 validation/calibrate.py --out calibration.json [--features 784 --hidden 64]
+        [--compute exponential:0.03]
 
 Transport: two processes over the reference's own transport (validation/transport.py:
 one gloo message per send, received by a thread with a receive always posted). Rank 0
 sends a message of B bytes, rank 1 answers with one of the same size; each direction's
 one-way time is t_recv - t_send on the shared monotonic clock (the sender's stamp before
-serialization to the receiver's stamp with the whole message in memory). For B from 1 KiB to 4 MiB (powers of 2), the median one-way time per size is fit
-by least squares to t = alpha + B / beta, weighted by 1/t (every size's relative error
-counts alike), per direction and over both; the fit's residuals are reported, and the
-unweighted fit beside it. Server: the reference server's optimizer step
-(update_rules.ServerOptimizer.step: PyTorch SGD on the flat parameters) on the model's
-parameter count, applied to gradients just received from the other process as a
-one-worker async server does (median and IQR): what updates.csv calls apply_s. Beside
-it, the same work in a hot loop (data in cache): the step, combining one more
-contribution, copying the parameters for a reply.
+serialization to the receiver's stamp with the whole message in memory). For B from 1 KiB
+to 4 MiB (powers of 2), the median one-way time per size is fit by least squares to
+t = alpha + B / beta, weighted by 1/t (every size's relative error counts alike), per
+direction and over both; the fit's residuals are reported, and the unweighted fit beside
+it. beta sets cluster.network.bandwidth.
+
+Cycle: a ping-pong keeps both processes hot, which a run does not: there a worker's push
+reaches a server that has been idle for about a step, and goes through the server's
+receiver thread and main loop before the update and the reply. So the two processes then
+run a one-worker async parameter server in a run's rhythm (cycle(): the worker waits out
+steps drawn from --compute, which should be the run's), timing per cycle the push, the
+hand-off to the server's loop, the apply (ServerOptimizer.step, what updates.csv calls
+apply_s: it sets cluster.server.update_seconds) and the reply. asgdsim charges a cycle
+two messages (a pull and a push) and one update, so cluster.network.latency is half the
+median cost of the cycle's two messages less their bytes / beta. Beside it, the server's
+work in a hot loop (data in cache): the step, combining one more contribution, copying
+the parameters for a reply.
 """
 
 import argparse
@@ -38,7 +48,7 @@ import torch  # noqa: E402
 from validation import transport as tp  # noqa: E402
 from validation.launcher import launch, machine, write_atomic  # noqa: E402
 from validation.update_rules import ServerOptimizer, combine  # noqa: E402
-from validation.workload import MLP  # noqa: E402
+from validation.workload import MLP, ComputeModel, InputError  # noqa: E402
 
 FORMAT = "asgdsim-validation-calibration/1"
 
@@ -67,13 +77,12 @@ def fit_alpha_beta(sizes, seconds, relative=False):
                        for b, y, f, r in zip(sizes, t, fitted, residuals)]}
 
 
-def ping_pong(rank, sizes, reps, warmup, folder, parameters, update_steps):
+def ping_pong(rank, sizes, reps, warmup, folder, parameters, update_steps, compute):
     """Rank 0 sends each size warmup + reps times, rank 1 answers each with the same size;
     each rank writes the one-way times of the timed messages it received (seconds, per
-    payload size) to folder/oneway<rank>.json. Then rank 0 acts as a one-worker async
-    server for update_steps updates of `parameters` floats (send the parameters, receive
-    a gradient, step) and writes its optimizer steps' durations to folder/updates.json:
-    the update cost on data just received from another process, as in a run."""
+    payload size) to folder/oneway<rank>.json. Then the two run update_steps cycles of a
+    one-worker async parameter server of `parameters` floats the way a run does (cycle()),
+    written to folder/cycles<rank>.json."""
     clock = tp.Clock(0)
     biggest = max(max(sizes) // 4, parameters)
     sender = tp.Sender(rank, clock, biggest)
@@ -89,36 +98,82 @@ def ping_pong(rank, sizes, reps, warmup, folder, parameters, update_steps):
             times[4 * m.payload.numel()].append((m.t_recv - m.t_send) / 1e9)
 
     if rank == 1:
-        gradient = torch.randn(parameters)
         while True:
             m = receiver.get(60)
-            if m.kind == tp.STOP:
+            if m.kind == tp.CANCEL:  # CANCEL stands for "the cycles begin"
                 break
-            if m.kind == tp.PARAMS:
-                took(m)
-                sender.send(0, tp.PUSH_GRAD, step=m.step, payload=payloads[4 * m.payload.numel()])
-            else:  # CANCEL stands for "send a gradient" in the update phase
-                sender.send(0, tp.PUSH_GRAD, payload=gradient)
+            took(m)
+            sender.send(0, tp.PUSH_GRAD, step=m.step, payload=payloads[4 * m.payload.numel()])
     else:
         for i in range(warmup + reps):  # the sizes interleaved: drifting load hits all alike
             for b in sizes:
                 sender.send(1, tp.PARAMS, step=i, payload=payloads[b])
                 took(receiver.get(60))
-        opt = ServerOptimizer(torch.randn(parameters), 1e-3)
-        applies = []
-        for i in range(warmup + update_steps):
-            sender.send(1, tp.CANCEL)
-            g = receiver.get(60).payload
-            t0 = time.perf_counter_ns()
-            opt.step(combine([(0, 0, g)], mean=True))
-            t1 = time.perf_counter_ns()
-            if i >= warmup:
-                applies.append((t1 - t0) / 1e9)
-        sender.send(1, tp.STOP)
-        with open(os.path.join(folder, "updates.json"), "w") as f:
-            json.dump(applies, f)
+        sender.send(1, tp.CANCEL)
+    rows = cycle(rank, clock, sender, receiver, parameters, warmup + update_steps + 1, compute)
+    with open(os.path.join(folder, f"cycles{rank}.json"), "w") as f:
+        json.dump(rows, f)
     with open(os.path.join(folder, f"oneway{rank}.json"), "w") as f:
         json.dump({str(b): t for b, t in times.items()}, f)
+
+
+def cycle(rank, clock, sender, receiver, parameters, steps, compute):
+    """`steps` rounds of async SGD between a server (rank 0) and one worker (rank 1),
+    each side written as the reference's (validation/server.py, worker.py): the worker
+    loads the parameters it receives, waits out a step drawn from `compute` (a
+    workload.ComputeModel: between messages the server is idle as in a run, and an idle
+    receiver pays to wake up) and pushes a gradient; the server's main loop takes the push
+    from its receiver thread's queue, applies it (ServerOptimizer.step), copies the
+    parameters for the reply and sends them. Rank 0's rows: [t_send of the push, t_recv,
+    t_handled, t_applied, t_send of the reply]; rank 1's: [t_recv of the reply]."""
+    rows = []
+    if rank == 0:
+        opt = ServerOptimizer(torch.randn(parameters), 1e-3)
+        sender.send(1, tp.PARAMS, step=0, payload=opt.params.clone())
+        while len(rows) < steps:
+            m = receiver.poll(0.05)  # as Server.run waits for a push
+            if m is None:
+                continue
+            t_handled = clock.now()
+            opt.step(combine([(0, m.step, m.payload)], mean=True))
+            t_applied = clock.now()
+            last = len(rows) + 1 == steps
+            t_reply = sender.send(1, tp.STOP if last else tp.PARAMS, step=m.step + 1,
+                                  payload=None if last else opt.params.clone())
+            rows.append([m.t_send, m.t_recv, t_handled, t_applied, t_reply])
+    else:
+        x = torch.zeros(parameters)
+        gradient = torch.randn(parameters)
+        while True:
+            m = receiver.get(60)
+            rows.append([m.t_recv])
+            if m.kind == tp.STOP:
+                break
+            x.copy_(m.payload)
+            deadline = m.t_recv + round(compute.seconds(0, m.step) * 1e9)
+            while clock.now() < deadline:  # as Worker.wait_out waits
+                receiver.poll((deadline - clock.now()) / 1e9)
+            sender.send(0, tp.PUSH_GRAD, step=m.step, payload=gradient)
+    return rows
+
+
+def cycle_costs(server_rows, worker_rows, warmup):
+    """The per-message costs of the cycles, in seconds (quantiles): push (worker's send to
+    the server's receiver thread having it), handoff (to the server's main loop), apply,
+    reply (the parameters' copy and the send to the worker's receiver having them), and
+    overhead: everything of a cycle but the worker's step, from the push's send to the
+    next parameters' arrival."""
+    parts = {"push": [], "handoff": [], "apply": [], "reply": [], "overhead": [], "messages": []}
+    # (the last cycle's reply is the STOP, no parameters: left out)
+    for (t_send, t_recv, t_handled, t_applied, t_reply), (t_back,) in list(
+            zip(server_rows, worker_rows[1:]))[warmup:-1]:
+        parts["push"].append((t_recv - t_send) / 1e9)
+        parts["handoff"].append((t_handled - t_recv) / 1e9)
+        parts["apply"].append((t_applied - t_handled) / 1e9)
+        parts["reply"].append((t_back - t_applied) / 1e9)
+        parts["overhead"].append((t_back - t_send) / 1e9)
+        parts["messages"].append((t_back - t_send - (t_applied - t_handled)) / 1e9)
+    return {k: quantiles(v) for k, v in parts.items()}
 
 
 def server_costs(parameters, steps):
@@ -153,7 +208,9 @@ def main(argv=None):
     p.add_argument("--hidden", default="64", help="hidden widths, as reference.py's --hidden")
     p.add_argument("--reps", type=int, default=40, help="timed messages per size and direction")
     p.add_argument("--warmup", type=int, default=5, help="untimed messages per size first")
-    p.add_argument("--update-steps", type=int, default=500, help="timed server updates (each way)")
+    p.add_argument("--update-steps", type=int, default=200, help="timed cycles of the one-worker async server")
+    p.add_argument("--compute", default="exponential:0.03",
+                   help="the worker's step durations in the cycles, as reference.py's --compute (use the run's)")
     p.add_argument("--min-bytes", type=int, default=1024, help="smallest payload (a power of 2)")
     p.add_argument("--max-bytes", type=int, default=4 * 1024 * 1024, help="largest payload")
     p.add_argument("--timeout", type=float, default=60.0)
@@ -178,22 +235,26 @@ def main(argv=None):
     while b <= args.max_bytes:
         sizes.append(b)
         b *= 2
+    try:
+        compute = ComputeModel(args.compute, "", 1, 1)
+    except InputError as e:
+        return refuse(str(e))
     model = MLP(args.features, hidden)
     with tempfile.TemporaryDirectory(prefix="asgd-calibrate-") as folder:
         os.makedirs(os.path.join(folder, "logs"))
         status, error, _, wall = launch(
             2, lambda rank: ping_pong(rank, sizes, args.reps, args.warmup, folder, model.parameters,
-                                      args.update_steps),
+                                      args.update_steps, compute),
             os.path.join(folder, "logs"), os.path.join(folder, "store"), args.timeout, 600.0)
         if status != "completed":
             print(f"calibrate.py: {status}: {error}", file=sys.stderr)
             return 130 if status == "interrupted" else 1
-        oneway = []
+        oneway, cycles = [], []
         for rank in (0, 1):
             with open(os.path.join(folder, f"oneway{rank}.json")) as f:
                 oneway.append({int(k): v for k, v in json.load(f).items()})
-        with open(os.path.join(folder, "updates.json")) as f:
-            applies = json.load(f)
+            with open(os.path.join(folder, f"cycles{rank}.json")) as f:
+                cycles.append(json.load(f))
     directions = {"server_to_worker": oneway[1], "worker_to_server": oneway[0]}
     wire = [b + tp.HEADER_BYTES for b in sizes]  # bytes of the whole message
     transport = {"what": "validation/transport.py: one gloo send per message over loopback, "
@@ -218,29 +279,43 @@ def main(argv=None):
                      unweighted_fit={"alpha_s": plain["alpha_s"], "beta_bytes_per_s": plain["beta_bytes_per_s"],
                                      "r2": plain["r2"]})
     hot = server_costs(model.parameters, args.update_steps)
+    costs = cycle_costs(cycles[0], cycles[1], args.warmup)
     server = {"model": model.describe(), "parameters": model.parameters,
-              "apply": quantiles(applies),
+              "apply": costs["apply"],
               "apply_note": "the optimizer step (updates.csv's apply_s) on a gradient just received "
-                            "from another process, as the server does it",
+                            "from another process, in a run's rhythm (cycle)",
               "hot_loop": hot}
     message = tp.HEADER_BYTES + 4 * model.parameters
+    # asgdsim charges a cycle 2 x (latency + message / bandwidth) + update_seconds (a pull
+    # and a push): latency is what the two messages of a cycle cost beyond their bytes,
+    # split evenly between them (the sum is what a round trip, and so every interval,
+    # pays; the split between pull and push moves no interval).
+    beta = both["beta_bytes_per_s"]
+    latency = costs["messages"]["median"] / 2 - (message / beta if beta else 0.0)
+    cycles_out = {"what": "a one-worker async parameter server in a run's rhythm: the worker waits out "
+                          f"steps drawn from {args.compute}, the server's receiver thread hands each push to "
+                          "its main loop, which applies it and sends the parameters back (calibrate.cycle)",
+                  "compute": args.compute, "cycles": costs["overhead"]["n"], **costs}
     result = {"format": FORMAT, **machine(), "loadavg": os.getloadavg(),
               "command": "validation/calibrate.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "transport": transport, "server": server,
+              "transport": transport, "cycle": cycles_out, "server": server,
               "model_message": {"bytes": message,
                                 "predicted_s": both["alpha_s"] + message / both["beta_bytes_per_s"]
                                 if both["beta_bytes_per_s"] else None},
-              "asgdsim_config": {"cluster.network.latency": max(both["alpha_s"], 0.0),
-                                 "cluster.network.bandwidth": both["beta_bytes_per_s"] or 0.0,
+              "asgdsim_config": {"cluster.network.latency": max(latency, 0.0),
+                                 "cluster.network.bandwidth": beta or 0.0,
                                  "cluster.server.update_seconds": server["apply"]["median"]},
-              "asgdsim_config_note": "latency is the fit's alpha (0 if the fit gave less); bandwidth 0 "
-                                     "(asgdsim: unlimited) if the fit's slope was not positive"}
+              "asgdsim_config_note": "bandwidth: the ping-pong fit's beta (0, asgdsim's unlimited, if its slope "
+                                     "was not positive); latency: half the median cost of a cycle's two messages "
+                                     "(cycle.messages: push, hand-off, reply) less message bytes / bandwidth, 0 if "
+                                     "less; update_seconds: the cycle's median apply"}
     write_atomic(args.out, json.dumps(result, indent=1) + "\n")
-    beta = both["beta_bytes_per_s"]
     print(f"alpha {both['alpha_s'] * 1e6:.1f} us, beta "
           + (f"{beta / 1e9:.3f} GB/s" if beta else "not positive (no slope)")
           + f" (R^2 {both['r2']:.4f}); server update {server['apply']['median'] * 1e6:.1f} us "
-          f"(IQR {server['apply']['iqr'] * 1e6:.1f} us) for {model.parameters} parameters; wrote {args.out}")
+          f"(IQR {server['apply']['iqr'] * 1e6:.1f} us) for {model.parameters} parameters; a cycle's two "
+          f"messages {costs['messages']['median'] * 1e6:.0f} us: latency {max(latency, 0.0) * 1e6:.1f} us; "
+          f"wrote {args.out}")
     return 0
 
 

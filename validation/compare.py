@@ -198,6 +198,8 @@ def run_sim(args, name, workers, seed, real, folder, calibration):
     cfg_path = os.path.join(folder, "config.json")
     write_text(cfg_path, json.dumps(config, indent=1))
     out = os.path.join(folder, "out")
+    if os.path.exists(out):  # compare.py's own output, remade from the config above (which
+        shutil.rmtree(out)   # changes with the calibration: asgdsim refuses to mix runs)
     cmd = [args.asgdsim, "run", cfg_path, "--out", out, "--quiet", "--rerun", "--threads", "1"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -334,6 +336,11 @@ def time_to(losses, target):
     return losses[0][0] if losses and losses[0][1] <= target else None
 
 
+def start(timeline):
+    """When the first worker had its parameters (seconds)."""
+    return min((t0 for _, _, t0, _ in timeline["spans"]), default=0.0)
+
+
 def compare_run(real, sim):
     ri, si = worker_intervals(real), worker_intervals(sim)
     common = sorted(set(ri) & set(si))
@@ -352,8 +359,13 @@ def compare_run(real, sim):
         "staleness_tv": staleness_tv(real, sim),
         "kendall_tau": kendall_tau(real_order, sim_order),
         "applied_both": len(applied),
-        "real_duration": real["updates"][-1] if real["updates"] else float("nan"),
-        "sim_duration": sim["updates"][-1] if sim["updates"] else float("nan"),
+        # run length: from the first parameters a worker had (the real run's start-up before
+        # it, 30-120 ms of threads starting and first sends, is a one-off asgdsim does not
+        # model; kept as *_startup) to the last update
+        "real_startup": start(real),
+        "sim_startup": start(sim),
+        "real_duration": real["updates"][-1] - start(real) if real["updates"] else float("nan"),
+        "sim_duration": sim["updates"][-1] - start(sim) if sim["updates"] else float("nan"),
         "real_final_loss": real["losses"][-1][1] if real["losses"] else float("nan"),
         "sim_final_loss": sim["losses"][-1][1] if sim["losses"] else float("nan"),
     }
@@ -420,7 +432,8 @@ def table(rows, meta):
         f"{meta['host']} ({meta['cpus']} cores, load average {meta['load']:.1f} at the start); "
         f"{meta['updates']} updates a run, compute `{meta['compute']}`, seeds {meta['seeds']}; calibration: "
         f"latency {meta['latency'] * 1e6:.0f} us, bandwidth {meta['bandwidth'] / 1e9:.2f} GB/s, server update "
-        f"{meta['update'] * 1e6:.0f} us. Times to target (train loss <= {meta['target']}) in seconds, per seed, "
+        f"{meta['update'] * 1e6:.0f} us. Run length: from the first parameters a worker received to the last "
+        f"update. Times to target (train loss <= {meta['target']}) in seconds, per seed, "
         "real vs sim.",
         "",
         "| engine | N | interval MAPE (target) | update MAPE | staleness TV | Kendall tau | time to target real | sim | in spread | final loss sim - real | run length sim/real - 1 | within targets |",
@@ -528,8 +541,18 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     load = os.getloadavg()[0]
     cal_path = args.calibration or os.path.join(args.out, "calibration.json")
+    if not args.calibration and os.path.exists(cal_path) and not args.rerun:
+        with open(cal_path) as f:
+            kept = json.load(f).get("cycle", {}).get("compute")
+        if kept != args.compute:  # the cycles were timed at another rhythm (or by an older calibrate.py)
+            print(f"compare.py: {cal_path} was measured with compute {kept}, not {args.compute}: measuring "
+                  "again", file=sys.stderr)
+            os.replace(cal_path, cal_path + ".old")
     if not args.calibration and (args.rerun or not os.path.exists(cal_path)):
-        proc = subprocess.run([PYTHON, os.path.join(HERE, "calibrate.py"), "--out", cal_path],
+        if os.path.exists(cal_path):
+            os.replace(cal_path, cal_path + ".old")  # calibrate.py never overwrites
+        proc = subprocess.run([PYTHON, os.path.join(HERE, "calibrate.py"), "--out", cal_path,
+                               "--compute", args.compute],
                               capture_output=True, text=True)
         if proc.returncode != 0:
             print(f"compare.py: calibration failed:\n{proc.stdout}{proc.stderr}", file=sys.stderr)

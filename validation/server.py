@@ -119,6 +119,7 @@ class Server:
         self.version += 1
         for p in pushes:
             p.outcome, p.update = "applied", self.version
+            p.payload = None  # used; holding it would keep every message ever received
         self.updates.append([self.version, t_start, t_applied, repr((t_combined - t_start) / 1e9),
                              repr((t_applied - t_combined) / 1e9), len(pushes), kind])
         every = self.cfg.eval_every
@@ -181,18 +182,20 @@ class Server:
         self.pushes.append(push)
         w = push.worker
         if (w, push.job) in self.cancelled:
-            push.outcome = "cancelled"
+            push.outcome, push.payload = "cancelled", None
             return
         if push.job != self.next_job[w] - 1 or not self.busy[w]:
             raise ProtocolError(f"server: push of job {push.job} from worker {w}, which is on job "
                                 f"{self.next_job[w] - 1} (busy {self.busy[w]})")
         self.busy[w] = False
         if self.stopping:
-            push.outcome = "unused"
+            push.outcome, push.payload = "unused", None
             return
         self.engine.on_push(push)
         if push.outcome is None:
             push.outcome = "pending"  # buffered; set to applied when an update takes it
+        else:
+            push.payload = None  # dropped (applied ones were released by apply)
 
     def run(self):
         cfg = self.cfg

@@ -34,7 +34,7 @@ class CalibrateRunTest(unittest.TestCase):
         self.addCleanup(shutil.rmtree, tmp, True)
         out = os.path.join(tmp, "cal.json")
         argv = ["--out", out, "--features", "16", "--hidden", "8", "--reps", "3", "--warmup", "1",
-                "--update-steps", "20", "--max-bytes", "8192"]
+                "--update-steps", "20", "--max-bytes", "8192", "--compute", "exponential:0.002"]
         self.assertEqual(calibrate.main(argv), 0)
         with open(out) as f:
             r = json.load(f)
@@ -47,9 +47,23 @@ class CalibrateRunTest(unittest.TestCase):
         self.assertGreater(r["server"]["apply"]["median"], 0)
         self.assertEqual(r["server"]["apply"]["n"], 20)
         self.assertEqual(r["asgdsim_config"]["cluster.server.update_seconds"], r["server"]["apply"]["median"])
+        # the cycles: every part timed once per cycle; a cycle's two messages cost what the
+        # cycle cost but its apply, and the latency is half of that less the bytes' time
+        cycle = r["cycle"]
+        for part in ("push", "handoff", "apply", "reply", "overhead", "messages"):
+            self.assertEqual(cycle[part]["n"], 20, part)
+            self.assertGreater(cycle[part]["median"], 0, part)
+        self.assertEqual(cycle["apply"], r["server"]["apply"])
+        self.assertLess(cycle["messages"]["median"], cycle["overhead"]["median"])
+        beta = r["asgdsim_config"]["cluster.network.bandwidth"]
+        expected = cycle["messages"]["median"] / 2 - (r["model_message"]["bytes"] / beta if beta else 0.0)
+        self.assertAlmostEqual(r["asgdsim_config"]["cluster.network.latency"], max(expected, 0.0), delta=1e-12)
         for key in ("host", "torch", "git_commit", "date"):
             self.assertIn(key, r)
         self.assertEqual(calibrate.main(argv), 2)  # never overwrites
+        other = os.path.join(tmp, "other.json")
+        self.assertEqual(calibrate.main(["--out", other, "--compute", "often:1"]), 2)  # an unknown law
+        self.assertFalse(os.path.exists(other))
 
 
 if __name__ == "__main__":
