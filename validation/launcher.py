@@ -133,6 +133,8 @@ def launch(world, target, log_dir, store, timeout_s, max_wall_s, names=None):
     max_wall_s; "interrupted" on SIGINT/SIGTERM. Every child has ended when it returns."""
     names = names or [f"rank{r}" for r in range(world)]
     ctx = multiprocessing.get_context("fork")
+    # absolute: "file://" + a relative path would read its first folder as a host name
+    store = os.path.abspath(store)
     procs = [ctx.Process(target=_child, args=(r, world, target, log_dir, store, timeout_s, os.getpid()),
                          name=names[r], daemon=True) for r in range(world)]
     old = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM)}

@@ -520,6 +520,16 @@ class LauncherTest(unittest.TestCase):
         self.assertIn("failure injected at step 3", meta["error"])
         self.assert_all_dead(meta["pids"])
 
+    def test_a_relative_out_folder_runs(self):
+        # the rendezvous file's URL once read "runs/..." as host "runs" and path "/..."
+        cwd = os.getcwd()
+        os.chdir(self.tmp)
+        self.addCleanup(os.chdir, cwd)
+        code = reference.run(runlogs.SMALL + ["--engine", "async", "--workers", "2", "--compute", "constant:0.002",
+                                              "--updates", "5", "--out", os.path.join("rel", "out")])
+        self.assertEqual(code, 0)
+        self.assertEqual(self.run_json(os.path.join(self.tmp, "rel", "out"))["status"], "completed")
+
     def test_interrupting_the_launcher_ends_every_process(self):
         out = os.path.join(self.tmp, "int")
         timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT))
