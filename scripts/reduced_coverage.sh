@@ -22,7 +22,8 @@ asgd_compiler_cache >/dev/null
 tests=("$@")
 if [[ ${#tests[@]} -eq 0 ]]; then
   tests=(test_engines:CnnAccuracy.LeNetSyncLearnsFashionMnistAtReducedSize
-         test_time_model:Studies.BandwidthKneeIsTheClosedForm)
+         test_time_model:Studies.BandwidthKneeIsTheClosedForm
+         test_measured_compute:MeasuredCompute.AsyncStalenessFollowsTheLawOfIndependentWorkers)
 fi
 profdata=$(command -v llvm-profdata-14 || command -v llvm-profdata)
 llvmcov=$(command -v llvm-cov-14 || command -v llvm-cov)

@@ -10,10 +10,13 @@ per-worker trace: cluster.compute dist "trace", docs/architecture.md "Traces") a
 network and server costs calibrated on this machine (validation/calibrate.py). Then it
 measures how far the simulated timeline is from the real one:
 
-  interval MAPE   per update: the time between a worker's consecutive applied
-                  contributions (its round trip: pull, compute, push, the server, any
-                  wait), sim against real for the same (worker, step); mean |sim - real| /
-                  real over every applied contribution after each worker's first
+  interval MAPE   per contribution: the time between a worker's consecutive
+                  contributions reaching the server, applied or dropped (its round trip:
+                  pull, compute, push, the server, any wait), sim against real for the
+                  same (worker, step); mean |sim - real| / real over every contribution
+                  after each worker's first
+  same fate       the share of contributions both sides received that both applied or
+                  both dropped (drop engines decide near-ties by arrival order)
   update MAPE     the same for the time between consecutive updates of the model of record
                   (update u against update u)
   staleness TV    total variation distance of the staleness histograms of applied
@@ -270,11 +273,15 @@ def sim_timeline(run):
 
 
 def worker_intervals(timeline):
-    """{(w, step): time since w's previous applied contribution} over applied ones."""
+    """{(w, step): time since w's previous contribution reached the server}, over every
+    contribution that reached it, applied or dropped: what the clock decides. Whether a
+    contribution was applied or dropped is a decision on near-ties (which of two workers
+    arrived last), compared apart (same_fate): counting only applied ones made one
+    interval span two rounds on one side and one on the other wherever the two sides
+    decided a near-tie differently."""
     by_worker = {}
     for (w, step), (t, staleness) in timeline["contributions"].items():
-        if staleness is not None:
-            by_worker.setdefault(w, []).append((step, t))
+        by_worker.setdefault(w, []).append((step, t))
     out = {}
     for w, items in by_worker.items():
         items.sort()
@@ -359,9 +366,12 @@ def compare_run(real, sim):
                if s is not None and k in sim["contributions"] and sim["contributions"][k][1] is not None]
     real_order = sorted(applied, key=lambda k: real["contributions"][k][0])
     sim_order = sorted(applied, key=lambda k: sim["contributions"][k][0])
+    both = set(real["contributions"]) & set(sim["contributions"])
+    same = sum((real["contributions"][k][1] is None) == (sim["contributions"][k][1] is None) for k in both)
     return {
         "interval_mape": mape([(si[k], ri[k]) for k in common]),
         "intervals": len(common),
+        "same_fate": same / len(both) if both else float("nan"),
         "update_mape": mape(list(zip(su, ru))),
         "update_wape": (sum(abs(s - r) for s, r in zip(su, ru)) / sum(ru)) if ru else float("nan"),
         "staleness_tv": staleness_tv(real, sim),
@@ -390,7 +400,7 @@ def mean(xs):
 def summarize(name, workers, results, target_loss):
     """One table row: the seeds' means, times to target with the real seeds' range."""
     row = {"case": name, "workers": workers, "seeds": len(results)}
-    for key in ("interval_mape", "update_mape", "update_wape", "staleness_tv", "kendall_tau"):
+    for key in ("interval_mape", "update_mape", "update_wape", "staleness_tv", "kendall_tau", "same_fate"):
         row[key] = mean([r[key] for r in results])
     row["interval_mape_max"] = max(r["interval_mape"] for r in results)
     row["staleness_tv_max"] = max(r["staleness_tv"] for r in results)
@@ -447,14 +457,15 @@ def table(rows, meta):
         f"update. Times to target (train loss <= {meta['target']}) in seconds, per seed, "
         "real vs sim.",
         "",
-        "| engine | N | interval MAPE (target) | update MAPE | staleness TV | Kendall tau | time to target real | sim | in spread | final loss sim - real | run length sim/real - 1 | within targets |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| engine | N | interval MAPE (target) | update MAPE | staleness TV | Kendall tau | same fate | time to target real | sim | in spread | final loss sim - real | run length sim/real - 1 | within targets |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         bad = failures(r)
         lines.append(
             f"| {r['case']} | {r['workers']} | {r['interval_mape']:.2%} ({target_mape(r['case']):.0%}) | "
-            f"{r['update_mape']:.1%} | {r['staleness_tv']:.3f} | {r['kendall_tau']:.3f} | {fmt_times(r['real_ttt'])} | "
+            f"{r['update_mape']:.1%} | {r['staleness_tv']:.3f} | {r['kendall_tau']:.3f} | {r['same_fate']:.1%} | "
+            f"{fmt_times(r['real_ttt'])} | "
             f"{fmt_times(r['sim_ttt'])} | {spread(r)} | {r['final_loss_diff']:+.3f} | "
             f"{r['duration_error']:+.1%} | {'yes' if not bad else 'no: ' + '; '.join(bad)} |")
     return "\n".join(lines)
@@ -499,6 +510,7 @@ def draw_timelines(real, sim, title, path):
     ax.set_title(title + f" (first {horizon:.2f} s; bars: each step from having its parameters to its result)",
                  fontsize=9)
     fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path)
 
 
@@ -538,6 +550,9 @@ def main(argv=None):
                         "bounds CI asserts on a 2-core machine)")
     p.add_argument("--rerun", action="store_true", help="run the reference again even where its run is kept")
     args = p.parse_args(argv)
+    # absolute: the configs written for asgdsim name their trace files, which asgdsim reads
+    # relative to the config's own folder
+    args.out = os.path.abspath(args.out)
     try:
         engines = parse_list(args.engines, "--engines")
         for e in engines:
