@@ -13,8 +13,21 @@ measures how far the simulated timeline is from the real one:
   interval MAPE   per contribution: the time between a worker's consecutive
                   contributions reaching the server, applied or dropped (its round trip:
                   pull, compute, push, the server, any wait), sim against real for the
-                  same (worker, step); mean |sim - real| / real over every contribution
-                  after each worker's first
+                  same (worker, step) whose previous contribution is the same step on both
+                  sides; mean |sim - real| / real over every such contribution after each
+                  worker's first (a step cancelled on one side only would make the
+                  interval span two steps there and one on the other: other_previous
+                  counts those left out)
+  same round      the share of contributions both sides applied that were applied with
+                  the same contributions (the same update's members) on both sides;
+                  engines that group arrivals (k_async, sync_backup, k_batch_sync) decide
+                  near-ties by arrival order, and once one tie goes the other way the
+                  (worker, step) -> round map differs for the rest of the run
+  round MAPE      interval MAPE over the intervals whose two ends' rounds both agree (the
+                  wait before a step belongs to the previous contribution's round): the
+                  clock's error where both sides took the same decisions
+  quantile MAPE   interval MAPE between each worker's sorted intervals (the i-th shortest
+                  against the i-th shortest): the distributions, whatever the pairing
   same fate       the share of contributions both sides received that both applied or
                   both dropped (drop engines decide near-ties by arrival order)
   update MAPE     the same for the time between consecutive updates of the model of record
@@ -44,6 +57,7 @@ by the seeds' spread.
 """
 
 import argparse
+import bisect
 import csv
 import datetime
 import json
@@ -227,13 +241,16 @@ def run_sim(args, name, workers, seed, real, folder, calibration):
 
 def real_timeline(folder):
     """The reference's run as {contributions: {(w, step): (arrival s, staleness or None)},
-    updates: [t_applied s], losses: [(t s, train loss)], spans: [(worker, kind, t0, t1)]}."""
-    contrib = {}
+    rounds: {(w, step): update it was applied in}, updates: [t_applied s], losses:
+    [(t s, train loss)], spans: [(worker, kind, t0, t1)]}."""
+    contrib, rounds = {}, {}
     for r in read_csv(os.path.join(folder, "contributions.csv")):
         if r["outcome"] not in ("applied", "dropped"):
             continue
         staleness = int(r["staleness"]) if r["outcome"] == "applied" and r["staleness"] != "" else None
         contrib[(int(r["worker"]), int(r["step"]))] = (int(r["t_recv"]) * 1e-9, staleness)
+        if r["outcome"] == "applied" and r["update"] != "":
+            rounds[(int(r["worker"]), int(r["step"]))] = int(r["update"])
     updates = [int(r["t_applied"]) * 1e-9 for r in read_csv(os.path.join(folder, "updates.csv"))]
     losses = [(float(r["t"]) * 1e-9, float(r["train_loss"])) for r in read_csv(os.path.join(folder, "losses.csv"))]
     spans = []
@@ -241,19 +258,23 @@ def real_timeline(folder):
         t0 = int(r["t_params_received"]) * 1e-9
         t1 = int(r["t_end"]) * 1e-9 if r["t_end"] else t0
         spans.append((int(r["worker"]), "compute" if r["outcome"] != "cancelled" else "cancelled", t0, t1))
-    return {"contributions": contrib, "updates": updates, "losses": losses, "spans": spans}
+    return {"contributions": contrib, "rounds": rounds, "updates": updates, "losses": losses, "spans": spans}
 
 
 def sim_timeline(run):
-    """asgdsim's run, from its trace.json and metrics.csv, in the same shape."""
+    """asgdsim's run, from its trace.json and metrics.csv, in the same shape. A
+    contribution's round: the first server apply that starts at or after its arrival (the
+    one its arrival completes, or the next: one arriving while an apply runs waits)."""
     with open(os.path.join(run, "trace.json")) as f:
         events = json.load(f)["traceEvents"]
     with open(os.path.join(run, "summary.json")) as f:
         end = float(json.load(f)["time"])
-    contrib, updates, spans = {}, [], []
+    contrib, updates, spans, applies = {}, [], [], []
     for ev in events:
         if ev.get("ph") == "i" and ev.get("name") == "update":
             updates.append(ev["ts"] * 1e-6)
+        if ev.get("ph") == "X" and ev.get("tid", 0) == 0 and ev.get("name") == "apply":
+            applies.append(ev["ts"])
         if ev.get("ph") != "X" or ev.get("tid", 0) == 0:
             continue
         w, t0, t1 = ev["tid"] - 1, ev["ts"] * 1e-6, (ev["ts"] + ev["dur"]) * 1e-6
@@ -266,28 +287,61 @@ def sim_timeline(run):
             contrib[(w, int(ev["args"]["step"]))] = (t1, staleness)
     losses = [(float(r["time"]), float(r["train_loss"])) for r in read_csv(os.path.join(run, "metrics.csv"))]
     updates.sort()
-    return {"contributions": contrib, "updates": updates, "losses": losses, "spans": spans}
+    applies.sort()
+    rounds = {}
+    for k, (t, staleness) in contrib.items():
+        i = bisect.bisect_left(applies, t * 1e6 - 1e-3)  # trace times are us with ns digits
+        if staleness is not None and i < len(applies):
+            rounds[k] = i + 1
+    return {"contributions": contrib, "rounds": rounds, "updates": updates, "losses": losses, "spans": spans}
 
 
 # ------------------------------------------------------------------------ metrics
 
 
 def worker_intervals(timeline):
-    """{(w, step): time since w's previous contribution reached the server}, over every
-    contribution that reached it, applied or dropped: what the clock decides. Whether a
-    contribution was applied or dropped is a decision on near-ties (which of two workers
-    arrived last), compared apart (same_fate): counting only applied ones made one
-    interval span two rounds on one side and one on the other wherever the two sides
-    decided a near-tie differently."""
+    """{(w, step): (w's previous contributing step, time since that contribution reached
+    the server)}, over every contribution that reached it, applied or dropped: what the
+    clock decides. Whether a contribution was applied or dropped is a decision on
+    near-ties (which of two workers arrived last), compared apart (same_fate): counting
+    only applied ones made one interval span two rounds on one side and one on the other
+    wherever the two sides decided a near-tie differently. The previous step says the
+    same of cancelled steps, which never arrive: compare_run pairs an interval only where
+    it runs between the same two steps on both sides."""
     by_worker = {}
     for (w, step), (t, staleness) in timeline["contributions"].items():
         by_worker.setdefault(w, []).append((step, t))
     out = {}
     for w, items in by_worker.items():
         items.sort()
-        for (_, t0), (step, t1) in zip(items, items[1:]):
-            out[(w, step)] = t1 - t0
+        for (prev, t0), (step, t1) in zip(items, items[1:]):
+            out[(w, step)] = (prev, t1 - t0)
     return out
+
+
+def same_rounds(real, sim, keys):
+    """The keys (applied on both sides) whose round has the same members on both sides."""
+    def members(rounds):
+        by_round = {}
+        for k, u in rounds.items():
+            by_round.setdefault(u, set()).add(k)
+        return {k: frozenset(by_round[u]) for k, u in rounds.items()}
+    a, b = members(real.get("rounds", {})), members(sim.get("rounds", {}))
+    return [k for k in keys if k in a and k in b and a[k] == b[k]]
+
+
+def quantile_mape(ri, si):
+    """MAPE between each worker's sorted intervals, the longer list read at the shorter's
+    quantiles."""
+    by_worker = {}
+    for side, intervals in ((0, ri), (1, si)):
+        for (w, _), (_, dt) in intervals.items():
+            by_worker.setdefault(w, ([], []))[side].append(dt)
+    pairs = []
+    for r, s in by_worker.values():
+        r, s, n = sorted(r), sorted(s), min(len(r), len(s))
+        pairs += [(s[i * len(s) // n], r[i * len(r) // n]) for i in range(n)]
+    return mape(pairs)
 
 
 def mape(pairs):
@@ -358,7 +412,11 @@ def start(timeline):
 
 def compare_run(real, sim):
     ri, si = worker_intervals(real), worker_intervals(sim)
-    common = sorted(set(ri) & set(si))
+    both_ends = set(ri) & set(si)
+    common = sorted(k for k in both_ends if ri[k][0] == si[k][0])
+    agree = set(same_rounds(real, sim, list(real["contributions"])))
+    # an interval's wait belongs to the previous contribution's round, its arrival to its own
+    rounds_agree = {k for k in common if k in agree and (k[0], ri[k][0]) in agree}
     n = min(len(real["updates"]), len(sim["updates"]))
     ru = [b - a for a, b in zip(real["updates"][:n], real["updates"][1:n])]
     su = [b - a for a, b in zip(sim["updates"][:n], sim["updates"][1:n])]
@@ -368,9 +426,15 @@ def compare_run(real, sim):
     sim_order = sorted(applied, key=lambda k: sim["contributions"][k][0])
     both = set(real["contributions"]) & set(sim["contributions"])
     same = sum((real["contributions"][k][1] is None) == (sim["contributions"][k][1] is None) for k in both)
+    applied_common = [k for k in common if k in real.get("rounds", {}) and k in sim.get("rounds", {})]
     return {
-        "interval_mape": mape([(si[k], ri[k]) for k in common]),
+        "interval_mape": mape([(si[k][1], ri[k][1]) for k in common]),
         "intervals": len(common),
+        "other_previous": len(both_ends) - len(common),
+        "same_round": (sum(k in rounds_agree for k in applied_common) / len(applied_common)
+                       if applied_common else float("nan")),
+        "round_mape": mape([(si[k][1], ri[k][1]) for k in common if k in rounds_agree]),
+        "quantile_mape": quantile_mape(ri, si),
         "same_fate": same / len(both) if both else float("nan"),
         "update_mape": mape(list(zip(su, ru))),
         "update_wape": (sum(abs(s - r) for s, r in zip(su, ru)) / sum(ru)) if ru else float("nan"),
@@ -400,7 +464,8 @@ def mean(xs):
 def summarize(name, workers, results, target_loss):
     """One table row: the seeds' means, times to target with the real seeds' range."""
     row = {"case": name, "workers": workers, "seeds": len(results)}
-    for key in ("interval_mape", "update_mape", "update_wape", "staleness_tv", "kendall_tau", "same_fate"):
+    for key in ("interval_mape", "update_mape", "update_wape", "staleness_tv", "kendall_tau", "same_fate",
+                "same_round", "round_mape", "quantile_mape"):
         row[key] = mean([r[key] for r in results])
     row["interval_mape_max"] = max(r["interval_mape"] for r in results)
     row["staleness_tv_max"] = max(r["staleness_tv"] for r in results)
@@ -457,13 +522,14 @@ def table(rows, meta):
         f"update. Times to target (train loss <= {meta['target']}) in seconds, per seed, "
         "real vs sim.",
         "",
-        "| engine | N | interval MAPE (target) | update MAPE | staleness TV | Kendall tau | same fate | time to target real | sim | in spread | final loss sim - real | run length sim/real - 1 | within targets |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| engine | N | interval MAPE (target) | same round | its MAPE | quantile MAPE | update MAPE | staleness TV | Kendall tau | same fate | time to target real | sim | in spread | final loss sim - real | run length sim/real - 1 | within targets |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         bad = failures(r)
         lines.append(
             f"| {r['case']} | {r['workers']} | {r['interval_mape']:.2%} ({target_mape(r['case']):.0%}) | "
+            f"{r['same_round']:.0%} | {r['round_mape']:.1%} | {r['quantile_mape']:.1%} | "
             f"{r['update_mape']:.1%} | {r['staleness_tv']:.3f} | {r['kendall_tau']:.3f} | {r['same_fate']:.1%} | "
             f"{fmt_times(r['real_ttt'])} | "
             f"{fmt_times(r['sim_ttt'])} | {spread(r)} | {r['final_loss_diff']:+.3f} | "
