@@ -1608,7 +1608,9 @@ TEST(CnnAccuracy, LeNetSyncLearnsFashionMnistAtReducedSize) {
   auto acc = m.column("test_accuracy");
   ASSERT_EQ(acc.size(), size_t(epochs + 1));
   EXPECT_LT(acc.front(), 0.2) << "starts at chance";
-  if (!reduced_size()) EXPECT_GE(acc.back(), 0.84) << "final test accuracy";
+  if (!reduced_size()) {
+    EXPECT_GE(acc.back(), 0.84) << "final test accuracy";
+  }
 }
 
 // ------------------------------------------------ the K family (issue 34; Dutta et al. 2018)

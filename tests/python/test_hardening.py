@@ -10,16 +10,14 @@ MLP of 12 features, 40 updates.
 import json
 import math
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_package import PKG, metrics, small_net, summary, synthetic, torch_config  # noqa: E402
+from test_package import PKG, TorchRuns, metrics, small_net, summary, torch_config  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -29,20 +27,7 @@ NATIVE = {"name": "n", "model": {"type": "quadratic", "dim": 4}, "stop": {"updat
           "cluster": {"workers": 2}, "engines": [{"type": "async"}]}
 
 
-class Hardening(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="asgdsim-hard-")
-        self.train = synthetic(256, seed=1)
-        self.test = synthetic(64, seed=2)
-
-    def tearDown(self):
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
-    def run_torch(self, cfg=None, **kw):
-        kw.setdefault("model", small_net())
-        kw.setdefault("data", self.train)
-        kw.setdefault("test_data", self.test)
-        return asgdsim.run(cfg or torch_config(), out=self.tmp, quiet=True, **kw)
+class Hardening(TorchRuns, unittest.TestCase):
 
     def refused(self, error_class=asgdsim.InputError, **kw):
         with self.assertRaises(error_class) as e:

@@ -364,13 +364,12 @@ class ReadmeExample(unittest.TestCase):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-class BadModelsAndData(unittest.TestCase):
-    """Each mistake gets a clear error: exit 2 / asgdsim.ModelError (an InputError) for a
-    broken contract, a failed run with the Python traceback for an exception in forward,
-    and divergence for non-finite outputs."""
+class TorchRuns:
+    """A test case's torch runs: a temporary output folder, small synthetic sets and
+    run_torch (asgdsim.run with the small net and those sets unless given)."""
 
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="asgdsim-bad-")
+        self.tmp = tempfile.mkdtemp(prefix="asgdsim-torch-")
         self.train = synthetic(256, seed=1)
         self.test = synthetic(64, seed=2)
 
@@ -382,6 +381,12 @@ class BadModelsAndData(unittest.TestCase):
         kw.setdefault("data", self.train)
         kw.setdefault("test_data", self.test)
         return asgdsim.run(cfg or torch_config(), out=self.tmp, quiet=True, **kw)
+
+
+class BadModelsAndData(TorchRuns, unittest.TestCase):
+    """Each mistake gets a clear error: exit 2 / asgdsim.ModelError (an InputError) for a
+    broken contract, a failed run with the Python traceback for an exception in forward,
+    and divergence for non-finite outputs."""
 
     def test_a_factory_that_makes_another_size_for_another_seed(self):
         sizes = iter([16, 17])  # the job's module, then seed 1's: 17 hidden units
