@@ -502,6 +502,9 @@ std::string budget_text(const json& stop) {
 // Said once per engine (and budget) in exp.warnings (the run's note says it when it
 // happens: RunMonitor::finish).
 void warn_of_rounds_past_the_budget(Experiment& exp, const RunSpec& run, const Distribution& compute) {
+  // A data set whose size is known only once it is loaded (a PyTorch Dataset) leaves an epoch
+  // budget unknown here: estimate_run_scale would count it as one sample.
+  if (run.settings.stop_epochs > 0 && !(data_shape(run.config["data"]).train > 0)) return;
   const RunScale scale = estimate_run_scale(run.config, run.settings, compute);
   const EngineCost cost = engine_cost(run.config["engine"], run.settings.workers);
   if (!(cost.gradients_per_update > 1) || !(scale.gradients < cost.gradients_per_update)) return;

@@ -242,6 +242,17 @@ class Package(unittest.TestCase):
         self.run_torch(torch_config(model={"type": "torch", "threads": 2}))
         self.assertEqual([l.openblas_get_num_threads() for l in libs], [3] * len(libs))
 
+    def test_an_epoch_budget_over_torch_data_is_not_called_too_short_for_a_round(self):
+        """A PyTorch Dataset's size is known only once loaded: validation must not count it
+        as one sample and warn that a DiLoCo round cannot finish (it did: "more than the about
+        5 the stop budget allows (stop.epochs 1)"), while the run makes its rounds."""
+        cfg = torch_config(engines=[{"type": "diloco", "steps": 4}], stop={"epochs": 1})
+        self.assertEqual([w for w in asgdsim.validate(cfg)["warnings"] if "stop budget allows" in w], [])
+        res = self.run_torch(cfg)
+        s = summary(res.folder, "diloco-seed1")
+        self.assertEqual(s["status"], "completed", s.get("note"))
+        self.assertGreaterEqual(s["updates"], 2)
+
     # ---- results and the command line ----
     def test_results_load_the_tidy_table(self):
         res = self.run_torch(torch_config(engines=[{"type": "async"}, {"type": "sync"}]))
