@@ -204,6 +204,9 @@ def study_seeds(config):
     return list(range(int(seed), int(seed) + int(repeats)))
 
 
+PICKED_SENTENCE = "Each engine's train keys picked by "
+
+
 def tuned_config(study, tuning, source="the study", name=None):
     """study (a config dict) with each engine's chosen training keys as its `train`
     (merged over what the entry already sets), named `name` (default: the study's name +
@@ -220,10 +223,13 @@ def tuned_config(study, tuning, source="the study", name=None):
     if swept:
         raise UsageError(f"{source} sweeps {', '.join(swept)}, which the tuning picks per engine")
     out = json.loads(json.dumps(study))
-    out["name"] = name or f"{study.get('name', 'experiment')}_tuned"
+    base = study.get("name", "experiment")
+    out["name"] = name or (base if base.endswith("_tuned") else f"{base}_tuned")
     picked = "; ".join(f"{engine}: " + ", ".join(f"{train_key(k)} {text_of(p.values[k])}" for k in tuning.grid_keys)
                        for engine, p in tuning.chosen.items() if p is not None)
-    out["description"] = (study.get("description", "") + " Each engine's train keys picked by "
+    # a study tuned again says where its keys come from once: the last tuning's sentence
+    described = study.get("description", "").split(PICKED_SENTENCE)[0].rstrip()
+    out["description"] = (described + " " + PICKED_SENTENCE +
                           f"analysis/tune.py from {tuning.experiment.name} (seeds "
                           f"{', '.join(str(s) for s in tuning.seeds)}; {tuning.rule.text}): {picked}.").strip()
     for i, entry in enumerate(out.get("engines") or []):

@@ -135,6 +135,12 @@ class TunedConfigTest(unittest.TestCase):
         self.assertEqual(self.STUDY["engines"][0]["train"], {"batch_size": 16})  # the input is left alone
         self.assertIn('"engines": [\n    {"type": "async"', tune.config_text(out))
 
+    def test_a_tuned_study_tuned_again_is_named_and_described_once(self):
+        once = tune.tuned_config(self.STUDY, self.tuning)
+        twice = tune.tuned_config(once, self.tuning)
+        self.assertEqual(twice, once)
+        self.assertEqual(twice["description"].count("picked by analysis/tune.py"), 1)
+
     def test_the_tunings_seeds_and_grid_keys_are_refused(self):
         with self.assertRaisesRegex(tune.UsageError, r"seeds \[101, 102, 103\] include the tuning runs' seeds"):
             tune.tuned_config(dict(self.STUDY, seed=101), self.tuning)
