@@ -1068,7 +1068,9 @@ TEST(DataFamily, DeclaredSizesAreWhatTheLoaderMakes) {
       EXPECT_EQ(shape.train, double(split.train.n)) << user.dump();
       EXPECT_EQ(shape.test, double(split.test.n)) << user.dump();
     }
-    if (!shape.sparse) EXPECT_EQ(shape.image.size(), split.train.shape.size()) << user.dump();
+    if (!shape.sparse) {
+      EXPECT_EQ(shape.image.size(), split.train.shape.size()) << user.dump();
+    }
   }
   // features and classes left to the file: the loader tells them before a model is built
   Validator v;

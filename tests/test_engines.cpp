@@ -1909,6 +1909,86 @@ TEST(Partition, DirichletAlphaControlsTheSkew) {
   EXPECT_GT(largest_share(0.1), 0.70);
 }
 
+// dirichlet_mix (Hsu et al. 2019): worker w's label mix q_w ~ Dirichlet(alpha p). For
+// balanced classes (p = 1/C), E sum_c (q_c - 1/C)^2 = sum_c Var q_c = (1 - 1/C)/(alpha + 1)
+// (a Dirichlet with concentrations alpha/C sums to alpha). Over 4000 mixes the mean is
+// within 5 standard errors of it (the estimated spread of the per-mix values / sqrt(4000)).
+TEST(Partition, DirichletMixSpreadFollowsItsClosedForm) {
+  const int classes = 10, workers = 4000;
+  const std::vector<double> prior(classes, 1.0 / classes);
+  for (double alpha : {0.1, 1.0, 10.0}) {
+    const auto mix = dirichlet_mixes(prior, workers, alpha, 11);
+    ASSERT_EQ(mix.size(), size_t(workers));
+    double sum = 0, sum2 = 0;
+    for (const auto& q : mix) {
+      double d = 0, total = 0;
+      for (double v : q) d += (v - 1.0 / classes) * (v - 1.0 / classes), total += v;
+      EXPECT_NEAR(total, 1.0, 1e-12);
+      sum += d, sum2 += d * d;
+    }
+    const double mean = sum / workers, se = std::sqrt((sum2 / workers - mean * mean) / workers);
+    const double expected = (1.0 - 1.0 / classes) / (alpha + 1.0);
+    EXPECT_NEAR(mean, expected, 5 * se) << "alpha " << alpha << ": expected " << expected;
+    EXPECT_GT(std::abs(mean - 0.9 / (alpha * 10 + 1)), 10 * se) << "alpha " << alpha;  // not Dir(alpha) per class
+  }
+  EXPECT_EQ(dirichlet_mixes(prior, 3, 0.5, 1), dirichlet_mixes(prior, 3, 0.5, 1));
+  EXPECT_NE(dirichlet_mixes(prior, 3, 0.5, 1), dirichlet_mixes(prior, 3, 0.5, 2));
+}
+
+// dirichlet_mix's parts: equal sizes (floor((w+1)n/P) - floor(wn/P)), disjoint, covering
+// the set; where the classes do not run out (a set far larger than the parts need of any
+// class would not let them: here 40 workers, 10 classes of 400 and a near-IID alpha, and
+// the first workers under a skewed one), each part's label counts follow its mix: the
+// first turns of every worker are draws from q_w.
+TEST(Partition, DirichletMixGivesEqualDisjointPartsThatFollowTheirMixes) {
+  std::vector<int32_t> labels(4003);
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t((i * 3) % 10);
+  PartitionSpec spec;
+  spec.kind = PartitionSpec::Kind::DirichletMix;
+  for (double alpha : {1000.0, 0.3}) {
+    spec.alpha = alpha;
+    const int workers = 40;
+    auto parts = partition_samples(labels, 10, workers, spec, 9);
+    std::vector<int> seen(labels.size(), 0);
+    for (size_t w = 0; w < parts.size(); ++w) {
+      EXPECT_EQ(parts[w].size(), (w + 1) * labels.size() / workers - w * labels.size() / workers);
+      for (int32_t id : parts[w]) seen[size_t(id)]++;
+    }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), long(labels.size())) << "disjoint and covering";
+    std::vector<double> prior(10);
+    for (int32_t y : labels) prior[size_t(y)] += 1.0 / double(labels.size());
+    const auto mix = dirichlet_mixes(prior, workers, alpha, 9);
+    // the largest class of each worker's mix is its largest class in the part, for most
+    // workers (ties and exhaustion aside)
+    int agree = 0;
+    for (size_t w = 0; w < parts.size(); ++w) {
+      std::vector<int> count(10, 0);
+      for (int32_t id : parts[w]) count[size_t(labels[size_t(id)])]++;
+      const auto top_mix = std::max_element(mix[w].begin(), mix[w].end()) - mix[w].begin();
+      const auto top_part = std::max_element(count.begin(), count.end()) - count.begin();
+      agree += top_mix == top_part;
+    }
+    if (alpha < 1) {
+      EXPECT_GE(agree, 30) << "alpha " << alpha;
+    }
+    // under a near-IID alpha every part holds every class, each about a tenth of it (a
+    // part's class count is about Binomial(100, 0.1): mean absolute deviation ~0.024)
+    if (alpha > 10) {
+      double deviation = 0;
+      for (const auto& part : parts) {
+        std::vector<int> count(10, 0);
+        for (int32_t id : part) count[size_t(labels[size_t(id)])]++;
+        EXPECT_GE(*std::min_element(count.begin(), count.end()), 1);
+        for (int k : count) deviation += std::abs(double(k) / double(part.size()) - 0.1) / (10.0 * workers);
+      }
+      EXPECT_LT(deviation, 0.035);
+    }
+  }
+  // more workers than samples is refused naming the key
+  spec.alpha = 0.5;
+  EXPECT_THROW(partition_samples(std::vector<int32_t>(5, 0), 2, 6, spec, 1), ConfigError);
+}
+
 // A worker's stream hands out ids of its own part only, each once per pass over the part.
 TEST(Partition, EachWorkerDrawsFromItsOwnPart) {
   std::vector<int32_t> labels(300);
@@ -1933,11 +2013,13 @@ TEST(Partition, RunsWriteTheLabelHistogramAndDoNotDependOnTheThreadCount) {
   json c = determinism_config();
   c["staleness"] = {{"mode", "emergent"}};
   c["engines"] = json::array({json{{"type", "async"}}, json{{"type", "k_async"}, {"k", 2}}});
-  c["sweep"] = {{"data.partition", {"shards", "dirichlet"}}};
+  c["sweep"] = {{"data.partition", {"shards", "dirichlet", "dirichlet_mix"}}};
   expect_thread_count_invariant(c, {"async-partition=shards-seed1", "async-partition=dirichlet-seed1",
-                                    "k_async-partition=shards-seed1", "k_async-partition=dirichlet-seed1"});
+                                    "async-partition=dirichlet_mix-seed1", "k_async-partition=shards-seed1",
+                                    "k_async-partition=dirichlet-seed1", "k_async-partition=dirichlet_mix-seed1"});
   std::string dir = run_config(c, temp_dir("part"));
-  for (const char* run : {"async-partition=shards-seed1", "async-partition=dirichlet-seed1"}) {
+  for (const char* run : {"async-partition=shards-seed1", "async-partition=dirichlet-seed1",
+                          "async-partition=dirichlet_mix-seed1"}) {
     Metrics h = read_metrics(dir + "/" + run + "/partition.csv");
     ASSERT_EQ(h.rows.size(), 5u) << run;
     double total = 0;

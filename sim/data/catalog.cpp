@@ -278,10 +278,16 @@ const std::vector<Field<PartitionSpec>>& partition_fields() {
       choice_field(&P::kind,
                    str("partition", "iid",
                        "how the training set is split over the workers: \"iid\" one shared sample stream; \"shards\" "
-                       "label-sorted shards dealt to the workers; \"dirichlet\" each class split by Dirichlet(alpha) "
-                       "shares (Hsu et al. 2019); each worker then draws from its own part"),
-                   {{"iid", P::Kind::Iid}, {"shards", P::Kind::Shards}, {"dirichlet", P::Kind::Dirichlet}}),
-      field(&P::alpha, num("partition_alpha", 0.5, "dirichlet: concentration (0.1 highly skewed; large: near IID)", 0, true)),
+                       "label-sorted shards dealt to the workers; \"dirichlet\" each class split over the workers by "
+                       "Dirichlet(alpha) shares, unequal sizes (Yurochkin et al. 2019; NIID-Bench, Li et al. 2022); "
+                       "\"dirichlet_mix\" each worker's label mix drawn from Dirichlet(alpha x the class prior), equal "
+                       "sizes (Hsu, Qi & Brown 2019); each worker then draws from its own part"),
+                   {{"iid", P::Kind::Iid},
+                    {"shards", P::Kind::Shards},
+                    {"dirichlet", P::Kind::Dirichlet},
+                    {"dirichlet_mix", P::Kind::DirichletMix}}),
+      field(&P::alpha, num("partition_alpha", 0.5,
+                           "dirichlet, dirichlet_mix: concentration (0.1 highly skewed; large: near IID)", 0, true)),
       field(&P::shards, integer("partition_shards", 2, "shards: label-sorted shards per worker", 1, 1000000))};
   return f;
 }

@@ -40,6 +40,28 @@ void shuffle(std::vector<int32_t>& ids, uint64_t seed, uint32_t stream, uint32_t
 
 }  // namespace
 
+std::vector<std::vector<double>> dirichlet_mixes(const std::vector<double>& prior, int workers, double alpha,
+                                                 uint64_t seed) {
+  const size_t classes = prior.size();
+  std::vector<std::vector<double>> mix(size_t(std::max(0, workers)), std::vector<double>(classes, 0.0));
+  for (size_t w = 0; w < mix.size(); ++w) {
+    if ((w & 1023) == 0) throw_if_interrupted("drawing the label mixes of the training set's parts (data.partition)");
+    for (uint32_t draw = 1;; ++draw) {
+      Rng rng(seed, RngPurpose::Partition, uint32_t(classes + 1 + w), draw);
+      double total = 0;
+      for (size_t c = 0; c < classes; ++c) total += mix[w][c] = prior[c] > 0 ? gamma_draw(rng, alpha * prior[c]) : 0.0;
+      if (total > 0) {
+        for (double& q : mix[w]) q /= total;
+        break;
+      }
+      if (draw == 100)
+        throw ConfigError("", {{"data.partition_alpha", "100 Dirichlet draws of worker " + std::to_string(w) +
+                                                            "'s label mix all underflowed to 0; raise alpha"}});
+    }
+  }
+  return mix;
+}
+
 std::vector<std::vector<int32_t>> partition_samples(const std::vector<int32_t>& labels, int classes, int workers,
                                                     const PartitionSpec& spec, uint64_t seed, const RunTasks& run) {
   const size_t n = labels.size(), p = size_t(workers);
@@ -118,6 +140,50 @@ std::vector<std::vector<int32_t>> partition_samples(const std::vector<int32_t>& 
     for (size_t c = 0; c < cuts.size(); ++c)  // class by class, as the shares were cut
       for (const Cut& k : cuts[c])
         parts[k.worker].insert(parts[k.worker].end(), by_class[c].begin() + long(k.begin), by_class[c].begin() + long(k.end));
+  } else if (spec.kind == PartitionSpec::Kind::DirichletMix) {
+    if (p > n)
+      throw ConfigError("", {{"data.partition", std::to_string(p) + " workers but " + std::to_string(n) +
+                                                    " training samples: a worker would get none"}});
+    std::vector<std::vector<int32_t>> by_class(static_cast<size_t>(classes));
+    for (size_t i = 0; i < n; ++i) by_class[size_t(labels[i])].push_back(int32_t(i));
+    for (size_t c = 0; c < by_class.size(); ++c) shuffle(by_class[c], seed, uint32_t(c + 1), 0);
+    std::vector<double> prior(by_class.size());
+    for (size_t c = 0; c < prior.size(); ++c) prior[c] = double(by_class[c].size()) / double(n);
+    const std::vector<std::vector<double>> mix = dirichlet_mixes(prior, workers, spec.alpha, seed);
+    std::vector<size_t> next(by_class.size(), 0), size(p);
+    for (size_t w = 0; w < p; ++w) {
+      size[w] = (w + 1) * n / p - w * n / p;
+      parts[w].reserve(size[w]);
+    }
+    // the picks: worker w's k-th from (seed, Partition, classes + 1 + w, 0), one Rng per worker
+    std::vector<Rng> rngs;
+    rngs.reserve(p);
+    for (size_t w = 0; w < p; ++w) rngs.emplace_back(seed, RngPurpose::Partition, uint32_t(by_class.size() + 1 + w), 0);
+    const size_t turns = (n + p - 1) / p;
+    for (size_t k = 0; k < turns; ++k) {
+      throw_if_interrupted("dealing the training set's parts (data.partition)");
+      for (size_t w = 0; w < p; ++w) {
+        if (k >= size[w]) continue;
+        double left = 0;  // the mix over the classes that still have samples
+        for (size_t c = 0; c < by_class.size(); ++c)
+          if (next[c] < by_class[c].size()) left += mix[w][c];
+        size_t pick = by_class.size();
+        if (left > 0) {
+          const double u = rngs[w].uniform() * left;  // in (0, left]
+          double cum = 0;
+          for (size_t c = 0; c < by_class.size(); ++c) {
+            if (next[c] >= by_class[c].size() || mix[w][c] <= 0) continue;
+            cum += mix[w][c];
+            pick = c;
+            if (u <= cum) break;
+          }
+        } else {  // every class of its mix has run out: the first class with samples left
+          for (size_t c = 0; c < by_class.size() && pick == by_class.size(); ++c)
+            if (next[c] < by_class[c].size()) pick = c;
+        }
+        parts[w].push_back(by_class[pick][next[pick]++]);
+      }
+    }
   } else {
     throw std::logic_error("partition_samples: iid is the run's one stream");
   }
@@ -138,6 +204,7 @@ std::string partition_impossible(const PartitionSpec& spec, int workers, double 
              " training samples: some would be empty (lower data.partition_shards or the workers)";
     return "";
   }
+  if (spec.kind == PartitionSpec::Kind::DirichletMix) return "";  // equal parts of >= 1 sample: checked above
   // Dirichlet: a worker gets no sample of a class of m samples with probability
   // q = E[max(0, 1 - m s)] over its share s ~ Beta(alpha, (P - 1) alpha) (the cut at
   // floor(m x cumulative share) gives it a sample with probability min(1, m s)), and a

@@ -5,11 +5,20 @@
 //              (then id) are cut into workers x `shards` contiguous shards of equal size
 //              (boundaries floor(i n / S)); a seeded permutation deals `shards` of them to
 //              each worker. With balanced classes a worker sees about `shards` labels.
-//   dirichlet  (Hsu, Qi & Brown 2019) for each class, the workers' shares are drawn from
-//              Dirichlet(alpha) (normalised Gamma(alpha) draws) and the class's ids, in a
-//              seeded order, are cut at the cumulative shares. alpha -> infinity is IID,
-//              alpha = 0.1 highly skewed. Redrawn (next draw index) while a worker gets no
-//              sample, up to 100 times.
+//   dirichlet  (Yurochkin et al. 2019; NIID-Bench, Li et al. 2022) for each class, the
+//              workers' shares are drawn from Dirichlet(alpha) (normalised Gamma(alpha)
+//              draws) and the class's ids, in a seeded order, are cut at the cumulative
+//              shares: the workers' sizes differ. alpha -> infinity is IID, alpha = 0.1
+//              highly skewed. Redrawn (next draw index) while a worker gets no sample, up
+//              to 100 times.
+//   dirichlet_mix  (Hsu, Qi & Brown 2019) each worker w draws its label mix
+//              q_w ~ Dirichlet(alpha p), p the classes' shares of the training set, and
+//              gets an equal part (floor((w+1) n / P) - floor(w n / P) samples), filled one
+//              sample per worker in turn (w = 0..P-1, then again): a class drawn from q_w
+//              over the classes that still have samples (q_w renormalised over them), its
+//              next id in a seeded order. The parts are disjoint and cover the set; the
+//              mixes are exact until classes run out, which bends every worker's last
+//              samples alike (the turns) towards what remains.
 // Every draw is from (seed, Partition, ., .): the parts depend on the seed, the labels and
 // the worker count only. Not here: which samples a step takes from its part (SampleStream).
 #pragma once
@@ -36,6 +45,12 @@ using RunTasks = std::function<void(std::vector<std::function<void()>>&&)>;
 // side through `run`), and O(samples) to fill the parts; the parts do not depend on `run`.
 std::vector<std::vector<int32_t>> partition_samples(const std::vector<int32_t>& labels, int classes, int workers,
                                                     const PartitionSpec& spec, uint64_t seed, const RunTasks& run = {});
+
+// dirichlet_mix's label mixes: for each of `workers`, q ~ Dirichlet(alpha x prior) (prior:
+// the classes' shares, summing to 1), from (seed, Partition, classes + 1 + w, draw) with
+// draw 1, 2, ... while a worker's Gamma draws all underflow to 0 (up to 100 times).
+std::vector<std::vector<double>> dirichlet_mixes(const std::vector<double>& prior, int workers, double alpha,
+                                                 uint64_t seed);
 
 // Why `spec` cannot split `train` samples of `classes` classes (0 for either: not known
 // before the data is read) over `workers`, or "" when it may: more workers than samples,

@@ -57,8 +57,8 @@ struct FailureEvent {
 // default_settings() is what a config that gives none of these keys binds.
 // How the training set is split over the workers (data.partition; sim/data/partition.h).
 struct PartitionSpec {
-  enum class Kind { Iid, Shards, Dirichlet } kind = Kind::Iid;  // iid: the run's one sample stream
-  double alpha = 0;  // dirichlet: concentration of each class's split over the workers
+  enum class Kind { Iid, Shards, Dirichlet, DirichletMix } kind = Kind::Iid;  // iid: the run's one sample stream
+  double alpha = 0;  // dirichlet: concentration of each class's split; dirichlet_mix: of each worker's label mix
   int shards = 0;    // shards: label-sorted shards per worker
 };
 
