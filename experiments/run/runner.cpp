@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <filesystem>
 #include <ctime>
 #include <fstream>
@@ -267,13 +268,15 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
 }
 
 // Rethrows a run's error with its run id in front, keeping the type main() maps to an
-// exit code (invalid data and I/O problems: 2; anything else: 1).
+// exit code (invalid data and I/O problems: 2; anything else: 1). Bad data keeps the
+// original nested (std::nested_exception): the Python package tells a broken model
+// contract (its own DataError subclass) from other bad data by it.
 [[noreturn]] void rethrow_naming_run(const std::exception_ptr& error, const std::string& run_id) {
   const std::string prefix = "run " + run_id + ": ";
   try {
     std::rethrow_exception(error);
   } catch (const DataError& e) {
-    throw DataError(prefix + e.what());
+    std::throw_with_nested(DataError(prefix + e.what()));
   } catch (const IoError& e) {
     throw IoError(prefix + e.what());
   } catch (const ConfigError&) {

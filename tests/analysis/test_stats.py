@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "analysis"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 
-import stats  # noqa: E402
+from asgdsim.analysis import stats  # noqa: E402
 
 
 class TQuantileTest(unittest.TestCase):

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-import stats
+from . import stats
 
 COMPLETED = "completed"
 STATUS_ORDER = ("completed", "diverged", "stalled", "interrupted", "failed", "unfinished",
