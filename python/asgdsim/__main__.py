@@ -104,6 +104,11 @@ def main(argv=None):
     except AsgdsimError as e:
         print(f"asgdsim: {e.message}", file=sys.stderr)
         return e.exit_code
+    except ImportError as e:
+        if e.name != "asgdsim._core":
+            raise
+        print(f"asgdsim: {e}", file=sys.stderr)  # what to build or install (asgdsim._env.extension)
+        return 1
     except KeyboardInterrupt:
         return 130
 

@@ -226,7 +226,7 @@ class PythonProvider final : public ExternalProvider {
   py::object bridge_;
 };
 
-// The catalog as asgdsim.list() returns it: the plain sections and the families, each
+// The catalog as asgdsim.catalog() returns it: the plain sections and the families, each
 // key with its type, range, default and doc (the declarations `asgdsim list` prints).
 json param_json(const ParamInfo& p) {
   return {{"key", p.name},
@@ -362,15 +362,16 @@ void check_given(const Experiment& exp, bool model, bool loss, bool data, bool t
                      "data= out");
 }
 
-// A RunOptions field by its name, as T; a value of another type is a TypeError naming it.
+// A RunOptions field by its name, as T; a value of another type is a TypeError naming it
+// and what it must be (`expected`).
 template <class T>
-T option(const py::object& options, const char* name) {
+T option(const py::object& options, const char* name, const char* expected) {
   py::object value = options.attr(name);
   try {
     return value.cast<T>();
   } catch (const py::cast_error&) {
     throw py::type_error(std::string("RunOptions.") + name + ": " + py::repr(value).cast<std::string>() +
-                         " is not a " + py::type_id<T>());
+                         " is not " + expected);
   }
 }
 
@@ -436,9 +437,18 @@ PYBIND11_MODULE(_core, m) {
         if (!one.owns_lock())
           translated([]() -> int { throw UsageError("another asgdsim.run is under way in this process: one at a time"); });
         RunnerOptions ro;
+        ro.out_dir = out;  // the options first: a wrong one is refused before the config is read
+        ro.replace.rerun = option<bool>(options, "rerun", "a bool");
+        ro.replace.supersede = option<bool>(options, "supersede", "a bool");
+        ro.recalibrate = option<bool>(options, "recalibrate", "a bool");
+        ro.quiet = option<bool>(options, "quiet", "a bool");
+        ro.trace = option<bool>(options, "trace", "a bool");
+        ro.wait = option<bool>(options, "wait", "a bool");
+        // as `asgdsim run` writes its own
+        ro.command_line = utf8_or_question_marks(option<std::string>(options, "command_line", "a str"));
         // the run options' checks are `asgdsim run`'s: threads and jobs as text, and the
         // names the caller knows them by
-        const auto names = option<std::vector<std::string>>(options, "option_names");
+        const auto names = option<std::vector<std::string>>(options, "option_names", "two str");
         if (names.size() != 2) throw py::type_error("RunOptions.option_names: two names (threads, jobs)");
         translated([&] {
           set_run_counts(ro, py::str(options.attr("threads")), py::str(options.attr("jobs")), names[0], names[1]);
@@ -446,15 +456,6 @@ PYBIND11_MODULE(_core, m) {
         Experiment exp = translated([&] { return load(config_text, source, base_dir, sets, default_name); });
         const auto is_given = [&](const char* what) { return std::count(given.begin(), given.end(), what) > 0; };
         translated([&] { check_given(exp, is_given("model"), is_given("loss"), is_given("data"), is_given("test_data")); });
-        ro.out_dir = out;
-        ro.replace.rerun = option<bool>(options, "rerun");
-        ro.replace.supersede = option<bool>(options, "supersede");
-        ro.recalibrate = option<bool>(options, "recalibrate");
-        ro.quiet = option<bool>(options, "quiet");
-        ro.trace = option<bool>(options, "trace");
-        ro.wait = option<bool>(options, "wait");
-        // as `asgdsim run` writes its own
-        ro.command_line = utf8_or_question_marks(option<std::string>(options, "command_line"));
         py::object bridge = py::none();  // made only when a run reads a PyTorch model or data set
         for (const RunSpec& r : exp.runs)
           if (bridge.is_none() && !external_key(r.config).empty()) bridge = make_bridge();

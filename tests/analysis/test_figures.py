@@ -1,4 +1,4 @@
-"""Tests of analysis/figures.py read from the figures' own data, not by eye.
+"""Tests of asgdsim.analysis.figures (python/asgdsim/analysis/figures.py) read from the figures' own data, not by eye.
 
 What it is: builds Run objects in memory (no files, no subprocess), draws the
 convergence, sweep, scaling and staleness figures, and checks what the artists hold:

@@ -1,4 +1,4 @@
-"""Tests of analysis/stats.py: the t quantile, bands over seeds, and how numbers are written.
+"""Tests of asgdsim.analysis.stats (python/asgdsim/analysis/stats.py): the t quantile, bands over seeds, and how numbers are written.
 
 What it is: the t quantile against closed forms (1 and 2 degrees of freedom), published
 values and, where SciPy is installed, scipy.stats.t; the confidence-interval half-width

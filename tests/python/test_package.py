@@ -264,7 +264,7 @@ class Package(unittest.TestCase):
         self.assertEqual(os.listdir(self.tmp), [])  # nothing written
 
     def test_list_is_the_catalog(self):
-        cat = asgdsim.list()
+        cat = asgdsim.catalog()
         models = next(f for f in cat["families"] if f["key"] == "model.type")
         torch_model = next(m for m in models["members"] if m["name"] == "torch")
         self.assertEqual([k["key"] for k in torch_model["keys"]], ["module", "loss", "threads", "bn_samples"])

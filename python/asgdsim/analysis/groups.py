@@ -127,7 +127,7 @@ class Group:
 
 def group_label(engine, sweep):
     """'engine, key=value, ...' for sweep {key: canonical text}: how figures, tables and
-    asgdsim_data name a group."""
+    data.py name a group."""
     return ", ".join([engine] + [f"{k}={v}" for k, v in sweep.items()])
 
 

@@ -13,7 +13,7 @@ scaling and time-to-target figures and the table's time column "time to test acc
 config spells it (train.lr); --where keeps only the runs with that value (repeat it: one
 key's values are alternatives, different keys must all hold).
 
-What it is: the command line. It reads the folder (asgdsim_data.read, the loader notebooks
+What it is: the command line. It reads the folder (data.read, the loader notebooks
 use too), groups repeats and computes the table (groups.py), draws (figures.py), and
 writes DIR/figure_<name>.png|svg, DIR/report.html, DIR/report.md and
 DIR/summary_table.csv (DIR defaults to the experiment folder; files only, no sub-folder,

@@ -2,7 +2,7 @@
 
 What it is: the only module that knows the run-folder files (index.csv, experiment.json,
 and per run config.json, meta.json, metrics.csv, summary.json, staleness.csv,
-workers.csv, trace.json). asgdsim_data.py turns what it reads into DataFrames. Missing optional files become None; numbers that do not parse (empty, "nan",
+workers.csv, trace.json). data.py turns what it reads into DataFrames. Missing optional files become None; numbers that do not parse (empty, "nan",
 "-nan", "inf", null) become float NaN/inf, never an exception.
 What it is not: no statistics and no plotting (see groups.py and figures.py).
 """
@@ -121,7 +121,7 @@ def object_at(parent, key):
 def program_name():
     """The script that runs (plot.py, study_table.py), else the package's name."""
     name = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
-    return name if name.endswith(".py") and not name.startswith("test_") else "asgdsim_analysis"
+    return name if name.endswith(".py") and not name.startswith("test_") else "asgdsim.analysis"
 
 
 def warn(message):

@@ -151,7 +151,7 @@ def score_final(point, rule):
 
 
 def tune(experiment, rule):
-    """The Tuning of an experiment read by asgdsim_data.read (runs filtered as wanted)."""
+    """The Tuning of an experiment read by data.read (runs filtered as wanted)."""
     grid, conditions = grid_of(experiment)
     points, chosen, fallback = {}, {}, {}
     for engine in experiment.engine_order:
