@@ -48,6 +48,23 @@ double progress_fraction(const RunSettings& s, const MetricsRow& r) {
   return std::min(1.0, f);
 }
 
+RunProgress progress_of(const RunSpec& run, size_t k, size_t runs, double fraction, const MetricsRow& r,
+                        const std::string& status) {
+  RunProgress p;
+  p.run_id = run.run_id;
+  p.run = k;
+  p.runs = runs;
+  p.fraction = fraction;
+  p.time = sim_to_seconds(r.time);
+  p.epoch = r.epoch;
+  p.updates = r.updates;
+  p.train_loss = r.train_loss;
+  p.test_loss = r.test_loss;
+  p.test_accuracy = r.test_accuracy;
+  p.status = status;
+  return p;
+}
+
 // "45s", "2m05s", "1h02m".
 std::string format_duration(double seconds) {
   long s = std::lround(std::max(0.0, seconds));
@@ -236,9 +253,11 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
     bool uses_data = model->uses_data();
     Simulation sim(settings, *model, uses_data ? &data->train : nullptr, uses_data ? &data->test : nullptr,
                    *lane.pool, compute, recorder);
-    if (console.live())
+    if (console.live() || opts.on_progress)
       sim.on_row = [&](const MetricsRow& r) {
         double f = progress_fraction(settings, r);
+        if (opts.on_progress) opts.on_progress(progress_of(run, k, exp.runs.size(), f, r, ""));
+        if (!console.live()) return;
         char buf[256];
         if (lane.lanes == 1)
           std::snprintf(buf, sizeof(buf), "%s  t=%.3gs  epoch %.2f  train_loss %.4g%s  %3.0f%%",
@@ -264,6 +283,8 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   text += ", virtual " + format_number(sim_to_seconds(outcome.time)) + " s, " + std::to_string(outcome.updates) +
           " updates, " + format_number(std::round(wall * 100) / 100) + " s wall";
   console.line(text);
+  if (opts.on_progress)
+    opts.on_progress(progress_of(run, k, exp.runs.size(), progress_fraction(settings, last), last, outcome.status));
   return outcome.status;
 }
 

@@ -26,7 +26,7 @@ import builtins
 import dataclasses
 import json
 import os
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Union
 
 from ._env import extension as _extension
 from ._env import torch_bridge as _torch_bridge
@@ -166,6 +166,12 @@ class RunOptions:
     config aside. recalibrate: measure compute traces again. quiet, trace, wait: as the
     command line's. command_line: what the run folders record as the command. option_names:
     how messages name threads and jobs ("threads=", "jobs="; the CLI: "--threads").
+    progress: None, or a callable given a dict for each metrics row as the run records it
+    (run_id, run, runs, fraction of the stop budget, time, epoch, updates, train_loss,
+    test_loss, test_accuracy; status "") and one when the run ends (status: completed,
+    stalled, diverged, interrupted). It runs on the simulator's threads, one call at a time
+    (as a model's calls), charges no virtual time and changes no file; if it raises, that
+    run fails.
     """
 
     threads: Union[int, str] = 0
@@ -178,6 +184,7 @@ class RunOptions:
     wait: bool = False
     command_line: str = "asgdsim.run"
     option_names: Tuple[str, str] = ("threads=", "jobs=")
+    progress: Optional[Callable[[Dict[str, Any]], None]] = None
 
 
 def run(config: Config, *, out: Union[str, "os.PathLike[str]"] = "runs", model: Optional[Model] = None,
@@ -185,7 +192,8 @@ def run(config: Config, *, out: Union[str, "os.PathLike[str]"] = "runs", model: 
         threads: Optional[Union[int, str]] = None, jobs: Optional[Union[int, str]] = None, rerun: bool = False,
         supersede: bool = False, recalibrate: bool = False, quiet: bool = False, trace: bool = False,
         wait: bool = False, sets: Sequence[str] = (), command_line: Optional[str] = None, force: Any = None,
-        option_names: Tuple[str, str] = ("threads=", "jobs=")) -> Results:
+        option_names: Tuple[str, str] = ("threads=", "jobs="),
+        progress: Optional[Callable[[Dict[str, Any]], None]] = None) -> Results:
     """Runs an experiment as `asgdsim run` does and returns its Results.
 
     config: a dict or a JSON file's path. model: a torch.nn.Module or a zero-argument
@@ -200,7 +208,9 @@ def run(config: Config, *, out: Union[str, "os.PathLike[str]"] = "runs", model: 
     model.type is "torch" (or data=/test_data= while no data.type is), or a "torch" type
     with neither the object nor a module file, raise InputError before anything is
     written; a model or data set that breaks the gradient contract raises ModelError.
-    option_names: how messages name threads and jobs (the CLI: "--threads").
+    option_names: how messages name threads and jobs (the CLI: "--threads"). progress: a
+    callable given each run's progress as a dict, as the runs go (RunOptions.progress: for
+    a notebook's bar, or a line per run where stderr is not a terminal).
     """
     if force is not None:  # as `asgdsim run --force`: split in two (docs/cli.md)
         raise InputError("force= is gone, split in two: supersede=True moves run folders of another config aside "
@@ -212,7 +222,7 @@ def run(config: Config, *, out: Union[str, "os.PathLike[str]"] = "runs", model: 
     options = RunOptions(threads=0 if threads is None else threads, jobs=1 if jobs is None else jobs,
                          rerun=bool(rerun), supersede=bool(supersede), recalibrate=bool(recalibrate),
                          quiet=bool(quiet), trace=bool(trace), wait=bool(wait), command_line=command_line,
-                         option_names=tuple(option_names))
+                         option_names=tuple(option_names), progress=progress)
     given = [key for key, value in (("model", model), ("loss", loss), ("data", data), ("test_data", test_data))
              if value is not None]
     torch_state = []

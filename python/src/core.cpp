@@ -66,9 +66,10 @@ std::string python_error_text(py::error_already_set& e) {
 
 // Runs f() holding the job lock and then the GIL (in that order: a thread waiting for the
 // lock never holds the GIL). A Python exception leaves as a C++ one: asgdsim.ModelError
-// as ModelInputError (exit 2), anything else as std::runtime_error carrying the traceback.
+// as ModelInputError (exit 2), anything else as std::runtime_error carrying the traceback
+// and saying that `who` raised.
 template <class F>
-auto call_python(const char* what, F&& f) -> decltype(f()) {
+auto call_python(const char* what, F&& f, const char* who = "the PyTorch model") -> decltype(f()) {
   std::lock_guard<std::mutex> lock(job_mutex());
   py::gil_scoped_acquire gil;
   try {
@@ -80,7 +81,7 @@ auto call_python(const char* what, F&& f) -> decltype(f()) {
     const bool theirs = !e.matches(model_error.ptr());
     std::string text = theirs ? python_error_text(e) : py::str(e.value()).cast<std::string>();
     if (!theirs) throw ModelInputError(text);
-    throw std::runtime_error(std::string("the PyTorch model raised while ") + what + ":\n" + text);
+    throw std::runtime_error(std::string(who) + " raised while " + what + ":\n" + text);
   }
 }
 
@@ -448,6 +449,27 @@ PYBIND11_MODULE(_core, m) {
         ro.command_line = utf8_or_question_marks(option<std::string>(options, "command_line", "a str"));
         // the run options' checks are `asgdsim run`'s: threads and jobs as text, and the
         // names the caller knows them by
+        // progress= (None, or a callable): called with each RunProgress as a dict, holding the
+        // job lock and the GIL as a model's calls do; the handle lives as long as `options`
+        py::handle progress = options.attr("progress");
+        if (!progress.is_none())
+          ro.on_progress = [progress](const RunProgress& p) {
+            call_python("reporting progress", [&] {
+              py::dict d;
+              d["run_id"] = p.run_id;
+              d["run"] = p.run;
+              d["runs"] = p.runs;
+              d["fraction"] = p.fraction;
+              d["time"] = p.time;
+              d["epoch"] = p.epoch;
+              d["updates"] = p.updates;
+              d["train_loss"] = p.train_loss;
+              d["test_loss"] = p.test_loss;
+              d["test_accuracy"] = p.test_accuracy;
+              d["status"] = p.status;
+              progress(d);
+            }, "the progress callback");
+          };
         const auto names = option<std::vector<std::string>>(options, "option_names", "two str");
         if (names.size() != 2) throw py::type_error("RunOptions.option_names: two names (threads, jobs)");
         translated([&] {

@@ -24,7 +24,6 @@ bad option), 1 other failure. Runs in only one folder are named in a warning on 
 import argparse
 import math
 import sys
-import traceback
 from pathlib import Path
 
 X_AXES = ("epoch", "time", "updates")
@@ -305,18 +304,8 @@ def main(argv):
 
 def cli(argv=None):
     """The command line (analysis/overlay.py, python3 -m asgdsim.analysis.overlay): exits with its code."""
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        main(argv)
-    except UsageError as error:
-        print(f"overlay.py: error: {error}", file=sys.stderr)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except Exception:  # noqa: BLE001 — anything else is a bug or an I/O failure: exit 1
-        traceback.print_exc()
-        print("overlay.py: error: failed (see the traceback above)", file=sys.stderr)
-        sys.exit(1)
+    from . import rundata
+    rundata.run_command(main, sys.argv[1:] if argv is None else argv, invalid=(UsageError,))
 
 
 if __name__ == "__main__":

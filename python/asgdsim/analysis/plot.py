@@ -28,12 +28,11 @@ import dataclasses
 import io
 import math
 import sys
-import traceback
 from pathlib import Path
 
 from . import data, figures, report, rundata, stats
 from . import groups as grouping
-from .rundata import NotAnExperiment, warn
+from .rundata import warn
 
 X_AXES = ("time", "updates", "epoch")
 METRICS = ("train_loss", "test_loss", "test_accuracy")
@@ -287,18 +286,7 @@ def main(argv):
 
 def cli(argv=None):
     """The command line (analysis/plot.py, python3 -m asgdsim.analysis.plot): exits with its code."""
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        sys.exit(main(argv))
-    except (NotAnExperiment, UsageError) as error:
-        print(f"plot.py: error: {error}", file=sys.stderr)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        sys.exit(130)
-    except Exception:  # noqa: BLE001 — anything else is a bug or an I/O failure: exit 1
-        traceback.print_exc()
-        print("plot.py: error: failed (see the traceback above)", file=sys.stderr)
-        sys.exit(1)
+    rundata.run_command(main, sys.argv[1:] if argv is None else argv, invalid=(UsageError,))
 
 
 if __name__ == "__main__":

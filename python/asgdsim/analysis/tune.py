@@ -42,7 +42,7 @@ from pathlib import Path
 from . import data
 from . import groups as grouping
 from . import stats
-from .rundata import NotAnExperiment
+from . import rundata
 
 FINAL_METRICS = {"test_accuracy": max, "train_loss": min, "test_loss": min}
 COMPLETED = grouping.COMPLETED
@@ -307,7 +307,6 @@ def filter_runs(experiment, where):
     if not where:
         return experiment
     import dataclasses
-    from . import rundata
     allowed = {}
     for key, value in where:
         if key != "engine" and key not in experiment.sweep_keys:
@@ -368,14 +367,7 @@ def main(argv):
 
 def cli(argv=None):
     """The command line (analysis/tune.py, python3 -m asgdsim.analysis.tune): exits with its code."""
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        sys.exit(main(argv))
-    except (NotAnExperiment, UsageError) as error:
-        print(f"tune.py: error: {error}", file=sys.stderr)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        sys.exit(130)
+    rundata.run_command(main, sys.argv[1:] if argv is None else argv, invalid=(UsageError,))
 
 
 if __name__ == "__main__":
