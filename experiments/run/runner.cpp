@@ -65,6 +65,9 @@ RunProgress progress_of(const RunSpec& run, size_t k, size_t runs, double fracti
   return p;
 }
 
+// How often (wall time) a run's metrics.csv is rewritten while the run goes on.
+constexpr std::chrono::seconds kMetricsWriteInterval{1};
+
 // "45s", "2m05s", "1h02m".
 std::string format_duration(double seconds) {
   long s = std::lround(std::max(0.0, seconds));
@@ -253,21 +256,29 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
     bool uses_data = model->uses_data();
     Simulation sim(settings, *model, uses_data ? &data->train : nullptr, uses_data ? &data->test : nullptr,
                    *lane.pool, compute, recorder);
-    if (console.live() || opts.on_progress)
-      sim.on_row = [&](const MetricsRow& r) {
-        double f = progress_fraction(settings, r);
-        if (opts.on_progress) opts.on_progress(progress_of(run, k, exp.runs.size(), f, r, ""));
-        if (!console.live()) return;
-        char buf[256];
-        if (lane.lanes == 1)
-          std::snprintf(buf, sizeof(buf), "%s  t=%.3gs  epoch %.2f  train_loss %.4g%s  %3.0f%%",
-                        tag.c_str(), sim_to_seconds(r.time), r.epoch, r.train_loss,
-                        std::isnan(r.test_accuracy) ? "" : ("  acc " + format_number(std::round(r.test_accuracy * 1000) / 1000)).c_str(),
-                        100 * f);
-        else
-          std::snprintf(buf, sizeof(buf), "%s %3.0f%%", tag.c_str(), 100 * f);
-        console.progress(lane.index, buf, f);
-      };
+    // metrics.csv as the rows come: the first row's, then at most once a wall second, each
+    // write atomic (a reader sees a whole file); the run's end writes it whole, so the
+    // final bytes do not depend on when these writes fell. No virtual time is charged.
+    std::chrono::steady_clock::time_point metrics_written{};
+    sim.on_row = [&](const MetricsRow& r) {
+      const auto now = std::chrono::steady_clock::now();
+      if (recorder.rows().size() == 1 || now - metrics_written >= kMetricsWriteInterval) {
+        recorder.write_metrics(dir + "/metrics.csv");
+        metrics_written = now;
+      }
+      const double f = progress_fraction(settings, r);
+      if (opts.on_progress) opts.on_progress(progress_of(run, k, exp.runs.size(), f, r, ""));
+      if (!console.live()) return;
+      char buf[256];
+      if (lane.lanes == 1)
+        std::snprintf(buf, sizeof(buf), "%s  t=%.3gs  epoch %.2f  train_loss %.4g%s  %3.0f%%",
+                      tag.c_str(), sim_to_seconds(r.time), r.epoch, r.train_loss,
+                      std::isnan(r.test_accuracy) ? "" : ("  acc " + format_number(std::round(r.test_accuracy * 1000) / 1000)).c_str(),
+                      100 * f);
+      else
+        std::snprintf(buf, sizeof(buf), "%s %3.0f%%", tag.c_str(), 100 * f);
+      console.progress(lane.index, buf, f);
+    };
     outcome = sim.run(*engine);
   }
   console.idle(lane.index, true);

@@ -1,7 +1,8 @@
-"""tests/python/test_progress.py — asgdsim.run(progress=...) (issue #47 part 6): a caller
-that is not a terminal (a notebook, a script under a scheduler) follows the runs. One event
-per metrics row as it is recorded, one when the run ends; the callback observes only (the
-run folders are the same bytes without it) and one that raises fails its run, saying so.
+"""tests/python/test_progress.py — following a long run (issue #47 part 6): progress= for a
+caller that is not a terminal (a notebook, a script under a scheduler): one event per
+metrics row as it is recorded, one when the run ends; the callback observes only (the run
+folders are the same bytes without it) and one that raises fails its run, saying so.
+metrics.csv holds the rows so far while the run goes on (one test sleeps a wall second).
 
     ASGDSIM_PYTHONPATH=build/python /usr/bin/python3 -m unittest tests/python/test_progress.py -v
 """
@@ -10,6 +11,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 import unittest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -69,6 +71,23 @@ class Progress(unittest.TestCase):
         self.assertIn("the progress callback raised while reporting progress", e.exception.message)
         self.assertIn("ValueError: no bar today", e.exception.message)
         self.assertEqual(summary(os.path.join(self.tmp.name, "p"), "async-seed1")["status"], "failed")
+
+    def test_metrics_csv_holds_the_rows_so_far_while_the_run_goes_on(self):
+        out = os.path.join(self.tmp.name, "c")
+        path = os.path.join(out, "p", "async-seed1", "metrics.csv")
+        seen = []  # data rows in metrics.csv at each row's event
+
+        def follow(event):
+            if event["status"]:
+                return
+            with open(path) as f:  # a whole CSV at every moment (each write is atomic)
+                seen.append(len(list(csv.DictReader(f))))
+            if len(seen) == 3:
+                time.sleep(1.05)  # so the next row comes over a wall second after the last write
+        asgdsim.run(dict(CONFIG, engines=[{"type": "async"}]), out=out, quiet=True, progress=follow)
+        self.assertEqual(seen[0], 1)  # the first row is written at once
+        self.assertEqual(seen[3], 4)  # and after a wall second, every row so far
+        self.assertEqual(len(rows(os.path.join(out, "p"), "async-seed1")), len(seen))
 
 
 if __name__ == "__main__":
