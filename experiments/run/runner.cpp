@@ -338,9 +338,11 @@ std::string error_text(const std::exception_ptr& error) {
 
 // Writes the summary.json of a run that ended without results (status "failed" or
 // "interrupted", and why), so that its folder is marked: index.csv says so and a resume
-// re-runs it. Best effort: when the error was that nothing can be written there (a full
+// re-runs it. The metrics.csv written while it ran goes first: a run without results
+// shows none. Best effort: when the error was that nothing can be written there (a full
 // disk), this cannot be written either.
 void mark_ended(const RunSpec& run, const std::string& dir, const std::string& status, const std::string& why) {
+  ::unlink((dir + "/metrics.csv").c_str());
   try {
     if (::access((dir + "/config.json").c_str(), F_OK) == 0)
       write_file_atomic(dir + "/summary.json", ended_summary_json(run, status, why).dump(2) + "\n");

@@ -446,7 +446,11 @@ PYBIND11_MODULE(_core, m) {
         ro.trace = option<bool>(options, "trace", "a bool");
         ro.wait = option<bool>(options, "wait", "a bool");
         // as `asgdsim run` writes its own
-        ro.command_line = utf8_or_question_marks(option<std::string>(options, "command_line", "a str"));
+        // (as bytes: a str with os.fsdecode's surrogates, from a path that is not UTF-8, too)
+        py::object line = options.attr("command_line");
+        if (!py::isinstance<py::str>(line))
+          throw py::type_error("RunOptions.command_line: " + py::repr(line).cast<std::string>() + " is not a str");
+        ro.command_line = utf8_or_question_marks(py::module_::import("os").attr("fsencode")(line).cast<std::string>());
         // the run options' checks are `asgdsim run`'s: threads and jobs as text, and the
         // names the caller knows them by
         // progress= (None, or a callable): called with each RunProgress as a dict, holding the
