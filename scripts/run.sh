@@ -51,7 +51,8 @@ asgd_ensure_deps
 asgd_compiler_cache   # ASGD_CACHE_ARGS
 record deps "$(elapsed "$t")"
 
-# ---- build (only the asgdsim binary; the tests are scripts/test.sh's business)
+# ---- build (the asgdsim binary and, where it is on, the Python package build/python/asgdsim;
+# the tests are scripts/test.sh's business)
 phase "build: Release, ASGD_BACKEND=$backend -> build/ (-j$jobs)"
 t=$(now)
 gen=(-G Ninja)
@@ -68,7 +69,13 @@ if [[ "$backend" == "CUDA" || "$backend" == "Auto" ]]; then
 fi
 cmake -S . -B build "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DASGD_BACKEND="$backend" \
   -DCUDAToolkit_ROOT="$ASGD_CUDA_ROOT" "${cuda[@]}" "${ASGD_CACHE_ARGS[@]}"
-cmake --build build -j "$jobs" --target asgdsim
+targets=(asgdsim)
+if grep -q '^ASGD_PYTHON:BOOL=ON$' build/CMakeCache.txt; then
+  targets+=(asgdsim_python)   # the extension and the package's .py files (docs/python.md)
+else
+  echo "run.sh: the Python package is off in build/ (ASGD_PYTHON: no pybind11-dev/python3-dev, or the CUDA backend)"
+fi
+cmake --build build -j "$jobs" --target "${targets[@]}"
 record build "$(elapsed "$t")"
 
 # ---- validate: fails fast on a bad config and names the experiment (its folder)
@@ -121,3 +128,6 @@ echo "== run.sh: results of experiment '$name'"
 echo "  run folders: $exp_dir/<run_id>/  ($runs runs; one row each in $exp_dir/index.csv)"
 echo "  figures:     $exp_dir/figure_*.png"
 echo "  report:      $exp_dir/report.html  (also report.md, summary_table.csv)"
+if [[ " ${targets[*]} " == *" asgdsim_python "* ]]; then
+  echo "  from Python: PYTHONPATH=$PWD/build/python /usr/bin/python3 -c 'import asgdsim'  (docs/python.md)"
+fi

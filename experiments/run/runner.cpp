@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <filesystem>
 #include <ctime>
 #include <fstream>
@@ -46,6 +47,26 @@ double progress_fraction(const RunSettings& s, const MetricsRow& r) {
   if (s.stop_gradients) f = std::max(f, double(r.gradients) / double(s.stop_gradients));
   return std::min(1.0, f);
 }
+
+RunProgress progress_of(const RunSpec& run, size_t k, size_t runs, double fraction, const MetricsRow& r,
+                        const std::string& status) {
+  RunProgress p;
+  p.run_id = run.run_id;
+  p.run = k;
+  p.runs = runs;
+  p.fraction = fraction;
+  p.time = sim_to_seconds(r.time);
+  p.epoch = r.epoch;
+  p.updates = r.updates;
+  p.train_loss = r.train_loss;
+  p.test_loss = r.test_loss;
+  p.test_accuracy = r.test_accuracy;
+  p.status = status;
+  return p;
+}
+
+// How often (wall time) a run's metrics.csv is rewritten while the run goes on.
+constexpr std::chrono::seconds kMetricsWriteInterval{1};
 
 // "45s", "2m05s", "1h02m".
 std::string format_duration(double seconds) {
@@ -235,19 +256,29 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
     bool uses_data = model->uses_data();
     Simulation sim(settings, *model, uses_data ? &data->train : nullptr, uses_data ? &data->test : nullptr,
                    *lane.pool, compute, recorder);
-    if (console.live())
-      sim.on_row = [&](const MetricsRow& r) {
-        double f = progress_fraction(settings, r);
-        char buf[256];
-        if (lane.lanes == 1)
-          std::snprintf(buf, sizeof(buf), "%s  t=%.3gs  epoch %.2f  train_loss %.4g%s  %3.0f%%",
-                        tag.c_str(), sim_to_seconds(r.time), r.epoch, r.train_loss,
-                        std::isnan(r.test_accuracy) ? "" : ("  acc " + format_number(std::round(r.test_accuracy * 1000) / 1000)).c_str(),
-                        100 * f);
-        else
-          std::snprintf(buf, sizeof(buf), "%s %3.0f%%", tag.c_str(), 100 * f);
-        console.progress(lane.index, buf, f);
-      };
+    // metrics.csv as the rows come: the first row's, then at most once a wall second, each
+    // write atomic (a reader sees a whole file); the run's end writes it whole, so the
+    // final bytes do not depend on when these writes fell. No virtual time is charged.
+    std::chrono::steady_clock::time_point metrics_written{};
+    sim.on_row = [&](const MetricsRow& r) {
+      const auto now = std::chrono::steady_clock::now();
+      if (recorder.rows().size() == 1 || now - metrics_written >= kMetricsWriteInterval) {
+        recorder.write_metrics(dir + "/metrics.csv");
+        metrics_written = now;
+      }
+      const double f = progress_fraction(settings, r);
+      if (opts.on_progress) opts.on_progress(progress_of(run, k, exp.runs.size(), f, r, ""));
+      if (!console.live()) return;
+      char buf[256];
+      if (lane.lanes == 1)
+        std::snprintf(buf, sizeof(buf), "%s  t=%.3gs  epoch %.2f  train_loss %.4g%s  %3.0f%%",
+                      tag.c_str(), sim_to_seconds(r.time), r.epoch, r.train_loss,
+                      std::isnan(r.test_accuracy) ? "" : ("  acc " + format_number(std::round(r.test_accuracy * 1000) / 1000)).c_str(),
+                      100 * f);
+      else
+        std::snprintf(buf, sizeof(buf), "%s %3.0f%%", tag.c_str(), 100 * f);
+      console.progress(lane.index, buf, f);
+    };
     outcome = sim.run(*engine);
   }
   console.idle(lane.index, true);
@@ -263,17 +294,21 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   text += ", virtual " + format_number(sim_to_seconds(outcome.time)) + " s, " + std::to_string(outcome.updates) +
           " updates, " + format_number(std::round(wall * 100) / 100) + " s wall";
   console.line(text);
+  if (opts.on_progress)
+    opts.on_progress(progress_of(run, k, exp.runs.size(), progress_fraction(settings, last), last, outcome.status));
   return outcome.status;
 }
 
 // Rethrows a run's error with its run id in front, keeping the type main() maps to an
-// exit code (invalid data and I/O problems: 2; anything else: 1).
+// exit code (invalid data and I/O problems: 2; anything else: 1). Bad data keeps the
+// original nested (std::nested_exception): the Python package tells a broken model
+// contract (its own DataError subclass) from other bad data by it.
 [[noreturn]] void rethrow_naming_run(const std::exception_ptr& error, const std::string& run_id) {
   const std::string prefix = "run " + run_id + ": ";
   try {
     std::rethrow_exception(error);
   } catch (const DataError& e) {
-    throw DataError(prefix + e.what());
+    std::throw_with_nested(DataError(prefix + e.what()));
   } catch (const IoError& e) {
     throw IoError(prefix + e.what());
   } catch (const ConfigError&) {
@@ -303,9 +338,11 @@ std::string error_text(const std::exception_ptr& error) {
 
 // Writes the summary.json of a run that ended without results (status "failed" or
 // "interrupted", and why), so that its folder is marked: index.csv says so and a resume
-// re-runs it. Best effort: when the error was that nothing can be written there (a full
+// re-runs it. The metrics.csv written while it ran goes first: a run without results
+// shows none. Best effort: when the error was that nothing can be written there (a full
 // disk), this cannot be written either.
 void mark_ended(const RunSpec& run, const std::string& dir, const std::string& status, const std::string& why) {
+  ::unlink((dir + "/metrics.csv").c_str());
   try {
     if (::access((dir + "/config.json").c_str(), F_OK) == 0)
       write_file_atomic(dir + "/summary.json", ended_summary_json(run, status, why).dump(2) + "\n");

@@ -10,12 +10,27 @@
 // processes (machines, MPI ranks) share one experiment folder, each making its share of
 // the runs; the files are again the same bytes.
 #pragma once
+#include <cstdint>
+#include <functional>
 #include <string>
 #include "experiments/config/config.h"
 #include "experiments/run/replace_policy.h"
 #include "sim/run/settings.h"
 
 namespace asgd {
+
+// A run's progress as it happens, for a caller that follows the runs (the Python package's
+// progress=): one event per metrics row as the row is recorded, then one when the run has
+// ended (`status` set, the last row's values). Host side only: it observes, it charges no
+// virtual time and changes no file.
+struct RunProgress {
+  std::string run_id;
+  size_t run = 0, runs = 0;  // run index and the experiment's run count
+  double fraction = 0;       // of the run's stop budget (as the terminal's progress line)
+  double time = 0, epoch = 0, train_loss = 0, test_loss = 0, test_accuracy = 0;  // the row's
+  uint64_t updates = 0;
+  std::string status;  // empty while the run goes on
+};
 
 struct RunnerOptions {
   std::string out_dir = "runs";
@@ -32,6 +47,9 @@ struct RunnerOptions {
   int shards = 1;
   bool write_index = true;  // false: the caller writes index.csv once every shard is done
   std::string command_line;
+  // Called for every RunProgress, from the thread making the run (runs side by side call
+  // it from their own threads); an exception it throws fails that run.
+  std::function<void(const RunProgress&)> on_progress;
 };
 
 // --threads and --jobs above this are refused: far past any machine's cores, and each

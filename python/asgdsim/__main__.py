@@ -16,7 +16,8 @@ import argparse
 import os
 import sys
 
-from . import list as catalog, run, validate
+from . import catalog, run, validate
+from ._env import torch_bridge
 from .errors import AsgdsimError
 
 
@@ -37,7 +38,7 @@ def _resolve_specs(resolved, base):
     specs = [(key, spec) for key, spec in specs if spec]
     if not specs:
         return
-    from ._torch import load_spec
+    load_spec = torch_bridge().load_spec
     for key, spec in specs:
         load_spec(spec, base, key)
 
@@ -84,7 +85,7 @@ def main(argv=None):
             sets.append(_spec_set("model.loss", args.loss))
         test_data = None
         if args.test_data:
-            from ._torch import load_spec
+            load_spec = torch_bridge().load_spec
             path, name = args.test_data.rsplit(":", 1) if ":" in args.test_data else (args.test_data, "")
             make_test = load_spec(f"{os.path.abspath(path)}:{name}", ".", "--test-data")
             test_data = make_test() if args.command == "run" else None
@@ -103,6 +104,11 @@ def main(argv=None):
     except AsgdsimError as e:
         print(f"asgdsim: {e.message}", file=sys.stderr)
         return e.exit_code
+    except ImportError as e:
+        if e.name != "asgdsim._core":
+            raise
+        print(f"asgdsim: {e}", file=sys.stderr)  # what to build or install (asgdsim._env.extension)
+        return 1
     except KeyboardInterrupt:
         return 130
 

@@ -17,6 +17,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -65,9 +66,10 @@ std::string python_error_text(py::error_already_set& e) {
 
 // Runs f() holding the job lock and then the GIL (in that order: a thread waiting for the
 // lock never holds the GIL). A Python exception leaves as a C++ one: asgdsim.ModelError
-// as ModelInputError (exit 2), anything else as std::runtime_error carrying the traceback.
+// as ModelInputError (exit 2), anything else as std::runtime_error carrying the traceback
+// and saying that `who` raised.
 template <class F>
-auto call_python(const char* what, F&& f) -> decltype(f()) {
+auto call_python(const char* what, F&& f, const char* who = "the PyTorch model") -> decltype(f()) {
   std::lock_guard<std::mutex> lock(job_mutex());
   py::gil_scoped_acquire gil;
   try {
@@ -79,7 +81,7 @@ auto call_python(const char* what, F&& f) -> decltype(f()) {
     const bool theirs = !e.matches(model_error.ptr());
     std::string text = theirs ? python_error_text(e) : py::str(e.value()).cast<std::string>();
     if (!theirs) throw ModelInputError(text);
-    throw std::runtime_error(std::string("the PyTorch model raised while ") + what + ":\n" + text);
+    throw std::runtime_error(std::string(who) + " raised while " + what + ":\n" + text);
   }
 }
 
@@ -225,7 +227,7 @@ class PythonProvider final : public ExternalProvider {
   py::object bridge_;
 };
 
-// The catalog as asgdsim.list() returns it: the plain sections and the families, each
+// The catalog as asgdsim.catalog() returns it: the plain sections and the families, each
 // key with its type, range, default and doc (the declarations `asgdsim list` prints).
 json param_json(const ParamInfo& p) {
   return {{"key", p.name},
@@ -281,6 +283,20 @@ std::mutex& run_mutex() {
   return m;
 }
 
+// Whether the error is, or wraps (std::throw_with_nested: the runner names the run), a
+// break of the gradient contract that the package's Python side raised as ModelError.
+bool is_model_error(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const ModelInputError&) {
+    return true;
+  } catch (const std::nested_exception& outer) {
+    return outer.nested_ptr() && is_model_error(outer.nested_ptr());
+  } catch (...) {
+  }
+  return false;
+}
+
 // Raises the C++ error as the package's exception (asgdsim.errors): its class by kind,
 // its message as the command line prints it, its exit code; ConfigError with its issues.
 [[noreturn]] void raise_as_python(std::exception_ptr error) {
@@ -298,6 +314,7 @@ std::mutex& run_mutex() {
     kind = "InputError";
   } catch (...) {
   }
+  if (is_model_error(error)) kind = "ModelError";  // a DataError, which is an InputError
   py::object cls = errors.attr(kind);
   py::object instance = cls(message, code, issues);
   PyErr_SetObject(cls.ptr(), instance.ptr());
@@ -344,6 +361,19 @@ void check_given(const Experiment& exp, bool model, bool loss, bool data, bool t
     throw UsageError(given_data + " given, but no run's data.type is \"torch\" (data.type is \"" + native_data +
                      "\"): the runs would read that data set and never yours; set data.type to \"torch\", or leave "
                      "data= out");
+}
+
+// A RunOptions field by its name, as T; a value of another type is a TypeError naming it
+// and what it must be (`expected`).
+template <class T>
+T option(const py::object& options, const char* name, const char* expected) {
+  py::object value = options.attr(name);
+  try {
+    return value.cast<T>();
+  } catch (const py::cast_error&) {
+    throw py::type_error(std::string("RunOptions.") + name + ": " + py::repr(value).cast<std::string>() +
+                         " is not " + expected);
+  }
 }
 
 template <class F>
@@ -403,25 +433,55 @@ PYBIND11_MODULE(_core, m) {
       "run",
       [](const std::string& config_text, const std::string& source, const std::string& base_dir,
          const std::vector<std::string>& sets, const std::string& default_name, const std::string& out,
-         const std::vector<std::string>& counts, bool rerun, bool supersede, bool recalibrate, bool quiet, bool trace,
-         bool wait, const std::string& command_line, const std::vector<bool>& given, py::object make_bridge) {
+         const py::object& options, const std::vector<std::string>& given, py::object make_bridge) {
         std::unique_lock<std::mutex> one(run_mutex(), std::try_to_lock);
         if (!one.owns_lock())
           translated([]() -> int { throw UsageError("another asgdsim.run is under way in this process: one at a time"); });
         RunnerOptions ro;
-        // the run options' checks are `asgdsim run`'s: counts is (threads, jobs, and the
-        // names the caller knows them by)
-        translated([&] { set_run_counts(ro, counts.at(0), counts.at(1), counts.at(2), counts.at(3)); });
+        ro.out_dir = out;  // the options first: a wrong one is refused before the config is read
+        ro.replace.rerun = option<bool>(options, "rerun", "a bool");
+        ro.replace.supersede = option<bool>(options, "supersede", "a bool");
+        ro.recalibrate = option<bool>(options, "recalibrate", "a bool");
+        ro.quiet = option<bool>(options, "quiet", "a bool");
+        ro.trace = option<bool>(options, "trace", "a bool");
+        ro.wait = option<bool>(options, "wait", "a bool");
+        // as `asgdsim run` writes its own
+        // (as bytes: a str with os.fsdecode's surrogates, from a path that is not UTF-8, too)
+        py::object line = options.attr("command_line");
+        if (!py::isinstance<py::str>(line))
+          throw py::type_error("RunOptions.command_line: " + py::repr(line).cast<std::string>() + " is not a str");
+        ro.command_line = utf8_or_question_marks(py::module_::import("os").attr("fsencode")(line).cast<std::string>());
+        // the run options' checks are `asgdsim run`'s: threads and jobs as text, and the
+        // names the caller knows them by
+        // progress= (None, or a callable): called with each RunProgress as a dict, holding the
+        // job lock and the GIL as a model's calls do; the handle lives as long as `options`
+        py::handle progress = options.attr("progress");
+        if (!progress.is_none())
+          ro.on_progress = [progress](const RunProgress& p) {
+            call_python("reporting progress", [&] {
+              py::dict d;
+              d["run_id"] = p.run_id;
+              d["run"] = p.run;
+              d["runs"] = p.runs;
+              d["fraction"] = p.fraction;
+              d["time"] = p.time;
+              d["epoch"] = p.epoch;
+              d["updates"] = p.updates;
+              d["train_loss"] = p.train_loss;
+              d["test_loss"] = p.test_loss;
+              d["test_accuracy"] = p.test_accuracy;
+              d["status"] = p.status;
+              progress(d);
+            }, "the progress callback");
+          };
+        const auto names = option<std::vector<std::string>>(options, "option_names", "two str");
+        if (names.size() != 2) throw py::type_error("RunOptions.option_names: two names (threads, jobs)");
+        translated([&] {
+          set_run_counts(ro, py::str(options.attr("threads")), py::str(options.attr("jobs")), names[0], names[1]);
+        });
         Experiment exp = translated([&] { return load(config_text, source, base_dir, sets, default_name); });
-        translated([&] { check_given(exp, given.at(0), given.at(1), given.at(2), given.at(3)); });
-        ro.out_dir = out;
-        ro.replace.rerun = rerun;
-        ro.replace.supersede = supersede;
-        ro.recalibrate = recalibrate;
-        ro.quiet = quiet;
-        ro.trace = trace;
-        ro.wait = wait;
-        ro.command_line = utf8_or_question_marks(command_line);  // as `asgdsim run` writes its own
+        const auto is_given = [&](const char* what) { return std::count(given.begin(), given.end(), what) > 0; };
+        translated([&] { check_given(exp, is_given("model"), is_given("loss"), is_given("data"), is_given("test_data")); });
         py::object bridge = py::none();  // made only when a run reads a PyTorch model or data set
         for (const RunSpec& r : exp.runs)
           if (bridge.is_none() && !external_key(r.config).empty()) bridge = make_bridge();
@@ -461,10 +521,9 @@ PYBIND11_MODULE(_core, m) {
         // bytes: --out may hold any (the package decodes them as the file system does)
         return py::make_tuple(code, py::bytes(ro.out_dir + "/" + exp.resolved.value("name", std::string("experiment"))));
       },
+      "runs an experiment as `asgdsim run` does (asgdsim.run: the options are an asgdsim.RunOptions)", py::kw_only(),
       py::arg("config_text"), py::arg("source"), py::arg("base_dir"), py::arg("sets"), py::arg("default_name"),
-      py::arg("out"), py::arg("counts"), py::arg("rerun"), py::arg("supersede"), py::arg("recalibrate"),
-      py::arg("quiet"), py::arg("trace"), py::arg("wait"), py::arg("command_line"), py::arg("given"),
-      py::arg("make_bridge"));
+      py::arg("out"), py::arg("options"), py::arg("given"), py::arg("make_bridge"));
 
   // The simulator's PowerSGD all-reduce (engines/powersgd.h) on given gradients, so that
   // it can be checked against torch's powerSGD_hook (tests/python/test_powersgd.py).

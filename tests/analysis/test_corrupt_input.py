@@ -18,9 +18,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ANALYSIS = HERE.parents[1] / "analysis"
-sys.path.insert(0, str(ANALYSIS))
+PYTHON = ANALYSIS.parent / "python"
+sys.path.insert(0, str(PYTHON))
 
-import rundata  # noqa: E402
+from asgdsim.analysis import rundata  # noqa: E402
 
 HEADER = "time,updates,train_loss,test_accuracy\n"
 

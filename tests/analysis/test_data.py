@@ -1,15 +1,17 @@
-"""Tests of analysis/asgdsim_data.py, the DataFrame API for notebooks.
+"""Tests of asgdsim.analysis.data (python/asgdsim/analysis/data.py), the DataFrame API for
+notebooks.
 
 What it is: writes test_plot.py's synthetic experiment (2 engines x 2 worker counts x 2
 seeds, one diverged run, one unfinished run, one run without meta.json) and checks that
 load() is one tidy row per run and evaluation point holding exactly the metrics.csv
 values, that summaries() has a row per run with summary.json's and meta.json's fields,
-the sweep key as a plain column, and that the documented one sys.path line is all a
-fresh interpreter needs.
+the sweep key as a plain column, and that the documented PYTHONPATH is all a fresh
+interpreter needs (importing the package leaves sys.path as it was).
 What it is not: no figures (test_figures.py) and no plot.py (test_plot.py).
 """
 
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -20,10 +22,11 @@ from pathlib import Path
 import pandas as pd
 
 ANALYSIS = Path(__file__).resolve().parents[2] / "analysis"
-sys.path.insert(0, str(ANALYSIS))
+PYTHON = ANALYSIS.parent / "python"
+sys.path.insert(0, str(PYTHON))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import asgdsim_data as ad  # noqa: E402
+from asgdsim.analysis import data as ad  # noqa: E402
 from test_plot import (DIVERGED, ENGINES, SEEDS, UNFINISHED, WORKERS,  # noqa: E402
                        python_for_plot, run_id, write_experiment)
 
@@ -115,22 +118,28 @@ class DataFrameApiTest(unittest.TestCase):
         with self.assertRaises(ad.NotAnExperiment):
             ad.load(self.tmp / "nothing_here")
 
-    def test_the_documented_notebook_line_is_enough(self):
-        """A fresh interpreter, started elsewhere, with only the documented sys.path line."""
-        code = (f"import sys; sys.path.insert(0, {str(ANALYSIS)!r})\n"
-                "import asgdsim_data as ad\n"
+    def test_the_documented_pythonpath_is_enough(self):
+        """A fresh interpreter, started elsewhere, with only the documented PYTHONPATH (the
+        source tree's python/: no extension needed): asgdsim.analysis imports without
+        touching sys.path (no flat module names such as stats or groups put in front of
+        the user's own)."""
+        code = ("import sys; before = list(sys.path)\n"
+                "from asgdsim.analysis import data as ad\n"
+                "import asgdsim.analysis as aa\n"
+                "assert sys.path == before, (before, sys.path)\n"
+                "assert 'stats' not in sys.modules and 'groups' not in sys.modules\n"
                 f"df = ad.load({str(self.folder)!r})\n"
-                f"runs = ad.summaries({str(self.folder)!r})\n"
+                f"runs = aa.summaries({str(self.folder)!r})\n"
                 "print(len(df), len(runs), list(df.columns[:6]))\n")
-        result = subprocess.run([python_for_plot(), "-c", code], capture_output=True,
-                                text=True, cwd=self.tmp, timeout=120)
+        result = subprocess.run([python_for_plot(), "-c", code], capture_output=True, text=True, cwd=self.tmp,
+                                timeout=120, env=dict(os.environ, PYTHONPATH=str(PYTHON)))
         self.assertEqual(result.returncode, 0, result.stderr)
         rows = sum(len(pd.read_csv(self.folder / rid / "metrics.csv")) for rid in self.run_ids)
         self.assertEqual(result.stdout.split()[:2], [str(rows), str(len(self.run_ids))])
 
     def test_documented_in_the_module(self):
         doc = ad.__doc__
-        for name in ("load(", "summaries(", "sys.path.insert", "docs/outputs.md"):
+        for name in ("load(", "summaries(", "PYTHONPATH", "docs/outputs.md"):
             self.assertIn(name, doc)
 
 

@@ -31,6 +31,7 @@ import unittest
 from pathlib import Path
 
 ANALYSIS = Path(__file__).resolve().parents[2] / "analysis"
+PYTHON = ANALYSIS.parent / "python"
 PLOT = ANALYSIS / "plot.py"
 ASGDSIM = os.environ.get("ASGDSIM")
 
@@ -251,10 +252,10 @@ class EndToEndTest(unittest.TestCase):
         self.assertIn("95% confidence interval", text)
 
     def test_sweep_figure_holds_the_hand_computed_numbers(self):
-        sys.path.insert(0, str(ANALYSIS))
-        import asgdsim_data
-        import figures
-        import groups
+        sys.path.insert(0, str(PYTHON))
+        from asgdsim.analysis import data as asgdsim_data
+        from asgdsim.analysis import figures
+        from asgdsim.analysis import groups
         experiment = asgdsim_data.read(self.folder)
         target = float(self.table()[0]["target_loss"])
         table = groups.summary_table(groups.group_runs(experiment), experiment.sweep_keys,
@@ -298,10 +299,10 @@ class EndToEndTest(unittest.TestCase):
                               "\n".join(fig.asgd_notes))
 
     def test_convergence_reaches_the_slowest_seed(self):
-        sys.path.insert(0, str(ANALYSIS))
-        import asgdsim_data
-        import figures
-        import groups
+        sys.path.insert(0, str(PYTHON))
+        from asgdsim.analysis import data as asgdsim_data
+        from asgdsim.analysis import figures
+        from asgdsim.analysis import groups
         experiment = asgdsim_data.read(self.folder)
         grouped = groups.group_runs(experiment)
         fig = figures.draw_convergence(grouped, ["train_loss"], ["time"],
@@ -317,8 +318,8 @@ class EndToEndTest(unittest.TestCase):
             self.assertAlmostEqual(got, want, delta=1e-9)
 
     def test_data_api_returns_the_files(self):
-        sys.path.insert(0, str(ANALYSIS))
-        import asgdsim_data
+        sys.path.insert(0, str(PYTHON))
+        from asgdsim.analysis import data as asgdsim_data
         df = asgdsim_data.load(self.folder)
         rows = 0
         for key in self.summaries:

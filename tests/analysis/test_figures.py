@@ -1,4 +1,4 @@
-"""Tests of analysis/figures.py read from the figures' own data, not by eye.
+"""Tests of asgdsim.analysis.figures (python/asgdsim/analysis/figures.py) read from the figures' own data, not by eye.
 
 What it is: builds Run objects in memory (no files, no subprocess), draws the
 convergence, sweep, scaling and staleness figures, and checks what the artists hold:
@@ -20,13 +20,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "analysis"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 
-import figures  # noqa: E402
-import groups  # noqa: E402
-import report  # noqa: E402
-import rundata  # noqa: E402
-import stats  # noqa: E402
+from asgdsim.analysis import figures  # noqa: E402
+from asgdsim.analysis import groups  # noqa: E402
+from asgdsim.analysis import report  # noqa: E402
+from asgdsim.analysis import rundata  # noqa: E402
+from asgdsim.analysis import stats  # noqa: E402
 
 T975 = {2: 4.302652729749464, 3: 3.182446305284263}  # t_{0.975, df}
 

@@ -53,7 +53,7 @@ class NotebookTest(unittest.TestCase):
                 write_folder(study, runs)
             figure = Path(tmp) / "figure.png"
             env = dict(os.environ, ASGD_STUDY=str(study), ASGD_FIGURE=str(figure),
-                       ASGD_ANALYSIS=str(ANALYSIS), MPLBACKEND="Agg")
+                       ASGD_REPO=str(ANALYSIS.parent), MPLBACKEND="Agg")
             result = subprocess.run(["/usr/bin/python3", "-c", RUNNER, str(NOTEBOOK)],
                                     capture_output=True, text=True, cwd=tmp, env=env,
                                     timeout=120)

@@ -27,10 +27,11 @@ import numpy as np
 import pandas as pd
 
 ANALYSIS = Path(__file__).resolve().parents[2] / "analysis"
+PYTHON = ANALYSIS.parent / "python"
 PLOT = ANALYSIS / "plot.py"
-sys.path.insert(0, str(ANALYSIS))
+sys.path.insert(0, str(PYTHON))
 
-import groups  # noqa: E402
+from asgdsim.analysis import groups  # noqa: E402
 
 ENGINES = ("async", "sync")
 WORKERS = (2, 4)
@@ -491,8 +492,8 @@ class PlotEdgeCasesTest(unittest.TestCase):
 
     def test_runs_from_different_builds_are_flagged(self):
         """In process (no figures): the report of runs from two commits warns at the top."""
-        import asgdsim_data
-        import report
+        from asgdsim.analysis import data as asgdsim_data
+        from asgdsim.analysis import report
         root = self.tmp / "mixed"
         write_experiment(root)
         meta = root / run_id("sync", 2, 1) / "meta.json"

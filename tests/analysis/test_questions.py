@@ -24,13 +24,14 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 ANALYSIS = HERE.parents[1] / "analysis"
-sys.path.insert(0, str(ANALYSIS))
+PYTHON = ANALYSIS.parent / "python"
+sys.path.insert(0, str(PYTHON))
 
-import figures  # noqa: E402
-import groups  # noqa: E402
-import report  # noqa: E402
-import rundata  # noqa: E402
-import stats  # noqa: E402
+from asgdsim.analysis import figures  # noqa: E402
+from asgdsim.analysis import groups  # noqa: E402
+from asgdsim.analysis import report  # noqa: E402
+from asgdsim.analysis import rundata  # noqa: E402
+from asgdsim.analysis import stats  # noqa: E402
 
 TIMES = np.round(np.arange(0.0, 10.01, 0.5), 10)
 

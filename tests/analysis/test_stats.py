@@ -1,4 +1,4 @@
-"""Tests of analysis/stats.py: the t quantile, bands over seeds, and how numbers are written.
+"""Tests of asgdsim.analysis.stats (python/asgdsim/analysis/stats.py): the t quantile, bands over seeds, and how numbers are written.
 
 What it is: the t quantile against closed forms (1 and 2 degrees of freedom), published
 values and, where SciPy is installed, scipy.stats.t; the confidence-interval half-width
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "analysis"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 
-import stats  # noqa: E402
+from asgdsim.analysis import stats  # noqa: E402
 
 
 class TQuantileTest(unittest.TestCase):

@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "analysis"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
 
-import groups  # noqa: E402
-import rundata  # noqa: E402
-import tune  # noqa: E402
+from asgdsim.analysis import groups  # noqa: E402
+from asgdsim.analysis import rundata  # noqa: E402
+from asgdsim.analysis import tune  # noqa: E402
 
 TIMES = np.round(np.arange(0.0, 20.01, 0.5), 10)
 SEEDS = (101, 102, 103)

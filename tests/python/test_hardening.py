@@ -197,16 +197,17 @@ class Hardening(TorchRuns, unittest.TestCase):
         self.assertEqual(p.returncode, 2, p.stderr)
         self.assertIn("--threads must be a whole number in 0..1024", p.stderr)
 
-    # ---- Low 1: contract breaks are ModelError (raised as InputError, exit 2), not tracebacks (exit 1)
+    # ---- Low 1: contract breaks are ModelError (an InputError, exit 2; issue #47: they arrived as a
+    # plain InputError), not tracebacks (exit 1)
     def test_labels_of_shape_n_by_1(self):
         x, y = self.train
-        message = self.refused(data=(x, y.view(-1, 1)))
+        message = self.refused(asgdsim.ModelError, data=(x, y.view(-1, 1)))
         self.assertIn("targets are integers of shape (256, 1)", message)
 
     def test_float_class_labels(self):
         x, y = self.train
         cfg = torch_config(data={"type": "torch", "classes": 4})
-        message = self.refused(cfg=cfg, data=(x, y.float()))
+        message = self.refused(asgdsim.ModelError, cfg=cfg, data=(x, y.float()))
         self.assertIn("data.classes is 4 but the training set's targets are torch.float32", message)
 
     def test_dataset_targets_that_disagree_with_its_items(self):
@@ -220,11 +221,12 @@ class Hardening(TorchRuns, unittest.TestCase):
 
             def __getitem__(self, i):
                 return x[i], y[i]
-        message = self.refused(data=Liar())
+        message = self.refused(asgdsim.ModelError, data=Liar())
         self.assertIn("`targets` says sample 0 is", message)
 
     def test_a_complex_loss(self):
-        message = self.refused(loss=lambda out, t: torch.nn.functional.cross_entropy(out, t) * (1 + 1j))
+        message = self.refused(asgdsim.ModelError,
+                               loss=lambda out, t: torch.nn.functional.cross_entropy(out, t) * (1 + 1j))
         self.assertIn("the loss returned a torch.complex64 number", message)
 
     # ---- Low 2 and 3: the model file is checked and fingerprinted

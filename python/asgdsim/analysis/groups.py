@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-import stats
+from . import stats
 
 COMPLETED = "completed"
 STATUS_ORDER = ("completed", "diverged", "stalled", "interrupted", "failed", "unfinished",
@@ -127,7 +127,7 @@ class Group:
 
 def group_label(engine, sweep):
     """'engine, key=value, ...' for sweep {key: canonical text}: how figures, tables and
-    asgdsim_data name a group."""
+    data.py name a group."""
     return ", ".join([engine] + [f"{k}={v}" for k, v in sweep.items()])
 
 

@@ -1,45 +1,35 @@
-"""asgdsim_analysis — the analysis side of asgdsim as one importable package.
+"""asgdsim.analysis — the analysis side of asgdsim as one importable package.
 
-    import sys; sys.path.insert(0, "/path/to/asgdsim/analysis")
-    import asgdsim_analysis as aa
+    import asgdsim.analysis as aa
 
     df = aa.load("runs/lr_sweep")          # one row per run x evaluation point
     runs = aa.summaries("runs/lr_sweep")   # one row per run (summary.json, meta.json)
     t = aa.time_to_target(df, "test_accuracy", 0.8)   # one row per run: time, reached
     aa.ci(runs[runs.status == "completed"].final_test_accuracy)  # mean, low, high, n
 
-Columns follow one rule (asgdsim_data): a sweep key is its dotted config key
+Columns follow one rule (asgdsim.analysis.data): a sweep key is its dotted config key
 (df["train.lr"]); other columns are the files' own names. Statistics are stats.py's:
 Student-t intervals (SciPy's quantile when installed), no interval under 3 seeds,
 bands clipped to the metric's range, split (bimodal) seeds detected by split_seeds.
 Runs whose status is not "completed" (diverged, stalled, ...) are never averaged in by
 these helpers unless you pass them in yourself: filter on `status`.
 
-What it is not: a second implementation. It re-exports asgdsim_data (loading), stats
+What it is not: a second implementation. It re-exports data (loading), stats
 (intervals) and groups (the time to target plot.py uses), so a notebook and the report
 compute the same numbers.
 """
 
 import math
-import os
-import sys
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-_ANALYSIS = os.path.dirname(_HERE)
-if _ANALYSIS not in sys.path:  # the modules beside this package import each other flatly
-    sys.path.insert(0, _ANALYSIS)
+import numpy as np
+import pandas as pd
 
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-import asgdsim_data  # noqa: E402
-import groups as _groups  # noqa: E402
-import stats  # noqa: E402
-from asgdsim_data import (NotAnExperiment, load, read, staleness, summaries,  # noqa: E402,F401
+from . import groups as _groups
+from .data import (NotAnExperiment, load, read, staleness, summaries,  # noqa: F401
                           sweep_columns, workers)
-from groups import Target  # noqa: E402,F401
-from palette import ENGINE_COLOURS, engine_colour, engine_palette  # noqa: E402,F401
-from stats import band_bounds, metric_range, split_seeds  # noqa: E402,F401
+from .groups import Target  # noqa: F401
+from .palette import ENGINE_COLOURS, engine_colour, engine_palette  # noqa: F401
+from .stats import band_bounds, metric_range, split_seeds  # noqa: F401
 
 __all__ = ["load", "summaries", "staleness", "workers", "read", "sweep_columns",
            "time_to_target", "ci", "band_bounds", "split_seeds", "metric_range", "Target",

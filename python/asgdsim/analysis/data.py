@@ -1,15 +1,15 @@
-"""asgdsim_data — an asgdsim experiment folder as tidy pandas DataFrames.
+"""asgdsim.analysis.data — an asgdsim experiment folder as tidy pandas DataFrames.
 
-For notebooks and scripts. The one line a notebook needs is the path to this folder:
+For notebooks and scripts (the package installed, or PYTHONPATH=build/python; the analysis
+alone needs no build: PYTHONPATH=python, this source tree's python/ folder):
 
-    import sys; sys.path.insert(0, "/path/to/asgdsim/analysis")
-    import asgdsim_data as ad
+    from asgdsim.analysis import data as ad
 
     df = ad.load("runs/lr_sweep")          # one row per run x evaluation point
     runs = ad.summaries("runs/lr_sweep")   # one row per run
     df[df.status == "completed"].groupby(["engine", "train.lr", "epoch"]).train_loss.mean()
 
-(or `import asgdsim_analysis as aa` with the same functions, plus time_to_target and ci.)
+(or `import asgdsim.analysis as aa` with the same functions, plus time_to_target and ci.)
 
 Every function takes the experiment folder (RUNS/<name>, what `asgdsim run` wrote), or
 what read() returned, so a folder is read once for several tables.
@@ -45,8 +45,8 @@ import math
 
 import pandas as pd
 
-import rundata
-from groups import canonical_text, group_label
+from . import rundata
+from .groups import canonical_text, group_label
 
 IDENTITY_COLUMNS = ("run_id", "engine", "seed", "status", "group")
 __all__ = ["read", "load", "summaries", "staleness", "workers", "sweep_columns",

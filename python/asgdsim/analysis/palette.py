@@ -1,5 +1,5 @@
 """The engines' fixed colours: one colour per engine, the same in every figure, every
-experiment and every notebook (asgdsim_analysis.ENGINE_COLOURS, seaborn's palette=).
+experiment and every notebook (asgdsim.analysis.ENGINE_COLOURS, seaborn's palette=).
 
 What it is not: no matplotlib import (a notebook can take the colours without plot.py's
 Agg backend).

@@ -2,7 +2,7 @@
 
 What it is: the only module that knows the run-folder files (index.csv, experiment.json,
 and per run config.json, meta.json, metrics.csv, summary.json, staleness.csv,
-workers.csv, trace.json). asgdsim_data.py turns what it reads into DataFrames. Missing optional files become None; numbers that do not parse (empty, "nan",
+workers.csv, trace.json). data.py turns what it reads into DataFrames. Missing optional files become None; numbers that do not parse (empty, "nan",
 "-nan", "inf", null) become float NaN/inf, never an exception.
 What it is not: no statistics and no plotting (see groups.py and figures.py).
 """
@@ -10,6 +10,7 @@ What it is not: no statistics and no plotting (see groups.py and figures.py).
 import json
 import math
 import sys
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -121,7 +122,26 @@ def object_at(parent, key):
 def program_name():
     """The script that runs (plot.py, study_table.py), else the package's name."""
     name = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
-    return name if name.endswith(".py") and not name.startswith("test_") else "asgdsim_analysis"
+    return name if name.endswith(".py") and not name.startswith("test_") else "asgdsim.analysis"
+
+
+def run_command(main, argv, invalid=()):
+    """Runs a command line's main(argv) and exits with the code every analysis command
+    keeps: main's return value (None: 0); 2 for invalid input (NotAnExperiment and the
+    `invalid` exception classes: their message, no traceback); 130 on Ctrl-C; 1 with the
+    traceback for anything else (a bug or an I/O failure)."""
+    try:
+        code = main(argv)
+    except (NotAnExperiment, *invalid) as error:
+        print(f"{program_name()}: error: {error}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception:  # noqa: BLE001
+        traceback.print_exc()
+        print(f"{program_name()}: error: failed (see the traceback above)", file=sys.stderr)
+        sys.exit(1)
+    sys.exit(code or 0)
 
 
 def warn(message):

@@ -13,9 +13,9 @@ import json
 import math
 import shlex
 
-import groups as grouping
-import rundata
-import stats
+from . import groups as grouping
+from . import rundata
+from . import stats
 
 # (column stem in the summary table, heading in the report)
 TABLE_QUANTITIES = (

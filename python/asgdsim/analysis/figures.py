@@ -21,10 +21,10 @@ from matplotlib.ticker import (FixedFormatter, FixedLocator, FuncFormatter,  # n
                                MaxNLocator, NullLocator, ScalarFormatter)
 from matplotlib.transforms import ScaledTranslation  # noqa: E402
 
-import stats  # noqa: E402
-from groups import (COMPLETED, Target, band_interval, curve,  # noqa: E402
+from . import stats  # noqa: E402
+from .groups import (COMPLETED, Target, band_interval, curve,  # noqa: E402
                     final_train_loss, mean_curve, mean_curve_values, value_sort_key)
-from rundata import read_trace  # noqa: E402
+from .rundata import read_trace  # noqa: E402
 
 X_LABELS = {"time": "virtual time (s)", "updates": "updates", "epoch": "epoch"}
 METRIC_LABELS = {"train_loss": "train loss", "test_loss": "test loss",
@@ -43,7 +43,7 @@ MAX_WORKER_ROWS = 64
 DIVERGED_HEADROOM = 10.0
 
 
-from palette import ENGINE_COLOURS, engine_colour, engine_palette  # noqa: E402,F401
+from .palette import ENGINE_COLOURS, engine_colour, engine_palette  # noqa: E402,F401
 
 
 def shade(colour, index, count):
