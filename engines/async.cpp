@@ -32,37 +32,33 @@ EngineType async_engine_type() {
       field<C>(keys::str("lr_staleness", "none",
                           "\"divide\": a gradient of staleness tau is applied with lr / max(tau, 1) (Zhang et al. 2016)",
                           {"none", "divide"}),
-                [](C& c, const json& v) { c.divide_by_staleness = v == "divide"; }),
+                [](C& c, const json& v) { c.divide_by_staleness = v == "divide"; },
+                [](const C& c) { return json(c.divide_by_staleness ? "divide" : "none"); }),
        field(&C::delay_compensation,
              keys::num("delay_compensation", 0.0,
                        "lambda of DC-ASGD: g + lambda g*g*(w - w_read) (0 = off; MXNet's default is 0.04; "
                        "needs train.momentum 0)",
                        0))};
   for (auto& f : staleness_weight_fields(&C::weight)) fields.push_back(std::move(f));
-  EngineType t = engine_type<C>(
+  return engine_type<C>(
       "async",
       "asynchronous SGD, parameter server (Dean et al. 2012): apply each gradient on arrival; optionally "
       "staleness-aware (Zhang et al. 2016) and delay-compensated (DC-ASGD, Zheng et al. 2017)",
-      std::move(fields), [](const C& c, const json& spec) { return std::make_unique<AsyncEngine>(c, spec); });
-  t.check = [](const json& e, const json& run, Validator& v) {
-    const json& train = run.value("train", json::object());
-    if (e.contains("delay_compensation") && e["delay_compensation"].is_number() &&
-        e["delay_compensation"].get<double>() > 0 && train.is_object() && train.contains("momentum") &&
-        train["momentum"].is_number() && train["momentum"].get<double>() > 0)
-      v.error("engine.delay_compensation", "DC-ASGD is implemented for plain SGD: set train.momentum to 0 or "
-                                           "delay_compensation to 0 (train.momentum is " + train["momentum"].dump() + ")");
-    if (e.contains("delay_compensation") && e["delay_compensation"].is_number() &&
-        e["delay_compensation"].get<double>() > 0 && train.is_object() &&
-        !text_of(train, "optimizer").empty() && text_of(train, "optimizer") != "sgd")
-      v.error("engine.delay_compensation", "DC-ASGD is defined for plain SGD, not for train.optimizer " +
-                                               train["optimizer"].dump() + ": set delay_compensation to 0");
-  };
-  return t;
+      std::move(fields),
+      {[](const C& c) { return std::make_unique<AsyncEngine>(c); }, {},
+       [](const C& c, const EngineRunView& run, Validator& v) {
+         if (c.delay_compensation > 0 && run.momentum && *run.momentum > 0)
+           v.error("engine.delay_compensation", "DC-ASGD is implemented for plain SGD: set train.momentum to 0 or "
+                                                "delay_compensation to 0 (train.momentum is " +
+                                                    json(*run.momentum).dump() + ")");
+         if (c.delay_compensation > 0 && !run.optimizer.empty() && run.optimizer != "sgd")
+           v.error("engine.delay_compensation", "DC-ASGD is defined for plain SGD, not for train.optimizer " +
+                                                    json(run.optimizer).dump() + ": set delay_compensation to 0");
+       }});
 }
 
-AsyncEngine::AsyncEngine(const AsyncConfig& config, const nlohmann::json& spec)
-    : spec_(spec),
-      type_(config.type),
+AsyncEngine::AsyncEngine(const AsyncConfig& config)
+    : type_(config.type),
       divide_by_staleness_(config.divide_by_staleness),
       lambda_(float(config.delay_compensation)),
       weight_(config.weight),

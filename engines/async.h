@@ -23,7 +23,7 @@ struct AsyncConfig {
 
 class AsyncEngine final : public Engine {
  public:
-  AsyncEngine(const AsyncConfig& config, const nlohmann::json& spec);
+  AsyncEngine(const AsyncConfig& config);
   std::string type() const override { return type_; }
   void start(Runtime& sim) override;
   void on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) override;
@@ -32,13 +32,11 @@ class AsyncEngine final : public Engine {
   Snapshot model_of_record() const override;
   // DC-ASGD needs the parameters each gradient was computed on when it arrives.
   bool keeps_read_params() const override { return lambda_ > 0.0f; }
-  nlohmann::json describe() const override { return spec_; }
 
  private:
   void launch_next(Runtime& sim, int worker);
   void apply(Runtime& sim, std::unique_ptr<GradientJob> job);  // the server's update for one gradient
   void stop_stale_steps(Runtime& sim);  // Ringmaster's calculation stops, after an update
-  nlohmann::json spec_;
   std::string type_;
   bool divide_by_staleness_;   // lr_staleness = "divide": lr / max(tau, 1)
   float lambda_;               // delay_compensation (0: off)

@@ -33,29 +33,27 @@ EngineType async_local_sgd_engine_type() {
                          keys::boolean("dynamic_local_updates", false,
                                        "DyLU (Liu et al. 2024): each worker's H_i = floor(v_i / max_j v_j * steps), "
                                        "v_i its measured local steps per second")));
-  EngineType t = engine_type<C>(
+  return engine_type<C>(
       "async_local_sgd",
       "asynchronous local SGD / DiLoCo (Liu et al. 2024): each worker's pseudo-gradient after its `steps` inner "
       "steps is applied by the outer optimizer as it arrives, with no round barrier; Delayed Nesterov and Dynamic "
       "Local Updates as options",
       std::move(fields),
-      [](C c, const json& spec) {
-        c.asynchronous = true;
-        return std::make_unique<LocalSgdEngine>("async_local_sgd", c, spec);
-      },
-      [](const C& c, int workers) {
-        EngineCost cost = local_sgd_cost(c, workers);
-        cost.gradients_per_update = std::max(1, c.steps);  // one worker's window per update
-        return cost;
-      });
-  t.check = [](const json& e, const json& run, Validator& v) {
-    check_local_sgd(e, run, v);
-    if (e.contains("nesterov_period") && e["nesterov_period"].is_number_integer() &&
-        e["nesterov_period"].get<int64_t>() > 1 && e.value("outer_nesterov", json()) != true)
-      v.error("engine.nesterov_period", "Delayed Nesterov delays a Nesterov outer step: set outer_nesterov true (and "
-                                        "outer_momentum > 0), or nesterov_period 1");
-  };
-  return t;
+      {[](C c) {
+         c.asynchronous = true;
+         return std::make_unique<LocalSgdEngine>("async_local_sgd", c);
+       },
+       [](const C& c, int workers) {
+         EngineCost cost = local_sgd_cost(c, workers);
+         cost.gradients_per_update = std::max(1, c.steps);  // one worker's window per update
+         return cost;
+       },
+       [](const C& c, const EngineRunView& run, Validator& v) {
+         check_local_sgd(c, run, v);
+         if (c.nesterov_period > 1 && !c.outer_nesterov)
+           v.error("engine.nesterov_period", "Delayed Nesterov delays a Nesterov outer step: set outer_nesterov true "
+                                             "(and outer_momentum > 0), or nesterov_period 1");
+       }});
 }
 
 }  // namespace asgd

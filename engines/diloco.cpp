@@ -17,15 +17,12 @@ namespace asgd {
 
 EngineType diloco_engine_type() {
   using C = LocalSgdConfig;
-  EngineType t = engine_type<C>(
+  return engine_type<C>(
       "diloco",
       "DiLoCo (Douillard et al. 2023): `steps` inner steps of train.optimizer (typically adamw) per worker on its "
       "own copy, then an outer Nesterov SGD step on the averaged pseudo-gradient w - mean_i x_i",
       local_sgd_fields(/*steps=*/500, /*outer_lr=*/0.7, /*outer_momentum=*/0.9, /*outer_nesterov=*/true),
-      [](const C& c, const json& spec) { return std::make_unique<LocalSgdEngine>("diloco", c, spec); },
-      local_sgd_cost);
-  t.check = check_local_sgd;
-  return t;
+      {[](const C& c) { return std::make_unique<LocalSgdEngine>("diloco", c); }, local_sgd_cost, check_local_sgd});
 }
 
 }  // namespace asgd

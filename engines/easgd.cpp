@@ -50,7 +50,16 @@ namespace asgd {
 
 EngineType easgd_engine_type() {
   using C = EasgdConfig;
-  EngineType t = engine_type<C>(
+  Field<C> alpha = field<C>(keys::any("alpha", "auto",
+                                      "elastic coefficient in [0, 1], or \"auto\" = 0.9 / workers (sync: beta = "
+                                      "workers * alpha <= 1)"),
+                            [](C& c, const json& v) { c.alpha = v.is_number() ? v.get<double>() : -1; },
+                            [](const C& c) { return c.alpha < 0 ? json("auto") : json(c.alpha); });
+  alpha.why_not = [](const json& a) {
+    const bool ok = (a.is_number() && a.get<double>() >= 0 && a.get<double>() <= 1) || (a.is_string() && a == "auto");
+    return ok ? std::string() : "expected a number in [0, 1] or \"auto\" (= 0.9 / workers), got " + brief(a);
+  };
+  return engine_type<C>(
       "easgd",
       "elastic-averaged SGD (Zhang, Choromanska & LeCun 2015), asynchronous or synchronous; delta > 0 gives "
       "EAMSGD",
@@ -58,62 +67,52 @@ EngineType easgd_engine_type() {
                           "\"async\": each worker exchanges with the center on its own; \"sync\": all workers at "
                           "once, center += N alpha (mean - center)",
                           {"async", "sync"}),
-                [](C& c, const json& v) { c.sync = v == "sync"; }),
+                [](C& c, const json& v) { c.sync = v == "sync"; },
+                [](const C& c) { return json(c.sync ? "sync" : "async"); }),
        field(&C::period, keys::integer("period", 4, "local steps between exchanges with the center", 1)),
-       field<C>(keys::any("alpha", "auto",
-                          "elastic coefficient in [0, 1], or \"auto\" = 0.9 / workers (sync: beta = workers * alpha "
-                          "<= 1)"),
-                [](C& c, const json& v) { c.alpha = v.is_number() ? v.get<double>() : -1; }),
+       alpha,
        field(&C::delta, keys::num("delta", 0.0, "Nesterov momentum of the local steps (EAMSGD)", 0, false, 0.999999)),
        field<C>(keys::str("order", "paper",
                           "\"paper\": the step after an exchange computes its gradient at x_i as the exchange read "
                           "it (x - lr g(x) - alpha (x - c), the paper's order); \"local_first\": at x_i after the "
                           "elastic move",
                           {"paper", "local_first"}),
-                [](C& c, const json& v) { c.paper_order = v == "paper"; })},
-      [](const C& c, const json& spec) { return std::make_unique<EasgdEngine>(c, spec); },
-      // A period: `period` local steps per worker, one exchange (a push and a reply); each
-      // worker keeps x_i and a deferred gradient (EAMSGD: its velocity and look-ahead too;
-      // the paper's order: x_i as its last exchange read it).
-      [](const C& c, int workers) {
-        const double period = std::max(1, c.period);
-        return EngineCost{2 / period, workers * period, (c.delta > 0 ? 6.0 : 4.0) + (c.paper_order ? 1 : 0)};
-      });
-  t.check = [](const json& e, const json& run, Validator& v) {
-    refuse_compression(run, "easgd pushes its parameters for the exchange, not gradients", v);
-    // The local steps are plain SGD or EAMSGD's (delta); train's optimizer keys are not
-    // applied to them (train.momentum never was): refuse the ones that would be ignored.
-    const json& train = run.value("train", json::object());
-    if (train.is_object() && !text_of(train, "optimizer").empty() && text_of(train, "optimizer") != "sgd")
-      v.error("train.optimizer", "easgd's local steps are SGD (EAMSGD: engine delta); train.optimizer " +
-                                     train["optimizer"].dump() + " is not implemented for easgd");
-    if (train.is_object() && train.value("nesterov", json()) == true)
-      v.error("train.nesterov", "easgd's local steps take Nesterov momentum from engine delta (EAMSGD), not from "
-                                "train.nesterov");
-    if (!e.contains("alpha")) return;
-    const json& cluster = run.value("cluster", json::object());
-    const json& a = e["alpha"];
-    bool ok = (a.is_number() && a.get<double>() >= 0 && a.get<double>() <= 1) || (a.is_string() && a == "auto");
-    if (!ok) v.error("engine.alpha", "expected a number in [0, 1] or \"auto\" (= 0.9 / workers), got " + brief(a));
-    if (ok && a.is_number() && e.value("mode", "") == "sync" && cluster.is_object() && cluster.contains("workers") &&
-        cluster["workers"].is_number_integer() && a.get<double>() * cluster["workers"].get<double>() > 1)
-      v.error("engine.alpha", "mode \"sync\" moves the center by beta = workers * alpha, which must be <= 1 (the "
-                              "center would overshoot the workers' mean): use alpha <= 1/" + cluster["workers"].dump() +
-                              " or \"auto\"; got " + brief(a));
-  };
-  return t;
+                [](C& c, const json& v) { c.paper_order = v == "paper"; },
+                [](const C& c) { return json(c.paper_order ? "paper" : "local_first"); })},
+      {[](const C& c) { return std::make_unique<EasgdEngine>(c); },
+       // A period: `period` local steps per worker, one exchange (a push and a reply); each
+       // worker keeps x_i and a deferred gradient (EAMSGD: its velocity and look-ahead too;
+       // the paper's order: x_i as its last exchange read it).
+       [](const C& c, int workers) {
+         const double period = std::max(1, c.period);
+         return EngineCost{2 / period, workers * period, (c.delta > 0 ? 6.0 : 4.0) + (c.paper_order ? 1 : 0)};
+       },
+       [](const C& c, const EngineRunView& run, Validator& v) {
+         refuse_compression(run, "easgd pushes its parameters for the exchange, not gradients", v);
+         // The local steps are plain SGD or EAMSGD's (delta); train's optimizer keys are not
+         // applied to them (train.momentum never was): refuse the ones that would be ignored.
+         if (!run.optimizer.empty() && run.optimizer != "sgd")
+           v.error("train.optimizer", "easgd's local steps are SGD (EAMSGD: engine delta); train.optimizer " +
+                                          json(run.optimizer).dump() + " is not implemented for easgd");
+         if (run.nesterov)
+           v.error("train.nesterov", "easgd's local steps take Nesterov momentum from engine delta (EAMSGD), not "
+                                     "from train.nesterov");
+         if (c.alpha >= 0 && c.sync && run.workers && c.alpha * double(*run.workers) > 1)
+           v.error("engine.alpha", "mode \"sync\" moves the center by beta = workers * alpha, which must be <= 1 (the "
+                                   "center would overshoot the workers' mean): use alpha <= 1/" +
+                                       std::to_string(*run.workers) + " or \"auto\"; got " + brief(json(c.alpha)));
+       }});
 }
 
-EasgdEngine::EasgdEngine(const EasgdConfig& config, const nlohmann::json& spec)
-    : spec_(spec),
-      sync_(config.sync),
+EasgdEngine::EasgdEngine(const EasgdConfig& config)
+    : sync_(config.sync),
       paper_(config.paper_order),
       period_(config.period),
       alpha_config_(config.alpha),
       delta_(float(config.delta)) {}
 
 nlohmann::json EasgdEngine::describe() const {
-  nlohmann::json d = spec_;
+  nlohmann::json d = nlohmann::json::object();
   d["alpha_used"] = alpha_;
   if (sync_) d["beta_used"] = alpha_ * workers_;
   return d;

@@ -18,7 +18,7 @@ struct EasgdConfig {
 
 class EasgdEngine final : public Engine {
  public:
-  EasgdEngine(const EasgdConfig& config, const nlohmann::json& spec);
+  EasgdEngine(const EasgdConfig& config);
   std::string type() const override { return "easgd"; }
   void start(Runtime& sim) override;
   void on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) override;
@@ -35,7 +35,6 @@ class EasgdEngine final : public Engine {
   void exchange_group(Runtime& sim, const std::vector<int>& group);  // mode sync: the server's update
   void keep_exchanged(Runtime& sim, int worker);  // order "paper": x_i before the exchange moves it
   void replied(int worker);  // the worker's exchange is done: its next step receives the reply
-  nlohmann::json spec_;
   bool sync_;          // mode "sync": all workers exchange together
   bool paper_;         // order "paper": the step after an exchange computes at the pre-exchange x_i
   int period_;

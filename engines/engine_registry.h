@@ -1,16 +1,19 @@
 // engines/engine_registry.h — the engine family keyed by the config's "type". Each engine
 // describes itself in its own file (engines/<name>.cpp: its config struct, keys with
-// defaults, ranges and docs, the checks that involve other config keys, what it costs
-// and its factory) as an EngineType; engines/registry.cpp lists them, one line each.
-// make_engine throws on an unknown type naming the valid ones.
+// defaults, ranges and docs, and its typed hooks: the checks that involve other config
+// sections, what it costs, what a real run refuses, its factory) as an EngineType;
+// engines/registry.cpp lists them, one line each. An engine object is bound to its typed
+// config once, at validation (bind_engine: a BoundEngine), and the run carries that.
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
 #include "sim/config/field.h"
 #include "sim/core/engine.h"
+#include "sim/net/catalog.h"
 
 namespace asgd {
 
@@ -26,21 +29,91 @@ struct EngineCost {
   bool optimizer_per_worker = false;
 };
 
+// What engines' checks across sections read of the run: typed, bound once from the run's
+// resolved sections (experiments/config), whose values may already be reported as invalid
+// there: a value of the wrong type is left empty here, and the checks that need it skip.
+struct EngineRunView {
+  std::optional<int64_t> workers;  // cluster.workers
+  std::optional<double> momentum;  // train.momentum
+  std::string optimizer;           // train.optimizer ("": not a word)
+  bool nesterov = false;           // train.nesterov is true
+  std::string compression;         // cluster.network.compression.type ("": not a word)
+  std::string placement;           // cluster.placement ("": not a word)
+  TopologyFacts topology;          // whether its boxes have hosts, how many boxes
+  bool failures = false;           // cluster.failures has events or a rate > 0
+  std::string staleness;           // staleness.mode ("": not a word)
+};
+
+// An engine object bound once (at validation) to its typed config: what the run's
+// components ask of the engine, each hook reading the typed config (EngineTypeOf).
+class BoundEngine {
+ public:
+  virtual ~BoundEngine() = default;
+  virtual const std::string& type() const = 0;
+  // Checks across sections, reported at "engine.<key>" or at the other section's key
+  // (experiments/ renames "engine" to engines[i]).
+  virtual void check(const EngineRunView& run, Validator& v) const = 0;
+  // What it costs for `workers` workers.
+  virtual EngineCost cost(int workers) const = 0;
+  virtual std::unique_ptr<Engine> make() const = 0;
+  // What a real run (`asgdsim cluster`) cannot do of its keys (a collective, a cancelled
+  // step: simulated only), reported at "engine.<key>".
+  virtual void check_real(Validator& v) const = 0;
+  // Its keys, read back from the typed config (Field::get).
+  virtual nlohmann::json keys() const = 0;
+  // Its label (the object's "name"; absent in an object built in code) and what its runs
+  // changed of train (the object's "train", null: nothing): config.json and summary.json
+  // show them beside its keys.
+  std::optional<std::string> name;
+  nlohmann::json train;
+};
+
+// An engine's typed hooks over its config struct: `make` builds the engine; `cost` (left
+// out: EngineCost's defaults), `check` (checks across sections) and `check_real` (left out:
+// a real run can do all of it) are optional.
+template <class Config>
+struct EngineHooks {
+  std::function<std::unique_ptr<Engine>(const Config&)> make;
+  std::function<EngineCost(const Config&, int workers)> cost;
+  std::function<void(const Config&, const EngineRunView& run, Validator& v)> check;
+  std::function<void(const Config&, Validator& v)> check_real;
+};
+
+template <class Config>
+class BoundEngineOf final : public BoundEngine {
+ public:
+  struct Declared {
+    std::string type;
+    std::vector<Field<Config>> fields;
+    EngineHooks<Config> hooks;
+  };
+  BoundEngineOf(std::shared_ptr<const Declared> d, Config c) : d_(std::move(d)), c_(std::move(c)) {}
+  const std::string& type() const override { return d_->type; }
+  void check(const EngineRunView& run, Validator& v) const override {
+    if (d_->hooks.check) d_->hooks.check(c_, run, v);
+  }
+  EngineCost cost(int workers) const override { return d_->hooks.cost ? d_->hooks.cost(c_, workers) : EngineCost{}; }
+  std::unique_ptr<Engine> make() const override { return d_->hooks.make(c_); }
+  void check_real(Validator& v) const override {
+    if (d_->hooks.check_real) d_->hooks.check_real(c_, v);
+  }
+  nlohmann::json keys() const override { return get_fields(d_->fields, c_); }
+
+ private:
+  std::shared_ptr<const Declared> d_;
+  Config c_;
+};
+
 struct EngineType {
   std::string name;
   std::string doc;
   std::vector<ParamInfo> params;
-  // Checks across keys, reported at "engine.<key>" (experiments/ renames the path to
-  // engines[i]): `engine` is the engine's object with defaults filled, `run` the run's
-  // resolved config (its sections may hold values already reported as invalid).
-  std::function<void(const nlohmann::json& engine, const nlohmann::json& run, Validator& v)> check;
-  // What it costs (engine validated), for `workers` workers.
-  std::function<EngineCost(const nlohmann::json& engine, int workers)> cost;
-  // Builds the engine from its validated object.
-  std::function<std::unique_ptr<Engine>(const nlohmann::json& engine)> make;
-  // What a real run (`asgdsim cluster`) cannot do of this engine's keys (a collective, a
-  // cancelled step: simulated only), reported at "engine.<key>" (engine validated). Optional.
-  std::function<void(const nlohmann::json& engine, Validator& v)> check_real;
+  // Binds a validated engine object (defaults filled; a key it lacks takes its default,
+  // as in an object built in code) to the engine's typed config. Each key's own value
+  // check (Field::why_not) is the validator's business before (bind_engine).
+  std::function<std::shared_ptr<BoundEngine>(const nlohmann::json& engine)> bind;
+  // The keys whose values the ParamInfos cannot describe, checked by Field::why_not.
+  std::function<void(const nlohmann::json& engine, Validator& v)> check_values;
   // Host placement over several boxes (each box's sum exchanged with the servers).
   bool sums_across_boxes = false;
   // It all-reduces gradients (sync's collectives), so PowerSGD (compression "powersgd")
@@ -52,12 +125,10 @@ struct EngineType {
 // gradients (cluster.network.compression: topk, int8) would not be applied, so it is
 // refused, naming `what` sends instead. (powersgd is checked once for every engine by
 // the config binding: EngineType::all_reduces.)
-inline void refuse_compression(const nlohmann::json& run, const std::string& what, Validator& v) {
-  const nlohmann::json& net = run.value("cluster", nlohmann::json::object()).value("network", nlohmann::json::object());
-  const nlohmann::json& c = net.is_object() ? net.value("compression", nlohmann::json::object()) : nlohmann::json();
-  if (c.is_object() && c.contains("type") && c["type"].is_string() && c["type"] != "none" && c["type"] != "powersgd")
-    v.error("cluster.network.compression.type",
-            "compresses pushed gradients, but " + what + ": use \"none\" (got " + c["type"].dump() + ")");
+inline void refuse_compression(const EngineRunView& run, const std::string& what, Validator& v) {
+  if (!run.compression.empty() && run.compression != "none" && run.compression != "powersgd")
+    v.error("cluster.network.compression.type", "compresses pushed gradients, but " + what + ": use \"none\" (got " +
+                                                    nlohmann::json(run.compression).dump() + ")");
 }
 
 // For an engine's check_real whose late steps are cancelled (late "cancel"): a real worker
@@ -67,29 +138,23 @@ inline void refuse_cancel_in_real_run(Validator& v) {
                          "(cancellation is simulated only; use \"drop\")");
 }
 
-// An EngineType whose keys fill `Config` (declared with field(), sim/config/field.h):
-// make binds a Config from the validated object and calls `build(config, engine)`;
-// cost likewise calls `cost(config, workers)` (left out: EngineCost's defaults), and
-// check_real `real(config, v)` (left out: a real run can do all of it).
+// An EngineType whose keys fill `Config` (declared with field(), sim/config/field.h: every
+// field with a getter): bind sets a Config from the validated object once, and the hooks
+// read it.
 template <class Config>
-EngineType engine_type(std::string name, std::string doc, std::vector<Field<Config>> fields,
-                       std::function<std::unique_ptr<Engine>(const Config&, const nlohmann::json& engine)> build,
-                       std::function<EngineCost(const Config&, int workers)> cost = {},
-                       std::function<void(const Config&, Validator& v)> real = {}) {
+EngineType engine_type(std::string name, std::string doc, std::vector<Field<Config>> fields, EngineHooks<Config> hooks) {
+  using Bound = BoundEngineOf<Config>;
   EngineType t;
-  t.name = std::move(name);
+  t.name = name;
   t.doc = std::move(doc);
   t.params = params_of(fields);
-  auto bind = [fields](const nlohmann::json& engine) {
+  auto d = std::make_shared<const typename Bound::Declared>(typename Bound::Declared{name, fields, std::move(hooks)});
+  t.bind = [d](const nlohmann::json& engine) -> std::shared_ptr<BoundEngine> {
     Config c;
-    set_fields(fields, engine, c);
-    return c;
+    set_fields(d->fields, engine, c);
+    return std::make_shared<Bound>(d, std::move(c));
   };
-  t.make = [bind, build](const nlohmann::json& engine) { return build(bind(engine), engine); };
-  t.cost = [bind, cost](const nlohmann::json& engine, int workers) {
-    return cost ? cost(bind(engine), workers) : EngineCost{};
-  };
-  if (real) t.check_real = [bind, real](const nlohmann::json& engine, Validator& v) { real(bind(engine), v); };
+  t.check_values = [d](const nlohmann::json& engine, Validator& v) { check_values(d->fields, engine, "engine", v); };
   return t;
 }
 
@@ -99,10 +164,18 @@ const std::vector<EngineType>& engine_types();
 const EngineType* find_engine_type(const std::string& name);
 // The engines and their keys, as the validator and `asgdsim list` read them.
 const std::vector<ComponentInfo>& engine_catalog();
-// What the engine a validated object names costs for `workers` workers (EngineCost's
-// defaults for an engine that declares none).
-EngineCost engine_cost(const nlohmann::json& engine, int workers);
-// spec: a validated engine object {"type": ..., params with defaults filled}.
+// Binds a validated engine object {"type": ..., params with defaults filled, "name",
+// "train"} to its typed config (an object built in code: a key it lacks takes its
+// default); throws std::invalid_argument on an unknown type naming the valid ones.
+std::shared_ptr<const BoundEngine> bind_engine(const nlohmann::json& spec);
+// The engine, wrapped in the single-replica warm-up; its describe() is the bound keys, its
+// type, name and train where it has them, and what it resolved at start.
+std::unique_ptr<Engine> make_engine(const BoundEngine& engine);
+// For objects built in code (tests, bench): make_engine(*bind_engine(spec)).
 std::unique_ptr<Engine> make_engine(const nlohmann::json& spec);
+// What the engine a validated object names costs for `workers` workers (EngineCost's
+// defaults for an unknown type), for the estimates that read the resolved config
+// (experiments/run/resources): it binds the object again.
+EngineCost engine_cost(const nlohmann::json& engine, int workers);
 
 }  // namespace asgd

@@ -39,9 +39,8 @@ struct KAsyncConfig {
 
 class KAsyncEngine final : public Engine {
  public:
-  KAsyncEngine(const KAsyncConfig& c, const json& spec) : spec_(spec), k_(c.k), batch_(c.batch), weight_(c.weight) {}
+  KAsyncEngine(const KAsyncConfig& c) : k_(c.k), batch_(c.batch), weight_(c.weight) {}
   std::string type() const override { return "k_async"; }
-  nlohmann::json describe() const override { return spec_; }
   Snapshot model_of_record() const override { return store_->current(); }
 
   void start(Runtime& sim) override {
@@ -128,8 +127,6 @@ class KAsyncEngine final : public Engine {
       if (!sim.stopping() && sim.worker_alive(w)) launch(sim, w);
     }
   }
-
-  json spec_;
   int k_;
   bool batch_;
   StalenessWeight weight_;
@@ -157,21 +154,19 @@ EngineType k_async_engine_type() {
                                      "any k gradients, each worker goes on after its push (K-batch-async; FedBuff "
                                      "with staleness_weight)"))};
   for (auto& f : staleness_weight_fields(&C::weight)) fields.push_back(std::move(f));
-  EngineType t = engine_type<C>(
+  return engine_type<C>(
       "k_async",
       "K-async SGD (Dutta et al. 2018): one update after k gradients have arrived, stale ones allowed; "
       "batch: any k (K-batch-async, FedBuff with staleness weights)",
-      std::move(fields), [](const C& c, const json& spec) { return std::make_unique<KAsyncEngine>(c, spec); },
-      [](const C& c, int) { return EngineCost{2, double(c.k), 2}; });
-  t.check = [](const json& e, const json& run, Validator& v) {
-    const json& cluster = run.value("cluster", json::object());
-    if (e.contains("k") && e["k"].is_number_integer() && !(e.contains("batch") && e["batch"] == true) && cluster.is_object() &&
-        cluster.contains("workers") && cluster["workers"].is_number_integer() &&
-        e["k"].get<int64_t>() > cluster["workers"].get<int64_t>())
-      v.error("engine.k", "must be <= cluster.workers (" + cluster["workers"].dump() + ") with batch false: an update " +
-                              "takes k distinct workers' gradients; got " + e["k"].dump() + " (or set batch true)");
-  };
-  return t;
+      std::move(fields),
+      {[](const C& c) { return std::make_unique<KAsyncEngine>(c); },
+       [](const C& c, int) { return EngineCost{2, double(c.k), 2}; },
+       [](const C& c, const EngineRunView& run, Validator& v) {
+         if (!c.batch && run.workers && c.k > *run.workers)
+           v.error("engine.k", "must be <= cluster.workers (" + std::to_string(*run.workers) +
+                                   ") with batch false: an update takes k distinct workers' gradients; got " +
+                                   std::to_string(c.k) + " (or set batch true)");
+       }});
 }
 
 }  // namespace asgd

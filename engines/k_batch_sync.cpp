@@ -32,9 +32,8 @@ struct KBatchSyncConfig {
 
 class KBatchSyncEngine final : public Engine {
  public:
-  KBatchSyncEngine(const KBatchSyncConfig& c, const json& spec) : spec_(spec), k_(c.k), cancel_late_(c.cancel_late) {}
+  KBatchSyncEngine(const KBatchSyncConfig& c) : k_(c.k), cancel_late_(c.cancel_late) {}
   std::string type() const override { return "k_batch_sync"; }
-  nlohmann::json describe() const override { return spec_; }
   Snapshot model_of_record() const override { return store_->current(); }
 
   void start(Runtime& sim) override {
@@ -95,8 +94,6 @@ class KBatchSyncEngine final : public Engine {
     updating_ = false;
     launch_idle(sim);
   }
-
-  json spec_;
   int k_;
   bool cancel_late_;
   std::unique_ptr<ParameterStore> store_;
@@ -122,12 +119,13 @@ EngineType k_batch_sync_engine_type() {
                           "the steps under way when the k-th gradient arrives: \"cancel\" them (Dutta et al.), all "
                           "workers start the next iteration; \"drop\" their gradients when they arrive",
                           {"drop", "cancel"}),
-                [](C& c, const json& v) { c.cancel_late = v == "cancel"; })},
-      [](const C& c, const json& spec) { return std::make_unique<KBatchSyncEngine>(c, spec); },
-      [](const C& c, int) { return EngineCost{2, double(c.k), 2}; },
-      [](const C& c, Validator& v) {
-        if (c.cancel_late) refuse_cancel_in_real_run(v);
-      });
+                [](C& c, const json& v) { c.cancel_late = v == "cancel"; },
+                [](const C& c) { return json(c.cancel_late ? "cancel" : "drop"); })},
+      {[](const C& c) { return std::make_unique<KBatchSyncEngine>(c); },
+       [](const C& c, int) { return EngineCost{2, double(c.k), 2}; }, {},
+       [](const C& c, Validator& v) {
+         if (c.cancel_late) refuse_cancel_in_real_run(v);
+       }});
 }
 
 }  // namespace asgd

@@ -65,12 +65,11 @@ std::vector<Field<LocalSgdConfig>> local_sgd_fields(int steps, double outer_lr, 
 
 // Its pushes are each worker's model (its displacement), not gradients, so compression
 // would not be applied (local_sgd and diloco alike).
-void check_local_sgd(const json& e, const json& run, Validator& v) {
+void check_local_sgd(const LocalSgdConfig& c, const EngineRunView& run, Validator& v) {
   refuse_compression(run, "local_sgd and diloco push each worker's model for the averaging, not gradients", v);
-  if (e.value("outer_nesterov", json()) == true && e.contains("outer_momentum") &&
-      e["outer_momentum"].is_number() && e["outer_momentum"].get<double>() <= 0)
+  if (c.outer_nesterov && c.outer_momentum <= 0)
     v.error("engine.outer_nesterov", "outer Nesterov momentum needs outer_momentum > 0 (outer_momentum is " +
-                                         e["outer_momentum"].dump() + ")");
+                                         json(c.outer_momentum).dump() + ")");
 }
 
 // A round: H local steps per worker, one pull and one push per worker, one update; each
@@ -83,20 +82,17 @@ EngineCost local_sgd_cost(const LocalSgdConfig& c, int workers) {
 
 EngineType local_sgd_engine_type() {
   using C = LocalSgdConfig;
-  EngineType t = engine_type<C>(
+  return engine_type<C>(
       "local_sgd",
       "local SGD (Stich 2019; Lin et al. 2020): every worker takes `steps` steps of train.optimizer on its own "
       "copy, then the copies' average pseudo-gradient is applied by an outer SGD step (outer_lr 1: the average); "
       "steps 1 is sync",
       local_sgd_fields(4, 1.0, 0.0, false),
-      [](const C& c, const json& spec) { return std::make_unique<LocalSgdEngine>("local_sgd", c, spec); },
-      local_sgd_cost);
-  t.check = check_local_sgd;
-  return t;
+      {[](const C& c) { return std::make_unique<LocalSgdEngine>("local_sgd", c); }, local_sgd_cost, check_local_sgd});
 }
 
-LocalSgdEngine::LocalSgdEngine(std::string type, const LocalSgdConfig& config, const nlohmann::json& spec)
-    : spec_(spec), type_(std::move(type)), config_(config), steps_(config.steps) {}
+LocalSgdEngine::LocalSgdEngine(std::string type, const LocalSgdConfig& config)
+    : type_(std::move(type)), config_(config), steps_(config.steps) {}
 
 LocalSgdEngine::~LocalSgdEngine() = default;
 

@@ -27,12 +27,13 @@ struct LocalSgdConfig {
 // The keys both engines declare (their defaults differ) and their checks.
 std::vector<Field<LocalSgdConfig>> local_sgd_fields(int steps, double outer_lr, double outer_momentum,
                                                     bool outer_nesterov);
-void check_local_sgd(const nlohmann::json& engine, const nlohmann::json& run, Validator& v);
+struct EngineRunView;
+void check_local_sgd(const LocalSgdConfig& c, const EngineRunView& run, Validator& v);
 EngineCost local_sgd_cost(const LocalSgdConfig& c, int workers);
 
 class LocalSgdEngine final : public Engine {
  public:
-  LocalSgdEngine(std::string type, const LocalSgdConfig& config, const nlohmann::json& spec);
+  LocalSgdEngine(std::string type, const LocalSgdConfig& config);
   ~LocalSgdEngine() override;
   std::string type() const override { return type_; }
   void start(Runtime& sim) override;
@@ -42,7 +43,6 @@ class LocalSgdEngine final : public Engine {
   Snapshot model_of_record() const override;
   // The round's first step hands on what its pull delivered (base_i).
   bool keeps_read_params() const override { return true; }
-  nlohmann::json describe() const override { return spec_; }
 
  private:
   void start_round(Runtime& sim);
@@ -55,8 +55,6 @@ class LocalSgdEngine final : public Engine {
   void delayed_nesterov(Runtime& sim, float* delta);  // Liu et al. 2024, Algorithm 3
   int steps_of(int worker) const { return config_.asynchronous ? window_steps_[worker] : steps_; }
   float lr_ref_of(int worker) const { return config_.asynchronous ? window_lr_ref_[worker] : lr_ref_; }
-
-  nlohmann::json spec_;
   std::string type_;
   LocalSgdConfig config_;
   int steps_;                                          // H

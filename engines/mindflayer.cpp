@@ -41,9 +41,8 @@ struct MindFlayerConfig {
 
 class MindFlayerEngine final : public Engine {
  public:
-  MindFlayerEngine(const MindFlayerConfig& c, const json& spec) : spec_(spec), config_(c) {}
+  MindFlayerEngine(const MindFlayerConfig& c) : config_(c) {}
   std::string type() const override { return "mindflayer"; }
-  nlohmann::json describe() const override { return spec_; }
   Snapshot model_of_record() const override { return store_->current(); }
 
   void start(Runtime& sim) override {
@@ -133,8 +132,6 @@ class MindFlayerEngine final : public Engine {
     }
     if (!sim.stopping()) start_round(sim);
   }
-
-  json spec_;
   MindFlayerConfig config_;
   std::unique_ptr<ParameterStore> store_;
   std::unique_ptr<ServerUpdate> server_;
@@ -155,7 +152,7 @@ class MindFlayerEngine final : public Engine {
 
 EngineType mindflayer_engine_type() {
   using C = MindFlayerConfig;
-  EngineType t = engine_type<C>(
+  return engine_type<C>(
       "mindflayer",
       "MindFlayer SGD (Maranjyan et al. 2024): every round each worker makes `trials` attempts at a gradient on "
       "x^k, each abandoned (and restarted) when its compute exceeds the worker's time allowance `budget`; the "
@@ -166,25 +163,21 @@ EngineType mindflayer_engine_type() {
        field(&C::budgets, keys::list("budgets", ParamType::NumberList, json::array(),
                                      "t_i per worker (one per cluster.workers, 0: none; replaces budget when given)", 0)),
        field(&C::trials, keys::integer("trials", 1, "B_i: attempts per worker and round", 1))},
-      [](const C& c, const json& spec) { return std::make_unique<MindFlayerEngine>(c, spec); },
-      [](const C& c, int workers) { return EngineCost{1.0 + 1.0 / c.trials, double(workers * c.trials), 2}; },
-      [](const C&, Validator& v) {
-        v.error("engine.budget", "mindflayer cuts an attempt off at its time allowance: a real worker rank computing "
-                                 "cannot be cut off in this protocol (simulated only)");
-      });
-  t.check = [](const json& e, const json& run, Validator& v) {
-    const json& cluster = run.value("cluster", json::object());
-    if (e.contains("budgets") && e["budgets"].is_array() && !e["budgets"].empty() && cluster.is_object() &&
-        cluster.contains("workers") && cluster["workers"].is_number_integer() &&
-        int64_t(e["budgets"].size()) != cluster["workers"].get<int64_t>())
-      v.error("engine.budgets", "one allowance per worker: " + std::to_string(e["budgets"].size()) +
-                                    " given, cluster.workers is " + cluster["workers"].dump());
-    const json& st = run.value("staleness", json::object());
-    if (st.is_object() && st.contains("mode") && st["mode"].is_string() && st["mode"] != "emergent")
-      v.error("staleness.mode", "mindflayer's attempts all compute on the round's x^k (the server's broadcast): "
-                                "forced staleness does not apply; use \"emergent\" (got " + st["mode"].dump() + ")");
-  };
-  return t;
+      {[](const C& c) { return std::make_unique<MindFlayerEngine>(c); },
+       [](const C& c, int workers) { return EngineCost{1.0 + 1.0 / c.trials, double(workers * c.trials), 2}; },
+       [](const C& c, const EngineRunView& run, Validator& v) {
+         if (!c.budgets.empty() && run.workers && int64_t(c.budgets.size()) != *run.workers)
+           v.error("engine.budgets", "one allowance per worker: " + std::to_string(c.budgets.size()) +
+                                         " given, cluster.workers is " + std::to_string(*run.workers));
+         if (!run.staleness.empty() && run.staleness != "emergent")
+           v.error("staleness.mode", "mindflayer's attempts all compute on the round's x^k (the server's broadcast): "
+                                     "forced staleness does not apply; use \"emergent\" (got " +
+                                         json(run.staleness).dump() + ")");
+       },
+       [](const C&, Validator& v) {
+         v.error("engine.budget", "mindflayer cuts an attempt off at its time allowance: a real worker rank "
+                                  "computing cannot be cut off in this protocol (simulated only)");
+       }});
 }
 
 }  // namespace asgd

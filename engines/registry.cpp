@@ -46,14 +46,7 @@ const std::vector<ComponentInfo>& engine_catalog() {
   return catalog;
 }
 
-EngineCost engine_cost(const nlohmann::json& engine, int workers) {
-  const EngineType* t = find_engine_type(text_of(engine, "type"));
-  return t && t->cost ? t->cost(engine, workers) : EngineCost{};
-}
-
-// Every engine is wrapped in the single-replica warm-up, which only forwards unless
-// train.single_replica_epochs > 0 (it reads that from the run's settings at start).
-std::unique_ptr<Engine> make_engine(const nlohmann::json& spec) {
+std::shared_ptr<const BoundEngine> bind_engine(const nlohmann::json& spec) {
   const std::string type = spec.at("type").get<std::string>();
   const EngineType* t = find_engine_type(type);
   if (!t) {
@@ -61,7 +54,27 @@ std::unique_ptr<Engine> make_engine(const nlohmann::json& spec) {
     for (const auto& e : engine_types()) valid += (valid.empty() ? "" : ", ") + e.name;
     throw std::invalid_argument("unknown engine type '" + type + "' (valid: " + valid + ")");
   }
-  return std::make_unique<SingleReplicaWarmup>(t->make(spec));
+  std::shared_ptr<BoundEngine> bound = t->bind(spec);
+  if (spec.contains("name")) bound->name = spec["name"].get<std::string>();
+  if (spec.contains("train")) bound->train = spec["train"];
+  return bound;
+}
+
+// Every engine is wrapped in the single-replica warm-up, which only forwards unless
+// train.single_replica_epochs > 0 (it reads that from the run's settings at start).
+std::unique_ptr<Engine> make_engine(const BoundEngine& engine) {
+  nlohmann::json config = engine.keys();
+  config["type"] = engine.type();
+  if (engine.name) config["name"] = *engine.name;
+  if (!engine.train.is_null()) config["train"] = engine.train;
+  return std::make_unique<SingleReplicaWarmup>(engine.make(), std::move(config));
+}
+
+std::unique_ptr<Engine> make_engine(const nlohmann::json& spec) { return make_engine(*bind_engine(spec)); }
+
+EngineCost engine_cost(const nlohmann::json& engine, int workers) {
+  const EngineType* t = find_engine_type(text_of(engine, "type"));
+  return t ? t->bind(engine)->cost(workers) : EngineCost{};
 }
 
 }  // namespace asgd

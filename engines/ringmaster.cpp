@@ -32,15 +32,16 @@ EngineType ringmaster_engine_type() {
                           "a computation whose delay reaches R: \"drop\" its gradient when it arrives (Algorithm 4); "
                           "\"cancel\" it at once and restart the worker on the current point (Algorithm 5)",
                           {"drop", "cancel"}),
-                [](C& c, const json& v) { c.stop_stale = v == "cancel"; })},
-      [](C c, const json& spec) {
-        c.type = "ringmaster";
-        return std::make_unique<AsyncEngine>(c, spec);
-      },
-      {},
-      [](const C& c, Validator& v) {
-        if (c.stop_stale) refuse_cancel_in_real_run(v);
-      });
+                [](C& c, const json& v) { c.stop_stale = v == "cancel"; },
+                [](const C& c) { return json(c.stop_stale ? "cancel" : "drop"); })},
+      {[](C c) {
+         c.type = "ringmaster";
+         return std::make_unique<AsyncEngine>(c);
+       },
+       {}, {},
+       [](const C& c, Validator& v) {
+         if (c.stop_stale) refuse_cancel_in_real_run(v);
+       }});
 }
 
 }  // namespace asgd

@@ -21,7 +21,8 @@
 
 namespace asgd {
 
-SingleReplicaWarmup::SingleReplicaWarmup(std::unique_ptr<Engine> engine) : engine_(std::move(engine)) {}
+SingleReplicaWarmup::SingleReplicaWarmup(std::unique_ptr<Engine> engine, nlohmann::json config)
+    : engine_(std::move(engine)), config_(std::move(config)) {}
 
 void SingleReplicaWarmup::start(Runtime& sim) {
   epochs_ = sim.settings().single_replica_epochs;
@@ -94,7 +95,8 @@ Snapshot SingleReplicaWarmup::model_of_record() const {
 }
 
 nlohmann::json SingleReplicaWarmup::describe() const {
-  nlohmann::json d = engine_->describe();
+  nlohmann::json d = config_;
+  d.update(engine_->describe());
   if (epochs_ > 0) d["single_replica_epochs"] = epochs_;
   return d;
 }

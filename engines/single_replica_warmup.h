@@ -13,7 +13,9 @@ class ServerUpdate;
 // Wraps the configured engine: with train.single_replica_epochs = 0 it only forwards.
 class SingleReplicaWarmup final : public Engine {
  public:
-  explicit SingleReplicaWarmup(std::unique_ptr<Engine> engine);
+  // `config`: the engine's configuration (its keys read back from its typed config), the
+  // base of describe().
+  SingleReplicaWarmup(std::unique_ptr<Engine> engine, nlohmann::json config);
   std::string type() const override { return engine_->type(); }
   void start(Runtime& sim) override;
   void on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) override;
@@ -30,6 +32,7 @@ class SingleReplicaWarmup final : public Engine {
   void hand_over(Runtime& sim);
 
   std::unique_ptr<Engine> engine_;
+  nlohmann::json config_;
   double epochs_ = 0;                      // E
   bool engine_started_ = false;
   bool busy_ = false;                      // the replica's gradient is in flight

@@ -50,16 +50,15 @@ EngineType ssp_engine_type() {
   std::vector<Field<C>> fields = {
       field(&C::bound, keys::integer("bound", 3, "s: how many clocks a worker may lead the slowest live worker", 0))};
   for (auto& f : staleness_weight_fields(&C::weight)) fields.push_back(std::move(f));
-  EngineType t = engine_type<C>(
+  return engine_type<C>(
       "ssp",
       "stale-synchronous parallel (Ho et al. 2013): a worker may run at most `bound` clocks ahead of the "
       "slowest; gradients are applied as they arrive; bound 0 is sync",
-      std::move(fields), [](const C& c, const json& spec) { return std::make_unique<SspEngine>(c.bound, c.weight, spec); });
-  return t;
+      std::move(fields), {[](const C& c) { return std::make_unique<SspEngine>(c.bound, c.weight); }});
 }
 
-SspEngine::SspEngine(uint64_t bound, const StalenessWeight& weight, const nlohmann::json& spec)
-    : spec_(spec), bound_(bound), weight_(weight) {}
+SspEngine::SspEngine(uint64_t bound, const StalenessWeight& weight)
+    : bound_(bound), weight_(weight) {}
 
 void SspEngine::start(Runtime& sim) {
   const int n = sim.workers();

@@ -13,14 +13,13 @@ class ServerUpdate;
 
 class SspEngine final : public Engine {
  public:
-  SspEngine(uint64_t bound, const StalenessWeight& weight, const nlohmann::json& spec);
+  SspEngine(uint64_t bound, const StalenessWeight& weight);
   std::string type() const override { return "ssp"; }
   void start(Runtime& sim) override;
   void on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) override;
   void on_worker_down(Runtime& sim, int worker) override;
   void on_worker_up(Runtime& sim, int worker) override;
   Snapshot model_of_record() const override;
-  nlohmann::json describe() const override { return spec_; }
 
  private:
   // One update of the server: the gradients it applies, then the workers it lets go.
@@ -35,8 +34,6 @@ class SspEngine final : public Engine {
   void let_go_ready(Runtime& sim);
   void apply_oldest(Runtime& sim);  // the server's next update
   void launch_all(Runtime& sim, const std::vector<int>& workers);
-
-  nlohmann::json spec_;
   uint64_t bound_;                                      // s
   StalenessWeight weight_;                              // each gradient scaled by w(tau) (none: untouched)
   std::unique_ptr<ParameterStore> store_;

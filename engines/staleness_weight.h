@@ -55,11 +55,14 @@ std::vector<Field<C>> staleness_weight_fields(StalenessWeight C::*member) {
                [member, words](C& c, const json& v) {
                  for (const auto& w : words)
                    if (w.first == v.get<std::string>()) (c.*member).rule = w.second;
-               }),
+               },
+               [member, words](const C& c) { return json(word_of(words, (c.*member).rule)); }),
       field<C>(keys::num("staleness_a", 0.5, "a of staleness_weight polynomial and hinge (FedAsync)", 0),
-               [member](C& c, const json& v) { (c.*member).a = v.get<double>(); }),
+               [member](C& c, const json& v) { (c.*member).a = v.get<double>(); },
+               [member](const C& c) { return json((c.*member).a); }),
       field<C>(keys::num("staleness_b", 4.0, "b of staleness_weight hinge: staleness it leaves unweighted", 0),
-               [member](C& c, const json& v) { (c.*member).b = v.get<double>(); }),
+               [member](C& c, const json& v) { (c.*member).b = v.get<double>(); },
+               [member](const C& c) { return json((c.*member).b); }),
   };
 }
 

@@ -69,9 +69,8 @@ constexpr uint64_t kFragmentReduced = 1;  // timer payload: a fragment's all-red
 
 class StreamingDilocoEngine final : public Engine {
  public:
-  StreamingDilocoEngine(const StreamingDilocoConfig& c, const json& spec) : spec_(spec), c_(c) {}
+  StreamingDilocoEngine(const StreamingDilocoConfig& c) : c_(c) {}
   std::string type() const override { return "streaming_diloco"; }
-  nlohmann::json describe() const override { return spec_; }
   Snapshot model_of_record() const override { return store_->current(); }
 
   void start(Runtime& sim) override {
@@ -219,8 +218,6 @@ class StreamingDilocoEngine final : public Engine {
       for (const Range& r : frags_[size_t(p)]) ops::move_towards(ctx, out + r.begin, theta + r.begin, beta, r.len);
     });
   }
-
-  json spec_;
   StreamingDilocoConfig c_;
   size_t n_ = 0;
   std::unique_ptr<ParameterStore> store_;                // theta, the model of record
@@ -244,7 +241,7 @@ class StreamingDilocoEngine final : public Engine {
 
 EngineType streaming_diloco_engine_type() {
   using C = StreamingDilocoConfig;
-  EngineType t = engine_type<C>(
+  return engine_type<C>(
       "streaming_diloco",
       "Streaming DiLoCo (Douillard et al. 2025): DiLoCo whose P fragments are all-reduced at staggered steps, "
       "overlapped with `overlap` inner steps, the result mixed into each worker's copy (alpha), optionally in "
@@ -258,38 +255,30 @@ EngineType streaming_diloco_engine_type() {
        field(&C::outer_nesterov, keys::boolean("outer_nesterov", true, "outer Nesterov momentum (PyTorch's form)")),
        field(&C::quantize, keys::boolean("quantize", false,
                                          "send the outer gradients as 4-bit E3M0 floats with a max scale (n/2 + 4 bytes)"))},
-      [](const C& c, const json& spec) { return std::make_unique<StreamingDilocoEngine>(c, spec); },
-      [](const C& c, int) { return EngineCost{0, double(std::max(1, c.steps)), 4, true}; },
-      [](const C&, Validator& v) {
-        v.error("engine.type", "\"streaming_diloco\" all-reduces fragments between the workers: collectives are "
-                               "simulated only (a real run exchanges through the parameter-server rank)");
-      });
-  t.check = [](const json& e, const json& run, Validator& v) {
-    refuse_compression(run, "streaming_diloco all-reduces outer gradients (its own 4-bit form: quantize)", v);
-    auto integer = [&](const char* k) { return e.contains(k) && e[k].is_number_integer() ? e[k].get<int64_t>() : -1; };
-    const int64_t h = integer("steps"), p = integer("fragments"), tau = integer("overlap");
-    if (h > 0 && p > 0 && p > h)
-      v.error("engine.fragments", "at most one fragment per inner step: fragments " + std::to_string(p) +
-                                      " > steps " + std::to_string(h));
-    else if (h > 0 && p > 0 && tau >= 0 && tau >= std::max<int64_t>(1, h / p))
-      v.error("engine.overlap", "a fragment's all-reduce must end before the next one starts: overlap " +
-                                    std::to_string(tau) + " must be < steps / fragments = " + std::to_string(h / p));
-    if (e.value("outer_nesterov", json()) == true && e.contains("outer_momentum") && e["outer_momentum"].is_number() &&
-        e["outer_momentum"].get<double>() <= 0)
-      v.error("engine.outer_nesterov", "outer Nesterov momentum needs outer_momentum > 0");
-    const json& cluster = run.value("cluster", json::object());
-    const json& failures = cluster.is_object() ? cluster.value("failures", json::object()) : json::object();
-    if (failures.is_object() && ((failures.value("events", json::array()).is_array() &&
-                                  !failures.value("events", json::array()).empty()) ||
-                                 (failures.value("rate", json(0)).is_number() && failures.value("rate", json(0)).get<double>() > 0)))
-      v.error("cluster.failures", "streaming_diloco does not model failures (a worker lost in a fragment's "
-                                  "all-reduce): remove cluster.failures");
-    const json& st = run.value("staleness", json::object());
-    if (st.is_object() && st.contains("mode") && st["mode"].is_string() && st["mode"] != "emergent")
-      v.error("staleness.mode", "streaming_diloco's workers compute on their own copies: forced staleness does not "
-                                "apply; use \"emergent\"");
-  };
-  return t;
+      {[](const C& c) { return std::make_unique<StreamingDilocoEngine>(c); },
+       [](const C& c, int) { return EngineCost{0, double(std::max(1, c.steps)), 4, true}; },
+       [](const C& c, const EngineRunView& run, Validator& v) {
+         refuse_compression(run, "streaming_diloco all-reduces outer gradients (its own 4-bit form: quantize)", v);
+         const int64_t h = c.steps, p = c.fragments, tau = c.overlap;
+         if (p > h)
+           v.error("engine.fragments", "at most one fragment per inner step: fragments " + std::to_string(p) +
+                                           " > steps " + std::to_string(h));
+         else if (tau >= std::max<int64_t>(1, h / p))
+           v.error("engine.overlap", "a fragment's all-reduce must end before the next one starts: overlap " +
+                                         std::to_string(tau) + " must be < steps / fragments = " + std::to_string(h / p));
+         if (c.outer_nesterov && c.outer_momentum <= 0)
+           v.error("engine.outer_nesterov", "outer Nesterov momentum needs outer_momentum > 0");
+         if (run.failures)
+           v.error("cluster.failures", "streaming_diloco does not model failures (a worker lost in a fragment's "
+                                       "all-reduce): remove cluster.failures");
+         if (!run.staleness.empty() && run.staleness != "emergent")
+           v.error("staleness.mode", "streaming_diloco's workers compute on their own copies: forced staleness does "
+                                     "not apply; use \"emergent\"");
+       },
+       [](const C&, Validator& v) {
+         v.error("engine.type", "\"streaming_diloco\" all-reduces fragments between the workers: collectives are "
+                                "simulated only (a real run exchanges through the parameter-server rank)");
+       }});
 }
 
 }  // namespace asgd

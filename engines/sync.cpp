@@ -56,30 +56,26 @@ Field<SyncConfig> comm_field() {
 
 // Checks both members share: a hierarchical all-reduce needs boxes; a collective (and the
 // host exchange) sends no pushed gradient, so it cannot compress one.
-void check_comm(const json& e, const json& run, Validator& v) {
-  const json& cluster = run.value("cluster", json::object());
-  const TopologyFacts topology = topology_facts(cluster);
-  if (e.contains("comm") && e["comm"] == "hierarchical" && !topology.hosts)
+void check_comm(const SyncConfig& c, const EngineRunView& run, Validator& v) {
+  if (c.comm == "hierarchical" && !run.topology.hosts)
     v.error("engine.comm", "\"hierarchical\" reduces within each box: it needs a topology with boxes "
                            "(cluster.topology.type \"boxes\")");
-  const bool collective = e.contains("comm") && e["comm"].is_string() && e["comm"] != "ps";
-  const bool host_exchange = !collective && text_of(cluster, "placement") == "host" && topology.boxes > 1;
+  const bool collective = c.comm != "ps";
+  const bool host_exchange = !collective && run.placement == "host" && run.topology.boxes > 1;
   if (collective)
-    refuse_compression(run, "comm " + e["comm"].dump() + " sums gradients in a collective, not pushes", v);
+    refuse_compression(run, "comm " + json(c.comm).dump() + " sums gradients in a collective, not pushes", v);
   else if (host_exchange)
     refuse_compression(run, "placement \"host\" over several boxes exchanges each box's sum, not pushes", v);
-  const json& net = cluster.value("network", json::object());
-  if (!collective && net.is_object() && net.value("compression", json::object()).is_object() &&
-      net.value("compression", json::object()).value("type", json()) == "powersgd")
+  if (!collective && run.compression == "powersgd")
     v.error("cluster.network.compression.type",
             "\"powersgd\" compresses an all-reduce: set the engine's comm to \"allreduce\" or \"hierarchical\" "
             "(comm \"ps\" pushes each gradient to the servers)");
 }
 
-std::unique_ptr<Engine> build(const SyncConfig& c, const json& spec) { return std::make_unique<SyncEngine>(c, spec); }
-std::unique_ptr<Engine> build_backup(SyncConfig c, const json& spec) {
+std::unique_ptr<Engine> build(const SyncConfig& c) { return std::make_unique<SyncEngine>(c); }
+std::unique_ptr<Engine> build_backup(SyncConfig c) {
   c.type = "sync_backup";
-  return std::make_unique<SyncEngine>(c, spec);
+  return std::make_unique<SyncEngine>(c);
 }
 // An iteration: the aggregated gradients (every worker's, counting the backups' dropped
 // ones as computed), one update.
@@ -97,8 +93,7 @@ void check_real(const SyncConfig& c, Validator& v) {
 EngineType sync_engine_type() {
   EngineType t = engine_type<SyncConfig>(
       "sync", "synchronous SGD: all workers compute on the same parameters; apply the mean once all arrive",
-      {comm_field()}, build, iteration_cost, check_real);
-  t.check = check_comm;
+      {comm_field()}, {build, iteration_cost, check_comm, check_real});
   t.sums_across_boxes = true;
   t.all_reduces = true;
   return t;
@@ -116,26 +111,25 @@ EngineType sync_backup_engine_type() {
                                    "they arrive (Chen et al. 2016); \"cancel\" the steps under way when the "
                                    "iteration ends, all workers start the next one (K-sync, Dutta et al. 2018)",
                                    {"drop", "cancel"}),
-                         [](SyncConfig& c, const json& v) { c.cancel_late = v == "cancel"; }),
+                         [](SyncConfig& c, const json& v) { c.cancel_late = v == "cancel"; },
+                         [](const SyncConfig& c) { return json(c.cancel_late ? "cancel" : "drop"); }),
        comm_field()},
-      build_backup, iteration_cost, check_real);
-  t.check = [](const json& e, const json& run, Validator& v) {
-    const json& cluster = run.value("cluster", json::object());
-    if (e.contains("backups") && e["backups"].is_number_integer() && cluster.is_object() &&
-        cluster.contains("workers") && cluster["workers"].is_number_integer() &&
-        e["backups"].get<int64_t>() >= cluster["workers"].get<int64_t>())
-      v.error("engine.backups", "must be < cluster.workers (" + cluster["workers"].dump() + "): at least one " +
-                                    "gradient is aggregated per iteration; got " + e["backups"].dump());
-    check_comm(e, run, v);
-  };
+      {build_backup, iteration_cost,
+       [](const SyncConfig& c, const EngineRunView& run, Validator& v) {
+         if (run.workers && c.backups >= *run.workers)
+           v.error("engine.backups", "must be < cluster.workers (" + std::to_string(*run.workers) +
+                                         "): at least one gradient is aggregated per iteration; got " +
+                                         std::to_string(c.backups));
+         check_comm(c, run, v);
+       },
+       check_real});
   t.sums_across_boxes = true;
   t.all_reduces = true;
   return t;
 }
 
-SyncEngine::SyncEngine(const SyncConfig& config, const nlohmann::json& spec)
-    : spec_(spec),
-      type_(config.type),
+SyncEngine::SyncEngine(const SyncConfig& config)
+    : type_(config.type),
       comm_key_(config.comm),
       backups_(config.backups),
       cancel_late_(config.cancel_late) {}

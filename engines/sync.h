@@ -20,7 +20,7 @@ struct SyncConfig {
 
 class SyncEngine final : public Engine {
  public:
-  SyncEngine(const SyncConfig& config, const nlohmann::json& spec);
+  SyncEngine(const SyncConfig& config);
   ~SyncEngine() override;
   std::string type() const override { return type_; }
   void start(Runtime& sim) override;
@@ -29,7 +29,6 @@ class SyncEngine final : public Engine {
   void on_worker_up(Runtime& sim, int worker) override { launch_idle(sim); }
   void on_timer(Runtime& sim, const Event& e) override;
   Snapshot model_of_record() const override;
-  nlohmann::json describe() const override { return spec_; }
 
  private:
   void launch_idle(Runtime& sim);
@@ -38,7 +37,6 @@ class SyncEngine final : public Engine {
   void finish_if_complete(Runtime& sim);
   // Where worker w, whose replica is behind, gets the current parameters (collectives).
   int catch_up_source(const Runtime& sim, int w) const;
-  nlohmann::json spec_;
   // How an iteration communicates (docs/architecture.md, "Collectives"): per-step pulls
   // and pushes (ps, servers placement or one box), or a collective at the iteration's end
   // on replicas the workers keep: a ring, the hierarchical all-reduce, or (host placement

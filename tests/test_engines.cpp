@@ -954,6 +954,44 @@ TEST(LearningRate, EpochNHasTheSameRateForOneAndEightWorkers) {
   }
 }
 
+// ------------------------------------------------------------------ describe()
+
+// An engine's describe() (summary.json's engine_config) is its keys read back from its
+// typed config (Field::get): for every engine, its defaults; and values other than the
+// defaults through every getter of its own (words stored as flags or enums, "auto").
+TEST(EngineDescribe, ReadsTheKeysBackFromTheTypedConfig) {
+  auto described = [](const json& spec) {
+    json d = make_engine(spec)->describe();
+    d.erase("alpha_used");  // easgd's resolved alpha and beta, added at start
+    d.erase("beta_used");
+    return d;
+  };
+  for (const EngineType& t : engine_types()) {
+    json spec = {{"type", t.name}};
+    for (const ParamInfo& p : t.params) spec[p.name] = p.default_value;
+    EXPECT_EQ(described(spec), spec) << t.name;
+  }
+  const std::vector<json> others = {
+      {{"type", "async"}, {"lr_staleness", "divide"}, {"delay_compensation", 0.25}, {"staleness_weight", "hinge"},
+       {"staleness_a", 0.75}, {"staleness_b", 2.0}},
+      {{"type", "easgd"}, {"mode", "sync"}, {"period", 3}, {"alpha", 0.125}, {"delta", 0.5}, {"order", "local_first"}},
+      {{"type", "ringmaster"}, {"delay_threshold", 3}, {"late", "cancel"}},
+      {{"type", "sync_backup"}, {"backups", 2}, {"late", "cancel"}, {"comm", "allreduce"}},
+      {{"type", "k_batch_sync"}, {"k", 3}, {"late", "drop"}},
+      {{"type", "k_async"}, {"k", 2}, {"batch", true}, {"staleness_weight", "polynomial"}},
+      {{"type", "mindflayer"}, {"budget", 0.5}, {"budgets", {0.25, 1.5}}, {"trials", 2}},
+      {{"type", "streaming_diloco"}, {"fragments", 4}, {"quantize", true}, {"outer_nesterov", false}},
+      {{"type", "async_local_sgd"}, {"steps", 7}, {"nesterov_period", 2}, {"outer_nesterov", true}},
+  };
+  for (json spec : others) {
+    for (const ParamInfo& p : find_engine_type(spec["type"])->params)
+      if (!spec.contains(p.name)) spec[p.name] = p.default_value;
+    spec["name"] = "label";  // the run's label and train overrides are the spec's own
+    spec["train"] = {{"lr", 0.5}};
+    EXPECT_EQ(described(spec), spec) << spec.dump();
+  }
+}
+
 // ------------------------------------------------------------------ bad input
 
 // Exit 2, naming the JSON path and what is allowed (the ParamInfo catalog drives this).

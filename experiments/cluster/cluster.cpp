@@ -50,9 +50,7 @@ void check_supported(const RunSpec& run, int workers_available) {
   if (!find_topology_type(s.topology.type)->real)  // the real machines' links are what they are
     v.error("cluster.topology.type", json(s.topology.type).dump() + ": its links are simulated only: a real run uses "
                                      "the machines mpirun starts (remove cluster.topology)");
-  const json& engine = run.config["engine"];  // validated: its type is an engine's
-  if (const EngineType* type = find_engine_type(engine["type"].get<std::string>()); type->check_real)
-    type->check_real(engine, v);
+  run.bound_engine->check_real(v);
   if (s.failure_rate > 0)
     v.error("cluster.failures.rate", "failures at a rate are simulated only (real failures: failures.events)");
   if (s.compute_model.value("dist", "") == "measured")  // no calibration runs here: the first step would fail
@@ -240,7 +238,7 @@ int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, 
 
     Recorder recorder(s.trace);
     MpiRuntime server(run, s, in, recorder);
-    std::unique_ptr<Engine> engine = make_engine(run.config["engine"]);
+    std::unique_ptr<Engine> engine = make_engine(*run.bound_engine);
     RunOutcome outcome;
     try {
       outcome = server.run(*engine);

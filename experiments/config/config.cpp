@@ -260,7 +260,31 @@ std::string train_issue_path(const std::string& path, const json& override) {
 
 // Validates one run's config and binds its typed settings `s` in the same pass (`s` is
 // complete when nothing was reported).
-json resolve_run(const json& u, Validator& v, RunSettings& s) {
+// What engines' checks read of the run (EngineRunView), from its resolved sections: a value
+// of the wrong type (reported by its section) is left empty.
+EngineRunView engine_run_view(const json& run) {
+  EngineRunView r;
+  auto object = [](const json& o, const char* key) {
+    return o.is_object() && o.contains(key) && o[key].is_object() ? o[key] : json::object();
+  };
+  const json train = object(run, "train"), cluster = object(run, "cluster"), staleness = object(run, "staleness");
+  const json network = object(cluster, "network"), failures = object(cluster, "failures");
+  if (cluster.contains("workers") && cluster["workers"].is_number_integer()) r.workers = cluster["workers"].get<int64_t>();
+  if (train.contains("momentum") && train["momentum"].is_number()) r.momentum = train["momentum"].get<double>();
+  r.optimizer = text_of(train, "optimizer");
+  r.nesterov = train.value("nesterov", json()) == true;
+  r.compression = text_of(object(network, "compression"), "type");
+  r.placement = text_of(cluster, "placement");
+  r.topology = topology_facts(cluster);
+  const json events = failures.value("events", json::array()), rate = failures.value("rate", json(0));
+  r.failures = (events.is_array() && !events.empty()) || (rate.is_number() && rate.get<double>() > 0);
+  r.staleness = text_of(staleness, "mode");
+  return r;
+}
+
+// `engine`: the run's engine bound to its typed config (null when the engine object was
+// reported invalid).
+json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<const BoundEngine>& engine) {
   json out = top_section().bind(u, "", v, s,
                                 {"model", "data", "train", "stop", "eval", "cluster", "staleness", "real", "engine", "run"});
   if (!u.is_object()) return out;
@@ -348,16 +372,19 @@ json resolve_run(const json& u, Validator& v, RunSettings& s) {
   else {
     json engine_user = u["engine"];
     if (engine_user.is_object()) engine_user.erase("train");  // bound with train above
+    const size_t before = v.issues().size();
     out["engine"] = v.component(engine_user, "engine", "type", engine_catalog(),
                                 {str("name", "", "label for this engine in run ids and plots (default: its type)")});
     if (train_override.is_object() && !train_override.empty() && out["engine"].is_object())
       out["engine"]["train"] = train_override;  // what this engine's runs changed of train, in config.json
+    // Bound once, when its own keys are valid; its checks across sections read the typed
+    // config and the run's view.
+    if (v.issues().size() == before) find_engine_type(out["engine"]["type"])->check_values(out["engine"], v);
+    if (v.issues().size() == before) {
+      engine = bind_engine(out["engine"]);
+      engine->check(engine_run_view(out), v);
+    }
   }
-
-  if (out.contains("engine") && out["engine"].is_object() && out["engine"].contains("type") &&
-      out["engine"]["type"].is_string())
-    if (const EngineType* type = find_engine_type(out["engine"]["type"]); type && type->check)
-      type->check(out["engine"], out, v);
   if (model_kind && model_kind->reads == ModelType::Reads::Sparse && cluster.contains("network") &&
       cluster["network"].is_object() && cluster["network"].contains("compression") &&
       cluster["network"]["compression"].is_object() && cluster["network"]["compression"].contains("type") &&
@@ -506,7 +533,7 @@ void warn_of_rounds_past_the_budget(Experiment& exp, const RunSpec& run, const D
   // budget unknown here: estimate_run_scale would count it as one sample.
   if (run.settings.stop_epochs > 0 && !(data_shape(run.config["data"]).train > 0)) return;
   const RunScale scale = estimate_run_scale(run.config, run.settings, compute);
-  const EngineCost cost = engine_cost(run.config["engine"], run.settings.workers);
+  const EngineCost cost = run.bound_engine->cost(run.settings.workers);
   if (!(cost.gradients_per_update > 1) || !(scale.gradients < cost.gradients_per_update)) return;
   const std::string budget = budget_text(run.config["stop"]);
   const std::string text = "engine '" + run.engine + "': one round (an update of the model of record) takes " +
@@ -528,7 +555,7 @@ void warn_of_free_network(Experiment& exp) {
     const NetworkSpec& n = run.settings.network;
     if (n.latency > 0 || n.bandwidth > 0 || n.worker_bandwidth > 0 || run.settings.topology.type != kDefaultTopologyType)
       continue;
-    sends.emplace(run.engine, engine_cost(run.config["engine"], run.settings.workers).messages_per_step);
+    sends.emplace(run.engine, run.bound_engine->cost(run.settings.workers).messages_per_step);
     free.push_back(&run);
   }
   bool differ = false;
@@ -907,7 +934,8 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
       }
       Validator rv;
       RunSettings settings;
-      json resolved = resolve_run(run_user, rv, settings);
+      std::shared_ptr<const BoundEngine> bound;
+      json resolved = resolve_run(run_user, rv, settings, bound);
       for (const auto& issue : rv.issues()) {
         std::string path = issue.path, message = issue.message;
         if (path.rfind("engine", 0) == 0 && (path.size() == 6 || path[6] == '.'))
@@ -947,6 +975,7 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
         run.config["seed"] = run.seed;
         run.settings = settings;
         run.settings.seed = run.seed;
+        run.bound_engine = bound;
         run.config["name"] = name;
         run.config["run"] = {{"run_id", run.run_id}, {"experiment", name}, {"engine", run.engine},
                              {"sweep", sweep_values}, {"repeat", r}, {"seed", run.seed}};

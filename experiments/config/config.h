@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
+#include "engines/engine_registry.h"
 #include "sim/config/validator.h"
 #include "sim/config/param.h"
 #include "sim/data/catalog.h"
@@ -29,6 +30,8 @@ struct RunSpec {
   int repeat = 0;
   json config;               // the resolved config, as config.json shows it
   RunSettings settings;      // the same run, typed: bound from config's keys while validating
+  std::shared_ptr<const BoundEngine> bound_engine;  // its engine, bound to its typed config once (null: a run read
+                                                    // back from its folder, which is not run)
   // What would mislead about this run's result, said in its summary.json note too (a
   // round longer than the stop budget, engines compared over a free network).
   std::vector<std::string> notes;

@@ -250,7 +250,7 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   ComputeTimeModel compute = build_compute_model(settings, exp.base_dir);
   Recorder recorder(settings.trace);
   recorder.set_process(int(k) + 1, run.run_id);  // trace.json: a process per run, in run order
-  std::unique_ptr<Engine> engine = make_engine(run.config["engine"]);
+  std::unique_ptr<Engine> engine = make_engine(*run.bound_engine);
   RunOutcome outcome;
   {
     bool uses_data = model->uses_data();

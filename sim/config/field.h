@@ -5,7 +5,8 @@
 // members chosen by a "type" key (engines, staleness modes, lr schedules), each with its
 // own fields. Validation, the resolved config.json, `asgdsim list`, docs/config.md and the
 // error hints read the ParamInfos; the typed run config is filled by the setters in the
-// same pass that validates (Section::bind, Family::bind).
+// same pass that validates (Section::bind, Family::bind), and the getters read it back as
+// the keys' values (an engine's describe(): get_fields).
 // What it is not: a JSON mapper for arbitrary structs. Keys whose value takes a word or a
 // number ("auto", "workers"), or that are derived from other keys, have a setter of their
 // own; checks across keys belong to the component that owns them.
@@ -28,17 +29,26 @@ struct Field {
   // Writes the validated value (its default filled in) into the typed config; empty when
   // the key is resolved by its section's own code.
   std::function<void(S&, const json&)> set;
+  // Reads the member back as the key's value (the inverse of `set` on the values it
+  // accepts; a number key reads back as a floating-point number); empty where `set` is,
+  // or where nothing reads the section back.
+  std::function<json(const S&)> get;
+  // For a key whose value the ParamInfo cannot describe (a number in a range or a word:
+  // ParamType::Any): why its value is not allowed ("": it is). Optional.
+  std::function<std::string(const json& value)> why_not;
 };
 
 // A key whose value is stored as it is (number, integer, boolean, string, list).
 template <class S, class T>
 Field<S> field(T S::*member, ParamInfo info) {
-  return {std::move(info), [member](S& s, const json& v) { s.*member = v.get<T>(); }};
+  return {std::move(info), [member](S& s, const json& v) { s.*member = v.get<T>(); },
+          [member](const S& s) { return json(s.*member); }};
 }
-// A key with a setter of its own (a conversion, a member of a member).
+// A key with a setter (and a getter, where the section is read back) of its own: a
+// conversion, a member of a member.
 template <class S>
-Field<S> field(ParamInfo info, std::function<void(S&, const json&)> set) {
-  return {std::move(info), std::move(set)};
+Field<S> field(ParamInfo info, std::function<void(S&, const json&)> set, std::function<json(const S&)> get = {}) {
+  return {std::move(info), std::move(set), std::move(get)};
 }
 // A key in virtual seconds stored as SimTime, where 0 means "no limit" (kNever) when
 // `zero_is_never` is set.
@@ -47,8 +57,20 @@ Field<S> seconds_field(SimTime S::*member, ParamInfo info, bool zero_is_never) {
   return {std::move(info), [member, zero_is_never](S& s, const json& v) {
             const double sec = v.get<double>();
             s.*member = zero_is_never && sec <= 0 ? kNever : seconds_to_sim(sec);
+          },
+          // (t / 1e9, correctly rounded: a value of at most 9 decimals reads back as written)
+          [member, zero_is_never](const S& s) {
+            return json(zero_is_never && s.*member == kNever ? 0.0 : double(s.*member) / 1e9);
           }};
 }
+// The word of an enum value in a choice_field's list (the value is one of them).
+template <class E>
+const std::string& word_of(const std::vector<std::pair<std::string, E>>& words, E value) {
+  for (const auto& w : words)
+    if (w.second == value) return w.first;
+  throw std::logic_error("word_of: a value without its word");
+}
+
 // A word from a fixed list stored as an enum: choices are the words, in order.
 template <class S, class E>
 Field<S> choice_field(E S::*member, ParamInfo info, std::vector<std::pair<std::string, E>> words) {
@@ -58,20 +80,13 @@ Field<S> choice_field(E S::*member, ParamInfo info, std::vector<std::pair<std::s
   return {std::move(info), [member, words](S& s, const json& v) {
             for (const auto& w : words)
               if (w.first == v.get<std::string>()) s.*member = w.second;
-          }};
+          },
+          [member, words](const S& s) { return json(word_of(words, s.*member)); }};
 }
 // A key that is validated and shown but read by no setter (its section's code reads it).
 template <class S>
 Field<S> unbound(ParamInfo info) {
   return {std::move(info), {}};
-}
-
-// The word of an enum value in a choice_field's list (the value is one of them).
-template <class E>
-const std::string& word_of(const std::vector<std::pair<std::string, E>>& words, E value) {
-  for (const auto& w : words)
-    if (w.second == value) return w.first;
-  throw std::logic_error("word_of: a value without its word");
 }
 
 template <class S>
@@ -91,6 +106,26 @@ void set_fields(const std::vector<Field<S>>& fields, const json& resolved, S& ou
     if (resolved.is_object() && resolved.contains(f.info.name)) f.set(out, resolved.at(f.info.name));
     else if (!f.info.required()) f.set(out, f.info.default_value);
   }
+}
+
+// The inverse of set_fields: the keys of `fields` as an object, read from `s` (every field
+// has a getter: one without is a declaration error, thrown as std::logic_error).
+template <class S>
+json get_fields(const std::vector<Field<S>>& fields, const S& s) {
+  json out = json::object();
+  for (const auto& f : fields) {
+    if (!f.get) throw std::logic_error("get_fields: key '" + f.info.name + "' has no getter");
+    out[f.info.name] = f.get(s);
+  }
+  return out;
+}
+
+// Reports each key of `resolved` whose value its field's why_not refuses, at `path`.key.
+template <class S>
+void check_values(const std::vector<Field<S>>& fields, const json& resolved, const std::string& path, Validator& v) {
+  for (const auto& f : fields)
+    if (f.why_not && resolved.is_object() && resolved.contains(f.info.name))
+      if (const std::string why = f.why_not(resolved.at(f.info.name)); !why.empty()) v.error(join_path(path, f.info.name), why);
 }
 
 // The keys of one JSON object (a config section), bound to the members of S.

@@ -34,8 +34,10 @@ class Engine {
   // What its staleness counts (summary.json staleness.unit): updates of the model of record
   // by default.
   virtual const char* staleness_unit() const { return "updates"; }
-  // The configuration actually used (written into the run's summary).
-  virtual nlohmann::json describe() const { return {{"type", type()}}; }
+  // What it resolved when it started beyond its configured keys (easgd's alpha_used), added
+  // to them in the run's summary (engine_config); the keys themselves are read back from
+  // its typed config by the registry (make_engine). Nothing by default.
+  virtual nlohmann::json describe() const { return nlohmann::json::object(); }
 };
 
 }  // namespace asgd
