@@ -628,5 +628,21 @@ class EngineNamesTest(unittest.TestCase):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+
+class OptionListTest(unittest.TestCase):
+    """plot.py's and overlay.py's comma lists (--metric, --format) are one function: each
+    name checked, each once in the order given."""
+
+    def test_checked_deduplicated_and_shared(self):
+        from asgdsim.analysis import options, overlay, plot
+        self.assertIs(plot.split_list, options.split_list)
+        self.assertIs(overlay.split_list, options.split_list)
+        self.assertIs(overlay.UsageError, plot.UsageError)
+        self.assertEqual(options.split_list("png, svg,png", ("png", "svg", "pdf"), "--format"), ["png", "svg"])
+        with self.assertRaisesRegex(options.UsageError, "--format: gif is not one of png, svg"):
+            options.split_list("png,gif", ("png", "svg"), "--format")
+        with self.assertRaisesRegex(options.UsageError, "--metric: empty"):
+            options.split_list(" , ", ("train_loss",), "--metric")
+
 if __name__ == "__main__":
     unittest.main()

@@ -26,6 +26,8 @@ import math
 import sys
 from pathlib import Path
 
+from .options import UsageError, split_list
+
 X_AXES = ("epoch", "time", "updates")
 DEFAULT_X_AXES = ("epoch", "time")
 METRICS = ("train_loss", "test_loss", "test_accuracy")
@@ -46,22 +48,8 @@ TABLE_ROWS = (
 )
 
 
-class UsageError(Exception):
-    """Bad input; exit code 2."""
-
-
 def warn(message):
     print("overlay.py: warning: " + message, file=sys.stderr)
-
-
-def split_list(text, allowed, option):
-    """'a,b' or 'a' -> ['a', 'b'], each checked against allowed."""
-    items = [item.strip() for item in text.split(",") if item.strip()]
-    bad = [item for item in items if item not in allowed]
-    if bad or not items:
-        raise UsageError(f"{option}: {', '.join(bad) or 'empty'} is not one of "
-                         f"{', '.join(allowed)}")
-    return list(dict.fromkeys(items))
 
 
 def parse_arguments(argv):

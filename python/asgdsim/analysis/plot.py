@@ -32,26 +32,13 @@ from pathlib import Path
 
 from . import data, figures, report, rundata, stats
 from . import groups as grouping
+from .options import UsageError, split_list  # noqa: F401 (plot.UsageError: the scripts' own)
 from .rundata import warn
 
 X_AXES = ("time", "updates", "epoch")
 METRICS = ("train_loss", "test_loss", "test_accuracy")
 FORMATS = ("png", "svg", "pdf")
 DPI = 110
-
-
-class UsageError(Exception):
-    """A bad option value; exit code 2."""
-
-
-def split_list(text, allowed, option):
-    """'a,b' or 'a' -> ['a', 'b'], each checked against allowed."""
-    items = [item.strip() for item in text.split(",") if item.strip()]
-    bad = [item for item in items if item not in allowed]
-    if bad or not items:
-        raise UsageError(f"{option}: {', '.join(bad) or 'empty'} is not one of "
-                         f"{', '.join(allowed)}")
-    return items
 
 
 def band_argument(text):
