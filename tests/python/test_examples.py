@@ -115,5 +115,25 @@ class Examples(unittest.TestCase):
             self.assertEqual(r["messages_to_server"], 4, engine)
 
 
+    @unittest.skipUnless(os.path.isdir(FORTUNES), f"no fortunes in {FORTUNES}")
+    def test_char_transformer_streaming(self):
+        """The Streaming DiLoCo study on the transformer, tiny: its three engines run, and a
+        synchronisation of one fragment of four is a quarter of DiLoCo's (the 4-bit one less)."""
+        cfg = example_config("char_transformer", "streaming.json")
+        cfg["data"].update(train_limit=256, test_limit=32)
+        cfg["train"]["batch_size"] = 4
+        cfg["cluster"]["workers"] = 2
+        for e in cfg["engines"]:
+            e["steps"] = 8  # 4 fragments, overlap 1 < 8 / 4
+        cfg["stop"] = {"gradients": 32}
+        cfg["eval"].update(every=1e9, unit="updates", train_samples=32, test_samples=32)
+        s = self.check(asgdsim.run(cfg, out=self.tmp.name, quiet=True), 3)
+        self.assertEqual(sorted(s["engine"]), ["diloco_ring", "streaming", "streaming_fp4"])
+        peak = {e: json.load(open(os.path.join(self.tmp.name, "char_transformer_streaming", f"{e}-seed1",
+                                               "summary.json")))["messages"]["peak_sync_bytes"]
+                for e in s["engine"]}
+        self.assertLess(peak["streaming"], 0.3 * peak["diloco_ring"])
+        self.assertLess(peak["streaming_fp4"], 0.3 * peak["streaming"])
+
 if __name__ == "__main__":
     unittest.main()
