@@ -32,20 +32,13 @@ from pathlib import Path
 
 from . import data, figures, report, rundata, stats
 from . import groups as grouping
-from .options import UsageError, split_list  # noqa: F401 (plot.UsageError: the scripts' own)
+from .options import UsageError, band_argument, split_list  # noqa: F401 (plot.UsageError: the scripts' own)
 from .rundata import warn
 
 X_AXES = ("time", "updates", "epoch")
 METRICS = ("train_loss", "test_loss", "test_accuracy")
 FORMATS = ("png", "svg", "pdf")
 DPI = 110
-
-
-def band_argument(text):
-    try:
-        return stats.normalize_band(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def parse_where(text):

@@ -28,18 +28,12 @@ from . import data
 from . import groups as grouping
 from . import report
 from . import stats
+from .options import band_argument
 from .rundata import NotAnExperiment
 
 
 class UsageError(Exception):
     pass
-
-
-def band_argument(text):
-    try:
-        return stats.normalize_band(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def begin_marker(name):
