@@ -38,6 +38,15 @@ void shuffle(std::vector<int32_t>& ids, uint64_t seed, uint32_t stream, uint32_t
   for (size_t i = ids.size(); i > 1; --i) std::swap(ids[i - 1], ids[rng.below(i)]);
 }
 
+// Each class's sample ids in a seeded order (seed, Partition, class + 1, 0): what the
+// Dirichlet splits cut or deal from.
+std::vector<std::vector<int32_t>> ids_by_class(const std::vector<int32_t>& labels, int classes, uint64_t seed) {
+  std::vector<std::vector<int32_t>> by_class(static_cast<size_t>(classes));
+  for (size_t i = 0; i < labels.size(); ++i) by_class[size_t(labels[i])].push_back(int32_t(i));
+  for (size_t c = 0; c < by_class.size(); ++c) shuffle(by_class[c], seed, uint32_t(c + 1), 0);
+  return by_class;
+}
+
 }  // namespace
 
 std::vector<std::vector<double>> dirichlet_mixes(const std::vector<double>& prior, int workers, double alpha,
@@ -84,9 +93,7 @@ std::vector<std::vector<int32_t>> partition_samples(const std::vector<int32_t>& 
       part.insert(part.end(), sorted.begin() + long(begin), sorted.begin() + long(end));
     }
   } else if (spec.kind == PartitionSpec::Kind::Dirichlet) {
-    std::vector<std::vector<int32_t>> by_class(static_cast<size_t>(classes));
-    for (size_t i = 0; i < n; ++i) by_class[size_t(labels[i])].push_back(int32_t(i));
-    for (size_t c = 0; c < by_class.size(); ++c) shuffle(by_class[c], seed, uint32_t(c + 1), 0);
+    const std::vector<std::vector<int32_t>> by_class = ids_by_class(labels, classes, seed);
     // One draw: every class's shares and cuts. Only the non-empty cuts are kept (at most n
     // of them), and each worker's count, so that a draw that leaves a worker empty costs
     // its Gamma draws alone; the parts are filled from the cuts of the draw that serves.
@@ -144,9 +151,7 @@ std::vector<std::vector<int32_t>> partition_samples(const std::vector<int32_t>& 
     if (p > n)
       throw ConfigError("", {{"data.partition", std::to_string(p) + " workers but " + std::to_string(n) +
                                                     " training samples: a worker would get none"}});
-    std::vector<std::vector<int32_t>> by_class(static_cast<size_t>(classes));
-    for (size_t i = 0; i < n; ++i) by_class[size_t(labels[i])].push_back(int32_t(i));
-    for (size_t c = 0; c < by_class.size(); ++c) shuffle(by_class[c], seed, uint32_t(c + 1), 0);
+    const std::vector<std::vector<int32_t>> by_class = ids_by_class(labels, classes, seed);
     std::vector<double> prior(by_class.size());
     for (size_t c = 0; c < prior.size(); ++c) prior[c] = double(by_class[c].size()) / double(n);
     const std::vector<std::vector<double>> mix = dirichlet_mixes(prior, workers, spec.alpha, seed);
