@@ -40,7 +40,7 @@ EngineType async_engine_type() {
                        "needs train.momentum 0)",
                        0))};
   for (auto& f : staleness_weight_fields(&C::weight)) fields.push_back(std::move(f));
-  return engine_type<C>(
+  EngineType t = engine_type<C>(
       "async",
       "asynchronous SGD, parameter server (Dean et al. 2012): apply each gradient on arrival; optionally "
       "staleness-aware (Zhang et al. 2016) and delay-compensated (DC-ASGD, Zheng et al. 2017)",
@@ -55,7 +55,10 @@ EngineType async_engine_type() {
            v.error("engine.delay_compensation", "DC-ASGD is defined for plain SGD, not for train.optimizer " +
                                                     json(run.optimizer).dump() + ": set delay_compensation to 0");
        }});
+  t.population = true;
+  return t;
 }
+
 
 AsyncEngine::AsyncEngine(const AsyncConfig& config)
     : type_(config.type),

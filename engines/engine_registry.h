@@ -119,6 +119,11 @@ struct EngineType {
   // It all-reduces gradients (sync's collectives), so PowerSGD (compression "powersgd")
   // can compress them; the engine's own check says in which modes.
   bool all_reduces = false;
+  // It runs on a population of clients (section clients): each step it launches from a
+  // fresh Runtime::next_step draws a client, and a client's multi-step job says so
+  // (Step::keep_client). The others keep a state per worker that a client would have to
+  // carry from slot to slot, and refuse a population.
+  bool population = false;
 };
 
 // For an engine (or a mode of one) that pushes no gradients: compression of pushed

@@ -154,7 +154,7 @@ EngineType k_async_engine_type() {
                                      "any k gradients, each worker goes on after its push (K-batch-async; FedBuff "
                                      "with staleness_weight)"))};
   for (auto& f : staleness_weight_fields(&C::weight)) fields.push_back(std::move(f));
-  return engine_type<C>(
+  EngineType t = engine_type<C>(
       "k_async",
       "K-async SGD (Dutta et al. 2018): one update after k gradients have arrived, stale ones allowed; "
       "batch: any k (K-batch-async, FedBuff with staleness weights)",
@@ -167,6 +167,9 @@ EngineType k_async_engine_type() {
                                    ") with batch false: an update takes k distinct workers' gradients; got " +
                                    std::to_string(c.k) + " (or set batch true)");
        }});
+  t.population = true;
+  return t;
 }
+
 
 }  // namespace asgd

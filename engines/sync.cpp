@@ -96,6 +96,7 @@ EngineType sync_engine_type() {
       {comm_field()}, {build, iteration_cost, check_comm, check_real});
   t.sums_across_boxes = true;
   t.all_reduces = true;
+  t.population = true;  // each iteration's steps draw their clients (FedSGD)
   return t;
 }
 

@@ -20,6 +20,8 @@ enum class RngPurpose : uint8_t {
   Network = 10,       // network jitter
   Partition = 11,     // non-IID data partitions (data.partition)
   Compression = 12,   // PowerSGD's initial Q (worker = the matrix's index)
+  ClientSampling = 13,  // a population's draws of clients for free slots (step = the draw's index)
+  ClientSpeed = 14,     // a population's per-client slowdown factors (worker = the client)
 };
 
 class Rng {

@@ -36,6 +36,15 @@ namespace {
 
 constexpr size_t kMaxConfigBytes = size_t(64) << 20;  // a config file larger than this is refused unread
 
+// A run's sections below the top level, as a config names them: the run, the experiment and
+// the experiment's resolved copy list these, plus their own ("engine", "engines", "sweep").
+const std::vector<std::string> kRunSections = {"model", "data",      "train", "stop",   "eval",
+                                               "cluster", "staleness", "real",  "clients"};
+std::vector<std::string> with_sections(std::vector<std::string> own) {
+  own.insert(own.begin(), kRunSections.begin(), kRunSections.end());
+  return own;
+}
+
 using keys::seconds;
 using keys::num;
 using keys::integer;
@@ -282,11 +291,30 @@ EngineRunView engine_run_view(const json& run) {
   return r;
 }
 
+// The population (section clients): its keys, its speeds' distribution, and at least as
+// many clients as slots (each slot trains one client at a time).
+json resolve_clients(const json& user, Validator& v, RunSettings& s) {
+  json clients = settings_section("clients").bind(user, "clients", v, s);
+  if (!clients.is_object()) return clients;
+  if (clients["speeds"].is_object()) {
+    clients["speeds"] = v.component(clients["speeds"], "clients.speeds", "dist", distribution_catalog());
+    s.clients.speeds = clients["speeds"];
+  } else {
+    v.error("clients.speeds", "expected a distribution {\"dist\": ...} drawn once per client, got " +
+                                  brief(clients["speeds"]));
+  }
+  const json& count = clients["count"];
+  if (count.is_number_integer() && count.get<int64_t>() > 0 && count.get<int64_t>() < s.workers)
+    v.error("clients.count", count.dump() + " clients for " + std::to_string(s.workers) +
+                                 " slots (cluster.workers): a slot trains one client at a time, so give at least as "
+                                 "many clients as slots, or 0 for no population");
+  return clients;
+}
+
 // `engine`: the run's engine bound to its typed config (null when the engine object was
 // reported invalid).
 json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<const BoundEngine>& engine) {
-  json out = top_section().bind(u, "", v, s,
-                                {"model", "data", "train", "stop", "eval", "cluster", "staleness", "real", "engine", "run"});
+  json out = top_section().bind(u, "", v, s, with_sections({"engine", "run"}));
   if (!u.is_object()) return out;
 
   if (!u.contains("model")) v.error("model", "missing required key (an object with \"type\")");
@@ -349,11 +377,6 @@ json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<co
 
   json cluster = resolve_cluster(u.value("cluster", json::object()), v, s);
   out["cluster"] = cluster;
-  if (s.partition.kind != PartitionSpec::Kind::Iid && data.is_object()) {  // a split the data cannot give
-    const DataShape shape = data_shape(data);
-    if (const std::string why = partition_impossible(s.partition, s.workers, shape.train, shape.classes); !why.empty())
-      v.error("data.partition", why);
-  }
 
   json st = staleness_family().bind(u.value("staleness", json::object()), "staleness", v, s);
   if (st.contains("until_epoch") && st["until_epoch"].is_number() && st["from_epoch"].is_number() &&
@@ -367,6 +390,16 @@ json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<co
                                   "' reads only the rows its minibatch names: use fixed, uniform or geometric");
   out["staleness"] = st;
   out["real"] = settings_section("real").bind(u.value("real", json::object()), "real", v, s);
+  out["clients"] = resolve_clients(u.value("clients", json::object()), v, s);
+
+  if (s.partition.kind != PartitionSpec::Kind::Iid && data.is_object()) {  // a split the data cannot give
+    const DataShape shape = data_shape(data);
+    if (const std::string why = partition_impossible(s.partition, s.data_owners(), shape.train, shape.classes);
+        !why.empty())
+      v.error("data.partition", s.clients.count > 0 ? why + " (the parts are the " +
+                                                          std::to_string(s.clients.count) + " clients')"
+                                                    : why);
+  }
 
   if (!u.contains("engine")) v.error("engine", "missing required key");
   else {
@@ -383,6 +416,13 @@ json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<co
     if (v.issues().size() == before) {
       engine = bind_engine(out["engine"]);
       engine->check(engine_run_view(out), v);
+      if (s.clients.count > 0 && !find_engine_type(engine->type())->population) {
+        std::string able;
+        for (const auto& t : engine_types())
+          if (t.population) able += (able.empty() ? "" : ", ") + t.name;
+        v.error("clients.count", "engine " + engine->type() + " keeps a state per worker and does not run on a "
+                                 "population of clients; engines that do: " + able + " (or set clients.count 0)");
+      }
     }
   }
   if (model_kind && model_kind->reads == ModelType::Reads::Sparse && cluster.contains("network") &&
@@ -736,8 +776,7 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
   json base = user;
   base.erase("engines");
   base.erase("sweep");
-  json top_checked = v.object(user, "", top_section().params(),
-                              {"model", "data", "train", "stop", "eval", "cluster", "staleness", "real", "engines", "sweep"});
+  json top_checked = v.object(user, "", top_section().params(), with_sections({"engines", "sweep"}));
 
   // engines
   std::vector<json> engines;
@@ -835,7 +874,8 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
     v.throw_if_failed(source);
   }
 
-  std::string sweepable_top = "model, data, train, stop, eval, cluster, staleness, real";
+  std::string sweepable_top;
+  for (const std::string& k : kRunSections) sweepable_top += (sweepable_top.empty() ? "" : ", ") + k;
   for (const auto& p : top_section().params())
     if (p.name != "name" && p.name != "seed" && p.name != "repeats") sweepable_top += ", " + p.name;
 
@@ -1129,8 +1169,7 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
   exp.resolved["sweep"] = sweep_json;
   // Sections as resolved for the first run (sweeps vary them per run; see each config.json).
   if (!exp.runs.empty())
-    for (const char* k : {"model", "data", "train", "stop", "eval", "cluster", "staleness", "real"})
-      exp.resolved[k] = exp.runs.front().config[k];
+    for (const std::string& k : kRunSections) exp.resolved[k] = exp.runs.front().config[k];
   return exp;
 }
 

@@ -170,7 +170,17 @@ ComputeTimeModel build_compute_model(const RunSettings& s, const std::string& ba
       slowdown.push_back(std::max(1e-9, dist->sample(rng, uint32_t(w), 0)));
     }
   }
-  return ComputeTimeModel(s.seed, make_distribution(s.compute_dist, base_dir), slowdown, s.stragglers, s.step_cost);
+  ComputeTimeModel model(s.seed, make_distribution(s.compute_dist, base_dir), slowdown, s.stragglers, s.step_cost);
+  if (s.clients.count > 0 && !s.clients.speeds.is_null()) {  // drawn once per client from (seed, ClientSpeed, c, 0)
+    auto dist = make_distribution(s.clients.speeds, base_dir);
+    std::vector<float> factors(size_t(s.clients.count));
+    for (size_t c = 0; c < factors.size(); ++c) {
+      Rng rng(s.seed, RngPurpose::ClientSpeed, uint32_t(c), 0);
+      factors[c] = float(std::max(1e-9, dist->sample(rng, uint32_t(c), 0)));
+    }
+    model.set_client_slowdown(std::move(factors));
+  }
+  return model;
 }
 
 
@@ -195,8 +205,10 @@ void write_run_results(const std::string& dir, const Recorder& recorder, const R
   recorder.write_metrics(dir + "/metrics.csv");
   Recorder::write_staleness(dir + "/staleness.csv", outcome.staleness_hist);
   Recorder::write_workers(dir + "/workers.csv", outcome.workers, outcome.time);
-  if (!outcome.partition_labels.empty()) {  // data.partition: each worker's label counts
-    std::string csv = "worker,samples";
+  // data.partition: each data owner's label counts (a population's clients: up to
+  // kPartitionRows of them; summary.json's clients.partition summarises every population)
+  if (!outcome.partition_labels.empty() && outcome.partition_labels.size() <= kPartitionRows) {
+    std::string csv = outcome.clients > 0 ? "client,samples" : "worker,samples";
     for (size_t c = 0; c < outcome.partition_labels[0].size(); ++c) csv += ",label_" + std::to_string(c);
     csv += "\n";
     for (size_t w = 0; w < outcome.partition_labels.size(); ++w) {
@@ -216,7 +228,7 @@ void write_run_results(const std::string& dir, const Recorder& recorder, const R
 
 json summary_json(const RunSpec& run, const RunOutcome& outcome, const MetricsRow& last, const json& engine_config,
                   const std::string& note, double wall_seconds) {
-  return {
+  json summary = {
       {"status", outcome.status},
       {"note", note},
       {"run_id", run.run_id},
@@ -254,6 +266,33 @@ json summary_json(const RunSpec& run, const RunOutcome& outcome, const MetricsRo
       {"compute_utilisation", compute_utilisation(outcome)},
       {"wall_seconds", wall_seconds},
   };
+  if (outcome.clients > 0) summary["clients"] = clients_json(outcome);
+  return summary;
+}
+
+// The quantiles a population's summary gives of a per-client count: min, median, max.
+static json spread(std::vector<uint64_t> v) {
+  if (v.empty()) return nullptr;
+  std::sort(v.begin(), v.end());
+  return {{"min", v.front()}, {"median", v[v.size() / 2]}, {"max", v.back()}};
+}
+
+json clients_json(const RunOutcome& outcome) {
+  json c = {{"count", outcome.clients}, {"draws", outcome.client_draws}, {"distinct", outcome.clients_distinct}};
+  if (outcome.partition_labels.empty()) return c;
+  std::vector<uint64_t> samples, labels;  // per client: its samples, the classes it has
+  for (const auto& row : outcome.partition_labels) {
+    uint64_t total = 0, present = 0;
+    for (uint64_t k : row) {
+      total += k;
+      present += k > 0;
+    }
+    samples.push_back(total);
+    labels.push_back(present);
+  }
+  c["partition"] = {{"samples", spread(samples)}, {"classes", spread(labels)},
+                    {"csv", outcome.partition_labels.size() <= kPartitionRows}};
+  return c;
 }
 
 double compute_utilisation(const RunOutcome& outcome) {

@@ -64,6 +64,12 @@ double compute_utilisation(const RunOutcome& outcome);
 // Bytes sent to and from the workers (every message and collective piece), per worker and
 // second of the run (summary.json messages.mean_bandwidth).
 double mean_bandwidth(const RunOutcome& outcome);
+// partition.csv holds one row per data owner up to this many (a population's clients);
+// beyond it summary.json's clients.partition alone summarises the parts.
+inline constexpr size_t kPartitionRows = 10000;
+// A population's summary.json member "clients": its size, draws, distinct clients, and the
+// spread of its parts (samples and classes per client: min, median, max).
+json clients_json(const RunOutcome& outcome);
 json summary_json(const RunSpec& run, const RunOutcome& outcome, const MetricsRow& last, const json& engine_config,
                   const std::string& note, double wall_seconds);
 

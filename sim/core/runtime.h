@@ -84,6 +84,12 @@ struct Step {
   // `cancelled`, and the engine gets it back (GradientJob::timed_out) at that moment, on
   // the worker. kNever: no allowance. Simulated only (the MPI runtime refuses it).
   SimTime time_budget = kNever;
+  // A population (section clients): the client this step trains (next_step draws one when
+  // the worker's slot has none), and whether the client's job goes on after this step
+  // (its next local step: the slot keeps the client) or ends with it (the client is free
+  // again once the step is back, and the slot's next step draws another). -1: no population.
+  int64_t client = -1;
+  bool keep_client = false;
 };
 
 // The synchronous family's collectives (Runtime::collective), over the topology, in the
@@ -134,6 +140,8 @@ struct GradientJob {
   bool cancelled = false;       // abandoned by Runtime::cancel: never delivered, not lost
   bool timed_out = false;       // ran out of its Step::time_budget: no gradient, delivered at the cut
   DeferredStep before;          // applied to `read` before computing (see DeferredStep)
+  int64_t client = -1;          // the population's client it trains (Step::client), -1: none
+  bool ends_client_job = false; // its client's job ends with it (not Step::keep_client)
   WorkerPool::Ticket ticket;
 };
 
@@ -230,6 +238,11 @@ class Runtime {
   virtual const Topology& topology() const = 0;
   virtual bool stopping() const = 0;
   virtual bool worker_alive(int w) const = 0;
+  // A population (section clients): how many clients (0: none, every worker is its own
+  // client), and client c's training samples (its part of the data, or an equal share of
+  // the run's one stream under iid).
+  virtual int64_t clients() const { return 0; }
+  virtual uint32_t client_samples(int64_t client) const { return 0; }
 
  protected:
   // A server update waiting its turn (a move-only callable, type-erased).

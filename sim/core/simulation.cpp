@@ -112,6 +112,15 @@ Simulation::Simulation(const RunSettings& settings, const Model& model, const De
                                       pool_.run_all(std::move(jobs));
                                     });
   if (parts_) out_.partition_labels = parts_->histogram();
+  if (settings_.clients.count > 0) {  // each client's samples: its part, or an equal share of the one stream
+    const size_t n = size_t(settings_.clients.count);
+    std::vector<uint32_t> samples(n);
+    for (size_t c = 0; c < n; ++c)
+      samples[c] = parts_ ? uint32_t(parts_->part_size(int(c)))
+                          : uint32_t(std::max<size_t>(1, (c + 1) * train_size_ / n - c * train_size_ / n));
+    population_ = std::make_unique<Population>(settings_.seed, std::move(samples), settings_.clients.by_size);
+    slot_client_.assign(size_t(settings_.workers), -1);
+  }
   steps_.assign(settings_.workers, 0);
   alive_.assign(settings_.workers, true);
   incarnation_.assign(settings_.workers, 0);
@@ -224,6 +233,24 @@ void Simulation::read_layers(GradientJob& job, const ParameterStore& store) {
   job.read = Snapshot{std::shared_ptr<const Params>(std::shared_ptr<const Params>(), &job.pulled), oldest};
 }
 
+Step Simulation::next_step(int worker, std::vector<int32_t>& ids) {
+  if (!population_) return step_from_stream(worker, *stream_, parts_.get(), settings_.batch_size, ids);
+  int64_t& client = slot_client_[size_t(worker)];
+  if (client < 0) client = population_->draw();
+  Step step = step_from_stream(int(client), *stream_, parts_.get(), settings_.batch_size, ids);
+  step.worker = worker;
+  step.client = client;
+  return step;
+}
+
+void Simulation::end_client_job(GradientJob& job) {
+  if (job.client < 0) return;
+  int64_t& bound = slot_client_[size_t(job.worker)];
+  if (job.ends_client_job || bound == job.client) population_->release(job.client);
+  if (bound == job.client) bound = -1;
+  job.client = -1;
+}
+
 void Simulation::launch(const Step& st) {
   const int worker = st.worker;
   if ((st.pull != nullptr) == bool(st.own.params) || (st.pull && (st.reply || st.before.params)))
@@ -251,6 +278,9 @@ void Simulation::launch(const Step& st) {
   job->cancelled = false;
   job->timed_out = false;
   job->before = st.before;
+  job->client = st.client;
+  job->ends_client_job = st.client >= 0 && !st.keep_client;
+  if (job->ends_client_job) slot_client_[size_t(worker)] = -1;  // its next step draws the next client
   // Message sizes (docs/architecture.md, Message sizes): a sparse model's gradient step
   // moves only the rows its minibatch reads and touches, a dense one's push may be
   // compressed; everything else is a full parameter vector.
@@ -286,7 +316,7 @@ void Simulation::launch(const Step& st) {
     out_.peak_sync_bytes = std::max(out_.peak_sync_bytes, pull_bytes);
   }
   job->pull_bytes = pull_bytes;
-  SimTime compute = compute_.duration(uint32_t(worker), job->step, st.m, job->compute_start);
+  SimTime compute = compute_.duration(uint32_t(worker), job->step, st.m, job->compute_start, st.client);
   if (compute > st.time_budget) {  // cut at its allowance: no gradient, no push
     compute = st.time_budget;
     job->timed_out = true;
@@ -433,6 +463,7 @@ void Simulation::settle(int worker) {
 
 bool Simulation::lose_if_stale(std::unique_ptr<GradientJob>& job) {
   if (job->incarnation == incarnation_[job->worker]) return false;
+  end_client_job(*job);
   await(*job);
   if (!job->cancelled) {  // (a cancelled one was counted when cancelled)
     out_.lost++;
@@ -455,6 +486,7 @@ void Simulation::cancel(int w) {
     out_.workers[w].cancelled++;
     out_.workers[w].wasted += now() - job->start;
     uncount_unsent_push(*job);
+    end_client_job(*job);
     found = true;
   }
   if (!found) return;
@@ -595,7 +627,10 @@ void Simulation::worker_down(int w, SimTime down_for) {
   alive_[w] = false;
   incarnation_[w]++;  // its gradient in flight, if any, is lost
   for (auto& job : in_flight_)  // its time so far was spent; the rest never happens
-    if (job && job->worker == w) account(*job, now());
+    if (job && job->worker == w) {
+      account(*job, now());
+      end_client_job(*job);
+    }
   out_.failures++;
   down_since_[w] = now();
   engine_->on_worker_down(*this, w);
@@ -679,6 +714,10 @@ void Simulation::handle_arrival(const Event& e) {
   std::unique_ptr<GradientJob> job = std::move(in_flight_[slot]);
   free_slots_.push_back(slot);
   if (lose_if_stale(job)) return;
+  if (job->ends_client_job) {  // back: its client may be drawn again
+    population_->release(job->client);
+    job->ends_client_job = false;
+  }
   if (job->timed_out) {  // abandoned at its allowance: no gradient arrives, only the news
     job->read = Snapshot{};
     account(*job, now());
@@ -878,6 +917,11 @@ RunOutcome Simulation::run(Engine& engine) {
 
   out_.time = now();
   out_.staleness_unit = engine.staleness_unit();
+  if (population_) {
+    out_.clients = population_->count();
+    out_.client_draws = population_->draws();
+    out_.clients_distinct = population_->distinct();
+  }
   if (server_free_ > out_.time) out_.server_busy -= server_free_ - out_.time;  // updates cut off by the end
   if (last_collective_end_ > out_.time)  // a collective cut off by the end: only its time so far
     for (int w : last_collective_) out_.workers[w].comm -= last_collective_end_ - out_.time;

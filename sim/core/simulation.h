@@ -22,6 +22,7 @@
 #include "sim/core/event_queue.h"
 #include "sim/net/topology.h"
 #include "sim/core/parameter_store.h"
+#include "sim/core/population.h"
 #include "sim/run/recorder.h"
 #include "sim/run/run_monitor.h"
 #include "sim/data/sample_stream.h"
@@ -70,7 +71,10 @@ struct RunOutcome {
   double bytes_to_server = 0, bytes_to_workers = 0;
   double peak_sync_bytes = 0;        // the largest payload a worker sent or received at once: a message, or its share of a collective
   std::vector<WorkerStats> workers;
-  std::vector<std::vector<uint64_t>> partition_labels;  // (workers, classes) under data.partition; empty: iid
+  std::vector<std::vector<uint64_t>> partition_labels;  // (data owners, classes) under data.partition; empty: iid
+  // A population (section clients): clients drawn for slots, and how many distinct ones.
+  int64_t clients = 0;
+  uint64_t client_draws = 0, clients_distinct = 0;
 };
 
 // The no-progress rule (Simulation::run): more than kStuckEventsBase +
@@ -99,9 +103,8 @@ class Simulation final : public Runtime {
   std::vector<float> initial_params() const override;
   void set_initial_params(std::vector<float> w) override { initial_override_ = std::move(w); }
   size_t history_needed() const override;
-  Step next_step(int worker, std::vector<int32_t>& ids) override {
-    return step_from_stream(worker, *stream_, parts_.get(), settings_.batch_size, ids);
-  }
+  // With a population, from the client the worker's slot trains (drawn now if it has none).
+  Step next_step(int worker, std::vector<int32_t>& ids) override;
   // The messages the step declares and its compute take virtual time over the topology.
   void launch(const Step& step) override;
   // (server_update: the server is busy cluster.server.update_seconds per update.)
@@ -130,6 +133,8 @@ class Simulation final : public Runtime {
   const Topology& topology() const override { return *topology_; }
   bool stopping() const override { return monitor_.stopping(); }
   bool worker_alive(int w) const override { return alive_[w]; }
+  int64_t clients() const override { return population_ ? population_->count() : 0; }
+  uint32_t client_samples(int64_t client) const override { return population_->samples(client); }
 
  private:
   bool update_now() override;
@@ -172,6 +177,9 @@ class Simulation final : public Runtime {
   void request_stop(const std::string& status, const std::string& note);
   void drain();
   void uncount_unsent_push(GradientJob& job);
+  // The job will not come back to the engine (cancelled, lost): its client is free, and the
+  // slot draws another for its next step (a client's job is not carried over).
+  void end_client_job(GradientJob& job);
 
   const RunSettings& settings_;
   const Model& model_;
@@ -186,7 +194,9 @@ class Simulation final : public Runtime {
 
   EventQueue queue_;
   std::unique_ptr<SampleStream> stream_;
-  std::unique_ptr<PartitionedSamples> parts_;  // data.partition not iid: each worker's own stream
+  std::unique_ptr<PartitionedSamples> parts_;  // data.partition not iid: each data owner's own stream
+  std::unique_ptr<Population> population_;     // section clients (null: none)
+  std::vector<int64_t> slot_client_;           // the client each worker's slot trains now (-1: none)
   size_t train_size_;
   std::vector<std::unique_ptr<GradientJob>> in_flight_;  // by slot
   std::vector<size_t> free_slots_;

@@ -272,7 +272,8 @@ std::unique_ptr<PartitionedSamples> make_partitioned_samples(const RunSettings& 
     if (labels[i] < 0 || labels[i] >= train->classes)
       throw std::invalid_argument("data.partition: sample " + std::to_string(i) + " has no class label");
   }
-  return std::make_unique<PartitionedSamples>(labels, train->classes, s.workers, s.partition, s.seed, shuffle, run);
+  return std::make_unique<PartitionedSamples>(labels, train->classes, s.data_owners(), s.partition, s.seed, shuffle,
+                                              run);
 }
 
 }  // namespace asgd

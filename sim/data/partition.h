@@ -65,6 +65,7 @@ class PartitionedSamples {
                      uint64_t seed, bool shuffle, const RunTasks& run = {});
   // Appends worker w's next m ids (ids of the whole training set).
   void next(int worker, size_t m, std::vector<int32_t>& out);
+  size_t part_size(int worker) const { return parts_[size_t(worker)].size(); }
   // (workers, classes) label counts of each part: the run folder's partition.csv.
   const std::vector<std::vector<uint64_t>>& histogram() const { return histogram_; }
 
@@ -75,8 +76,8 @@ class PartitionedSamples {
   std::vector<int32_t> local_;
 };
 
-// For a runtime: null under iid (the run's one stream serves), else the workers' parts of
-// `train`'s labels (a classification set; the validator refuses the rest).
+// For a runtime: null under iid (the run's one stream serves), else the data owners' parts
+// of `train`'s labels (RunSettings::data_owners: the clients of a population, else the workers) (a classification set; the validator refuses the rest).
 std::unique_ptr<PartitionedSamples> make_partitioned_samples(const RunSettings& s, const DeviceDataset* train,
                                                              bool shuffle, const RunTasks& run = {});
 

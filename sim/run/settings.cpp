@@ -196,6 +196,22 @@ std::vector<Section<S>> make_sections() {
        {field(&S::failure_rate, num("rate", 0.0, "failures per worker per virtual second (exponential gaps)", 0)),
         field<S>(seconds("down_time", 0.0, "how long a rate failure lasts (0 = the worker never comes back)"),
                  [](S& s, const json& v) { s.failure_down_time = seconds_or_never(v); })}},
+      {"clients",
+       "a population of clients apart from the worker slots (cluster.workers trainers at once): each client owns "
+       "a part of the data (data.partition over the clients), a speed and a sample stream; each client job takes "
+       "a free slot, drawn by `sampling` among the clients not training (docs/population.md)",
+       {field<S>(integer("count", 0,
+                         "clients in the population (0: none, each worker is its own client); >= cluster.workers",
+                         0, 16000000),
+                 [](S& s, const json& v) { s.clients.count = v.get<int64_t>(); }),
+        field<S>(str("sampling", "uniform",
+                     "how a free slot draws its next client among those not training: uniform, or size (with "
+                     "probability its share of the training data)",
+                     {"uniform", "size"}),
+                 [](S& s, const json& v) { s.clients.by_size = v == "size"; }),
+        unbound<S>(any("speeds", json{{"dist", "constant"}, {"value", 1.0}},
+                       "the clients' slowdown factors (2 = twice as slow), a distribution {\"dist\": ...} drawn once "
+                       "per client: a client's step lasts its slot's compute time times its factor"))}},
       {"real", "`asgdsim cluster` only (real MPI processes; `asgdsim run` ignores it)",
        {field(&S::real_delay_scale,
               num("delay_scale", 0.0,
@@ -385,7 +401,7 @@ RunSettings default_settings() {
   RunSettings s;
   Validator v;
   for (const char* name : {"top", "train", "stop", "eval", "cluster", "cluster.network", "cluster.network.compression",
-                           "cluster.server", "cluster.stragglers", "cluster.failures", "real"})
+                           "cluster.server", "cluster.stragglers", "cluster.failures", "real", "clients"})
     settings_section(name).bind(json::object(), name, v, s, {"lr_schedule", "compute", "network", "server", "stragglers",
                                                              "failures", "topology", "compression", "slow", "events"});
   lr_schedule_family().bind(json::object(), "train.lr_schedule", v, s);

@@ -62,6 +62,14 @@ struct PartitionSpec {
   int shards = 0;    // shards: label-sorted shards per worker
 };
 
+// A population of clients apart from the worker slots (section clients; sim/core/population.h):
+// count 0 is no population, each worker its own client (and its own part of the data).
+struct ClientsSpec {
+  int64_t count = 0;
+  bool by_size = false;       // sampling "size": a client is drawn with probability its share of the data
+  nlohmann::json speeds;      // a distribution {"dist": ...} drawn once per client
+};
+
 struct RunSettings {
   uint64_t seed = 0;
   int workers = 1;
@@ -134,6 +142,9 @@ struct RunSettings {
 
   size_t nominal_train_size = 0;       // samples per epoch when the model reads no data
   PartitionSpec partition;             // data.partition
+  ClientsSpec clients;                 // section clients
+  // Who owns the parts of the data: the clients of a population, else the workers.
+  int data_owners() const { return clients.count > 0 ? int(clients.count) : workers; }
   // Gradient jobs computed together by one Model::loss_grad_batch call (1: each alone).
   // Which jobs go together follows from the virtual-time order of launches and waits
   // alone, so a batched run is as deterministic as any; on CPU backends its files are
@@ -150,7 +161,7 @@ RunSettings default_settings();
 
 // The section of that name: "top", "train", "stop", "eval", "cluster", "cluster.compute", "cluster.network",
 // "cluster.network.compression", "cluster.server", "cluster.stragglers",
-// "cluster.failures", "real". Throws std::logic_error for another name.
+// "cluster.failures", "real", "clients". Throws std::logic_error for another name.
 const Section<RunSettings>& settings_section(const std::string& name);
 // List items: a slow window (cluster.stragglers.slow[]), a scheduled failure
 // (cluster.failures.events[]).

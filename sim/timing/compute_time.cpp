@@ -14,11 +14,12 @@ ComputeTimeModel::ComputeTimeModel(uint64_t seed, std::unique_ptr<Distribution> 
   if (!(cost_.overhead >= 0)) throw std::invalid_argument("compute overhead must be >= 0");
 }
 
-SimTime ComputeTimeModel::duration(uint32_t worker, uint32_t step, size_t samples, SimTime start) const {
+SimTime ComputeTimeModel::duration(uint32_t worker, uint32_t step, size_t samples, SimTime start, int64_t client) const {
   Rng rng(seed_, RngPurpose::ComputeTime, worker, step);
   double draw = dist_->sample(rng, worker, step);
   double d = cost_.overhead + (cost_.per_sample ? double(samples) * draw : draw);
   if (worker < slowdown_.size()) d *= slowdown_[worker];
+  if (client >= 0 && size_t(client) < client_slowdown_.size()) d *= double(client_slowdown_[size_t(client)]);
   if (stragglers_.probability > 0) {
     Rng straggle(seed_, RngPurpose::Straggler, worker, step);
     if (straggle.uniform() <= stragglers_.probability) d *= stragglers_.factor;

@@ -42,8 +42,12 @@ class ComputeTimeModel {
   // slowdown[w] multiplies worker w's durations (1 = nominal; 2 = twice as slow).
   ComputeTimeModel(uint64_t seed, std::unique_ptr<Distribution> dist, std::vector<double> slowdown,
                    StragglerSpec stragglers = {}, StepCost cost = {});
-  // Worker `worker`'s step `step` on `samples` samples, starting at `start`.
-  SimTime duration(uint32_t worker, uint32_t step, size_t samples, SimTime start = 0) const;
+  // Worker `worker`'s step `step` on `samples` samples, starting at `start`; `client`: the
+  // population's client the worker trains now (its factor multiplies the worker's), or -1.
+  SimTime duration(uint32_t worker, uint32_t step, size_t samples, SimTime start = 0, int64_t client = -1) const;
+  // A population's slowdown factors, one per client (section clients: drawn once per client).
+  void set_client_slowdown(std::vector<float> factors) { client_slowdown_ = std::move(factors); }
+  const std::vector<float>& client_slowdown() const { return client_slowdown_; }
   const Distribution& distribution() const { return *dist_; }
   const StepCost& cost() const { return cost_; }
 
@@ -51,6 +55,7 @@ class ComputeTimeModel {
   uint64_t seed_;
   std::unique_ptr<Distribution> dist_;
   std::vector<double> slowdown_;
+  std::vector<float> client_slowdown_;  // empty: no population, or every client's factor 1
   StragglerSpec stragglers_;
   StepCost cost_;
 };
