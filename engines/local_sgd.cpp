@@ -249,8 +249,6 @@ void LocalSgdEngine::launch_local_step(Runtime& sim, int w) {
 
 void LocalSgdEngine::on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) {
   const int w = job->worker;
-  const size_t n = store_->size();
-  ExecContext& ctx = sim.exec();
   busy_[w] = false;
   if (!in_round_[w]) {  // left the round (went down) while computing: nothing to add to
     sim.dropped(*job);
@@ -259,15 +257,9 @@ void LocalSgdEngine::on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job)
   }
   if (done_[w] == 0) base_[w] = job->read;  // what the round's pull delivered
   sim.applied(*job, store_->version() - base_[w].version);  // (before the rate: its samples count)
-  if (!inner_.empty()) {  // the inner optimizer's direction at x_i (the copy this gradient was computed at)
-    Optimizer& opt = *inner_[w];
-    opt.begin_step(float(sim.lr()));
-    opt.direction(ctx, job->grad.data(), done_[w] == 0 ? base_[w].data() : local_[w]->current().data(), n);
-  }
-  float ratio = float(sim.lr()) / lr_ref_of(w);
-  if (ratio != 1.0f) ops::scale(ctx, job->grad.data(), ratio, n);
-  if (done_[w] == 0) ops::copy(ctx, disp_[w].data(), job->grad.data(), n);
-  else ops::add_into(ctx, disp_[w].data(), job->grad.data(), n);
+  accumulate_local_step(sim, inner_.empty() ? nullptr : inner_[w].get(), *job,
+                        done_[w] == 0 ? base_[w].data() : local_[w]->current().data(), lr_ref_of(w), done_[w] == 0,
+                        disp_[w].data());
   sim.recycle(std::move(job));
   if (++done_[w] < steps_of(w)) {
     launch_local_step(sim, w);
@@ -337,5 +329,19 @@ void LocalSgdEngine::on_worker_up(Runtime& sim, int w) {
 }
 
 Snapshot LocalSgdEngine::model_of_record() const { return store_->current(); }
+
+void accumulate_local_step(Runtime& sim, Optimizer* inner, GradientJob& job, const float* x, float lr_ref, bool first,
+                           float* disp) {
+  ExecContext& ctx = sim.exec();
+  const size_t n = sim.num_params();
+  if (inner) {  // the inner optimizer's direction at x (the copy this gradient was computed at)
+    inner->begin_step(float(sim.lr()));
+    inner->direction(ctx, job.grad.data(), x, n);
+  }
+  const float ratio = float(sim.lr()) / lr_ref;
+  if (ratio != 1.0f) ops::scale(ctx, job.grad.data(), ratio, n);
+  if (first) ops::copy(ctx, disp, job.grad.data(), n);
+  else ops::add_into(ctx, disp, job.grad.data(), n);
+}
 
 }  // namespace asgd

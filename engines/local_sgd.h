@@ -31,6 +31,13 @@ struct EngineRunView;
 void check_local_sgd(const LocalSgdConfig& c, const EngineRunView& run, Validator& v);
 EngineCost local_sgd_cost(const LocalSgdConfig& c, int workers);
 
+// One local step's gradient (job.grad, computed at x) into a worker's displacement D from
+// the point it read (x = base - lr_ref D): the inner optimizer's direction at x (null:
+// plain SGD, the gradient itself), times lr / lr_ref (lr the rate in force now), copied into
+// D on the job's first step, else added. local_sgd, diloco and the federated clients step so.
+void accumulate_local_step(Runtime& sim, Optimizer* inner, GradientJob& job, const float* x, float lr_ref, bool first,
+                           float* disp);
+
 class LocalSgdEngine final : public Engine {
  public:
   LocalSgdEngine(std::string type, const LocalSgdConfig& config);

@@ -19,6 +19,9 @@ EngineType ringmaster_engine_type();   // engines/ringmaster.cpp
 EngineType mindflayer_engine_type();   // engines/mindflayer.cpp
 EngineType async_local_sgd_engine_type();  // engines/async_local_sgd.cpp
 EngineType streaming_diloco_engine_type();  // engines/streaming_diloco.cpp
+EngineType fedavg_engine_type();       // engines/federated.cpp
+EngineType fedbuff_engine_type();      // engines/federated.cpp
+EngineType fedasync_engine_type();     // engines/federated.cpp
 
 const std::vector<EngineType>& engine_types() {
   static const std::vector<EngineType> types = {
@@ -35,6 +38,9 @@ const std::vector<EngineType>& engine_types() {
       mindflayer_engine_type(),
       async_local_sgd_engine_type(),
       streaming_diloco_engine_type(),
+      fedavg_engine_type(),
+      fedbuff_engine_type(),
+      fedasync_engine_type(),
   };
   return types;
 }

@@ -41,11 +41,11 @@ struct StalenessWeight {
 
 // The keys, for an engine whose config C holds a StalenessWeight at `member`.
 template <class C>
-std::vector<Field<C>> staleness_weight_fields(StalenessWeight C::*member) {
+std::vector<Field<C>> staleness_weight_fields(StalenessWeight C::*member, const char* default_rule = "none") {
   using R = StalenessWeight::Rule;
   const std::vector<std::pair<std::string, R>> words = {
       {"none", R::None}, {"inverse_sqrt", R::InverseSqrt}, {"polynomial", R::Polynomial}, {"hinge", R::Hinge}};
-  ParamInfo rule = keys::str("staleness_weight", "none",
+  ParamInfo rule = keys::str("staleness_weight", default_rule,
                              "weight w(tau) of a gradient of staleness tau: \"inverse_sqrt\" 1/sqrt(1+tau) (FedBuff, "
                              "Nguyen et al. 2022); \"polynomial\" (1+tau)^-a, \"hinge\" 1 if tau <= b else "
                              "1/(a(tau-b)+1) (FedAsync, Xie et al. 2019); multiplies the step (and lr_staleness's rate)",

@@ -38,27 +38,6 @@ json softmax_config(const std::string& name) {
               {"engines", json::array({json{{"type", "sync"}}})}};
 }
 
-// f(w) = 1/2 sum_i h_i w_i^2 (starting at w = 1), 512 nominal samples per epoch, batch 8,
-// every compute time exactly 10 ms, one row per update.
-json quadratic_config(const std::string& name, const std::vector<double>& h, int workers, double lr,
-                      double noise = 0.0) {
-  return json{{"name", name},
-              {"seed", 3},
-              {"model", {{"type", "quadratic"}, {"dim", h.size()}, {"curvature", h}, {"noise", noise}, {"init", 1.0}}},
-              {"data", {{"type", "none"}, {"samples", 512}}},
-              {"train", {{"batch_size", 8}, {"lr", lr}}},
-              {"stop", {{"updates", 30}}},
-              {"eval", {{"every", 1}, {"unit", "updates"}}},
-              {"cluster", {{"workers", workers}, {"compute", {{"dist", "constant"}, {"value", 0.01}, {"per", "step"}}}}},
-              {"engines", json::array({json{{"type", "async"}}})}};
-}
-
-double quadratic_loss(const std::vector<double>& h, const std::vector<double>& w) {
-  double f = 0;
-  for (size_t i = 0; i < h.size(); ++i) f += 0.5 * h[i] * w[i] * w[i];
-  return f;
-}
-
 // The quadratic's gradient noise for (seed, worker, step): its gradient at w = 0.
 std::vector<double> quadratic_noise(const Model& model, uint64_t seed, int worker, uint32_t step) {
   ExecContext ctx;

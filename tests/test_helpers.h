@@ -126,6 +126,27 @@ inline Metrics read_metrics(const std::string& path) {
   return m;
 }
 
+// f(w) = 1/2 sum_i h_i w_i^2 (starting at w = 1), 512 nominal samples per epoch, batch 8,
+// every compute time exactly 10 ms, one row per update.
+inline nlohmann::json quadratic_config(const std::string& name, const std::vector<double>& h, int workers, double lr,
+                      double noise = 0.0) {
+  return nlohmann::json{{"name", name},
+              {"seed", 3},
+              {"model", {{"type", "quadratic"}, {"dim", h.size()}, {"curvature", h}, {"noise", noise}, {"init", 1.0}}},
+              {"data", {{"type", "none"}, {"samples", 512}}},
+              {"train", {{"batch_size", 8}, {"lr", lr}}},
+              {"stop", {{"updates", 30}}},
+              {"eval", {{"every", 1}, {"unit", "updates"}}},
+              {"cluster", {{"workers", workers}, {"compute", {{"dist", "constant"}, {"value", 0.01}, {"per", "step"}}}}},
+              {"engines", nlohmann::json::array({nlohmann::json{{"type", "async"}}})}};
+}
+
+inline double quadratic_loss(const std::vector<double>& h, const std::vector<double>& w) {
+  double f = 0;
+  for (size_t i = 0; i < h.size(); ++i) f += 0.5 * h[i] * w[i] * w[i];
+  return f;
+}
+
 struct CommandResult {
   int exit_code = -1;
   std::string output;  // stdout and stderr together
