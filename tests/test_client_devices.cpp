@@ -83,7 +83,8 @@ TEST(ClientDevices, FedScalesOwnTestVectors) {
   const ClientDevices d = read_client_devices(dir, 1);
   const std::vector<std::pair<double, bool>> fedscale = {{2, false}, {6, true},   {8, false},
                                                          {9, true},  {10, false}, {15, false}};
-  for (auto it = fedscale.rbegin(); it != fedscale.rend(); ++it) EXPECT_EQ(d.available(0, it->first), it->second) << it->first;
+  for (auto it = fedscale.rbegin(); it != fedscale.rend(); ++it)
+    EXPECT_EQ(d.available(0, it->first), it->second) << it->first;
   for (const auto& [t, want] : fedscale) EXPECT_EQ(d.available(0, t), want) << t;
   // the interval ends are in (closed intervals, FedScale's <= ... <=), modulo the period
   for (double t : {1.0, 3.0, 4.0, 13.0, 14.0, 16.0, 17.0, 19.0, 1e6 + 3.5, 1e6 + 9.25}) EXPECT_TRUE(d.available(0, t)) << t;
@@ -127,38 +128,38 @@ TEST(ClientDevices, UntilAndNextByHand) {
 
 TEST(ClientDevices, RefusesBadDevices) {
   struct Case {
-    const char* text;
+    std::string text;
     size_t count;
     const char* message;
   };
-  const std::string h = kDevices;
+  const std::string h = kDevices;  // the header
   const std::vector<Case> cases = {
       {"client,compute,bandwidth\n0,1,1\n", 1,
        "devices.csv: line 1: header 'client,compute,bandwidth': expected 'client,compute_ms_per_sample,bandwidth_kbps'"},
-      {"\xef\xbb\xbf" "client,compute_ms_per_sample,bandwidth_kbps\n0,1,1\n", 1, "byte-order mark"},
+      {"\xef\xbb\xbf" + h + "0,1,1\n", 1, "byte-order mark"},
       {"", 1, "line 1: empty: the first line must be"},
-      {"client,compute_ms_per_sample,bandwidth_kbps\n0,1,1", 1, "line 2: the last line has no newline"},
-      {"client,compute_ms_per_sample,bandwidth_kbps\n0,1,1\n\n", 1, "line 3: empty line"},
-      {"client,compute_ms_per_sample,bandwidth_kbps\n0,1\n", 1, "line 2: '0,1': expected 3 comma-separated fields, got 2"},
-      {"client,compute_ms_per_sample,bandwidth_kbps\n0,1,1,1\n", 1, "expected 3 comma-separated fields, got 4"},
-      {"client,compute_ms_per_sample,bandwidth_kbps\n0,1,1\n2,1,1\n", 3, "line 3: client 2: client 1 is missing"},
-      {"client,compute_ms_per_sample,bandwidth_kbps\n0,1,1\n0,1,1\n", 2,
+      {h + "0,1,1", 1, "line 2: the last line has no newline"},
+      {h + "0,1,1\n\n", 1, "line 3: empty line"},
+      {h + "0,1\n", 1, "line 2: '0,1': expected 3 comma-separated fields, got 2"},
+      {h + "0,1,1,1\n", 1, "expected 3 comma-separated fields, got 4"},
+      {h + "0,1,1\n2,1,1\n", 3, "line 3: client 2: client 1 is missing"},
+      {h + "0,1,1\n0,1,1\n", 2,
        "line 3: client 0: duplicate or out of order (client 1 is due"},
-      {"client,compute_ms_per_sample,bandwidth_kbps\n0,1,1\n1,1,1\n", 1, "line 3: client 1: the population has 1 clients (0..0)"},
-      {"client,compute_ms_per_sample,bandwidth_kbps\n0,1,1\n", 2, "line 3: the file ends after 1 clients; the population has 2"},
-      {"client,compute_ms_per_sample,bandwidth_kbps\nx,1,1\n", 1, "client 'x': not a client number"},
-      {"client,compute_ms_per_sample,bandwidth_kbps\n-1,1,1\n", 1, "client '-1': not a client number"},
-      {"client,compute_ms_per_sample,bandwidth_kbps\n0,fast,1\n", 1,
+      {h + "0,1,1\n1,1,1\n", 1, "line 3: client 1: the population has 1 clients (0..0)"},
+      {h + "0,1,1\n", 2, "line 3: the file ends after 1 clients; the population has 2"},
+      {h + "x,1,1\n", 1, "client 'x': not a client number"},
+      {h + "-1,1,1\n", 1, "client '-1': not a client number"},
+      {h + "0,fast,1\n", 1,
        "line 2: compute_ms_per_sample 'fast': not a finite number (a positive number of ms per sample)"},
-      {"client,compute_ms_per_sample,bandwidth_kbps\n0,1,nan\n", 1, "bandwidth_kbps 'nan': not a finite number"},
-      {"client,compute_ms_per_sample,bandwidth_kbps\n0,inf,1\n", 1, "compute_ms_per_sample 'inf': not a finite number"},
-      {"client,compute_ms_per_sample,bandwidth_kbps\n0, 1,1\n", 1, "compute_ms_per_sample ' 1': not a finite number"},
-      {"client,compute_ms_per_sample,bandwidth_kbps\n0,1,\n", 1, "bandwidth_kbps '': not a finite number"},
-      {"client,compute_ms_per_sample,bandwidth_kbps\n0,-3,1\n", 1,
+      {h + "0,1,nan\n", 1, "bandwidth_kbps 'nan': not a finite number"},
+      {h + "0,inf,1\n", 1, "compute_ms_per_sample 'inf': not a finite number"},
+      {h + "0, 1,1\n", 1, "compute_ms_per_sample ' 1': not a finite number"},
+      {h + "0,1,\n", 1, "bandwidth_kbps '': not a finite number"},
+      {h + "0,-3,1\n", 1,
        "compute_ms_per_sample '-3': must be a positive number of ms per sample"},
-      {"client,compute_ms_per_sample,bandwidth_kbps\n0,1,0\n", 1, "bandwidth_kbps '0': must be a positive number of kbit/s"},
-      {"client,compute_ms_per_sample,bandwidth_kbps\n0,1e39,1\n", 1, "'1e39': must be a positive number of ms per sample that a float holds"},
-      {"client,compute_ms_per_sample,bandwidth_kbps\n0,1e-50,1\n", 1, "'1e-50': must be a positive number"},
+      {h + "0,1,0\n", 1, "bandwidth_kbps '0': must be a positive number of kbit/s"},
+      {h + "0,1e39,1\n", 1, "'1e39': must be a positive number of ms per sample that a float"},
+      {h + "0,1e-50,1\n", 1, "'1e-50': must be a positive number"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string msg = refusal(folder("cd_bad_devices" + std::to_string(i), cases[i].text), cases[i].count);
@@ -177,7 +178,8 @@ TEST(ClientDevices, RefusesBadAvailability) {
   };
   const std::vector<Case> cases = {
       {"0,0,1,10\n1,2,1,10\n2,0,1,10\n", "line 3: interval [2, 1] of client 1: must lie in the period"},
-      {"0,0,11,10\n1,0,1,10\n2,0,1,10\n", "line 2: interval [0, 11] of client 0: must lie in the period: 0 <= active_from < period (10)"},
+      {"0,0,11,10\n1,0,1,10\n2,0,1,10\n",
+       "line 2: interval [0, 11] of client 0: must lie in the period: 0 <= active_from < period (10)"},
       {"0,-1,1,10\n1,0,1,10\n2,0,1,10\n", "interval [-1, 1] of client 0"},
       {"0,10,10,10\n1,0,1,10\n2,0,1,10\n", "interval [10, 10] of client 0"},
       {"0,0,5,10\n0,4,6,10\n1,0,1,10\n2,0,1,10\n",
@@ -238,7 +240,9 @@ TEST(ClientDevices, ShippedSyntheticPopulation) {
         EXPECT_GE(until, t);
         if (std::isfinite(until)) {  // available on [t, until]; at until itself unless it is a period's end
           EXPECT_TRUE(d.available(c, until) || std::fmod(until, d.period[c]) == 0) << c << " " << t;
-          if (until - t >= 0.5) EXPECT_TRUE(d.available(c, until - 0.5)) << c << " " << t;
+          if (until - t >= 0.5) {
+            EXPECT_TRUE(d.available(c, until - 0.5)) << c << " " << t;
+          }
           EXPECT_FALSE(d.available(c, until + 0.5)) << c << " " << t;
         }
       } else {

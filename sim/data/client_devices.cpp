@@ -168,9 +168,8 @@ void read_devices(const std::string& path, size_t count, ClientDevices& d) {
     d.bandwidth_kbps.push_back(positive_float(file, f[2], "bandwidth_kbps", "a positive number of kbit/s"));
   }
   if (d.compute_ms.size() != count)
-    file.fail(file.line() + 1, "the file ends after " + std::to_string(d.compute_ms.size()) + " clients; the population has " +
-                                   std::to_string(count) + " (one row per client 0.." +
-                                   std::to_string(count == 0 ? 0 : count - 1) + ")");
+    file.fail(file.line() + 1, "the file ends after " + std::to_string(d.compute_ms.size()) +
+                                   " clients; the population has " + std::to_string(count) + " (one row per client)");
 }
 
 void read_availability(const std::string& path, size_t count, ClientDevices& d) {
