@@ -26,6 +26,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // disk image, a data set) from being read into memory whole.
 constexpr std::streamoff kMaxFileBytes = std::streamoff(1) << 30;
 
+using Fields = std::vector<std::pair<const char*, const char*>>;  // a row's fields, [begin, end) each
+
 // One text file of the folder, read whole, handed out line by line (without '\n' or a
 // trailing '\r'); every error names the file and the line.
 class CsvFile {
@@ -70,8 +72,17 @@ class CsvFile {
     return true;
   }
 
+  // The next line split at commas into exactly fields.size() fields; false at the end.
+  bool row(Fields& fields) {
+    const char* b = nullptr;
+    const char* e = nullptr;
+    if (!next(b, e)) return false;
+    split(b, e, fields);
+    return true;
+  }
+
   // Splits [b, e) at commas into exactly fields.size() fields.
-  void split(const char* b, const char* e, std::vector<std::pair<const char*, const char*>>& fields) const {
+  void split(const char* b, const char* e, Fields& fields) const {
     const size_t n = fields.size();
     size_t i = 0;
     for (const char* p = b;; ++i) {
@@ -157,11 +168,8 @@ void read_devices(const std::string& path, size_t count, ClientDevices& d) {
   CsvFile file(path, kDevicesHeader);
   d.compute_ms.reserve(count);
   d.bandwidth_kbps.reserve(count);
-  std::vector<std::pair<const char*, const char*>> f(3);
-  const char* b = nullptr;
-  const char* e = nullptr;
-  while (file.next(b, e)) {
-    file.split(b, e, f);
+  Fields f(3);
+  while (file.row(f)) {
     const size_t c = file.client(f[0]);
     if (c != d.compute_ms.size() || c >= count) wrong_client(file, c, d.compute_ms.size(), count, "one row per client");
     d.compute_ms.push_back(positive_float(file, f[1], "compute_ms_per_sample", "a positive number of ms per sample"));
@@ -179,11 +187,8 @@ void read_availability(const std::string& path, size_t count, ClientDevices& d) 
   d.period.reserve(count);
   d.active_from.reserve(file.rows());  // the intervals' arrays at their size, not a doubling's
   d.active_to.reserve(file.rows());
-  std::vector<std::pair<const char*, const char*>> f(4);
-  const char* b = nullptr;
-  const char* e = nullptr;
-  while (file.next(b, e)) {
-    file.split(b, e, f);
+  Fields f(4);
+  while (file.row(f)) {
     const size_t c = file.client(f[0]);
     const size_t current = d.period.size();  // clients begun so far; the current one is current-1
     const double period = file.number(f[3], "period", "seconds, above 0");
