@@ -68,6 +68,7 @@ class FederatedEngine final : public Engine {
   void on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) override;
   void on_worker_down(Runtime& sim, int w) override;
   void on_worker_up(Runtime& sim, int w) override;
+  void on_timer(Runtime& sim, const Event& e) override;
   Snapshot model_of_record() const override { return store_->current(); }
   bool keeps_read_params() const override { return true; }  // a job's first step hands on its base
 
@@ -81,6 +82,8 @@ class FederatedEngine final : public Engine {
   void finish_round(Runtime& sim);
   int steps_for(const Runtime& sim, int64_t client) const;
   bool asynchronous() const { return c_.rule != Rule::FedAvg; }
+  bool none_in_job(const Runtime& sim) const;
+  static constexpr uint64_t kWaitForClient = 1;  // a timer's payload: a slot waited for a client
 
   std::string type_;
   FederatedConfig c_;
@@ -156,6 +159,11 @@ void FederatedEngine::start_job(Runtime& sim, int w) {
   in_job_[w] = true;
   if (!inner_.empty()) inner_[w]->reset(sim.num_params());
   Step step = sim.next_step(w, ids_);  // draws the slot's client
+  if (step.client < 0) {  // none available: the slot waits for one
+    in_job_[w] = false;
+    if (step.no_client_until != kNever) sim.schedule_timer(step.no_client_until, w, kWaitForClient);
+    return;
+  }
   client_[w] = step.client;
   steps_[w] = steps_for(sim, step.client);
   step.pull = store_.get();
@@ -189,6 +197,21 @@ void FederatedEngine::on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job
     sim.recycle(std::move(job));
     return;
   }
+  if (job->timed_out) {  // its client left before the job was done: the job is dropped
+    in_job_[w] = false;
+    base_[w] = Snapshot{};
+    sim.recycle(std::move(job));
+    if (c_.rule == Rule::FedAvg) {
+      if (round_open_ && none_in_job(sim)) {
+        if (reported_.empty()) round_open_ = false;  // nobody reported: the round starts again
+        else finish_round(sim);
+      }
+      if (!round_open_ && !averaging_ && !sim.stopping()) start_round(sim);
+    } else if (!sim.stopping() && sim.worker_alive(w)) {
+      start_job(sim, w);
+    }
+    return;
+  }
   if (done_[w] == 0) base_[w] = job->read;  // what the job's pull delivered
   sim.applied(*job, store_->version() - base_[w].version);
   accumulate_local_step(sim, inner_.empty() ? nullptr : inner_[w].get(), *job,
@@ -203,9 +226,7 @@ void FederatedEngine::on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job
   if (c_.rule == Rule::FedAvg) {
     reported_.push_back(w);
     const int want = c_.report > 0 ? c_.report : sim.workers();
-    bool anyone_left = false;
-    for (int v = 0; v < sim.workers(); ++v) anyone_left = anyone_left || in_job_[v];
-    if (int(reported_.size()) >= want || !anyone_left) finish_round(sim);
+    if (int(reported_.size()) >= want || none_in_job(sim)) finish_round(sim);
     return;
   }
   deliver(sim, w);
@@ -254,13 +275,27 @@ void FederatedEngine::deliver(Runtime& sim, int w) {
   });
 }
 
+// A round: every live slot draws a client; with none available at all, the round waits
+// for the first to come.
 void FederatedEngine::start_round(Runtime& sim) {
   reported_.clear();
-  round_open_ = false;
-  for (int w = 0; w < sim.workers(); ++w) {
-    if (!sim.worker_alive(w)) continue;
-    round_open_ = true;
-    start_job(sim, w);
+  for (int w = 0; w < sim.workers(); ++w)
+    if (sim.worker_alive(w)) start_job(sim, w);
+  round_open_ = !none_in_job(sim);
+}
+
+bool FederatedEngine::none_in_job(const Runtime& sim) const {
+  for (int v = 0; v < sim.workers(); ++v)
+    if (in_job_[v]) return false;
+  return true;
+}
+
+void FederatedEngine::on_timer(Runtime& sim, const Event& e) {
+  if (e.payload != kWaitForClient || sim.stopping()) return;
+  if (c_.rule == Rule::FedAvg) {
+    if (!round_open_ && !averaging_) start_round(sim);  // (the other slots' timers find it open)
+  } else if (!in_job_[e.worker] && sim.worker_alive(e.worker)) {
+    start_job(sim, e.worker);
   }
 }
 
@@ -306,9 +341,7 @@ void FederatedEngine::on_worker_down(Runtime& sim, int w) {
   in_job_[w] = false;  // its client's job is lost (the runtime frees the client)
   base_[w] = Snapshot{};
   if (c_.rule != Rule::FedAvg || !was_in_job || !round_open_) return;
-  bool anyone_left = false;
-  for (int v = 0; v < sim.workers(); ++v) anyone_left = anyone_left || in_job_[v];
-  if (!anyone_left) {
+  if (none_in_job(sim)) {
     if (reported_.empty()) round_open_ = false;  // nobody: wait for a slot to come back
     else finish_round(sim);
   }
@@ -389,6 +422,7 @@ EngineType federated_type(const char* name, Rule rule, const char* doc, int loca
        },
        refuse_real});
   t.population = true;
+  t.departures = true;
   return t;
 }
 

@@ -3,6 +3,8 @@
 // the sampler against its laws, the arrival process against its closed form, FedAsync and
 // FedBuff against hand recursions, FedAvg's rounds, determinism, and the config's refusals.
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <vector>
 #include <nlohmann/json.hpp>
@@ -260,4 +262,47 @@ TEST(Population, ConfigRefusals) {
   report["clients"] = {{"count", 10}};
   report["engines"] = json::array({json{{"type", "fedavg"}, {"report", 5}}});
   EXPECT_NE(issues(report).find("engines[0].report"), std::string::npos) << issues(report);
+}
+
+// clients.devices: a client's messages cross its own link (bytes x 8 / 1000 / kbit/s seconds
+// each way), its factor is its ms per sample over the median device's, and a client that
+// leaves before its job is done drops it (counted). One slot, FedBuff with K = 1.
+TEST(Population, DevicesChargeTheClientLinkAndDropJobsTheirClientsLeave) {
+  const std::string dir = temp_dir("devices");
+  auto write = [&](const std::string& name, const std::string& text) { std::ofstream(dir + "/" + name) << text; };
+  // Bandwidth: one client of 1 kbit/s; the quadratic's 2 parameters are 8 bytes: 64 ms a message.
+  write("devices.csv", "client,compute_ms_per_sample,bandwidth_kbps\n0,5,1\n");
+  json cfg = federated_quadratic("link", {{"type", "fedbuff"}, {"k", 1}, {"staleness_weight", "none"}}, 1, 1);
+  cfg["clients"]["devices"] = dir;
+  cfg["stop"] = {{"updates", 10}};
+  json s = summary_at(run_one(cfg, "dev"));
+  EXPECT_NEAR(s["time"].get<double>(), 10 * (0.010 + 2 * 0.064), 1e-6) << s.dump();
+  EXPECT_EQ(s["clients"]["departed"], 0);
+
+  // Availability: client 0 is there for [0, 25 ms], client 1 from 100 ms on; a job is 3 steps
+  // of 10 ms x its factor (client 1: 20 ms per sample over the median 20: 1). Client 0's first
+  // job is cut at 25 ms; the slot then waits for client 1, whose jobs all finish.
+  write("devices.csv", "client,compute_ms_per_sample,bandwidth_kbps\n0,20,1e9\n1,20,1e9\n");
+  write("availability.csv", "client,active_from,active_to,period\n0,0,0.025,1000\n1,0.1,1000,1000\n");
+  json avail = federated_quadratic("avail", {{"type", "fedbuff"}, {"k", 1}, {"local_steps", 3}}, 1, 2);
+  avail["clients"]["devices"] = dir;
+  avail["stop"] = {{"updates", 5}};
+  s = summary_at(run_one(avail, "dev"));
+  EXPECT_EQ(s["clients"]["departed"], 1) << s.dump();
+  EXPECT_NEAR(s["time"].get<double>(), 0.1 + 5 * 0.030, 1e-6) << s.dump();
+  EXPECT_EQ(s["status"], "completed") << s["note"];
+
+  // An engine that cannot take back a job its client left is refused, naming the key.
+  avail["engines"] = json::array({json{{"type", "async"}}});
+  Experiment exp = resolve_experiment(avail, "test", ".");
+  RunnerOptions opts;
+  opts.out_dir = temp_dir("dev_refused");
+  opts.quiet = true;
+  try {
+    run_experiment(exp, opts);
+    ADD_FAILURE() << "async ran on clients that come and go";
+  } catch (const ConfigError& e) {
+    ASSERT_FALSE(e.issues().empty());
+    EXPECT_EQ(e.issues()[0].path, "clients.devices");
+  }
 }

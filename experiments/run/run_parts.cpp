@@ -160,6 +160,10 @@ std::string listed_status(const std::string& exp_dir, const RunSpec& run, json& 
   return status;
 }
 
+std::string path_in(const std::string& base_dir, const std::string& path) {
+  return path.empty() || path[0] == '/' || base_dir.empty() ? path : base_dir + "/" + path;
+}
+
 ComputeTimeModel build_compute_model(const RunSettings& s, const std::string& base_dir) {
   std::vector<double> slowdown = s.speeds;
   if (!s.speeds_dist.is_null()) {  // drawn once per worker from (seed, Speed, w, 0)
@@ -171,12 +175,21 @@ ComputeTimeModel build_compute_model(const RunSettings& s, const std::string& ba
     }
   }
   ComputeTimeModel model(s.seed, make_distribution(s.compute_dist, base_dir), slowdown, s.stragglers, s.step_cost);
-  if (s.clients.count > 0 && !s.clients.speeds.is_null()) {  // drawn once per client from (seed, ClientSpeed, c, 0)
+  if (s.clients.count > 0) {  // drawn once per client from (seed, ClientSpeed, c, 0)
     auto dist = make_distribution(s.clients.speeds, base_dir);
     std::vector<float> factors(size_t(s.clients.count));
     for (size_t c = 0; c < factors.size(); ++c) {
       Rng rng(s.seed, RngPurpose::ClientSpeed, uint32_t(c), 0);
       factors[c] = float(std::max(1e-9, dist->sample(rng, uint32_t(c), 0)));
+    }
+    if (!s.clients.devices.empty()) {  // times each device's ms per sample over the median device's
+      auto devices = std::make_shared<const ClientDevices>(
+          read_client_devices(path_in(base_dir, s.clients.devices), size_t(s.clients.count)));
+      std::vector<float> ms = devices->compute_ms;
+      std::nth_element(ms.begin(), ms.begin() + ptrdiff_t(ms.size() / 2), ms.end());
+      const double median = ms[ms.size() / 2];
+      for (size_t c = 0; c < factors.size(); ++c) factors[c] = float(double(factors[c]) * devices->compute_ms[c] / median);
+      model.set_client_devices(std::move(devices));
     }
     model.set_client_slowdown(std::move(factors));
   }
@@ -278,7 +291,10 @@ static json spread(std::vector<uint64_t> v) {
 }
 
 json clients_json(const RunOutcome& outcome) {
-  json c = {{"count", outcome.clients}, {"draws", outcome.client_draws}, {"distinct", outcome.clients_distinct}};
+  json c = {{"count", outcome.clients},
+            {"draws", outcome.client_draws},
+            {"distinct", outcome.clients_distinct},
+            {"departed", outcome.clients_departed}};
   if (outcome.partition_labels.empty()) return c;
   std::vector<uint64_t> samples, labels;  // per client: its samples, the classes it has
   for (const auto& row : outcome.partition_labels) {

@@ -1,6 +1,7 @@
 // sim/core/population.cpp — drawing clients for free slots (see population.h).
 #include "sim/core/population.h"
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include "kernels/rng.h"
@@ -23,23 +24,33 @@ Population::Population(uint64_t seed, std::vector<uint32_t> samples, bool by_siz
   }
 }
 
-int64_t Population::draw() {
+int64_t Population::draw(double t, const ClientDevices* devices) {
   const uint64_t n = samples_.size();
   if (training_ >= n) throw std::logic_error("every client of the population is training: none to draw");
-  Rng rng(seed_, RngPurpose::ClientSampling, uint32_t(draws_ >> 32), uint32_t(draws_));
-  ++draws_;
+  if (devices && devices->always_available()) devices = nullptr;
+  // available now, and for a while (not at the very end of its interval)
+  auto eligible = [&](uint64_t c) {
+    return !busy_[c] && (!devices || (devices->available(size_t(c), t) && devices->available_until(size_t(c), t) > t));
+  };
+  Rng rng(seed_, RngPurpose::ClientSampling, uint32_t(tries_ >> 32), uint32_t(tries_));
+  ++tries_;
   uint64_t c = 0;
-  for (int i = 0; i < kCandidates; ++i) {
+  bool found = false;
+  for (int i = 0; i < kCandidates && !found; ++i) {
     if (cumulative_.empty()) {
       c = rng.below(n);
     } else {  // the client whose cumulative range holds a uniform draw in [0, total)
       const uint64_t u = rng.below(cumulative_.back());
       c = uint64_t(std::upper_bound(cumulative_.begin(), cumulative_.end(), u) - cumulative_.begin());
     }
-    if (!busy_[c]) break;
-    if (i + 1 == kCandidates)
-      while (busy_[c]) c = (c + 1) % n;
+    found = eligible(c);
   }
+  for (uint64_t k = 0; k < n && !found; ++k) {
+    c = (c + 1) % n;
+    found = eligible(c);
+  }
+  if (!found) return -1;
+  ++draws_;
   busy_[c] = 1;
   ++training_;
   if (!seen_[c]) {
@@ -47,6 +58,13 @@ int64_t Population::draw() {
     ++distinct_;
   }
   return int64_t(c);
+}
+
+double Population::next_available(double t, const ClientDevices& devices) const {
+  double first = std::numeric_limits<double>::infinity();
+  for (size_t c = 0; c < samples_.size(); ++c)
+    if (!busy_[c]) first = std::min(first, devices.next_available(c, t));
+  return first;
 }
 
 void Population::release(int64_t client) {

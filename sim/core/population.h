@@ -9,17 +9,18 @@
 // Sampling: when a slot needs a client (Runtime::next_step after the slot's last client job
 // ended), the population draws one among the clients not training now: "uniform" each with
 // the same chance, "size" with chance proportional to its samples. Draw k of the run uses
-// Rng(seed, ClientSampling, k >> 32, k): candidates from it until one is not training (so
-// the draw is exactly uniform, or size-weighted, over the idle clients); after 64 busy
-// candidates, the first idle client at or after the last candidate, cyclically (at most
-// slots - 1 clients are training then, so one is found; the fallback is taken with
-// probability (busy share)^64, nil at populations much larger than the slots). The draws
+// Rng(seed, ClientSampling, k >> 32, k) (k counts every try, also one that found no client):
+// candidates from it until one is not training and is available (clients.devices' traces)
+// (so the draw is exactly uniform, or size-weighted, over the eligible clients); after 64
+// rejected candidates, the first eligible client at or after the last candidate, cyclically,
+// or none (the fallback is taken with probability (rejected share)^64). The draws
 // follow the slots' requests in virtual-time order, so a run is byte-identical for any
 // thread count.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+#include "sim/data/client_devices.h"
 
 namespace asgd {
 
@@ -29,9 +30,12 @@ class Population {
   Population(uint64_t seed, std::vector<uint32_t> samples, bool by_size);
   int64_t count() const { return int64_t(samples_.size()); }
   uint32_t samples(int64_t client) const { return samples_[size_t(client)]; }
-  // Draws an idle client and marks it training; throws std::logic_error when every client
-  // is training (the config check keeps count >= slots).
-  int64_t draw();
+  // Draws an idle client and marks it training; with `devices` whose availability is
+  // traced, only among the clients available at `t` seconds, and -1 when none is. Throws
+  // std::logic_error when every client is training (the config check keeps count >= slots).
+  int64_t draw(double t = 0, const ClientDevices* devices = nullptr);
+  // The first time >= t at which an idle client is available (+infinity: never): O(clients).
+  double next_available(double t, const ClientDevices& devices) const;
   // Its job ended (arrived, dropped, lost or cancelled): it may be drawn again.
   void release(int64_t client);
   bool training(int64_t client) const { return busy_[size_t(client)] != 0; }
@@ -45,7 +49,7 @@ class Population {
   std::vector<uint64_t> cumulative_;  // by_size: samples summed up to and including client c
   std::vector<uint8_t> busy_;          // 1: training now
   std::vector<uint8_t> seen_;          // 1: drawn at least once
-  uint64_t draws_ = 0, distinct_ = 0, training_ = 0;
+  uint64_t draws_ = 0, tries_ = 0, distinct_ = 0, training_ = 0;
 };
 
 }  // namespace asgd

@@ -90,6 +90,9 @@ struct Step {
   // again once the step is back, and the slot's next step draws another). -1: no population.
   int64_t client = -1;
   bool keep_client = false;
+  // No client of the population is available now (clients.devices' traces): next_step gave
+  // no step (m = 0, client -1), and one may be from this time on (kNever: never again).
+  SimTime no_client_until = 0;
 };
 
 // The synchronous family's collectives (Runtime::collective), over the topology, in the
@@ -242,6 +245,7 @@ class Runtime {
   // client), and client c's training samples (its part of the data, or an equal share of
   // the run's one stream under iid).
   virtual int64_t clients() const { return 0; }
+  // (A client's step that its client leaves unfinished comes back timed out: GradientJob::timed_out.)
   virtual uint32_t client_samples(int64_t client) const { return 0; }
 
  protected:

@@ -120,6 +120,7 @@ Simulation::Simulation(const RunSettings& settings, const Model& model, const De
                           : uint32_t(std::max<size_t>(1, (c + 1) * train_size_ / n - c * train_size_ / n));
     population_ = std::make_unique<Population>(settings_.seed, std::move(samples), settings_.clients.by_size);
     slot_client_.assign(size_t(settings_.workers), -1);
+    devices_ = compute_.client_devices();
   }
   steps_.assign(settings_.workers, 0);
   alive_.assign(settings_.workers, true);
@@ -236,11 +237,23 @@ void Simulation::read_layers(GradientJob& job, const ParameterStore& store) {
 Step Simulation::next_step(int worker, std::vector<int32_t>& ids) {
   if (!population_) return step_from_stream(worker, *stream_, parts_.get(), settings_.batch_size, ids);
   int64_t& client = slot_client_[size_t(worker)];
-  if (client < 0) client = population_->draw();
+  if (client < 0) client = population_->draw(sim_to_seconds(now()), devices_);
+  if (client < 0) {  // none available now: when one may be
+    Step none;
+    none.worker = worker;
+    const double at = population_->next_available(sim_to_seconds(now()), *devices_);
+    none.no_client_until = at < 9e9 ? std::max(now() + 1, seconds_to_sim(at)) : kNever;
+    return none;
+  }
   Step step = step_from_stream(int(client), *stream_, parts_.get(), settings_.batch_size, ids);
   step.worker = worker;
   step.client = client;
   return step;
+}
+
+SimTime Simulation::client_link(int64_t client, double bytes) const {
+  if (client < 0 || !devices_ || bytes <= 0) return 0;
+  return seconds_to_sim(bytes * 8.0 / 1000.0 / double(devices_->bandwidth_kbps[size_t(client)]));
 }
 
 void Simulation::end_client_job(GradientJob& job) {
@@ -310,7 +323,7 @@ void Simulation::launch(const Step& st) {
   if (job->received) {  // a pull, or the server's reply: one message to the worker
     TransferTimes t = free_network_ ? TransferTimes{now(), now()} : topology_->transfer(st.reply_from, worker, pull_bytes, now());
     served = t.start;
-    job->compute_start = t.arrival;
+    job->compute_start = add_time(t.arrival, client_link(st.client, pull_bytes));
     out_.messages_to_workers++;
     out_.bytes_to_workers += pull_bytes;
     out_.peak_sync_bytes = std::max(out_.peak_sync_bytes, pull_bytes);
@@ -323,6 +336,16 @@ void Simulation::launch(const Step& st) {
     job->pushed = false;
   }
   job->compute_done = add_time(job->compute_start, compute);
+  if (st.client >= 0 && devices_ && !devices_->always_available()) {  // its client must stay until its push has left
+    const SimTime needed = add_time(job->compute_done, job->pushed ? client_link(st.client, job->push_bytes) : 0);
+    const double until = devices_->available_until(size_t(st.client), sim_to_seconds(now()));
+    if (until < 9e9 && needed > seconds_to_sim(until)) {  // it leaves first: the job is cut when it does
+      job->compute_done = std::max(job->compute_start, seconds_to_sim(until));
+      job->timed_out = true;
+      job->pushed = false;
+      out_.clients_departed++;
+    }
+  }
   job->arrival = kNever;
 
   GradientJob* raw = job.get();
@@ -352,11 +375,12 @@ void Simulation::schedule_after_read(GradientJob& job, size_t slot) {
     out_.bytes_to_server += job.push_bytes;
     out_.peak_sync_bytes = std::max(out_.peak_sync_bytes, job.push_bytes);
     if (contended_) {  // the push queues behind transfers requested before it: ask when it starts
-      queue_.push(job.compute_done, EventKind::ComputeDone, job.worker, slot);
+      queue_.push(add_time(job.compute_done, client_link(job.client, job.push_bytes)), EventKind::ComputeDone,
+                  job.worker, slot);
       return;
     }
-    job.arrival = free_network_ ? job.compute_done
-                                : topology_->transfer(job.worker, kServer, job.push_bytes, job.compute_done).arrival;
+    const SimTime sent = add_time(job.compute_done, client_link(job.client, job.push_bytes));  // over the client's own link first
+    job.arrival = free_network_ ? sent : topology_->transfer(job.worker, kServer, job.push_bytes, sent).arrival;
   } else {
     job.arrival = job.compute_done;  // the result stays on the worker
   }
@@ -718,7 +742,8 @@ void Simulation::handle_arrival(const Event& e) {
     population_->release(job->client);
     job->ends_client_job = false;
   }
-  if (job->timed_out) {  // abandoned at its allowance: no gradient arrives, only the news
+  if (job->timed_out) {  // abandoned at its allowance (or by its client): no gradient arrives, only the news
+    end_client_job(*job);
     job->read = Snapshot{};
     account(*job, now());
     idle_since_[job->worker] = now();

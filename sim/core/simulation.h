@@ -75,6 +75,7 @@ struct RunOutcome {
   // A population (section clients): clients drawn for slots, and how many distinct ones.
   int64_t clients = 0;
   uint64_t client_draws = 0, clients_distinct = 0;
+  uint64_t clients_departed = 0;  // client jobs cut because the client left (clients.devices)
 };
 
 // The no-progress rule (Simulation::run): more than kStuckEventsBase +
@@ -180,6 +181,8 @@ class Simulation final : public Runtime {
   // The job will not come back to the engine (cancelled, lost): its client is free, and the
   // slot draws another for its next step (a client's job is not carried over).
   void end_client_job(GradientJob& job);
+  // The time `bytes` take over the client's own link (clients.devices' bandwidth; 0 without).
+  SimTime client_link(int64_t client, double bytes) const;
 
   const RunSettings& settings_;
   const Model& model_;
@@ -197,6 +200,7 @@ class Simulation final : public Runtime {
   std::unique_ptr<PartitionedSamples> parts_;  // data.partition not iid: each data owner's own stream
   std::unique_ptr<Population> population_;     // section clients (null: none)
   std::vector<int64_t> slot_client_;           // the client each worker's slot trains now (-1: none)
+  const ClientDevices* devices_ = nullptr;     // clients.devices (null: none)
   size_t train_size_;
   std::vector<std::unique_ptr<GradientJob>> in_flight_;  // by slot
   std::vector<size_t> free_slots_;

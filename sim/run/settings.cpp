@@ -211,7 +211,14 @@ std::vector<Section<S>> make_sections() {
                  [](S& s, const json& v) { s.clients.by_size = v == "size"; }),
         unbound<S>(any("speeds", json{{"dist", "constant"}, {"value", 1.0}},
                        "the clients' slowdown factors (2 = twice as slow), a distribution {\"dist\": ...} drawn once "
-                       "per client: a client's step lasts its slot's compute time times its factor"))}},
+                       "per client: a client's step lasts its slot's compute time times its factor")),
+        field<S>(str("devices", "",
+                     "a population folder (devices.csv, optional availability.csv; docs/population-devices.md; "
+                     "relative to the config's folder): each client's compute (its factor is its ms per sample over "
+                     "the median client's, times `speeds`), its bandwidth (its own link, crossed by each of its "
+                     "messages) and its availability (drawn only while available; a job it leaves unfinished is "
+                     "dropped). \"\": none"),
+                 [](S& s, const json& v) { s.clients.devices = v.get<std::string>(); })}},
       {"real", "`asgdsim cluster` only (real MPI processes; `asgdsim run` ignores it)",
        {field(&S::real_delay_scale,
               num("delay_scale", 0.0,

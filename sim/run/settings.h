@@ -68,6 +68,7 @@ struct ClientsSpec {
   int64_t count = 0;
   bool by_size = false;       // sampling "size": a client is drawn with probability its share of the data
   nlohmann::json speeds;      // a distribution {"dist": ...} drawn once per client
+  std::string devices;        // a population folder (sim/data/client_devices.h), "": none
 };
 
 struct RunSettings {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <vector>
+#include "sim/data/client_devices.h"
 #include "sim/timing/distribution.h"
 #include "sim/core/time.h"
 
@@ -48,6 +49,10 @@ class ComputeTimeModel {
   // A population's slowdown factors, one per client (section clients: drawn once per client).
   void set_client_slowdown(std::vector<float> factors) { client_slowdown_ = std::move(factors); }
   const std::vector<float>& client_slowdown() const { return client_slowdown_; }
+  // A population's devices (clients.devices): their bandwidths and availability, which the
+  // runtime charges and obeys (null: none).
+  void set_client_devices(std::shared_ptr<const ClientDevices> d) { devices_ = std::move(d); }
+  const ClientDevices* client_devices() const { return devices_.get(); }
   const Distribution& distribution() const { return *dist_; }
   const StepCost& cost() const { return cost_; }
 
@@ -56,6 +61,7 @@ class ComputeTimeModel {
   std::unique_ptr<Distribution> dist_;
   std::vector<double> slowdown_;
   std::vector<float> client_slowdown_;  // empty: no population, or every client's factor 1
+  std::shared_ptr<const ClientDevices> devices_;
   StragglerSpec stragglers_;
   StepCost cost_;
 };
