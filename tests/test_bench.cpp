@@ -124,6 +124,20 @@ TEST(BenchWorkloads, SparseWorkloadTimesSparseMessagesAgainstABareLoop) {
   EXPECT_LT(push, 32 * 20 * 8.0 + 4);
 }
 
+// The population workload (h) at a small size: FedBuff's client jobs on a population ran,
+// the bare loop took a local SGD step per gradient, and the note says the jobs.
+TEST(BenchWorkloads, PopulationWorkloadTimesClientJobsAgainstABareLoop) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "Fashion-MNIST not installed at " << kFashionMnist;
+  BenchResult r = bench_population(/*clients=*/1000, /*slots=*/8, /*gradients=*/400, /*threads=*/2, /*repeats=*/1,
+                                   kFashionMnist, 2000);
+  EXPECT_EQ(r.workload, "h");
+  EXPECT_EQ(r.updates, r.gradients) << "a local SGD step per gradient";
+  EXPECT_GE(r.gradients, 400u);
+  EXPECT_GT(r.sim_seconds, 0.0);
+  EXPECT_GT(r.bare_seconds, 0.0);
+  EXPECT_NE(r.note.find("client jobs of 1000 clients"), std::string::npos) << r.note;
+}
+
 // The CI floor. Workload (a), shortened: MLP 784-128-10, batch 32, Fashion-MNIST (10,000
 // training images), async with 16 workers, 3,000 gradients per timed run, 5 interleaved
 // (sim, bare) pairs on 2 threads; the ratio is the median of the pairs' bare/sim wall

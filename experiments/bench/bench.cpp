@@ -268,6 +268,13 @@ json mnist_config(const json& model, const std::string& engine, int workers, uin
 }
 
 const json kMlpModel = {{"type", "mlp"}, {"hidden", {128}}};
+
+// h: a population of `clients` clients (lognormal speeds, sigma 0.7), FedBuff with k 10 and
+// 5 local steps a client job: the bare side computes the gradients and a local SGD step each.
+json population_patch(int clients) {
+  return {{"clients", {{"count", clients}, {"speeds", {{"dist", "lognormal"}, {"mean", 1.0}, {"sigma", 0.7}}}}},
+          {"engines", json::array({json{{"type", "fedbuff"}, {"k", 10}, {"local_steps", 5}}})}};
+}
 const json kCnnModel = {{"type", "cnn"}, {"arch", "lenet5"}};
 const char* const kCnnDescription = "cnn lenet5 (28x28x1: conv 6 5x5, pool 2, conv 16 5x5, pool 2, 120, 84, 10), batch 32, fashion_mnist";
 
@@ -290,9 +297,11 @@ std::unique_ptr<MnistFixture> load_mlp(const std::string& dir, size_t train_limi
 
 // a, b, f: `engine` with `workers` workers training f's model; the bare side computes as
 // many gradients and SGD steps with the same kernels.
+// `patch` (a JSON merge patch over the config: a population's clients and engine keys) is
+// applied to the timed and the warm-up runs alike.
 BenchResult model_workload(const MnistFixture& f, const std::string& workload, const std::string& name,
                            const std::string& engine, int workers, uint64_t gradients, int threads, int repeats,
-                           const std::string& dir, size_t train_limit, int batched) {
+                           const std::string& dir, size_t train_limit, int batched, const json& patch = json()) {
   BenchResult r;
   r.workload = workload;
   r.name = name + "_" + engine;
@@ -308,6 +317,10 @@ BenchResult model_workload(const MnistFixture& f, const std::string& workload, c
   // Warm-up (workspaces, page faults, caches): a short run of each side.
   json warm = mnist_config(f.model_config, engine, workers, std::max<uint64_t>(gradients / 10, 4 * workers), dir,
                            train_limit, batched);
+  if (!patch.is_null()) {
+    cfg.merge_patch(patch);
+    warm.merge_patch(patch);
+  }
   time_simulation(warm, p, pool);
   SimRun last;
   auto sim = [&] {
@@ -322,14 +335,19 @@ BenchResult model_workload(const MnistFixture& f, const std::string& workload, c
   // One simulated run first fixes the counts.
   sim();
   counted_grads = last.outcome.gradients;
-  counted_updates = engine == "easgd" ? last.outcome.gradients : last.outcome.updates;
+  // easgd and a population's clients take a local SGD step per gradient
+  const bool local_steps = engine == "easgd" || last.outcome.clients > 0;
+  counted_updates = local_steps ? last.outcome.gradients : last.outcome.updates;
   time_bare(p, n, 32, std::min<uint64_t>(counted_grads, 4 * threads * batched), 0, threads, 1, batched);  // warm-up
   r.launches = count_job_launches(*f.model, &f.data.train, n, 32, size_t(std::max(batched, 1)));
   measure_pairs(repeats, sim, bare, r);
   r.gradients = counted_grads;
   r.updates = counted_updates;
   set_rates(r, engine == "async");
-  if (engine == "easgd") r.note = "updates = local SGD steps (one per gradient)";
+  if (local_steps) r.note = "updates = local SGD steps (one per gradient)";
+  if (last.outcome.clients > 0)
+    r.note += "; " + std::to_string(last.outcome.client_draws) + " client jobs of " +
+              std::to_string(last.outcome.clients) + " clients";
   if (engine == "sync") r.note = "one update per iteration of " + std::to_string(workers) + " gradients";
   if (batched > 1) r.note += std::string(r.note.empty() ? "" : "; ") + "batched_gradients " + std::to_string(batched);
   return r;
@@ -673,8 +691,8 @@ BenchOptions parse_bench_options(int argc, char** argv) {
     } else if (a == "--only") {
       std::stringstream ss(value(i, a));
       for (std::string w; std::getline(ss, w, ',');) {
-        if (w.size() != 1 || w[0] < 'a' || w[0] > 'g')
-          throw std::invalid_argument("--only takes workload letters a, b, c, d, e, f, g; got '" + w + "'");
+        if (w.size() != 1 || w[0] < 'a' || w[0] > 'h')
+          throw std::invalid_argument("--only takes workload letters a, b, c, d, e, f, g, h; got '" + w + "'");
         o.only.push_back(w);
       }
     } else {
@@ -739,6 +757,13 @@ BenchResult bench_mlp(const std::string& workload, const std::string& engine, in
   auto f = load_mlp(data_dir, train_limit);
   return model_workload(*f, workload, "mlp", engine, workers, gradients, default_threads(threads), repeats, data_dir,
                         train_limit, batched_gradients);
+}
+
+BenchResult bench_population(int clients, int slots, uint64_t gradients, int threads, int repeats,
+                             const std::string& data_dir, size_t train_limit) {
+  auto f = load_mlp(data_dir, train_limit);
+  return model_workload(*f, "h", "mlp", "fedbuff", slots, gradients, default_threads(threads), repeats, data_dir,
+                        train_limit, 1, population_patch(clients));
 }
 
 BenchResult bench_cnn(const std::string& engine, int workers, uint64_t gradients, int threads, int repeats,
@@ -864,6 +889,11 @@ int run_bench(const BenchOptions& opts, std::ostream& out) {
     auto cnn = load_mnist(opts.data_dir, train_limit, kCnnModel, kCnnDescription);
     report(model_workload(*cnn, "f", "cnn", "async", 16, q ? 240 : 960, threads, repeats, opts.data_dir, train_limit,
                           opts.batched_gradients));
+  }
+  if (selected(opts, "h")) {  // a population: 100,000 clients on 100 slots
+    if (!mnist) mnist = load_mlp(opts.data_dir, train_limit);
+    report(model_workload(*mnist, "h", "mlp", "fedbuff", 100, mlp_grads, threads, repeats, opts.data_dir, train_limit,
+                          1, population_patch(100000)));
   }
   if (selected(opts, "c")) report(event_core_workload(10000, q ? 300000 : 2000000, threads, repeats));
   if (selected(opts, "g")) report(sparse_workload(16, q ? 3000 : 12000, threads, repeats));

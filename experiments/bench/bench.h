@@ -111,6 +111,12 @@ BenchResult bench_event_core(int workers, uint64_t updates, int threads, int rep
 // sparse gradients and SGD steps.
 BenchResult bench_sparse(int workers, uint64_t gradients, int threads, int repeats);
 
+// h: a population (MLP as the MLP workloads; `clients` clients with lognormal speeds on
+// `slots` slots, FedBuff k 10, 5 local steps a client job) against a bare loop of the same
+// gradients and a local SGD step each.
+BenchResult bench_population(int clients, int slots, uint64_t gradients, int threads, int repeats,
+                             const std::string& data_dir, size_t train_limit);
+
 // The eval schedule workload e charges (that of experiments/configs/default.json).
 nlohmann::json bench_default_eval_schedule();
 

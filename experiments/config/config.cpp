@@ -587,13 +587,15 @@ void warn_of_rounds_past_the_budget(Experiment& exp, const RunSpec& run, const D
 // Engines that differ in what they send per gradient compared over a free network (no
 // latency, unlimited bandwidth, the default star): the difference, which some engines
 // exist to exploit (DiLoCo, local SGD, EASGD), costs nothing. Said once in exp.warnings
-// and in each such run's note.
+// and in each such run's note. A population's devices (clients.devices) charge each message
+// the client's own link: that network is not free.
 void warn_of_free_network(Experiment& exp) {
   std::map<std::string, double> sends;  // engine label -> messages per gradient, free-network runs
   std::vector<RunSpec*> free;
   for (auto& run : exp.runs) {
     const NetworkSpec& n = run.settings.network;
-    if (n.latency > 0 || n.bandwidth > 0 || n.worker_bandwidth > 0 || run.settings.topology.type != kDefaultTopologyType)
+    if (n.latency > 0 || n.bandwidth > 0 || n.worker_bandwidth > 0 || run.settings.topology.type != kDefaultTopologyType ||
+        !run.settings.clients.devices.empty())
       continue;
     sends.emplace(run.engine, run.bound_engine->cost(run.settings.workers).messages_per_step);
     free.push_back(&run);
