@@ -961,6 +961,8 @@ TEST(EngineDescribe, ReadsTheKeysBackFromTheTypedConfig) {
       {{"type", "mindflayer"}, {"budget", 0.5}, {"budgets", {0.25, 1.5}}, {"trials", 2}},
       {{"type", "streaming_diloco"}, {"fragments", 4}, {"quantize", true}, {"outer_nesterov", false}},
       {{"type", "async_local_sgd"}, {"steps", 7}, {"nesterov_period", 2}, {"outer_nesterov", true}},
+      {{"type", "fedbuff"}, {"k", 3}, {"aggregate", "sum"}, {"local_epochs", 2.0}, {"staleness_weight", "hinge"}},
+      {{"type", "fedavg"}, {"report", 2}, {"server_momentum", 0.5}, {"local_steps", 4}},
   };
   for (json spec : others) {
     for (const ParamInfo& p : find_engine_type(spec["type"])->params)

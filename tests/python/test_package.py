@@ -253,6 +253,29 @@ class Package(unittest.TestCase):
         self.assertEqual(s["status"], "completed", s.get("note"))
         self.assertGreaterEqual(s["updates"], 2)
 
+    def test_a_population_of_clients_trains_a_torch_model_on_its_own_split(self):
+        """Issue #45 from Python: the user's torch model and Dataset, split over 40 clients by
+        Hsu et al.'s Dirichlet mix, 4 slots, FedBuff's client jobs of 3 local steps; the run
+        trains, says its clients, lists their parts, and is the same at 1 and 2 threads."""
+        cfg = torch_config(
+            data={"type": "torch", "partition": "dirichlet_mix", "partition_alpha": 0.5},
+            clients={"count": 40, "sampling": "size"},
+            engines=[{"type": "fedbuff", "k": 2, "local_steps": 3}], stop={"updates": 30})
+        res = self.run_torch(cfg, threads=1)
+        s = summary(res.folder, "fedbuff-seed1")
+        self.assertEqual(s["status"], "completed", s.get("note"))
+        self.assertEqual(s["clients"]["count"], 40)
+        self.assertGreater(s["clients"]["distinct"], 10)
+        self.assertEqual(s["clients"]["partition"]["samples"]["min"], 512 // 40)
+        rows = metrics(res.folder, "fedbuff-seed1")
+        self.assertLess(float(rows[-1]["train_loss"]), float(rows[0]["train_loss"]))
+        with open(os.path.join(res.folder, "fedbuff-seed1", "partition.csv")) as f:
+            self.assertEqual(len(list(csv.DictReader(f))), 40)
+        first = strip_wall(s)
+        shutil.rmtree(res.folder)
+        again = self.run_torch(cfg, threads=2)
+        self.assertEqual(strip_wall(summary(again.folder, "fedbuff-seed1")), first)
+
     # ---- results and the command line ----
     def test_results_load_the_tidy_table(self):
         res = self.run_torch(torch_config(engines=[{"type": "async"}, {"type": "sync"}]))
