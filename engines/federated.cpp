@@ -97,7 +97,7 @@ class FederatedEngine final : public Engine {
   std::vector<int> steps_, done_;
   std::vector<int64_t> client_;
   std::vector<float> lr_ref_;
-  std::vector<bool> busy_, in_job_;
+  std::vector<bool> in_job_;
   std::vector<int32_t> ids_;
   // fedbuff
   DeviceArray<float> buffer_;
@@ -136,7 +136,6 @@ void FederatedEngine::start(Runtime& sim) {
   done_.assign(n, 0);
   client_.assign(n, -1);
   lr_ref_.assign(n, 1.0f);
-  busy_.assign(n, false);
   in_job_.assign(n, false);
   if (c_.rule == Rule::FedBuff) {
     buffer_.resize_discard(p);
@@ -170,7 +169,6 @@ void FederatedEngine::start_job(Runtime& sim, int w) {
   step.push = steps_[w] == 1;
   step.keep_client = steps_[w] > 1;
   sim.launch(step);
-  busy_[w] = true;
 }
 
 void FederatedEngine::launch_local_step(Runtime& sim, int w) {
@@ -186,12 +184,10 @@ void FederatedEngine::launch_local_step(Runtime& sim, int w) {
   step.push = done_[w] + 1 == steps_[w];  // the job's last step sends its delta
   step.keep_client = !step.push;
   sim.launch(step);
-  busy_[w] = true;
 }
 
 void FederatedEngine::on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) {
   const int w = job->worker;
-  busy_[w] = false;
   if (!in_job_[w]) {  // its job ended meanwhile (the slot went down)
     sim.dropped(*job);
     sim.recycle(std::move(job));
@@ -308,7 +304,6 @@ void FederatedEngine::finish_round(Runtime& sim) {
     if (in_job_[w]) {
       sim.cancel(w);
       in_job_[w] = false;
-      busy_[w] = false;
     }
   averaging_ = true;
   sim.iteration_done(sim.now() - round_start_);
@@ -336,7 +331,6 @@ void FederatedEngine::finish_round(Runtime& sim) {
 }
 
 void FederatedEngine::on_worker_down(Runtime& sim, int w) {
-  busy_[w] = false;
   const bool was_in_job = in_job_[w];
   in_job_[w] = false;  // its client's job is lost (the runtime frees the client)
   base_[w] = Snapshot{};

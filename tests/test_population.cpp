@@ -333,3 +333,21 @@ TEST(Population, PeakMemoryDoesNotGrowWithTheClients) {
   ASSERT_GT(large, 0);
   EXPECT_LT(large - small, 64.0 * 1024) << "peak " << small << " kB with 1,000 clients, " << large << " kB with " << big;
 }
+
+// A slot that fails mid-job loses its client's job (counted lost) and frees the client; the
+// rule goes on with the other slots and takes the slot back when it returns; FedAvg's round
+// ends with the slots left. Each rule completes its updates, and a failure never frees a
+// client twice (Population::release throws then).
+TEST(Federated, ASlotFailureLosesItsClientsJob) {
+  for (const char* type : {"fedavg", "fedbuff", "fedasync"}) {
+    json engine = {{"type", type}, {"local_steps", 3}};
+    if (std::string(type) == "fedbuff") engine["k"] = 2;
+    json cfg = federated_quadratic(std::string("fail_") + type, engine, 3, 6);
+    cfg["cluster"]["failures"] = {{"events", {{{"worker", 1}, {"at", 0.015}, {"down_for", 0.05}}}}};  // mid-step 2
+    const json s = summary_at(run_one(cfg, "fail"));
+    EXPECT_EQ(s["status"], "completed") << type << ": " << s["note"];
+    EXPECT_EQ(s["updates"], 12) << type;
+    EXPECT_GE(s["lost_gradients"].get<int>(), 1) << type;
+    EXPECT_EQ(s["worker_failures"], 1) << type;
+  }
+}
