@@ -351,10 +351,10 @@ void FederatedEngine::on_worker_up(Runtime& sim, int w) {
 }
 
 // The keys the three rules share, then each rule's own.
-std::vector<Field<FederatedConfig>> shared_fields(int local_steps) {
+std::vector<Field<FederatedConfig>> shared_fields() {
   using C = FederatedConfig;
   return {
-      field(&C::local_steps, keys::integer("local_steps", local_steps,
+      field(&C::local_steps, keys::integer("local_steps", 1,
                                            "H: the client's local steps of train.optimizer per job (1: one gradient)",
                                            1, 1000000)),
       field(&C::local_epochs, keys::num("local_epochs", 0.0,
@@ -392,9 +392,9 @@ void refuse_real(const FederatedConfig&, Validator& v) {
 }
 
 template <class Extra>
-EngineType federated_type(const char* name, Rule rule, const char* doc, int local_steps, Extra extra) {
+EngineType federated_type(const char* name, Rule rule, const char* doc, Extra extra) {
   using C = FederatedConfig;
-  std::vector<Field<C>> fields = shared_fields(local_steps);
+  std::vector<Field<C>> fields = shared_fields();
   extra(fields);
   const std::string type = name;
   EngineType t = engine_type<C>(
@@ -428,7 +428,7 @@ EngineType fedavg_engine_type() {
                         "FedAvg (McMahan et al. 2017): rounds; every slot trains a drawn client from w, the round "
                         "takes the first `report` deltas (over-selection: the rest are cancelled) and w moves by "
                         "server_lr times their sample-weighted mean (FedAvgM with server_momentum)",
-                        1, [](std::vector<Field<C>>& f) {
+                        [](std::vector<Field<C>>& f) {
                           f.push_back(field(&C::report, keys::integer("report", 0,
                                                                       "deltas a round takes, the first to arrive "
                                                                       "(0: every slot's; fewer: over-selection, the "
@@ -443,7 +443,7 @@ EngineType fedbuff_engine_type() {
       "fedbuff", Rule::FedBuff,
       "FedBuff (Nguyen et al. 2022): clients train asynchronously and push their deltas; the server buffers k of "
       "them, each weighted by s(tau) (1/sqrt(1+tau)), and applies their mean with server_lr and server_momentum",
-      1, [](std::vector<Field<C>>& f) {
+      [](std::vector<Field<C>>& f) {
         f.push_back(field(&C::k, keys::integer("k", 10, "K: deltas per server update", 1, 1000000)));
         f.push_back(field<C>(keys::str("aggregate", "mean",
                                        "mean: the buffer divided by K (Nguyen et al. 2022, Algorithm 1); sum: not",
@@ -460,7 +460,7 @@ EngineType fedasync_engine_type() {
       "fedasync", Rule::FedAsync,
       "FedAsync (Xie et al. 2019): each client's model is mixed into w on arrival, w <- (1 - a_t) w + a_t x, "
       "a_t = alpha s(tau) (polynomial or hinge staleness function)",
-      1, [](std::vector<Field<C>>& f) {
+      [](std::vector<Field<C>>& f) {
         f.push_back(field(&C::alpha, keys::num("alpha", 0.6, "alpha: the mixing weight of a fresh client's model "
                                                              "(Xie et al. 2019 use 0.6 to 0.9)",
                                                0, true, 1)));

@@ -1098,18 +1098,7 @@ TEST(DataFamily, DeclaredSizesAreWhatTheLoaderMakes) {
 
 namespace {
 
-// The issues of a config that must not validate, as "path: message" lines.
-std::string config_issues(const json& c) {
-  try {
-    resolve_experiment(c, "t", ".");
-  } catch (const ConfigError& e) {
-    std::string out;
-    for (const auto& i : e.issues()) out += i.path + ": " + i.message + "\n";
-    return out;
-  }
-  ADD_FAILURE() << "the config validated: " << c.dump();
-  return "";
-}
+
 
 }  // namespace
 

@@ -147,6 +147,19 @@ inline double quadratic_loss(const std::vector<double>& h, const std::vector<dou
   return f;
 }
 
+// The issues of a config that must not validate, as "path: message" lines.
+inline std::string config_issues(const nlohmann::json& c) {
+  try {
+    resolve_experiment(c, "t", ".");
+  } catch (const ConfigError& e) {
+    std::string out;
+    for (const auto& i : e.issues()) out += i.path + ": " + i.message + "\n";
+    return out;
+  }
+  ADD_FAILURE() << "the config validated: " << c.dump();
+  return "";
+}
+
 struct CommandResult {
   int exit_code = -1;
   std::string output;  // stdout and stderr together
