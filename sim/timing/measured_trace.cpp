@@ -126,7 +126,7 @@ nlohmann::json measured_compute_model(const MeasuredTrace& trace, const std::str
                       {"steps", trace.step_seconds.size()},
                       {"median_step_seconds", median_of(trace.step_seconds)},
                       {"mean_step_seconds", sum / double(trace.step_seconds.size())}};
-  for (const char* key : {"machine", "backend", "commit", "date", "batch"})
+  for (const char* key : {"machine", "backend", "commit", "date", "batch", "from_cache"})
     if (trace.header.contains(key)) m[key] = trace.header[key];
   return m;
 }

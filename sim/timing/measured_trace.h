@@ -35,7 +35,8 @@ MeasuredTrace read_measured_trace(const std::string& path);
 
 // What summary.json's compute_model says of a run that replays `trace` (found at `name`
 // in the experiment folder): dist "measured", the file, its machine, backend, commit and
-// date, the number of steps and their median and mean (seconds).
+// date (of the measurement), the number of steps and their median and mean (seconds), and
+// from_cache, the calibration cache's file it was copied from, where it was.
 nlohmann::json measured_compute_model(const MeasuredTrace& trace, const std::string& name);
 
 double median_of(std::vector<double> values);  // NaN for none
