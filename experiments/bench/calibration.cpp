@@ -44,6 +44,17 @@ double GradientLoop::gradient(uint64_t k, const NoiseKey& noise) {
 
 namespace {
 
+// The fingerprints of a PyTorch model's files (run.sources), null where there are none.
+json sources_of(const RunSpec& run) {
+  const json info = run.config.value("run", json());
+  return info.is_object() ? info.value("sources", json()) : json();
+}
+
+// The run's trace in the experiment folder (measured_trace_name).
+std::string trace_name_of(const RunSpec& run) {
+  return measured_trace_name(run.config["model"], run.config["data"], run.settings.batch_size, sources_of(run));
+}
+
 double steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -81,10 +92,9 @@ void take_calibration_lock(FileLock& lock, const CalibrationOptions& opts) {
 json cache_key(const RunSpec& run, const Model& model, const CalibrationBudget& budget, const std::string& clock) {
   std::string commit = build::git_commit;
   if (build::git_dirty) commit += " (dirty)";
-  const json& sources = run.config.contains("run") ? run.config["run"].value("sources", json()) : json();
   return {{"model", run.config["model"]},
           {"data", run.config["data"]},
-          {"sources", sources},
+          {"sources", sources_of(run)},
           {"code", model.code_identity()},
           {"batch", run.settings.batch_size},
           {"threads", model.job_threads()},
@@ -131,7 +141,7 @@ void calibrate(const RunSpec& run, const std::string& base_dir, const std::strin
   const std::string cache_dir = calibration_cache_dir();
   const json key = cache_key(run, *model, budget, clock);
   const std::string cached =
-      cache_dir.empty() ? "" : cache_path(cache_dir, measured_trace_name(model_cfg, run.config["data"], batch), key);
+      cache_dir.empty() ? "" : cache_path(cache_dir, trace_name_of(run), key);
   MeasuredTrace trace;
   if (!opts.recalibrate && !cached.empty() && read_cached(cached, key, trace, opts)) {
     trace.header.erase("cache_key");
@@ -251,7 +261,7 @@ std::vector<double> time_gradient_steps(const Model& model, const DeviceDataset*
 
 void measured_compute_plan(RunSpec& run, std::vector<std::string>& notes) {
   run.settings.step_cost.per_sample = false;  // the trace holds whole steps' times
-  const std::string name = measured_trace_name(run.config["model"], run.config["data"], run.settings.batch_size);
+  const std::string name = trace_name_of(run);
   run.settings.compute_model = {{"dist", "measured"}, {"trace", name}};
   const CalibrationBudget budget = calibration_budget(run.settings.compute_dist);
   const std::string note =
@@ -316,9 +326,6 @@ bool measured(const RunSpec& run) { return run.settings.compute_model.value("dis
 // dist "flops" of a model counted when it is built (flops_compute_plan): not bound yet
 bool flops_counted_at_run(const RunSpec& run) {
   return run.settings.compute_model.value("dist", "") == "flops" && run.settings.compute_dist.value("dist", "") == "flops";
-}
-std::string trace_name_of(const RunSpec& run) {
-  return measured_trace_name(run.config["model"], run.config["data"], run.settings.batch_size);
 }
 }  // namespace
 

@@ -63,7 +63,7 @@ std::vector<double> time_gradient_steps(const Model& model, const DeviceDataset*
 // The calibration cache: traces measured by any experiment on this machine, so that
 // another experiment (another output folder) replays the same measurement instead of
 // timing again. $ASGDSIM_CACHE_DIR, else $XDG_CACHE_HOME/asgdsim, else ~/.cache/asgdsim;
-// "" when ASGDSIM_CACHE_DIR is "off" (or no home is known). Traces lie in its calibration/
+// "" (none) when ASGDSIM_CACHE_DIR is "off" or empty, or no home is known. Traces lie in its calibration/
 // folder; deleting it (or a file in it) clears the cache.
 std::string calibration_cache_dir();
 

@@ -118,8 +118,9 @@ class Runs(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def run_torch(self, cfg, make, out=None):
-        return asgdsim.run(cfg, out=out or self.tmp, quiet=True, model=make, data=self.train, test_data=self.test)
+    def run_torch(self, cfg, make, out=None, **kw):
+        return asgdsim.run(cfg, out=out or self.tmp, quiet=True, model=make, data=self.train, test_data=self.test,
+                           **kw)
 
     def summary(self, res, run_id="async-seed1"):
         with open(os.path.join(res.folder, run_id, "summary.json")) as f:
@@ -180,12 +181,12 @@ class Runs(unittest.TestCase):
         old = os.environ.get("ASGDSIM_CACHE_DIR")
         os.environ["ASGDSIM_CACHE_DIR"] = cache
         try:
-            def traced(folder, make=None, edit="relu"):
+            def traced(folder, make=None, edit="relu", **kw):
                 cfg = torch_config("m", compute)
                 if make is None:
                     write_net(edit)
                     cfg["model"]["module"] = source + ":Net"
-                res = self.run_torch(cfg, make, out=os.path.join(self.tmp, folder))
+                res = self.run_torch(cfg, make, out=os.path.join(self.tmp, folder), **kw)
                 model = self.summary(res)["compute_model"]
                 with open(os.path.join(res.folder, model["trace"])) as f:
                     steps = [l for l in f.read().splitlines() if not l.startswith("#")]
@@ -203,6 +204,11 @@ class Runs(unittest.TestCase):
                 other, _ = traced(folder, make, edit)  # other shapes; other module; edited code
                 self.assertNotIn("from_cache", other, folder)
             self.assertEqual(len(os.listdir(os.path.join(cache, "calibration"))), 4)
+            # the edited file in a's folder: another trace there (not a's replayed), e's
+            again, _ = traced("a", None, "tanh", supersede=True)  # another config: its runs move aside
+            self.assertNotEqual(again["trace"], a["trace"])
+            self.assertEqual(again["median_step_seconds"], other["median_step_seconds"])
+            self.assertIn("from_cache", again)
             os.environ["ASGDSIM_CACHE_DIR"] = "off"
             off, _ = traced("f")
             self.assertNotIn("from_cache", off)
