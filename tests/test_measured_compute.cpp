@@ -86,13 +86,17 @@ TEST(MeasuredCompute, TimingTakesAtLeastMinStepsAndAtMostSteps) {
   Built b = build(kMlp, kMlpData);
   double t = 0;
   auto clock = [&t] { return t += 0.001; };
-  EXPECT_EQ(time_gradient_steps(*b.model, &b.data->train, b.data->train.n, 16, {0.0105, 100, 2, 20}, clock).size(), 20u);
-  EXPECT_EQ(time_gradient_steps(*b.model, &b.data->train, b.data->train.n, 16, {0.0105, 15, 2, 20}, clock).size(), 15u);
-  EXPECT_EQ(time_gradient_steps(*b.model, &b.data->train, b.data->train.n, 16, {0.0105, 100, 2, 5}, clock).size(), 11u);
+  auto timed = [&](CalibrationBudget budget) {
+    return time_gradient_steps(*b.model, &b.data->train, b.data->train.n, 16, budget, clock).size();
+  };
+  EXPECT_EQ(timed({0.0105, 100, 2, 20}), 20u);
+  EXPECT_EQ(timed({0.0105, 15, 2, 20}), 15u);
+  EXPECT_EQ(timed({0.0105, 100, 2, 5}), 11u);
   // the key's default: at least 30
   json cfg = measured_config("d", 1, json::array({{{"type", "async"}}}));
   cfg["cluster"]["compute"].erase("steps");
-  EXPECT_EQ(calibration_budget(resolve_experiment(cfg, "test", ".").runs[0].config["cluster"]["compute"]).min_steps, 30);
+  const json resolved = resolve_experiment(cfg, "test", ".").runs[0].config["cluster"]["compute"];
+  EXPECT_EQ(calibration_budget(resolved).min_steps, 30);
 }
 
 // The calibration cache (ASGDSIM_CACHE_DIR): a second experiment folder copies the first's

@@ -325,7 +325,8 @@ namespace {
 bool measured(const RunSpec& run) { return run.settings.compute_model.value("dist", "") == "measured"; }
 // dist "flops" of a model counted when it is built (flops_compute_plan): not bound yet
 bool flops_counted_at_run(const RunSpec& run) {
-  return run.settings.compute_model.value("dist", "") == "flops" && run.settings.compute_dist.value("dist", "") == "flops";
+  return run.settings.compute_model.value("dist", "") == "flops" &&
+         run.settings.compute_dist.value("dist", "") == "flops";
 }
 }  // namespace
 

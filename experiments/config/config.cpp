@@ -1091,7 +1091,8 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
       run.settings.compute_model["replay"] = per_worker ? "per_worker" : "draw";
     }
     const json& compute_spec = run.settings.compute_dist;
-    if (measured || (compute_spec.is_object() && compute_spec.value("dist", "") == "flops")) continue;  // bound by `asgdsim run`
+    // measured, and flops of a PyTorch module: bound when `asgdsim run` starts
+    if (measured || (compute_spec.is_object() && compute_spec.value("dist", "") == "flops")) continue;
     // a repeat is its first run's config with another seed: what it costs was checked with that one
     if (run.repeat > 0) continue;
     if (!valid || std::find(failed_specs.begin(), failed_specs.end(), compute_spec) != failed_specs.end()) continue;
