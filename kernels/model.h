@@ -127,6 +127,13 @@ class Model {
   // minibatch of m costs m times this; with a measured rate it gives the fraction of a
   // device's peak. 0 for a model that reads no samples (the quadratic).
   virtual double flops_per_sample() const { return 0; }
+  // How flops_per_sample was counted and what it leaves out, where that is not the rule
+  // above: an external module's counter (asgdsim.flops); "" for the models here.
+  virtual std::string flops_counter() const { return ""; }
+  // What a step's cost depends on beyond the model's config and this build, as text: an
+  // external module's code and shapes (a hash); "" for the models here, whose code is the
+  // build's. Part of the key of the calibration cache (experiments/bench/calibration.h).
+  virtual std::string code_identity() const { return ""; }
   // Floats of workspace one sample's pass takes: its activations (and, training, their
   // gradients and the layers' own buffers). What a thread holds per sample while it
   // computes a gradient (or evaluates); 0 for a model that keeps nothing per sample.

@@ -23,6 +23,11 @@
 
 namespace asgd::testing {
 
+// Tests measure in their own folders: the calibration cache (experiments/bench/calibration.h)
+// is off unless the environment names one (the cache's own tests set it per test), so no
+// test reads a trace another test or an earlier run of the suite left, nor writes one to ~.
+[[maybe_unused]] static const bool kCalibrationCacheOff = ::setenv("ASGDSIM_CACHE_DIR", "off", /*overwrite=*/0) == 0;
+
 inline std::string temp_dir(const std::string& tag) {
   std::string base = std::filesystem::temp_directory_path().string() + "/asgd_" + tag + "_" +
                      std::to_string(::getpid()) + "_" +

@@ -80,6 +80,71 @@ TEST(MeasuredCompute, TimingStopsAtTheBudgetWithAnInjectedClock) {
   EXPECT_EQ(time_gradient_steps(*b.model, &b.data->train, b.data->train.n, 16, {1e-6, 100, 0}, clock).size(), 1u);
 }
 
+// min_steps: a budget of 10.5 ms stops at the 11th step of 1 ms unless at least 20 are
+// asked (then 20), and never beyond `steps` (15 of at least 20 asked: 15).
+TEST(MeasuredCompute, TimingTakesAtLeastMinStepsAndAtMostSteps) {
+  Built b = build(kMlp, kMlpData);
+  double t = 0;
+  auto clock = [&t] { return t += 0.001; };
+  auto timed = [&](CalibrationBudget budget) {
+    return time_gradient_steps(*b.model, &b.data->train, b.data->train.n, 16, budget, clock).size();
+  };
+  EXPECT_EQ(timed({0.0105, 100, 2, 20}), 20u);
+  EXPECT_EQ(timed({0.0105, 15, 2, 20}), 15u);
+  EXPECT_EQ(timed({0.0105, 100, 2, 5}), 11u);
+  // the key's default: at least 30
+  json cfg = measured_config("d", 1, json::array({{{"type", "async"}}}));
+  cfg["cluster"]["compute"].erase("steps");
+  const json resolved = resolve_experiment(cfg, "test", ".").runs[0].config["cluster"]["compute"];
+  EXPECT_EQ(calibration_budget(resolved).min_steps, 30);
+}
+
+// The calibration cache (ASGDSIM_CACHE_DIR): a second experiment folder copies the first's
+// trace and times nothing (the clock is never read); compute_model says it came from the
+// cache, with the measurement's date. Another model's shapes, another batch, or the cache
+// off ("off") measure anew; --recalibrate measures anew and replaces the cache's trace.
+TEST(MeasuredCompute, ASecondExperimentReplaysTheFirstsTraceFromTheCache) {
+  const std::string out = temp_dir("calcache");
+  const char* before = std::getenv("ASGDSIM_CACHE_DIR");
+  const std::string saved = before ? before : "";
+  ::setenv("ASGDSIM_CACHE_DIR", (out + "/cache").c_str(), 1);
+  int readings = 0;
+  double t = 0;
+  CalibrationOptions opts{false, true, [&] { return ++readings, t += 0.001; }};
+  const Experiment e = resolve_experiment(measured_config("c", 1, json::array({{{"type", "async"}}})), "test", ".");
+  const Experiment a = with_measured_compute(e, out + "/a/c", opts);
+  EXPECT_GT(readings, 0);
+  const json ma = a.runs[0].settings.compute_model;
+  EXPECT_FALSE(ma.contains("from_cache")) << ma.dump();
+  readings = 0;
+  const Experiment b = with_measured_compute(e, out + "/b/c", opts);
+  EXPECT_EQ(readings, 0);
+  const json mb = b.runs[0].settings.compute_model;
+  ASSERT_TRUE(mb.contains("from_cache")) << mb.dump();
+  EXPECT_EQ(mb["from_cache"].get<std::string>().rfind(out + "/cache/calibration/mlp-b16-", 0), 0u) << mb.dump();
+  EXPECT_EQ(mb["date"], ma["date"]);
+  EXPECT_EQ(read_measured_trace(out + "/b/c/" + ma["trace"].get<std::string>()).step_seconds,
+            read_measured_trace(out + "/a/c/" + ma["trace"].get<std::string>()).step_seconds);
+  auto measured_anew = [&](json cfg, const std::string& folder, bool recalibrate = false) {
+    readings = 0;
+    CalibrationOptions o = opts;
+    o.recalibrate = recalibrate;
+    const Experiment x = with_measured_compute(resolve_experiment(cfg, "test", "."), out + "/" + folder, o);
+    return readings > 0 && !x.runs[0].settings.compute_model.contains("from_cache");
+  };
+  json shapes = measured_config("c", 1, json::array({{{"type", "async"}}}));
+  shapes["model"]["hidden"] = {64};
+  EXPECT_TRUE(measured_anew(shapes, "c/c"));
+  json batch = measured_config("c", 1, json::array({{{"type", "async"}}}));
+  batch["train"]["batch_size"] = 8;
+  EXPECT_TRUE(measured_anew(batch, "d/c"));
+  EXPECT_TRUE(measured_anew(measured_config("c", 1, json::array({{{"type", "async"}}})), "e/c", true));
+  ::setenv("ASGDSIM_CACHE_DIR", "off", 1);
+  EXPECT_TRUE(measured_anew(measured_config("c", 1, json::array({{{"type", "async"}}})), "f/c"));
+  ::setenv("ASGDSIM_CACHE_DIR", saved.c_str(), 1);
+  if (!before) ::unsetenv("ASGDSIM_CACHE_DIR");
+}
+
 // A trace already in the experiment folder is used as it is (nothing is measured): one
 // async worker's k-th step lasts speed x (trace[i_k] + overhead), i_k the draw of the step's
 // own stream (seed, ComputeTime, worker, k), so 9 updates end at 2 x (sum of the drawn

@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <cstdio>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include "experiments/run/resources.h"
 #include "experiments/run/run_parts.h"
 #include "sim/core/errors.h"
+#include "sim/core/hash.h"
 #include "sim/data/sample_stream.h"
 #include "sim/core/interrupt.h"
 #include "sim/run/atomic_file.h"
@@ -41,6 +43,17 @@ double GradientLoop::gradient(uint64_t k, const NoiseKey& noise) {
 }
 
 namespace {
+
+// The fingerprints of a PyTorch model's files (run.sources), null where there are none.
+json sources_of(const RunSpec& run) {
+  const json info = run.config.value("run", json());
+  return info.is_object() ? info.value("sources", json()) : json();
+}
+
+// The run's trace in the experiment folder (measured_trace_name).
+std::string trace_name_of(const RunSpec& run) {
+  return measured_trace_name(run.config["model"], run.config["data"], run.settings.batch_size, sources_of(run));
+}
 
 double steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -74,34 +87,90 @@ void take_calibration_lock(FileLock& lock, const CalibrationOptions& opts) {
   lock.set_text(lock_holder_line("calibrating cluster.compute \"measured\"") + "\n");
 }
 
-// Measures the trace of `run`'s model at its per-worker batch and writes it to `path`.
+// What a trace in the calibration cache was measured for: a trace of the same key times
+// the same gradient, on the same machine and build, with the same budget and clock.
+json cache_key(const RunSpec& run, const Model& model, const CalibrationBudget& budget, const std::string& clock) {
+  std::string commit = build::git_commit;
+  if (build::git_dirty) commit += " (dirty)";
+  return {{"model", run.config["model"]},
+          {"data", run.config["data"]},
+          {"sources", sources_of(run)},
+          {"code", model.code_identity()},
+          {"batch", run.settings.batch_size},
+          {"threads", model.job_threads()},
+          {"clock", clock},
+          {"budget", {{"warmup", budget.warmup}, {"steps", budget.steps}, {"seconds", budget.seconds},
+                      {"min_steps", budget.min_steps}}},
+          {"machine", host_name() + (cpu_model().empty() ? "" : ", " + cpu_model())},
+          {"backend", std::string(build::backend) + ", " + build::build_type + ", GEMM " + kernels_gemm_core()},
+          {"commit", commit},
+          {"asgdsim_version", build::version}};
+}
+
+// The cache's file for `key` (beside the experiment folder's name of the same trace).
+std::string cache_path(const std::string& dir, const std::string& trace_name, const json& key) {
+  const std::string stem = trace_name.substr(0, trace_name.size() - std::string(".trace").size());
+  return dir + "/" + stem + "-" + fnv1a64_hex(key.dump()) + ".trace";
+}
+
+// The cached trace of `key` at `path`, or none (missing, unreadable, another key's).
+bool read_cached(const std::string& path, const json& key, MeasuredTrace& out, const CalibrationOptions& opts) {
+  if (::access(path.c_str(), F_OK) != 0) return false;
+  try {
+    MeasuredTrace t = read_measured_trace(path);
+    if (t.header.value("cache_key", json()) != key) return false;
+    out = std::move(t);
+    return true;
+  } catch (const DataError& e) {
+    if (!opts.quiet) std::cerr << "asgdsim: warning: the calibration cache's " << e.what() << ": measuring again\n";
+    return false;
+  }
+}
+
+// Makes `path`, the trace of `run`'s model at its per-worker batch: copied from the
+// calibration cache where it holds one of the same key, else measured (and then stored
+// in the cache; a cache that cannot be written is a warning).
 void calibrate(const RunSpec& run, const std::string& base_dir, const std::string& path, const CalibrationBudget& budget,
                const CalibrationOptions& opts) {
   const json& model_cfg = run.config["model"];
   const size_t batch = run.settings.batch_size;
-  if (!opts.quiet)
-    std::cerr << "asgdsim: calibrating cluster.compute \"measured\": " << model_type_of(model_cfg).name << " at batch "
-              << batch << " (" << budget.warmup << " warm-up steps, then up to " << budget.steps << " steps or "
-              << budget.seconds << " s) ..." << std::flush;
   const double t0 = steady_seconds();
   std::shared_ptr<LoadedData> data = load_data(run, base_dir);
   std::unique_ptr<Model> model = build_model(model_cfg, *data);
+  const std::string clock = opts.now ? "injected" : calibration_clock_name(model->job_threads());
+  const std::string cache_dir = calibration_cache_dir();
+  const json key = cache_key(run, *model, budget, clock);
+  const std::string cached =
+      cache_dir.empty() ? "" : cache_path(cache_dir, trace_name_of(run), key);
+  MeasuredTrace trace;
+  if (!opts.recalibrate && !cached.empty() && read_cached(cached, key, trace, opts)) {
+    trace.header.erase("cache_key");
+    trace.header["from_cache"] = cached;
+    write_file_atomic(path, format_measured_trace(trace));
+    if (!opts.quiet)
+      std::cerr << "asgdsim: cluster.compute \"measured\": " << model_type_of(model_cfg).name << " at batch " << batch
+                << ": the trace measured " << trace.header.value("date", std::string("?"))
+                << " on this machine and build, from the calibration cache " << cached
+                << " (--recalibrate measures again)\n";
+    return;
+  }
+  if (!opts.quiet)
+    std::cerr << "asgdsim: calibrating cluster.compute \"measured\": " << model_type_of(model_cfg).name << " at batch "
+              << batch << " (" << budget.warmup << " warm-up steps, then up to " << budget.steps << " steps or "
+              << budget.seconds << " s, at least " << std::min(budget.min_steps, budget.steps) << ") ..." << std::flush;
   const bool uses_data = model->uses_data();
   const size_t train_size = uses_data && data->train.n > 0 ? data->train.n : 1024;
-  MeasuredTrace trace;
   trace.step_seconds = time_gradient_steps(*model, uses_data ? &data->train : nullptr, train_size, batch, budget, opts.now);
-  std::string commit = build::git_commit;
-  if (build::git_dirty) commit += " (dirty)";
   trace.header = {{"model", model_cfg},
                   {"data", run.config["data"]},
                   {"batch", batch},
                   {"threads", model->job_threads()},
-                  {"clock", opts.now ? "injected" : calibration_clock_name(model->job_threads())},
+                  {"clock", clock},
                   {"warmup_steps", budget.warmup},
                   {"timed_steps", trace.step_seconds.size()},
-                  {"machine", host_name() + (cpu_model().empty() ? "" : ", " + cpu_model())},
-                  {"backend", std::string(build::backend) + ", " + build::build_type + ", GEMM " + kernels_gemm_core()},
-                  {"commit", commit},
+                  {"machine", key["machine"]},
+                  {"backend", key["backend"]},
+                  {"commit", key["commit"]},
                   {"asgdsim_version", build::version},
                   {"date", iso_now()}};
   write_file_atomic(path, format_measured_trace(trace));
@@ -111,6 +180,16 @@ void calibrate(const RunSpec& run, const std::string& base_dir, const std::strin
                   1e3 * median_of(trace.step_seconds), steady_seconds() - t0);
     std::cerr << buf << std::flush;
   }
+  if (cached.empty()) return;
+  trace.header["cache_key"] = key;
+  try {
+    make_directories(std::filesystem::path(cached).parent_path().string());
+    write_file_atomic(cached, format_measured_trace(trace));
+  } catch (const std::exception& e) {
+    if (!opts.quiet)
+      std::cerr << "asgdsim: warning: the calibration cache " << cache_dir << " cannot be written (" << e.what()
+                << "): other experiments will measure again (ASGDSIM_CACHE_DIR=off turns it off)\n";
+  }
 }
 
 }  // namespace
@@ -118,6 +197,13 @@ void calibrate(const RunSpec& run, const std::string& base_dir, const std::strin
 namespace {
 bool wall_clock(int job_threads) { return std::string(kernels_backend()) == "CUDA" || job_threads > 1; }
 }  // namespace
+
+std::string calibration_cache_dir() {
+  if (const char* dir = std::getenv("ASGDSIM_CACHE_DIR")) return std::string(dir) == "off" ? "" : dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/asgdsim";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/asgdsim";
+  return "";
+}
 
 double calibration_clock_seconds(int job_threads) {
   if (wall_clock(job_threads)) return steady_seconds();
@@ -153,7 +239,8 @@ std::vector<double> time_gradient_steps(const Model& model, const DeviceDataset*
       }
       loop.ctx.synchronize();
       double total = 0;
-      while (times.size() < steps && (times.empty() || total < budget.seconds)) {
+      const size_t min_steps = std::min(steps, size_t(std::max(budget.min_steps, 1)));
+      while (times.size() < steps && (times.size() < min_steps || total < budget.seconds)) {
         throw_if_interrupted("calibrating cluster.compute \"measured\"");
         const double t0 = now();
         loop.gradient(k, {1, 0, uint32_t(k)});
@@ -174,7 +261,7 @@ std::vector<double> time_gradient_steps(const Model& model, const DeviceDataset*
 
 void measured_compute_plan(RunSpec& run, std::vector<std::string>& notes) {
   run.settings.step_cost.per_sample = false;  // the trace holds whole steps' times
-  const std::string name = measured_trace_name(run.config["model"], run.config["data"], run.settings.batch_size);
+  const std::string name = trace_name_of(run);
   run.settings.compute_model = {{"dist", "measured"}, {"trace", name}};
   const CalibrationBudget budget = calibration_budget(run.settings.compute_dist);
   const std::string note =
@@ -183,6 +270,31 @@ void measured_compute_plan(RunSpec& run, std::vector<std::string>& notes) {
       " on this machine (one thread; " + json(budget.warmup).dump() + " warm-up steps, then up to " +
       json(budget.steps).dump() + " steps or " + json(budget.seconds).dump() + " s) into OUT/<name>/" + name + ", or reuses that file where it exists (--recalibrate measures again); " +
       "the runs replay it (dist \"trace\", a draw per step)";
+  if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
+}
+
+void bind_flops_compute(RunSpec& run, double flops_per_sample, const std::string& counter) {
+  const json& asked = run.config["cluster"]["compute"];
+  const double rate = device_flops(asked["flops"]);
+  const double per_sample = flops_per_sample / (rate * asked["efficiency"].get<double>());
+  const double draw = run.settings.step_cost.per_sample ? per_sample : per_sample * double(run.settings.batch_size);
+  run.settings.compute_dist = {{"dist", "constant"}, {"value", draw}};
+  run.settings.compute_model = {{"dist", "flops"},
+                                {"flops_per_sample", flops_per_sample},
+                                {"device_flops", rate},
+                                {"efficiency", asked["efficiency"]},
+                                {"seconds_per_sample", per_sample}};
+  if (!counter.empty()) run.settings.compute_model["flops_counter"] = counter;
+}
+
+void flops_compute_plan(RunSpec& run, std::vector<std::string>& notes) {
+  const json& asked = run.config["cluster"]["compute"];
+  run.settings.compute_model = {
+      {"dist", "flops"}, {"device_flops", device_flops(asked["flops"])}, {"efficiency", asked["efficiency"]}};
+  const std::string note =
+      "cluster.compute \"flops\": `asgdsim run` counts the PyTorch module's FLOPs when it builds it (asgdsim.flops: "
+      "forward and backward of 8 training samples, matrix products and convolutions as the native models count "
+      "theirs); the runs then draw that many FLOPs per sample at the device's rate";
   if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
 }
 
@@ -211,8 +323,10 @@ void warn_of_fixed_compute_in_sweeps(const std::vector<std::pair<std::string, js
 
 namespace {
 bool measured(const RunSpec& run) { return run.settings.compute_model.value("dist", "") == "measured"; }
-std::string trace_name_of(const RunSpec& run) {
-  return measured_trace_name(run.config["model"], run.config["data"], run.settings.batch_size);
+// dist "flops" of a model counted when it is built (flops_compute_plan): not bound yet
+bool flops_counted_at_run(const RunSpec& run) {
+  return run.settings.compute_model.value("dist", "") == "flops" &&
+         run.settings.compute_dist.value("dist", "") == "flops";
 }
 }  // namespace
 
@@ -229,6 +343,19 @@ Experiment with_measured_compute(const Experiment& exp, const std::string& exp_d
   std::map<std::string, MeasuredTrace> traces;  // by name
   std::vector<std::pair<std::string, std::shared_ptr<Distribution>>> dists;
   Validator v;
+  std::vector<std::pair<json, std::pair<double, std::string>>> counted;  // {model, data}: FLOPs per sample, counter
+  for (RunSpec& run : out.runs) {
+    if (!flops_counted_at_run(run)) continue;
+    const json which = {run.config["model"], run.config["data"]};
+    auto it = std::find_if(counted.begin(), counted.end(), [&](const auto& c) { return c.first == which; });
+    if (it == counted.end()) {
+      std::shared_ptr<LoadedData> data = load_data(run, exp.base_dir);
+      std::unique_ptr<Model> model = build_model(run.config["model"], *data);
+      it = counted.insert(counted.end(), {which, {model->flops_per_sample(), model->flops_counter()}});
+    }
+    bind_flops_compute(run, it->second.first, it->second.second);
+    check_run_resources(run.config, run.settings, *make_distribution(run.settings.compute_dist), v);
+  }
   for (RunSpec& run : out.runs) {
     if (!measured(run)) continue;
     const std::string name = trace_name_of(run);

@@ -40,7 +40,8 @@ struct GradientLoop {
 // The calibration of one (model, batch) (CalibrationBudget: sim/timing/distribution.h,
 // bound from dist "measured"'s keys): `warmup` untimed steps, then steps timed one by one
 // (gradient and synchronize, as a job ends) until `steps` are timed or their time reaches
-// `seconds`, whichever comes first (at least one is timed).
+// `seconds`, whichever comes first, but never fewer than `min_steps` (at most `steps`;
+// at least one).
 
 // The calibration's clock, in seconds, read on the timing thread, for a model whose jobs
 // compute on `job_threads` threads (Model::job_threads): on the CPU backends, for a job of
@@ -59,8 +60,15 @@ std::vector<double> time_gradient_steps(const Model& model, const DeviceDataset*
                                         const CalibrationBudget& budget,
                                         const std::function<double()>& now = {});
 
+// The calibration cache: traces measured by any experiment on this machine, so that
+// another experiment (another output folder) replays the same measurement instead of
+// timing again. $ASGDSIM_CACHE_DIR, else $XDG_CACHE_HOME/asgdsim, else ~/.cache/asgdsim;
+// "" (none) when ASGDSIM_CACHE_DIR is "off" or empty, or no home is known. Traces lie in its calibration/
+// folder; deleting it (or a file in it) clears the cache.
+std::string calibration_cache_dir();
+
 struct CalibrationOptions {
-  bool recalibrate = false;  // measure again even where the trace exists
+  bool recalibrate = false;  // measure again even where the trace exists (in the folder or the cache)
   bool quiet = false;        // no progress lines on stderr
   std::function<double()> now;  // the clock of the timing (empty: calibration_clock_seconds)
 };
@@ -71,12 +79,23 @@ struct CalibrationOptions {
 // sweep over model.* or the batch size while cluster.compute is a fixed draw (neither
 // "flops" nor "measured") adds a warning to exp.warnings: compute then ignores the model.
 void measured_compute_plan(RunSpec& run, std::vector<std::string>& notes);
+// dist "flops": the run's compute is a constant draw of `flops_per_sample` / (the device's
+// FLOP/s x efficiency) seconds per sample (per step: the batch's), and compute_model says
+// so (with `counter`, how the FLOPs were counted, where it is not the native models' rule).
+// flops_compute_plan: for a model whose FLOPs are known only once it is built (a PyTorch
+// module), the run is bound so by with_measured_compute; `notes` gains what will happen.
+void bind_flops_compute(RunSpec& run, double flops_per_sample, const std::string& counter);
+void flops_compute_plan(RunSpec& run, std::vector<std::string>& notes);
 void warn_of_fixed_compute_in_sweeps(const std::vector<std::pair<std::string, json>>& sweep, Experiment& exp);
 
-// The experiment with every run of cluster.compute "measured" bound to its trace:
-// exp_dir/calibration/<name>.trace (measured_trace_name) is made first where it is missing
-// (or with recalibrate), atomically, under a lock of its own (shards share the folder);
-// an existing one is read as it is. Each such run's settings then replay it (compute_dist
+// The experiment with every run of cluster.compute "flops" whose model is a PyTorch module
+// bound to the module's count (flops_compute_plan), and every run of "measured" bound to
+// its trace: exp_dir/calibration/<name>.trace (measured_trace_name) is made first where it
+// is missing (or with recalibrate), atomically, under a lock of its own (shards share the
+// folder): copied from the calibration cache where the cache holds a trace of the same
+// key (the model's config and code_identity, data, batch, the budget, the clock, the
+// machine and the build: backend, GEMM core, commit), else measured and then stored in
+// the cache too; an existing one is read as it is. Each such run's settings then replay it (compute_dist
 // dist "trace" with the file; compute_model says which trace, machine, median) and its
 // cost is checked as validation checks any run's. A malformed trace throws DataError
 // naming the file; a run the trace makes too costly, ConfigError.

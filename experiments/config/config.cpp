@@ -1079,30 +1079,26 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
   const bool valid = v.ok();  // the cost checks read the runs' settings, which needs valid configs
   for (auto& run : exp.runs) {
     // dist "flops": a sample costs the model's FLOPs at the device's rate, a constant draw
-    // per sample (per step: the batch's); the run's compute distribution is that constant
+    // per sample (per step: the batch's); the run's compute distribution is that constant.
+    // A PyTorch module's FLOPs are counted when `asgdsim run` builds it (with_measured_compute).
     const json& asked = run.config["cluster"]["compute"];
     if (valid && asked.is_object()) run.settings.compute_model = {{"dist", asked.value("dist", "")}};
     if (valid && asked.is_object() && asked.value("dist", "") == "flops") {
-      const double rate = device_flops(asked["flops"]);
       const double fps = model_sizes(run.config).flops_per_sample;
-      if (rate <= 0) {
+      if (device_flops(asked["flops"]) <= 0) {
         v.error("cluster.compute.flops", "expected a number > 0 (FLOP/s) or one of h100-fp32, a100-fp32, v100-fp32, "
                                          "h100-bf16, a100-bf16; got " + brief(asked["flops"]));
         continue;
       }
-      if (!(fps > 0)) {
+      if (model_type_of(run.config["model"]).reads == ModelType::Reads::External) {
+        flops_compute_plan(run, exp.notes);
+      } else if (!(fps > 0)) {
         v.error("cluster.compute.dist", "\"flops\" needs a model that counts its FLOPs; model '" +
                                             text_of(run.config["model"], "type") + "' has none (give a duration)");
         continue;
+      } else {
+        bind_flops_compute(run, fps, "");
       }
-      const double per_sample = fps / (rate * asked["efficiency"].get<double>());
-      const double draw = run.settings.step_cost.per_sample ? per_sample : per_sample * double(run.settings.batch_size);
-      run.settings.compute_dist = {{"dist", "constant"}, {"value", draw}};
-      run.settings.compute_model = {{"dist", "flops"},
-                                    {"flops_per_sample", fps},
-                                    {"device_flops", rate},
-                                    {"efficiency", asked["efficiency"]},
-                                    {"seconds_per_sample", per_sample}};
     }
     // dist "measured": a draw is the whole step, replayed from the experiment's trace once
     // `asgdsim run` has measured or found it (experiments/bench/calibration.h); its cost
@@ -1137,7 +1133,8 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
       run.settings.compute_model["replay"] = per_worker ? "per_worker" : "draw";
     }
     const json& compute_spec = run.settings.compute_dist;
-    if (measured) continue;
+    // measured, and flops of a PyTorch module: bound when `asgdsim run` starts
+    if (measured || (compute_spec.is_object() && compute_spec.value("dist", "") == "flops")) continue;
     // a repeat is its first run's config with another seed: what it costs was checked with that one
     if (run.repeat > 0) continue;
     if (!valid || std::find(failed_specs.begin(), failed_specs.end(), compute_spec) != failed_specs.end()) continue;

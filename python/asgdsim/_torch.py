@@ -3,7 +3,8 @@
 The simulator (C++) calls these objects from its worker threads, one call at a time
 (python/src/core.cpp holds a lock around each): Bridge.load_data and Bridge.build_model
 once per run, then Job.init_params, Job.grad for every gradient and Job.evaluate for every
-evaluation chunk. The rules they keep are docs/python.md's gradient contract:
+evaluation chunk (and, before the runs, Job.flops for cluster.compute dist "flops" and
+Job.identity for the calibration cache of dist "measured"). The rules they keep are docs/python.md's gradient contract:
 
 - A job is a pure function of (parameters, sample ids, job key): it loads the flat
   parameter vector the engine hands it into the module, resets the module's buffers to
@@ -17,7 +18,9 @@ evaluation chunk. The rules they keep are docs/python.md's gradient contract:
 """
 import copy
 import ctypes
+import hashlib
 import importlib.util
+import inspect
 import os
 import sys
 
@@ -27,8 +30,10 @@ import torch.nn.functional as F
 
 from . import _core
 from .errors import ModelError
+from .flops import count_flops
 
 _CHUNK = 256  # rows per forward pass when evaluating or recomputing BatchNorm statistics
+_FLOPS_SAMPLES = 8  # the minibatch Job.flops counts (every counted product is linear in it)
 _MAX_SAMPLES = 2**31 - 1  # sample ids are int32 in the simulator
 _modules = {}  # absolute file path -> the module loaded from it (each file runs once)
 _blas_threads = None  # what the loaded OpenBLAS libraries were last set to
@@ -369,6 +374,53 @@ class Job:
                     gt[o:o + n] = p.grad.reshape(-1)
                 o += n
         return float(loss.detach())
+
+    def flops(self):
+        """(FLOPs per sample of a gradient job, how they were counted) for dist "flops": the
+        forward and backward of the first 8 training samples in train mode, counted by
+        asgdsim.flops (the native models' meaning), divided by 8. Every product counted is
+        linear in the minibatch, so it is the same per sample at any batch size."""
+        self._set_threads()
+        n_train = self.native_train[0].shape[0] if self.native_train[0] is not None else self.bridge.train.n
+        n = min(_FLOPS_SAMPLES, n_train)
+        x, y = self._train_rows(0, n)
+        torch.manual_seed(0)
+        self.module.train()
+        c = count_flops(self.module, x, y, self._mean_loss)
+        for p in self.params:
+            p.grad = None
+        how = (f"torch.utils.flop_counter.FlopCounterMode (torch {torch.__version__})" if c.counter == "FlopCounterMode"
+               else f"module hooks on Linear, Conv, ConvTranspose, MultiheadAttention (torch {torch.__version__})")
+        how += "; elementwise work and lookups count 0"
+        if c.uncounted:
+            how += "; not seen (their products are not counted): " + ", ".join(c.uncounted)
+        if not c.total > 0:
+            raise ModelError(f"cluster.compute dist \"flops\": the module's forward and backward count 0 FLOPs by "
+                             f"{how}: give a duration, or dist \"measured\"")
+        return c.total / n, how
+
+    def identity(self):
+        """What a step's time depends on in the module beyond the run's config, hashed
+        (sha256): the source of its classes (torch's own by name: torch's version covers
+        them), its structure (repr), its parameters' and buffers' names, shapes and types,
+        one training sample's and target's shape and type, the loss and torch's version."""
+        h = hashlib.sha256(f"torch {torch.__version__}\n".encode())
+
+        def source(obj):
+            try:
+                return inspect.getsource(obj)
+            except (OSError, TypeError):
+                return ""
+        for cls in sorted({type(m) for m in self.module.modules()}, key=lambda c: (c.__module__, c.__qualname__)):
+            own = not cls.__module__.startswith("torch.")
+            h.update(f"{cls.__module__}.{cls.__qualname__}\n{source(cls) if own else ''}".encode())
+        h.update(repr(self.module).encode())
+        for name, t in list(self.module.named_parameters()) + list(self.module.named_buffers()):
+            h.update(f"{name} {tuple(t.shape)} {t.dtype}\n".encode())
+        x, y = self._train_rows(0, 1)
+        h.update(f"x {tuple(x.shape)} {x.dtype} y {tuple(y.shape)} {y.dtype}\n".encode())
+        h.update(f"loss {getattr(self.loss, '__qualname__', repr(self.loss))}\n{source(self.loss)}".encode())
+        return h.hexdigest()
 
     def _train_rows(self, begin, end):
         x, y = self.native_train

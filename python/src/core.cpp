@@ -105,6 +105,18 @@ class TorchModel final : public Model {
   size_t num_params() const override { return n_; }
   bool is_classifier() const override { return classifier_; }
   int job_threads() const override { return threads_; }
+  // Counted once, by asgdsim.flops (Job.flops), when dist "flops" first asks.
+  double flops_per_sample() const override {
+    count_flops();
+    return flops_;
+  }
+  std::string flops_counter() const override {
+    count_flops();
+    return flops_counter_;
+  }
+  std::string code_identity() const override {
+    return call_python("fingerprinting the module", [&] { return job_.attr("identity")().cast<std::string>(); });
+  }
 
   void init_params(uint64_t seed, std::vector<float>& w) const override {
     call_python("making the initial parameters", [&] {
@@ -156,10 +168,21 @@ class TorchModel final : public Model {
   }
 
  private:
+  void count_flops() const {
+    if (flops_ >= 0) return;
+    call_python("counting its FLOPs", [&] {
+      py::tuple r = job_.attr("flops")();
+      flops_counter_ = r[1].cast<std::string>();
+      flops_ = r[0].cast<double>();
+    });
+  }
+
   py::object job_;
   size_t n_;
   bool classifier_;
   int threads_;
+  mutable double flops_ = -1;  // < 0: not counted yet
+  mutable std::string flops_counter_;
 };
 
 // The provider over asgdsim._torch.Bridge (the objects asgdsim.run was given).

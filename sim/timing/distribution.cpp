@@ -315,7 +315,7 @@ namespace {
 struct DistParams {
   double value{}, low{}, high{}, mean{}, shift{}, sigma{}, scale{}, alpha{}, shape{}, efficiency{};
   double seconds{};   // measured: the timed steps' wall-time budget
-  int steps{}, warmup{};  // measured: timed steps at most, untimed steps first
+  int steps{}, warmup{}, min_steps{};  // measured: timed steps at most, untimed steps first, timed steps at least
   std::vector<double> values;
   std::string file;
 };
@@ -379,13 +379,21 @@ const std::vector<DistMember>& members() {
         {"measured",
          "the model's own cost on this machine: before the runs, `asgdsim run` times the model's real loss+gradient "
          "at each per-worker batch size the experiment uses (one thread, as a run's job computes; `warmup` untimed "
-         "steps, then up to `steps` steps or `seconds` of them), writes the step times to "
+         "steps, then up to `steps` steps or `seconds` of them, at least `min_steps`), writes the step times to "
          "OUT/NAME/calibration/MODEL-bBATCH-HASH.trace (with machine, backend, commit and date) and every run "
          "draws its steps from that trace as dist \"trace\" does (each worker and step independently); a draw is a whole step (`per` does not apply), plus overhead. An "
-         "existing trace is reused (`asgdsim run --recalibrate` measures again)",
+         "existing trace is reused, and one measured by another experiment on this machine and build is copied "
+         "from the calibration cache (~/.cache/asgdsim/calibration, or $ASGDSIM_CACHE_DIR; \"off\": none) "
+         "(`asgdsim run --recalibrate` measures again)",
          {field(&P::seconds, ParamInfo{"seconds", ParamType::Number, 2.0,
                                        "seconds of timed steps per model x batch, at most (the calibration clock: the thread's CPU time, on CUDA wall time)", 0, 600, true}),
           field(&P::steps, ParamInfo{"steps", ParamType::Integer, 200, "timed steps per model x batch, at most", 1, 100000}),
+          // 30: the median of n steps has a standard error of about 1.25 CV / sqrt(n), so a
+          // step time that varies by 20% (CV) is known to within 5% (one standard error)
+          field(&P::min_steps, ParamInfo{"min_steps", ParamType::Integer, 30,
+                                         "timed steps per model x batch, at least, whatever `seconds` says (at most "
+                                         "`steps`): the median of 30 steps that vary by 20% is within 5%",
+                                         1, 100000}),
           field(&P::warmup, ParamInfo{"warmup", ParamType::Integer, 5,
                                       "untimed steps first (workspaces, caches, page faults)", 0, 10000})},
          [](const P&, const std::string&) -> std::unique_ptr<Distribution> {
@@ -449,7 +457,7 @@ CalibrationBudget calibration_budget(const nlohmann::json& spec) {
     if (m.name != "measured") continue;
     DistParams p;
     set_fields(m.fields, spec, p);
-    return CalibrationBudget{p.seconds, p.steps, p.warmup};
+    return CalibrationBudget{p.seconds, p.steps, p.warmup, p.min_steps};
   }
   throw std::logic_error("calibration_budget: no distribution \"measured\"");
 }

@@ -53,11 +53,12 @@ TraceFile read_trace_file(const std::string& path);
 
 // What dist "measured" times before the runs (its keys, bound from a validated spec; a key
 // it lacks takes its declared default): `warmup` untimed steps, then up to `steps` timed
-// steps or `seconds` of them.
+// steps or `seconds` of them, but at least `min_steps` (at most `steps`).
 struct CalibrationBudget {
   double seconds = 0;
   int steps = 0;
   int warmup = 0;
+  int min_steps = 1;
 };
 CalibrationBudget calibration_budget(const nlohmann::json& spec);
 

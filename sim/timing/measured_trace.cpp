@@ -17,8 +17,11 @@ namespace {
 constexpr const char* kFirstLine = "# asgdsim measured compute trace";
 }
 
-std::string measured_trace_name(const nlohmann::json& model, const nlohmann::json& data, size_t batch) {
-  const std::string key = nlohmann::json{{"model", model}, {"data", data}, {"batch", batch}}.dump();
+std::string measured_trace_name(const nlohmann::json& model, const nlohmann::json& data, size_t batch,
+                                const nlohmann::json& sources) {
+  nlohmann::json fields = {{"model", model}, {"data", data}, {"batch", batch}};
+  if (!sources.is_null()) fields["sources"] = sources;
+  const std::string key = fields.dump();
   uint64_t h = 1469598103934665603ull;  // FNV-1a, 64 bits
   for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
   char hex[9];
@@ -126,7 +129,7 @@ nlohmann::json measured_compute_model(const MeasuredTrace& trace, const std::str
                       {"steps", trace.step_seconds.size()},
                       {"median_step_seconds", median_of(trace.step_seconds)},
                       {"mean_step_seconds", sum / double(trace.step_seconds.size())}};
-  for (const char* key : {"machine", "backend", "commit", "date", "batch"})
+  for (const char* key : {"machine", "backend", "commit", "date", "batch", "from_cache"})
     if (trace.header.contains(key)) m[key] = trace.header[key];
   return m;
 }

@@ -21,8 +21,11 @@ struct MeasuredTrace {
 
 // The trace's path inside the experiment folder for a run's resolved model and data
 // sections and per-worker batch: "calibration/<model type>-b<batch>-<8 hex digits>.trace",
-// the digits an FNV-1a hash of the three (runs that compute the same gradient share it).
-std::string measured_trace_name(const nlohmann::json& model, const nlohmann::json& data, size_t batch);
+// the digits an FNV-1a hash of the three (runs that compute the same gradient share it),
+// and of `sources` where it is not null: the fingerprints of a PyTorch model's files
+// (run.sources), so that an edited model file is another trace.
+std::string measured_trace_name(const nlohmann::json& model, const nlohmann::json& data, size_t batch,
+                                const nlohmann::json& sources = nullptr);
 
 // The file's text (header keys in the json's order, then the step times to ns).
 std::string format_measured_trace(const MeasuredTrace& trace);
@@ -35,7 +38,8 @@ MeasuredTrace read_measured_trace(const std::string& path);
 
 // What summary.json's compute_model says of a run that replays `trace` (found at `name`
 // in the experiment folder): dist "measured", the file, its machine, backend, commit and
-// date, the number of steps and their median and mean (seconds).
+// date (of the measurement), the number of steps and their median and mean (seconds), and
+// from_cache, the calibration cache's file it was copied from, where it was.
 nlohmann::json measured_compute_model(const MeasuredTrace& trace, const std::string& name);
 
 double median_of(std::vector<double> values);  // NaN for none

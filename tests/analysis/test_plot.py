@@ -624,6 +624,17 @@ class EngineNamesTest(unittest.TestCase):
             rows = read_table(root / "summary_table.csv")
             self.assertEqual([r["engine"] for r in rows], ["backup2", "backup1"])
             self.assertEqual([float(r["train_loss_mean"]) for r in rows], [0.3, 0.5])
+            # their colours: shades of sync_backup's, the type read from config.json
+            from asgdsim.analysis import data, figures
+            experiment = data.read(root)
+            self.assertEqual([r.engine_type for r in experiment.runs], ["sync_backup"] * 2)
+            types = data.load(root).attrs["engine_types"]
+            self.assertEqual(types, {"backup1": "sync_backup", "backup2": "sync_backup"})
+            base = figures.ENGINE_COLOURS["sync_backup"]
+            self.assertEqual(figures.engine_palette(["backup2", "backup1"], types),
+                             {"backup2": figures.shade(base, 0, 2), "backup1": figures.shade(base, 1, 2)})
+            colours = figures.group_colours(groups.group_runs(experiment))
+            self.assertEqual(sorted(colours.values()), sorted([figures.shade(base, 0, 2), figures.shade(base, 1, 2)]))
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 

@@ -124,6 +124,24 @@ class TargetDrivesTheFiguresTest(unittest.TestCase):
         frame = fig.asgd_frame
         self.assertEqual(sorted(set(frame["cluster.workers"])), ["1", "2", "4"])
 
+    def test_convergence_panels_of_one_metric_share_their_y_axis(self):
+        """--col: a row per metric, its panels on one y axis (one range from every panel's
+        runs), and no axis shared between the rows (accuracy and loss)."""
+        fig = figures.draw_convergence(self.groups, ["test_accuracy", "train_loss"], ["time"], {},
+                                       "ci95", {"col": "cluster.workers"})
+        axes = fig.asgd_grid.axes
+        self.assertEqual(axes.shape, (2, len(self.WORKERS)))
+        for row in axes:
+            self.assertTrue(all(row[0].get_shared_y_axes().joined(row[0], ax) for ax in row[1:]))
+            self.assertEqual({ax.get_ylim() for ax in row}, {row[0].get_ylim()})
+        self.assertFalse(axes[0][0].get_shared_y_axes().joined(axes[0][0], axes[1][0]))
+        self.assertEqual(axes[1][0].get_yscale(), "log")  # losses all positive
+        # both facets keys: one metric drawn, and the figure says so
+        fig = figures.draw_convergence(self.groups, ["test_accuracy", "train_loss"], ["time"], {},
+                                       "ci95", {"col": "cluster.workers", "row": "engine"})
+        self.assertEqual(set(fig.asgd_frame["metric"]), {"test_accuracy"})
+        self.assertIn("only test_accuracy is drawn", " ".join(t.get_text() for t in fig.texts))
+
     def test_convergence_faceted_by_a_sweep_key(self):
         fig = figures.draw_convergence(self.groups, ["test_accuracy"], ["time"], {}, "ci95",
                                        {"col": "cluster.workers"})
@@ -138,6 +156,36 @@ class TargetDrivesTheFiguresTest(unittest.TestCase):
         at = one[one.x == 5.0].iloc[0]  # seeds reach at 4.5, 5, 5.5 s: 0.9, 0.9, 0.1
         self.assertAlmostEqual(at["mean"], (0.9 + 0.9 + 0.1) / 3, delta=1e-12)
         self.assertLessEqual(at["high"], 1.0)  # clipped to accuracy's range
+
+    def test_named_variants_share_their_types_hue_in_shades(self):
+        """backup1 and backup2 are sync_backup engines with names: they, and the plain
+        sync_backup, share sync_backup's hue in three shades (group colours, the sweep's
+        lines and engine_palette alike); async keeps its own colour."""
+        import colorsys
+
+        def hue(colour):
+            return colorsys.rgb_to_hsv(*[int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)])[0]
+
+        labels = ("async", "sync_backup", "backup1", "backup2")
+        runs = []
+        for engine in labels:
+            run = make_run(engine, 1, {"cluster.workers": 2}, accuracy_curve(2.0))
+            run.engine_type = "async" if engine == "async" else "sync_backup"
+            runs.append(run)
+        grouped = make_groups(runs, ["cluster.workers"], labels)
+        colours = figures.group_colours(grouped)
+        by_label = {g.engine: colours[g.key] for g in grouped}
+        table = groups.summary_table(grouped, ["cluster.workers"], targets=[self.TARGET])
+        styles = figures.series_styles(figures.table_series(table, ["cluster.workers"], "cluster.workers"),
+                                       table.attrs["engine_types"])
+        palette = figures.engine_palette(labels, {"backup1": "sync_backup", "backup2": "sync_backup"})
+        for found in (by_label, {skey[0]: style[0] for skey, style in styles.items()}, palette):
+            self.assertEqual(found["async"], figures.ENGINE_COLOURS["async"])
+            shades = [found[label] for label in labels[1:]]
+            self.assertEqual(len(set(shades)), 3, found)  # a shade each
+            for colour in shades:
+                self.assertAlmostEqual(hue(colour), hue(figures.ENGINE_COLOURS["sync_backup"]), delta=0.01)
+            self.assertEqual(found["sync_backup"], figures.shade(figures.ENGINE_COLOURS["sync_backup"], 0, 3))
 
     def test_engine_colours_are_fixed(self):
         colours = figures.group_colours(self.groups)

@@ -19,6 +19,8 @@ import unittest
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PKG = os.path.abspath(os.environ.get("ASGDSIM_PYTHONPATH", os.path.join(REPO, "build", "python")))
 sys.path.insert(0, PKG)
+# runs measure in their own folders: no trace from the calibration cache unless a test names one
+os.environ.setdefault("ASGDSIM_CACHE_DIR", "off")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

@@ -15,7 +15,8 @@ Every function takes the experiment folder (RUNS/<name>, what `asgdsim run` wrot
 what read() returned, so a folder is read once for several tables.
 
 - load(folder): run_id, engine, seed, status, group, one column per sweep key, then every
-  column of metrics.csv (time, updates, gradients, samples, epoch, lr, train_loss, ...).
+  column of metrics.csv (time, updates, gradients, samples, epoch, lr, train_loss, ...);
+  attrs["engine_types"] maps each engine label to its type (for engine_palette).
 - summaries(folder): run_id, engine, seed, status, group, the sweep columns, then every
   field of summary.json flattened with "_" (final_train_loss, staleness_mean,
   iteration_time_mean, engine_config_backups, ...) and of meta.json prefixed "meta_"
@@ -109,6 +110,8 @@ def per_run_table(experiment, frame_of, reserved=()):
         return pd.DataFrame(columns=list(IDENTITY_COLUMNS) + list(columns))
     table = pd.concat(parts, ignore_index=True)
     table.attrs["sweep_keys"] = columns
+    # {engine label: engine type}, for engine_palette (a type's named variants share its hue)
+    table.attrs["engine_types"] = {run.engine: run.engine_type or run.engine for run in experiment.runs}
     return table
 
 

@@ -43,30 +43,20 @@ MAX_WORKER_ROWS = 64
 DIVERGED_HEADROOM = 10.0
 
 
-from .palette import ENGINE_COLOURS, engine_colour, engine_palette  # noqa: E402,F401
-
-
-def shade(colour, index, count):
-    """The index-th of count shades of one colour, dark to light (the engine's own colour
-    in the middle), so the sweep points of one engine share its hue."""
-    if count <= 1:
-        return matplotlib.colors.to_hex(colour)
-    rgb = np.array(matplotlib.colors.to_rgb(colour))
-    t = index / (count - 1) * 2.0 - 1.0  # -1 (dark) .. 1 (light)
-    mixed = rgb * (1 + 0.45 * t) if t < 0 else rgb + (1 - rgb) * 0.55 * t
-    return matplotlib.colors.to_hex(np.clip(mixed, 0, 1))
+from .palette import ENGINE_COLOURS, engine_colour, engine_palette, shade  # noqa: E402,F401
 
 
 def group_colours(groups):
-    """{group key: colour}: the engine's fixed colour (engine_colour); an engine with
-    several groups (sweep points) gets shades of it, dark to light in sweep order."""
-    by_engine = {}
+    """{group key: colour}: the groups of one engine type share its fixed colour
+    (engine_colour); a type with several groups (named variants, sweep points) gives each a
+    shade of it, dark to light in group order (engine, then sweep values)."""
+    by_type = {}
     for group in groups:
-        by_engine.setdefault(group.engine, []).append(group)
+        by_type.setdefault(group.engine_type, []).append(group)
     colours = {}
-    for engine, members in by_engine.items():
+    for engine_type, members in by_type.items():
         for i, group in enumerate(members):
-            colours[group.key] = shade(engine_colour(engine), i, len(members))
+            colours[group.key] = shade(engine_colour(engine_type), i, len(members))
     return colours
 
 
@@ -734,7 +724,7 @@ def draw_sweep(table, sweep_keys, target, band=stats.DEFAULT_BAND, facets=None):
     notes, handles = [], {}
     for j, key in enumerate(keys):
         series = table_series(table, sweep_keys, key)
-        styles = series_styles(series)
+        styles = series_styles(series, table.attrs.get("engine_types"))
         for i, (stem, label, t) in enumerate(quantities):
             ax = axes[i][j]
             notes += draw_sweep_panel(ax, key, series, styles, stem, label, t, band,
@@ -761,18 +751,22 @@ def draw_sweep(table, sweep_keys, target, band=stats.DEFAULT_BAND, facets=None):
     return fig
 
 
-def series_styles(series):
-    """{series key: (colour, marker, dash)}: the engine's fixed colour, shaded when an
-    engine has several lines; marker and dash tell the lines apart."""
-    per_engine = {}
+def series_styles(series, types=None):
+    """{series key: (colour, marker, dash)}: the engine type's fixed colour, shaded when a
+    type has several lines (named variants, other sweep values); marker and dash tell the
+    lines apart. types: {engine label: type} (the table's attrs["engine_types"])."""
+    types = types or {}
+    per_engine, per_type = {}, {}
     for skey in series:
         per_engine.setdefault(skey[0], []).append(skey)
+        per_type.setdefault(types.get(skey[0], skey[0]), []).append(skey)
     styles = {}
     for i, skey in enumerate(series):
-        members = per_engine[skey[0]]
-        colour = shade(engine_colour(skey[0]), members.index(skey), len(members))
+        engine_type = types.get(skey[0], skey[0])
+        members = per_type[engine_type]
+        colour = shade(engine_colour(engine_type), members.index(skey), len(members))
         styles[skey] = (colour, SERIES_MARKERS[i % len(SERIES_MARKERS)],
-                        SERIES_DASHES[members.index(skey) % len(SERIES_DASHES)])
+                        SERIES_DASHES[per_engine[skey[0]].index(skey) % len(SERIES_DASHES)])
     return styles
 
 
@@ -924,7 +918,7 @@ def draw_scaling(table, sweep_keys, target, colours, band=stats.DEFAULT_BAND):
     time_ax, speed_ax = fig.subplots(1, 2)
     handles, notes, worker_counts, speed_values = [], [], set(), []
     for index, (skey, rows) in enumerate(series.items()):
-        colour = series_styles(series)[skey][0]
+        colour = series_styles(series, table.attrs.get("engine_types"))[skey][0]
         shift = (index, len(series))
         workers = np.array([float(r[WORKERS_KEY]) for r in rows])
         mean = np.array([full_mean(r, stem, target) for r in rows], dtype=float)
@@ -1374,7 +1368,7 @@ def draw_sweep_facets(table, sweep_keys, target, band, facets):
                 lambda v: v if isinstance(v, str) and column == QUANTITY else
                 ("-" if v is None else str(v)))})
     hue_values = ordered_values(frame[hue]) if hue else [None]
-    palette = (engine_palette(hue_values) if hue == "engine" else
+    palette = (engine_palette(hue_values, table.attrs.get("engine_types")) if hue == "engine" else
                dict(zip(hue_values, sns.color_palette("viridis", len(hue_values)))))
     style_values = ordered_values(frame[style]) if style else [None]
     markers = {v: SERIES_MARKERS[i % len(SERIES_MARKERS)] for i, v in enumerate(style_values)}
@@ -1496,7 +1490,8 @@ def convergence_frames(groups, metrics, x_name, band):
     low/high (clipped; NaN under 3 seeds)."""
     seeds, means = [], []
     for group in groups:
-        base = {"engine": group.engine, "group": group.label, **group.sweep}
+        base = {"engine": group.engine, "engine_type": group.engine_type, "group": group.label,
+                **group.sweep}
         for metric in metrics:
             for run in group.runs:
                 x, y = curve(run, x_name, metric)
@@ -1535,20 +1530,35 @@ def draw_convergence_facets(groups, metrics, x_axes, band, facets):
     col, row = facets.get("col"), facets.get("row") or "metric"
     if facets.get("row") and not col and len(metrics) > 1:
         col = "metric"
+    notes = []
+    if "metric" not in (col, row) and len(metrics) > 1:  # both facets keys: one metric a figure
+        notes.append(f"--col and --row both name keys: only {metrics[0]} is drawn (choose it with --metric)")
+        metrics = metrics[:1]
+        seeds, means = (f[f["metric"] == metrics[0]].reset_index(drop=True) if "metric" in f else f
+                        for f in (seeds, means))
     for frame in (seeds, means):
         for column in {hue, style, col, row} - {None, "metric"}:
             if column in frame:
                 frame[column] = frame[column].map(str)
     hue_values = ordered_values(seeds[hue])
-    palette = (engine_palette(hue_values) if hue == "engine" else
+    palette = (engine_palette(hue_values, {g.engine: g.engine_type for g in groups}) if hue == "engine" else
                dict(zip(hue_values, sns.color_palette("viridis", len(hue_values)))))
     style_values = ordered_values(seeds[style]) if style else [None]
     dashes = {v: SERIES_DASHES[i % len(SERIES_DASHES)] for i, v in enumerate(style_values)}
     order = {c: ordered_values(seeds[c]) for c in (col, row) if c and c != "metric"}
+    # y shared where the panels show one metric: along a row of metrics, a column of
+    # metrics, or the whole grid (one metric); its scale and range from every panel's runs
+    sharey = "row" if row == "metric" else "col" if col == "metric" else True
     grid = sns.FacetGrid(seeds, col=col, row=row, col_order=order.get(col),
                          row_order=order.get(row) if row != "metric" else metrics,
-                         sharex=True, sharey=False, height=2.8, aspect=1.35,
+                         sharex=True, sharey=sharey, height=2.8, aspect=1.35,
                          margin_titles=True, despine=False)
+    curves = {}  # metric -> ([completed runs' values], [every run's values])
+    for (metric, _, _), run in seeds.groupby(["metric", "group", "seed"], sort=False, dropna=False):
+        done, every = curves.setdefault(metric, ([], []))
+        every.append(run["value"].to_numpy())
+        if run["status"].iloc[0] == COMPLETED:
+            done.append(run["value"].to_numpy())
     grid.figure.set_layout_engine("constrained")
     for (i, j, _), data in grid.facet_data():
         ax = grid.facet_axis(i, j)
@@ -1574,8 +1584,7 @@ def draw_convergence_facets(groups, metrics, x_axes, band, facets):
                 ax.fill_between(curve_frame["x"], curve_frame["low"], curve_frame["high"],
                                 color=colour, alpha=0.18, lw=0)
         metric = data["metric"].iloc[0]
-        if metric in LOSS_METRICS and (data["value"] > 0).all():
-            ax.set_yscale("log")
+        set_metric_scale(ax, metric, *curves[metric])
         ax.set_xlabel(X_LABELS.get(x_name, x_name))
         ax.set_ylabel(METRIC_LABELS.get(metric, metric) if data["metric"].nunique() == 1
                       else "value")
@@ -1596,6 +1605,6 @@ def draw_convergence_facets(groups, metrics, x_axes, band, facets):
                             "every seed has data" + spread + "; thin = each seed", fig),
                  fontsize="medium")
     add_figure_legend(fig, handles)
-    add_figure_notes(fig, mean_cut_notes(groups, [x_name], metrics))
+    add_figure_notes(fig, notes + mean_cut_notes(groups, [x_name], metrics))
     fig.asgd_frame, fig.asgd_means, fig.asgd_grid = seeds, means, grid
     return fig

@@ -117,6 +117,11 @@ class Group:
         return group_label(self.engine, self.sweep)
 
     @property
+    def engine_type(self):
+        """The engine's type (async, sync_backup, ...): its label unless a run says."""
+        return next((run.engine_type for run in self.runs if getattr(run, "engine_type", None)), self.engine)
+
+    @property
     def completed(self):
         return [run for run in self.runs if run.status == COMPLETED]
 
@@ -440,4 +445,5 @@ def summary_table(groups, sweep_keys, target_loss=None, target_accuracy=None, ta
         rows.append(row)
     table = pd.DataFrame(rows)
     table.attrs["targets"] = list(targets)
+    table.attrs["engine_types"] = {group.engine: group.engine_type for group in groups}  # for the colours
     return table

@@ -120,7 +120,8 @@ def parse_arguments(argv):
                        ("hue", "line colours (default: engine)"),
                        ("style", "line markers and dashes")):
         parser.add_argument(f"--{role}", metavar="KEY",
-                            help=f"sweep figure: {what} by KEY (engine, model or a sweep key)")
+                            help=f"sweep and convergence figures: {what} by KEY (engine, model or a "
+                                 "sweep key; the convergence panels of one metric share their y axis)")
     parser.add_argument("--check", action="store_true",
                         help="write nothing: say whether the report is older than the runs "
                              "(exit 1 when it is, naming them)")

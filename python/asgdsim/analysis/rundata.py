@@ -57,6 +57,7 @@ class Run:
     # What could not be read (a corrupt metrics.csv, a summary.json that is not an object):
     # warned about when read, and listed in the report beside the run.
     problems: list = field(default_factory=list)
+    engine_type: str = None  # the engine's type (config.json's engine.type); None: not known
 
     def summary_part(self, name):
         """summary[name] when it is a JSON object, else {}."""
@@ -379,7 +380,9 @@ def load_run(folder, run_id, index_row, run_config, sweep_keys):
         if status != "diverged" and math.isnan(to_float(object_at(summary, "final").get("train_loss"))):
             note(f"summary.json says {status}, but its final train_loss is not a number")
     trace = folder / "trace.json"
-    return Run(run_id=run_id, folder=folder, engine=str(engine), sweep=sweep, seed=seed,
+    engine_type = engine_config.get("type")
+    return Run(run_id=run_id, folder=folder, engine=str(engine),
+               engine_type=str(engine_type) if engine_type else None, sweep=sweep, seed=seed,
                status=status, summary=summary, index_row=index_row, problems=problems,
                metrics=metrics,
                staleness_hist=read_numeric_csv(folder / "staleness.csv", ("staleness", "count"),
