@@ -15,6 +15,8 @@ import zlib
 ENGINE_COLOURS = {
     "async": "#1f77b4", "sync": "#ff7f0e", "sync_backup": "#2ca02c", "easgd": "#d62728",
     "ssp": "#9467bd", "local_sgd": "#8c564b",
+    # the federated rules (engines/federated.cpp): hues apart from each other and the above
+    "fedavg": "#e6550d", "fedbuff": "#393b79", "fedasync": "#17becf",
 }
 EXTRA_COLOURS = ("#e377c2", "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39",
                  "#7b4173", "#3182bd", "#e6550d", "#31a354", "#756bb1", "#636363")
