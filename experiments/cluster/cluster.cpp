@@ -51,6 +51,10 @@ void check_supported(const RunSpec& run, int workers_available) {
     v.error("cluster.topology.type", json(s.topology.type).dump() + ": its links are simulated only: a real run uses "
                                      "the machines mpirun starts (remove cluster.topology)");
   run.bound_engine->check_real(v);
+  if (s.clients.count > 0)
+    v.error("clients.count", std::to_string(s.clients.count) + ": a population of clients is simulated only (a real "
+                                                                "worker rank would change its data, speed and links per "
+                                                                "client job); use 0");
   if (s.failure_rate > 0)
     v.error("cluster.failures.rate", "failures at a rate are simulated only (real failures: failures.events)");
   if (s.compute_model.value("dist", "") == "measured")  // no calibration runs here: the first step would fail

@@ -491,6 +491,17 @@ class ClusterRefusals(unittest.TestCase):
         self.assertIn("cluster.compute.dist: \"measured\" replays a trace that `asgdsim run` measures", p.stderr)
         self.assertFalse(os.path.exists(out))
 
+    def test_a_population_is_refused_up_front(self):
+        # issue 45: a real rank cannot stand for a population's clients; async ran ignoring them
+        cfg = dict(SWEEP, name="population", engines=[{"type": "async"}], clients={"count": 10},
+                   cluster=dict(SWEEP["cluster"], workers=2))
+        cfg.pop("sweep")
+        out = os.path.join(self.tmp, "o")
+        p = run(["cluster", write_config(self.tmp, cfg), "--out", out], mpi=["-np", "3"])
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("clients.count: 10: a population of clients is simulated only", p.stderr)
+        self.assertFalse(os.path.exists(out))
+
     def test_simulated_links_and_collectives_are_refused_with_their_paths(self):
         cfg = dict(SWEEP, name="topo", engines=[{"type": "sync", "comm": "allreduce"}],
                    cluster=dict(SWEEP["cluster"], workers=2,
