@@ -17,6 +17,7 @@
 #include "engines/engine_registry.h"
 #include "experiments/bench/calibration.h"
 #include "sim/data/catalog.h"
+#include "sim/data/client_devices.h"
 #include "sim/data/dataset.h"
 #include "sim/data/partition.h"
 #include "sim/models/external.h"
@@ -1068,6 +1069,33 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
     if (!d.is_object() || std::find(data_checked.begin(), data_checked.end(), d) != data_checked.end()) continue;
     data_checked.push_back(d);
     check_data_files(d, base_dir, v);
+  }
+
+  // A population's devices are read now, as the data's files are (a missing file or a bad
+  // line is invalid input), and clients that come and go need an engine that takes back the
+  // jobs they leave. Each folder is read once per client count.
+  std::map<std::pair<std::string, int64_t>, bool> devices_read;  // -> whether it has availability
+  for (const auto& run : exp.runs) {
+    const ClientsSpec& c = run.settings.clients;
+    if (c.devices.empty() || c.count <= 0 || !run.bound_engine) continue;
+    const auto key = std::make_pair(data_path(c.devices, base_dir), c.count);
+    if (!devices_read.count(key)) {
+      try {
+        devices_read[key] = !read_client_devices(key.first, size_t(c.count)).always_available();
+      } catch (const ConfigError& e) {
+        v.error("clients.devices", e.what());
+        devices_read[key] = false;
+      }
+    }
+    const EngineType* type = find_engine_type(run.bound_engine->type());
+    if (devices_read[key] && type && !type->departures) {
+      std::string able;
+      for (const auto& t : engine_types())
+        if (t.departures) able += (able.empty() ? "" : ", ") + t.name;
+      v.error("clients.devices", "its clients come and go (availability.csv), and engine " + type->name + " " +
+                                     describe_run(run) + " cannot take back a job its client leaves unfinished; "
+                                     "engines that can: " + able);
+    }
   }
 
   // Trace files are read now, so a missing file or a bad line is invalid input, not a

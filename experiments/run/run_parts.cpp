@@ -16,6 +16,7 @@
 #include <iostream>
 #include <set>
 #include "experiments/run/build_info.h"
+#include "sim/data/catalog.h"
 #include "sim/run/atomic_file.h"
 #include "sim/run/file_lock.h"
 #include "sim/core/hash.h"
@@ -160,10 +161,6 @@ std::string listed_status(const std::string& exp_dir, const RunSpec& run, json& 
   return status;
 }
 
-std::string path_in(const std::string& base_dir, const std::string& path) {
-  return path.empty() || path[0] == '/' || base_dir.empty() ? path : base_dir + "/" + path;
-}
-
 ComputeTimeModel build_compute_model(const RunSettings& s, const std::string& base_dir) {
   std::vector<double> slowdown = s.speeds;
   if (!s.speeds_dist.is_null()) {  // drawn once per worker from (seed, Speed, w, 0)
@@ -184,7 +181,7 @@ ComputeTimeModel build_compute_model(const RunSettings& s, const std::string& ba
     }
     if (!s.clients.devices.empty()) {  // times each device's ms per sample over the median device's
       auto devices = std::make_shared<const ClientDevices>(
-          read_client_devices(path_in(base_dir, s.clients.devices), size_t(s.clients.count)));
+          read_client_devices(data_path(s.clients.devices, base_dir), size_t(s.clients.count)));
       std::vector<float> ms = devices->compute_ms;
       std::nth_element(ms.begin(), ms.begin() + ptrdiff_t(ms.size() / 2), ms.end());
       const double median = ms[ms.size() / 2];

@@ -44,8 +44,6 @@ std::shared_ptr<LoadedData> load_data(const RunSpec& run, const std::string& bas
 std::unique_ptr<Model> build_model(const json& model, const LoadedData& data, const std::string& base_dir = "");
 // The run's compute-time model: cluster.compute's distribution, per and overhead, the
 // workers' speeds (a distribution is drawn once per worker) and the stragglers.
-// A path a config names, relative to the config's folder unless absolute.
-std::string path_in(const std::string& base_dir, const std::string& path);
 ComputeTimeModel build_compute_model(const RunSettings& s, const std::string& base_dir);
 
 std::string host_name();

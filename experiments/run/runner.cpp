@@ -248,17 +248,6 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   if (model_type_of(run.config["model"]).reads == ModelType::Reads::External)  // its size is known only now
     check_memory_with_model(run.config, settings, exp.base_dir, model->num_params(), "the PyTorch module");
   ComputeTimeModel compute = build_compute_model(settings, exp.base_dir);
-  if (const ClientDevices* d = compute.client_devices(); d && !d->always_available()) {
-    const EngineType* type = find_engine_type(run.bound_engine->type());
-    if (!type->departures) {
-      std::string able;
-      for (const auto& t : engine_types())
-        if (t.departures) able += (able.empty() ? "" : ", ") + t.name;
-      throw ConfigError(exp.source, {{"clients.devices", "its clients come and go (availability.csv), and engine " +
-                                                             type->name + " cannot take back a job its client leaves "
-                                                             "unfinished; engines that can: " + able}});
-    }
-  }
   Recorder recorder(settings.trace);
   recorder.set_process(int(k) + 1, run.run_id);  // trace.json: a process per run, in run order
   std::unique_ptr<Engine> engine = make_engine(*run.bound_engine);
