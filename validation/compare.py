@@ -109,8 +109,8 @@ TARGETS = {"interval_mape_tight": 0.02, "interval_mape": 0.05, "staleness_tv": 0
 # event; docs/validation.md, "Where the clock and the reference disagreed"), so CI bounds
 # the error at a margin above that floor, wide of the load it runs under, and checks that a
 # wrong cost passes these bounds (a check that cannot fail would say nothing).
-TESTBED = {"interval_mape_tight": 0.12, "interval_mape": 0.15, "staleness_tv": 0.40, "kendall_tau": 0.90,
-           "duration_error": 0.10}
+TESTBED = {"interval_mape_tight": 0.20, "interval_mape": 0.25, "staleness_tv": 0.40, "kendall_tau": 0.90,
+           "duration_error": 0.20}
 
 
 class InputError(Exception):
