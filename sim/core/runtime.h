@@ -241,11 +241,9 @@ class Runtime {
   virtual const Topology& topology() const = 0;
   virtual bool stopping() const = 0;
   virtual bool worker_alive(int w) const = 0;
-  // A population (section clients): how many clients (0: none, every worker is its own
-  // client), and client c's training samples (its part of the data, or an equal share of
-  // the run's one stream under iid).
-  virtual int64_t clients() const { return 0; }
-  // (A client's step that its client leaves unfinished comes back timed out: GradientJob::timed_out.)
+  // A population (section clients): client c's training samples (its part of the data, or
+  // an equal share of the run's one stream under iid). A client's step that its client
+  // leaves unfinished comes back timed out (GradientJob::timed_out).
   virtual uint32_t client_samples(int64_t client) const { return 0; }
 
  protected:

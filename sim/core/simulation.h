@@ -134,7 +134,6 @@ class Simulation final : public Runtime {
   const Topology& topology() const override { return *topology_; }
   bool stopping() const override { return monitor_.stopping(); }
   bool worker_alive(int w) const override { return alive_[w]; }
-  int64_t clients() const override { return population_ ? population_->count() : 0; }
   uint32_t client_samples(int64_t client) const override { return population_->samples(client); }
 
  private:
