@@ -339,6 +339,56 @@ TEST(TimeModel, EachEnginesUpdatesOccupyTheServer) {
   }
 }
 
+// The server sends one message at a time (cluster.server.send_seconds, LogP's o), on the
+// thread that applies updates: a sync iteration's N parameter messages leave o apart after
+// the update, so an iteration is N o + 2 a + c + u, and async's one worker pays o per cycle.
+TEST(TimeModel, TheServerSendsOneMessageAtATime) {
+  const double o = 0.0005, a = 0.001, c = 0.01, u = 0.002;
+  auto run = [&](int workers, const json& engine, double update, double send) {
+    json cfg = clock_config("send", workers, c, engine);
+    cfg["cluster"]["network"] = {{"latency", a}};
+    cfg["cluster"]["server"] = {{"update_seconds", update}, {"send_seconds", send}};
+    cfg["stop"] = {{"updates", 20}};
+    cfg["eval"] = {{"every", 10}, {"unit", "updates"}};
+    return summary_at(run_one(cfg, "send"));
+  };
+  for (double update : {0.0, u}) {
+    json sync = run(4, {{"type", "sync"}}, update, o);
+    EXPECT_NEAR(sync["time"].get<double>(), 20 * (4 * o + 2 * a + c + update), 1e-9) << update;
+    EXPECT_NEAR(sync["server"]["busy_time"].get<double>(), 20 * (4 * o + update), 1e-9) << update;
+    json free_sends = run(4, {{"type", "sync"}}, update, 0.0);
+    EXPECT_NEAR(free_sends["time"].get<double>(), 20 * (2 * a + c + update), 1e-9) << update;
+    // one worker: pull (o + a), compute, push (a), update
+    json one = run(1, {{"type", "async"}}, update, o);
+    EXPECT_NEAR(one["time"].get<double>(), 20 * (o + 2 * a + c + update), 1e-9) << update;
+  }
+  // many workers: the server makes at most one update and one send per u + o
+  json cfg = clock_config("send16", 16, 1e-3, {{"type", "async"}});
+  cfg["cluster"]["server"] = {{"update_seconds", u}, {"send_seconds", o}};
+  json many = summary_at(run_one(cfg, "send16"));
+  EXPECT_LE(rate(many, "updates"), 1 / (u + o) + 1e-9);
+  EXPECT_GE(rate(many, "updates"), 0.9 / (u + o));
+}
+
+// Cancelling a step sends its worker a notice, which takes the server o before the update:
+// sync_backup's cancel form with b backups (K = N - b) and constant compute ends an
+// iteration after K parameter sends, the K-th gradient, b notices and the update, so
+// N o + 2 a + c again (K o + 2 a + c if notices were free).
+TEST(TimeModel, ACancelNoticeTakesTheServerOneSend) {
+  const double o = 0.0005, a = 0.001, c = 0.01;
+  for (int b : {1, 2}) {
+    json cfg = clock_config("notice", 4, c, {{"type", "sync_backup"}, {"backups", b}, {"late", "cancel"}});
+    cfg["cluster"]["network"] = {{"latency", a}};
+    cfg["cluster"]["server"] = {{"send_seconds", o}};
+    cfg["stop"] = {{"updates", 20}};
+    cfg["eval"] = {{"every", 10}, {"unit", "updates"}};
+    json s = summary_at(run_one(cfg, "notice"));
+    EXPECT_NEAR(s["time"].get<double>(), 20 * (4 * o + 2 * a + c), 1e-9) << b;
+    // every iteration's N pulls and b notices (the last update's pulls come after the end)
+    EXPECT_NEAR(s["server"]["busy_time"].get<double>(), 20 * (4 + b) * o, 1e-9) << b;
+  }
+}
+
 // ------------------------------------------------------------------ counting
 
 // Every engine stops and evaluates at the same epochs, whether its steps update the model

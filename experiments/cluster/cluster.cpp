@@ -262,8 +262,8 @@ int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, 
       note += "; cluster.network ignored: the transfers were real";
     if (net.message_bytes > 0)  // (the counted messages' sizes: docs/cluster.md, "Messages")
       note += "; cluster.network.message_bytes only sized the counted messages";
-    if (run.settings.server_update_seconds > 0)
-      note += "; cluster.server ignored: the server's updates took their real time";
+    if (run.settings.server_update_seconds > 0 || run.settings.server_send_seconds > 0)
+      note += "; cluster.server ignored: the server's updates and sends took their real time";
 
     const MetricsRow& last = recorder.rows().back();
     json summary = summary_json(run, outcome, last, engine->describe(), note, sim_to_seconds(outcome.time));

@@ -98,6 +98,8 @@ Simulation::Simulation(const RunSettings& settings, const Model& model, const De
   free_network_ = topology_->free();
   if (!(settings_.server_update_seconds >= 0)) throw std::invalid_argument("server update_seconds must be >= 0");
   server_seconds_ = seconds_to_sim(settings_.server_update_seconds);
+  if (!(settings_.server_send_seconds >= 0)) throw std::invalid_argument("server send_seconds must be >= 0");
+  send_seconds_ = seconds_to_sim(settings_.server_send_seconds);
   kernels_use_one_thread_here();  // the scheduler's kernels are small; pool threads do the heavy work
   if (model_.uses_data() && (!train_ || !test_))
     throw std::invalid_argument("model " + model_.name() + " needs a training and a test set");
@@ -321,8 +323,12 @@ void Simulation::launch(const Step& st) {
   SimTime served = now();  // when the parameters are read
   job->compute_start = now();
   if (job->received) {  // a pull, or the server's reply: one message to the worker
-    TransferTimes t = free_network_ ? TransferTimes{now(), now()} : topology_->transfer(st.reply_from, worker, pull_bytes, now());
-    served = t.start;
+    // sent by the server (cluster.server.send_seconds): its pull reads when the send starts
+    const bool sent_by_server = send_seconds_ > 0 && st.reply_from == kServer;
+    if (sent_by_server) served = server_send();
+    const SimTime leaves = sent_by_server ? add_time(served, send_seconds_) : now();
+    TransferTimes t = free_network_ ? TransferTimes{leaves, leaves} : topology_->transfer(st.reply_from, worker, pull_bytes, leaves);
+    if (!sent_by_server) served = t.start;
     job->compute_start = add_time(t.arrival, client_link(st.client, pull_bytes));
     out_.messages_to_workers++;
     out_.bytes_to_workers += pull_bytes;
@@ -424,8 +430,16 @@ void Simulation::handle_pull_served(const Event& e) {
   schedule_after_read(job, slot);
 }
 
+SimTime Simulation::server_send() {
+  const SimTime start = std::max(now(), server_free_);
+  server_free_ = add_time(start, send_seconds_);
+  out_.server_busy += send_seconds_;
+  recorder_.add_span(0, "send", start, server_free_);
+  return start;
+}
+
 bool Simulation::update_now() {
-  if (server_seconds_ != 0) return false;
+  if (server_seconds_ != 0 || server_free_ > now()) return false;  // (sends keep it busy too)
   out_.server_updates++;
   return true;
 }
@@ -514,6 +528,7 @@ void Simulation::cancel(int w) {
     found = true;
   }
   if (!found) return;
+  if (send_seconds_ > 0) server_send();  // the cancel notice
   incarnation_[w]++;
   idle_since_[w] = now();
 }

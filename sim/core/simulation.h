@@ -222,7 +222,12 @@ class Simulation final : public Runtime {
   bool contended_ = false;            // topology_->contended()
   bool free_network_ = true;          // topology_->free()
   SimTime server_seconds_ = 0;        // cluster.server.update_seconds
-  SimTime server_free_ = 0;           // when the server finishes the updates asked so far
+  SimTime send_seconds_ = 0;          // cluster.server.send_seconds
+  SimTime server_free_ = 0;           // when the server finishes the updates (and sends) asked so far
+  // The server sends one message (send_seconds_ > 0): it starts when the server
+  // is free (the time returned: a pull's parameters are read then) and keeps it busy
+  // send_seconds_; the message leaves when that is over.
+  SimTime server_send();
   std::vector<int> last_collective_;  // members of the last collective (for the run's end)
   SimTime last_collective_end_ = 0;
   // Updates waiting for their ServerDone events, in the order asked.

@@ -77,7 +77,7 @@ struct SpanArgs {
 
 struct Span {
   int track;              // 0 = server, w + 1 = worker w
-  const char* name;       // compute | pull | push | wait | down; server: update (an instant), apply (its busy time)
+  const char* name;       // compute | pull | push | wait | down; server: update (an instant), apply (its busy time), send (one message, cluster.server.send_seconds)
   SimTime start, end;
   SpanArgs args;
 };

@@ -186,7 +186,13 @@ std::vector<Section<S>> make_sections() {
        {field(&S::server_update_seconds,
               seconds("update_seconds", 0.0,
                       "virtual seconds the server is busy per update it applies (an async gradient, a sync aggregate, "
-                      "an EASGD exchange, a local-SGD averaging)"))}},
+                      "an EASGD exchange, a local-SGD averaging)")),
+        field(&S::server_send_seconds,
+              seconds("send_seconds", 0.0,
+                      "virtual seconds the server spends on each message it sends (LogP's o: a pull's parameters, "
+                      "a reply, a cancel notice), one at a time on the server: a send waits for the update or send "
+                      "in progress, an update for the sends asked before it, and the message leaves when its send "
+                      "is done. 0: sends are free and do not wait for the server"))}},
       {"cluster.stragglers", "slow steps on top of the compute-time distribution (also: slow, a list of windows)",
        {field<S>(num("probability", 0.0, "chance that a step is a transient straggler", 0, false, 1),
                  [](S& s, const json& v) { s.stragglers.probability = v.get<double>(); }),

@@ -120,6 +120,8 @@ struct RunSettings {
   bool sparse_pull = false;
   CompressionSpec compression;         // of pushed gradients, dense models only
   double server_update_seconds = 0;    // the server is busy this long per update it applies
+  // the server is busy this long per message it sends (0: sends are free and wait for nothing)
+  double server_send_seconds = 0;
   std::vector<FailureEvent> failures;  // scheduled failures
   double failure_rate = 0;             // per worker per virtual second (exponential gaps)
   SimTime failure_down_time = kNever;  // for rate failures: time down (kNever: never back)
