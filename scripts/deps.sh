@@ -20,7 +20,7 @@ ASGD_DEBIAN_PACKAGES=(
   dataset-fashion-mnist
   clang libclang-rt-14-dev
   openmpi-bin libopenmpi-dev
-  pybind11-dev python3-dev python3-torch fortunes
+  pybind11-dev python3-dev python3-torch python3-tqdm fortunes
   ccache
 )
 

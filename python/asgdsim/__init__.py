@@ -193,7 +193,7 @@ def run(config: Config, *, out: Union[str, "os.PathLike[str]"] = "runs", model: 
         supersede: bool = False, recalibrate: bool = False, quiet: bool = False, trace: bool = False,
         wait: bool = False, sets: Sequence[str] = (), command_line: Optional[str] = None, force: Any = None,
         option_names: Tuple[str, str] = ("threads=", "jobs="),
-        progress: Optional[Callable[[Dict[str, Any]], None]] = None) -> Results:
+        progress: Optional[Union[Callable[[Dict[str, Any]], None], str]] = None) -> Results:
     """Runs an experiment as `asgdsim run` does and returns its Results.
 
     config: a dict or a JSON file's path. model: a torch.nn.Module or a zero-argument
@@ -209,13 +209,19 @@ def run(config: Config, *, out: Union[str, "os.PathLike[str]"] = "runs", model: 
     with neither the object nor a module file, raise InputError before anything is
     written; a model or data set that breaks the gradient contract raises ModelError.
     option_names: how messages name threads and jobs (the CLI: "--threads"). progress: a
-    callable given each run's progress as a dict, as the runs go (RunOptions.progress: for
-    a notebook's bar, or a line per run where stderr is not a terminal).
+    callable given each run's progress as a dict, as the runs go (RunOptions.progress), or
+    "bar": one bar per run (asgdsim.progress.Bar: tqdm's, a widget in a notebook, when
+    tqdm is installed; else a line each tenth of a run).
     """
     if force is not None:  # as `asgdsim run --force`: split in two (docs/cli.md)
         raise InputError("force= is gone, split in two: supersede=True moves run folders of another config aside "
                          "(nothing re-runs), rerun=True makes again the runs already done; pass both for what "
                          "force did", 2)
+    if isinstance(progress, str):
+        if progress != "bar":
+            raise InputError(f"progress={progress!r}: a callable, None or \"bar\"", 2)
+        from .progress import Bar
+        progress = Bar()
     text, source, base, name = _text(config)
     if command_line is None:
         command_line = f"asgdsim.run({os.fsdecode(source) if source != 'the config' else 'dict'})"

@@ -18,6 +18,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.abspath(os.environ.get("ASGDSIM_PYTHONPATH", os.path.join(REPO, "build", "python"))))
 
 import asgdsim  # noqa: E402
+import asgdsim.progress  # noqa: E402
 
 CONFIG = {"name": "p", "model": {"type": "quadratic", "dim": 4}, "stop": {"updates": 40}, "eval": {"every": 10, "unit": "updates"},
           "cluster": {"workers": 2}, "engines": [{"type": "async"}, {"type": "sync"}]}
@@ -88,6 +89,46 @@ class Progress(unittest.TestCase):
         self.assertEqual(seen[0], 1)  # the first row is written at once
         self.assertEqual(seen[3], 4)  # and after a wall second, every row so far
         self.assertEqual(len(rows(os.path.join(out, "p"), "async-seed1")), len(seen))
+
+
+class Bars(unittest.TestCase):
+    """progress="bar": one bar per run that ends at 100 % with the run's status; text lines
+    (a tenth of a run each) without tqdm; any other text is refused."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+
+    def run_with(self, bar, name):
+        import io
+        out = io.StringIO()
+        bar._file = out
+        asgdsim.run(CONFIG, out=os.path.join(self.tmp.name, name), quiet=True, progress=bar)
+        return out.getvalue()
+
+    @unittest.skipUnless(asgdsim.progress.Bar().uses_tqdm, "tqdm is not installed (python3-tqdm)")
+    def test_a_tqdm_bar_per_run(self):
+        text = self.run_with(asgdsim.progress.Bar(), "bar")
+        for k, run_id in enumerate(["async-seed1", "sync-seed1"]):
+            mine = [line for line in text.replace("\r", "\n").splitlines() if run_id in line]
+            self.assertTrue(mine, text)
+            self.assertIn(f"[{k + 1}/2] {run_id}: 100%", mine[-1])
+            self.assertIn("completed", mine[-1])
+
+    def test_a_line_each_tenth_without_tqdm(self):
+        lines = self.run_with(asgdsim.progress.Bar(plain=True), "plain").splitlines()
+        for k, run_id in enumerate(["async-seed1", "sync-seed1"]):
+            mine = [line for line in lines if f"[{k + 1}/2] {run_id}:" in line]
+            # 40 updates, a row each 10: rows at 0, 25, 50, 75 and 100 %, each a new tenth, then the end
+            self.assertEqual([line.split(":")[1].split("%")[0].strip() for line in mine],
+                             ["0", "25", "50", "75", "100", "100"])
+            self.assertTrue(mine[-1].endswith("completed"), mine[-1])
+
+    def test_another_word_is_refused(self):
+        with self.assertRaises(asgdsim.InputError) as e:
+            asgdsim.run(CONFIG, out=self.tmp.name, quiet=True, progress="tqdm")
+        self.assertIn("progress='tqdm'", e.exception.message)
+        self.assertEqual(os.listdir(self.tmp.name), [])
 
 
 if __name__ == "__main__":
