@@ -25,10 +25,17 @@ run a one-worker async parameter server in a run's rhythm (cycle(): the worker w
 steps drawn from --compute, which should be the run's), timing per cycle the push, the
 hand-off to the server's loop, the apply (ServerOptimizer.step, what updates.csv calls
 apply_s: it sets cluster.server.update_seconds) and the reply. asgdsim charges a cycle
-two messages (a pull and a push) and one update, so cluster.network.latency is half the
-median cost of the cycle's two messages less their bytes / beta. Beside it, the server's
-work in a hot loop (data in cache): the step, combining one more contribution, copying
-the parameters for a reply.
+two messages (a pull and a push), one update and one server send, so
+cluster.network.latency is half the median cost of the cycle's two messages less the
+send and their bytes / beta. Beside it, the server's work in a hot loop (data in cache):
+the step, combining one more contribution, copying the parameters for a reply.
+
+Bursts: before the cycles, after idle pauses, the server sends bursts of messages back to
+back, alternately to two listening processes (a third rank takes part in this only), as
+it sends cancel notices or a sync iteration's parameters to its workers (bursts()); a send
+returns once the message is handed over and the server does nothing else meanwhile, so a
+header-only burst's gap is its cost per message beyond the wire (LogP's o): it sets
+cluster.server.send_seconds.
 """
 
 import argparse
@@ -86,11 +93,20 @@ def ping_pong(rank, sizes, reps, warmup, folder, parameters, update_steps, compu
     clock = tp.Clock(0)
     biggest = max(max(sizes) // 4, parameters)
     sender = tp.Sender(rank, clock, biggest)
-    receiver = tp.Receiver(rank, clock, src=1 - rank, last=lambda m: m.kind == tp.STOP,
+    receiver = tp.Receiver(rank, clock, src=0 if rank else 1, last=lambda m: m.kind == tp.STOP,
                            max_elements=biggest)
     receiver.start()
     payloads = {b: torch.randn(b // 4) for b in sizes}
     tp.agree_on_start(rank, clock)
+    if rank == 0:  # as the reference's server: a receive posted from every worker, rank 2's too
+        from_2 = tp.Receiver(0, clock, src=2, last=lambda m: m.kind == tp.STOP, max_elements=0)
+        from_2.start()
+    if rank == 2:  # a second listener for the bursts only
+        bursts(rank, clock, sender, [receiver], parameters, warmup, reps, compute)
+        if receiver.get(60).kind != tp.STOP:
+            raise RuntimeError("rank 2: expected STOP after the bursts")
+        sender.send(0, tp.STOP)
+        return
     times = {b: [] for b in sizes}
 
     def took(m):
@@ -110,11 +126,50 @@ def ping_pong(rank, sizes, reps, warmup, folder, parameters, update_steps, compu
                 sender.send(1, tp.PARAMS, step=i, payload=payloads[b])
                 took(receiver.get(60))
         sender.send(1, tp.CANCEL)
+    gaps = bursts(rank, clock, sender, [receiver], parameters, warmup, reps, compute)
+    if rank == 0:
+        sender.send(2, tp.STOP)
+        if from_2.get(60).kind != tp.STOP:
+            raise RuntimeError("rank 0: expected STOP from rank 2 after the bursts")
     rows = cycle(rank, clock, sender, receiver, parameters, warmup + update_steps + 1, compute)
     with open(os.path.join(folder, f"cycles{rank}.json"), "w") as f:
         json.dump(rows, f)
+    if rank == 0:
+        with open(os.path.join(folder, "bursts.json"), "w") as f:
+            json.dump(gaps, f)
     with open(os.path.join(folder, f"oneway{rank}.json"), "w") as f:
         json.dump({str(b): t for b, t in times.items()}, f)
+
+
+BURST = 8  # messages a burst sends back to back, alternately to the two listening ranks
+
+
+def bursts(rank, clock, sender, receivers, parameters, warmup, reps, compute):
+    """The server's cost per message it sends, beyond the wire: after an idle pause drawn
+    from `compute`, rank 0 sends BURST messages back to back, alternately to ranks 1 and 2,
+    whose receiver threads have receives posted, as a server sends cancel notices or a
+    sync iteration's parameters to its workers. A send returns once gloo has handed the
+    message over and the server can do nothing else meanwhile, so the gap between two
+    sends' starts is what one send keeps it busy. Header-only bursts (cancel notices) and
+    parameter-sized ones alternate. Rank 0 returns the gaps in seconds:
+    {"header": [...], "params": [...]}; ranks 1 and 2 return None once they have theirs."""
+    kinds = ("header", "params")
+    if rank != 0:
+        for _ in range((warmup + reps) * len(kinds) * BURST // 2):
+            receivers[0].get(60)
+        return None
+    payload = torch.randn(parameters)
+    gaps = {k: [] for k in kinds}
+    for i in range(warmup + reps):
+        for kind in kinds:
+            deadline = clock.now() + round(compute.seconds(0, i) * 1e9)
+            while clock.now() < deadline:
+                time.sleep(max(0.0, (deadline - clock.now()) / 1e9))
+            starts = [sender.send(1 + k % 2, tp.CANCEL, job=i, payload=payload if kind == "params" else None)
+                      for k in range(BURST)]
+            if i >= warmup:
+                gaps[kind] += [(b - a) / 1e9 for a, b in zip(starts, starts[1:])]
+    return gaps
 
 
 def cycle(rank, clock, sender, receiver, parameters, steps, compute):
@@ -243,7 +298,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="asgd-calibrate-") as folder:
         os.makedirs(os.path.join(folder, "logs"))
         status, error, _, wall = launch(
-            2, lambda rank: ping_pong(rank, sizes, args.reps, args.warmup, folder, model.parameters,
+            3, lambda rank: ping_pong(rank, sizes, args.reps, args.warmup, folder, model.parameters,
                                       args.update_steps, compute),
             os.path.join(folder, "logs"), os.path.join(folder, "store"), args.timeout, 600.0)
         if status != "completed":
@@ -255,6 +310,8 @@ def main(argv=None):
                 oneway.append({int(k): v for k, v in json.load(f).items()})
             with open(os.path.join(folder, f"cycles{rank}.json")) as f:
                 cycles.append(json.load(f))
+        with open(os.path.join(folder, "bursts.json")) as f:
+            burst_gaps = json.load(f)
     directions = {"server_to_worker": oneway[1], "worker_to_server": oneway[0]}
     wire = [b + tp.HEADER_BYTES for b in sizes]  # bytes of the whole message
     transport = {"what": "validation/transport.py: one gloo send per message over loopback, "
@@ -291,30 +348,46 @@ def main(argv=None):
     # split evenly between them (the sum is what a round trip, and so every interval,
     # pays; the split between pull and push moves no interval).
     beta = both["beta_bytes_per_s"]
-    latency = costs["messages"]["median"] / 2 - (message / beta if beta else 0.0)
+    # The server's per-message cost beyond the wire (LogP's o, cluster.server.send_seconds):
+    # a header-only burst's gap. A parameter-sized burst's gap less message / beta (what
+    # asgdsim's server link already charges each of them) is reported beside it.
+    send = {"what": f"bursts of {BURST} sends back to back, alternately to two listening ranks, after an idle "
+                    "pause (calibrate.bursts): the gap between two sends' starts",
+            "header": quantiles(burst_gaps["header"]), "params": quantiles(burst_gaps["params"])}
+    send["params_beyond_wire_median_s"] = send["params"]["median"] - (message / beta if beta else 0.0)
+    for kind in ("header", "params"):  # the k-th gap of every burst: does a send wake something up?
+        send[kind]["median_by_position_s"] = [statistics.median(burst_gaps[kind][k::BURST - 1])
+                                              for k in range(BURST - 1)]
+    o = send["header"]["median"]
+    # the cycle's reply pays o on top of its latency and bytes
+    latency = (costs["messages"]["median"] - o) / 2 - (message / beta if beta else 0.0)
     cycles_out = {"what": "a one-worker async parameter server in a run's rhythm: the worker waits out "
                           f"steps drawn from {args.compute}, the server's receiver thread hands each push to "
                           "its main loop, which applies it and sends the parameters back (calibrate.cycle)",
                   "compute": args.compute, "cycles": costs["overhead"]["n"], **costs}
     result = {"format": FORMAT, **machine(), "loadavg": os.getloadavg(),
               "command": "validation/calibrate.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "transport": transport, "cycle": cycles_out, "server": server,
+              "transport": transport, "cycle": cycles_out, "server": server, "send": send,
               "model_message": {"bytes": message,
                                 "predicted_s": both["alpha_s"] + message / both["beta_bytes_per_s"]
                                 if both["beta_bytes_per_s"] else None},
               "asgdsim_config": {"cluster.network.latency": max(latency, 0.0),
                                  "cluster.network.bandwidth": beta or 0.0,
-                                 "cluster.server.update_seconds": server["apply"]["median"]},
+                                 "cluster.server.update_seconds": server["apply"]["median"],
+                                 "cluster.server.send_seconds": o},
               "asgdsim_config_note": "bandwidth: the ping-pong fit's beta (0, asgdsim's unlimited, if its slope "
                                      "was not positive); latency: half the median cost of a cycle's two messages "
-                                     "(cycle.messages: push, hand-off, reply) less message bytes / bandwidth, 0 if "
-                                     "less; update_seconds: the cycle's median apply"}
+                                     "(cycle.messages: push, hand-off, reply) less the reply's send_seconds and "
+                                     "message bytes / bandwidth, 0 if less; update_seconds: the cycle's median apply; "
+                                     "send_seconds: the median gap of a header-only burst (send.header)"}
     write_atomic(args.out, json.dumps(result, indent=1) + "\n")
     print(f"alpha {both['alpha_s'] * 1e6:.1f} us, beta "
           + (f"{beta / 1e9:.3f} GB/s" if beta else "not positive (no slope)")
           + f" (R^2 {both['r2']:.4f}); server update {server['apply']['median'] * 1e6:.1f} us "
           f"(IQR {server['apply']['iqr'] * 1e6:.1f} us) for {model.parameters} parameters; a cycle's two "
           f"messages {costs['messages']['median'] * 1e6:.0f} us: latency {max(latency, 0.0) * 1e6:.1f} us; "
+          f"server send {o * 1e6:.1f} us a message (a parameter burst's beyond the wire "
+          f"{send['params_beyond_wire_median_s'] * 1e6:.1f} us); "
           f"wrote {args.out}")
     return 0
 

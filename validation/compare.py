@@ -215,7 +215,8 @@ def run_sim(args, name, workers, seed, real, folder, calibration):
             "workers": workers,
             "compute": {"dist": "trace", "file": trace, "per": "step"},
             "network": {"latency": net["cluster.network.latency"], "bandwidth": net["cluster.network.bandwidth"]},
-            "server": {"update_seconds": net["cluster.server.update_seconds"]},
+            "server": {"update_seconds": net["cluster.server.update_seconds"],
+                       "send_seconds": net.get("cluster.server.send_seconds", 0.0)},
         },
         "engines": [engine],
         "trace": True,
@@ -518,7 +519,7 @@ def table(rows, meta):
         f"{meta['host']} ({meta['cpus']} cores, load average {meta['load']:.1f} at the start); "
         f"{meta['updates']} updates a run, compute `{meta['compute']}`, seeds {meta['seeds']}; calibration: "
         f"latency {meta['latency'] * 1e6:.0f} us, bandwidth {meta['bandwidth'] / 1e9:.2f} GB/s, server update "
-        f"{meta['update'] * 1e6:.0f} us. Run length: from the first parameters a worker received to the last "
+        f"{meta['update'] * 1e6:.0f} us, server send {meta.get('send', 0.0) * 1e6:.0f} us. Run length: from the first parameters a worker received to the last "
         f"update. Times to target (train loss <= {meta['target']}) in seconds, per seed, "
         "real vs sim.",
         "",
@@ -686,7 +687,8 @@ def main(argv=None):
             "cpus": os.cpu_count(), "load": load, "updates": args.updates, "compute": args.compute,
             "seeds": ",".join(map(str, seeds)), "latency": calibration["asgdsim_config"]["cluster.network.latency"],
             "bandwidth": calibration["asgdsim_config"]["cluster.network.bandwidth"],
-            "update": calibration["asgdsim_config"]["cluster.server.update_seconds"], "target": args.target_loss}
+            "update": calibration["asgdsim_config"]["cluster.server.update_seconds"],
+            "send": calibration["asgdsim_config"].get("cluster.server.send_seconds", 0.0), "target": args.target_loss}
     text = table(rows, meta)
     write_text(os.path.join(args.out, "results.json"),
                json.dumps({"meta": meta, "rows": rows, "runs": {k: v for k, v in results_all.items()}}, indent=1))
