@@ -39,7 +39,7 @@ class CalibrateRunTest(unittest.TestCase):
         with open(out) as f:
             r = json.load(f)
         self.assertEqual(set(r["asgdsim_config"]), {"cluster.network.latency", "cluster.network.bandwidth",
-                                                    "cluster.server.update_seconds"})
+                                                    "cluster.server.update_seconds", "cluster.server.send_seconds"})
         self.assertEqual(r["transport"]["sizes_bytes"], [1024 + 64, 2048 + 64, 4096 + 64, 8192 + 64])
         for direction in r["transport"]["directions"].values():
             self.assertTrue(all(p["median_s"] > 0 for p in direction["points"]))
@@ -55,8 +55,17 @@ class CalibrateRunTest(unittest.TestCase):
             self.assertGreater(cycle[part]["median"], 0, part)
         self.assertEqual(cycle["apply"], r["server"]["apply"])
         self.assertLess(cycle["messages"]["median"], cycle["overhead"]["median"])
+        # the bursts: 1 timed burst of 8 sends a kind (7 gaps each); o is the header-only median,
+        # which the cycle's reply also pays
+        send = r["send"]
+        for kind in ("header", "params"):
+            self.assertEqual(send[kind]["n"], 3 * 7, kind)
+            self.assertEqual(len(send[kind]["median_by_position_s"]), 7, kind)
+        o = r["asgdsim_config"]["cluster.server.send_seconds"]
+        self.assertEqual(o, send["header"]["median"])
+        self.assertGreater(o, 0)
         beta = r["asgdsim_config"]["cluster.network.bandwidth"]
-        expected = cycle["messages"]["median"] / 2 - (r["model_message"]["bytes"] / beta if beta else 0.0)
+        expected = (cycle["messages"]["median"] - o) / 2 - (r["model_message"]["bytes"] / beta if beta else 0.0)
         self.assertAlmostEqual(r["asgdsim_config"]["cluster.network.latency"], max(expected, 0.0), delta=1e-12)
         for key in ("host", "torch", "git_commit", "date"):
             self.assertIn(key, r)
