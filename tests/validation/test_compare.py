@@ -51,5 +51,18 @@ class MatchingTest(unittest.TestCase):
         self.assertAlmostEqual(compare.mape([(si[k][1], ri[k][1]) for k in ri]), 0.75)
 
 
+class TimeToTargetTest(unittest.TestCase):
+    def test_interpolated_and_counted_from_the_runs_start(self):
+        losses = [(0.1, 2.0), (0.3, 1.5), (0.5, 1.0)]
+        self.assertAlmostEqual(compare.time_to(losses, 1.25), 0.4)
+        # the same losses from a start 0.1 s in (the reference's processes starting up)
+        self.assertAlmostEqual(compare.time_to(losses, 1.25, origin=0.1), 0.3)
+        self.assertAlmostEqual(compare.time_to(losses, 2.5, origin=0.1), 0.0)  # reached at the first evaluation
+        self.assertIsNone(compare.time_to(losses, 0.5))
+        tl = timeline({(0, 0): 1.0}, {})
+        tl["spans"] = [(0, "compute", 0.08, 0.2), (1, "compute", 0.05, 0.3)]
+        self.assertAlmostEqual(compare.start(tl), 0.05)
+
+
 if __name__ == "__main__":
     unittest.main()
