@@ -266,10 +266,8 @@ void Simulation::end_client_job(GradientJob& job) {
   job.client = -1;
 }
 
-void Simulation::launch(const Step& st) {
+std::unique_ptr<GradientJob> Simulation::new_job(const Step& st) {
   const int worker = st.worker;
-  if ((st.pull != nullptr) == bool(st.own.params) || (st.pull && (st.reply || st.before.params)))
-    throw std::logic_error("launch: a step computes on pulled parameters or on its own (with a reply or a deferred step)");
   std::unique_ptr<GradientJob> job;
   if (!spare_jobs_.empty()) {
     job = std::move(spare_jobs_.back());
@@ -306,7 +304,7 @@ void Simulation::launch(const Step& st) {
   const StepMessageBytes sizes =
       step_message_bytes(settings_.network, model_.num_params(), layout_.rows, layout_.width, job->rows.size(),
                          st.gradient && st.pull, settings_.sparse_pull, settings_.compression);
-  const double pull_bytes = sizes.pull;
+  job->pull_bytes = sizes.pull;
   job->push_bytes = sizes.push;
   job->compress = sizes.compressed;
   if (st.before.grad_buffer) {  // the step's gradient buffer becomes the job's output (see DeferredStep)
@@ -315,44 +313,58 @@ void Simulation::launch(const Step& st) {
     std::swap(job->grad, *st.before.grad_buffer);
     job->before.grad_buffer = nullptr;
   }
-  if (idle_since_[worker] >= 0 && now() > idle_since_[worker])
-    recorder_.add_span(worker + 1, "wait", idle_since_[worker], now());  // e.g. at a sync barrier
-  idle_since_[worker] = -1;
-  job->incarnation = incarnation_[worker];
-  job->start = now();
+  return job;
+}
+
+SimTime Simulation::time_step(GradientJob& job, const Step& st) {
+  const int worker = st.worker;
+  const double pull_bytes = job.pull_bytes;
   SimTime served = now();  // when the parameters are read
-  job->compute_start = now();
-  if (job->received) {  // a pull, or the server's reply: one message to the worker
+  job.compute_start = now();
+  if (job.received) {  // a pull, or the server's reply: one message to the worker
     // sent by the server (cluster.server.send_seconds): its pull reads when the send starts
     const bool sent_by_server = send_seconds_ > 0 && st.reply_from == kServer;
     if (sent_by_server) served = server_send();
     const SimTime leaves = sent_by_server ? add_time(served, send_seconds_) : now();
     TransferTimes t = free_network_ ? TransferTimes{leaves, leaves} : topology_->transfer(st.reply_from, worker, pull_bytes, leaves);
     if (!sent_by_server) served = t.start;
-    job->compute_start = add_time(t.arrival, client_link(st.client, pull_bytes));
+    job.compute_start = add_time(t.arrival, client_link(st.client, pull_bytes));
     out_.messages_to_workers++;
     out_.bytes_to_workers += pull_bytes;
     out_.peak_sync_bytes = std::max(out_.peak_sync_bytes, pull_bytes);
   }
-  job->pull_bytes = pull_bytes;
-  SimTime compute = compute_.duration(uint32_t(worker), job->step, st.m, job->compute_start, st.client);
+  SimTime compute = compute_.duration(uint32_t(worker), job.step, st.m, job.compute_start, st.client);
   if (compute > st.time_budget) {  // cut at its allowance: no gradient, no push
     compute = st.time_budget;
-    job->timed_out = true;
-    job->pushed = false;
+    job.timed_out = true;
+    job.pushed = false;
   }
-  job->compute_done = add_time(job->compute_start, compute);
+  job.compute_done = add_time(job.compute_start, compute);
   if (st.client >= 0 && devices_ && !devices_->always_available()) {  // its client must stay until its push has left
-    const SimTime needed = add_time(job->compute_done, job->pushed ? client_link(st.client, job->push_bytes) : 0);
+    const SimTime needed = add_time(job.compute_done, job.pushed ? client_link(st.client, job.push_bytes) : 0);
     const double until = devices_->available_until(size_t(st.client), sim_to_seconds(now()));
     if (until < 9e9 && needed > seconds_to_sim(until)) {  // it leaves first: the job is cut when it does
-      job->compute_done = std::max(job->compute_start, seconds_to_sim(until));
-      job->timed_out = true;
-      job->pushed = false;
+      job.compute_done = std::max(job.compute_start, seconds_to_sim(until));
+      job.timed_out = true;
+      job.pushed = false;
       out_.clients_departed++;
     }
   }
-  job->arrival = kNever;
+  job.arrival = kNever;
+  return served;
+}
+
+void Simulation::launch(const Step& st) {
+  const int worker = st.worker;
+  if ((st.pull != nullptr) == bool(st.own.params) || (st.pull && (st.reply || st.before.params)))
+    throw std::logic_error("launch: a step computes on pulled parameters or on its own (with a reply or a deferred step)");
+  std::unique_ptr<GradientJob> job = new_job(st);
+  if (idle_since_[worker] >= 0 && now() > idle_since_[worker])
+    recorder_.add_span(worker + 1, "wait", idle_since_[worker], now());  // e.g. at a sync barrier
+  idle_since_[worker] = -1;
+  job->incarnation = incarnation_[worker];
+  job->start = now();
+  const SimTime served = time_step(*job, st);
 
   GradientJob* raw = job.get();
   size_t slot = take_slot(std::move(job));
@@ -881,7 +893,7 @@ void Simulation::drain() {
   free_slots_.clear();
 }
 
-RunOutcome Simulation::run(Engine& engine) {
+void Simulation::start_run(Engine& engine) {
   engine_ = &engine;
   // Unless the engine wants the parameters back at arrival (DC-ASGD), a job lets go of
   // its snapshot as soon as the gradient is computed: memory then follows the versions
@@ -895,6 +907,55 @@ RunOutcome Simulation::run(Engine& engine) {
     for (int w = 0; w < settings_.workers; ++w) schedule_rate_failure(w);
   engine.start(*this);
   evaluate_row();  // the starting point (no update has been applied yet)
+}
+
+void Simulation::handle(const Event& e) {
+  switch (e.kind) {
+    case EventKind::GradientArrival: handle_arrival(e); break;
+    case EventKind::ComputeDone: handle_compute_done(e); break;
+    case EventKind::PullServed: handle_pull_served(e); break;
+    case EventKind::ServerDone: handle_server_done(); break;
+    case EventKind::Evaluate:
+      evaluate_row();
+      // Only while work remains: a stalled run must end, not evaluate forever.
+      if (!queue_.empty()) queue_.push(add_time(e.time, seconds_to_sim(settings_.eval_every)), EventKind::Evaluate);
+      break;
+    case EventKind::StopTime: request_stop("completed", "reached stop.time"); break;
+    case EventKind::EngineTimer: engine_->on_timer(*this, e); break;
+    case EventKind::WorkerDown: worker_down(e.worker, SimTime(e.payload)); break;
+    case EventKind::WorkerUp: worker_up(e.worker); break;
+  }
+}
+
+void Simulation::finish_run() {
+  if (!monitor_.evaluated_now()) evaluate_row();
+  for (auto& job : in_flight_)  // steps under way at the end: their time so far was spent
+    if (job && job->incarnation == incarnation_[job->worker]) {
+      account(*job, now());
+      uncount_unsent_push(*job);
+    }
+  drain();
+
+  out_.time = now();
+  out_.staleness_unit = engine_->staleness_unit();
+  if (population_) {
+    out_.clients = population_->count();
+    out_.client_draws = population_->draws();
+    out_.clients_distinct = population_->distinct();
+  }
+  if (server_free_ > out_.time) out_.server_busy -= server_free_ - out_.time;  // updates cut off by the end
+  if (last_collective_end_ > out_.time)  // a collective cut off by the end: only its time so far
+    for (int w : last_collective_) out_.workers[w].comm -= last_collective_end_ - out_.time;
+  for (int w = 0; w < settings_.workers; ++w)
+    if (!alive_[w]) {
+      out_.workers[w].down += now() - down_since_[w];
+      recorder_.add_span(w + 1, "down", down_since_[w], now());
+    }
+  monitor_.finish();
+}
+
+RunOutcome Simulation::run(Engine& engine) {
+  start_run(engine);
 
   // No progress in virtual time: with stop.time as the only limit, a run whose steps take
   // 0 ns (cluster.compute drawing durations that round to 0 ns, over a free network)
@@ -930,47 +991,10 @@ RunOutcome Simulation::run(Engine& engine) {
                        "cluster.compute durations of at least 1 ns (its draws round to whole nanoseconds), or "
                        "add stop.updates, stop.gradients or stop.epochs");
     }
-    switch (e.kind) {
-      case EventKind::GradientArrival: handle_arrival(e); break;
-      case EventKind::ComputeDone: handle_compute_done(e); break;
-      case EventKind::PullServed: handle_pull_served(e); break;
-      case EventKind::ServerDone: handle_server_done(); break;
-      case EventKind::Evaluate:
-        evaluate_row();
-        // Only while work remains: a stalled run must end, not evaluate forever.
-        if (!queue_.empty()) queue_.push(add_time(e.time, seconds_to_sim(settings_.eval_every)), EventKind::Evaluate);
-        break;
-      case EventKind::StopTime: request_stop("completed", "reached stop.time"); break;
-      case EventKind::EngineTimer: engine.on_timer(*this, e); break;
-      case EventKind::WorkerDown: worker_down(e.worker, SimTime(e.payload)); break;
-      case EventKind::WorkerUp: worker_up(e.worker); break;
-    }
+    handle(e);
     monitor_.check_progress();
   }
-  if (!monitor_.evaluated_now()) evaluate_row();
-  for (auto& job : in_flight_)  // steps under way at the end: their time so far was spent
-    if (job && job->incarnation == incarnation_[job->worker]) {
-      account(*job, now());
-      uncount_unsent_push(*job);
-    }
-  drain();
-
-  out_.time = now();
-  out_.staleness_unit = engine.staleness_unit();
-  if (population_) {
-    out_.clients = population_->count();
-    out_.client_draws = population_->draws();
-    out_.clients_distinct = population_->distinct();
-  }
-  if (server_free_ > out_.time) out_.server_busy -= server_free_ - out_.time;  // updates cut off by the end
-  if (last_collective_end_ > out_.time)  // a collective cut off by the end: only its time so far
-    for (int w : last_collective_) out_.workers[w].comm -= last_collective_end_ - out_.time;
-  for (int w = 0; w < settings_.workers; ++w)
-    if (!alive_[w]) {
-      out_.workers[w].down += now() - down_since_[w];
-      recorder_.add_span(w + 1, "down", down_since_[w], now());
-    }
-  monitor_.finish();
+  finish_run();
   return out_;
 }
 

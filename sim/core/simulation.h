@@ -143,6 +143,16 @@ class Simulation final : public Runtime {
   void handle_compute_done(const Event& e);
   void handle_pull_served(const Event& e);
   void handle_server_done();
+  // launch(): a job for the step (its fields and message sizes), then its times (the pull
+  // message, the compute and the cuts of a time budget or a departing client); returns
+  // when the parameters are read.
+  std::unique_ptr<GradientJob> new_job(const Step& st);
+  SimTime time_step(GradientJob& job, const Step& st);
+  // run(): the start (the engine's first steps, the first row), one event, the end (the
+  // steps cut off, the last row, the outcome's counters).
+  void start_run(Engine& engine);
+  void handle(const Event& e);
+  void finish_run();
   // The parameters worker w's step `step` reads from `store` now: the current version, or
   // an older one under forced staleness.
   Snapshot read_for(int worker, uint32_t step, const ParameterStore& store);
