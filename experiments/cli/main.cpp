@@ -10,6 +10,7 @@
 #include <exception>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <tuple>
@@ -405,9 +406,9 @@ int run_on_ranks(const Experiment& exp, RunnerOptions ro, const MpiEnv& mpi) {
   return code;
 }
 
-int dispatch(int argc, char** argv, const MpiEnv& mpi) {
-  if (argc < 2) throw UsageError("missing command");
-  std::string cmd = argv[1];
+// The commands that take no experiment: help, --version, list, bench, index. Empty for
+// run, validate and cluster (the caller's); an unknown command is a UsageError.
+std::optional<int> run_small_command(const std::string& cmd, int argc, char** argv, const MpiEnv& mpi) {
   if (cmd == "-h" || cmd == "--help" || (cmd == "help" && argc == 2)) {
     std::cout << top_help();
     return 0;
@@ -459,6 +460,39 @@ int dispatch(int argc, char** argv, const MpiEnv& mpi) {
     return rebuild_index(args[0], printable_command_line(argc, argv), quiet, wait) > 0 ? 0 : 130;
   }
   if (cmd != "run" && cmd != "validate" && cmd != "cluster") throw UsageError("unknown command '" + cmd + "'");
+  return std::nullopt;
+}
+
+// Under mpirun every rank must run the same thing: an extra --set or another config file
+// on one rank is exit 2 on all (MpiEnv::agree names the rank and the difference), and a
+// rank that refused its command line (`error`, `what`) fails them all alike.
+Experiment load_on_every_rank(const std::string& cmd, const std::string& config, const std::vector<std::string>& sets,
+                              const RunnerOptions& ro, const MpiEnv& mpi, std::exception_ptr error,
+                              std::string what) {
+  Experiment exp;
+  if (!error) {
+    try {
+      exp = load_experiment(config, sets);
+    } catch (const std::exception& e) {
+      error = std::current_exception();
+      what = "could not read its config: " + printable(e.what());
+    }
+  }
+  json options = {{"command", cmd}, {"out", ro.out_dir}, {"rerun", ro.replace.rerun},
+                  {"supersede", ro.replace.supersede}, {"trace", ro.trace},
+                  {"threads", ro.threads}, {"jobs", ro.jobs}};
+  mpi.agree(error ? std::string() : json{{"config", exp.resolved}, {"options", options}}.dump(1), bool(error), what);
+  if (error) std::rethrow_exception(error);  // every rank failed alike
+  double timeout = 0;  // the heartbeat's bound on a silent peer: the config's real.worker_timeout
+  for (const auto& r : exp.runs) timeout = std::max(timeout, r.settings.real_worker_timeout);
+  if (timeout > 0) mpi.set_peer_timeout(timeout);
+  return exp;
+}
+
+int dispatch(int argc, char** argv, const MpiEnv& mpi) {
+  if (argc < 2) throw UsageError("missing command");
+  std::string cmd = argv[1];
+  if (std::optional<int> code = run_small_command(cmd, argc, argv, mpi)) return *code;
 
   std::vector<std::string> sets;
   RunnerOptions ro;
@@ -508,29 +542,10 @@ int dispatch(int argc, char** argv, const MpiEnv& mpi) {
     what = "refused its command line: " + printable(e.what());
   }
   if (cmd == "validate") return cmd_validate(load_experiment(vm["config"].as<std::string>(), sets));
-  Experiment exp;
-  if (mpi.size() > 1) {
-    // Every rank must run the same thing: an extra --set or another config file on one
-    // rank is exit 2 on all (MpiEnv::agree names the rank and the difference).
-    if (!error) {
-      try {
-        exp = load_experiment(vm["config"].as<std::string>(), sets);
-      } catch (const std::exception& e) {
-        error = std::current_exception();
-        what = "could not read its config: " + printable(e.what());
-      }
-    }
-    json options = {{"command", cmd}, {"out", ro.out_dir}, {"rerun", ro.replace.rerun},
-                    {"supersede", ro.replace.supersede}, {"trace", ro.trace},
-                    {"threads", ro.threads}, {"jobs", ro.jobs}};
-    mpi.agree(error ? std::string() : json{{"config", exp.resolved}, {"options", options}}.dump(1), bool(error), what);
-    if (error) std::rethrow_exception(error);  // every rank failed alike
-    double timeout = 0;  // the heartbeat's bound on a silent peer: the config's real.worker_timeout
-    for (const auto& r : exp.runs) timeout = std::max(timeout, r.settings.real_worker_timeout);
-    if (timeout > 0) mpi.set_peer_timeout(timeout);
-  } else {
-    exp = load_experiment(vm["config"].as<std::string>(), sets);
-  }
+  // (a rank whose command line was refused may have no config to name)
+  const std::string config = vm.count("config") ? vm["config"].as<std::string>() : std::string();
+  const Experiment exp = mpi.size() > 1 ? load_on_every_rank(cmd, config, sets, ro, mpi, error, what)
+                                        : load_experiment(config, sets);
 
   ro.command_line = printable_command_line(argc, argv);
   if (mpi.size() > 1) ro.command_line = "mpirun -np " + std::to_string(mpi.size()) + " " + ro.command_line;
