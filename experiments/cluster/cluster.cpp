@@ -153,31 +153,12 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
 }
 
 namespace {
-// Rank 0's part of run_cluster: the runs one after another, their folders and index.csv.
-int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, std::vector<bool>& dead) {
-  const int workers = mpi.size() - 1;
-  const std::string name = cluster_experiment_name(exp);
-  const std::string exp_dir = opts.out_dir + "/" + name;
-  std::shared_ptr<LoadedData> cache;
+// serve(): the experiment folder made ready (everything checked before anything is written,
+// as `asgdsim run` checks it: a refusal leaves every file as it was, experiment.json
+// included); returns what each run's folder already holds.
+std::vector<EarlierRun> prepare_folder(const Experiment& exp, const Experiment& named, const std::string& exp_dir,
+                                       const std::vector<json>& configs, const ClusterOptions& opts) {
   const size_t total = exp.runs.size();
-  bool interrupted = false;
-  make_experiment_folder(exp_dir);  // not a link: nothing is written through one
-  // The folder is this process's until it returns, as for `asgdsim run`: no other asgdsim
-  // writes into it meanwhile.
-  ExperimentLock lock(exp_dir, ExperimentLock::Mode::Exclusive, false, opts.command_line, opts.quiet);
-  json resolved = exp.resolved;
-  resolved["name"] = name;
-  Experiment named = exp;
-  named.resolved = resolved;
-  // Each run's config.json: its config, marked as this cluster experiment's.
-  std::vector<json> configs;
-  for (const RunSpec& run : exp.runs) {
-    configs.push_back(run.config);
-    configs.back()["run"]["experiment"] = name;
-    configs.back()["run"]["mode"] = "cluster";
-  }
-  // Everything is checked before anything is written, as `asgdsim run` checks it: a
-  // refusal leaves every file as it was, experiment.json included.
   std::vector<EarlierRun> earlier;
   std::vector<std::string> aside;  // run folders of another config (--supersede)
   for (size_t k = 0; k < total; ++k) {
@@ -190,30 +171,135 @@ int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, 
   json made_them;  // the config that made them
   if (!read_json(exp_dir + "/experiment.json", made_them)) made_them = nullptr;
   move_runs_aside(exp_dir, aside, made_them);
-  write_file_atomic(exp_dir + "/experiment.json", resolved.dump(2) + "\n");
-  {  // index.csv says pending for the runs about to be made until it is rewritten at the end
-    std::set<std::string> pending;
-    for (size_t k = 0; k < total; ++k)
-      if (!earlier[k].done) pending.insert(exp.runs[k].run_id);
-    if (!pending.empty()) write_index(named, exp_dir, pending);
-  }
+  write_file_atomic(exp_dir + "/experiment.json", named.resolved.dump(2) + "\n");
+  // index.csv says pending for the runs about to be made until it is rewritten at the end
+  std::set<std::string> pending;
+  for (size_t k = 0; k < total; ++k)
+    if (!earlier[k].done) pending.insert(exp.runs[k].run_id);
+  if (!pending.empty()) write_index(named, exp_dir, pending);
+  return earlier;
+}
+
+// The run's status note, with what asgdsim cluster ignored of its config.
+std::string cluster_note(const RunSpec& run, const RunOutcome& outcome, const MpiRuntime& server) {
+  std::string note = outcome.note;
+  for (const auto& n : server.notes())
+    if (note.find(n) == std::string::npos) note += "; " + n;
+  const NetworkSpec& net = run.settings.network;
+  if (net.latency > 0 || net.bandwidth > 0 || net.shards > 1 || net.worker_bandwidth > 0)
+    note += "; cluster.network ignored: the transfers were real";
+  if (net.message_bytes > 0)  // (the counted messages' sizes: docs/cluster.md, "Messages")
+    note += "; cluster.network.message_bytes only sized the counted messages";
+  if (run.settings.server_update_seconds > 0 || run.settings.server_send_seconds > 0)
+    note += "; cluster.server ignored: the server's updates and sends took their real time";
+  return note;
+}
+
+// What serve() carries from one run to the next.
+struct ServeState {
+  std::vector<bool>& dead;            // worker ranks that died (by rank)
+  std::shared_ptr<LoadedData> cache;  // data sets read once for the runs that share them
   std::exception_ptr first_error;
   std::string first_error_run;
+};
+
+// One run of serve(): its folder, the server's run on the workers, its files. Returns its
+// status ("failed" when it could not be made: state.first_error says why).
+std::string serve_run(const Experiment& exp, const RunSpec& run, const std::string& dir, const std::string& tag,
+                      const json& cfg, const ClusterOptions& opts, const MpiEnv& mpi, ServeState& state) {
+  const int workers = mpi.size() - 1;
+  RunSettings s = run.settings;
+  s.trace = s.trace || opts.trace;
+  RunInputs in;
+  try {
+    in = inputs_for(run, exp.base_dir, state.cache);
+    make_directories(dir);
+    clear_run_folder(dir);  // an earlier attempt's files (and temporary files) go first
+    write_file_atomic(dir + "/config.json", cfg.dump(2) + "\n");
+  } catch (...) {
+    tell_workers(workers, state.dead, run.settings.real_worker_timeout, Kind::Stop);
+    state.first_error = std::current_exception();
+    state.first_error_run = run.run_id;
+    return "failed";
+  }
+  json meta = run_meta(opts.command_line);
+  meta["mode"] = "cluster";
+  meta["ranks"] = mpi.size();
+  write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
+
+  Recorder recorder(s.trace);
+  MpiRuntime server(run, s, in, recorder);
+  std::unique_ptr<Engine> engine = make_engine(*run.bound_engine);
+  RunOutcome outcome;
+  try {
+    outcome = server.run(*engine);
+  } catch (...) {
+    server.abandon();
+    for (int r : server.dead_ranks()) state.dead[size_t(r)] = true;
+    state.first_error = std::current_exception();
+    state.first_error_run = run.run_id;
+    return "failed";
+  }
+  for (int r : server.dead_ranks()) state.dead[size_t(r)] = true;
+  const std::string note = cluster_note(run, outcome, server);
+
+  const MetricsRow& last = recorder.rows().back();
+  json summary = summary_json(run, outcome, last, engine->describe(), note, sim_to_seconds(outcome.time));
+  summary["mode"] = "cluster";
+  write_run_results(dir, recorder, outcome, s.workers, meta, summary);
+  if (!opts.quiet) {
+    std::string text = tag + ": " + outcome.status + " (" + note + "), train_loss " + format_number(last.train_loss);
+    if (!std::isnan(last.test_accuracy)) text += ", test_accuracy " + format_number(last.test_accuracy);
+    text += ", " + format_number(std::round(sim_to_seconds(outcome.time) * 100) / 100) + " s wall, " +
+            std::to_string(outcome.updates) + " updates, mean staleness " + format_number(outcome.staleness_mean);
+    std::cout << text << "\n" << std::flush;
+  }
+  if (outcome.status == "failed" && !state.first_error) {
+    state.first_error = server.mismatch()
+                      ? std::make_exception_ptr(RankMismatch("the ranks compute different problems: " + server.failure()))
+                      : std::make_exception_ptr(std::runtime_error(server.failure()));
+    state.first_error_run = run.run_id;
+  }
+  return outcome.status;
+}
+
+// Rank 0's part of run_cluster: the runs one after another, their folders and index.csv.
+int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, std::vector<bool>& dead) {
+  const int workers = mpi.size() - 1;
+  const std::string name = cluster_experiment_name(exp);
+  const std::string exp_dir = opts.out_dir + "/" + name;
+  const size_t total = exp.runs.size();
+  bool interrupted = false;
+  make_experiment_folder(exp_dir);  // not a link: nothing is written through one
+  // The folder is this process's until it returns, as for `asgdsim run`: no other asgdsim
+  // writes into it meanwhile.
+  ExperimentLock lock(exp_dir, ExperimentLock::Mode::Exclusive, false, opts.command_line, opts.quiet);
+  Experiment named = exp;
+  named.resolved["name"] = name;
+  // Each run's config.json: its config, marked as this cluster experiment's.
+  std::vector<json> configs;
+  for (const RunSpec& run : exp.runs) {
+    configs.push_back(run.config);
+    configs.back()["run"]["experiment"] = name;
+    configs.back()["run"]["mode"] = "cluster";
+  }
+  const std::vector<EarlierRun> earlier = prepare_folder(exp, named, exp_dir, configs, opts);
+  ServeState state{dead, nullptr, nullptr, ""};
   for (size_t k = 0; k < total; ++k) {
     const RunSpec& run = exp.runs[k];
     const std::string dir = exp_dir + "/" + run.run_id;
     const std::string tag = run_tag(exp, k);
     const json& cfg = configs[k];
-    bool skip = first_error || interrupted || interrupt_requested();
+    bool skip = state.first_error || interrupted || interrupt_requested();
     if (!skip && !earlier[k].line.empty() && !opts.quiet) std::cout << earlier[k].line << "\n" << std::flush;
     skip = skip || earlier[k].done;
     if (!skip && std::count(dead.begin(), dead.end(), true) > 0) {
       std::string ranks;
       for (int r = 1; r <= workers; ++r)
         if (dead[size_t(r)]) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-      first_error = std::make_exception_ptr(std::runtime_error(
+      state.first_error = std::make_exception_ptr(std::runtime_error(
           "worker rank(s) " + ranks + " died in an earlier run; cluster.workers needs all " + std::to_string(workers)));
-      first_error_run = run.run_id;
+      state.first_error_run = run.run_id;
       skip = true;
     }
     if (skip) {
@@ -221,88 +307,12 @@ int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, 
       continue;
     }
 
-    RunSettings s = run.settings;
-    s.trace = s.trace || opts.trace;
-    RunInputs in;
-    try {
-      in = inputs_for(run, exp.base_dir, cache);
-      make_directories(dir);
-      clear_run_folder(dir);  // an earlier attempt's files (and temporary files) go first
-      write_file_atomic(dir + "/config.json", cfg.dump(2) + "\n");
-    } catch (...) {
-      tell_workers(workers, dead, run.settings.real_worker_timeout, Kind::Stop);
-      first_error = std::current_exception();
-      first_error_run = run.run_id;
-      continue;
-    }
-    json meta = run_meta(opts.command_line);
-    meta["mode"] = "cluster";
-    meta["ranks"] = mpi.size();
-    write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
-
-    Recorder recorder(s.trace);
-    MpiRuntime server(run, s, in, recorder);
-    std::unique_ptr<Engine> engine = make_engine(*run.bound_engine);
-    RunOutcome outcome;
-    try {
-      outcome = server.run(*engine);
-    } catch (...) {
-      server.abandon();
-      for (int r : server.dead_ranks()) dead[size_t(r)] = true;
-      first_error = std::current_exception();
-      first_error_run = run.run_id;
-      continue;
-    }
-    for (int r : server.dead_ranks()) dead[size_t(r)] = true;
-    std::string note = outcome.note;
-    for (const auto& n : server.notes())
-      if (note.find(n) == std::string::npos) note += "; " + n;
-    const NetworkSpec& net = run.settings.network;
-    if (net.latency > 0 || net.bandwidth > 0 || net.shards > 1 || net.worker_bandwidth > 0)
-      note += "; cluster.network ignored: the transfers were real";
-    if (net.message_bytes > 0)  // (the counted messages' sizes: docs/cluster.md, "Messages")
-      note += "; cluster.network.message_bytes only sized the counted messages";
-    if (run.settings.server_update_seconds > 0 || run.settings.server_send_seconds > 0)
-      note += "; cluster.server ignored: the server's updates and sends took their real time";
-
-    const MetricsRow& last = recorder.rows().back();
-    json summary = summary_json(run, outcome, last, engine->describe(), note, sim_to_seconds(outcome.time));
-    summary["mode"] = "cluster";
-    write_run_results(dir, recorder, outcome, s.workers, meta, summary);
-    if (!opts.quiet) {
-      std::string text = tag + ": " + outcome.status + " (" + note + "), train_loss " + format_number(last.train_loss);
-      if (!std::isnan(last.test_accuracy)) text += ", test_accuracy " + format_number(last.test_accuracy);
-      text += ", " + format_number(std::round(sim_to_seconds(outcome.time) * 100) / 100) + " s wall, " +
-              std::to_string(outcome.updates) + " updates, mean staleness " + format_number(outcome.staleness_mean);
-      std::cout << text << "\n" << std::flush;
-    }
-    if (outcome.status == "interrupted") interrupted = true;
-    if (outcome.status == "failed" && !first_error) {
-      first_error = server.mismatch()
-                        ? std::make_exception_ptr(RankMismatch("the ranks compute different problems: " + server.failure()))
-                        : std::make_exception_ptr(std::runtime_error(server.failure()));
-      first_error_run = run.run_id;
-    }
+    const std::string status = serve_run(exp, run, dir, tag, cfg, opts, mpi, state);
+    if (status == "interrupted") interrupted = true;
   }
   if (std::count(dead.begin(), dead.end(), true) > 0) mpi.note_peer_lost();
   write_index(named, exp_dir);
-  if (first_error) {
-    try {
-      std::rethrow_exception(first_error);
-    } catch (const ConfigError&) {
-      throw;
-    } catch (const IoError& e) {
-      throw IoError("run " + first_error_run + ": " + e.what());
-    } catch (const DataError& e) {
-      throw DataError("run " + first_error_run + ": " + e.what());
-    } catch (const TimeOverflow& e) {
-      throw TimeOverflow("run " + first_error_run + ": " + e.what());
-    } catch (const std::bad_alloc&) {
-      throw std::runtime_error("run " + first_error_run + ": " + out_of_memory_text("while making it"));
-    } catch (const std::exception& e) {
-      throw std::runtime_error("run " + first_error_run + ": " + e.what());
-    }
-  }
+  if (state.first_error) rethrow_naming_run(state.first_error, state.first_error_run);
   std::cout << "results: " << exp_dir << "\n";
   return interrupted ? 130 : 0;
 }

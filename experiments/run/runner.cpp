@@ -299,10 +299,8 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   return outcome.status;
 }
 
-// Rethrows a run's error with its run id in front, keeping the type main() maps to an
-// exit code (invalid data and I/O problems: 2; anything else: 1). Bad data keeps the
-// original nested (std::nested_exception): the Python package tells a broken model
-// contract (its own DataError subclass) from other bad data by it.
+}  // namespace
+
 [[noreturn]] void rethrow_naming_run(const std::exception_ptr& error, const std::string& run_id) {
   const std::string prefix = "run " + run_id + ": ";
   try {
@@ -323,6 +321,8 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
     throw std::runtime_error(prefix + e.what());
   }
 }
+
+namespace {
 
 std::string error_text(const std::exception_ptr& error) {
   try {

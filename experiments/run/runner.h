@@ -11,6 +11,7 @@
 // the runs; the files are again the same bytes.
 #pragma once
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <string>
 #include "experiments/config/config.h"
@@ -71,6 +72,13 @@ void set_run_counts(RunnerOptions& ro, const std::string& threads, const std::st
 // stops new runs from starting; its error is rethrown (same type) with its run id in
 // front, after the runs under way end and index.csv is written.
 int run_experiment(const Experiment& exp, const RunnerOptions& opts);
+
+// Rethrows a run's error with its run id in front, keeping the type main() maps to an
+// exit code (invalid data and I/O problems: 2; anything else: 1). Bad data keeps the
+// original nested (std::nested_exception): the Python package tells a broken model
+// contract (its own DataError subclass) from other bad data by it. (asgdsim run and
+// asgdsim cluster.)
+[[noreturn]] void rethrow_naming_run(const std::exception_ptr& error, const std::string& run_id);
 
 // The experiment's progress line on a terminal: "runs 3/12 done  31%  ETA 2m05s". `work`
 // is the runs done plus the running runs' fractions (0..total); the ETA assumes the rest
