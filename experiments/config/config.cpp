@@ -147,13 +147,27 @@ json worker_list(const json& list, const std::string& path, const Section<Item>&
   return out;
 }
 
+// What topologies' checks read of the run (TopologyRunView), from the cluster section as
+// the config gives it: cluster.network's latency and worker_bandwidth where given other than 0.
+TopologyRunView topology_run_view(const json& cluster) {
+  TopologyRunView r;
+  const json net = cluster.is_object() ? cluster.value("network", json::object()) : json::object();
+  auto given = [&](const char* key) {
+    if (!net.is_object() || !net.contains(key)) return std::string();
+    return net[key].is_number() && net[key].get<double>() == 0 ? std::string() : brief(net[key]);
+  };
+  r.network_latency = given("latency");
+  r.network_worker_bandwidth = given("worker_bandwidth");
+  return r;
+}
+
 // cluster.topology (sim/net/catalog.h; left out: the star) and cluster.placement. A
 // topology that fixes the worker count derives cluster.workers when it is left out;
 // given, it must equal that.
 void resolve_topology(const json& user, json& cluster, Validator& v, RunSettings& s) {
   const json given = user.is_object() && user.contains("topology") ? user["topology"] : json::object();
   const size_t before = v.issues().size();
-  cluster["topology"] = bind_topology(given, "cluster.topology", user, v, s.topology);
+  cluster["topology"] = bind_topology(given, "cluster.topology", topology_run_view(user), v, s.topology);
   if (v.issues().size() != before) return;
   const TopologyType* type = find_topology_type(s.topology.type);
   if (cluster["placement"].is_string() && cluster["placement"] == "host" && !type->hosts)
