@@ -976,6 +976,74 @@ TEST(ConfigDefaults, ListDefaultsAreWhatAConfigThatLeavesThemOutResolvesTo) {
 
 // RunSettings binds from the same declarations: default_settings() (every section left
 // empty) holds each key's declared default where RunSettings keeps it as it is.
+// A distribution object is bound once to its type's typed config and read back from it
+// (BoundDistribution::spec: the Field getters): every key as validation resolved it, each
+// given a value other than its default (a device's name for dist "flops"; a number of FLOP/s
+// reads back as the number). And "flops" and "measured" resolve in their own entries, from
+// the run's view: a constant of the model's FLOPs at the device's rate (per step: the
+// batch's), and a whole-step draw that waits for its trace.
+TEST(DistributionKeys, ReadBackFromTheTypedConfigAndResolveInTheirEntries) {
+  const std::map<std::string, json> given = {
+      {"constant", {{"value", 0.25}}},
+      {"uniform", {{"low", 0.5}, {"high", 2.0}}},
+      {"exponential", {{"mean", 0.125}}},
+      {"shifted_exponential", {{"shift", 0.5}, {"mean", 0.25}}},
+      {"lognormal", {{"mean", 0.5}, {"sigma", 0.75}}},
+      {"pareto", {{"scale", 0.5}, {"alpha", 2.5}}},
+      {"weibull", {{"scale", 0.5}, {"shape", 1.5}}},
+      {"flops", {{"flops", "a100-bf16"}, {"efficiency", 0.5}}},
+      {"measured", {{"seconds", 0.5}, {"steps", 7}, {"min_steps", 3}, {"warmup", 2}}},
+      {"trace", {{"values", {0.5, 0.25}}, {"file", "steps.csv"}}},
+  };
+  auto bind = [](json spec) {
+    Validator v;
+    std::shared_ptr<const BoundDistribution> bound;
+    const json resolved = bind_distribution(spec, "cluster.compute", v, bound);
+    EXPECT_TRUE(v.ok()) << spec.dump();
+    return std::make_pair(resolved, bound);
+  };
+  for (const auto& d : distribution_catalog()) {
+    ASSERT_TRUE(given.count(d.name)) << d.name << ": give its keys values here";
+    json spec = given.at(d.name);
+    spec["dist"] = d.name;
+    const auto [resolved, bound] = bind(spec);
+    ASSERT_TRUE(bound) << d.name;
+    EXPECT_EQ(bound->type(), d.name);
+    EXPECT_EQ(bound->spec(), resolved) << d.name;
+    for (const auto& p : d.params) EXPECT_NE(resolved[p.name], p.default_value) << d.name << "." << p.name;
+  }
+  const auto [rate, by_rate] = bind({{"dist", "flops"}, {"flops", 2e12}});
+  ASSERT_TRUE(by_rate);
+  EXPECT_EQ(by_rate->spec(), rate);
+
+  ComputeRunView view;
+  view.model = "mlp";
+  view.batch_size = 4;
+  view.per_sample = false;
+  view.flops_per_sample = [] { return std::optional<double>(1e9); };
+  view.trace_name = [] { return std::string("calibration/t.trace"); };
+  json flops = given.at("flops");
+  flops["dist"] = "flops";
+  const ComputeResolution r = bind(flops).second->resolve(view);
+  ASSERT_TRUE(r.draw);
+  EXPECT_EQ(r.draw->type(), "constant");
+  EXPECT_DOUBLE_EQ(r.draw->make()->mean(), 1e9 / (312e12 * 0.5) * 4);
+  EXPECT_EQ(r.model["device_flops"], 312e12);
+  EXPECT_FALSE(r.per_step);
+  view.flops_per_sample = [] { return std::optional<double>(0.0); };  // a model that counts none
+  EXPECT_NE(bind(flops).second->resolve(view).error.find("needs a model that counts its FLOPs"), std::string::npos);
+  json measured = given.at("measured");
+  measured["dist"] = "measured";
+  const ComputeResolution m = bind(measured).second->resolve(view);
+  EXPECT_FALSE(m.draw);
+  EXPECT_TRUE(m.per_step);
+  EXPECT_EQ(m.model, json({{"dist", "measured"}, {"trace", "calibration/t.trace"}}));
+  EXPECT_EQ(calibration_budget(*bind(measured).second).steps, 7);
+  // every other dist draws itself
+  const auto [exp_spec, exponential] = bind({{"dist", "exponential"}, {"mean", 0.5}});
+  EXPECT_EQ(exponential->resolve(view).draw, exponential);
+}
+
 TEST(ConfigDefaults, DefaultSettingsAreTheDeclaredDefaults) {
   const RunSettings s = default_settings();
   const json run = run_config(kSmallest);
@@ -988,13 +1056,17 @@ TEST(ConfigDefaults, DefaultSettingsAreTheDeclaredDefaults) {
   EXPECT_EQ(s.divergence_bound, run["eval"]["divergence_bound"].get<double>());
   EXPECT_EQ(s.sparse_pull, run["cluster"]["network"]["sparse_pull"].get<bool>());
   EXPECT_EQ(s.real_worker_timeout, run["real"]["worker_timeout"].get<double>());
-  EXPECT_EQ(s.compute_dist, run["cluster"]["compute"]);
+  // the compute distribution, bound to its typed config, reads back as the run config's keys
+  ASSERT_TRUE(s.compute_dist);
+  const json compute = s.compute_dist->spec();
+  for (const auto& [key, value] : compute.items()) EXPECT_EQ(value, run["cluster"]["compute"][key]) << key;
   // and a run's bound settings are what the run config says, key by key where stored as is
   const Experiment e = resolve_experiment(kSmallest, "t", ".");
   const RunSettings& bound = e.runs.front().settings;
   EXPECT_EQ(bound.stop_epochs, run["stop"]["epochs"].get<double>());
   EXPECT_EQ(bound.stop_time, kNever);
-  EXPECT_EQ(bound.compute_dist, run["cluster"]["compute"]);
+  ASSERT_TRUE(bound.compute_dist);
+  EXPECT_EQ(bound.compute_dist->spec(), s.compute_dist->spec());
 }
 
 // The memory estimate asks the model for its workspace per sample (issue 30/31: it used to
@@ -1010,7 +1082,7 @@ TEST(MemoryEstimate, CountsTheCnnsActivationsFromTheModel) {
               {"stop", {{"updates", 1}}},
               {"engines", json::array({{{"type", "async"}}})}};
     const Experiment e = resolve_experiment(c, "t", ".");
-    auto dist = make_distribution(e.runs[0].settings.compute_dist);
+    auto dist = e.runs[0].settings.compute_dist->make();
     const MemoryEstimate m = estimate_run_memory(e.runs[0].config, e.runs[0].settings, *dist);
     for (const auto& p : m.parts)
       if (p.what.find("workspace") != std::string::npos) return p.bytes;

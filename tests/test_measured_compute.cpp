@@ -96,7 +96,7 @@ TEST(MeasuredCompute, TimingTakesAtLeastMinStepsAndAtMostSteps) {
   json cfg = measured_config("d", 1, json::array({{{"type", "async"}}}));
   cfg["cluster"]["compute"].erase("steps");
   const json resolved = resolve_experiment(cfg, "test", ".").runs[0].config["cluster"]["compute"];
-  EXPECT_EQ(calibration_budget(resolved).min_steps, 30);
+  EXPECT_EQ(calibration_budget(*bind_distribution(resolved)).min_steps, 30);
 }
 
 // The calibration cache (ASGDSIM_CACHE_DIR): a second experiment folder copies the first's

@@ -44,17 +44,6 @@ double GradientLoop::gradient(uint64_t k, const NoiseKey& noise) {
 
 namespace {
 
-// The fingerprints of a PyTorch model's files (run.sources), null where there are none.
-json sources_of(const RunSpec& run) {
-  const json info = run.config.value("run", json());
-  return info.is_object() ? info.value("sources", json()) : json();
-}
-
-// The run's trace in the experiment folder (measured_trace_name).
-std::string trace_name_of(const RunSpec& run) {
-  return measured_trace_name(run.config["model"], run.config["data"], run.settings.batch_size, sources_of(run));
-}
-
 double steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -259,75 +248,11 @@ std::vector<double> time_gradient_steps(const Model& model, const DeviceDataset*
   return times;
 }
 
-void measured_compute_plan(RunSpec& run, std::vector<std::string>& notes) {
-  run.settings.step_cost.per_sample = false;  // the trace holds whole steps' times
-  const std::string name = trace_name_of(run);
-  run.settings.compute_model = {{"dist", "measured"}, {"trace", name}};
-  const CalibrationBudget budget = calibration_budget(run.settings.compute_dist);
-  const std::string note =
-      "cluster.compute \"measured\": `asgdsim run` first times the real gradient of model " +
-      model_type_of(run.config["model"]).name + " at batch " + std::to_string(run.settings.batch_size) +
-      " on this machine (one thread; " + json(budget.warmup).dump() + " warm-up steps, then up to " +
-      json(budget.steps).dump() + " steps or " + json(budget.seconds).dump() + " s) into OUT/<name>/" + name + ", or reuses that file where it exists (--recalibrate measures again); " +
-      "the runs replay it (dist \"trace\", a draw per step)";
-  if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
-}
-
-void bind_flops_compute(RunSpec& run, double flops_per_sample, const std::string& counter) {
-  const json& asked = run.config["cluster"]["compute"];
-  const double rate = device_flops(asked["flops"]);
-  const double per_sample = flops_per_sample / (rate * asked["efficiency"].get<double>());
-  const double draw = run.settings.step_cost.per_sample ? per_sample : per_sample * double(run.settings.batch_size);
-  run.settings.compute_dist = {{"dist", "constant"}, {"value", draw}};
-  run.settings.compute_model = {{"dist", "flops"},
-                                {"flops_per_sample", flops_per_sample},
-                                {"device_flops", rate},
-                                {"efficiency", asked["efficiency"]},
-                                {"seconds_per_sample", per_sample}};
-  if (!counter.empty()) run.settings.compute_model["flops_counter"] = counter;
-}
-
-void flops_compute_plan(RunSpec& run, std::vector<std::string>& notes) {
-  const json& asked = run.config["cluster"]["compute"];
-  run.settings.compute_model = {
-      {"dist", "flops"}, {"device_flops", device_flops(asked["flops"])}, {"efficiency", asked["efficiency"]}};
-  const std::string note =
-      "cluster.compute \"flops\": `asgdsim run` counts the PyTorch module's FLOPs when it builds it (asgdsim.flops: "
-      "forward and backward of 8 training samples, matrix products and convolutions as the native models count "
-      "theirs); the runs then draw that many FLOPs per sample at the device's rate";
-  if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
-}
-
-void warn_of_fixed_compute_in_sweeps(const std::vector<std::pair<std::string, json>>& sweep, Experiment& exp) {
-  for (const auto& [key, values] : sweep) {
-    const bool over_model = key == "model" || key.rfind("model.", 0) == 0;
-    const bool over_batch = key == "train.batch_size" || key == "train.global_batch";
-    if (!over_model && !over_batch) continue;
-    std::set<std::string> fixed;  // the fixed draws some run keeps, "exponential per sample"
-    for (const auto& run : exp.runs) {
-      const std::string dist = run.settings.compute_model.value("dist", "");  // set for every valid run
-      if (dist != "flops" && dist != "measured")
-        fixed.insert(dist + " per " + (run.settings.step_cost.per_sample ? "sample" : "step"));
-    }
-    if (fixed.empty()) continue;
-    std::string draws;
-    for (const auto& f : fixed) draws += (draws.empty() ? "" : ", ") + f;
-    exp.warnings.push_back(
-        "sweep." + key + ": cluster.compute keeps a fixed draw (" + draws + "), so virtual compute time " +
-        (over_model ? "is the same for every model of the sweep"
-                    : "does not follow the model's cost at each batch size (per sample: in proportion to the batch; "
-                      "per step: not at all)") +
-        "; use dist \"flops\" or \"measured\" for compute that follows the model");
-  }
-}
-
 namespace {
-bool measured(const RunSpec& run) { return run.settings.compute_model.value("dist", "") == "measured"; }
-// dist "flops" of a model counted when it is built (flops_compute_plan): not bound yet
-bool flops_counted_at_run(const RunSpec& run) {
-  return run.settings.compute_model.value("dist", "") == "flops" &&
-         run.settings.compute_dist.value("dist", "") == "flops";
-}
+// dist "measured" (resolved here: its trace is made or found)
+bool measured(const RunSpec& run) { return run.settings.compute_dist->type() == "measured"; }
+// dist "flops" of a model counted when it is built (a PyTorch module): not resolved yet
+bool flops_counted_at_run(const RunSpec& run) { return run.settings.compute_dist->type() == "flops"; }
 }  // namespace
 
 std::set<size_t> runs_measured_anew(const Experiment& exp, const std::string& exp_dir, bool recalibrate) {
@@ -353,8 +278,11 @@ Experiment with_measured_compute(const Experiment& exp, const std::string& exp_d
       std::unique_ptr<Model> model = build_model(run.config["model"], *data);
       it = counted.insert(counted.end(), {which, {model->flops_per_sample(), model->flops_counter()}});
     }
-    bind_flops_compute(run, it->second.first, it->second.second);
-    check_run_resources(run.config, run.settings, *make_distribution(run.settings.compute_dist), v);
+    ComputeRunView view = compute_run_view(run);
+    view.flops_per_sample = [fps = it->second.first] { return std::optional<double>(fps); };
+    view.flops_counter = it->second.second;
+    apply_compute(run, run.settings.compute_dist->resolve(view), out.notes);
+    check_run_resources(run.config, run.settings, *run.settings.compute_dist->make(), v);
   }
   for (RunSpec& run : out.runs) {
     if (!measured(run)) continue;
@@ -372,7 +300,7 @@ Experiment with_measured_compute(const Experiment& exp, const std::string& exp_d
         FileLock lock(folder + "/.lock");
         take_calibration_lock(lock, opts);
         if (opts.recalibrate || ::access(path.c_str(), F_OK) != 0) {
-          calibrate(run, exp.base_dir, path, calibration_budget(run.settings.compute_dist), opts);
+          calibrate(run, exp.base_dir, path, calibration_budget(*run.settings.compute_dist), opts);
         }
       }
       MeasuredTrace trace;
@@ -392,12 +320,14 @@ Experiment with_measured_compute(const Experiment& exp, const std::string& exp_d
                           ", but the runs that replay it use " + want.dump() +
                           " (run with --recalibrate to measure it again)");
       it = traces.emplace(name, std::move(trace)).first;
-      dists.emplace_back(name, make_distribution({{"dist", "trace"}, {"file", path}}));
     }
-    run.settings.compute_dist = {{"dist", "trace"}, {"file", path}};
-    run.settings.compute_model = measured_compute_model(it->second, name);
-    for (const auto& [n, d] : dists)
-      if (n == name) check_run_resources(run.config, run.settings, *d, v);
+    ComputeRunView view = compute_run_view(run);
+    view.trace_path = path;
+    view.trace = &it->second;
+    apply_compute(run, run.settings.compute_dist->resolve(view), out.notes);
+    auto made = std::find_if(dists.begin(), dists.end(), [&](const auto& d) { return d.first == name; });
+    if (made == dists.end()) made = dists.insert(dists.end(), {name, run.settings.compute_dist->make()});
+    check_run_resources(run.config, run.settings, *made->second, v);
   }
   v.throw_if_failed(exp.source.empty() ? "config" : exp.source);
   return out;

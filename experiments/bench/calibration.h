@@ -73,30 +73,17 @@ struct CalibrationOptions {
   std::function<double()> now;  // the clock of the timing (empty: calibration_clock_seconds)
 };
 
-// For resolve_experiment. measured_compute_plan: a run of dist "measured" draws whole
-// steps (per = step) and its compute_model names the trace it will replay; `notes` gains
-// (once per trace) what `asgdsim run` will do for it. warn_of_fixed_compute_in_sweeps: a
-// sweep over model.* or the batch size while cluster.compute is a fixed draw (neither
-// "flops" nor "measured") adds a warning to exp.warnings: compute then ignores the model.
-void measured_compute_plan(RunSpec& run, std::vector<std::string>& notes);
-// dist "flops": the run's compute is a constant draw of `flops_per_sample` / (the device's
-// FLOP/s x efficiency) seconds per sample (per step: the batch's), and compute_model says
-// so (with `counter`, how the FLOPs were counted, where it is not the native models' rule).
-// flops_compute_plan: for a model whose FLOPs are known only once it is built (a PyTorch
-// module), the run is bound so by with_measured_compute; `notes` gains what will happen.
-void bind_flops_compute(RunSpec& run, double flops_per_sample, const std::string& counter);
-void flops_compute_plan(RunSpec& run, std::vector<std::string>& notes);
-void warn_of_fixed_compute_in_sweeps(const std::vector<std::pair<std::string, json>>& sweep, Experiment& exp);
 
 // The experiment with every run of cluster.compute "flops" whose model is a PyTorch module
-// bound to the module's count (flops_compute_plan), and every run of "measured" bound to
+// resolved with the module's count, and every run of "measured" resolved to (both in their
+// distribution's entry, BoundDistribution::resolve, with the count or trace in the view)
 // its trace: exp_dir/calibration/<name>.trace (measured_trace_name) is made first where it
 // is missing (or with recalibrate), atomically, under a lock of its own (shards share the
 // folder): copied from the calibration cache where the cache holds a trace of the same
 // key (the model's config and code_identity, data, batch, the budget, the clock, the
 // machine and the build: backend, GEMM core, commit), else measured and then stored in
-// the cache too; an existing one is read as it is. Each such run's settings then replay it (compute_dist
-// dist "trace" with the file; compute_model says which trace, machine, median) and its
+// the cache too; an existing one is read as it is. Each such run's settings then replay it
+// (compute_dist: dist "trace" with the file; compute_model says which trace, machine, median) and its
 // cost is checked as validation checks any run's. A malformed trace throws DataError
 // naming the file; a run the trace makes too costly, ConfigError.
 Experiment with_measured_compute(const Experiment& exp, const std::string& exp_dir, const CalibrationOptions& opts);

@@ -13,9 +13,9 @@
 #include <fstream>
 #include <limits>
 #include <optional>
+#include <set>
 #include <sstream>
 #include "engines/engine_registry.h"
-#include "experiments/bench/calibration.h"
 #include "sim/data/catalog.h"
 #include "sim/data/client_devices.h"
 #include "sim/data/dataset.h"
@@ -27,6 +27,7 @@
 #include "sim/run/atomic_file.h"
 #include "sim/run/recorder.h"  // format_number
 #include "sim/timing/distribution.h"
+#include "sim/timing/measured_trace.h"
 #include "sim/core/time.h"
 
 namespace asgd {
@@ -146,13 +147,27 @@ json worker_list(const json& list, const std::string& path, const Section<Item>&
   return out;
 }
 
+// What topologies' checks read of the run (TopologyRunView), from the cluster section as
+// the config gives it: cluster.network's latency and worker_bandwidth where given other than 0.
+TopologyRunView topology_run_view(const json& cluster) {
+  TopologyRunView r;
+  const json net = cluster.is_object() ? cluster.value("network", json::object()) : json::object();
+  auto given = [&](const char* key) {
+    if (!net.is_object() || !net.contains(key)) return std::string();
+    return net[key].is_number() && net[key].get<double>() == 0 ? std::string() : brief(net[key]);
+  };
+  r.network_latency = given("latency");
+  r.network_worker_bandwidth = given("worker_bandwidth");
+  return r;
+}
+
 // cluster.topology (sim/net/catalog.h; left out: the star) and cluster.placement. A
 // topology that fixes the worker count derives cluster.workers when it is left out;
 // given, it must equal that.
 void resolve_topology(const json& user, json& cluster, Validator& v, RunSettings& s) {
   const json given = user.is_object() && user.contains("topology") ? user["topology"] : json::object();
   const size_t before = v.issues().size();
-  cluster["topology"] = bind_topology(given, "cluster.topology", user, v, s.topology);
+  cluster["topology"] = bind_topology(given, "cluster.topology", topology_run_view(user), v, s.topology);
   if (v.issues().size() != before) return;
   const TopologyType* type = find_topology_type(s.topology.type);
   if (cluster["placement"].is_string() && cluster["placement"] == "host" && !type->hosts)
@@ -180,17 +195,16 @@ json resolve_cluster(const json& user, Validator& v, RunSettings& s) {
   int64_t workers = cluster["workers"].is_number_integer() ? cluster["workers"].get<int64_t>() : 0;
   json compute_user = cluster.value("compute", settings_section("cluster.compute").when_left_out());
   const Section<RunSettings>& compute_keys = settings_section("cluster.compute");
-  const size_t compute_issues = v.issues().size();
-  cluster["compute"] = v.component(compute_user, "cluster.compute", "dist", distribution_catalog(), compute_keys.params());
-  if (v.issues().size() == compute_issues) {
+  std::shared_ptr<const BoundDistribution> compute;
+  cluster["compute"] = bind_distribution(compute_user, "cluster.compute", v, compute, compute_keys.params());
+  if (compute) {
     set_fields(compute_keys.fields, cluster["compute"], s);
-    s.compute_dist = cluster["compute"];
+    s.compute_dist = compute;
   }
 
   json& speeds = cluster["speeds"];
   if (speeds.is_object()) {
-    speeds = v.component(speeds, "cluster.speeds", "dist", distribution_catalog());
-    s.speeds_dist = speeds;
+    speeds = bind_distribution(speeds, "cluster.speeds", v, s.speeds_dist);
   } else if (speeds.is_array()) {
     for (size_t i = 0; i < speeds.size(); ++i)
       if (!speeds[i].is_number() || !(speeds[i].get<double>() > 0))
@@ -268,6 +282,31 @@ std::string train_issue_path(const std::string& path, const json& override) {
   return override.contains(key) ? "engine." + path : path;
 }
 
+// A sweep over model.* or the batch size while cluster.compute is a fixed draw (neither
+// "flops" nor "measured") adds a warning to exp.warnings: compute then ignores the model.
+void warn_of_fixed_compute_in_sweeps(const std::vector<std::pair<std::string, json>>& sweep, Experiment& exp) {
+  for (const auto& [key, values] : sweep) {
+    const bool over_model = key == "model" || key.rfind("model.", 0) == 0;
+    const bool over_batch = key == "train.batch_size" || key == "train.global_batch";
+    if (!over_model && !over_batch) continue;
+    std::set<std::string> fixed;  // the fixed draws some run keeps, "exponential per sample"
+    for (const auto& run : exp.runs) {
+      const std::string dist = run.settings.compute_model.value("dist", "");  // set for every valid run
+      if (dist != "flops" && dist != "measured")
+        fixed.insert(dist + " per " + (run.settings.step_cost.per_sample ? "sample" : "step"));
+    }
+    if (fixed.empty()) continue;
+    std::string draws;
+    for (const auto& f : fixed) draws += (draws.empty() ? "" : ", ") + f;
+    exp.warnings.push_back(
+        "sweep." + key + ": cluster.compute keeps a fixed draw (" + draws + "), so virtual compute time " +
+        (over_model ? "is the same for every model of the sweep"
+                    : "does not follow the model's cost at each batch size (per sample: in proportion to the batch; "
+                      "per step: not at all)") +
+        "; use dist \"flops\" or \"measured\" for compute that follows the model");
+  }
+}
+
 // Validates one run's config and binds its typed settings `s` in the same pass (`s` is
 // complete when nothing was reported).
 // What engines' checks read of the run (EngineRunView), from its resolved sections: a value
@@ -292,14 +331,49 @@ EngineRunView engine_run_view(const json& run) {
   return r;
 }
 
+}  // namespace
+
+ComputeRunView compute_run_view(const RunSpec& run) {
+  ComputeRunView r;
+  const ModelType& model = model_type_of(run.config["model"]);
+  r.model = model.name;
+  r.batch_size = run.settings.batch_size;
+  r.per_sample = run.settings.step_cost.per_sample;
+  const RunSpec* of = &run;  // (the view lives no longer than the run it is built from)
+  if (model.reads == ModelType::Reads::External)  // a PyTorch module's FLOPs: counted once it is built
+    r.flops_per_sample = [] { return std::optional<double>(); };
+  else
+    r.flops_per_sample = [of] { return std::optional<double>(model_sizes(of->config).flops_per_sample); };
+  r.trace_name = [of] { return trace_name_of(*of); };
+  return r;
+}
+
+json sources_of(const RunSpec& run) {
+  const json info = run.config.value("run", json());
+  return info.is_object() ? info.value("sources", json()) : json();
+}
+
+std::string trace_name_of(const RunSpec& run) {
+  return measured_trace_name(run.config["model"], run.config["data"], run.settings.batch_size, sources_of(run));
+}
+
+void apply_compute(RunSpec& run, const ComputeResolution& resolved, std::vector<std::string>& notes) {
+  if (resolved.per_step) run.settings.step_cost.per_sample = false;
+  if (resolved.draw) run.settings.compute_dist = resolved.draw;
+  run.settings.compute_model = resolved.model;
+  if (!resolved.note.empty() && std::find(notes.begin(), notes.end(), resolved.note) == notes.end())
+    notes.push_back(resolved.note);
+}
+
+namespace {
+
 // The population (section clients): its keys, its speeds' distribution, and at least as
 // many clients as slots (each slot trains one client at a time).
 json resolve_clients(const json& user, Validator& v, RunSettings& s) {
   json clients = settings_section("clients").bind(user, "clients", v, s);
   if (!clients.is_object()) return clients;
   if (clients["speeds"].is_object()) {
-    clients["speeds"] = v.component(clients["speeds"], "clients.speeds", "dist", distribution_catalog());
-    s.clients.speeds = clients["speeds"];
+    clients["speeds"] = bind_distribution(clients["speeds"], "clients.speeds", v, s.clients.speeds);
   } else {
     v.error("clients.speeds", "expected a distribution {\"dist\": ...} drawn once per client, got " +
                                   brief(clients["speeds"]));
@@ -1101,46 +1175,34 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
   // Trace files are read now, so a missing file or a bad line is invalid input, not a
   // failure half-way through an experiment; then what each run will cost is checked
   // (a run that cannot advance, or that needs more memory than there is).
-  std::vector<std::pair<json, std::shared_ptr<Distribution>>> built;
+  std::vector<std::pair<json, std::shared_ptr<Distribution>>> built;  // by BoundDistribution::spec
   std::vector<std::pair<json, size_t>> checked;  // trace files read: their per-worker sequences
   std::vector<json> failed_specs;
   const bool valid = v.ok();  // the cost checks read the runs' settings, which needs valid configs
   for (auto& run : exp.runs) {
-    // dist "flops": a sample costs the model's FLOPs at the device's rate, a constant draw
-    // per sample (per step: the batch's); the run's compute distribution is that constant.
-    // A PyTorch module's FLOPs are counted when `asgdsim run` builds it (with_measured_compute).
-    const json& asked = run.config["cluster"]["compute"];
-    if (valid && asked.is_object()) run.settings.compute_model = {{"dist", asked.value("dist", "")}};
-    if (valid && asked.is_object() && asked.value("dist", "") == "flops") {
-      const double fps = model_sizes(run.config).flops_per_sample;
-      if (device_flops(asked["flops"]) <= 0) {
-        v.error("cluster.compute.flops", "expected a number > 0 (FLOP/s) or one of h100-fp32, a100-fp32, v100-fp32, "
-                                         "h100-bf16, a100-bf16; got " + brief(asked["flops"]));
+    // What the run draws: its distribution, or what "flops" and "measured" resolve to with
+    // the run's model (a PyTorch module's FLOPs and a measured trace: when `asgdsim run`
+    // starts, with_measured_compute); its cost is checked then.
+    bool resolved = false;
+    if (valid) {
+      const ComputeResolution r = run.settings.compute_dist->resolve(compute_run_view(run));
+      if (!r.error.empty()) {
+        v.error("cluster.compute.dist", r.error);
         continue;
       }
-      if (model_type_of(run.config["model"]).reads == ModelType::Reads::External) {
-        flops_compute_plan(run, exp.notes);
-      } else if (!(fps > 0)) {
-        v.error("cluster.compute.dist", "\"flops\" needs a model that counts its FLOPs; model '" +
-                                            text_of(run.config["model"], "type") + "' has none (give a duration)");
-        continue;
-      } else {
-        bind_flops_compute(run, fps, "");
-      }
+      resolved = r.draw != nullptr;
+      apply_compute(run, r, exp.notes);
     }
-    // dist "measured": a draw is the whole step, replayed from the experiment's trace once
-    // `asgdsim run` has measured or found it (experiments/bench/calibration.h); its cost
-    // is checked then
-    const bool measured = valid && asked.is_object() && asked.value("dist", "") == "measured";
-    if (measured) measured_compute_plan(run, exp.notes);
-    for (const char* key : {"compute", "speeds"}) {
-      const json& spec = run.config["cluster"][key];
-      if (!spec.is_object() || spec.value("dist", "") != "trace" || spec.value("file", "").empty()) continue;
+    const std::pair<const char*, const BoundDistribution*> dists[] = {{"compute", run.settings.compute_dist.get()},
+                                                                      {"speeds", run.settings.speeds_dist.get()}};
+    for (const auto& [key, dist] : dists) {
+      const json spec = dist ? dist->spec() : json::object();
+      if (spec.value("file", "").empty()) continue;  // a trace's file (no other dist has one)
       auto seen = std::find_if(checked.begin(), checked.end(), [&](const auto& c) { return c.first == spec; });
       if (seen == checked.end()) {
         size_t sequences = 0;
         try {
-          sequences = make_distribution(spec, base_dir)->worker_sequences();
+          sequences = dist->make(base_dir)->worker_sequences();
         } catch (const std::exception& e) {
           v.error(std::string("cluster.") + key + ".file", e.what());
           failed_specs.push_back(spec);
@@ -1154,24 +1216,24 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
                     " workers' sequences (a per-worker trace); the run has " +
                     std::to_string(run.settings.workers) + " workers (cluster.workers)");
     }
-    if (valid && asked.is_object() && asked.value("dist", "") == "trace") {
+    if (valid && run.settings.compute_model.value("dist", "") == "trace") {
       // how a trace is replayed: every worker's steps drawn from it, or each worker its own
-      auto seen = std::find_if(checked.begin(), checked.end(), [&](const auto& c) { return c.first == asked; });
+      const json spec = run.settings.compute_dist->spec();
+      auto seen = std::find_if(checked.begin(), checked.end(), [&](const auto& c) { return c.first == spec; });
       const bool per_worker = seen != checked.end() && seen->second > 0;
       run.settings.compute_model["replay"] = per_worker ? "per_worker" : "draw";
     }
-    const json& compute_spec = run.settings.compute_dist;
-    // measured, and flops of a PyTorch module: bound when `asgdsim run` starts
-    if (measured || (compute_spec.is_object() && compute_spec.value("dist", "") == "flops")) continue;
+    if (!resolved) continue;
     // a repeat is its first run's config with another seed: what it costs was checked with that one
     if (run.repeat > 0) continue;
-    if (!valid || std::find(failed_specs.begin(), failed_specs.end(), compute_spec) != failed_specs.end()) continue;
+    const json compute_spec = run.settings.compute_dist->spec();
+    if (std::find(failed_specs.begin(), failed_specs.end(), compute_spec) != failed_specs.end()) continue;
     std::shared_ptr<Distribution> compute;
     for (const auto& [spec, dist] : built)
       if (spec == compute_spec) compute = dist;
     if (!compute) {
       try {
-        compute = make_distribution(compute_spec, base_dir);
+        compute = run.settings.compute_dist->make(base_dir);
       } catch (const std::exception& e) {
         v.error("cluster.compute", e.what());
         continue;

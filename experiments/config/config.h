@@ -61,6 +61,19 @@ std::vector<std::string> run_id_key_names(const std::vector<std::string>& keys);
 // Validates and expands; throws ConfigError with every issue found.
 Experiment resolve_experiment(const json& user, const std::string& source, const std::string& base_dir);
 
+// What a run's compute distribution may ask of the run (BoundDistribution::resolve): its
+// model (FLOPs per sample, counted when asked), batch and `per`, and dist "measured"'s
+// trace name in the experiment folder (measured_trace_name of its model, data, batch and
+// PyTorch sources).
+ComputeRunView compute_run_view(const RunSpec& run);
+// The fingerprints of a PyTorch model's files (the run's run.sources), null where there are none.
+json sources_of(const RunSpec& run);
+// The run's trace of dist "measured" in the experiment folder (measured_trace_name).
+std::string trace_name_of(const RunSpec& run);
+// Sets the run's compute to what its distribution resolved to (the draw where there is one,
+// compute_model, a draw per step) and adds the resolution's note to `notes` once.
+void apply_compute(RunSpec& run, const ComputeResolution& resolved, std::vector<std::string>& notes);
+
 // Catalogs for validation and `asgdsim list`.
 const std::vector<ComponentInfo>& staleness_catalog();
 const std::vector<ComponentInfo>& lr_schedule_catalog();

@@ -34,9 +34,9 @@ constexpr double kSpanBytes = 256;
 constexpr double kSpansPerGradient = 4;  // pull, compute, push, and an update instant
 
 double mean_speed_factor(const RunSettings& rs) {
-  if (!rs.speeds_dist.is_null()) {
+  if (rs.speeds_dist) {
     try {
-      return make_distribution(rs.speeds_dist)->mean();
+      return rs.speeds_dist->make()->mean();
     } catch (const std::exception&) {
     }
     return 1;
@@ -240,7 +240,7 @@ void check_memory_with_data(const json& c, const RunSettings& rs, const std::str
   json run = c;
   run["data"]["features"] = features;
   run["data"]["classes"] = classes;
-  const MemoryEstimate m = estimate_run_memory(run, rs, *make_distribution(rs.compute_dist, base_dir));
+  const MemoryEstimate m = estimate_run_memory(run, rs, *rs.compute_dist->make(base_dir));
   const double budget = memory_limit_bytes();
   if (m.total <= budget) return;
   throw DataError(source + ": " + std::to_string(features) + " features and " + std::to_string(classes) +
@@ -253,7 +253,7 @@ void check_memory_with_model(const json& c, const RunSettings& rs, const std::st
                              const std::string& source) {
   ModelSizes sizes;
   sizes.params = double(params);
-  const MemoryEstimate m = estimate_run_memory(c, rs, *make_distribution(rs.compute_dist, base_dir), &sizes);
+  const MemoryEstimate m = estimate_run_memory(c, rs, *rs.compute_dist->make(base_dir), &sizes);
   const double budget = memory_limit_bytes();
   if (m.total <= budget) return;
   throw DataError(source + " has " + std::to_string(params) + " parameters: " + memory_refusal(m, budget) + ". Lower " +

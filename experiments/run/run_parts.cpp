@@ -163,17 +163,17 @@ std::string listed_status(const std::string& exp_dir, const RunSpec& run, json& 
 
 ComputeTimeModel build_compute_model(const RunSettings& s, const std::string& base_dir) {
   std::vector<double> slowdown = s.speeds;
-  if (!s.speeds_dist.is_null()) {  // drawn once per worker from (seed, Speed, w, 0)
+  if (s.speeds_dist) {  // drawn once per worker from (seed, Speed, w, 0)
     slowdown.clear();
-    auto dist = make_distribution(s.speeds_dist, base_dir);
+    auto dist = s.speeds_dist->make(base_dir);
     for (int w = 0; w < s.workers; ++w) {
       Rng rng(s.seed, RngPurpose::Speed, uint32_t(w), 0);
       slowdown.push_back(std::max(1e-9, dist->sample(rng, uint32_t(w), 0)));
     }
   }
-  ComputeTimeModel model(s.seed, make_distribution(s.compute_dist, base_dir), slowdown, s.stragglers, s.step_cost);
+  ComputeTimeModel model(s.seed, s.compute_dist->make(base_dir), slowdown, s.stragglers, s.step_cost);
   if (s.clients.count > 0) {  // drawn once per client from (seed, ClientSpeed, c, 0)
-    auto dist = make_distribution(s.clients.speeds, base_dir);
+    auto dist = s.clients.speeds->make(base_dir);
     std::vector<float> factors(size_t(s.clients.count));
     for (size_t c = 0; c < factors.size(); ++c) {
       Rng rng(s.seed, RngPurpose::ClientSpeed, uint32_t(c), 0);

@@ -356,11 +356,12 @@ void check_lanes_fit_in_memory(const Experiment& exp, const std::vector<size_t>&
   std::vector<double> need;
   std::vector<std::pair<json, std::shared_ptr<Distribution>>> dists;  // trace files read once
   for (size_t k : todo) {
-    const json& spec = exp.runs[k].settings.compute_dist;
+    const BoundDistribution& bound = *exp.runs[k].settings.compute_dist;
+    const json spec = bound.spec();
     std::shared_ptr<Distribution> dist;
     for (const auto& [s, d] : dists)
       if (s == spec) dist = d;
-    if (!dist) dists.emplace_back(spec, dist = make_distribution(spec, exp.base_dir));
+    if (!dist) dists.emplace_back(spec, dist = bound.make(exp.base_dir));
     need.push_back(estimate_run_memory(exp.runs[k].config, exp.runs[k].settings, *dist).total);
   }
   std::sort(need.begin(), need.end(), std::greater<double>());

@@ -59,13 +59,14 @@ TopologyType boxes_of_gpus(const std::string& name, const std::string& doc) {
   t.hosts = true;
   t.workers = [](const S& s) { return int64_t(s.boxes) * int64_t(s.per_box); };
   // The links of a GPU are its box's: the star's per-worker keys have no meaning here.
-  t.check = [](const json&, const json& cluster, Validator& v) {
-    const json net = cluster.is_object() ? cluster.value("network", json::object()) : json::object();
-    for (const char* key : {"latency", "worker_bandwidth"})
-      if (net.is_object() && net.contains(key) && !(net[key].is_number() && net[key].get<double>() == 0))
+  t.check = [](const S&, const TopologyRunView& run, Validator& v) {
+    const std::pair<const char*, const std::string*> given[] = {{"latency", &run.network_latency},
+                                                                {"worker_bandwidth", &run.network_worker_bandwidth}};
+    for (const auto& [key, value] : given)
+      if (!value->empty())
         v.error(std::string("cluster.network.") + key,
                 "is replaced by cluster.topology.intra and .inter when a topology is given (leave it out or 0); got " +
-                    brief(net[key]));
+                    *value);
   };
   t.make = [](const S& s, const NetworkSpec& net, int workers) {
     if (int64_t(s.boxes) * int64_t(s.per_box) != workers)
@@ -96,12 +97,11 @@ TopologyType racks() {
   t.levels.push_back(link_level("cluster.topology.rack",
                                 "racks: each rack's uplink and downlink to the (non-blocking) spine", &S::rack));
   const auto boxes_check = t.check;
-  t.check = [boxes_check](const json& topology, const json& cluster, Validator& v) {
-    boxes_check(topology, cluster, v);
-    const int64_t boxes = topology.value("boxes", int64_t(0)), per_rack = topology.value("per_rack", int64_t(0));
-    if (per_rack > 0 && boxes % per_rack != 0)
-      v.error("cluster.topology.per_rack", "must divide cluster.topology.boxes (" + std::to_string(boxes) +
-                                               ") into whole racks; got " + std::to_string(per_rack));
+  t.check = [boxes_check](const S& s, const TopologyRunView& run, Validator& v) {
+    boxes_check(s, run, v);
+    if (s.per_rack > 0 && s.boxes % s.per_rack != 0)
+      v.error("cluster.topology.per_rack", "must divide cluster.topology.boxes (" + std::to_string(s.boxes) +
+                                               ") into whole racks; got " + std::to_string(s.per_rack));
   };
   return t;
 }
@@ -124,7 +124,8 @@ const std::vector<ComponentInfo>& topology_catalog() {
   return c;
 }
 
-json bind_topology(const json& given, const std::string& path, const json& cluster, Validator& v, ClusterSpec& out) {
+json bind_topology(const json& given, const std::string& path, const TopologyRunView& run, Validator& v,
+                   ClusterSpec& out) {
   json user = given;
   if (user.is_object() && !user.contains("type") && !user.empty()) user["type"] = "boxes";  // the form before "type"
   const size_t before = v.issues().size();
@@ -138,7 +139,7 @@ json bind_topology(const json& given, const std::string& path, const json& clust
     const std::string key = level_key(level);
     resolved[key] = level.bind(resolved[key], level.name, v, bound);
   }
-  if (t->check && v.issues().size() == before) t->check(resolved, cluster, v);
+  if (t->check && v.issues().size() == before) t->check(bound, run, v);
   if (v.issues().size() == before) out = bound;
   return resolved;
 }

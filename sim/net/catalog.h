@@ -18,6 +18,14 @@
 
 namespace asgd {
 
+// What topologies' checks across sections read of the run, typed (built once from the
+// cluster section as the config gives it: experiments/config, topology_run_view):
+// cluster.network's per-worker keys of the star, latency and worker_bandwidth, as the
+// config writes them (brief()), "" where it leaves them out or gives 0.
+struct TopologyRunView {
+  std::string network_latency, network_worker_bandwidth;
+};
+
 struct TopologyType {
   std::string name;
   std::string doc;
@@ -33,10 +41,9 @@ struct TopologyType {
   // The worker count its bound keys fix (cluster.workers is then derived from it, or must
   // equal it). Optional: cluster.workers decides.
   std::function<int64_t(const ClusterSpec&)> workers;
-  // Checks across sections, reported with their JSON paths: `topology` is its resolved
-  // object (defaults filled), `cluster` the cluster section as the config gave it.
-  // Optional.
-  std::function<void(const nlohmann::json& topology, const nlohmann::json& cluster, Validator& v)> check;
+  // Checks across sections, reported with their JSON paths, over its bound keys and the
+  // run's typed view. Optional.
+  std::function<void(const ClusterSpec& topology, const TopologyRunView& run, Validator& v)> check;
   // Its Topology for `workers` workers (throws std::invalid_argument on a spec its own
   // validation would refuse, as a spec built in code may be).
   std::function<std::unique_ptr<Topology>(const ClusterSpec& spec, const NetworkSpec& net, int workers)> make;
@@ -50,12 +57,12 @@ const TopologyType* find_topology_type(const std::string& name);
 const std::vector<ComponentInfo>& topology_catalog();
 
 // Validates cluster.topology (`given`: the object as the config gave it; {} when left
-// out) at `path`, with `cluster` the cluster section as given, and returns it resolved
+// out) at `path`, with `run` what its checks read of the rest, and returns it resolved
 // (type and every default filled). When nothing in it was reported, fills `out` (type,
 // keys, levels); placement is the cluster section's key and is left as `out` holds it.
 // Given without a "type", a section with keys of its own is a "boxes" topology (the form
 // configs had before the type key).
-nlohmann::json bind_topology(const nlohmann::json& given, const std::string& path, const nlohmann::json& cluster,
+nlohmann::json bind_topology(const nlohmann::json& given, const std::string& path, const TopologyRunView& run,
                              Validator& v, ClusterSpec& out);
 
 // What engines' checks ask of a resolved run's topology (cluster: the resolved cluster

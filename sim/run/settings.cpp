@@ -423,7 +423,7 @@ RunSettings default_settings() {
   json dist = compute.when_left_out();
   for (const auto& f : compute.fields) dist[f.info.name] = f.info.default_value;
   set_fields(compute.fields, dist, s);
-  s.compute_dist = dist;
+  s.compute_dist = bind_distribution(dist);
   finish_settings(s);
   if (!v.ok()) throw std::logic_error("default_settings: the declarations' own defaults do not validate");
   return s;

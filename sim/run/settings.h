@@ -5,10 +5,12 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
 #include "sim/timing/compute_time.h"
+#include "sim/timing/distribution.h"
 #include "sim/config/field.h"
 #include "sim/timing/lr_schedule.h"
 #include "sim/net/message_size.h"
@@ -67,7 +69,7 @@ struct PartitionSpec {
 struct ClientsSpec {
   int64_t count = 0;
   bool by_size = false;       // sampling "size": a client is drawn with probability its share of the data
-  nlohmann::json speeds;      // a distribution {"dist": ...} drawn once per client
+  std::shared_ptr<const BoundDistribution> speeds;  // a distribution drawn once per client
   std::string devices;        // a population folder (sim/data/client_devices.h), "": none
 };
 
@@ -126,17 +128,16 @@ struct RunSettings {
   double failure_rate = 0;             // per worker per virtual second (exponential gaps)
   SimTime failure_down_time = kNever;  // for rate failures: time down (kNever: never back)
 
-  // compute time (sim/timing/compute_time.h): the distribution's validated spec {"dist": ...},
+  // compute time (sim/timing/compute_time.h): the distribution, bound once (cluster.compute;
+  // "flops" and "measured" are replaced by what they resolve to: BoundDistribution::resolve),
   // what a draw stands for, the workers' slowdown factors (a list, empty = all 1, or a
-  // distribution spec drawn once per worker) and the stragglers
-  nlohmann::json compute_dist;
-  // What the clock charges for compute, as summary.json reports it: {"dist": name}, and
-  // for dist "flops" the model's FLOPs per sample, the rate and the seconds per sample it
-  // gave (compute_dist is then that constant).
+  // distribution drawn once per worker) and the stragglers
+  std::shared_ptr<const BoundDistribution> compute_dist;
+  // What the clock charges for compute, as summary.json reports it (ComputeResolution::model).
   nlohmann::json compute_model;
   StepCost step_cost;
   std::vector<double> speeds;
-  nlohmann::json speeds_dist;          // null: `speeds` holds the factors
+  std::shared_ptr<const BoundDistribution> speeds_dist;  // null: `speeds` holds the factors
   StragglerSpec stragglers;
 
   // `asgdsim cluster` only (section real)

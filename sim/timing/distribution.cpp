@@ -12,6 +12,7 @@
 #include "sim/core/errors.h"
 #include "sim/core/interrupt.h"
 #include "sim/core/time.h"
+#include "sim/timing/measured_trace.h"
 
 namespace asgd {
 namespace {
@@ -311,123 +312,297 @@ TraceFile read_trace_file(const std::string& path) {
 
 namespace {
 
-// Every distribution's keys, bound into one struct (each member reads its own).
-struct DistParams {
-  double value{}, low{}, high{}, mean{}, shift{}, sigma{}, scale{}, alpha{}, shape{}, efficiency{};
-  double seconds{};   // measured: the timed steps' wall-time budget
-  int steps{}, warmup{}, min_steps{};  // measured: timed steps at most, untimed steps first, timed steps at least
+// ---- each distribution's typed config ----
+struct ConstantConfig {
+  double value = 0;
+};
+struct UniformConfig {
+  double low = 0, high = 0;
+};
+struct ExponentialConfig {
+  double mean = 0;
+};
+struct ShiftedExponentialConfig {
+  double shift = 0, mean = 0;
+};
+struct LogNormalConfig {
+  double mean = 0, sigma = 0;
+};
+struct ParetoConfig {
+  double scale = 0, alpha = 0;
+};
+struct WeibullConfig {
+  double scale = 0, shape = 0;
+};
+struct FlopsConfig {
+  double rate = 0;     // the device's FLOP/s
+  std::string device;  // the datasheet peak it names ("": `flops` is the number)
+  double efficiency = 1;
+};
+using MeasuredConfig = CalibrationBudget;
+struct TraceConfig {
   std::vector<double> values;
   std::string file;
 };
 
-// One distribution: its keys (declared once, with ranges and docs) and how to build it.
-struct DistMember {
-  std::string name, doc;
-  std::vector<Field<DistParams>> fields;
-  std::function<std::unique_ptr<Distribution>(const DistParams&, const std::string& base_dir)> make;
+// A distribution's typed hooks over its config: `make` builds it; `resolve` (left out: the
+// run draws the distribution itself) says what a run's compute draws.
+template <class Config>
+struct DistHooks {
+  std::function<std::unique_ptr<Distribution>(const Config&, const std::string& base_dir)> make;
+  std::function<ComputeResolution(const Config&, const ComputeRunView&)> resolve;
 };
 
-const std::vector<DistMember>& members() {
-  static const std::vector<DistMember> m = [] {
-    using P = DistParams;
-    // Every parameter is a duration (seconds) or a factor: at most kMaxConfigSeconds.
-    auto p = [](double P::*member, std::string name, std::string doc, nlohmann::json def = nullptr, double min = 0,
-                bool exclusive = true) {
-      return field(member, ParamInfo{std::move(name), ParamType::Number, std::move(def), std::move(doc), min,
-                                     kMaxConfigSeconds, exclusive});
-    };
-    return std::vector<DistMember>{
-        {"constant", "always the same value", {p(&P::value, "value", "the value (seconds)", nullptr, 0, false)},
-         [](const P& d, const std::string&) { return std::make_unique<Constant>(d.value); }},
-        {"uniform", "uniform on [low, high]",
-         {p(&P::low, "low", "lower bound", nullptr, 0, false), p(&P::high, "high", "upper bound (>= low)", nullptr, 0, false)},
-         [](const P& d, const std::string&) {
-           if (d.high < d.low) throw std::invalid_argument("uniform: high must be >= low");
-           return std::make_unique<Uniform>(d.low, d.high);
-         }},
-        {"exponential", "exponential with the given mean", {p(&P::mean, "mean", "mean")},
-         [](const P& d, const std::string&) { return std::make_unique<ShiftedExponential>(0.0, d.mean); }},
-        {"shifted_exponential", "shift + exponential(mean): a fixed minimum plus a random tail",
-         {p(&P::shift, "shift", "fixed part", nullptr, 0, false), p(&P::mean, "mean", "mean of the exponential part")},
-         [](const P& d, const std::string&) { return std::make_unique<ShiftedExponential>(d.shift, d.mean); }},
-        {"lognormal", "exp(N(mu, sigma^2)) with mu chosen so the mean is `mean`",
-         {p(&P::mean, "mean", "mean"), p(&P::sigma, "sigma", "std of the underlying normal", nullptr, 0, false)},
-         [](const P& d, const std::string&) { return std::make_unique<LogNormal>(d.mean, d.sigma); }},
-        {"pareto", "Pareto type I, heavy tail: P(X > x) = (scale/x)^alpha",
-         {p(&P::scale, "scale", "minimum value x_m"), p(&P::alpha, "alpha", "tail index (mean finite for alpha > 1)")},
-         [](const P& d, const std::string&) { return std::make_unique<Pareto>(d.scale, d.alpha); }},
-        {"weibull",
-         "Weibull, P(X > x) = exp(-(x/scale)^shape): shape < 1 a heavy tail, 1 the exponential, > 1 a light one "
-         "(a common fit of measured step times)",
-         {p(&P::scale, "scale", "scale lambda (the 63rd percentile)"),
-          p(&P::shape, "shape", "shape k (at least 0.05: the moments need Gamma(1 + 2/k))", nullptr, 0.05, false)},
-         [](const P& d, const std::string&) { return std::make_unique<Weibull>(d.scale, d.shape); }},
-        {"flops",
-         "the model's own cost: a sample takes the model's FLOPs per sample (Model::flops_per_sample) / (flops x "
-         "efficiency) seconds, and a step on m samples m times that, plus overhead (per sample or per step alike). "
-         "Counts the GEMMs only: memory-bound layers, elementwise work and kernel launches are not in it",
-         {field<P>(ParamInfo{"flops", ParamType::Any, nullptr,
-                             "the device's FLOP/s: a number > 0, or a named datasheet peak (h100-fp32, a100-fp32, "
-                             "v100-fp32, h100-bf16, a100-bf16)"},
-                   [](P&, const nlohmann::json&) {}),
-          field(&P::efficiency, ParamInfo{"efficiency", ParamType::Number, 1.0,
-                                          "the fraction of that peak the model reaches", 0, 1, true})},
-         [](const P&, const std::string&) -> std::unique_ptr<Distribution> {
-           throw std::invalid_argument(
-               "flops: a step's time follows the model; it is resolved with the run's model (resolve_experiment)");
-         }},
-        {"measured",
-         "the model's own cost on this machine: before the runs, `asgdsim run` times the model's real loss+gradient "
-         "at each per-worker batch size the experiment uses (one thread, as a run's job computes; `warmup` untimed "
-         "steps, then up to `steps` steps or `seconds` of them, at least `min_steps`), writes the step times to "
-         "OUT/NAME/calibration/MODEL-bBATCH-HASH.trace (with machine, backend, commit and date) and every run "
-         "draws its steps from that trace as dist \"trace\" does (each worker and step independently); a draw is a whole step (`per` does not apply), plus overhead. An "
-         "existing trace is reused, and one measured by another experiment on this machine and build is copied "
-         "from the calibration cache (~/.cache/asgdsim/calibration, or $ASGDSIM_CACHE_DIR; \"off\": none) "
-         "(`asgdsim run --recalibrate` measures again)",
-         {field(&P::seconds, ParamInfo{"seconds", ParamType::Number, 2.0,
-                                       "seconds of timed steps per model x batch, at most (the calibration clock: the thread's CPU time, on CUDA wall time)", 0, 600, true}),
-          field(&P::steps, ParamInfo{"steps", ParamType::Integer, 200, "timed steps per model x batch, at most", 1, 100000}),
-          // 30: the median of n steps has a standard error of about 1.25 CV / sqrt(n), so a
-          // step time that varies by 20% (CV) is known to within 5% (one standard error)
-          field(&P::min_steps, ParamInfo{"min_steps", ParamType::Integer, 30,
-                                         "timed steps per model x batch, at least, whatever `seconds` says (at most "
-                                         "`steps`): the median of 30 steps that vary by 20% is within 5%",
-                                         1, 100000}),
-          field(&P::warmup, ParamInfo{"warmup", ParamType::Integer, 5,
-                                      "untimed steps first (workspaces, caches, page faults)", 0, 10000})},
-         [](const P&, const std::string&) -> std::unique_ptr<Distribution> {
-           throw std::invalid_argument("measured: a step's time is replayed from the experiment's calibration trace, "
-                                       "which `asgdsim run` makes before the runs (experiments/bench/calibration.h)");
-         }},
-        {"trace",
-         "recorded step durations: with `values` or a one-column file, every worker draws each step's duration "
-         "from them (independently, seeded: the trace's distribution, not its order); with a per-worker file "
-         "(header worker,step,seconds and a row per step, or a header naming one column per worker) each worker "
-         "replays its own sequence in order, cyclically: a real job's per-worker step log replayed as it ran",
-         {field(&P::values, ParamInfo{"values", ParamType::NumberList, nlohmann::json::array(),
-                                      "the durations (or give `file`)", 0.0, kMaxConfigSeconds}),
-          field(&P::file, ParamInfo{"file", ParamType::String, "",
-                                    "CSV/text file: one duration per line, or a per-worker trace (docs/architecture.md, "
-                                    "\"Traces\")"})},
-         [](const P& d, const std::string& base_dir) -> std::unique_ptr<Distribution> {
-           std::vector<double> values = d.values;
-           std::string file = d.file;
-           if (!file.empty()) {
-             if (!values.empty()) throw std::invalid_argument("trace: give either values or file, not both");
-             if (file[0] != '/' && !base_dir.empty()) file = base_dir + "/" + file;
-             TraceFile t = read_trace_file(file);
-             if (t.per_worker) return std::make_unique<PerWorkerTrace>(std::move(t.sequences));
-             values = std::move(t.sequences[0]);
-           }
-           if (values.empty()) throw std::invalid_argument("trace: needs values or file");
-           for (double v : values)
-             if (!(v >= 0)) throw std::invalid_argument("trace: durations must be >= 0");
-           return std::make_unique<Trace>(std::move(values));
-         }},
+template <class Config>
+struct DeclaredDist {
+  std::string type;
+  std::vector<Field<Config>> fields;
+  DistHooks<Config> hooks;
+};
+
+template <class Config>
+class BoundDistributionOf final : public BoundDistribution,
+                                  public std::enable_shared_from_this<BoundDistributionOf<Config>> {
+ public:
+  BoundDistributionOf(std::shared_ptr<const DeclaredDist<Config>> d, Config c) : d_(std::move(d)), c_(std::move(c)) {}
+  const std::string& type() const override { return d_->type; }
+  nlohmann::json keys() const override { return get_fields(d_->fields, c_); }
+  std::unique_ptr<Distribution> make(const std::string& base_dir) const override {
+    return d_->hooks.make(c_, base_dir);
+  }
+  ComputeResolution resolve(const ComputeRunView& run) const override {
+    if (d_->hooks.resolve) return d_->hooks.resolve(c_, run);
+    return {this->shared_from_this(), {{"dist", d_->type}}};
+  }
+  const Config& config() const { return c_; }
+
+ private:
+  std::shared_ptr<const DeclaredDist<Config>> d_;
+  Config c_;
+};
+
+// One distribution type: its keys (declared once, with ranges and docs), bound to its typed
+// config, and the hooks that read it.
+struct DistType {
+  std::string name, doc;
+  std::vector<ParamInfo> params;
+  std::function<std::shared_ptr<BoundDistribution>(const nlohmann::json& spec)> bind;
+  std::function<void(const nlohmann::json& spec, const std::string& path, Validator& v)> check_values;
+};
+
+template <class Config>
+DistType dist_type(std::string name, std::string doc, std::vector<Field<Config>> fields, DistHooks<Config> hooks) {
+  DistType t;
+  t.name = name;
+  t.doc = std::move(doc);
+  t.params = params_of(fields);
+  using Declared = DeclaredDist<Config>;
+  auto d = std::make_shared<const Declared>(Declared{name, std::move(fields), std::move(hooks)});
+  t.bind = [d](const nlohmann::json& spec) -> std::shared_ptr<BoundDistribution> {
+    for (const auto& f : d->fields)  // a spec built in code (tests, bench) may leave out a required key
+      if (f.info.required() && !spec.contains(f.info.name))
+        throw std::invalid_argument(d->type + ": missing key '" + f.info.name + "'");
+    Config c;
+    set_fields(d->fields, spec, c);
+    return std::make_shared<BoundDistributionOf<Config>>(d, std::move(c));
+  };
+  t.check_values = [d](const nlohmann::json& spec, const std::string& path, Validator& v) {
+    check_values(d->fields, spec, path, v);
+  };
+  return t;
+}
+
+// Every parameter is a duration (seconds) or a factor: at most kMaxConfigSeconds.
+template <class C>
+Field<C> seconds_param(double C::*member, std::string name, std::string doc, double min = 0, bool exclusive = true) {
+  return field(member, ParamInfo{std::move(name), ParamType::Number, nullptr, std::move(doc), min, kMaxConfigSeconds,
+                                 exclusive});
+}
+
+const char* const kDeviceNames = "h100-fp32, a100-fp32, v100-fp32, h100-bf16, a100-bf16";
+
+// dist "flops": a constant draw of the model's FLOPs per sample at the device's rate (per
+// step: the batch's); a PyTorch module's count is known once `asgdsim run` builds it.
+ComputeResolution resolve_flops(const FlopsConfig& c, const ComputeRunView& run) {
+  const double rate = c.rate;
+  ComputeResolution r;
+  r.model = {{"dist", "flops"}, {"device_flops", rate}, {"efficiency", c.efficiency}};
+  const std::optional<double> counted = run.flops_per_sample ? run.flops_per_sample() : std::nullopt;
+  if (!counted) {
+    r.note = "cluster.compute \"flops\": `asgdsim run` counts the PyTorch module's FLOPs when it builds it "
+             "(asgdsim.flops: forward and backward of 8 training samples, matrix products and convolutions as the "
+             "native models count theirs); the runs then draw that many FLOPs per sample at the device's rate";
+    return r;
+  }
+  const double fps = *counted;
+  if (!(fps > 0)) {
+    r.error = "\"flops\" needs a model that counts its FLOPs; model '" + run.model + "' has none (give a duration)";
+    return r;
+  }
+  const double per_sample = fps / (rate * c.efficiency);
+  const double draw = run.per_sample ? per_sample : per_sample * double(run.batch_size);
+  r.draw = bind_distribution({{"dist", "constant"}, {"value", draw}});
+  r.model["flops_per_sample"] = fps;
+  r.model["seconds_per_sample"] = per_sample;
+  if (!run.flops_counter.empty()) r.model["flops_counter"] = run.flops_counter;
+  return r;
+}
+
+// dist "measured": a draw is the whole step, replayed from the experiment's trace once
+// `asgdsim run` has measured or found it (experiments/bench/calibration.h).
+ComputeResolution resolve_measured(const MeasuredConfig& c, const ComputeRunView& run) {
+  const std::string name = run.trace_name ? run.trace_name() : "";
+  ComputeResolution r;
+  r.per_step = true;  // the trace holds whole steps' times
+  if (run.trace) {
+    r.draw = bind_distribution({{"dist", "trace"}, {"file", run.trace_path}});
+    r.model = measured_compute_model(*run.trace, name);
+    return r;
+  }
+  r.model = {{"dist", "measured"}, {"trace", name}};
+  r.note = "cluster.compute \"measured\": `asgdsim run` first times the real gradient of model " + run.model +
+           " at batch " + std::to_string(run.batch_size) + " on this machine (one thread; " +
+           nlohmann::json(c.warmup).dump() + " warm-up steps, then up to " + nlohmann::json(c.steps).dump() +
+           " steps or " + nlohmann::json(c.seconds).dump() + " s) into OUT/<name>/" + name +
+           ", or reuses that file where it exists (--recalibrate measures again); the runs replay it (dist \"trace\", "
+           "a draw per step)";
+  return r;
+}
+
+const std::vector<DistType>& dist_types() {
+  static const std::vector<DistType> types = [] {
+    using Const = ConstantConfig;
+    using U = UniformConfig;
+    using Exp = ExponentialConfig;
+    using SExp = ShiftedExponentialConfig;
+    using LN = LogNormalConfig;
+    using Par = ParetoConfig;
+    using Wei = WeibullConfig;
+    using F = FlopsConfig;
+    using M = MeasuredConfig;
+    using T = TraceConfig;
+    return std::vector<DistType>{
+        dist_type<Const>("constant", "always the same value",
+                         {seconds_param(&Const::value, "value", "the value (seconds)", 0, false)},
+                         {[](const Const& c, const std::string&) { return std::make_unique<Constant>(c.value); }}),
+        dist_type<U>("uniform", "uniform on [low, high]",
+                     {seconds_param(&U::low, "low", "lower bound", 0, false),
+                      seconds_param(&U::high, "high", "upper bound (>= low)", 0, false)},
+                     {[](const U& c, const std::string&) {
+                       if (c.high < c.low) throw std::invalid_argument("uniform: high must be >= low");
+                       return std::make_unique<Uniform>(c.low, c.high);
+                     }}),
+        dist_type<Exp>("exponential", "exponential with the given mean", {seconds_param(&Exp::mean, "mean", "mean")},
+                       {[](const Exp& c, const std::string&) {
+                         return std::make_unique<ShiftedExponential>(0.0, c.mean);
+                       }}),
+        dist_type<SExp>("shifted_exponential", "shift + exponential(mean): a fixed minimum plus a random tail",
+                        {seconds_param(&SExp::shift, "shift", "fixed part", 0, false),
+                         seconds_param(&SExp::mean, "mean", "mean of the exponential part")},
+                        {[](const SExp& c, const std::string&) {
+                          return std::make_unique<ShiftedExponential>(c.shift, c.mean);
+                        }}),
+        dist_type<LN>("lognormal", "exp(N(mu, sigma^2)) with mu chosen so the mean is `mean`",
+                      {seconds_param(&LN::mean, "mean", "mean"),
+                       seconds_param(&LN::sigma, "sigma", "std of the underlying normal", 0, false)},
+                      {[](const LN& c, const std::string&) { return std::make_unique<LogNormal>(c.mean, c.sigma); }}),
+        dist_type<Par>("pareto", "Pareto type I, heavy tail: P(X > x) = (scale/x)^alpha",
+                       {seconds_param(&Par::scale, "scale", "minimum value x_m"),
+                        seconds_param(&Par::alpha, "alpha", "tail index (mean finite for alpha > 1)")},
+                       {[](const Par& c, const std::string&) { return std::make_unique<Pareto>(c.scale, c.alpha); }}),
+        dist_type<Wei>(
+            "weibull",
+            "Weibull, P(X > x) = exp(-(x/scale)^shape): shape < 1 a heavy tail, 1 the exponential, > 1 a light one "
+            "(a common fit of measured step times)",
+            {seconds_param(&Wei::scale, "scale", "scale lambda (the 63rd percentile)"),
+             seconds_param(&Wei::shape, "shape", "shape k (at least 0.05: the moments need Gamma(1 + 2/k))", 0.05,
+                           false)},
+            {[](const Wei& c, const std::string&) { return std::make_unique<Weibull>(c.scale, c.shape); }}),
+        dist_type<F>(
+            "flops",
+            "the model's own cost: a sample takes the model's FLOPs per sample (Model::flops_per_sample) / (flops x "
+            "efficiency) seconds, and a step on m samples m times that, plus overhead (per sample or per step alike). "
+            "Counts the GEMMs only: memory-bound layers, elementwise work and kernel launches are not in it",
+            {Field<F>{ParamInfo{"flops", ParamType::Any, nullptr,
+                                std::string("the device's FLOP/s: a number > 0, or a named datasheet peak (") +
+                                    kDeviceNames + ")"},
+                      [](F& c, const nlohmann::json& v) {
+                        c.device = v.is_string() ? v.get<std::string>() : "";
+                        c.rate = device_flops(v);
+                      },
+                      [](const F& c) { return c.device.empty() ? nlohmann::json(c.rate) : nlohmann::json(c.device); },
+                      [](const nlohmann::json& v) -> std::string {
+                        if (device_flops(v) > 0) return "";
+                        return std::string("expected a number > 0 (FLOP/s) or one of ") + kDeviceNames + "; got " +
+                               brief(v);
+                      }},
+             field(&F::efficiency, ParamInfo{"efficiency", ParamType::Number, 1.0,
+                                             "the fraction of that peak the model reaches", 0, 1, true})},
+            {[](const F&, const std::string&) -> std::unique_ptr<Distribution> {
+               throw std::invalid_argument(
+                   "flops: a step's time follows the model; it is resolved with the run's model (resolve_experiment)");
+             },
+             resolve_flops}),
+        dist_type<M>(
+            "measured",
+            "the model's own cost on this machine: before the runs, `asgdsim run` times the model's real "
+            "loss+gradient at each per-worker batch size the experiment uses (one thread, as a run's job computes; "
+            "`warmup` untimed steps, then up to `steps` steps or `seconds` of them, at least `min_steps`), writes the "
+            "step times to OUT/NAME/calibration/MODEL-bBATCH-HASH.trace (with machine, backend, commit and date) and "
+            "every run draws its steps from that trace as dist \"trace\" does (each worker and step independently); "
+            "a draw is a whole step (`per` does not apply), plus overhead. An existing trace is reused, and one "
+            "measured by another experiment on this machine and build is copied from the calibration cache "
+            "(~/.cache/asgdsim/calibration, or $ASGDSIM_CACHE_DIR; \"off\": none) (`asgdsim run --recalibrate` "
+            "measures again)",
+            {field(&M::seconds, ParamInfo{"seconds", ParamType::Number, 2.0,
+                                          "seconds of timed steps per model x batch, at most (the calibration clock: "
+                                          "the thread's CPU time, on CUDA wall time)",
+                                          0, 600, true}),
+             field(&M::steps, ParamInfo{"steps", ParamType::Integer, 200, "timed steps per model x batch, at most", 1,
+                                        100000}),
+             // 30: the median of n steps has a standard error of about 1.25 CV / sqrt(n), so a
+             // step time that varies by 20% (CV) is known to within 5% (one standard error)
+             field(&M::min_steps, ParamInfo{"min_steps", ParamType::Integer, 30,
+                                            "timed steps per model x batch, at least, whatever `seconds` says (at "
+                                            "most `steps`): the median of 30 steps that vary by 20% is within 5%",
+                                            1, 100000}),
+             field(&M::warmup, ParamInfo{"warmup", ParamType::Integer, 5,
+                                         "untimed steps first (workspaces, caches, page faults)", 0, 10000})},
+            {[](const M&, const std::string&) -> std::unique_ptr<Distribution> {
+               throw std::invalid_argument(
+                   "measured: a step's time is replayed from the experiment's calibration trace, which `asgdsim run` "
+                   "makes before the runs (experiments/bench/calibration.h)");
+             },
+             resolve_measured}),
+        dist_type<T>(
+            "trace",
+            "recorded step durations: with `values` or a one-column file, every worker draws each step's duration "
+            "from them (independently, seeded: the trace's distribution, not its order); with a per-worker file "
+            "(header worker,step,seconds and a row per step, or a header naming one column per worker) each worker "
+            "replays its own sequence in order, cyclically: a real job's per-worker step log replayed as it ran",
+            {field(&T::values, ParamInfo{"values", ParamType::NumberList, nlohmann::json::array(),
+                                         "the durations (or give `file`)", 0.0, kMaxConfigSeconds}),
+             field(&T::file, ParamInfo{"file", ParamType::String, "",
+                                       "CSV/text file: one duration per line, or a per-worker trace "
+                                       "(docs/architecture.md, \"Traces\")"})},
+            {[](const T& c, const std::string& base_dir) -> std::unique_ptr<Distribution> {
+              std::vector<double> values = c.values;
+              std::string file = c.file;
+              if (!file.empty()) {
+                if (!values.empty()) throw std::invalid_argument("trace: give either values or file, not both");
+                if (file[0] != '/' && !base_dir.empty()) file = base_dir + "/" + file;
+                TraceFile t = read_trace_file(file);
+                if (t.per_worker) return std::make_unique<PerWorkerTrace>(std::move(t.sequences));
+                values = std::move(t.sequences[0]);
+              }
+              if (values.empty()) throw std::invalid_argument("trace: needs values or file");
+              for (double v : values)
+                if (!(v >= 0)) throw std::invalid_argument("trace: durations must be >= 0");
+              return std::make_unique<Trace>(std::move(values));
+            }}),
     };
   }();
-  return m;
+  return types;
 }
 
 }  // namespace
@@ -444,36 +619,42 @@ double device_flops(const nlohmann::json& v) {
 }
 
 const std::vector<ComponentInfo>& distribution_catalog() {
-  static const std::vector<ComponentInfo> catalog = [] {
-    std::vector<ComponentInfo> c;
-    for (const auto& m : members()) c.push_back({m.name, m.doc, params_of(m.fields)});
-    return c;
-  }();
+  static const std::vector<ComponentInfo> catalog = catalog_of(dist_types());
   return catalog;
 }
 
-CalibrationBudget calibration_budget(const nlohmann::json& spec) {
-  for (const auto& m : members()) {
-    if (m.name != "measured") continue;
-    DistParams p;
-    set_fields(m.fields, spec, p);
-    return CalibrationBudget{p.seconds, p.steps, p.warmup, p.min_steps};
-  }
-  throw std::logic_error("calibration_budget: no distribution \"measured\"");
+nlohmann::json BoundDistribution::spec() const {
+  nlohmann::json s = keys();
+  s["dist"] = type();
+  return s;
+}
+
+std::shared_ptr<const BoundDistribution> bind_distribution(const nlohmann::json& spec) {
+  const std::string dist = spec.at("dist").get<std::string>();
+  const DistType* t = find_named(dist_types(), dist);
+  if (!t) throw std::invalid_argument("unknown distribution '" + dist + "'");
+  return t->bind(spec);
+}
+
+nlohmann::json bind_distribution(const nlohmann::json& user, const std::string& path, Validator& v,
+                                 std::shared_ptr<const BoundDistribution>& out, const std::vector<ParamInfo>& common) {
+  const size_t before = v.issues().size();
+  nlohmann::json resolved = v.component(user, path, "dist", distribution_catalog(), common);
+  if (v.issues().size() != before) return resolved;
+  const DistType* t = find_named(dist_types(), resolved.at("dist").get<std::string>());
+  t->check_values(resolved, path, v);  // (the catalog is dist_types': the validator found it)
+  if (v.issues().size() == before) out = t->bind(resolved);
+  return resolved;
+}
+
+const CalibrationBudget& calibration_budget(const BoundDistribution& measured) {
+  const auto* m = dynamic_cast<const BoundDistributionOf<MeasuredConfig>*>(&measured);
+  if (!m) throw std::invalid_argument("calibration_budget: dist '" + measured.type() + "', not \"measured\"");
+  return m->config();
 }
 
 std::unique_ptr<Distribution> make_distribution(const nlohmann::json& spec, const std::string& base_dir) {
-  const std::string dist = spec.at("dist").get<std::string>();
-  for (const auto& m : members()) {
-    if (m.name != dist) continue;
-    for (const auto& f : m.fields)  // a spec built in code (tests, bench) may leave out a required key
-      if (f.info.required() && !spec.contains(f.info.name))
-        throw std::invalid_argument(dist + ": missing key '" + f.info.name + "'");
-    DistParams p;
-    set_fields(m.fields, spec, p);
-    return m.make(p, base_dir);
-  }
-  throw std::invalid_argument("unknown distribution '" + dist + "'");
+  return bind_distribution(spec)->make(base_dir);
 }
 
 }  // namespace asgd

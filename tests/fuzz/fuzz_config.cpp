@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     asgd::Experiment exp = asgd::resolve_experiment(j, "fuzz", "/nonexistent-fuzz-dir");
     for (const auto& run : exp.runs)  // "measured" is built from the trace `asgdsim run` measures first
-      if (!run.settings.compute_dist.is_object() || run.settings.compute_dist.value("dist", "") != "measured")
+      if (run.settings.compute_dist->type() != "measured")
         asgd::build_compute_model(run.settings, exp.base_dir);
   } catch (const asgd::ConfigError&) {
   }
