@@ -395,7 +395,7 @@ int run_on_ranks(const Experiment& exp, RunnerOptions ro, const MpiEnv& mpi) {
     worst = code = std::max(code, 1);
   }
   if (mpi.rank() == 0) {
-    const std::string exp_dir = ro.out_dir + "/" + exp.resolved.value("name", std::string("experiment"));
+    const std::string exp_dir = ro.out_dir + "/" + experiment_name(exp);
     try {
       write_index(exp, exp_dir);
     } catch (...) {
@@ -489,6 +489,44 @@ Experiment load_on_every_rank(const std::string& cmd, const std::string& config,
   return exp;
 }
 
+// The command line of run, validate or cluster into sets, ro and vm (config: the one
+// positional argument); a UsageError for anything it refuses.
+void parse_experiment_command(const std::string& cmd, int argc, char** argv, const MpiEnv& mpi,
+                              std::vector<std::string>& sets, RunnerOptions& ro, po::variables_map& vm) {
+  bool force_given = false;
+  po::options_description opts = experiment_options(cmd, sets, ro, false, force_given);
+  opts.add_options()("config", po::value<std::string>(), "experiment config (JSON)");
+  po::positional_options_description pos;
+  pos.add("config", 1);
+  try {
+    po::store(po::command_line_parser(argc - 1, argv + 1).options(opts).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(e.what());
+  }
+  if (force_given)  // it did both, so that tidying a folder re-ran every finished run (issue 32)
+    throw UsageError("--force is gone, split in two: --supersede moves run folders of another config aside "
+                     "(nothing re-runs), --rerun makes again the runs already done; pass both for what --force did");
+  if (!vm.count("config")) throw UsageError("missing CONFIG.json");
+  set_run_counts(ro, vm["threads"].as<std::string>(), vm["jobs"].as<std::string>());
+  if (ro.out_dir.empty()) throw UsageError("--out is empty: give the folder the experiment goes under");
+
+  if (vm.count("shard")) {
+    // validate accepts run's options (its help says so): --shard is checked as run checks
+    // it, and ignored, so that a run's command line validates as it is.
+    if (cmd == "cluster") throw UsageError("--shard is for asgdsim run");
+    if (mpi.size() > 1 && cmd == "run") throw UsageError("--shard and mpirun both split the runs: use one of them");
+    std::tie(ro.shard, ro.shards) = parse_shard(vm["shard"].as<std::string>());
+  }
+  if (cmd == "cluster" && (ro.threads != 0 || ro.jobs != 1))
+    throw UsageError("asgdsim cluster runs one process per worker: --threads and --jobs do not apply");
+  if (cmd == "cluster" && ro.wait) throw UsageError("--wait is for asgdsim run");
+  if (cmd == "cluster" && (!mpi.active() || mpi.size() < 2))
+    throw UsageError("asgdsim cluster runs under MPI with one server and N workers: mpirun -np N+1 asgdsim cluster "
+                     "CONFIG (" + std::string(mpi.active() ? "this job has 1 rank" : "this process was not started by mpirun") +
+                     ")");
+}
+
 int dispatch(int argc, char** argv, const MpiEnv& mpi) {
   if (argc < 2) throw UsageError("missing command");
   std::string cmd = argv[1];
@@ -496,11 +534,6 @@ int dispatch(int argc, char** argv, const MpiEnv& mpi) {
 
   std::vector<std::string> sets;
   RunnerOptions ro;
-  bool force_given = false;
-  po::options_description opts = experiment_options(cmd, sets, ro, false, force_given);
-  opts.add_options()("config", po::value<std::string>(), "experiment config (JSON)");
-  po::positional_options_description pos;
-  pos.add("config", 1);
   po::variables_map vm;
   // Under mpirun a rank whose command line is refused must tell the others why, or they
   // wait for it until its heartbeat is missed (60 s) and say only that it stopped
@@ -509,33 +542,7 @@ int dispatch(int argc, char** argv, const MpiEnv& mpi) {
   std::exception_ptr error;
   std::string what;
   try {
-    try {
-      po::store(po::command_line_parser(argc - 1, argv + 1).options(opts).positional(pos).run(), vm);
-      po::notify(vm);
-    } catch (const po::error& e) {
-      throw UsageError(e.what());
-    }
-    if (force_given)  // it did both, so that tidying a folder re-ran every finished run (issue 32)
-      throw UsageError("--force is gone, split in two: --supersede moves run folders of another config aside "
-                       "(nothing re-runs), --rerun makes again the runs already done; pass both for what --force did");
-    if (!vm.count("config")) throw UsageError("missing CONFIG.json");
-    set_run_counts(ro, vm["threads"].as<std::string>(), vm["jobs"].as<std::string>());
-    if (ro.out_dir.empty()) throw UsageError("--out is empty: give the folder the experiment goes under");
-
-    if (vm.count("shard")) {
-      // validate accepts run's options (its help says so): --shard is checked as run checks
-      // it, and ignored, so that a run's command line validates as it is.
-      if (cmd == "cluster") throw UsageError("--shard is for asgdsim run");
-      if (mpi.size() > 1 && cmd == "run") throw UsageError("--shard and mpirun both split the runs: use one of them");
-      std::tie(ro.shard, ro.shards) = parse_shard(vm["shard"].as<std::string>());
-    }
-    if (cmd == "cluster" && (ro.threads != 0 || ro.jobs != 1))
-      throw UsageError("asgdsim cluster runs one process per worker: --threads and --jobs do not apply");
-    if (cmd == "cluster" && ro.wait) throw UsageError("--wait is for asgdsim run");
-    if (cmd == "cluster" && (!mpi.active() || mpi.size() < 2))
-      throw UsageError("asgdsim cluster runs under MPI with one server and N workers: mpirun -np N+1 asgdsim cluster "
-                       "CONFIG (" + std::string(mpi.active() ? "this job has 1 rank" : "this process was not started by mpirun") +
-                       ")");
+    parse_experiment_command(cmd, argc, argv, mpi, sets, ro, vm);
   } catch (const std::exception& e) {
     if (mpi.size() <= 1 || cmd == "validate") throw;
     error = std::current_exception();

@@ -22,7 +22,7 @@
 namespace asgd {
 
 std::string cluster_experiment_name(const Experiment& exp) {
-  return exp.resolved.value("name", std::string("experiment")) + "-cluster";
+  return experiment_name(exp) + "-cluster";
 }
 
 namespace {

@@ -906,7 +906,7 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
         sweep.emplace_back(key, values);
       }
   }
-  std::string name = user.contains("name") ? text_of(top_checked, "name") : "experiment";
+  std::string name = user.contains("name") ? text_of(top_checked, "name") : kDefaultExperimentName;
   check_name(name, user, v);
   // object() filled the defaults; invalid values were reported (and fail below).
   uint64_t seed = top_checked["seed"].is_number_integer() ? top_checked["seed"].get<uint64_t>() : 1;

@@ -48,6 +48,12 @@ struct Experiment {
   std::vector<std::string> notes, warnings;
 };
 
+// The name of an experiment whose config gives none and whose file name gives none either
+// (a config passed as text, a file named ".json").
+inline constexpr const char* kDefaultExperimentName = "experiment";
+// Its name: the folder under --out (resolve_experiment always sets resolved.name).
+inline std::string experiment_name(const Experiment& exp) { return exp.resolved.at("name").get<std::string>(); }
+
 // Reads and parses a JSON file; throws ConfigError naming file, line and column.
 json load_json_file(const std::string& path);
 

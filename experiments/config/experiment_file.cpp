@@ -13,7 +13,7 @@ std::string name_from_path(const std::string& path) {
   for (char c : stem) name += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == '=') ? c : '_';
   // at most what a name may be (200 bytes): the user gave no name to shorten
   if (name.size() > kMaxNameBytes) name.resize(kMaxNameBytes);
-  return name.empty() || name == "." || name == ".." ? "experiment" : name;
+  return name.empty() || name == "." || name == ".." ? kDefaultExperimentName : name;
 }
 
 Experiment load_experiment(json cfg, const std::string& source, const std::string& base_dir,

@@ -395,7 +395,7 @@ void set_run_counts(RunnerOptions& ro, const std::string& threads, const std::st
 }
 
 int run_experiment(const Experiment& given, const RunnerOptions& opts) {
-  const std::string name = given.resolved.value("name", std::string("experiment"));
+  const std::string name = experiment_name(given);
   if (opts.out_dir.empty()) throw IoError("--out is empty: give the folder the experiment goes under");
   if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
     throw IoError("experiment name '" + name + "' cannot be a folder under --out");

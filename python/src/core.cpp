@@ -427,7 +427,7 @@ PYBIND11_MODULE(_core, m) {
       "initial_parameters",
       [](const std::string& config_text, const std::string& source, const std::string& base_dir, size_t run) {
         std::vector<float> w = translated([&] {
-          Experiment exp = load(config_text, source, base_dir, {}, "experiment");
+          Experiment exp = load(config_text, source, base_dir, {}, kDefaultExperimentName);
           if (run >= exp.runs.size()) throw UsageError("run " + std::to_string(run) + ": the experiment has " +
                                                        std::to_string(exp.runs.size()) + " runs");
           const RunSpec& r = exp.runs[run];
@@ -542,7 +542,7 @@ PYBIND11_MODULE(_core, m) {
           throw py::error_already_set();
         }
         // bytes: --out may hold any (the package decodes them as the file system does)
-        return py::make_tuple(code, py::bytes(ro.out_dir + "/" + exp.resolved.value("name", std::string("experiment"))));
+        return py::make_tuple(code, py::bytes(ro.out_dir + "/" + experiment_name(exp)));
       },
       "runs an experiment as `asgdsim run` does (asgdsim.run: the options are an asgdsim.RunOptions)", py::kw_only(),
       py::arg("config_text"), py::arg("source"), py::arg("base_dir"), py::arg("sets"), py::arg("default_name"),
