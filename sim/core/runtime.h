@@ -200,8 +200,8 @@ class Runtime {
   // launch its next step at once. What it costs (docs/algorithms.md, "Cancellation"): the
   // step's pull, compute and push time up to now, counted as the worker's wasted_time
   // (and as compute/comm time as far as it got); a push not yet started is never sent; a
-  // push already on the wire has been sent (its link time stays spent). Nothing else:
-  // the cancel notice itself is free. The simulator implements it with a failure's
+  // push already on the wire has been sent (its link time stays spent). Nothing else but
+  // the notice's send at the server (server.send_seconds; 0: free). Simulated with a failure's
   // mechanism (the job belongs to an ended life of its worker, so its next event discards
   // it); the MPI runtime does not (asgdsim cluster refuses configs that cancel).
   virtual void cancel(int worker) = 0;
