@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include "kernels/exec.h"
 #include "kernels/model.h"
+#include "sim/data/dataset.h"  // kFashionMnistDir
 
 namespace asgd {
 
@@ -25,7 +26,7 @@ struct BenchOptions {
   bool quick = false;              // smaller workloads (seconds instead of a minute)
   std::vector<std::string> only;   // workload letters a..g; empty: all
   std::string json_path;           // also write the JSON lines to this file
-  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  std::string data_dir = kFashionMnistDir;
   int repeats = 0;                 // timed (sim, bare) pairs; 0: 3 (quick: 3 as well)
   int batched_gradients = 1;       // a, b, f: the runs' batched_gradients; the bare side
                                    // batches as many per loss_grad_batch call

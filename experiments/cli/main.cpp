@@ -334,7 +334,7 @@ std::string command_help(const std::string& cmd) {
         ("json", po::value<std::string>()->value_name("FILE"), "also write the results as JSON lines to FILE")
         ("repeats", po::value<int>()->value_name("R"), "timed (simulator, bare loop) pairs per workload (default 3)")
         ("data", po::value<std::string>()->value_name("DIR"),
-         "Fashion-MNIST folder (default /usr/share/datasets/fashion-mnist)")
+         (std::string("Fashion-MNIST folder (default ") + kFashionMnistDir + ")").c_str())
         ("batched-gradients", po::value<int>()->default_value(1)->value_name("K"),
          "a, b, f: gradients per loss_grad_batch call, on both sides (1..1024)")
         ("help,h", "print this help and exit");

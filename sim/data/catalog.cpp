@@ -146,7 +146,6 @@ DataType synthetic() {
 
 // ---- fashion_mnist: IDX files ----
 
-const char* const kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 // The files' sizes (images 28 x 28, one channel).
 constexpr double kFashionTrain = 60000, kFashionTest = 10000, kFashionPixels = 784;
 

@@ -61,6 +61,8 @@ struct SyntheticSpec {
 // Classification: x ~ N(0,1), label = argmax_k (x.W*_k + noise*N(0,1)), W* ~ N(0,1).
 DataSplit make_synthetic(const SyntheticSpec& spec, uint64_t seed);
 
+// Where Debian's dataset-fashion-mnist puts the files: data.path's default (and bench's).
+inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 // Reads {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] from dir; pixels scaled to
 // [0,1]; shape rows x cols x 1. train_limit / test_limit > 0 keep only the first so many samples.
 // "" when DIR holds the four Fashion-MNIST IDX files (gzip or plain), else the message
