@@ -102,7 +102,7 @@ def ping_pong(rank, sizes, reps, warmup, folder, parameters, update_steps, compu
         from_2 = tp.Receiver(0, clock, src=2, last=lambda m: m.kind == tp.STOP, max_elements=0)
         from_2.start()
     if rank == 2:  # a second listener for the bursts only
-        bursts(rank, clock, sender, [receiver], parameters, warmup, reps, compute)
+        bursts(rank, clock, sender, receiver, parameters, warmup, reps, compute)
         if receiver.get(60).kind != tp.STOP:
             raise RuntimeError("rank 2: expected STOP after the bursts")
         sender.send(0, tp.STOP)
@@ -126,7 +126,7 @@ def ping_pong(rank, sizes, reps, warmup, folder, parameters, update_steps, compu
                 sender.send(1, tp.PARAMS, step=i, payload=payloads[b])
                 took(receiver.get(60))
         sender.send(1, tp.CANCEL)
-    gaps = bursts(rank, clock, sender, [receiver], parameters, warmup, reps, compute)
+    gaps = bursts(rank, clock, sender, receiver, parameters, warmup, reps, compute)
     if rank == 0:
         sender.send(2, tp.STOP)
         if from_2.get(60).kind != tp.STOP:
@@ -144,7 +144,7 @@ def ping_pong(rank, sizes, reps, warmup, folder, parameters, update_steps, compu
 BURST = 8  # messages a burst sends back to back, alternately to the two listening ranks
 
 
-def bursts(rank, clock, sender, receivers, parameters, warmup, reps, compute):
+def bursts(rank, clock, sender, receiver, parameters, warmup, reps, compute):
     """The server's cost per message it sends, beyond the wire: after an idle pause drawn
     from `compute`, rank 0 sends BURST messages back to back, alternately to ranks 1 and 2,
     whose receiver threads have receives posted, as a server sends cancel notices or a
@@ -156,7 +156,7 @@ def bursts(rank, clock, sender, receivers, parameters, warmup, reps, compute):
     kinds = ("header", "params")
     if rank != 0:
         for _ in range((warmup + reps) * len(kinds) * BURST // 2):
-            receivers[0].get(60)
+            receiver.get(60)
         return None
     payload = torch.randn(parameters)
     gaps = {k: [] for k in kinds}
