@@ -32,6 +32,9 @@ class AsyncEngine final : public Engine {
   Snapshot model_of_record() const override;
   // DC-ASGD needs the parameters each gradient was computed on when it arrives.
   bool keeps_read_params() const override { return lambda_ > 0.0f; }
+  std::string checkpoint_refusal() const override { return ""; }
+  void checkpoint(Runtime& sim, StateArchive& a) override;
+  std::vector<const ParameterStore*> pull_stores() const override { return {store_.get()}; }
 
  private:
   void launch_next(Runtime& sim, int worker);

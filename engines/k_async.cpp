@@ -71,6 +71,23 @@ class KAsyncEngine final : public Engine {
     if (!busy_[w] && !waiting_[w]) launch(sim, w);  // else it pulls once its update is applied
   }
 
+  std::string checkpoint_refusal() const override { return ""; }
+  std::vector<const ParameterStore*> pull_stores() const override { return {store_.get()}; }
+  void checkpoint(Runtime& sim, StateArchive& a) override {
+    a.tag("k_async");
+    if (!a.saving()) {
+      store_ = std::make_unique<ParameterStore>(std::vector<float>(sim.num_params()), sim.history_needed(),
+                                                sim.model().row_layout());
+      server_ = std::make_unique<ServerUpdate>(sim.settings().optimizer);
+    }
+    store_->checkpoint(a);
+    server_->checkpoint(a);
+    asgd::checkpoint(a, buffer_, pull_stores());
+    a.io(busy_);
+    a.io(waiting_);
+    a.io(in_buffer_);
+  }
+
  private:
   // batch false: no live worker can add to the buffer before it is applied.
   bool all_live_buffered(const Runtime& sim) const {

@@ -74,6 +74,24 @@ class KBatchSyncEngine final : public Engine {
   void on_worker_down(Runtime&, int w) override { busy_[w] = false; }  // its step is lost
   void on_worker_up(Runtime& sim, int) override { launch_idle(sim); }
 
+  std::string checkpoint_refusal() const override { return ""; }
+  std::vector<const ParameterStore*> pull_stores() const override { return {store_.get()}; }
+  void checkpoint(Runtime& sim, StateArchive& a) override {
+    a.tag("k_batch_sync");
+    if (!a.saving()) {
+      store_ = std::make_unique<ParameterStore>(std::vector<float>(sim.num_params()), sim.history_needed(),
+                                                sim.model().row_layout());
+      server_ = std::make_unique<ServerUpdate>(sim.settings().optimizer);
+    }
+    store_->checkpoint(a);
+    server_->checkpoint(a);
+    asgd::checkpoint(a, accepted_, pull_stores());
+    a.io(busy_);
+    a.io(iteration_);
+    a.io(iteration_start_);
+    a.io(updating_);
+  }
+
  private:
   void launch(Runtime& sim, int w) {
     Step step = sim.next_step(w, ids_);

@@ -98,7 +98,32 @@ LocalSgdEngine::~LocalSgdEngine() = default;
 
 void LocalSgdEngine::start(Runtime& sim) {
   const int n = sim.workers();
-  store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed());
+  configure(sim, sim.initial_params());
+  round_start_ = sim.now();
+  if (!config_.asynchronous) {
+    start_round(sim);
+    return;
+  }
+  window_steps_.assign(n, steps_);
+  window_lr_ref_.assign(n, 1.0f);
+  window_start_.assign(n, 0);
+  speed_.assign(n, 0.0);
+  pushes_ = 0;
+  if (config_.outer_momentum > 0 && config_.nesterov_period > 1) {
+    dn_buffer_.resize_discard(sim.num_params());
+    dn_buffer_.fill(0.0f);
+    dn_momentum_.resize_discard(sim.num_params());
+    dn_momentum_.fill(0.0f);
+  }
+  for (int w = 0; w < n; ++w)
+    if (sim.worker_alive(w)) start_window(sim, w);
+}
+
+// What start() sets up before the first steps: the stores, the optimizers, the per-worker
+// state (each worker's copy, displacement and inner optimizer).
+void LocalSgdEngine::configure(Runtime& sim, const std::vector<float>& init) {
+  const int n = sim.workers();
+  store_ = std::make_unique<ParameterStore>(init, sim.history_needed());
   OptimizerSpec outer;  // SGD with the engine's outer momentum
   outer.momentum = config_.outer_momentum;
   outer.nesterov = config_.outer_nesterov;
@@ -120,24 +145,33 @@ void LocalSgdEngine::start(Runtime& sim) {
   done_.assign(n, 0);
   in_round_.assign(n, false);
   busy_.assign(n, false);
-  round_start_ = sim.now();
-  if (!config_.asynchronous) {
-    start_round(sim);
-    return;
-  }
-  window_steps_.assign(n, steps_);
-  window_lr_ref_.assign(n, 1.0f);
-  window_start_.assign(n, 0);
-  speed_.assign(n, 0.0);
-  pushes_ = 0;
-  if (config_.outer_momentum > 0 && config_.nesterov_period > 1) {
-    dn_buffer_.resize_discard(sim.num_params());
-    dn_buffer_.fill(0.0f);
-    dn_momentum_.resize_discard(sim.num_params());
-    dn_momentum_.fill(0.0f);
-  }
-  for (int w = 0; w < n; ++w)
-    if (sim.worker_alive(w)) start_window(sim, w);
+}
+
+void LocalSgdEngine::checkpoint(Runtime& sim, StateArchive& a) {
+  a.tag("local_sgd");
+  if (!a.saving()) configure(sim, std::vector<float>(sim.num_params()));
+  store_->checkpoint(a);
+  server_->checkpoint(a);
+  a.io(lr_ref_);
+  for (Snapshot& b : base_) asgd::checkpoint(a, b);
+  for (auto& x : local_) x->checkpoint(a);
+  a.io(disp_);
+  for (auto& o : inner_) o->checkpoint(a);
+  a.io(reset_inner_);
+  a.io(done_);
+  a.io(in_round_);
+  a.io(busy_);
+  a.io(round_open_);
+  a.io(averaging_);
+  a.io(round_start_);
+  a.io(window_steps_);
+  a.io(window_lr_ref_);
+  a.io(window_start_);
+  a.io(speed_);
+  a.io(dn_buffer_);
+  a.io(dn_momentum_);
+  a.io(pushes_);
+  if (!a.saving() && disp_.size() != size_t(sim.workers())) a.fail("the workers' copies do not match this run's");
 }
 
 // Asynchronous local SGD: worker w reads the server's w now and starts its window of

@@ -50,8 +50,12 @@ class LocalSgdEngine final : public Engine {
   Snapshot model_of_record() const override;
   // The round's first step hands on what its pull delivered (base_i).
   bool keeps_read_params() const override { return true; }
+  std::string checkpoint_refusal() const override { return ""; }
+  void checkpoint(Runtime& sim, StateArchive& a) override;
+  std::vector<const ParameterStore*> pull_stores() const override { return {store_.get()}; }
 
  private:
+  void configure(Runtime& sim, const std::vector<float>& init);
   void start_round(Runtime& sim);
   void launch_local_step(Runtime& sim, int worker);
   void finish_round_if_done(Runtime& sim);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include "kernels/buffer.h"
 #include "kernels/ops.h"
+#include "sim/core/state_archive.h"
 #include "sim/run/settings.h"
 
 namespace asgd {
@@ -61,6 +62,16 @@ class Optimizer {
     }
   }
   uint64_t steps() const { return t_; }
+  // A checkpoint of the state (its spec comes from the config).
+  void checkpoint(StateArchive& a) {
+    a.tag("optimizer");
+    a.io(n_);
+    a.io(t_);
+    a.io(lr_);
+    a.io(p_);
+    a.io(first_);
+    a.io(second_);
+  }
 
   // The step on elements [b, b + len): out, in and g point at element b.
   void step(ExecContext& ctx, float* out, const float* in, const float* g, size_t b, size_t len) {

@@ -136,6 +136,15 @@ class ServerUpdate {
     });
   }
 
+  // A checkpoint of the optimizer's state and the rows it has stepped.
+  void checkpoint(StateArchive& a) {
+    opt_.checkpoint(a);
+    a.io(prepared_for_);
+    a.io(live_);
+    a.io(is_live_);
+    a.io(dense_state_);
+  }
+
  private:
   // The optimizer's state starts at 0 (stateful optimizers only).
   void prepare(size_t n) {

@@ -94,6 +94,25 @@ Snapshot SingleReplicaWarmup::model_of_record() const {
   return engine_started_ ? engine_->model_of_record() : store_->current();
 }
 
+void SingleReplicaWarmup::checkpoint(Runtime& sim, StateArchive& a) {
+  a.tag("single_replica_warmup");
+  a.io(epochs_);
+  a.io(engine_started_);
+  a.io(busy_);
+  a.io(replica_);
+  bool warming = bool(store_);
+  a.io(warming);
+  if (warming) {
+    if (!a.saving()) {
+      store_ = std::make_unique<ParameterStore>(std::vector<float>(sim.num_params()), 0, sim.model().row_layout());
+      server_ = std::make_shared<ServerUpdate>(sim.settings().optimizer);
+    }
+    store_->checkpoint(a);
+    server_->checkpoint(a);
+  }
+  if (engine_started_) engine_->checkpoint(sim, a);
+}
+
 nlohmann::json SingleReplicaWarmup::describe() const {
   nlohmann::json d = config_;
   d.update(engine_->describe());

@@ -26,6 +26,11 @@ class SingleReplicaWarmup final : public Engine {
   bool keeps_read_params() const override { return engine_->keeps_read_params(); }
   const char* staleness_unit() const override { return engine_->staleness_unit(); }
   nlohmann::json describe() const override;
+  std::string checkpoint_refusal() const override { return engine_->checkpoint_refusal(); }
+  void checkpoint(Runtime& sim, StateArchive& a) override;
+  std::vector<const ParameterStore*> pull_stores() const override {
+    return engine_started_ ? engine_->pull_stores() : std::vector<const ParameterStore*>{};
+  }
 
  private:
   void launch(Runtime& sim);

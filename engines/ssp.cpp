@@ -75,6 +75,33 @@ void SspEngine::start(Runtime& sim) {
   let_go_ready(sim);
 }
 
+void SspEngine::checkpoint(Runtime& sim, StateArchive& a) {
+  a.tag("ssp");
+  if (!a.saving()) {
+    store_ = std::make_unique<ParameterStore>(std::vector<float>(sim.num_params()), sim.history_needed(),
+                                              sim.model().row_layout());
+    server_ = std::make_shared<ServerUpdate>(sim.settings().optimizer);
+  }
+  store_->checkpoint(a);
+  server_->checkpoint(a);
+  const std::vector<const ParameterStore*> stores = pull_stores();
+  asgd::checkpoint(a, pending_, stores);
+  uint64_t updates = updates_.size();  // (none between events with no server update under way)
+  a.io(updates);
+  if (!a.saving()) updates_.resize(size_t(updates));
+  for (Update& u : updates_) {
+    asgd::checkpoint(a, u.jobs, stores);
+    a.io(u.launch);
+  }
+  a.io(clock_);
+  a.io(busy_);
+  a.io(let_go_);
+  a.io(pending_count_);
+  a.io(slowest_);
+  a.io(at_slowest_);
+  a.io(slowest_since_);
+}
+
 bool SspEngine::may_start(int w) const {
   return clock_[w] <= slowest_ || clock_[w] - slowest_ <= bound_;
 }

@@ -20,6 +20,9 @@ class SspEngine final : public Engine {
   void on_worker_down(Runtime& sim, int worker) override;
   void on_worker_up(Runtime& sim, int worker) override;
   Snapshot model_of_record() const override;
+  std::string checkpoint_refusal() const override { return ""; }
+  void checkpoint(Runtime& sim, StateArchive& a) override;
+  std::vector<const ParameterStore*> pull_stores() const override { return {store_.get()}; }
 
  private:
   // One update of the server: the gradients it applies, then the workers it lets go.

@@ -138,7 +138,14 @@ SyncEngine::SyncEngine(const SyncConfig& config)
 SyncEngine::~SyncEngine() = default;
 
 void SyncEngine::start(Runtime& sim) {
-  store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed(), sim.model().row_layout());
+  configure(sim, sim.initial_params());
+  current_.assign(sim.workers(), true);  // every replica starts from the initial parameters
+  iteration_start_ = sim.now();
+  launch_idle(sim);
+}
+
+void SyncEngine::configure(Runtime& sim, const std::vector<float>& init) {
+  store_ = std::make_unique<ParameterStore>(init, sim.history_needed(), sim.model().row_layout());
   server_ = std::make_unique<ServerUpdate>(sim.settings().optimizer);
   accepted_.resize(sim.workers());
   busy_.assign(sim.workers(), false);
@@ -164,10 +171,29 @@ void SyncEngine::start(Runtime& sim) {
   } else if (compression.type == CompressionSpec::Type::PowerSgd) {
     throw std::invalid_argument("sync: compression powersgd needs comm allreduce or hierarchical");
   }
-  current_.assign(sim.workers(), true);  // every replica starts from the initial parameters
   if (needed_ < 1) throw std::invalid_argument("sync_backup: backups must be < cluster.workers");
-  iteration_start_ = sim.now();
-  launch_idle(sim);
+}
+
+std::string SyncEngine::checkpoint_refusal() const {
+  return powersgd_ ? "compression powersgd has no checkpoint yet" : "";
+}
+
+void SyncEngine::checkpoint(Runtime& sim, StateArchive& a) {
+  a.tag("sync");
+  if (!a.saving()) configure(sim, std::vector<float>(sim.num_params()));
+  store_->checkpoint(a);
+  server_->checkpoint(a);
+  asgd::checkpoint(a, accepted_, pull_stores());
+  if (accepted_.size() != size_t(sim.workers())) a.fail("the iteration's gradients do not match the workers");
+  a.io(current_);
+  a.io(members_);
+  a.io(busy_);
+  a.io(computing_);
+  a.io(pending_);
+  a.io(received_);
+  a.io(iteration_);
+  a.io(iteration_start_);
+  a.io(updating_);
 }
 
 void SyncEngine::launch_idle(Runtime& sim) {

@@ -29,8 +29,13 @@ class SyncEngine final : public Engine {
   void on_worker_up(Runtime& sim, int worker) override { launch_idle(sim); }
   void on_timer(Runtime& sim, const Event& e) override;
   Snapshot model_of_record() const override;
+  std::string checkpoint_refusal() const override;
+  void checkpoint(Runtime& sim, StateArchive& a) override;
+  std::vector<const ParameterStore*> pull_stores() const override { return {store_.get()}; }
 
  private:
+  // What start() sets up before the first steps (store, server, how it communicates).
+  void configure(Runtime& sim, const std::vector<float>& init);
   void launch_idle(Runtime& sim);
   void finish_iteration(Runtime& sim);  // the last needed gradient arrived
   void apply_iteration(Runtime& sim);   // the server's update for it

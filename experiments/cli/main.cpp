@@ -278,7 +278,12 @@ po::options_description experiment_options(const std::string& cmd, std::vector<s
         ("shard", po::value<std::string>()->value_name("I/K"),
          "make only runs k with k mod K == I, to split an experiment over machines (not with mpirun)")
         ("wait", po::bool_switch(&ro.wait),
-         "wait while another asgdsim uses the experiment folder (else exit 2)");
+         "wait while another asgdsim uses the experiment folder (else exit 2)")
+        ("checkpoint-every", po::value<double>(&ro.checkpoint_every)->default_value(kDefaultCheckpointSeconds)->value_name("SECONDS"),
+         "write each run's whole state to RUN/checkpoint.bin every SECONDS of wall time and when interrupted; a run "
+         "found with one resumes from it, with the files an uninterrupted run writes (docs/reliability.md; 0: none)")
+        ("interrupt-after-updates", po::value<uint64_t>(&ro.interrupt_after_updates)->value_name("N"),
+         "testing checkpoints: each run stops as on Ctrl-C once it has applied N updates");
   if (!for_help)  // gone, split in two: parsed only to say so (dispatch)
     opts.add_options()("force", po::bool_switch(&force_given));
   opts.add_options()("help,h", "print this help and exit");
@@ -510,6 +515,9 @@ void parse_experiment_command(const std::string& cmd, int argc, char** argv, con
   if (!vm.count("config")) throw UsageError("missing CONFIG.json");
   set_run_counts(ro, vm["threads"].as<std::string>(), vm["jobs"].as<std::string>());
   if (ro.out_dir.empty()) throw UsageError("--out is empty: give the folder the experiment goes under");
+  if (!(ro.checkpoint_every >= 0) || !std::isfinite(ro.checkpoint_every))
+    throw UsageError("--checkpoint-every " + format_number(ro.checkpoint_every) +
+                     ": give the wall seconds between a run's checkpoints (>= 0; 0: none)");
 
   if (vm.count("shard")) {
     // validate accepts run's options (its help says so): --shard is checked as run checks
@@ -521,6 +529,8 @@ void parse_experiment_command(const std::string& cmd, int argc, char** argv, con
   if (cmd == "cluster" && (ro.threads != 0 || ro.jobs != 1))
     throw UsageError("asgdsim cluster runs one process per worker: --threads and --jobs do not apply");
   if (cmd == "cluster" && ro.wait) throw UsageError("--wait is for asgdsim run");
+  if (cmd == "cluster" && (!vm["checkpoint-every"].defaulted() || vm.count("interrupt-after-updates")))
+    throw UsageError("checkpoints are asgdsim run's: a real run (asgdsim cluster) has none");
   if (cmd == "cluster" && (!mpi.active() || mpi.size() < 2))
     throw UsageError("asgdsim cluster runs under MPI with one server and N workers: mpirun -np N+1 asgdsim cluster "
                      "CONFIG (" + std::string(mpi.active() ? "this job has 1 rank" : "this process was not started by mpirun") +

@@ -32,6 +32,8 @@
 #include "sim/data/idx_reader.h"
 #include "sim/core/interrupt.h"
 #include "sim/core/simulation.h"
+#include "sim/core/hash.h"
+#include "sim/core/state_archive.h"
 
 namespace asgd {
 
@@ -224,6 +226,66 @@ struct Lane {
   WorkerPool* pool = nullptr;
 };
 
+// ---- checkpoints (docs/reliability.md, "Checkpoints") ----
+// RUN/checkpoint.bin: a first line naming the format, a line of JSON (what wrote it, for
+// which config, where the run was), then the state's bytes (Simulation::CheckpointHooks).
+constexpr const char* kCheckpointFile = "checkpoint.bin";
+constexpr const char* kCheckpointFormat = "asgdsim-checkpoint 1";
+
+// What must match for a checkpoint to be read back: the build (the bytes are its layout
+// and its arithmetic) and the run's config with its PyTorch files' fingerprints.
+json checkpoint_identity(const RunSpec& run) {
+  return {{"git_commit", build::git_commit}, {"git_dirty", build::git_dirty}, {"backend", build::backend},
+          {"build_type", build::build_type}, {"config", fnv1a64_hex(run.config.dump() + sources_of(run).dump())}};
+}
+
+struct Checkpoint {
+  json header;        // identity, updates, time (virtual seconds), wall_seconds, written
+  std::string state;  // the state's bytes
+};
+
+// The run folder's checkpoint, if it is one this run can resume from; one that is not
+// (another build's or config's, or unreadable) is removed, and `console` says why.
+std::optional<Checkpoint> read_checkpoint(const std::string& dir, const RunSpec& run, const std::string& tag,
+                                          Console& console) {
+  const std::string path = dir + "/" + kCheckpointFile;
+  const int fd = open_output_file(path);
+  if (fd < 0) return std::nullopt;
+  std::string text;
+  char buf[1 << 16];
+  for (ssize_t got; (got = ::read(fd, buf, sizeof(buf))) > 0;) text.append(buf, size_t(got));
+  ::close(fd);
+  std::string why;
+  Checkpoint c;
+  const size_t first = text.find('\n'), second = first == std::string::npos ? first : text.find('\n', first + 1);
+  if (second == std::string::npos || text.compare(0, first, kCheckpointFormat) != 0) {
+    why = "it is not a checkpoint of this format (" + std::string(kCheckpointFormat) + ")";
+  } else {
+    c.header = json::parse(text.begin() + long(first) + 1, text.begin() + long(second), nullptr, false);
+    if (!c.header.is_object() || !c.header.contains("identity") || !c.header["updates"].is_number_unsigned())
+      why = "its header is not readable";
+    else if (c.header["identity"] != checkpoint_identity(run))
+      why = "it was written by another build or for another config (" +
+            config_differences(c.header["identity"], checkpoint_identity(run), 3) + ")";
+  }
+  if (why.empty()) {
+    c.state = text.substr(second + 1);
+    return c;
+  }
+  console.line(tag + ": " + path + " cannot be resumed from: " + why + "; starting the run over");
+  ::unlink(path.c_str());
+  return std::nullopt;
+}
+
+void write_checkpoint(const std::string& dir, const RunSpec& run, std::string&& state, uint64_t updates, SimTime time,
+                      double wall_seconds) {
+  const json header = {{"identity", checkpoint_identity(run)}, {"updates", updates},
+                       {"time", sim_to_seconds(time)}, {"wall_seconds", wall_seconds}, {"written", iso_now()}};
+  std::string text = std::string(kCheckpointFormat) + "\n" + header.dump() + "\n";
+  text += state;
+  write_file_atomic(dir + "/" + kCheckpointFile, text);
+}
+
 // Makes run `k` into `dir`: config.json and meta.json first, summary.json last. Returns
 // the run's status (completed, stalled, diverged or interrupted); throws on failure.
 std::string make_run(const Experiment& exp, size_t k, const std::string& dir, const RunnerOptions& opts,
@@ -232,15 +294,28 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   const std::string tag = run_tag(exp, k);
   make_directories(dir);
   clear_run_folder(dir);  // an earlier attempt's files (and temporary files) go first
+  remove_stale_temp_files(dir, {kCheckpointFile});
+  const bool checkpointing = opts.checkpoint_every > 0;
+  std::optional<Checkpoint> resume;
+  if (checkpointing && !opts.replace.rerun) resume = read_checkpoint(dir, run, tag, console);
+  else ::unlink((dir + "/" + kCheckpointFile).c_str());  // (an earlier attempt's: this one starts over)
   write_file_atomic(dir + "/config.json", run.config.dump(2) + "\n");
 
   json meta = run_meta(opts.command_line);
   meta["threads"] = lane.pool->threads();
   meta["jobs"] = lane.lanes;
   if (opts.shards > 1) meta["shard"] = std::to_string(opts.shard) + "/" + std::to_string(opts.shards);
+  if (resume) {
+    meta["resumed"] = {{"updates", resume->header["updates"]}, {"time", resume->header["time"]},
+                       {"checkpoint_written", resume->header["written"]}};
+    console.line(tag + ": resuming from its checkpoint at update " + resume->header["updates"].dump() + " (virtual " +
+                 format_number(resume->header["time"].get<double>()) + " s)");
+  }
   write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
 
   auto wall_start = std::chrono::steady_clock::now();
+  // wall seconds spent on the run before this process took it up (its checkpoint's)
+  const double wall_before = resume ? resume->header.value("wall_seconds", 0.0) : 0.0;
   RunSettings settings = run.settings;
   settings.trace = settings.trace || opts.trace;
   std::shared_ptr<LoadedData> data = cache.get(run);
@@ -252,6 +327,7 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   recorder.set_process(int(k) + 1, run.run_id);  // trace.json: a process per run, in run order
   std::unique_ptr<Engine> engine = make_engine(*run.bound_engine);
   RunOutcome outcome;
+  std::string checkpoint_line;  // what an interrupted run's last line says of its checkpoint
   {
     bool uses_data = model->uses_data();
     Simulation sim(settings, *model, uses_data ? &data->train : nullptr, uses_data ? &data->test : nullptr,
@@ -279,10 +355,44 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
         std::snprintf(buf, sizeof(buf), "%s %3.0f%%", tag.c_str(), 100 * f);
       console.progress(lane.index, buf, f);
     };
-    outcome = sim.run(*engine);
+    {
+      const auto every = std::chrono::duration<double>(opts.checkpoint_every);
+      const uint64_t start_updates = resume ? resume->header["updates"].get<uint64_t>() : 0;
+      auto last = std::chrono::steady_clock::now();
+      Simulation::CheckpointHooks hooks;
+      hooks.due = [&, every, start_updates](uint64_t updates) {
+        const uint64_t stop_at = opts.interrupt_after_updates;
+        if (stop_at > 0 && start_updates < stop_at && updates >= stop_at && !interrupt_requested())
+          interrupt_count().fetch_add(1);  // (testing: as SIGINT would)
+        return checkpointing && std::chrono::steady_clock::now() - last >= every;
+      };
+      if (checkpointing)
+        hooks.write = [&](std::string&& state, uint64_t updates, SimTime time) {
+          const double wall = wall_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+          write_checkpoint(dir, run, std::move(state), updates, time, wall);
+          last = std::chrono::steady_clock::now();
+          checkpoint_line = "its checkpoint at update " + std::to_string(updates) + " resumes it";
+        };
+      sim.set_checkpoints(std::move(hooks));
+    }
+    if (resume) {
+      StateArchive from(resume->state, dir + "/" + kCheckpointFile);
+      try {
+        outcome = sim.run(*engine, &from);
+      } catch (const CheckpointError& e) {  // (its header matched: a damaged file)
+        ::unlink((dir + "/" + kCheckpointFile).c_str());
+        throw std::runtime_error(std::string(e.what()) + "; removed it: a re-run starts the run over");
+      }
+    } else {
+      outcome = sim.run(*engine);
+    }
+    if (!checkpointing) checkpoint_line = "checkpoints are off (--checkpoint-every 0): a re-run starts it over";
+    else if (!sim.checkpoint_refused().empty()) checkpoint_line = "no checkpoint (" + sim.checkpoint_refused() + "): a re-run starts it over";
+    else if (checkpoint_line.empty() && resume) checkpoint_line = "its checkpoint at update " + resume->header["updates"].dump() + " resumes it";
+    else if (checkpoint_line.empty()) checkpoint_line = "no checkpoint was written: a re-run starts it over";
   }
   console.idle(lane.index, true);
-  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  double wall = wall_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
 
   const MetricsRow& last = recorder.rows().back();
   for (const auto& note : run.notes) outcome.note += "; " + note;  // what would mislead (config.h)
@@ -293,6 +403,8 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   if (!std::isnan(last.test_accuracy)) text += ", test_accuracy " + format_number(last.test_accuracy);
   text += ", virtual " + format_number(sim_to_seconds(outcome.time)) + " s, " + std::to_string(outcome.updates) +
           " updates, " + format_number(std::round(wall * 100) / 100) + " s wall";
+  if (outcome.status == "interrupted") text += "; " + checkpoint_line;
+  else ::unlink((dir + "/" + kCheckpointFile).c_str());  // it ended: nothing to resume
   console.line(text);
   if (opts.on_progress)
     opts.on_progress(progress_of(run, k, exp.runs.size(), progress_fraction(settings, last), last, outcome.status));

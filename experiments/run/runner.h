@@ -33,6 +33,9 @@ struct RunProgress {
   std::string status;  // empty while the run goes on
 };
 
+// How often (wall seconds) a run's state is checkpointed by default (--checkpoint-every).
+inline constexpr double kDefaultCheckpointSeconds = 600;
+
 struct RunnerOptions {
   std::string out_dir = "runs";
   int threads = 0;          // 0: hardware concurrency
@@ -47,6 +50,13 @@ struct RunnerOptions {
   int shard = 0;
   int shards = 1;
   bool write_index = true;  // false: the caller writes index.csv once every shard is done
+  // Checkpoints (docs/reliability.md, "Checkpoints"): a run's whole state goes to
+  // RUN/checkpoint.bin every this many wall seconds and when it is interrupted, and a
+  // run found with one resumes from it; 0: none written or read.
+  double checkpoint_every = kDefaultCheckpointSeconds;
+  // Testing checkpoints: each run stops as on SIGINT when it reaches this many updates
+  // (from its start, so a run resumed past it goes on); 0: never.
+  uint64_t interrupt_after_updates = 0;
   std::string command_line;
   // Called for every RunProgress, from the thread making the run (runs side by side call
   // it from their own threads); an exception it throws fails that run.

@@ -171,7 +171,10 @@ class RunOptions:
     test_loss, test_accuracy; status "") and one when the run ends (status: completed,
     stalled, diverged, interrupted). It runs on the simulator's threads, one call at a time
     (as a model's calls), charges no virtual time and changes no file; if it raises, that
-    run fails.
+    run fails. checkpoint_every: --checkpoint-every, the wall seconds between a run's
+    checkpoints (None: the command line's default; 0: none); a run found with a checkpoint
+    resumes from it (docs/reliability.md, "Checkpoints"). interrupt_after_updates:
+    --interrupt-after-updates, for testing checkpoints (0: never).
     """
 
     threads: Union[int, str] = 0
@@ -185,6 +188,8 @@ class RunOptions:
     command_line: str = "asgdsim.run"
     option_names: Tuple[str, str] = ("threads=", "jobs=")
     progress: Optional[Callable[[Dict[str, Any]], None]] = None
+    checkpoint_every: Optional[float] = None
+    interrupt_after_updates: int = 0
 
 
 def run(config: Config, *, out: Union[str, "os.PathLike[str]"] = "runs", model: Optional[Model] = None,
@@ -193,7 +198,8 @@ def run(config: Config, *, out: Union[str, "os.PathLike[str]"] = "runs", model: 
         supersede: bool = False, recalibrate: bool = False, quiet: bool = False, trace: bool = False,
         wait: bool = False, sets: Sequence[str] = (), command_line: Optional[str] = None, force: Any = None,
         option_names: Tuple[str, str] = ("threads=", "jobs="),
-        progress: Optional[Union[Callable[[Dict[str, Any]], None], str]] = None) -> Results:
+        progress: Optional[Union[Callable[[Dict[str, Any]], None], str]] = None,
+        checkpoint_every: Optional[float] = None, interrupt_after_updates: int = 0) -> Results:
     """Runs an experiment as `asgdsim run` does and returns its Results.
 
     config: a dict or a JSON file's path. model: a torch.nn.Module or a zero-argument
@@ -211,7 +217,9 @@ def run(config: Config, *, out: Union[str, "os.PathLike[str]"] = "runs", model: 
     option_names: how messages name threads and jobs (the CLI: "--threads"). progress: a
     callable given each run's progress as a dict, as the runs go (RunOptions.progress), or
     "bar": one bar per run (asgdsim.progress.Bar: tqdm's, a widget in a notebook, when
-    tqdm is installed; else a line each tenth of a run).
+    tqdm is installed; else a line each tenth of a run). checkpoint_every,
+    interrupt_after_updates: as RunOptions's (a run interrupted with a checkpoint resumes
+    from it when run again, with the files an uninterrupted run writes).
     """
     if force is not None:  # as `asgdsim run --force`: split in two (docs/cli.md)
         raise InputError("force= is gone, split in two: supersede=True moves run folders of another config aside "
@@ -228,7 +236,8 @@ def run(config: Config, *, out: Union[str, "os.PathLike[str]"] = "runs", model: 
     options = RunOptions(threads=0 if threads is None else threads, jobs=1 if jobs is None else jobs,
                          rerun=bool(rerun), supersede=bool(supersede), recalibrate=bool(recalibrate),
                          quiet=bool(quiet), trace=bool(trace), wait=bool(wait), command_line=command_line,
-                         option_names=tuple(option_names), progress=progress)
+                         option_names=tuple(option_names), progress=progress, checkpoint_every=checkpoint_every,
+                         interrupt_after_updates=interrupt_after_updates)
     given = [key for key, value in (("model", model), ("loss", loss), ("data", data), ("test_data", test_data))
              if value is not None]
     torch_state = []

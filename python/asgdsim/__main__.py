@@ -64,6 +64,10 @@ def _parser():
             s.add_argument("--wait", action="store_true")
             s.add_argument("--quiet", action="store_true")
             s.add_argument("--trace", action="store_true")
+            s.add_argument("--checkpoint-every", type=float, default=None, metavar="SECONDS",
+                           help="wall seconds between a run's checkpoints (0: none)")
+            s.add_argument("--interrupt-after-updates", type=int, default=0, metavar="N",
+                           help="testing checkpoints: each run stops as on Ctrl-C after N updates")
     sub.add_parser("list")
     return p
 
@@ -99,7 +103,8 @@ def main(argv=None):
         res = run(args.config, out=args.out, threads=args.threads, jobs=args.jobs, rerun=args.rerun,
                   supersede=args.supersede, recalibrate=args.recalibrate,
                   quiet=args.quiet, trace=args.trace, wait=args.wait, sets=sets, test_data=test_data,
-                  command_line="python3 -m asgdsim " + " ".join(argv), option_names=("--threads", "--jobs"))
+                  command_line="python3 -m asgdsim " + " ".join(argv), option_names=("--threads", "--jobs"),
+                  checkpoint_every=args.checkpoint_every, interrupt_after_updates=args.interrupt_after_updates)
         return res.exit_code
     except AsgdsimError as e:
         print(f"asgdsim: {e.message}", file=sys.stderr)

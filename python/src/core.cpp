@@ -14,6 +14,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstring>
@@ -468,6 +469,16 @@ PYBIND11_MODULE(_core, m) {
         ro.quiet = option<bool>(options, "quiet", "a bool");
         ro.trace = option<bool>(options, "trace", "a bool");
         ro.wait = option<bool>(options, "wait", "a bool");
+        // checkpoint_every (None: asgdsim run's default) and interrupt_after_updates, checked as
+        // the command line checks them
+        py::object every = options.attr("checkpoint_every");
+        if (!every.is_none()) ro.checkpoint_every = option<double>(options, "checkpoint_every", "a number of seconds");
+        translated([&] {
+          if (!(ro.checkpoint_every >= 0) || !std::isfinite(ro.checkpoint_every))
+            throw UsageError("checkpoint_every=" + format_number(ro.checkpoint_every) +
+                             ": give the wall seconds between a run's checkpoints (>= 0; 0: none)");
+        });
+        ro.interrupt_after_updates = option<uint64_t>(options, "interrupt_after_updates", "a whole number >= 0");
         // as `asgdsim run` writes its own
         // (as bytes: a str with os.fsdecode's surrogates, from a path that is not UTF-8, too)
         py::object line = options.attr("command_line");

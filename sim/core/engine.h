@@ -5,6 +5,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 #include "sim/core/event_queue.h"
 #include "sim/core/parameter_store.h"
@@ -38,6 +39,16 @@ class Engine {
   // to them in the run's summary (engine_config); the keys themselves are read back from
   // its typed config by the registry (make_engine). Nothing by default.
   virtual nlohmann::json describe() const { return nlohmann::json::object(); }
+
+  // Checkpoints (docs/reliability.md, "Checkpoints"). Why this engine, as configured,
+  // cannot write its whole state and read it back ("" when it can).
+  virtual std::string checkpoint_refusal() const { return "engine " + type() + " has no checkpoint yet"; }
+  // Its whole state, written or read back by `a` (a.saving()); read back, it takes the
+  // place of start(). Called between events, with no server update under way and every
+  // gradient in flight computed.
+  virtual void checkpoint(Runtime& sim, StateArchive& a) {}
+  // The stores its steps pull from (Step::pull), by which a checkpoint names a job's.
+  virtual std::vector<const ParameterStore*> pull_stores() const { return {}; }
 };
 
 }  // namespace asgd

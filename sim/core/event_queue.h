@@ -7,6 +7,7 @@
 #include <queue>
 #include <stdexcept>
 #include <vector>
+#include "sim/core/state_archive.h"
 #include "sim/core/time.h"
 
 namespace asgd {
@@ -48,6 +49,20 @@ class EventQueue {
     return e;
   }
   SimTime now() const { return last_popped_; }
+  // A checkpoint of the queue: its events (in the order they run, which (time, seq)
+  // fixes whatever the heap's layout), the next sequence number and the time.
+  void checkpoint(StateArchive& a) {
+    a.tag("events");
+    std::vector<Event> events;
+    if (a.saving())
+      for (auto copy = heap_; !copy.empty(); copy.pop()) events.push_back(copy.top());
+    a.io(events);
+    a.io(next_seq_);
+    a.io(last_popped_);
+    if (a.saving()) return;
+    heap_ = {};
+    for (const Event& e : events) heap_.push(e);
+  }
 
  private:
   struct Later {

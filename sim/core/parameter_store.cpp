@@ -194,4 +194,48 @@ void ParameterStore::bring_up_to_date(ExecContext& ctx, Params& buf) {
   ops::copy(ctx, buf.data(), current_->data(), table);
 }
 
+void checkpoint(StateArchive& a, Snapshot& s) {
+  bool present = bool(s.params);
+  a.io(present);
+  a.io(s.version);
+  if (!present) {
+    s.params.reset();
+    return;
+  }
+  std::vector<float> values;
+  if (a.saving()) s.params->download(values);
+  a.io(values);
+  if (a.saving()) return;
+  auto copy = std::make_shared<Params>();
+  copy->upload(values);
+  s.params = std::move(copy);
+}
+
+void ParameterStore::checkpoint(StateArchive& a) {
+  if (layout_.rows > 0) throw std::logic_error("ParameterStore: a store with a row table is not checkpointed");
+  a.tag("parameter store");
+  a.io(version_);
+  auto values = [&](std::shared_ptr<Params>& p) {
+    std::vector<float> h;
+    if (a.saving()) p->download(h);
+    a.io(h);
+    if (a.saving()) return;
+    if (h.size() != pool_->n()) a.fail("a parameter version of " + std::to_string(h.size()) + " values, not " + std::to_string(pool_->n()));
+    p = pool_->acquire();
+    p->upload(h);
+  };
+  values(current_);
+  uint64_t kept = history_.size();
+  a.io(kept);
+  if (!a.saving()) {
+    if (kept > keep_) a.fail("a history of " + std::to_string(kept) + " versions where " + std::to_string(keep_) + " are kept");
+    history_.assign(size_t(kept), nullptr);
+  }
+  for (auto& h : history_) {
+    std::shared_ptr<Params> p = std::const_pointer_cast<Params>(h);
+    values(p);
+    h = std::move(p);
+  }
+}
+
 }  // namespace asgd

@@ -21,6 +21,7 @@
 #include "kernels/buffer.h"
 #include "kernels/exec.h"
 #include "kernels/model.h"
+#include "sim/core/state_archive.h"
 
 namespace asgd {
 
@@ -31,6 +32,9 @@ struct Snapshot {
   uint64_t version = 0;
   const float* data() const { return params->data(); }
 };
+// A checkpoint of a snapshot: its version and values (none: empty). Read back, it is a
+// copy of its own, shared with no store (the values are what matter, not who holds them).
+void checkpoint(StateArchive& a, Snapshot& s);
 
 // Recycles parameter buffers; buffers come back from any thread (a finished job drops
 // its snapshot on a pool thread), hence the mutex. A buffer handed out may outlive the
@@ -96,6 +100,9 @@ class ParameterStore {
   // Buffers update_rows brought up to date by copying the whole table, not only the rows
   // changed since their version (a fresh buffer, or one too many versions back).
   uint64_t whole_copies() const { return whole_copies_; }
+  // A checkpoint: the version number, the current values and the history kept. Stores
+  // with a row table are not checkpointed (logic_error: the validator refuses them).
+  void checkpoint(StateArchive& a);
 
  private:
   std::shared_ptr<Params> writable_target();

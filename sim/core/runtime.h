@@ -148,6 +148,15 @@ struct GradientJob {
   WorkerPool::Ticket ticket;
 };
 
+// A checkpoint of a job that has computed, or waits for its pull or its arrival to read
+// (never one being computed): every field but its ticket. Its source is named by its index
+// in `stores` (the engine's pull_stores()). Read back, it has nothing left to wait for.
+void checkpoint(StateArchive& a, GradientJob& job, const std::vector<const ParameterStore*>& stores);
+// Jobs held by index (an empty place stays empty), each as above; read back, the vector
+// has the length written.
+void checkpoint(StateArchive& a, std::vector<std::unique_ptr<GradientJob>>& jobs,
+                const std::vector<const ParameterStore*>& stores);
+
 // Worker w's next step on the next `batch` ids of the run's one sample stream, or of its
 // own part's stream under a non-IID partition (`parts` set), into `ids`: what both
 // runtimes' next_step give.

@@ -954,8 +954,9 @@ void Simulation::finish_run() {
   monitor_.finish();
 }
 
-RunOutcome Simulation::run(Engine& engine) {
-  start_run(engine);
+RunOutcome Simulation::run(Engine& engine, StateArchive* from) {
+  if (from) restore(engine, *from);
+  else start_run(engine);
 
   // No progress in virtual time: with stop.time as the only limit, a run whose steps take
   // 0 ns (cluster.compute drawing durations that round to 0 ns, over a free network)
@@ -968,24 +969,30 @@ RunOutcome Simulation::run(Engine& engine) {
   const bool only_time_limit = settings_.stop_time != kNever && settings_.stop_updates == 0 &&
                                settings_.stop_gradients == 0 && !(settings_.stop_epochs > 0);
   const uint64_t stuck_after = kStuckEventsBase + kStuckEventsPerWorker * uint64_t(settings_.workers);
-  uint64_t same_instant = 0;
-  SimTime instant = now();
+  checkpoint_refused_ = checkpoints_.write ? checkpoint_refusal(engine) : "";
+  const bool checkpoints = checkpoints_.write && checkpoint_refused_.empty();
+  uint64_t deferred = 0;  // events run after an interruption, waiting for a checkpoint
   while (!monitor_.stopping()) {
     if (interrupt_requested()) {
-      request_stop("interrupted", "interrupted by a signal");
-      break;
+      // (an interruption's checkpoint, at the first point that has one)
+      const bool wait = checkpoints && !server_tasks_.empty() && ++deferred <= kCheckpointDeferEvents;
+      if (!wait) {
+        if (checkpoints && server_tasks_.empty()) save_checkpoint();
+        request_stop("interrupted", "interrupted by a signal");
+        break;
+      }
     }
     if (queue_.empty()) {
       request_stop("completed", "no work left (every worker stopped)");
       break;
     }
     Event e = queue_.pop();
-    if (e.time != instant) {
-      instant = e.time;
-      same_instant = 0;
-    } else if (++same_instant > stuck_after && only_time_limit) {
-      throw NoProgress("virtual time stayed at " + format_number(sim_to_seconds(instant)) + " s for " +
-                       std::to_string(same_instant) + " events in a row (" + std::to_string(out_.updates) +
+    if (e.time != instant_) {
+      instant_ = e.time;
+      same_instant_ = 0;
+    } else if (++same_instant_ > stuck_after && only_time_limit) {
+      throw NoProgress("virtual time stayed at " + format_number(sim_to_seconds(instant_)) + " s for " +
+                       std::to_string(same_instant_) + " events in a row (" + std::to_string(out_.updates) +
                        " updates so far) while stop.time " + format_number(sim_to_seconds(settings_.stop_time)) +
                        " s is the run's only limit: the steps take 0 ns, so it would never end; give "
                        "cluster.compute durations of at least 1 ns (its draws round to whole nanoseconds), or "
@@ -993,9 +1000,162 @@ RunOutcome Simulation::run(Engine& engine) {
     }
     handle(e);
     monitor_.check_progress();
+    if (checkpoints_.due && checkpoints_.due(out_.updates) && checkpoints && !monitor_.stopping() &&
+        server_tasks_.empty() && !interrupt_requested())
+      save_checkpoint();
   }
   finish_run();
   return out_;
+}
+
+// ---- checkpoints ----
+
+void checkpoint(StateArchive& a, RunOutcome& o) {
+  a.tag("outcome");
+  a.io(o.status);
+  a.io(o.note);
+  a.io(o.time);
+  for (uint64_t* c : {&o.updates, &o.gradients, &o.dropped, &o.lost, &o.failures, &o.samples, &o.samples_computed,
+                      &o.staleness_max, &o.iterations, &o.server_updates, &o.messages_to_server,
+                      &o.messages_to_workers, &o.client_draws, &o.clients_distinct, &o.clients_departed})
+    a.io(*c);
+  a.io(o.staleness_hist);
+  a.io(o.staleness_mean);
+  a.io(o.staleness_unit);
+  a.io(o.iteration_time_mean);
+  a.io(o.server_busy);
+  a.io(o.bytes_to_server);
+  a.io(o.bytes_to_workers);
+  a.io(o.peak_sync_bytes);
+  a.io(o.workers);
+  a.io(o.partition_labels);
+  a.io(o.clients);
+}
+
+void checkpoint(StateArchive& a, GradientJob& job, const std::vector<const ParameterStore*>& stores) {
+  if (job.before.params) throw std::logic_error("checkpoint: a job with a deferred step");
+  a.tag("job");
+  a.io(job.worker);
+  a.io(job.step);
+  checkpoint(a, job.read);
+  a.io(job.read_version);
+  a.io(job.ids);
+  a.io(job.grad);
+  a.io(job.rows);
+  a.io(job.sparse);
+  a.io(job.read_rows);
+  a.io(job.pulled);
+  for (double* d : {&job.push_bytes, &job.pull_bytes, &job.loss}) a.io(*d);
+  a.io(job.compress);
+  for (SimTime* t : {&job.start, &job.compute_start, &job.compute_done, &job.arrival}) a.io(*t);
+  a.io(job.incarnation);
+  a.io(job.tag);
+  int32_t source = -1;
+  if (a.saving() && job.source) {
+    auto it = std::find(stores.begin(), stores.end(), job.source);
+    if (it == stores.end()) throw std::logic_error("checkpoint: a job pulls from a store its engine does not name");
+    source = int32_t(it - stores.begin());
+  }
+  a.io(source);
+  if (!a.saving()) {
+    if (source >= int32_t(stores.size())) a.fail("a job pulls from store " + std::to_string(source) + " of " + std::to_string(stores.size()));
+    job.source = source < 0 ? nullptr : stores[size_t(source)];
+  }
+  for (bool* b : {&job.received, &job.pushed, &job.submitted, &job.read_at_arrival, &job.accounted, &job.push_counted,
+                  &job.cancelled, &job.timed_out, &job.ends_client_job})
+    a.io(*b);
+  a.io(job.client);
+  if (!a.saving()) {
+    job.submitted = false;  // computed already (or not yet handed over): nothing to wait for
+    job.before = DeferredStep{};
+    job.ticket.reset();
+  }
+}
+
+void checkpoint(StateArchive& a, std::vector<std::unique_ptr<GradientJob>>& jobs,
+                const std::vector<const ParameterStore*>& stores) {
+  uint64_t n = jobs.size();
+  a.io(n);
+  if (!a.saving()) {
+    if (n > (uint64_t(1) << 32)) a.fail("a count of " + std::to_string(n) + " jobs");
+    jobs.clear();
+    jobs.resize(size_t(n));
+  }
+  for (auto& job : jobs) {
+    bool present = bool(job);
+    a.io(present);
+    if (!present) continue;
+    if (!a.saving()) job = std::make_unique<GradientJob>();
+    checkpoint(a, *job, stores);
+  }
+}
+
+std::string Simulation::checkpoint_refusal(const Engine& engine) const {
+  if (population_) return "a population of clients (section clients) has no checkpoint yet";
+  if (layout_.rows > 0) return "a sparse model's parameter stores have no checkpoint yet";
+  return engine.checkpoint_refusal();
+}
+
+bool Simulation::save_checkpoint() {
+  flush_pending();
+  for (auto& job : in_flight_) {
+    if (!job || !job->submitted) continue;
+    try {
+      await(*job);
+    } catch (...) {
+      return false;  // rethrown when the job arrives (or is found lost)
+    }
+  }
+  exec_.synchronize();  // the engine's own kernels, before their arrays are read
+  std::string state;
+  StateArchive a(&state);
+  engine_->checkpoint(*this, a);
+  checkpoint_state(a);
+  checkpoints_.write(std::move(state), out_.updates, now());
+  return true;
+}
+
+void Simulation::restore(Engine& engine, StateArchive& a) {
+  engine_ = &engine;
+  setup_ = JobSetup{&model_, train_, settings_.seed, settings_.precision, !engine.keeps_read_params()};
+  const std::string refusal = checkpoint_refusal(engine);
+  if (!refusal.empty()) throw std::logic_error("restore: " + refusal);
+  engine.checkpoint(*this, a);
+  checkpoint_state(a);
+  if (!a.done()) a.fail("bytes left after the run's state");
+}
+
+// The simulator's part, in the order written (the engine's part comes first).
+void Simulation::checkpoint_state(StateArchive& a) {
+  a.tag("simulation");
+  queue_.checkpoint(a);
+  stream_->checkpoint(a);
+  bool parts = bool(parts_);
+  a.io(parts);
+  if (parts != bool(parts_)) a.fail("the data's partition does not match this run's");
+  if (parts_) parts_->checkpoint(a);
+  topology_->checkpoint(a);
+  // the jobs in flight, in their slots (events name them by slot), and the free slots' order
+  checkpoint(a, in_flight_, engine_->pull_stores());
+  a.io(free_slots_);
+  a.io(steps_);
+  a.io(alive_);
+  a.io(incarnation_);
+  a.io(failure_draws_);
+  a.io(down_since_);
+  a.io(idle_since_);
+  if (!a.saving() && (steps_.size() != size_t(settings_.workers) || alive_.size() != size_t(settings_.workers)))
+    a.fail("the workers do not match this run's " + std::to_string(settings_.workers));
+  a.io(initial_override_);
+  a.io(residual_);
+  a.io(server_free_);
+  a.io(last_collective_);
+  a.io(last_collective_end_);
+  a.io(instant_);
+  a.io(same_instant_);
+  monitor_.checkpoint(a);
+  recorder_.checkpoint(a);
+  a.tag("end");
 }
 
 }  // namespace asgd

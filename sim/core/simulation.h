@@ -78,11 +78,17 @@ struct RunOutcome {
   uint64_t clients_departed = 0;  // client jobs cut because the client left (clients.devices)
 };
 
+// A checkpoint of the outcome's counters so far.
+void checkpoint(StateArchive& a, RunOutcome& out);
+
 // The no-progress rule (Simulation::run): more than kStuckEventsBase +
 // kStuckEventsPerWorker x workers events in a row at one virtual instant, with stop.time
 // the only limit, end the run with NoProgress.
 inline constexpr uint64_t kStuckEventsBase = 100000;
 inline constexpr uint64_t kStuckEventsPerWorker = 1000;
+// An interrupted run's checkpoint waits at most this many events for a point with no
+// server update under way.
+inline constexpr uint64_t kCheckpointDeferEvents = 100000;
 
 class Simulation final : public Runtime {
  public:
@@ -91,8 +97,26 @@ class Simulation final : public Runtime {
              Recorder& recorder);
   ~Simulation();
 
-  RunOutcome run(Engine& engine);
+  // The run from its start, or, with `from`, from the checkpoint it reads (written by
+  // the same build for the same config: the runner checks its header).
+  RunOutcome run(Engine& engine, StateArchive* from = nullptr);
   std::function<void(const MetricsRow&)> on_row;  // progress callback
+
+  // Checkpoints (docs/reliability.md, "Checkpoints"): `due` is asked after every event
+  // whether one is wanted; when it is and no server update is under way, the run's
+  // whole state goes to `write` (the engine's, then the simulator's); on an interruption
+  // too, at the first such point (within kCheckpointDeferEvents events, else none).
+  // Writing one charges no virtual time and changes no result. Unset: none. Both get
+  // the updates applied so far (write also the virtual time).
+  struct CheckpointHooks {
+    std::function<bool(uint64_t updates)> due;
+    std::function<void(std::string&& state, uint64_t updates, SimTime time)> write;
+  };
+  void set_checkpoints(CheckpointHooks hooks) { checkpoints_ = std::move(hooks); }
+  // Why this run, with `engine`, cannot be checkpointed ("" when it can); once run()
+  // has started, checkpoint_refused() says it for the run's engine.
+  std::string checkpoint_refusal(const Engine& engine) const;
+  const std::string& checkpoint_refused() const { return checkpoint_refused_; }
 
   // ---- the engine's API (Runtime; sim/core/runtime.h says what each does) ----
   SimTime now() const override { return queue_.now(); }
@@ -153,6 +177,12 @@ class Simulation final : public Runtime {
   void start_run(Engine& engine);
   void handle(const Event& e);
   void finish_run();
+  // The checkpoint: the state written (every gradient in flight computed first), or read
+  // back in place of start_run. False (nothing written) when a gradient failed: its error
+  // is for its arrival to report.
+  bool save_checkpoint();
+  void restore(Engine& engine, StateArchive& a);
+  void checkpoint_state(StateArchive& a);
   // The parameters worker w's step `step` reads from `store` now: the current version, or
   // an older one under forced staleness.
   Snapshot read_for(int worker, uint32_t step, const ParameterStore& store);
@@ -242,6 +272,12 @@ class Simulation final : public Runtime {
   SimTime last_collective_end_ = 0;
   // Updates waiting for their ServerDone events, in the order asked.
   std::deque<std::unique_ptr<ServerTask>> server_tasks_;
+
+  // The no-progress rule (run): the instant of the last event, and how many ran at it.
+  SimTime instant_ = 0;
+  uint64_t same_instant_ = 0;
+  CheckpointHooks checkpoints_;
+  std::string checkpoint_refused_;
 
   RunOutcome out_;
   RunMonitor monitor_;  // counters, rows, the eval schedule and stop rules (shared with asgdsim cluster)

@@ -68,6 +68,10 @@ class PartitionedSamples {
   size_t part_size(int worker) const { return parts_[size_t(worker)].size(); }
   // (workers, classes) label counts of each part: the run folder's partition.csv.
   const std::vector<std::vector<uint64_t>>& histogram() const { return histogram_; }
+  // A checkpoint: where each part's stream is.
+  void checkpoint(StateArchive& a) {
+    for (SampleStream& s : streams_) s.checkpoint(a);
+  }
 
  private:
   std::vector<std::vector<int32_t>> parts_;

@@ -38,4 +38,19 @@ void SampleStream::next(size_t m, std::vector<int32_t>& out) {
   }
 }
 
+void SampleStream::checkpoint(StateArchive& a) {
+  uint32_t epoch = epoch_;
+  uint64_t pos = pos_;
+  a.io(epoch);
+  a.io(pos);
+  a.io(taken_);
+  if (a.saving()) return;
+  if (pos > n_) a.fail("a sample stream's position " + std::to_string(pos) + " is past its " + std::to_string(n_) + " ids");
+  if (epoch != epoch_) {
+    epoch_ = epoch;
+    reshuffle();
+  }
+  pos_ = size_t(pos);
+}
+
 }  // namespace asgd

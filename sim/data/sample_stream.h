@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+#include "sim/core/state_archive.h"
 
 namespace asgd {
 
@@ -20,6 +21,8 @@ class SampleStream {
   // Appends the next m ids to out.
   void next(size_t m, std::vector<int32_t>& out);
   uint64_t taken() const { return taken_; }
+  // A checkpoint: where the stream is (its permutation is drawn again from the epoch).
+  void checkpoint(StateArchive& a);
 
  private:
   void reshuffle();

@@ -119,6 +119,7 @@ class StarTopology final : public Topology {
   bool free() const override { return links_.size() == 0 && latency_ == 0; }
   void record(bool on) override { links_.record(on); }
   void replay(uint64_t times, SimTime period) override { links_.replay(times, period); }
+  void checkpoint(StateArchive& a) override { links_.checkpoint(a); }
 
   TransferTimes transfer(int from, int to, double bytes, SimTime now) override {
     if (links_.size() == 0) return {now, add_time(now, latency_)};
@@ -200,6 +201,7 @@ class ClusterTopology final : public Topology {
   bool has_hosts() const override { return true; }
   void record(bool on) override { links_.record(on); }
   void replay(uint64_t times, SimTime period) override { links_.replay(times, period); }
+  void checkpoint(StateArchive& a) override { links_.checkpoint(a); }
 
   TransferTimes transfer(int from, int to, double bytes, SimTime now) override {
     check(from);

@@ -28,6 +28,7 @@
 #include <memory>
 #include <string>
 #include <vector>
+#include "sim/core/state_archive.h"
 #include "sim/core/time.h"
 
 namespace asgd {
@@ -62,6 +63,13 @@ class Links {
   // Repeating a step of transfers without crossing each again (see Topology::record).
   void record(bool on);
   void replay(uint64_t times, SimTime period);
+  // A checkpoint: when each link is free and how long it has been busy.
+  void checkpoint(StateArchive& a) {
+    a.io(free_at_);
+    a.io(busy_);
+    if (!a.saving() && (free_at_.size() != bandwidth_.size() || busy_.size() != bandwidth_.size()))
+      a.fail("the links do not match this topology's " + std::to_string(bandwidth_.size()));
+  }
 
  private:
   struct Reservation {
@@ -98,6 +106,8 @@ class Topology {
   // the recorded step started every transfer when requested, and that `period` covers it.
   virtual void record(bool on) = 0;
   virtual void replay(uint64_t times, SimTime period) = 0;
+  // A checkpoint of the links' state (between events: nothing recorded).
+  virtual void checkpoint(StateArchive& a) = 0;
 };
 
 // The value of s after `times` repetitions of `s += p` in double, rounded as that loop

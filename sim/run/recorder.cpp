@@ -2,6 +2,8 @@
 #include "sim/run/recorder.h"
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <stdexcept>
 #include "sim/run/atomic_file.h"
 
 namespace asgd {
@@ -81,6 +83,40 @@ void Recorder::write_trace(const std::string& path, int workers) const {
   }
   out += "\n]}\n";
   write_file_atomic(path, out);
+}
+
+void Recorder::checkpoint(StateArchive& a) {
+  a.tag("recorder");
+  a.io(rows_);
+  // A span's name is one of these literals; the checkpoint holds its index.
+  static const char* const kNames[] = {"compute", "pull", "push", "wait", "down", "update", "apply", "send", "collective"};
+  constexpr size_t kCount = sizeof(kNames) / sizeof(kNames[0]);
+  uint64_t n = spans_.size();
+  a.io(n);
+  if (!a.saving()) spans_.assign(size_t(n), Span{0, kNames[0], 0, 0, {}});
+  for (Span& sp : spans_) {
+    uint8_t name = 0;
+    if (a.saving()) {
+      while (name < kCount && std::strcmp(kNames[name], sp.name) != 0) ++name;
+      if (name == kCount) throw std::logic_error(std::string("Recorder: span name \"") + sp.name + "\" has no checkpoint code");
+    }
+    a.io(sp.track);
+    a.io(name);
+    a.io(sp.start);
+    a.io(sp.end);
+    a.io(sp.args);
+    if (!a.saving()) {
+      if (name >= kCount) a.fail("a span name code " + std::to_string(name));
+      sp.name = kNames[name];
+    }
+  }
+  std::map<uint64_t, uint64_t> first;
+  if (a.saving())
+    for (const auto& kv : first_span_of_step_) first[kv.first] = kv.second;
+  a.io(first);
+  if (a.saving()) return;
+  first_span_of_step_.clear();
+  for (const auto& kv : first) first_span_of_step_[kv.first] = size_t(kv.second);
 }
 
 }  // namespace asgd

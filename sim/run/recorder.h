@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 #include "kernels/model.h"  // EvalSums
+#include "sim/core/state_archive.h"
 #include "sim/core/time.h"
 
 namespace asgd {
@@ -109,6 +110,8 @@ class Recorder {
     process_name_ = std::move(name);
   }
   const std::vector<MetricsRow>& rows() const { return rows_; }
+  // A checkpoint of the rows and spans so far (the process name is the runner's).
+  void checkpoint(StateArchive& a);
 
   void write_metrics(const std::string& path) const;
   static void write_staleness(const std::string& path, const std::map<uint64_t, uint64_t>& hist);

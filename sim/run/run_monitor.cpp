@@ -152,4 +152,22 @@ void RunMonitor::finish() {
   out_.iteration_time_mean = out_.iterations ? iter_sum_ / double(out_.iterations) : 0.0;
 }
 
+void RunMonitor::checkpoint(StateArchive& a) {
+  a.tag("monitor");
+  asgd::checkpoint(a, out_);
+  double next_eval = after_update_.next_eval_epoch();
+  a.io(next_eval);
+  after_update_.set_next_eval_epoch(next_eval);
+  a.io(window_);
+  a.io(evaluated_now_);
+  a.io(progressed_);
+  a.io(reached_target_);
+  a.io(first_train_loss_);
+  a.io(last_train_loss_);
+  a.io(stale_counts_);
+  a.io(stale_total_);
+  a.io(stale_total_count_);
+  a.io(iter_sum_);
+}
+
 }  // namespace asgd

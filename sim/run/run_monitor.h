@@ -78,6 +78,10 @@ class RunMonitor {
 
   std::function<void(const MetricsRow&)> on_row;
 
+  // A checkpoint of the counts, the row window and the schedule's place (the outcome's
+  // counters included; between events, with no stop requested).
+  void checkpoint(StateArchive& a);
+
  private:
   const RunSettings& s_;
   const size_t train_size_;

@@ -229,6 +229,8 @@ class AfterUpdate {
     if (s_.stop_epochs > 0 && epoch >= s_.stop_epochs - 1e-12) return "reached stop.epochs";
     return nullptr;
   }
+  double next_eval_epoch() const { return next_eval_epoch_; }
+  void set_next_eval_epoch(double e) { next_eval_epoch_ = e; }
 
  private:
   const RunSettings& s_;
