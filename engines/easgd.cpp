@@ -152,6 +152,41 @@ void EasgdEngine::start(Runtime& sim) {
     if (sim.worker_alive(w)) launch_next(sim, w);
 }
 
+// Between events every job has computed, so its deferred step is in x_i already: the
+// workers' copies and buffers are values, read back into buffers of their own.
+void EasgdEngine::checkpoint(Runtime& sim, StateArchive& a) {
+  a.tag("easgd");
+  a.io(workers_);
+  a.io(alpha_);
+  if (!a.saving()) center_ = std::make_unique<ParameterStore>(std::vector<float>(sim.num_params()), 0);
+  center_->checkpoint(a);
+  for (auto* buffers : {&local_, &lookahead_, &exchanged_}) {
+    uint64_t n = buffers->size();
+    a.io(n);
+    if (!a.saving()) {
+      if (n > uint64_t(sim.workers())) a.fail("EASGD's copies do not match the workers");
+      buffers->assign(size_t(n), nullptr);
+    }
+    for (auto& p : *buffers) {
+      bool present = bool(p);
+      a.io(present);
+      if (!present) continue;
+      if (!a.saving()) p = std::make_shared<Params>();
+      a.io(*p);
+    }
+  }
+  a.io(local_version_);
+  a.io(deferred_grad_);
+  a.io(velocity_);
+  a.io(local_steps_);
+  a.io(at_exchange_);
+  a.io(waiting_);
+  a.io(in_exchange_);
+  a.io(reply_due_);
+  a.io(seen_);
+  a.io(group_);
+}
+
 // Called only when no job of `worker` is computing (its last one arrived, or settled).
 void EasgdEngine::launch_next(Runtime& sim, int worker, const DeferredStep& before) {
   Step step = sim.next_step(worker, ids_);

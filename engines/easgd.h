@@ -27,6 +27,8 @@ class EasgdEngine final : public Engine {
   Snapshot model_of_record() const override { return center_->current(); }
   const char* staleness_unit() const override { return "exchanges"; }
   nlohmann::json describe() const override;
+  std::string checkpoint_refusal() const override { return ""; }
+  void checkpoint(Runtime& sim, StateArchive& a) override;
 
  private:
   void launch_next(Runtime& sim, int worker, const DeferredStep& before = {});

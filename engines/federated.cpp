@@ -71,8 +71,13 @@ class FederatedEngine final : public Engine {
   void on_timer(Runtime& sim, const Event& e) override;
   Snapshot model_of_record() const override { return store_->current(); }
   bool keeps_read_params() const override { return true; }  // a job's first step hands on its base
+  std::string checkpoint_refusal() const override { return ""; }
+  std::vector<const ParameterStore*> pull_stores() const override { return {store_.get()}; }
+  void checkpoint(Runtime& sim, StateArchive& a) override;
 
  private:
+  // What start() sets up before the first jobs: the stores, the server, each slot's state.
+  void configure(Runtime& sim, const std::vector<float>& init);
   // Slot w's next client job: the first step pulls w.
   void start_job(Runtime& sim, int w);
   void launch_local_step(Runtime& sim, int w);
@@ -116,9 +121,43 @@ int FederatedEngine::steps_for(const Runtime& sim, int64_t client) const {
 }
 
 void FederatedEngine::start(Runtime& sim) {
+  configure(sim, sim.initial_params());
+  round_start_ = sim.now();
+  if (c_.rule == Rule::FedAvg) {
+    start_round(sim);
+    return;
+  }
+  for (int w = 0; w < sim.workers(); ++w)
+    if (sim.worker_alive(w)) start_job(sim, w);
+}
+
+void FederatedEngine::checkpoint(Runtime& sim, StateArchive& a) {
+  a.tag("federated");
+  if (!a.saving()) configure(sim, std::vector<float>(sim.num_params()));
+  store_->checkpoint(a);
+  server_->checkpoint(a);
+  for (Snapshot& b : base_) asgd::checkpoint(a, b);
+  for (auto& x : local_) x->checkpoint(a);
+  a.io(disp_);
+  for (auto& o : inner_) o->checkpoint(a);
+  a.io(steps_);
+  a.io(done_);
+  a.io(client_);
+  a.io(lr_ref_);
+  a.io(in_job_);
+  a.io(buffer_);
+  a.io(buffered_);
+  a.io(reported_);
+  a.io(round_open_);
+  a.io(averaging_);
+  a.io(round_start_);
+  if (!a.saving() && disp_.size() != size_t(sim.workers())) a.fail("the slots' copies do not match this run's");
+}
+
+void FederatedEngine::configure(Runtime& sim, const std::vector<float>& init) {
   const int n = sim.workers();
   const size_t p = sim.num_params();
-  store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed());
+  store_ = std::make_unique<ParameterStore>(init, sim.history_needed());
   OptimizerSpec server;
   server.momentum = c_.server_momentum;
   server_ = std::make_shared<ServerUpdate>(server);
@@ -142,13 +181,6 @@ void FederatedEngine::start(Runtime& sim) {
     buffer_.fill(0.0f);
     buffered_ = 0;
   }
-  round_start_ = sim.now();
-  if (c_.rule == Rule::FedAvg) {
-    start_round(sim);
-    return;
-  }
-  for (int w = 0; w < n; ++w)
-    if (sim.worker_alive(w)) start_job(sim, w);
 }
 
 void FederatedEngine::start_job(Runtime& sim, int w) {

@@ -73,6 +73,30 @@ class MindFlayerEngine final : public Engine {
     else finish_round_if_done(sim);
   }
 
+  std::string checkpoint_refusal() const override { return ""; }
+  std::vector<const ParameterStore*> pull_stores() const override { return {store_.get()}; }
+  void checkpoint(Runtime& sim, StateArchive& a) override {
+    a.tag("mindflayer");
+    if (!a.saving()) {
+      store_ = std::make_unique<ParameterStore>(std::vector<float>(sim.num_params()), sim.history_needed(),
+                                                sim.model().row_layout());
+      server_ = std::make_unique<ServerUpdate>(sim.settings().optimizer);
+    }
+    store_->checkpoint(a);
+    server_->checkpoint(a);
+    a.io(budget_);
+    asgd::checkpoint(a, round_params_);
+    asgd::checkpoint(a, received_, pull_stores());
+    a.io(attempts_);
+    a.io(in_round_);
+    a.io(busy_);
+    a.io(round_);
+    a.io(round_start_);
+    a.io(round_open_);
+    a.io(updating_);
+    a.io(empty_rounds_);
+  }
+
   void on_worker_down(Runtime& sim, int w) override {
     busy_[w] = false;
     if (!in_round_[w]) return;

@@ -29,6 +29,7 @@
 #include "kernels/buffer.h"
 #include "kernels/exec.h"
 #include "kernels/shape.h"
+#include "sim/core/state_archive.h"
 #include "sim/net/message_size.h"
 
 namespace asgd {
@@ -57,6 +58,16 @@ class PowerSgd {
 
   // Worker w's residual e_w (n values; zeros until its first all-reduce).
   const DeviceArray<float>& residual(int w) const { return residual_[size_t(w)]; }
+  // A checkpoint of what carries from one all-reduce to the next: Q, the draws' place and
+  // the residuals.
+  void checkpoint(StateArchive& a) {
+    a.tag("powersgd");
+    a.io(q_);
+    a.io(q_ready_);
+    a.io(seed_);
+    a.io(draws_);
+    a.io(residual_);
+  }
 
  private:
   CompressionSpec spec_;

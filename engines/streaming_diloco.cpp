@@ -74,9 +74,37 @@ class StreamingDilocoEngine final : public Engine {
   Snapshot model_of_record() const override { return store_->current(); }
 
   void start(Runtime& sim) override {
+    configure(sim, sim.initial_params());
+    last_update_ = sim.now();
+    for (int m = 0; m < sim.workers(); ++m) launch(sim, m);
+  }
+
+  std::string checkpoint_refusal() const override { return ""; }
+  void checkpoint(Runtime& sim, StateArchive& a) override {
+    a.tag("streaming_diloco");
+    if (!a.saving()) configure(sim, std::vector<float>(sim.num_params()));
+    store_->checkpoint(a);
+    outer_->checkpoint(a);
+    for (Sync& s : syncs_) {
+      a.io(s.sent);
+      a.io(s.count);
+      a.io(s.reduced);
+    }
+    for (auto& x : local_) x->checkpoint(a);
+    for (auto& o : inner_) o->checkpoint(a);
+    a.io(delta_);
+    a.io(done_);
+    a.io(waiting_);
+    a.io(members_);
+    a.io(last_update_);
+    if (!a.saving() && delta_.size() != size_t(sim.workers())) a.fail("the workers' copies do not match this run's");
+  }
+
+  // What start() sets up before the first steps: theta, the fragments, each worker's copy.
+  void configure(Runtime& sim, const std::vector<float>& init) {
     const int w = sim.workers();
     n_ = sim.num_params();
-    store_ = std::make_unique<ParameterStore>(sim.initial_params(), 0);
+    store_ = std::make_unique<ParameterStore>(init, 0);
     OptimizerSpec outer;
     outer.momentum = c_.outer_momentum;
     outer.nesterov = c_.outer_nesterov;
@@ -97,7 +125,7 @@ class StreamingDilocoEngine final : public Engine {
     inner_.clear();
     delta_.resize(size_t(w));
     for (int m = 0; m < w; ++m) {
-      local_.push_back(std::make_unique<ParameterStore>(sim.initial_params(), 0));
+      local_.push_back(std::make_unique<ParameterStore>(init, 0));
       inner_.push_back(std::make_unique<Optimizer>(sim.settings().optimizer));
       inner_.back()->reset(n_);
       delta_[size_t(m)].resize_discard(n_);
@@ -105,8 +133,6 @@ class StreamingDilocoEngine final : public Engine {
     mean_.resize_discard(n_);
     done_.assign(size_t(w), 0);
     waiting_.assign(size_t(w), -1);
-    last_update_ = sim.now();
-    for (int m = 0; m < w; ++m) launch(sim, m);
   }
 
   void on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) override {

@@ -174,10 +174,6 @@ void SyncEngine::configure(Runtime& sim, const std::vector<float>& init) {
   if (needed_ < 1) throw std::invalid_argument("sync_backup: backups must be < cluster.workers");
 }
 
-std::string SyncEngine::checkpoint_refusal() const {
-  return powersgd_ ? "compression powersgd has no checkpoint yet" : "";
-}
-
 void SyncEngine::checkpoint(Runtime& sim, StateArchive& a) {
   a.tag("sync");
   if (!a.saving()) configure(sim, std::vector<float>(sim.num_params()));
@@ -194,6 +190,10 @@ void SyncEngine::checkpoint(Runtime& sim, StateArchive& a) {
   a.io(iteration_);
   a.io(iteration_start_);
   a.io(updating_);
+  bool powersgd = bool(powersgd_);
+  a.io(powersgd);
+  if (powersgd != bool(powersgd_)) a.fail("PowerSGD's state does not match this run's compression");
+  if (powersgd_) powersgd_->checkpoint(a);
 }
 
 void SyncEngine::launch_idle(Runtime& sim) {

@@ -29,7 +29,7 @@ class SyncEngine final : public Engine {
   void on_worker_up(Runtime& sim, int worker) override { launch_idle(sim); }
   void on_timer(Runtime& sim, const Event& e) override;
   Snapshot model_of_record() const override;
-  std::string checkpoint_refusal() const override;
+  std::string checkpoint_refusal() const override { return ""; }
   void checkpoint(Runtime& sim, StateArchive& a) override;
   std::vector<const ParameterStore*> pull_stores() const override { return {store_.get()}; }
 

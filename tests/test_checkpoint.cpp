@@ -140,6 +140,7 @@ TEST(Checkpoint, EngineFormsResumeByteIdentical) {
   const std::vector<std::pair<std::string, json>> engines = {
       {"sync_backup_cancel", {{"type", "sync_backup"}, {"backups", 1}, {"late", "cancel"}}},
       {"sync_allreduce", {{"type", "sync"}, {"comm", "allreduce"}}},
+      {"powersgd", {{"type", "sync"}, {"comm", "allreduce"}}},
       {"dc_asgd", {{"type", "async"}, {"delay_compensation", 0.04}}},
       {"ringmaster", {{"type", "ringmaster"}, {"delay_threshold", 3}, {"late", "cancel"}}},
       {"local_sgd", {{"type", "local_sgd"}, {"steps", 3}}},
@@ -147,11 +148,33 @@ TEST(Checkpoint, EngineFormsResumeByteIdentical) {
       {"k_batch_sync", {{"type", "k_batch_sync"}, {"k", 3}, {"late", "cancel"}}},
       {"k_async", {{"type", "k_async"}, {"k", 2}}},
       {"k_async_batch", {{"type", "k_async"}, {"k", 3}, {"batch", true}}},
+      {"mindflayer", {{"type", "mindflayer"}, {"trials", 2}, {"budget", 0.0015}}},
+      {"streaming_diloco", {{"type", "streaming_diloco"}, {"steps", 4}, {"fragments", 2}}},
+      {"easgd", {{"type", "easgd"}, {"period", 3}}},
+      {"easgd_sync_paper", {{"type", "easgd"}, {"mode", "sync"}, {"period", 2}, {"order", "paper"}}},
+      {"eamsgd", {{"type", "easgd"}, {"period", 2}, {"delta", 0.9}}},
       {"async_local_sgd", {{"type", "async_local_sgd"}, {"steps", 3}}}};
   for (const auto& [tag, engine] : engines) {
     json c = config(engine, 60);
     if (tag == "dc_asgd") c["train"]["momentum"] = 0;
+    if (tag == "powersgd") c["cluster"]["network"]["compression"] = {{"type", "powersgd"}, {"error_feedback", true}};
     expect_resume_identical(c, draw_update(1, 59), tag);
+  }
+}
+
+// A population of clients (section clients) with non-IID parts and traced speeds, under
+// the three federated engines (FedAvg with over-selection cancels).
+TEST(Checkpoint, FederatedPopulationResumesByteIdentical) {
+  const std::vector<std::pair<std::string, json>> engines = {
+      {"fedavg", {{"type", "fedavg"}, {"local_steps", 3}, {"report", 3}}},
+      {"fedbuff", {{"type", "fedbuff"}, {"local_steps", 3}, {"k", 2}}},
+      {"fedasync", {{"type", "fedasync"}, {"local_steps", 2}}}};
+  for (const auto& [tag, engine] : engines) {
+    json c = config(engine, 30);
+    c["data"]["partition"] = "dirichlet_mix";
+    c["data"]["partition_alpha"] = 0.3;
+    c["clients"] = {{"count", 30}, {"sampling", "size"}, {"speeds", {{"dist", "lognormal"}, {"mean", 1.0}, {"sigma", 0.5}}}};
+    expect_resume_identical(c, draw_update(1, 29), tag);
   }
 }
 
@@ -184,7 +207,21 @@ TEST(Checkpoint, RunStateFeaturesResumeByteIdentical) {
          c["batched_gradients"] = 3;
        }},
       {"warm_up", async, [](json& c) { c["train"]["single_replica_epochs"] = 0.2; }},
-      {"trace", async, [](json& c) { c["trace"] = true; }}};
+      {"trace", async, [](json& c) { c["trace"] = true; }},
+      {"sparse_adam", sync,
+       [](json& c) {
+         c["model"] = {{"type", "sparse_softmax"}};
+         c["data"] = {{"type", "sparse_synthetic"}, {"features", 3000}, {"nnz", 8}, {"classes", 3},
+                      {"train_samples", 600}, {"test_samples", 200}};
+         c["train"] = {{"batch_size", 8}, {"lr", 0.01}, {"optimizer", "adam"}};
+       }},
+      {"sparse_dc_asgd", {{"type", "async"}, {"delay_compensation", 0.04}},
+       [](json& c) {
+         c["model"] = {{"type", "sparse_softmax"}};
+         c["data"] = {{"type", "sparse_synthetic"}, {"features", 3000}, {"nnz", 8}, {"classes", 3},
+                      {"train_samples", 600}, {"test_samples", 200}};
+         c["train"]["momentum"] = 0;
+       }}};
   for (const Case& k : cases) {
     json c = config(k.engine, 60);
     k.set(c);
@@ -252,19 +289,24 @@ TEST(Checkpoint, SigintAtARandomMomentResumesByteIdentical) {
   expect_same_results(ref + "/ck/sync-seed5", run);
 }
 
-// What has no checkpoint says so, and a re-run starts it over.
-TEST(Checkpoint, AnEngineWithoutCheckpointsSaysSoWhenInterrupted) {
-  const json cfg = config({{"type", "easgd"}}, 60);
-  const std::string dir = temp_dir("ck-easgd");
+// A run that cannot be checkpointed says why when interrupted, and a re-run starts it
+// over: a saturated server (never idle: its queued updates are closures, not state), and
+// --checkpoint-every 0. A negative interval is refused.
+TEST(Checkpoint, WhatHasNoCheckpointSaysSoWhenInterrupted) {
+  json cfg = config({{"type", "async"}}, 200000);
+  cfg["cluster"]["workers"] = 8;
+  cfg["cluster"]["server"] = {{"update_seconds", 0.1}};  // a dozen steps' time: never idle
+  const std::string dir = temp_dir("ck-refused");
   write_text(dir + "/c.json", cfg.dump());
   const CommandResult r = run_cli("run " + dir + "/c.json --out " + dir + "/out --interrupt-after-updates 20");
   EXPECT_EQ(r.exit_code, 130) << r.output;
-  EXPECT_NE(r.output.find("no checkpoint (engine easgd has no checkpoint yet): a re-run starts it over"),
+  EXPECT_NE(r.output.find("no checkpoint (for 100000 events after the interruption the server had an update under "
+                          "way, or a batch of gradients was being gathered): a re-run starts it over"),
             std::string::npos)
       << r.output;
-  EXPECT_FALSE(fs::exists(dir + "/out/ck/easgd-seed5/checkpoint.bin"));
+  EXPECT_FALSE(fs::exists(dir + "/out/ck/async-seed5/checkpoint.bin"));
   const CommandResult off = run_cli("run " + dir + "/c.json --out " + dir + "/off --checkpoint-every 0 "
-                                    "--interrupt-after-updates 20 --set 'engines=[{\"type\":\"async\"}]'");
+                                    "--interrupt-after-updates 20 --set cluster.server.update_seconds=0");
   EXPECT_EQ(off.exit_code, 130) << off.output;
   EXPECT_NE(off.output.find("checkpoints are off (--checkpoint-every 0)"), std::string::npos) << off.output;
   EXPECT_FALSE(fs::exists(dir + "/off/ck/async-seed5/checkpoint.bin"));

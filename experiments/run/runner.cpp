@@ -355,26 +355,25 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
         std::snprintf(buf, sizeof(buf), "%s %3.0f%%", tag.c_str(), 100 * f);
       console.progress(lane.index, buf, f);
     };
-    {
-      const auto every = std::chrono::duration<double>(opts.checkpoint_every);
-      const uint64_t start_updates = resume ? resume->header["updates"].get<uint64_t>() : 0;
-      auto last = std::chrono::steady_clock::now();
-      Simulation::CheckpointHooks hooks;
-      hooks.due = [&, every, start_updates](uint64_t updates) {
-        const uint64_t stop_at = opts.interrupt_after_updates;
-        if (stop_at > 0 && start_updates < stop_at && updates >= stop_at && !interrupt_requested())
-          interrupt_count().fetch_add(1);  // (testing: as SIGINT would)
-        return checkpointing && std::chrono::steady_clock::now() - last >= every;
+    // (the hooks live as long as sim: what they refer to is declared in this scope)
+    const auto every = std::chrono::duration<double>(opts.checkpoint_every);
+    const uint64_t start_updates = resume ? resume->header["updates"].get<uint64_t>() : 0;
+    auto last_checkpoint = std::chrono::steady_clock::now();
+    Simulation::CheckpointHooks hooks;
+    hooks.due = [&opts, &last_checkpoint, every, start_updates, checkpointing](uint64_t updates) {
+      const uint64_t stop_at = opts.interrupt_after_updates;
+      if (stop_at > 0 && start_updates < stop_at && updates >= stop_at && !interrupt_requested())
+        interrupt_count().fetch_add(1);  // (testing: as SIGINT would)
+      return checkpointing && std::chrono::steady_clock::now() - last_checkpoint >= every;
+    };
+    if (checkpointing)
+      hooks.write = [&](std::string&& state, uint64_t updates, SimTime time) {
+        const double wall = wall_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+        write_checkpoint(dir, run, std::move(state), updates, time, wall);
+        last_checkpoint = std::chrono::steady_clock::now();
+        checkpoint_line = "its checkpoint at update " + std::to_string(updates) + " resumes it";
       };
-      if (checkpointing)
-        hooks.write = [&](std::string&& state, uint64_t updates, SimTime time) {
-          const double wall = wall_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-          write_checkpoint(dir, run, std::move(state), updates, time, wall);
-          last = std::chrono::steady_clock::now();
-          checkpoint_line = "its checkpoint at update " + std::to_string(updates) + " resumes it";
-        };
-      sim.set_checkpoints(std::move(hooks));
-    }
+    sim.set_checkpoints(std::move(hooks));
     if (resume) {
       StateArchive from(resume->state, dir + "/" + kCheckpointFile);
       try {
@@ -386,9 +385,11 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
     } else {
       outcome = sim.run(*engine);
     }
+    // (the newest checkpoint there resumes it: one this attempt wrote, else the one it resumed from)
     if (!checkpointing) checkpoint_line = "checkpoints are off (--checkpoint-every 0): a re-run starts it over";
-    else if (!sim.checkpoint_refused().empty()) checkpoint_line = "no checkpoint (" + sim.checkpoint_refused() + "): a re-run starts it over";
     else if (checkpoint_line.empty() && resume) checkpoint_line = "its checkpoint at update " + resume->header["updates"].dump() + " resumes it";
+    else if (checkpoint_line.empty() && !sim.checkpoint_refused().empty())
+      checkpoint_line = "no checkpoint (" + sim.checkpoint_refused() + "): a re-run starts it over";
     else if (checkpoint_line.empty()) checkpoint_line = "no checkpoint was written: a re-run starts it over";
   }
   console.idle(lane.index, true);

@@ -212,7 +212,6 @@ void checkpoint(StateArchive& a, Snapshot& s) {
 }
 
 void ParameterStore::checkpoint(StateArchive& a) {
-  if (layout_.rows > 0) throw std::logic_error("ParameterStore: a store with a row table is not checkpointed");
   a.tag("parameter store");
   a.io(version_);
   auto values = [&](std::shared_ptr<Params>& p) {
@@ -236,6 +235,15 @@ void ParameterStore::checkpoint(StateArchive& a) {
     values(p);
     h = std::move(p);
   }
+  if (a.saving() || layout_.rows == 0) return;
+  // Row tracking starts again from the current version: a buffer it no longer knows is
+  // brought up to date by a whole copy (the same values; only whole_copies() counts it).
+  held_.clear();
+  held_[current_.get()] = version_;
+  for (auto& c : changes_) spare_rows_.push_back(std::move(c));
+  changes_.clear();
+  change_rows_ = 0;
+  last_change_.assign(layout_.rows, 0);
 }
 
 }  // namespace asgd

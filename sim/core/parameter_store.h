@@ -100,8 +100,8 @@ class ParameterStore {
   // Buffers update_rows brought up to date by copying the whole table, not only the rows
   // changed since their version (a fresh buffer, or one too many versions back).
   uint64_t whole_copies() const { return whole_copies_; }
-  // A checkpoint: the version number, the current values and the history kept. Stores
-  // with a row table are not checkpointed (logic_error: the validator refuses them).
+  // A checkpoint: the version number, the current values and the history kept (read back,
+  // a row table's tracking of changed rows starts again).
   void checkpoint(StateArchive& a);
 
  private:

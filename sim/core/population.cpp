@@ -73,4 +73,16 @@ void Population::release(int64_t client) {
   --training_;
 }
 
+void Population::checkpoint(StateArchive& a) {
+  a.tag("population");
+  a.io(busy_);
+  a.io(seen_);
+  a.io(draws_);
+  a.io(tries_);
+  a.io(distinct_);
+  a.io(training_);
+  if (!a.saving() && (busy_.size() != samples_.size() || seen_.size() != samples_.size()))
+    a.fail("the population does not match this run's " + std::to_string(samples_.size()) + " clients");
+}
+
 }  // namespace asgd

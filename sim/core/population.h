@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+#include "sim/core/state_archive.h"
 #include "sim/data/client_devices.h"
 
 namespace asgd {
@@ -42,6 +43,8 @@ class Population {
   uint64_t draws() const { return draws_; }
   // Distinct clients drawn so far.
   uint64_t distinct() const { return distinct_; }
+  // A checkpoint of who is training, who was seen, and the draws so far.
+  void checkpoint(StateArchive& a);
 
  private:
   uint64_t seed_;

@@ -612,7 +612,7 @@ SimTime Simulation::collective(Collective kind, const std::vector<int>& members,
     topology_->record(false);
     uint64_t rest = steps - 2;
     if (waited) {  // (not for a ring in worker order on these topologies) step by step
-      for (; rest > 0 && !interrupt_requested(); --rest) at = step(at, piece);
+      for (; rest > 0 && !(interrupt_requested() && !awaiting_checkpoint_); --rest) at = step(at, piece);
       return at;  // interrupted: the run stops at the next event, with this time
     }
     const SimTime period = at - second;
@@ -975,9 +975,14 @@ RunOutcome Simulation::run(Engine& engine, StateArchive* from) {
   while (!monitor_.stopping()) {
     if (interrupt_requested()) {
       // (an interruption's checkpoint, at the first point that has one)
-      const bool wait = checkpoints && !server_tasks_.empty() && ++deferred <= kCheckpointDeferEvents;
+      const bool wait = checkpoints && !checkpoint_point() && ++deferred <= kCheckpointDeferEvents;
+      awaiting_checkpoint_ = wait;  // (the events till then run as they would have)
       if (!wait) {
-        if (checkpoints && server_tasks_.empty()) save_checkpoint();
+        if (checkpoints && checkpoint_point()) save_checkpoint();
+        else if (checkpoints)  // (a saturated server: its updates are closures, not state)
+          checkpoint_refused_ = "for " + std::to_string(kCheckpointDeferEvents) +
+                                " events after the interruption the server had an update under way, or a batch of "
+                                "gradients was being gathered";
         request_stop("interrupted", "interrupted by a signal");
         break;
       }
@@ -1001,7 +1006,7 @@ RunOutcome Simulation::run(Engine& engine, StateArchive* from) {
     handle(e);
     monitor_.check_progress();
     if (checkpoints_.due && checkpoints_.due(out_.updates) && checkpoints && !monitor_.stopping() &&
-        server_tasks_.empty() && !interrupt_requested())
+        checkpoint_point() && !interrupt_requested())
       save_checkpoint();
   }
   finish_run();
@@ -1033,7 +1038,7 @@ void checkpoint(StateArchive& a, RunOutcome& o) {
 }
 
 void checkpoint(StateArchive& a, GradientJob& job, const std::vector<const ParameterStore*>& stores) {
-  if (job.before.params) throw std::logic_error("checkpoint: a job with a deferred step");
+  if (job.before.params && !job.submitted) throw std::logic_error("checkpoint: a job whose deferred step is not applied");
   a.tag("job");
   a.io(job.worker);
   a.io(job.step);
@@ -1091,13 +1096,10 @@ void checkpoint(StateArchive& a, std::vector<std::unique_ptr<GradientJob>>& jobs
 }
 
 std::string Simulation::checkpoint_refusal(const Engine& engine) const {
-  if (population_) return "a population of clients (section clients) has no checkpoint yet";
-  if (layout_.rows > 0) return "a sparse model's parameter stores have no checkpoint yet";
   return engine.checkpoint_refusal();
 }
 
 bool Simulation::save_checkpoint() {
-  flush_pending();
   for (auto& job : in_flight_) {
     if (!job || !job->submitted) continue;
     try {
@@ -1146,6 +1148,13 @@ void Simulation::checkpoint_state(StateArchive& a) {
   a.io(idle_since_);
   if (!a.saving() && (steps_.size() != size_t(settings_.workers) || alive_.size() != size_t(settings_.workers)))
     a.fail("the workers do not match this run's " + std::to_string(settings_.workers));
+  bool population = bool(population_);
+  a.io(population);
+  if (population != bool(population_)) a.fail("the population of clients does not match this run's");
+  if (population_) {
+    population_->checkpoint(a);
+    a.io(slot_client_);
+  }
   a.io(initial_override_);
   a.io(residual_);
   a.io(server_free_);

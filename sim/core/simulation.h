@@ -103,7 +103,7 @@ class Simulation final : public Runtime {
   std::function<void(const MetricsRow&)> on_row;  // progress callback
 
   // Checkpoints (docs/reliability.md, "Checkpoints"): `due` is asked after every event
-  // whether one is wanted; when it is and no server update is under way, the run's
+  // whether one is wanted; when it is and checkpoint_point() holds, the run's
   // whole state goes to `write` (the engine's, then the simulator's); on an interruption
   // too, at the first such point (within kCheckpointDeferEvents events, else none).
   // Writing one charges no virtual time and changes no result. Unset: none. Both get
@@ -181,6 +181,10 @@ class Simulation final : public Runtime {
   // back in place of start_run. False (nothing written) when a gradient failed: its error
   // is for its arrival to report.
   bool save_checkpoint();
+  // Where one can be taken: no server update queued (a closure, not state), and no batch
+  // of gradients being gathered (flushing one early would change how jobs are batched,
+  // and so, on CUDA, the bits).
+  bool checkpoint_point() const { return server_tasks_.empty() && pending_.empty(); }
   void restore(Engine& engine, StateArchive& a);
   void checkpoint_state(StateArchive& a);
   // The parameters worker w's step `step` reads from `store` now: the current version, or
@@ -278,6 +282,9 @@ class Simulation final : public Runtime {
   uint64_t same_instant_ = 0;
   CheckpointHooks checkpoints_;
   std::string checkpoint_refused_;
+  // Interrupted, the run goes on to the first point a checkpoint can be taken: the loops
+  // that poll for interruption (a collective's steps) run on as they would have meanwhile.
+  bool awaiting_checkpoint_ = false;
 
   RunOutcome out_;
   RunMonitor monitor_;  // counters, rows, the eval schedule and stop rules (shared with asgdsim cluster)
