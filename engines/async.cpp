@@ -149,13 +149,7 @@ Snapshot AsyncEngine::model_of_record() const { return store_->current(); }
 
 void AsyncEngine::checkpoint(Runtime& sim, StateArchive& a) {
   a.tag("async");
-  if (!a.saving()) {
-    store_ = std::make_unique<ParameterStore>(std::vector<float>(sim.num_params()), sim.history_needed(),
-                                              sim.model().row_layout());
-    server_ = std::make_unique<ServerUpdate>(sim.settings().optimizer);
-  }
-  store_->checkpoint(a);
-  server_->checkpoint(a);
+  checkpoint_server(sim, a, sim.history_needed(), store_, server_);
   a.io(at_server_);
   a.io(queued_);
   a.io(busy_);

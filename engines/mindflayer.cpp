@@ -77,13 +77,7 @@ class MindFlayerEngine final : public Engine {
   std::vector<const ParameterStore*> pull_stores() const override { return {store_.get()}; }
   void checkpoint(Runtime& sim, StateArchive& a) override {
     a.tag("mindflayer");
-    if (!a.saving()) {
-      store_ = std::make_unique<ParameterStore>(std::vector<float>(sim.num_params()), sim.history_needed(),
-                                                sim.model().row_layout());
-      server_ = std::make_unique<ServerUpdate>(sim.settings().optimizer);
-    }
-    store_->checkpoint(a);
-    server_->checkpoint(a);
+    checkpoint_server(sim, a, sim.history_needed(), store_, server_);
     a.io(budget_);
     asgd::checkpoint(a, round_params_);
     asgd::checkpoint(a, received_, pull_stores());

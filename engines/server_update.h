@@ -204,6 +204,21 @@ inline float aggregate_weight(const Runtime& sim, int count) {
   return sim.settings().aggregate_sum ? 1.0f : 1.0f / float(count);
 }
 
+// A checkpoint of a server's store and optimizer state (Engine::checkpoint): read back,
+// both are made first, as start() makes them (a store of `history` versions with the
+// model's row table, the configured optimizer), then filled. Ptr: the engine's unique_ptr
+// or shared_ptr to its ServerUpdate.
+template <class Ptr>
+void checkpoint_server(Runtime& sim, StateArchive& a, size_t history, std::unique_ptr<ParameterStore>& store,
+                       Ptr& server) {
+  if (!a.saving()) {
+    store = std::make_unique<ParameterStore>(std::vector<float>(sim.num_params()), history, sim.model().row_layout());
+    server = Ptr(new ServerUpdate(sim.settings().optimizer));
+  }
+  store->checkpoint(a);
+  server->checkpoint(a);
+}
+
 // One update from gradient jobs collected for it (k_batch_sync's K, mindflayer's round):
 // sorted by (worker, step), so the sum depends on neither arrival ties nor the thread
 // count; each reported applied with its staleness against `store` (before the rate is

@@ -102,14 +102,7 @@ void SingleReplicaWarmup::checkpoint(Runtime& sim, StateArchive& a) {
   a.io(replica_);
   bool warming = bool(store_);
   a.io(warming);
-  if (warming) {
-    if (!a.saving()) {
-      store_ = std::make_unique<ParameterStore>(std::vector<float>(sim.num_params()), 0, sim.model().row_layout());
-      server_ = std::make_shared<ServerUpdate>(sim.settings().optimizer);
-    }
-    store_->checkpoint(a);
-    server_->checkpoint(a);
-  }
+  if (warming) checkpoint_server(sim, a, 0, store_, server_);
   if (engine_started_) engine_->checkpoint(sim, a);
 }
 

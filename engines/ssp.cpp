@@ -77,13 +77,7 @@ void SspEngine::start(Runtime& sim) {
 
 void SspEngine::checkpoint(Runtime& sim, StateArchive& a) {
   a.tag("ssp");
-  if (!a.saving()) {
-    store_ = std::make_unique<ParameterStore>(std::vector<float>(sim.num_params()), sim.history_needed(),
-                                              sim.model().row_layout());
-    server_ = std::make_shared<ServerUpdate>(sim.settings().optimizer);
-  }
-  store_->checkpoint(a);
-  server_->checkpoint(a);
+  checkpoint_server(sim, a, sim.history_needed(), store_, server_);
   const std::vector<const ParameterStore*> stores = pull_stores();
   asgd::checkpoint(a, pending_, stores);
   uint64_t updates = updates_.size();  // (none between events with no server update under way)

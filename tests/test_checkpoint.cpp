@@ -229,6 +229,30 @@ TEST(Checkpoint, RunStateFeaturesResumeByteIdentical) {
   }
 }
 
+// `asgdsim run CONFIG --out OUT --quiet [extra]` as a child process; `signal` goes to it
+// a random 0..jitter_ms after `file` appears (within 60 s). Its wait status.
+int signalled_run(const std::string& config, const std::string& out, const std::vector<std::string>& extra,
+                  const std::string& file, int signal, uint64_t jitter_ms) {
+  std::vector<std::string> args = {binary(), "run", config, "--out", out, "--quiet"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(&a[0]);
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!fs::exists(file) && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(draw_update(0, jitter_ms)));
+  ::kill(pid, signal);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return status;
+}
+
 // A periodic checkpoint survives kill -9: the run made again from it writes the same
 // files. The asgdsim binary, checkpointing every millisecond, is killed once its
 // checkpoint is there.
@@ -237,20 +261,9 @@ TEST(Checkpoint, KilledRunResumesFromItsLastPeriodicCheckpoint) {
   const std::string dir = temp_dir("ck-kill"), ref = temp_dir("ck-kill-ref");
   write_text(dir + "/c.json", cfg.dump());
   ASSERT_EQ(run_into(cfg, ref), 0);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::execl(binary(), binary(), "run", (dir + "/c.json").c_str(), "--out", (dir + "/out").c_str(), "--quiet",
-            "--checkpoint-every", "0.001", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
   const std::string run = dir + "/out/ck/async-seed5";
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!fs::exists(run + "/checkpoint.bin") && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  std::this_thread::sleep_for(std::chrono::milliseconds(draw_update(0, 50)));
-  ::kill(pid, SIGKILL);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  const int status = signalled_run(dir + "/c.json", dir + "/out", {"--checkpoint-every", "0.001"},
+                                   run + "/checkpoint.bin", SIGKILL, 50);
   if (WIFEXITED(status)) GTEST_SKIP() << "the run ended before it was killed";  // (too fast a machine)
   ASSERT_TRUE(fs::exists(run + "/checkpoint.bin"));
   EXPECT_FALSE(fs::exists(run + "/summary.json"));
@@ -266,20 +279,8 @@ TEST(Checkpoint, SigintAtARandomMomentResumesByteIdentical) {
   const std::string dir = temp_dir("ck-sigint"), ref = temp_dir("ck-sigint-ref");
   write_text(dir + "/c.json", cfg.dump());
   ASSERT_EQ(run_into(cfg, ref), 0);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::execl(binary(), binary(), "run", (dir + "/c.json").c_str(), "--out", (dir + "/out").c_str(), "--quiet",
-            static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
   const std::string run = dir + "/out/ck/sync-seed5";
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!fs::exists(run + "/metrics.csv") && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  std::this_thread::sleep_for(std::chrono::milliseconds(draw_update(0, 200)));
-  ::kill(pid, SIGINT);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  const int status = signalled_run(dir + "/c.json", dir + "/out", {}, run + "/metrics.csv", SIGINT, 200);
   ASSERT_TRUE(WIFEXITED(status));
   if (WEXITSTATUS(status) == 0) GTEST_SKIP() << "the run ended before the signal";
   ASSERT_EQ(WEXITSTATUS(status), 130);
