@@ -10,7 +10,8 @@
 #     engine_config and status;
 #   - `asgdsim list` and `asgdsim list --markdown`;
 #   - `asgdsim validate`'s output and exit code for every shipped config and for bad engine
-#     configs (unknown key and type, wrong types, every engine's cross-section checks);
+#     configs (unknown key and type, wrong types, every engine's cross-section checks) and
+#     bad model configs (each model's own checks, its checks against the data);
 #   - what `asgdsim cluster` refuses of an engine (check_real), under mpirun when there is one.
 # usage: scripts/capture_contract.sh BUILD_DIR OUT_FILE   (run from anywhere; -j1, niced)
 set -euo pipefail
@@ -112,6 +113,24 @@ bad 'engines=[{"type":"diloco","outer_momentum":0}]'
 bad 'engines=[{"type":"async_local_sgd","nesterov_period":2}]'
 bad 'engines=[{"type":"async_local_sgd","nesterov_period":2,"outer_nesterov":true,"outer_momentum":0}]'
 bad 'engines=[{"type":"ssp","bound":-1},{"type":"ringmaster","delay_threshold":0},{"type":"k_batch_sync","k":0}]'
+
+say "## bad model configs: validate"
+none='data={"type":"none"}'
+bad 'model={"type":"mlpp"}'
+bad 'model={"type":"quadratic","dim":3,"curvature":[1,2]}' "$none"
+bad 'model={"type":"quadratic","dim":3,"curvature":[1,-2]}' "$none"
+bad 'model={"type":"quadratic","curvature":{"min":2,"max":1}}' "$none"
+bad 'model={"type":"quadratic","dim":1000000000000}' "$none"
+bad 'model={"type":"quadratic"}'
+bad 'model={"type":"linear"}'
+bad 'model={"type":"logistic"}'
+bad 'model={"type":"sparse_logistic"}'
+bad 'model={"type":"mlp","hidden":[0]}' 'data.task=regression'
+bad 'model={"type":"cnn","conv":[{"channels":2,"kernel":5}],"hidden":[]}' 'data.features=9' 'data.image=[1,3,3]'
+bad 'model={"type":"cnn","conv":[{"channels":2,"kernel":5}]}'
+bad 'model={"type":"cnn","conv":[{"channels":0,"kernel":3}]}'
+bad 'model={"type":"cnn","arch":"lenet5","hidden":[3]}'
+bad 'model={"type":"torch","threads":0}'
 
 say "## what asgdsim cluster refuses of an engine"
 if command -v mpirun >/dev/null; then

@@ -982,6 +982,63 @@ TEST(ConfigDefaults, ListDefaultsAreWhatAConfigThatLeavesThemOutResolvesTo) {
 // reads back as the number). And "flops" and "measured" resolve in their own entries, from
 // the run's view: a constant of the model's FLOPs at the device's rate (per step: the
 // batch's), and a whole-step draw that waits for its trace.
+// A model object is bound once, at validation, into its type's typed config: its keys read
+// back from it (every model's defaults, and a value other than the default through every
+// getter of its own: quadratic's three curvature forms, cnn's arch and conv blocks), the
+// run carries the bound model, and the model's own checks against the data read it.
+TEST(ModelKeys, ReadBackFromTheTypedConfigAndCheckTheData) {
+  std::vector<json> given;
+  for (const ModelType& t : model_types()) given.push_back({{"type", t.name}});
+  for (const json& g : {json{{"type", "quadratic"}, {"dim", 3}, {"curvature", {0.5, 2.0, 4.0}}, {"noise", 0.25}, {"init", -1.5}},
+                        json{{"type", "quadratic"}, {"dim", 4}, {"curvature", {{"min", 0.5}, {"max", 8.0}}}},
+                        json{{"type", "quadratic"}, {"curvature", 2.5}},
+                        json{{"type", "cnn"}, {"arch", "lenet5"}},
+                        json{{"type", "cnn"}, {"conv", {{{"channels", 2}, {"kernel", 3}, {"pool", 2}}}}, {"hidden", {5}},
+                             {"activation", "tanh"}},
+                        json{{"type", "mlp"}, {"hidden", {7, 3}}, {"activation", "tanh"}},
+                        json{{"type", "torch"}, {"module", "m.py:make"}, {"loss", "m.py:loss"}, {"threads", 2},
+                             {"bn_samples", 0}}})
+    given.push_back(g);
+  for (const json& g : given) {
+    Validator v;
+    std::shared_ptr<const BoundModel> bound;
+    const json resolved = resolve_model(g, v, bound);
+    ASSERT_TRUE(v.ok()) << g.dump();
+    ASSERT_TRUE(bound) << g.dump();
+    EXPECT_EQ(bound->type().name, g["type"]);
+    json keys = bound->keys();
+    keys["type"] = bound->type().name;
+    EXPECT_EQ(keys, resolved) << g.dump();
+  }
+  {  // an object with an error of its own is not bound
+    Validator v;
+    std::shared_ptr<const BoundModel> bound;
+    resolve_model({{"type", "mlp"}, {"hidden", {0}}}, v, bound);
+    EXPECT_FALSE(v.ok());
+    EXPECT_FALSE(bound);
+  }
+  // the run carries it; quadratic's size is its dim, unbuilt
+  json q = tiny();
+  q["model"] = {{"type", "quadratic"}, {"dim", 7}};
+  q["data"] = {{"type", "none"}};
+  const Experiment e = resolve_experiment(q, "test", ".");
+  ASSERT_TRUE(e.runs.front().bound_model);
+  const std::optional<double> unbuilt = e.runs.front().bound_model->params_unbuilt();
+  ASSERT_TRUE(unbuilt.has_value());
+  EXPECT_EQ(*unbuilt, 7.0);
+  EXPECT_FALSE(bind_model(tiny()["model"])->params_unbuilt().has_value());
+  // the typed checks against the data: quadratic's list against its dim, cnn's blocks on the images
+  q["model"] = {{"type", "quadratic"}, {"dim", 3}, {"curvature", {1.0, 2.0}}};
+  EXPECT_EQ(config_issues(q), "model.curvature: list has 2 values but model.dim is 3\n");
+  json c = tiny();
+  c["model"] = {{"type", "cnn"}, {"conv", {{{"channels", 2}, {"kernel", 5}}}}};
+  c["data"].erase("features");
+  c["data"]["image"] = {1, 3, 3};
+  EXPECT_NE(config_issues(c).find("model.conv[0].kernel: "), std::string::npos) << config_issues(c);
+  c["data"].erase("image");
+  EXPECT_EQ(config_issues(c), "data.image: model 'cnn' reads images: give the samples' shape, [channels, height, width]\n");
+}
+
 TEST(DistributionKeys, ReadBackFromTheTypedConfigAndResolveInTheirEntries) {
   const std::map<std::string, json> given = {
       {"constant", {{"value", 0.25}}},

@@ -60,7 +60,7 @@ Built build(const json& model_cfg, const json& data_cfg) {
   Experiment e = resolve_experiment(cfg, "test", ".");
   Built b;
   b.data = load_data(e.runs[0], ".");
-  b.model = build_model(e.runs[0].config["model"], *b.data);
+  b.model = build_model(*e.runs[0].bound_model, *b.data);
   return b;
 }
 

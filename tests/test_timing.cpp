@@ -124,10 +124,9 @@ TEST(Network, SixteenBitCopyOfADeepModelsParametersIsNotOverwritten) {
 
   // The run's data and model, built as the run built them.
   const Experiment resolved_exp = resolve_experiment(c, "test", ".");
-  const json& resolved = resolved_exp.runs.front().config;
   auto data = load_data(resolved_exp.runs.front(), ".");
   const DeviceDataset& train = data->train;
-  auto model = build_model(resolved["model"], *data);
+  auto model = build_model(*resolved_exp.runs.front().bound_model, *data);
   ASSERT_EQ(model->num_params(), 6u * 16 + 16 + 39u * (16 * 16 + 16) + 16 * 4 + 4);
   std::vector<float> w;
   model->init_params(1, w);

@@ -287,7 +287,7 @@ std::unique_ptr<MnistFixture> load_mnist(const std::string& dir, size_t train_li
   f->model_config = model;
   f->description = description;
   Experiment exp = resolve_experiment(mnist_config(model, "async", 1, 1, dir, train_limit, 1), "bench", ".");
-  f->model = build_model(exp.runs.front().config["model"], f->data);
+  f->model = build_model(*exp.runs.front().bound_model, f->data);
   return f;
 }
 
@@ -797,9 +797,8 @@ json sparse_config(int workers, uint64_t gradients) {
 
 BenchResult sparse_workload(int workers, uint64_t gradients, int threads, int repeats) {
   Experiment exp = resolve_experiment(sparse_config(workers, gradients), "bench", ".");
-  const json& c = exp.runs.front().config;
   std::shared_ptr<LoadedData> data = load_data(exp.runs.front(), ".");
-  std::unique_ptr<Model> model = build_model(c["model"], *data);
+  std::unique_ptr<Model> model = build_model(*exp.runs.front().bound_model, *data);
   BenchResult r;
   r.workload = "g";
   r.name = "sparse_async";

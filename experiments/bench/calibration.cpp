@@ -121,11 +121,10 @@ bool read_cached(const std::string& path, const json& key, MeasuredTrace& out, c
 // in the cache; a cache that cannot be written is a warning).
 void calibrate(const RunSpec& run, const std::string& base_dir, const std::string& path, const CalibrationBudget& budget,
                const CalibrationOptions& opts) {
-  const json& model_cfg = run.config["model"];
   const size_t batch = run.settings.batch_size;
   const double t0 = steady_seconds();
   std::shared_ptr<LoadedData> data = load_data(run, base_dir);
-  std::unique_ptr<Model> model = build_model(model_cfg, *data);
+  std::unique_ptr<Model> model = build_model(*run.bound_model, *data);
   const std::string clock = opts.now ? "injected" : calibration_clock_name(model->job_threads());
   const std::string cache_dir = calibration_cache_dir();
   const json key = cache_key(run, *model, budget, clock);
@@ -137,20 +136,20 @@ void calibrate(const RunSpec& run, const std::string& base_dir, const std::strin
     trace.header["from_cache"] = cached;
     write_file_atomic(path, format_measured_trace(trace));
     if (!opts.quiet)
-      std::cerr << "asgdsim: cluster.compute \"measured\": " << model_type_of(model_cfg).name << " at batch " << batch
+      std::cerr << "asgdsim: cluster.compute \"measured\": " << run.bound_model->type().name << " at batch " << batch
                 << ": the trace measured " << trace.header.value("date", std::string("?"))
                 << " on this machine and build, from the calibration cache " << cached
                 << " (--recalibrate measures again)\n";
     return;
   }
   if (!opts.quiet)
-    std::cerr << "asgdsim: calibrating cluster.compute \"measured\": " << model_type_of(model_cfg).name << " at batch "
+    std::cerr << "asgdsim: calibrating cluster.compute \"measured\": " << run.bound_model->type().name << " at batch "
               << batch << " (" << budget.warmup << " warm-up steps, then up to " << budget.steps << " steps or "
               << budget.seconds << " s, at least " << std::min(budget.min_steps, budget.steps) << ") ..." << std::flush;
   const bool uses_data = model->uses_data();
   const size_t train_size = uses_data && data->train.n > 0 ? data->train.n : 1024;
   trace.step_seconds = time_gradient_steps(*model, uses_data ? &data->train : nullptr, train_size, batch, budget, opts.now);
-  trace.header = {{"model", model_cfg},
+  trace.header = {{"model", run.config["model"]},  // the resolved object, as replays compare it
                   {"data", run.config["data"]},
                   {"batch", batch},
                   {"threads", model->job_threads()},
@@ -275,7 +274,7 @@ Experiment with_measured_compute(const Experiment& exp, const std::string& exp_d
     auto it = std::find_if(counted.begin(), counted.end(), [&](const auto& c) { return c.first == which; });
     if (it == counted.end()) {
       std::shared_ptr<LoadedData> data = load_data(run, exp.base_dir);
-      std::unique_ptr<Model> model = build_model(run.config["model"], *data);
+      std::unique_ptr<Model> model = build_model(*run.bound_model, *data);
       it = counted.insert(counted.end(), {which, {model->flops_per_sample(), model->flops_counter()}});
     }
     ComputeRunView view = compute_run_view(run);

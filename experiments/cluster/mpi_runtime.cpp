@@ -174,7 +174,7 @@ RunInputs inputs_for(const RunSpec& run, const std::string& base_dir, std::share
   }
   RunInputs in;
   in.data = cache;
-  in.model = build_model(run.config["model"], *cache);
+  in.model = build_model(*run.bound_model, *cache);
   return in;
 }
 

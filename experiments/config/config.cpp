@@ -335,7 +335,7 @@ EngineRunView engine_run_view(const json& run) {
 
 ComputeRunView compute_run_view(const RunSpec& run) {
   ComputeRunView r;
-  const ModelType& model = model_type_of(run.config["model"]);
+  const ModelType& model = run.bound_model->type();
   r.model = model.name;
   r.batch_size = run.settings.batch_size;
   r.per_sample = run.settings.step_cost.per_sample;
@@ -386,14 +386,15 @@ json resolve_clients(const json& user, Validator& v, RunSettings& s) {
   return clients;
 }
 
-// `engine`: the run's engine bound to its typed config (null when the engine object was
-// reported invalid).
-json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<const BoundEngine>& engine) {
+// `engine`, `bound_model`: the run's engine and model bound to their typed configs (null when
+// their objects were reported invalid).
+json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<const BoundEngine>& engine,
+                 std::shared_ptr<const BoundModel>& bound_model) {
   json out = top_section().bind(u, "", v, s, with_sections({"engine", "run"}));
   if (!u.is_object()) return out;
 
   if (!u.contains("model")) v.error("model", "missing required key (an object with \"type\")");
-  json model = resolve_model(u.value("model", json::object()), v);
+  json model = resolve_model(u.value("model", json::object()), v, bound_model);
   out["model"] = model;
 
   const std::string model_type = text_of(model, "type");
@@ -402,7 +403,7 @@ json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<co
   const size_t data_issues = v.issues().size();
   json data = resolve_data(u.value("data", json::object()), default_data, v);
   out["data"] = data;
-  check_model_data(model, data, data_image(data), v);
+  check_model_data(model_kind, bound_model.get(), data, data_image(data), v);
   if (data.is_object() && data.contains("partition") && data["partition"] != "iid") {  // sim/data/partition.h
     const std::string kind = data["partition"].is_string() ? data["partition"].get<std::string>() : "";
     if (text_of(data, "task") == "regression" || (model_kind && (model_kind->reads == ModelType::Reads::None || model_kind->task == ModelType::Task::Regression)))
@@ -1052,7 +1053,8 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
       Validator rv;
       RunSettings settings;
       std::shared_ptr<const BoundEngine> bound;
-      json resolved = resolve_run(run_user, rv, settings, bound);
+      std::shared_ptr<const BoundModel> bound_model;
+      json resolved = resolve_run(run_user, rv, settings, bound, bound_model);
       for (const auto& issue : rv.issues()) {
         std::string path = issue.path, message = issue.message;
         if (path.rfind("engine", 0) == 0 && (path.size() == 6 || path[6] == '.'))
@@ -1093,6 +1095,7 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
         run.settings = settings;
         run.settings.seed = run.seed;
         run.bound_engine = bound;
+        run.bound_model = bound_model;
         run.config["name"] = name;
         run.config["run"] = {{"run_id", run.run_id}, {"experiment", name}, {"engine", run.engine},
                              {"sweep", sweep_values}, {"repeat", r}, {"seed", run.seed}};

@@ -32,6 +32,8 @@ struct RunSpec {
   RunSettings settings;      // the same run, typed: bound from config's keys while validating
   std::shared_ptr<const BoundEngine> bound_engine;  // its engine, bound to its typed config once (null: a run read
                                                     // back from its folder, which is not run)
+  std::shared_ptr<const BoundModel> bound_model;    // its model, bound to its typed config once (null: as
+                                                    // bound_engine)
   // What would mislead about this run's result, said in its summary.json note too (a
   // round longer than the stop budget, engines compared over a free network).
   std::vector<std::string> notes;

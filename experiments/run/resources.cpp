@@ -50,16 +50,16 @@ double mean_speed_factor(const RunSettings& rs) {
 }  // namespace
 
 ModelSizes model_sizes(const json& c) {
-  const ModelType& type = model_type_of(c["model"]);
+  const std::shared_ptr<const BoundModel> model = bind_model(c["model"]);
   ModelSizes z;
-  if (type.params_unbuilt) {  // building it would allocate what is being estimated
-    z.params = type.params_unbuilt(c["model"]);
+  if (const std::optional<double> params = model->params_unbuilt()) {  // building it would allocate what is being estimated
+    z.params = *params;
     return z;
   }
-  if (type.reads == ModelType::Reads::External) return z;  // its sizes are the module's: not known here
+  if (model->type().reads == ModelType::Reads::External) return z;  // its sizes are the module's: not known here
   const DataShape d = data_shape(c["data"]);
   try {  // the model the run builds (construction allocates nothing but its layer list)
-    const auto m = type.build(c["model"], ModelInput{size_t(d.in), d.classes, d.image, "the data"});
+    const auto m = model->build(ModelInput{size_t(d.in), d.classes, d.image, "the data"});
     z.params = double(m->num_params());
     z.train_floats_per_sample = double(m->floats_per_sample(true));
     z.eval_floats_per_sample = double(m->floats_per_sample(false));
@@ -125,7 +125,7 @@ MemoryEstimate estimate_run_memory(const json& c, const RunSettings& rs, const D
   const RunScale scale = estimate_run_scale(c, rs, compute, &sizes);
   // The key that sets the model's size: its dim, the data's features (a sparse model has a
   // row per feature), or the model's layers.
-  const std::string model_key = model_type_of(c["model"]).params_unbuilt ? "model.dim" : d.sparse ? "data.features" : "model";
+  const std::string model_key = bind_model(c["model"])->params_unbuilt() ? "model.dim" : d.sparse ? "data.features" : "model";
   auto add = [&m](std::string key, std::string what, double bytes) {
     if (bytes > 0) m.parts.push_back({std::move(key), std::move(what), bytes});
   };

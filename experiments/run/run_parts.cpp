@@ -78,8 +78,8 @@ std::shared_ptr<LoadedData> load_data(const RunSpec& run, const std::string& bas
   return out;
 }
 
-std::unique_ptr<Model> build_model(const json& m, const LoadedData& data, const std::string& base_dir) {
-  return build_model(m, ModelInput{data.host.train.dim, data.host.train.classes, data.host.train.shape,
+std::unique_ptr<Model> build_model(const BoundModel& m, const LoadedData& data, const std::string& base_dir) {
+  return m.build(ModelInput{data.host.train.dim, data.host.train.classes, data.host.train.shape,
                                    data.host.description, base_dir, &data.train});
 }
 

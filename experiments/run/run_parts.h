@@ -40,8 +40,9 @@ bool read_json(const std::string& path, json& out);
 // and its loader; a type without one is an error (std::logic_error), never another's.
 json data_key(const RunSpec& run);
 std::shared_ptr<LoadedData> load_data(const RunSpec& run, const std::string& base_dir);
-// The run's model (sim/models/catalog.h) for the loaded data.
-std::unique_ptr<Model> build_model(const json& model, const LoadedData& data, const std::string& base_dir = "");
+// The run's model (its bound model, RunSpec::bound_model: sim/models/catalog.h) for the
+// loaded data.
+std::unique_ptr<Model> build_model(const BoundModel& model, const LoadedData& data, const std::string& base_dir = "");
 // The run's compute-time model: cluster.compute's distribution, per and overhead, the
 // workers' speeds (a distribution is drawn once per worker) and the stragglers.
 ComputeTimeModel build_compute_model(const RunSettings& s, const std::string& base_dir);

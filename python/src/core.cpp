@@ -355,7 +355,7 @@ void check_given(const Experiment& exp, bool model, bool loss, bool data, bool t
   for (const RunSpec& r : exp.runs) {
     const json& m = r.config["model"];
     const json& d = r.config["data"];
-    const ModelType* mt = find_model_type(text_of(m, "type"));
+    const ModelType* mt = &r.bound_model->type();
     const DataType* dt = find_data_type(text_of(d, "type"));
     if (mt && mt->reads == ModelType::Reads::External) {
       torch_model = true;
@@ -434,7 +434,7 @@ PYBIND11_MODULE(_core, m) {
           const RunSpec& r = exp.runs[run];
           std::shared_ptr<LoadedData> data = load_data(r, exp.base_dir);
           std::vector<float> out;
-          build_model(r.config["model"], *data, exp.base_dir)->init_params(r.seed, out);
+          build_model(*r.bound_model, *data, exp.base_dir)->init_params(r.seed, out);
           return out;
         });
         return py::array_t<float>(py::ssize_t(w.size()), w.data());

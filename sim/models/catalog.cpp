@@ -24,21 +24,23 @@ json lenet5_conv_json() {
   return out;
 }
 
-// A model whose keys fill `Config`: build binds a Config from the validated object.
+// A model whose keys fill `Config` (declared with field(), sim/config/field.h: every field
+// with a getter): bind sets a Config from the validated object once, and the hooks read it.
 template <class Config>
 ModelType model_type(std::string name, std::string doc, ModelType::Reads reads, ModelType::Task task,
-                     std::vector<Field<Config>> fields,
-                     std::function<std::unique_ptr<Model>(const Config&, const ModelInput&)> build) {
+                     std::vector<Field<Config>> fields, ModelHooks<Config> hooks) {
+  using Bound = BoundModelOf<Config>;
   ModelType t;
   t.name = std::move(name);
   t.doc = std::move(doc);
   t.params = params_of(fields);
   t.reads = reads;
   t.task = task;
-  t.build = [fields, build](const json& model, const ModelInput& input) {
+  auto d = std::make_shared<const typename Bound::Declared>(typename Bound::Declared{std::move(fields), std::move(hooks)});
+  t.bind = [d](const json& model) -> std::shared_ptr<BoundModel> {
     Config c;
-    set_fields(fields, model, c);
-    return build(c, input);
+    set_fields(d->fields, model, c);
+    return std::make_shared<Bound>(d, std::move(c));
   };
   return t;
 }
@@ -47,9 +49,31 @@ struct NoKeys {};
 
 struct QuadraticConfig {
   size_t dim{};
-  std::vector<float> curvature;  // h, dim values
-  float noise{}, init{};
+  // h as given: one value for every coordinate, a list of dim values, or {min, max}
+  // log-spaced over the dim coordinates (made into dim floats when built: curvature_of).
+  enum class Curvature { Value, List, Range } form{};
+  std::vector<double> curvature;  // Value: {h}; List: the list; Range: {min, max}
+  double noise{}, init{};
 };
+
+// The dim values of h (the model computes in fp32).
+std::vector<float> curvature_of(const QuadraticConfig& q) {
+  using Form = QuadraticConfig::Curvature;
+  std::vector<float> h(q.dim, 0.0f);
+  const size_t dim = q.dim;
+  if (q.form == Form::Value) std::fill(h.begin(), h.end(), float(q.curvature[0]));
+  else if (q.form == Form::List) {
+    if (q.curvature.size() != dim)  // reported at validation (the check below); an object built in code
+      throw std::invalid_argument("model quadratic: curvature has " + std::to_string(q.curvature.size()) +
+                                  " values but dim is " + std::to_string(dim));
+    for (size_t i = 0; i < dim; ++i) h[i] = float(q.curvature[i]);
+  }
+  else {
+    const double lo = q.curvature[0], hi = q.curvature[1];
+    for (size_t i = 0; i < dim; ++i) h[i] = float(dim == 1 ? lo : lo * std::pow(hi / lo, double(i) / double(dim - 1)));
+  }
+  return h;
+}
 
 struct DenseConfig {
   std::vector<int> hidden;
@@ -57,6 +81,7 @@ struct DenseConfig {
 };
 
 struct CnnConfig {
+  std::string arch;  // "lenet5": conv and hidden are LeNet-5's (resolve wrote them)
   std::vector<ConvSpec> conv;
   std::vector<int> hidden;
   Activation activation{};
@@ -101,46 +126,52 @@ void check_curvature(const json& c, const std::string& path, Validator& v) {
 
 ModelType quadratic() {
   using C = QuadraticConfig;
+  using Form = C::Curvature;
+  ModelHooks<C> hooks;
+  hooks.build = [](const C& q, const ModelInput&) { return make_quadratic(curvature_of(q), float(q.noise), float(q.init)); };
+  hooks.params_unbuilt = [](const C& q) { return double(q.dim); };
+  hooks.check = [](const C& q, const ModelRunView&, Validator& v) {
+    if (q.form == Form::List && q.curvature.size() != q.dim)
+      v.error("model.curvature", "list has " + std::to_string(q.curvature.size()) + " values but model.dim is " +
+                                     json(q.dim).dump());
+  };
   ModelType t = model_type<C>(
       "quadratic", "f(w) = 1/2 sum_i h_i w_i^2 (optimum 0), with optional gradient noise; reads no data",
       ModelType::Reads::None, ModelType::Task::Regression,
       {field(&C::dim, integer("dim", 100, "number of parameters", 1)),
-       // after dim: a number, a list or {min, max} becomes dim values of h
        field<C>(any("curvature", 1.0, "h: a number, a list of dim numbers, or {min, max} log-spaced"),
-                [](C& q, const json& c) {
-                  q.curvature.assign(q.dim, 0.0f);
-                  const size_t dim = q.dim;
-                  if (c.is_number()) std::fill(q.curvature.begin(), q.curvature.end(), c.get<float>());
-                  else if (c.is_array())
-                    for (size_t i = 0; i < dim; ++i) q.curvature[i] = c[i].get<float>();
-                  else {
-                    const double lo = c["min"], hi = c["max"];
-                    for (size_t i = 0; i < dim; ++i)
-                      q.curvature[i] = float(dim == 1 ? lo : lo * std::pow(hi / lo, double(i) / double(dim - 1)));
+                [](C& q, const json& c) {  // as check_curvature let it through
+                  if (c.is_number()) {
+                    q.form = Form::Value;
+                    q.curvature = {c.get<double>()};
+                  } else if (c.is_array()) {
+                    q.form = Form::List;
+                    q.curvature = c.get<std::vector<double>>();
+                  } else {
+                    q.form = Form::Range;
+                    q.curvature = {c.at("min").get<double>(), c.at("max").get<double>()};
                   }
+                },
+                [](const C& q) -> json {
+                  if (q.form == Form::Value) return q.curvature[0];
+                  if (q.form == Form::List) return q.curvature;
+                  return {{"min", q.curvature[0]}, {"max", q.curvature[1]}};
                 }),
-       field<C>(num("noise", 0.0, "std of N(0, noise^2) added to each gradient coordinate", 0),
-                [](C& q, const json& v) { q.noise = v.get<float>(); }),
-       field<C>(num("init", 1.0, "every coordinate starts here"), [](C& q, const json& v) { q.init = v.get<float>(); })},
-      [](const C& q, const ModelInput&) { return make_quadratic(q.curvature, q.noise, q.init); });
+       field(&C::noise, num("noise", 0.0, "std of N(0, noise^2) added to each gradient coordinate", 0)),
+       field(&C::init, num("init", 1.0, "every coordinate starts here"))},
+      std::move(hooks));
   t.resolve = [](const json&, json& model, Validator& v) {
     if (model.contains("curvature")) check_curvature(model["curvature"], "model.curvature", v);
-  };
-  t.params_unbuilt = [](const json& model) { return double(int_of(model, "dim", 0)); };
-  t.check = [](const json& model, const json&, const std::optional<Shape>&, Validator& v) {
-    if (model.contains("curvature") && model["curvature"].is_array() && model.contains("dim") &&
-        model["dim"].is_number() && model["curvature"].size() != model["dim"].get<size_t>())
-      v.error("model.curvature", "list has " + std::to_string(model["curvature"].size()) + " values but model.dim is " +
-                                     model["dim"].dump());
   };
   return t;
 }
 
 ModelType dense(std::string name, std::string doc, ModelType::Task task, DenseLoss loss, bool logits_per_class) {
-  return model_type<NoKeys>(std::move(name), std::move(doc), ModelType::Reads::Dense, task, {},
-                            [loss, logits_per_class](const NoKeys&, const ModelInput& in) {
-                              return make_dense({int(in.dim), logits_per_class ? in.classes : 1}, loss);
-                            });
+  ModelHooks<NoKeys> hooks;
+  hooks.build = [loss, logits_per_class](const NoKeys&, const ModelInput& in) {
+    return make_dense({int(in.dim), logits_per_class ? in.classes : 1}, loss);
+  };
+  return model_type<NoKeys>(std::move(name), std::move(doc), ModelType::Reads::Dense, task, {}, std::move(hooks));
 }
 
 ModelType mlp() {
@@ -150,37 +181,63 @@ ModelType mlp() {
       ModelType::Reads::Dense, ModelType::Task::Classifier,
       {field(&C::hidden, list("hidden", ParamType::IntegerList, json::array({128}), "hidden layer sizes", 1)),
        activation_field(&C::activation, "after every hidden layer")},
-      [](const C& c, const ModelInput& in) {
+      {[](const C& c, const ModelInput& in) {
         std::vector<int> layers{int(in.dim)};
         layers.insert(layers.end(), c.hidden.begin(), c.hidden.end());
         layers.push_back(in.classes);
         return make_dense(layers, DenseLoss::SoftmaxCrossEntropy, c.activation);
-      });
+      }});
 }
 
 ModelType cnn() {
   using C = CnnConfig;
+  ModelHooks<C> hooks;
+  hooks.build = [](const C& c, const ModelInput& in) {
+    return make_cnn(in.shape, CnnSpec{c.conv, c.hidden, c.activation}, in.classes);
+  };
+  // Each block's shape on the data's images, so that a kernel or a pool window larger
+  // than its input is reported at its key.
+  hooks.check = [](const C& c, const ModelRunView& run, Validator& v) {
+    if (!run.image) {
+      if (run.data == "synthetic")
+        v.error("data.image", "model 'cnn' reads images: give the samples' shape, [channels, height, width]");
+      return;
+    }
+    try {
+      cnn_block_shapes(*run.image, c.conv);
+    } catch (const CnnShapeError& e) {
+      v.error(index_path("model.conv", e.block) + "." + e.key,
+              std::string(e.what()) + " (conv block " + std::to_string(e.block) + "; the data's images are " +
+                  run.image->text() + ", height x width x channels)");
+    }
+  };
   ModelType t = model_type<C>(
       "cnn",
       "convolutional network on the data's images (Fashion-MNIST: 28x28x1; synthetic data: data.image): conv "
       "blocks (convolution, activation, max-pool), flatten, dense hidden layers with the activation, softmax "
       "cross-entropy",
       ModelType::Reads::Dense, ModelType::Task::Classifier,
-      {unbound<C>(str("arch", "custom",
-                      "\"lenet5\": the LeNet-5 layers (conv and hidden as their defaults say), and conv and hidden must "
-                      "be left out; \"custom\": conv and hidden as given",
-                      {"custom", "lenet5"})),
+      {field(&C::arch, str("arch", "custom",
+                           "\"lenet5\": the LeNet-5 layers (conv and hidden as their defaults say), and conv and hidden "
+                           "must be left out; \"custom\": conv and hidden as given",
+                           {"custom", "lenet5"})),
        field<C>(any("conv", lenet5_conv_json(),
                     "the convolution blocks in order: a list of {channels, kernel, stride, padding, pool} (section "
                     "model.conv[])"),
                 [](C& c, const json& blocks) {  // as resolved: every block's keys filled
+                  c.conv.clear();
                   for (const auto& b : blocks)
                     c.conv.push_back(ConvSpec{b["channels"].get<int>(), b["kernel"].get<int>(), b["stride"].get<int>(),
                                               b["padding"].get<int>(), b["pool"].get<int>()});
+                },
+                [](const C& c) {
+                  json out = json::array();
+                  for (const ConvSpec& b : c.conv) out.push_back(conv_json(b));
+                  return out;
                 }),
        field(&C::hidden, list("hidden", ParamType::IntegerList, json(lenet5().hidden), "dense layer sizes after flattening", 1)),
        activation_field(&C::activation, "after every convolution and hidden layer")},
-      [](const C& c, const ModelInput& in) { return make_cnn(in.shape, CnnSpec{c.conv, c.hidden, c.activation}, in.classes); });
+      std::move(hooks));
   // the conv blocks (each against section model.conv[]), the lenet5 preset
   t.resolve = [](const json& user, json& model, Validator& v) {
     if (text_of(model, "arch") == "lenet5") {
@@ -202,49 +259,20 @@ ModelType cnn() {
       blocks.push_back(v.object(conv[i], index_path("model.conv", i), conv_block_params()));
     model["conv"] = blocks;
   };
-  // Each block's shape on the data's images, so that a kernel or a pool window larger
-  // than its input is reported at its key.
-  t.check = [](const json& model, const json& data, const std::optional<Shape>& input, Validator& v) {
-    if (!model.contains("conv") || !model["conv"].is_array()) return;
-    if (!input) {
-      if (text_of(data, "type") == "synthetic")
-        v.error("data.image", "model 'cnn' reads images: give the samples' shape, [channels, height, width]");
-      return;
-    }
-    std::vector<ConvSpec> specs;
-    for (const auto& c : model["conv"]) {
-      if (!c.is_object()) return;
-      ConvSpec s;
-      s.channels = int(int_of(c, "channels", 0));
-      s.kernel = int(int_of(c, "kernel", 0));
-      s.stride = int(int_of(c, "stride", 1));
-      s.padding = int(int_of(c, "padding", 0));
-      s.pool = int(int_of(c, "pool", 1));
-      if (s.channels < 1 || s.kernel < 1 || s.stride < 1 || s.padding < 0 || s.pool < 1) return;  // reported already
-      specs.push_back(s);
-    }
-    try {
-      cnn_block_shapes(*input, specs);
-    } catch (const CnnShapeError& e) {
-      v.error(index_path("model.conv", e.block) + "." + e.key,
-              std::string(e.what()) + " (conv block " + std::to_string(e.block) + "; the data's images are " +
-                  input->text() + ", height x width x channels)");
-    }
-  };
   return t;
 }
 
 ModelType sparse_linear(std::string name, std::string doc, ModelType::Task task) {
   const bool binary = task == ModelType::Task::Binary;
   const std::string n = name;
-  return model_type<NoKeys>(std::move(name), std::move(doc), ModelType::Reads::Sparse, task, {},
-                            [binary, n](const NoKeys&, const ModelInput& in) {
-                              if (binary && in.classes != 2)
-                                throw DataError("model " + n + " is binary, but the data (" + in.description +
-                                                ") has " + std::to_string(in.classes) + " classes: use sparse_softmax");
-                              return make_sparse_linear(in.dim, in.classes,
-                                                        binary ? DenseLoss::Logistic : DenseLoss::SoftmaxCrossEntropy);
-                            });
+  ModelHooks<NoKeys> hooks;
+  hooks.build = [binary, n](const NoKeys&, const ModelInput& in) {
+    if (binary && in.classes != 2)
+      throw DataError("model " + n + " is binary, but the data (" + in.description + ") has " +
+                      std::to_string(in.classes) + " classes: use sparse_softmax");
+    return make_sparse_linear(in.dim, in.classes, binary ? DenseLoss::Logistic : DenseLoss::SoftmaxCrossEntropy);
+  };
+  return model_type<NoKeys>(std::move(name), std::move(doc), ModelType::Reads::Sparse, task, {}, std::move(hooks));
 }
 
 // A PyTorch module, run by the provider the Python package installs (sim/models/external.h).
@@ -272,11 +300,11 @@ ModelType torch_model() {
                                      "BatchNorm running statistics of the parameters of record at each evaluation "
                                      "(0: keep the module's own)",
                                      0, 1e9))},
-      [](const C& c, const ModelInput& in) -> std::unique_ptr<Model> {
+      {[](const C& c, const ModelInput& in) -> std::unique_ptr<Model> {
         std::shared_ptr<ExternalProvider> p = external_provider();
         if (!p) throw UsageError(external_provider_missing("model.type"));
         return p->build_model(c, in, ExternalContext{in.base_dir});
-      });
+      }});
   t.data = "torch";
   return t;
 }
@@ -327,20 +355,26 @@ const std::vector<ParamInfo>& conv_block_params() {
   return p;
 }
 
-json resolve_model(const json& user, Validator& v) {
+json resolve_model(const json& user, Validator& v, std::shared_ptr<const BoundModel>& out) {
+  const size_t before = v.issues().size();
   json model = v.component(user, "model", "type", model_catalog());
   if (const ModelType* t = find_model_type(text_of(model, "type")); t && t->resolve) t->resolve(user, model, v);
+  if (v.issues().size() == before) out = bind_model(model);  // its own keys valid: bound once
   return model;
 }
 
-void check_model_data(const json& model, const json& data, const std::optional<Shape>& image, Validator& v) {
-  if (!model.contains("type") || !data.contains("type") || !model["type"].is_string() || !data["type"].is_string()) return;
-  const std::string m = model["type"], d = data["type"];
-  const ModelType* t = find_model_type(m);
-  if (!t) return;
+void check_model_data(const ModelType* t, const BoundModel* bound, const json& data, const std::optional<Shape>& image,
+                      Validator& v) {
+  if (!t || !data.contains("type") || !data["type"].is_string()) return;
+  const std::string& m = t->name;
+  const std::string d = data["type"];
   using Reads = ModelType::Reads;
   using Task = ModelType::Task;
   using Layout = DataType::Layout;
+  // the model's own checks against the data, where its object is valid (bound)
+  auto own = [&] {
+    if (bound) bound->check(ModelRunView{d, image}, v);
+  };
   // what the data's samples are (an unknown type, reported at data.type, counts as dense)
   const DataType* data_type = find_data_type(d);
   const Layout layout = data_type ? data_type->layout : Layout::Dense;
@@ -348,7 +382,7 @@ void check_model_data(const json& model, const json& data, const std::optional<S
     if (layout != Layout::Dense && layout != Layout::External)
       v.error("data.type", "model '" + m + "' reads dense samples: " + data_type_names(Layout::Dense) + " or " +
                                data_type_names(Layout::External) + " (got '" + d + "')");
-    if (t->check) t->check(model, data, image, v);
+    own();
     return;
   }
   if (layout == Layout::External) {
@@ -357,7 +391,7 @@ void check_model_data(const json& model, const json& data, const std::optional<S
   }
   if (t->reads == Reads::None) {
     if (layout != Layout::None) v.error("data.type", "the " + m + " model reads no data: use \"none\" (got '" + d + "')");
-    if (t->check) t->check(model, data, image, v);
+    own();
     return;
   }
   const bool sparse_model = t->reads == Reads::Sparse;
@@ -381,7 +415,7 @@ void check_model_data(const json& model, const json& data, const std::optional<S
       v.error("data.classes", "model '" + m + "' is binary: use classes 2, or sparse_softmax");
     if (t->task == Task::Binary && d == "svmlight" && int_of(data, "classes", 0) > 2)
       v.error("data.classes", "model '" + m + "' is binary: use classes 0 (from the labels) or 2, or sparse_softmax");
-    if (t->check) t->check(model, data, image, v);
+    own();
     return;
   }
   const bool regression = d == "synthetic" && text_of(data, "task") == "regression";
@@ -391,7 +425,7 @@ void check_model_data(const json& model, const json& data, const std::optional<S
     v.error("data.task", "model '" + m + "' is a classifier: use task \"classification\"");
   if (t->task == Task::Binary && !(d == "synthetic" && int_of(data, "classes", 0) == 2))
     v.error("data", "model '" + m + "' is binary: use synthetic classification data with classes 2");
-  if (t->check) t->check(model, data, image, v);
+  own();
 }
 
 const ModelType& model_type_of(const json& model) {
@@ -401,8 +435,13 @@ const ModelType& model_type_of(const json& model) {
   return *t;
 }
 
-std::unique_ptr<Model> build_model(const json& model, const ModelInput& input) {
-  return model_type_of(model).build(model, input);
+std::shared_ptr<const BoundModel> bind_model(const json& model) {
+  const ModelType& type = model_type_of(model);
+  std::shared_ptr<BoundModel> bound = type.bind(model);
+  bound->type_ = &type;
+  return bound;
 }
+
+std::unique_ptr<Model> build_model(const json& model, const ModelInput& input) { return bind_model(model)->build(input); }
 
 }  // namespace asgd

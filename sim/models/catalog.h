@@ -1,9 +1,11 @@
 // sim/models/catalog.h — the model family keyed by model.type. Everything the program
 // knows about one model is its ModelType here: its keys (declared once, with defaults,
-// ranges and docs), the data it reads (the default data type and the checks across model
-// and data), how it is built from the data's shape (kernels/model.h), and so its sizes:
-// the memory estimate asks the built model for its parameters and its workspace per
-// sample (Model::num_params, Model::floats_per_sample), instead of keeping its own sums.
+// ranges and docs, filling its own typed Config), the data it reads (the default data type
+// and the checks across model and data), how it is built from the data's shape
+// (kernels/model.h), and so its sizes: the memory estimate asks the built model for its
+// parameters and its workspace per sample (Model::num_params, Model::floats_per_sample),
+// instead of keeping its own sums. A model object is bound to its typed config once, at
+// validation (resolve_model, bind_model: a BoundModel), and the run carries that.
 // What it is not: the models' numerics (kernels/models/) or the data sets (sim/data/catalog.h).
 #pragma once
 #include <functional>
@@ -31,6 +33,71 @@ struct ModelInput {
   const DeviceDataset* train = nullptr;
 };
 
+// What a model's own checks against its data (ModelHooks::check) read of the run, typed:
+// built once per run at validation from its resolved data section.
+struct ModelRunView {
+  std::string data;            // data.type ("": not a word)
+  std::optional<Shape> image;  // the data's samples as images, if they are (data_image)
+};
+
+struct ModelType;
+
+// A model object bound once (at validation) to its type's typed config: what the run's
+// components ask of the model, each hook reading the typed config (ModelHooks).
+class BoundModel {
+ public:
+  virtual ~BoundModel() = default;
+  const ModelType& type() const { return *type_; }
+  // Its keys, read back from the typed config (Field::get).
+  virtual nlohmann::json keys() const = 0;
+  // Its checks against the data beyond what reads/task say (check_model_data runs them),
+  // reported at model.* and data.* paths.
+  virtual void check(const ModelRunView& run, Validator& v) const = 0;
+  // The model for data of `input`'s shape (the one place a model is built); throws
+  // DataError when the data cannot feed it.
+  virtual std::unique_ptr<Model> build(const ModelInput& input) const = 0;
+  // Its parameter count without building it, for a model whose construction allocates
+  // its size (quadratic: its curvature alone is dim floats); none: the estimates build it
+  // (construction allocates only its layer list).
+  virtual std::optional<double> params_unbuilt() const = 0;
+
+ private:
+  friend std::shared_ptr<const BoundModel> bind_model(const nlohmann::json& model);
+  const ModelType* type_ = nullptr;
+};
+
+// A model's typed hooks over its config struct: `build` builds it; `check` (checks against
+// the data) and `params_unbuilt` are optional.
+template <class Config>
+struct ModelHooks {
+  std::function<std::unique_ptr<Model>(const Config&, const ModelInput& input)> build;
+  std::function<void(const Config&, const ModelRunView& run, Validator& v)> check;
+  std::function<double(const Config&)> params_unbuilt;
+};
+
+template <class Config>
+class BoundModelOf final : public BoundModel {
+ public:
+  struct Declared {
+    std::vector<Field<Config>> fields;
+    ModelHooks<Config> hooks;
+  };
+  BoundModelOf(std::shared_ptr<const Declared> d, Config c) : d_(std::move(d)), c_(std::move(c)) {}
+  nlohmann::json keys() const override { return get_fields(d_->fields, c_); }
+  void check(const ModelRunView& run, Validator& v) const override {
+    if (d_->hooks.check) d_->hooks.check(c_, run, v);
+  }
+  std::unique_ptr<Model> build(const ModelInput& input) const override { return d_->hooks.build(c_, input); }
+  std::optional<double> params_unbuilt() const override {
+    if (!d_->hooks.params_unbuilt) return std::nullopt;
+    return d_->hooks.params_unbuilt(c_);
+  }
+
+ private:
+  std::shared_ptr<const Declared> d_;
+  Config c_;
+};
+
 struct ModelType {
   // External: a model from outside (sim/models/external.h) that reads dense samples,
   // native or its own data set's.
@@ -41,20 +108,17 @@ struct ModelType {
   std::vector<ParamInfo> params;
   Reads reads = Reads::Dense;
   Task task = Task::Classifier;
-  // Fills keys derived from others and validates nested ones (cnn: the lenet5 preset, the
-  // conv blocks); `user` is the model object as the config gave it. Optional.
+  // Fills keys derived from others and validates nested values (cnn: the lenet5 preset,
+  // the conv blocks; quadratic: the curvature's forms); `user` is the model object as the
+  // config gave it. Optional. It stays over JSON because it runs before there is a typed
+  // config to bind: it writes the resolved object (config.json shows the preset's layers),
+  // reads what the user left out (lenet5 refuses conv and hidden given beside it), and
+  // validates values nested below a key, reporting at their own paths (model.conv[1].kernel,
+  // model.curvature[2]), which a key's one-message why_not cannot.
   std::function<void(const nlohmann::json& user, nlohmann::json& model, Validator& v)> resolve;
-  // Checks of the model against its data beyond what reads/task say (quadratic: curvature
-  // list length; cnn: each block's shape on the data's images). Optional.
-  std::function<void(const nlohmann::json& model, const nlohmann::json& data, const std::optional<Shape>& image,
-                     Validator& v)>
-      check;
-  // Builds the model from its validated object for data of `input`'s shape.
-  std::function<std::unique_ptr<Model>(const nlohmann::json& model, const ModelInput& input)> build;
-  // Its parameter count from its validated object, for a model the estimates do not build
-  // because building it allocates its size (quadratic: its curvature alone is dim floats).
-  // Optional: the estimates build the model (construction allocates only its layer list).
-  std::function<double(const nlohmann::json& model)> params_unbuilt;
+  // Binds a validated model object (defaults filled, resolved; a key it lacks takes its
+  // default, as in an object built in code) to the model's typed config (bind_model).
+  std::function<std::shared_ptr<BoundModel>(const nlohmann::json& model)> bind;
   // data.type when the config leaves it out: `data` if set, else by what it reads.
   std::string data;
   std::string default_data() const {
@@ -67,19 +131,27 @@ const std::vector<ModelType>& model_types();
 const ModelType* find_model_type(const std::string& name);
 // The member a validated model object names (throws std::invalid_argument for none).
 const ModelType& model_type_of(const nlohmann::json& model);
+// Binds a validated model object {"type": ..., its keys resolved, defaults filled (a key it
+// lacks takes its default)} to its type's typed config; throws std::invalid_argument on an
+// unknown type.
+std::shared_ptr<const BoundModel> bind_model(const nlohmann::json& model);
 // The models and their keys, as the validator and `asgdsim list` read them.
 const std::vector<ComponentInfo>& model_catalog();
 // One convolution block of model cnn (section model.conv[]).
 const std::vector<ParamInfo>& conv_block_params();
 
-// Resolves and checks the model object at "model" (defaults filled, derived keys set);
-// returns it. `user`: the config's model object.
-nlohmann::json resolve_model(const nlohmann::json& user, Validator& v);
-// The checks across model and data (reported at model.* and data.* paths); `image`: the
-// data's samples as images, if they are (data_image).
-void check_model_data(const nlohmann::json& model, const nlohmann::json& data, const std::optional<Shape>& image,
-                      Validator& v);
-// Builds the validated model for `input`; throws DataError when the data cannot feed it.
+// Resolves and checks the model object at "model" (defaults filled, derived keys set) and
+// returns it; when nothing in it was reported, binds it into `out` (bind_model). `user`:
+// the config's model object.
+nlohmann::json resolve_model(const nlohmann::json& user, Validator& v, std::shared_ptr<const BoundModel>& out);
+// The checks across model and data (reported at model.* and data.* paths): what the
+// model's type reads and its task against the data, then the bound model's own check
+// (skipped when `bound` is null: its object was reported invalid). `type`: the model's
+// type (null: unknown, reported at model.type); `image`: the data's samples as images, if
+// they are (data_image).
+void check_model_data(const ModelType* type, const BoundModel* bound, const nlohmann::json& data,
+                      const std::optional<Shape>& image, Validator& v);
+// For objects built in code (tests, bench): bind_model(model)->build(input).
 std::unique_ptr<Model> build_model(const nlohmann::json& model, const ModelInput& input);
 
 }  // namespace asgd
