@@ -320,7 +320,7 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   settings.trace = settings.trace || opts.trace;
   std::shared_ptr<LoadedData> data = cache.get(run);
   std::unique_ptr<Model> model = build_model(*run.bound_model, *data, exp.base_dir);
-  if (model_type_of(run.config["model"]).reads == ModelType::Reads::External)  // its size is known only now
+  if (run.bound_model->type().reads == ModelType::Reads::External)  // its size is known only now
     check_memory_with_model(run.config, settings, exp.base_dir, model->num_params(), "the PyTorch module");
   ComputeTimeModel compute = build_compute_model(settings, exp.base_dir);
   Recorder recorder(settings.trace);
