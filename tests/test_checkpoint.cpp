@@ -349,6 +349,22 @@ TEST(Checkpoint, AnotherBuildsOrADamagedCheckpointIsNotResumed) {
     EXPECT_FALSE(meta.contains("resumed"));
     expect_same_results(dir, run);
   }
+  {  // a header without the run's place (a hand-edited file): starts over, saying so
+    const std::string run = interrupted("header");
+    std::string text = read_file(run + "/checkpoint.bin");
+    const size_t at = text.find("\"time\":");
+    ASSERT_NE(at, std::string::npos);
+    text.replace(at, 7, "\"tine\":");
+    write_text(run + "/checkpoint.bin", text);
+    const std::string c = run + "/../../c.json";
+    write_text(c, cfg.dump());
+    const CommandResult r = run_cli("run " + c + " --out " + out + "/header");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("cannot be resumed from: its header is not readable; starting the run over"),
+              std::string::npos)
+        << r.output;
+    expect_same_results(dir, run);
+  }
   {  // the state cut short: the run fails naming the file, which is gone; the next one starts over
     const std::string run = interrupted("damaged");
     std::string text = read_file(run + "/checkpoint.bin");

@@ -262,7 +262,8 @@ std::optional<Checkpoint> read_checkpoint(const std::string& dir, const RunSpec&
     why = "it is not a checkpoint of this format (" + std::string(kCheckpointFormat) + ")";
   } else {
     c.header = json::parse(text.begin() + long(first) + 1, text.begin() + long(second), nullptr, false);
-    if (!c.header.is_object() || !c.header.contains("identity") || !c.header["updates"].is_number_unsigned())
+    if (!c.header.is_object() || !c.header.contains("identity") || !c.header["updates"].is_number_unsigned() ||
+        !c.header["time"].is_number() || !c.header["wall_seconds"].is_number() || !c.header["written"].is_string())
       why = "its header is not readable";
     else if (c.header["identity"] != checkpoint_identity(run))
       why = "it was written by another build or for another config (" +
@@ -315,7 +316,7 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
 
   auto wall_start = std::chrono::steady_clock::now();
   // wall seconds spent on the run before this process took it up (its checkpoint's)
-  const double wall_before = resume ? resume->header.value("wall_seconds", 0.0) : 0.0;
+  const double wall_before = resume ? resume->header["wall_seconds"].get<double>() : 0.0;
   RunSettings settings = run.settings;
   settings.trace = settings.trace || opts.trace;
   std::shared_ptr<LoadedData> data = cache.get(run);
