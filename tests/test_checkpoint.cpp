@@ -325,21 +325,26 @@ TEST(Checkpoint, AnotherBuildsOrADamagedCheckpointIsNotResumed) {
   const std::string ref = temp_dir("ck-id-ref"), out = temp_dir("ck-id");
   ASSERT_EQ(run_into(cfg, ref), 0);
   const std::string dir = run_dir_of(ref, cfg);
-  auto interrupted = [&](const std::string& tag) {
+  // Interrupted into OUT/tag, its checkpoint then edited by `edit`; the run's folder.
+  auto interrupted = [&](const std::string& tag, const std::function<void(std::string&)>& edit) {
     const std::string o = out + "/" + tag;
     EXPECT_EQ(run_into(cfg, o, 30), 130);
-    return run_dir_of(o, cfg);
-  };
-  {  // another commit in the header: starts over, says why, and ends as the reference
-    const std::string run = interrupted("build");
+    const std::string run = run_dir_of(o, cfg);
     std::string text = read_file(run + "/checkpoint.bin");
-    const size_t at = text.find("\"git_commit\":\"");
-    ASSERT_NE(at, std::string::npos);
-    text[at + 14] = text[at + 14] == '0' ? '1' : '0';
+    edit(text);
     write_text(run + "/checkpoint.bin", text);
-    const std::string c = run + "/../../c.json";
-    write_text(c, cfg.dump());
-    const CommandResult r = run_cli("run " + c + " --out " + out + "/build");
+    write_text(o + "/c.json", cfg.dump());
+    return run;
+  };
+  // The CLI makes OUT/tag's experiment again.
+  auto again = [&](const std::string& tag) { return run_cli("run " + out + "/" + tag + "/c.json --out " + out + "/" + tag); };
+  {  // another commit in the header: starts over, says why, and ends as the reference
+    const std::string run = interrupted("build", [](std::string& text) {
+      const size_t at = text.find("\"git_commit\":\"");
+      ASSERT_NE(at, std::string::npos);
+      text[at + 14] = text[at + 14] == '0' ? '1' : '0';
+    });
+    const CommandResult r = again("build");
     EXPECT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("cannot be resumed from: it was written by another build or for another config (git_commit"),
               std::string::npos)
@@ -350,15 +355,12 @@ TEST(Checkpoint, AnotherBuildsOrADamagedCheckpointIsNotResumed) {
     expect_same_results(dir, run);
   }
   {  // a header without the run's place (a hand-edited file): starts over, saying so
-    const std::string run = interrupted("header");
-    std::string text = read_file(run + "/checkpoint.bin");
-    const size_t at = text.find("\"time\":");
-    ASSERT_NE(at, std::string::npos);
-    text.replace(at, 7, "\"tine\":");
-    write_text(run + "/checkpoint.bin", text);
-    const std::string c = run + "/../../c.json";
-    write_text(c, cfg.dump());
-    const CommandResult r = run_cli("run " + c + " --out " + out + "/header");
+    const std::string run = interrupted("header", [](std::string& text) {
+      const size_t at = text.find("\"time\":");
+      ASSERT_NE(at, std::string::npos);
+      text.replace(at, 7, "\"tine\":");
+    });
+    const CommandResult r = again("header");
     EXPECT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("cannot be resumed from: its header is not readable; starting the run over"),
               std::string::npos)
@@ -366,17 +368,13 @@ TEST(Checkpoint, AnotherBuildsOrADamagedCheckpointIsNotResumed) {
     expect_same_results(dir, run);
   }
   {  // the state cut short: the run fails naming the file, which is gone; the next one starts over
-    const std::string run = interrupted("damaged");
-    std::string text = read_file(run + "/checkpoint.bin");
-    write_text(run + "/checkpoint.bin", text.substr(0, text.size() - 100));
-    const std::string c = run + "/../../c.json";
-    write_text(c, cfg.dump());
-    const CommandResult r = run_cli("run " + c + " --out " + out + "/damaged");
+    const std::string run = interrupted("damaged", [](std::string& text) { text.resize(text.size() - 100); });
+    const CommandResult r = again("damaged");
     EXPECT_NE(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("checkpoint.bin: truncated"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("removed it: a re-run starts the run over"), std::string::npos) << r.output;
     EXPECT_FALSE(fs::exists(run + "/checkpoint.bin"));
-    EXPECT_EQ(run_cli("run " + c + " --out " + out + "/damaged").exit_code, 0);
+    EXPECT_EQ(again("damaged").exit_code, 0);
     expect_same_results(dir, run);
   }
 }

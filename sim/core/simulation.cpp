@@ -894,11 +894,6 @@ void Simulation::drain() {
 }
 
 void Simulation::start_run(Engine& engine) {
-  engine_ = &engine;
-  // Unless the engine wants the parameters back at arrival (DC-ASGD), a job lets go of
-  // its snapshot as soon as the gradient is computed: memory then follows the versions
-  // being computed on, not the versions whose gradients are still travelling.
-  setup_ = JobSetup{&model_, train_, settings_.seed, settings_.precision, !engine.keeps_read_params()};
   if (settings_.stop_time != kNever) queue_.push(settings_.stop_time, EventKind::StopTime);
   if (settings_.eval_unit == EvalUnit::Time)
     queue_.push(seconds_to_sim(settings_.eval_every), EventKind::Evaluate);
@@ -955,6 +950,11 @@ void Simulation::finish_run() {
 }
 
 RunOutcome Simulation::run(Engine& engine, StateArchive* from) {
+  engine_ = &engine;
+  // Unless the engine wants the parameters back at arrival (DC-ASGD), a job lets go of
+  // its snapshot as soon as the gradient is computed: memory then follows the versions
+  // being computed on, not the versions whose gradients are still travelling.
+  setup_ = JobSetup{&model_, train_, settings_.seed, settings_.precision, !engine.keeps_read_params()};
   if (from) restore(engine, *from);
   else start_run(engine);
 
@@ -1118,8 +1118,6 @@ bool Simulation::save_checkpoint() {
 }
 
 void Simulation::restore(Engine& engine, StateArchive& a) {
-  engine_ = &engine;
-  setup_ = JobSetup{&model_, train_, settings_.seed, settings_.precision, !engine.keeps_read_params()};
   const std::string refusal = checkpoint_refusal(engine);
   if (!refusal.empty()) throw std::logic_error("restore: " + refusal);
   engine.checkpoint(*this, a);
