@@ -18,7 +18,7 @@
 namespace asgd {
 
 // What one step of an engine costs, for the run-scale and memory estimates
-// (experiments/run/resources): messages a worker sends per gradient, gradients computed
+// (experiments/config/resources): messages a worker sends per gradient, gradients computed
 // per update of the model of record, and parameter-sized vectors held per worker.
 struct EngineCost {
   double messages_per_step = 2;      // a pull and a push per gradient
@@ -184,7 +184,7 @@ std::unique_ptr<Engine> make_engine(const BoundEngine& engine);
 std::unique_ptr<Engine> make_engine(const nlohmann::json& spec);
 // What the engine a validated object names costs for `workers` workers (EngineCost's
 // defaults for an unknown type), for the estimates that read the resolved config
-// (experiments/run/resources): it binds the object again.
+// (experiments/config/resources): it binds the object again.
 EngineCost engine_cost(const nlohmann::json& engine, int workers);
 
 }  // namespace asgd

@@ -23,7 +23,7 @@
 #include <algorithm>
 #include "engines/engine_registry.h"
 #include "engines/server_update.h"
-#include "sim/core/errors.h"
+#include "sim/base/errors.h"
 
 namespace asgd {
 

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include "kernels/buffer.h"
 #include "kernels/ops.h"
-#include "sim/core/state_archive.h"
+#include "sim/base/state_archive.h"
 #include "sim/run/settings.h"
 
 namespace asgd {

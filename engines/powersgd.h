@@ -29,7 +29,7 @@
 #include "kernels/buffer.h"
 #include "kernels/exec.h"
 #include "kernels/shape.h"
-#include "sim/core/state_archive.h"
+#include "sim/base/state_archive.h"
 #include "sim/net/message_size.h"
 
 namespace asgd {

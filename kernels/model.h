@@ -132,7 +132,7 @@ class Model {
   virtual std::string flops_counter() const { return ""; }
   // What a step's cost depends on beyond the model's config and this build, as text: an
   // external module's code and shapes (a hash); "" for the models here, whose code is the
-  // build's. Part of the key of the calibration cache (experiments/bench/calibration.h).
+  // build's. Part of the key of the calibration cache (experiments/run/calibration.h).
   virtual std::string code_identity() const { return ""; }
   // Floats of workspace one sample's pass takes: its activations (and, training, their
   // gradients and the layers' own buffers). What a thread holds per sample while it

@@ -20,8 +20,8 @@
 #include <thread>
 #include <nlohmann/json.hpp>
 #include "experiments/run/run_parts.h"
-#include "sim/core/interrupt.h"
-#include "sim/core/state_archive.h"
+#include "sim/base/interrupt.h"
+#include "sim/base/state_archive.h"
 #include "test_helpers.h"
 
 using nlohmann::json;

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <limits>
 #include <gtest/gtest.h>
-#include "sim/core/errors.h"
+#include "sim/base/errors.h"
 #include "tests/test_helpers.h"
 
 namespace {

@@ -8,9 +8,9 @@
 #include <sstream>
 #include <nlohmann/json.hpp>
 #include "engines/engine_registry.h"
-#include "experiments/run/resources.h"
+#include "experiments/config/resources.h"
 #include "experiments/run/runner.h"
-#include "sim/core/interrupt.h"
+#include "sim/base/interrupt.h"
 #include "sim/net/catalog.h"
 #include "test_helpers.h"
 

@@ -27,7 +27,7 @@
 #include <functional>
 #include <set>
 #include <nlohmann/json.hpp>
-#include "sim/core/interrupt.h"
+#include "sim/base/interrupt.h"
 #include "sim/core/simulation.h"  // kStuckEvents*
 #include "sim/data/partition.h"
 #include "sim/run/file_lock.h"

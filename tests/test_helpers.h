@@ -23,7 +23,7 @@
 
 namespace asgd::testing {
 
-// Tests measure in their own folders: the calibration cache (experiments/bench/calibration.h)
+// Tests measure in their own folders: the calibration cache (experiments/run/calibration.h)
 // is off unless the environment names one (the cache's own tests set it per test), so no
 // test reads a trace another test or an earlier run of the suite left, nor writes one to ~.
 [[maybe_unused]] static const bool kCalibrationCacheOff = ::setenv("ASGDSIM_CACHE_DIR", "off", /*overwrite=*/0) == 0;

@@ -12,9 +12,9 @@
 #include <map>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include "experiments/bench/calibration.h"
+#include "experiments/run/calibration.h"
 #include "experiments/run/run_parts.h"
-#include "sim/core/errors.h"
+#include "sim/base/errors.h"
 #include "sim/timing/measured_trace.h"
 #include "test_helpers.h"
 

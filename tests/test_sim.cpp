@@ -44,7 +44,7 @@
 #include "sim/core/parameter_store.h"
 #include "sim/data/sample_stream.h"
 #include "sim/core/simulation.h"
-#include "sim/core/time.h"
+#include "sim/base/time.h"
 #include "sim/core/worker_pool.h"
 
 namespace asgd {

@@ -22,7 +22,7 @@
 #include <stdexcept>
 #include <thread>
 #include "engines/engine_registry.h"
-#include "experiments/bench/calibration.h"
+#include "experiments/run/calibration.h"
 #include "experiments/config/config.h"
 #include "experiments/run/run_parts.h"
 #include "experiments/run/runner.h"

@@ -23,14 +23,14 @@
 #include "experiments/config/config.h"
 #include "experiments/config/experiment_file.h"
 #include "experiments/cluster/mpi_env.h"
-#include "experiments/run/resources.h"
+#include "experiments/config/resources.h"
 #include "experiments/run/run_parts.h"
 #include "experiments/run/runner.h"
 #include "sim/run/atomic_file.h"
 #include "sim/timing/distribution.h"
 #include "sim/data/idx_reader.h"
-#include "sim/core/interrupt.h"
-#include "sim/core/time.h"
+#include "sim/base/interrupt.h"
+#include "sim/base/time.h"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;

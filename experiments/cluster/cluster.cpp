@@ -11,10 +11,10 @@
 #include "engines/engine_registry.h"
 #include "experiments/cluster/mpi_runtime.h"
 #include "experiments/run/run_parts.h"
-#include "experiments/run/resources.h"
+#include "experiments/config/resources.h"
 #include "experiments/run/runner.h"
 #include "sim/run/atomic_file.h"
-#include "sim/core/interrupt.h"
+#include "sim/base/interrupt.h"
 #include "sim/run/recorder.h"
 #include "sim/core/simulation.h"  // RunOutcome
 #include "sim/net/catalog.h"

@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 #include <nlohmann/json.hpp>
-#include "sim/core/hash.h"
-#include "sim/core/interrupt.h"
+#include "sim/base/hash.h"
+#include "sim/base/interrupt.h"
 #if ASGD_WITH_MPI
 #include <mpi.h>
 #endif

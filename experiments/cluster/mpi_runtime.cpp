@@ -12,7 +12,7 @@
 #include <limits>
 #include <thread>
 #include "kernels/ops.h"
-#include "sim/core/interrupt.h"
+#include "sim/base/interrupt.h"
 
 namespace asgd {
 namespace wire {

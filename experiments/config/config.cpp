@@ -23,12 +23,12 @@
 #include "sim/models/external.h"
 #include "sim/net/catalog.h"
 #include "kernels/model.h"
-#include "experiments/run/resources.h"
+#include "experiments/config/resources.h"
 #include "sim/run/atomic_file.h"
 #include "sim/run/recorder.h"  // format_number
 #include "sim/timing/distribution.h"
 #include "sim/timing/measured_trace.h"
-#include "sim/core/time.h"
+#include "sim/base/time.h"
 
 namespace asgd {
 

@@ -19,10 +19,10 @@
 #include "sim/data/catalog.h"
 #include "sim/run/atomic_file.h"
 #include "sim/run/file_lock.h"
-#include "sim/core/hash.h"
-#include "sim/core/interrupt.h"
+#include "sim/base/hash.h"
+#include "sim/base/interrupt.h"
 #include "sim/run/recorder.h"
-#include "experiments/run/resources.h"
+#include "experiments/config/resources.h"
 #include "kernels/rng.h"
 
 namespace asgd {

@@ -1,6 +1,6 @@
 // experiments/run/runner.cpp — from RunSpecs to run folders.
 #include "experiments/run/runner.h"
-#include "experiments/bench/calibration.h"
+#include "experiments/run/calibration.h"
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -23,17 +23,17 @@
 #include <thread>
 #include "engines/engine_registry.h"
 #include "experiments/run/build_info.h"
-#include "experiments/run/resources.h"
+#include "experiments/config/resources.h"
 #include "experiments/run/run_parts.h"
 #include "sim/models/external.h"
 #include "sim/run/atomic_file.h"
 #include "kernels/rng.h"
 #include "sim/data/dataset.h"
 #include "sim/data/idx_reader.h"
-#include "sim/core/interrupt.h"
+#include "sim/base/interrupt.h"
 #include "sim/core/simulation.h"
-#include "sim/core/hash.h"
-#include "sim/core/state_archive.h"
+#include "sim/base/hash.h"
+#include "sim/base/state_archive.h"
 
 namespace asgd {
 

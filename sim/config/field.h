@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 #include "sim/config/param.h"
 #include "sim/config/validator.h"
-#include "sim/core/time.h"
+#include "sim/base/time.h"
 
 namespace asgd {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
-#include "sim/core/time.h"  // kMaxConfigSeconds
+#include "sim/base/time.h"  // kMaxConfigSeconds
 
 namespace asgd {
 
@@ -36,7 +36,7 @@ struct ComponentInfo {
 // Short constructors for declarations (each key's range written where it is declared).
 namespace keys {
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
-// A key in virtual seconds: at most kMaxConfigSeconds (sim/core/time.h), so the int64
+// A key in virtual seconds: at most kMaxConfigSeconds (sim/base/time.h), so the int64
 // nanosecond clock cannot overflow from the config alone.
 inline ParamInfo seconds(std::string name, nlohmann::json def, std::string doc, double min = 0, bool excl = false) {
   return ParamInfo{std::move(name), ParamType::Number, std::move(def), std::move(doc), min, kMaxConfigSeconds, excl};

@@ -10,7 +10,7 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 #include "sim/config/param.h"
-#include "sim/core/errors.h"  // ConfigIssue, ConfigError
+#include "sim/base/errors.h"  // ConfigIssue, ConfigError
 
 namespace asgd {
 

@@ -7,8 +7,8 @@
 #include <queue>
 #include <stdexcept>
 #include <vector>
-#include "sim/core/state_archive.h"
-#include "sim/core/time.h"
+#include "sim/base/state_archive.h"
+#include "sim/base/time.h"
 
 namespace asgd {
 

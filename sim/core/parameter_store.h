@@ -21,7 +21,7 @@
 #include "kernels/buffer.h"
 #include "kernels/exec.h"
 #include "kernels/model.h"
-#include "sim/core/state_archive.h"
+#include "sim/base/state_archive.h"
 
 namespace asgd {
 

@@ -20,7 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <vector>
-#include "sim/core/state_archive.h"
+#include "sim/base/state_archive.h"
 #include "sim/data/client_devices.h"
 
 namespace asgd {

@@ -17,7 +17,7 @@
 #include "sim/data/partition.h"
 #include "sim/data/sample_stream.h"
 #include "sim/run/settings.h"
-#include "sim/core/time.h"
+#include "sim/base/time.h"
 #include "sim/net/topology.h"
 #include "sim/core/worker_pool.h"
 

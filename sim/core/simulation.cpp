@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include "kernels/ops.h"
 #include "kernels/rng.h"
-#include "sim/core/interrupt.h"
+#include "sim/base/interrupt.h"
 #include "sim/net/catalog.h"
 
 namespace asgd {
@@ -1014,28 +1014,6 @@ RunOutcome Simulation::run(Engine& engine, StateArchive* from) {
 }
 
 // ---- checkpoints ----
-
-void checkpoint(StateArchive& a, RunOutcome& o) {
-  a.tag("outcome");
-  a.io(o.status);
-  a.io(o.note);
-  a.io(o.time);
-  for (uint64_t* c : {&o.updates, &o.gradients, &o.dropped, &o.lost, &o.failures, &o.samples, &o.samples_computed,
-                      &o.staleness_max, &o.iterations, &o.server_updates, &o.messages_to_server,
-                      &o.messages_to_workers, &o.client_draws, &o.clients_distinct, &o.clients_departed})
-    a.io(*c);
-  a.io(o.staleness_hist);
-  a.io(o.staleness_mean);
-  a.io(o.staleness_unit);
-  a.io(o.iteration_time_mean);
-  a.io(o.server_busy);
-  a.io(o.bytes_to_server);
-  a.io(o.bytes_to_workers);
-  a.io(o.peak_sync_bytes);
-  a.io(o.workers);
-  a.io(o.partition_labels);
-  a.io(o.clients);
-}
 
 void checkpoint(StateArchive& a, GradientJob& job, const std::vector<const ParameterStore*>& stores) {
   if (job.before.params && !job.submitted) throw std::logic_error("checkpoint: a job whose deferred step is not applied");

@@ -42,7 +42,7 @@ struct DataLoadContext {
   std::string base_dir;  // relative paths are from here (the config's folder)
   // Called by a loader whose sizes come from its files rather than its keys, once they are
   // known: throws DataError when the run cannot hold a model of that size (the memory
-  // estimate, experiments/run/resources). `source` names the files and what they told.
+  // estimate, experiments/config/resources). `source` names the files and what they told.
   std::function<void(size_t features, int classes, const std::string& source)> check_sizes;
 };
 

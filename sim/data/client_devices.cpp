@@ -12,8 +12,8 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
-#include "sim/core/errors.h"
-#include "sim/core/interrupt.h"
+#include "sim/base/errors.h"
+#include "sim/base/interrupt.h"
 
 namespace asgd {
 

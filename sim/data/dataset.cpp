@@ -12,7 +12,7 @@
 #include <cstdio>
 #include "kernels/exec.h"
 #include "kernels/rng.h"
-#include "sim/core/interrupt.h"
+#include "sim/base/interrupt.h"
 
 namespace asgd {
 namespace {

@@ -1,7 +1,7 @@
 // sim/data/idx_reader.cpp — gzip via zlib (gzread also reads plain files unchanged).
 #include "sim/data/idx_reader.h"
 #include <zlib.h>
-#include "sim/core/interrupt.h"
+#include "sim/base/interrupt.h"
 #include <algorithm>
 #include <cerrno>
 #include <cstring>

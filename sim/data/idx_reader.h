@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
-#include "sim/core/errors.h"  // DataError
+#include "sim/base/errors.h"  // DataError
 
 namespace asgd {
 

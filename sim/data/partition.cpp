@@ -9,8 +9,8 @@
 #include <string>
 #include "kernels/model.h"
 #include "kernels/rng.h"
-#include "sim/core/errors.h"
-#include "sim/core/interrupt.h"
+#include "sim/base/errors.h"
+#include "sim/base/interrupt.h"
 
 namespace asgd {
 

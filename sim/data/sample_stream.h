@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <vector>
-#include "sim/core/state_archive.h"
+#include "sim/base/state_archive.h"
 
 namespace asgd {
 

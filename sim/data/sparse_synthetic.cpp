@@ -1,6 +1,6 @@
 // sim/data/sparse_synthetic.cpp — the sparse generator and its Zipf sampler.
 #include "sim/data/sparse_synthetic.h"
-#include "sim/core/interrupt.h"
+#include "sim/base/interrupt.h"
 #include <cmath>
 #include <stdexcept>
 #include <string>

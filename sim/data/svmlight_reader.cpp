@@ -3,7 +3,7 @@
 // bound of the samples and features stored) so that the memory needed is known before
 // anything is stored; the second parses.
 #include "sim/data/svmlight_reader.h"
-#include "sim/core/interrupt.h"
+#include "sim/base/interrupt.h"
 #include <zlib.h>
 #include <algorithm>
 #include <cerrno>
@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include "sim/data/idx_reader.h"  // gz_reason
-#include "sim/core/interrupt.h"
+#include "sim/base/interrupt.h"
 
 namespace asgd {
 namespace {

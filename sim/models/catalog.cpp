@@ -2,7 +2,7 @@
 #include "sim/models/catalog.h"
 #include <cmath>
 #include <stdexcept>
-#include "sim/core/errors.h"
+#include "sim/base/errors.h"
 #include "sim/data/catalog.h"
 #include "sim/models/external.h"
 

@@ -3,7 +3,7 @@
 #include <fstream>
 #include <iterator>
 #include <mutex>
-#include "sim/core/hash.h"
+#include "sim/base/hash.h"
 #include "sim/data/catalog.h"
 
 namespace asgd {

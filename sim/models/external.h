@@ -64,7 +64,7 @@ std::string external_key(const nlohmann::json& run_config);
 // The Python files a resolved run config names (model.module, model.loss, data.module of
 // type "torch", each "FILE.py:NAME" with FILE relative to base_dir): each must exist
 // (else an issue at its key, so validation refuses it), and the result maps each key to
-// a fingerprint of its file's text (sim/core/hash.h), which the run's record carries: an
+// a fingerprint of its file's text (sim/base/hash.h), which the run's record carries: an
 // edited model file makes another config, as an edited config would. `cache` keeps the
 // files read, by path, across the runs of one experiment.
 nlohmann::json external_sources(const nlohmann::json& run_config, const std::string& base_dir, Validator& v,

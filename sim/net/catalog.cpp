@@ -2,7 +2,7 @@
 // factory, in one entry of topology_types().
 #include "sim/net/catalog.h"
 #include <stdexcept>
-#include "sim/run/settings.h"  // kMaxWorkers
+#include "sim/base/limits.h"
 
 namespace asgd {
 namespace {

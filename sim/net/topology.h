@@ -28,8 +28,8 @@
 #include <memory>
 #include <string>
 #include <vector>
-#include "sim/core/state_archive.h"
-#include "sim/core/time.h"
+#include "sim/base/state_archive.h"
+#include "sim/base/time.h"
 
 namespace asgd {
 

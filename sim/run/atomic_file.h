@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
-#include "sim/core/errors.h"  // IoError
+#include "sim/base/errors.h"  // IoError
 
 namespace asgd {
 

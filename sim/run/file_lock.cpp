@@ -9,7 +9,7 @@
 #include <cstring>
 #include <mutex>
 #include <set>
-#include "sim/core/errors.h"
+#include "sim/base/errors.h"
 #include "sim/run/atomic_file.h"
 
 namespace asgd {

@@ -12,8 +12,8 @@
 #include <unordered_map>
 #include <vector>
 #include "kernels/model.h"  // EvalSums
-#include "sim/core/state_archive.h"
-#include "sim/core/time.h"
+#include "sim/base/state_archive.h"
+#include "sim/base/time.h"
 
 namespace asgd {
 

@@ -2,7 +2,6 @@
 #include "sim/run/run_monitor.h"
 #include <algorithm>
 #include <cmath>
-#include "sim/core/simulation.h"  // RunOutcome
 
 namespace asgd {
 
@@ -168,6 +167,30 @@ void RunMonitor::checkpoint(StateArchive& a) {
   a.io(stale_total_);
   a.io(stale_total_count_);
   a.io(iter_sum_);
+}
+
+// ---- checkpoints ----
+
+void checkpoint(StateArchive& a, RunOutcome& o) {
+  a.tag("outcome");
+  a.io(o.status);
+  a.io(o.note);
+  a.io(o.time);
+  for (uint64_t* c : {&o.updates, &o.gradients, &o.dropped, &o.lost, &o.failures, &o.samples, &o.samples_computed,
+                      &o.staleness_max, &o.iterations, &o.server_updates, &o.messages_to_server,
+                      &o.messages_to_workers, &o.client_draws, &o.clients_distinct, &o.clients_departed})
+    a.io(*c);
+  a.io(o.staleness_hist);
+  a.io(o.staleness_mean);
+  a.io(o.staleness_unit);
+  a.io(o.iteration_time_mean);
+  a.io(o.server_busy);
+  a.io(o.bytes_to_server);
+  a.io(o.bytes_to_workers);
+  a.io(o.peak_sync_bytes);
+  a.io(o.workers);
+  a.io(o.partition_labels);
+  a.io(o.clients);
 }
 
 }  // namespace asgd

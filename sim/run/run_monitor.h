@@ -14,12 +14,11 @@
 #include "kernels/model.h"
 #include "sim/timing/lr_schedule.h"
 #include "sim/run/recorder.h"
+#include "sim/run/run_outcome.h"
 #include "sim/run/settings.h"
-#include "sim/core/time.h"
+#include "sim/base/time.h"
 
 namespace asgd {
-
-struct RunOutcome;
 
 // A run that ended "completed" but did not train is "stalled": its last train_loss is at
 // least (1 - kStallMargin) times its first (the row before any update), which must be > 0

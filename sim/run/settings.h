@@ -14,16 +14,12 @@
 #include "sim/config/field.h"
 #include "sim/timing/lr_schedule.h"
 #include "sim/net/message_size.h"
-#include "sim/core/time.h"
+#include "sim/base/limits.h"
+#include "sim/base/time.h"
 #include "sim/net/topology.h"
 
 namespace asgd {
 
-// The most runs one config may make (engines x sweep points x repeats): each holds its
-// resolved config (~20 KB), and a config is split long before this.
-inline constexpr double kMaxRuns = 50000;
-// Workers of one simulated cluster: per-worker state is kept for each (docs/reliability.md).
-inline constexpr double kMaxWorkers = 1000000;
 
 enum class EvalUnit { Time, Updates, Epochs };
 enum class StalenessMode { Emergent, Fixed, Uniform, Geometric, PerLayer };

@@ -16,7 +16,7 @@
 #include <vector>
 #include "sim/data/client_devices.h"
 #include "sim/timing/distribution.h"
-#include "sim/core/time.h"
+#include "sim/base/time.h"
 
 namespace asgd {
 

@@ -9,9 +9,9 @@
 #include <sstream>
 #include <stdexcept>
 #include "sim/config/field.h"
-#include "sim/core/errors.h"
-#include "sim/core/interrupt.h"
-#include "sim/core/time.h"
+#include "sim/base/errors.h"
+#include "sim/base/interrupt.h"
+#include "sim/base/time.h"
 #include "sim/timing/measured_trace.h"
 
 namespace asgd {
@@ -449,7 +449,7 @@ ComputeResolution resolve_flops(const FlopsConfig& c, const ComputeRunView& run)
 }
 
 // dist "measured": a draw is the whole step, replayed from the experiment's trace once
-// `asgdsim run` has measured or found it (experiments/bench/calibration.h).
+// `asgdsim run` has measured or found it (experiments/run/calibration.h).
 ComputeResolution resolve_measured(const MeasuredConfig& c, const ComputeRunView& run) {
   const std::string name = run.trace_name ? run.trace_name() : "";
   ComputeResolution r;
@@ -571,7 +571,7 @@ const std::vector<DistType>& dist_types() {
             {[](const M&, const std::string&) -> std::unique_ptr<Distribution> {
                throw std::invalid_argument(
                    "measured: a step's time is replayed from the experiment's calibration trace, which `asgdsim run` "
-                   "makes before the runs (experiments/bench/calibration.h)");
+                   "makes before the runs (experiments/run/calibration.h)");
              },
              resolve_measured}),
         dist_type<T>(

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
-#include "sim/core/errors.h"
+#include "sim/base/errors.h"
 #include "sim/timing/distribution.h"
 
 namespace asgd {

@@ -5,7 +5,7 @@
 //     0.000251                    (one timed step's wall seconds per line, in timing order)
 // so the trace distribution reads it as any trace (it skips '#' lines), and a config may
 // point dist "trace" at another machine's file. Not here: the timing itself and when it
-// happens (experiments/bench/calibration.h).
+// happens (experiments/run/calibration.h).
 #pragma once
 #include <cstddef>
 #include <string>

@@ -1,4 +1,4 @@
-// experiments/run/resources.h — what a run will cost, judged from its resolved config before
+// experiments/config/resources.h — what a run will cost, judged from its resolved config before
 // anything runs: how far it goes (gradients, updates, epochs, virtual seconds, from its
 // stop limits and its timing) and how much memory its largest allocations take.
 // resolve_experiment uses it to refuse, as invalid input naming the key responsible, a

@@ -1,5 +1,5 @@
-// experiments/bench/calibration.cpp — timing the real gradient (see calibration.h).
-#include "experiments/bench/calibration.h"
+// experiments/run/calibration.cpp — timing the real gradient (see calibration.h).
+#include "experiments/run/calibration.h"
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -17,12 +17,12 @@
 #include <stdexcept>
 #include <thread>
 #include "experiments/run/build_info.h"
-#include "experiments/run/resources.h"
+#include "experiments/config/resources.h"
 #include "experiments/run/run_parts.h"
-#include "sim/core/errors.h"
-#include "sim/core/hash.h"
+#include "sim/base/errors.h"
+#include "sim/base/hash.h"
 #include "sim/data/sample_stream.h"
-#include "sim/core/interrupt.h"
+#include "sim/base/interrupt.h"
 #include "sim/run/atomic_file.h"
 #include "sim/run/file_lock.h"
 #include "sim/timing/distribution.h"

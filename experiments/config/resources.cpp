@@ -1,8 +1,8 @@
-// experiments/run/resources.cpp — run scale and memory estimates from a resolved run config
+// experiments/config/resources.cpp — run scale and memory estimates from a resolved run config
 // (see resources.h). The per-item byte counts are the sizes of the structures that hold
 // them (sim/, engines/, kernels/), rounded up for allocator and container overhead; the
 // per-worker and per-row constants were measured (docs/reliability.md).
-#include "experiments/run/resources.h"
+#include "experiments/config/resources.h"
 #include "experiments/config/config.h"
 #include "sim/data/catalog.h"
 #include "sim/models/catalog.h"

@@ -1,4 +1,4 @@
-// sim/core/errors.h — the error types every layer throws, and the one mapping from an error to
+// sim/base/errors.h — the error types every layer throws, and the one mapping from an error to
 // the exit code and the message the command line gives it (used by `asgdsim run`,
 // `validate` and `cluster` alike, on every rank). What it is not: a logging facility;
 // only main() (and the ranks of `asgdsim cluster`) turn errors into exit codes.
@@ -8,7 +8,7 @@
 // file-size limit), virtual time driven out of the clock's range by the config or unable to
 // advance under it (NoProgress); 1 any
 // other failure; 130 interrupted (decided by the caller, or an Interrupted error:
-// sim/core/interrupt.h, a signal while nothing could mark a run interrupted).
+// sim/base/interrupt.h, a signal while nothing could mark a run interrupted).
 #pragma once
 #include <exception>
 #include <stdexcept>

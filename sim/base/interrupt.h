@@ -1,4 +1,4 @@
-// sim/core/interrupt.h — the process-wide "stop soon" flag set by the SIGINT/SIGTERM/SIGHUP
+// sim/base/interrupt.h — the process-wide "stop soon" flag set by the SIGINT/SIGTERM/SIGHUP
 // handlers and polled by the event loop between events, and by the long loops before it
 // (loading and generating data), which throw Interrupted so that Ctrl-C is never ignored.
 #pragma once

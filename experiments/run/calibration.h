@@ -1,4 +1,4 @@
-// experiments/bench/calibration.h — the model's real gradient, timed on this machine. Two
+// experiments/run/calibration.h — the model's real gradient, timed on this machine. Two
 // users, one loop: `asgdsim bench`'s bare side (experiments/bench/bench.cpp) computes
 // gradients with GradientLoop, and cluster.compute "measured" times GradientLoop's steps
 // one by one (time_gradient_steps) into the experiment's trace file

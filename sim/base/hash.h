@@ -1,4 +1,4 @@
-// sim/core/hash.h — FNV-1a (64 bits) of a byte string: names and fingerprints that must be
+// sim/base/hash.h — FNV-1a (64 bits) of a byte string: names and fingerprints that must be
 // the same on every machine and build (a trace file's name, which config holds an
 // experiment folder, a model file's text), where std::hash promises neither. Not a
 // cryptographic hash: it tells edits apart, not attacks.

@@ -1,4 +1,4 @@
-// sim/core/state_archive.h — one description of a piece of state that both writes it to a
+// sim/base/state_archive.h — one description of a piece of state that both writes it to a
 // checkpoint and reads it back (docs/reliability.md, "Checkpoints"): each stateful class
 // has one checkpoint(StateArchive&) that hands every member to io(), and the archive
 // either appends the member's bytes or overwrites the member from them, so the two

@@ -1,4 +1,4 @@
-// sim/core/time.h — virtual time: an integer count of nanoseconds (SimTime). Configs and output
+// sim/base/time.h — virtual time: an integer count of nanoseconds (SimTime). Configs and output
 // files speak seconds; conversion happens only at those edges. The clock's range is
 // [0, kNever): about 292 years. Every conversion and every sum of times that could leave
 // it (a heavy-tailed draw, a huge config value) is checked and throws TimeOverflow
@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <cstdio>
 #include <string>
-#include "sim/core/errors.h"  // TimeOverflow
+#include "sim/base/errors.h"  // TimeOverflow
 
 namespace asgd {
 

@@ -1,7 +1,7 @@
-// sim/core/errors.cpp — ConfigError's text, and the one error → exit code mapping.
-#include "sim/core/errors.h"
+// sim/base/errors.cpp — ConfigError's text, and the one error → exit code mapping.
+#include "sim/base/errors.h"
 #include <cstdio>
-#include "sim/core/interrupt.h"
+#include "sim/base/interrupt.h"
 
 namespace asgd {
 
