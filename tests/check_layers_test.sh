@@ -7,10 +7,12 @@ src=$(cd "${1:-.}" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
+mkdir -p "$tmp/clean"
+(cd "$src" && find kernels sim engines experiments \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \) \
+  -print0 | tar cf - --null -T -) | (cd "$tmp/clean" && tar xf -)
 fresh() {
   rm -rf "$tmp/tree"
-  mkdir -p "$tmp/tree"
-  (cd "$src" && tar cf - --exclude='*.json' --exclude='synthetic_1000' kernels sim engines experiments) | (cd "$tmp/tree" && tar xf -)
+  cp -r "$tmp/clean" "$tmp/tree"
 }
 expect() {  # what, file, include line, text the failure must name
   fresh
