@@ -343,12 +343,13 @@ const std::vector<ComponentInfo>& model_catalog() {
 }
 
 const std::vector<ParamInfo>& conv_block_params() {
+  const ConvSpec defaults;  // the block's defaults are ConvSpec's (kernels/model.h)
   static const std::vector<ParamInfo> p = {
       integer("channels", nullptr, "filters (output channels)", 1, 4096),
       integer("kernel", nullptr, "the filters' side (kernel x kernel)", 1, 1024),
-      integer("stride", 1, "step between windows", 1, 1024),
-      integer("padding", 0, "zeros added on every side of the input (< kernel)", 0, 1023),
-      integer("pool", 1,
+      integer("stride", defaults.stride, "step between windows", 1, 1024),
+      integer("padding", defaults.padding, "zeros added on every side of the input (< kernel)", 0, 1023),
+      integer("pool", defaults.pool,
               "max-pool window and stride after the activation (1: none); rows and columns past the last whole "
               "window are dropped",
               1, 1024)};
