@@ -275,9 +275,8 @@ void worker_cannot_run(const std::string& why, Message& done) {
 // ------------------------------------------------------------------ server (rank 0)
 
 MpiRuntime::MpiRuntime(const RunSpec& run, const RunSettings& s, const RunInputs& in, Recorder& rec)
-    : run_(run), s_(s), model_(*in.model), in_(in), rec_(rec), n_(in.model->num_params()),
-      monitor_(s, in.model->uses_data() ? in.data->train.n : s.nominal_train_size, in.model->is_classifier(), out_,
-               rec) {
+    : Runtime(s, *in.model, in.model->uses_data() ? in.data->train.n : s.nominal_train_size, rec),
+      run_(run), in_(in), n_(in.model->num_params()) {
   timeout_ = run.settings.real_worker_timeout;
   shape_ = shape_of(model_, *in.data);
   const size_t workers = size_t(s.workers);
@@ -305,8 +304,8 @@ MpiRuntime::MpiRuntime(const RunSpec& run, const RunSettings& s, const RunInputs
                   // this thread alone; its time is not run time
                   auto t = Clock::now();
                   Snapshot snap = engine_->model_of_record();
-                  const EvalPair sums = evaluate_params(model_, eval_pool_, ctx_, snap.data(), &in_.data->train,
-                                                        s_.eval_train_samples, &in_.data->test, s_.eval_test_samples);
+                  const EvalPair sums = evaluate_params(model_, eval_pool_, exec_, snap.data(), &in_.data->train,
+                                                        settings_.eval_train_samples, &in_.data->test, settings_.eval_test_samples);
                   eval_seconds_ += wall_since(t);
                   return std::make_pair(sums.train, sums.test);
                 });
@@ -319,15 +318,8 @@ std::string MpiRuntime::who(int w) const {
   return "worker " + std::to_string(w) + " (rank " + std::to_string(rank_of(w)) + ")";
 }
 
-std::vector<float> MpiRuntime::initial_params() const {
-  if (!initial_override_.empty()) return initial_override_;
-  std::vector<float> w;
-  model_.init_params(s_.seed, w);
-  return w;
-}
-
 Step MpiRuntime::next_step(int worker, std::vector<int32_t>& ids) {
-  return step_from_stream(worker, *stream_, parts_.get(), s_.batch_size, ids);
+  return step_from_stream(worker, *stream_, parts_.get(), settings_.batch_size, ids);
 }
 
 void MpiRuntime::launch(const Step& step) {
@@ -356,7 +348,7 @@ void MpiRuntime::launch(const Step& step) {
     job->read = step.own;
     const DeferredStep& d = step.before;
     if (d.params) {  // the engine's deferred local step, before the parameters leave
-      ops::sgd_step(ctx_, d.params, d.params, d.grad, d.lr, n_);
+      ops::sgd_step(exec_, d.params, d.params, d.grad, d.lr, n_);
       if (d.grad_buffer) std::swap(job->grad, *d.grad_buffer);  // (as the simulator hands buffers over)
     }
   }
@@ -364,8 +356,8 @@ void MpiRuntime::launch(const Step& step) {
   // the messages the step declares, at the sizes the simulator charges (mpi_runtime.h)
   rows_.clear();
   if (layout_.rows > 0) model_.touched_rows(model_.uses_data() ? &in_.data->train : nullptr, step.ids, step.m, rows_);
-  const StepMessageBytes sizes = step_message_bytes(s_.network, n_, layout_.rows, layout_.width, rows_.size(),
-                                                    step.gradient && step.pull, s_.sparse_pull, s_.compression);
+  const StepMessageBytes sizes = step_message_bytes(settings_.network, n_, layout_.rows, layout_.width, rows_.size(),
+                                                    step.gradient && step.pull, settings_.sparse_pull, settings_.compression);
   job->pull_bytes = sizes.pull;
   job->push_bytes = sizes.push;
   Message m;
@@ -384,7 +376,7 @@ void MpiRuntime::launch(const Step& step) {
   const double t = seconds();
   given_at_[size_t(w)] = t;
   if (idle_since_[size_t(w)] >= 0 && t > idle_since_[size_t(w)])
-    rec_.add_span(w + 1, "wait", seconds_to_sim(idle_since_[size_t(w)]), seconds_to_sim(t));
+    recorder_.add_span(w + 1, "wait", seconds_to_sim(idle_since_[size_t(w)]), seconds_to_sim(t));
   idle_since_[size_t(w)] = -1;
   in_flight_[size_t(w)] = std::move(job);
 }
@@ -408,11 +400,6 @@ void MpiRuntime::finish_send(int w) {
 void MpiRuntime::recycle(std::unique_ptr<GradientJob> job) {
   job->read = Snapshot{};
   spare_jobs_.push_back(std::move(job));
-}
-
-void MpiRuntime::applied(const GradientJob& job, uint64_t staleness) {
-  rec_.note_staleness(job.worker + 1, job.step, int64_t(staleness));
-  monitor_.applied(job.worker, job.ids.size(), staleness);
 }
 
 void MpiRuntime::schedule_timer(SimTime at, int worker, uint64_t payload) {
@@ -444,12 +431,12 @@ void MpiRuntime::loop() {
       monitor_.request_stop("interrupted", "interrupted by a signal");
       break;
     }
-    if (s_.stop_time != kNever && now() >= s_.stop_time) {
+    if (settings_.stop_time != kNever && now() >= settings_.stop_time) {
       monitor_.request_stop("completed", "reached stop.time");
       break;
     }
-    if (s_.eval_unit == EvalUnit::Time && seconds() >= next_eval_time_) {
-      while (next_eval_time_ <= seconds()) next_eval_time_ += s_.eval_every;
+    if (settings_.eval_unit == EvalUnit::Time && seconds() >= next_eval_time_) {
+      while (next_eval_time_ <= seconds()) next_eval_time_ += settings_.eval_every;
       monitor_.evaluate_row();
       if (monitor_.stopping()) break;
     }
@@ -465,7 +452,7 @@ void MpiRuntime::loop() {
     check_timeouts();
     if (monitor_.stopping()) break;
     bool waiting = !timers_.empty();
-    for (int w = 0; w < s_.workers; ++w) waiting = waiting || (alive_[size_t(w)] && in_flight_[size_t(w)]);
+    for (int w = 0; w < settings_.workers; ++w) waiting = waiting || (alive_[size_t(w)] && in_flight_[size_t(w)]);
     if (!waiting) {  // nothing under way can make progress any more
       bool anyone = std::count(alive_.begin(), alive_.end(), true) > 0;
       if (anyone) monitor_.request_stop("completed", "no work left (every worker stopped)");
@@ -502,7 +489,7 @@ void MpiRuntime::on_message(int w, const Message& m) {
   job->arrival = now();
   // (real runs do not split out communication: it is in wait_time)
   out_.workers[size_t(w)].compute += seconds_to_sim(m.h.busy);
-  rec_.add_span(w + 1, "compute", seconds_to_sim(std::max(0.0, t - m.h.busy)), seconds_to_sim(t));
+  recorder_.add_span(w + 1, "compute", seconds_to_sim(std::max(0.0, t - m.h.busy)), seconds_to_sim(t));
   idle_since_[size_t(w)] = t;
   if (!monitor_.arrived(w, job->ids.size(), job->loss)) {  // a loss not finite: the run diverged
     recycle(std::move(job));
@@ -513,7 +500,7 @@ void MpiRuntime::on_message(int w, const Message& m) {
 
 void MpiRuntime::check_timeouts() {
   const double t = seconds();
-  for (int w = 0; w < s_.workers && !monitor_.stopping(); ++w) {
+  for (int w = 0; w < settings_.workers && !monitor_.stopping(); ++w) {
     if (!alive_[size_t(w)] || !in_flight_[size_t(w)] || t - given_at_[size_t(w)] <= timeout_) continue;
     declare_dead(w, who(w) + " sent nothing for " + format_number(timeout_) +
                         " s (real.worker_timeout): it died or hangs");
@@ -545,7 +532,7 @@ void MpiRuntime::wind_down() {
   std::vector<char> buf;
   for (;;) {
     bool waiting = false;
-    for (int w = 0; w < s_.workers; ++w) waiting = waiting || (alive_[size_t(w)] && in_flight_[size_t(w)]);
+    for (int w = 0; w < settings_.workers; ++w) waiting = waiting || (alive_[size_t(w)] && in_flight_[size_t(w)]);
     if (!waiting) break;
     int src = receive(MPI_ANY_SOURCE, kTagToServer, m, buf, 0.05);
     if (src >= 1) {  // a step in flight at the stop: the worker finished it and sent its push
@@ -562,16 +549,16 @@ void MpiRuntime::wind_down() {
       continue;
     }
     const double t = seconds();
-    for (int w = 0; w < s_.workers; ++w)
+    for (int w = 0; w < settings_.workers; ++w)
       if (alive_[size_t(w)] && in_flight_[size_t(w)] && t - given_at_[size_t(w)] > timeout_)
         declare_dead(w, who(w) + " sent nothing for " + format_number(timeout_) + " s at the end of the run");
   }
   Message stop;
   stop.h.kind = uint32_t(Kind::Stop);
   if (!dead_ranks().empty()) stop.h.tag = kStopPeerLost;
-  for (int w = 0; w < s_.workers; ++w)
+  for (int w = 0; w < settings_.workers; ++w)
     if (alive_[size_t(w)] || zombie_[size_t(w)]) send(w, stop);
-  for (int w = 0; w < s_.workers; ++w) finish_send(w);
+  for (int w = 0; w < settings_.workers; ++w) finish_send(w);
 }
 
 void MpiRuntime::count_push(double bytes) {
@@ -598,17 +585,17 @@ void MpiRuntime::abandon() noexcept {
 
 std::vector<int> MpiRuntime::dead_ranks() const {
   std::vector<int> out;
-  for (int w = 0; w < s_.workers; ++w)
+  for (int w = 0; w < settings_.workers; ++w)
     if (!alive_[size_t(w)] && !zombie_[size_t(w)]) out.push_back(rank_of(w));
   return out;
 }
 
 void MpiRuntime::finish_outcome() {
   out_.time = now();
-  for (int w = 0; w < s_.workers; ++w)
+  for (int w = 0; w < settings_.workers; ++w)
     if (!alive_[size_t(w)]) {
       out_.workers[size_t(w)].down += seconds_to_sim(seconds() - down_since_[size_t(w)]);
-      rec_.add_span(w + 1, "down", seconds_to_sim(down_since_[size_t(w)]), out_.time);
+      recorder_.add_span(w + 1, "down", seconds_to_sim(down_since_[size_t(w)]), out_.time);
     }
   monitor_.finish();
 }

@@ -165,14 +165,6 @@ class MpiRuntime final : public Runtime {
 
   // ---- Runtime ----
   SimTime now() const override;
-  int workers() const override { return s_.workers; }
-  const RunSettings& settings() const override { return s_; }
-  size_t num_params() const override { return n_; }
-  const Model& model() const override { return model_; }
-  ExecContext& exec() override { return ctx_; }
-  std::vector<float> initial_params() const override;
-  void set_initial_params(std::vector<float> w) override { initial_override_ = std::move(w); }
-  size_t history_needed() const override { return 0; }  // forced staleness is refused
   Step next_step(int worker, std::vector<int32_t>& ids) override;
   void launch(const Step& step) override;
   void settle(int) override {}  // a step's parameters are copied into its Work message
@@ -180,22 +172,10 @@ class MpiRuntime final : public Runtime {
   // check_supported (cluster.cpp) refuses the configs that cancel (engine.late "cancel").
   void cancel(int) override { throw std::logic_error("asgdsim cluster cannot cancel a step (engine.late \"cancel\")"); }
   void recycle(std::unique_ptr<GradientJob> job) override;
-  void for_each_block(size_t n, const BlockFn& f) override { f(ctx_, 0, n); }
-  double lr() const override { return monitor_.lr(); }
-  double epoch() const override { return monitor_.epoch(); }
-  void applied(const GradientJob& job, uint64_t staleness) override;
-  void dropped(const GradientJob& job) override {
-    monitor_.dropped(job.worker);
-    out_.workers[size_t(job.worker)].wasted += job.arrival - job.start;  // the whole step, for nothing
-  }
-  void iteration_done(SimTime duration) override { monitor_.iteration_done(sim_to_seconds(duration)); }
-  void updated() override { monitor_.updated(); }
+  void for_each_block(size_t n, const BlockFn& f) override { f(exec_, 0, n); }
   void schedule_timer(SimTime at, int worker, uint64_t payload) override;
   using Runtime::collective;
   SimTime collective(Collective, const std::vector<int>&, double, SimTime, bool) override;
-  const Topology& topology() const override { return *topology_; }
-  bool stopping() const override { return monitor_.stopping(); }
-  bool worker_alive(int w) const override { return alive_[size_t(w)]; }
 
  private:
   bool update_now() override {
@@ -227,19 +207,15 @@ class MpiRuntime final : public Runtime {
   void finish_send(int w);
 
   const RunSpec& run_;
-  const RunSettings& s_;
-  const Model& model_;
   const RunInputs& in_;
-  Recorder& rec_;
   const size_t n_;
   double timeout_ = 60;
   std::string shape_;
   Engine* engine_ = nullptr;
-  std::unique_ptr<Topology> topology_;
   std::unique_ptr<SampleStream> stream_;
   std::unique_ptr<PartitionedSamples> parts_;  // data.partition not iid: each worker's own stream
   std::vector<uint32_t> steps_;
-  std::vector<bool> alive_, zombie_;
+  std::vector<bool> zombie_;
   std::vector<std::unique_ptr<GradientJob>> in_flight_;  // by worker: at most one each
   std::vector<std::unique_ptr<GradientJob>> spare_jobs_;
   std::vector<double> given_at_, idle_since_, down_since_;
@@ -255,14 +231,10 @@ class MpiRuntime final : public Runtime {
   std::vector<LostPush> lost_push_;
   std::vector<Outbox> outbox_;
   std::multimap<SimTime, std::pair<int, uint64_t>> timers_;
-  std::vector<float> initial_override_;
-  ExecContext ctx_;
   WorkerPool eval_pool_{1, true};  // evaluation runs on the calling thread
   wire::Clock::time_point t0_;
   double eval_seconds_ = 0, next_eval_time_ = 0;
   bool wound_down_ = false;
-  RunOutcome out_;
-  RunMonitor monitor_;  // counting, rows, the eval schedule and stop rules: the simulator's
   std::string failure_;
   bool mismatch_ = false;
   std::vector<std::string> notes_;

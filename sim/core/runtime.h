@@ -13,9 +13,11 @@
 #include <utility>
 #include <vector>
 #include "kernels/model.h"
+#include "kernels/exec.h"
 #include "sim/core/parameter_store.h"
 #include "sim/data/partition.h"
 #include "sim/data/sample_stream.h"
+#include "sim/run/run_monitor.h"
 #include "sim/run/settings.h"
 #include "sim/base/time.h"
 #include "sim/net/topology.h"
@@ -172,22 +174,28 @@ inline Step step_from_stream(int worker, SampleStream& stream, PartitionedSample
   return step;
 }
 
+// The engine's API. What both runtimes (the simulator, asgdsim cluster) hold and do the
+// same way is the run core, here once: the run's settings, model and recorder, the
+// outcome and its RunMonitor (counters, rows, the learning rate, the stop rules), the
+// topology, which workers are alive, the initial parameters. The virtual methods are what
+// differs: the clock, how a step is launched and its gradient comes back, timers,
+// collectives and the server's queue.
 class Runtime {
  public:
   virtual ~Runtime() = default;
 
   virtual SimTime now() const = 0;  // virtual time (simulator) or run time in wall ns (MPI)
-  virtual int workers() const = 0;
-  virtual const RunSettings& settings() const = 0;
-  virtual size_t num_params() const = 0;
-  virtual const Model& model() const = 0;  // the model trained (its row layout: sparse stores)
-  virtual ExecContext& exec() = 0;  // for the engine's own (server-side) arithmetic
+  int workers() const { return settings_.workers; }
+  const RunSettings& settings() const { return settings_; }
+  size_t num_params() const { return model_.num_params(); }
+  const Model& model() const { return model_; }  // the model trained (its row layout: sparse stores)
+  ExecContext& exec() { return exec_; }  // for the engine's own (server-side) arithmetic
   // The parameters engines start from: the model's seeded initialisation, unless
   // set_initial_params gave others (the single-replica warm-up hands on its result so).
-  virtual std::vector<float> initial_params() const = 0;
-  virtual void set_initial_params(std::vector<float> w) = 0;
+  std::vector<float> initial_params() const;
+  void set_initial_params(std::vector<float> w) { initial_override_ = std::move(w); }
   // History depth a parameter store needs for the configured forced staleness.
-  virtual size_t history_needed() const = 0;
+  size_t history_needed() const;
 
   // Worker w's next step on the next minibatch (the per-worker batch of the run's one
   // sample stream, into `ids`, which must outlive the launch): the engine then says where
@@ -223,17 +231,21 @@ class Runtime {
   using BlockFn = std::function<void(ExecContext& ctx, size_t begin, size_t end)>;
   virtual void for_each_block(size_t n, const BlockFn& f) = 0;
   // Learning rate in force now (from the epoch reached), and that epoch.
-  virtual double lr() const = 0;
-  virtual double epoch() const = 0;
+  double lr() const { return monitor_.lr(); }
+  double epoch() const { return monitor_.epoch(); }
 
   // Bookkeeping the engine reports (the shared RunMonitor counts it).
   // The job's gradient is applied (to the model of record, or to the worker's own model):
   // its samples count toward the epoch, so call it before reading lr() for its step.
-  virtual void applied(const GradientJob& job, uint64_t staleness) = 0;
-  virtual void dropped(const GradientJob& job) = 0;
-  virtual void iteration_done(SimTime duration) = 0;
-  // One update of the model of record is done: runs evaluation/stop checks.
-  virtual void updated() = 0;
+  void applied(const GradientJob& job, uint64_t staleness);
+  // The job's gradient is dropped: its whole step was work for nothing.
+  void dropped(const GradientJob& job);
+  void iteration_done(SimTime duration) { monitor_.iteration_done(sim_to_seconds(duration)); }
+  // One update of the model of record is done: runs evaluation/stop checks. (The simulator
+  // also checks the rows due in epochs and the stop limits on gradients and epochs after
+  // every event, so engines whose steps do not update the model of record stop and
+  // evaluate there too.)
+  void updated() { monitor_.updated(); }
   // engine.on_timer(e) at time `at` with e.worker, e.payload.
   virtual void schedule_timer(SimTime at, int worker, uint64_t payload) = 0;
   // Starts collective `kind` among `members` (worker indices, ascending) at `at` (>= now):
@@ -247,15 +259,31 @@ class Runtime {
   SimTime collective(Collective kind, const std::vector<int>& members) {
     return collective(kind, members, -1.0, now(), false);
   }
-  virtual const Topology& topology() const = 0;
-  virtual bool stopping() const = 0;
-  virtual bool worker_alive(int w) const = 0;
+  const Topology& topology() const { return *topology_; }
+  bool stopping() const { return monitor_.stopping(); }
+  bool worker_alive(int w) const { return alive_[size_t(w)]; }
   // A population (section clients): client c's training samples (its part of the data, or
   // an equal share of the run's one stream under iid). A client's step that its client
   // leaves unfinished comes back timed out (GradientJob::timed_out).
   virtual uint32_t client_samples(int64_t client) const { return 0; }
 
  protected:
+  // `train_size`: the samples an epoch counts (the training set's, or the nominal size of
+  // a model that reads no data). The derived runtime sets topology_ and alive_.
+  Runtime(const RunSettings& settings, const Model& model, size_t train_size, Recorder& recorder)
+      : settings_(settings), model_(model), recorder_(recorder),
+        monitor_(settings, train_size, model.is_classifier(), out_, recorder) {}
+
+  const RunSettings& settings_;
+  const Model& model_;
+  Recorder& recorder_;
+  ExecContext exec_;
+  RunOutcome out_;
+  RunMonitor monitor_;  // counters, rows, the eval schedule and stop rules
+  std::unique_ptr<Topology> topology_;
+  std::vector<bool> alive_;              // by worker
+  std::vector<float> initial_override_;  // set_initial_params (empty: the model's init)
+
   // A server update waiting its turn (a move-only callable, type-erased).
   struct ServerTask {
     virtual ~ServerTask() = default;

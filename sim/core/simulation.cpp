@@ -77,11 +77,9 @@ void Simulation::await(GradientJob& job) {
 Simulation::Simulation(const RunSettings& settings, const Model& model, const DeviceDataset* train,
                        const DeviceDataset* test, WorkerPool& pool, const ComputeTimeModel& compute,
                        Recorder& recorder)
-    : settings_(settings), model_(model), train_(train), test_(test), pool_(pool),
-      compute_(compute), recorder_(recorder),
-      host_kernels_(std::string(kernels_backend()) != "CUDA"),
-      monitor_(settings, model.uses_data() && train ? train->n : settings.nominal_train_size, model.is_classifier(),
-               out_, recorder) {
+    : Runtime(settings, model, model.uses_data() && train ? train->n : settings.nominal_train_size, recorder),
+      train_(train), test_(test), pool_(pool), compute_(compute),
+      host_kernels_(std::string(kernels_backend()) != "CUDA") {
   if (settings_.workers < 1) throw std::invalid_argument("workers must be >= 1");
   topology_ = make_topology(settings_.topology, settings_.network, settings_.workers);
   message_bytes_ = message_bytes(settings_.network, model_.num_params());
@@ -147,24 +145,6 @@ Simulation::Simulation(const RunSettings& settings, const Model& model, const De
 }
 
 Simulation::~Simulation() { drain(); }
-
-std::vector<float> Simulation::initial_params() const {
-  if (!initial_override_.empty()) return initial_override_;
-  std::vector<float> w;
-  model_.init_params(settings_.seed, w);
-  return w;
-}
-
-size_t Simulation::history_needed() const {
-  switch (settings_.staleness) {
-    case StalenessMode::Emergent: return 0;
-    case StalenessMode::Fixed:
-    case StalenessMode::Uniform:
-    case StalenessMode::Geometric:
-    case StalenessMode::PerLayer: return settings_.staleness_tau;
-  }
-  return 0;
-}
 
 bool Simulation::staleness_window_open() const {
   const double ep = epoch();
@@ -735,26 +715,9 @@ void Simulation::for_each_block(size_t n, const BlockFn& f) {
   pool_.run_all(std::move(tasks));
 }
 
-double Simulation::epoch() const { return monitor_.epoch(); }
-double Simulation::lr() const { return monitor_.lr(); }
-
-void Simulation::applied(const GradientJob& job, uint64_t staleness) {
-  recorder_.note_staleness(job.worker + 1, job.step, int64_t(staleness));
-  monitor_.applied(job.worker, job.ids.size(), staleness);
-}
-
-void Simulation::dropped(const GradientJob& job) {
-  monitor_.dropped(job.worker);
-  out_.workers[job.worker].wasted += job.arrival - job.start;  // the whole step, for nothing
-}
-
-void Simulation::iteration_done(SimTime duration) { monitor_.iteration_done(sim_to_seconds(duration)); }
-
 void Simulation::schedule_timer(SimTime at, int worker, uint64_t payload) {
   queue_.push(at, EventKind::EngineTimer, worker, payload);
 }
-
-void Simulation::updated() { monitor_.updated(); }
 
 void Simulation::request_stop(const std::string& status, const std::string& note) {
   monitor_.request_stop(status, note);

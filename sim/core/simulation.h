@@ -91,14 +91,6 @@ class Simulation final : public Runtime {
 
   // ---- the engine's API (Runtime; sim/core/runtime.h says what each does) ----
   SimTime now() const override { return queue_.now(); }
-  int workers() const override { return settings_.workers; }
-  const RunSettings& settings() const override { return settings_; }
-  const Model& model() const override { return model_; }
-  size_t num_params() const override { return model_.num_params(); }
-  ExecContext& exec() override { return exec_; }
-  std::vector<float> initial_params() const override;
-  void set_initial_params(std::vector<float> w) override { initial_override_ = std::move(w); }
-  size_t history_needed() const override;
   // With a population, from the client the worker's slot trains (drawn now if it has none).
   Step next_step(int worker, std::vector<int32_t>& ids) override;
   // The messages the step declares and its compute take virtual time over the topology.
@@ -112,23 +104,11 @@ class Simulation final : public Runtime {
   // core's cache between passes), split into ranges run side by side by the pool threads
   // and the caller. On CUDA, or for small n, one call f(exec(), 0, n) here.
   void for_each_block(size_t n, const BlockFn& f) override;
-  double lr() const override;
-  double epoch() const override;
-  void applied(const GradientJob& job, uint64_t staleness) override;
-  void dropped(const GradientJob& job) override;
-  void iteration_done(SimTime duration) override;
-  // (Rows due in epochs and the stop limits on gradients and epochs are also checked
-  // after every event, so engines whose steps do not update the model of record stop and
-  // evaluate there too.)
-  void updated() override;
   void schedule_timer(SimTime at, int worker, uint64_t payload) override;
   // In the alpha-beta model over the topology: reserves the links.
   using Runtime::collective;
   SimTime collective(Collective kind, const std::vector<int>& members, double bytes, SimTime at,
                      bool overlapped) override;
-  const Topology& topology() const override { return *topology_; }
-  bool stopping() const override { return monitor_.stopping(); }
-  bool worker_alive(int w) const override { return alive_[w]; }
   uint32_t client_samples(int64_t client) const override { return population_->samples(client); }
 
  private:
@@ -198,14 +178,10 @@ class Simulation final : public Runtime {
   // The time `bytes` take over the client's own link (clients.devices' bandwidth; 0 without).
   SimTime client_link(int64_t client, double bytes) const;
 
-  const RunSettings& settings_;
-  const Model& model_;
   const DeviceDataset* train_;
   const DeviceDataset* test_;
   WorkerPool& pool_;
   const ComputeTimeModel& compute_;
-  Recorder& recorder_;
-  ExecContext exec_;
   bool host_kernels_;  // kernels run on the CPU (OMP, CPP): for_each_block splits over the pool
   Engine* engine_ = nullptr;
 
@@ -222,13 +198,10 @@ class Simulation final : public Runtime {
   JobSetup setup_;                     // set by run()
   std::vector<GradientJob*> pending_;  // launched, not yet submitted (batched_gradients > 1)
   std::vector<uint32_t> steps_;
-  std::vector<bool> alive_;
-  std::vector<float> initial_override_;  // set_initial_params (empty: the model's init)
   std::vector<uint64_t> incarnation_;
   std::vector<uint32_t> failure_draws_;
   std::vector<SimTime> down_since_;
   std::vector<SimTime> idle_since_;  // for trace "wait" spans: when the worker last went idle (-1: busy)
-  std::unique_ptr<Topology> topology_;
   double message_bytes_ = 0;          // one parameter-sized message
   RowLayout layout_;                  // model_.row_layout(): rows > 0 for a sparse model
   std::vector<ParamRange> layers_;    // staleness per_layer: the model's layers
@@ -256,9 +229,6 @@ class Simulation final : public Runtime {
   // Interrupted, the run goes on to the first point a checkpoint can be taken: the loops
   // that poll for interruption (a collective's steps) run on as they would have meanwhile.
   bool awaiting_checkpoint_ = false;
-
-  RunOutcome out_;
-  RunMonitor monitor_;  // counters, rows, the eval schedule and stop rules (shared with asgdsim cluster)
 };
 
 }  // namespace asgd

@@ -1,0 +1,34 @@
+// sim/core/runtime.cpp — the run core both runtimes share (sim/core/runtime.h).
+#include "sim/core/runtime.h"
+
+namespace asgd {
+
+std::vector<float> Runtime::initial_params() const {
+  if (!initial_override_.empty()) return initial_override_;
+  std::vector<float> w;
+  model_.init_params(settings_.seed, w);
+  return w;
+}
+
+size_t Runtime::history_needed() const {
+  switch (settings_.staleness) {
+    case StalenessMode::Emergent: return 0;
+    case StalenessMode::Fixed:
+    case StalenessMode::Uniform:
+    case StalenessMode::Geometric:
+    case StalenessMode::PerLayer: return settings_.staleness_tau;
+  }
+  return 0;
+}
+
+void Runtime::applied(const GradientJob& job, uint64_t staleness) {
+  recorder_.note_staleness(job.worker + 1, job.step, int64_t(staleness));
+  monitor_.applied(job.worker, job.ids.size(), staleness);
+}
+
+void Runtime::dropped(const GradientJob& job) {
+  monitor_.dropped(job.worker);
+  out_.workers[size_t(job.worker)].wasted += job.arrival - job.start;  // the whole step, for nothing
+}
+
+}  // namespace asgd
