@@ -68,7 +68,7 @@ class FederatedEngine final : public Engine {
   void on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) override;
   void on_worker_down(Runtime& sim, int w) override;
   void on_worker_up(Runtime& sim, int w) override;
-  void on_timer(Runtime& sim, const Event& e) override;
+  void on_timer(Runtime& sim, const Timer& e) override;
   Snapshot model_of_record() const override { return store_->current(); }
   bool keeps_read_params() const override { return true; }  // a job's first step hands on its base
   std::string checkpoint_refusal() const override { return ""; }
@@ -318,7 +318,7 @@ bool FederatedEngine::none_in_job(const Runtime& sim) const {
   return true;
 }
 
-void FederatedEngine::on_timer(Runtime& sim, const Event& e) {
+void FederatedEngine::on_timer(Runtime& sim, const Timer& e) {
   if (e.payload != kWaitForClient || sim.stopping()) return;
   if (c_.rule == Rule::FedAvg) {
     if (!round_open_ && !averaging_) start_round(sim);  // (the other slots' timers find it open)

@@ -72,7 +72,7 @@ void SingleReplicaWarmup::hand_over(Runtime& sim) {
   server_.reset();
 }
 
-void SingleReplicaWarmup::on_timer(Runtime& sim, const Event& e) {
+void SingleReplicaWarmup::on_timer(Runtime& sim, const Timer& e) {
   if (engine_started_) engine_->on_timer(sim, e);
 }
 

@@ -19,7 +19,7 @@ class SingleReplicaWarmup final : public Engine {
   std::string type() const override { return engine_->type(); }
   void start(Runtime& sim) override;
   void on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) override;
-  void on_timer(Runtime& sim, const Event& e) override;
+  void on_timer(Runtime& sim, const Timer& e) override;
   void on_worker_down(Runtime& sim, int worker) override;
   void on_worker_up(Runtime& sim, int worker) override;
   Snapshot model_of_record() const override;

@@ -160,7 +160,7 @@ class StreamingDilocoEngine final : public Engine {
     if (!sim.stopping()) launch(sim, m);
   }
 
-  void on_timer(Runtime& sim, const Event& e) override {
+  void on_timer(Runtime& sim, const Timer& e) override {
     if (e.payload != kFragmentReduced) return;
     const int p = e.worker;
     apply(sim, p);

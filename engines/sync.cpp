@@ -262,7 +262,7 @@ int SyncEngine::catch_up_source(const Runtime& sim, int w) const {
   return kNoSource;
 }
 
-void SyncEngine::on_timer(Runtime& sim, const Event& e) {
+void SyncEngine::on_timer(Runtime& sim, const Timer& e) {
   if (e.payload == kApplyAfterCollective) {
     sim.server_update([this, &sim] { apply_iteration(sim); });
   } else if (e.payload == kLaunchAfterBroadcast) {

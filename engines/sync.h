@@ -27,7 +27,7 @@ class SyncEngine final : public Engine {
   void on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) override;
   void on_worker_down(Runtime& sim, int worker) override;
   void on_worker_up(Runtime& sim, int worker) override { launch_idle(sim); }
-  void on_timer(Runtime& sim, const Event& e) override;
+  void on_timer(Runtime& sim, const Timer& e) override;
   Snapshot model_of_record() const override;
   std::string checkpoint_refusal() const override { return ""; }
   void checkpoint(Runtime& sim, StateArchive& a) override;

@@ -441,13 +441,9 @@ void MpiRuntime::loop() {
       if (monitor_.stopping()) break;
     }
     while (!timers_.empty() && timers_.begin()->first <= now() && !monitor_.stopping()) {
-      Event e;
-      e.time = timers_.begin()->first;
-      e.kind = EventKind::EngineTimer;
-      e.worker = timers_.begin()->second.first;
-      e.payload = timers_.begin()->second.second;
+      const Timer t{timers_.begin()->second.first, timers_.begin()->second.second};
       timers_.erase(timers_.begin());
-      engine_->on_timer(*this, e);
+      engine_->on_timer(*this, t);
     }
     check_timeouts();
     if (monitor_.stopping()) break;

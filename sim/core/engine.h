@@ -3,17 +3,25 @@
 // decides what happens when a gradient arrives and who waits for whom, and tells the
 // runtime what it applied, dropped or updated.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
-#include "sim/core/event_queue.h"
 #include "sim/core/parameter_store.h"
 
 namespace asgd {
 
 class Runtime;
 struct GradientJob;
+
+// A timer the engine set (Runtime::schedule_timer) has come due: for `worker`, with the
+// engine's own tag `payload` (what to do). Data, not a callback, so a checkpoint can keep
+// the timers waiting in the event queue.
+struct Timer {
+  int worker = 0;
+  uint64_t payload = 0;
+};
 
 class Engine {
  public:
@@ -24,7 +32,7 @@ class Engine {
   // A gradient arrived (computed and pushed). The engine owns the job now and gives it
   // back with sim.recycle() when done with it.
   virtual void on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) = 0;
-  virtual void on_timer(Runtime& sim, const Event& e) {}
+  virtual void on_timer(Runtime& sim, const Timer& e) {}
   // Failure model: worker went down (its in-flight gradient is lost) or came back.
   virtual void on_worker_down(Runtime& sim, int worker) {}
   virtual void on_worker_up(Runtime& sim, int worker) {}

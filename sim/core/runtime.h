@@ -246,7 +246,7 @@ class Runtime {
   // every event, so engines whose steps do not update the model of record stop and
   // evaluate there too.)
   void updated() { monitor_.updated(); }
-  // engine.on_timer(e) at time `at` with e.worker, e.payload.
+  // engine.on_timer(Timer{worker, payload}) at time `at`.
   virtual void schedule_timer(SimTime at, int worker, uint64_t payload) = 0;
   // Starts collective `kind` among `members` (worker indices, ascending) at `at` (>= now):
   // returns when it ends. `bytes`: what each member contributes (a compressed all-reduce's

@@ -879,7 +879,7 @@ void Simulation::handle(const Event& e) {
       if (!queue_.empty()) queue_.push(add_time(e.time, seconds_to_sim(settings_.eval_every)), EventKind::Evaluate);
       break;
     case EventKind::StopTime: request_stop("completed", "reached stop.time"); break;
-    case EventKind::EngineTimer: engine_->on_timer(*this, e); break;
+    case EventKind::EngineTimer: engine_->on_timer(*this, Timer{e.worker, e.payload}); break;
     case EventKind::WorkerDown: worker_down(e.worker, SimTime(e.payload)); break;
     case EventKind::WorkerUp: worker_up(e.worker); break;
   }
