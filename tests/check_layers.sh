@@ -51,7 +51,7 @@ sources() { find "$@" \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '
   part == "d" {
     split($0, p, "/")
     if ((p[1] == "sim" || p[1] == "experiments") && !($0 in floor)) {
-      print $0 "/ is on no floor: place it in tests/check_layers.sh (docs/architecture.md, \"Floors\")"
+      print $0 "/ is on no floor: place it in tests/check_layers.sh (docs/architecture.md, \"Layers\")"
       bad = 1
     }
     next

@@ -1,5 +1,5 @@
 // tests/test_time_model.cpp — the virtual clock's rules, each pinned by a closed form
-// (docs/architecture.md, "The time model"): compute that scales with the batch, the
+// (docs/time-model.md): compute that scales with the batch, the
 // topology's FIFO links and NICs, what each engine really sends, the server as a
 // resource, the proxy message size, pulls read when served, and counting that means one
 // thing for every engine (epochs, stop and evaluation points, workers.csv's split,

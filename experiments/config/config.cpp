@@ -684,7 +684,7 @@ void warn_of_free_network(Experiment& exp) {
   exp.warnings.push_back("the network is free (cluster.network latency 0, bandwidth unlimited) while the engines differ "
                          "in the messages they send per gradient (" + list +
                          "): that difference costs nothing here, so the comparison leaves out what sending less "
-                         "saves; set cluster.network.latency and bandwidth (docs/architecture.md, the time model)");
+                         "saves; set cluster.network.latency and bandwidth (docs/time-model.md)");
   for (RunSpec* run : free)
     run->notes.push_back("the network is free: engines that send " + list +
                          " messages per gradient cost the same here");
