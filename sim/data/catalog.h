@@ -20,7 +20,7 @@
 #include "kernels/shape.h"
 #include "sim/config/field.h"
 #include "sim/data/dataset.h"
-#include "sim/run/settings.h"  // PartitionSpec
+#include "sim/data/partition.h"  // PartitionSpec
 
 namespace asgd {
 
