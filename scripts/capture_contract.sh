@@ -10,8 +10,10 @@
 #     engine_config and status;
 #   - `asgdsim list` and `asgdsim list --markdown`;
 #   - `asgdsim validate`'s output and exit code for every shipped config and for bad engine
-#     configs (unknown key and type, wrong types, every engine's cross-section checks) and
-#     bad model configs (each model's own checks, its checks against the data);
+#     configs (unknown key and type, wrong types, every engine's cross-section checks), bad
+#     model configs (each model's own checks, its checks against the data) and bad data
+#     configs (each data set's keys and derived keys, its files, partitions, data/model
+#     mismatches, and the combinations of an own error with a failing cross check);
 #   - what `asgdsim cluster` refuses of an engine (check_real), under mpirun when there is one.
 # usage: scripts/capture_contract.sh BUILD_DIR OUT_FILE   (run from anywhere; -j1, niced)
 set -euo pipefail
@@ -131,6 +133,45 @@ bad 'model={"type":"cnn","conv":[{"channels":2,"kernel":5}]}'
 bad 'model={"type":"cnn","conv":[{"channels":0,"kernel":3}]}'
 bad 'model={"type":"cnn","arch":"lenet5","hidden":[3]}'
 bad 'model={"type":"torch","threads":0}'
+
+say "## bad data configs: validate"
+sparse='model={"type":"sparse_logistic"}'
+bad 'data.bogus=1'
+bad 'data=5'
+bad 'data={"type":"bogus"}'
+bad 'data={"type":"bogus"}' "$sparse"
+bad 'data.classes=1' 'data.task=x' 'data.noise=-1'
+bad 'data.image=[1,2]'
+bad 'data.image=[0,2,2]'
+bad 'data.image=[1,3,3]' 'data.features=8'
+bad 'data.image=[1000,1000,1000]'
+bad 'data={"type":"none","samples":0}' 'model={"type":"quadratic"}'
+bad 'data={"type":"none"}'
+bad 'data={"type":"fashion_mnist","path":"/nonexistent"}'
+bad 'data={"type":"fashion_mnist","path":"/nonexistent","train_limit":-1}'
+bad 'data={"type":"sparse_synthetic","features":10,"nnz":20}' "$sparse"
+bad 'data={"type":"sparse_synthetic","features":10,"nnz":20,"noise":-1}' "$sparse"
+bad 'data={"type":"sparse_synthetic","zipf":6,"classes":3}' "$sparse"
+bad 'data={"type":"sparse_synthetic","classes":3}' "$sparse"
+bad 'data={"type":"sparse_synthetic"}'
+bad 'data={"type":"svmlight"}' "$sparse"
+bad 'data={"type":"svmlight","path":"/nonexistent","test_path":"/nonexistent2"}' "$sparse"
+bad 'data={"type":"svmlight","path":"/nonexistent","holdout":1,"index_base":2}' "$sparse"
+bad 'data={"type":"svmlight","path":"/nonexistent","classes":3}' "$sparse"
+bad 'data={"type":"torch"}'
+bad 'data={"type":"torch","classes":-1}' 'model={"type":"torch"}'
+bad 'data.task=regression'
+bad 'data.task=regression' 'model={"type":"linear"}' 'data.partition=shards'
+bad 'data.task=regression' 'data.classes=2' 'model={"type":"logistic"}'
+bad 'data.classes=3' 'model={"type":"logistic"}'
+bad 'model={"type":"linear"}' 'data.partition=bogus' 'data.task=regression'
+bad 'model={"type":"cnn"}' 'data.noise=-1'
+bad 'model={"type":"cnn"}' 'data.image=[1,8,8]' 'data.noise=-1'
+bad 'data.partition=bogus' 'data.partition_alpha=0' 'data.partition_shards=0'
+bad 'data.partition=shards' 'data.partition_shards=1000'
+bad 'data.partition=dirichlet' 'data.train_samples=1'
+bad 'data.partition=shards' 'data.partition_shards=1000' 'clients={"count":4,"speeds":{"dist":"constant","value":1}}'
+bad 'data={"type":"none","partition":"shards"}' 'model={"type":"quadratic"}'
 
 say "## what asgdsim cluster refuses of an engine"
 if command -v mpirun >/dev/null; then

@@ -11,6 +11,7 @@
 #include "experiments/config/resources.h"
 #include "experiments/run/runner.h"
 #include "sim/base/interrupt.h"
+#include "sim/data/sparse_synthetic.h"
 #include "sim/net/catalog.h"
 #include "test_helpers.h"
 
@@ -1183,13 +1184,15 @@ TEST(DataFamily, DeclaredSizesAreWhatTheLoaderMakes) {
       {{"type", "svmlight"}, {"path", "d.svm"}, {"features", 5}, {"classes", 2}}};
   for (const json& user : sets) {
     Validator v;
-    const json data = resolve_data(user, "", v);
+    std::shared_ptr<const BoundData> bound;
+    const json data = resolve_data(user, "", v, bound);
     ASSERT_TRUE(v.ok()) << user.dump();
-    const DataShape shape = data_shape(data);
+    ASSERT_TRUE(bound) << user.dump();
+    const DataShape shape = bound->shape();
     DataLoadContext ctx;
     ctx.seed = 3;
     ctx.base_dir = dir;
-    const DataSplit split = load_data_split(data, ctx);
+    const DataSplit split = bound->load(ctx);
     EXPECT_EQ(shape.in, double(split.train.dim)) << user.dump();
     EXPECT_EQ(shape.classes, split.train.classes) << user.dump();
     EXPECT_EQ(shape.sparse, split.train.sparse()) << user.dump();
@@ -1203,9 +1206,11 @@ TEST(DataFamily, DeclaredSizesAreWhatTheLoaderMakes) {
   }
   // features and classes left to the file: the loader tells them before a model is built
   Validator v;
-  const json svm = resolve_data({{"type", "svmlight"}, {"path", "d.svm"}}, "", v);
+  std::shared_ptr<const BoundData> svm;
+  resolve_data({{"type", "svmlight"}, {"path", "d.svm"}}, "", v, svm);
   ASSERT_TRUE(v.ok());
-  EXPECT_EQ(data_shape(svm).in, 0);
+  ASSERT_TRUE(svm);
+  EXPECT_EQ(svm->shape().in, 0);
   size_t told_features = 0;
   int told_classes = 0;
   DataLoadContext ctx;
@@ -1214,13 +1219,94 @@ TEST(DataFamily, DeclaredSizesAreWhatTheLoaderMakes) {
     told_features = features;
     told_classes = classes;
   };
-  const DataSplit split = load_data_split(svm, ctx);
+  const DataSplit split = svm->load(ctx);
   EXPECT_EQ(told_features, split.train.dim);
   EXPECT_EQ(told_features, 3u);
   EXPECT_EQ(told_classes, 2);
-  // no samples (the quadratic's nominal data), or an unknown type: nothing to load
-  EXPECT_THROW(load_data_split({{"type", "none"}, {"samples", 10}}, DataLoadContext{}), std::logic_error);
-  EXPECT_THROW(load_data_split({{"type", "no_such_set"}}, DataLoadContext{}), std::logic_error);
+  // no samples (the quadratic's nominal data): nothing to load; an unknown type: nothing to bind
+  EXPECT_THROW(bind_data({{"type", "none"}, {"samples", 10}})->load(DataLoadContext{}), std::logic_error);
+  EXPECT_THROW(bind_data({{"type", "no_such_set"}}), std::invalid_argument);
+}
+
+// The data family bound once (issue #44 stage 4): every data set's keys read back from its
+// typed config equal to the resolved object (non-default values too: synthetic's task and
+// image, the partition keys); an object with an error of its own is not bound; the run
+// carries the bound data, and the checks across model and data read it (typed).
+TEST(DataKeys, ReadBackFromTheTypedConfigAndCheckTheModel) {
+  std::vector<json> given;
+  for (const DataType& t : data_types())
+    given.push_back(t.name == "svmlight" ? json{{"type", t.name}, {"path", "d.svm"}} : json{{"type", t.name}});
+  for (const json& g :
+       {json{{"type", "synthetic"}, {"task", "regression"}, {"image", {2, 3, 4}}, {"noise", 0.25}, {"train_samples", 7},
+             {"test_samples", 5}},
+        json{{"type", "synthetic"}, {"classes", 4}, {"features", 9}, {"partition", "dirichlet"}, {"partition_alpha", 0.25}},
+        json{{"type", "fashion_mnist"}, {"path", "here"}, {"train_limit", 100}, {"test_limit", 10}, {"partition", "shards"},
+             {"partition_shards", 3}},
+        json{{"type", "sparse_synthetic"}, {"features", 40}, {"nnz", 4}, {"zipf", 0.5}, {"classes", 3},
+             {"partition", "dirichlet_mix"}},
+        json{{"type", "svmlight"}, {"path", "a.svm"}, {"test_path", "b.svm"}, {"holdout", 0.25}, {"features", 12},
+             {"index_base", 0}, {"classes", 2}},
+        json{{"type", "torch"}, {"module", "d.py:make"}, {"train_limit", 3}, {"test_limit", 2}, {"classes", 5}},
+        json{{"type", "none"}, {"samples", 77}}})
+    given.push_back(g);
+  std::vector<std::shared_ptr<const BoundData>> bound_all;
+  for (const json& g : given) {
+    Validator v;
+    std::shared_ptr<const BoundData> bound;
+    const json resolved = resolve_data(g, "", v, bound);
+    ASSERT_TRUE(v.ok()) << g.dump();
+    ASSERT_TRUE(bound) << g.dump();
+    EXPECT_EQ(bound->type().name, g["type"]);
+    EXPECT_EQ(bound->object(), resolved) << g.dump();
+    bound_all.push_back(bound);
+  }
+  {  // the typed config's values, as the loader and the checks read them
+    std::shared_ptr<const BoundData> b = bound_all[given.size() - 7];
+    ASSERT_TRUE(b->config_as<SyntheticSpec>());
+    EXPECT_FALSE(b->config_as<SyntheticSpec>()->classification);
+    EXPECT_TRUE(regression_data(*b));
+    EXPECT_EQ(b->image(), (Shape{3, 4, 2}));
+    EXPECT_EQ(b->shape().in, 24);
+    EXPECT_FALSE(b->config_as<SparseSyntheticSpec>());
+    b = bound_all[given.size() - 6];
+    EXPECT_EQ(b->partition().kind, PartitionSpec::Kind::Dirichlet);
+    EXPECT_EQ(b->partition().alpha, 0.25);
+    // share_key: the object, with the seed for a set drawn from it
+    EXPECT_EQ(b->share_key(5)["seed"], 5);
+    EXPECT_FALSE(bound_all[given.size() - 5]->share_key(5).contains("seed"));
+  }
+  {  // an object with an error of its own is not bound
+    Validator v;
+    std::shared_ptr<const BoundData> bound;
+    resolve_data({{"type", "synthetic"}, {"noise", -1}}, "", v, bound);
+    EXPECT_FALSE(v.ok());
+    EXPECT_FALSE(bound);
+  }
+  // the run carries it, and the checks across model and data read it
+  json c = tiny();
+  const Experiment e = resolve_experiment(c, "test", ".");
+  ASSERT_TRUE(e.runs.front().bound_data);
+  EXPECT_EQ(e.runs.front().bound_data->object(), e.runs.front().config["data"]);
+  c["model"] = {{"type", "sparse_logistic"}};
+  c["data"] = {{"type", "sparse_synthetic"}, {"features", 10}, {"nnz", 20}, {"classes", 3}};
+  EXPECT_EQ(config_issues(c), "data.nnz: must be <= data.features (10): each sample takes one feature from each of nnz "
+                              "fields\ndata.classes: model 'sparse_logistic' is binary: use classes 2, or sparse_softmax\n");
+  c["data"] = {{"type", "svmlight"}, {"path", "d.svm"}, {"classes", 3}};
+  EXPECT_EQ(config_issues(c),
+            "data.classes: model 'sparse_logistic' is binary: use classes 0 (from the labels) or 2, or sparse_softmax\n");
+  c = tiny();
+  c["model"] = {{"type", "linear"}};
+  c["data"]["task"] = "regression";
+  c["data"]["partition"] = "shards";
+  EXPECT_EQ(config_issues(c), "data.partition: \"shards\" splits the training set by label: it needs a classification "
+                              "set that the model reads (use \"iid\")\n");
+  c["data"]["classes"] = 2;
+  c["data"].erase("partition");
+  c["model"] = {{"type", "logistic"}};
+  EXPECT_EQ(config_issues(c), "data.task: model 'logistic' is a classifier: use task \"classification\"\n");
+  // an own error of the data's and a failing cross check: only its own (the check reads the typed config)
+  c["data"]["noise"] = -1;
+  EXPECT_EQ(config_issues(c), "data.noise: expected a number >= 0, got -1 (integer)\n");
 }
 
 // ---- an engine's own training keys (engines[i].train overrides train.* for that engine) ----

@@ -779,7 +779,7 @@ TEST(SparseConfig, ValidationNamesTheKeyAtFault) {
   const Case cases[] = {
       {{"data.type=synthetic"}, "data.type", "reads sparse data: sparse_synthetic or svmlight"},
       {{"model.type=softmax"}, "data.type", "use sparse_logistic or sparse_softmax"},
-      {{"data.nnz=5001"}, "data.nnz", "must be <= data.features"},
+      {{"data.features=10", "data.nnz=20"}, "data.nnz", "must be <= data.features"},  // (nnz in its range: checked typed)
       {{"model.type=sparse_logistic"}, "data.classes", "is binary"},
       {{"data.features=20000000"}, "data.features", "in [1, 10000000]"},
       {{"data.zipf=-1"}, "data.zipf", "in [0, 5]"},

@@ -284,7 +284,8 @@ MpiRuntime::MpiRuntime(const RunSpec& run, const RunSettings& s, const RunInputs
   // the run's one sample stream, as the simulator's (a model that reads no data ignores the ids)
   const size_t train_n = model_.uses_data() ? in.data->train.n : s.nominal_train_size;
   stream_ = std::make_unique<SampleStream>(train_n, s.seed, /*shuffle=*/model_.uses_data());
-  parts_ = make_partitioned_samples(s, model_.uses_data() ? &in.data->train : nullptr, model_.uses_data());
+  parts_ = make_partitioned_samples(s.partition, s.data_owners(), s.seed, model_.uses_data() ? &in.data->train : nullptr,
+                                    model_.uses_data());
   if (parts_) out_.partition_labels = parts_->histogram();
   steps_.assign(workers, 0);
   alive_.assign(workers, true);

@@ -386,10 +386,10 @@ json resolve_clients(const json& user, Validator& v, RunSettings& s) {
   return clients;
 }
 
-// `engine`, `bound_model`: the run's engine and model bound to their typed configs (null when
-// their objects were reported invalid).
+// `engine`, `bound_model`, `bound_data`: the run's engine, model and data bound to their
+// typed configs (null when their objects were reported invalid).
 json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<const BoundEngine>& engine,
-                 std::shared_ptr<const BoundModel>& bound_model) {
+                 std::shared_ptr<const BoundModel>& bound_model, std::shared_ptr<const BoundData>& bound_data) {
   json out = top_section().bind(u, "", v, s, with_sections({"engine", "run"}));
   if (!u.is_object()) return out;
 
@@ -401,19 +401,20 @@ json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<co
   const ModelType* model_kind = find_model_type(model_type);
   const std::string default_data = model_kind ? model_kind->default_data() : "synthetic";
   const size_t data_issues = v.issues().size();
-  json data = resolve_data(u.value("data", json::object()), default_data, v);
+  json data = resolve_data(u.value("data", json::object()), default_data, v, bound_data);
   out["data"] = data;
-  check_model_data(model_kind, bound_model.get(), data, data_image(data), v);
-  if (data.is_object() && data.contains("partition") && data["partition"] != "iid") {  // sim/data/partition.h
-    const std::string kind = data["partition"].is_string() ? data["partition"].get<std::string>() : "";
-    if (text_of(data, "task") == "regression" || (model_kind && (model_kind->reads == ModelType::Reads::None || model_kind->task == ModelType::Task::Regression)))
-      v.error("data.partition", "\"" + kind + "\" splits the training set by label: it needs a classification "
-                                "set that the model reads (use \"iid\")");
+  if (data.is_object() && data["type"].is_string())  // (a type not a word: reported at data.type)
+    check_model_data(model_kind, bound_model.get(), data["type"], bound_data.get(), v);
+  if (bound_data && bound_data->partition().kind != PartitionSpec::Kind::Iid) {  // sim/data/partition.h
+    if (regression_data(*bound_data) || (model_kind && (model_kind->reads == ModelType::Reads::None ||
+                                                        model_kind->task == ModelType::Task::Regression)))
+      v.error("data.partition", "\"" + bound_data->keys()["partition"].get<std::string>() +
+                                    "\" splits the training set by label: it needs a classification set that the "
+                                    "model reads (use \"iid\")");
   }
-  if (v.issues().size() == data_issues) {  // the data's keys valid: bind what the run reads of them
-    const DataType& type = *find_data_type(data["type"].get<std::string>());
-    if (type.labelled) set_fields(partition_fields(), data, s.partition);
-    if (type.layout == DataType::Layout::None) s.nominal_train_size = size_t(data_shape(data).train);
+  if (bound_data && v.issues().size() == data_issues) {  // the data and its checks valid: what the run reads of them
+    s.partition = bound_data->partition();
+    if (bound_data->type().layout == DataType::Layout::None) s.nominal_train_size = size_t(bound_data->shape().train);
   }
 
   // train, with the engine's own overrides (engine.train) merged in: issues of a key the
@@ -468,8 +469,8 @@ json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<co
   out["real"] = settings_section("real").bind(u.value("real", json::object()), "real", v, s);
   out["clients"] = resolve_clients(u.value("clients", json::object()), v, s);
 
-  if (s.partition.kind != PartitionSpec::Kind::Iid && data.is_object()) {  // a split the data cannot give
-    const DataShape shape = data_shape(data);
+  if (s.partition.kind != PartitionSpec::Kind::Iid) {  // a split the data cannot give (s.partition: bound)
+    const DataShape shape = bound_data->shape();
     if (const std::string why = partition_impossible(s.partition, s.data_owners(), shape.train, shape.classes);
         !why.empty())
       v.error("data.partition", s.clients.count > 0 ? why + " (the parts are the " +
@@ -647,7 +648,7 @@ std::string budget_text(const json& stop) {
 void warn_of_rounds_past_the_budget(Experiment& exp, const RunSpec& run, const Distribution& compute) {
   // A data set whose size is known only once it is loaded (a PyTorch Dataset) leaves an epoch
   // budget unknown here: estimate_run_scale would count it as one sample.
-  if (run.settings.stop_epochs > 0 && !(data_shape(run.config["data"]).train > 0)) return;
+  if (run.settings.stop_epochs > 0 && !(run.bound_data->shape().train > 0)) return;
   const RunScale scale = estimate_run_scale(run.config, run.settings, compute);
   const EngineCost cost = run.bound_engine->cost(run.settings.workers);
   if (!(cost.gradients_per_update > 1) || !(scale.gradients < cost.gradients_per_update)) return;
@@ -1054,7 +1055,8 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
       RunSettings settings;
       std::shared_ptr<const BoundEngine> bound;
       std::shared_ptr<const BoundModel> bound_model;
-      json resolved = resolve_run(run_user, rv, settings, bound, bound_model);
+      std::shared_ptr<const BoundData> bound_data;
+      json resolved = resolve_run(run_user, rv, settings, bound, bound_model, bound_data);
       for (const auto& issue : rv.issues()) {
         std::string path = issue.path, message = issue.message;
         if (path.rfind("engine", 0) == 0 && (path.size() == 6 || path[6] == '.'))
@@ -1096,6 +1098,7 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
         run.settings.seed = run.seed;
         run.bound_engine = bound;
         run.bound_model = bound_model;
+        run.bound_data = bound_data;
         run.config["name"] = name;
         run.config["run"] = {{"run_id", run.run_id}, {"experiment", name}, {"engine", run.engine},
                              {"sweep", sweep_values}, {"repeat", r}, {"seed", run.seed}};
@@ -1142,10 +1145,10 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
   // The data's files exist (a missing data set is invalid input, said before any run).
   std::vector<json> data_checked;
   for (const auto& run : exp.runs) {
-    const json& d = run.config["data"];
-    if (!d.is_object() || std::find(data_checked.begin(), data_checked.end(), d) != data_checked.end()) continue;
+    const json d = run.bound_data->object();
+    if (std::find(data_checked.begin(), data_checked.end(), d) != data_checked.end()) continue;
     data_checked.push_back(d);
-    check_data_files(d, base_dir, v);
+    run.bound_data->check_files(base_dir, v);
   }
 
   // A population's devices are read now, as the data's files are (a missing file or a bad

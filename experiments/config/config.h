@@ -34,6 +34,8 @@ struct RunSpec {
                                                     // back from its folder, which is not run)
   std::shared_ptr<const BoundModel> bound_model;    // its model, bound to its typed config once (null: as
                                                     // bound_engine)
+  std::shared_ptr<const BoundData> bound_data;      // its data, bound to its typed config once (null: as
+                                                    // bound_engine)
   // What would mislead about this run's result, said in its summary.json note too (a
   // round longer than the stop budget, engines compared over a free network).
   std::vector<std::string> notes;

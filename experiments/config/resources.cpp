@@ -57,7 +57,7 @@ ModelSizes model_sizes(const json& c) {
     return z;
   }
   if (model->type().reads == ModelType::Reads::External) return z;  // its sizes are the module's: not known here
-  const DataShape d = data_shape(c["data"]);
+  const DataShape d = bind_data(c["data"])->shape();
   try {  // the model the run builds (construction allocates nothing but its layer list)
     const auto m = model->build(ModelInput{size_t(d.in), d.classes, d.image, "the data"});
     z.params = double(m->num_params());
@@ -77,7 +77,7 @@ RunScale estimate_run_scale(const json& c, const RunSettings& rs, const Distribu
   RunScale s;
   const double workers = std::max(1, rs.workers);
   const double batch = std::max<double>(1, double(rs.batch_size));
-  const double samples = std::max(1.0, data_shape(c["data"]).train);
+  const double samples = std::max(1.0, bind_data(c["data"])->shape().train);
   const double stop_time = rs.stop_time == kNever ? 0 : sim_to_seconds(rs.stop_time);
 
   // A step: compute (overhead + the batch's or the step's mean draw, x mean slowdown, x the
@@ -116,7 +116,7 @@ RunScale estimate_run_scale(const json& c, const RunSettings& rs, const Distribu
 MemoryEstimate estimate_run_memory(const json& c, const RunSettings& rs, const Distribution& compute,
                                    const ModelSizes* known) {
   MemoryEstimate m;
-  const DataShape d = data_shape(c["data"]);
+  const DataShape d = bind_data(c["data"])->shape();
   const double workers = std::max(1, rs.workers);
   const double batch = std::max<double>(1, double(rs.batch_size));
   const ModelSizes sizes = known ? *known : model_sizes(c);

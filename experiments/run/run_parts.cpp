@@ -54,21 +54,20 @@ bool read_json(const std::string& path, json& out) {
 // ---- data and models from a run config ----
 
 
-json data_key(const RunSpec& run) { return data_share_key(run.config["data"], run.settings.seed); }
+json data_key(const RunSpec& run) { return run.bound_data->share_key(run.settings.seed); }
 
 std::shared_ptr<LoadedData> load_data(const RunSpec& run, const std::string& base_dir) {
-  const json& d = run.config["data"];
+  const BoundData& data = *run.bound_data;
   auto out = std::make_shared<LoadedData>();
   out->key = data_key(run);
-  const DataType* type = find_data_type(text_of(d, "type"));
-  if (type && type->layout == DataType::Layout::None) return out;  // no samples: nothing to load
+  if (data.type().layout == DataType::Layout::None) return out;  // no samples: nothing to load
   DataLoadContext ctx;
   ctx.seed = run.settings.seed;
   ctx.base_dir = base_dir;
   ctx.check_sizes = [&](size_t features, int classes, const std::string& source) {
     check_memory_with_data(run.config, run.settings, base_dir, features, classes, source);
   };
-  out->host = load_data_split(d, ctx);  // an unknown type: std::logic_error
+  out->host = data.load(ctx);
   out->train = upload(out->host.train);
   out->test = upload(out->host.test);
   for (HostDataset* h : {&out->host.train, &out->host.test})

@@ -35,9 +35,9 @@ json finite_or_null(double v);
 // Parses the JSON file at `path` into out; false if it is missing or not JSON.
 bool read_json(const std::string& path, json& out);
 
-// Runs with equal keys share one loaded data set (data_share_key: the data object, and the
-// seed for sets drawn from it). load_data: one lookup in the data family (sim/data/catalog.h)
-// and its loader; a type without one is an error (std::logic_error), never another's.
+// Runs with equal keys share one loaded data set (BoundData::share_key: the data object, and
+// the seed for sets drawn from it). load_data: the run's bound data (RunSpec::bound_data,
+// sim/data/catalog.h) loads itself; a set without samples (layout None) loads nothing.
 json data_key(const RunSpec& run);
 std::shared_ptr<LoadedData> load_data(const RunSpec& run, const std::string& base_dir);
 // The run's model (its bound model, RunSpec::bound_model: sim/models/catalog.h) for the

@@ -354,9 +354,7 @@ void check_given(const Experiment& exp, bool model, bool loss, bool data, bool t
   bool torch_model = false, torch_data = false;
   for (const RunSpec& r : exp.runs) {
     const json& m = r.config["model"];
-    const json& d = r.config["data"];
     const ModelType* mt = &r.bound_model->type();
-    const DataType* dt = find_data_type(text_of(d, "type"));
     if (mt && mt->reads == ModelType::Reads::External) {
       torch_model = true;
       if (!model && text_of(m, "module").empty())
@@ -365,14 +363,14 @@ void check_given(const Experiment& exp, bool model, bool loss, bool data, bool t
     } else if (native_model.empty()) {
       native_model = text_of(m, "type");
     }
-    if (dt && dt->layout == DataType::Layout::External) {
+    if (const auto* torch = r.bound_data->config_as<ExternalDataConfig>()) {
       torch_data = true;
-      if (!data && text_of(d, "module").empty())
+      if (!data && torch->module.empty())
         throw UsageError("run " + r.run_id + ": data.type \"torch\" but no data: give data= (and test_data=, or a "
                          "factory returning both) or data.module FILE.py:FACTORY (python3 -m asgdsim run --data "
                          "FILE.py:FACTORY)");
     } else if (native_data.empty()) {
-      native_data = text_of(d, "type");
+      native_data = r.bound_data->type().name;
     }
   }
   const std::string given_model = model && loss ? "model= and loss= were" : model ? "model= was" : "loss= was";

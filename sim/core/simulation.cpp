@@ -105,7 +105,8 @@ Simulation::Simulation(const RunSettings& settings, const Model& model, const De
   if (train_size_ == 0) throw std::invalid_argument("training set size (samples per epoch) is 0");
   // a model that reads no data ignores the ids: they only count samples
   stream_ = std::make_unique<SampleStream>(train_size_, settings_.seed, /*shuffle=*/model_.uses_data());
-  parts_ = make_partitioned_samples(settings_, model_.uses_data() ? train_ : nullptr, model_.uses_data(),
+  parts_ = make_partitioned_samples(settings_.partition, settings_.data_owners(), settings_.seed,
+                                    model_.uses_data() ? train_ : nullptr, model_.uses_data(),
                                     [this](std::vector<std::function<void()>>&& tasks) {
                                       std::vector<WorkerPool::Task> jobs;
                                       for (auto& t : tasks) jobs.push_back([t = std::move(t)](ExecContext&) { t(); });

@@ -22,14 +22,15 @@ using Layout = DataType::Layout;
 
 constexpr double kFloat = 4;  // bytes per stored value
 
-// A data set whose keys fill `Config`: shape and load bind a Config from the validated
-// object. A labelled set also accepts the partition keys (bound to the run's settings,
-// not to Config). `load` is empty exactly for a set of layout None.
+// A data set whose keys fill `Config` (declared with field(), sim/config/field.h: every
+// field with a getter): bind sets a Config from the validated object once, and the hooks
+// read it. A labelled set also accepts the partition keys (bound to the BoundData's
+// PartitionSpec, not to Config). `hooks.load` is empty exactly for a set of layout None.
 template <class Config>
 DataType data_type(std::string name, std::string doc, Layout layout, bool labelled, bool seeded,
-                   std::vector<Field<Config>> fields, std::function<DataShape(const Config&)> shape,
-                   std::function<DataSplit(const Config&, const DataLoadContext&)> load) {
-  if ((layout == Layout::None) != !load) throw std::logic_error("data type " + name + ": a loader iff it has samples");
+                   std::vector<Field<Config>> fields, DataHooks<Config> hooks) {
+  if ((layout == Layout::None) != !hooks.load) throw std::logic_error("data type " + name + ": a loader iff it has samples");
+  using Bound = BoundDataOf<Config>;
   DataType t;
   t.name = std::move(name);
   t.doc = std::move(doc);
@@ -39,13 +40,13 @@ DataType data_type(std::string name, std::string doc, Layout layout, bool labell
   t.layout = layout;
   t.labelled = labelled;
   t.seeded = seeded;
-  auto bind = [fields](const json& data) {
+  auto d = std::make_shared<const typename Bound::Declared>(
+      typename Bound::Declared{std::move(fields), std::move(hooks), labelled});
+  t.bind = [d](const json& data) -> std::shared_ptr<BoundData> {
     Config c;
-    set_fields(fields, data, c);
-    return c;
+    set_fields(d->fields, data, c);
+    return std::make_shared<Bound>(d, std::move(c));
   };
-  t.shape = [bind, shape](const json& data) { return shape(bind(data)); };
-  if (load) t.load = [bind, load](const json& data, const DataLoadContext& ctx) { return load(bind(data), ctx); };
   return t;
 }
 
@@ -69,16 +70,15 @@ struct NoneKeys {
 
 DataType none() {
   using C = NoneKeys;
-  DataType t = data_type<C>(
-      "none", "no data (quadratic model); samples only define the epoch length", Layout::None, /*labelled=*/false,
-      /*seeded=*/false, {field(&C::samples, integer("samples", 1024, "nominal samples per epoch", 1))},
-      [](const C& c) {
-        DataShape d = dense_shape(double(c.samples), 0, 0, 0, std::nullopt);
-        d.samples_key = "data.samples";
-        return d;
-      },
-      {});
-  return t;
+  DataHooks<C> hooks;
+  hooks.shape = [](const C& c) {
+    DataShape d = dense_shape(double(c.samples), 0, 0, 0, std::nullopt);
+    d.samples_key = "data.samples";
+    return d;
+  };
+  return data_type<C>("none", "no data (quadratic model); samples only define the epoch length", Layout::None,
+                      /*labelled=*/false, /*seeded=*/false,
+                      {field(&C::samples, integer("samples", 1024, "nominal samples per epoch", 1))}, std::move(hooks));
 }
 
 // ---- synthetic: Gaussian inputs, a random teacher ----
@@ -96,11 +96,19 @@ std::optional<Shape> synthetic_image(const json& data) {
 DataType synthetic() {
   using C = SyntheticSpec;
   const ParamInfo features = integer("features", 20, "input dimension", 1, 100000);
+  DataHooks<C> hooks;
+  hooks.shape = [](const C& c) {
+    return dense_shape(double(c.train_samples), double(c.test_samples), double(c.features),
+                       c.classification ? c.classes : 0, c.image);
+  };
+  hooks.load = [](const C& c, const DataLoadContext& ctx) { return make_synthetic(c, ctx.seed); };
+  hooks.image = [](const C& c) { return c.image; };
   DataType t = data_type<C>(
       "synthetic", "generated from the seed: Gaussian inputs, a random teacher model", Layout::Dense,
       /*labelled=*/true, /*seeded=*/true,
-      {field<C>(str("task", "classification", "classification or regression", {"classification", "regression"}),
-                [](C& s, const json& v) { s.classification = v == "classification"; }),
+      {choice_field(&C::classification,
+                    str("task", "classification", "classification or regression", {"classification", "regression"}),
+                    {{"classification", true}, {"regression", false}}),
        field(&C::classes, integer("classes", 10, "classes (classification)", 2, 1000)), field(&C::features, features),
        field(&C::train_samples, integer("train_samples", 4096, "training samples", 1, 1e8)),
        field(&C::test_samples, integer("test_samples", 1024, "test samples", 1, 1e8)),
@@ -109,13 +117,9 @@ DataType synthetic() {
                      "the samples' shape as images, [channels, height, width] (features is then their product; stored "
                      "channels last); [] = flat",
                      1),
-                [](C& s, const json& v) { s.image = synthetic_image({{"image", v}}); })},
-      [](const C& c) {
-        return dense_shape(double(c.train_samples), double(c.test_samples), double(c.features),
-                           c.classification ? c.classes : 0, c.image);
-      },
-      [](const C& c, const DataLoadContext& ctx) { return make_synthetic(c, ctx.seed); });
-  t.image = synthetic_image;
+                [](C& s, const json& v) { s.image = synthetic_image({{"image", v}}); },
+                [](const C& s) { return s.image ? json{s.image->channels, s.image->height, s.image->width} : json::array(); })},
+      std::move(hooks));
   // data.image: [channels, height, width] or []; features, when left out, is their product.
   t.resolve = [features](const json& user, json& data, Validator& v) {
     if (!data.contains("image") || !data["image"].is_array() || data["image"].empty()) return;
@@ -156,35 +160,50 @@ struct FashionMnistKeys {
 
 DataType fashion_mnist() {
   using C = FashionMnistKeys;
-  DataType t = data_type<C>(
+  DataHooks<C> hooks;
+  hooks.shape = [](const C& c) {
+    const double tl = double(c.train_limit), sl = double(c.test_limit);
+    DataShape d = dense_shape(tl > 0 ? std::min(tl, kFashionTrain) : kFashionTrain,
+                              sl > 0 ? std::min(sl, kFashionTest) : kFashionTest, kFashionPixels, 10, Shape{28, 28, 1});
+    d.raw_bytes = (kFashionTrain + kFashionTest) * (kFashionPixels + 1);
+    return d;
+  };
+  hooks.load = [](const C& c, const DataLoadContext& ctx) {
+    return load_fashion_mnist(data_path(c.path, ctx.base_dir), c.train_limit, c.test_limit);
+  };
+  hooks.image = [](const C&) { return std::optional<Shape>(Shape{28, 28, 1}); };
+  hooks.check_files = [](const C& c, const std::string& base_dir, Validator& v) {
+    const std::string problem = fashion_mnist_missing(data_path(c.path, base_dir));
+    if (!problem.empty()) v.error("data.path", problem);
+  };
+  return data_type<C>(
       "fashion_mnist", "Fashion-MNIST (28x28 grey images, 10 classes) from IDX files", Layout::Dense,
       /*labelled=*/true, /*seeded=*/false,
       {field(&C::path, str("path", kFashionMnistDir, "folder with the four IDX .gz files (Debian: dataset-fashion-mnist)")),
        field(&C::train_limit, integer("train_limit", 0, "use only the first so many training images (0 = all 60000)")),
        field(&C::test_limit, integer("test_limit", 0, "use only the first so many test images (0 = all 10000)"))},
-      [](const C& c) {
-        const double tl = double(c.train_limit), sl = double(c.test_limit);
-        DataShape d = dense_shape(tl > 0 ? std::min(tl, kFashionTrain) : kFashionTrain,
-                                  sl > 0 ? std::min(sl, kFashionTest) : kFashionTest, kFashionPixels, 10,
-                                  Shape{28, 28, 1});
-        d.raw_bytes = (kFashionTrain + kFashionTest) * (kFashionPixels + 1);
-        return d;
-      },
-      [](const C& c, const DataLoadContext& ctx) {
-        return load_fashion_mnist(data_path(c.path, ctx.base_dir), c.train_limit, c.test_limit);
-      });
-  t.image = [](const json&) { return std::optional<Shape>(Shape{28, 28, 1}); };
-  t.check_files = [](const json& data, const std::string& base_dir, Validator& v) {
-    const std::string problem = fashion_mnist_missing(data_path(text_of(data, "path"), base_dir));
-    if (!problem.empty()) v.error("data.path", problem);
-  };
-  return t;
+      std::move(hooks));
 }
 
 // ---- sparse_synthetic: generated CTR-like data ----
 
 DataType sparse_synthetic() {
   using C = SparseSyntheticSpec;
+  DataHooks<C> hooks;
+  hooks.shape = [](const C& c) {
+    DataShape d;
+    d.sparse = true;
+    d.in = double(c.features);
+    d.classes = c.classes;
+    d.train = double(c.train_samples);
+    d.test = double(c.test_samples);
+    d.features_per_sample = double(c.nnz);
+    d.stored_values = (double(sparse_bytes(uint64_t(d.train), uint64_t(d.train * d.features_per_sample))) +
+                       double(sparse_bytes(uint64_t(d.test), uint64_t(d.test * d.features_per_sample)))) /
+                      kFloat;
+    return d;
+  };
+  hooks.load = [](const C& c, const DataLoadContext& ctx) { return make_sparse_synthetic(c, ctx.seed); };
   return data_type<C>(
       "sparse_synthetic",
       "sparse click-through-like classification data generated from the seed: nnz one-hot fields, Zipf feature "
@@ -200,27 +219,46 @@ DataType sparse_synthetic() {
        field(&C::train_samples, integer("train_samples", 10000, "training samples", 1, 1e8)),
        field(&C::test_samples, integer("test_samples", 2000, "test samples", 1, 1e8)),
        field(&C::noise, num("noise", 0.1, "std of the noise on the teacher's logits", 0))},
-      [](const C& c) {
-        DataShape d;
-        d.sparse = true;
-        d.in = double(c.features);
-        d.classes = c.classes;
-        d.train = double(c.train_samples);
-        d.test = double(c.test_samples);
-        d.features_per_sample = double(c.nnz);
-        d.stored_values = (double(sparse_bytes(uint64_t(d.train), uint64_t(d.train * d.features_per_sample))) +
-                           double(sparse_bytes(uint64_t(d.test), uint64_t(d.test * d.features_per_sample)))) /
-                          kFloat;
-        return d;
-      },
-      [](const C& c, const DataLoadContext& ctx) { return make_sparse_synthetic(c, ctx.seed); });
+      std::move(hooks));
 }
 
 // ---- svmlight: LIBSVM text files ----
 
 DataType svmlight() {
   using C = SvmlightSpec;
-  DataType t = data_type<C>(
+  DataHooks<C> hooks;
+  hooks.shape = [](const C& c) {  // measured when read: the samples, and the sizes the config leaves at 0
+    DataShape d;
+    d.sparse = true;
+    d.in = double(c.features);
+    d.classes = c.classes;
+    return d;
+  };
+  hooks.load = [](C c, const DataLoadContext& ctx) {
+    c.path = data_path(c.path, ctx.base_dir);
+    c.test_path = data_path(c.test_path, ctx.base_dir);
+    DataSplit split = load_svmlight(c);
+    // The files told the features and classes the config left at 0: the model built on
+    // them must fit too (an index of 2147483647, or a label of 1e9, in a 1 KB file).
+    if ((c.features == 0 || c.classes == 0) && ctx.check_sizes) {
+      const HostDataset& t = split.train;
+      std::string from = "data.path: " + c.path + (c.test_path.empty() ? "" : " and " + c.test_path) + " (";
+      if (c.features == 0)
+        from += "its largest feature index is " + std::to_string(int64_t(t.dim) - 1 + c.index_base) +
+                (c.classes == 0 ? "; " : ")");
+      if (c.classes == 0) from += "its labels make " + std::to_string(t.classes) + " classes)";
+      ctx.check_sizes(t.dim, t.classes, from);
+    }
+    return split;
+  };
+  hooks.check_files = [](const C& c, const std::string& base_dir, Validator& v) {
+    for (const auto& [key, path] : {std::make_pair("path", &c.path), std::make_pair("test_path", &c.test_path)}) {
+      const std::string p = data_path(*path, base_dir);
+      if (!p.empty() && ::access(p.c_str(), R_OK) != 0)
+        v.error(std::string("data.") + key, p + ": cannot be read: " + std::strerror(errno));
+    }
+  };
+  return data_type<C>(
       "svmlight", "LIBSVM/svmlight text files (RCV1, news20, Criteo in LIBSVM form), plain or gzip (sparse models)",
       Layout::Sparse, /*labelled=*/true, /*seeded=*/false,
       {field(&C::path, str("path", nullptr, "training file (a relative path is from the config's folder)")),
@@ -234,39 +272,7 @@ DataType svmlight() {
        field(&C::index_base, integer("index_base", 1, "index of the first feature: 1 (LIBSVM) or 0", 0, 1)),
        field(&C::classes, integer("classes", 0,
                                   "classes; 0: from the labels (-1/+1: 2; else the largest class number + 1)", 0, 1000))},
-      // measured when read: the samples, and the sizes the config leaves at 0
-      [](const C& c) {
-        DataShape d;
-        d.sparse = true;
-        d.in = double(c.features);
-        d.classes = c.classes;
-        return d;
-      },
-      [](C c, const DataLoadContext& ctx) {
-        c.path = data_path(c.path, ctx.base_dir);
-        c.test_path = data_path(c.test_path, ctx.base_dir);
-        DataSplit split = load_svmlight(c);
-        // The files told the features and classes the config left at 0: the model built on
-        // them must fit too (an index of 2147483647, or a label of 1e9, in a 1 KB file).
-        if ((c.features == 0 || c.classes == 0) && ctx.check_sizes) {
-          const HostDataset& t = split.train;
-          std::string from = "data.path: " + c.path + (c.test_path.empty() ? "" : " and " + c.test_path) + " (";
-          if (c.features == 0)
-            from += "its largest feature index is " + std::to_string(int64_t(t.dim) - 1 + c.index_base) +
-                    (c.classes == 0 ? "; " : ")");
-          if (c.classes == 0) from += "its labels make " + std::to_string(t.classes) + " classes)";
-          ctx.check_sizes(t.dim, t.classes, from);
-        }
-        return split;
-      });
-  t.check_files = [](const json& data, const std::string& base_dir, Validator& v) {
-    for (const char* key : {"path", "test_path"}) {
-      const std::string p = data_path(text_of(data, key), base_dir);
-      if (!p.empty() && ::access(p.c_str(), R_OK) != 0)
-        v.error(std::string("data.") + key, p + ": cannot be read: " + std::strerror(errno));
-    }
-  };
-  return t;
+      std::move(hooks));
 }
 
 }  // namespace
@@ -297,6 +303,24 @@ namespace {
 
 DataType torch_data() {
   using C = ExternalDataConfig;
+  DataHooks<C> hooks;
+  hooks.shape = [](const C& c) {  // what the config says; the sets' own sizes are known once the provider loads them
+    DataShape d = dense_shape(double(c.train_limit), double(c.test_limit), 0, c.classes, std::nullopt);
+    d.stored_values = 0;  // held by Python, not by the simulator
+    return d;
+  };
+  hooks.load = [](const C& c, const DataLoadContext& ctx) {
+    std::shared_ptr<ExternalProvider> p = external_provider();
+    if (!p) throw UsageError(external_provider_missing("data.type"));
+    DataSplit split = p->load_data(c, ExternalContext{ctx.base_dir});
+    if (split.train.classes > kMaxTorchClasses)  // data.classes 0: from the targets
+      throw DataError("data.type torch: the training set's targets make " +
+                      (split.train.classes == INT32_MAX ? std::string("2^31 - 1 or more")
+                                                        : std::to_string(split.train.classes)) +
+                      " classes (its largest target + 1), more than data.classes may be (" +
+                      std::to_string(kMaxTorchClasses) + "); check the targets, or give data.classes");
+    return split;
+  };
   return data_type<C>(
       "torch",
       "PyTorch datasets from Python (model.type torch only; docs/python.md): map-style, each item (input, target), "
@@ -312,23 +336,7 @@ DataType torch_data() {
                                   "classes (accuracy, label partitions); 0: from the targets when they are integers "
                                   "(the largest + 1), else none (regression)",
                                   0, kMaxTorchClasses))},
-      [](const C& c) {  // what the config says; the sets' own sizes are known once the provider loads them
-        DataShape d = dense_shape(double(c.train_limit), double(c.test_limit), 0, c.classes, std::nullopt);
-        d.stored_values = 0;  // held by Python, not by the simulator
-        return d;
-      },
-      [](const C& c, const DataLoadContext& ctx) {
-        std::shared_ptr<ExternalProvider> p = external_provider();
-        if (!p) throw UsageError(external_provider_missing("data.type"));
-        DataSplit split = p->load_data(c, ExternalContext{ctx.base_dir});
-        if (split.train.classes > kMaxTorchClasses)  // data.classes 0: from the targets
-          throw DataError("data.type torch: the training set's targets make " +
-                          (split.train.classes == INT32_MAX ? std::string("2^31 - 1 or more")
-                                                            : std::to_string(split.train.classes)) +
-                          " classes (its largest target + 1), more than data.classes may be (" +
-                          std::to_string(kMaxTorchClasses) + "); check the targets, or give data.classes");
-        return split;
-      });
+      std::move(hooks));
 }
 
 }  // namespace
@@ -353,41 +361,41 @@ std::string data_type_names(DataType::Layout layout) {
   return out;
 }
 
-json resolve_data(const json& user, const std::string& default_type, Validator& v) {
+json resolve_data(const json& user, const std::string& default_type, Validator& v,
+                  std::shared_ptr<const BoundData>& out) {
+  const size_t before = v.issues().size();
   json data = v.component(user, "data", "type", data_catalog(), {}, default_type);
   if (const DataType* t = find_data_type(text_of(data, "type")); t && t->resolve && data.is_object())
     t->resolve(user, data, v);
+  if (v.issues().size() == before) out = bind_data(data);  // its own keys valid: bound once
   return data;
 }
 
-std::optional<Shape> data_image(const json& data) {
-  const DataType* t = find_data_type(text_of(data, "type"));
-  return t && t->image ? t->image(data) : std::nullopt;
+std::shared_ptr<const BoundData> bind_data(const json& data) {
+  const std::string type = text_of(data, "type");
+  const DataType* t = find_data_type(type);
+  if (!t) throw std::invalid_argument("unknown data type '" + type + "'");
+  std::shared_ptr<BoundData> bound = t->bind(data);
+  bound->type_ = t;
+  if (t->labelled) set_fields(partition_fields(), data, bound->partition_);
+  return bound;
 }
 
-DataShape data_shape(const json& data) {
-  const DataType* t = find_data_type(text_of(data, "type"));
-  return t ? t->shape(data) : DataShape{};
+json BoundData::object() const {
+  json o = keys();
+  o["type"] = type().name;
+  return o;
 }
 
-void check_data_files(const json& data, const std::string& base_dir, Validator& v) {
-  const DataType* t = find_data_type(text_of(data, "type"));
-  if (t && t->check_files) t->check_files(data, base_dir, v);
-}
-
-json data_share_key(const json& data, const json& seed) {
-  json key = data;
-  const DataType* t = find_data_type(text_of(data, "type"));
-  if (t && t->seeded) key["seed"] = seed;
+json BoundData::share_key(uint64_t seed) const {
+  json key = object();
+  if (type().seeded) key["seed"] = seed;
   return key;
 }
 
-DataSplit load_data_split(const json& data, const DataLoadContext& ctx) {
-  const std::string type = text_of(data, "type");
-  const DataType* t = find_data_type(type);
-  // validation knows every type; a new one must be loaded by its own entry, never by another's
-  if (!t || !t->load) throw std::logic_error("load_data: no loader for data type '" + type + "'");
-  return t->load(data, ctx);
+bool regression_data(const BoundData& data) {
+  const SyntheticSpec* s = data.config_as<SyntheticSpec>();
+  return s && !s->classification;
 }
 
 std::string data_path(const std::string& path, const std::string& base_dir) {

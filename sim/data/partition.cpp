@@ -260,9 +260,10 @@ void PartitionedSamples::next(int worker, size_t m, std::vector<int32_t>& out) {
   for (int32_t i : local_) out.push_back(part[size_t(i)]);
 }
 
-std::unique_ptr<PartitionedSamples> make_partitioned_samples(const RunSettings& s, const DeviceDataset* train,
-                                                             bool shuffle, const RunTasks& run) {
-  if (s.partition.kind == PartitionSpec::Kind::Iid) return nullptr;
+std::unique_ptr<PartitionedSamples> make_partitioned_samples(const PartitionSpec& spec, int owners, uint64_t seed,
+                                                             const DeviceDataset* train, bool shuffle,
+                                                             const RunTasks& run) {
+  if (spec.kind == PartitionSpec::Kind::Iid) return nullptr;
   if (!train || train->classes < 2)
     throw std::invalid_argument("data.partition: splitting by label needs a classification training set");
   const std::vector<float> y = train->y.to_host();
@@ -272,8 +273,7 @@ std::unique_ptr<PartitionedSamples> make_partitioned_samples(const RunSettings& 
     if (labels[i] < 0 || labels[i] >= train->classes)
       throw std::invalid_argument("data.partition: sample " + std::to_string(i) + " has no class label");
   }
-  return std::make_unique<PartitionedSamples>(labels, train->classes, s.data_owners(), s.partition, s.seed, shuffle,
-                                              run);
+  return std::make_unique<PartitionedSamples>(labels, train->classes, owners, spec, seed, shuffle, run);
 }
 
 }  // namespace asgd

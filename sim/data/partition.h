@@ -28,11 +28,18 @@
 #include <string>
 #include <vector>
 #include "sim/data/sample_stream.h"
-#include "sim/run/settings.h"
 
 namespace asgd {
 
 struct DeviceDataset;
+
+// How the training set is split over the workers (data.partition, bound with the data set:
+// BoundData::partition, sim/data/catalog.h; the run's copy is RunSettings::partition).
+struct PartitionSpec {
+  enum class Kind { Iid, Shards, Dirichlet, DirichletMix } kind = Kind::Iid;  // iid: the run's one sample stream
+  double alpha = 0;  // dirichlet: concentration of each class's split; dirichlet_mix: of each worker's label mix
+  int shards = 0;    // shards: label-sorted shards per worker
+};
 
 // Runs tasks side by side and returns when all are done, rethrowing the first error (the
 // run's worker pool); empty: one after another on the calling thread.
@@ -80,9 +87,11 @@ class PartitionedSamples {
   std::vector<int32_t> local_;
 };
 
-// For a runtime: null under iid (the run's one stream serves), else the data owners' parts
-// of `train`'s labels (RunSettings::data_owners: the clients of a population, else the workers) (a classification set; the validator refuses the rest).
-std::unique_ptr<PartitionedSamples> make_partitioned_samples(const RunSettings& s, const DeviceDataset* train,
-                                                             bool shuffle, const RunTasks& run = {});
+// For a runtime: null under iid (the run's one stream serves), else the parts of `train`'s
+// labels over `owners` (RunSettings::data_owners: the clients of a population, else the
+// workers) (a classification set; the validator refuses the rest), drawn from `seed`.
+std::unique_ptr<PartitionedSamples> make_partitioned_samples(const PartitionSpec& spec, int owners, uint64_t seed,
+                                                             const DeviceDataset* train, bool shuffle,
+                                                             const RunTasks& run = {});
 
 }  // namespace asgd

@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include "sim/base/errors.h"
 #include "sim/data/catalog.h"
+#include "sim/data/sparse_synthetic.h"
+#include "sim/data/svmlight_reader.h"
 #include "sim/models/external.h"
 
 namespace asgd {
@@ -198,17 +200,18 @@ ModelType cnn() {
   // Each block's shape on the data's images, so that a kernel or a pool window larger
   // than its input is reported at its key.
   hooks.check = [](const C& c, const ModelRunView& run, Validator& v) {
-    if (!run.image) {
-      if (run.data == "synthetic")
+    const std::optional<Shape> image = run.data.image();
+    if (!image) {
+      if (run.data.config_as<SyntheticSpec>())
         v.error("data.image", "model 'cnn' reads images: give the samples' shape, [channels, height, width]");
       return;
     }
     try {
-      cnn_block_shapes(*run.image, c.conv);
+      cnn_block_shapes(*image, c.conv);
     } catch (const CnnShapeError& e) {
       v.error(index_path("model.conv", e.block) + "." + e.key,
               std::string(e.what()) + " (conv block " + std::to_string(e.block) + "; the data's images are " +
-                  run.image->text() + ", height x width x channels)");
+                  image->text() + ", height x width x channels)");
     }
   };
   ModelType t = model_type<C>(
@@ -364,17 +367,16 @@ json resolve_model(const json& user, Validator& v, std::shared_ptr<const BoundMo
   return model;
 }
 
-void check_model_data(const ModelType* t, const BoundModel* bound, const json& data, const std::optional<Shape>& image,
+void check_model_data(const ModelType* t, const BoundModel* bound, const std::string& d, const BoundData* data,
                       Validator& v) {
-  if (!t || !data.contains("type") || !data["type"].is_string()) return;
+  if (!t) return;
   const std::string& m = t->name;
-  const std::string d = data["type"];
   using Reads = ModelType::Reads;
   using Task = ModelType::Task;
   using Layout = DataType::Layout;
-  // the model's own checks against the data, where its object is valid (bound)
+  // the model's own checks against the data, where both objects are valid (bound)
   auto own = [&] {
-    if (bound) bound->check(ModelRunView{d, image}, v);
+    if (bound && data) bound->check(ModelRunView{*data}, v);
   };
   // what the data's samples are (an unknown type, reported at data.type, counts as dense)
   const DataType* data_type = find_data_type(d);
@@ -408,23 +410,27 @@ void check_model_data(const ModelType* t, const BoundModel* bound, const json& d
                                             "' use sparse_logistic or sparse_softmax");
     return;
   }
+  if (!data) return;  // the data's own keys were reported: what follows reads them
   if (sparse_model) {
-    if (d == "sparse_synthetic" && int_of(data, "nnz", 0) > int_of(data, "features", INT64_MAX))
-      v.error("data.nnz", "must be <= data.features (" + data["features"].dump() + "): each sample takes one feature "
-                          "from each of nnz fields");
-    if (t->task == Task::Binary && d == "sparse_synthetic" && int_of(data, "classes", 2) != 2)
-      v.error("data.classes", "model '" + m + "' is binary: use classes 2, or sparse_softmax");
-    if (t->task == Task::Binary && d == "svmlight" && int_of(data, "classes", 0) > 2)
+    if (const auto* s = data->config_as<SparseSyntheticSpec>()) {
+      if (s->nnz > s->features)
+        v.error("data.nnz", "must be <= data.features (" + std::to_string(s->features) + "): each sample takes one "
+                            "feature from each of nnz fields");
+      if (t->task == Task::Binary && s->classes != 2)
+        v.error("data.classes", "model '" + m + "' is binary: use classes 2, or sparse_softmax");
+    }
+    if (const auto* s = data->config_as<SvmlightSpec>(); s && t->task == Task::Binary && s->classes > 2)
       v.error("data.classes", "model '" + m + "' is binary: use classes 0 (from the labels) or 2, or sparse_softmax");
     own();
     return;
   }
-  const bool regression = d == "synthetic" && text_of(data, "task") == "regression";
+  const bool regression = regression_data(*data);
   if (t->task == Task::Regression && !regression)
     v.error("data", "model '" + m + "' is a regression model: use synthetic data with task \"regression\"");
   if (t->task != Task::Regression && regression)
     v.error("data.task", "model '" + m + "' is a classifier: use task \"classification\"");
-  if (t->task == Task::Binary && !(d == "synthetic" && int_of(data, "classes", 0) == 2))
+  const SyntheticSpec* synthetic = data->config_as<SyntheticSpec>();
+  if (t->task == Task::Binary && !(synthetic && synthetic->classes == 2))
     v.error("data", "model '" + m + "' is binary: use synthetic classification data with classes 2");
   own();
 }

@@ -33,11 +33,13 @@ struct ModelInput {
   const DeviceDataset* train = nullptr;
 };
 
+class BoundData;  // sim/data/catalog.h
+
 // What a model's own checks against its data (ModelHooks::check) read of the run, typed:
-// built once per run at validation from its resolved data section.
+// the run's bound data (sim/data/catalog.h), valid (the checks run only when both the
+// model's object and the data's are).
 struct ModelRunView {
-  std::string data;            // data.type ("": not a word)
-  std::optional<Shape> image;  // the data's samples as images, if they are (data_image)
+  const BoundData& data;
 };
 
 struct ModelType;
@@ -145,12 +147,13 @@ const std::vector<ParamInfo>& conv_block_params();
 // the config's model object.
 nlohmann::json resolve_model(const nlohmann::json& user, Validator& v, std::shared_ptr<const BoundModel>& out);
 // The checks across model and data (reported at model.* and data.* paths): what the
-// model's type reads and its task against the data, then the bound model's own check
-// (skipped when `bound` is null: its object was reported invalid). `type`: the model's
-// type (null: unknown, reported at model.type); `image`: the data's samples as images, if
-// they are (data_image).
-void check_model_data(const ModelType* type, const BoundModel* bound, const nlohmann::json& data,
-                      const std::optional<Shape>& image, Validator& v);
+// model's type reads against the data's layout, then, where the data's object is valid
+// (`data` bound), its task and classes against the data's keys and the bound model's own
+// check (skipped, too, when `bound` is null: the model's object was reported invalid).
+// `type`: the model's type (null: unknown, reported at model.type); `data_type`: data.type
+// as given (an unknown one, reported at data.type, counts as dense).
+void check_model_data(const ModelType* type, const BoundModel* bound, const std::string& data_type,
+                      const BoundData* data, Validator& v);
 // For objects built in code (tests, bench): bind_model(model)->build(input).
 std::unique_ptr<Model> build_model(const nlohmann::json& model, const ModelInput& input);
 

@@ -17,6 +17,7 @@
 #include "sim/base/limits.h"
 #include "sim/base/time.h"
 #include "sim/net/topology.h"
+#include "sim/data/partition.h"  // PartitionSpec
 
 namespace asgd {
 
@@ -53,13 +54,6 @@ struct FailureEvent {
 // A run's settings. The config's defaults are written once, in the keys' declarations
 // (sim/run/settings.cpp): the members start at neutral values (zero, off, no limit), and
 // default_settings() is what a config that gives none of these keys binds.
-// How the training set is split over the workers (data.partition; sim/data/partition.h).
-struct PartitionSpec {
-  enum class Kind { Iid, Shards, Dirichlet, DirichletMix } kind = Kind::Iid;  // iid: the run's one sample stream
-  double alpha = 0;  // dirichlet: concentration of each class's split; dirichlet_mix: of each worker's label mix
-  int shards = 0;    // shards: label-sorted shards per worker
-};
-
 // A population of clients apart from the worker slots (section clients; sim/core/population.h):
 // count 0 is no population, each worker its own client (and its own part of the data).
 struct ClientsSpec {
