@@ -12,12 +12,6 @@ cd "${1:-.}" || exit 2
 sim_floors=(base config data 'models timing net' run core)
 experiments_floors=(config run bench cluster cli)
 
-# Upward includes still to be removed, each named (file and the header it includes): they
-# are printed, and tolerated. The list only shrinks.
-tolerated=(
-  'sim/data/catalog.cpp:sim/models/external.h' # the external provider's interface, below both
-)
-
 ranks() {  # layer floors... -> "layer/folder rank" lines
   local layer=$1 i dir
   shift
@@ -32,8 +26,6 @@ sources() { find "$@" \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '
   echo "#floors"
   ranks sim "${sim_floors[@]}"
   ranks experiments "${experiments_floors[@]}"
-  echo "#tolerated"
-  printf '%s\n' "${tolerated[@]}"
   echo "#folders"
   sources sim experiments | awk -F/ 'NF > 2 { print $1 "/" $2 }' | sort -u
   echo "#includes"
@@ -41,11 +33,9 @@ sources() { find "$@" \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '
 } | awk '
   BEGIN { layer["kernels"] = 0; layer["sim"] = 1; layer["engines"] = 2; layer["experiments"] = 3 }
   /^#floors$/ { part = "f"; next }
-  /^#tolerated$/ { part = "t"; next }
   /^#folders$/ { part = "d"; next }
   /^#includes$/ { part = "i"; next }
   part == "f" { floor[$1] = $2; next }
-  part == "t" { tol[$0] = 1; next }
   part == "d" {
     split($0, p, "/")
     if ((p[1] == "sim" || p[1] == "experiments") && !($0 in floor)) {
@@ -67,7 +57,6 @@ sources() { find "$@" \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '
         why = from "/ includes a floor above it or beside it"
     }
     if (why == "") next
-    if ((file ":" target) in tol) { print "tolerated, still to go: " file " includes " target; next }
     print why ": " $0
     bad = 1
   }

@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include "sim/data/sparse_synthetic.h"
 #include "sim/data/svmlight_reader.h"
-#include "sim/models/external.h"
+#include "sim/data/external_data.h"
 
 namespace asgd {
 namespace {
@@ -310,7 +310,7 @@ DataType torch_data() {
     return d;
   };
   hooks.load = [](const C& c, const DataLoadContext& ctx) {
-    std::shared_ptr<ExternalProvider> p = external_provider();
+    std::shared_ptr<ExternalDataSource> p = external_data_source();
     if (!p) throw UsageError(external_provider_missing("data.type"));
     DataSplit split = p->load_data(c, ExternalContext{ctx.base_dir});
     if (split.train.classes > kMaxTorchClasses)  // data.classes 0: from the targets

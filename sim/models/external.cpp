@@ -1,32 +1,18 @@
-// sim/models/external.cpp — the one ExternalProvider slot.
+// sim/models/external.cpp — the provider seen with its model half, and what a run config
+// names outside the program.
 #include "sim/models/external.h"
 #include <fstream>
 #include <iterator>
-#include <mutex>
 #include "sim/base/hash.h"
 #include "sim/data/catalog.h"
 
 namespace asgd {
-namespace {
-std::mutex& slot_mutex() {
-  static std::mutex m;
-  return m;
-}
-std::shared_ptr<ExternalProvider>& slot() {
-  static std::shared_ptr<ExternalProvider> p;
-  return p;
-}
-}  // namespace
 
 std::shared_ptr<ExternalProvider> external_provider() {
-  std::lock_guard<std::mutex> lock(slot_mutex());
-  return slot();
+  return std::dynamic_pointer_cast<ExternalProvider>(external_data_source());
 }
 
-void set_external_provider(std::shared_ptr<ExternalProvider> provider) {
-  std::lock_guard<std::mutex> lock(slot_mutex());
-  slot() = std::move(provider);
-}
+void set_external_provider(std::shared_ptr<ExternalProvider> provider) { set_external_data_source(std::move(provider)); }
 
 std::string external_key(const nlohmann::json& run_config) {
   auto type = [&](const char* section) {
@@ -72,12 +58,6 @@ nlohmann::json external_sources(const nlohmann::json& c, const std::string& base
       out[path] = it->second;
   }
   return out;
-}
-
-std::string external_provider_missing(const std::string& key) {
-  return key + " \"torch\" is a PyTorch " + (key == "model.type" ? "model" : "data set") +
-         ": it runs from Python, where the module lives: python3 -m asgdsim run CONFIG.json [--model FILE.py:FACTORY] "
-         "[--data FILE.py:FACTORY], or asgdsim.run(config, model=..., data=...) (docs/python.md)";
 }
 
 }  // namespace asgd

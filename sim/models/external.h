@@ -13,6 +13,7 @@
 #include <string>
 #include "kernels/model.h"
 #include "sim/data/dataset.h"
+#include "sim/data/external_data.h"
 #include "sim/models/catalog.h"
 
 namespace asgd {
@@ -24,35 +25,17 @@ struct ExternalModelConfig {
   int threads = 0;       // torch intra-op threads of each job (part of the config: it can change the bits)
   size_t bn_samples = 0; // training samples that recompute BatchNorm statistics at each evaluation
 };
-// data.type "torch": its keys, bound. Classes (given, or the largest target + 1) are at
-// most kMaxTorchClasses: a stray target of 10^9 must not size the runs' label counts.
-inline constexpr int kMaxTorchClasses = 1000000;
-struct ExternalDataConfig {
-  std::string module;       // "file.py:factory"; "": the caller gives the data
-  size_t train_limit = 0;   // > 0: only the first so many training samples
-  size_t test_limit = 0;
-  int classes = 0;          // 0: from the labels (integer targets), or regression
-};
-
-// Where the config's relative module paths resolve: the config's folder.
-struct ExternalContext {
-  std::string base_dir;
-};
-
-class ExternalProvider {
+// The provider: the data source (sim/data/external_data.h) that also builds models.
+class ExternalProvider : public ExternalDataSource {
  public:
-  virtual ~ExternalProvider() = default;
   // The model for one run, for data of `input`'s shape (native data: dim/shape/classes
   // as the native models see them; external data: dim 0).
   virtual std::unique_ptr<Model> build_model(const ExternalModelConfig& model, const ModelInput& input,
                                              const ExternalContext& where) = 0;
-  // The training and test sets: n, classes and the labels (y, for the label partitions
-  // and accuracy), no features (x empty, dim 0); HostDataset::external is 0 for the
-  // training set and 1 for the test set, which the model's jobs read by it.
-  virtual DataSplit load_data(const ExternalDataConfig& data, const ExternalContext& where) = 0;
 };
 
-// The provider runs read (nullptr: none). Set by the Python package around one run.
+// The provider runs read (nullptr: none). Set by the Python package around one run; it
+// is external_data_source()'s one slot, seen with its model half.
 std::shared_ptr<ExternalProvider> external_provider();
 void set_external_provider(std::shared_ptr<ExternalProvider> provider);
 
@@ -69,9 +52,5 @@ std::string external_key(const nlohmann::json& run_config);
 // files read, by path, across the runs of one experiment.
 nlohmann::json external_sources(const nlohmann::json& run_config, const std::string& base_dir, Validator& v,
                                  std::map<std::string, std::string>& cache);
-
-// Why a config that names model/data type "torch" cannot run here (no provider): the text
-// of the UsageError, naming the command that can run it.
-std::string external_provider_missing(const std::string& key);
 
 }  // namespace asgd
