@@ -90,7 +90,7 @@ def _text(config: Config) -> Tuple[str, Union[bytes, str], bytes, str]:
         return core.read_config(raw), raw, os.path.dirname(raw) or b".", core.name_from_path(raw)
     if isinstance(config, dict):
         _utf8_only(config)
-        return json.dumps(config), "the config", _path_bytes(os.getcwd()), "experiment"
+        return json.dumps(config), "the config", _path_bytes(os.getcwd()), core.default_experiment_name
     raise TypeError(f"config must be a dict or a path to a JSON file, not {type(config).__name__}")
 
 

@@ -418,6 +418,7 @@ PYBIND11_MODULE(_core, m) {
   m.attr("version") = build::version;
   m.attr("backend") = build::backend;
   m.attr("git_commit") = build::git_commit;
+  m.attr("default_experiment_name") = kDefaultExperimentName;  // a dict config without "name"
 
   m.def("catalog", [] { return catalog_json().dump(); }, "the config keys and families, as JSON text");
   m.def("read_config", [](const std::string& path) { return translated([&] { return load_json_file(path).dump(); }); },
