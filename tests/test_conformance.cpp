@@ -1,0 +1,290 @@
+// tests/test_conformance.cpp — the promises every engine keeps, checked over one table of
+// engine forms (kForms: an engine's JSON, the config it needs, and what it supports), so
+// that a new engine gets its tests from one row, and a registered engine without a row
+// fails here (EveryRegisteredEngineHasARow). Each property is a parameterized suite, one
+// test per form (named after it): the same files for --threads 1 and 2; for
+// batched_gradients as unbatched; a failure, a straggler and a lost cluster end each run
+// with a defined outcome (never a hang), also during the single-replica warm-up; a sparse
+// model's sparse server updates give the bits of dense ones; a run interrupted and made
+// again gives the uninterrupted run's files. A form that does not support a property is
+// checked to refuse it (or, for resume, to say it has no checkpoint). Tiny runs: an MLP
+// of 244 parameters or a 2-parameter quadratic, 40 updates or one 512-sample epoch. The
+// engines' closed forms and equivalences stay in tests/test_engines.cpp; features under
+// several engines (optimizers, compression, staleness) in their own suites.
+#include <algorithm>
+#include <string>
+#include <vector>
+#include <nlohmann/json.hpp>
+#include "engines/engine_registry.h"
+#include "sim/core/runtime.h"
+#include "run_checks.h"
+
+using nlohmann::json;
+using namespace asgd;
+using namespace asgd::testing;
+
+namespace {
+
+struct EngineForm {
+  std::string name;      // the tests' name: the type, or the type and what this form sets
+  json engine;           // the engines[] entry
+  json patch = json::object();  // what the form needs of the rest of the config (a JSON merge patch)
+  // "": it runs with cluster.failures; else the key its refusal names
+  std::string refuses_failures_at = "";
+  // "": it trains a sparse model; else the key its refusal names
+  std::string refuses_sparse_at = "";
+  bool resume = true;  // an interrupted run leaves a checkpoint (false: it says it has none)
+  bool failures() const { return refuses_failures_at.empty(); }
+};
+
+std::ostream& operator<<(std::ostream& os, const EngineForm& f) { return os << f.name << " " << f.engine.dump(); }
+
+// The federated engines' population: 30 clients of traced speeds, drawn by the size of
+// their non-IID parts.
+const json kPopulation = {
+    {"data", {{"partition", "dirichlet_mix"}, {"partition_alpha", 0.3}}},
+    {"clients", {{"count", 30}, {"sampling", "size"}, {"speeds", {{"dist", "lognormal"}, {"mean", 1.0}, {"sigma", 0.5}}}}}};
+
+// Every engine type of engines/registry.cpp, and the forms whose state or path differs
+// (late "cancel" or "drop", the collectives, the staleness weights, the look-ahead).
+const std::vector<EngineForm>& forms() {
+  static const std::vector<EngineForm> f = {
+      {"async", {{"type", "async"}}},
+      {"async_dc", {{"type", "async"}, {"delay_compensation", 0.04}, {"lr_staleness", "divide"}},
+       {{"train", {{"momentum", 0}}}}},  // DC-ASGD is plain SGD
+      {"async_weighted", {{"type", "async"}, {"staleness_weight", "hinge"}}},
+      {"sync", {{"type", "sync"}}},
+      {"sync_allreduce", {{"type", "sync"}, {"comm", "allreduce"}}},
+      {"sync_powersgd", {{"type", "sync"}, {"comm", "allreduce"}},
+       {{"cluster", {{"network", {{"compression", {{"type", "powersgd"}, {"rank", 2}, {"error_feedback", true}}}}}}}},
+       "", /*refuses_sparse_at=*/"cluster.network.compression.type"},
+      {"sync_backup", {{"type", "sync_backup"}, {"backups", 1}}},
+      {"sync_backup_cancel", {{"type", "sync_backup"}, {"backups", 2}, {"late", "cancel"}}},
+      {"ssp", {{"type", "ssp"}, {"bound", 2}, {"staleness_weight", "inverse_sqrt"}}},
+      {"k_batch_sync", {{"type", "k_batch_sync"}, {"k", 3}, {"late", "cancel"}}},
+      {"k_batch_sync_drop", {{"type", "k_batch_sync"}, {"k", 3}, {"late", "drop"}}},
+      {"k_async", {{"type", "k_async"}, {"k", 2}, {"staleness_weight", "polynomial"}}},
+      {"k_async_batch", {{"type", "k_async"}, {"k", 3}, {"batch", true}, {"staleness_weight", "inverse_sqrt"}}},
+      {"local_sgd", {{"type", "local_sgd"}, {"steps", 3}, {"outer_momentum", 0.5}, {"outer_nesterov", true}}},
+      {"easgd", {{"type", "easgd"}, {"period", 3}}},
+      {"easgd_sync", {{"type", "easgd"}, {"mode", "sync"}, {"period", 2}, {"order", "paper"}}},
+      {"eamsgd", {{"type", "easgd"}, {"period", 2}, {"delta", 0.9}}},
+      {"diloco", {{"type", "diloco"}, {"steps", 3}}, {{"train", {{"optimizer", "adamw"}, {"lr", 0.002}, {"momentum", nullptr}}}}},
+      {"ringmaster", {{"type", "ringmaster"}, {"delay_threshold", 3}}},
+      {"ringmaster_cancel", {{"type", "ringmaster"}, {"delay_threshold", 3}, {"late", "cancel"}}},
+      {"mindflayer", {{"type", "mindflayer"}, {"trials", 2}, {"budget", 0.0015}}},
+      {"async_local_sgd",
+       {{"type", "async_local_sgd"}, {"steps", 3}, {"nesterov_period", 4}, {"dynamic_local_updates", true}},
+       {{"train", {{"optimizer", "adamw"}, {"lr", 0.002}, {"momentum", nullptr}}}}},
+      {"streaming_diloco", {{"type", "streaming_diloco"}, {"steps", 4}, {"fragments", 2}, {"overlap", 1}, {"quantize", true}},
+       json::object(), /*refuses_failures_at=*/"cluster.failures"},
+      {"fedavg", {{"type", "fedavg"}, {"local_steps", 3}, {"report", 3}}, kPopulation},
+      {"fedbuff", {{"type", "fedbuff"}, {"local_steps", 3}, {"k", 2}}, kPopulation},
+      {"fedasync", {{"type", "fedasync"}, {"local_steps", 2}}, kPopulation},
+  };
+  return f;
+}
+
+// `base` with the form's patch and the form as its one engine.
+json with_form(json base, const EngineForm& f) {
+  base.merge_patch(f.patch);
+  base["engines"] = json::array({f.engine});
+  return base;
+}
+
+// The run folder's name of the form's one run in a config of seed `seed`.
+std::string run_name(const EngineForm& f, int seed) {
+  return f.engine.value("name", f.engine.at("type").get<std::string>()) + "-seed" + std::to_string(seed);
+}
+
+// The small MLP run (tests/run_checks.h), 40 updates.
+json mlp_config(const EngineForm& f) { return with_form(small_mlp_config(json::object(), 40), f); }
+
+// The noisy 2-parameter quadratic, 4 workers, every step exactly 1 ms, one epoch of 512
+// samples in batches of 8 (tests/test_helpers.h), a row every quarter epoch.
+json quadratic_run(const EngineForm& f) {
+  json c = quadratic_config("q", {0.5, 2.0}, 4, 0.1, 0.1);
+  c["cluster"]["compute"]["value"] = 0.001;
+  c["stop"] = {{"epochs", 1}};
+  c["eval"] = {{"every", 0.25}, {"unit", "epochs"}};
+  c = with_form(c, f);
+  c["data"].erase("partition");  // the quadratic's samples have no labels to part by
+  c["data"].erase("partition_alpha");
+  return c;
+}
+
+json failure_events(const json& events) { return {{"events", events}}; }
+
+// The config is refused, naming `path`.
+void expect_refused(const json& c, const std::string& path) {
+  const std::string issues = config_issues(c);
+  EXPECT_NE(issues.find(path), std::string::npos) << "expected a refusal at " << path << ", got:\n" << issues;
+}
+
+class Conformance : public ::testing::TestWithParam<EngineForm> {};
+class Failures : public Conformance {};
+
+std::string form_name(const ::testing::TestParamInfo<EngineForm>& p) { return p.param.name; }
+
+// ------------------------------------------------------------------ the registry
+
+// A new engine (engines/registry.cpp) needs its row above; every row names a registered
+// engine, under a name of its own.
+TEST(ConformanceTable, EveryRegisteredEngineHasARow) {
+  for (const EngineType& t : engine_types()) {
+    const bool found = std::any_of(forms().begin(), forms().end(),
+                                   [&](const EngineForm& f) { return f.engine.at("type") == t.name; });
+    EXPECT_TRUE(found) << "engine type \"" << t.name
+                       << "\" is registered (engines/registry.cpp) but has no row in tests/test_conformance.cpp's "
+                          "forms(): add one (its JSON, the config it needs, and whether it takes failures, a "
+                          "sparse model and a resume)";
+  }
+  std::vector<std::string> names;
+  for (const EngineForm& f : forms()) {
+    EXPECT_NE(find_engine_type(f.engine.at("type").get<std::string>()), nullptr) << f;
+    EXPECT_EQ(std::count(names.begin(), names.end(), f.name), 0) << "two rows named " << f.name;
+    names.push_back(f.name);
+  }
+}
+
+// ------------------------------------------------------------------ determinism
+
+// Same config + seed => byte-identical files for --threads 1 and 2 (DESIGN.md), with a
+// worker down and back where the engine takes failures.
+TEST_P(Conformance, ThreadCountDoesNotChangeABit) {
+  const EngineForm& f = GetParam();
+  json c = mlp_config(f);
+  if (f.failures()) c["cluster"]["failures"] = failure_events({{{"worker", 1}, {"at", 0.004}, {"down_for", 0.006}}});
+  expect_thread_count_invariant(c, {run_name(f, 5)}, {2});
+}
+
+// batched_gradients gathers launched jobs and computes each batch with one
+// loss_grad_batch call. On CPU backends that gives the same bits per gradient, so every
+// file but config.json is the unbatched run's: with 16-bit transfers, failures that lose
+// gradients still gathering (where the engine takes failures), and a batch larger than
+// the workers. On CUDA a batch's GEMMs round their own way (cublasSgemmBatched), so there
+// a batched run gives the files of the same batched run on another thread count.
+TEST_P(Conformance, BatchedGradientsGiveTheSameFiles) {
+  const EngineForm& f = GetParam();
+  const bool cpu = std::string(kernels_backend()) != "CUDA";
+  json c = mlp_config(f);
+  c["cluster"]["network"]["precision"] = "fp16";
+  if (f.failures())
+    c["cluster"]["failures"] = failure_events(
+        {{{"worker", 1}, {"at", 0.004}, {"down_for", 0.006}}, {{"worker", 3}, {"at", 0.012}}});
+  const std::string run = run_name(f, 5);
+  const std::string unbatched = cpu ? run_config(c, temp_dir("unbatched"), 2) + "/" + run : "";
+  for (int batch : {3, 16}) {
+    json b = c;
+    b["batched_gradients"] = batch;
+    const std::string d1 = cpu ? unbatched : run_config(b, temp_dir("again" + std::to_string(batch)), 3) + "/" + run;
+    const std::string d2 = run_config(b, temp_dir("batch" + std::to_string(batch)), batch == 3 ? 1 : 2) + "/" + run;
+    expect_same_results(d1, d2, /*with_config=*/false, "(batched_gradients " + std::to_string(batch) + ")");
+    if (f.failures()) {
+      EXPECT_EQ(summary_at(d2)["worker_failures"], 2);
+    }
+  }
+}
+
+// ------------------------------------------------------------------ failures
+
+// Worker 1 fails at 2.5 ms and is back at 7.5 ms, worker 3 fails at 3.5 ms for good, worker
+// 2 computes 3 times slower throughout: the run completes its epoch with the live
+// workers, worker 3 computes nothing more, and worker 1 takes part again.
+TEST_P(Failures, GoOnWithTheLiveWorkersAndTakeBackTheReturning) {
+  const EngineForm& f = GetParam();
+  json c = quadratic_run(f);
+  c["cluster"]["failures"] = failure_events(
+      {{{"worker", 1}, {"at", 0.0025}, {"down_for", 0.005}}, {{"worker", 3}, {"at", 0.0035}}});
+  c["cluster"]["stragglers"] = {{"slow", json::array({{{"worker", 2}, {"factor", 3.0}}})}};
+  if (!f.failures()) return expect_refused(c, f.refuses_failures_at);
+  const std::string dir = run_one(c, "fail");
+  const json s = summary_at(dir);
+  EXPECT_EQ(s["status"], "completed");
+  EXPECT_EQ(s["note"].get<std::string>().rfind("reached stop.epochs", 0), 0u) << s["note"];
+  EXPECT_NE(s["note"].get<std::string>().find("worker failure"), std::string::npos) << s["note"];
+  EXPECT_EQ(s["worker_failures"], 2);
+  const auto grads = read_metrics(dir + "/workers.csv").column("gradients");
+  ASSERT_EQ(grads.size(), 4u);
+  EXPECT_LE(grads[3], 4);
+  EXPECT_GT(grads[1], 4 * grads[3]) << "worker 1 came back";
+}
+
+// Every worker lost for good: the run ends when no work is left (time-based evaluation
+// included), well before its stop.updates, instead of waiting forever.
+TEST_P(Failures, EveryWorkerLostEndsTheRunInsteadOfHanging) {
+  const EngineForm& f = GetParam();
+  json c = quadratic_run(f);
+  c["cluster"]["workers"] = 3;
+  c["stop"] = {{"updates", 100000}};
+  c["eval"] = {{"every", 0.005}, {"unit", "time"}};
+  c["cluster"]["failures"] = {{"rate", 200.0}};  // never come back
+  if (!f.failures()) return expect_refused(c, f.refuses_failures_at);
+  const json s = summary_at(run_one(c, "lost"));
+  EXPECT_EQ(s["worker_failures"], 3);
+  EXPECT_NE(s["note"].get<std::string>().find("no work left"), std::string::npos) << s["note"];
+  EXPECT_LT(s["updates"].get<int>(), 100000);
+}
+
+// Failures during the single-replica warm-up: the replica moves to the next live worker
+// when its worker fails, and the engine starts on the live workers only (a worker that
+// is down computes nothing): worker 2 fails before the engine starts, worker 0 (the
+// replica) during the warm-up, with one gradient in flight.
+TEST_P(Failures, DuringTheWarmUpNeitherHangNorWakeTheDead) {
+  const EngineForm& f = GetParam();
+  json c = quadratic_run(f);
+  c["train"]["single_replica_epochs"] = 0.25;
+  c["cluster"]["failures"] = failure_events({{{"worker", 2}, {"at", 0.0005}}, {{"worker", 0}, {"at", 0.0015}}});
+  if (!f.failures()) return expect_refused(c, f.refuses_failures_at);
+  const std::string dir = run_one(c, "warm");
+  const json s = summary_at(dir);
+  EXPECT_EQ(s["status"], "completed");
+  EXPECT_EQ(s["note"].get<std::string>().rfind("reached stop.epochs", 0), 0u) << s["note"];
+  const Metrics w = read_metrics(dir + "/workers.csv");
+  const auto grads = w.column("gradients"), lost = w.column("lost");
+  ASSERT_EQ(grads.size(), 4u);
+  ASSERT_EQ(lost.size(), 4u);
+  EXPECT_EQ(grads[0], 1);  // then it failed with one in flight
+  EXPECT_EQ(lost[0], 1);
+  EXPECT_EQ(grads[2] + lost[2], 0);
+  EXPECT_GT(grads[1], 16);  // the rest of the warm-up, then the engine
+  EXPECT_GT(grads[3], 8);   // the engine only
+}
+
+// ------------------------------------------------------------------ sparse models
+
+// A sparse model (plain SGD: an update touches only its rows) gives the same files with
+// the sparse server updates as with every update forced dense.
+TEST_P(Conformance, SparseUpdatesGiveTheDenseBits) {
+  const EngineForm& f = GetParam();
+  json c = mlp_config(f);
+  c["model"] = {{"type", "sparse_softmax"}};
+  c["data"] = {{"type", "sparse_synthetic"}, {"features", 3000}, {"nnz", 8}, {"classes", 3},
+               {"train_samples", 600}, {"test_samples", 200}};
+  c["train"]["momentum"] = 0;
+  if (!f.refuses_sparse_at.empty()) return expect_refused(c, f.refuses_sparse_at);
+  const std::string run = run_name(f, 5);
+  const std::string sparse = run_config(c, temp_dir("sparse"), 2) + "/" + run;
+  g_force_dense_updates = true;
+  const std::string dense = run_config(c, temp_dir("dense"), 2) + "/" + run;
+  g_force_dense_updates = false;
+  expect_same_results(sparse, dense, /*with_config=*/false, "(sparse and forced dense updates)");
+}
+
+// ------------------------------------------------------------------ checkpoints
+
+// Interrupted at a random update (printed; ASGD_TEST_SEED fixes it) and made again: the
+// uninterrupted run's files, byte for byte.
+TEST_P(Conformance, ResumesByteIdentical) {
+  const EngineForm& f = GetParam();
+  const json c = mlp_config(f);
+  if (f.resume) return expect_resume_identical(c, draw_update(1, 39), f.name);
+  const std::string out = temp_dir("nock");
+  EXPECT_EQ(run_into(c, out, 10), 130);
+  EXPECT_FALSE(std::filesystem::exists(run_dir_of(out, c) + "/checkpoint.bin"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, Conformance, ::testing::ValuesIn(forms()), form_name);
+INSTANTIATE_TEST_SUITE_P(Engines, Failures, ::testing::ValuesIn(forms()), form_name);
+
+}  // namespace
