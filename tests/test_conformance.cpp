@@ -1,5 +1,5 @@
 // tests/test_conformance.cpp — the promises every engine keeps, checked over one table of
-// engine forms (kForms: an engine's JSON, the config it needs, and what it supports), so
+// engine forms (forms(): an engine's JSON, the config it needs, and what it supports), so
 // that a new engine gets its tests from one row, and a registered engine without a row
 // fails here (EveryRegisteredEngineHasARow). Each property is a parameterized suite, one
 // test per form (named after it): the same files for --threads 1 and 2; for
@@ -12,11 +12,18 @@
 // engines' closed forms and equivalences stay in tests/test_engines.cpp; features under
 // several engines (optimizers, compression, staleness) in their own suites.
 #include <algorithm>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
 #include "engines/engine_registry.h"
+#include "kernels/model.h"
 #include "sim/core/runtime.h"
+#include "sim/core/simulation.h"
+#include "sim/core/worker_pool.h"
+#include "sim/run/recorder.h"
+#include "sim/run/run_outcome.h"
 #include "run_checks.h"
 
 using nlohmann::json;
@@ -100,6 +107,35 @@ std::string run_name(const EngineForm& f, int seed) {
 // The small MLP run (tests/run_checks.h), 40 updates.
 json mlp_config(const EngineForm& f) { return with_form(small_mlp_config(json::object(), 40), f); }
 
+json failure_events(const json& events) { return {{"events", events}}; }
+
+// The form's reference run: the small MLP run in 16-bit transfers and, where the form
+// takes failures, worker 1 down from 4 to 10 ms and worker 3 lost at 12 ms (their
+// gradients in flight lost, the live workers going on).
+json reference_config(const EngineForm& f) {
+  json c = mlp_config(f);
+  c["cluster"]["network"]["precision"] = "fp16";
+  if (f.failures())
+    c["cluster"]["failures"] =
+        failure_events({{{"worker", 1}, {"at", 0.004}, {"down_for", 0.006}}, {{"worker", 3}, {"at", 0.012}}});
+  return c;
+}
+
+// The reference run made on 2 threads, once per process and form (the properties below
+// compare their runs with it): its run folder.
+const std::string& reference_run(const EngineForm& f) {
+  static std::map<std::string, std::string> made;
+  auto it = made.find(f.name);
+  if (it == made.end()) {
+    const std::string dir = run_config(reference_config(f), temp_dir("ref-" + f.name), 2) + "/" + run_name(f, 5);
+    if (f.failures()) {
+      EXPECT_EQ(summary_at(dir)["worker_failures"], 2) << dir;
+    }
+    it = made.emplace(f.name, dir).first;
+  }
+  return it->second;
+}
+
 // The noisy 2-parameter quadratic, 4 workers, every step exactly 1 ms, one epoch of 512
 // samples in batches of 8 (tests/test_helpers.h), a row every quarter epoch.
 json quadratic_run(const EngineForm& f) {
@@ -113,7 +149,22 @@ json quadratic_run(const EngineForm& f) {
   return c;
 }
 
-json failure_events(const json& events) { return {{"events", events}}; }
+// The one run of `c` made in memory, as the runner makes it but without its files (the
+// failure properties read only its outcome): its outcome.
+RunOutcome simulate(const json& c) {
+  const Experiment exp = resolve_experiment(c, "test", ".");
+  const RunSpec& run = exp.runs.at(0);
+  const std::shared_ptr<LoadedData> data = load_data(run, exp.base_dir);
+  const std::unique_ptr<Model> model = build_model(*run.bound_model, *data, exp.base_dir);
+  const ComputeTimeModel compute = build_compute_model(run.settings, exp.base_dir);
+  WorkerPool pool(2, /*caller_computes=*/true);
+  Recorder recorder(false);
+  const bool uses_data = model->uses_data();
+  Simulation sim(run.settings, *model, uses_data ? &data->train : nullptr, uses_data ? &data->test : nullptr, pool,
+                 compute, recorder);
+  const std::unique_ptr<Engine> engine = make_engine(*run.bound_engine);
+  return sim.run(*engine);
+}
 
 // The config is refused, naming `path`.
 void expect_refused(const json& c, const std::string& path) {
@@ -149,41 +200,30 @@ TEST(ConformanceTable, EveryRegisteredEngineHasARow) {
 
 // ------------------------------------------------------------------ determinism
 
-// Same config + seed => byte-identical files for --threads 1 and 2 (DESIGN.md), with a
-// worker down and back where the engine takes failures.
+// Same config + seed => byte-identical files for --threads 1 and 2 (DESIGN.md): the
+// reference run made again on 1 thread.
 TEST_P(Conformance, ThreadCountDoesNotChangeABit) {
   const EngineForm& f = GetParam();
-  json c = mlp_config(f);
-  if (f.failures()) c["cluster"]["failures"] = failure_events({{{"worker", 1}, {"at", 0.004}, {"down_for", 0.006}}});
-  expect_thread_count_invariant(c, {run_name(f, 5)}, {2});
+  const std::string one = run_config(reference_config(f), temp_dir("threads1"), 1) + "/" + run_name(f, 5);
+  expect_same_results(reference_run(f), one, /*with_config=*/true, "(--threads 2 and 1)");
 }
 
 // batched_gradients gathers launched jobs and computes each batch with one
 // loss_grad_batch call. On CPU backends that gives the same bits per gradient, so every
-// file but config.json is the unbatched run's: with 16-bit transfers, failures that lose
-// gradients still gathering (where the engine takes failures), and a batch larger than
-// the workers. On CUDA a batch's GEMMs round their own way (cublasSgemmBatched), so there
-// a batched run gives the files of the same batched run on another thread count.
+// file but config.json is the unbatched reference run's: with 16-bit transfers, failures
+// that lose gradients still gathering (where the engine takes failures), batches of 3 of
+// the 4 workers' jobs (full ones and the rest flushed), on 1 thread. On CUDA a batch's
+// GEMMs round their own way (cublasSgemmBatched), so there a batched run gives the files
+// of the same batched run on another thread count.
 TEST_P(Conformance, BatchedGradientsGiveTheSameFiles) {
   const EngineForm& f = GetParam();
   const bool cpu = std::string(kernels_backend()) != "CUDA";
-  json c = mlp_config(f);
-  c["cluster"]["network"]["precision"] = "fp16";
-  if (f.failures())
-    c["cluster"]["failures"] = failure_events(
-        {{{"worker", 1}, {"at", 0.004}, {"down_for", 0.006}}, {{"worker", 3}, {"at", 0.012}}});
+  json b = reference_config(f);
+  b["batched_gradients"] = 3;
   const std::string run = run_name(f, 5);
-  const std::string unbatched = cpu ? run_config(c, temp_dir("unbatched"), 2) + "/" + run : "";
-  for (int batch : {3, 16}) {
-    json b = c;
-    b["batched_gradients"] = batch;
-    const std::string d1 = cpu ? unbatched : run_config(b, temp_dir("again" + std::to_string(batch)), 3) + "/" + run;
-    const std::string d2 = run_config(b, temp_dir("batch" + std::to_string(batch)), batch == 3 ? 1 : 2) + "/" + run;
-    expect_same_results(d1, d2, /*with_config=*/false, "(batched_gradients " + std::to_string(batch) + ")");
-    if (f.failures()) {
-      EXPECT_EQ(summary_at(d2)["worker_failures"], 2);
-    }
-  }
+  const std::string other = cpu ? reference_run(f) : run_config(b, temp_dir("batch-again"), 3) + "/" + run;
+  expect_same_results(other, run_config(b, temp_dir("batch"), 1) + "/" + run, /*with_config=*/false,
+                      "(batched_gradients 3)");
 }
 
 // ------------------------------------------------------------------ failures
@@ -198,16 +238,13 @@ TEST_P(Failures, GoOnWithTheLiveWorkersAndTakeBackTheReturning) {
       {{{"worker", 1}, {"at", 0.0025}, {"down_for", 0.005}}, {{"worker", 3}, {"at", 0.0035}}});
   c["cluster"]["stragglers"] = {{"slow", json::array({{{"worker", 2}, {"factor", 3.0}}})}};
   if (!f.failures()) return expect_refused(c, f.refuses_failures_at);
-  const std::string dir = run_one(c, "fail");
-  const json s = summary_at(dir);
-  EXPECT_EQ(s["status"], "completed");
-  EXPECT_EQ(s["note"].get<std::string>().rfind("reached stop.epochs", 0), 0u) << s["note"];
-  EXPECT_NE(s["note"].get<std::string>().find("worker failure"), std::string::npos) << s["note"];
-  EXPECT_EQ(s["worker_failures"], 2);
-  const auto grads = read_metrics(dir + "/workers.csv").column("gradients");
-  ASSERT_EQ(grads.size(), 4u);
-  EXPECT_LE(grads[3], 4);
-  EXPECT_GT(grads[1], 4 * grads[3]) << "worker 1 came back";
+  const RunOutcome out = simulate(c);
+  EXPECT_EQ(out.status, "completed");
+  EXPECT_EQ(out.note.rfind("reached stop.epochs", 0), 0u) << out.note;
+  EXPECT_EQ(out.failures, 2u);
+  ASSERT_EQ(out.workers.size(), 4u);
+  EXPECT_LE(out.workers[3].gradients, 4u);
+  EXPECT_GT(out.workers[1].gradients, 4 * out.workers[3].gradients) << "worker 1 came back";
 }
 
 // Every worker lost for good: the run ends when no work is left (time-based evaluation
@@ -220,10 +257,10 @@ TEST_P(Failures, EveryWorkerLostEndsTheRunInsteadOfHanging) {
   c["eval"] = {{"every", 0.005}, {"unit", "time"}};
   c["cluster"]["failures"] = {{"rate", 200.0}};  // never come back
   if (!f.failures()) return expect_refused(c, f.refuses_failures_at);
-  const json s = summary_at(run_one(c, "lost"));
-  EXPECT_EQ(s["worker_failures"], 3);
-  EXPECT_NE(s["note"].get<std::string>().find("no work left"), std::string::npos) << s["note"];
-  EXPECT_LT(s["updates"].get<int>(), 100000);
+  const RunOutcome out = simulate(c);
+  EXPECT_EQ(out.failures, 3u);
+  EXPECT_NE(out.note.find("no work left"), std::string::npos) << out.note;
+  EXPECT_LT(out.updates, 100000u);
 }
 
 // Failures during the single-replica warm-up: the replica moves to the next live worker
@@ -236,19 +273,15 @@ TEST_P(Failures, DuringTheWarmUpNeitherHangNorWakeTheDead) {
   c["train"]["single_replica_epochs"] = 0.25;
   c["cluster"]["failures"] = failure_events({{{"worker", 2}, {"at", 0.0005}}, {{"worker", 0}, {"at", 0.0015}}});
   if (!f.failures()) return expect_refused(c, f.refuses_failures_at);
-  const std::string dir = run_one(c, "warm");
-  const json s = summary_at(dir);
-  EXPECT_EQ(s["status"], "completed");
-  EXPECT_EQ(s["note"].get<std::string>().rfind("reached stop.epochs", 0), 0u) << s["note"];
-  const Metrics w = read_metrics(dir + "/workers.csv");
-  const auto grads = w.column("gradients"), lost = w.column("lost");
-  ASSERT_EQ(grads.size(), 4u);
-  ASSERT_EQ(lost.size(), 4u);
-  EXPECT_EQ(grads[0], 1);  // then it failed with one in flight
-  EXPECT_EQ(lost[0], 1);
-  EXPECT_EQ(grads[2] + lost[2], 0);
-  EXPECT_GT(grads[1], 16);  // the rest of the warm-up, then the engine
-  EXPECT_GT(grads[3], 8);   // the engine only
+  const RunOutcome out = simulate(c);
+  EXPECT_EQ(out.status, "completed");
+  EXPECT_EQ(out.note.rfind("reached stop.epochs", 0), 0u) << out.note;
+  ASSERT_EQ(out.workers.size(), 4u);
+  EXPECT_EQ(out.workers[0].gradients, 1u);  // then it failed with one in flight
+  EXPECT_EQ(out.workers[0].lost, 1u);
+  EXPECT_EQ(out.workers[2].gradients + out.workers[2].lost, 0u);
+  EXPECT_GT(out.workers[1].gradients, 16u);  // the rest of the warm-up, then the engine
+  EXPECT_GT(out.workers[3].gradients, 8u);   // the engine only
 }
 
 // ------------------------------------------------------------------ sparse models
@@ -274,11 +307,11 @@ TEST_P(Conformance, SparseUpdatesGiveTheDenseBits) {
 // ------------------------------------------------------------------ checkpoints
 
 // Interrupted at a random update (printed; ASGD_TEST_SEED fixes it) and made again: the
-// uninterrupted run's files, byte for byte.
+// reference run's files, byte for byte.
 TEST_P(Conformance, ResumesByteIdentical) {
   const EngineForm& f = GetParam();
-  const json c = mlp_config(f);
-  if (f.resume) return expect_resume_identical(c, draw_update(1, 39), f.name);
+  const json c = reference_config(f);
+  if (f.resume) return expect_resume_identical(c, draw_update(1, 39), f.name, reference_run(f));
   const std::string out = temp_dir("nock");
   EXPECT_EQ(run_into(c, out, 10), 130);
   EXPECT_FALSE(std::filesystem::exists(run_dir_of(out, c) + "/checkpoint.bin"));
