@@ -247,6 +247,17 @@ TEST_P(Failures, GoOnWithTheLiveWorkersAndTakeBackTheReturning) {
   EXPECT_GT(out.workers[1].gradients, 4 * out.workers[3].gradients) << "worker 1 came back";
 }
 
+// The reference run (worker 1 down from 4 to 10 ms, worker 3 lost at 12 ms, exponential
+// compute times, a network whose links queue) reaches its stop.updates with the live
+// workers: an engine that kept waiting for the lost worker would end early, when no work
+// is left.
+TEST_P(Failures, TheReferenceRunReachesItsStop) {
+  const RunOutcome out = simulate(reference_config(GetParam()));
+  EXPECT_EQ(out.status, "completed");
+  EXPECT_EQ(out.note.rfind("reached stop.updates", 0), 0u) << out.note;
+  EXPECT_EQ(out.updates, 40u);
+}
+
 // Every worker lost for good: the run ends when no work is left (time-based evaluation
 // included), well before its stop.updates, instead of waiting forever.
 TEST_P(Failures, EveryWorkerLostEndsTheRunInsteadOfHanging) {
