@@ -238,8 +238,7 @@ TEST_P(Conformance, BatchedGradientsGiveTheSameFiles) {
 // Worker 1 fails at 2.5 ms and is back at 7.5 ms, worker 3 fails at 3.5 ms for good, worker
 // 2 computes 3 times slower throughout: the run completes its epoch with the live
 // workers, worker 3 computes nothing more, and worker 1 takes part again.
-TEST_P(Failures, GoOnWithTheLiveWorkersAndTakeBackTheReturning) {
-  const EngineForm& f = GetParam();
+void go_on_with_the_live_workers(const EngineForm& f) {
   json c = quadratic_run(f);
   c["cluster"]["failures"] = failure_events(
       {{{"worker", 1}, {"at", 0.0025}, {"down_for", 0.005}}, {{"worker", 3}, {"at", 0.0035}}});
@@ -258,8 +257,8 @@ TEST_P(Failures, GoOnWithTheLiveWorkersAndTakeBackTheReturning) {
 // compute times, a network whose links queue) reaches its stop.updates with the live
 // workers: an engine that kept waiting for the lost worker would end early, when no work
 // is left.
-TEST_P(Failures, TheReferenceRunReachesItsStop) {
-  const RunOutcome out = simulate(reference_config(GetParam()));
+void reference_run_reaches_its_stop(const EngineForm& f) {
+  const RunOutcome out = simulate(reference_config(f));
   EXPECT_TRUE(out.status == "completed" || out.status == "stalled") << out.status;  // (30 updates may not train)
   EXPECT_EQ(out.note.rfind("reached stop.updates", 0), 0u) << out.note;
   EXPECT_EQ(out.updates, kUpdates);
@@ -267,8 +266,7 @@ TEST_P(Failures, TheReferenceRunReachesItsStop) {
 
 // Every worker lost for good: the run ends when no work is left (time-based evaluation
 // included), well before its stop.updates, instead of waiting forever.
-TEST_P(Failures, EveryWorkerLostEndsTheRunInsteadOfHanging) {
-  const EngineForm& f = GetParam();
+void every_worker_lost_ends_the_run(const EngineForm& f) {
   json c = quadratic_run(f);
   c["cluster"]["workers"] = 3;
   c["stop"] = {{"updates", 100000}};
@@ -285,8 +283,7 @@ TEST_P(Failures, EveryWorkerLostEndsTheRunInsteadOfHanging) {
 // when its worker fails, and the engine starts on the live workers only (a worker that
 // is down computes nothing): worker 2 fails before the engine starts, worker 0 (the
 // replica) during the warm-up, with one gradient in flight.
-TEST_P(Failures, DuringTheWarmUpNeitherHangNorWakeTheDead) {
-  const EngineForm& f = GetParam();
+void warm_up_failures_neither_hang_nor_wake_the_dead(const EngineForm& f) {
   json c = quadratic_run(f);
   c["train"]["single_replica_epochs"] = 0.25;
   c["cluster"]["failures"] = failure_events({{{"worker", 2}, {"at", 0.0005}}, {{"worker", 0}, {"at", 0.0015}}});
@@ -300,6 +297,19 @@ TEST_P(Failures, DuringTheWarmUpNeitherHangNorWakeTheDead) {
   EXPECT_EQ(out.workers[2].gradients + out.workers[2].lost, 0u);
   EXPECT_GT(out.workers[1].gradients, 16u);  // the rest of the warm-up, then the engine
   EXPECT_GT(out.workers[3].gradients, 8u);   // the engine only
+}
+
+// Each failure case above, made in memory (one process per form under ctest).
+TEST_P(Failures, AndStragglersEndEachRunWithItsOutcome) {
+  const EngineForm& f = GetParam();
+  for (const auto& [what, check] : std::vector<std::pair<const char*, void (*)(const EngineForm&)>>{
+           {"live workers go on", go_on_with_the_live_workers},
+           {"the reference run reaches its stop", reference_run_reaches_its_stop},
+           {"every worker lost", every_worker_lost_ends_the_run},
+           {"failures in the warm-up", warm_up_failures_neither_hang_nor_wake_the_dead}}) {
+    SCOPED_TRACE(what);
+    check(f);
+  }
 }
 
 // ------------------------------------------------------------------ sparse models
