@@ -1,13 +1,13 @@
 // tests/test_checkpoint.cpp — checkpoints (docs/reliability.md, "Checkpoints"). A run
 // interrupted at an update (the path SIGINT takes: --interrupt-after-updates raises the
 // same flag the handler does) and made again resumes from its checkpoint and writes the
-// files an uninterrupted run writes, byte for byte (summary.json but wall_seconds): for
-// async, sync and diloco, and under the features whose state is the hardest to carry
-// (momentum and Adam state, jobs waiting on busy links, server costs, failures, forced
-// staleness, compression's residuals, the warm-up, traces). Also: a real SIGINT at a
-// random moment and a kill -9 between periodic checkpoints; what is refused and said; a
-// checkpoint of another build or config is not resumed, a damaged one fails the run and
-// is removed; the archive's own checks. The interruption point of each case is drawn at
+// files an uninterrupted run writes, byte for byte (summary.json but wall_seconds): every
+// engine form in tests/test_conformance.cpp; here, under the features whose state is the
+// hardest to carry (momentum and Adam state, jobs waiting on busy links, server costs,
+// failures, forced staleness, compression's residuals, the warm-up, traces). Also: a real
+// SIGINT at a random moment and a kill -9 between periodic checkpoints; what is refused
+// and said; a checkpoint of another build or config is not resumed, a damaged one fails
+// the run and is removed; the archive's own checks. The interruption point of each case is drawn at
 // random (printed; ASGD_TEST_SEED fixes the draw).
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -19,10 +19,8 @@
 #include <random>
 #include <thread>
 #include <nlohmann/json.hpp>
-#include "experiments/run/run_parts.h"
-#include "sim/base/interrupt.h"
 #include "sim/base/state_archive.h"
-#include "test_helpers.h"
+#include "run_checks.h"
 
 using nlohmann::json;
 using namespace asgd;
@@ -30,153 +28,6 @@ using namespace asgd::testing;
 namespace fs = std::filesystem;
 
 namespace {
-
-// An MLP on synthetic data, 4 workers with exponential compute times over a network
-// whose links queue (so pulls wait to be served), momentum, a row every 7 updates.
-json config(const json& engine, uint64_t updates = 120) {
-  return {{"name", "ck"},
-          {"seed", 5},
-          {"model", {{"type", "mlp"}, {"hidden", {16}}}},
-          {"data", {{"type", "synthetic"}, {"classes", 4}, {"features", 10}, {"train_samples", 600}, {"test_samples", 200}}},
-          {"train", {{"batch_size", 8}, {"lr", 0.05}, {"momentum", 0.9}}},
-          {"stop", {{"updates", updates}}},
-          {"eval", {{"every", 7}, {"unit", "updates"}}},
-          {"cluster",
-           {{"workers", 4},
-            {"compute", {{"dist", "exponential"}, {"mean", 0.001}}},
-            {"network", {{"latency", 0.0002}, {"bandwidth", 2e6}}}}},
-          {"engines", json::array({engine})}};
-}
-
-// The draw of the interruption points: ASGD_TEST_SEED, else a fresh seed (printed).
-std::mt19937_64& draws() {
-  static std::mt19937_64 rng = [] {
-    const char* s = std::getenv("ASGD_TEST_SEED");
-    const uint64_t seed = s ? std::strtoull(s, nullptr, 10) : std::random_device{}();
-    std::printf("test_checkpoint: interruption points drawn with ASGD_TEST_SEED=%llu\n", (unsigned long long)seed);
-    return std::mt19937_64(seed);
-  }();
-  return rng;
-}
-uint64_t draw_update(uint64_t lo, uint64_t hi) { return std::uniform_int_distribution<uint64_t>(lo, hi)(draws()); }
-
-// Runs `cfg` into `out` through the library; the exit code. The interruption flag is
-// cleared afterwards (asgdsim would have exited; the next run of this process must not
-// see it).
-int run_into(const json& cfg, const std::string& out, uint64_t interrupt_after = 0,
-             double every = kDefaultCheckpointSeconds) {
-  Experiment exp = resolve_experiment(cfg, "test", ".");
-  RunnerOptions opts;
-  opts.out_dir = out;
-  opts.threads = 2;
-  opts.quiet = true;
-  opts.interrupt_after_updates = interrupt_after;
-  opts.checkpoint_every = every;
-  const int code = run_experiment(exp, opts);
-  interrupt_count().store(0);
-  return code;
-}
-
-// A run folder's result files, summary.json without wall_seconds.
-std::map<std::string, std::string> results(const std::string& run_dir) {
-  std::map<std::string, std::string> files;
-  for (const char* f : {"metrics.csv", "staleness.csv", "workers.csv", "trace.json", "partition.csv"})
-    if (fs::exists(run_dir + "/" + f)) files[f] = read_file(run_dir + "/" + f);
-  json s = summary_at(run_dir);
-  s.erase("wall_seconds");
-  files["summary.json"] = s.dump(1);
-  return files;
-}
-
-std::string run_dir_of(const std::string& out, const json& cfg) {
-  const std::string exp = out + "/" + cfg.at("name").get<std::string>();
-  for (const auto& e : fs::directory_iterator(exp))
-    if (e.is_directory() && fs::exists(e.path() / "config.json")) return e.path().string();
-  return exp;
-}
-
-void expect_same_results(const std::string& a, const std::string& b) {
-  const auto ra = results(a), rb = results(b);
-  ASSERT_EQ(ra.size(), rb.size());
-  for (const auto& [name, bytes] : ra) EXPECT_TRUE(bytes == rb.at(name)) << name << " differs between " << a << " and " << b;
-}
-
-// Interrupted after `at` updates, then made again: the files of the uninterrupted run.
-void expect_resume_identical(const json& cfg, uint64_t at, const std::string& tag) {
-  SCOPED_TRACE(tag + ", interrupted after " + std::to_string(at) + " updates");
-  const std::string ref = temp_dir("ck-ref-" + tag), out = temp_dir("ck-" + tag);
-  ASSERT_EQ(run_into(cfg, ref), 0);
-  ASSERT_EQ(run_into(cfg, out, at), 130);
-  const std::string dir = run_dir_of(out, cfg);
-  ASSERT_TRUE(fs::exists(dir + "/checkpoint.bin"));
-  const json stopped = summary_at(dir);
-  EXPECT_EQ(stopped["status"], "interrupted");
-  const uint64_t stopped_at = stopped["updates"].get<uint64_t>();
-  EXPECT_GE(stopped_at, at);  // (the first point with no server update under way)
-  ASSERT_EQ(run_into(cfg, out), 0);
-  EXPECT_FALSE(fs::exists(dir + "/checkpoint.bin")) << "a finished run keeps no checkpoint";
-  json meta;
-  ASSERT_TRUE(read_json(dir + "/meta.json", meta));
-  EXPECT_EQ(meta["resumed"]["updates"].get<uint64_t>(), stopped_at);
-  expect_same_results(run_dir_of(ref, cfg), dir);
-}
-
-TEST(Checkpoint, AsyncResumesByteIdentical) {
-  expect_resume_identical(config({{"type", "async"}}), draw_update(1, 119), "async");
-}
-
-TEST(Checkpoint, SyncResumesByteIdentical) {
-  expect_resume_identical(config({{"type", "sync"}}), draw_update(1, 119), "sync");
-}
-
-TEST(Checkpoint, DilocoResumesByteIdentical) {
-  json c = config({{"type", "diloco"}, {"steps", 4}}, 40);
-  c["train"] = {{"batch_size", 8}, {"lr", 0.002}, {"optimizer", "adamw"}};
-  expect_resume_identical(c, draw_update(1, 39), "diloco");
-}
-
-// The engines' other members and forms, and the state features carry.
-TEST(Checkpoint, EngineFormsResumeByteIdentical) {
-  const std::vector<std::pair<std::string, json>> engines = {
-      {"sync_backup_cancel", {{"type", "sync_backup"}, {"backups", 1}, {"late", "cancel"}}},
-      {"sync_allreduce", {{"type", "sync"}, {"comm", "allreduce"}}},
-      {"powersgd", {{"type", "sync"}, {"comm", "allreduce"}}},
-      {"dc_asgd", {{"type", "async"}, {"delay_compensation", 0.04}}},
-      {"ringmaster", {{"type", "ringmaster"}, {"delay_threshold", 3}, {"late", "cancel"}}},
-      {"local_sgd", {{"type", "local_sgd"}, {"steps", 3}}},
-      {"ssp", {{"type", "ssp"}, {"bound", 2}}},
-      {"k_batch_sync", {{"type", "k_batch_sync"}, {"k", 3}, {"late", "cancel"}}},
-      {"k_async", {{"type", "k_async"}, {"k", 2}}},
-      {"k_async_batch", {{"type", "k_async"}, {"k", 3}, {"batch", true}}},
-      {"mindflayer", {{"type", "mindflayer"}, {"trials", 2}, {"budget", 0.0015}}},
-      {"streaming_diloco", {{"type", "streaming_diloco"}, {"steps", 4}, {"fragments", 2}}},
-      {"easgd", {{"type", "easgd"}, {"period", 3}}},
-      {"easgd_sync_paper", {{"type", "easgd"}, {"mode", "sync"}, {"period", 2}, {"order", "paper"}}},
-      {"eamsgd", {{"type", "easgd"}, {"period", 2}, {"delta", 0.9}}},
-      {"async_local_sgd", {{"type", "async_local_sgd"}, {"steps", 3}}}};
-  for (const auto& [tag, engine] : engines) {
-    json c = config(engine, 60);
-    if (tag == "dc_asgd") c["train"]["momentum"] = 0;
-    if (tag == "powersgd") c["cluster"]["network"]["compression"] = {{"type", "powersgd"}, {"error_feedback", true}};
-    expect_resume_identical(c, draw_update(1, 59), tag);
-  }
-}
-
-// A population of clients (section clients) with non-IID parts and traced speeds, under
-// the three federated engines (FedAvg with over-selection cancels).
-TEST(Checkpoint, FederatedPopulationResumesByteIdentical) {
-  const std::vector<std::pair<std::string, json>> engines = {
-      {"fedavg", {{"type", "fedavg"}, {"local_steps", 3}, {"report", 3}}},
-      {"fedbuff", {{"type", "fedbuff"}, {"local_steps", 3}, {"k", 2}}},
-      {"fedasync", {{"type", "fedasync"}, {"local_steps", 2}}}};
-  for (const auto& [tag, engine] : engines) {
-    json c = config(engine, 30);
-    c["data"]["partition"] = "dirichlet_mix";
-    c["data"]["partition_alpha"] = 0.3;
-    c["clients"] = {{"count", 30}, {"sampling", "size"}, {"speeds", {{"dist", "lognormal"}, {"mean", 1.0}, {"sigma", 0.5}}}};
-    expect_resume_identical(c, draw_update(1, 29), tag);
-  }
-}
 
 TEST(Checkpoint, RunStateFeaturesResumeByteIdentical) {
   struct Case {
@@ -223,7 +74,7 @@ TEST(Checkpoint, RunStateFeaturesResumeByteIdentical) {
          c["train"]["momentum"] = 0;
        }}};
   for (const Case& k : cases) {
-    json c = config(k.engine, 60);
+    json c = small_mlp_config(k.engine, 60);
     k.set(c);
     expect_resume_identical(c, draw_update(1, 59), k.tag);
   }
@@ -257,7 +108,7 @@ int signalled_run(const std::string& config, const std::string& out, const std::
 // files. The asgdsim binary, checkpointing every millisecond, is killed once its
 // checkpoint is there.
 TEST(Checkpoint, KilledRunResumesFromItsLastPeriodicCheckpoint) {
-  const json cfg = config({{"type", "async"}}, reduced_size() ? 3000 : 20000);
+  const json cfg = small_mlp_config({{"type", "async"}}, reduced_size() ? 3000 : 20000);
   const std::string dir = temp_dir("ck-kill"), ref = temp_dir("ck-kill-ref");
   write_text(dir + "/c.json", cfg.dump());
   ASSERT_EQ(run_into(cfg, ref), 0);
@@ -275,7 +126,7 @@ TEST(Checkpoint, KilledRunResumesFromItsLastPeriodicCheckpoint) {
 
 // SIGINT itself, at a random moment of a run.
 TEST(Checkpoint, SigintAtARandomMomentResumesByteIdentical) {
-  const json cfg = config({{"type", "sync"}}, reduced_size() ? 2000 : 15000);
+  const json cfg = small_mlp_config({{"type", "sync"}}, reduced_size() ? 2000 : 15000);
   const std::string dir = temp_dir("ck-sigint"), ref = temp_dir("ck-sigint-ref");
   write_text(dir + "/c.json", cfg.dump());
   ASSERT_EQ(run_into(cfg, ref), 0);
@@ -294,7 +145,7 @@ TEST(Checkpoint, SigintAtARandomMomentResumesByteIdentical) {
 // over: a saturated server (never idle: its queued updates are closures, not state), and
 // --checkpoint-every 0. A negative interval is refused.
 TEST(Checkpoint, WhatHasNoCheckpointSaysSoWhenInterrupted) {
-  json cfg = config({{"type", "async"}}, 200000);
+  json cfg = small_mlp_config({{"type", "async"}}, 200000);
   cfg["cluster"]["workers"] = 8;
   cfg["cluster"]["server"] = {{"update_seconds", 0.1}};  // a dozen steps' time: never idle
   const std::string dir = temp_dir("ck-refused");
@@ -321,7 +172,7 @@ TEST(Checkpoint, WhatHasNoCheckpointSaysSoWhenInterrupted) {
 // A checkpoint is resumed only by the build and config that wrote it; a damaged one
 // fails the run (naming the file) and is removed, so the next attempt starts over.
 TEST(Checkpoint, AnotherBuildsOrADamagedCheckpointIsNotResumed) {
-  const json cfg = config({{"type", "async"}}, 60);
+  const json cfg = small_mlp_config({{"type", "async"}}, 60);
   const std::string ref = temp_dir("ck-id-ref"), out = temp_dir("ck-id");
   ASSERT_EQ(run_into(cfg, ref), 0);
   const std::string dir = run_dir_of(ref, cfg);
@@ -381,7 +232,7 @@ TEST(Checkpoint, AnotherBuildsOrADamagedCheckpointIsNotResumed) {
 
 // --rerun makes a run from its start: its checkpoint is not read, and is removed.
 TEST(Checkpoint, RerunStartsOverAndRemovesTheCheckpoint) {
-  const json cfg = config({{"type", "sync"}}, 60);
+  const json cfg = small_mlp_config({{"type", "sync"}}, 60);
   const std::string out = temp_dir("ck-rerun");
   ASSERT_EQ(run_into(cfg, out, 25), 130);
   const std::string run = run_dir_of(out, cfg);

@@ -1,5 +1,8 @@
 // tests/test_engines.cpp — each engine's semantics pinned by an equivalence or a
-// closed-form reference, plus byte-for-byte determinism across thread counts.
+// closed-form reference, and the features under several engines (optimizers, remedies,
+// partitions, compression, per-layer staleness) byte-for-byte across thread counts. What
+// every engine form must do alike (threads, batching, failures, sparse updates, resume):
+// tests/test_conformance.cpp.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -18,7 +21,7 @@
 #include "sim/core/simulation.h"
 #include "sim/timing/lr_schedule.h"
 #include "sim/data/sample_stream.h"
-#include "test_helpers.h"
+#include "run_checks.h"
 
 using nlohmann::json;
 using namespace asgd;
@@ -754,65 +757,6 @@ TEST(RunStatus, NotFiniteTestLossGivesNoAccuracy) {
   EXPECT_DOUBLE_EQ(row.test_accuracy, 0.4);
 }
 
-// ------------------------------------------------------------------ failures
-
-namespace {
-// A 4-worker noisy-quadratic run (constant 10 ms compute, 512 samples per epoch) with the
-// given failures, driven through the library (sim/ reads failures from RunSettings).
-RunOutcome run_with_failures(const json& engine_spec, std::vector<FailureEvent> failures, double warmup_epochs) {
-  static auto model = make_quadratic({0.5f, 2.0f}, 0.1f, 1.0f);
-  WorkerPool pool(2);
-  RunSettings s = default_settings();
-  s.seed = 3;
-  s.workers = 4;
-  s.batch_size = 8;
-  s.lr.lr = 0.1;
-  s.stop_epochs = 1;
-  s.eval_every = 0.25;
-  s.nominal_train_size = 512;
-  s.single_replica_epochs = warmup_epochs;
-  s.failures = std::move(failures);
-  ComputeTimeModel compute(3, make_distribution(json{{"dist", "constant"}, {"value", 0.01}}), {}, {},
-                           StepCost{/*per_sample=*/false, 0.0});  // 10 ms a step
-  Recorder recorder(false);
-  Simulation sim(s, *model, nullptr, nullptr, pool, compute, recorder);
-  std::unique_ptr<Engine> engine = make_engine(engine_spec);
-  return sim.run(*engine);
-}
-
-// Worker 1 fails at 25 ms and is back at 75 ms, worker 3 fails at 35 ms for good: the run
-// completes its epoch with the live workers, and worker 1 takes part again.
-void expect_goes_on_with_the_live_workers(const json& spec) {
-  RunOutcome out = run_with_failures(
-      spec, {FailureEvent{1, seconds_to_sim(0.025), seconds_to_sim(0.05)}, FailureEvent{3, seconds_to_sim(0.035), kNever}},
-      0.0);
-  EXPECT_EQ(out.status, "completed") << spec;
-  EXPECT_EQ(out.note.rfind("reached stop.epochs", 0), 0u) << spec << ": " << out.note;
-  EXPECT_LE(out.workers[3].gradients, 4u) << spec;
-  EXPECT_GT(out.workers[1].gradients, 4 * out.workers[3].gradients) << spec << ": worker 1 came back";
-}
-
-const std::vector<json>& engines_with_failure_handling() {
-  static const std::vector<json> e = {
-      {{"type", "ssp"}, {"bound", 0}},
-      {{"type", "ssp"}, {"bound", 2}},
-      {{"type", "local_sgd"}, {"steps", 2}},
-      {{"type", "diloco"}, {"steps", 2}},
-      {{"type", "easgd"}, {"mode", "async"}, {"period", 2}, {"alpha", "auto"}, {"delta", 0.0}},
-      {{"type", "easgd"}, {"mode", "sync"}, {"period", 2}, {"alpha", "auto"}, {"delta", 0.0}}};
-  return e;
-}
-}  // namespace
-
-// A worker that fails loses its gradient in flight; ssp, local_sgd and sync-mode easgd
-// then wait only for the live workers, and a worker that comes back takes part again
-// (easgd in both modes goes on from its own copy).
-TEST(Failures, NewEnginesGoOnWithTheLiveWorkersAndTakeBackTheReturning) {
-  for (const auto& spec : engines_with_failure_handling()) {
-    expect_goes_on_with_the_live_workers(spec);
-  }
-}
-
 // ------------------------------------------------- single-replica warm-up (all engines)
 
 // The warm-up is one replica training alone: up to epoch E the run is, row for row, the
@@ -878,26 +822,6 @@ TEST(SingleReplicaWarmup, EngineStartsFromTheReplicaAndTheScheduleContinues) {
     EXPECT_NEAR(loss[u], expected[u], 1e-5 * std::max(1.0, expected[u])) << "update " << u;
     EXPECT_DOUBLE_EQ(epoch[u], epochs[u]) << "update " << u;
     EXPECT_DOUBLE_EQ(lr[u], schedule.at(epoch[u])) << "update " << u;
-  }
-}
-
-// Failures during the warm-up: the replica moves to the next live worker when its worker
-// fails, and the engine starts on the live workers only (a worker that is down computes
-// nothing). Driven through the library: sim/ reads failures from RunSettings.
-TEST(SingleReplicaWarmup, FailuresDuringTheWarmUpNeitherHangNorWakeTheDead) {
-  std::vector<json> engines = engines_with_failure_handling();
-  engines.push_back({{"type", "async"}, {"lr_staleness", "none"}, {"delay_compensation", 0.0}});
-  for (const auto& spec : engines) {
-    // worker 2 fails before the engine starts, worker 0 (the replica) during the warm-up
-    RunOutcome out = run_with_failures(
-        spec, {FailureEvent{2, seconds_to_sim(0.005), kNever}, FailureEvent{0, seconds_to_sim(0.015), kNever}}, 0.25);
-    EXPECT_EQ(out.status, "completed") << spec;
-    EXPECT_EQ(out.note.rfind("reached stop.epochs", 0), 0u) << spec << ": " << out.note;
-    EXPECT_EQ(out.workers[0].gradients, 1u) << spec;  // then it failed with one in flight
-    EXPECT_EQ(out.workers[0].lost, 1u) << spec;
-    EXPECT_EQ(out.workers[2].gradients + out.workers[2].lost, 0u) << spec;
-    EXPECT_GT(out.workers[1].gradients, 16u) << spec;  // the rest of the warm-up, then the engine
-    EXPECT_GT(out.workers[3].gradients, 8u) << spec;   // the engine only
   }
 }
 
@@ -1333,27 +1257,6 @@ TEST(LocalSgdEngine, OuterLrOneIsThePlainAverageBitForBit) {
 
 // Same config + seed => byte-identical output for any --threads (DESIGN.md).
 namespace {
-// --threads 1: the run's own thread computes everything; 2: it and one pool thread;
-// 3: it and two (more threads than this machine's 2 cores).
-void expect_thread_count_invariant(const json& c, const std::vector<std::string>& runs) {
-  std::string d1 = run_config(c, temp_dir("det1"), 1);
-  for (int threads : {2, 3}) {
-    std::string d2 = run_config(c, temp_dir("det" + std::to_string(threads)), threads);
-    for (const auto& run : runs) {
-      for (const char* file : {"metrics.csv", "staleness.csv", "workers.csv", "config.json"}) {
-        std::string a = read_file(d1 + "/" + run + "/" + file), b = read_file(d2 + "/" + run + "/" + file);
-        EXPECT_FALSE(a.empty()) << run << "/" << file;
-        EXPECT_EQ(a, b) << run << "/" << file << " differs between --threads 1 and " << threads;
-      }
-      json a = json::parse(read_file(d1 + "/" + run + "/summary.json"));
-      json b = json::parse(read_file(d2 + "/" + run + "/summary.json"));
-      a.erase("wall_seconds");
-      b.erase("wall_seconds");
-      EXPECT_EQ(a, b) << run << " (--threads " << threads << ")";
-    }
-  }
-}
-
 json determinism_config() {
   return {{"name", "det"},
           {"model", {{"type", "mlp"}, {"hidden", {16, 8}}}},
@@ -1398,16 +1301,6 @@ void expect_golden_run(const json& c, const std::vector<std::string>& runs) {
   }
 }
 }  // namespace
-
-TEST(Determinism, ThreadCountDoesNotChangeABit) {
-  json c = determinism_config();
-  c["engines"] = json::array({json{{"type", "async"}}, json{{"type", "sync_backup"}, {"backups", 1}},
-                              json{{"type", "easgd"}, {"delta", 0.5}},
-                              json{{"type", "easgd"}, {"name", "easgd_sync"}, {"mode", "sync"}, {"delta", 0.5}},
-                              json{{"type", "ssp"}, {"bound", 1}}, json{{"type", "local_sgd"}, {"steps", 3}}});
-  expect_thread_count_invariant(c, {"async-seed1", "sync_backup-seed1", "easgd-seed1", "easgd_sync-seed1",
-                                    "ssp-seed1", "local_sgd-seed1"});
-}
 
 // Every optimizer option on: Adam and AdamW on the server (async with the
 // staleness-aware rate, sync, SSP, sync_backup, the warm-up), per worker (local SGD with an
@@ -1472,53 +1365,6 @@ TEST(Determinism, RemediesAndWarmUpDoNotDependOnTheThreadCount) {
                               json{{"type", "ssp"}, {"bound", 2}}, json{{"type", "local_sgd"}, {"steps", 2}},
                               json{{"type", "easgd"}, {"mode", "sync"}}});
   expect_thread_count_invariant(c, {"async-seed1", "ssp-seed1", "local_sgd-seed1", "easgd-seed1"});
-}
-
-// batched_gradients gathers launched jobs and computes each batch with one
-// loss_grad_batch call. On CPU backends that gives the same bits per gradient, so every
-// file but config.json must be the same as the unbatched run's: with every engine
-// (EASGD's deferred local steps go into the batch), 16-bit transfers, forced staleness,
-// failures that lose gradients still gathering, and batches larger than the workers.
-// On CUDA a batch's GEMMs round their own way (cublasSgemmBatched), so there a batched
-// run must give the same files as the same batched run on another thread count.
-TEST(Determinism, BatchedGradientsGiveTheSameFiles) {
-  const bool cpu = std::string(kernels_backend()) != "CUDA";
-  json c = determinism_config();
-  c["cluster"]["network"] = {{"precision", "fp16"}};
-  c["cluster"]["failures"] = {{"events", json::array({json{{"worker", 1}, {"at", 0.05}, {"down_for", 0.08}},
-                                                      json{{"worker", 3}, {"at", 0.3}}})}};
-  c["engines"] = json::array({json{{"type", "async"}}, json{{"type", "sync_backup"}, {"backups", 1}},
-                              json{{"type", "easgd"}, {"delta", 0.5}},
-                              json{{"type", "easgd"}, {"name", "easgd_sync"}, {"mode", "sync"}},
-                              json{{"type", "ssp"}, {"bound", 1}}, json{{"type", "local_sgd"}, {"steps", 3}},
-                              json{{"type", "sync_backup"}, {"name", "ksync"}, {"backups", 2}, {"late", "cancel"}},
-                              json{{"type", "k_batch_sync"}, {"k", 6}},
-                              json{{"type", "k_async"}, {"k", 3}, {"staleness_weight", "inverse_sqrt"}}});
-  const std::vector<std::string> runs = {"async-seed1",     "sync_backup-seed1",  "easgd-seed1",
-                                         "easgd_sync-seed1", "ssp-seed1",         "local_sgd-seed1",
-                                         "ksync-seed1",      "k_batch_sync-seed1", "k_async-seed1"};
-  const std::string unbatched = cpu ? run_config(c, temp_dir("batch1"), 2) : "";
-  for (int batch : {2, 4, 16}) {
-    json b = c;
-    b["batched_gradients"] = batch;
-    const std::string d1 = cpu ? unbatched : run_config(b, temp_dir("batch-again" + std::to_string(batch)), 3);
-    std::string d2 = run_config(b, temp_dir("batch" + std::to_string(batch)), batch == 4 ? 1 : 2);
-    for (const auto& run : runs) {
-      for (const char* file : {"metrics.csv", "staleness.csv", "workers.csv"}) {
-        std::string x = read_file(d1 + "/" + run + "/" + file), y = read_file(d2 + "/" + run + "/" + file);
-        EXPECT_FALSE(x.empty()) << run << "/" << file;
-        EXPECT_EQ(x, y) << run << "/" << file << " differs with batched_gradients " << batch;
-      }
-      json x = json::parse(read_file(d1 + "/" + run + "/summary.json"));
-      json y = json::parse(read_file(d2 + "/" + run + "/summary.json"));
-      EXPECT_EQ(x["worker_failures"].get<int>(), 2) << run;
-      if (run == "async-seed1" || run == "easgd-seed1") {
-        EXPECT_GT(x["lost_gradients"].get<int>(), 0) << run;
-      }
-      for (json* j : {&x, &y}) j->erase("wall_seconds");
-      EXPECT_EQ(x, y) << run << " (batched_gradients " << batch << ")";
-    }
-  }
 }
 
 // Work the engines hand to the pool: the synchronous family's sum and step run in blocks
@@ -1842,36 +1688,6 @@ TEST(KFamily, CancellationCountsTheWastedTimeAndSendsNoPush) {
   EXPECT_EQ(wd.column("cancelled")[2], 0.0);
   EXPECT_GT(wd.column("dropped")[2], 0.0);
   EXPECT_NEAR(wd.column("wasted_time")[2], wd.column("dropped")[2] * 0.032, 1e-9);
-}
-
-// Every new engine and option: the same bits for any thread count (forced uniform
-// staleness, momentum, lognormal compute, an MLP).
-TEST(Determinism, KFamilyAndStalenessWeightsDoNotDependOnTheThreadCount) {
-  json c = determinism_config();
-  c["engines"] = json::array(
-      {json{{"type", "sync_backup"}, {"name", "ksync"}, {"backups", 2}, {"late", "cancel"}},
-       json{{"type", "k_batch_sync"}, {"name", "kbs"}, {"k", 7}},
-       json{{"type", "k_batch_sync"}, {"name", "kbs_drop"}, {"k", 3}, {"late", "drop"}},
-       json{{"type", "k_async"}, {"name", "ka"}, {"k", 3}, {"staleness_weight", "polynomial"}},
-       json{{"type", "k_async"}, {"name", "kba"}, {"k", 4}, {"batch", true}, {"staleness_weight", "inverse_sqrt"}},
-       json{{"type", "async"}, {"staleness_weight", "hinge"}, {"lr_staleness", "divide"}},
-       json{{"type", "ssp"}, {"bound", 2}, {"staleness_weight", "inverse_sqrt"}}});
-  expect_thread_count_invariant(c, {"ksync-seed1", "kbs-seed1", "kbs_drop-seed1", "ka-seed1", "kba-seed1",
-                                    "async-seed1", "ssp-seed1"});
-}
-
-// Failures: the K engines go on with the live workers and take back the returning one
-// (k_async without batch applies a short buffer when no live worker computes).
-TEST(Failures, KFamilyGoesOnWithTheLiveWorkers) {
-  const std::vector<json> specs = {
-      {{"type", "sync_backup"}, {"backups", 1}, {"late", "cancel"}, {"comm", "ps"}},
-      {{"type", "k_batch_sync"}, {"k", 3}, {"late", "cancel"}},
-      {{"type", "k_batch_sync"}, {"k", 3}, {"late", "drop"}},
-      {{"type", "k_async"}, {"k", 4}, {"batch", false}},
-      {{"type", "k_async"}, {"k", 3}, {"batch", true}}};
-  for (const auto& spec : specs) {
-    expect_goes_on_with_the_live_workers(spec);
-  }
 }
 
 // ------------------------------------------------ non-IID partitions (data.partition)
@@ -2280,16 +2096,6 @@ TEST(MindFlayer, NoAllowanceAndOneAttemptIsSync) {
   expect_same_files(dir + "/sync-seed7", dir + "/mindflayer-seed7", {"metrics.csv", "staleness.csv", "workers.csv"});
 }
 
-TEST(Determinism, RingmasterAndMindFlayerDoNotDependOnTheThreadCount) {
-  json c = determinism_config();
-  c["name"] = "detring";
-  c["staleness"] = {{"mode", "emergent"}};
-  c["engines"] = json::array({json{{"type", "ringmaster"}, {"delay_threshold", 3}},
-                              json{{"type", "ringmaster"}, {"name", "ring_stop"}, {"delay_threshold", 3}, {"late", "cancel"}},
-                              json{{"type", "mindflayer"}, {"budget", 0.4}, {"trials", 2}}});
-  expect_thread_count_invariant(c, {"ringmaster-seed1", "ring_stop-seed1", "mindflayer-seed1"});
-}
-
 // ---------------------------------------------------------------- asynchronous local SGD
 
 // Delayed Nesterov (Liu et al. 2024, Algorithm 3, c = 0) against its hand recursion, with
@@ -2369,17 +2175,6 @@ TEST(AsyncLocalSgd, DynamicLocalUpdatesGiveSlowWorkersShorterWindows) {
   std::string dir = run_config(c, temp_dir("dylu"));
   EXPECT_EQ(summary_at(dir + "/async_local_sgd-seed3")["updates"], 19);
   EXPECT_EQ(summary_at(dir + "/fixed-seed3")["updates"], 12);
-}
-
-TEST(Determinism, AsyncLocalSgdDoesNotDependOnTheThreadCount) {
-  json c = determinism_config();
-  c["name"] = "detalsgd";
-  c["train"] = {{"batch_size", 16}, {"lr", 0.01}, {"optimizer", "adamw"}};
-  c["cluster"]["failures"] = {{"events", {{{"worker", 1}, {"at", 0.2}, {"down_for", 0.3}}}}};
-  c["engines"] = json::array({json{{"type", "async_local_sgd"}, {"steps", 3}, {"nesterov_period", 4},
-                                   {"dynamic_local_updates", true}},
-                              json{{"type", "async_local_sgd"}, {"name", "plain"}, {"steps", 2}}});
-  expect_thread_count_invariant(c, {"async_local_sgd-seed1", "plain-seed1"});
 }
 
 // ---------------------------------------------------------------- PowerSGD
@@ -2574,19 +2369,6 @@ TEST(StreamingDiloco, OneFragmentWithoutOverlapIsDiloco) {
   Metrics a = read_metrics(dir + "/diloco-seed7/metrics.csv"), b = read_metrics(dir + "/streaming_diloco-seed7/metrics.csv");
   expect_close_columns(a, b, "train_loss", 1e-5);
   expect_close_columns(a, b, "test_accuracy", 1e-9);
-}
-
-TEST(Determinism, StreamingDilocoDoesNotDependOnTheThreadCount) {
-  json c = determinism_config();
-  c["name"] = "detsdl";
-  c["staleness"] = {{"mode", "emergent"}};
-  c["train"] = {{"batch_size", 16}, {"lr", 0.01}, {"optimizer", "adamw"}};
-  c["cluster"]["network"] = {{"latency", 1e-4}, {"worker_bandwidth", 1e6}};
-  c["engines"] = json::array({json{{"type", "streaming_diloco"}, {"steps", 6}, {"fragments", 3}, {"overlap", 1},
-                                   {"quantize", true}},
-                              json{{"type", "streaming_diloco"}, {"name", "one"}, {"steps", 4}, {"fragments", 1},
-                                   {"overlap", 0}, {"alpha", 0.0}}});
-  expect_thread_count_invariant(c, {"streaming_diloco-seed1", "one-seed1"});
 }
 
 // ---------------------------------------------------------------- per-layer staleness
