@@ -29,28 +29,31 @@ namespace asgd {
 EngineType async_engine_type() {
   using C = AsyncConfig;
   std::vector<Field<C>> fields = {
-      field<C>(keys::str("lr_staleness", "none",
-                          "\"divide\": a gradient of staleness tau is applied with lr / max(tau, 1) (Zhang et al. 2016)",
-                          {"none", "divide"}),
-                [](C& c, const json& v) { c.divide_by_staleness = v == "divide"; },
-                [](const C& c) { return json(c.divide_by_staleness ? "divide" : "none"); }),
-       field(&C::delay_compensation,
-             keys::num("delay_compensation", 0.0,
-                       "lambda of DC-ASGD: g + lambda g*g*(w - w_read) (0 = off; MXNet's default is 0.04; "
-                       "needs train.momentum 0)",
-                       0))};
+      field<C>(
+          keys::str("lr_staleness", "none",
+                    "\"divide\": a gradient of staleness tau is applied with lr / max(tau, 1) (Zhang et al. 2016)",
+                    {"none", "divide"}),
+          [](C& c, const json& v) { c.divide_by_staleness = v == "divide"; },
+          [](const C& c) { return json(c.divide_by_staleness ? "divide" : "none"); }),
+      field(&C::delay_compensation,
+            keys::num("delay_compensation", 0.0,
+                      "lambda of DC-ASGD: g + lambda g*g*(w - w_read) (0 = off; MXNet's default is 0.04; "
+                      "needs train.momentum 0)",
+                      0))};
   for (auto& f : staleness_weight_fields(&C::weight)) fields.push_back(std::move(f));
   EngineType t = engine_type<C>(
       "async",
       "asynchronous SGD, parameter server (Dean et al. 2012): apply each gradient on arrival; optionally "
       "staleness-aware (Zhang et al. 2016) and delay-compensated (DC-ASGD, Zheng et al. 2017)",
       std::move(fields),
-      {[](const C& c) { return std::make_unique<AsyncEngine>(c); }, {},
+      {[](const C& c) { return std::make_unique<AsyncEngine>(c); },
+       {},
        [](const C& c, const EngineRunView& run, Validator& v) {
          if (c.delay_compensation > 0 && run.momentum && *run.momentum > 0)
-           v.error("engine.delay_compensation", "DC-ASGD is implemented for plain SGD: set train.momentum to 0 or "
-                                                "delay_compensation to 0 (train.momentum is " +
-                                                    json(*run.momentum).dump() + ")");
+           v.error("engine.delay_compensation",
+                   "DC-ASGD is implemented for plain SGD: set train.momentum to 0 or "
+                   "delay_compensation to 0 (train.momentum is " +
+                       json(*run.momentum).dump() + ")");
          if (c.delay_compensation > 0 && !run.optimizer.empty() && run.optimizer != "sgd")
            v.error("engine.delay_compensation", "DC-ASGD is defined for plain SGD, not for train.optimizer " +
                                                     json(run.optimizer).dump() + ": set delay_compensation to 0");
@@ -58,7 +61,6 @@ EngineType async_engine_type() {
   t.population = true;
   return t;
 }
-
 
 AsyncEngine::AsyncEngine(const AsyncConfig& config)
     : type_(config.type),

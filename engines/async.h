@@ -14,7 +14,7 @@ class ServerUpdate;
 // The engine's keys (their defaults are written once, in their declarations in async.cpp).
 struct AsyncConfig {
   std::string type = "async";   // the engine's name (ringmaster builds this engine too)
-  bool divide_by_staleness{};  // lr_staleness "divide": lr / max(tau, 1)
+  bool divide_by_staleness{};   // lr_staleness "divide": lr / max(tau, 1)
   double delay_compensation{};  // lambda of DC-ASGD (0: off)
   StalenessWeight weight;       // staleness_weight: lr * w(tau) (engines/staleness_weight.h)
   int64_t delay_threshold{};    // Ringmaster's R: a gradient of delay >= R is ignored (0: none)
@@ -39,19 +39,19 @@ class AsyncEngine final : public Engine {
  private:
   void launch_next(Runtime& sim, int worker);
   void apply(Runtime& sim, std::unique_ptr<GradientJob> job);  // the server's update for one gradient
-  void stop_stale_steps(Runtime& sim);  // Ringmaster's calculation stops, after an update
+  void stop_stale_steps(Runtime& sim);                         // Ringmaster's calculation stops, after an update
   std::string type_;
-  bool divide_by_staleness_;   // lr_staleness = "divide": lr / max(tau, 1)
-  float lambda_;               // delay_compensation (0: off)
-  StalenessWeight weight_;     // staleness_weight (none: the rate is untouched)
+  bool divide_by_staleness_;  // lr_staleness = "divide": lr / max(tau, 1)
+  float lambda_;              // delay_compensation (0: off)
+  StalenessWeight weight_;    // staleness_weight (none: the rate is untouched)
   std::unique_ptr<ParameterStore> store_;
   std::shared_ptr<ServerUpdate> server_;
   std::vector<int32_t> ids_;
   std::vector<bool> at_server_;  // by worker: its gradient arrived and is not applied yet
   uint64_t threshold_;           // Ringmaster's R (0: every gradient is applied)
   bool stop_stale_;
-  uint64_t queued_ = 0;          // updates asked of the server and not yet applied
-  std::vector<bool> busy_;       // by worker: a step in flight
+  uint64_t queued_ = 0;                // updates asked of the server and not yet applied
+  std::vector<bool> busy_;             // by worker: a step in flight
   std::vector<uint64_t> launched_at_;  // by worker: the version current when its step in flight was launched
 };
 

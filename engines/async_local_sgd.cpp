@@ -51,8 +51,9 @@ EngineType async_local_sgd_engine_type() {
        [](const C& c, const EngineRunView& run, Validator& v) {
          check_local_sgd(c, run, v);
          if (c.nesterov_period > 1 && !c.outer_nesterov)
-           v.error("engine.nesterov_period", "Delayed Nesterov delays a Nesterov outer step: set outer_nesterov true "
-                                             "(and outer_momentum > 0), or nesterov_period 1");
+           v.error("engine.nesterov_period",
+                   "Delayed Nesterov delays a Nesterov outer step: set outer_nesterov true "
+                   "(and outer_momentum > 0), or nesterov_period 1");
        }});
 }
 

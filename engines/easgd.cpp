@@ -50,11 +50,12 @@ namespace asgd {
 
 EngineType easgd_engine_type() {
   using C = EasgdConfig;
-  Field<C> alpha = field<C>(keys::any("alpha", "auto",
-                                      "elastic coefficient in [0, 1], or \"auto\" = 0.9 / workers (sync: beta = "
-                                      "workers * alpha <= 1)"),
-                            [](C& c, const json& v) { c.alpha = v.is_number() ? v.get<double>() : -1; },
-                            [](const C& c) { return c.alpha < 0 ? json("auto") : json(c.alpha); });
+  Field<C> alpha = field<C>(
+      keys::any("alpha", "auto",
+                "elastic coefficient in [0, 1], or \"auto\" = 0.9 / workers (sync: beta = "
+                "workers * alpha <= 1)"),
+      [](C& c, const json& v) { c.alpha = v.is_number() ? v.get<double>() : -1; },
+      [](const C& c) { return c.alpha < 0 ? json("auto") : json(c.alpha); });
   alpha.why_not = [](const json& a) {
     const bool ok = (a.is_number() && a.get<double>() >= 0 && a.get<double>() <= 1) || (a.is_string() && a == "auto");
     return ok ? std::string() : "expected a number in [0, 1] or \"auto\" (= 0.9 / workers), got " + brief(a);
@@ -63,22 +64,23 @@ EngineType easgd_engine_type() {
       "easgd",
       "elastic-averaged SGD (Zhang, Choromanska & LeCun 2015), asynchronous or synchronous; delta > 0 gives "
       "EAMSGD",
-      {field<C>(keys::str("mode", "async",
-                          "\"async\": each worker exchanges with the center on its own; \"sync\": all workers at "
-                          "once, center += N alpha (mean - center)",
-                          {"async", "sync"}),
-                [](C& c, const json& v) { c.sync = v == "sync"; },
-                [](const C& c) { return json(c.sync ? "sync" : "async"); }),
-       field(&C::period, keys::integer("period", 4, "local steps between exchanges with the center", 1)),
-       alpha,
+      {field<C>(
+           keys::str("mode", "async",
+                     "\"async\": each worker exchanges with the center on its own; \"sync\": all workers at "
+                     "once, center += N alpha (mean - center)",
+                     {"async", "sync"}),
+           [](C& c, const json& v) { c.sync = v == "sync"; },
+           [](const C& c) { return json(c.sync ? "sync" : "async"); }),
+       field(&C::period, keys::integer("period", 4, "local steps between exchanges with the center", 1)), alpha,
        field(&C::delta, keys::num("delta", 0.0, "Nesterov momentum of the local steps (EAMSGD)", 0, false, 0.999999)),
-       field<C>(keys::str("order", "paper",
-                          "\"paper\": the step after an exchange computes its gradient at x_i as the exchange read "
-                          "it (x - lr g(x) - alpha (x - c), the paper's order); \"local_first\": at x_i after the "
-                          "elastic move",
-                          {"paper", "local_first"}),
-                [](C& c, const json& v) { c.paper_order = v == "paper"; },
-                [](const C& c) { return json(c.paper_order ? "paper" : "local_first"); })},
+       field<C>(
+           keys::str("order", "paper",
+                     "\"paper\": the step after an exchange computes its gradient at x_i as the exchange read "
+                     "it (x - lr g(x) - alpha (x - c), the paper's order); \"local_first\": at x_i after the "
+                     "elastic move",
+                     {"paper", "local_first"}),
+           [](C& c, const json& v) { c.paper_order = v == "paper"; },
+           [](const C& c) { return json(c.paper_order ? "paper" : "local_first"); })},
       {[](const C& c) { return std::make_unique<EasgdEngine>(c); },
        // A period: `period` local steps per worker, one exchange (a push and a reply); each
        // worker keeps x_i and a deferred gradient (EAMSGD: its velocity and look-ahead too;
@@ -95,12 +97,14 @@ EngineType easgd_engine_type() {
            v.error("train.optimizer", "easgd's local steps are SGD (EAMSGD: engine delta); train.optimizer " +
                                           json(run.optimizer).dump() + " is not implemented for easgd");
          if (run.nesterov)
-           v.error("train.nesterov", "easgd's local steps take Nesterov momentum from engine delta (EAMSGD), not "
-                                     "from train.nesterov");
+           v.error("train.nesterov",
+                   "easgd's local steps take Nesterov momentum from engine delta (EAMSGD), not "
+                   "from train.nesterov");
          if (c.alpha >= 0 && c.sync && run.workers && c.alpha * double(*run.workers) > 1)
-           v.error("engine.alpha", "mode \"sync\" moves the center by beta = workers * alpha, which must be <= 1 (the "
-                                   "center would overshoot the workers' mean): use alpha <= 1/" +
-                                       std::to_string(*run.workers) + " or \"auto\"; got " + brief(json(c.alpha)));
+           v.error("engine.alpha",
+                   "mode \"sync\" moves the center by beta = workers * alpha, which must be <= 1 (the "
+                   "center would overshoot the workers' mean): use alpha <= 1/" +
+                       std::to_string(*run.workers) + " or \"auto\"; got " + brief(json(c.alpha)));
        }});
 }
 
@@ -229,8 +233,10 @@ void EasgdEngine::on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) {
     launch_next(sim, w, DeferredStep{x, deferred_grad_[w].data(), lr, &deferred_grad_[w]});
     return;
   }
-  if (delta_ > 0) ops::momentum_step(ctx, x, x, velocity_[w].data(), job->grad.data(), lr, delta_, n);
-  else ops::sgd_step(ctx, x, x, job->grad.data(), lr, n);
+  if (delta_ > 0)
+    ops::momentum_step(ctx, x, x, velocity_[w].data(), job->grad.data(), lr, delta_, n);
+  else
+    ops::sgd_step(ctx, x, x, job->grad.data(), lr, n);
   ++local_version_[w];
   sim.recycle(std::move(job));
 

@@ -21,9 +21,9 @@ namespace asgd {
 // (experiments/config/resources): messages a worker sends per gradient, gradients computed
 // per update of the model of record, and parameter-sized vectors held per worker.
 struct EngineCost {
-  double messages_per_step = 2;      // a pull and a push per gradient
-  double gradients_per_update = 1;   // async: one
-  double vectors_per_worker = 2;     // a gradient in flight and the parameters it read
+  double messages_per_step = 2;     // a pull and a push per gradient
+  double gradients_per_update = 1;  // async: one
+  double vectors_per_worker = 2;    // a gradient in flight and the parameters it read
   // Whether each worker also holds a train.optimizer state (local SGD, DiLoCo): its
   // vectors (a velocity, Adam's two moments) are added per worker.
   bool optimizer_per_worker = false;
@@ -143,15 +143,17 @@ inline void refuse_compression(const EngineRunView& run, const std::string& what
 // For an engine's check_real whose late steps are cancelled (late "cancel"): a real worker
 // rank cannot abandon a step under way, so a real run refuses it.
 inline void refuse_cancel_in_real_run(Validator& v) {
-  v.error("engine.late", "\"cancel\": a real worker rank cannot abandon a step under way in this protocol "
-                         "(cancellation is simulated only; use \"drop\")");
+  v.error("engine.late",
+          "\"cancel\": a real worker rank cannot abandon a step under way in this protocol "
+          "(cancellation is simulated only; use \"drop\")");
 }
 
 // An EngineType whose keys fill `Config` (declared with field(), sim/config/field.h: every
 // field with a getter): bind sets a Config from the validated object once, and the hooks
 // read it.
 template <class Config>
-EngineType engine_type(std::string name, std::string doc, std::vector<Field<Config>> fields, EngineHooks<Config> hooks) {
+EngineType engine_type(std::string name, std::string doc, std::vector<Field<Config>> fields,
+                       EngineHooks<Config> hooks) {
   using Bound = BoundEngineOf<Config>;
   EngineType t;
   t.name = name;

@@ -97,8 +97,8 @@ class FederatedEngine final : public Engine {
   // per slot
   std::vector<Snapshot> base_;
   std::vector<std::unique_ptr<ParameterStore>> local_;  // x = base - lr_ref D
-  std::vector<DeviceArray<float>> disp_;               // D
-  std::vector<std::unique_ptr<Optimizer>> inner_;      // stateful train.optimizer only; reset per job
+  std::vector<DeviceArray<float>> disp_;                // D
+  std::vector<std::unique_ptr<Optimizer>> inner_;       // stateful train.optimizer only; reset per job
   std::vector<int> steps_, done_;
   std::vector<int64_t> client_;
   std::vector<float> lr_ref_;
@@ -190,7 +190,7 @@ void FederatedEngine::start_job(Runtime& sim, int w) {
   in_job_[w] = true;
   if (!inner_.empty()) inner_[w]->reset(sim.num_params());
   Step step = sim.next_step(w, ids_);  // draws the slot's client
-  if (step.client < 0) {  // none available: the slot waits for one
+  if (step.client < 0) {               // none available: the slot waits for one
     in_job_[w] = false;
     if (step.no_client_until != kNever) sim.schedule_timer(step.no_client_until, w, kWaitForClient);
     return;
@@ -231,8 +231,10 @@ void FederatedEngine::on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job
     sim.recycle(std::move(job));
     if (c_.rule == Rule::FedAvg) {
       if (round_open_ && none_in_job(sim)) {
-        if (reported_.empty()) round_open_ = false;  // nobody reported: the round starts again
-        else finish_round(sim);
+        if (reported_.empty())
+          round_open_ = false;  // nobody reported: the round starts again
+        else
+          finish_round(sim);
       }
       if (!round_open_ && !averaging_ && !sim.stopping()) start_round(sim);
     } else if (!sim.stopping() && sim.worker_alive(w)) {
@@ -368,8 +370,10 @@ void FederatedEngine::on_worker_down(Runtime& sim, int w) {
   base_[w] = Snapshot{};
   if (c_.rule != Rule::FedAvg || !was_in_job || !round_open_) return;
   if (none_in_job(sim)) {
-    if (reported_.empty()) round_open_ = false;  // nobody: wait for a slot to come back
-    else finish_round(sim);
+    if (reported_.empty())
+      round_open_ = false;  // nobody: wait for a slot to come back
+    else
+      finish_round(sim);
   }
 }
 
@@ -386,9 +390,9 @@ void FederatedEngine::on_worker_up(Runtime& sim, int w) {
 std::vector<Field<FederatedConfig>> shared_fields() {
   using C = FederatedConfig;
   return {
-      field(&C::local_steps, keys::integer("local_steps", 1,
-                                           "H: the client's local steps of train.optimizer per job (1: one gradient)",
-                                           1, 1000000)),
+      field(&C::local_steps,
+            keys::integer("local_steps", 1, "H: the client's local steps of train.optimizer per job (1: one gradient)",
+                          1, 1000000)),
       field(&C::local_epochs, keys::num("local_epochs", 0.0,
                                         "E > 0: a job is ceil(E x the client's samples / train.batch_size) local "
                                         "steps instead of local_steps (FedAvg's E)",
@@ -419,8 +423,9 @@ void check_federated(const FederatedConfig& c, const EngineRunView& run, Validat
 }
 
 void refuse_real(const FederatedConfig&, Validator& v) {
-  v.error("engine.type", "the federated engines run on a population of clients, which asgdsim cluster does not "
-                         "simulate (use asgdsim run)");
+  v.error("engine.type",
+          "the federated engines run on a population of clients, which asgdsim cluster does not "
+          "simulate (use asgdsim run)");
 }
 
 template <class Extra>
@@ -429,24 +434,23 @@ EngineType federated_type(const char* name, Rule rule, const char* doc, Extra ex
   std::vector<Field<C>> fields = shared_fields();
   extra(fields);
   const std::string type = name;
-  EngineType t = engine_type<C>(
-      name, doc, std::move(fields),
-      {[type, rule](const C& c) {
-         C bound = c;
-         bound.rule = rule;
-         return std::make_unique<FederatedEngine>(type, bound);
-       },
-       [rule](const C& c, int workers) {
-         C bound = c;
-         bound.rule = rule;
-         return federated_cost(bound, workers);
-       },
-       [rule](const C& c, const EngineRunView& run, Validator& v) {
-         C bound = c;
-         bound.rule = rule;
-         check_federated(bound, run, v);
-       },
-       refuse_real});
+  EngineType t = engine_type<C>(name, doc, std::move(fields),
+                                {[type, rule](const C& c) {
+                                   C bound = c;
+                                   bound.rule = rule;
+                                   return std::make_unique<FederatedEngine>(type, bound);
+                                 },
+                                 [rule](const C& c, int workers) {
+                                   C bound = c;
+                                   bound.rule = rule;
+                                   return federated_cost(bound, workers);
+                                 },
+                                 [rule](const C& c, const EngineRunView& run, Validator& v) {
+                                   C bound = c;
+                                   bound.rule = rule;
+                                   check_federated(bound, run, v);
+                                 },
+                                 refuse_real});
   t.population = true;
   t.departures = true;
   return t;
@@ -477,11 +481,10 @@ EngineType fedbuff_engine_type() {
       "them, each weighted by s(tau) (1/sqrt(1+tau)), and applies their mean with server_lr and server_momentum",
       [](std::vector<Field<C>>& f) {
         f.push_back(field(&C::k, keys::integer("k", 10, "K: deltas per server update", 1, 1000000)));
-        f.push_back(field<C>(keys::str("aggregate", "mean",
-                                       "mean: the buffer divided by K (Nguyen et al. 2022, Algorithm 1); sum: not",
-                                       {"mean", "sum"}),
-                             [](C& c, const json& v) { c.sum = v == "sum"; },
-                             [](const C& c) { return json(c.sum ? "sum" : "mean"); }));
+        f.push_back(field<C>(
+            keys::str("aggregate", "mean", "mean: the buffer divided by K (Nguyen et al. 2022, Algorithm 1); sum: not",
+                      {"mean", "sum"}),
+            [](C& c, const json& v) { c.sum = v == "sum"; }, [](const C& c) { return json(c.sum ? "sum" : "mean"); }));
         for (auto& x : staleness_weight_fields(&C::weight, "inverse_sqrt")) f.push_back(std::move(x));
       });
 }
@@ -493,8 +496,9 @@ EngineType fedasync_engine_type() {
       "FedAsync (Xie et al. 2019): each client's model is mixed into w on arrival, w <- (1 - a_t) w + a_t x, "
       "a_t = alpha s(tau) (polynomial or hinge staleness function)",
       [](std::vector<Field<C>>& f) {
-        f.push_back(field(&C::alpha, keys::num("alpha", 0.6, "alpha: the mixing weight of a fresh client's model "
-                                                             "(Xie et al. 2019 use 0.6 to 0.9)",
+        f.push_back(field(&C::alpha, keys::num("alpha", 0.6,
+                                               "alpha: the mixing weight of a fresh client's model "
+                                               "(Xie et al. 2019 use 0.6 to 0.9)",
                                                0, true, 1)));
         for (auto& x : staleness_weight_fields(&C::weight, "polynomial")) f.push_back(std::move(x));
       });

@@ -144,9 +144,9 @@ class KAsyncEngine final : public Engine {
   std::unique_ptr<ParameterStore> store_;
   std::unique_ptr<ServerUpdate> server_;
   std::vector<std::unique_ptr<GradientJob>> buffer_;  // arrived, not yet handed to the server
-  std::vector<bool> busy_;     // a step of the worker's current life is in flight
-  std::vector<bool> waiting_;  // batch false: its gradient is in an update not yet applied
-  std::vector<bool> in_buffer_;  // batch false: its gradient is in buffer_
+  std::vector<bool> busy_;                            // a step of the worker's current life is in flight
+  std::vector<bool> waiting_;                         // batch false: its gradient is in an update not yet applied
+  std::vector<bool> in_buffer_;                       // batch false: its gradient is in buffer_
   std::vector<uint64_t> taus_;
   std::vector<int> released_;
   std::vector<float*> parts_;
@@ -171,7 +171,9 @@ EngineType k_async_engine_type() {
       "batch: any k (K-batch-async, FedBuff with staleness weights)",
       std::move(fields),
       {[](const C& c) { return std::make_unique<KAsyncEngine>(c); },
-       [](const C& c, int) { return EngineCost{2, double(c.k), 2}; },
+       [](const C& c, int) {
+         return EngineCost{2, double(c.k), 2};
+       },
        [](const C& c, const EngineRunView& run, Validator& v) {
          if (!c.batch && run.workers && c.k > *run.workers)
            v.error("engine.k", "must be <= cluster.workers (" + std::to_string(*run.workers) +
@@ -181,6 +183,5 @@ EngineType k_async_engine_type() {
   t.population = true;
   return t;
 }
-
 
 }  // namespace asgd

@@ -111,7 +111,7 @@ class KBatchSyncEngine final : public Engine {
   std::unique_ptr<ParameterStore> store_;
   std::unique_ptr<ServerUpdate> server_;
   std::vector<std::unique_ptr<GradientJob>> accepted_;  // this iteration's, in arrival order
-  std::vector<bool> busy_;  // a step of the worker's current life is in flight
+  std::vector<bool> busy_;                              // a step of the worker's current life is in flight
   std::vector<int32_t> ids_;
   uint64_t iteration_ = 0;
   SimTime iteration_start_ = 0;
@@ -126,15 +126,20 @@ EngineType k_batch_sync_engine_type() {
       "k_batch_sync",
       "K-batch-sync SGD (Dutta et al. 2018): the first k gradients from any workers, all on the same "
       "parameters, make an iteration; the steps under way are cancelled (or their gradients dropped)",
-      {field(&C::k, keys::integer("k", 1, "K: gradients per iteration, from any workers (a fast one may give several)", 1)),
-       field<C>(keys::str("late", "cancel",
-                          "the steps under way when the k-th gradient arrives: \"cancel\" them (Dutta et al.), all "
-                          "workers start the next iteration; \"drop\" their gradients when they arrive",
-                          {"drop", "cancel"}),
-                [](C& c, const json& v) { c.cancel_late = v == "cancel"; },
-                [](const C& c) { return json(c.cancel_late ? "cancel" : "drop"); })},
+      {field(&C::k,
+             keys::integer("k", 1, "K: gradients per iteration, from any workers (a fast one may give several)", 1)),
+       field<C>(
+           keys::str("late", "cancel",
+                     "the steps under way when the k-th gradient arrives: \"cancel\" them (Dutta et al.), all "
+                     "workers start the next iteration; \"drop\" their gradients when they arrive",
+                     {"drop", "cancel"}),
+           [](C& c, const json& v) { c.cancel_late = v == "cancel"; },
+           [](const C& c) { return json(c.cancel_late ? "cancel" : "drop"); })},
       {[](const C& c) { return std::make_unique<KBatchSyncEngine>(c); },
-       [](const C& c, int) { return EngineCost{2, double(c.k), 2}; }, {},
+       [](const C& c, int) {
+         return EngineCost{2, double(c.k), 2};
+       },
+       {},
        [](const C& c, Validator& v) {
          if (c.cancel_late) refuse_cancel_in_real_run(v);
        }});

@@ -54,9 +54,9 @@ std::vector<Field<LocalSgdConfig>> local_sgd_fields(int steps, double outer_lr, 
                                         "outer step size on the pseudo-gradient w - mean_i x_i (1 without momentum: "
                                         "w becomes the workers' average)",
                                         0, true)),
-          field(&C::outer_momentum, keys::num("outer_momentum", outer_momentum,
-                                              "outer heavy-ball momentum: v = mu v + Delta; w -= outer_lr v", 0, false,
-                                              0.999999)),
+          field(&C::outer_momentum,
+                keys::num("outer_momentum", outer_momentum,
+                          "outer heavy-ball momentum: v = mu v + Delta; w -= outer_lr v", 0, false, 0.999999)),
           field(&C::outer_nesterov,
                 keys::boolean("outer_nesterov", outer_nesterov,
                               "outer Nesterov momentum (PyTorch's form): w -= outer_lr (Delta + mu v); needs "
@@ -207,8 +207,10 @@ void LocalSgdEngine::apply_window(Runtime& sim, int w) {
     delayed_nesterov(sim, d);
   } else {
     parts_.assign(1, d);
-    if (config_.outer_momentum > 0) server_->apply_sum(sim, *store_, parts_, ref, float(config_.outer_lr));
-    else server_->apply_sum(sim, *store_, parts_, 1.0f, float(config_.outer_lr) * ref);
+    if (config_.outer_momentum > 0)
+      server_->apply_sum(sim, *store_, parts_, ref, float(config_.outer_lr));
+    else
+      server_->apply_sum(sim, *store_, parts_, 1.0f, float(config_.outer_lr) * ref);
   }
   ++pushes_;
   sim.updated();
@@ -275,7 +277,7 @@ void LocalSgdEngine::launch_local_step(Runtime& sim, int w) {
   local_[w]->update([&](float* out, const float*) { ops::sgd_step(ctx, out, base, d, lr_ref, n); });
   Step step = sim.next_step(w, ids_);
   step.own = local_[w]->current();
-  step.own.version = base_[w].version;    // the model-of-record version this copy descends from
+  step.own.version = base_[w].version;      // the model-of-record version this copy descends from
   step.push = done_[w] + 1 == steps_of(w);  // the round's last step sends the worker's model
   sim.launch(step);
   busy_[w] = true;
@@ -289,7 +291,7 @@ void LocalSgdEngine::on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job)
     sim.recycle(std::move(job));
     return;
   }
-  if (done_[w] == 0) base_[w] = job->read;  // what the round's pull delivered
+  if (done_[w] == 0) base_[w] = job->read;                  // what the round's pull delivered
   sim.applied(*job, store_->version() - base_[w].version);  // (before the rate: its samples count)
   accumulate_local_step(sim, inner_.empty() ? nullptr : inner_[w].get(), *job,
                         done_[w] == 0 ? base_[w].data() : local_[w]->current().data(), lr_ref_of(w), done_[w] == 0,
@@ -336,8 +338,8 @@ void LocalSgdEngine::average(Runtime& sim) {
 }
 
 void LocalSgdEngine::on_worker_down(Runtime& sim, int w) {
-  busy_[w] = false;  // its gradient in flight is lost
-  reset_inner_[w] = true;  // and its inner optimizer's state
+  busy_[w] = false;            // its gradient in flight is lost
+  reset_inner_[w] = true;      // and its inner optimizer's state
   if (config_.asynchronous) {  // its window is lost, unless its push already reached the server
     if (in_round_[w] && done_[w] < steps_of(w)) in_round_[w] = false;
     return;
@@ -374,8 +376,10 @@ void accumulate_local_step(Runtime& sim, Optimizer* inner, GradientJob& job, con
   }
   const float ratio = float(sim.lr()) / lr_ref;
   if (ratio != 1.0f) ops::scale(ctx, job.grad.data(), ratio, n);
-  if (first) ops::copy(ctx, disp, job.grad.data(), n);
-  else ops::add_into(ctx, disp, job.grad.data(), n);
+  if (first)
+    ops::copy(ctx, disp, job.grad.data(), n);
+  else
+    ops::add_into(ctx, disp, job.grad.data(), n);
 }
 
 }  // namespace asgd

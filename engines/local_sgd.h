@@ -14,8 +14,8 @@ class Optimizer;
 
 // The keys of local_sgd and diloco (declared in each engine's file, with its defaults).
 struct LocalSgdConfig {
-  int steps{};            // H
-  double outer_lr{};      // the outer step size on the pseudo-gradient
+  int steps{};        // H
+  double outer_lr{};  // the outer step size on the pseudo-gradient
   double outer_momentum{};
   bool outer_nesterov{};
   // Asynchronous local SGD (engines/async_local_sgd.cpp; Liu et al. 2024): no round
@@ -68,29 +68,29 @@ class LocalSgdEngine final : public Engine {
   float lr_ref_of(int worker) const { return config_.asynchronous ? window_lr_ref_[worker] : lr_ref_; }
   std::string type_;
   LocalSgdConfig config_;
-  int steps_;                                          // H
-  std::unique_ptr<ParameterStore> store_;              // w, the model of record
+  int steps_;                              // H
+  std::unique_ptr<ParameterStore> store_;  // w, the model of record
   std::shared_ptr<ServerUpdate> server_;
-  float lr_ref_ = 1.0f;                                // the displacements' unit (see .cpp)
-  std::vector<Snapshot> base_;                         // what each worker read at the round's start
-  std::vector<std::unique_ptr<ParameterStore>> local_; // x_i = base_i - lr_ref * D_i
-  std::vector<DeviceArray<float>> disp_;               // D_i (num_params), by worker
-  std::vector<std::unique_ptr<Optimizer>> inner_;      // each worker's own (stateful only)
-  std::vector<bool> reset_inner_;                      // its state starts again (it was down)
-  std::vector<int> done_;                              // local steps done this round
+  float lr_ref_ = 1.0f;                                 // the displacements' unit (see .cpp)
+  std::vector<Snapshot> base_;                          // what each worker read at the round's start
+  std::vector<std::unique_ptr<ParameterStore>> local_;  // x_i = base_i - lr_ref * D_i
+  std::vector<DeviceArray<float>> disp_;                // D_i (num_params), by worker
+  std::vector<std::unique_ptr<Optimizer>> inner_;       // each worker's own (stateful only)
+  std::vector<bool> reset_inner_;                       // its state starts again (it was down)
+  std::vector<int> done_;                               // local steps done this round
   std::vector<bool> in_round_, busy_;
   bool round_open_ = false;
-  bool averaging_ = false;                             // the server is averaging the last round
+  bool averaging_ = false;  // the server is averaging the last round
   SimTime round_start_ = 0;
   std::vector<float*> parts_;
   std::vector<int32_t> ids_;
   // asynchronous mode
-  std::vector<int> window_steps_;         // H_i of the worker's window in progress
-  std::vector<float> window_lr_ref_;      // lr_ref of its window (the rate at its start)
-  std::vector<SimTime> window_start_;     // when its window's first step was launched
-  std::vector<double> speed_;             // its local steps per second, measured (0: not yet)
+  std::vector<int> window_steps_;               // H_i of the worker's window in progress
+  std::vector<float> window_lr_ref_;            // lr_ref of its window (the rate at its start)
+  std::vector<SimTime> window_start_;           // when its window's first step was launched
+  std::vector<double> speed_;                   // its local steps per second, measured (0: not yet)
   DeviceArray<float> dn_buffer_, dn_momentum_;  // Delayed Nesterov: pseudo-gradients since the last milestone; m
-  uint64_t pushes_ = 0;                   // pseudo-gradients applied so far
+  uint64_t pushes_ = 0;                         // pseudo-gradients applied so far
 };
 
 }  // namespace asgd

@@ -34,9 +34,9 @@ namespace {
 constexpr int kEmptyRoundsLimit = 1000;
 
 struct MindFlayerConfig {
-  double budget{};               // t_i for every worker, virtual seconds
-  std::vector<double> budgets;   // t_i per worker (overrides budget when given)
-  int trials{};                  // B: attempts per worker and round
+  double budget{};              // t_i for every worker, virtual seconds
+  std::vector<double> budgets;  // t_i per worker (overrides budget when given)
+  int trials{};                 // B: attempts per worker and round
 };
 
 class MindFlayerEngine final : public Engine {
@@ -67,10 +67,14 @@ class MindFlayerEngine final : public Engine {
       sim.recycle(std::move(job));
       return;
     }
-    if (job->timed_out) sim.recycle(std::move(job));
-    else received_.push_back(std::move(job));
-    if (++attempts_[w] < config_.trials) launch(sim, w);
-    else finish_round_if_done(sim);
+    if (job->timed_out)
+      sim.recycle(std::move(job));
+    else
+      received_.push_back(std::move(job));
+    if (++attempts_[w] < config_.trials)
+      launch(sim, w);
+    else
+      finish_round_if_done(sim);
   }
 
   std::string checkpoint_refusal() const override { return ""; }
@@ -119,8 +123,10 @@ class MindFlayerEngine final : public Engine {
   void launch(Runtime& sim, int w) {
     Step step = sim.next_step(w, ids_);
     step.tag = round_;
-    if (attempts_[w] == 0) step.pull = store_.get();
-    else step.own = round_params_;
+    if (attempts_[w] == 0)
+      step.pull = store_.get();
+    else
+      step.own = round_params_;
     step.gradient = true;
     step.time_budget = budget_[w];
     sim.launch(step);
@@ -135,7 +141,8 @@ class MindFlayerEngine final : public Engine {
     round_start_ = sim.now();
     empty_rounds_ = received_.empty() ? empty_rounds_ + 1 : 0;
     if (empty_rounds_ >= kEmptyRoundsLimit && sim.settings().stop_time == kNever)
-      throw NoProgress(std::to_string(kEmptyRoundsLimit) + " mindflayer rounds in a row without one attempt that "
+      throw NoProgress(std::to_string(kEmptyRoundsLimit) +
+                       " mindflayer rounds in a row without one attempt that "
                        "finished within its time allowance: the run would never reach its stop limit; raise the "
                        "engine's budget (or budgets) above the compute times of cluster.compute");
     updating_ = true;
@@ -153,10 +160,10 @@ class MindFlayerEngine final : public Engine {
   MindFlayerConfig config_;
   std::unique_ptr<ParameterStore> store_;
   std::unique_ptr<ServerUpdate> server_;
-  std::vector<SimTime> budget_;                          // t_i, by worker
-  Snapshot round_params_;                                // x^k of the round in progress
+  std::vector<SimTime> budget_;                         // t_i, by worker
+  Snapshot round_params_;                               // x^k of the round in progress
   std::vector<std::unique_ptr<GradientJob>> received_;  // the round's finished attempts, in arrival order
-  std::vector<int> attempts_;                            // by worker: attempts ended this round
+  std::vector<int> attempts_;                           // by worker: attempts ended this round
   std::vector<bool> in_round_, busy_;
   std::vector<int32_t> ids_;
   uint64_t round_ = 0;
@@ -178,23 +185,28 @@ EngineType mindflayer_engine_type() {
       {field(&C::budget, keys::seconds("budget", 0.0,
                                        "t_i: the time allowance of one attempt (virtual seconds, the worker's speed "
                                        "included); an attempt whose compute exceeds it is abandoned at t_i (0: none)")),
-       field(&C::budgets, keys::list("budgets", ParamType::NumberList, json::array(),
-                                     "t_i per worker (one per cluster.workers, 0: none; replaces budget when given)", 0)),
+       field(&C::budgets,
+             keys::list("budgets", ParamType::NumberList, json::array(),
+                        "t_i per worker (one per cluster.workers, 0: none; replaces budget when given)", 0)),
        field(&C::trials, keys::integer("trials", 1, "B_i: attempts per worker and round", 1))},
       {[](const C& c) { return std::make_unique<MindFlayerEngine>(c); },
-       [](const C& c, int workers) { return EngineCost{1.0 + 1.0 / c.trials, double(workers * c.trials), 2}; },
+       [](const C& c, int workers) {
+         return EngineCost{1.0 + 1.0 / c.trials, double(workers * c.trials), 2};
+       },
        [](const C& c, const EngineRunView& run, Validator& v) {
          if (!c.budgets.empty() && run.workers && int64_t(c.budgets.size()) != *run.workers)
            v.error("engine.budgets", "one allowance per worker: " + std::to_string(c.budgets.size()) +
                                          " given, cluster.workers is " + std::to_string(*run.workers));
          if (!run.staleness.empty() && run.staleness != "emergent")
-           v.error("staleness.mode", "mindflayer's attempts all compute on the round's x^k (the server's broadcast): "
-                                     "forced staleness does not apply; use \"emergent\" (got " +
-                                         json(run.staleness).dump() + ")");
+           v.error("staleness.mode",
+                   "mindflayer's attempts all compute on the round's x^k (the server's broadcast): "
+                   "forced staleness does not apply; use \"emergent\" (got " +
+                       json(run.staleness).dump() + ")");
        },
        [](const C&, Validator& v) {
-         v.error("engine.budget", "mindflayer cuts an attempt off at its time allowance: a real worker rank "
-                                  "computing cannot be cut off in this protocol (simulated only)");
+         v.error("engine.budget",
+                 "mindflayer cuts an attempt off at its time allowance: a real worker rank "
+                 "computing cannot be cut off in this protocol (simulated only)");
        }});
 }
 

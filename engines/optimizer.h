@@ -75,31 +75,41 @@ class Optimizer {
 
   // The step on elements [b, b + len): out, in and g point at element b.
   void step(ExecContext& ctx, float* out, const float* in, const float* g, size_t b, size_t len) {
-    if (spec_.adam()) ops::adam_step(ctx, out, in, first_.data() + b, second_.data() + b, g, p_, len);
-    else if (spec_.momentum <= 0.0) ops::sgd_step(ctx, out, in, g, lr_, len);
-    else if (spec_.nesterov) ops::nesterov_step(ctx, out, in, first_.data() + b, g, lr_, mu(), len);
-    else ops::momentum_step(ctx, out, in, first_.data() + b, g, lr_, mu(), len);
+    if (spec_.adam())
+      ops::adam_step(ctx, out, in, first_.data() + b, second_.data() + b, g, p_, len);
+    else if (spec_.momentum <= 0.0)
+      ops::sgd_step(ctx, out, in, g, lr_, len);
+    else if (spec_.nesterov)
+      ops::nesterov_step(ctx, out, in, first_.data() + b, g, lr_, mu(), len);
+    else
+      ops::momentum_step(ctx, out, in, first_.data() + b, g, lr_, mu(), len);
   }
   // The step on the table rows r (whole arrays).
   void step(ExecContext& ctx, const ops::Rows& r, float* out, const float* in, const float* g) {
-    if (spec_.adam()) ops::adam_step(ctx, r, out, in, first_.data(), second_.data(), g, p_);
-    else if (spec_.momentum <= 0.0) ops::sgd_step(ctx, r, out, in, g, lr_);
-    else if (spec_.nesterov) ops::nesterov_step(ctx, r, out, in, first_.data(), g, lr_, mu());
-    else ops::momentum_step(ctx, r, out, in, first_.data(), g, lr_, mu());
+    if (spec_.adam())
+      ops::adam_step(ctx, r, out, in, first_.data(), second_.data(), g, p_);
+    else if (spec_.momentum <= 0.0)
+      ops::sgd_step(ctx, r, out, in, g, lr_);
+    else if (spec_.nesterov)
+      ops::nesterov_step(ctx, r, out, in, first_.data(), g, lr_, mu());
+    else
+      ops::momentum_step(ctx, r, out, in, first_.data(), g, lr_, mu());
   }
   // The step's direction d (x -= lr * d is the step) in place of the gradient u, (n):
   // plain SGD leaves u as it is. x: the point the step would move (Adam's weight decay).
   void direction(ExecContext& ctx, float* u, const float* x, size_t n) {
-    if (spec_.adam()) ops::adam_direction(ctx, u, x, first_.data(), second_.data(), p_, n);
-    else if (spec_.momentum > 0.0) ops::momentum_direction(ctx, u, first_.data(), mu(), spec_.nesterov, n);
+    if (spec_.adam())
+      ops::adam_direction(ctx, u, x, first_.data(), second_.data(), p_, n);
+    else if (spec_.momentum > 0.0)
+      ops::momentum_direction(ctx, u, first_.data(), mu(), spec_.nesterov, n);
   }
 
  private:
   float mu() const { return float(spec_.momentum); }
 
   OptimizerSpec spec_;
-  size_t n_ = size_t(-1);      // elements the state is sized for (none yet)
-  uint64_t t_ = 0;             // steps begun
+  size_t n_ = size_t(-1);  // elements the state is sized for (none yet)
+  uint64_t t_ = 0;         // steps begun
   float lr_ = 0.0f;
   ops::AdamParams p_;
   DeviceArray<float> first_;   // momentum: the velocity; Adam: m

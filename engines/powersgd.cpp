@@ -36,8 +36,8 @@ PowerSgd::PowerSgd(const std::vector<ParamBlock>& blocks, size_t n, const Compre
 
 void PowerSgd::set_q(size_t c, const std::vector<float>& q) {
   if (c >= matrices_.size() || q.size() != q_[c].size())
-    throw std::invalid_argument("powersgd: set_q of matrix " + std::to_string(c) + " with " +
-                                std::to_string(q.size()) + " values");
+    throw std::invalid_argument("powersgd: set_q of matrix " + std::to_string(c) + " with " + std::to_string(q.size()) +
+                                " values");
   q_[c].upload(q);
   q_ready_[c] = true;
 }

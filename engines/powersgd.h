@@ -72,16 +72,16 @@ class PowerSgd {
  private:
   CompressionSpec spec_;
   size_t n_;
-  std::vector<ParamBlock> matrices_;     // compressed
+  std::vector<ParamBlock> matrices_;  // compressed
   std::vector<size_t> ranks_;
-  std::vector<ParamBlock> whole_;        // all-reduced as they are
+  std::vector<ParamBlock> whole_;  // all-reduced as they are
   size_t uncompressed_values_ = 0, p_values_ = 0, q_values_ = 0;
-  std::vector<DeviceArray<float>> q_;    // by matrix: Q (cols x r)
-  std::vector<bool> q_ready_;            // Q holds a value (given, drawn, or the last iteration's)
-  uint64_t seed_ = 0;                    // of the draws (draw_q)
-  uint32_t draws_ = 0;                   // all-reduces so far without warm start: the next draw's key
+  std::vector<DeviceArray<float>> q_;  // by matrix: Q (cols x r)
+  std::vector<bool> q_ready_;          // Q holds a value (given, drawn, or the last iteration's)
+  uint64_t seed_ = 0;                  // of the draws (draw_q)
+  uint32_t draws_ = 0;                 // all-reduces so far without warm start: the next draw's key
   std::vector<DeviceArray<float>> residual_;
-  std::vector<DeviceArray<float>> m_;    // by member: M_i
+  std::vector<DeviceArray<float>> m_;  // by member: M_i
   DeviceArray<float> p_, p_part_, q_part_;
 };
 

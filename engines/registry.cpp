@@ -6,22 +6,22 @@
 
 namespace asgd {
 
-EngineType async_engine_type();        // engines/async.cpp
-EngineType sync_engine_type();         // engines/sync.cpp
-EngineType sync_backup_engine_type();  // engines/sync.cpp
-EngineType ssp_engine_type();          // engines/ssp.cpp
-EngineType k_batch_sync_engine_type();  // engines/k_batch_sync.cpp
-EngineType k_async_engine_type();      // engines/k_async.cpp
-EngineType local_sgd_engine_type();    // engines/local_sgd.cpp
-EngineType easgd_engine_type();        // engines/easgd.cpp
-EngineType diloco_engine_type();       // engines/diloco.cpp
-EngineType ringmaster_engine_type();   // engines/ringmaster.cpp
-EngineType mindflayer_engine_type();   // engines/mindflayer.cpp
-EngineType async_local_sgd_engine_type();  // engines/async_local_sgd.cpp
+EngineType async_engine_type();             // engines/async.cpp
+EngineType sync_engine_type();              // engines/sync.cpp
+EngineType sync_backup_engine_type();       // engines/sync.cpp
+EngineType ssp_engine_type();               // engines/ssp.cpp
+EngineType k_batch_sync_engine_type();      // engines/k_batch_sync.cpp
+EngineType k_async_engine_type();           // engines/k_async.cpp
+EngineType local_sgd_engine_type();         // engines/local_sgd.cpp
+EngineType easgd_engine_type();             // engines/easgd.cpp
+EngineType diloco_engine_type();            // engines/diloco.cpp
+EngineType ringmaster_engine_type();        // engines/ringmaster.cpp
+EngineType mindflayer_engine_type();        // engines/mindflayer.cpp
+EngineType async_local_sgd_engine_type();   // engines/async_local_sgd.cpp
 EngineType streaming_diloco_engine_type();  // engines/streaming_diloco.cpp
-EngineType fedavg_engine_type();       // engines/federated.cpp
-EngineType fedbuff_engine_type();      // engines/federated.cpp
-EngineType fedasync_engine_type();     // engines/federated.cpp
+EngineType fedavg_engine_type();            // engines/federated.cpp
+EngineType fedbuff_engine_type();           // engines/federated.cpp
+EngineType fedasync_engine_type();          // engines/federated.cpp
 
 const std::vector<EngineType>& engine_types() {
   static const std::vector<EngineType> types = {

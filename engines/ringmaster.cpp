@@ -28,17 +28,19 @@ EngineType ringmaster_engine_type() {
                            "R: a gradient of delay >= R is ignored (the paper's theory takes R = max(1, ceil(sigma^2 / "
                            "epsilon)); R = 1 keeps only fresh gradients)",
                            1)),
-       field<C>(keys::str("late", "drop",
-                          "a computation whose delay reaches R: \"drop\" its gradient when it arrives (Algorithm 4); "
-                          "\"cancel\" it at once and restart the worker on the current point (Algorithm 5)",
-                          {"drop", "cancel"}),
-                [](C& c, const json& v) { c.stop_stale = v == "cancel"; },
-                [](const C& c) { return json(c.stop_stale ? "cancel" : "drop"); })},
+       field<C>(
+           keys::str("late", "drop",
+                     "a computation whose delay reaches R: \"drop\" its gradient when it arrives (Algorithm 4); "
+                     "\"cancel\" it at once and restart the worker on the current point (Algorithm 5)",
+                     {"drop", "cancel"}),
+           [](C& c, const json& v) { c.stop_stale = v == "cancel"; },
+           [](const C& c) { return json(c.stop_stale ? "cancel" : "drop"); })},
       {[](C c) {
          c.type = "ringmaster";
          return std::make_unique<AsyncEngine>(c);
        },
-       {}, {},
+       {},
+       {},
        [](const C& c, Validator& v) {
          if (c.stop_stale) refuse_cancel_in_real_run(v);
        }});

@@ -67,12 +67,12 @@ class ServerUpdate {
   // backup = the parameters the gradient was computed on (read, (store.size())).
   // Plain SGD only: the validator refuses delay compensation with train.momentum > 0 or
   // another optimizer.
-  void apply_delay_compensated(Runtime& sim, ParameterStore& store, const float* g,
-                               const float* backup, float lr, float lambda,
-                               const std::vector<int32_t>* rows = nullptr) {
+  void apply_delay_compensated(Runtime& sim, ParameterStore& store, const float* g, const float* backup, float lr,
+                               float lambda, const std::vector<int32_t>* rows = nullptr) {
     if (opt_.stateful())
-      throw std::invalid_argument("delay compensation is implemented for plain SGD (train.optimizer sgd, "
-                                  "train.momentum 0)");
+      throw std::invalid_argument(
+          "delay compensation is implemented for plain SGD (train.optimizer sgd, "
+          "train.momentum 0)");
     size_t n = store.size();
     ExecContext& ctx = sim.exec();
     if (sparse(store, rows, lr) && std::isfinite(lambda)) {
@@ -99,8 +99,8 @@ class ServerUpdate {
   // When every part is sparse, only the union of their rows is summed, weighted and
   // stepped (parts[0] is then summed into only there): a part is +0 outside its rows, so
   // the dense sum is +0 there too.
-  void apply_sum(Runtime& sim, ParameterStore& store, const std::vector<float*>& parts,
-                 float weight, float lr, const std::vector<const std::vector<int32_t>*>& rows = {}) {
+  void apply_sum(Runtime& sim, ParameterStore& store, const std::vector<float*>& parts, float weight, float lr,
+                 const std::vector<const std::vector<int32_t>*>& rows = {}) {
     const size_t n = store.size();
     float* acc = parts.front();
     prepare(n);
@@ -192,9 +192,9 @@ class ServerUpdate {
 
   Optimizer opt_;
   size_t prepared_for_ = size_t(-1);
-  std::vector<int32_t> live_;     // stateful: the table rows touched so far, ascending
-  std::vector<uint8_t> is_live_;  // (by row) whether in live_
-  bool dense_state_ = false;      // a dense gradient was applied with state: every row may move
+  std::vector<int32_t> live_;            // stateful: the table rows touched so far, ascending
+  std::vector<uint8_t> is_live_;         // (by row) whether in live_
+  bool dense_state_ = false;             // a dense gradient was applied with state: every row may move
   std::vector<int32_t> merged_, union_;  // scratch
 };
 

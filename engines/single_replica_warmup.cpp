@@ -60,8 +60,10 @@ void SingleReplicaWarmup::on_gradient(Runtime& sim, std::unique_ptr<GradientJob>
   sim.recycle(std::move(job));
   sim.updated();
   if (sim.stopping()) return;
-  if (sim.epoch() >= epochs_ - 1e-12) hand_over(sim);
-  else launch(sim);
+  if (sim.epoch() >= epochs_ - 1e-12)
+    hand_over(sim);
+  else
+    launch(sim);
 }
 
 void SingleReplicaWarmup::hand_over(Runtime& sim) {
@@ -86,8 +88,10 @@ void SingleReplicaWarmup::on_worker_down(Runtime& sim, int worker) {
 }
 
 void SingleReplicaWarmup::on_worker_up(Runtime& sim, int worker) {
-  if (engine_started_) engine_->on_worker_up(sim, worker);
-  else launch(sim);  // only if the replica is not running
+  if (engine_started_)
+    engine_->on_worker_up(sim, worker);
+  else
+    launch(sim);  // only if the replica is not running
 }
 
 Snapshot SingleReplicaWarmup::model_of_record() const {

@@ -38,7 +38,7 @@ class SingleReplicaWarmup final : public Engine {
 
   std::unique_ptr<Engine> engine_;
   nlohmann::json config_;
-  double epochs_ = 0;                      // E
+  double epochs_ = 0;  // E
   bool engine_started_ = false;
   bool busy_ = false;                      // the replica's gradient is in flight
   int replica_ = 0;                        // the worker running the replica

@@ -57,8 +57,7 @@ EngineType ssp_engine_type() {
       std::move(fields), {[](const C& c) { return std::make_unique<SspEngine>(c.bound, c.weight); }});
 }
 
-SspEngine::SspEngine(uint64_t bound, const StalenessWeight& weight)
-    : bound_(bound), weight_(weight) {}
+SspEngine::SspEngine(uint64_t bound, const StalenessWeight& weight) : bound_(bound), weight_(weight) {}
 
 void SspEngine::start(Runtime& sim) {
   const int n = sim.workers();
@@ -96,9 +95,7 @@ void SspEngine::checkpoint(Runtime& sim, StateArchive& a) {
   a.io(slowest_since_);
 }
 
-bool SspEngine::may_start(int w) const {
-  return clock_[w] <= slowest_ || clock_[w] - slowest_ <= bound_;
-}
+bool SspEngine::may_start(int w) const { return clock_[w] <= slowest_ || clock_[w] - slowest_ <= bound_; }
 
 void SspEngine::find_slowest(Runtime& sim) {
   slowest_ = std::numeric_limits<uint64_t>::max();

@@ -37,19 +37,19 @@ class SspEngine final : public Engine {
   void let_go_ready(Runtime& sim);
   void apply_oldest(Runtime& sim);  // the server's next update
   void launch_all(Runtime& sim, const std::vector<int>& workers);
-  uint64_t bound_;                                      // s
-  StalenessWeight weight_;                              // each gradient scaled by w(tau) (none: untouched)
+  uint64_t bound_;          // s
+  StalenessWeight weight_;  // each gradient scaled by w(tau) (none: untouched)
   std::unique_ptr<ParameterStore> store_;
   std::shared_ptr<ServerUpdate> server_;
-  std::vector<uint64_t> clock_;                         // gradients pushed, by worker
-  std::vector<bool> busy_;                              // computing a gradient
-  std::vector<bool> let_go_;                            // may start: launched when its update is done
-  std::vector<std::unique_ptr<GradientJob>> pending_;   // arrived, not applied yet, by worker
+  std::vector<uint64_t> clock_;                        // gradients pushed, by worker
+  std::vector<bool> busy_;                             // computing a gradient
+  std::vector<bool> let_go_;                           // may start: launched when its update is done
+  std::vector<std::unique_ptr<GradientJob>> pending_;  // arrived, not applied yet, by worker
   size_t pending_count_ = 0;
-  std::deque<Update> updates_;                          // asked of the server, in order
-  uint64_t slowest_ = 0;                                // min clock over live workers
-  int at_slowest_ = 0;                                  // live workers at that clock
-  SimTime slowest_since_ = 0;                           // when the slowest clock last advanced
+  std::deque<Update> updates_;  // asked of the server, in order
+  uint64_t slowest_ = 0;        // min clock over live workers
+  int at_slowest_ = 0;          // live workers at that clock
+  SimTime slowest_since_ = 0;   // when the slowest clock last advanced
   std::vector<float*> parts_;
   std::vector<const std::vector<int32_t>*> part_rows_;  // the rows each touches (ServerUpdate::apply_sum)
   std::vector<int32_t> ids_;

@@ -30,10 +30,14 @@ struct StalenessWeight {
   double operator()(uint64_t tau) const {
     const double t = double(tau);
     switch (rule) {
-      case Rule::None: return 1.0;
-      case Rule::InverseSqrt: return 1.0 / std::sqrt(1.0 + t);
-      case Rule::Polynomial: return std::pow(1.0 + t, -a);
-      case Rule::Hinge: return t <= b ? 1.0 : 1.0 / (a * (t - b) + 1.0);
+      case Rule::None:
+        return 1.0;
+      case Rule::InverseSqrt:
+        return 1.0 / std::sqrt(1.0 + t);
+      case Rule::Polynomial:
+        return std::pow(1.0 + t, -a);
+      case Rule::Hinge:
+        return t <= b ? 1.0 : 1.0 / (a * (t - b) + 1.0);
     }
     return 1.0;
   }
@@ -45,24 +49,28 @@ std::vector<Field<C>> staleness_weight_fields(StalenessWeight C::*member, const 
   using R = StalenessWeight::Rule;
   const std::vector<std::pair<std::string, R>> words = {
       {"none", R::None}, {"inverse_sqrt", R::InverseSqrt}, {"polynomial", R::Polynomial}, {"hinge", R::Hinge}};
-  ParamInfo rule = keys::str("staleness_weight", default_rule,
-                             "weight w(tau) of a gradient of staleness tau: \"inverse_sqrt\" 1/sqrt(1+tau) (FedBuff, "
-                             "Nguyen et al. 2022); \"polynomial\" (1+tau)^-a, \"hinge\" 1 if tau <= b else "
-                             "1/(a(tau-b)+1) (FedAsync, Xie et al. 2019); multiplies the step (and lr_staleness's rate)",
-                             {"none", "inverse_sqrt", "polynomial", "hinge"});
+  ParamInfo rule =
+      keys::str("staleness_weight", default_rule,
+                "weight w(tau) of a gradient of staleness tau: \"inverse_sqrt\" 1/sqrt(1+tau) (FedBuff, "
+                "Nguyen et al. 2022); \"polynomial\" (1+tau)^-a, \"hinge\" 1 if tau <= b else "
+                "1/(a(tau-b)+1) (FedAsync, Xie et al. 2019); multiplies the step (and lr_staleness's rate)",
+                {"none", "inverse_sqrt", "polynomial", "hinge"});
   return {
-      field<C>(rule,
-               [member, words](C& c, const json& v) {
-                 for (const auto& w : words)
-                   if (w.first == v.get<std::string>()) (c.*member).rule = w.second;
-               },
-               [member, words](const C& c) { return json(word_of(words, (c.*member).rule)); }),
-      field<C>(keys::num("staleness_a", 0.5, "a of staleness_weight polynomial and hinge (FedAsync)", 0),
-               [member](C& c, const json& v) { (c.*member).a = v.get<double>(); },
-               [member](const C& c) { return json((c.*member).a); }),
-      field<C>(keys::num("staleness_b", 4.0, "b of staleness_weight hinge: staleness it leaves unweighted", 0),
-               [member](C& c, const json& v) { (c.*member).b = v.get<double>(); },
-               [member](const C& c) { return json((c.*member).b); }),
+      field<C>(
+          rule,
+          [member, words](C& c, const json& v) {
+            for (const auto& w : words)
+              if (w.first == v.get<std::string>()) (c.*member).rule = w.second;
+          },
+          [member, words](const C& c) { return json(word_of(words, (c.*member).rule)); }),
+      field<C>(
+          keys::num("staleness_a", 0.5, "a of staleness_weight polynomial and hinge (FedAsync)", 0),
+          [member](C& c, const json& v) { (c.*member).a = v.get<double>(); },
+          [member](const C& c) { return json((c.*member).a); }),
+      field<C>(
+          keys::num("staleness_b", 4.0, "b of staleness_weight hinge: staleness it leaves unweighted", 0),
+          [member](C& c, const json& v) { (c.*member).b = v.get<double>(); },
+          [member](const C& c) { return json((c.*member).b); }),
   };
 }
 

@@ -39,13 +39,13 @@ namespace asgd {
 namespace {
 
 struct StreamingDilocoConfig {
-  int steps{};          // H
-  int fragments{};      // P
-  int overlap{};        // tau
-  double alpha{};       // the mix of the local fragment with the new global one
+  int steps{};      // H
+  int fragments{};  // P
+  int overlap{};    // tau
+  double alpha{};   // the mix of the local fragment with the new global one
   double outer_lr{}, outer_momentum{};
   bool outer_nesterov{};
-  bool quantize{};      // 4-bit E3M0 outer gradients
+  bool quantize{};  // 4-bit E3M0 outer gradients
 };
 
 using Range = ParamRange;
@@ -150,7 +150,7 @@ class StreamingDilocoEngine final : public Engine {
     for (int p = 0; p < c_.fragments; ++p) {
       const int at = offset_[size_t(p)] + c_.overlap;
       if (t < at || (t - at) % c_.steps != 0) continue;
-      const int round = (t - at) / c_.steps;  // this worker's round of fragment p
+      const int round = (t - at) / c_.steps;     // this worker's round of fragment p
       if (syncs_[size_t(p)].reduced <= round) {  // its all-reduce has not ended: wait for it
         waiting_[size_t(m)] = p;
         return;
@@ -176,7 +176,7 @@ class StreamingDilocoEngine final : public Engine {
   struct Sync {
     std::vector<bool> sent;  // by worker: its Delta for the round under way
     int count = 0;
-    int reduced = 0;         // rounds whose all-reduce has ended (and theta_p been updated)
+    int reduced = 0;  // rounds whose all-reduce has ended (and theta_p been updated)
   };
 
   void launch(Runtime& sim, int m) {
@@ -217,7 +217,8 @@ class StreamingDilocoEngine final : public Engine {
     const float inv = 1.0f / float(s.count);
     for (const Range& r : frags_[size_t(p)]) {
       ops::copy(ctx, mean_.data() + r.begin, delta_[0].data() + r.begin, r.len);
-      for (size_t m = 1; m < delta_.size(); ++m) ops::add_into(ctx, mean_.data() + r.begin, delta_[m].data() + r.begin, r.len);
+      for (size_t m = 1; m < delta_.size(); ++m)
+        ops::add_into(ctx, mean_.data() + r.begin, delta_[m].data() + r.begin, r.len);
       ops::scale(ctx, mean_.data() + r.begin, inv, r.len);
     }
     outer_->begin_step(float(c_.outer_lr));
@@ -246,18 +247,18 @@ class StreamingDilocoEngine final : public Engine {
   }
   StreamingDilocoConfig c_;
   size_t n_ = 0;
-  std::unique_ptr<ParameterStore> store_;                // theta, the model of record
-  std::unique_ptr<Optimizer> outer_;                     // one state: fragments are disjoint ranges
+  std::unique_ptr<ParameterStore> store_;  // theta, the model of record
+  std::unique_ptr<Optimizer> outer_;       // one state: fragments are disjoint ranges
   std::vector<std::vector<Range>> frags_;
-  std::vector<double> bytes_;                            // by fragment: one all-reduce's payload
-  std::vector<int> offset_;                              // t_p
+  std::vector<double> bytes_;  // by fragment: one all-reduce's payload
+  std::vector<int> offset_;    // t_p
   std::vector<Sync> syncs_;
-  std::vector<std::unique_ptr<ParameterStore>> local_;   // x_m
+  std::vector<std::unique_ptr<ParameterStore>> local_;  // x_m
   std::vector<std::unique_ptr<Optimizer>> inner_;
-  std::vector<DeviceArray<float>> delta_;                // by worker: its outer gradients (their fragments' ranges)
+  std::vector<DeviceArray<float>> delta_;  // by worker: its outer gradients (their fragments' ranges)
   DeviceArray<float> mean_;
-  std::vector<int> done_;                                // by worker: inner steps done
-  std::vector<int> waiting_;                             // by worker: the fragment it waits for (-1: none)
+  std::vector<int> done_;     // by worker: inner steps done
+  std::vector<int> waiting_;  // by worker: the fragment it waits for (-1: none)
   std::vector<int> members_;
   std::vector<int32_t> ids_;
   SimTime last_update_ = 0;
@@ -274,15 +275,20 @@ EngineType streaming_diloco_engine_type() {
       "4-bit floats",
       {field(&C::steps, keys::integer("steps", 100, "H: inner steps between two synchronisations of a fragment", 1)),
        field(&C::fragments, keys::integer("fragments", 2, "P: fragments, synchronised one every H/P steps", 1)),
-       field(&C::overlap, keys::integer("overlap", 1, "tau: inner steps a fragment's all-reduce overlaps (0: it blocks)", 0)),
-       field(&C::alpha, keys::num("alpha", 0.5, "the mix x <- alpha x + (1 - alpha) theta of a synchronised fragment", 0, false, 1)),
+       field(&C::overlap,
+             keys::integer("overlap", 1, "tau: inner steps a fragment's all-reduce overlaps (0: it blocks)", 0)),
+       field(&C::alpha, keys::num("alpha", 0.5, "the mix x <- alpha x + (1 - alpha) theta of a synchronised fragment",
+                                  0, false, 1)),
        field(&C::outer_lr, keys::num("outer_lr", 0.7, "outer step size on the averaged outer gradient", 0, true)),
        field(&C::outer_momentum, keys::num("outer_momentum", 0.9, "outer momentum", 0, false, 0.999999)),
        field(&C::outer_nesterov, keys::boolean("outer_nesterov", true, "outer Nesterov momentum (PyTorch's form)")),
-       field(&C::quantize, keys::boolean("quantize", false,
-                                         "send the outer gradients as 4-bit E3M0 floats with a max scale (n/2 + 4 bytes)"))},
+       field(&C::quantize,
+             keys::boolean("quantize", false,
+                           "send the outer gradients as 4-bit E3M0 floats with a max scale (n/2 + 4 bytes)"))},
       {[](const C& c) { return std::make_unique<StreamingDilocoEngine>(c); },
-       [](const C& c, int) { return EngineCost{0, double(std::max(1, c.steps)), 4, true}; },
+       [](const C& c, int) {
+         return EngineCost{0, double(std::max(1, c.steps)), 4, true};
+       },
        [](const C& c, const EngineRunView& run, Validator& v) {
          refuse_compression(run, "streaming_diloco all-reduces outer gradients (its own 4-bit form: quantize)", v);
          const int64_t h = c.steps, p = c.fragments, tau = c.overlap;
@@ -291,19 +297,23 @@ EngineType streaming_diloco_engine_type() {
                                            " > steps " + std::to_string(h));
          else if (tau >= std::max<int64_t>(1, h / p))
            v.error("engine.overlap", "a fragment's all-reduce must end before the next one starts: overlap " +
-                                         std::to_string(tau) + " must be < steps / fragments = " + std::to_string(h / p));
+                                         std::to_string(tau) +
+                                         " must be < steps / fragments = " + std::to_string(h / p));
          if (c.outer_nesterov && c.outer_momentum <= 0)
            v.error("engine.outer_nesterov", "outer Nesterov momentum needs outer_momentum > 0");
          if (run.failures)
-           v.error("cluster.failures", "streaming_diloco does not model failures (a worker lost in a fragment's "
-                                       "all-reduce): remove cluster.failures");
+           v.error("cluster.failures",
+                   "streaming_diloco does not model failures (a worker lost in a fragment's "
+                   "all-reduce): remove cluster.failures");
          if (!run.staleness.empty() && run.staleness != "emergent")
-           v.error("staleness.mode", "streaming_diloco's workers compute on their own copies: forced staleness does "
-                                     "not apply; use \"emergent\"");
+           v.error("staleness.mode",
+                   "streaming_diloco's workers compute on their own copies: forced staleness does "
+                   "not apply; use \"emergent\"");
        },
        [](const C&, Validator& v) {
-         v.error("engine.type", "\"streaming_diloco\" all-reduces fragments between the workers: collectives are "
-                                "simulated only (a real run exchanges through the parameter-server rank)");
+         v.error("engine.type",
+                 "\"streaming_diloco\" all-reduces fragments between the workers: collectives are "
+                 "simulated only (a real run exchanges through the parameter-server rank)");
        }});
 }
 

@@ -46,20 +46,22 @@ constexpr uint64_t kLaunchAfterBroadcast = 2;
 namespace {
 // The synchronous family's communication (docs/architecture.md, "Collectives").
 Field<SyncConfig> comm_field() {
-  return field(&SyncConfig::comm,
-               keys::str("comm", "ps",
-                         "how an iteration's gradients are combined: \"ps\" the parameter server (each worker pulls "
-                         "and pushes); \"allreduce\" a ring all-reduce among the aggregated workers; \"hierarchical\" "
-                         "reduce to each box's host, ring among the hosts, broadcast (needs cluster.topology.type \"boxes\")",
-                         {"ps", "allreduce", "hierarchical"}));
+  return field(
+      &SyncConfig::comm,
+      keys::str("comm", "ps",
+                "how an iteration's gradients are combined: \"ps\" the parameter server (each worker pulls "
+                "and pushes); \"allreduce\" a ring all-reduce among the aggregated workers; \"hierarchical\" "
+                "reduce to each box's host, ring among the hosts, broadcast (needs cluster.topology.type \"boxes\")",
+                {"ps", "allreduce", "hierarchical"}));
 }
 
 // Checks both members share: a hierarchical all-reduce needs boxes; a collective (and the
 // host exchange) sends no pushed gradient, so it cannot compress one.
 void check_comm(const SyncConfig& c, const EngineRunView& run, Validator& v) {
   if (c.comm == "hierarchical" && !run.topology.hosts)
-    v.error("engine.comm", "\"hierarchical\" reduces within each box: it needs a topology with boxes "
-                           "(cluster.topology.type \"boxes\")");
+    v.error("engine.comm",
+            "\"hierarchical\" reduces within each box: it needs a topology with boxes "
+            "(cluster.topology.type \"boxes\")");
   const bool collective = c.comm != "ps";
   const bool host_exchange = !collective && run.placement == "host" && run.topology.boxes > 1;
   if (collective)
@@ -84,8 +86,9 @@ EngineCost iteration_cost(const SyncConfig&, int workers) { return EngineCost{2,
 // abandon a step under way: collectives and cancelling are simulated only.
 void check_real(const SyncConfig& c, Validator& v) {
   if (c.comm != "ps")
-    v.error("engine.comm", json(c.comm).dump() + ": a real run exchanges through the parameter-server rank "
-                                                 "(collectives are simulated only; use \"ps\")");
+    v.error("engine.comm", json(c.comm).dump() +
+                               ": a real run exchanges through the parameter-server rank "
+                               "(collectives are simulated only; use \"ps\")");
   if (c.cancel_late) refuse_cancel_in_real_run(v);
 }
 }  // namespace
@@ -107,13 +110,14 @@ EngineType sync_backup_engine_type() {
       "workers - b gradients, drop the late ones",
       {field(&SyncConfig::backups,
              keys::integer("backups", 1, "b: replicas whose late gradients are dropped (< workers)", 0)),
-       field<SyncConfig>(keys::str("late", "drop",
-                                   "what happens to the b gradients an iteration does not need: \"drop\" them when "
-                                   "they arrive (Chen et al. 2016); \"cancel\" the steps under way when the "
-                                   "iteration ends, all workers start the next one (K-sync, Dutta et al. 2018)",
-                                   {"drop", "cancel"}),
-                         [](SyncConfig& c, const json& v) { c.cancel_late = v == "cancel"; },
-                         [](const SyncConfig& c) { return json(c.cancel_late ? "cancel" : "drop"); }),
+       field<SyncConfig>(
+           keys::str("late", "drop",
+                     "what happens to the b gradients an iteration does not need: \"drop\" them when "
+                     "they arrive (Chen et al. 2016); \"cancel\" the steps under way when the "
+                     "iteration ends, all workers start the next one (K-sync, Dutta et al. 2018)",
+                     {"drop", "cancel"}),
+           [](SyncConfig& c, const json& v) { c.cancel_late = v == "cancel"; },
+           [](const SyncConfig& c) { return json(c.cancel_late ? "cancel" : "drop"); }),
        comm_field()},
       {build_backup, iteration_cost,
        [](const SyncConfig& c, const EngineRunView& run, Validator& v) {
@@ -130,10 +134,7 @@ EngineType sync_backup_engine_type() {
 }
 
 SyncEngine::SyncEngine(const SyncConfig& config)
-    : type_(config.type),
-      comm_key_(config.comm),
-      backups_(config.backups),
-      cancel_late_(config.cancel_late) {}
+    : type_(config.type), comm_key_(config.comm), backups_(config.backups), cancel_late_(config.cancel_late) {}
 
 SyncEngine::~SyncEngine() = default;
 
@@ -153,14 +154,19 @@ void SyncEngine::configure(Runtime& sim, const std::vector<float>& init) {
   needed_ = sim.workers() - backups_;
   const std::string& comm = comm_key_;
   const ClusterSpec& topo = sim.settings().topology;
-  if (comm == "allreduce") comm_ = Comm::AllReduce;
-  else if (comm == "hierarchical") comm_ = Comm::Hierarchical;
-  else if (comm != "ps") throw std::invalid_argument("sync: comm must be ps, allreduce or hierarchical");
-  else if (topo.host_placement && topo.boxes > 1) comm_ = Comm::HostExchange;
+  if (comm == "allreduce")
+    comm_ = Comm::AllReduce;
+  else if (comm == "hierarchical")
+    comm_ = Comm::Hierarchical;
+  else if (comm != "ps")
+    throw std::invalid_argument("sync: comm must be ps, allreduce or hierarchical");
+  else if (topo.host_placement && topo.boxes > 1)
+    comm_ = Comm::HostExchange;
   if (comm_ == Comm::Hierarchical && !sim.topology().has_hosts())
     throw std::invalid_argument("sync: comm hierarchical needs a topology with boxes");
   const CompressionSpec& compression = sim.settings().compression;
-  if (compression.type == CompressionSpec::Type::PowerSgd && (comm_ == Comm::AllReduce || comm_ == Comm::Hierarchical)) {
+  if (compression.type == CompressionSpec::Type::PowerSgd &&
+      (comm_ == Comm::AllReduce || comm_ == Comm::Hierarchical)) {
     const size_t n = sim.num_params();
     powersgd_ = std::make_unique<PowerSgd>(sim.model().param_blocks(), n, compression, sim.workers());
     powersgd_->draw_q(sim.settings().seed);
@@ -206,7 +212,7 @@ void SyncEngine::launch_idle(Runtime& sim) {
     if (comm_ == Comm::Ps) {
       step.pull = store_.get();
       step.gradient = true;  // the push is this gradient (sparse rows, compression)
-    } else {  // its own replica; one message first if it is behind
+    } else {                 // its own replica; one message first if it is behind
       step.own = store_->current();
       step.push = false;
       if (!current_[w]) {
@@ -229,7 +235,7 @@ void SyncEngine::on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) {
   if (computing_[w]) --pending_;  // (set only for jobs of the current iteration)
   computing_[w] = false;
   if (job->tag != iteration_ || received_ >= needed_) {  // late: its iteration is over
-    busy_[w] = false;                                   // it pulls and joins the current one
+    busy_[w] = false;                                    // it pulls and joins the current one
     sim.dropped(*job);
     sim.recycle(std::move(job));
     launch_idle(sim);
@@ -246,9 +252,12 @@ void SyncEngine::finish_if_complete(Runtime& sim) {
 
 int SyncEngine::catch_up_source(const Runtime& sim, int w) const {
   switch (comm_) {
-    case Comm::Hierarchical: return box_host(sim.topology().box_of(w));
-    case Comm::HostExchange: return kServer;  // under host placement: the GPU's own host
-    default: break;
+    case Comm::Hierarchical:
+      return box_host(sim.topology().box_of(w));
+    case Comm::HostExchange:
+      return kServer;  // under host placement: the GPU's own host
+    default:
+      break;
   }
   // The nearest live worker before w (cyclically) whose replica is current; if every
   // replica holding the parameters failed, the nearest live one (a simplification: the
@@ -278,7 +287,7 @@ void SyncEngine::on_worker_down(Runtime& sim, int w) {
     busy_[w] = false;
     --pending_;
   } else if (!accepted_[w]) {
-    busy_[w] = false;     // a late gradient of an older iteration: lost too
+    busy_[w] = false;  // a late gradient of an older iteration: lost too
   }
   finish_if_complete(sim);
 }
@@ -355,7 +364,8 @@ void SyncEngine::apply_iteration(Runtime& sim) {
       if (!busy_[w] && sim.worker_alive(w)) members_.push_back(w);
     std::fill(current_.begin(), current_.end(), false);
     for (int w : members_) current_[w] = true;
-    if (!sim.stopping()) sim.schedule_timer(sim.collective(Collective::ServersToHostsToMembers, members_), 0, kLaunchAfterBroadcast);
+    if (!sim.stopping())
+      sim.schedule_timer(sim.collective(Collective::ServersToHostsToMembers, members_), 0, kLaunchAfterBroadcast);
     return;
   }
   updating_ = false;

@@ -47,33 +47,33 @@ class SyncEngine final : public Engine {
   // on replicas the workers keep: a ring, the hierarchical all-reduce, or (host placement
   // over several boxes) each box's sum exchanged with the servers.
   enum class Comm { Ps, AllReduce, Hierarchical, HostExchange } comm_ = Comm::Ps;
-  std::vector<bool> current_;    // collectives: the worker's replica holds the current parameters
-  std::vector<int> members_;     // the workers in the iteration's collective
-  std::vector<int> caught_up_;   // launched behind: current once launch_idle is done
+  std::vector<bool> current_;                 // collectives: the worker's replica holds the current parameters
+  std::vector<int> members_;                  // the workers in the iteration's collective
+  std::vector<int> caught_up_;                // launched behind: current once launch_idle is done
   static constexpr int kNoSource = -1000000;  // catch_up_source: no message (w is alone)
   std::string type_;
-  std::string comm_key_;         // the configured comm (resolved into comm_ at start)
+  std::string comm_key_;  // the configured comm (resolved into comm_ at start)
   int backups_;
-  bool cancel_late_;             // late "cancel" (K-sync): else late gradients are dropped on arrival
-  int needed_ = 0;                                     // gradients aggregated per iteration
+  bool cancel_late_;  // late "cancel" (K-sync): else late gradients are dropped on arrival
+  int needed_ = 0;    // gradients aggregated per iteration
   std::unique_ptr<ParameterStore> store_;
   std::shared_ptr<ServerUpdate> server_;
   std::vector<int32_t> ids_;
   std::vector<std::unique_ptr<GradientJob>> accepted_;  // this iteration's, by worker index
   std::vector<float*> parts_;                           // their gradients, to sum
   std::vector<const std::vector<int32_t>*> part_rows_;  // the rows each touches (ServerUpdate::apply_sum)
-  std::vector<bool> busy_;  // computing, or accepted and waiting for the iteration to end
-  std::vector<bool> computing_;  // a gradient of the current iteration is in flight
-  int pending_ = 0;              // how many: the iteration can still receive these
+  std::vector<bool> busy_;                              // computing, or accepted and waiting for the iteration to end
+  std::vector<bool> computing_;                         // a gradient of the current iteration is in flight
+  int pending_ = 0;                                     // how many: the iteration can still receive these
   int received_ = 0;
   uint64_t iteration_ = 0;
   SimTime iteration_start_ = 0;
-  bool updating_ = false;        // the server is applying the finished iteration
+  bool updating_ = false;  // the server is applying the finished iteration
   // compression "powersgd" (engines/powersgd.h): the collective's gradients compressed;
   // its three all-reduces' bytes per member (the whole tensors, P, Q)
   std::unique_ptr<PowerSgd> powersgd_;
   double powersgd_bytes_[3] = {0, 0, 0};
-  DeviceArray<float> reduced_;   // the all-reduce's result
+  DeviceArray<float> reduced_;  // the all-reduce's result
   std::vector<const float*> inputs_;
 };
 

@@ -27,11 +27,15 @@ class DeviceArray {
 
   // Sets the size to n; reallocates (contents lost) only when capacity is short.
   void resize_discard(size_t n);
-  void upload(const T* host, size_t n);          // resizes to n
+  void upload(const T* host, size_t n);  // resizes to n
   void upload(const std::vector<T>& host) { upload(host.data(), host.size()); }
-  void download(std::vector<T>& host) const;     // host resized to size()
-  std::vector<T> to_host() const { std::vector<T> h; download(h); return h; }
-  void copy_from(const DeviceArray& other);      // resizes
+  void download(std::vector<T>& host) const;  // host resized to size()
+  std::vector<T> to_host() const {
+    std::vector<T> h;
+    download(h);
+    return h;
+  }
+  void copy_from(const DeviceArray& other);  // resizes
   void fill(T value);
 
  private:

@@ -15,8 +15,7 @@ ExecContext::ExecContext() : impl_(std::make_unique<Impl>()) {
   const char* graphs = std::getenv("ASGD_CUDA_GRAPHS");
   impl_->graphs = graphs && std::string(graphs) == "1";
   ASGD_CUDA_CHECK(cudaStreamCreateWithFlags(&impl_->stream, cudaStreamNonBlocking));
-  if (cublasCreate(&impl_->blas) != CUBLAS_STATUS_SUCCESS)
-    detail::fail("cublasCreate failed", __FILE__, __LINE__);
+  if (cublasCreate(&impl_->blas) != CUBLAS_STATUS_SUCCESS) detail::fail("cublasCreate failed", __FILE__, __LINE__);
   cublasSetStream(impl_->blas, impl_->stream);
 #endif
 }
@@ -41,8 +40,8 @@ const int32_t* ExecContext::stage_ids(const int32_t* host_ids, size_t n) {
   // non-blocking stream's kernels do not wait for. Pageable host memory is staged
   // before the call returns, so the caller may reuse host_ids at once.
   impl_->ids.resize_discard(n);
-  ASGD_CUDA_CHECK(cudaMemcpyAsync(impl_->ids.data(), host_ids, n * sizeof(int32_t),
-                                  cudaMemcpyHostToDevice, impl_->stream));
+  ASGD_CUDA_CHECK(
+      cudaMemcpyAsync(impl_->ids.data(), host_ids, n * sizeof(int32_t), cudaMemcpyHostToDevice, impl_->stream));
   return impl_->ids.data();
 #else
   (void)n;
@@ -60,8 +59,7 @@ float* const* ExecContext::stage_pointers(float* const* host, size_t n) {
     ASGD_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&impl_->pointers), n * sizeof(float*)));
     impl_->pointers_capacity = n;
   }
-  ASGD_CUDA_CHECK(cudaMemcpyAsync(impl_->pointers, host, n * sizeof(float*), cudaMemcpyHostToDevice,
-                                  impl_->stream));
+  ASGD_CUDA_CHECK(cudaMemcpyAsync(impl_->pointers, host, n * sizeof(float*), cudaMemcpyHostToDevice, impl_->stream));
   return impl_->pointers;
 #else
   (void)n;

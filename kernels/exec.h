@@ -34,12 +34,12 @@ struct LaunchCounts {
   // Launches: kernels, GEMM calls and graphs, each one trip through the driver's launch path.
   uint64_t launches() const { return kernels + gemms + graphs; }
   LaunchCounts operator-(const LaunchCounts& o) const {
-    return {kernels - o.kernels, gemms - o.gemms, copies - o.copies, syncs - o.syncs, events - o.events,
-            graphs - o.graphs};
+    return {kernels - o.kernels, gemms - o.gemms,   copies - o.copies,
+            syncs - o.syncs,     events - o.events, graphs - o.graphs};
   }
   bool operator==(const LaunchCounts& o) const {
-    return kernels == o.kernels && gemms == o.gemms && copies == o.copies && syncs == o.syncs &&
-           events == o.events && graphs == o.graphs;
+    return kernels == o.kernels && gemms == o.gemms && copies == o.copies && syncs == o.syncs && events == o.events &&
+           graphs == o.graphs;
   }
   bool operator!=(const LaunchCounts& o) const { return !(*this == o); }
 };

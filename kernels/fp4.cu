@@ -7,7 +7,9 @@ namespace asgd::fp4 {
 namespace {
 
 struct MaxAbs {
-  const float* x; size_t n; float* out;
+  const float* x;
+  size_t n;
+  float* out;
   ASGD_HD void operator()(size_t) const {
     float m = 0.0f;
     for (size_t i = 0; i < n; ++i) m = fabsf(x[i]) > m ? fabsf(x[i]) : m;
@@ -16,7 +18,8 @@ struct MaxAbs {
 };
 
 struct RoundE3M0 {
-  float* x; float s;
+  float* x;
+  float s;
   ASGD_HD void operator()(size_t i) const {
     if (!(s > 0.0f)) {
       x[i] = 0.0f;
@@ -45,6 +48,8 @@ float max_abs(ExecContext& ctx, const float* x, size_t n) {
   return out.to_host()[0];
 }
 
-void round_e3m0(ExecContext& ctx, float* x, size_t n, float scale) { detail::for_each_index(ctx, n, RoundE3M0{x, scale}); }
+void round_e3m0(ExecContext& ctx, float* x, size_t n, float scale) {
+  detail::for_each_index(ctx, n, RoundE3M0{x, scale});
+}
 
 }  // namespace asgd::fp4

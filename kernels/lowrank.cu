@@ -11,7 +11,9 @@ namespace asgd::lowrank {
 namespace {
 
 struct NormaliseColumn {
-  float* a; size_t rows, r, i; float eps;
+  float* a;
+  size_t rows, r, i;
+  float eps;
   ASGD_HD void operator()(size_t) const {
     double s = 0;
     for (size_t k = 0; k < rows; ++k) s += double(a[k * r + i]) * double(a[k * r + i]);
@@ -20,7 +22,8 @@ struct NormaliseColumn {
   }
 };
 struct RemoveComponent {  // column i + 1 + jj minus its component along column i
-  float* a; size_t rows, r, i;
+  float* a;
+  size_t rows, r, i;
   ASGD_HD void operator()(size_t jj) const {
     const size_t j = i + 1 + jj;
     double dot = 0;
@@ -34,20 +37,26 @@ struct RemoveComponent {  // column i + 1 + jj minus its component along column 
 
 void project(ExecContext& ctx, const ParamBlock& b, const float* m, const float* q, float* p, size_t r) {
   const int rows = int(b.rows), cols = int(b.cols), rk = int(r);
-  if (b.transposed) detail::gemm(ctx, true, false, rows, rk, cols, 1.0f, m, rows, q, rk, 0.0f, p, rk);
-  else detail::gemm(ctx, false, false, rows, rk, cols, 1.0f, m, cols, q, rk, 0.0f, p, rk);
+  if (b.transposed)
+    detail::gemm(ctx, true, false, rows, rk, cols, 1.0f, m, rows, q, rk, 0.0f, p, rk);
+  else
+    detail::gemm(ctx, false, false, rows, rk, cols, 1.0f, m, cols, q, rk, 0.0f, p, rk);
 }
 
 void back_project(ExecContext& ctx, const ParamBlock& b, const float* m, const float* p, float* q, size_t r) {
   const int rows = int(b.rows), cols = int(b.cols), rk = int(r);
-  if (b.transposed) detail::gemm(ctx, false, false, cols, rk, rows, 1.0f, m, rows, p, rk, 0.0f, q, rk);
-  else detail::gemm(ctx, true, false, cols, rk, rows, 1.0f, m, cols, p, rk, 0.0f, q, rk);
+  if (b.transposed)
+    detail::gemm(ctx, false, false, cols, rk, rows, 1.0f, m, rows, p, rk, 0.0f, q, rk);
+  else
+    detail::gemm(ctx, true, false, cols, rk, rows, 1.0f, m, cols, p, rk, 0.0f, q, rk);
 }
 
 void expand(ExecContext& ctx, const ParamBlock& b, const float* p, const float* q, float* m, size_t r) {
   const int rows = int(b.rows), cols = int(b.cols), rk = int(r);
-  if (b.transposed) detail::gemm(ctx, false, true, cols, rows, rk, 1.0f, q, rk, p, rk, 0.0f, m, rows);
-  else detail::gemm(ctx, false, true, rows, cols, rk, 1.0f, p, rk, q, rk, 0.0f, m, cols);
+  if (b.transposed)
+    detail::gemm(ctx, false, true, cols, rows, rk, 1.0f, q, rk, p, rk, 0.0f, m, rows);
+  else
+    detail::gemm(ctx, false, true, rows, cols, rk, 1.0f, p, rk, q, rk, 0.0f, m, cols);
 }
 
 void orthogonalize(ExecContext& ctx, float* a, size_t rows, size_t r, float eps) {

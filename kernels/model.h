@@ -23,8 +23,8 @@ struct DeviceDataset {
   DeviceArray<float> x;
   DeviceArray<float> y;
   size_t n = 0;
-  size_t dim = 0;   // features
-  int classes = 0;  // 0 for regression
+  size_t dim = 0;                // features
+  int classes = 0;               // 0 for regression
   DeviceArray<int64_t> row_ptr;  // (n + 1), sparse data only
   DeviceArray<int32_t> col;      // (nnz)
   DeviceArray<float> val;        // (nnz)
@@ -35,7 +35,7 @@ struct DeviceDataset {
   const int32_t* host_col = nullptr;
   std::vector<int64_t> host_index_row_ptr;  // CUDA only
   std::vector<int32_t> host_index_col;
-  Shape shape;      // one sample as an image, channels last (dim floats); 1 x 1 x dim if flat
+  Shape shape;  // one sample as an image, channels last (dim floats); 1 x 1 x dim if flat
   // >= 0: the samples live outside this program (an external model's data set, read by
   // that model through this id); x is empty and dim 0.
   int external = -1;
@@ -66,8 +66,8 @@ struct GradRequest {
   const int32_t* ids = nullptr;  // host array of m sample ids
   size_t m = 0;
   NoiseKey noise;
-  float* grad = nullptr;         // (num_params, backend memory), written
-  double loss = 0;               // written: the mean minibatch loss
+  float* grad = nullptr;  // (num_params, backend memory), written
+  double loss = 0;        // written: the mean minibatch loss
 };
 
 // Sums over evaluated rows; loss_sum / count is the mean loss.
@@ -87,21 +87,19 @@ class Model {
   virtual void init_params(uint64_t seed, std::vector<float>& w) const = 0;
   // Mean loss over the m samples `ids` (host array) of `data`; writes the mean gradient
   // into grad (num_params, backend memory). w is (num_params, backend memory).
-  virtual double loss_grad(ExecContext& ctx, const float* w, const DeviceDataset* data,
-                           const int32_t* ids, size_t m, const NoiseKey& noise,
-                           float* grad) const = 0;
+  virtual double loss_grad(ExecContext& ctx, const float* w, const DeviceDataset* data, const int32_t* ids, size_t m,
+                           const NoiseKey& noise, float* grad) const = 0;
   // Computes k gradients, each exactly as loss_grad would (on CPU backends the same bits);
   // the requests may read different parameters. A model that can share the work
   // overrides it: the layered models run each layer's GEMMs of all k as one batched GEMM
   // call (cuBLAS: one launch for k), and every other pass once over all k*m rows.
-  virtual void loss_grad_batch(ExecContext& ctx, const DeviceDataset* data, GradRequest* reqs,
-                               size_t k) const {
+  virtual void loss_grad_batch(ExecContext& ctx, const DeviceDataset* data, GradRequest* reqs, size_t k) const {
     for (size_t i = 0; i < k; ++i)
       reqs[i].loss = loss_grad(ctx, reqs[i].w, data, reqs[i].ids, reqs[i].m, reqs[i].noise, reqs[i].grad);
   }
   // Loss (and correct predictions) summed over rows [begin, end) of data.
-  virtual EvalSums evaluate(ExecContext& ctx, const float* w, const DeviceDataset* data,
-                            size_t begin, size_t end) const = 0;
+  virtual EvalSums evaluate(ExecContext& ctx, const float* w, const DeviceDataset* data, size_t begin,
+                            size_t end) const = 0;
   // Whether the model reads a dataset at all (the quadratic does not). A model that does
   // not must ignore the ids loss_grad gets: the simulation then hands out ids in order
   // instead of shuffling them (they only count samples).
@@ -117,8 +115,7 @@ class Model {
   // loss_grad reads (a step that pulls only them computes the same bits). Computed on the host from data's host
   // index, with no kernel and no wait, so a caller can size a message before the
   // gradient exists. A model without a table leaves `rows` empty.
-  virtual void touched_rows(const DeviceDataset* data, const int32_t* ids, size_t m,
-                            std::vector<int32_t>& rows) const {
+  virtual void touched_rows(const DeviceDataset* data, const int32_t* ids, size_t m, std::vector<int32_t>& rows) const {
     rows.clear();
   }
   // Floating-point operations of one sample's share of loss_grad: the GEMMs'

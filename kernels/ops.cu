@@ -31,11 +31,19 @@ constexpr size_t kStreamingFromFloats = size_t(1) << 16;
 #endif
 
 struct SgdStep {
-  float* out; const float* in; const float* g; float lr;
+  float* out;
+  const float* in;
+  const float* g;
+  float lr;
   ASGD_HD void operator()(size_t i) const { out[i] = in[i] - lr * g[i]; }
 };
 struct MomentumStep {
-  float* out; const float* in; float* v; const float* g; float lr; float mu;
+  float* out;
+  const float* in;
+  float* v;
+  const float* g;
+  float lr;
+  float mu;
   ASGD_HD void operator()(size_t i) const {
     float vi = mu * v[i] + g[i];
     v[i] = vi;
@@ -43,7 +51,12 @@ struct MomentumStep {
   }
 };
 struct NesterovStep {
-  float* out; const float* in; float* v; const float* g; float lr; float mu;
+  float* out;
+  const float* in;
+  float* v;
+  const float* g;
+  float lr;
+  float mu;
   ASGD_HD void operator()(size_t i) const {
     float gi = g[i];
     float vi = mu * v[i] + gi;
@@ -64,18 +77,30 @@ ASGD_HD inline float adam_direction_at(const AdamParams& p, float gi, float wi, 
   return d;
 }
 struct AdamStep {
-  float* out; const float* in; float* m; float* v; const float* g; AdamParams p;
+  float* out;
+  const float* in;
+  float* m;
+  float* v;
+  const float* g;
+  AdamParams p;
   ASGD_HD void operator()(size_t i) const {
     float wi = in[i];
     out[i] = wi - p.lr * adam_direction_at(p, g[i], wi, m, v, i);
   }
 };
 struct AdamDirection {
-  float* u; const float* x; float* m; float* v; AdamParams p;
+  float* u;
+  const float* x;
+  float* m;
+  float* v;
+  AdamParams p;
   ASGD_HD void operator()(size_t i) const { u[i] = adam_direction_at(p, u[i], x[i], m, v, i); }
 };
 struct MomentumDirection {
-  float* u; float* v; float mu; bool nesterov;
+  float* u;
+  float* v;
+  float mu;
+  bool nesterov;
   ASGD_HD void operator()(size_t i) const {
     float gi = u[i];
     float vi = mu * v[i] + gi;
@@ -84,26 +109,36 @@ struct MomentumDirection {
   }
 };
 struct DcSgdStep {
-  float* out; const float* in; const float* g; const float* backup; float lr; float lambda;
+  float* out;
+  const float* in;
+  const float* g;
+  const float* backup;
+  float lr;
+  float lambda;
   ASGD_HD void operator()(size_t i) const {
     float gi = g[i];
     out[i] = in[i] - lr * (gi + lambda * gi * gi * (in[i] - backup[i]));
   }
 };
 struct AddInto {
-  float* acc; const float* x;
+  float* acc;
+  const float* x;
   ASGD_HD void operator()(size_t i) const { acc[i] += x[i]; }
 };
 struct Scale {
-  float* x; float s;
+  float* x;
+  float s;
   ASGD_HD void operator()(size_t i) const { x[i] *= s; }
 };
 struct Copy {
-  float* out; const float* in;
+  float* out;
+  const float* in;
   ASGD_HD void operator()(size_t i) const { out[i] = in[i]; }
 };
 struct ElasticExchange {
-  float* x; float* c; float alpha;
+  float* x;
+  float* c;
+  float alpha;
   ASGD_HD void operator()(size_t i) const {
     float e = alpha * (x[i] - c[i]);
     x[i] -= e;
@@ -111,7 +146,9 @@ struct ElasticExchange {
   }
 };
 struct MoveTowards {
-  float* c; const float* mean; float beta;
+  float* c;
+  const float* mean;
+  float beta;
   ASGD_HD void operator()(size_t i) const { c[i] += beta * (mean[i] - c[i]); }
 };
 
@@ -146,8 +183,11 @@ struct RoundFp16 {
     uint32_t u = float_bits(f);
     uint32_t sign = u & 0x80000000u;
     uint32_t mag = u & 0x7FFFFFFFu;
-    if (mag >= 0x7F800000u) return;                       // inf, NaN
-    if (mag >= 0x477FF000u) { x[i] = bits_float(sign | 0x7F800000u); return; }  // >= 65520
+    if (mag >= 0x7F800000u) return;  // inf, NaN
+    if (mag >= 0x477FF000u) {
+      x[i] = bits_float(sign | 0x7F800000u);
+      return;
+    }  // >= 65520
     int exp = int(mag >> 23) - 127;
     if (exp >= -14) {
       // normal half: drop 13 mantissa bits with round-to-nearest-even
@@ -167,22 +207,29 @@ struct RoundFp16 {
 
 // Compression (compress_topk, compress_int8).
 struct AddResidual {  // g += r
-  float* g; const float* r;
+  float* g;
+  const float* r;
   ASGD_HD void operator()(size_t i) const { g[i] += r[i]; }
 };
 struct GatherKept {  // vals[j] = g[idx[j]]: the values kept
-  float* vals; const float* g; const int32_t* idx;
+  float* vals;
+  const float* g;
+  const int32_t* idx;
   ASGD_HD void operator()(size_t j) const { vals[j] = g[idx[j]]; }
 };
 struct ZeroOrResidual {  // r = g (what is not sent), g = 0
-  float* g; float* r;
+  float* g;
+  float* r;
   ASGD_HD void operator()(size_t i) const {
     if (r) r[i] = g[i];
     g[i] = 0.0f;
   }
 };
 struct ScatterKept {  // g[idx[j]] = vals[j]; r[idx[j]] = 0 (sent exactly)
-  float* g; float* r; const float* vals; const int32_t* idx;
+  float* g;
+  float* r;
+  const float* vals;
+  const int32_t* idx;
   ASGD_HD void operator()(size_t j) const {
     g[idx[j]] = vals[j];
     if (r) r[idx[j]] = 0.0f;
@@ -198,7 +245,9 @@ struct TopkBefore {
   }
 };
 struct QuantizeInt8 {
-  float* g; float* r; float s;
+  float* g;
+  float* r;
+  float s;
   ASGD_HD void operator()(size_t i) const {
     float kept = 0.0f;
     if (s > 0) kept = fminf(127.0f, fmaxf(-127.0f, nearbyintf(g[i] / s))) * s;
@@ -226,12 +275,15 @@ struct IsNonFinite {
 // rows[i / width]. The dense rules' own functors, so the same arithmetic per element.
 template <class F>
 struct OnRows {
-  F f; const int32_t* rows; size_t width;
+  F f;
+  const int32_t* rows;
+  size_t width;
   ASGD_HD void operator()(size_t i) const { f(size_t(rows[i / width]) * width + i % width); }
 };
 template <class F>
 struct OnRowsOfOne {  // width 1 (a logistic model's table): no division
-  F f; const int32_t* rows;
+  F f;
+  const int32_t* rows;
   ASGD_HD void operator()(size_t i) const { f(size_t(rows[i])); }
 };
 
@@ -244,33 +296,33 @@ template <class F>
 void for_rows(ExecContext& ctx, const Rows& r, const F& f) {
   if (r.count == 0 || r.width == 0) return;
   const int32_t* rows = ctx.stage_ids(r.rows, r.count);
-  if (r.width == 1) for_each_index(ctx, r.count, OnRowsOfOne<F>{f, rows});
-  else for_each_index(ctx, r.count * r.width, OnRows<F>{f, rows, r.width});
+  if (r.width == 1)
+    for_each_index(ctx, r.count, OnRowsOfOne<F>{f, rows});
+  else
+    for_each_index(ctx, r.count * r.width, OnRows<F>{f, rows, r.width});
 }
 }  // namespace
 
 void sgd_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, const float* g, float lr) {
   for_rows(ctx, rows, SgdStep{out, in, g, lr});
 }
-void momentum_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, float* v, const float* g,
-                   float lr, float mu) {
+void momentum_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, float* v, const float* g, float lr,
+                   float mu) {
   for_rows(ctx, rows, MomentumStep{out, in, v, g, lr, mu});
 }
-void nesterov_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, float* v, const float* g,
-                   float lr, float mu) {
+void nesterov_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, float* v, const float* g, float lr,
+                   float mu) {
   for_rows(ctx, rows, NesterovStep{out, in, v, g, lr, mu});
 }
 void adam_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, float* m, float* v, const float* g,
                const AdamParams& p) {
   for_rows(ctx, rows, AdamStep{out, in, m, v, g, p});
 }
-void dc_sgd_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, const float* g,
-                 const float* backup, float lr, float lambda) {
+void dc_sgd_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, const float* g, const float* backup,
+                 float lr, float lambda) {
   for_rows(ctx, rows, DcSgdStep{out, in, g, backup, lr, lambda});
 }
-void add_into(ExecContext& ctx, const Rows& rows, float* acc, const float* x) {
-  for_rows(ctx, rows, AddInto{acc, x});
-}
+void add_into(ExecContext& ctx, const Rows& rows, float* acc, const float* x) { for_rows(ctx, rows, AddInto{acc, x}); }
 void scale(ExecContext& ctx, const Rows& rows, float* x, float s) { for_rows(ctx, rows, Scale{x, s}); }
 void copy(ExecContext& ctx, const Rows& rows, float* out, const float* in) {
   if (out == in) return;
@@ -298,16 +350,16 @@ void sgd_step(ExecContext& ctx, float* out, const float* in, const float* g, flo
 #endif
   for_each_index(ctx, n, SgdStep{out, in, g, lr});
 }
-void momentum_step(ExecContext& ctx, float* out, const float* in, float* v, const float* g,
-                   float lr, float mu, size_t n) {
+void momentum_step(ExecContext& ctx, float* out, const float* in, float* v, const float* g, float lr, float mu,
+                   size_t n) {
   for_each_index(ctx, n, MomentumStep{out, in, v, g, lr, mu});
 }
-void nesterov_step(ExecContext& ctx, float* out, const float* in, float* v, const float* g,
-                   float lr, float mu, size_t n) {
+void nesterov_step(ExecContext& ctx, float* out, const float* in, float* v, const float* g, float lr, float mu,
+                   size_t n) {
   for_each_index(ctx, n, NesterovStep{out, in, v, g, lr, mu});
 }
-void adam_step(ExecContext& ctx, float* out, const float* in, float* m, float* v, const float* g,
-               const AdamParams& p, size_t n) {
+void adam_step(ExecContext& ctx, float* out, const float* in, float* m, float* v, const float* g, const AdamParams& p,
+               size_t n) {
   for_each_index(ctx, n, AdamStep{out, in, m, v, g, p});
 }
 void momentum_direction(ExecContext& ctx, float* u, float* v, float mu, bool nesterov, size_t n) {
@@ -316,13 +368,11 @@ void momentum_direction(ExecContext& ctx, float* u, float* v, float mu, bool nes
 void adam_direction(ExecContext& ctx, float* u, const float* x, float* m, float* v, const AdamParams& p, size_t n) {
   for_each_index(ctx, n, AdamDirection{u, x, m, v, p});
 }
-void dc_sgd_step(ExecContext& ctx, float* out, const float* in, const float* g,
-                 const float* backup, float lr, float lambda, size_t n) {
+void dc_sgd_step(ExecContext& ctx, float* out, const float* in, const float* g, const float* backup, float lr,
+                 float lambda, size_t n) {
   for_each_index(ctx, n, DcSgdStep{out, in, g, backup, lr, lambda});
 }
-void add_into(ExecContext& ctx, float* acc, const float* x, size_t n) {
-  for_each_index(ctx, n, AddInto{acc, x});
-}
+void add_into(ExecContext& ctx, float* acc, const float* x, size_t n) { for_each_index(ctx, n, AddInto{acc, x}); }
 void scale(ExecContext& ctx, float* x, float s, size_t n) { for_each_index(ctx, n, Scale{x, s}); }
 void copy(ExecContext& ctx, float* out, const float* in, size_t n) {
   if (out == in) return;
@@ -340,8 +390,7 @@ void round_bf16(ExecContext& ctx, float* x, size_t n) { for_each_index(ctx, n, R
 double sum(ExecContext& ctx, const float* x, size_t n) {
   detail::count_reduction(ctx, n, sizeof(double));
 #if defined(ASGD_BACKEND_CUDA)
-  return thrust::transform_reduce(detail::policy(ctx), x, x + n, ToDouble{}, 0.0,
-                                  thrust::plus<double>());
+  return thrust::transform_reduce(detail::policy(ctx), x, x + n, ToDouble{}, 0.0, thrust::plus<double>());
 #else
   (void)ctx;
   double s = 0;
@@ -353,8 +402,7 @@ double sum(ExecContext& ctx, const float* x, size_t n) {
 double sq_norm(ExecContext& ctx, const float* x, size_t n) {
   detail::count_reduction(ctx, n, sizeof(double));
 #if defined(ASGD_BACKEND_CUDA)
-  return thrust::transform_reduce(detail::policy(ctx), x, x + n, SquareDouble{}, 0.0,
-                                  thrust::plus<double>());
+  return thrust::transform_reduce(detail::policy(ctx), x, x + n, SquareDouble{}, 0.0, thrust::plus<double>());
 #else
   (void)ctx;
   double s = 0;
@@ -366,8 +414,7 @@ double sq_norm(ExecContext& ctx, const float* x, size_t n) {
 bool all_finite(ExecContext& ctx, const float* x, size_t n) {
   detail::count_reduction(ctx, n, sizeof(int));
 #if defined(ASGD_BACKEND_CUDA)
-  return thrust::transform_reduce(detail::policy(ctx), x, x + n, IsNonFinite{}, 0,
-                                  thrust::plus<int>()) == 0;
+  return thrust::transform_reduce(detail::policy(ctx), x, x + n, IsNonFinite{}, 0, thrust::plus<int>()) == 0;
 #else
   (void)ctx;
   for (size_t i = 0; i < n; ++i)

@@ -12,12 +12,12 @@ namespace asgd::ops {
 // out = in - lr * g
 void sgd_step(ExecContext& ctx, float* out, const float* in, const float* g, float lr, size_t n);
 // heavy-ball momentum: v = mu * v + g; out = in - lr * v
-void momentum_step(ExecContext& ctx, float* out, const float* in, float* v, const float* g,
-                   float lr, float mu, size_t n);
+void momentum_step(ExecContext& ctx, float* out, const float* in, float* v, const float* g, float lr, float mu,
+                   size_t n);
 // Nesterov momentum in PyTorch's form (Sutskever et al. 2013, reformulated so that w is
 // the point gradients are taken at): v = mu * v + g; out = in - lr * (g + mu * v)
-void nesterov_step(ExecContext& ctx, float* out, const float* in, float* v, const float* g,
-                   float lr, float mu, size_t n);
+void nesterov_step(ExecContext& ctx, float* out, const float* in, float* v, const float* g, float lr, float mu,
+                   size_t n);
 // Adam (Kingma & Ba 2015) and AdamW (Loshchilov & Hutter 2019), step t >= 1 of a state
 // (m, v), both (n) and +0 before step 1. Per element, all in float, in this order:
 //   g' = g + weight_decay * in        (adam; adamw and weight_decay 0: g' = g)
@@ -28,7 +28,7 @@ void nesterov_step(ExecContext& ctx, float* out, const float* in, float* v, cons
 // double and rounded to float). AdamW's d + wd * in is PyTorch's w *= 1 - lr wd followed
 // by the Adam step, in one rounding order.
 struct AdamParams {
-  float lr = 0.0f;             // step size
+  float lr = 0.0f;  // step size
   float beta1 = 0.0f, beta2 = 0.0f;
   float one_minus_beta1 = 1.0f, one_minus_beta2 = 1.0f;  // float(1 - beta), rounded once
   float eps = 0.0f;
@@ -36,8 +36,8 @@ struct AdamParams {
   bool decoupled = false;      // AdamW
   float c1 = 1.0f, c2 = 1.0f;  // 1 - beta1^t, 1 - beta2^t
 };
-void adam_step(ExecContext& ctx, float* out, const float* in, float* m, float* v, const float* g,
-               const AdamParams& p, size_t n);
+void adam_step(ExecContext& ctx, float* out, const float* in, float* m, float* v, const float* g, const AdamParams& p,
+               size_t n);
 // The directions alone, for a caller that applies x -= lr * d itself (local SGD keeps a
 // worker's copy as a sum of such directions): u holds g on entry and d on return; the
 // state is updated as by the steps above. x is the point the step would move ((n); read
@@ -45,8 +45,8 @@ void adam_step(ExecContext& ctx, float* out, const float* in, float* m, float* v
 void momentum_direction(ExecContext& ctx, float* u, float* v, float mu, bool nesterov, size_t n);
 void adam_direction(ExecContext& ctx, float* u, const float* x, float* m, float* v, const AdamParams& p, size_t n);
 // out = in - lr * (g + lambda * g * g * (in - backup))   (DC-ASGD delay compensation)
-void dc_sgd_step(ExecContext& ctx, float* out, const float* in, const float* g,
-                 const float* backup, float lr, float lambda, size_t n);
+void dc_sgd_step(ExecContext& ctx, float* out, const float* in, const float* g, const float* backup, float lr,
+                 float lambda, size_t n);
 // acc += x
 void add_into(ExecContext& ctx, float* acc, const float* x, size_t n);
 // x *= s
@@ -69,14 +69,14 @@ struct Rows {
 // whole-array calls (so each such element gets the bits that call gives it); every other
 // element is left alone. Pointers are the whole arrays' (element 0), as above.
 void sgd_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, const float* g, float lr);
-void momentum_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, float* v, const float* g,
-                   float lr, float mu);
-void nesterov_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, float* v, const float* g,
-                   float lr, float mu);
+void momentum_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, float* v, const float* g, float lr,
+                   float mu);
+void nesterov_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, float* v, const float* g, float lr,
+                   float mu);
 void adam_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, float* m, float* v, const float* g,
                const AdamParams& p);
-void dc_sgd_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, const float* g,
-                 const float* backup, float lr, float lambda);
+void dc_sgd_step(ExecContext& ctx, const Rows& rows, float* out, const float* in, const float* g, const float* backup,
+                 float lr, float lambda);
 void add_into(ExecContext& ctx, const Rows& rows, float* acc, const float* x);
 void scale(ExecContext& ctx, const Rows& rows, float* x, float s);
 void copy(ExecContext& ctx, const Rows& rows, float* out, const float* in);

@@ -11,15 +11,15 @@ namespace asgd::ops_ref {
 inline void sgd_step(std::vector<float>& w, const std::vector<float>& g, float lr) {
   for (size_t i = 0; i < w.size(); ++i) w[i] = w[i] - lr * g[i];
 }
-inline void momentum_step(std::vector<float>& w, std::vector<float>& v, const std::vector<float>& g,
-                          float lr, float mu) {
+inline void momentum_step(std::vector<float>& w, std::vector<float>& v, const std::vector<float>& g, float lr,
+                          float mu) {
   for (size_t i = 0; i < w.size(); ++i) {
     v[i] = mu * v[i] + g[i];
     w[i] = w[i] - lr * v[i];
   }
 }
-inline void nesterov_step(std::vector<float>& w, std::vector<float>& v, const std::vector<float>& g,
-                          float lr, float mu) {
+inline void nesterov_step(std::vector<float>& w, std::vector<float>& v, const std::vector<float>& g, float lr,
+                          float mu) {
   for (size_t i = 0; i < w.size(); ++i) {
     v[i] = mu * v[i] + g[i];
     w[i] = w[i] - lr * (g[i] + mu * v[i]);
@@ -42,9 +42,8 @@ inline void adam_step_rows(std::vector<float>& w, std::vector<float>& m, std::ve
     w[i] = float(w[i] - double(lr) * d);
   }
 }
-inline void adam_step(std::vector<float>& w, std::vector<float>& m, std::vector<float>& v,
-                      const std::vector<float>& g, float lr, double beta1, double beta2, double eps,
-                      double weight_decay, bool decoupled, int t) {
+inline void adam_step(std::vector<float>& w, std::vector<float>& m, std::vector<float>& v, const std::vector<float>& g,
+                      float lr, double beta1, double beta2, double eps, double weight_decay, bool decoupled, int t) {
   std::vector<size_t> all(w.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
   adam_step_rows(w, m, v, g, lr, beta1, beta2, eps, weight_decay, decoupled, t, all);
@@ -56,10 +55,9 @@ inline void nesterov_step_rows(std::vector<float>& w, std::vector<float>& v, con
     w[i] = w[i] - lr * (g[i] + mu * v[i]);
   }
 }
-inline void dc_sgd_step(std::vector<float>& w, const std::vector<float>& g,
-                        const std::vector<float>& backup, float lr, float lambda) {
-  for (size_t i = 0; i < w.size(); ++i)
-    w[i] = w[i] - lr * (g[i] + lambda * g[i] * g[i] * (w[i] - backup[i]));
+inline void dc_sgd_step(std::vector<float>& w, const std::vector<float>& g, const std::vector<float>& backup, float lr,
+                        float lambda) {
+  for (size_t i = 0; i < w.size(); ++i) w[i] = w[i] - lr * (g[i] + lambda * g[i] * g[i] * (w[i] - backup[i]));
 }
 inline void add_into(std::vector<float>& acc, const std::vector<float>& x) {
   for (size_t i = 0; i < acc.size(); ++i) acc[i] += x[i];
@@ -128,11 +126,11 @@ inline float round_fp16(float f) {
   double a = std::fabs(double(f));
   if (a >= 65520.0) return std::copysign(INFINITY, f);  // rounds past the largest half
   int e;
-  std::frexp(a, &e);                  // a = m * 2^e, m in [0.5, 1)
-  int exp2 = std::max(e - 1, -14);    // unbiased exponent, subnormals share -14
+  std::frexp(a, &e);                // a = m * 2^e, m in [0.5, 1)
+  int exp2 = std::max(e - 1, -14);  // unbiased exponent, subnormals share -14
   double ulp = std::ldexp(1.0, exp2 - 10);
   double q = a / ulp;
-  double r = std::nearbyint(q);       // default rounding mode: nearest-even
+  double r = std::nearbyint(q);  // default rounding mode: nearest-even
   return float(std::copysign(r * ulp, f));
 }
 

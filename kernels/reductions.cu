@@ -64,8 +64,10 @@ struct FirstPass {
       }
       s += d;
     }
-    if (chunks[j]) partial[j][t] = s;
-    else job.out.at(i)[c] = s;
+    if (chunks[j])
+      partial[j][t] = s;
+    else
+      job.out.at(i)[c] = s;
   }
 };
 

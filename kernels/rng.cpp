@@ -10,9 +10,7 @@ namespace asgd {
 static_assert(sizeof(curandStatePhilox4_32_10_t) <= 64, "Rng state storage too small");
 
 namespace {
-curandStatePhilox4_32_10_t& st(unsigned char* p) {
-  return *reinterpret_cast<curandStatePhilox4_32_10_t*>(p);
-}
+curandStatePhilox4_32_10_t& st(unsigned char* p) { return *reinterpret_cast<curandStatePhilox4_32_10_t*>(p); }
 }  // namespace
 
 uint64_t Rng::subsequence(RngPurpose purpose, uint32_t worker, uint32_t step) {

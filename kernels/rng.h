@@ -8,18 +8,18 @@ namespace asgd {
 
 // What a stream is for; part of its key so purposes never share numbers.
 enum class RngPurpose : uint8_t {
-  Shuffle = 1,        // sample-stream permutations (step = epoch)
-  ComputeTime = 2,    // per-step compute durations
-  GradientNoise = 3,  // additive gradient noise (quadratic model)
-  Init = 4,           // parameter initialisation
-  Data = 5,           // synthetic data generation
-  Staleness = 6,      // forced-staleness draws
-  Straggler = 7,      // transient straggler draws
-  Failure = 8,        // worker failure draws
-  Speed = 9,          // per-worker speed factors
-  Network = 10,       // network jitter
-  Partition = 11,     // non-IID data partitions (data.partition)
-  Compression = 12,   // PowerSGD's initial Q (worker = the matrix's index)
+  Shuffle = 1,          // sample-stream permutations (step = epoch)
+  ComputeTime = 2,      // per-step compute durations
+  GradientNoise = 3,    // additive gradient noise (quadratic model)
+  Init = 4,             // parameter initialisation
+  Data = 5,             // synthetic data generation
+  Staleness = 6,        // forced-staleness draws
+  Straggler = 7,        // transient straggler draws
+  Failure = 8,          // worker failure draws
+  Speed = 9,            // per-worker speed factors
+  Network = 10,         // network jitter
+  Partition = 11,       // non-IID data partitions (data.partition)
+  Compression = 12,     // PowerSGD's initial Q (worker = the matrix's index)
   ClientSampling = 13,  // a population's draws of clients for free slots (step = the draw's index)
   ClientSpeed = 14,     // a population's per-client slowdown factors (worker = the client)
 };

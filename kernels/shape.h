@@ -33,8 +33,10 @@ inline std::vector<ParamRange> param_layers(const std::vector<ParamBlock>& block
   std::vector<ParamRange> layers;
   for (const ParamBlock& b : blocks) {
     const size_t len = b.rows * b.cols;
-    if (!layers.empty() && b.cols == 1 && layers.back().begin + layers.back().len == b.offset) layers.back().len += len;
-    else layers.push_back({b.offset, len});
+    if (!layers.empty() && b.cols == 1 && layers.back().begin + layers.back().len == b.offset)
+      layers.back().len += len;
+    else
+      layers.push_back({b.offset, len});
   }
   return layers;
 }
@@ -69,8 +71,9 @@ inline Shape conv2d_out_shape(Shape in, int channels, int kernel, int stride, in
                                     std::to_string(kernel) + "): a window would see nothing but padding");
   const int ph = in.height + 2 * padding, pw = in.width + 2 * padding;
   if (kernel > ph || kernel > pw)
-    throw ShapeError("kernel", "kernel " + std::to_string(kernel) + " is larger than its input " + in.text() +
-                                   (padding ? " padded to " + std::to_string(ph) + "x" + std::to_string(pw) : std::string()));
+    throw ShapeError("kernel",
+                     "kernel " + std::to_string(kernel) + " is larger than its input " + in.text() +
+                         (padding ? " padded to " + std::to_string(ph) + "x" + std::to_string(pw) : std::string()));
   return Shape{(ph - kernel) / stride + 1, (pw - kernel) / stride + 1, channels};
 }
 

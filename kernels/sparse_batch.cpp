@@ -40,8 +40,7 @@ void sort_by_feature(std::vector<uint64_t>& keys, std::vector<uint64_t>& tmp) {
 
 }  // namespace
 
-void build_sparse_batch(const int64_t* row_ptr, const int32_t* col, const int32_t* ids, size_t m,
-                        SparseBatch& b) {
+void build_sparse_batch(const int64_t* row_ptr, const int32_t* col, const int32_t* ids, size_t m, SparseBatch& b) {
   const size_t entries = count_entries(row_ptr, ids, m);
   b.keys.resize(entries);
   b.start.resize(m);

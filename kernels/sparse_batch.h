@@ -25,8 +25,7 @@ struct SparseBatch {
 // Builds b from the m samples `ids` of the CSR index (row_ptr, col; host memory). A
 // sample repeated in the minibatch contributes its entries once per occurrence. Throws
 // std::length_error when the minibatch holds INT32_MAX entries or more.
-void build_sparse_batch(const int64_t* row_ptr, const int32_t* col, const int32_t* ids, size_t m,
-                        SparseBatch& b);
+void build_sparse_batch(const int64_t* row_ptr, const int32_t* col, const int32_t* ids, size_t m, SparseBatch& b);
 
 // Only the sorted unique features (b.rows of build_sparse_batch) into rows; `keys` and
 // `sorted` are scratch.

@@ -11,7 +11,7 @@
 namespace asgd {
 
 namespace {
-constexpr size_t kAlign = 256;               // every buffer starts on this offset in its block
+constexpr size_t kAlign = 256;                // every buffer starts on this offset in its block
 constexpr size_t kFirstBlockBytes = 1 << 20;  // the smallest block
 
 size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }

@@ -45,17 +45,15 @@ inline float from_bits(uint32_t u) {
 }
 
 // |got - want| <= atol + rtol * |want| elementwise; reports the first few misses.
-inline ::testing::AssertionResult all_close(const std::vector<float>& got, const std::vector<float>& want,
-                                     double rtol, double atol) {
-  if (got.size() != want.size())
-    return ::testing::AssertionFailure() << "size " << got.size() << " != " << want.size();
+inline ::testing::AssertionResult all_close(const std::vector<float>& got, const std::vector<float>& want, double rtol,
+                                            double atol) {
+  if (got.size() != want.size()) return ::testing::AssertionFailure() << "size " << got.size() << " != " << want.size();
   size_t bad = 0;
   std::string first;
   for (size_t i = 0; i < got.size(); ++i) {
     double g = got[i], w = want[i];
     if (!(std::fabs(g - w) <= atol + rtol * std::fabs(w))) {
-      if (++bad <= 5)
-        first += " [" + std::to_string(i) + "] got " + std::to_string(g) + " want " + std::to_string(w);
+      if (++bad <= 5) first += " [" + std::to_string(i) + "] got " + std::to_string(g) + " want " + std::to_string(w);
     }
   }
   if (bad == 0) return ::testing::AssertionSuccess();

@@ -35,8 +35,8 @@ bool have_fashion_mnist() {
 }  // namespace
 
 TEST(BenchOptions, ParsesTheDocumentedFlags) {
-  char* argv[] = {arg("bench"), arg("--threads"), arg("3"), arg("--quick"), arg("--only"),
-                  arg("a,c"), arg("--json"), arg("out.jsonl"), arg("--repeats"), arg("2")};
+  char* argv[] = {arg("bench"), arg("--threads"), arg("3"),         arg("--quick"),   arg("--only"),
+                  arg("a,c"),   arg("--json"),    arg("out.jsonl"), arg("--repeats"), arg("2")};
   BenchOptions o = parse_bench_options(10, argv);
   EXPECT_EQ(o.threads, 3);
   EXPECT_TRUE(o.quick);
@@ -172,6 +172,7 @@ TEST(BenchWorkloads, CnnWorkloadCountsFlopsAndStaysNearTheBareLimit) {
   EXPECT_EQ(r.flops_per_gradient, 2263920.0 * 32);
   json j = r.to_json();
   for (const char* k : {"flops_per_gradient", "sim_gflops", "bare_gflops"}) EXPECT_TRUE(j.contains(k)) << k;
-  EXPECT_NEAR(j["sim_gflops"].get<double>(), r.flops_per_gradient * r.sim_rate / 1e9, 1e-6 * j["sim_gflops"].get<double>());
+  EXPECT_NEAR(j["sim_gflops"].get<double>(), r.flops_per_gradient * r.sim_rate / 1e9,
+              1e-6 * j["sim_gflops"].get<double>());
   EXPECT_GT(r.ratio, 0.3) << "simulated " << r.sim_rate << " gradients/s vs bare " << r.bare_rate;
 }

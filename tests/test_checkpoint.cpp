@@ -38,15 +38,33 @@ TEST(Checkpoint, RunStateFeaturesResumeByteIdentical) {
   const json async = {{"type", "async"}}, sync = {{"type", "sync"}};
   const std::vector<Case> cases = {
       {"server_costs", async,
-       [](json& c) { c["cluster"]["server"] = {{"update_seconds", 0.0004}, {"send_seconds", 0.00005}}; }},
-      {"sync_server_costs", sync, [](json& c) { c["cluster"]["server"] = {{"update_seconds", 0.0004}}; }},
+       [](json& c) {
+         c["cluster"]["server"] = {{"update_seconds", 0.0004}, {"send_seconds", 0.00005}};
+       }},
+      {"sync_server_costs", sync,
+       [](json& c) {
+         c["cluster"]["server"] = {{"update_seconds", 0.0004}};
+       }},
       {"failures", async,
-       [](json& c) { c["cluster"]["failures"] = {{"rate", 20}, {"down_time", 0.005}}; }},
+       [](json& c) {
+         c["cluster"]["failures"] = {{"rate", 20}, {"down_time", 0.005}};
+       }},
       {"sync_failures", sync,
-       [](json& c) { c["cluster"]["failures"] = {{"rate", 10}, {"down_time", 0.005}}; }},
-      {"adam", async, [](json& c) { c["train"] = {{"batch_size", 8}, {"lr", 0.002}, {"optimizer", "adam"}}; }},
-      {"forced_staleness", async, [](json& c) { c["staleness"] = {{"mode", "uniform"}, {"tau", 4}}; }},
-      {"staleness_at_apply", async, [](json& c) { c["staleness"] = {{"mode", "fixed"}, {"tau", 2}, {"at", "apply"}}; }},
+       [](json& c) {
+         c["cluster"]["failures"] = {{"rate", 10}, {"down_time", 0.005}};
+       }},
+      {"adam", async,
+       [](json& c) {
+         c["train"] = {{"batch_size", 8}, {"lr", 0.002}, {"optimizer", "adam"}};
+       }},
+      {"forced_staleness", async,
+       [](json& c) {
+         c["staleness"] = {{"mode", "uniform"}, {"tau", 4}};
+       }},
+      {"staleness_at_apply", async,
+       [](json& c) {
+         c["staleness"] = {{"mode", "fixed"}, {"tau", 2}, {"at", "apply"}};
+       }},
       {"compression", async,
        [](json& c) {
          c["train"]["momentum"] = 0;
@@ -62,15 +80,14 @@ TEST(Checkpoint, RunStateFeaturesResumeByteIdentical) {
       {"sparse_adam", sync,
        [](json& c) {
          c["model"] = {{"type", "sparse_softmax"}};
-         c["data"] = {{"type", "sparse_synthetic"}, {"features", 3000}, {"nnz", 8}, {"classes", 3},
-                      {"train_samples", 600}, {"test_samples", 200}};
+         c["data"] = {{"type", "sparse_synthetic"}, {"features", 3000},   {"nnz", 8}, {"classes", 3},
+                      {"train_samples", 600},       {"test_samples", 200}};
          c["train"] = {{"batch_size", 8}, {"lr", 0.01}, {"optimizer", "adam"}};
        }},
-      {"sparse_dc_asgd", {{"type", "async"}, {"delay_compensation", 0.04}},
-       [](json& c) {
+      {"sparse_dc_asgd", {{"type", "async"}, {"delay_compensation", 0.04}}, [](json& c) {
          c["model"] = {{"type", "sparse_softmax"}};
-         c["data"] = {{"type", "sparse_synthetic"}, {"features", 3000}, {"nnz", 8}, {"classes", 3},
-                      {"train_samples", 600}, {"test_samples", 200}};
+         c["data"] = {{"type", "sparse_synthetic"}, {"features", 3000},   {"nnz", 8}, {"classes", 3},
+                      {"train_samples", 600},       {"test_samples", 200}};
          c["train"]["momentum"] = 0;
        }}};
   for (const Case& k : cases) {
@@ -157,7 +174,8 @@ TEST(Checkpoint, WhatHasNoCheckpointSaysSoWhenInterrupted) {
             std::string::npos)
       << r.output;
   EXPECT_FALSE(fs::exists(dir + "/out/ck/async-seed5/checkpoint.bin"));
-  const CommandResult off = run_cli("run " + dir + "/c.json --out " + dir + "/off --checkpoint-every 0 "
+  const CommandResult off = run_cli("run " + dir + "/c.json --out " + dir +
+                                    "/off --checkpoint-every 0 "
                                     "--interrupt-after-updates 20 --set cluster.server.update_seconds=0");
   EXPECT_EQ(off.exit_code, 130) << off.output;
   EXPECT_NE(off.output.find("checkpoints are off (--checkpoint-every 0)"), std::string::npos) << off.output;
@@ -188,7 +206,9 @@ TEST(Checkpoint, AnotherBuildsOrADamagedCheckpointIsNotResumed) {
     return run;
   };
   // The CLI makes OUT/tag's experiment again.
-  auto again = [&](const std::string& tag) { return run_cli("run " + out + "/" + tag + "/c.json --out " + out + "/" + tag); };
+  auto again = [&](const std::string& tag) {
+    return run_cli("run " + out + "/" + tag + "/c.json --out " + out + "/" + tag);
+  };
   {  // another commit in the header: starts over, says why, and ends as the reference
     const std::string run = interrupted("build", [](std::string& text) {
       const size_t at = text.find("\"git_commit\":\"");
@@ -197,8 +217,9 @@ TEST(Checkpoint, AnotherBuildsOrADamagedCheckpointIsNotResumed) {
     });
     const CommandResult r = again("build");
     EXPECT_EQ(r.exit_code, 0) << r.output;
-    EXPECT_NE(r.output.find("cannot be resumed from: it was written by another build or for another config (git_commit"),
-              std::string::npos)
+    EXPECT_NE(
+        r.output.find("cannot be resumed from: it was written by another build or for another config (git_commit"),
+        std::string::npos)
         << r.output;
     json meta;
     ASSERT_TRUE(read_json(run + "/meta.json", meta));

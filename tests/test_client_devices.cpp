@@ -46,9 +46,10 @@ std::string refusal(const std::string& dir, size_t count) {
 }
 
 TEST(ClientDevices, ReadsAFolderBack) {
-  const std::string dir = folder("cd_round_trip", std::string(kDevices) + "0,162,5648.109619499134\n1,2.5e1,300\n2,+7,1e5\n",
-                                 "client,active_from,active_to,period\n0,0,3600,86400\n0,7200,7200.5,86400\n"
-                                 "1,10,20,30\n2,0,5,5\n");
+  const std::string dir =
+      folder("cd_round_trip", std::string(kDevices) + "0,162,5648.109619499134\n1,2.5e1,300\n2,+7,1e5\n",
+             "client,active_from,active_to,period\n0,0,3600,86400\n0,7200,7200.5,86400\n"
+             "1,10,20,30\n2,0,5,5\n");
   const ClientDevices d = read_client_devices(dir, 3);
   ASSERT_EQ(d.count(), 3u);
   EXPECT_FALSE(d.always_available());
@@ -87,17 +88,18 @@ TEST(ClientDevices, FedScalesOwnTestVectors) {
     EXPECT_EQ(d.available(0, it->first), it->second) << it->first;
   for (const auto& [t, want] : fedscale) EXPECT_EQ(d.available(0, t), want) << t;
   // the interval ends are in (closed intervals, FedScale's <= ... <=), modulo the period
-  for (double t : {1.0, 3.0, 4.0, 13.0, 14.0, 16.0, 17.0, 19.0, 1e6 + 3.5, 1e6 + 9.25}) EXPECT_TRUE(d.available(0, t)) << t;
+  for (double t : {1.0, 3.0, 4.0, 13.0, 14.0, 16.0, 17.0, 19.0, 1e6 + 3.5, 1e6 + 9.25})
+    EXPECT_TRUE(d.available(0, t)) << t;
   for (double t : {0.0, 0.5, 1.25, 4.5, 5.0, 7.5, 11.5, 20.0, 1e6 + 5}) EXPECT_FALSE(d.available(0, t)) << t;
 }
 
 TEST(ClientDevices, UntilAndNextByHand) {
   const std::string dir = folder("cd_queries", std::string(kDevices) + "0,1,1\n1,1,1\n2,1,1\n3,1,1\n",
                                  "client,active_from,active_to,period\n"
-                                 "0,2,5,10\n0,8,10,10\n"    // ends at the period, but the first does not start at 0
-                                 "1,0,3,10\n1,7,10,10\n"    // [7, 10] then [0, 3]: one run across the wrap
-                                 "2,0,10,10\n"              // the whole period: always
-                                 "3,4,6,10\n");             // one interval a period
+                                 "0,2,5,10\n0,8,10,10\n"  // ends at the period, but the first does not start at 0
+                                 "1,0,3,10\n1,7,10,10\n"  // [7, 10] then [0, 3]: one run across the wrap
+                                 "2,0,10,10\n"            // the whole period: always
+                                 "3,4,6,10\n");           // one interval a period
   const ClientDevices d = read_client_devices(dir, 4);
   // client 0
   EXPECT_EQ(d.available_until(0, 3), 5);
@@ -135,7 +137,8 @@ TEST(ClientDevices, RefusesBadDevices) {
   const std::string h = kDevices;  // the header
   const std::vector<Case> cases = {
       {"client,compute,bandwidth\n0,1,1\n", 1,
-       "devices.csv: line 1: header 'client,compute,bandwidth': expected 'client,compute_ms_per_sample,bandwidth_kbps'"},
+       "devices.csv: line 1: header 'client,compute,bandwidth': expected "
+       "'client,compute_ms_per_sample,bandwidth_kbps'"},
       {"\xef\xbb\xbf" + h + "0,1,1\n", 1, "byte-order mark"},
       {"", 1, "line 1: empty: the first line must be"},
       {h + "0,1,1", 1, "line 2: the last line has no newline"},
@@ -143,8 +146,7 @@ TEST(ClientDevices, RefusesBadDevices) {
       {h + "0,1\n", 1, "line 2: '0,1': expected 3 comma-separated fields, got 2"},
       {h + "0,1,1,1\n", 1, "expected 3 comma-separated fields, got 4"},
       {h + "0,1,1\n2,1,1\n", 3, "line 3: client 2: client 1 is missing"},
-      {h + "0,1,1\n0,1,1\n", 2,
-       "line 3: client 0: duplicate or out of order (client 1 is due"},
+      {h + "0,1,1\n0,1,1\n", 2, "line 3: client 0: duplicate or out of order (client 1 is due"},
       {h + "0,1,1\n1,1,1\n", 1, "line 3: client 1: the population has 1 clients (0..0)"},
       {h + "0,1,1\n", 2, "line 3: the file ends after 1 clients; the population has 2"},
       {h + "x,1,1\n", 1, "client 'x': not a client number"},
@@ -155,8 +157,7 @@ TEST(ClientDevices, RefusesBadDevices) {
       {h + "0,inf,1\n", 1, "compute_ms_per_sample 'inf': not a finite number"},
       {h + "0, 1,1\n", 1, "compute_ms_per_sample ' 1': not a finite number"},
       {h + "0,1,\n", 1, "bandwidth_kbps '': not a finite number"},
-      {h + "0,-3,1\n", 1,
-       "compute_ms_per_sample '-3': must be a positive number of ms per sample"},
+      {h + "0,-3,1\n", 1, "compute_ms_per_sample '-3': must be a positive number of ms per sample"},
       {h + "0,1,0\n", 1, "bandwidth_kbps '0': must be a positive number of kbit/s"},
       {h + "0,1e39,1\n", 1, "'1e39': must be a positive number of ms per sample that a float"},
       {h + "0,1e-50,1\n", 1, "'1e-50': must be a positive number"},
@@ -185,7 +186,8 @@ TEST(ClientDevices, RefusesBadAvailability) {
       {"0,0,5,10\n0,4,6,10\n1,0,1,10\n2,0,1,10\n",
        "line 3: interval [4, 6] of client 0: must start after the previous one ends (5): a client's intervals are "
        "ascending and apart"},
-      {"0,0,5,10\n0,5,6,10\n1,0,1,10\n2,0,1,10\n", "interval [5, 6] of client 0: must start after the previous one ends"},
+      {"0,0,5,10\n0,5,6,10\n1,0,1,10\n2,0,1,10\n",
+       "interval [5, 6] of client 0: must start after the previous one ends"},
       {"0,6,7,10\n0,1,2,10\n1,0,1,10\n2,0,1,10\n", "interval [1, 2] of client 0: must start after"},
       {"0,0,1,0\n1,0,1,10\n2,0,1,10\n", "line 2: period 0 of client 0: must be above 0 s"},
       {"0,0,1,-5\n1,0,1,10\n2,0,1,10\n", "period -5 of client 0: must be above 0 s"},
@@ -207,9 +209,10 @@ TEST(ClientDevices, RefusesBadAvailability) {
     EXPECT_NE(msg.find(cases[i].message), std::string::npos) << "case " << i << ": " << msg;
     EXPECT_NE(msg.find("availability.csv"), std::string::npos) << msg;
   }
-  EXPECT_NE(refusal(folder("cd_avail_header", devices, "client,from,to\n0,0,1\n"), 3)
-                .find("availability.csv: line 1: header 'client,from,to': expected 'client,active_from,active_to,period'"),
-            std::string::npos);
+  EXPECT_NE(
+      refusal(folder("cd_avail_header", devices, "client,from,to\n0,0,1\n"), 3)
+          .find("availability.csv: line 1: header 'client,from,to': expected 'client,active_from,active_to,period'"),
+      std::string::npos);
   const std::string dir = folder("cd_avail_dir", devices);
   std::filesystem::create_directories(dir + "/availability.csv");
   EXPECT_NE(refusal(dir, 3).find("availability.csv: not a regular file"), std::string::npos);

@@ -23,14 +23,15 @@ namespace fs = std::filesystem;
 namespace {
 
 json tiny() {
-  return json{{"name", "tiny"},
-              {"model", {{"type", "softmax"}}},
-              {"data", {{"type", "synthetic"}, {"classes", 3}, {"features", 6}, {"train_samples", 128}, {"test_samples", 64}}},
-              {"train", {{"batch_size", 8}, {"lr", 0.1}}},
-              {"stop", {{"updates", 10}}},
-              {"eval", {{"every", 5}, {"unit", "updates"}}},
-              {"cluster", {{"workers", 2}}},
-              {"engines", json::array({json{{"type", "async"}}})}};
+  return json{
+      {"name", "tiny"},
+      {"model", {{"type", "softmax"}}},
+      {"data", {{"type", "synthetic"}, {"classes", 3}, {"features", 6}, {"train_samples", 128}, {"test_samples", 64}}},
+      {"train", {{"batch_size", 8}, {"lr", 0.1}}},
+      {"stop", {{"updates", 10}}},
+      {"eval", {{"every", 5}, {"unit", "updates"}}},
+      {"cluster", {{"workers", 2}}},
+      {"engines", json::array({json{{"type", "async"}}})}};
 }
 
 struct BadCase {
@@ -56,30 +57,71 @@ TEST(ConfigCli, BadInputExitsTwoNamingTheProblem) {
       {"wrong type", with([](json& c) { c["train"]["batch_size"] = "big"; }), "", {"train.batch_size", "integer"}},
       {"negative lr", with([](json& c) { c["train"]["lr"] = -0.1; }), "", {"train.lr", "> 0"}},
       {"empty staleness window",
-       with([](json& c) { c["staleness"] = {{"mode", "fixed"}, {"tau", 2}, {"from_epoch", 3}, {"until_epoch", 1}}; }),
-       "", {"staleness.until_epoch", "not after staleness.from_epoch"}},
-      {"staleness at what", with([](json& c) { c["staleness"] = {{"mode", "fixed"}, {"tau", 2}, {"at", "push"}}; }), "",
+       with([](json& c) {
+         c["staleness"] = {{"mode", "fixed"}, {"tau", 2}, {"from_epoch", 3}, {"until_epoch", 1}};
+       }),
+       "",
+       {"staleness.until_epoch", "not after staleness.from_epoch"}},
+      {"staleness at what",
+       with([](json& c) {
+         c["staleness"] = {{"mode", "fixed"}, {"tau", 2}, {"at", "push"}};
+       }),
+       "",
        {"staleness.at", "read", "apply"}},
       {"workers = 0", with([](json& c) { c["cluster"]["workers"] = 0; }), "", {"cluster.workers", "[1, 1000000]"}},
       {"empty engines", with([](json& c) { c["engines"] = json::array(); }), "", {"engines", "non-empty"}},
-      {"unknown engine", with([](json& c) { c["engines"][0]["type"] = "asyncc"; }), "",
+      {"unknown engine",
+       with([](json& c) { c["engines"][0]["type"] = "asyncc"; }),
+       "",
        {"engines[0].type", "did you mean 'async'", "sync_backup"}},
-      {"sweep over a missing key", with([](json& c) { c["sweep"] = {{"train.lrate", json::array({0.1, 0.2})}}; }), "",
+      {"sweep over a missing key",
+       with([](json& c) {
+         c["sweep"] = {{"train.lrate", json::array({0.1, 0.2})}};
+       }),
+       "",
        {"sweep.train.lrate", "unknown key"}},
-      {"backups < 0", with([](json& c) { c["engines"][0] = {{"type", "sync_backup"}, {"backups", -1}}; }), "",
+      {"backups < 0",
+       with([](json& c) {
+         c["engines"][0] = {{"type", "sync_backup"}, {"backups", -1}};
+       }),
+       "",
        {"engines[0].backups", "in [0, 2147483647]"}},
-      {"backups >= workers", with([](json& c) { c["engines"][0] = {{"type", "sync_backup"}, {"backups", 2}}; }), "",
+      {"backups >= workers",
+       with([](json& c) {
+         c["engines"][0] = {{"type", "sync_backup"}, {"backups", 2}};
+       }),
+       "",
        {"engines[0].backups", "< cluster.workers"}},
-      {"period < 1", with([](json& c) { c["engines"][0] = {{"type", "easgd"}, {"period", 0}}; }), "",
+      {"period < 1",
+       with([](json& c) {
+         c["engines"][0] = {{"type", "easgd"}, {"period", 0}};
+       }),
+       "",
        {"engines[0].period", "in [1, 2147483647]"}},
-      {"alpha out of range", with([](json& c) { c["engines"][0] = {{"type", "easgd"}, {"alpha", 1.5}}; }), "",
+      {"alpha out of range",
+       with([](json& c) {
+         c["engines"][0] = {{"type", "easgd"}, {"alpha", 1.5}};
+       }),
+       "",
        {"engines[0].alpha", "[0, 1]"}},
       {"negative distribution parameter",
-       with([](json& c) { c["cluster"]["compute"] = {{"dist", "exponential"}, {"mean", -1}}; }), "",
+       with([](json& c) {
+         c["cluster"]["compute"] = {{"dist", "exponential"}, {"mean", -1}};
+       }),
+       "",
        {"cluster.compute.mean", "in (0, 1000000000]"}},
-      {"missing distribution parameter", with([](json& c) { c["cluster"]["compute"] = {{"dist", "pareto"}, {"scale", 1}}; }),
-       "", {"cluster.compute.alpha", "missing"}},
-      {"model/data mismatch", with([](json& c) { c["model"] = {{"type", "linear"}}; }), "", {"data", "regression"}},
+      {"missing distribution parameter",
+       with([](json& c) {
+         c["cluster"]["compute"] = {{"dist", "pareto"}, {"scale", 1}};
+       }),
+       "",
+       {"cluster.compute.alpha", "missing"}},
+      {"model/data mismatch",
+       with([](json& c) {
+         c["model"] = {{"type", "linear"}};
+       }),
+       "",
+       {"data", "regression"}},
       {"bad --set", tiny().dump(), "--set train.lr", {"KEY.PATH=VALUE"}},
       {"--set to a bad value", tiny().dump(), "--set train.momentum=2", {"train.momentum"}},
       {"batched_gradients = 0", tiny().dump(), "--set batched_gradients=0", {"batched_gradients", "[1, 1024]"}},
@@ -90,7 +132,8 @@ TEST(ConfigCli, BadInputExitsTwoNamingTheProblem) {
     std::string path = dir + "/case" + std::to_string(i) + ".json";
     write_text(path, c.config_text);
     std::string out = dir + "/out" + std::to_string(i);
-    std::string args = c.extra_args.find("--out") == std::string::npos ? "--out " + out + " " + c.extra_args : c.extra_args;
+    std::string args =
+        c.extra_args.find("--out") == std::string::npos ? "--out " + out + " " + c.extra_args : c.extra_args;
     CommandResult r = run_cli("run " + path + " --quiet " + args);
     EXPECT_EQ(r.exit_code, 2) << c.what << ":\n" << r.output;
     for (const auto& m : c.must_mention)
@@ -113,7 +156,8 @@ TEST(ConfigCli, AllErrorsOfAConfigAreReportedAtOnce) {
   write_text(dir + "/c.json", c.dump());
   CommandResult r = run_cli("validate " + dir + "/c.json");
   EXPECT_EQ(r.exit_code, 2);
-  for (const char* m : {"train.lr", "cluster.workers", "eval.unitt"}) EXPECT_NE(r.output.find(m), std::string::npos) << m;
+  for (const char* m : {"train.lr", "cluster.workers", "eval.unitt"})
+    EXPECT_NE(r.output.find(m), std::string::npos) << m;
 }
 
 TEST(ConfigCli, MissingDataFolderIsInvalidInput) {
@@ -181,7 +225,8 @@ TEST(ConfigCli, ADifferentConfigNeverOverwritesARunFolderSilently) {
   // and says which keys differ, with both values
   EXPECT_NE(r.output.find("(train.lr: 0.1 there, 0.3 now)"), std::string::npos) << r.output;
   EXPECT_EQ(read_file(dir + "/out/tiny/async-seed1/metrics.csv"), before);
-  EXPECT_EQ(run_cli("run " + dir + "/c.json --quiet --supersede --out " + dir + "/out --set train.lr=0.3").exit_code, 0);
+  EXPECT_EQ(run_cli("run " + dir + "/c.json --quiet --supersede --out " + dir + "/out --set train.lr=0.3").exit_code,
+            0);
   EXPECT_NE(read_file(dir + "/out/tiny/async-seed1/metrics.csv"), before);
 }
 
@@ -236,7 +281,8 @@ TEST(Trace, EachRunIsAProcessAndSpansCarryStepStalenessAndBytes) {
     std::istringstream csv(read_file(run_dir + "/staleness.csv"));
     std::string line;
     std::getline(csv, line);
-    while (std::getline(csv, line)) hist[std::stoull(line.substr(0, line.find(',')))] = std::stoull(line.substr(line.find(',') + 1));
+    while (std::getline(csv, line))
+      hist[std::stoull(line.substr(0, line.find(',')))] = std::stoull(line.substr(line.find(',') + 1));
     EXPECT_EQ(traced_staleness, hist);
     EXPECT_GT(hist.size(), 1u);  // 3 async workers: gradients of several staleness values
   }
@@ -284,7 +330,9 @@ TEST(Sweeps, AnEngineKeyAppliesOnlyToEnginesThatHaveIt) {
   CommandResult bad = run_cli("validate " + dir + "/d.json");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.output.find("sweep.engine.backup: no engine of this experiment (async, sync_backup) has the parameter "
-                            "'backup'"), std::string::npos) << bad.output;
+                            "'backup'"),
+            std::string::npos)
+      << bad.output;
   EXPECT_EQ(std::count(bad.output.begin(), bad.output.end(), '\n'), 2) << bad.output;  // header + one
 }
 
@@ -322,7 +370,8 @@ TEST(ConfigCli, RunFolderHasTheContractFiles) {
   write_text(dir + "/c.json", tiny().dump());
   ASSERT_EQ(run_cli("run " + dir + "/c.json --quiet --trace --out " + dir + "/out").exit_code, 0);
   std::string run = dir + "/out/tiny/async-seed1";
-  for (const char* f : {"config.json", "meta.json", "metrics.csv", "summary.json", "staleness.csv", "workers.csv", "trace.json"})
+  for (const char* f :
+       {"config.json", "meta.json", "metrics.csv", "summary.json", "staleness.csv", "workers.csv", "trace.json"})
     EXPECT_TRUE(fs::exists(run + "/" + f)) << f;
   json summary = json::parse(read_file(run + "/summary.json"));
   for (const char* k : {"status", "engine", "seed", "final", "time", "updates", "gradients", "dropped_gradients",
@@ -350,8 +399,9 @@ TEST(ConfigCli, EveryShippedConfigValidates) {
 TEST(ConfigCli, ListNamesEveryEngineModelAndDistribution) {
   CommandResult r = run_cli("list");
   ASSERT_EQ(r.exit_code, 0);
-  for (const char* name : {"async", "sync", "sync_backup", "easgd", "quadratic", "linear", "logistic", "softmax", "mlp", "cnn",
-                           "fashion_mnist", "synthetic", "exponential", "pareto", "lognormal", "trace", "geometric"})
+  for (const char* name :
+       {"async", "sync", "sync_backup", "easgd", "quadratic", "linear", "logistic", "softmax", "mlp", "cnn",
+        "fashion_mnist", "synthetic", "exponential", "pareto", "lognormal", "trace", "geometric"})
     EXPECT_NE(r.output.find(name), std::string::npos) << name;
 }
 
@@ -369,7 +419,9 @@ TEST(ConfigCli, UsageErrorsExitTwo) {
 // every option it takes.
 TEST(CliHelp, EveryCommandDescribesEveryOption) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> commands = {
-      {"run", {"--set", "--out", "--threads", "--jobs", "--shard", "--rerun", "--supersede", "--wait", "--quiet", "--trace", "--help"}},
+      {"run",
+       {"--set", "--out", "--threads", "--jobs", "--shard", "--rerun", "--supersede", "--wait", "--quiet", "--trace",
+        "--help"}},
       {"validate", {"--set", "--help"}},
       {"cluster", {"--set", "--out", "--rerun", "--supersede", "--quiet", "--trace", "--help"}},
       {"index", {"--quiet", "--wait", "--help"}},
@@ -379,7 +431,8 @@ TEST(CliHelp, EveryCommandDescribesEveryOption) {
     CommandResult help = run_cli(cmd + " --help");
     EXPECT_EQ(help.exit_code, 0) << cmd << "\n" << help.output;
     EXPECT_EQ(help.output.rfind("usage: ", 0), 0u) << help.output;
-    for (const auto& o : options) EXPECT_NE(help.output.find(o), std::string::npos) << cmd << " " << o << "\n" << help.output;
+    for (const auto& o : options)
+      EXPECT_NE(help.output.find(o), std::string::npos) << cmd << " " << o << "\n" << help.output;
     for (const std::string& other : {cmd + " -h", "help " + cmd, cmd + " x.json --jobs 2 --help"}) {
       CommandResult r = run_cli(other);
       EXPECT_EQ(r.exit_code, 0) << other;
@@ -397,7 +450,8 @@ TEST(CliHelp, TopLevelHelpListsTheCommands) {
     CommandResult r = run_cli(form);
     EXPECT_EQ(r.exit_code, 0) << form;
     for (const char* cmd : {"run", "cluster", "validate", "index", "list", "bench"})
-      EXPECT_NE(r.output.find(std::string("\n  ") + cmd + " "), std::string::npos) << form << " " << cmd << "\n" << r.output;
+      EXPECT_NE(r.output.find(std::string("\n  ") + cmd + " "), std::string::npos) << form << " " << cmd << "\n"
+                                                                                   << r.output;
     EXPECT_NE(r.output.find("COMMAND --help"), std::string::npos);
   }
 }
@@ -432,8 +486,8 @@ TEST(Progress, ATerminalSeesTheExperimentAsAWhole) {
   std::string dir = temp_dir("progress_tty");
   write_text(dir + "/c.json", tiny().dump());
   // script(1) runs the command on a pseudo-terminal: stderr is a terminal there.
-  std::string cmd = "script -qec '" + std::string(asgd::testing::binary()) + " run " + dir + "/c.json --set repeats=3 --jobs 2 --out " +
-                    dir + "/out' /dev/null";
+  std::string cmd = "script -qec '" + std::string(asgd::testing::binary()) + " run " + dir +
+                    "/c.json --set repeats=3 --jobs 2 --out " + dir + "/out' /dev/null";
   FILE* p = ::popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;
@@ -516,21 +570,22 @@ TEST(Reliability, DivergenceIsAResultNotACrash) {
 // experiment runs the unfinished run again instead of skipping it.
 TEST(Reliability, InterruptMarksTheRunAndARerunRedoesIt) {
   std::string dir = temp_dir("rel");
-  json c = {{"name", "intr"},
-            {"model", {{"type", "quadratic"}, {"dim", 20000}, {"curvature", {{"min", 0.01}, {"max", 1.0}}}, {"noise", 0.01}}},
-            {"train", {{"lr", 0.01}}},
-            {"stop", {{"updates", 1000000000}}},
-            {"eval", {{"every", 200}, {"unit", "updates"}}},
-            {"cluster", {{"workers", 4}}},
-            {"engines", json::array({json{{"type", "async"}}})}};
+  json c = {
+      {"name", "intr"},
+      {"model", {{"type", "quadratic"}, {"dim", 20000}, {"curvature", {{"min", 0.01}, {"max", 1.0}}}, {"noise", 0.01}}},
+      {"train", {{"lr", 0.01}}},
+      {"stop", {{"updates", 1000000000}}},
+      {"eval", {{"every", 200}, {"unit", "updates"}}},
+      {"cluster", {{"workers", 4}}},
+      {"engines", json::array({json{{"type", "async"}}})}};
   write_text(dir + "/c.json", c.dump());
   auto run_and_interrupt = [&](const std::string& flags) {
     // The signal comes 3 s after the run has started (its meta.json is written), not
     // after the process has; on a GPU the CUDA context is made after meta.json, which took
     // over 1.5 s on an H100. The run cannot finish first: 10^9 updates take minutes.
     const std::string meta = dir + "/out/intr/async-seed1/meta.json";
-    std::string cmd = "rm -f " + meta + "; " + std::string(asgd::testing::binary()) + " run " + dir + "/c.json " + flags +
-                      " --out " + dir + "/out & pid=$!; for i in $(seq 300); do [ -e " + meta +
+    std::string cmd = "rm -f " + meta + "; " + std::string(asgd::testing::binary()) + " run " + dir + "/c.json " +
+                      flags + " --out " + dir + "/out & pid=$!; for i in $(seq 300); do [ -e " + meta +
                       " ] && break; sleep 0.1; done; sleep 3; kill -INT $pid; wait $pid; echo rc=$?";
     FILE* p = ::popen(("bash -c '" + cmd + "' 2>&1").c_str(), "r");
     std::string out;
@@ -624,8 +679,8 @@ TEST(Jobs, AFailingRunNamesItsRunId) {
   json good = {{"type", "synthetic"}, {"classes", 3}, {"features", 6}, {"train_samples", 128}, {"test_samples", 64}};
   // files that exist (validation passes) but are no IDX files: the run fails reading them
   fs::create_directories(dir + "/bad");
-  for (const char* f : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
-                        "t10k-labels-idx1-ubyte"})
+  for (const char* f :
+       {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"})
     write_text(dir + "/bad/" + f, "not an IDX file");
   json bad = {{"type", "fashion_mnist"}, {"path", dir + "/bad"}};
   c.erase("data");
@@ -660,17 +715,19 @@ TEST(Jobs, AFailingRunNamesItsRunId) {
 // is written, exit 130.
 TEST(Jobs, InterruptEndsEveryRunUnderWay) {
   std::string dir = temp_dir("jobs");
-  json c = {{"name", "intr"},
-            {"repeats", 3},
-            {"model", {{"type", "quadratic"}, {"dim", 20000}, {"curvature", {{"min", 0.01}, {"max", 1.0}}}, {"noise", 0.01}}},
-            {"train", {{"lr", 0.01}}},
-            {"stop", {{"updates", 400000}}},
-            {"eval", {{"every", 200}, {"unit", "updates"}}},
-            {"cluster", {{"workers", 4}}},
-            {"engines", json::array({json{{"type", "async"}}})}};
+  json c = {
+      {"name", "intr"},
+      {"repeats", 3},
+      {"model", {{"type", "quadratic"}, {"dim", 20000}, {"curvature", {{"min", 0.01}, {"max", 1.0}}}, {"noise", 0.01}}},
+      {"train", {{"lr", 0.01}}},
+      {"stop", {{"updates", 400000}}},
+      {"eval", {{"every", 200}, {"unit", "updates"}}},
+      {"cluster", {{"workers", 4}}},
+      {"engines", json::array({json{{"type", "async"}}})}};
   write_text(dir + "/c.json", c.dump());
-  std::string out = shell(std::string(asgd::testing::binary()) + " run " + dir + "/c.json --quiet --jobs 2 --threads 2 --out " + dir +
-                          "/out & pid=$!; sleep 1.5; kill -INT $pid; wait $pid; echo rc=$?");
+  std::string out =
+      shell(std::string(asgd::testing::binary()) + " run " + dir + "/c.json --quiet --jobs 2 --threads 2 --out " + dir +
+            "/out & pid=$!; sleep 1.5; kill -INT $pid; wait $pid; echo rc=$?");
   EXPECT_NE(out.find("rc=130"), std::string::npos) << out;
   for (const char* run : {"async-seed1", "async-seed2"}) {
     std::string folder = dir + "/out/intr/" + run;
@@ -752,7 +809,8 @@ TEST(ConfigCli, CnnLayersAreCheckedAgainstTheDatasImages) {
     c["data"].erase("features");
     return c;
   };
-  const json two_blocks = json::array({json{{"channels", 4}, {"kernel", 5}, {"pool", 2}}, json{{"channels", 8}, {"kernel", 5}}});
+  const json two_blocks =
+      json::array({json{{"channels", 4}, {"kernel", 5}, {"pool", 2}}, json{{"channels", 8}, {"kernel", 5}}});
   struct Case {
     std::string what;
     json config;
@@ -768,18 +826,28 @@ TEST(ConfigCli, CnnLayersAreCheckedAgainstTheDatasImages) {
   json regression = cnn(two_blocks);
   regression["data"]["task"] = "regression";
   std::vector<Case> cases = {
-      {"kernel larger than its input", cnn(two_blocks), {"model.conv[1].kernel", "larger than its input 4x4x4", "12x12x1"}},
+      {"kernel larger than its input",
+       cnn(two_blocks),
+       {"model.conv[1].kernel", "larger than its input 4x4x4", "12x12x1"}},
       {"pool larger than its input",
-       cnn(json::array({json{{"channels", 4}, {"kernel", 3}, {"pool", 11}}})), {"model.conv[0].pool", "10x10x4"}},
-      {"padding as large as the kernel", cnn(json::array({json{{"channels", 4}, {"kernel", 3}, {"padding", 3}}})),
+       cnn(json::array({json{{"channels", 4}, {"kernel", 3}, {"pool", 11}}})),
+       {"model.conv[0].pool", "10x10x4"}},
+      {"padding as large as the kernel",
+       cnn(json::array({json{{"channels", 4}, {"kernel", 3}, {"padding", 3}}})),
        {"model.conv[0].padding", "smaller than the kernel"}},
-      {"misspelled block key", cnn(json::array({json{{"channels", 4}, {"kernal", 3}}})),
+      {"misspelled block key",
+       cnn(json::array({json{{"channels", 4}, {"kernal", 3}}})),
        {"model.conv[0].kernal", "did you mean 'kernel'", "model.conv[0].kernel"}},
       {"no channels", cnn(json::array({json{{"kernel", 3}}})), {"model.conv[0].channels", "missing"}},
       {"conv not a list", cnn(json{{"channels", 4}}), {"model.conv", "a list"}},
       {"lenet5 with its own layers", lenet_with_conv, {"model.conv", "lenet5"}},
       {"flat synthetic data", flat, {"data.image", "[channels, height, width]"}},
-      {"image of two numbers", [&] { json c = cnn(two_blocks); c["data"]["image"] = {12, 12}; return c; }(),
+      {"image of two numbers",
+       [&] {
+         json c = cnn(two_blocks);
+         c["data"]["image"] = {12, 12};
+         return c;
+       }(),
        {"data.image", "[channels, height, width]"}},
       {"features against image", mismatch, {"data.features", "144"}},
       {"regression data", regression, {"data.task", "classifier"}},
@@ -819,12 +887,13 @@ TEST(ResourceEstimate, CountsTheParametersOfTheModelTheRunBuilds) {
   EXPECT_EQ(count(mlp), (6 + 1) * 5 + (5 + 1) * 3);
   json lenet = tiny();
   lenet["model"] = {{"type", "cnn"}, {"arch", "lenet5"}};
-  lenet["data"] = {{"type", "synthetic"}, {"classes", 10}, {"image", {1, 28, 28}}, {"train_samples", 64}, {"test_samples", 16}};
+  lenet["data"] = {
+      {"type", "synthetic"}, {"classes", 10}, {"image", {1, 28, 28}}, {"train_samples", 64}, {"test_samples", 16}};
   EXPECT_EQ(count(lenet), 61706);  // LeNet-5 as README.md states it
   json sparse = tiny();
   sparse["model"] = {{"type", "sparse_softmax"}};
-  sparse["data"] = {{"type", "sparse_synthetic"}, {"features", 5000}, {"nnz", 10}, {"classes", 3},
-                    {"train_samples", 300}, {"test_samples", 100}};
+  sparse["data"] = {{"type", "sparse_synthetic"}, {"features", 5000},   {"nnz", 10}, {"classes", 3},
+                    {"train_samples", 300},       {"test_samples", 100}};
   EXPECT_EQ(count(sparse), 5000 * 3 + 3);
   json quad = tiny();
   quad["model"] = {{"type", "quadratic"}, {"dim", 1000}};
@@ -839,12 +908,18 @@ namespace {
 json some_value(const ParamInfo& p) {
   if (!p.choices.empty()) return p.choices.front();
   switch (p.type) {
-    case ParamType::Integer: return int64_t(std::max(1.0, p.min + 1));
-    case ParamType::String: return "x";
-    case ParamType::Boolean: return true;
-    case ParamType::IntegerList: return json::array({1});
-    case ParamType::NumberList: return json::array({1.0});
-    default: return std::max(1.0, p.min + 1);
+    case ParamType::Integer:
+      return int64_t(std::max(1.0, p.min + 1));
+    case ParamType::String:
+      return "x";
+    case ParamType::Boolean:
+      return true;
+    case ParamType::IntegerList:
+      return json::array({1});
+    case ParamType::NumberList:
+      return json::array({1.0});
+    default:
+      return std::max(1.0, p.min + 1);
   }
 }
 json required_keys(const std::vector<ParamInfo>& params) {
@@ -897,8 +972,10 @@ TEST(ConfigDefaults, ListDefaultsAreWhatAConfigThatLeavesThemOutResolvesTo) {
                   {"failures", {{"events", json::array({{{"worker", 0}, {"at", 1}}})}}}};
   const json r = run_config(c);
   for (const auto& s : section_catalog()) {
-    if (s.name == "cluster.topology.intra") expect_defaults(s.params, r["cluster"]["topology"]["intra"], {}, {}, s.name);
-    if (s.name == "cluster.topology.inter") expect_defaults(s.params, r["cluster"]["topology"]["inter"], {}, {}, s.name);
+    if (s.name == "cluster.topology.intra")
+      expect_defaults(s.params, r["cluster"]["topology"]["intra"], {}, {}, s.name);
+    if (s.name == "cluster.topology.inter")
+      expect_defaults(s.params, r["cluster"]["topology"]["inter"], {}, {}, s.name);
     if (s.name == "cluster.stragglers.slow[]")
       expect_defaults(s.params, r["cluster"]["stragglers"]["slow"][0], {}, {}, s.name);
     if (s.name == "cluster.failures.events[]")
@@ -940,16 +1017,15 @@ TEST(ConfigDefaults, ListDefaultsAreWhatAConfigThatLeavesThemOutResolvesTo) {
     expect_defaults(d.params, run_config(cfg)["cluster"]["compute"], given, {}, "cluster.compute." + d.name);
   }
   // every model, and every data set, on data it can read
-  const std::map<std::string, json> data_for = {
-      {"quadratic", {{"type", "none"}}},
-      {"linear", {{"type", "synthetic"}, {"task", "regression"}}},
-      {"logistic", {{"type", "synthetic"}, {"classes", 2}}},
-      {"softmax", {{"type", "synthetic"}}},
-      {"mlp", {{"type", "synthetic"}}},
-      {"cnn", {{"type", "synthetic"}, {"image", {1, 28, 28}}}},
-      {"sparse_logistic", {{"type", "sparse_synthetic"}}},
-      {"sparse_softmax", {{"type", "sparse_synthetic"}}},
-      {"torch", {{"type", "torch"}}}};
+  const std::map<std::string, json> data_for = {{"quadratic", {{"type", "none"}}},
+                                                {"linear", {{"type", "synthetic"}, {"task", "regression"}}},
+                                                {"logistic", {{"type", "synthetic"}, {"classes", 2}}},
+                                                {"softmax", {{"type", "synthetic"}}},
+                                                {"mlp", {{"type", "synthetic"}}},
+                                                {"cnn", {{"type", "synthetic"}, {"image", {1, 28, 28}}}},
+                                                {"sparse_logistic", {{"type", "sparse_synthetic"}}},
+                                                {"sparse_softmax", {{"type", "sparse_synthetic"}}},
+                                                {"torch", {{"type", "torch"}}}};
   for (const auto& m : model_catalog()) {
     ASSERT_TRUE(data_for.count(m.name)) << "a new model: give it data in this test";
     json cfg = kSmallest, given = required_keys(m.params);
@@ -958,9 +1034,10 @@ TEST(ConfigDefaults, ListDefaultsAreWhatAConfigThatLeavesThemOutResolvesTo) {
     cfg["data"] = data_for.at(m.name);
     expect_defaults(m.params, run_config(cfg)["model"], given, {}, "model." + m.name);
   }
-  const std::map<std::string, std::string> model_for = {{"none", "quadratic"},          {"synthetic", "softmax"},
-                                                        {"fashion_mnist", "softmax"},   {"sparse_synthetic", "sparse_softmax"},
-                                                        {"svmlight", "sparse_softmax"},  {"torch", "torch"}};
+  const std::map<std::string, std::string> model_for = {
+      {"none", "quadratic"},          {"synthetic", "softmax"},
+      {"fashion_mnist", "softmax"},   {"sparse_synthetic", "sparse_softmax"},
+      {"svmlight", "sparse_softmax"}, {"torch", "torch"}};
   for (const auto& d : data_catalog()) {
     ASSERT_TRUE(model_for.count(d.name)) << "a new data set: give it a model in this test";
     json cfg = kSmallest, given = required_keys(d.params);
@@ -990,15 +1067,16 @@ TEST(ConfigDefaults, ListDefaultsAreWhatAConfigThatLeavesThemOutResolvesTo) {
 TEST(ModelKeys, ReadBackFromTheTypedConfigAndCheckTheData) {
   std::vector<json> given;
   for (const ModelType& t : model_types()) given.push_back({{"type", t.name}});
-  for (const json& g : {json{{"type", "quadratic"}, {"dim", 3}, {"curvature", {0.5, 2.0, 4.0}}, {"noise", 0.25}, {"init", -1.5}},
-                        json{{"type", "quadratic"}, {"dim", 4}, {"curvature", {{"min", 0.5}, {"max", 8.0}}}},
-                        json{{"type", "quadratic"}, {"curvature", 2.5}},
-                        json{{"type", "cnn"}, {"arch", "lenet5"}},
-                        json{{"type", "cnn"}, {"conv", {{{"channels", 2}, {"kernel", 3}, {"pool", 2}}}}, {"hidden", {5}},
-                             {"activation", "tanh"}},
-                        json{{"type", "mlp"}, {"hidden", {7, 3}}, {"activation", "tanh"}},
-                        json{{"type", "torch"}, {"module", "m.py:make"}, {"loss", "m.py:loss"}, {"threads", 2},
-                             {"bn_samples", 0}}})
+  for (const json& g :
+       {json{{"type", "quadratic"}, {"dim", 3}, {"curvature", {0.5, 2.0, 4.0}}, {"noise", 0.25}, {"init", -1.5}},
+        json{{"type", "quadratic"}, {"dim", 4}, {"curvature", {{"min", 0.5}, {"max", 8.0}}}},
+        json{{"type", "quadratic"}, {"curvature", 2.5}}, json{{"type", "cnn"}, {"arch", "lenet5"}},
+        json{{"type", "cnn"},
+             {"conv", {{{"channels", 2}, {"kernel", 3}, {"pool", 2}}}},
+             {"hidden", {5}},
+             {"activation", "tanh"}},
+        json{{"type", "mlp"}, {"hidden", {7, 3}}, {"activation", "tanh"}},
+        json{{"type", "torch"}, {"module", "m.py:make"}, {"loss", "m.py:loss"}, {"threads", 2}, {"bn_samples", 0}}})
     given.push_back(g);
   for (const json& g : given) {
     Validator v;
@@ -1037,7 +1115,8 @@ TEST(ModelKeys, ReadBackFromTheTypedConfigAndCheckTheData) {
   c["data"]["image"] = {1, 3, 3};
   EXPECT_NE(config_issues(c).find("model.conv[0].kernel: "), std::string::npos) << config_issues(c);
   c["data"].erase("image");
-  EXPECT_EQ(config_issues(c), "data.image: model 'cnn' reads images: give the samples' shape, [channels, height, width]\n");
+  EXPECT_EQ(config_issues(c),
+            "data.image: model 'cnn' reads images: give the samples' shape, [channels, height, width]\n");
 }
 
 TEST(DistributionKeys, ReadBackFromTheTypedConfigAndResolveInTheirEntries) {
@@ -1179,7 +1258,11 @@ TEST(DataFamily, DeclaredSizesAreWhatTheLoaderMakes) {
   write_text(dir + "/d.svm", "+1 1:0.5\n-1 3:1\n+1 2:2\n-1 1:1\n");
   const std::vector<json> sets = {
       {{"type", "synthetic"}, {"train_samples", 50}, {"test_samples", 20}, {"features", 7}, {"classes", 3}},
-      {{"type", "synthetic"}, {"task", "regression"}, {"train_samples", 30}, {"test_samples", 10}, {"image", {2, 3, 4}}},
+      {{"type", "synthetic"},
+       {"task", "regression"},
+       {"train_samples", 30},
+       {"test_samples", 10},
+       {"image", {2, 3, 4}}},
       {{"type", "sparse_synthetic"}, {"train_samples", 40}, {"test_samples", 8}, {"features", 100}, {"nnz", 4}},
       {{"type", "svmlight"}, {"path", "d.svm"}, {"features", 5}, {"classes", 2}}};
   for (const json& user : sets) {
@@ -1237,15 +1320,36 @@ TEST(DataKeys, ReadBackFromTheTypedConfigAndCheckTheModel) {
   for (const DataType& t : data_types())
     given.push_back(t.name == "svmlight" ? json{{"type", t.name}, {"path", "d.svm"}} : json{{"type", t.name}});
   for (const json& g :
-       {json{{"type", "synthetic"}, {"task", "regression"}, {"image", {2, 3, 4}}, {"noise", 0.25}, {"train_samples", 7},
+       {json{{"type", "synthetic"},
+             {"task", "regression"},
+             {"image", {2, 3, 4}},
+             {"noise", 0.25},
+             {"train_samples", 7},
              {"test_samples", 5}},
-        json{{"type", "synthetic"}, {"classes", 4}, {"features", 9}, {"partition", "dirichlet"}, {"partition_alpha", 0.25}},
-        json{{"type", "fashion_mnist"}, {"path", "here"}, {"train_limit", 100}, {"test_limit", 10}, {"partition", "shards"},
+        json{{"type", "synthetic"},
+             {"classes", 4},
+             {"features", 9},
+             {"partition", "dirichlet"},
+             {"partition_alpha", 0.25}},
+        json{{"type", "fashion_mnist"},
+             {"path", "here"},
+             {"train_limit", 100},
+             {"test_limit", 10},
+             {"partition", "shards"},
              {"partition_shards", 3}},
-        json{{"type", "sparse_synthetic"}, {"features", 40}, {"nnz", 4}, {"zipf", 0.5}, {"classes", 3},
+        json{{"type", "sparse_synthetic"},
+             {"features", 40},
+             {"nnz", 4},
+             {"zipf", 0.5},
+             {"classes", 3},
              {"partition", "dirichlet_mix"}},
-        json{{"type", "svmlight"}, {"path", "a.svm"}, {"test_path", "b.svm"}, {"holdout", 0.25}, {"features", 12},
-             {"index_base", 0}, {"classes", 2}},
+        json{{"type", "svmlight"},
+             {"path", "a.svm"},
+             {"test_path", "b.svm"},
+             {"holdout", 0.25},
+             {"features", 12},
+             {"index_base", 0},
+             {"classes", 2}},
         json{{"type", "torch"}, {"module", "d.py:make"}, {"train_limit", 3}, {"test_limit", 2}, {"classes", 5}},
         json{{"type", "none"}, {"samples", 77}}})
     given.push_back(g);
@@ -1289,17 +1393,20 @@ TEST(DataKeys, ReadBackFromTheTypedConfigAndCheckTheModel) {
   EXPECT_EQ(e.runs.front().bound_data->object(), e.runs.front().config["data"]);
   c["model"] = {{"type", "sparse_logistic"}};
   c["data"] = {{"type", "sparse_synthetic"}, {"features", 10}, {"nnz", 20}, {"classes", 3}};
-  EXPECT_EQ(config_issues(c), "data.nnz: must be <= data.features (10): each sample takes one feature from each of nnz "
-                              "fields\ndata.classes: model 'sparse_logistic' is binary: use classes 2, or sparse_softmax\n");
-  c["data"] = {{"type", "svmlight"}, {"path", "d.svm"}, {"classes", 3}};
   EXPECT_EQ(config_issues(c),
-            "data.classes: model 'sparse_logistic' is binary: use classes 0 (from the labels) or 2, or sparse_softmax\n");
+            "data.nnz: must be <= data.features (10): each sample takes one feature from each of nnz "
+            "fields\ndata.classes: model 'sparse_logistic' is binary: use classes 2, or sparse_softmax\n");
+  c["data"] = {{"type", "svmlight"}, {"path", "d.svm"}, {"classes", 3}};
+  EXPECT_EQ(
+      config_issues(c),
+      "data.classes: model 'sparse_logistic' is binary: use classes 0 (from the labels) or 2, or sparse_softmax\n");
   c = tiny();
   c["model"] = {{"type", "linear"}};
   c["data"]["task"] = "regression";
   c["data"]["partition"] = "shards";
-  EXPECT_EQ(config_issues(c), "data.partition: \"shards\" splits the training set by label: it needs a classification "
-                              "set that the model reads (use \"iid\")\n");
+  EXPECT_EQ(config_issues(c),
+            "data.partition: \"shards\" splits the training set by label: it needs a classification "
+            "set that the model reads (use \"iid\")\n");
   c["data"]["classes"] = 2;
   c["data"].erase("partition");
   c["model"] = {{"type", "logistic"}};
@@ -1311,19 +1418,16 @@ TEST(DataKeys, ReadBackFromTheTypedConfigAndCheckTheModel) {
 
 // ---- an engine's own training keys (engines[i].train overrides train.* for that engine) ----
 
-namespace {
-
-
-
-}  // namespace
+namespace {}  // namespace
 
 TEST(EngineTrain, OverridesReachOnlyThatEnginesRunsAndShowInConfigJson) {
   json c = tiny();
   c["train"]["momentum"] = 0.9;
-  c["engines"] = json::array({json{{"type", "async"}, {"train", {{"lr", 0.01}, {"momentum", 0.5}}}},
-                              json{{"type", "sync"}},
-                              json{{"type", "sync"}, {"name", "sync_adam"},
-                                   {"train", {{"optimizer", "adam"}, {"momentum", 0}, {"beta1", 0.8}}}}});
+  c["engines"] =
+      json::array({json{{"type", "async"}, {"train", {{"lr", 0.01}, {"momentum", 0.5}}}}, json{{"type", "sync"}},
+                   json{{"type", "sync"},
+                        {"name", "sync_adam"},
+                        {"train", {{"optimizer", "adam"}, {"momentum", 0}, {"beta1", 0.8}}}}});
   const Experiment e = resolve_experiment(c, "t", ".");
   ASSERT_EQ(e.runs.size(), 3u);
   const RunSpec &a = e.runs[0], &s = e.runs[1], &adam = e.runs[2];
@@ -1340,7 +1444,9 @@ TEST(EngineTrain, OverridesReachOnlyThatEnginesRunsAndShowInConfigJson) {
   EXPECT_EQ(e.resolved["engines"][0]["train"], a.config["engine"]["train"]);  // experiment.json too
   // an lr_schedule of another type replaces train's; null removes a key (back to its default)
   c["train"]["lr_schedule"] = {{"type", "step"}, {"milestones", {1}}, {"gamma", 0.5}};
-  c["engines"] = json::array({json{{"type", "async"}, {"train", {{"lr_schedule", {{"type", "cosine"}, {"total_epochs", 2}}}, {"momentum", nullptr}}}}});
+  c["engines"] = json::array(
+      {json{{"type", "async"},
+            {"train", {{"lr_schedule", {{"type", "cosine"}, {"total_epochs", 2}}}, {"momentum", nullptr}}}}});
   const RunSpec r = resolve_experiment(c, "t", ".").runs[0];
   EXPECT_EQ(r.config["train"]["lr_schedule"]["type"], "cosine");
   EXPECT_FALSE(r.config["train"]["lr_schedule"].contains("gamma"));
@@ -1350,9 +1456,9 @@ TEST(EngineTrain, OverridesReachOnlyThatEnginesRunsAndShowInConfigJson) {
 TEST(EngineTrain, ErrorsNameTheEnginesJsonPath) {
   json c = tiny();
   c["train"]["momentum"] = 0.9;
-  c["engines"] = json::array({json{{"type", "async"}, {"train", 5}},
-                              json{{"type", "sync"}, {"train", {{"lr", -1}, {"lrr", 2}}}},
-                              json{{"type", "sync"}, {"name", "s2"}, {"train", {{"optimizer", "adam"}}}}});
+  c["engines"] =
+      json::array({json{{"type", "async"}, {"train", 5}}, json{{"type", "sync"}, {"train", {{"lr", -1}, {"lrr", 2}}}},
+                   json{{"type", "sync"}, {"name", "s2"}, {"train", {{"optimizer", "adam"}}}}});
   const std::string issues = config_issues(c);
   EXPECT_NE(issues.find("engines[0].train: expected an object of train keys"), std::string::npos) << issues;
   EXPECT_NE(issues.find("engines[1].train.lr: expected a number > 0"), std::string::npos) << issues;

@@ -33,8 +33,8 @@ using namespace asgd::testing;
 namespace {
 
 struct EngineForm {
-  std::string name;      // the tests' name: the type, or the type and what this form sets
-  json engine;           // the engines[] entry
+  std::string name;             // the tests' name: the type, or the type and what this form sets
+  json engine;                  // the engines[] entry
   json patch = json::object();  // what the form needs of the rest of the config (a JSON merge patch)
   // "": it runs with cluster.failures; else the key its refusal names
   std::string refuses_failures_at = "";
@@ -50,21 +50,25 @@ std::ostream& operator<<(std::ostream& os, const EngineForm& f) { return os << f
 // their non-IID parts.
 const json kPopulation = {
     {"data", {{"partition", "dirichlet_mix"}, {"partition_alpha", 0.3}}},
-    {"clients", {{"count", 30}, {"sampling", "size"}, {"speeds", {{"dist", "lognormal"}, {"mean", 1.0}, {"sigma", 0.5}}}}}};
+    {"clients",
+     {{"count", 30}, {"sampling", "size"}, {"speeds", {{"dist", "lognormal"}, {"mean", 1.0}, {"sigma", 0.5}}}}}};
 
 // Every engine type of engines/registry.cpp, and the forms whose state or path differs
 // (late "cancel" or "drop", the collectives, the staleness weights, the look-ahead).
 const std::vector<EngineForm>& forms() {
   static const std::vector<EngineForm> f = {
       {"async", {{"type", "async"}}},
-      {"async_dc", {{"type", "async"}, {"delay_compensation", 0.04}, {"lr_staleness", "divide"}},
+      {"async_dc",
+       {{"type", "async"}, {"delay_compensation", 0.04}, {"lr_staleness", "divide"}},
        {{"train", {{"momentum", 0}}}}},  // DC-ASGD is plain SGD
       {"async_weighted", {{"type", "async"}, {"staleness_weight", "hinge"}}},
       {"sync", {{"type", "sync"}}},
       {"sync_allreduce", {{"type", "sync"}, {"comm", "allreduce"}}},
-      {"sync_powersgd", {{"type", "sync"}, {"comm", "allreduce"}},
+      {"sync_powersgd",
+       {{"type", "sync"}, {"comm", "allreduce"}},
        {{"cluster", {{"network", {{"compression", {{"type", "powersgd"}, {"rank", 2}, {"error_feedback", true}}}}}}}},
-       "", /*refuses_sparse_at=*/"cluster.network.compression.type"},
+       "",
+       /*refuses_sparse_at=*/"cluster.network.compression.type"},
       {"sync_backup", {{"type", "sync_backup"}, {"backups", 1}}},
       {"sync_backup_cancel", {{"type", "sync_backup"}, {"backups", 2}, {"late", "cancel"}}},
       {"ssp", {{"type", "ssp"}, {"bound", 2}, {"staleness_weight", "inverse_sqrt"}}},
@@ -76,15 +80,19 @@ const std::vector<EngineForm>& forms() {
       {"easgd", {{"type", "easgd"}, {"period", 3}}},
       {"easgd_sync", {{"type", "easgd"}, {"mode", "sync"}, {"period", 2}, {"order", "paper"}}},
       {"eamsgd", {{"type", "easgd"}, {"period", 2}, {"delta", 0.9}}},
-      {"diloco", {{"type", "diloco"}, {"steps", 3}}, {{"train", {{"optimizer", "adamw"}, {"lr", 0.002}, {"momentum", nullptr}}}}},
+      {"diloco",
+       {{"type", "diloco"}, {"steps", 3}},
+       {{"train", {{"optimizer", "adamw"}, {"lr", 0.002}, {"momentum", nullptr}}}}},
       {"ringmaster", {{"type", "ringmaster"}, {"delay_threshold", 3}}},
       {"ringmaster_cancel", {{"type", "ringmaster"}, {"delay_threshold", 3}, {"late", "cancel"}}},
       {"mindflayer", {{"type", "mindflayer"}, {"trials", 2}, {"budget", 0.0015}}},
       {"async_local_sgd",
        {{"type", "async_local_sgd"}, {"steps", 3}, {"nesterov_period", 4}, {"dynamic_local_updates", true}},
        {{"train", {{"optimizer", "adamw"}, {"lr", 0.002}, {"momentum", nullptr}}}}},
-      {"streaming_diloco", {{"type", "streaming_diloco"}, {"steps", 4}, {"fragments", 2}, {"overlap", 1}, {"quantize", true}},
-       json::object(), /*refuses_failures_at=*/"cluster.failures"},
+      {"streaming_diloco",
+       {{"type", "streaming_diloco"}, {"steps", 4}, {"fragments", 2}, {"overlap", 1}, {"quantize", true}},
+       json::object(),
+       /*refuses_failures_at=*/"cluster.failures"},
       {"fedavg", {{"type", "fedavg"}, {"local_steps", 3}, {"report", 3}}, kPopulation},
       {"fedbuff", {{"type", "fedbuff"}, {"local_steps", 3}, {"k", 2}}, kPopulation},
       {"fedasync", {{"type", "fedasync"}, {"local_steps", 2}}, kPopulation},
@@ -190,8 +198,8 @@ std::string form_name(const ::testing::TestParamInfo<EngineForm>& p) { return p.
 // engine, under a name of its own.
 TEST(ConformanceTable, EveryRegisteredEngineHasARow) {
   for (const EngineType& t : engine_types()) {
-    const bool found = std::any_of(forms().begin(), forms().end(),
-                                   [&](const EngineForm& f) { return f.engine.at("type") == t.name; });
+    const bool found =
+        std::any_of(forms().begin(), forms().end(), [&](const EngineForm& f) { return f.engine.at("type") == t.name; });
     EXPECT_TRUE(found) << "engine type \"" << t.name
                        << "\" is registered (engines/registry.cpp) but has no row in tests/test_conformance.cpp's "
                           "forms(): add one (its JSON, the config it needs, and whether it takes failures, a "
@@ -240,8 +248,8 @@ TEST_P(Conformance, BatchedGradientsGiveTheSameFiles) {
 // workers, worker 3 computes nothing more, and worker 1 takes part again.
 void go_on_with_the_live_workers(const EngineForm& f) {
   json c = quadratic_run(f);
-  c["cluster"]["failures"] = failure_events(
-      {{{"worker", 1}, {"at", 0.0025}, {"down_for", 0.005}}, {{"worker", 3}, {"at", 0.0035}}});
+  c["cluster"]["failures"] =
+      failure_events({{{"worker", 1}, {"at", 0.0025}, {"down_for", 0.005}}, {{"worker", 3}, {"at", 0.0035}}});
   c["cluster"]["stragglers"] = {{"slow", json::array({{{"worker", 2}, {"factor", 3.0}}})}};
   if (!f.failures()) return expect_refused(c, f.refuses_failures_at);
   const RunOutcome out = simulate(c);
@@ -320,8 +328,8 @@ TEST_P(Conformance, SparseUpdatesGiveTheDenseBits) {
   const EngineForm& f = GetParam();
   json c = mlp_config(f);
   c["model"] = {{"type", "sparse_softmax"}};
-  c["data"] = {{"type", "sparse_synthetic"}, {"features", 3000}, {"nnz", 8}, {"classes", 3},
-               {"train_samples", 600}, {"test_samples", 200}};
+  c["data"] = {{"type", "sparse_synthetic"}, {"features", 3000},   {"nnz", 8}, {"classes", 3},
+               {"train_samples", 600},       {"test_samples", 200}};
   c["train"]["momentum"] = 0;
   if (!f.refuses_sparse_at.empty()) return expect_refused(c, f.refuses_sparse_at);
   const std::string run = run_name(f, 5);

@@ -30,15 +30,17 @@ using namespace asgd::testing;
 namespace {
 
 json softmax_config(const std::string& name) {
-  return json{{"name", name},
-              {"seed", 7},
-              {"model", {{"type", "softmax"}}},
-              {"data", {{"type", "synthetic"}, {"classes", 5}, {"features", 12}, {"train_samples", 512}, {"test_samples", 256}}},
-              {"train", {{"batch_size", 8}, {"lr", 0.2}}},
-              {"stop", {{"updates", 40}}},
-              {"eval", {{"every", 4}, {"unit", "updates"}, {"train_samples", 0}}},
-              {"cluster", {{"workers", 4}, {"compute", {{"dist", "exponential"}, {"mean", 0.01}}}}},
-              {"engines", json::array({json{{"type", "sync"}}})}};
+  return json{
+      {"name", name},
+      {"seed", 7},
+      {"model", {{"type", "softmax"}}},
+      {"data",
+       {{"type", "synthetic"}, {"classes", 5}, {"features", 12}, {"train_samples", 512}, {"test_samples", 256}}},
+      {"train", {{"batch_size", 8}, {"lr", 0.2}}},
+      {"stop", {{"updates", 40}}},
+      {"eval", {{"every", 4}, {"unit", "updates"}, {"train_samples", 0}}},
+      {"cluster", {{"workers", 4}, {"compute", {{"dist", "exponential"}, {"mean", 0.01}}}}},
+      {"engines", json::array({json{{"type", "sync"}}})}};
 }
 
 // The quadratic's gradient noise for (seed, worker, step): its gradient at w = 0.
@@ -136,7 +138,8 @@ std::vector<double> replay_one_worker(
     std::vector<int32_t> ids;
     stream.next(8, ids);
     if (at) point.upload(at(history, t));
-    model->loss_grad(ctx, at ? point.data() : w.data(), &train, ids.data(), 8, NoiseKey{7, 0, uint32_t(t - 1)}, g.data());
+    model->loss_grad(ctx, at ? point.data() : w.data(), &train, ids.data(), 8, NoiseKey{7, 0, uint32_t(t - 1)},
+                     g.data());
     step(ctx, w.data(), g.data(), n, t);
     losses.push_back(train_loss());
     if (at) history.push_back(w.to_host());
@@ -154,10 +157,8 @@ TEST(AsyncEngine, OneWorkerEqualsSequentialSgd) {
   c["stop"] = {{"updates", 25}};
   Metrics m = read_metrics(run_config(c, out) + "/async-seed7/metrics.csv");
 
-  const std::vector<double> expected =
-      replay_one_worker(25, [](ExecContext& ctx, float* w, const float* g, size_t n, int) {
-        ops::sgd_step(ctx, w, w, g, 0.2f, n);
-      });
+  const std::vector<double> expected = replay_one_worker(
+      25, [](ExecContext& ctx, float* w, const float* g, size_t n, int) { ops::sgd_step(ctx, w, w, g, 0.2f, n); });
   auto got = m.column("train_loss");
   ASSERT_EQ(got.size(), expected.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-6 * expected[i]) << "update " << i;
@@ -392,9 +393,9 @@ TEST(LocalSgdEngine, OneLocalStepIsByteIdenticalToSync) {
   std::string out = temp_dir("eng");
   json c = softmax_config("local1");
   // DiLoCo with one inner step of SGD and outer SGD at lr 1 without momentum is sync too.
-  c["engines"] = json::array({json{{"type", "sync"}}, json{{"type", "local_sgd"}, {"steps", 1}},
-                              json{{"type", "diloco"}, {"steps", 1}, {"outer_lr", 1.0}, {"outer_momentum", 0.0},
-                                   {"outer_nesterov", false}}});
+  c["engines"] = json::array(
+      {json{{"type", "sync"}}, json{{"type", "local_sgd"}, {"steps", 1}},
+       json{{"type", "diloco"}, {"steps", 1}, {"outer_lr", 1.0}, {"outer_momentum", 0.0}, {"outer_nesterov", false}}});
   std::string dir = run_config(c, out);
   for (const char* e : {"/local_sgd-seed7", "/diloco-seed7"})
     expect_same_files(dir + "/sync-seed7", dir + e, {"metrics.csv", "staleness.csv", "workers.csv"});
@@ -413,7 +414,8 @@ TEST(LocalSgdEngine, InnerMomentumWithOneStepIsSyncMomentumUpToRounding) {
   c["sweep"] = {{"train.nesterov", {false, true}}};
   std::string dir = run_config(c, out);
   for (const char* m : {"-nesterov=false-seed7", "-nesterov=true-seed7"}) {
-    Metrics a = read_metrics(dir + "/sync" + m + "/metrics.csv"), b = read_metrics(dir + "/local_sgd" + m + "/metrics.csv");
+    Metrics a = read_metrics(dir + "/sync" + m + "/metrics.csv"),
+            b = read_metrics(dir + "/local_sgd" + m + "/metrics.csv");
     expect_close_columns(a, b, "train_loss", 1e-5);
     expect_close_columns(a, b, "test_loss", 1e-5);
   }
@@ -452,7 +454,8 @@ TEST(LocalSgdEngine, AveragesTheWorkersCopiesAfterHSteps) {
   }
   auto loss = m.column("train_loss");
   ASSERT_EQ(loss.size(), expected.size());
-  for (size_t u = 0; u < loss.size(); ++u) EXPECT_NEAR(loss[u], expected[u], 1e-5 * std::max(1.0, expected[u])) << "update " << u;
+  for (size_t u = 0; u < loss.size(); ++u)
+    EXPECT_NEAR(loss[u], expected[u], 1e-5 * std::max(1.0, expected[u])) << "update " << u;
   auto grads = m.column("gradients");
   EXPECT_EQ(grads.back(), double(rounds * steps * workers));
 }
@@ -469,11 +472,11 @@ TEST(AsyncEngine, StalenessAwareAndDelayCompensatedMatchAHandComputedRun) {
   std::string out = temp_dir("eng");
   json c = quadratic_config("remedies", h, workers, lr);
   c["stop"] = {{"updates", updates}};
-  c["engines"] = json::array({json{{"type", "async"}, {"name", "plain"}},
-                              json{{"type", "async"}, {"name", "divide"}, {"lr_staleness", "divide"}},
-                              json{{"type", "async"}, {"name", "dc"}, {"delay_compensation", lambda}},
-                              json{{"type", "async"}, {"name", "both"}, {"lr_staleness", "divide"},
-                                   {"delay_compensation", lambda}}});
+  c["engines"] = json::array(
+      {json{{"type", "async"}, {"name", "plain"}},
+       json{{"type", "async"}, {"name", "divide"}, {"lr_staleness", "divide"}},
+       json{{"type", "async"}, {"name", "dc"}, {"delay_compensation", lambda}},
+       json{{"type", "async"}, {"name", "both"}, {"lr_staleness", "divide"}, {"delay_compensation", lambda}}});
   std::string dir = run_config(c, out);
 
   auto replay = [&](bool divide, double lam, std::vector<double>* staleness) {
@@ -534,8 +537,8 @@ std::vector<std::vector<double>> independent_sgd_losses(const Model& model, int 
     DeviceArray<float> x(model.num_params()), g(model.num_params());
     x.fill(1.0f);
     for (int k = 0; k < steps; ++k) {
-      loss[i].push_back(model.loss_grad(ctx, x.data(), nullptr, nullptr, 0, NoiseKey{seed, uint32_t(i), uint32_t(k)},
-                                        g.data()));
+      loss[i].push_back(
+          model.loss_grad(ctx, x.data(), nullptr, nullptr, 0, NoiseKey{seed, uint32_t(i), uint32_t(k)}, g.data()));
       ops::sgd_step(ctx, x.data(), x.data(), g.data(), lr, model.num_params());
     }
   }
@@ -654,8 +657,8 @@ double expect_easgd_map(const std::string& mode, const std::string& order, int w
   const int updates = 12;
   const double lr = lr_h / h;
   json c = quadratic_config("emap", {h}, workers, lr);
-  c["engines"] = json::array({json{{"type", "easgd"}, {"mode", mode}, {"alpha", alpha}, {"period", 1},
-                                   {"delta", delta}, {"order", order}}});
+  c["engines"] = json::array(
+      {json{{"type", "easgd"}, {"mode", mode}, {"alpha", alpha}, {"period", 1}, {"delta", delta}, {"order", order}}});
   c["stop"] = {{"updates", updates}};
   c["eval"]["divergence_bound"] = 1e30;
   const std::string what = mode + " " + order + " lr*h " + std::to_string(lr_h) + " delta " + std::to_string(delta);
@@ -831,7 +834,8 @@ TEST(SingleReplicaWarmup, EngineStartsFromTheReplicaAndTheScheduleContinues) {
 // workers (same per-worker batch: 8 workers take 8x fewer updates per epoch).
 TEST(LearningRate, EpochNHasTheSameRateForOneAndEightWorkers) {
   const json schedules = json::array(
-      {json{{"type", "step"}, {"milestones", {2.0, 3.0}}, {"gamma", 0.1}, {"warmup_epochs", 1.0}, {"warmup_from", 0.01}},
+      {json{
+           {"type", "step"}, {"milestones", {2.0, 3.0}}, {"gamma", 0.1}, {"warmup_epochs", 1.0}, {"warmup_from", 0.01}},
        json{{"type", "cosine"}, {"total_epochs", 4.0}, {"min_lr", 0.001}, {"warmup_epochs", 0.5}}});
   for (const auto& sched : schedules) {
     std::string out = temp_dir("eng_" + sched["type"].get<std::string>());
@@ -875,8 +879,12 @@ TEST(EngineDescribe, ReadsTheKeysBackFromTheTypedConfig) {
     EXPECT_EQ(described(spec), spec) << t.name;
   }
   const std::vector<json> others = {
-      {{"type", "async"}, {"lr_staleness", "divide"}, {"delay_compensation", 0.25}, {"staleness_weight", "hinge"},
-       {"staleness_a", 0.75}, {"staleness_b", 2.0}},
+      {{"type", "async"},
+       {"lr_staleness", "divide"},
+       {"delay_compensation", 0.25},
+       {"staleness_weight", "hinge"},
+       {"staleness_a", 0.75},
+       {"staleness_b", 2.0}},
       {{"type", "easgd"}, {"mode", "sync"}, {"period", 3}, {"alpha", 0.125}, {"delta", 0.5}, {"order", "local_first"}},
       {{"type", "ringmaster"}, {"delay_threshold", 3}, {"late", "cancel"}},
       {{"type", "sync_backup"}, {"backups", 2}, {"late", "cancel"}, {"comm", "allreduce"}},
@@ -918,7 +926,8 @@ TEST(EngineConfig, BadEngineParametersExitTwoNamingThePath) {
       {{{"type", "async"}, {"lr_staleness", "devide"}}, {"engines[0].lr_staleness", "did you mean 'divide'"}},
       {{{"type", "easgd"}, {"mode", "semi"}}, {"engines[0].mode", "async, sync"}},
       {{{"type", "easgd"}, {"mode", "sync"}, {"alpha", 0.5}}, {"engines[0].alpha", "beta", "<= 1"}},
-      {{{"type", "async"}, {"delay_compensation", 0.04}}, {"engines[0].delay_compensation", "train.momentum"},
+      {{{"type", "async"}, {"delay_compensation", 0.04}},
+       {"engines[0].delay_compensation", "train.momentum"},
        json{{"momentum", 0.9}}},
       {{{"type", "sync"}}, {"train.single_replica_epochs", ">= 0"}, json{{"single_replica_epochs", -1}}},
       {{{"type", "local_sgd"}, {"step", 2}}, {"engines[0].step", "did you mean 'steps'"}},
@@ -935,7 +944,8 @@ TEST(EngineConfig, BadEngineParametersExitTwoNamingThePath) {
       {{{"type", "sync"}}, {"train.weight_decay", "adam"}, json{{"weight_decay", 0.1}}},
       {{{"type", "sync"}}, {"train.eps", "in (0, 1]"}, json{{"optimizer", "adam"}, {"eps", 0}}},
       {{{"type", "sync"}}, {"train.beta1", "in [0, 0.999999]"}, json{{"optimizer", "adam"}, {"beta1", 1}}},
-      {{{"type", "async"}, {"delay_compensation", 0.04}}, {"engines[0].delay_compensation", "adam"},
+      {{{"type", "async"}, {"delay_compensation", 0.04}},
+       {"engines[0].delay_compensation", "adam"},
        json{{"optimizer", "adam"}}},
       {{{"type", "easgd"}}, {"train.optimizer", "easgd"}, json{{"optimizer", "adamw"}}},
       {{{"type", "diloco"}, {"outer_momentum", 0}}, {"engines[0].outer_nesterov", "outer_momentum > 0"}},
@@ -1101,9 +1111,9 @@ TEST(Diloco, OuterLrOneIsLocalSgdWithTheSameInnerOptimizer) {
   c["train"]["optimizer"] = "adamw";
   c["train"]["weight_decay"] = 0.01;
   c["train"]["lr"] = 0.01;
-  c["engines"] = json::array({json{{"type", "local_sgd"}, {"steps", 3}},
-                              json{{"type", "diloco"}, {"steps", 3}, {"outer_lr", 1.0}, {"outer_momentum", 0.0},
-                                   {"outer_nesterov", false}}});
+  c["engines"] = json::array(
+      {json{{"type", "local_sgd"}, {"steps", 3}},
+       json{{"type", "diloco"}, {"steps", 3}, {"outer_lr", 1.0}, {"outer_momentum", 0.0}, {"outer_nesterov", false}}});
   std::string dir = run_config(c, temp_dir("eng"));
   expect_same_files(dir + "/local_sgd-seed7", dir + "/diloco-seed7", {"metrics.csv", "staleness.csv", "workers.csv"});
 }
@@ -1165,8 +1175,8 @@ TEST(Diloco, AWorkerBackFromAFailureStartsItsInnerStateAgain) {
   const double lr = 0.1;
   json c = quadratic_config("dlfail", h, 2, lr);
   c["train"]["optimizer"] = "adam";
-  c["engines"] = json::array({json{{"type", "diloco"}, {"steps", 2}, {"outer_lr", 1.0}, {"outer_momentum", 0.0},
-                                   {"outer_nesterov", false}}});
+  c["engines"] = json::array(
+      {json{{"type", "diloco"}, {"steps", 2}, {"outer_lr", 1.0}, {"outer_momentum", 0.0}, {"outer_nesterov", false}}});
   c["cluster"]["failures"] = {{"events", {{{"worker", 1}, {"at", 0.025}, {"down_for", 0.01}}}}};
   c["stop"] = {{"updates", 4}};
   Metrics m = read_metrics(run_config(c, temp_dir("eng")) + "/diloco-seed3/metrics.csv");
@@ -1235,11 +1245,16 @@ TEST(LocalSgdEngine, OuterLrOneIsThePlainAverageBitForBit) {
     for (int i = 0; i < workers; ++i) {
       disp[i].resize_discard(n);
       for (int k = 0; k < steps; ++k) {
-        if (k == 0) ops::copy(ctx, x.data(), w.data(), n);
-        else ops::sgd_step(ctx, x.data(), w.data(), disp[i].data(), lr, n);
-        model->loss_grad(ctx, x.data(), nullptr, nullptr, 0, NoiseKey{3, uint32_t(i), uint32_t(r * steps + k)}, g.data());
-        if (k == 0) ops::copy(ctx, disp[i].data(), g.data(), n);
-        else ops::add_into(ctx, disp[i].data(), g.data(), n);
+        if (k == 0)
+          ops::copy(ctx, x.data(), w.data(), n);
+        else
+          ops::sgd_step(ctx, x.data(), w.data(), disp[i].data(), lr, n);
+        model->loss_grad(ctx, x.data(), nullptr, nullptr, 0, NoiseKey{3, uint32_t(i), uint32_t(r * steps + k)},
+                         g.data());
+        if (k == 0)
+          ops::copy(ctx, disp[i].data(), g.data(), n);
+        else
+          ops::add_into(ctx, disp[i].data(), g.data(), n);
       }
     }
     for (int i = 1; i < workers; ++i) ops::add_into(ctx, disp[0].data(), disp[i].data(), n);
@@ -1260,7 +1275,8 @@ namespace {
 json determinism_config() {
   return {{"name", "det"},
           {"model", {{"type", "mlp"}, {"hidden", {16, 8}}}},
-          {"data", {{"type", "synthetic"}, {"classes", 4}, {"features", 10}, {"train_samples", 600}, {"test_samples", 200}}},
+          {"data",
+           {{"type", "synthetic"}, {"classes", 4}, {"features", 10}, {"train_samples", 600}, {"test_samples", 200}}},
           {"train", {{"batch_size", 16}, {"lr", 0.1}, {"momentum", 0.5}}},
           {"stop", {{"epochs", 3}}},
           {"eval", {{"every", 0.5}}},
@@ -1309,19 +1325,20 @@ void expect_golden_run(const json& c, const std::vector<std::string>& runs) {
 TEST(Determinism, OptimizersDoNotDependOnTheThreadCount) {
   json c = determinism_config();
   c["name"] = "detopt";
-  c["train"] = {{"batch_size", 16}, {"lr", 0.01}, {"optimizer", "adamw"}, {"weight_decay", 0.01},
-                {"single_replica_epochs", 0.5}};
-  c["engines"] = json::array({json{{"type", "async"}, {"lr_staleness", "divide"}}, json{{"type", "sync"}},
-                              json{{"type", "ssp"}, {"bound", 1}}, json{{"type", "sync_backup"}, {"backups", 1}},
-                              json{{"type", "local_sgd"}, {"steps", 3}, {"outer_momentum", 0.5}, {"outer_nesterov", true}},
-                              json{{"type", "diloco"}, {"steps", 3}}});
-  expect_thread_count_invariant(c, {"async-seed1", "sync-seed1", "ssp-seed1", "sync_backup-seed1", "local_sgd-seed1",
-                                    "diloco-seed1"});
+  c["train"] = {
+      {"batch_size", 16}, {"lr", 0.01}, {"optimizer", "adamw"}, {"weight_decay", 0.01}, {"single_replica_epochs", 0.5}};
+  c["engines"] =
+      json::array({json{{"type", "async"}, {"lr_staleness", "divide"}}, json{{"type", "sync"}},
+                   json{{"type", "ssp"}, {"bound", 1}}, json{{"type", "sync_backup"}, {"backups", 1}},
+                   json{{"type", "local_sgd"}, {"steps", 3}, {"outer_momentum", 0.5}, {"outer_nesterov", true}},
+                   json{{"type", "diloco"}, {"steps", 3}}});
+  expect_thread_count_invariant(
+      c, {"async-seed1", "sync-seed1", "ssp-seed1", "sync_backup-seed1", "local_sgd-seed1", "diloco-seed1"});
   json n = determinism_config();
   n["name"] = "detnest";
   n["train"]["nesterov"] = true;
-  n["engines"] = json::array({json{{"type", "async"}}, json{{"type", "local_sgd"}, {"steps", 2}},
-                              json{{"type", "diloco"}, {"steps", 2}}});
+  n["engines"] = json::array(
+      {json{{"type", "async"}}, json{{"type", "local_sgd"}, {"steps", 2}}, json{{"type", "diloco"}, {"steps", 2}}});
   expect_thread_count_invariant(n, {"async-seed1", "local_sgd-seed1", "diloco-seed1"});
   // a worker down and back (its inner state starts again), and dense Adam on a sparse model
   json f = c;
@@ -1333,8 +1350,8 @@ TEST(Determinism, OptimizersDoNotDependOnTheThreadCount) {
   json sp = c;
   sp["name"] = "detsparse";
   sp["model"] = {{"type", "sparse_softmax"}};
-  sp["data"] = {{"type", "sparse_synthetic"}, {"features", 3000}, {"nnz", 8}, {"classes", 3}, {"train_samples", 600},
-                {"test_samples", 200}};
+  sp["data"] = {{"type", "sparse_synthetic"}, {"features", 3000},   {"nnz", 8}, {"classes", 3},
+                {"train_samples", 600},       {"test_samples", 200}};
   sp["train"]["optimizer"] = "adam";
   sp["train"]["weight_decay"] = 0.0;
   sp["engines"] = json::array({json{{"type", "async"}}, json{{"type", "sync"}}});
@@ -1346,8 +1363,8 @@ TEST(Determinism, OptimizersDoNotDependOnTheThreadCount) {
 TEST(Determinism, SparseModelsDoNotDependOnTheThreadCount) {
   json c = determinism_config();
   c["model"] = {{"type", "sparse_softmax"}};
-  c["data"] = {{"type", "sparse_synthetic"}, {"features", 3000}, {"nnz", 8}, {"classes", 3}, {"train_samples", 600},
-               {"test_samples", 200}};
+  c["data"] = {{"type", "sparse_synthetic"}, {"features", 3000},   {"nnz", 8}, {"classes", 3},
+               {"train_samples", 600},       {"test_samples", 200}};
   c["train"]["lr"] = 1.0;
   c["engines"] = json::array({json{{"type", "async"}}, json{{"type", "sync_backup"}, {"backups", 1}},
                               json{{"type", "easgd"}, {"mode", "sync"}}, json{{"type", "local_sgd"}, {"steps", 2}}});
@@ -1373,21 +1390,28 @@ TEST(Determinism, RemediesAndWarmUpDoNotDependOnTheThreadCount) {
 // which a failure loses (the step must still land once, before the worker goes on). No
 // bit of the output may depend on the thread count.
 TEST(Determinism, SplitSumsAndDeferredStepsDoNotDependOnTheThreadCount) {
-  json c = {{"name", "split"},
-            {"model", {{"type", "quadratic"}, {"dim", 40000}, {"curvature", {{"min", 0.1}, {"max", 3.0}}},
-                       {"noise", 0.5}, {"init", 1.0}}},
-            {"data", {{"type", "none"}, {"samples", 512}}},
-            {"train", {{"batch_size", 8}, {"lr", 0.05}, {"momentum", 0.5}}},
-            {"stop", {{"epochs", 3}}},
-            {"eval", {{"every", 0.25}}},
-            {"cluster", {{"workers", 5},
-                         {"compute", {{"dist", "lognormal"}, {"mean", 0.02}, {"sigma", 0.7}}},
-                         {"failures", {{"events", json::array({json{{"worker", 1}, {"at", 0.05}, {"down_for", 0.08}},
-                                                               json{{"worker", 3}, {"at", 0.12}}})}}}}},
-            {"engines", json::array({json{{"type", "sync"}}, json{{"type", "ssp"}, {"bound", 1}},
-                                     json{{"type", "local_sgd"}, {"steps", 2}},
-                                     json{{"type", "easgd"}, {"period", 3}, {"alpha", 0.2}},
-                                     json{{"type", "easgd"}, {"name", "easgd_sync"}, {"mode", "sync"}, {"period", 2}}})}};
+  json c = {
+      {"name", "split"},
+      {"model",
+       {{"type", "quadratic"},
+        {"dim", 40000},
+        {"curvature", {{"min", 0.1}, {"max", 3.0}}},
+        {"noise", 0.5},
+        {"init", 1.0}}},
+      {"data", {{"type", "none"}, {"samples", 512}}},
+      {"train", {{"batch_size", 8}, {"lr", 0.05}, {"momentum", 0.5}}},
+      {"stop", {{"epochs", 3}}},
+      {"eval", {{"every", 0.25}}},
+      {"cluster",
+       {{"workers", 5},
+        {"compute", {{"dist", "lognormal"}, {"mean", 0.02}, {"sigma", 0.7}}},
+        {"failures",
+         {{"events",
+           json::array({json{{"worker", 1}, {"at", 0.05}, {"down_for", 0.08}}, json{{"worker", 3}, {"at", 0.12}}})}}}}},
+      {"engines",
+       json::array({json{{"type", "sync"}}, json{{"type", "ssp"}, {"bound", 1}},
+                    json{{"type", "local_sgd"}, {"steps", 2}}, json{{"type", "easgd"}, {"period", 3}, {"alpha", 0.2}},
+                    json{{"type", "easgd"}, {"name", "easgd_sync"}, {"mode", "sync"}, {"period", 2}}})}};
   expect_thread_count_invariant(c, {"sync-seed1", "ssp-seed1", "local_sgd-seed1", "easgd-seed1", "easgd_sync-seed1"});
 }
 
@@ -1426,7 +1450,8 @@ TEST(Determinism, CnnRunsDoNotDependOnTheThreadCountOrOnBatching) {
                 {"conv", json::array({json{{"channels", 4}, {"kernel", 3}, {"padding", 1}, {"pool", 2}},
                                       json{{"channels", 6}, {"kernel", 3}, {"stride", 2}}})},
                 {"hidden", {8}}};
-  c["data"] = {{"type", "synthetic"}, {"classes", 4}, {"image", {2, 8, 8}}, {"train_samples", 300}, {"test_samples", 100}};
+  c["data"] = {
+      {"type", "synthetic"}, {"classes", 4}, {"image", {2, 8, 8}}, {"train_samples", 300}, {"test_samples", 100}};
   c["stop"] = {{"epochs", 2}};
   c["cluster"]["network"] = {{"precision", "bf16"}};
   c["engines"] = json::array({json{{"type", "async"}}, json{{"type", "sync_backup"}, {"backups", 1}},
@@ -1592,12 +1617,12 @@ TEST(KFamily, KAsyncAndKBatchAsyncUpdateRates) {
 TEST(KFamily, KOneIsAsyncAndKEqualsPIsSync) {
   std::string out = temp_dir("kfam");
   json c = softmax_config("k1");
-  c["engines"] = json::array({json{{"type", "async"}}, json{{"type", "k_async"}, {"name", "k1"}, {"k", 1}},
-                              json{{"type", "k_async"}, {"name", "k1b"}, {"k", 1}, {"batch", true}},
-                              json{{"type", "async"}, {"name", "async_w"}, {"staleness_weight", "inverse_sqrt"}},
-                              json{{"type", "k_async"}, {"name", "k1_w"}, {"k", 1}, {"staleness_weight", "inverse_sqrt"}},
-                              json{{"type", "sync"}},
-                              json{{"type", "sync_backup"}, {"name", "kp"}, {"backups", 0}, {"late", "cancel"}}});
+  c["engines"] = json::array(
+      {json{{"type", "async"}}, json{{"type", "k_async"}, {"name", "k1"}, {"k", 1}},
+       json{{"type", "k_async"}, {"name", "k1b"}, {"k", 1}, {"batch", true}},
+       json{{"type", "async"}, {"name", "async_w"}, {"staleness_weight", "inverse_sqrt"}},
+       json{{"type", "k_async"}, {"name", "k1_w"}, {"k", 1}, {"staleness_weight", "inverse_sqrt"}},
+       json{{"type", "sync"}}, json{{"type", "sync_backup"}, {"name", "kp"}, {"backups", 0}, {"late", "cancel"}}});
   std::string dir = run_config(c, out);
   const std::vector<std::string> files = {"metrics.csv", "staleness.csv", "workers.csv"};
   expect_same_files(dir + "/async-seed7", dir + "/k1-seed7", files);
@@ -1627,7 +1652,9 @@ TEST(KFamily, StalenessWeightsMatchAHandRecursion) {
       {{{"staleness_weight", "hinge"}, {"staleness_a", 2.0}, {"staleness_b", 1.0}},
        [](double t) { return t <= 1 ? 1.0 : 1 / (2.0 * (t - 1) + 1); }}};
   for (const auto& rule : rules) {
-    std::vector<json> engines = {{{"type", "async"}}, {{"type", "ssp"}, {"bound", 5}}, {{"type", "k_async"}, {"k", 1}},
+    std::vector<json> engines = {{{"type", "async"}},
+                                 {{"type", "ssp"}, {"bound", 5}},
+                                 {{"type", "k_async"}, {"k", 1}},
                                  {{"type", "k_async"}, {"k", 2}, {"batch", true}}};
     for (json e : engines) {
       e.update(rule.keys);
@@ -1853,8 +1880,8 @@ TEST(Partition, RunsWriteTheLabelHistogramAndDoNotDependOnTheThreadCount) {
                                     "async-partition=dirichlet_mix-seed1", "k_async-partition=shards-seed1",
                                     "k_async-partition=dirichlet-seed1", "k_async-partition=dirichlet_mix-seed1"});
   std::string dir = run_config(c, temp_dir("part"));
-  for (const char* run : {"async-partition=shards-seed1", "async-partition=dirichlet-seed1",
-                          "async-partition=dirichlet_mix-seed1"}) {
+  for (const char* run :
+       {"async-partition=shards-seed1", "async-partition=dirichlet-seed1", "async-partition=dirichlet_mix-seed1"}) {
     Metrics h = read_metrics(dir + "/" + run + "/partition.csv");
     ASSERT_EQ(h.rows.size(), 5u) << run;
     double total = 0;
@@ -1936,10 +1963,11 @@ TEST(Ringmaster, DropRuleFollowsAForcedDelayTrace) {
 TEST(Ringmaster, LargeThresholdIsAsyncAndThresholdOneIsRennalaWithBOne) {
   json c = softmax_config("ringeq");
   c["cluster"]["compute"] = {{"dist", "lognormal"}, {"mean", 0.01}, {"sigma", 1.0}};
-  c["engines"] = json::array({json{{"type", "async"}}, json{{"type", "ringmaster"}, {"name", "r_inf"}, {"delay_threshold", 1000}},
-                              json{{"type", "ringmaster"}, {"name", "r1"}, {"delay_threshold", 1}},
-                              json{{"type", "k_batch_sync"}, {"name", "rennala1"}, {"k", 1}, {"late", "drop"}},
-                              json{{"type", "ringmaster"}, {"name", "r2"}, {"delay_threshold", 2}}});
+  c["engines"] =
+      json::array({json{{"type", "async"}}, json{{"type", "ringmaster"}, {"name", "r_inf"}, {"delay_threshold", 1000}},
+                   json{{"type", "ringmaster"}, {"name", "r1"}, {"delay_threshold", 1}},
+                   json{{"type", "k_batch_sync"}, {"name", "rennala1"}, {"k", 1}, {"late", "drop"}},
+                   json{{"type", "ringmaster"}, {"name", "r2"}, {"delay_threshold", 2}}});
   std::string dir = run_config(c, temp_dir("ringeq"));
   const std::vector<std::string> files = {"metrics.csv", "staleness.csv", "workers.csv"};
   expect_same_files(dir + "/async-seed7", dir + "/r_inf-seed7", files);
@@ -2063,7 +2091,7 @@ TEST(MindFlayer, AnAttemptLastsAtMostItsAllowance) {
   ASSERT_EQ(time.size(), expected.size());
   for (size_t u = 0; u < expected.size(); ++u) EXPECT_NEAR(time[u], expected[u], 1e-9) << "update " << u;
   const json s = summary_at(dir);
-  EXPECT_EQ(s["gradients"], 12);  // (2 + 1) a pair of rounds, for each worker, over 4 rounds
+  EXPECT_EQ(s["gradients"], 12);              // (2 + 1) a pair of rounds, for each worker, over 4 rounds
   EXPECT_EQ(s["messages"]["to_server"], 12);  // only the finished attempts push
   EXPECT_NEAR(s["iteration_time"]["mean"].get<double>(), 15.0 / 4, 1e-9);
   std::ifstream in(dir + "/workers.csv");
@@ -2159,7 +2187,8 @@ TEST(AsyncLocalSgd, OneWorkerIsDiloco) {
   c["train"] = {{"batch_size", 8}, {"lr", 0.01}, {"optimizer", "adamw"}, {"weight_decay", 0.01}};
   c["engines"] = json::array({json{{"type", "diloco"}, {"steps", 4}}, json{{"type", "async_local_sgd"}, {"steps", 4}}});
   std::string dir = run_config(c, temp_dir("alsgd1"));
-  expect_same_files(dir + "/diloco-seed7", dir + "/async_local_sgd-seed7", {"metrics.csv", "staleness.csv", "workers.csv"});
+  expect_same_files(dir + "/diloco-seed7", dir + "/async_local_sgd-seed7",
+                    {"metrics.csv", "staleness.csv", "workers.csv"});
 }
 
 // Dynamic Local Updates: worker 1 is 3x slower (30 ms steps against 10), H = 8. Its first
@@ -2196,7 +2225,8 @@ TEST(PowerSgd, ARankOneMatrixIsRecoveredExactly) {
   p.draw_q(5);
   std::vector<float> g(120), h(120);
   for (size_t i = 0; i < 12; ++i)
-    for (size_t j = 0; j < 9; ++j) g[j * 12 + i] = h[j * 12 + i] = float((i + 1) * 0.1 * (j % 3 - 1.5));  // stored transposed
+    for (size_t j = 0; j < 9; ++j)
+      g[j * 12 + i] = h[j * 12 + i] = float((i + 1) * 0.1 * (j % 3 - 1.5));  // stored transposed
   for (size_t i = 108; i < 120; ++i) {
     g[i] = float(i);
     h[i] = float(i) + 2.0f;
@@ -2223,12 +2253,15 @@ TEST(PowerSgd, AnIterationIsThreeRingsOfTheCompressedSizes) {
   const int n = 4, K = 5;
   json cfg = softmax_config("psgd");
   cfg["model"] = {{"type", "mlp"}, {"hidden", {64}}};
-  cfg["data"] = {{"type", "synthetic"}, {"classes", 10}, {"features", 32}, {"train_samples", 512}, {"test_samples", 128}};
+  cfg["data"] = {
+      {"type", "synthetic"}, {"classes", 10}, {"features", 32}, {"train_samples", 512}, {"test_samples", 128}};
   cfg["stop"] = {{"updates", K}};
   cfg["cluster"] = {{"workers", n},
                     {"compute", {{"dist", "constant"}, {"value", c}, {"per", "step"}}},
-                    {"network", {{"latency", a}, {"worker_bandwidth", b},
-                                 {"compression", {{"type", "powersgd"}, {"rank", 2}, {"error_feedback", true}}}}}};
+                    {"network",
+                     {{"latency", a},
+                      {"worker_bandwidth", b},
+                      {"compression", {{"type", "powersgd"}, {"rank", 2}, {"error_feedback", true}}}}}};
   cfg["engines"] = json::array({json{{"type", "sync"}, {"comm", "allreduce"}}});
   const std::string dir = run_one(cfg, "psgd");
   const double values[3] = {74, 148, 192};
@@ -2264,7 +2297,8 @@ TEST(Determinism, PowerSgdDoesNotDependOnTheThreadCount) {
   c["name"] = "detpsgd";
   c["staleness"] = {{"mode", "emergent"}};
   c["model"] = {{"type", "mlp"}, {"hidden", {32, 16}}};
-  c["cluster"]["network"] = {{"latency", 1e-4}, {"worker_bandwidth", 1e7},
+  c["cluster"]["network"] = {{"latency", 1e-4},
+                             {"worker_bandwidth", 1e7},
                              {"compression", {{"type", "powersgd"}, {"rank", 2}, {"error_feedback", true}}}};
   c["engines"] = json::array({json{{"type", "sync"}, {"comm", "allreduce"}},
                               json{{"type", "sync_backup"}, {"backups", 1}, {"comm", "allreduce"}}});
@@ -2285,8 +2319,8 @@ TEST(StreamingDiloco, OuterStepsFollowTheAlgorithmByHand) {
   const int H = 4, tau = 1, updates = 7;
   json c = quadratic_config("sdl", h, 2, lr, 0.3);
   c["stop"] = {{"updates", updates}};
-  c["engines"] = json::array({json{{"type", "streaming_diloco"}, {"steps", H}, {"fragments", 2}, {"overlap", tau},
-                                   {"alpha", alpha}}});
+  c["engines"] = json::array(
+      {json{{"type", "streaming_diloco"}, {"steps", H}, {"fragments", 2}, {"overlap", tau}, {"alpha", alpha}}});
   const std::string dir = run_one(c, "sdl");
   auto model = make_quadratic(std::vector<float>(h.begin(), h.end()), 0.3f, 1.0f);
   const size_t d = h.size();
@@ -2317,7 +2351,8 @@ TEST(StreamingDiloco, OuterStepsFollowTheAlgorithmByHand) {
   auto loss = read_metrics(dir + "/metrics.csv").column("train_loss");
   ASSERT_EQ(loss.size(), size_t(updates + 1));
   for (int u = 0; u <= updates; ++u)
-    EXPECT_NEAR(loss[u], quadratic_loss(h, record[u]), 1e-5 * std::max(1.0, quadratic_loss(h, record[u]))) << "update " << u;
+    EXPECT_NEAR(loss[u], quadratic_loss(h, record[u]), 1e-5 * std::max(1.0, quadratic_loss(h, record[u])))
+        << "update " << u;
 }
 
 // Compute utilisation against bandwidth (Charles et al. 2025, App. A): N workers of
@@ -2335,8 +2370,8 @@ TEST(StreamingDiloco, ComputeUtilisationIsTheClosedFormAtEveryBandwidth) {
     cfg["stop"] = {{"updates", updates}};
     cfg["eval"] = {{"every", 1000}, {"unit", "updates"}};
     cfg["cluster"]["network"] = {{"latency", a}, {"worker_bandwidth", b}, {"message_bytes", S}};
-    cfg["engines"] = json::array({json{{"type", "streaming_diloco"}, {"steps", H}, {"fragments", P}, {"overlap", tau},
-                                       {"alpha", 0.0}}});
+    cfg["engines"] = json::array(
+        {json{{"type", "streaming_diloco"}, {"steps", H}, {"fragments", P}, {"overlap", tau}, {"alpha", 0.0}}});
     const json s = summary_at(run_one(cfg, "cu"));
     EXPECT_NEAR(s["messages"]["peak_sync_bytes"].get<double>(), S / P, 1e-6);
     return std::make_pair(s["compute_utilisation"].get<double>() * s["time"].get<double>(), s["time"].get<double>());
@@ -2362,11 +2397,12 @@ TEST(StreamingDiloco, OneFragmentWithoutOverlapIsDiloco) {
   c["cluster"]["compute"] = {{"dist", "constant"}, {"value", 0.01}, {"per", "step"}};
   c["stop"] = {{"updates", 8}};
   c["eval"] = {{"every", 1}, {"unit", "updates"}, {"train_samples", 0}};
-  c["engines"] = json::array({json{{"type", "diloco"}, {"steps", 3}},
-                              json{{"type", "streaming_diloco"}, {"steps", 3}, {"fragments", 1}, {"overlap", 0},
-                                   {"alpha", 0.0}}});
+  c["engines"] =
+      json::array({json{{"type", "diloco"}, {"steps", 3}},
+                   json{{"type", "streaming_diloco"}, {"steps", 3}, {"fragments", 1}, {"overlap", 0}, {"alpha", 0.0}}});
   std::string dir = run_config(c, temp_dir("sdl1"));
-  Metrics a = read_metrics(dir + "/diloco-seed7/metrics.csv"), b = read_metrics(dir + "/streaming_diloco-seed7/metrics.csv");
+  Metrics a = read_metrics(dir + "/diloco-seed7/metrics.csv"),
+          b = read_metrics(dir + "/streaming_diloco-seed7/metrics.csv");
   expect_close_columns(a, b, "train_loss", 1e-5);
   expect_close_columns(a, b, "test_accuracy", 1e-9);
 }
@@ -2390,7 +2426,8 @@ TEST(PerLayerStaleness, EachLayerIsReadFromItsOwnVersion) {
   const size_t first = 12 * 8 + 8;  // layer 0: W (12 x 8) and b (8)
   const std::vector<double> expected = replay_one_worker(
       updates, [](ExecContext& ctx, float* w, const float* g, size_t n, int) { ops::sgd_step(ctx, w, w, g, 0.2f, n); },
-      {12, 8, 5}, [&](const std::vector<std::vector<float>>& history, int t) {
+      {12, 8, 5},
+      [&](const std::vector<std::vector<float>>& history, int t) {
         std::vector<float> composite = history[size_t(t - 1)];
         const std::vector<float>& stale = history[size_t(std::max(t - 3, 0))];
         std::copy(stale.begin(), stale.begin() + first, composite.begin());

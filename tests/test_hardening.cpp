@@ -91,14 +91,38 @@ struct Row {
   bool is_control = false;
   double timeout = 60;
 
-  Row& cfg(const json& c) { config = c.dump(); return *this; }
-  Row& cfg_text(std::string text) { config = std::move(text); return *this; }
-  Row& before(std::function<void(Ctx&)> f) { setup = std::move(f); return *this; }
-  Row& after(std::function<void(Ctx&)> f) { check = std::move(f); return *this; }
-  Row& no_sanitizer() { unsanitized_only = true; return *this; }
-  Row& not_on_cuda() { host_backend_only = true; return *this; }
-  Row& control() { is_control = true; return *this; }
-  Row& limit(double seconds) { timeout = seconds; return *this; }
+  Row& cfg(const json& c) {
+    config = c.dump();
+    return *this;
+  }
+  Row& cfg_text(std::string text) {
+    config = std::move(text);
+    return *this;
+  }
+  Row& before(std::function<void(Ctx&)> f) {
+    setup = std::move(f);
+    return *this;
+  }
+  Row& after(std::function<void(Ctx&)> f) {
+    check = std::move(f);
+    return *this;
+  }
+  Row& no_sanitizer() {
+    unsanitized_only = true;
+    return *this;
+  }
+  Row& not_on_cuda() {
+    host_backend_only = true;
+    return *this;
+  }
+  Row& control() {
+    is_control = true;
+    return *this;
+  }
+  Row& limit(double seconds) {
+    timeout = seconds;
+    return *this;
+  }
 };
 // gtest prints a parameter in test listings (and ctest's names): the row's id, not its bytes.
 void PrintTo(const Row& r, std::ostream* os) { *os << r.id; }
@@ -145,9 +169,7 @@ void write_gz(const std::string& path, const std::vector<uint8_t>& head, size_t 
   }
   ASSERT_EQ(gzclose(f), Z_OK);
 }
-std::vector<uint8_t> be32(uint32_t v) {
-  return {uint8_t(v >> 24), uint8_t(v >> 16), uint8_t(v >> 8), uint8_t(v)};
-}
+std::vector<uint8_t> be32(uint32_t v) { return {uint8_t(v >> 24), uint8_t(v >> 16), uint8_t(v >> 8), uint8_t(v)}; }
 std::vector<uint8_t> idx_images_header(uint32_t count, uint32_t rows, uint32_t cols) {
   std::vector<uint8_t> h = be32(0x803);
   for (uint32_t v : {count, rows, cols})
@@ -213,14 +235,16 @@ json svm_at(const std::string& path) {
 // No temporary file of write_file_atomic anywhere under dir.
 void expect_no_temp_files(const std::string& dir) {
   std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec))
     EXPECT_EQ(it->path().filename().string().find(".tmp."), std::string::npos) << "left behind: " << it->path();
 }
 // Output shown to a user: no raw control byte (but newline and tab), no byte that is not
 // UTF-8, no "stoul", and no run of `digits` or more digits.
 void expect_printable(const std::string& out, size_t digits = 40) {
   for (unsigned char c : out) {
-    EXPECT_FALSE((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f || c == 0xff) << "raw byte " << int(c) << " in:\n" << out;
+    EXPECT_FALSE((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f || c == 0xff) << "raw byte " << int(c) << " in:\n"
+                                                                                 << out;
     if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f || c == 0xff) break;
   }
   EXPECT_EQ(out.find("stoul"), std::string::npos) << out;
@@ -230,15 +254,14 @@ void expect_printable(const std::string& out, size_t digits = 40) {
 // Issue 31: files, data and processes. Defect numbers 101..109 stand for its items 1..9.
 void issue31_rows(std::vector<Row>& t) {
   const std::string run = "{bin} run {cfg} --quiet --out {out}";
-  auto write = [](std::string name, std::string text) {
-    return [=](Ctx& c) { write_text(c.dir + "/" + name, text); };
-  };
+  auto write = [](std::string name, std::string text) { return [=](Ctx& c) { write_text(c.dir + "/" + name, text); }; };
 
   // ---- 1. a gzip file cut short is bad data, not a smaller data set
-  t.push_back(row("i31_1_svmlight_gzip_cut_short", 101, run, 2,
-                  {"cut.svm.gz", "truncated gzip data", "cut short"}, {"svm/async-seed1/summary.json~failed"})
-                  .cfg(svm_at("cut.svm.gz"))
-                  .before([](Ctx& c) { write_gz_cut(c.dir + "/cut.svm.gz", svm_lines(3000), svm_lines(1000).size()); }));
+  t.push_back(
+      row("i31_1_svmlight_gzip_cut_short", 101, run, 2, {"cut.svm.gz", "truncated gzip data", "cut short"},
+          {"svm/async-seed1/summary.json~failed"})
+          .cfg(svm_at("cut.svm.gz"))
+          .before([](Ctx& c) { write_gz_cut(c.dir + "/cut.svm.gz", svm_lines(3000), svm_lines(1000).size()); }));
   // (3,000 samples and the default 1 epoch: the loss barely moves, so "stalled" or
   // "completed"; what matters is that the whole file is read and the run not failed)
   t.push_back(row("i31_1_svmlight_gzip_whole_runs", 101, run, 0, {},
@@ -252,8 +275,8 @@ void issue31_rows(std::vector<Row>& t) {
   {
     std::vector<uint8_t> images = idx_images_header(20, 28, 28);
     images.resize(images.size() + 20 * 784, 9);
-    t.push_back(row("i31_1_idx_gzip_cut_short", 101, run, 2,
-                    {"train-images-idx3-ubyte.gz", "truncated gzip data"}, {"fm/async-seed1/summary.json~failed"})
+    t.push_back(row("i31_1_idx_gzip_cut_short", 101, run, 2, {"train-images-idx3-ubyte.gz", "truncated gzip data"},
+                    {"fm/async-seed1/summary.json~failed"})
                     .cfg(kFashion)
                     .before([images](Ctx& c) {
                       fashion_folder(images, 0)(c);
@@ -269,15 +292,16 @@ void issue31_rows(std::vector<Row>& t) {
                   {"svm/async-seed1/summary.json~failed"})
                   .cfg(svm_at("zeros.svm.gz"))
                   .before([](Ctx& c) { write_gz(c.dir + "/zeros.svm.gz", {}, size_t(80) << 20); }));
-  t.push_back(row("i31_2_svmlight_feature_index_2147483647", 102, run, 2,
-                  {"big.svm", "its largest feature index is 2147483647", "would need about", "of memory, more than the"},
-                  {"svm/async-seed1/summary.json~failed"})
-                  .cfg(svm_at("big.svm"))
-                  .before(write("big.svm", [] {
-                    std::string t;
-                    for (int i = 0; i < 20; ++i) t += "1 1:1 2147483647:1\n-1 1:1\n";
-                    return t;
-                  }())));
+  t.push_back(
+      row("i31_2_svmlight_feature_index_2147483647", 102, run, 2,
+          {"big.svm", "its largest feature index is 2147483647", "would need about", "of memory, more than the"},
+          {"svm/async-seed1/summary.json~failed"})
+          .cfg(svm_at("big.svm"))
+          .before(write("big.svm", [] {
+            std::string t;
+            for (int i = 0; i < 20; ++i) t += "1 1:1 2147483647:1\n-1 1:1\n";
+            return t;
+          }())));
   t.push_back(row("i31_2_svmlight_label_1e9", 102, run, 2,
                   {"labels.svm", "its labels make 1000000001 classes", "would need about", "of memory, more than the"},
                   {"svm/async-seed1/summary.json~failed"})
@@ -296,14 +320,16 @@ void issue31_rows(std::vector<Row>& t) {
 
   // ---- 3. a model beyond the address-space limit is refused, not std::bad_alloc
   t.push_back(row("i31_3_model_beyond_ulimit_v_is_refused", 103,
-                  "ulimit -v 1000000\n" + run + " --set model.dim=40000000 --set 'engines=[{\"type\":\"async\"}]' "
-                                                "--set stop.updates=2",
+                  "ulimit -v 1000000\n" + run +
+                      " --set model.dim=40000000 --set 'engines=[{\"type\":\"async\"}]' "
+                      "--set stop.updates=2",
                   2, {"model.dim", "would need about", "address-space limit", "ulimit -v"}, {"EMPTY"})
                   .no_sanitizer()
                   .not_on_cuda());
   t.push_back(row("i31_3_model_under_ulimit_v_runs", 103,
-                  "ulimit -v 1000000\n" + run + " --set model.dim=1000000 --set 'engines=[{\"type\":\"async\"}]' "
-                                                "--set stop.updates=2",
+                  "ulimit -v 1000000\n" + run +
+                      " --set model.dim=1000000 --set 'engines=[{\"type\":\"async\"}]' "
+                      "--set stop.updates=2",
                   0, {}, {"base/async-seed1/summary.json~completed"})
                   .no_sanitizer()
                   .not_on_cuda()
@@ -323,9 +349,11 @@ void issue31_rows(std::vector<Row>& t) {
   // ---- 4. a file-size limit is a write error (exit 2 naming the file), not SIGXFSZ (1 MiB: TSan
   // maps a file of its own and dies of SIGBUS under a 64 KiB limit; metrics.csv here is 2.4 MB)
   t.push_back(row("i31_4_file_size_limit_names_the_file", 104,
-                  "ulimit -f 1024\n" + run + " --set stop.updates=20000 --set 'eval={\"every\":1,\"unit\":\"updates\"}' "
-                                           "--set 'engines=[{\"type\":\"async\"}]'",
-                  2, {"metrics.csv", "File too large"}, {"base/async-seed1/config.json", "!base/async-seed1/metrics.csv"})
+                  "ulimit -f 1024\n" + run +
+                      " --set stop.updates=20000 --set 'eval={\"every\":1,\"unit\":\"updates\"}' "
+                      "--set 'engines=[{\"type\":\"async\"}]'",
+                  2, {"metrics.csv", "File too large"},
+                  {"base/async-seed1/config.json", "!base/async-seed1/metrics.csv"})
                   .after([](Ctx& c) { expect_no_temp_files(c.out); }));
 
   // ---- 5. links inside the output tree are never followed
@@ -345,7 +373,8 @@ void issue31_rows(std::vector<Row>& t) {
                     .before(victim));
   }
   t.push_back(row("i31_5_experiment_folder_a_link", 105, "mkdir -p {out} && ln -s {dir}/victim {out}/base\n" + run, 2,
-                  {"/base is a symbolic link"}, [&] {
+                  {"/base is a symbolic link"},
+                  [&] {
                     std::vector<std::string> s = victim_intact;
                     s.push_back("!{dir}/victim/.lock");
                     return s;
@@ -355,22 +384,25 @@ void issue31_rows(std::vector<Row>& t) {
                   "mkdir -p {out}/base && ln -s {dir}/victim/planted {out}/base/.index.lock\n" + run, 2,
                   {".index.lock is a symbolic link"}, {"!{dir}/victim/planted", "!base/experiment.json"})
                   .before(victim));
-  t.push_back(row("i31_5_out_itself_a_link_is_fine", 105, "mkdir -p {dir}/real && ln -s {dir}/real {out}\n" + run, 0, {},
-                  {"{dir}/real/base/async-seed1/summary.json~completed"})
+  t.push_back(row("i31_5_out_itself_a_link_is_fine", 105, "mkdir -p {dir}/real && ln -s {dir}/real {out}\n" + run, 0,
+                  {}, {"{dir}/real/base/async-seed1/summary.json~completed"})
                   .control());
 
   // ---- 7. index.csv after a --rerun re-run killed with -9
   t.push_back(row("i31_7_index_after_rerun_killed", 107,
                   run + " || exit 98\ngrep -q async-seed1,async,1,completed {out}/base/index.csv || exit 97\n" + run +
-                      " --rerun --supersede --set stop.updates=100000000 --set 'eval={\"every\":100000,\"unit\":\"updates\"}' & P=$!\n"
+                      " --rerun --supersede --set stop.updates=100000000 --set "
+                      "'eval={\"every\":100000,\"unit\":\"updates\"}' & P=$!\n"
                       "wait_grep {out}/base/async-seed1/config.json 100000000 || exit 99\nkill -9 $P; wait $P; exit 0",
-                  0, {}, {"base/index.csv~async-seed1,async,1,pending", "base/index.csv~sync-seed1,sync,1,pending",
-                          "base/index.csv!~completed"}));
+                  0, {},
+                  {"base/index.csv~async-seed1,async,1,pending", "base/index.csv~sync-seed1,sync,1,pending",
+                   "base/index.csv!~completed"}));
 
   // ---- 8. validate accepts run's options, as its help says
-  t.push_back(row("i31_8_validate_accepts_run_options", 108,
-                  "{bin} validate {cfg} --shard 0/2 --threads 2 --jobs 2 --out {out} --rerun --supersede --quiet --wait --trace", 0,
-                  {"async-seed1", "sync-seed1"}, {"EMPTY"}));
+  t.push_back(row(
+      "i31_8_validate_accepts_run_options", 108,
+      "{bin} validate {cfg} --shard 0/2 --threads 2 --jobs 2 --out {out} --rerun --supersede --quiet --wait --trace", 0,
+      {"async-seed1", "sync-seed1"}, {"EMPTY"}));
   t.push_back(row("i31_8_validate_checks_shard_as_run_does", 108, "{bin} validate {cfg} --shard 3/2", 2,
                   {"--shard '3/2': expected I/K"}, {"EMPTY"}));
   t.push_back(row("i31_8_validate_help_says_so", 108, "{bin} validate --help", 0, {"accepted", "ignored"}).control());
@@ -398,50 +430,76 @@ void issue31_rows(std::vector<Row>& t) {
   // ---- 10. issue 31's config-side defects (and issue 32's silent traps): refused by
   // validation, each naming its key, before anything is written
   t.push_back(refused("i31_10_engines_share_a_run_id_through_a_sweep", 110,
-                      with(kBase, [](json& c) {
-                        c["engines"] = json::parse(R"([{"type":"async","name":"x-bound=3"},{"type":"ssp","name":"x"}])");
-                        c["sweep"] = {{"engine.bound", {3}}};
-                      }),
+                      with(kBase,
+                           [](json& c) {
+                             c["engines"] =
+                                 json::parse(R"([{"type":"async","name":"x-bound=3"},{"type":"ssp","name":"x"}])");
+                             c["sweep"] = {{"engine.bound", {3}}};
+                           }),
                       {"engines", "same run id 'x-bound=3-seed1'", "rename one of the engines"}));
   t.push_back(refused("i31_10_sweep_over_engine", 110,
-                      with(kBase, [](json& c) { c["sweep"] = {{"engine", json::array({{{"type", "sync"}}})}}; }),
+                      with(kBase,
+                           [](json& c) {
+                             c["sweep"] = {{"engine", json::array({{{"type", "sync"}}})}};
+                           }),
                       {"sweep.engine", "cannot be swept"}));
   t.push_back(refused("i31_10_sweep_over_engine_type", 110,
-                      with(kBase, [](json& c) { c["sweep"] = {{"engine.type", {"sync", "easgd"}}}; }),
+                      with(kBase,
+                           [](json& c) {
+                             c["sweep"] = {{"engine.type", {"sync", "easgd"}}};
+                           }),
                       {"sweep.engine.type", "cannot be swept"}));
   t.push_back(refused("i31_10_sweep_over_run", 110,
-                      with(kBase, [](json& c) { c["sweep"] = {{"run", {1, 2}}}; }), {"sweep.run", "not a config key"}));
+                      with(kBase,
+                           [](json& c) {
+                             c["sweep"] = {{"run", {1, 2}}};
+                           }),
+                      {"sweep.run", "not a config key"}));
   t.push_back(refused("i31_10_sweep_2_and_2_0", 110,
-                      with(kBase, [](json& c) { c["sweep"] = {{"train.lr", json::parse("[2, 2.0]")}}; }),
+                      with(kBase,
+                           [](json& c) {
+                             c["sweep"] = {{"train.lr", json::parse("[2, 2.0]")}};
+                           }),
                       {"sweep.train.lr[1]", "same value as 2"}));
-  for (const auto& [name, engine] : std::vector<std::pair<std::string, std::string>>{
-           {"allreduce", R"({"type":"sync","comm":"allreduce"})"}, {"easgd", R"({"type":"easgd"})"},
-           {"local_sgd", R"({"type":"local_sgd"})"}})
+  for (const auto& [name, engine] :
+       std::vector<std::pair<std::string, std::string>>{{"allreduce", R"({"type":"sync","comm":"allreduce"})"},
+                                                        {"easgd", R"({"type":"easgd"})"},
+                                                        {"local_sgd", R"({"type":"local_sgd"})"}})
     t.push_back(refused("i31_10_int8_not_applied_with_" + name, 110,
-                        with(kBase, [e = engine](json& c) {
-                          c["engines"] = json::array({json::parse(e)});
-                          c["cluster"]["network"] = {{"compression", {{"type", "int8"}}}};
-                        }),
+                        with(kBase,
+                             [e = engine](json& c) {
+                               c["engines"] = json::array({json::parse(e)});
+                               c["cluster"]["network"] = {{"compression", {{"type", "int8"}}}};
+                             }),
                         {"cluster.network.compression.type", "use \"none\""}));
   t.push_back(refused("i31_10_inverted_straggler_window", 110,
-                      with(kBase, [](json& c) {
-                        c["cluster"]["stragglers"] = {{"slow", json::array({{{"worker", 0}, {"factor", 2}, {"from", 5}, {"to", 1}}})}};
-                      }),
+                      with(kBase,
+                           [](json& c) {
+                             c["cluster"]["stragglers"] = {
+                                 {"slow", json::array({{{"worker", 0}, {"factor", 2}, {"from", 5}, {"to", 1}}})}};
+                           }),
                       {"cluster.stragglers.slow[0].to", "not after `from`"}));
   t.push_back(refused("i31_10_image_features_above_the_cap", 110,
-                      with(kTiny, [](json& c) {
-                        c["data"] = {{"type", "synthetic"}, {"image", {1, 1000, 1000}}};
-                        c["model"] = {{"type", "cnn"}};
-                      }),
+                      with(kTiny,
+                           [](json& c) {
+                             c["data"] = {{"type", "synthetic"}, {"image", {1, 1000, 1000}}};
+                             c["model"] = {{"type", "cnn"}};
+                           }),
                       {"data.image", "more than data.features may be"}));
   t.push_back(refused("i31_10_curvature_zero_in_float", 110,
                       with(kBase, [](json& c) { c["model"]["curvature"] = 1e-50; }),
                       {"model.curvature", "0 or infinite in float"}));
   t.push_back(refused("i31_10_message_bytes_unbounded", 110,
-                      with(kBase, [](json& c) { c["cluster"]["network"] = {{"message_bytes", 1e300}}; }),
+                      with(kBase,
+                           [](json& c) {
+                             c["cluster"]["network"] = {{"message_bytes", 1e300}};
+                           }),
                       {"cluster.network.message_bytes"}));
   t.push_back(refused("i32_set_on_a_swept_key", 110,
-                      with(kBase, [](json& c) { c["sweep"] = {{"train.lr", {0.1, 0.2}}}; }),
+                      with(kBase,
+                           [](json& c) {
+                             c["sweep"] = {{"train.lr", {0.1, 0.2}}};
+                           }),
                       {"--set train.lr", "the sweep sets train.lr"}, "--set train.lr=0.5"));
   t.push_back(row("i31_9_config_key_with_nul", 109, "{bin} validate {cfg}", 2, {"a\\x00b", "unknown key"})
                   .cfg_text(R"({"a\u0000b": 1, "model": {"type": "quadratic"}, "engines": [{"type": "async"}]})")
@@ -450,7 +508,6 @@ void issue31_rows(std::vector<Row>& t) {
                     expect_printable(c.output);
                   }));
 }
-
 
 // Issue 42: the new surfaces (shards, calibration, planted FIFOs, index, partitions,
 // messages). Defect numbers: High item k is 200 + k, Medium 210 + k, Low 230 + k (the
@@ -470,9 +527,7 @@ std::vector<std::string> entries(const std::string& dir);
 
 void issue42_rows(std::vector<Row>& t) {
   const std::string run = "{bin} run {cfg} --quiet --out {out}";
-  auto write = [](std::string name, std::string text) {
-    return [=](Ctx& c) { write_text(c.dir + "/" + name, text); };
-  };
+  auto write = [](std::string name, std::string text) { return [=](Ctx& c) { write_text(c.dir + "/" + name, text); }; };
   const std::string long_shard0 =  // shard 0/2 of "base", running until interrupted, as $P
       "{bin} run {dir}/long.json --shard 0/2 --quiet --out {out} & P=$!\n"
       "wait_for {out}/base/async-seed1/meta.json || exit 99\n";
@@ -482,7 +537,8 @@ void issue42_rows(std::vector<Row>& t) {
                   long_shard0 + "{bin} run {dir}/long.json --shard 0/2 --set train.lr=0.05 --supersede --rerun --quiet "
                                 "--out {out}; rc=$?\nkill -INT $P; wait $P; exit $rc",
                   2, {"is in use by processes of another config", "share it among themselves"},
-                  {"base/async-seed1/config.json!~0.05", "base/experiment.json!~0.05", "base/async-seed1/summary.json~interrupted"})
+                  {"base/async-seed1/config.json!~0.05", "base/experiment.json!~0.05",
+                   "base/async-seed1/summary.json~interrupted"})
                   .after([](Ctx& c) {
                     for (const auto& e : entries(c.out + "/base"))
                       EXPECT_EQ(e.find("superseded-"), std::string::npos) << "a live shard's run was moved: " << e;
@@ -502,16 +558,17 @@ void issue42_rows(std::vector<Row>& t) {
                   .control());
 
   // ---- High 2: a calibration/ folder (or its lock) that is a link is refused
-  t.push_back(row("i42_h2_calibration_folder_a_link", 202,
-                  "mkdir -p {out}/m {dir}/victim && ln -s {dir}/victim {out}/m/calibration\n" + run, 2,
-                  {"m/calibration is a symbolic link"},
-                  {"!{dir}/victim/.lock", "!m/experiment.json"})
-                  .cfg(kMeasured)
-                  .after([](Ctx& c) { EXPECT_TRUE(entries(c.dir + "/victim").empty()) << "written through the link"; }));
-  t.push_back(row("i42_h2_calibration_lock_a_link", 202,
-                  "mkdir -p {out}/m/calibration {dir}/victim && ln -s {dir}/victim/planted {out}/m/calibration/.lock\n" + run,
-                  2, {"calibration/.lock is a symbolic link"}, {"!{dir}/victim/planted", "!m/experiment.json"})
-                  .cfg(kMeasured));
+  t.push_back(
+      row("i42_h2_calibration_folder_a_link", 202,
+          "mkdir -p {out}/m {dir}/victim && ln -s {dir}/victim {out}/m/calibration\n" + run, 2,
+          {"m/calibration is a symbolic link"}, {"!{dir}/victim/.lock", "!m/experiment.json"})
+          .cfg(kMeasured)
+          .after([](Ctx& c) { EXPECT_TRUE(entries(c.dir + "/victim").empty()) << "written through the link"; }));
+  t.push_back(
+      row("i42_h2_calibration_lock_a_link", 202,
+          "mkdir -p {out}/m/calibration {dir}/victim && ln -s {dir}/victim/planted {out}/m/calibration/.lock\n" + run,
+          2, {"calibration/.lock is a symbolic link"}, {"!{dir}/victim/planted", "!m/experiment.json"})
+          .cfg(kMeasured));
   t.push_back(row("i42_h2_measured_runs", 202, run, 0, {}, {"m/async-seed1/summary.json~\"measured\""})
                   .cfg(kMeasured)
                   .control());
@@ -524,19 +581,20 @@ void issue42_rows(std::vector<Row>& t) {
                   "echo \"stopped after ${e} ms\"; [ $e -le 3000 ] || exit 3; exit $rc",
                   130, {"interrupted by a signal while calibrating"}, {"!m/experiment.json"})
                   .cfg(kSlowCalibration));
-  t.push_back(row("i42_h3_ctrl_c_while_waiting_for_the_calibration_lock", 203,
-                  "mkdir -p {out}/m/calibration\n"
-                  "(exec 9>{out}/m/calibration/.lock; flock 9; echo 'pid 1 on elsewhere (holder)' >&9; sleep 60) & H=$!\n"
-                  "sleep 0.3\n{bin} run {cfg} --out {out} > {dir}/log.txt 2>&1 & P=$!\n"
-                  "wait_grep {dir}/log.txt 'waiting for' || exit 99\nkill -INT $P; wait $P; rc=$?; kill $H\n"
-                  "cat {dir}/log.txt; exit $rc",
-                  130, {"waiting for", "calibration/.lock, in use by pid 1 on elsewhere (holder)", "interrupted by a signal"},
-                  {"!m/experiment.json"})
-                  .cfg(kMeasured));
+  t.push_back(
+      row("i42_h3_ctrl_c_while_waiting_for_the_calibration_lock", 203,
+          "mkdir -p {out}/m/calibration\n"
+          "(exec 9>{out}/m/calibration/.lock; flock 9; echo 'pid 1 on elsewhere (holder)' >&9; sleep 60) & H=$!\n"
+          "sleep 0.3\n{bin} run {cfg} --out {out} > {dir}/log.txt 2>&1 & P=$!\n"
+          "wait_grep {dir}/log.txt 'waiting for' || exit 99\nkill -INT $P; wait $P; rc=$?; kill $H\n"
+          "cat {dir}/log.txt; exit $rc",
+          130, {"waiting for", "calibration/.lock, in use by pid 1 on elsewhere (holder)", "interrupted by a signal"},
+          {"!m/experiment.json"})
+          .cfg(kMeasured));
 
   // ---- High 4: a FIFO planted in the output tree is refused, never opened blocking
-  for (const std::string file : {"async-seed1/summary.json", "async-seed1/config.json", "experiment.json",
-                                 "async-seed1/metrics.csv", ".lock"}) {
+  for (const std::string file :
+       {"async-seed1/summary.json", "async-seed1/config.json", "experiment.json", "async-seed1/metrics.csv", ".lock"}) {
     std::string name = file.substr(file.rfind('/') + 1);
     name = name == ".lock" ? "lock" : name.substr(0, name.find('.'));
     for (const std::string command : {"run", "index"}) {
@@ -560,7 +618,8 @@ void issue42_rows(std::vector<Row>& t) {
       t.push_back(row("i42_m5_index_after_" + file.substr(0, file.find('.')) + "_" + how, 215,
                       run + " || exit 98\n" +
                           (how == "rm" ? "rm {out}/base/async-seed1/" + file
-                                       : "head -c 10 {out}/base/async-seed1/" + file + " > {dir}/x && mv {dir}/x {out}/base/async-seed1/" + file) +
+                                       : "head -c 10 {out}/base/async-seed1/" + file +
+                                             " > {dir}/x && mv {dir}/x {out}/base/async-seed1/" + file) +
                           "\n{bin} index {out}/base",
                       0, {"1 completed, 1 incomplete"},
                       {"base/index.csv~async-seed1,async,1,incomplete", "base/index.csv~sync-seed1,sync,1,completed"}));
@@ -578,9 +637,11 @@ void issue42_rows(std::vector<Row>& t) {
                       {"data.partition", "8 workers x 100 shards is more shards than the 512"},
                       "--set data.partition=shards --set data.partition_shards=100 --set cluster.workers=8 "
                       "--set data.train_samples=512"));
-  t.push_back(invalid("i42_m6_alpha_1e-12", 216, kSplit, {"data.partition", "alpha 1e-12", "every one of the 100 draws"},
+  t.push_back(invalid("i42_m6_alpha_1e-12", 216, kSplit,
+                      {"data.partition", "alpha 1e-12", "every one of the 100 draws"},
                       "--set data.partition_alpha=1e-12 --set cluster.workers=8"));
-  t.push_back(invalid("i42_m6_alpha_0.5_over_10000_workers", 216, kSplit, {"data.partition", "alpha 0.5 over 10000 workers"},
+  t.push_back(invalid("i42_m6_alpha_0.5_over_10000_workers", 216, kSplit,
+                      {"data.partition", "alpha 0.5 over 10000 workers"},
                       "--set cluster.workers=10000 --set data.train_samples=60000"));
   t.push_back(row("i42_m6_a_split_that_can_be_made_runs", 216, run, 0, {}, {"tiny/async-seed1/partition.csv"})
                   .cfg(with(kSplit, [](json& c) { c["cluster"]["workers"] = 4; }))
@@ -612,25 +673,28 @@ void issue42_rows(std::vector<Row>& t) {
                   .cfg(kMeasured));
 
   // ---- Low 6: index refuses a run folder that is a link, as run does
-  t.push_back(row("i42_l6_index_run_folder_a_link", 236,
-                  run + " || exit 98\nmv {out}/base/sync-seed1 {dir}/elsewhere\nln -s {dir}/elsewhere {out}/base/sync-seed1\n"
-                        "{bin} index {out}/base",
-                  2, {"base/sync-seed1 is a symbolic link"}));
+  t.push_back(
+      row("i42_l6_index_run_folder_a_link", 236,
+          run + " || exit 98\nmv {out}/base/sync-seed1 {dir}/elsewhere\nln -s {dir}/elsewhere {out}/base/sync-seed1\n"
+                "{bin} index {out}/base",
+          2, {"base/sync-seed1 is a symbolic link"}));
 
   // ---- Low 9: messages
   t.push_back(row("i42_l9_svmlight_value_beyond_float", 239, run, 2,
                   {"value 1e39 of index 2 is outside what a float holds"}, {"svm/async-seed1/summary.json~failed"})
                   .cfg(svm_at("big.svm"))
                   .before(write("big.svm", "1 1:0.5\n-1 2:1e39\n")));
-  t.push_back(row("i42_l9_svmlight_bom_is_named", 239, run, 2,
-                  {"bad label '\\xef\\xbb\\xbf1'", "byte-order mark"}, {"svm/async-seed1/summary.json~failed"})
+  t.push_back(row("i42_l9_svmlight_bom_is_named", 239, run, 2, {"bad label '\\xef\\xbb\\xbf1'", "byte-order mark"},
+                  {"svm/async-seed1/summary.json~failed"})
                   .cfg(svm_at("bom.svm"))
-                  .before(write("bom.svm", "\xef\xbb\xbf" "1 1:0.5\n-1 2:1\n")));
-  t.push_back(row("i42_l9_long_file_name_is_cut_not_refused", 239,
-                  "cp {cfg} {dir}/" + std::string(230, 'n') + ".json\n{bin} validate {dir}/" + std::string(230, 'n') +
-                      ".json",
-                  0, {"experiment '" + std::string(200, 'n') + "'"})
-                  .cfg(with(kBase, [](json& c) { c.erase("name"); })));
+                  .before(write("bom.svm",
+                                "\xef\xbb\xbf"
+                                "1 1:0.5\n-1 2:1\n")));
+  t.push_back(
+      row("i42_l9_long_file_name_is_cut_not_refused", 239,
+          "cp {cfg} {dir}/" + std::string(230, 'n') + ".json\n{bin} validate {dir}/" + std::string(230, 'n') + ".json",
+          0, {"experiment '" + std::string(200, 'n') + "'"})
+          .cfg(with(kBase, [](json& c) { c.erase("name"); })));
   t.push_back(row("i42_l9_overflow_seconds_are_short", 239,
                   run + " --set 'cluster.compute={\"dist\":\"pareto\",\"scale\":0.01,\"alpha\":0.5}' "
                         "--set cluster.workers=8 --set stop.updates=1000000",
@@ -646,105 +710,129 @@ std::vector<Row> rows() {
       "wait_for {out}/base/async-seed1/meta.json || exit 99\n";
 
   // ---- 1. run ids that collide after sanitising
-  t.push_back(refused("d01_engine_labels_sanitise_alike", 1,
-                      with(kBase, [](json& c) {
-                        c["engines"] = json::parse(
-                            R"([{"type":"async","name":"async_div"},{"type":"async","name":"async div","lr_staleness":"divide"}])");
-                      }),
-                      {"engines[1]", "'async_div' and 'async div' both become 'async_div'"}));
+  t.push_back(refused(
+      "d01_engine_labels_sanitise_alike", 1,
+      with(
+          kBase,
+          [](json& c) {
+            c["engines"] = json::parse(
+                R"([{"type":"async","name":"async_div"},{"type":"async","name":"async div","lr_staleness":"divide"}])");
+          }),
+      {"engines[1]", "'async_div' and 'async div' both become 'async_div'"}));
   t.push_back(refused("d01_engine_names_with_slash_and_underscore", 1,
-                      with(kBase, [](json& c) {
-                        c["engines"] = json::parse(R"([{"type":"async","name":"a_b"},{"type":"sync","name":"a/b"}])");
-                      }),
+                      with(kBase,
+                           [](json& c) {
+                             c["engines"] =
+                                 json::parse(R"([{"type":"async","name":"a_b"},{"type":"sync","name":"a/b"}])");
+                           }),
                       {"'a_b' and 'a/b' both become 'a_b'"}));
   t.push_back(refused("d01_sweep_value_repeated", 1,
-                      with(kBase, [](json& c) { c["sweep"] = {{"train.lr", {0.1, 0.1}}}; }),
+                      with(kBase,
+                           [](json& c) {
+                             c["sweep"] = {{"train.lr", {0.1, 0.1}}};
+                           }),
                       {"sweep", "same point twice", "async-lr=0.1-seed1"}));
   t.push_back(refused("d01_sweep_strings_sanitise_alike", 1,
-                      with(kBase, [](json& c) { c["sweep"] = {{"description", {"x y", "x_y"}}}; }),
+                      with(kBase,
+                           [](json& c) {
+                             c["sweep"] = {{"description", {"x y", "x_y"}}};
+                           }),
                       {"sweep", "same run id 'async-description=x_y-seed1'", "\"x y\"", "\"x_y\""}));
   t.push_back(refused("d01_sweep_punctuation_alike", 1,
-                      with(kBase, [](json& c) { c["sweep"] = {{"description", {"a:b", "a;b"}}}; }),
+                      with(kBase,
+                           [](json& c) {
+                             c["sweep"] = {{"description", {"a:b", "a;b"}}};
+                           }),
                       {"same run id 'async-description=a_b-seed1'"}));
   t.push_back(invalid("d01_validate_reports_collisions_too", 1,
-                      with(kBase, [](json& c) {
-                        c["engines"] = json::parse(R"([{"type":"async","name":"p q"},{"type":"sync","name":"p_q"}])");
-                      }),
+                      with(kBase,
+                           [](json& c) {
+                             c["engines"] =
+                                 json::parse(R"([{"type":"async","name":"p q"},{"type":"sync","name":"p_q"}])");
+                           }),
                       {"both become 'p_q'"}));
-  t.push_back(refused("d01_same_engine_twice", 0,
-                      with(kBase, [](json& c) { c["engines"] = json::parse(R"([{"type":"async"},{"type":"async"}])"); }),
-                      {"two engines are labelled 'async'"}));
+  t.push_back(
+      refused("d01_same_engine_twice", 0,
+              with(kBase, [](json& c) { c["engines"] = json::parse(R"([{"type":"async"},{"type":"async"}])"); }),
+              {"two engines are labelled 'async'"}));
   t.push_back(row("d01_distinct_labels_run", 1, run, 0, {},
                   {"base/a.b-seed1/summary.json", "base/a_b-seed1/summary.json", "base/index.csv#3"})
-                  .cfg(with(kBase, [](json& c) {
-                    c["engines"] = json::parse(R"([{"type":"async","name":"a.b"},{"type":"async","name":"a_b"}])");
-                  })).control());
+                  .cfg(with(kBase,
+                            [](json& c) {
+                              c["engines"] =
+                                  json::parse(R"([{"type":"async","name":"a.b"},{"type":"async","name":"a_b"}])");
+                            }))
+                  .control());
 
   // ---- 2. a refused run must not touch the record; one process per experiment folder
-  t.push_back(row("d02_refused_run_leaves_experiment_json", 2,
-                  run + " || exit 98\n" + run + " --set train.lr=0.05", 2, {"holds a run of a different config"},
+  t.push_back(row("d02_refused_run_leaves_experiment_json", 2, run + " || exit 98\n" + run + " --set train.lr=0.05", 2,
+                  {"holds a run of a different config"},
                   {"base/experiment.json~\"lr\": 0.1,", "base/experiment.json!~0.05"}));
   t.push_back(row("d02_second_process_is_refused_naming_the_holder", 2,
                   long_bg + run + "; rc=$?\nkill -INT $P; wait $P; exit $rc", 2,
                   {"experiment folder", "is in use by pid", "long.json", "--wait"},
                   {"base/experiment.json!~\"updates\": 200,", "!base/sync-seed1"}));
-  t.push_back(row("d02_wait_waits_for_the_holder", 2,
-                  long_bg +
-                      "{bin} run {dir}/sync.json --wait --supersede --out {out} > {dir}/second.txt 2>&1 & Q=$!\n"
-                      "wait_grep {dir}/second.txt 'waiting for' || exit 97\n"
-                      "kill -INT $P; wait $P; wait $Q; rc=$?; cat {dir}/second.txt\n"
-                      "grep -q interrupted {out}/base/superseded-*/async-seed1/summary.json || exit 96; exit $rc",
-                  0, {"waiting for", "in use by pid", "moved 1 run folder of another config", "sync-seed1: completed"},
-                  {"base/sync-seed1/summary.json~completed", "!base/async-seed1",
-                   "base/index.csv~sync-seed1,sync,1,completed"}));
+  t.push_back(row(
+      "d02_wait_waits_for_the_holder", 2,
+      long_bg + "{bin} run {dir}/sync.json --wait --supersede --out {out} > {dir}/second.txt 2>&1 & Q=$!\n"
+                "wait_grep {dir}/second.txt 'waiting for' || exit 97\n"
+                "kill -INT $P; wait $P; wait $Q; rc=$?; cat {dir}/second.txt\n"
+                "grep -q interrupted {out}/base/superseded-*/async-seed1/summary.json || exit 96; exit $rc",
+      0, {"waiting for", "in use by pid", "moved 1 run folder of another config", "sync-seed1: completed"},
+      {"base/sync-seed1/summary.json~completed", "!base/async-seed1", "base/index.csv~sync-seed1,sync,1,completed"}));
   t.push_back(row("d02_wait_stops_at_ctrl_c", 2,
-                  long_bg +
-                      "{bin} run {dir}/sync.json --wait --out {out} > {dir}/second.txt 2>&1 & Q=$!\n"
-                      "wait_grep {dir}/second.txt 'waiting for' || exit 97\n"
-                      "kill -INT $Q; wait $Q; rc=$?; kill -INT $P; wait $P; exit $rc",
+                  long_bg + "{bin} run {dir}/sync.json --wait --out {out} > {dir}/second.txt 2>&1 & Q=$!\n"
+                            "wait_grep {dir}/second.txt 'waiting for' || exit 97\n"
+                            "kill -INT $Q; wait $Q; rc=$?; kill -INT $P; wait $P; exit $rc",
                   130, {}, {"!base/sync-seed1"}));
-  t.push_back(row("d02_two_configs_started_together", 2,
-                  "for i in 1 2 3; do rm -rf {out}\n"
-                  "  {bin} run {cfg} --quiet --out {out} > {dir}/a.txt 2>&1 & A=$!\n"
-                  "  {bin} run {cfg} --quiet --out {out} --set train.lr=0.05 > {dir}/b.txt 2>&1 & B=$!\n"
-                  "  wait $A; a=$?; wait $B; b=$?; cat {dir}/a.txt {dir}/b.txt; echo \"codes $a $b\"\n"
-                  "  lr_exp=$(grep -m1 '\"lr\"' {out}/base/experiment.json)\n"
-                  "  lr_run=$(grep -m1 '\"lr\"' {out}/base/async-seed1/config.json)\n"
-                  "  [ \"$lr_exp\" = \"$lr_run\" ] || { echo \"experiment.json says $lr_exp, the runs $lr_run\"; exit 3; }\n"
-                  "done",
-                  0, {"codes"})
-                  .cfg(with(kBase, [](json& c) { c["stop"]["updates"] = 20000; })));
-  t.push_back(row("d02_rerun_removes_old_result_files", 2,
-                  run + " --trace || exit 98\n" + run + " --rerun", 0, {},
+  t.push_back(
+      row("d02_two_configs_started_together", 2,
+          "for i in 1 2 3; do rm -rf {out}\n"
+          "  {bin} run {cfg} --quiet --out {out} > {dir}/a.txt 2>&1 & A=$!\n"
+          "  {bin} run {cfg} --quiet --out {out} --set train.lr=0.05 > {dir}/b.txt 2>&1 & B=$!\n"
+          "  wait $A; a=$?; wait $B; b=$?; cat {dir}/a.txt {dir}/b.txt; echo \"codes $a $b\"\n"
+          "  lr_exp=$(grep -m1 '\"lr\"' {out}/base/experiment.json)\n"
+          "  lr_run=$(grep -m1 '\"lr\"' {out}/base/async-seed1/config.json)\n"
+          "  [ \"$lr_exp\" = \"$lr_run\" ] || { echo \"experiment.json says $lr_exp, the runs $lr_run\"; exit 3; }\n"
+          "done",
+          0, {"codes"})
+          .cfg(with(kBase, [](json& c) { c["stop"]["updates"] = 20000; })));
+  t.push_back(row("d02_rerun_removes_old_result_files", 2, run + " --trace || exit 98\n" + run + " --rerun", 0, {},
                   {"!base/async-seed1/trace.json", "base/async-seed1/metrics.csv", "base/async-seed1/summary.json"}));
   t.push_back(row("d02_supersede_moves_another_configs_run_aside", 2,
-                  run + " || exit 98\n" + run + " --supersede --set train.lr=0.05 || exit 97\n"
-                  "grep -q '\"lr\": 0.1,' {out}/base/superseded-*/async-seed1/config.json || exit 96",
+                  run + " || exit 98\n" + run +
+                      " --supersede --set train.lr=0.05 || exit 97\n"
+                      "grep -q '\"lr\": 0.1,' {out}/base/superseded-*/async-seed1/config.json || exit 96",
                   0, {"moved 2 run folders of another config"},
                   {"base/experiment.json~0.05", "base/async-seed1/config.json~0.05"}));
   // A changed sweep under the same name: the earlier sweep's run folders would be read
   // with the new ones (the analysis reads every run folder), so they are refused, or
   // moved aside with --supersede (never deleted).
   const std::string new_sweep = run + " --set 'engines=[{\"type\":\"async\"}]' --set 'sweep.train.lr=[0.1,0.2]'";
-  t.push_back(row("d02_runs_of_another_sweep_are_refused", 2, run + " || exit 98\n" + new_sweep, 2,
-                  {"holds 2 run folders that this config does not make", "async-seed1, sync-seed1", "--supersede"},
-                  {"base/async-seed1/summary.json~completed", "base/experiment.json~\"sync\"", "!base/async-lr=0.2-seed1"}));
-  t.push_back(row("d02_supersede_moves_runs_of_another_sweep_aside", 2,
-                  run + " || exit 98\n" + new_sweep + " --supersede 2> {dir}/err.txt || exit 97\ncat {dir}/err.txt\n"
-                  "ls {out}/base/superseded-*/async-seed1/summary.json {out}/base/superseded-*/sync-seed1/summary.json "
-                  "{out}/base/superseded-*/experiment.json > /dev/null || exit 96",
-                  0, {"moved 2 run folders of another config into", "/base/superseded-"},
-                  {"!base/async-seed1", "!base/sync-seed1", "base/async-lr=0.2-seed1/summary.json~completed",
-                   "base/index.csv!~sync-seed1", "base/index.csv#3"}));
+  t.push_back(
+      row("d02_runs_of_another_sweep_are_refused", 2, run + " || exit 98\n" + new_sweep, 2,
+          {"holds 2 run folders that this config does not make", "async-seed1, sync-seed1", "--supersede"},
+          {"base/async-seed1/summary.json~completed", "base/experiment.json~\"sync\"", "!base/async-lr=0.2-seed1"}));
+  t.push_back(
+      row("d02_supersede_moves_runs_of_another_sweep_aside", 2,
+          run + " || exit 98\n" + new_sweep +
+              " --supersede 2> {dir}/err.txt || exit 97\ncat {dir}/err.txt\n"
+              "ls {out}/base/superseded-*/async-seed1/summary.json {out}/base/superseded-*/sync-seed1/summary.json "
+              "{out}/base/superseded-*/experiment.json > /dev/null || exit 96",
+          0, {"moved 2 run folders of another config into", "/base/superseded-"},
+          {"!base/async-seed1", "!base/sync-seed1", "base/async-lr=0.2-seed1/summary.json~completed",
+           "base/index.csv!~sync-seed1", "base/index.csv#3"}));
   t.push_back(row("d02_shard_of_another_config_is_refused", 2,
-                  run + " --shard 0/2 || exit 98\n" + run + " --shard 1/2 --set train.lr=0.05", 2,
-                  {"another config's"}, {"base/experiment.json!~0.05", "!base/sync-seed1"}));
+                  run + " --shard 0/2 || exit 98\n" + run + " --shard 1/2 --set train.lr=0.05", 2, {"another config's"},
+                  {"base/experiment.json!~0.05", "!base/sync-seed1"}));
   t.push_back(row("d02_shards_of_one_config_share_the_folder", 2,
                   run + " --shard 0/2 & A=$!\n" + run + " --shard 1/2; b=$?; wait $A; a=$?; exit $((a + b))", 0, {},
-                  {"base/async-seed1/summary.json~completed", "base/sync-seed1/summary.json~completed"}).control());
+                  {"base/async-seed1/summary.json~completed", "base/sync-seed1/summary.json~completed"})
+                  .control());
   t.push_back(row("d02_no_stale_lock_after_kill_9", 2,
                   long_bg + "kill -9 $P; wait $P\n{bin} run {dir}/sync.json --supersede --quiet --out {out}", 0, {},
-                  {"base/sync-seed1/summary.json~completed"}).control());
+                  {"base/sync-seed1/summary.json~completed"})
+                  .control());
 
   // ---- 3. failed runs are marked; resume verifies the result files
   // A data set that validation finds (its files exist) but that fails when the run reads
@@ -761,7 +849,11 @@ std::vector<Row> rows() {
     std::vector<uint8_t> images = idx_images_header(20, 28, 28);
     images.resize(images.size() + 20 * 784, 9);
     t.push_back(row("d03_failed_run_is_rerun", 3,  // the data is mended after the first attempt
-                    run + "\ngrep -q failed {out}/fm/async-seed1/summary.json || exit 98\nrm -r {dir}/fm\nmv {dir}/later {dir}/fm\n" + run, 0,
+                    run +
+                        "\ngrep -q failed {out}/fm/async-seed1/summary.json || exit 98\nrm -r {dir}/fm\nmv {dir}/later "
+                        "{dir}/fm\n" +
+                        run,
+                    0,
                     // (5 gradients: the loss does not move, so the run's result is "stalled")
                     {}, {"fm/async-seed1/summary.json~stalled", "fm/index.csv!~failed"})
                     .cfg(kFashion)
@@ -771,78 +863,95 @@ std::vector<Row> rows() {
                     }));
   }
   for (const std::string file : {"metrics.csv", "workers.csv", "staleness.csv", "meta.json"})
-    t.push_back(row("d03_resume_reruns_without_" + file.substr(0, file.find('.')), 3, run + " || exit 98\nrm {out}/base/async-seed1/" + file + "\n{bin} run {cfg} --out {out}", 0,
+    t.push_back(row("d03_resume_reruns_without_" + file.substr(0, file.find('.')), 3,
+                    run + " || exit 98\nrm {out}/base/async-seed1/" + file + "\n{bin} run {cfg} --out {out}", 0,
                     {file + " is missing: re-running it", "sync-seed1: completed earlier, skipped"},
                     {"base/async-seed1/" + file}));
   t.push_back(row("d03_resume_reruns_a_truncated_metrics_csv", 3,
                   run + " || exit 98\nsed -i '$d' {out}/base/async-seed1/metrics.csv\n{bin} run {cfg} --out {out}", 0,
-                  {"metrics.csv does not end at the summary's 200 updates"}, {"base/async-seed1/summary.json~completed"}));
+                  {"metrics.csv does not end at the summary's 200 updates"},
+                  {"base/async-seed1/summary.json~completed"}));
   t.push_back(row("d03_summary_json_a_list", 3,
                   run + " || exit 98\necho '[1, 2]' > {out}/base/async-seed1/summary.json\n" + run, 0, {},
                   {"base/async-seed1/summary.json~completed", "base/index.csv#3"}));
-  t.push_back(row("d03_summary_status_a_number", 3,
-                  run + " || exit 98\necho '{\"status\": 5, \"final\": 3}' > {out}/base/async-seed1/summary.json\n" + run, 0,
-                  {}, {"base/async-seed1/summary.json~completed"}));
-  t.push_back(row("d03_summary_final_not_an_object_in_index", 3,  // index.csv reads the summary as it is
-                  run + " || exit 98\necho '{\"status\": \"completed\", \"final\": 3}' > {out}/base/sync-seed1/summary.json\n" +
-                      run + " --shard 0/2 --rerun",
-                  // (as `asgdsim run` would, index.csv does not count a summary without its run id as done)
-                  0, {}, {"base/index.csv#3", "base/index.csv~sync-seed1,sync,1,incomplete,nan,nan,nan,nan,nan"}));
-  t.push_back(row("d03_summary_nested_deep", 3,
-                  run + " || exit 98\npython3 -c \"print('['*200000 + ']'*200000)\" > {out}/base/async-seed1/summary.json\n" +
-                      run,
-                  0, {}, {"base/async-seed1/summary.json~completed"}));
-  t.push_back(row("d03_interrupted_run_is_rerun", 0,  // the re-run starts by removing the old summary.json
-                  long_bg + "kill -INT $P; wait $P\ngrep -q interrupted {out}/base/async-seed1/summary.json || exit 98\n"
-                            "{bin} run {dir}/long.json --quiet --out {out} & Q=$!\n"
-                            "for i in $(seq 1 600); do [ -e {out}/base/async-seed1/summary.json ] || break; sleep 0.05; done\n"
-                            "kill -INT $Q; wait $Q",
-                  130, {}, {"base/async-seed1/summary.json~interrupted"}));
+  t.push_back(
+      row("d03_summary_status_a_number", 3,
+          run + " || exit 98\necho '{\"status\": 5, \"final\": 3}' > {out}/base/async-seed1/summary.json\n" + run, 0,
+          {}, {"base/async-seed1/summary.json~completed"}));
+  t.push_back(
+      row("d03_summary_final_not_an_object_in_index", 3,  // index.csv reads the summary as it is
+          run + " || exit 98\necho '{\"status\": \"completed\", \"final\": 3}' > {out}/base/sync-seed1/summary.json\n" +
+              run + " --shard 0/2 --rerun",
+          // (as `asgdsim run` would, index.csv does not count a summary without its run id as done)
+          0, {}, {"base/index.csv#3", "base/index.csv~sync-seed1,sync,1,incomplete,nan,nan,nan,nan,nan"}));
+  t.push_back(row(
+      "d03_summary_nested_deep", 3,
+      run + " || exit 98\npython3 -c \"print('['*200000 + ']'*200000)\" > {out}/base/async-seed1/summary.json\n" + run,
+      0, {}, {"base/async-seed1/summary.json~completed"}));
+  t.push_back(
+      row("d03_interrupted_run_is_rerun", 0,  // the re-run starts by removing the old summary.json
+          long_bg + "kill -INT $P; wait $P\ngrep -q interrupted {out}/base/async-seed1/summary.json || exit 98\n"
+                    "{bin} run {dir}/long.json --quiet --out {out} & Q=$!\n"
+                    "for i in $(seq 1 600); do [ -e {out}/base/async-seed1/summary.json ] || break; sleep 0.05; done\n"
+                    "kill -INT $Q; wait $Q",
+          130, {}, {"base/async-seed1/summary.json~interrupted"}));
   t.push_back(row("d03_completed_run_is_skipped", 3, run + " || exit 98\n{bin} run {cfg} --out {out}", 0,
-                  {"async-seed1: completed earlier, skipped", "sync-seed1: completed earlier, skipped"}).control());
+                  {"async-seed1: completed earlier, skipped", "sync-seed1: completed earlier, skipped"})
+                  .control());
 
   // ---- 4. temporary files: never written through, stale ones removed
-  t.push_back(row("d04_planted_temp_symlinks_are_not_followed", 4,
-                  "mkdir -p {out}/base/async-seed1 {out}/base/sync-seed1; echo precious > {dir}/victim\n"
-                  "bash -c 'for d in async-seed1 sync-seed1; do for f in config.json meta.json metrics.csv staleness.csv "
-                  "workers.csv summary.json; do ln -s {dir}/victim {out}/base/$d/$f.tmp.$$; done; done\n"
-                  "for f in experiment.json index.csv; do ln -s {dir}/victim {out}/base/$f.tmp.$$; done\n"
-                  "exec {bin} run {cfg} --quiet --out {out}'",
-                  0, {}, {"{dir}/victim#1", "{dir}/victim~precious", "base/async-seed1/summary.json~completed"})
-                  .after([](Ctx& c) {
-                    EXPECT_FALSE(fs::is_symlink(c.out + "/base/async-seed1/config.json"));
-                    EXPECT_FALSE(fs::is_symlink(c.out + "/base/experiment.json"));
-                  }));
+  t.push_back(
+      row("d04_planted_temp_symlinks_are_not_followed", 4,
+          "mkdir -p {out}/base/async-seed1 {out}/base/sync-seed1; echo precious > {dir}/victim\n"
+          "bash -c 'for d in async-seed1 sync-seed1; do for f in config.json meta.json metrics.csv staleness.csv "
+          "workers.csv summary.json; do ln -s {dir}/victim {out}/base/$d/$f.tmp.$$; done; done\n"
+          "for f in experiment.json index.csv; do ln -s {dir}/victim {out}/base/$f.tmp.$$; done\n"
+          "exec {bin} run {cfg} --quiet --out {out}'",
+          0, {}, {"{dir}/victim#1", "{dir}/victim~precious", "base/async-seed1/summary.json~completed"})
+          .after([](Ctx& c) {
+            EXPECT_FALSE(fs::is_symlink(c.out + "/base/async-seed1/config.json"));
+            EXPECT_FALSE(fs::is_symlink(c.out + "/base/experiment.json"));
+          }));
   t.push_back(row("d04_stale_temp_files_removed_on_resume", 4,
-                  run + " || exit 98\nrm {out}/base/async-seed1/summary.json\n"
-                        "head -c 4000000 /dev/zero > {out}/base/async-seed1/metrics.csv.tmp.12345\n"
-                        "echo x > {out}/base/async-seed1/summary.json.tmp.777.abc\n"
-                        "echo x > {out}/base/experiment.json.tmp.999\n" + run,
+                  run +
+                      " || exit 98\nrm {out}/base/async-seed1/summary.json\n"
+                      "head -c 4000000 /dev/zero > {out}/base/async-seed1/metrics.csv.tmp.12345\n"
+                      "echo x > {out}/base/async-seed1/summary.json.tmp.777.abc\n"
+                      "echo x > {out}/base/experiment.json.tmp.999\n" +
+                      run,
                   0, {},
                   {"!base/async-seed1/metrics.csv.tmp.12345", "!base/async-seed1/summary.json.tmp.777.abc",
                    "!base/experiment.json.tmp.999", "base/async-seed1/summary.json~completed"}));
   t.push_back(row("d04_a_symlink_at_the_target_is_replaced", 4,
                   "mkdir -p {out}/base/async-seed1; echo precious > {dir}/victim\n"
-                  "ln -s {dir}/victim {out}/base/async-seed1/metrics.csv\n" + run,
-                  0, {}, {"{dir}/victim~precious", "{dir}/victim#1", "base/async-seed1/metrics.csv~time,updates"}).control());
+                  "ln -s {dir}/victim {out}/base/async-seed1/metrics.csv\n" +
+                      run,
+                  0, {}, {"{dir}/victim~precious", "{dir}/victim#1", "base/async-seed1/metrics.csv~time,updates"})
+                  .control());
 
   // ---- 5. no path leaves --out
-  t.push_back(row("d05_name_dot_dot_slash", 5, "mkdir -p {dir}/o1/o2; {bin} run {cfg} --quiet --out {dir}/o1/o2 --set name=../../x",
-                  2, {"name", "'../../x'", "folder name"}, {"!{dir}/x", "!{dir}/o1/o2/x"}));
+  t.push_back(row("d05_name_dot_dot_slash", 5,
+                  "mkdir -p {dir}/o1/o2; {bin} run {cfg} --quiet --out {dir}/o1/o2 --set name=../../x", 2,
+                  {"name", "'../../x'", "folder name"}, {"!{dir}/x", "!{dir}/o1/o2/x"}));
   t.push_back(refused("d05_name_dot_dot", 5, kBase, {"name", "'..'"}, "--set name=.."));
   t.push_back(refused("d05_name_dot", 5, kBase, {"name", "'.'"}, "--set name=."));
   t.push_back(refused("d05_name_empty", 5, kBase, {"name", "is empty"}, "--set 'name=\"\"'"));
   t.push_back(refused("d05_name_with_slash", 5, kBase, {"name", "'a/b'"}, "--set name=a/b"));
-  t.push_back(refused("d05_name_too_long", 5, kBase, {"name", "longer than 200"}, "--set name=" + std::string(300, 'n')));
-  t.push_back(refused("d05_run_id_too_long", 5, with(kBase, [](json& c) {
-                        c["sweep"] = {{"description", {std::string(250, 'd')}}};
-                      }), {"too long for a folder name"}));
-  t.push_back(row("d05_empty_out", 5, "{bin} run {cfg} --quiet --out ''", 2, {"--out is empty"},
-                  {"!/asgd_hardening_empty_out"})
-                  .cfg(with(kBase, [](json& c) { c["name"] = "asgd_hardening_empty_out"; }))
-                  .after([](Ctx&) { fs::remove_all("/asgd_hardening_empty_out"); }));
-  t.push_back(row("d05_name_from_file_is_sanitised", 5, "cp {cfg} '{dir}/my exp.json'\n{bin} run '{dir}/my exp.json' --quiet --out {out}",
-                  0, {}, {"my_exp/index.csv", "!my exp"})
+  t.push_back(
+      refused("d05_name_too_long", 5, kBase, {"name", "longer than 200"}, "--set name=" + std::string(300, 'n')));
+  t.push_back(refused("d05_run_id_too_long", 5,
+                      with(kBase,
+                           [](json& c) {
+                             c["sweep"] = {{"description", {std::string(250, 'd')}}};
+                           }),
+                      {"too long for a folder name"}));
+  t.push_back(
+      row("d05_empty_out", 5, "{bin} run {cfg} --quiet --out ''", 2, {"--out is empty"}, {"!/asgd_hardening_empty_out"})
+          .cfg(with(kBase, [](json& c) { c["name"] = "asgd_hardening_empty_out"; }))
+          .after([](Ctx&) { fs::remove_all("/asgd_hardening_empty_out"); }));
+  t.push_back(row("d05_name_from_file_is_sanitised", 5,
+                  "cp {cfg} '{dir}/my exp.json'\n{bin} run '{dir}/my exp.json' --quiet --out {out}", 0, {},
+                  {"my_exp/index.csv", "!my exp"})
                   .cfg(with(kBase, [](json& c) { c.erase("name"); })));
 
   // ---- 6. what cannot advance is refused; nothing spins
@@ -850,8 +959,8 @@ std::vector<Row> rows() {
                       "--set 'eval={\"every\":1e-10,\"unit\":\"time\"}'"));
   t.push_back(invalid("d06_validate_eval_every_below_a_nanosecond", 6, kBase, {"eval.every"},
                       "--set 'eval={\"every\":1e-10,\"unit\":\"time\"}'"));
-  t.push_back(row("d06_eval_every_1e-17_epochs_ends", 6, run + " --set 'eval={\"every\":1e-17}' --set stop.updates=50", 0,
-                  {}, {"base/async-seed1/metrics.csv#52", "base/sync-seed1/summary.json~completed"})
+  t.push_back(row("d06_eval_every_1e-17_epochs_ends", 6, run + " --set 'eval={\"every\":1e-17}' --set stop.updates=50",
+                  0, {}, {"base/async-seed1/metrics.csv#52", "base/sync-seed1/summary.json~completed"})
                   .limit(30));
   t.push_back(refused("d06_zero_compute_with_only_stop_time", 6, kBase, {"stop.time", "can never reach it", "0 ns"},
                       "--set 'cluster.compute={\"dist\":\"constant\",\"value\":0}' --set 'stop={\"time\":1}'"));
@@ -861,16 +970,19 @@ std::vector<Row> rows() {
                       "--set 'cluster.compute={\"dist\":\"exponential\",\"mean\":1e-13}' --set 'stop={\"time\":1}'"));
   t.push_back(row("d06_zero_compute_with_stop_updates_runs", 6,
                   run + " --set 'cluster.compute={\"dist\":\"constant\",\"value\":0}'", 0, {},
-                  {"base/async-seed1/summary.json~completed"}).control());
+                  {"base/async-seed1/summary.json~completed"})
+                  .control());
   t.push_back(row("d06_zero_compute_with_latency_reaches_stop_time", 6,
                   run + " --set 'cluster.compute={\"dist\":\"constant\",\"value\":0}' --set 'stop={\"time\":0.05}' "
                         "--set cluster.network.latency=0.001",
-                  0, {}, {"base/async-seed1/summary.json~reached stop.time"}).control());
+                  0, {}, {"base/async-seed1/summary.json~reached stop.time"})
+                  .control());
   t.push_back(row("d06_eval_every_nanosecond_is_fine", 6,
                   run + " --set 'eval={\"every\":1e-9,\"unit\":\"time\"}' --set 'stop={\"time\":2e-7}' "
                         "--set 'cluster.compute={\"dist\":\"constant\",\"value\":1e-8}'",
                   // no update lands within 2e-7 s (the messages take longer): "stalled", not "completed"
-                  0, {}, {"base/async-seed1/summary.json~stalled"}).control());
+                  0, {}, {"base/async-seed1/summary.json~stalled"})
+                  .control());
   t.push_back(row("d06_ctrl_c_while_making_data", 6,
                   "{bin} run {cfg} --quiet --out {out} & P=$!\n"
                   "wait_for {out}/big/async-seed1/meta.json || exit 99\nsleep 0.3; kill -INT $P\n"
@@ -911,15 +1023,16 @@ std::vector<Row> rows() {
                         "--set cluster.workers=8 --set stop.updates=1000000",
                   2, {"virtual time overflow", "run async-seed1", "drew a compute time", "lighter tail"},
                   {"base/async-seed1/summary.json~\"failed\"", "base/index.csv~async-seed1,async,1,failed"}));
-  t.push_back(row("d07_sum_of_long_steps_overflows", 7,
-                  run + " --set 'cluster.compute={\"dist\":\"constant\",\"value\":1e9,\"per\":\"step\"}' --set stop.updates=30 "
-                        "--set 'engines=[{\"type\":\"async\"}]'",
-                  2, {"virtual time overflow", "outside the virtual clock's range"},
-                  {"base/async-seed1/summary.json~\"failed\""}));
+  t.push_back(row(
+      "d07_sum_of_long_steps_overflows", 7,
+      run + " --set 'cluster.compute={\"dist\":\"constant\",\"value\":1e9,\"per\":\"step\"}' --set stop.updates=30 "
+            "--set 'engines=[{\"type\":\"async\"}]'",
+      2, {"virtual time overflow", "outside the virtual clock's range"}, {"base/async-seed1/summary.json~\"failed\""}));
   t.push_back(row("d07_rare_failures_beyond_the_clock_never_happen", 7,
                   run + " --set 'cluster.failures={\"rate\":1e-15}'", 0, {},
                   {"base/async-seed1/summary.json~\"worker_failures\": 0"}));
-  t.push_back(row("d07_trace_value_beyond_the_limit", 7, "printf '0.01\\n1e10\\n' > {dir}/trace.txt\n" + run +
+  t.push_back(row("d07_trace_value_beyond_the_limit", 7,
+                  "printf '0.01\\n1e10\\n' > {dir}/trace.txt\n" + run +
                       " --set 'cluster.compute={\"dist\":\"trace\",\"file\":\"trace.txt\"}'",
                   2, {"trace.txt line 2", "more than 1000000000 s"}, {"EMPTY"}));
   t.push_back(row("d07_tiny_bandwidth_overflows", 7, run + " --set cluster.network.bandwidth=1e-10", 2,
@@ -946,11 +1059,13 @@ std::vector<Row> rows() {
                       "--set train.global_batch=100000000"));
   t.push_back(refused("d08_data_samples_2_to_40", 8, kBase, {"data.samples"}, "--set data.samples=1099511627776"));
   t.push_back(refused("d08_backups_2_to_32", 8, kBase, {"engines[0].backups"},
-                      "--set 'engines=[{\"type\":\"sync_backup\",\"backups\":4294967296}]'").control());
+                      "--set 'engines=[{\"type\":\"sync_backup\",\"backups\":4294967296}]'")
+                  .control());
   t.push_back(refused("d08_period_2_to_40", 8, kBase, {"engines[0].period"},
                       "--set 'engines=[{\"type\":\"easgd\",\"period\":1099511627776}]'"));
   t.push_back(refused("d08_failure_worker_2_to_32", 8, kBase, {"cluster.failures.events[0].worker"},
-                      "--set 'cluster.failures={\"events\":[{\"worker\":4294967296,\"at\":1}]}'").control());
+                      "--set 'cluster.failures={\"events\":[{\"worker\":4294967296,\"at\":1}]}'")
+                  .control());
   t.push_back(refused("d08_stop_updates_huge", 0, kBase, {"stop.updates"}, "--set stop.updates=1e300"));
   t.push_back(refused("d08_workers_fractional", 0, kBase, {"cluster.workers", "integer"}, "--set cluster.workers=2.5"));
   t.push_back(refused("d08_classes_1001", 0, kTiny, {"data.classes", "[2, 1000]"}, "--set data.classes=1001"));
@@ -960,14 +1075,16 @@ std::vector<Row> rows() {
                       "--set cluster.workers=16777215"));
   t.push_back(refused("d09_workers_times_model", 9, kBase, {"cluster.workers", "would need about", "GiB", "Lower"},
                       "--set cluster.workers=1000000 --set model.dim=100000000"));
-  t.push_back(row("d09_repeats_1e6", 9, "{bin} validate {cfg} --set repeats=1000000", 2, {"repeats", "[1, 50000]"},
-                  {"EMPTY"}));
-  t.push_back(invalid("d09_sweep_product_too_many_runs", 9, with(kBase, [](json& c) {
-                        json lrs = json::array();
-                        for (int i = 1; i <= 300; ++i) lrs.push_back(0.001 * i);
-                        c["sweep"] = {{"train.lr", lrs}};
-                        c["repeats"] = 100;
-                      }),
+  t.push_back(
+      row("d09_repeats_1e6", 9, "{bin} validate {cfg} --set repeats=1000000", 2, {"repeats", "[1, 50000]"}, {"EMPTY"}));
+  t.push_back(invalid("d09_sweep_product_too_many_runs", 9,
+                      with(kBase,
+                           [](json& c) {
+                             json lrs = json::array();
+                             for (int i = 1; i <= 300; ++i) lrs.push_back(0.001 * i);
+                             c["sweep"] = {{"train.lr", lrs}};
+                             c["repeats"] = 100;
+                           }),
                       {"makes 60000 runs", "2 engine(s) x 300 train.lr x 100 repeat(s)", "more than 50000"}));
   t.push_back(refused("d09_batch_size_1e9", 9, kBase, {"train.batch_size"}, "--set train.batch_size=1000000000"));
   t.push_back(refused("d09_hidden_layers_too_large", 9, kTiny, {"model", "would need about"},
@@ -999,8 +1116,9 @@ std::vector<Row> rows() {
                   .before(fashion_folder(idx_images_header(20, 28, 28), size_t(900) << 20))
                   .no_sanitizer()
                   .not_on_cuda());
-  t.push_back(row("d09_compute_file_dev_zero", 9, run + " --set 'cluster.compute={\"dist\":\"trace\",\"file\":\"/dev/zero\"}'",
-                  2, {"/dev/zero line 1", "longer than 1024 bytes"}, {"EMPTY"}));
+  t.push_back(row("d09_compute_file_dev_zero", 9,
+                  run + " --set 'cluster.compute={\"dist\":\"trace\",\"file\":\"/dev/zero\"}'", 2,
+                  {"/dev/zero line 1", "longer than 1024 bytes"}, {"EMPTY"}));
   t.push_back(row("d09_config_file_dev_zero", 9, "{bin} validate /dev/zero", 2, {"/dev/zero", "larger than 64 MiB"}));
   t.push_back(row("d09_trace_line_too_long", 9,
                   "head -c 5000 /dev/zero | tr '\\0' 1 > {dir}/long.txt\n" + run +
@@ -1021,11 +1139,12 @@ std::vector<Row> rows() {
   t.push_back(row("d10_json_nested_100000_deep", 10,
                   "python3 -c \"print('['*100000 + ']'*100000)\" > {dir}/deep.json\n{bin} validate {dir}/deep.json", 2,
                   {"nested deeper than 64 levels"}));
-  t.push_back(row("d10_json_nested_deep_in_config", 10,
-                  "python3 -c \"print('{\\\"model\\\": {\\\"type\\\": \\\"quadratic\\\"}, \\\"engines\\\": [{\\\"type\\\": "
-                  "\\\"async\\\"}], \\\"description\\\": ' + '{\\\"a\\\":'*5000 + '1' + '}'*5001)\" > {dir}/deep.json\n"
-                  "{bin} validate {dir}/deep.json",
-                  2, {"nested deeper than 64 levels", "description.a.a"}));
+  t.push_back(
+      row("d10_json_nested_deep_in_config", 10,
+          "python3 -c \"print('{\\\"model\\\": {\\\"type\\\": \\\"quadratic\\\"}, \\\"engines\\\": [{\\\"type\\\": "
+          "\\\"async\\\"}], \\\"description\\\": ' + '{\\\"a\\\":'*5000 + '1' + '}'*5001)\" > {dir}/deep.json\n"
+          "{bin} validate {dir}/deep.json",
+          2, {"nested deeper than 64 levels", "description.a.a"}));
   t.push_back(row("d10_json_nested_deep_in_set", 10,
                   "{bin} validate {cfg} --set \"description=$(python3 -c \"print('['*60000 + ']'*60000)\")\"", 2,
                   {"--set description", "nested deeper"}));
@@ -1033,21 +1152,26 @@ std::vector<Row> rows() {
                       "--set 'description=[[[[[[[[1]]]]]]]]'"));
 
   // ---- 11. a repeated key is an error
-  t.push_back(row("d11_repeated_engines", 11, "{bin} validate {cfg}", 2, {"key \"engines\" appears twice"})
-                  .cfg_text(R"({"model": {"type": "quadratic"}, "engines": [{"type": "async"}], "engines": [{"type": "sync"}]})"));
-  t.push_back(row("d11_repeated_key_in_an_engine", 11, "{bin} validate {cfg}", 2,
-                  {"key \"type\" appears twice", "engines[1].type"})
-                  .cfg_text(R"({"model": {"type": "quadratic"}, "engines": [{"type": "async"}, {"type": "async", "type": "sync"}]})"));
-  t.push_back(row("d11_repeated_key_nested", 11, run, 2, {"key \"workers\" appears twice", "cluster.workers"}, {"EMPTY"})
-                  .cfg_text(R"({"model": {"type": "quadratic"}, "cluster": {"workers": 2, "workers": 8},
+  t.push_back(
+      row("d11_repeated_engines", 11, "{bin} validate {cfg}", 2, {"key \"engines\" appears twice"})
+          .cfg_text(
+              R"({"model": {"type": "quadratic"}, "engines": [{"type": "async"}], "engines": [{"type": "sync"}]})"));
+  t.push_back(
+      row("d11_repeated_key_in_an_engine", 11, "{bin} validate {cfg}", 2,
+          {"key \"type\" appears twice", "engines[1].type"})
+          .cfg_text(
+              R"({"model": {"type": "quadratic"}, "engines": [{"type": "async"}, {"type": "async", "type": "sync"}]})"));
+  t.push_back(
+      row("d11_repeated_key_nested", 11, run, 2, {"key \"workers\" appears twice", "cluster.workers"}, {"EMPTY"})
+          .cfg_text(R"({"model": {"type": "quadratic"}, "cluster": {"workers": 2, "workers": 8},
                                 "engines": [{"type": "async"}]})"));
   t.push_back(invalid("d11_repeated_key_in_set", 11, kBase, {"--set engines", "appears twice"},
                       "--set 'engines=[{\"type\":\"async\",\"type\":\"sync\"}]'"));
   t.push_back(row("d11_repeated_key_with_comments", 11, "{bin} validate {cfg}", 2, {"key \"seed\" appears twice"})
                   .cfg_text("{\"seed\": 1, // the seed\n \"seed\": 2, \"model\": {\"type\": \"quadratic\"}, "
                             "\"engines\": [{\"type\": \"async\"}]}"));
-  t.push_back(invalid("d11_key_in_another_case_is_unknown", 0, with(kBase, [](json& c) { c["Engines"] = c["engines"]; }),
-                      {"Engines", "unknown key"}));
+  t.push_back(invalid("d11_key_in_another_case_is_unknown", 0,
+                      with(kBase, [](json& c) { c["Engines"] = c["engines"]; }), {"Engines", "unknown key"}));
 
   // ---- 12. signals
   t.push_back(row("d12_sighup_is_an_interruption", 12, long_bg + "kill -HUP $P; wait $P", 130, {},
@@ -1070,17 +1194,17 @@ std::vector<Row> rows() {
   t.push_back(invalid("d13_validate_set_not_utf8", 13, kBase, {"not valid UTF-8"}, "--set description=$'\\xff\\xfe'"));
   t.push_back(row("d13_cluster_without_mpirun", 13, "{bin} cluster {cfg} --out {out}", 2,
                   {"mpirun -np N+1", "not started by mpirun"}, {"EMPTY"}));
-  t.push_back(row("d13_out_not_utf8", 13, "{bin} run {cfg} --quiet --out {out}/$'\\xff'", 0, {})
-                  .after([](Ctx& c) {
-                    json meta = json::parse(read_file(c.out + "/\xff/base/async-seed1/meta.json"));
-                    EXPECT_NE(meta["command_line"].get<std::string>().find("?"), std::string::npos);
-                  }));
+  t.push_back(row("d13_out_not_utf8", 13, "{bin} run {cfg} --quiet --out {out}/$'\\xff'", 0, {}).after([](Ctx& c) {
+    json meta = json::parse(read_file(c.out + "/\xff/base/async-seed1/meta.json"));
+    EXPECT_NE(meta["command_line"].get<std::string>().find("?"), std::string::npos);
+  }));
   t.push_back(row("d13_config_file_name_not_utf8", 13,
                   "cp {cfg} {dir}/$'\\xff'.json\n{bin} run {dir}/$'\\xff'.json --quiet --out {out}", 0, {},
                   {"_/index.csv"})
                   .cfg(with(kBase, [](json& c) { c.erase("name"); })));
-  t.push_back(row("d13_config_not_utf8", 0, "printf '{\"name\": \"\\xff\"}' > {dir}/bad.json\n{bin} validate {dir}/bad.json",
-                  2, {"bad.json", "syntax error"}));
+  t.push_back(row("d13_config_not_utf8", 0,
+                  "printf '{\"name\": \"\\xff\"}' > {dir}/bad.json\n{bin} validate {dir}/bad.json", 2,
+                  {"bad.json", "syntax error"}));
 
   // ---- 14. plot.py: unreadable files are warned about and listed
   t.push_back(row("d14_plot_corrupt_metrics_and_summary", 14,
@@ -1109,40 +1233,53 @@ std::vector<Row> rows() {
                       {"train.batch_size", "integer"}));
   t.push_back(refused("e_negative_lr", 0, tiny([](json& c) { c["train"]["lr"] = -0.1; }), {"train.lr", "> 0"}));
   t.push_back(refused("e_workers_zero", 0, tiny([](json& c) { c["cluster"]["workers"] = 0; }), {"cluster.workers"}));
-  t.push_back(refused("e_empty_engines", 0, tiny([](json& c) { c["engines"] = json::array(); }), {"engines", "non-empty"}));
+  t.push_back(
+      refused("e_empty_engines", 0, tiny([](json& c) { c["engines"] = json::array(); }), {"engines", "non-empty"}));
   t.push_back(refused("e_unknown_engine", 0, tiny([](json& c) { c["engines"][0]["type"] = "asyncc"; }),
                       {"engines[0].type", "did you mean 'async'"}));
-  t.push_back(refused("e_sweep_over_a_missing_key", 0,
-                      tiny([](json& c) { c["sweep"] = {{"train.lrate", {0.1, 0.2}}}; }), {"sweep.train.lrate", "unknown key"}));
-  t.push_back(refused("e_backups_negative", 0,
-                      tiny([](json& c) { c["engines"][0] = {{"type", "sync_backup"}, {"backups", -1}}; }),
+  t.push_back(refused("e_sweep_over_a_missing_key", 0, tiny([](json& c) {
+                        c["sweep"] = {{"train.lrate", {0.1, 0.2}}};
+                      }),
+                      {"sweep.train.lrate", "unknown key"}));
+  t.push_back(refused("e_backups_negative", 0, tiny([](json& c) {
+                        c["engines"][0] = {{"type", "sync_backup"}, {"backups", -1}};
+                      }),
                       {"engines[0].backups"}));
-  t.push_back(refused("e_backups_at_least_workers", 0,
-                      tiny([](json& c) { c["engines"][0] = {{"type", "sync_backup"}, {"backups", 2}}; }),
+  t.push_back(refused("e_backups_at_least_workers", 0, tiny([](json& c) {
+                        c["engines"][0] = {{"type", "sync_backup"}, {"backups", 2}};
+                      }),
                       {"engines[0].backups", "< cluster.workers"}));
-  t.push_back(refused("e_period_zero", 0, tiny([](json& c) { c["engines"][0] = {{"type", "easgd"}, {"period", 0}}; }),
+  t.push_back(refused("e_period_zero", 0, tiny([](json& c) {
+                        c["engines"][0] = {{"type", "easgd"}, {"period", 0}};
+                      }),
                       {"engines[0].period"}));
-  t.push_back(refused("e_alpha_out_of_range", 0,
-                      tiny([](json& c) { c["engines"][0] = {{"type", "easgd"}, {"alpha", 1.5}}; }),
+  t.push_back(refused("e_alpha_out_of_range", 0, tiny([](json& c) {
+                        c["engines"][0] = {{"type", "easgd"}, {"alpha", 1.5}};
+                      }),
                       {"engines[0].alpha", "[0, 1]"}));
-  t.push_back(refused("e_negative_distribution_parameter", 0,
-                      tiny([](json& c) { c["cluster"]["compute"] = {{"dist", "exponential"}, {"mean", -1}}; }),
+  t.push_back(refused("e_negative_distribution_parameter", 0, tiny([](json& c) {
+                        c["cluster"]["compute"] = {{"dist", "exponential"}, {"mean", -1}};
+                      }),
                       {"cluster.compute.mean"}));
-  t.push_back(refused("e_missing_distribution_parameter", 0,
-                      tiny([](json& c) { c["cluster"]["compute"] = {{"dist", "pareto"}, {"scale", 1}}; }),
+  t.push_back(refused("e_missing_distribution_parameter", 0, tiny([](json& c) {
+                        c["cluster"]["compute"] = {{"dist", "pareto"}, {"scale", 1}};
+                      }),
                       {"cluster.compute.alpha", "missing"}));
-  t.push_back(refused("e_model_data_mismatch", 0, tiny([](json& c) { c["model"] = {{"type", "linear"}}; }),
+  t.push_back(refused("e_model_data_mismatch", 0, tiny([](json& c) {
+                        c["model"] = {{"type", "linear"}};
+                      }),
                       {"data", "regression"}));
   t.push_back(refused("e_set_without_value", 0, kTiny, {"KEY.PATH=VALUE"}, "--set train.lr"));
   t.push_back(refused("e_set_to_a_bad_value", 0, kTiny, {"train.momentum"}, "--set train.momentum=2"));
-  t.push_back(refused("e_batched_gradients_zero", 0, kTiny, {"batched_gradients", "[1, 1024]"},
-                      "--set batched_gradients=0"));
+  t.push_back(
+      refused("e_batched_gradients_zero", 0, kTiny, {"batched_gradients", "[1, 1024]"}, "--set batched_gradients=0"));
   t.push_back(row("e_unwritable_out", 0, "{bin} run {cfg} --quiet --out /proc/asgd_cannot_write", 2,
                   {"/proc/asgd_cannot_write"})
                   .cfg(kTiny));
-  t.push_back(invalid("e_fuzz_model_type_a_number", 0, json::parse(R"({"model": {"type": 2}, "engines": [{"type": "async"}]})"),
-                      {"model.type"}));
-  t.push_back(invalid("e_fuzz_name_a_number", 0, json::parse(R"({"name": 5, "model": {"type": "softmax"}, "engines": [{"type": "async"}]})"),
+  t.push_back(invalid("e_fuzz_model_type_a_number", 0,
+                      json::parse(R"({"model": {"type": 2}, "engines": [{"type": "async"}]})"), {"model.type"}));
+  t.push_back(invalid("e_fuzz_name_a_number", 0,
+                      json::parse(R"({"name": 5, "model": {"type": "softmax"}, "engines": [{"type": "async"}]})"),
                       {"name"}));
   t.push_back(invalid("e_fuzz_classes_a_string", 0,
                       json::parse(R"({"model": {"type": "logistic"}, "data": {"type": "synthetic", "classes": "two"},
@@ -1151,16 +1288,20 @@ std::vector<Row> rows() {
   t.push_back(invalid("e_fuzz_mode_a_number", 0,
                       json::parse(R"({"model": {"type": "quadratic"}, "engines": [{"type": "easgd", "mode": 7}]})"),
                       {"engines[0].mode"}));
-  t.push_back(row("e_fuzz_number_literal_too_large", 0, "{bin} validate {cfg}", 2, {"unreadable JSON", "number overflow"})
-                  .cfg_text(R"({"seed": 7700000000000000001E824712669162, "model": {"type": "quadratic"}, "engines": [{"type": "async"}]})"));
+  t.push_back(
+      row("e_fuzz_number_literal_too_large", 0, "{bin} validate {cfg}", 2, {"unreadable JSON", "number overflow"})
+          .cfg_text(
+              R"({"seed": 7700000000000000001E824712669162, "model": {"type": "quadratic"}, "engines": [{"type": "async"}]})"));
   t.push_back(invalid("e_fuzz_seed_1e999_in_set", 0, kBase, {"seed"}, "--set seed=1e999"));
   t.push_back(row("e_usage_no_command", 0, "{bin}", 2, {"missing command", "usage"}));
   t.push_back(row("e_usage_unknown_command", 0, "{bin} frobnicate", 2, {"unknown command 'frobnicate'"}));
   t.push_back(row("e_usage_run_without_config", 0, "{bin} run", 2, {"missing CONFIG.json"}));
   t.push_back(row("e_usage_unknown_flag", 0, "{bin} run {cfg} --no-such-flag", 2, {"no-such-flag"}, {"EMPTY"}));
-  t.push_back(row("e_usage_missing_config_file", 0, "{bin} run /nonexistent/c.json", 2, {"/nonexistent/c.json", "cannot open"}));
+  t.push_back(row("e_usage_missing_config_file", 0, "{bin} run /nonexistent/c.json", 2,
+                  {"/nonexistent/c.json", "cannot open"}));
   t.push_back(row("e_usage_bad_shard", 0, run + " --shard 3/2", 2, {"--shard '3/2'"}, {"EMPTY"}));
-  t.push_back(row("e_usage_cluster_with_threads", 0, "{bin} cluster {cfg} --threads 2", 2, {"--threads and --jobs do not apply"}));
+  t.push_back(row("e_usage_cluster_with_threads", 0, "{bin} cluster {cfg} --threads 2", 2,
+                  {"--threads and --jobs do not apply"}));
   // refused by validation, before anything is written (issue 32: validate checks the data)
   t.push_back(row("e_missing_fashion_folder", 0, run, 2, {"data.path", "nowhere", "dataset-fashion-mnist"}, {"EMPTY"})
                   .cfg(tiny([](json& c) {
@@ -1168,10 +1309,10 @@ std::vector<Row> rows() {
                     c["data"] = {{"type", "fashion_mnist"}, {"path", "nowhere"}};
                   })));
   t.push_back(row("e_different_config_refused_without_supersede", 0,
-                  run + " || exit 98\n" + run + " --set train.lr=0.3", 2, {"holds a run of a different config", "--supersede"},
-                  {"base/async-seed1/config.json!~0.3"}));
-  t.push_back(row("e_divergence_is_a_result", 0, run + " --set train.lr=5 --set 'engines=[{\"type\":\"async\"}]'", 0, {},
-                  {"base/async-seed1/summary.json~diverged"}));
+                  run + " || exit 98\n" + run + " --set train.lr=0.3", 2,
+                  {"holds a run of a different config", "--supersede"}, {"base/async-seed1/config.json!~0.3"}));
+  t.push_back(row("e_divergence_is_a_result", 0, run + " --set train.lr=5 --set 'engines=[{\"type\":\"async\"}]'", 0,
+                  {}, {"base/async-seed1/summary.json~diverged"}));
   issue31_rows(t);
   issue42_rows(t);
   return t;
@@ -1201,7 +1342,8 @@ std::vector<std::string> entries(const std::string& dir) {
   std::vector<std::string> out;
   std::error_code ec;
   if (!fs::exists(dir)) return out;
-  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec))
     out.push_back(fs::relative(it->path(), dir).string());
   return out;
 }
@@ -1304,7 +1446,9 @@ TEST_P(Hardening, Row) {
                                      j["eval"] = {{"every", 100000}, {"unit", "updates"}};
                                      j["engines"] = json::array({{{"type", "async"}}});
                                    }).dump());
-  write_text(c.dir + "/sync.json", with(kBase, [](json& j) { j["engines"] = json::array({{{"type", "sync"}}}); }).dump());
+  write_text(c.dir + "/sync.json", with(kBase, [](json& j) {
+                                     j["engines"] = json::array({{{"type", "sync"}}});
+                                   }).dump());
   if (r.setup) r.setup(c);
   if (::testing::Test::HasFatalFailure()) return;
 
@@ -1312,8 +1456,11 @@ TEST_P(Hardening, Row) {
   if (const char* kb = std::getenv("ASGD_HARDENING_ULIMIT_KB")) script += "ulimit -v " + std::string(kb) + " || true\n";
   script += "cd " + quote(c.dir) + "\n";
   std::string cmd = r.command;
-  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
-           {"{bin}", binary_under_test()}, {"{cfg}", c.cfg}, {"{out}", c.out}, {"{dir}", c.dir}, {"{src}", source_under_test()}})
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{{"{bin}", binary_under_test()},
+                                                                                   {"{cfg}", c.cfg},
+                                                                                   {"{out}", c.out},
+                                                                                   {"{dir}", c.dir},
+                                                                                   {"{src}", source_under_test()}})
     cmd = replace_all(cmd, key, value);
   script += cmd + "\n";
   write_text(c.dir + "/row.sh", script);
@@ -1326,7 +1473,8 @@ TEST_P(Hardening, Row) {
   c.exit_code = res.exit_code;
   const std::string shown = res.output.size() > 4000 ? res.output.substr(0, 4000) + "..." : res.output;
   EXPECT_EQ(res.exit_code, r.exit) << "defect " << r.defect << ", command:\n" << cmd << "\noutput:\n" << shown;
-  for (const auto& w : r.words) EXPECT_NE(res.output.find(w), std::string::npos) << "output lacks '" << w << "':\n" << shown;
+  for (const auto& w : r.words)
+    EXPECT_NE(res.output.find(w), std::string::npos) << "output lacks '" << w << "':\n" << shown;
   for (const auto& s : r.state) check_state(s, c);
   if (r.check) r.check(c);
 }
@@ -1442,11 +1590,11 @@ TEST(Issue42, DirichletPartsDoNotDependOnHowTheBlocksRun) {
   spec.alpha = 5;
   const auto serial = asgd::partition_samples(labels, 13, 30000, spec, 3);
   size_t ran = 0;
-  const auto reversed = asgd::partition_samples(labels, 13, 30000, spec, 3,
-                                                [&](std::vector<std::function<void()>>&& tasks) {
-                                                  for (size_t i = tasks.size(); i-- > 0;) tasks[i]();
-                                                  ran += tasks.size();
-                                                });
+  const auto reversed =
+      asgd::partition_samples(labels, 13, 30000, spec, 3, [&](std::vector<std::function<void()>>&& tasks) {
+        for (size_t i = tasks.size(); i-- > 0;) tasks[i]();
+        ran += tasks.size();
+      });
   EXPECT_GT(ran, 1u);  // the blocks did go through the runner
   EXPECT_EQ(serial, reversed);
 }

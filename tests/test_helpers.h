@@ -30,8 +30,7 @@ namespace asgd::testing {
 
 inline std::string temp_dir(const std::string& tag) {
   std::string base = std::filesystem::temp_directory_path().string() + "/asgd_" + tag + "_" +
-                     std::to_string(::getpid()) + "_" +
-                     ::testing::UnitTest::GetInstance()->current_test_info()->name();
+                     std::to_string(::getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
   std::filesystem::remove_all(base);
   std::filesystem::create_directories(base);
   return base;
@@ -134,16 +133,17 @@ inline Metrics read_metrics(const std::string& path) {
 // f(w) = 1/2 sum_i h_i w_i^2 (starting at w = 1), 512 nominal samples per epoch, batch 8,
 // every compute time exactly 10 ms, one row per update.
 inline nlohmann::json quadratic_config(const std::string& name, const std::vector<double>& h, int workers, double lr,
-                      double noise = 0.0) {
-  return nlohmann::json{{"name", name},
-              {"seed", 3},
-              {"model", {{"type", "quadratic"}, {"dim", h.size()}, {"curvature", h}, {"noise", noise}, {"init", 1.0}}},
-              {"data", {{"type", "none"}, {"samples", 512}}},
-              {"train", {{"batch_size", 8}, {"lr", lr}}},
-              {"stop", {{"updates", 30}}},
-              {"eval", {{"every", 1}, {"unit", "updates"}}},
-              {"cluster", {{"workers", workers}, {"compute", {{"dist", "constant"}, {"value", 0.01}, {"per", "step"}}}}},
-              {"engines", nlohmann::json::array({nlohmann::json{{"type", "async"}}})}};
+                                       double noise = 0.0) {
+  return nlohmann::json{
+      {"name", name},
+      {"seed", 3},
+      {"model", {{"type", "quadratic"}, {"dim", h.size()}, {"curvature", h}, {"noise", noise}, {"init", 1.0}}},
+      {"data", {{"type", "none"}, {"samples", 512}}},
+      {"train", {{"batch_size", 8}, {"lr", lr}}},
+      {"stop", {{"updates", 30}}},
+      {"eval", {{"every", 1}, {"unit", "updates"}}},
+      {"cluster", {{"workers", workers}, {"compute", {{"dist", "constant"}, {"value", 0.01}, {"per", "step"}}}}},
+      {"engines", nlohmann::json::array({nlohmann::json{{"type", "async"}}})}};
 }
 
 inline double quadratic_loss(const std::vector<double>& h, const std::vector<double>& w) {
@@ -184,7 +184,9 @@ inline CommandResult run_shell(const std::string& cmd) {
 }
 
 // The asgdsim under test with `args` (a shell command line's arguments), stdout and stderr together.
-inline CommandResult run_cli(const std::string& args) { return run_shell(std::string(asgd::testing::binary()) + " " + args + " 2>&1"); }
+inline CommandResult run_cli(const std::string& args) {
+  return run_shell(std::string(asgd::testing::binary()) + " " + args + " 2>&1");
+}
 // A shell command line, stdout and stderr together.
 inline CommandResult run_command(const std::string& command) { return run_shell("{ " + command + "\n} 2>&1"); }
 

@@ -144,8 +144,7 @@ void check_velocity_step(Ref ref, Dev dev) {
 }
 
 TEST_F(Ops, MomentumStepMatchesReferenceSeparateAndAliased) {
-  check_velocity_step([](auto&&... a) { ops_ref::momentum_step(a...); },
-                      [](auto&&... a) { ops::momentum_step(a...); });
+  check_velocity_step([](auto&&... a) { ops_ref::momentum_step(a...); }, [](auto&&... a) { ops::momentum_step(a...); });
 }
 
 TEST_F(Ops, DcSgdStepMatchesReferenceSeparateAndAliased) {
@@ -171,8 +170,7 @@ TEST_F(Ops, DcSgdStepMatchesReferenceSeparateAndAliased) {
 }
 
 TEST_F(Ops, NesterovStepMatchesReferenceSeparateAndAliased) {
-  check_velocity_step([](auto&&... a) { ops_ref::nesterov_step(a...); },
-                      [](auto&&... a) { ops::nesterov_step(a...); });
+  check_velocity_step([](auto&&... a) { ops_ref::nesterov_step(a...); }, [](auto&&... a) { ops::nesterov_step(a...); });
 }
 
 // The bias-corrected parameters of step t, as engines/optimizer.h sets them.
@@ -239,8 +237,10 @@ TEST_F(Ops, DirectionsGiveTheStepsBits) {
   for (bool nesterov : {false, true}) {
     auto dw = to_device(w), dg = to_device(g), dv = to_device(v), dv2 = to_device(v);
     DeviceArray<float> want(n), got(n);
-    if (nesterov) ops::nesterov_step(ctx, want.data(), dw.data(), dv.data(), dg.data(), lr, mu, n);
-    else ops::momentum_step(ctx, want.data(), dw.data(), dv.data(), dg.data(), lr, mu, n);
+    if (nesterov)
+      ops::nesterov_step(ctx, want.data(), dw.data(), dv.data(), dg.data(), lr, mu, n);
+    else
+      ops::momentum_step(ctx, want.data(), dw.data(), dv.data(), dg.data(), lr, mu, n);
     auto u = to_device(g);
     ops::momentum_direction(ctx, u.data(), dv2.data(), mu, nesterov, n);
     ops::sgd_step(ctx, got.data(), dw.data(), u.data(), lr, n);
@@ -270,99 +270,99 @@ TEST_F(Ops, DirectionsGiveTheStepsBits) {
 TEST_F(Ops, RowFormsTouchOnlyTheNamedRows) {
   ExecContext ctx;
   for (size_t width : {size_t(1), size_t(3)}) {
-  SCOPED_TRACE("width " + std::to_string(width));
-  const size_t table = 37, n = table * width + 5;
-  const std::vector<int32_t> rows = {0, 4, 5, 6, 20, 36};
-  const ops::Rows r{rows.data(), rows.size(), width};
-  const std::vector<size_t> el = ops_ref::row_elements(rows, width);
-  const float lr = 0.07f, mu = 0.8f, lambda = 0.6f;
-  auto w = random_vec(n, 31), v = random_vec(n, 32), g = random_vec(n, 33), backup = random_vec(n, 34);
-  const auto dw = to_device(w), dg = to_device(g), db = to_device(backup);
-  for (bool in_place : {false, true}) {
-    SCOPED_TRACE(in_place ? "in place" : "out of place");
-    // sgd
-    auto want = w;
-    ops_ref::sgd_step_rows(want, g, lr, el);
-    auto dout = to_device(w), din = to_device(w);
-    ops::sgd_step(ctx, r, dout.data(), in_place ? dout.data() : din.data(), dg.data(), lr);
-    DeviceArray<float> whole(n);
-    ops::sgd_step(ctx, whole.data(), dw.data(), dg.data(), lr, n);
-    ctx.synchronize();
-    std::vector<float> got = dout.to_host(), all = whole.to_host();
-    EXPECT_EQ(got, want);
-    for (size_t i : el) EXPECT_EQ(got[i], all[i]) << i;
-    // momentum
-    auto want_w = w, want_v = v;
-    ops_ref::momentum_step_rows(want_w, want_v, g, lr, mu, el);
-    auto mout = to_device(w), min = to_device(w), dv = to_device(v);
-    ops::momentum_step(ctx, r, mout.data(), in_place ? mout.data() : min.data(), dv.data(), dg.data(), lr, mu);
-    ctx.synchronize();
-    EXPECT_EQ(mout.to_host(), want_w);
-    EXPECT_EQ(dv.to_host(), want_v);
-    // nesterov
-    want_w = w, want_v = v;
-    ops_ref::nesterov_step_rows(want_w, want_v, g, lr, mu, el);
-    auto nout = to_device(w), nin = to_device(w), nv = to_device(v);
-    ops::nesterov_step(ctx, r, nout.data(), in_place ? nout.data() : nin.data(), nv.data(), dg.data(), lr, mu);
-    ctx.synchronize();
-    EXPECT_EQ(nout.to_host(), want_w);
-    EXPECT_EQ(nv.to_host(), want_v);
-    // adam with L2, adamw: the reference on the rows, the whole-array call's bits there,
-    // every other element (and its moments) untouched
-    for (bool decoupled : {false, true}) {
-      const ops::AdamParams p = adam_params(lr, 0.9, 0.999, 1e-8, 0.1, decoupled, 2);
-      std::vector<float> am(n), as(n);
-      for (size_t i = 0; i < n; ++i) am[i] = 0.1f * v[i], as[i] = 0.01f * std::fabs(v[i]);
-      auto want_a = w, want_m = am, want_s = as;
-      ops_ref::adam_step_rows(want_a, want_m, want_s, g, lr, 0.9, 0.999, 1e-8, 0.1, decoupled, 2, el);
-      auto aout = to_device(w), ain = to_device(w), dam = to_device(am), das = to_device(as);
-      ops::adam_step(ctx, r, aout.data(), in_place ? aout.data() : ain.data(), dam.data(), das.data(), dg.data(), p);
-      auto wm = to_device(am), ws = to_device(as);
-      DeviceArray<float> awhole(n);
-      ops::adam_step(ctx, awhole.data(), dw.data(), wm.data(), ws.data(), dg.data(), p, n);
+    SCOPED_TRACE("width " + std::to_string(width));
+    const size_t table = 37, n = table * width + 5;
+    const std::vector<int32_t> rows = {0, 4, 5, 6, 20, 36};
+    const ops::Rows r{rows.data(), rows.size(), width};
+    const std::vector<size_t> el = ops_ref::row_elements(rows, width);
+    const float lr = 0.07f, mu = 0.8f, lambda = 0.6f;
+    auto w = random_vec(n, 31), v = random_vec(n, 32), g = random_vec(n, 33), backup = random_vec(n, 34);
+    const auto dw = to_device(w), dg = to_device(g), db = to_device(backup);
+    for (bool in_place : {false, true}) {
+      SCOPED_TRACE(in_place ? "in place" : "out of place");
+      // sgd
+      auto want = w;
+      ops_ref::sgd_step_rows(want, g, lr, el);
+      auto dout = to_device(w), din = to_device(w);
+      ops::sgd_step(ctx, r, dout.data(), in_place ? dout.data() : din.data(), dg.data(), lr);
+      DeviceArray<float> whole(n);
+      ops::sgd_step(ctx, whole.data(), dw.data(), dg.data(), lr, n);
       ctx.synchronize();
-      const std::vector<float> a_got = aout.to_host(), a_all = awhole.to_host(), m_got = dam.to_host();
-      EXPECT_TRUE(all_close(a_got, want_a, 1e-6, 1e-5 * lr));
-      EXPECT_TRUE(all_close(m_got, want_m, kOpRtol, kOpAtol));
-      std::vector<bool> named(n, false);
-      for (size_t i : el) {
-        named[i] = true;
-        EXPECT_EQ(a_got[i], a_all[i]) << i;
-      }
-      for (size_t i = 0; i < n; ++i) {
-        if (!named[i]) {
-          EXPECT_TRUE(a_got[i] == w[i] && m_got[i] == am[i]) << "element " << i << " changed";
+      std::vector<float> got = dout.to_host(), all = whole.to_host();
+      EXPECT_EQ(got, want);
+      for (size_t i : el) EXPECT_EQ(got[i], all[i]) << i;
+      // momentum
+      auto want_w = w, want_v = v;
+      ops_ref::momentum_step_rows(want_w, want_v, g, lr, mu, el);
+      auto mout = to_device(w), min = to_device(w), dv = to_device(v);
+      ops::momentum_step(ctx, r, mout.data(), in_place ? mout.data() : min.data(), dv.data(), dg.data(), lr, mu);
+      ctx.synchronize();
+      EXPECT_EQ(mout.to_host(), want_w);
+      EXPECT_EQ(dv.to_host(), want_v);
+      // nesterov
+      want_w = w, want_v = v;
+      ops_ref::nesterov_step_rows(want_w, want_v, g, lr, mu, el);
+      auto nout = to_device(w), nin = to_device(w), nv = to_device(v);
+      ops::nesterov_step(ctx, r, nout.data(), in_place ? nout.data() : nin.data(), nv.data(), dg.data(), lr, mu);
+      ctx.synchronize();
+      EXPECT_EQ(nout.to_host(), want_w);
+      EXPECT_EQ(nv.to_host(), want_v);
+      // adam with L2, adamw: the reference on the rows, the whole-array call's bits there,
+      // every other element (and its moments) untouched
+      for (bool decoupled : {false, true}) {
+        const ops::AdamParams p = adam_params(lr, 0.9, 0.999, 1e-8, 0.1, decoupled, 2);
+        std::vector<float> am(n), as(n);
+        for (size_t i = 0; i < n; ++i) am[i] = 0.1f * v[i], as[i] = 0.01f * std::fabs(v[i]);
+        auto want_a = w, want_m = am, want_s = as;
+        ops_ref::adam_step_rows(want_a, want_m, want_s, g, lr, 0.9, 0.999, 1e-8, 0.1, decoupled, 2, el);
+        auto aout = to_device(w), ain = to_device(w), dam = to_device(am), das = to_device(as);
+        ops::adam_step(ctx, r, aout.data(), in_place ? aout.data() : ain.data(), dam.data(), das.data(), dg.data(), p);
+        auto wm = to_device(am), ws = to_device(as);
+        DeviceArray<float> awhole(n);
+        ops::adam_step(ctx, awhole.data(), dw.data(), wm.data(), ws.data(), dg.data(), p, n);
+        ctx.synchronize();
+        const std::vector<float> a_got = aout.to_host(), a_all = awhole.to_host(), m_got = dam.to_host();
+        EXPECT_TRUE(all_close(a_got, want_a, 1e-6, 1e-5 * lr));
+        EXPECT_TRUE(all_close(m_got, want_m, kOpRtol, kOpAtol));
+        std::vector<bool> named(n, false);
+        for (size_t i : el) {
+          named[i] = true;
+          EXPECT_EQ(a_got[i], a_all[i]) << i;
+        }
+        for (size_t i = 0; i < n; ++i) {
+          if (!named[i]) {
+            EXPECT_TRUE(a_got[i] == w[i] && m_got[i] == am[i]) << "element " << i << " changed";
+          }
         }
       }
+      // delay compensation
+      want = w;
+      ops_ref::dc_sgd_step_rows(want, g, backup, lr, lambda, el);
+      auto cout_ = to_device(w), cin = to_device(w);
+      ops::dc_sgd_step(ctx, r, cout_.data(), in_place ? cout_.data() : cin.data(), dg.data(), db.data(), lr, lambda);
+      ctx.synchronize();
+      EXPECT_EQ(cout_.to_host(), want);
     }
-    // delay compensation
-    want = w;
-    ops_ref::dc_sgd_step_rows(want, g, backup, lr, lambda, el);
-    auto cout_ = to_device(w), cin = to_device(w);
-    ops::dc_sgd_step(ctx, r, cout_.data(), in_place ? cout_.data() : cin.data(), dg.data(), db.data(), lr, lambda);
+    // add_into, scale, copy
+    auto acc = to_device(w);
+    ops::add_into(ctx, r, acc.data(), dg.data());
+    ops::scale(ctx, r, acc.data(), 0.25f);
+    auto cp = to_device(v);
+    ops::copy(ctx, r, cp.data(), dw.data());
     ctx.synchronize();
-    EXPECT_EQ(cout_.to_host(), want);
-  }
-  // add_into, scale, copy
-  auto acc = to_device(w);
-  ops::add_into(ctx, r, acc.data(), dg.data());
-  ops::scale(ctx, r, acc.data(), 0.25f);
-  auto cp = to_device(v);
-  ops::copy(ctx, r, cp.data(), dw.data());
-  ctx.synchronize();
-  auto want_acc = w, want_cp = v;
-  for (size_t i : el) {
-    want_acc[i] += g[i];
-    want_acc[i] *= 0.25f;
-    want_cp[i] = w[i];
-  }
-  EXPECT_EQ(acc.to_host(), want_acc);
-  EXPECT_EQ(cp.to_host(), want_cp);
-  // no rows: nothing happens
-  auto none = to_device(w);
-  ops::sgd_step(ctx, ops::Rows{nullptr, 0, width}, none.data(), none.data(), dg.data(), lr);
-  ctx.synchronize();
-  EXPECT_EQ(none.to_host(), w);
+    auto want_acc = w, want_cp = v;
+    for (size_t i : el) {
+      want_acc[i] += g[i];
+      want_acc[i] *= 0.25f;
+      want_cp[i] = w[i];
+    }
+    EXPECT_EQ(acc.to_host(), want_acc);
+    EXPECT_EQ(cp.to_host(), want_cp);
+    // no rows: nothing happens
+    auto none = to_device(w);
+    ops::sgd_step(ctx, ops::Rows{nullptr, 0, width}, none.data(), none.data(), dg.data(), lr);
+    ctx.synchronize();
+    EXPECT_EQ(none.to_host(), w);
   }
 }
 
@@ -424,8 +424,7 @@ TEST_F(Ops, ElasticExchangeMatchesReferenceAndConservesTheSum) {
     EXPECT_TRUE(all_close(gc, want_c, kOpRtol, kOpAtol));
     // The exchange moves mass between x and c: x + c is unchanged up to the rounding of
     // the two float updates (|x|, |c| <= 2.5: half an ulp is 1.2e-7 each).
-    for (size_t i = 0; i < n; ++i)
-      ASSERT_NEAR(double(gx[i]) + gc[i], double(x[i]) + c[i], 5e-7) << "at " << i;
+    for (size_t i = 0; i < n; ++i) ASSERT_NEAR(double(gx[i]) + gc[i], double(x[i]) + c[i], 5e-7) << "at " << i;
   }
 }
 
@@ -507,14 +506,12 @@ TEST_F(Ops, AllFiniteFindsInfAndNanAnywhere) {
 // Values that stress rounding: ties, subnormals, the top of the fp16 range, signs,
 // inf/nan, plus random bit patterns over every exponent.
 std::vector<float> rounding_probe_values() {
-  std::vector<float> v = {0.0f, -0.0f, 1.0f, -1.0f, 0.1f, -0.1f, 3.14159265f, 1e-3f, 1e3f,
-                          INFINITY, -INFINITY, NAN, -NAN, FLT_MAX, -FLT_MAX, FLT_MIN, -FLT_MIN,
-                          std::numeric_limits<float>::denorm_min(),
-                          -std::numeric_limits<float>::denorm_min(),
-                          // top of the fp16 range: 65504 is the largest half; 65520 the tie
-                          65504.0f, 65505.0f, 65519.0f, std::nextafter(65520.0f, 0.0f), 65520.0f,
-                          std::nextafter(65520.0f, INFINITY), 65536.0f, 1e5f, -65504.0f,
-                          -65520.0f, -std::nextafter(65520.0f, 0.0f), 3e38f};
+  std::vector<float> v = {
+      0.0f, -0.0f, 1.0f, -1.0f, 0.1f, -0.1f, 3.14159265f, 1e-3f, 1e3f, INFINITY, -INFINITY, NAN, -NAN, FLT_MAX,
+      -FLT_MAX, FLT_MIN, -FLT_MIN, std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::denorm_min(),
+      // top of the fp16 range: 65504 is the largest half; 65520 the tie
+      65504.0f, 65505.0f, 65519.0f, std::nextafter(65520.0f, 0.0f), 65520.0f, std::nextafter(65520.0f, INFINITY),
+      65536.0f, 1e5f, -65504.0f, -65520.0f, -std::nextafter(65520.0f, 0.0f), 3e38f};
   // fp16 subnormals: quantum 2^-24, smallest normal 2^-14; ties at (k + 1/2) quanta.
   const float q = std::ldexp(1.0f, -24);
   for (int k = 0; k <= 1025; ++k) {
@@ -531,7 +528,7 @@ std::vector<float> rounding_probe_values() {
   // and one float ulp either side of the tie.
   std::mt19937 gen(42);
   for (int i = 0; i < 20000; ++i) {
-    int e = int(gen() % 30) - 14;       // fp16 normal exponents
+    int e = int(gen() % 30) - 14;  // fp16 normal exponents
     uint32_t mant = gen() % 1024;
     float x = std::ldexp(1.0f + mant / 1024.0f, e);
     float tie = x + std::ldexp(1.0f, e - 11);
@@ -539,7 +536,7 @@ std::vector<float> rounding_probe_values() {
       v.push_back(f);
       v.push_back(-f);
     }
-    int eb = int(gen() % 250) - 125;    // bf16 exponents
+    int eb = int(gen() % 250) - 125;  // bf16 exponents
     uint32_t mb = gen() % 128;
     float xb = std::ldexp(1.0f + mb / 128.0f, eb);
     float tb = xb + std::ldexp(1.0f, eb - 8);
@@ -555,8 +552,10 @@ std::vector<float> rounding_probe_values() {
 std::vector<float> device_round(const std::vector<float>& in, bool fp16) {
   ExecContext ctx;
   auto d = to_device(in);
-  if (fp16) ops::round_fp16(ctx, d.data(), in.size());
-  else ops::round_bf16(ctx, d.data(), in.size());
+  if (fp16)
+    ops::round_fp16(ctx, d.data(), in.size());
+  else
+    ops::round_bf16(ctx, d.data(), in.size());
   ctx.synchronize();
   return d.to_host();
 }
@@ -571,8 +570,7 @@ std::vector<float> device_round(const std::vector<float>& in, bool fp16) {
     bool ok = std::isnan(want) ? std::isnan(got[i]) : bits(got[i]) == bits(want);
     if (!ok && ++bad <= 5) {
       char buf[160];
-      std::snprintf(buf, sizeof buf, " [%a -> got %a want %a]", double(in[i]), double(got[i]),
-                    double(want));
+      std::snprintf(buf, sizeof buf, " [%a -> got %a want %a]", double(in[i]), double(got[i]), double(want));
       first += buf;
     }
   }
@@ -608,23 +606,25 @@ TEST_F(Rounding, Fp16AgreesWithCompilerFloat16) {
 
 TEST_F(Rounding, KnownValues) {
   const float q = std::ldexp(1.0f, -24);
-  struct Case { float in, fp16, bf16; };
+  struct Case {
+    float in, fp16, bf16;
+  };
   const Case cases[] = {
-      {1.0f + std::ldexp(1.0f, -11), 1.0f, 1.0f},                        // fp16 tie -> even
+      {1.0f + std::ldexp(1.0f, -11), 1.0f, 1.0f},                             // fp16 tie -> even
       {1.0f + 3 * std::ldexp(1.0f, -11), 1.0f + std::ldexp(1.0f, -9), 1.0f},  // tie -> even (up)
-      {1.00390625f, 1.00390625f, 1.0f},                                  // bf16 tie -> even
-      {1.01171875f, 1.01171875f, 1.015625f},                             // bf16 tie -> even (up)
-      {2049.0f, 2048.0f, 2048.0f},                                       // fp16 ulp 2 at 2048
+      {1.00390625f, 1.00390625f, 1.0f},                                       // bf16 tie -> even
+      {1.01171875f, 1.01171875f, 1.015625f},                                  // bf16 tie -> even (up)
+      {2049.0f, 2048.0f, 2048.0f},                                            // fp16 ulp 2 at 2048
       {2051.0f, 2052.0f, 2048.0f},
       {65504.0f, 65504.0f, 65536.0f},
       {65519.0f, 65504.0f, 65536.0f},
-      {65520.0f, INFINITY, 65536.0f},                                    // the fp16 overflow tie
+      {65520.0f, INFINITY, 65536.0f},  // the fp16 overflow tie
       {-65520.0f, -INFINITY, -65536.0f},
       {1e6f, INFINITY, 999424.0f},
       {0.1f, 0.0999755859375f, 0.10009765625f},
-      {std::ldexp(1.0f, -25), 0.0f, std::ldexp(1.0f, -25)},              // tie to the even 0
-      {3 * std::ldexp(1.0f, -25), 2 * q, 3 * std::ldexp(1.0f, -25)},     // 1.5 quanta -> 2
-      {1023.5f * q, 1024 * q, 1024 * q},                                 // fp16: up to normal
+      {std::ldexp(1.0f, -25), 0.0f, std::ldexp(1.0f, -25)},           // tie to the even 0
+      {3 * std::ldexp(1.0f, -25), 2 * q, 3 * std::ldexp(1.0f, -25)},  // 1.5 quanta -> 2
+      {1023.5f * q, 1024 * q, 1024 * q},                              // fp16: up to normal
       {-2.5f * q, -2 * q, -2.5f * q},
   };
   std::vector<float> in;
@@ -664,8 +664,8 @@ struct RefRow {
   double margin = 0;  // distance from a decision tie (classification)
 };
 
-RefRow ref_dense_row(const std::vector<int>& layers, DenseLoss loss, const std::vector<double>& w,
-                     const float* x, float y) {
+RefRow ref_dense_row(const std::vector<int>& layers, DenseLoss loss, const std::vector<double>& w, const float* x,
+                     float y) {
   std::vector<double> a(x, x + layers[0]);
   size_t off = 0;
   const size_t L = layers.size() - 1;
@@ -705,8 +705,8 @@ RefRow ref_dense_row(const std::vector<int>& layers, DenseLoss loss, const std::
   return r;
 }
 
-double ref_mean_loss(const std::vector<int>& layers, DenseLoss loss, const std::vector<double>& w,
-                     const HostDataset& d, const std::vector<int32_t>& ids) {
+double ref_mean_loss(const std::vector<int>& layers, DenseLoss loss, const std::vector<double>& w, const HostDataset& d,
+                     const std::vector<int32_t>& ids) {
   double s = 0;
   for (int32_t id : ids) s += ref_dense_row(layers, loss, w, &d.x[size_t(id) * d.dim], d.y[id]).loss;
   return s / double(ids.size());
@@ -773,8 +773,8 @@ std::vector<int32_t> random_ids(size_t m, size_t n, uint32_t seed) {
 }
 
 // Model loss at host parameters w (float), via loss_grad's returned mean loss.
-double model_loss(const Model& model, ExecContext& ctx, const std::vector<float>& w,
-                  const DeviceDataset* data, const std::vector<int32_t>& ids, const NoiseKey& key = {}) {
+double model_loss(const Model& model, ExecContext& ctx, const std::vector<float>& w, const DeviceDataset* data,
+                  const std::vector<int32_t>& ids, const NoiseKey& key = {}) {
   auto dw = to_device(w);
   DeviceArray<float> g(w.size());
   double l = model.loss_grad(ctx, dw.data(), data, ids.data(), ids.size(), key, g.data());
@@ -783,8 +783,8 @@ double model_loss(const Model& model, ExecContext& ctx, const std::vector<float>
 }
 
 std::vector<float> model_grad(const Model& model, ExecContext& ctx, const std::vector<float>& w,
-                              const DeviceDataset* data, const std::vector<int32_t>& ids,
-                              const NoiseKey& key = {}, double* loss = nullptr) {
+                              const DeviceDataset* data, const std::vector<int32_t>& ids, const NoiseKey& key = {},
+                              double* loss = nullptr) {
   auto dw = to_device(w);
   DeviceArray<float> g(w.size());
   g.fill(NAN);  // every coordinate must be written
@@ -845,8 +845,8 @@ TEST_F(DenseModel, GradientMatchesDoubleFiniteDifferencesOfReferenceLoss) {
     EXPECT_NEAR(loss, ref_mean_loss(c.layers, c.loss, wd, host, ids), 1e-5 * (1 + loss));
 
     double scale = 0;
-    auto fd = central_differences([&](const std::vector<double>& v) { return ref_mean_loss(c.layers, c.loss, v, host, ids); },
-                                  wd, 1e-6, scale);
+    auto fd = central_differences(
+        [&](const std::vector<double>& v) { return ref_mean_loss(c.layers, c.loss, v, host, ids); }, wd, 1e-6, scale);
     ASSERT_GT(scale, 1e-3) << "degenerate test: gradient is ~0";
     size_t nonzero = 0;
     for (size_t i = 0; i < w.size(); ++i) {
@@ -881,9 +881,7 @@ TEST_F(DenseModel, GradientMatchesFiniteDifferencesOfItsOwnLoss) {
         wp[i] = w[i] + h;
         wm[i] = w[i] - h;
         double step = double(wp[i]) - double(wm[i]);
-        double fd =
-            (model_loss(*model, ctx, wp, &data, ids) - model_loss(*model, ctx, wm, &data, ids)) /
-            step;
+        double fd = (model_loss(*model, ctx, wp, &data, ids) - model_loss(*model, ctx, wm, &data, ids)) / step;
         EXPECT_NEAR(g[i], fd, 1e-2 * std::fabs(fd) + 1e-3 * scale) << "param " << i;
       }
     }
@@ -926,8 +924,7 @@ TEST_F(DenseModel, LossGradIsDeterministicAndIndependentOfThreadCount) {
 // kernels run single-threaded (a pool thread) and by OpenMP (a plain thread).
 std::vector<std::vector<float>> batch_grads(const Model& model, ExecContext& ctx, const DeviceDataset* data,
                                             const std::vector<std::vector<float>>& ws,
-                                            const std::vector<std::vector<int32_t>>& ids,
-                                            std::vector<double>& losses) {
+                                            const std::vector<std::vector<int32_t>>& ids, std::vector<double>& losses) {
   const size_t k = ws.size();
   std::vector<DeviceArray<float>> dw, dg;
   std::vector<GradRequest> reqs(k);
@@ -960,8 +957,7 @@ std::vector<std::vector<float>> batch_grads(const Model& model, ExecContext& ctx
 // kernels than the single call and round differently; there the batch must still repeat
 // its own bits, and match one-at-a-time to float rounding.
 void expect_batch_matches_single(const Model& model, const DeviceDataset* data, size_t n,
-                                 const std::vector<size_t>& sizes, const std::string& label,
-                                 bool bit_exact = true) {
+                                 const std::vector<size_t>& sizes, const std::string& label, bool bit_exact = true) {
   std::vector<std::vector<float>> ws;
   std::vector<std::vector<int32_t>> ids;
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -1043,8 +1039,10 @@ TEST_F(DenseModel, EvaluateMatchesScalarForwardPass) {
     EXPECT_EQ(s.count, host.n);
     EXPECT_NEAR(s.loss_sum, ref_loss, 1e-5 * ref_loss + 1e-6);
     EXPECT_LE(std::fabs(s.correct - double(ref_correct)), double(ambiguous));
-    if (!model->is_classifier()) EXPECT_EQ(s.correct, 0.0);
-    else EXPECT_GT(s.correct, 0.0);
+    if (!model->is_classifier())
+      EXPECT_EQ(s.correct, 0.0);
+    else
+      EXPECT_GT(s.correct, 0.0);
 
     // loss_grad's mean over all rows, times n, is evaluate's sum.
     std::vector<int32_t> all(host.n);
@@ -1174,10 +1172,11 @@ layers_ref::Batch ref_cnn_logits(const CnnSpec& spec, Shape in, int classes, con
   return a;
 }
 
-double ref_cnn_mean_loss(const CnnSpec& spec, Shape in, int classes, const std::vector<double>& w,
-                         const HostDataset& d, const std::vector<int32_t>& ids) {
+double ref_cnn_mean_loss(const CnnSpec& spec, Shape in, int classes, const std::vector<double>& w, const HostDataset& d,
+                         const std::vector<int32_t>& ids) {
   layers_ref::Batch x;
-  for (int32_t id : ids) x.insert(x.end(), d.x.begin() + long(size_t(id) * d.dim), d.x.begin() + long(size_t(id + 1) * d.dim));
+  for (int32_t id : ids)
+    x.insert(x.end(), d.x.begin() + long(size_t(id) * d.dim), d.x.begin() + long(size_t(id + 1) * d.dim));
   auto z = ref_cnn_logits(spec, in, classes, w, x, ids.size());
   double s = 0;
   for (size_t r = 0; r < ids.size(); ++r)
@@ -1256,7 +1255,8 @@ TEST_F(CnnModel, GradientMatchesDoubleFiniteDifferencesOfReferenceLoss) {
     EXPECT_NEAR(loss, ref_cnn_mean_loss(spec, kTinyImage, 3, wd, host, ids), 1e-5 * (1 + loss));
     double scale = 0;
     auto fd = central_differences(
-        [&](const std::vector<double>& v) { return ref_cnn_mean_loss(spec, kTinyImage, 3, v, host, ids); }, wd, 1e-6, scale);
+        [&](const std::vector<double>& v) { return ref_cnn_mean_loss(spec, kTinyImage, 3, v, host, ids); }, wd, 1e-6,
+        scale);
     ASSERT_GT(scale, 1e-3);
     size_t nonzero = 0;
     for (size_t i = 0; i < w.size(); ++i) {
@@ -1501,7 +1501,7 @@ TEST_F(QuadraticModel, GradientNoiseHasTheRightMomentsAndIsKeyed) {
   }
   const double N = dim, var = double(sigma) * sigma;
   EXPECT_NEAR(s / N, 0.0, 5 * sigma / std::sqrt(N));
-  EXPECT_NEAR(s2 / N, var, 5 * std::sqrt(2.0 / N) * var);  // Var(e^2) = 2 sigma^4
+  EXPECT_NEAR(s2 / N, var, 5 * std::sqrt(2.0 / N) * var);                   // Var(e^2) = 2 sigma^4
   EXPECT_NEAR(s4 / N, 3 * var * var, 5 * std::sqrt(96.0 / N) * var * var);  // Gaussian kurtosis
   EXPECT_NEAR(lag1 / N, 0.0, 5 * var / std::sqrt(N)) << "neighbouring coordinates correlated";
   // Independence, not just zero correlation: coordinates sharing random numbers (e.g. an
@@ -1528,8 +1528,10 @@ TEST_F(QuadraticModel, GradientNoiseHasTheRightMomentsAndIsKeyed) {
   // backends, 1e-5 relative on CUDA.
   const bool cuda = std::string(kernels_backend()) == "CUDA";
   auto expect_noise = [&](float got, float want, const std::string& where) {
-    if (cuda) EXPECT_NEAR(got, want, 1e-5f * std::fabs(want) + 1e-7f) << where;
-    else EXPECT_FLOAT_EQ(got, want) << where;
+    if (cuda)
+      EXPECT_NEAR(got, want, 1e-5f * std::fabs(want) + 1e-7f) << where;
+    else
+      EXPECT_FLOAT_EQ(got, want) << where;
   };
   for (size_t i : {size_t(0), size_t(1), size_t(2), size_t(3), size_t(4), size_t(7), size_t(4097), dim - 1})
     expect_noise(g[i], 0.5f + sigma * reference_noise(key, i), "coordinate " + std::to_string(i));
@@ -1783,7 +1785,6 @@ TEST_F(ExecContextTest, WorkspaceBuffersAreDisjointAndGoBackWithTheirFrame) {
   std::string backend = kernels_backend();
   EXPECT_TRUE(backend == "CUDA" || backend == "OMP" || backend == "CPP") << backend;
 }
-
 
 // ---------------------------------------------------------------------------------------
 // low-rank compression (PowerSGD) and 4-bit floats vs their scalar references

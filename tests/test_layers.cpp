@@ -48,11 +48,20 @@ std::vector<LayerCase> layer_cases() {
   using namespace layers;
   std::vector<LayerCase> c;
   using layers::Act;
-  c.push_back({"dense 7->5", [] { return make_dense(Shape{1, 1, 7}, 5); },
+  c.push_back({"dense 7->5",
+               [] {
+                 return make_dense(Shape{1, 1, 7}, 5);
+               },
                [](const Batch& x, size_t rows, const double* w) { return layers_ref::dense(x, rows, 7, 5, w); }});
-  c.push_back({"dense on a 2x3x2 image -> 4", [] { return make_dense(Shape{2, 3, 2}, 4); },
+  c.push_back({"dense on a 2x3x2 image -> 4",
+               [] {
+                 return make_dense(Shape{2, 3, 2}, 4);
+               },
                [](const Batch& x, size_t rows, const double* w) { return layers_ref::dense(x, rows, 12, 4, w); }});
-  struct Conv { Shape in; int ch, k, s, p; };
+  struct Conv {
+    Shape in;
+    int ch, k, s, p;
+  };
   for (Conv v : {Conv{{5, 6, 2}, 3, 3, 1, 1}, Conv{{7, 7, 3}, 4, 3, 2, 0}, Conv{{6, 5, 1}, 2, 5, 1, 2},
                  Conv{{8, 7, 2}, 3, 4, 3, 2}, Conv{{3, 4, 5}, 2, 1, 1, 0}}) {
     c.push_back({"conv2d " + v.in.text() + " " + std::to_string(v.ch) + " filters k" + std::to_string(v.k) + " s" +
@@ -62,17 +71,29 @@ std::vector<LayerCase> layer_cases() {
                    return layers_ref::conv2d(x, rows, v.in, v.ch, v.k, v.s, v.p, w);
                  }});
   }
-  struct Pool { Shape in; int window; };
+  struct Pool {
+    Shape in;
+    int window;
+  };
   for (Pool v : {Pool{{6, 6, 2}, 2}, Pool{{7, 5, 3}, 3}, Pool{{4, 4, 1}, 1}}) {
-    c.push_back({"maxpool " + v.in.text() + " window " + std::to_string(v.window),
-                 [v] { return make_maxpool(v.in, v.window); },
-                 [v](const Batch& x, size_t rows, const double*) { return layers_ref::maxpool(x, rows, v.in, v.window); }});
+    c.push_back(
+        {"maxpool " + v.in.text() + " window " + std::to_string(v.window), [v] { return make_maxpool(v.in, v.window); },
+         [v](const Batch& x, size_t rows, const double*) { return layers_ref::maxpool(x, rows, v.in, v.window); }});
   }
-  c.push_back({"relu", [] { return make_relu(Shape{4, 3, 2}); },
+  c.push_back({"relu",
+               [] {
+                 return make_relu(Shape{4, 3, 2});
+               },
                [](const Batch& x, size_t, const double*) { return layers_ref::relu(x); }});
-  c.push_back({"tanh", [] { return make_tanh(Shape{4, 3, 2}); },
+  c.push_back({"tanh",
+               [] {
+                 return make_tanh(Shape{4, 3, 2});
+               },
                [](const Batch& x, size_t, const double*) { return layers_ref::tanh(x); }});
-  c.push_back({"flatten", [] { return make_flatten(Shape{2, 3, 2}); },
+  c.push_back({"flatten",
+               [] {
+                 return make_flatten(Shape{2, 3, 2});
+               },
                [](const Batch& x, size_t, const double*) { return x; }});
   // The layers that end with a bias add again, each with a ReLU or a tanh fused on top.
   const size_t plain = c.size();
@@ -237,7 +258,8 @@ TEST_F(Layers, ABatchOfRequestsGivesEachWhatItGetsAlone) {
         ASSERT_EQ(all.grads[i].size(), one.grads[0].size()) << "request " << i;
         // (a layer without parameters has no gradient: memcmp may not see null pointers)
         if (!one.grads[0].empty()) {
-          EXPECT_EQ(0, std::memcmp(all.grads[i].data(), one.grads[0].data(), one.grads[0].size() * 4)) << "request " << i;
+          EXPECT_EQ(0, std::memcmp(all.grads[i].data(), one.grads[0].data(), one.grads[0].size() * 4))
+              << "request " << i;
         }
       }
     }
@@ -251,12 +273,12 @@ TEST_F(Layers, ABatchOfRequestsGivesEachWhatItGetsAlone) {
 TEST_F(Layers, ActivationsRunInPlaceOnlyWhereNothingReadsWhatTheyOverwrite) {
   using namespace layers;
   std::vector<std::unique_ptr<Layer>> v;
-  v.push_back(make_relu(Shape{1, 1, 6}));       // 0: the caller's input: not in place
-  v.push_back(make_dense(Shape{1, 1, 6}, 5));   // 1
-  v.push_back(make_tanh(Shape{1, 1, 5}));       // 2: in place over the dense output
-  v.push_back(make_flatten(Shape{1, 1, 5}));    // 3: a view
-  v.push_back(make_relu(Shape{1, 1, 5}));       // 4: tanh's backward reads its output: not in place
-  v.push_back(make_dense(Shape{1, 1, 5}, 3));   // 5
+  v.push_back(make_relu(Shape{1, 1, 6}));      // 0: the caller's input: not in place
+  v.push_back(make_dense(Shape{1, 1, 6}, 5));  // 1
+  v.push_back(make_tanh(Shape{1, 1, 5}));      // 2: in place over the dense output
+  v.push_back(make_flatten(Shape{1, 1, 5}));   // 3: a view
+  v.push_back(make_relu(Shape{1, 1, 5}));      // 4: tanh's backward reads its output: not in place
+  v.push_back(make_dense(Shape{1, 1, 5}, 3));  // 5
   LayerStack stack(std::move(v));
   const size_t m = 4;
   auto x = random_vec(m * 6, 5);
@@ -295,7 +317,10 @@ TEST_F(Layers, ActivationsRunInPlaceOnlyWhereNothingReadsWhatTheyOverwrite) {
 // Each loss's rows against the reference, and dz against central differences of the
 // reference row loss, times the scale.
 TEST_F(Layers, OutputLossesMatchTheReferenceAndItsFiniteDifferences) {
-  struct Case { DenseLoss kind; int outputs; };
+  struct Case {
+    DenseLoss kind;
+    int outputs;
+  };
   const size_t rows = 9;
   const float scale = 1.0f / 9;
   for (Case c : {Case{DenseLoss::Squared, 1}, Case{DenseLoss::Logistic, 1}, Case{DenseLoss::SoftmaxCrossEntropy, 5}}) {
@@ -304,7 +329,8 @@ TEST_F(Layers, OutputLossesMatchTheReferenceAndItsFiniteDifferences) {
     auto z = random_vec(rows * size_t(c.outputs), 7, -3.0f, 3.0f);
     std::vector<float> y(rows);
     for (size_t r = 0; r < rows; ++r)
-      y[r] = c.kind == DenseLoss::Squared ? float(r) * 0.3f - 1.0f : float(r % size_t(c.kind == DenseLoss::Logistic ? 2 : c.outputs));
+      y[r] = c.kind == DenseLoss::Squared ? float(r) * 0.3f - 1.0f
+                                          : float(r % size_t(c.kind == DenseLoss::Logistic ? 2 : c.outputs));
     std::vector<int32_t> ids(rows);
     for (size_t r = 0; r < rows; ++r) ids[r] = int32_t(rows - 1 - r);  // row r's label is y[ids[r]]
     std::vector<float> row_loss, correct, dz;
@@ -333,7 +359,8 @@ TEST_F(Layers, OutputLossesMatchTheReferenceAndItsFiniteDifferences) {
         zp[j] += 1e-6;
         zm[j] -= 1e-6;
         double fd = (layers_ref::row_loss(c.kind, zp.data(), c.outputs, label) -
-                     layers_ref::row_loss(c.kind, zm.data(), c.outputs, label)) / 2e-6;
+                     layers_ref::row_loss(c.kind, zm.data(), c.outputs, label)) /
+                    2e-6;
         EXPECT_NEAR(dz[r * c.outputs + j], fd * scale, 1e-5 * std::fabs(fd) + 1e-7) << "row " << r << " output " << j;
       }
     }

@@ -25,9 +25,11 @@ using nlohmann::json;
 namespace {
 
 const json kMlp = {{"type", "mlp"}, {"hidden", {128}}};
-const json kMlpData = {{"type", "synthetic"}, {"features", 784}, {"classes", 10}, {"train_samples", 256}, {"test_samples", 64}};
+const json kMlpData = {
+    {"type", "synthetic"}, {"features", 784}, {"classes", 10}, {"train_samples", 256}, {"test_samples", 64}};
 const json kCnn = {{"type", "cnn"}, {"arch", "lenet5"}};
-const json kCnnData = {{"type", "synthetic"}, {"image", {1, 28, 28}}, {"classes", 10}, {"train_samples", 256}, {"test_samples", 64}};
+const json kCnnData = {
+    {"type", "synthetic"}, {"image", {1, 28, 28}}, {"classes", 10}, {"train_samples", 256}, {"test_samples", 64}};
 
 json measured_config(const std::string& name, int workers, json engines, json compute_extra = json::object()) {
   json compute = {{"dist", "measured"}, {"seconds", 0.05}, {"steps", 20}, {"warmup", 1}};
@@ -73,7 +75,8 @@ TEST(MeasuredCompute, TimingStopsAtTheBudgetWithAnInjectedClock) {
   Built b = build(kMlp, kMlpData);
   double t = 0;
   auto clock = [&t] { return t += 0.001; };
-  std::vector<double> steps = time_gradient_steps(*b.model, &b.data->train, b.data->train.n, 16, {0.0105, 100, 2}, clock);
+  std::vector<double> steps =
+      time_gradient_steps(*b.model, &b.data->train, b.data->train.n, 16, {0.0105, 100, 2}, clock);
   ASSERT_EQ(steps.size(), 11u);
   for (double s : steps) EXPECT_NEAR(s, 0.001, 1e-12);
   EXPECT_EQ(time_gradient_steps(*b.model, &b.data->train, b.data->train.n, 16, {10, 4, 0}, clock).size(), 4u);
@@ -243,8 +246,9 @@ TEST(MeasuredCompute, AsyncStalenessFollowsTheLawOfIndependentWorkers) {
 // way when the 13th ends the run show up cut off at that moment.)
 TEST(MeasuredCompute, APerWorkerTraceReproducesItsArrivalOrder) {
   const std::string out = temp_dir("perworker");
-  const std::vector<std::vector<double>> d = {
-      {0.0031, 0.0017, 0.0029, 0.0010, 0.0044}, {0.0023, 0.0041, 0.0012, 0.0036, 0.0008}, {0.0050, 0.0005, 0.0019, 0.0027, 0.0033}};
+  const std::vector<std::vector<double>> d = {{0.0031, 0.0017, 0.0029, 0.0010, 0.0044},
+                                              {0.0023, 0.0041, 0.0012, 0.0036, 0.0008},
+                                              {0.0050, 0.0005, 0.0019, 0.0027, 0.0033}};
   std::string rows = "worker,step,seconds\n";
   std::vector<std::tuple<double, int, int>> arrivals;  // (time, worker, step)
   for (int w = 0; w < 3; ++w) {
@@ -330,9 +334,9 @@ TEST(MeasuredCompute, ReplayIsByteIdenticalAcrossThreadsAndReruns) {
 
 // The trace follows the model: LeNet-5's median step over the MLP's, against the same
 // gradients timed in bulk (bench's bare loop: GradientLoop, gradients back to back, the
-// calibration's clock read at each end of a chunk; the median chunk), both measured here, alternated so that a slow phase of a shared
-// machine hits both alike. A generous bound: the two must agree within a factor of 2, and
-// LeNet-5 must cost clearly more than the MLP (about 17x here in CPU time on one OMP thread).
+// calibration's clock read at each end of a chunk; the median chunk), both measured here, alternated so that a slow
+// phase of a shared machine hits both alike. A generous bound: the two must agree within a factor of 2, and LeNet-5
+// must cost clearly more than the MLP (about 17x here in CPU time on one OMP thread).
 TEST(MeasuredCompute, LeNetOverMlpStepRatioMatchesBulkTiming) {
   Built mlp = build(kMlp, kMlpData), cnn = build(kCnn, kCnnData);
   auto bulk = [](const Built& b, int n) {
@@ -390,7 +394,8 @@ TEST(MeasuredCompute, MalformedOrMissingTraceIsExit2NamingIt) {
   } catch (const DataError& err) {
     EXPECT_EQ(exit_code_of(std::current_exception()), 2);
     EXPECT_NE(std::string(err.what()).find(std::filesystem::absolute(path).lexically_normal().string() + " line 3"),
-              std::string::npos) << err.what();
+              std::string::npos)
+        << err.what();
   }
   std::ofstream(path) << "# asgdsim measured compute trace\n# machine here\n0.001\n";
   EXPECT_THROW(run_experiment(e, opts), DataError);  // a header line that is not KEY: JSON

@@ -31,8 +31,14 @@ json sparse_run(size_t features, int nnz, int classes, int batch) {
   return {{"name", "sparsemsg"},
           {"seed", 3},
           {"model", {{"type", classes == 2 ? "sparse_logistic" : "sparse_softmax"}}},
-          {"data", {{"type", "sparse_synthetic"}, {"features", features}, {"nnz", nnz}, {"zipf", 1.0},
-                    {"classes", classes}, {"train_samples", 2000}, {"test_samples", 200}}},
+          {"data",
+           {{"type", "sparse_synthetic"},
+            {"features", features},
+            {"nnz", nnz},
+            {"zipf", 1.0},
+            {"classes", classes},
+            {"train_samples", 2000},
+            {"test_samples", 200}}},
           {"train", {{"batch_size", batch}, {"lr", 0.5}}},
           {"stop", {{"gradients", 200}}},
           {"eval", {{"every", 100}, {"unit", "updates"}}},
@@ -185,7 +191,8 @@ TEST(SparseMessages, BytesPerMessageEqualTheFormula) {
 
   c["cluster"]["network"]["sparse_pull"] = false;
   s = summary_at(run_one(c, "spmsg_fullpull"));
-  EXPECT_DOUBLE_EQ(s["messages"]["bytes_to_server"].get<double>() / s["messages"]["to_server"].get<double>(), rows_bytes);
+  EXPECT_DOUBLE_EQ(s["messages"]["bytes_to_server"].get<double>() / s["messages"]["to_server"].get<double>(),
+                   rows_bytes);
   EXPECT_DOUBLE_EQ(s["messages"]["bytes_to_workers"].get<double>() / s["messages"]["to_workers"].get<double>(), full);
 
   // a proxy size scales the rows messages by the same factor as the full ones

@@ -153,8 +153,8 @@ TEST(Federated, FedAsyncMixesEachClientModelAsXieEtAl) {
 // tau = 0: w_1 = w_0 - 0.8 (1 - r) w_0, w_{t+1} = w_t - 0.4 (1 - r)(w_{t-1}/sqrt 2 + w_t).
 TEST(Federated, FedBuffBuffersKDeltasWeightedByStaleness) {
   const std::vector<double> h = {1.0, 0.5};
-  json cfg = federated_quadratic(
-      "fedbuff", {{"type", "fedbuff"}, {"local_steps", 2}, {"k", 2}, {"server_lr", 0.8}}, 2, 10);
+  json cfg =
+      federated_quadratic("fedbuff", {{"type", "fedbuff"}, {"local_steps", 2}, {"k", 2}, {"server_lr", 0.8}}, 2, 10);
   Metrics m = read_metrics(run_one(cfg, "fed") + "/metrics.csv");
   auto loss = m.column("train_loss");
   ASSERT_EQ(loss.size(), 13u);
@@ -164,8 +164,8 @@ TEST(Federated, FedBuffBuffersKDeltasWeightedByStaleness) {
     for (size_t i = 0; i < 2; ++i) {
       const double q = 1 - std::pow(1 - 0.1 * h[i], 2);
       const auto& prev = w[size_t(t - 1)];
-      next[i] = t == 1 ? prev[i] - 0.8 * q * prev[i]
-                       : prev[i] - 0.4 * q * (w[size_t(t - 2)][i] / std::sqrt(2.0) + prev[i]);
+      next[i] =
+          t == 1 ? prev[i] - 0.8 * q * prev[i] : prev[i] - 0.4 * q * (w[size_t(t - 2)][i] / std::sqrt(2.0) + prev[i]);
     }
     w.push_back(next);
   }
@@ -179,9 +179,9 @@ TEST(Federated, FedBuffBuffersKDeltasWeightedByStaleness) {
 TEST(Federated, FedAvgRoundsAverageTheDeltasAndCancelTheLate) {
   const std::vector<double> h = {1.0, 0.5};
   for (int report : {0, 2}) {
-    json cfg = federated_quadratic("fedavg" + std::to_string(report),
-                                   {{"type", "fedavg"}, {"local_steps", 4}, {"server_lr", 0.9}, {"report", report}}, 3,
-                                   12);
+    json cfg =
+        federated_quadratic("fedavg" + std::to_string(report),
+                            {{"type", "fedavg"}, {"local_steps", 4}, {"server_lr", 0.9}, {"report", report}}, 3, 12);
     cfg["cluster"]["compute"] = {{"dist", "exponential"}, {"mean", 0.01}, {"per", "step"}};
     const std::string dir = run_one(cfg, "fed");
     auto loss = read_metrics(dir + "/metrics.csv").column("train_loss");
@@ -204,17 +204,25 @@ TEST(Federated, FedAvgRoundsAverageTheDeltasAndCancelTheLate) {
 // over the clients and heterogeneous client speeds, for each rule.
 TEST(Federated, ByteIdenticalAcrossThreads) {
   for (const char* type : {"fedavg", "fedbuff", "fedasync"}) {
-    json cfg = {{"name", std::string("det_") + type},
-                {"seed", 5},
-                {"model", {{"type", "softmax"}}},
-                {"data", {{"type", "synthetic"}, {"classes", 4}, {"features", 8}, {"train_samples", 600},
-                          {"test_samples", 100}, {"partition", "dirichlet_mix"}, {"partition_alpha", 0.3}}},
-                {"train", {{"batch_size", 4}, {"lr", 0.1}}},
-                {"stop", {{"updates", 20}}},
-                {"eval", {{"every", 5}, {"unit", "updates"}}},
-                {"clients", {{"count", 30}, {"sampling", "size"}, {"speeds", {{"dist", "lognormal"}, {"mean", 1.0}, {"sigma", 0.5}}}}},
-                {"cluster", {{"workers", 4}, {"compute", {{"dist", "exponential"}, {"mean", 0.001}}}}},
-                {"engines", json::array({json{{"type", type}, {"local_steps", 3}, {"k", 2}}})}};
+    json cfg = {
+        {"name", std::string("det_") + type},
+        {"seed", 5},
+        {"model", {{"type", "softmax"}}},
+        {"data",
+         {{"type", "synthetic"},
+          {"classes", 4},
+          {"features", 8},
+          {"train_samples", 600},
+          {"test_samples", 100},
+          {"partition", "dirichlet_mix"},
+          {"partition_alpha", 0.3}}},
+        {"train", {{"batch_size", 4}, {"lr", 0.1}}},
+        {"stop", {{"updates", 20}}},
+        {"eval", {{"every", 5}, {"unit", "updates"}}},
+        {"clients",
+         {{"count", 30}, {"sampling", "size"}, {"speeds", {{"dist", "lognormal"}, {"mean", 1.0}, {"sigma", 0.5}}}}},
+        {"cluster", {{"workers", 4}, {"compute", {{"dist", "exponential"}, {"mean", 0.001}}}}},
+        {"engines", json::array({json{{"type", type}, {"local_steps", 3}, {"k", 2}}})}};
     if (std::string(type) != "fedbuff") cfg["engines"][0].erase("k");
     const std::string a = run_one(cfg, std::string("det1") + type, 1), b = run_one(cfg, std::string("det3") + type, 3);
     for (const char* f : {"metrics.csv", "summary.json", "staleness.csv", "partition.csv"}) {
@@ -318,7 +326,8 @@ TEST(Population, PeakMemoryDoesNotGrowWithTheClients) {
   const double small = peak_kb(1000), large = peak_kb(big);
   ASSERT_GT(small, 0);
   ASSERT_GT(large, 0);
-  EXPECT_LT(large - small, 64.0 * 1024) << "peak " << small << " kB with 1,000 clients, " << large << " kB with " << big;
+  EXPECT_LT(large - small, 64.0 * 1024) << "peak " << small << " kB with 1,000 clients, " << large << " kB with "
+                                        << big;
 }
 
 // A slot that fails mid-job loses its client's job (counted lost) and frees the client; the

@@ -39,8 +39,7 @@ class SmallDisk {
  public:
   SmallDisk(const std::string& dir, const std::string& size) : dir_(dir) {
     fs::create_directories(dir);
-    if (::unshare(CLONE_NEWNS) == 0)
-      ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr);  // mounts stay here
+    if (::unshare(CLONE_NEWNS) == 0) ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr);  // mounts stay here
     if (::mount("tmpfs", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, ("size=" + size).c_str()) != 0) {
       why_ = std::string("mount -t tmpfs -o size=") + size + " failed: " + std::strerror(errno);
       return;
@@ -105,13 +104,16 @@ std::string names(const std::map<std::string, std::string>& files) {
 }
 
 // The files that differ between two snapshots ("" when none), for EXPECT_EQ(..., "").
-std::string changed_files(const std::map<std::string, std::string>& before, const std::map<std::string, std::string>& after) {
+std::string changed_files(const std::map<std::string, std::string>& before,
+                          const std::map<std::string, std::string>& after) {
   std::string out;
   for (const auto& [name, bytes] : before) {
     auto it = after.find(name);
-    if (it == after.end()) out += "  gone: " + name + "\n";
-    else if (it->second != bytes) out += "  changed: " + name + " (" + std::to_string(bytes.size()) + " -> " +
-                                         std::to_string(it->second.size()) + " bytes)\n";
+    if (it == after.end())
+      out += "  gone: " + name + "\n";
+    else if (it->second != bytes)
+      out += "  changed: " + name + " (" + std::to_string(bytes.size()) + " -> " + std::to_string(it->second.size()) +
+             " bytes)\n";
   }
   for (const auto& [name, bytes] : after)
     if (!before.count(name)) out += "  new: " + name + " (" + std::to_string(bytes.size()) + " bytes)\n";
@@ -136,7 +138,8 @@ const std::string kBigRun = "async-updates=40000-seed1";
 // What the failed experiment `exp` (kSmallRun completed before, kBigRun failed writing
 // metrics.csv) must hold: kSmallRun as it was, nothing of kBigRun that looks complete, no
 // temporary file, and an index.csv and experiment.json that are whole.
-void expect_nothing_lost_nothing_half_written(const std::string& exp, const std::map<std::string, std::string>& before) {
+void expect_nothing_lost_nothing_half_written(const std::string& exp,
+                                              const std::map<std::string, std::string>& before) {
   auto after = snapshot(exp);
   size_t kept = 0;
   for (const auto& [name, bytes] : before) {
@@ -255,8 +258,8 @@ TEST(FullDisk, RunFailsNamingTheFileAndLosesNothingWrittenBefore) {
 
   CommandResult second = run_cli("run " + dir + "/both.json --quiet --threads 2 --out " + out);
   EXPECT_EQ(second.exit_code, 2) << second.output;
-  const std::string expected = "asgdsim: run " + kBigRun + ": cannot write " + exp + "/" + kBigRun +
-                               "/metrics.csv: No space left on device";
+  const std::string expected =
+      "asgdsim: run " + kBigRun + ": cannot write " + exp + "/" + kBigRun + "/metrics.csv: No space left on device";
   EXPECT_NE(second.output.find(expected), std::string::npos) << "wanted: " << expected << "\ngot: " << second.output;
   expect_nothing_lost_nothing_half_written(exp, before);
 
@@ -289,7 +292,8 @@ TEST(FullDisk, FileSizeLimitFailsTheRunTheSameWay) {
   EXPECT_EQ(second.exit_code(), 2) << second.output();
   const std::string expected =
       "asgdsim: run " + kBigRun + ": cannot write " + exp + "/" + kBigRun + "/metrics.csv: File too large";
-  EXPECT_NE(second.output().find(expected), std::string::npos) << "wanted: " << expected << "\ngot: " << second.output();
+  EXPECT_NE(second.output().find(expected), std::string::npos)
+      << "wanted: " << expected << "\ngot: " << second.output();
   expect_nothing_lost_nothing_half_written(exp, before);
 }
 

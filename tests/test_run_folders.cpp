@@ -194,8 +194,9 @@ TEST(IndexCommand, RebuildingAfterDeletingGivesTheRunnersIndex) {
   s["status"] = "diverged";
   write_text(exp_dir + "/sync_backup-backups=1-lr=0.05-seed2/summary.json", s.dump());
   ASSERT_EQ(run_cli("index " + exp_dir + "/ --quiet").output, "");
-  EXPECT_NE(read_file(exp_dir + "/index.csv").find("\nsync_backup-backups=1-lr=0.05-seed2,sync_backup,1,0.05,2,diverged,"),
-            std::string::npos);
+  EXPECT_NE(
+      read_file(exp_dir + "/index.csv").find("\nsync_backup-backups=1-lr=0.05-seed2,sync_backup,1,0.05,2,diverged,"),
+      std::string::npos);
 }
 
 // Two shards made on two disks (--shard 0/2 and 1/2 into their own --out), their run
@@ -209,14 +210,17 @@ TEST(IndexCommand, MergingTwoShardsFoldersGivesTheFullIndex) {
   const std::string whole = read_file(dir + "/whole/base/index.csv");
   for (int i = 0; i < 2; ++i)
     ASSERT_EQ(run_cli("run " + dir + "/c.json --quiet --shard " + std::to_string(i) + "/2 --out " + dir + "/disk" +
-                      std::to_string(i)).exit_code, 0);
+                      std::to_string(i))
+                  .exit_code,
+              0);
   const std::string shard0 = read_file(dir + "/disk0/base/index.csv");
   EXPECT_EQ(count_of(shard0, ",pending,"), 4u) << shard0;  // shard 1's runs, from where shard 0 stands
   const std::string merged = dir + "/merged/base";
   fs::create_directories(merged);
   for (int i = 0; i < 2; ++i)
     for (const auto& e : fs::directory_iterator(dir + "/disk" + std::to_string(i) + "/base"))
-      if (e.is_directory()) fs::copy(e.path(), merged + "/" + e.path().filename().string(), fs::copy_options::recursive);
+      if (e.is_directory())
+        fs::copy(e.path(), merged + "/" + e.path().filename().string(), fs::copy_options::recursive);
   fs::copy_file(dir + "/disk0/base/experiment.json", merged + "/experiment.json");
   CommandResult r = run_cli("index " + merged);
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -252,7 +256,9 @@ TEST(IndexCommand, RefusesAFolderThatIsNoExperimentFolder) {
   CommandResult stray = run_cli("index " + exp_dir);
   EXPECT_EQ(stray.exit_code, 2) << stray.output;
   EXPECT_NE(stray.output.find("holds 1 run folder that its experiment.json does not make: copy (its config.json is run "
-                              "\"async-lr=0.1-seed1\")"), std::string::npos) << stray.output;
+                              "\"async-lr=0.1-seed1\")"),
+            std::string::npos)
+      << stray.output;
   fs::remove_all(exp_dir + "/copy");
   json other = json::parse(read_file(exp_dir + "/sync-lr=0.05-seed1/config.json"));
   other["run"]["sweep"]["train.lr"] = 0.2;  // a value the sweep does not have
@@ -284,8 +290,10 @@ TEST(IndexCommand, ARunningRunHoldsTheFolder) {
   const std::string bin = asgd::testing::binary();
   // the run in the background, once it holds OUT/base (its first run folder is written)
   auto start = [&](const std::string& out) {
-    return bin + " run " + dir + "/c.json --quiet --out " + out + " & P=$!\n"
-           "for i in $(seq 1 1200); do [ -e " + out + "/base/async-seed1/config.json ] && break; sleep 0.05; done\n";
+    return bin + " run " + dir + "/c.json --quiet --out " + out +
+           " & P=$!\n"
+           "for i in $(seq 1 1200); do [ -e " +
+           out + "/base/async-seed1/config.json ] && break; sleep 0.05; done\n";
   };
   CommandResult refused =
       run_command(start(dir + "/a") + bin + " index " + dir + "/a/base; rc=$?\nkill -INT $P; wait $P; exit $rc");
@@ -306,7 +314,8 @@ TEST(SlurmExample, ArrayTasksOnTheirOwnDisksThenIndexGiveTheWholeExperiment) {
   write_text(dir + "/c.json", swept().dump());
   ASSERT_EQ(run_cli("run " + dir + "/c.json --quiet --out " + dir + "/whole").exit_code, 0);
   const std::string src = asgd::testing::source_dir();
-  const std::string env = "ASGDSIM=" + std::string(asgd::testing::binary()) + " SLURM_ARRAY_JOB_ID=77 SLURM_ARRAY_TASK_COUNT=3 ";
+  const std::string env =
+      "ASGDSIM=" + std::string(asgd::testing::binary()) + " SLURM_ARRAY_JOB_ID=77 SLURM_ARRAY_TASK_COUNT=3 ";
   for (int task = 0; task < 3; ++task) {
     const std::string disk = dir + "/node" + std::to_string(task);
     fs::create_directories(disk);
@@ -315,8 +324,8 @@ TEST(SlurmExample, ArrayTasksOnTheirOwnDisksThenIndexGiveTheWholeExperiment) {
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
   // the merge checks the count: before the last task's folders arrive it says which are missing
-  CommandResult merge = run_command("ASGDSIM=" + std::string(asgd::testing::binary()) + " bash " + src + "/scripts/slurm_merge.sh " +
-                                    dir + "/c.json " + dir + "/shared");
+  CommandResult merge = run_command("ASGDSIM=" + std::string(asgd::testing::binary()) + " bash " + src +
+                                    "/scripts/slurm_merge.sh " + dir + "/c.json " + dir + "/shared");
   ASSERT_EQ(merge.exit_code, 0) << merge.output;
   EXPECT_EQ(read_file(dir + "/shared/base/index.csv"), read_file(dir + "/whole/base/index.csv"));
   fs::remove_all(dir + "/shared/base/sync-lr=0.05-seed1");

@@ -120,17 +120,16 @@ void within_seconds(double seconds, const char* what, F fn) {
   t.join();
 }
 
-#define EXPECT_THROW_WITH(stmt, type, ...)                                      \
-  do {                                                                          \
-    try {                                                                       \
-      stmt;                                                                     \
-      ADD_FAILURE() << "no exception from: " #stmt;                             \
-    } catch (const type& e) {                                                   \
-      std::string msg = e.what();                                               \
-      for (const std::string& part : std::vector<std::string>{__VA_ARGS__})     \
-        EXPECT_NE(msg.find(part), std::string::npos)                            \
-            << "message '" << msg << "' does not mention '" << part << "'";     \
-    }                                                                           \
+#define EXPECT_THROW_WITH(stmt, type, ...)                                                                           \
+  do {                                                                                                               \
+    try {                                                                                                            \
+      stmt;                                                                                                          \
+      ADD_FAILURE() << "no exception from: " #stmt;                                                                  \
+    } catch (const type& e) {                                                                                        \
+      std::string msg = e.what();                                                                                    \
+      for (const std::string& part : std::vector<std::string>{__VA_ARGS__})                                          \
+        EXPECT_NE(msg.find(part), std::string::npos) << "message '" << msg << "' does not mention '" << part << "'"; \
+    }                                                                                                                \
   } while (0)
 
 // ---------------------------------------------------------------------------------------
@@ -165,8 +164,7 @@ TEST(EventQueueTest, RandomScheduleComesOutSortedAndStable) {
     q.push(t, EventKind::GradientArrival, 0, i);
     pushed.push_back({t, i});
   }
-  std::stable_sort(pushed.begin(), pushed.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::stable_sort(pushed.begin(), pushed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (const auto& p : pushed) {
     Event e = q.pop();
     ASSERT_EQ(e.time, p.first);
@@ -330,8 +328,7 @@ TEST(DistributionTest, DrawsAreReproduciblePerKey) {
   for (const char* spec : {R"({"dist":"exponential","mean":1})", R"({"dist":"lognormal","mean":1,"sigma":1})",
                            R"({"dist":"pareto","scale":1,"alpha":3})", R"({"dist":"uniform","low":0,"high":1})"}) {
     auto d = make_distribution(json::parse(spec));
-    Rng a(7, RngPurpose::ComputeTime, 1, 9), b(7, RngPurpose::ComputeTime, 1, 9),
-        c(7, RngPurpose::ComputeTime, 1, 10);
+    Rng a(7, RngPurpose::ComputeTime, 1, 9), b(7, RngPurpose::ComputeTime, 1, 9), c(7, RngPurpose::ComputeTime, 1, 10);
     double x = d->sample(a, 1, 9);
     EXPECT_EQ(x, d->sample(b, 1, 9)) << spec;
     EXPECT_NE(x, d->sample(c, 1, 10)) << spec;
@@ -446,25 +443,21 @@ TEST(DistributionTest, PerWorkerTraceErrorsNameTheFileAndLine) {
 TEST(DistributionTest, TraceErrorsNameTheFileAndLine) {
   TempDir dir;
   const std::string missing = dir.file("missing.csv");
-  EXPECT_THROW_WITH(make_distribution({{"dist", "trace"}, {"file", missing}}), std::invalid_argument,
-                    missing);
+  EXPECT_THROW_WITH(make_distribution({{"dist", "trace"}, {"file", missing}}), std::invalid_argument, missing);
   const std::string bad = dir.file("bad.csv");
   write_text(bad, "1.0\n2.0\nabc\n3.0\n");
-  EXPECT_THROW_WITH(make_distribution({{"dist", "trace"}, {"file", bad}}), std::invalid_argument, bad,
-                    "line 3", "abc");
+  EXPECT_THROW_WITH(make_distribution({{"dist", "trace"}, {"file", bad}}), std::invalid_argument, bad, "line 3", "abc");
   write_text(bad, "1.0\n2.0x\n");
-  EXPECT_THROW_WITH(make_distribution({{"dist", "trace"}, {"file", bad}}), std::invalid_argument, bad,
-                    "line 2");
+  EXPECT_THROW_WITH(make_distribution({{"dist", "trace"}, {"file", bad}}), std::invalid_argument, bad, "line 2");
   write_text(bad, "1.0\nnan\n");
-  EXPECT_THROW_WITH(make_distribution({{"dist", "trace"}, {"file", bad}}), std::invalid_argument, bad,
-                    "line 2");
+  EXPECT_THROW_WITH(make_distribution({{"dist", "trace"}, {"file", bad}}), std::invalid_argument, bad, "line 2");
   write_text(bad, "# a comment\n1\n-2\n");
-  EXPECT_THROW_WITH(make_distribution({{"dist", "trace"}, {"file", bad}}), std::invalid_argument, bad,
-                    "line 3", "negative");
+  EXPECT_THROW_WITH(make_distribution({{"dist", "trace"}, {"file", bad}}), std::invalid_argument, bad, "line 3",
+                    "negative");
   write_text(bad, "# only a comment\n\n");
   EXPECT_THROW_WITH(make_distribution({{"dist", "trace"}, {"file", bad}}), std::invalid_argument, bad);
-  EXPECT_THROW_WITH(make_distribution({{"dist", "trace"}, {"values", {1.0, -1.0}}}), std::invalid_argument,
-                    "trace", ">= 0");
+  EXPECT_THROW_WITH(make_distribution({{"dist", "trace"}, {"values", {1.0, -1.0}}}), std::invalid_argument, "trace",
+                    ">= 0");
   EXPECT_THROW(make_distribution({{"dist", "trace"}, {"values", json::array()}}), std::invalid_argument);
   EXPECT_THROW(make_distribution({{"dist", "trace"}, {"values", json::array({1.0})}, {"file", bad}}),
                std::invalid_argument);
@@ -473,7 +466,8 @@ TEST(DistributionTest, TraceErrorsNameTheFileAndLine) {
 TEST(DistributionTest, CatalogAndUnknownNames) {
   std::set<std::string> names;
   for (const auto& c : distribution_catalog()) names.insert(c.name);
-  for (const char* n : {"constant", "uniform", "exponential", "shifted_exponential", "lognormal", "pareto", "weibull", "trace"})
+  for (const char* n :
+       {"constant", "uniform", "exponential", "shifted_exponential", "lognormal", "pareto", "weibull", "trace"})
     EXPECT_TRUE(names.count(n)) << n;
   EXPECT_THROW_WITH(make_distribution({{"dist", "gamma"}, {"mean", 1.0}}), std::invalid_argument, "gamma");
 }
@@ -708,8 +702,7 @@ TEST(IdxReaderTest, RejectsMalformedImages) {
   trailing.push_back(0);
   trailing.push_back(0);
   EXPECT_THROW_WITH(parse_idx_images(trailing, "imgs.idx"), DataError, "imgs.idx", "2 unexpected bytes");
-  EXPECT_THROW_WITH(parse_idx_images(std::vector<uint8_t>(15, 0), "imgs.idx"), DataError, "imgs.idx",
-                    "too short");
+  EXPECT_THROW_WITH(parse_idx_images(std::vector<uint8_t>(15, 0), "imgs.idx"), DataError, "imgs.idx", "too short");
   EXPECT_THROW_WITH(parse_idx_images({}, "imgs.idx"), DataError, "imgs.idx", "too short");
   EXPECT_THROW_WITH(parse_idx_images(idx_images(1, 0, 5), "imgs.idx"), DataError, "imgs.idx", "image size");
   // a huge count in the header must not be trusted (no overflow, no giant allocation)
@@ -719,16 +712,14 @@ TEST(IdxReaderTest, RejectsMalformedImages) {
 }
 
 TEST(IdxReaderTest, RejectsMalformedLabels) {
-  EXPECT_THROW_WITH(parse_idx_labels(idx_labels({1, 2}, 0x803), "labels.idx"), DataError, "labels.idx",
-                    "magic");
+  EXPECT_THROW_WITH(parse_idx_labels(idx_labels({1, 2}, 0x803), "labels.idx"), DataError, "labels.idx", "magic");
   auto truncated = idx_labels({1, 2, 3});
   truncated.pop_back();
   EXPECT_THROW_WITH(parse_idx_labels(truncated, "labels.idx"), DataError, "labels.idx", "3 labels");
   auto trailing = idx_labels({1, 2, 3});
   trailing.push_back(4);
   EXPECT_THROW_WITH(parse_idx_labels(trailing, "labels.idx"), DataError, "labels.idx", "3 labels");
-  EXPECT_THROW_WITH(parse_idx_labels(std::vector<uint8_t>(7, 0), "labels.idx"), DataError, "labels.idx",
-                    "too short");
+  EXPECT_THROW_WITH(parse_idx_labels(std::vector<uint8_t>(7, 0), "labels.idx"), DataError, "labels.idx", "too short");
 }
 
 TEST(IdxReaderTest, ReadsPlainAndGzipFiles) {
@@ -964,14 +955,14 @@ TEST_F(ParameterStoreTest, HeldSnapshotIsNeverOverwritten) {
   EXPECT_EQ(contents(store.current()), plus(1));
   EXPECT_EQ(store.version(), 1u);
 
-  held = Snapshot{};          // old version released: its buffer goes back to the pool
-  EXPECT_TRUE(add_one(store)); // nobody holds version 1 -> in place
+  held = Snapshot{};            // old version released: its buffer goes back to the pool
+  EXPECT_TRUE(add_one(store));  // nobody holds version 1 -> in place
   EXPECT_EQ(store.buffers_allocated(), 2u);
-  Snapshot a = store.current();   // version 2
-  EXPECT_FALSE(add_one(store));   // reuses the pooled buffer
+  Snapshot a = store.current();  // version 2
+  EXPECT_FALSE(add_one(store));  // reuses the pooled buffer
   EXPECT_EQ(store.buffers_allocated(), 2u);
-  Snapshot b = store.current();   // version 3
-  EXPECT_FALSE(add_one(store));   // a and b held: a third buffer
+  Snapshot b = store.current();  // version 3
+  EXPECT_FALSE(add_one(store));  // a and b held: a third buffer
   EXPECT_EQ(store.buffers_allocated(), 3u);
   EXPECT_EQ(contents(a), plus(2));
   EXPECT_EQ(contents(b), plus(3));

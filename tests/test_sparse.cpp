@@ -230,7 +230,8 @@ struct Problem {
   DeviceDataset data;
   std::unique_ptr<Model> model;
   Problem(const SparseCase& c, size_t n, size_t F, size_t max_len, uint32_t seed)
-      : host(random_sparse(n, F, c.classes, max_len, seed)), data(upload(host)),
+      : host(random_sparse(n, F, c.classes, max_len, seed)),
+        data(upload(host)),
         model(make_sparse_linear(F, c.classes, c.loss)) {}
 };
 
@@ -463,7 +464,14 @@ TEST(SparseSynthetic, OneFeaturePerFieldSortedOneHotAndEveryClass) {
     for (float v : d->val) EXPECT_EQ(v, 1.0f);
     for (size_t c = 0; c < per_class.size(); ++c) EXPECT_GT(per_class[c], d->n / 20) << "class " << c;
   }
-  EXPECT_THROW(make_sparse_synthetic([] { auto x = small_spec(); x.nnz = 3001; return x; }(), 1), std::invalid_argument);
+  EXPECT_THROW(make_sparse_synthetic(
+                   [] {
+                     auto x = small_spec();
+                     x.nnz = 3001;
+                     return x;
+                   }(),
+                   1),
+               std::invalid_argument);
 }
 
 // H(n, s) = sum_{k=1..n} k^-s
@@ -554,13 +562,14 @@ std::string write_svm(const std::string& dir, const std::string& name, const std
 }
 
 TEST(Svmlight, ParsesLabelsIndicesValuesCommentsAndBlankLines) {
-  SvmlightFile f = parse_svmlight("# a comment line\n"
-                                  "+1 1:0.5 3:-2 7:1e-3   # trailing comment\n"
-                                  "\n"
-                                  "-1\t2:4\r\n"
-                                  "  1 7:+3.25\n"
-                                  "-1",  // a last line without '\n', and no features
-                                  "mem", 0, 1);
+  SvmlightFile f = parse_svmlight(
+      "# a comment line\n"
+      "+1 1:0.5 3:-2 7:1e-3   # trailing comment\n"
+      "\n"
+      "-1\t2:4\r\n"
+      "  1 7:+3.25\n"
+      "-1",  // a last line without '\n', and no features
+      "mem", 0, 1);
   ASSERT_EQ(f.samples(), 4u);
   EXPECT_EQ(f.label, (std::vector<int64_t>{1, -1, 1, -1}));
   EXPECT_EQ(f.line, (std::vector<uint32_t>{2, 4, 5, 6}));
@@ -760,8 +769,14 @@ TEST(Svmlight, AFileTooLargeForMemoryIsRefusedBeforeItIsStored) {
 json sparse_config() {
   return {{"name", "sp"},
           {"model", {{"type", "sparse_softmax"}}},
-          {"data", {{"type", "sparse_synthetic"}, {"features", 5000}, {"nnz", 10}, {"zipf", 1.0}, {"classes", 3},
-                    {"train_samples", 3000}, {"test_samples", 1000}}},
+          {"data",
+           {{"type", "sparse_synthetic"},
+            {"features", 5000},
+            {"nnz", 10},
+            {"zipf", 1.0},
+            {"classes", 3},
+            {"train_samples", 3000},
+            {"test_samples", 1000}}},
           {"train", {{"batch_size", 32}, {"lr", 2.0}}},
           {"stop", {{"epochs", 3}}},
           {"eval", {{"every", 1}}},
@@ -779,13 +794,16 @@ TEST(SparseConfig, ValidationNamesTheKeyAtFault) {
   const Case cases[] = {
       {{"data.type=synthetic"}, "data.type", "reads sparse data: sparse_synthetic or svmlight"},
       {{"model.type=softmax"}, "data.type", "use sparse_logistic or sparse_softmax"},
-      {{"data.features=10", "data.nnz=20"}, "data.nnz", "must be <= data.features"},  // (nnz in its range: checked typed)
+      {{"data.features=10", "data.nnz=20"},
+       "data.nnz",
+       "must be <= data.features"},  // (nnz in its range: checked typed)
       {{"model.type=sparse_logistic"}, "data.classes", "is binary"},
       {{"data.features=20000000"}, "data.features", "in [1, 10000000]"},
       {{"data.zipf=-1"}, "data.zipf", "in [0, 5]"},
       {{"data.type=svmlight"}, "data.path", "missing required key"},
       {{"data.featurs=10"}, "data.featurs", "features"},
-      {{"data.train_samples=100000000", "data.nnz=1000", "data.features=1000000"}, "data.train_samples",
+      {{"data.train_samples=100000000", "data.nnz=1000", "data.features=1000000"},
+       "data.train_samples",
        "would need about"},
       {{"data.classes=1000", "data.features=10000000", "cluster.workers=64"}, "data.features", "would need about"},
   };
@@ -999,8 +1017,8 @@ Replay replay(Rule rule, bool force_dense, bool poison, size_t keep) {
 // comparison can fail).
 TEST(SparseServerUpdate, TouchesOnlyTheRowsAndGivesTheDenseBits) {
   if (!kernels_device_available()) GTEST_SKIP() << "no device";
-  for (Rule rule : {Rule::Sgd, Rule::Momentum, Rule::Dc, Rule::Sum, Rule::Nesterov, Rule::Adam, Rule::AdamSum,
-                    Rule::AdamW}) {
+  for (Rule rule :
+       {Rule::Sgd, Rule::Momentum, Rule::Dc, Rule::Sum, Rule::Nesterov, Rule::Adam, Rule::AdamSum, Rule::AdamW}) {
     for (size_t keep : {size_t(0), size_t(2)}) {
       SCOPED_TRACE("rule " + std::to_string(int(rule)) + ", history " + std::to_string(keep));
       const Replay dense = replay(rule, true, false, keep), sparse = replay(rule, false, false, keep);
@@ -1016,7 +1034,8 @@ TEST(SparseServerUpdate, TouchesOnlyTheRowsAndGivesTheDenseBits) {
       if (stateful(rule)) continue;  // it reads g on every row touched so far (their state decays)
       const Replay poisoned = replay(rule, false, true, keep);
       for (size_t v = 0; v < dense.versions.size(); ++v)
-        ASSERT_TRUE(same_bits(poisoned.versions[v], sparse.versions[v])) << "version " << v << ": an untouched row changed";
+        ASSERT_TRUE(same_bits(poisoned.versions[v], sparse.versions[v]))
+            << "version " << v << ": an untouched row changed";
       const Replay dense_poisoned = replay(rule, true, true, keep);
       EXPECT_TRUE(std::isnan(dense_poisoned.versions.back()[0]) || std::isnan(dense_poisoned.versions.back()[60]))
           << "the dense path should have written the poison";
@@ -1042,7 +1061,8 @@ TEST(SparseServerUpdate, RunsAreByteIdenticalToForcedDenseUpdates) {
   json stale = c;
   stale["name"] = "spstale";
   stale["staleness"] = {{"mode", "fixed"}, {"tau", 3}};
-  stale["engines"] = json::array({json{{"type", "async"}}, json{{"type", "async"}, {"name", "dc"}, {"delay_compensation", 0.5}}});
+  stale["engines"] =
+      json::array({json{{"type", "async"}}, json{{"type", "async"}, {"name", "dc"}, {"delay_compensation", 0.5}}});
   json adam = mom;  // dense Adam on the rows touched so far, the warm-up's Adam, forced staleness
   adam["name"] = "spadam";
   adam["train"]["momentum"] = 0.0;

@@ -52,16 +52,17 @@ const double kMs = 1e-3;
 
 // A 100,000-parameter quadratic (400 kB a message in fp32), constant 10 ms compute.
 json link_config(int workers, double bandwidth, int shards = 1, const std::string& precision = "fp32") {
-  return json{{"name", "link"},
-              {"model", {{"type", "quadratic"}, {"dim", 100000}, {"curvature", {{"min", 0.01}, {"max", 1.0}}}}},
-              {"train", {{"lr", 0.001}}},  // small: 32 workers give gradients ~31 updates stale
-              {"stop", {{"time", 2.0}}},
-              {"eval", {{"every", 1.0}, {"unit", "time"}}},
-              {"cluster",
-               {{"workers", workers},
-                {"compute", {{"dist", "constant"}, {"value", 0.01}, {"per", "step"}}},
-                {"network", {{"bandwidth", bandwidth}, {"latency", 0.001}, {"shards", shards}, {"precision", precision}}}}},
-              {"engines", json::array({json{{"type", "async"}}})}};
+  return json{
+      {"name", "link"},
+      {"model", {{"type", "quadratic"}, {"dim", 100000}, {"curvature", {{"min", 0.01}, {"max", 1.0}}}}},
+      {"train", {{"lr", 0.001}}},  // small: 32 workers give gradients ~31 updates stale
+      {"stop", {{"time", 2.0}}},
+      {"eval", {{"every", 1.0}, {"unit", "time"}}},
+      {"cluster",
+       {{"workers", workers},
+        {"compute", {{"dist", "constant"}, {"value", 0.01}, {"per", "step"}}},
+        {"network", {{"bandwidth", bandwidth}, {"latency", 0.001}, {"shards", shards}, {"precision", precision}}}}},
+      {"engines", json::array({json{{"type", "async"}}})}};
 }
 
 json summary_of(const json& cfg, const std::string& run, int threads = 2) {
@@ -109,11 +110,11 @@ TEST(Topology, LinksQueueInOrderAndAFastLinkIsHeldOnlyForItsShare) {
   spec.worker_bandwidth = 1e7;  // 100 ms on a NIC
   auto star = make_star_topology(spec, 4);
   const double mb = 1e6;
-  TransferTimes a = star->transfer(kServer, 0, mb, 0);  // shard [0, 10], NIC 0 [0, 100]
-  TransferTimes b = star->transfer(kServer, 1, mb, 0);  // shard [10, 20], NIC 1 [10, 110]
-  TransferTimes c = star->transfer(kServer, 0, mb, 0);  // waits for NIC 0: [100, 200]
+  TransferTimes a = star->transfer(kServer, 0, mb, 0);   // shard [0, 10], NIC 0 [0, 100]
+  TransferTimes b = star->transfer(kServer, 1, mb, 0);   // shard [10, 20], NIC 1 [10, 110]
+  TransferTimes c = star->transfer(kServer, 0, mb, 0);   // waits for NIC 0: [100, 200]
   TransferTimes up = star->transfer(0, kServer, mb, 0);  // the other direction: free
-  TransferTimes peer = star->transfer(2, 3, mb, 0);     // NIC 2 up, NIC 3 down
+  TransferTimes peer = star->transfer(2, 3, mb, 0);      // NIC 2 up, NIC 3 down
   EXPECT_EQ(a.start, 0);
   EXPECT_EQ(a.arrival, seconds_to_sim(0.1));
   EXPECT_EQ(b.start, seconds_to_sim(0.01));
@@ -145,7 +146,8 @@ TEST(TimeModel, SyncEightBy32FinishesEachEpochEightTimesSoonerThanOneBy256) {
   json c = {{"name", "n"},
             {"seed", 7},
             {"model", {{"type", "softmax"}}},
-            {"data", {{"type", "synthetic"}, {"classes", 4}, {"features", 10}, {"train_samples", 1024}, {"test_samples", 256}}},
+            {"data",
+             {{"type", "synthetic"}, {"classes", 4}, {"features", 10}, {"train_samples", 1024}, {"test_samples", 256}}},
             {"train", {{"batch_size", 32}, {"lr", 0.2}}},
             {"stop", {{"epochs", 2}}},
             {"eval", {{"every", 0.5}, {"unit", "epochs"}, {"train_samples", 0}}},
@@ -433,12 +435,11 @@ TEST(TimeModel, ACancelNoticeTakesTheServerOneSend) {
 // of record (async, sync) or the workers' own models (EASGD, local SGD). (SSP applies
 // gradients in groups of varying size, so its rows fall at the first update past a mark.)
 TEST(Counting, EveryEngineStopsAndEvaluatesAtTheSameEpochs) {
-  const std::vector<json> engines = {
-      {{"type", "async"}},
-      {{"type", "sync"}},
-      {{"type", "local_sgd"}, {"steps", 4}},
-      {{"type", "easgd"}, {"period", 4}},
-      {{"type", "easgd"}, {"period", 3}, {"mode", "sync"}}};
+  const std::vector<json> engines = {{{"type", "async"}},
+                                     {{"type", "sync"}},
+                                     {{"type", "local_sgd"}, {"steps", 4}},
+                                     {{"type", "easgd"}, {"period", 4}},
+                                     {{"type", "easgd"}, {"period", 3}, {"mode", "sync"}}};
   for (const auto& engine : engines) {
     json c = clock_config("epochs", 4, 0.01, engine);
     c["cluster"]["compute"] = {{"dist", "exponential"}, {"mean", 0.001}};
@@ -525,8 +526,7 @@ TEST(Counting, WorkersCsvSplitsComputeCommunicationAndWaiting) {
   std::string dir = run_one(a, "split");
   Metrics w = read_metrics(dir + "/workers.csv");
   EXPECT_EQ(w.header, (std::vector<std::string>{"worker", "gradients", "applied", "dropped", "lost", "compute_time",
-                                                "comm_time", "wait_time", "down_time", "cancelled",
-                                                "wasted_time"}));
+                                                "comm_time", "wait_time", "down_time", "cancelled", "wasted_time"}));
   EXPECT_NEAR(summary_at(dir)["time"].get<double>(), 0.12, 1e-12);
   for (size_t k = 0; k < 2; ++k) {
     EXPECT_EQ(w.column("gradients")[k], 10);
@@ -553,12 +553,11 @@ TEST(Counting, WorkersCsvSplitsComputeCommunicationAndWaiting) {
 // summary.json's staleness says what it counts; config.json shows the per-worker batch
 // that global_batch resolved to.
 TEST(Counting, StalenessSaysItsUnitAndConfigShowsTheResolvedBatch) {
-  const std::vector<std::pair<json, std::string>> engines = {
-      {{{"type", "async"}}, "updates"},
-      {{{"type", "ssp"}, {"bound", 1}}, "updates"},
-      {{{"type", "sync_backup"}, {"backups", 1}}, "updates"},
-      {{{"type", "local_sgd"}, {"steps", 2}}, "updates"},
-      {{{"type", "easgd"}, {"period", 2}}, "exchanges"}};
+  const std::vector<std::pair<json, std::string>> engines = {{{{"type", "async"}}, "updates"},
+                                                             {{{"type", "ssp"}, {"bound", 1}}, "updates"},
+                                                             {{{"type", "sync_backup"}, {"backups", 1}}, "updates"},
+                                                             {{{"type", "local_sgd"}, {"steps", 2}}, "updates"},
+                                                             {{{"type", "easgd"}, {"period", 2}}, "exchanges"}};
   for (const auto& [engine, unit] : engines) {
     json c = clock_config("unit", 4, 0.01, engine);
     c["cluster"]["compute"] = {{"dist", "exponential"}, {"mean", 0.001}};
@@ -599,11 +598,13 @@ TEST(TimeModel, EquivalencesHoldWithTheNetworkAndTheServerOn) {
     return all + (iterations ? s["iteration_time"].dump() : "") + s["server"].dump() + s["messages"].dump();
   };
   const std::string sync = files_of(run_one(with_costs(clock_config("eq_sync", 4, 0, {{"type", "sync"}})), "eq"));
-  EXPECT_EQ(sync, files_of(run_one(with_costs(clock_config("eq_l1", 4, 0, {{"type", "local_sgd"}, {"steps", 1}})), "eq")));
+  EXPECT_EQ(sync,
+            files_of(run_one(with_costs(clock_config("eq_l1", 4, 0, {{"type", "local_sgd"}, {"steps", 1}})), "eq")));
   EXPECT_EQ(sync, files_of(run_one(with_costs(clock_config("eq_s0", 4, 0, {{"type", "ssp"}, {"bound", 0}})), "eq")));
   const std::string async = files_of(run_one(with_costs(clock_config("eq_a", 4, 0, {{"type", "async"}})), "eq"), false);
-  EXPECT_EQ(async,
-            files_of(run_one(with_costs(clock_config("eq_si", 4, 0, {{"type", "ssp"}, {"bound", 1000000}})), "eq"), false));
+  EXPECT_EQ(
+      async,
+      files_of(run_one(with_costs(clock_config("eq_si", 4, 0, {{"type", "ssp"}, {"bound", 1000000}})), "eq"), false));
   EXPECT_NE(async, sync);
 }
 
@@ -611,35 +612,38 @@ TEST(TimeModel, EquivalencesHoldWithTheNetworkAndTheServerOn) {
 
 // Every new piece of the time model on at once: the same bytes for 1, 2 and 3 threads.
 TEST(Determinism, TheWholeTimeModelIsByteIdenticalAcrossThreadCounts) {
-  json c = {{"name", "clock"},
-            {"seed", 2},
-            {"model", {{"type", "mlp"}, {"hidden", {12}}}},
-            {"data", {{"type", "synthetic"}, {"classes", 3}, {"features", 8}, {"train_samples", 400}, {"test_samples", 100}}},
-            {"train", {{"batch_size", 8}, {"lr", 0.1}, {"single_replica_epochs", 0.25}}},
-            {"stop", {{"epochs", 2}}},
-            {"eval", {{"every", 0.25}}},
-            {"trace", true},
-            {"cluster",
-             {{"workers", 5},
-              {"compute", {{"dist", "lognormal"}, {"mean", 0.001}, {"sigma", 0.8}, {"per", "sample"}, {"overhead", 0.002}}},
-              {"speeds", {{"dist", "uniform"}, {"low", 0.5}, {"high", 2.0}}},
-              {"network",
-               {{"bandwidth", 2e6}, {"latency", 0.001}, {"shards", 2}, {"worker_bandwidth", 3e6},
-                {"message_bytes", 20000}, {"precision", "bf16"}}},
-              {"server", {{"update_seconds", 0.003}}},
-              {"stragglers", {{"probability", 0.1}, {"factor", 4.0}}},
-              {"failures", {{"rate", 0.5}, {"down_time", 0.05}}}}},
-            {"staleness", {{"mode", "uniform"}, {"tau", 2}}},
-            {"engines", json::array({json{{"type", "async"}, {"delay_compensation", 0.04}},
-                                     json{{"type", "sync_backup"}, {"backups", 1}},
-                                     json{{"type", "ssp"}, {"bound", 1}},
-                                     json{{"type", "local_sgd"}, {"steps", 3}},
-                                     json{{"type", "easgd"}, {"period", 3}},
-                                     json{{"type", "easgd"}, {"name", "easgd_sync"}, {"mode", "sync"}, {"period", 2}}})}};
+  json c = {
+      {"name", "clock"},
+      {"seed", 2},
+      {"model", {{"type", "mlp"}, {"hidden", {12}}}},
+      {"data", {{"type", "synthetic"}, {"classes", 3}, {"features", 8}, {"train_samples", 400}, {"test_samples", 100}}},
+      {"train", {{"batch_size", 8}, {"lr", 0.1}, {"single_replica_epochs", 0.25}}},
+      {"stop", {{"epochs", 2}}},
+      {"eval", {{"every", 0.25}}},
+      {"trace", true},
+      {"cluster",
+       {{"workers", 5},
+        {"compute", {{"dist", "lognormal"}, {"mean", 0.001}, {"sigma", 0.8}, {"per", "sample"}, {"overhead", 0.002}}},
+        {"speeds", {{"dist", "uniform"}, {"low", 0.5}, {"high", 2.0}}},
+        {"network",
+         {{"bandwidth", 2e6},
+          {"latency", 0.001},
+          {"shards", 2},
+          {"worker_bandwidth", 3e6},
+          {"message_bytes", 20000},
+          {"precision", "bf16"}}},
+        {"server", {{"update_seconds", 0.003}}},
+        {"stragglers", {{"probability", 0.1}, {"factor", 4.0}}},
+        {"failures", {{"rate", 0.5}, {"down_time", 0.05}}}}},
+      {"staleness", {{"mode", "uniform"}, {"tau", 2}}},
+      {"engines", json::array({json{{"type", "async"}, {"delay_compensation", 0.04}},
+                               json{{"type", "sync_backup"}, {"backups", 1}}, json{{"type", "ssp"}, {"bound", 1}},
+                               json{{"type", "local_sgd"}, {"steps", 3}}, json{{"type", "easgd"}, {"period", 3}},
+                               json{{"type", "easgd"}, {"name", "easgd_sync"}, {"mode", "sync"}, {"period", 2}}})}};
   std::string d1 = run_config(c, temp_dir("clock1"), 1), d2 = run_config(c, temp_dir("clock2"), 2),
               d3 = run_config(c, temp_dir("clock3"), 3);
-  for (const char* run : {"async-seed2", "sync_backup-seed2", "ssp-seed2", "local_sgd-seed2", "easgd-seed2",
-                          "easgd_sync-seed2"}) {
+  for (const char* run :
+       {"async-seed2", "sync_backup-seed2", "ssp-seed2", "local_sgd-seed2", "easgd-seed2", "easgd_sync-seed2"}) {
     for (const char* file : {"metrics.csv", "staleness.csv", "workers.csv", "trace.json"}) {
       std::string a = read_file(d1 + "/" + run + "/" + file);
       EXPECT_FALSE(a.empty()) << run << "/" << file;
@@ -697,9 +701,9 @@ TEST(Studies, LrScalingSumIsTheLinearRule) {
   CommandResult sum = run_cli("run " + dir + "lr_scaling_sum.json" + reduced);
   if (sum.exit_code == 2 && sum.output.find("fashion") != std::string::npos) GTEST_SKIP() << sum.output;
   ASSERT_EQ(sum.exit_code, 0) << sum.output;
-  CommandResult mean = run_cli("run " + dir + "lr_scaling.json" + reduced +
-                               " --set 'sweep.train.lr_schedule.scale=[\"workers\"]'" +
-                               " --set 'sweep.train.lr_schedule.warmup_epochs=[0]' --set 'sweep.train.lr=[0.05]'");
+  CommandResult mean =
+      run_cli("run " + dir + "lr_scaling.json" + reduced + " --set 'sweep.train.lr_schedule.scale=[\"workers\"]'" +
+              " --set 'sweep.train.lr_schedule.warmup_epochs=[0]' --set 'sweep.train.lr=[0.05]'");
   ASSERT_EQ(mean.exit_code, 0) << mean.output;
   std::vector<std::string> runs;  // the one run the reduced sweep leaves
   for (const auto& e : std::filesystem::directory_iterator(out + "/lr_scaling"))
@@ -712,8 +716,7 @@ TEST(Studies, LrScalingSumIsTheLinearRule) {
   EXPECT_EQ(s.column("time"), m.column("time"));
   for (size_t i = 0; i < s.rows.size(); ++i) {
     EXPECT_DOUBLE_EQ(4 * s.column("lr")[i], m.column("lr")[i]) << "row " << i;
-    EXPECT_NEAR(s.column("train_loss")[i], m.column("train_loss")[i], 1e-4 * m.column("train_loss")[i])
-        << "row " << i;
+    EXPECT_NEAR(s.column("train_loss")[i], m.column("train_loss")[i], 1e-4 * m.column("train_loss")[i]) << "row " << i;
   }
 }
 
@@ -813,9 +816,9 @@ TEST(Studies, SparseScalesPastTheDenseKnee) {
 TEST(Studies, TopologyEightInABoxAgainstSixteenOverBoxes) {
   const std::string config = std::string(asgd::testing::source_dir()) + "/experiments/configs/topology.json";
   const std::string out = temp_dir("topostudy");
-  CommandResult r = run_cli("run " + config + " --out " + out + " --quiet --set repeats=1 --set stop.updates=4 " +
-                            "--set 'sweep.cluster.topology.boxes=[1,8,16]' " +
-                            "--set 'sweep.cluster.topology.per_box=[1,8]'");
+  CommandResult r =
+      run_cli("run " + config + " --out " + out + " --quiet --set repeats=1 --set stop.updates=4 " +
+              "--set 'sweep.cluster.topology.boxes=[1,8,16]' " + "--set 'sweep.cluster.topology.per_box=[1,8]'");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto rate = [&](const std::string& engine, int boxes, int per_box) {
     const nlohmann::json s = summary_at(out + "/topology/" + engine + "-boxes=" + std::to_string(boxes) +
@@ -850,19 +853,21 @@ TEST(ComputeFromFlops, StepTimeIsTheModelsFlopsOverThePeakTimesEfficiency) {
        {{"type", "synthetic"}, {"image", {1, 28, 28}}, {"train_samples", 256}, {"test_samples", 64}},
        0.0}};  // the CNN's count is the model's (checked against make_cnn below)
   for (const auto& c : cases) {
-    for (const auto& [device, rate] : std::vector<std::pair<json, double>>{{json("a100-fp32"), 19.5e12}, {json(2e12), 2e12}}) {
+    for (const auto& [device, rate] :
+         std::vector<std::pair<json, double>>{{json("a100-fp32"), 19.5e12}, {json(2e12), 2e12}}) {
       const double efficiency = 0.4, overhead = 0.002;
       const int batch = 64;
-      json cfg = {{"name", "flops"},
-                  {"model", c.model},
-                  {"data", c.data},
-                  {"train", {{"batch_size", batch}}},
-                  {"cluster",
-                   {{"workers", 1},
-                    {"compute", {{"dist", "flops"}, {"flops", device}, {"efficiency", efficiency}, {"overhead", overhead}}}}},
-                  {"stop", {{"updates", 3}}},
-                  {"eval", {{"every", 1}, {"unit", "updates"}, {"train_samples", 64}, {"test_samples", 64}}},
-                  {"engines", json::array({{{"type", "async"}}})}};
+      json cfg = {
+          {"name", "flops"},
+          {"model", c.model},
+          {"data", c.data},
+          {"train", {{"batch_size", batch}}},
+          {"cluster",
+           {{"workers", 1},
+            {"compute", {{"dist", "flops"}, {"flops", device}, {"efficiency", efficiency}, {"overhead", overhead}}}}},
+          {"stop", {{"updates", 3}}},
+          {"eval", {{"every", 1}, {"unit", "updates"}, {"train_samples", 64}, {"test_samples", 64}}},
+          {"engines", json::array({{{"type", "async"}}})}};
       const Experiment e = resolve_experiment(cfg, "t", ".");
       const json& model = e.runs[0].settings.compute_model;
       double fps = c.flops_per_sample;
@@ -882,7 +887,8 @@ TEST(ComputeFromFlops, StepTimeIsTheModelsFlopsOverThePeakTimesEfficiency) {
     }
   }
   // a model without a FLOP count, and an unknown device, are refused naming the key
-  json bad = {{"model", {{"type", "quadratic"}}}, {"cluster", {{"compute", {{"dist", "flops"}, {"flops", 1e12}}}}},
+  json bad = {{"model", {{"type", "quadratic"}}},
+              {"cluster", {{"compute", {{"dist", "flops"}, {"flops", 1e12}}}}},
               {"engines", json::array({{{"type", "async"}}})}};
   auto refusal = [](const json& config) {
     try {
@@ -929,8 +935,8 @@ TEST(Network, SharedLinkSaturatesAsyncThroughput) {
   double u8 = updates(link_config(8, bw)), u32 = updates(link_config(32, bw));
   // one worker: pull 11 ms + compute 10 ms + push 11 ms per update
   EXPECT_NEAR(u1, 2.0 / 0.032, 2);
-  EXPECT_GT(u2 / u1, 1.8);        // still compute-bound: nearly linear
-  EXPECT_LT(u32 / u8, 1.05);      // saturated: more workers add nothing
+  EXPECT_GT(u2 / u1, 1.8);           // still compute-bound: nearly linear
+  EXPECT_LT(u32 / u8, 1.05);         // saturated: more workers add nothing
   EXPECT_NEAR(u32, 2.0 / 0.010, 6);  // the link's rate: one 10 ms message per direction at a time
 }
 
@@ -986,15 +992,16 @@ TEST(Network, SixteenBitTransfersRoundLikeTheFormat) {
 TEST(Network, SixteenBitCopyOfADeepModelsParametersIsNotOverwritten) {
   const float lr = 0.05f;
   const size_t batch = 32, updates = 6;
-  json c = {{"name", "deep16"},
-            {"seed", 1},
-            {"model", {{"type", "mlp"}, {"hidden", std::vector<int>(40, 16)}}},
-            {"data", {{"type", "synthetic"}, {"classes", 4}, {"features", 6}, {"train_samples", 256}, {"test_samples", 64}}},
-            {"train", {{"batch_size", batch}, {"lr", lr}}},
-            {"stop", {{"updates", updates}}},
-            {"eval", {{"every", 1}, {"unit", "updates"}, {"train_samples", 0}}},
-            {"cluster", {{"workers", 1}, {"network", {{"precision", "fp16"}}}}},
-            {"engines", json::array({json{{"type", "async"}}})}};
+  json c = {
+      {"name", "deep16"},
+      {"seed", 1},
+      {"model", {{"type", "mlp"}, {"hidden", std::vector<int>(40, 16)}}},
+      {"data", {{"type", "synthetic"}, {"classes", 4}, {"features", 6}, {"train_samples", 256}, {"test_samples", 64}}},
+      {"train", {{"batch_size", batch}, {"lr", lr}}},
+      {"stop", {{"updates", updates}}},
+      {"eval", {{"every", 1}, {"unit", "updates"}, {"train_samples", 0}}},
+      {"cluster", {{"workers", 1}, {"network", {{"precision", "fp16"}}}}},
+      {"engines", json::array({json{{"type", "async"}}})}};
   Metrics m = read_metrics(run_config(c, temp_dir("deep16")) + "/async-seed1/metrics.csv");
   auto got = m.column("train_loss");
   ASSERT_EQ(got.size(), updates + 1);
@@ -1040,7 +1047,8 @@ TEST(Stragglers, TransientAndWindowedSlowdownsStretchVirtualTime) {
   EXPECT_NEAR(summary_of(slow, "async-seed1")["time"].get<double>(), 3 * t0, 1e-6);
 
   json window = base;
-  window["cluster"]["stragglers"] = {{"slow", json::array({json{{"worker", 0}, {"factor", 4.0}, {"from", 0.0}, {"to", 0.2}}})}};
+  window["cluster"]["stragglers"] = {
+      {"slow", json::array({json{{"worker", 0}, {"factor", 4.0}, {"from", 0.0}, {"to", 0.2}}})}};
   std::string dir = run_config(window, temp_dir("win"));
   Metrics wk = read_metrics(dir + "/async-seed1/workers.csv");
   auto grads = wk.column("gradients");
@@ -1068,19 +1076,38 @@ TEST(TimingInput, BadTimingInputExitsTwoNamingThePlace) {
     std::vector<std::string> mention;
   };
   std::vector<Case> cases = {
-      {[](json& c) { c["cluster"]["failures"] = {{"events", json::array({json{{"worker", 9}, {"at", 1.0}}})}}; },
+      {[](json& c) {
+         c["cluster"]["failures"] = {{"events", json::array({json{{"worker", 9}, {"at", 1.0}}})}};
+       },
        {"cluster.failures.events[0].worker", "does not exist"}},
-      {[](json& c) { c["cluster"]["stragglers"] = {{"slow", json::array({json{{"worker", 4}, {"factor", 2.0}}})}}; },
+      {[](json& c) {
+         c["cluster"]["stragglers"] = {{"slow", json::array({json{{"worker", 4}, {"factor", 2.0}}})}};
+       },
        {"cluster.stragglers.slow[0].worker"}},
-      {[](json& c) { c["cluster"]["compute"] = {{"dist", "trace"}, {"file", "/nonexistent/trace.csv"}}; },
+      {[](json& c) {
+         c["cluster"]["compute"] = {{"dist", "trace"}, {"file", "/nonexistent/trace.csv"}};
+       },
        {"cluster.compute.file", "/nonexistent/trace.csv"}},
-      {[&](json& c) { c["cluster"]["compute"] = {{"dist", "trace"}, {"file", dir + "/bad_trace.csv"}}; },
+      {[&](json& c) {
+         c["cluster"]["compute"] = {{"dist", "trace"}, {"file", dir + "/bad_trace.csv"}};
+       },
        {"line 3", "fast"}},
-      {[](json& c) { c["cluster"]["compute"] = {{"dist", "lognormal"}, {"mean", 0.01}, {"sigma", -1}}; },
+      {[](json& c) {
+         c["cluster"]["compute"] = {{"dist", "lognormal"}, {"mean", 0.01}, {"sigma", -1}};
+       },
        {"cluster.compute.sigma"}},
-      {[](json& c) { c["cluster"]["network"] = {{"precision", "fp8"}}; }, {"cluster.network.precision", "bf16"}},
-      {[](json& c) { c["cluster"]["network"] = {{"bandwidth", -5}}; }, {"cluster.network.bandwidth"}},
-      {[](json& c) { c["cluster"]["speeds"] = {{"dist", "pareto"}, {"scale", 1.0}}; }, {"cluster.speeds.alpha", "missing"}},
+      {[](json& c) {
+         c["cluster"]["network"] = {{"precision", "fp8"}};
+       },
+       {"cluster.network.precision", "bf16"}},
+      {[](json& c) {
+         c["cluster"]["network"] = {{"bandwidth", -5}};
+       },
+       {"cluster.network.bandwidth"}},
+      {[](json& c) {
+         c["cluster"]["speeds"] = {{"dist", "pareto"}, {"scale", 1.0}};
+       },
+       {"cluster.speeds.alpha", "missing"}},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     json c = base;
@@ -1089,28 +1116,35 @@ TEST(TimingInput, BadTimingInputExitsTwoNamingThePlace) {
     write_text(path, c.dump());
     CommandResult r = run_cli("run " + path + " --quiet --out " + dir + "/out");
     EXPECT_EQ(r.exit_code, 2) << "case " << i << ":\n" << r.output;
-    for (const auto& m : cases[i].mention) EXPECT_NE(r.output.find(m), std::string::npos) << "case " << i << " lacks " << m << ":\n" << r.output;
+    for (const auto& m : cases[i].mention)
+      EXPECT_NE(r.output.find(m), std::string::npos) << "case " << i << " lacks " << m << ":\n" << r.output;
   }
 }
 
 // DESIGN.md determinism with every timing model switched on at once.
 TEST(Determinism, EveryTimingModelOnStillByteIdenticalAcrossThreads) {
-  json c = {{"name", "all"},
-            {"model", {{"type", "mlp"}, {"hidden", {12}}}},
-            {"data", {{"type", "synthetic"}, {"classes", 3}, {"features", 8}, {"train_samples", 400}, {"test_samples", 100}}},
-            {"train", {{"batch_size", 8}, {"lr", 0.1}}},
-            {"stop", {{"epochs", 4}}},
-            {"eval", {{"every", 0.5}}},
-            {"trace", true},
-            {"cluster",
-             {{"workers", 6},
-              {"compute", {{"dist", "pareto"}, {"scale", 0.01}, {"alpha", 2.5}}},
-              {"speeds", {{"dist", "uniform"}, {"low", 0.5}, {"high", 2.0}}},
-              {"network", {{"bandwidth", 5e4}, {"latency", 0.002}, {"shards", 2}, {"precision", "fp16"}}},
-              {"stragglers", {{"probability", 0.2}, {"factor", 5.0}, {"slow", json::array({json{{"worker", 2}, {"factor", 3.0}, {"from", 0.1}, {"to", 0.5}}})}}},
-              {"failures", {{"rate", 1.0}, {"down_time", 0.05}, {"events", json::array({json{{"worker", 5}, {"at", 0.2}}})}}}}},
-            {"staleness", {{"mode", "geometric"}, {"mean", 1.5}}},
-            {"engines", json::array({json{{"type", "async"}}, json{{"type", "sync_backup"}, {"backups", 1}}, json{{"type", "easgd"}}})}};
+  json c = {
+      {"name", "all"},
+      {"model", {{"type", "mlp"}, {"hidden", {12}}}},
+      {"data", {{"type", "synthetic"}, {"classes", 3}, {"features", 8}, {"train_samples", 400}, {"test_samples", 100}}},
+      {"train", {{"batch_size", 8}, {"lr", 0.1}}},
+      {"stop", {{"epochs", 4}}},
+      {"eval", {{"every", 0.5}}},
+      {"trace", true},
+      {"cluster",
+       {{"workers", 6},
+        {"compute", {{"dist", "pareto"}, {"scale", 0.01}, {"alpha", 2.5}}},
+        {"speeds", {{"dist", "uniform"}, {"low", 0.5}, {"high", 2.0}}},
+        {"network", {{"bandwidth", 5e4}, {"latency", 0.002}, {"shards", 2}, {"precision", "fp16"}}},
+        {"stragglers",
+         {{"probability", 0.2},
+          {"factor", 5.0},
+          {"slow", json::array({json{{"worker", 2}, {"factor", 3.0}, {"from", 0.1}, {"to", 0.5}}})}}},
+        {"failures",
+         {{"rate", 1.0}, {"down_time", 0.05}, {"events", json::array({json{{"worker", 5}, {"at", 0.2}}})}}}}},
+      {"staleness", {{"mode", "geometric"}, {"mean", 1.5}}},
+      {"engines",
+       json::array({json{{"type", "async"}}, json{{"type", "sync_backup"}, {"backups", 1}}, json{{"type", "easgd"}}})}};
   std::string d1 = run_config(c, temp_dir("all1"), 1), d2 = run_config(c, temp_dir("all2"), 2);
   for (const char* run : {"async-seed1", "sync_backup-seed1", "easgd-seed1"}) {
     for (const char* file : {"metrics.csv", "staleness.csv", "workers.csv", "trace.json"}) {

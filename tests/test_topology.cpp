@@ -56,7 +56,7 @@ json topology(int boxes, int per_box, double intra_bw, double intra_lat, double 
 json racks_topology(int boxes, int per_box, int per_rack, std::pair<double, double> intra,
                     std::pair<double, double> inter, std::pair<double, double> rack) {
   auto level = [](std::pair<double, double> l) { return json{{"bandwidth", l.first}, {"latency", l.second}}; };
-  return {{"type", "racks"},     {"boxes", boxes},        {"per_box", per_box},  {"per_rack", per_rack},
+  return {{"type", "racks"},       {"boxes", boxes},        {"per_box", per_box}, {"per_rack", per_rack},
           {"intra", level(intra)}, {"inter", level(inter)}, {"rack", level(rack)}};
 }
 
@@ -122,7 +122,8 @@ TEST(Boxes, RoutesCrossTheLinksOfTheirLevels) {
     // across boxes: both intra links and both NICs (2 GB/s)
     expect_relative(seconds(fresh()->transfer(0, 3, kMB, 0).arrival), 1e-5 + 1e-3 + kMB / 2e9, "across boxes");
     // box host to box host: the NICs only
-    expect_relative(seconds(fresh()->transfer(box_host(0), box_host(1), kMB, 0).arrival), 1e-3 + kMB / 2e9, "host to host");
+    expect_relative(seconds(fresh()->transfer(box_host(0), box_host(1), kMB, 0).arrival), 1e-3 + kMB / 2e9,
+                    "host to host");
   }
   {  // a box's NIC is shared by its GPUs: FIFO
     auto t = make_cluster_topology(c, NetworkSpec{});
@@ -189,7 +190,8 @@ TEST(Racks, RoutesCrossTheRackLinksOnlyWhenTheyLeaveARack) {
     c.host_placement = true;
     auto t = fresh();
     expect_relative(seconds(t->transfer(kServer, 5, kMB, 0).arrival), ai + kMB / 4e9, "GPU to its host");
-    expect_relative(seconds(t->transfer(box_host(1), kServer, kMB, 0).arrival), ae + ar + kMB / 1.6e9, "host to servers");
+    expect_relative(seconds(t->transfer(box_host(1), kServer, kMB, 0).arrival), ae + ar + kMB / 1.6e9,
+                    "host to servers");
   }
   c.host_placement = false;
   c.per_rack = 3;  // as a spec built in code may be
@@ -223,17 +225,28 @@ TEST(Boxes, ATopologyThatIsTheStarRunsAsTheStar) {
     const char* placement;
   };
   const std::vector<Case> cases = {
-      {"one box, unlimited intra", {{"bandwidth", 3e7}, {"shards", 2}, {"latency", 0.002}},
-       {{"bandwidth", 3e7}, {"shards", 2}}, topology(1, 4, 0, 0, 0, 0.002), "servers"},
-      {"boxes of one", {{"bandwidth", 3e7}, {"shards", 2}, {"latency", 0.002}, {"worker_bandwidth", 2e7}},
-       {{"bandwidth", 3e7}, {"shards", 2}}, topology(4, 1, 0, 0, 2e7, 0.002), "servers"},
-      {"one box, host placement", {{"latency", 0.002}, {"worker_bandwidth", 2e7}}, json::object(),
-       topology(1, 4, 2e7, 0.002, 1e3, 0.5), "host"},
+      {"one box, unlimited intra",
+       {{"bandwidth", 3e7}, {"shards", 2}, {"latency", 0.002}},
+       {{"bandwidth", 3e7}, {"shards", 2}},
+       topology(1, 4, 0, 0, 0, 0.002),
+       "servers"},
+      {"boxes of one",
+       {{"bandwidth", 3e7}, {"shards", 2}, {"latency", 0.002}, {"worker_bandwidth", 2e7}},
+       {{"bandwidth", 3e7}, {"shards", 2}},
+       topology(4, 1, 0, 0, 2e7, 0.002),
+       "servers"},
+      {"one box, host placement",
+       {{"latency", 0.002}, {"worker_bandwidth", 2e7}},
+       json::object(),
+       topology(1, 4, 2e7, 0.002, 1e3, 0.5),
+       "host"},
   };
   for (const json& engine : {json{{"type", "async"}}, json{{"type", "sync"}}}) {
     for (const Case& k : cases) {
-      const std::string star = files_of(run_one(costs(box_config("star", 4, 0, engine), k.star_network, nullptr, ""), "star"));
-      const std::string boxes = files_of(run_one(costs(box_config("box", 4, 0, engine), k.network, k.topo, k.placement), "box"));
+      const std::string star =
+          files_of(run_one(costs(box_config("star", 4, 0, engine), k.star_network, nullptr, ""), "star"));
+      const std::string boxes =
+          files_of(run_one(costs(box_config("box", 4, 0, engine), k.network, k.topo, k.placement), "box"));
       EXPECT_EQ(star, boxes) << k.what << ", " << engine.dump();
     }
   }
@@ -268,8 +281,8 @@ TEST(Racks, RacksThatAddNothingRunAsBoxes) {
   const std::vector<Case> cases = {{"one rack, unlimited", 2, 2, 2, {0, 0}},
                                    {"racks of one box, rack bw = NIC bw", 4, 1, 1, {2e7, 0}},
                                    {"racks of one box, rack bw = 3 NIC bw", 2, 2, 1, {6e7, 0}}};
-  for (const json& engine : {json{{"type", "async"}}, json{{"type", "sync"}},
-                             json{{"type", "sync"}, {"comm", "hierarchical"}}})
+  for (const json& engine :
+       {json{{"type", "async"}}, json{{"type", "sync"}}, json{{"type", "sync"}, {"comm", "hierarchical"}}})
     for (const char* placement : {"servers", "host"}) {
       if (engine["type"] == "async" && std::string(placement) == "host") continue;  // refused over boxes
       for (const Case& k : cases) {
@@ -479,7 +492,8 @@ TEST(Collectives, ChangeTheClockNotTheLearning) {
   for (const char* comm : {"ps", "allreduce", "hierarchical"}) {
     json cfg = box_config(std::string("learn_") + comm, 4, 0.01, {{"type", "sync"}, {"comm", comm}}, 12);
     cfg["model"] = {{"type", "softmax"}};
-    cfg["data"] = {{"type", "synthetic"}, {"classes", 3}, {"features", 6}, {"train_samples", 256}, {"test_samples", 64}};
+    cfg["data"] = {
+        {"type", "synthetic"}, {"classes", 3}, {"features", 6}, {"train_samples", 256}, {"test_samples", 64}};
     cfg["cluster"].erase("workers");
     cfg["cluster"]["topology"] = topology(2, 2, 4e9, 1e-5, 1e9, 1e-4);
     const std::string dir = run_one(cfg, "learn");
@@ -500,9 +514,12 @@ namespace {
 // `settings`' network, to call collective() on directly.
 struct BareSimulation {
   explicit BareSimulation(RunSettings s)
-      : settings(std::move(s)), model(make_quadratic(std::vector<float>(10, 1.0f), 0.0f, 1.0f)), pool(1),
+      : settings(std::move(s)),
+        model(make_quadratic(std::vector<float>(10, 1.0f), 0.0f, 1.0f)),
+        pool(1),
         compute(3, make_distribution(json{{"dist", "constant"}, {"value", 0.01}}), {}, {}, StepCost{false, 0.0}),
-        recorder(false), sim(settings, *model, nullptr, nullptr, pool, compute, recorder) {}
+        recorder(false),
+        sim(settings, *model, nullptr, nullptr, pool, compute, recorder) {}
   RunSettings settings;
   std::unique_ptr<Model> model;
   WorkerPool pool;
@@ -566,13 +583,14 @@ TEST(Collectives, LargeRingsAreLinearAndKeepTheirClosedForms) {
 // The byte totals a collective adds are those of adding each transfer's bytes one by one
 // (summary.json's messages.bytes_*): repeated_sum gives that loop's double, bit for bit.
 TEST(Collectives, RepeatedSumRoundsAsTheLoopDoes) {
-  std::vector<std::pair<double, double>> cases = {{0.0, 40007.0 / 13}, {1e6, 1.0 / 3}, {5.0, 0.1}, {0.0, 1e6 / 7},
-                                                  {3e15, 0.5}, {3e15, 1.5}, {1e16, 1.0}, {1e16, 3.0}, {2e16, 1.0},
-                                                  {7.0, 1e-20}, {0.0, 0.0}, {1e300, 1e290}};
+  std::vector<std::pair<double, double>> cases = {{0.0, 40007.0 / 13}, {1e6, 1.0 / 3}, {5.0, 0.1},  {0.0, 1e6 / 7},
+                                                  {3e15, 0.5},         {3e15, 1.5},    {1e16, 1.0}, {1e16, 3.0},
+                                                  {2e16, 1.0},         {7.0, 1e-20},   {0.0, 0.0},  {1e300, 1e290}};
   uint64_t x = 12345;
   for (int k = 0; k < 40; ++k) {  // random magnitudes and pieces
     x = x * 6364136223846793005ull + 1442695040888963407ull;
-    const double s = std::ldexp(double(x >> 40), int(x % 40)), p = std::ldexp(double((x >> 20) & 0xfffff) + 0.5, -int(x % 9));
+    const double s = std::ldexp(double(x >> 40), int(x % 40)),
+                 p = std::ldexp(double((x >> 20) & 0xfffff) + 0.5, -int(x % 9));
     cases.push_back({s, p});
   }
   for (auto [s, p] : cases)
@@ -590,49 +608,51 @@ TEST(Collectives, RepeatedSumRoundsAsTheLoopDoes) {
 // Every collective and placement, with random compute, stragglers, failures and backups,
 // over boxes and over racks: byte-identical files for 1, 2 and 3 threads.
 TEST(Determinism, TopologiesAndCollectivesAreByteIdenticalAcrossThreadCounts) {
-  json c = {{"name", "topo"},
-            {"seed", 4},
-            {"model", {{"type", "mlp"}, {"hidden", {10}}}},
-            {"data", {{"type", "synthetic"}, {"classes", 3}, {"features", 6}, {"train_samples", 300}, {"test_samples", 60}}},
-            {"train", {{"batch_size", 6}, {"lr", 0.1}}},
-            {"stop", {{"epochs", 1.5}}},
-            {"eval", {{"every", 0.25}}},
-            {"trace", true},
-            {"cluster",
-             {{"compute", {{"dist", "lognormal"}, {"mean", 0.001}, {"sigma", 0.8}}},
-              {"topology", topology(3, 2, 2e8, 1e-5, 5e7, 2e-4)},
-              {"placement", "host"},
-              {"network", {{"bandwidth", 4e7}, {"shards", 2}, {"message_bytes", 40000}}},
-              {"server", {{"update_seconds", 0.0005}}},
-              {"stragglers", {{"probability", 0.1}, {"factor", 4.0}}},
-              {"failures", {{"rate", 0.5}, {"down_time", 0.05}}}}},
-            {"engines", json::array({json{{"type", "sync"}, {"name", "host_ps"}},
-                                     json{{"type", "sync_backup"}, {"backups", 2}, {"name", "host_ps_b"}},
-                                     json{{"type", "sync_backup"}, {"backups", 1}, {"comm", "allreduce"}, {"name", "ring_b"}},
-                                     json{{"type", "sync"}, {"comm", "hierarchical"}, {"name", "hier"}},
-                                     json{{"type", "sync_backup"}, {"backups", 2}, {"comm", "hierarchical"}, {"name", "hier_b"}}})}};
+  json c = {
+      {"name", "topo"},
+      {"seed", 4},
+      {"model", {{"type", "mlp"}, {"hidden", {10}}}},
+      {"data", {{"type", "synthetic"}, {"classes", 3}, {"features", 6}, {"train_samples", 300}, {"test_samples", 60}}},
+      {"train", {{"batch_size", 6}, {"lr", 0.1}}},
+      {"stop", {{"epochs", 1.5}}},
+      {"eval", {{"every", 0.25}}},
+      {"trace", true},
+      {"cluster",
+       {{"compute", {{"dist", "lognormal"}, {"mean", 0.001}, {"sigma", 0.8}}},
+        {"topology", topology(3, 2, 2e8, 1e-5, 5e7, 2e-4)},
+        {"placement", "host"},
+        {"network", {{"bandwidth", 4e7}, {"shards", 2}, {"message_bytes", 40000}}},
+        {"server", {{"update_seconds", 0.0005}}},
+        {"stragglers", {{"probability", 0.1}, {"factor", 4.0}}},
+        {"failures", {{"rate", 0.5}, {"down_time", 0.05}}}}},
+      {"engines",
+       json::array({json{{"type", "sync"}, {"name", "host_ps"}},
+                    json{{"type", "sync_backup"}, {"backups", 2}, {"name", "host_ps_b"}},
+                    json{{"type", "sync_backup"}, {"backups", 1}, {"comm", "allreduce"}, {"name", "ring_b"}},
+                    json{{"type", "sync"}, {"comm", "hierarchical"}, {"name", "hier"}},
+                    json{{"type", "sync_backup"}, {"backups", 2}, {"comm", "hierarchical"}, {"name", "hier_b"}}})}};
   // boxes, then racks (2 racks of 2 boxes, oversubscribed 2:1, with rack latency)
-  for (const json& topo : {topology(3, 2, 2e8, 1e-5, 5e7, 2e-4),
-                           racks_topology(4, 2, 2, {2e8, 1e-5}, {5e7, 2e-4}, {5e7, 3e-4})}) {
-  c["cluster"]["topology"] = topo;
-  const std::string tag = topo["type"].get<std::string>();
-  std::string d1 = run_config(c, temp_dir("topo1" + tag), 1), d2 = run_config(c, temp_dir("topo2" + tag), 2),
-              d3 = run_config(c, temp_dir("topo3" + tag), 3);
-  for (const char* run : {"host_ps-seed4", "host_ps_b-seed4", "ring_b-seed4", "hier-seed4", "hier_b-seed4"}) {
-    for (const char* file : {"metrics.csv", "staleness.csv", "workers.csv", "trace.json"}) {
-      std::string a = read_file(d1 + "/" + run + "/" + file);
-      EXPECT_FALSE(a.empty()) << run << "/" << file;
-      EXPECT_EQ(a, read_file(d2 + "/" + run + "/" + file)) << run << "/" << file;
-      EXPECT_EQ(a, read_file(d3 + "/" + run + "/" + file)) << run << "/" << file;
+  for (const json& topo :
+       {topology(3, 2, 2e8, 1e-5, 5e7, 2e-4), racks_topology(4, 2, 2, {2e8, 1e-5}, {5e7, 2e-4}, {5e7, 3e-4})}) {
+    c["cluster"]["topology"] = topo;
+    const std::string tag = topo["type"].get<std::string>();
+    std::string d1 = run_config(c, temp_dir("topo1" + tag), 1), d2 = run_config(c, temp_dir("topo2" + tag), 2),
+                d3 = run_config(c, temp_dir("topo3" + tag), 3);
+    for (const char* run : {"host_ps-seed4", "host_ps_b-seed4", "ring_b-seed4", "hier-seed4", "hier_b-seed4"}) {
+      for (const char* file : {"metrics.csv", "staleness.csv", "workers.csv", "trace.json"}) {
+        std::string a = read_file(d1 + "/" + run + "/" + file);
+        EXPECT_FALSE(a.empty()) << run << "/" << file;
+        EXPECT_EQ(a, read_file(d2 + "/" + run + "/" + file)) << run << "/" << file;
+        EXPECT_EQ(a, read_file(d3 + "/" + run + "/" + file)) << run << "/" << file;
+      }
+      json s1 = summary_at(d1 + "/" + run);
+      for (const std::string& d : {d2, d3}) {
+        json s = summary_at(d + "/" + run);
+        s1["wall_seconds"] = s["wall_seconds"] = 0;
+        EXPECT_EQ(s1, s) << run;
+      }
+      EXPECT_GT(s1["updates"].get<double>(), 5) << run << ", " << tag;
     }
-    json s1 = summary_at(d1 + "/" + run);
-    for (const std::string& d : {d2, d3}) {
-      json s = summary_at(d + "/" + run);
-      s1["wall_seconds"] = s["wall_seconds"] = 0;
-      EXPECT_EQ(s1, s) << run;
-    }
-    EXPECT_GT(s1["updates"].get<double>(), 5) << run << ", " << tag;
-  }
   }
 }
 
@@ -651,7 +671,8 @@ TEST(BoxesConfig, WorkersAreDerivedAndBadCombinationsExitTwoNamingThePath) {
     EXPECT_EQ(config["cluster"]["placement"], "servers");
   }
   const std::vector<Bad> cases = {
-      {"workers != boxes x per_box", [](json& c) { c["cluster"]["workers"] = 4; },
+      {"workers != boxes x per_box",
+       [](json& c) { c["cluster"]["workers"] = 4; },
        {"cluster.workers", "boxes x per_box (6)", "got 4"}},
       {"host placement without a topology",
        [](json& c) {
@@ -659,7 +680,8 @@ TEST(BoxesConfig, WorkersAreDerivedAndBadCombinationsExitTwoNamingThePath) {
          c["cluster"]["placement"] = "host";
        },
        {"cluster.placement", "needs a topology with boxes", "got \"star\""}},
-      {"network latency with a topology", [](json& c) { c["cluster"]["network"]["latency"] = 0.001; },
+      {"network latency with a topology",
+       [](json& c) { c["cluster"]["network"]["latency"] = 0.001; },
        {"cluster.network.latency", "cluster.topology.intra"}},
       {"hierarchical without a topology",
        [](json& c) {
@@ -675,12 +697,16 @@ TEST(BoxesConfig, WorkersAreDerivedAndBadCombinationsExitTwoNamingThePath) {
        {"cluster.placement", "sync and sync_backup"}},
       {"unknown comm", [](json& c) { c["engines"][0]["comm"] = "ring"; }, {"comm", "allreduce"}},
       {"missing per_box", [](json& c) { c["cluster"]["topology"].erase("per_box"); }, {"cluster.topology.per_box"}},
-      {"negative intra bandwidth", [](json& c) { c["cluster"]["topology"]["intra"]["bandwidth"] = -1; },
+      {"negative intra bandwidth",
+       [](json& c) { c["cluster"]["topology"]["intra"]["bandwidth"] = -1; },
        {"cluster.topology.intra.bandwidth"}},
       {"a star with boxes' keys",
        [](json& c) { c["cluster"]["topology"]["type"] = "star"; },
        {"cluster.topology", "boxes"}},
-      {"an unknown topology", [](json& c) { c["cluster"]["topology"] = {{"type", "boxs"}}; },
+      {"an unknown topology",
+       [](json& c) {
+         c["cluster"]["topology"] = {{"type", "boxs"}};
+       },
        {"cluster.topology.type", "did you mean 'boxes'"}},
       {"host placement on an explicit star",
        [](json& c) {
@@ -706,21 +732,28 @@ TEST(RacksConfig, WorkersAreDerivedAndBadCombinationsExitTwoNamingThePath) {
     EXPECT_EQ(config["cluster"]["topology"]["rack"], json({{"bandwidth", 1e8}, {"latency", 1e-4}}));
   }
   const std::vector<Bad> cases = {
-      {"per_rack not dividing boxes", [](json& c) { c["cluster"]["topology"]["per_rack"] = 4; },
+      {"per_rack not dividing boxes",
+       [](json& c) { c["cluster"]["topology"]["per_rack"] = 4; },
        {"cluster.topology.per_rack", "must divide", "(6)", "got 4"}},
-      {"per_rack above boxes", [](json& c) { c["cluster"]["topology"]["per_rack"] = 12; },
+      {"per_rack above boxes",
+       [](json& c) { c["cluster"]["topology"]["per_rack"] = 12; },
        {"cluster.topology.per_rack", "got 12"}},
       {"missing per_rack", [](json& c) { c["cluster"]["topology"].erase("per_rack"); }, {"cluster.topology.per_rack"}},
-      {"network latency with racks", [](json& c) { c["cluster"]["network"]["latency"] = 0.001; },
+      {"network latency with racks",
+       [](json& c) { c["cluster"]["network"]["latency"] = 0.001; },
        {"cluster.network.latency", "cluster.topology.intra"}},
-      {"worker bandwidth with racks", [](json& c) { c["cluster"]["network"]["worker_bandwidth"] = 1e9; },
+      {"worker bandwidth with racks",
+       [](json& c) { c["cluster"]["network"]["worker_bandwidth"] = 1e9; },
        {"cluster.network.worker_bandwidth"}},
-      {"negative rack bandwidth", [](json& c) { c["cluster"]["topology"]["rack"]["bandwidth"] = -1; },
+      {"negative rack bandwidth",
+       [](json& c) { c["cluster"]["topology"]["rack"]["bandwidth"] = -1; },
        {"cluster.topology.rack.bandwidth"}},
-      {"a typo in the rack level", [](json& c) { c["cluster"]["topology"]["rack"] = {{"bandwith", 1e9}}; },
+      {"a typo in the rack level",
+       [](json& c) {
+         c["cluster"]["topology"]["rack"] = {{"bandwith", 1e9}};
+       },
        {"cluster.topology.rack.bandwith", "bandwidth"}},
-      {"a rack level on boxes", [](json& c) { c["cluster"]["topology"]["type"] = "boxes"; },
-       {"cluster.topology"}},
+      {"a rack level on boxes", [](json& c) { c["cluster"]["topology"]["type"] = "boxes"; }, {"cluster.topology"}},
       {"workers != boxes x per_box", [](json& c) { c["cluster"]["workers"] = 4; }, {"cluster.workers", "got 4"}},
   };
   expect_refusals(base, cases, dir);

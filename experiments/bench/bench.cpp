@@ -39,9 +39,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // CPU seconds (user + system) of every thread of the process so far.
 double process_cpu_seconds() {
@@ -63,9 +61,7 @@ int default_threads(int threads) {
 
 // Evaluation only at the start and the end of a run, on few rows: the workloads measure
 // the training loop; workload e measures evaluation on its own.
-json minimal_eval() {
-  return json{{"every", 1e9}, {"unit", "epochs"}, {"train_samples", 256}, {"test_samples", 256}};
-}
+json minimal_eval() { return json{{"every", 1e9}, {"unit", "epochs"}, {"train_samples", 256}, {"test_samples", 256}}; }
 
 // ---- the two sides ----
 
@@ -132,8 +128,8 @@ void bare_sgd_step(ExecContext& ctx, const Model& model, const std::vector<int32
 // (Model::touched_rows, computed for each gradient, as a run does) and the dense part, as
 // the server's do (ServerUpdate). Returns the wall seconds from the moment every thread
 // is ready until the last one is done.
-double time_bare(const Problem& p, size_t train_size, size_t batch, uint64_t gradients,
-                 uint64_t updates, int threads, uint64_t seed, int jobs = 1) {
+double time_bare(const Problem& p, size_t train_size, size_t batch, uint64_t gradients, uint64_t updates, int threads,
+                 uint64_t seed, int jobs = 1) {
   const size_t n = p.model->num_params();
   std::vector<float> init;
   p.model->init_params(seed, init);
@@ -223,8 +219,13 @@ void measure_pairs(int repeats, SimFn&& sim, BareFn&& bare, BenchResult& r) {
     cpu.push_back(process_cpu_seconds() - c0);
   };
   for (int i = 0; i < repeats; ++i) {
-    if (i % 2 == 0) { timed(sim, ts, cs); timed(bare, tb, cb); }
-    else { timed(bare, tb, cb); timed(sim, ts, cs); }
+    if (i % 2 == 0) {
+      timed(sim, ts, cs);
+      timed(bare, tb, cb);
+    } else {
+      timed(bare, tb, cb);
+      timed(sim, ts, cs);
+    }
     r.ratios.push_back(tb.back() / ts.back());
   }
   r.sim_seconds = median(ts);
@@ -255,16 +256,17 @@ struct MnistFixture {
 
 json mnist_config(const json& model, const std::string& engine, int workers, uint64_t gradients, const std::string& dir,
                   size_t train_limit, int batched_gradients) {
-  return json{{"name", "bench"},
-              {"batched_gradients", batched_gradients},
-              {"seed", 1},
-              {"model", model},
-              {"data", {{"type", "fashion_mnist"}, {"path", dir}, {"train_limit", train_limit}, {"test_limit", 5000}}},
-              {"train", {{"batch_size", 32}, {"lr", 0.05}}},
-              {"stop", {{"gradients", gradients}}},
-              {"eval", minimal_eval()},
-              {"cluster", {{"workers", workers}, {"compute", {{"dist", "exponential"}, {"mean", 0.01}, {"per", "step"}}}}},
-              {"engines", json::array({json{{"type", engine}}})}};
+  return json{
+      {"name", "bench"},
+      {"batched_gradients", batched_gradients},
+      {"seed", 1},
+      {"model", model},
+      {"data", {{"type", "fashion_mnist"}, {"path", dir}, {"train_limit", train_limit}, {"test_limit", 5000}}},
+      {"train", {{"batch_size", 32}, {"lr", 0.05}}},
+      {"stop", {{"gradients", gradients}}},
+      {"eval", minimal_eval()},
+      {"cluster", {{"workers", workers}, {"compute", {{"dist", "exponential"}, {"mean", 0.01}, {"per", "step"}}}}},
+      {"engines", json::array({json{{"type", engine}}})}};
 }
 
 const json kMlpModel = {{"type", "mlp"}, {"hidden", {128}}};
@@ -276,7 +278,8 @@ json population_patch(int clients) {
           {"engines", json::array({json{{"type", "fedbuff"}, {"k", 10}, {"local_steps", 5}}})}};
 }
 const json kCnnModel = {{"type", "cnn"}, {"arch", "lenet5"}};
-const char* const kCnnDescription = "cnn lenet5 (28x28x1: conv 6 5x5, pool 2, conv 16 5x5, pool 2, 120, 84, 10), batch 32, fashion_mnist";
+const char* const kCnnDescription =
+    "cnn lenet5 (28x28x1: conv 6 5x5, pool 2, conv 16 5x5, pool 2, 120, 84, 10), batch 32, fashion_mnist";
 
 std::unique_ptr<MnistFixture> load_mnist(const std::string& dir, size_t train_limit, const json& model,
                                          const std::string& description) {
@@ -354,22 +357,21 @@ BenchResult model_workload(const MnistFixture& f, const std::string& workload, c
 }
 
 json quadratic_config(size_t dim, int workers, uint64_t updates, double lr) {
-  return json{{"name", "bench"},
-              {"seed", 1},
-              {"model", {{"type", "quadratic"}, {"dim", dim}, {"curvature", 1.0}, {"noise", 0.0}, {"init", 1.0}}},
-              {"data", {{"type", "none"}}},
-              // The quadratic reads no data: the batch only sets the epoch length, so one
-              // id per gradient keeps the sample stream out of the event core's cost.
-              {"train", {{"batch_size", 1}, {"lr", lr}}},
-              {"stop", {{"updates", updates}}},
-              {"eval", minimal_eval()},
-              {"cluster", {{"workers", workers}, {"compute", {{"dist", "exponential"}, {"mean", 0.01}, {"per", "step"}}}}},
-              {"engines", json::array({json{{"type", "async"}}})}};
+  return json{
+      {"name", "bench"},
+      {"seed", 1},
+      {"model", {{"type", "quadratic"}, {"dim", dim}, {"curvature", 1.0}, {"noise", 0.0}, {"init", 1.0}}},
+      {"data", {{"type", "none"}}},
+      // The quadratic reads no data: the batch only sets the epoch length, so one
+      // id per gradient keeps the sample stream out of the event core's cost.
+      {"train", {{"batch_size", 1}, {"lr", lr}}},
+      {"stop", {{"updates", updates}}},
+      {"eval", minimal_eval()},
+      {"cluster", {{"workers", workers}, {"compute", {{"dist", "exponential"}, {"mean", 0.01}, {"per", "step"}}}}},
+      {"engines", json::array({json{{"type", "async"}}})}};
 }
 
-std::unique_ptr<Model> quadratic_model(size_t dim) {
-  return make_quadratic(std::vector<float>(dim, 1.0f), 0.0f, 1.0f);
-}
+std::unique_ptr<Model> quadratic_model(size_t dim) { return make_quadratic(std::vector<float>(dim, 1.0f), 0.0f, 1.0f); }
 
 // c: the event core. A 1-dim quadratic's gradient is nearly free, so this is scheduling,
 // version handling, bookkeeping and the pool's hand-offs.
@@ -449,8 +451,8 @@ BenchResult scale_workload(int workers, size_t dim, uint64_t updates, int thread
   set_rates(r, true);
   r.max_versions_in_flight = uint64_t(workers) + 1;
   std::ostringstream note;
-  note << "one parameter or gradient vector is " << std::fixed << std::setprecision(1)
-       << double(dim) * 4 / 1024 << " KiB; RSS at start " << std::setprecision(0) << start_rss << " MiB";
+  note << "one parameter or gradient vector is " << std::fixed << std::setprecision(1) << double(dim) * 4 / 1024
+       << " KiB; RSS at start " << std::setprecision(0) << start_rss << " MiB";
   r.note = note.str();
   return r;
 }
@@ -533,8 +535,7 @@ json default_eval() {
   return json{{"every", 0.5}, {"unit", "epochs"}, {"train_samples", 2000}, {"test_samples", 5000}};
 }
 
-BenchResult eval_workload(const MnistFixture& f, double epochs, int threads, int repeats,
-                          const std::string& dir) {
+BenchResult eval_workload(const MnistFixture& f, double epochs, int threads, int repeats, const std::string& dir) {
   BenchResult r;
   r.workload = "e";
   r.name = "eval_cost";
@@ -545,15 +546,16 @@ BenchResult eval_workload(const MnistFixture& f, double epochs, int threads, int
   Problem p{f.model.get(), &f.data.train, &f.data.test};
   WorkerPool pool(threads, /*caller_computes=*/true);  // the simulating thread is one of them
   auto cfg = [&](const json& eval) {
-    return json{{"name", "bench"},
-                {"seed", 1},
-                {"model", kMlpModel},
-                {"data", {{"type", "fashion_mnist"}, {"path", dir}, {"test_limit", 5000}}},
-                {"train", {{"batch_size", 32}, {"lr", 0.2}, {"lr_schedule", {{"type", "cosine"}, {"total_epochs", 10}}}}},
-                {"stop", {{"epochs", epochs}}},
-                {"eval", eval},
-                {"cluster", {{"workers", 8}, {"compute", {{"dist", "exponential"}, {"mean", 0.01}, {"per", "step"}}}}},
-                {"engines", json::array({json{{"type", "async"}}})}};
+    return json{
+        {"name", "bench"},
+        {"seed", 1},
+        {"model", kMlpModel},
+        {"data", {{"type", "fashion_mnist"}, {"path", dir}, {"test_limit", 5000}}},
+        {"train", {{"batch_size", 32}, {"lr", 0.2}, {"lr_schedule", {{"type", "cosine"}, {"total_epochs", 10}}}}},
+        {"stop", {{"epochs", epochs}}},
+        {"eval", eval},
+        {"cluster", {{"workers", 8}, {"compute", {{"dist", "exponential"}, {"mean", 0.01}, {"per", "step"}}}}},
+        {"engines", json::array({json{{"type", "async"}}})}};
   };
   json with_eval = cfg(default_eval()), without = cfg(minimal_eval());
   SimRun last;
@@ -562,7 +564,11 @@ BenchResult eval_workload(const MnistFixture& f, double epochs, int threads, int
   time_simulation(warm, p, pool);  // warm-up
   // here "sim" is the run with the default schedule and "bare" the same run with minimal eval
   measure_pairs(
-      repeats, [&] { last = time_simulation(with_eval, p, pool); return last.seconds; },
+      repeats,
+      [&] {
+        last = time_simulation(with_eval, p, pool);
+        return last.seconds;
+      },
       [&] { return time_simulation(without, p, pool).seconds; }, r);
   r.gradients = last.outcome.gradients;
   r.updates = last.outcome.updates;
@@ -589,9 +595,10 @@ BenchResult eval_workload(const MnistFixture& f, double epochs, int threads, int
   std::vector<double> fractions;
   for (double x : r.ratios) fractions.push_back(1.0 - x);
   r.eval_fraction_by_difference = median(fractions);
-  r.note = "sim = the run with the default eval schedule, bare = the same run evaluated at start and end "
-           "only; eval_fraction = evaluations x one evaluation's time / the run's time (the difference "
-           "of the two runs, 1 - ratio, is the cross-check)";
+  r.note =
+      "sim = the run with the default eval schedule, bare = the same run evaluated at start and end "
+      "only; eval_fraction = evaluations x one evaluation's time / the run's time (the difference "
+      "of the two runs, 1 - ratio, is the cross-check)";
   return r;
 }
 
@@ -605,21 +612,26 @@ std::string target_of(const BenchResult& r) {
   if (r.workload == "a" || r.workload == "b" || r.workload == "f")
     return r.ratio >= 0.8 ? "ratio >= 0.8: met" : "ratio >= 0.8: NOT met";
   if (r.workload == "c") return r.sim_rate >= 2e6 ? ">= 2M updates/s: met" : ">= 2M updates/s: NOT met";
-  if (r.workload == "d") return "peak " + fmt(r.peak_rss_mb) + " MiB, " + std::to_string(r.param_buffers) + " param buffers";
-  if (r.workload == "e") return "eval " + fmt(100 * r.eval_fraction, 1) + "% of a run (< 10%: " + (r.eval_fraction < 0.1 ? "met)" : "NOT met)");
+  if (r.workload == "d")
+    return "peak " + fmt(r.peak_rss_mb) + " MiB, " + std::to_string(r.param_buffers) + " param buffers";
+  if (r.workload == "e")
+    return "eval " + fmt(100 * r.eval_fraction, 1) +
+           "% of a run (< 10%: " + (r.eval_fraction < 0.1 ? "met)" : "NOT met)");
   return "";
 }
 
 void print_table(const std::vector<BenchResult>& results, std::ostream& out) {
-  out << "\n" << std::left << std::setw(3) << "" << std::setw(13) << "workload" << std::setw(8) << "engine"
-      << std::right << std::setw(8) << "workers" << std::setw(8) << "threads" << std::setw(14) << "sim rate"
-      << std::setw(14) << "bare rate" << std::setw(13) << "unit" << std::setw(7) << "ratio" << std::setw(6)
-      << "cpu" << std::setw(10) << "launch/g" << "  target\n";
+  out << "\n"
+      << std::left << std::setw(3) << "" << std::setw(13) << "workload" << std::setw(8) << "engine" << std::right
+      << std::setw(8) << "workers" << std::setw(8) << "threads" << std::setw(14) << "sim rate" << std::setw(14)
+      << "bare rate" << std::setw(13) << "unit" << std::setw(7) << "ratio" << std::setw(6) << "cpu" << std::setw(10)
+      << "launch/g"
+      << "  target\n";
   for (const auto& r : results) {
-    out << std::left << std::setw(3) << r.workload << std::setw(13) << r.name << std::setw(8) << r.engine
-        << std::right << std::setw(8) << r.workers << std::setw(8) << r.threads << std::setw(14)
-        << fmt(r.sim_rate) << std::setw(14) << fmt(r.bare_rate) << std::setw(13) << r.rate_unit
-        << std::setw(7) << fmt(r.ratio, 2) << std::setw(6) << fmt(r.cpu_ratio, 2) << std::setw(10)
+    out << std::left << std::setw(3) << r.workload << std::setw(13) << r.name << std::setw(8) << r.engine << std::right
+        << std::setw(8) << r.workers << std::setw(8) << r.threads << std::setw(14) << fmt(r.sim_rate) << std::setw(14)
+        << fmt(r.bare_rate) << std::setw(13) << r.rate_unit << std::setw(7) << fmt(r.ratio, 2) << std::setw(6)
+        << fmt(r.cpu_ratio, 2) << std::setw(10)
         << (r.launches.k > 0 ? fmt(double(r.launches.gradients.launches()) / double(r.launches.k), 1) : "-") << "  "
         << target_of(r) << "\n";
   }
@@ -632,17 +644,32 @@ bool selected(const BenchOptions& o, const std::string& w) {
 }  // namespace
 
 json BenchResult::to_json() const {
-  json j = {{"workload", workload}, {"name", name}, {"engine", engine}, {"model", model},
-            {"workers", workers}, {"threads", threads}, {"batched_gradients", batched_gradients},
-            {"gradients", gradients}, {"updates", updates},
-            {"sim_seconds", sim_seconds}, {"bare_seconds", bare_seconds}, {"rate_unit", rate_unit},
-            {"sim_rate", sim_rate}, {"bare_rate", bare_rate}, {"ratio", ratio}, {"ratios", ratios},
-            {"param_buffers", param_buffers}, {"max_versions_in_flight", max_versions_in_flight},
-            {"sim_cpu_seconds", sim_cpu_seconds}, {"bare_cpu_seconds", bare_cpu_seconds},
-            {"cpu_ratio", cpu_ratio}, {"flops_per_gradient", flops_per_gradient},
+  json j = {{"workload", workload},
+            {"name", name},
+            {"engine", engine},
+            {"model", model},
+            {"workers", workers},
+            {"threads", threads},
+            {"batched_gradients", batched_gradients},
+            {"gradients", gradients},
+            {"updates", updates},
+            {"sim_seconds", sim_seconds},
+            {"bare_seconds", bare_seconds},
+            {"rate_unit", rate_unit},
+            {"sim_rate", sim_rate},
+            {"bare_rate", bare_rate},
+            {"ratio", ratio},
+            {"ratios", ratios},
+            {"param_buffers", param_buffers},
+            {"max_versions_in_flight", max_versions_in_flight},
+            {"sim_cpu_seconds", sim_cpu_seconds},
+            {"bare_cpu_seconds", bare_cpu_seconds},
+            {"cpu_ratio", cpu_ratio},
+            {"flops_per_gradient", flops_per_gradient},
             {"sim_gflops", flops_per_gradient * double(gradients) / sim_seconds / 1e9},
             {"bare_gflops", flops_per_gradient * double(gradients) / bare_seconds / 1e9},
-            {"note", note}, {"backend", kernels_backend()}};
+            {"note", note},
+            {"backend", kernels_backend()}};
   if (peak_rss_mb >= 0) j["peak_rss_mb"] = peak_rss_mb;
   if (launches.k > 0) j["launches"] = launches.to_json();
   if (workload == "e") {
@@ -748,12 +775,13 @@ json JobLaunches::to_json() const {
                 {"syncs", double(c.syncs) / per},         {"events", double(c.events) / per},
                 {"graphs", double(c.graphs) / per}};
   };
-  return json{{"gradients_per_call", k}, {"per_gradient", counts(gradients, double(k))}, {"per_update", counts(update, 1.0)}};
+  return json{
+      {"gradients_per_call", k}, {"per_gradient", counts(gradients, double(k))}, {"per_update", counts(update, 1.0)}};
 }
 
-BenchResult bench_mlp(const std::string& workload, const std::string& engine, int workers,
-                      uint64_t gradients, int threads, int repeats, const std::string& data_dir,
-                      size_t train_limit, int batched_gradients) {
+BenchResult bench_mlp(const std::string& workload, const std::string& engine, int workers, uint64_t gradients,
+                      int threads, int repeats, const std::string& data_dir, size_t train_limit,
+                      int batched_gradients) {
   auto f = load_mlp(data_dir, train_limit);
   return model_workload(*f, workload, "mlp", engine, workers, gradients, default_threads(threads), repeats, data_dir,
                         train_limit, batched_gradients);
@@ -783,8 +811,14 @@ json sparse_config(int workers, uint64_t gradients) {
   return json{{"name", "bench"},
               {"seed", 1},
               {"model", {{"type", "sparse_logistic"}}},
-              {"data", {{"type", "sparse_synthetic"}, {"features", 100000}, {"nnz", 20}, {"zipf", 1.1}, {"classes", 2},
-                        {"train_samples", 20000}, {"test_samples", 2000}}},
+              {"data",
+               {{"type", "sparse_synthetic"},
+                {"features", 100000},
+                {"nnz", 20},
+                {"zipf", 1.1},
+                {"classes", 2},
+                {"train_samples", 20000},
+                {"test_samples", 2000}}},
               {"train", {{"batch_size", 32}, {"lr", 0.5}}},
               {"stop", {{"gradients", gradients}}},
               {"eval", minimal_eval()},
@@ -803,12 +837,14 @@ BenchResult sparse_workload(int workers, uint64_t gradients, int threads, int re
   r.workload = "g";
   r.name = "sparse_async";
   r.engine = "async";
-  r.model = "sparse_logistic, 100000 features, 20 one-hot fields (Zipf 1.1), batch 32, sparse messages on a 250 MB/s link";
+  r.model =
+      "sparse_logistic, 100000 features, 20 one-hot fields (Zipf 1.1), batch 32, sparse messages on a 250 MB/s link";
   r.workers = workers;
   r.threads = threads;
   Problem p{model.get(), &data->train, &data->test};
   WorkerPool pool(threads, /*caller_computes=*/true);
-  time_simulation(sparse_config(workers, std::max<uint64_t>(gradients / 10, 4 * uint64_t(workers))), p, pool);  // warm-up
+  time_simulation(sparse_config(workers, std::max<uint64_t>(gradients / 10, 4 * uint64_t(workers))), p,
+                  pool);  // warm-up
   SimRun last;
   auto sim = [&] {
     last = time_simulation(sparse_config(workers, gradients), p, pool);
@@ -823,7 +859,9 @@ BenchResult sparse_workload(int workers, uint64_t gradients, int threads, int re
   r.gradients = g;
   r.updates = u;
   set_rates(r, true);
-  r.note = "sim: " + std::to_string(uint64_t(last.outcome.bytes_to_server / double(std::max<uint64_t>(last.outcome.messages_to_server, 1)))) +
+  r.note = "sim: " +
+           std::to_string(uint64_t(last.outcome.bytes_to_server /
+                                   double(std::max<uint64_t>(last.outcome.messages_to_server, 1)))) +
            " bytes per push (the touched rows)";
   return r;
 }
@@ -856,8 +894,8 @@ int run_bench(const BenchOptions& opts, std::ostream& out) {
     if (json_file) json_file << line << "\n" << std::flush;
     results.push_back(r);
   };
-  out << "asgdsim bench: backend " << kernels_backend() << ", " << threads << " thread(s)"
-      << (q ? ", quick" : "") << ", " << repeats << " timed pair(s) per workload"
+  out << "asgdsim bench: backend " << kernels_backend() << ", " << threads << " thread(s)" << (q ? ", quick" : "")
+      << ", " << repeats << " timed pair(s) per workload"
       << (opts.batched_gradients > 1 ? ", batched_gradients " + std::to_string(opts.batched_gradients) + " (a, b)" : "")
       << "\n";
 
@@ -875,12 +913,12 @@ int run_bench(const BenchOptions& opts, std::ostream& out) {
   const uint64_t mlp_grads = q ? 1500 : 6000;
   if (selected(opts, "a"))
     report(model_workload(*mnist, "a", "mlp", "async", 16, mlp_grads, threads, repeats, opts.data_dir, train_limit,
-                        opts.batched_gradients));
+                          opts.batched_gradients));
   if (selected(opts, "b")) {
     report(model_workload(*mnist, "b", "mlp", "sync", 16, mlp_grads, threads, repeats, opts.data_dir, train_limit,
-                        opts.batched_gradients));
+                          opts.batched_gradients));
     report(model_workload(*mnist, "b", "mlp", "easgd", 16, mlp_grads, threads, repeats, opts.data_dir, train_limit,
-                        opts.batched_gradients));
+                          opts.batched_gradients));
   }
   if (selected(opts, "f")) {
     mnist.reset();

@@ -22,14 +22,14 @@
 namespace asgd {
 
 struct BenchOptions {
-  int threads = 0;                 // worker threads of both sides; 0: every core
-  bool quick = false;              // smaller workloads (seconds instead of a minute)
-  std::vector<std::string> only;   // workload letters a..g; empty: all
-  std::string json_path;           // also write the JSON lines to this file
+  int threads = 0;                // worker threads of both sides; 0: every core
+  bool quick = false;             // smaller workloads (seconds instead of a minute)
+  std::vector<std::string> only;  // workload letters a..g; empty: all
+  std::string json_path;          // also write the JSON lines to this file
   std::string data_dir = kFashionMnistDir;
-  int repeats = 0;                 // timed (sim, bare) pairs; 0: 3 (quick: 3 as well)
-  int batched_gradients = 1;       // a, b, f: the runs' batched_gradients; the bare side
-                                   // batches as many per loss_grad_batch call
+  int repeats = 0;            // timed (sim, bare) pairs; 0: 3 (quick: 3 as well)
+  int batched_gradients = 1;  // a, b, f: the runs' batched_gradients; the bare side
+                              // batches as many per loss_grad_batch call
 };
 
 // `asgdsim bench` arguments (argv[0] is "bench"); throws std::invalid_argument on bad usage.
@@ -42,9 +42,9 @@ BenchOptions parse_bench_options(int argc, char** argv);
 // bare loop makes it (a model with a row table: over the first request's touched rows and
 // the dense part). The counts do not depend on the data's values, only on the shapes.
 struct JobLaunches {
-  size_t k = 0;            // gradients in the counted call (0: not counted)
-  LaunchCounts gradients;  // the call that computes the k gradients
-  LaunchCounts update;     // one SGD step
+  size_t k = 0;                    // gradients in the counted call (0: not counted)
+  LaunchCounts gradients;          // the call that computes the k gradients
+  LaunchCounts update;             // one SGD step
   nlohmann::json to_json() const;  // per gradient (gradients / k) and per update
 };
 JobLaunches count_job_launches(const Model& model, const DeviceDataset* train, size_t train_size, size_t batch,
@@ -52,22 +52,22 @@ JobLaunches count_job_launches(const Model& model, const DeviceDataset* train, s
 
 // One workload's figures. Rates are per wall second; seconds are medians over repeats.
 struct BenchResult {
-  std::string workload;    // "a", "b", ...
-  std::string name;        // e.g. "mlp_async"
+  std::string workload;  // "a", "b", ...
+  std::string name;      // e.g. "mlp_async"
   std::string engine;
   std::string model;
   int workers = 0;
   int threads = 0;
-  int batched_gradients = 1;  // gradients per loss_grad_batch call, on both sides (a, b, f)
-  uint64_t gradients = 0;  // per timed simulated run (bare: the same number)
-  uint64_t updates = 0;    // SGD updates per timed run (bare: the same number)
-  double sim_seconds = 0, bare_seconds = 0;  // medians
+  int batched_gradients = 1;                         // gradients per loss_grad_batch call, on both sides (a, b, f)
+  uint64_t gradients = 0;                            // per timed simulated run (bare: the same number)
+  uint64_t updates = 0;                              // SGD updates per timed run (bare: the same number)
+  double sim_seconds = 0, bare_seconds = 0;          // medians
   double sim_cpu_seconds = 0, bare_cpu_seconds = 0;  // medians: CPU time of all threads
-  double ratio = 0;        // median over repeats of bare_seconds / sim_seconds (1 = at the limit)
-  double cpu_ratio = 0;    // bare_cpu_seconds / sim_cpu_seconds: the same, in CPU time (less
-                           // sensitive to other load on the machine; spinning counts)
+  double ratio = 0;            // median over repeats of bare_seconds / sim_seconds (1 = at the limit)
+  double cpu_ratio = 0;        // bare_cpu_seconds / sim_cpu_seconds: the same, in CPU time (less
+                               // sensitive to other load on the machine; spinning counts)
   std::vector<double> ratios;  // each repeat's
-  std::string rate_unit;   // "updates/s" or "gradients/s": what sim_rate / bare_rate count
+  std::string rate_unit;       // "updates/s" or "gradients/s": what sim_rate / bare_rate count
   double sim_rate = 0, bare_rate = 0;
   // The model's floating-point operations per gradient, Model::flops_per_sample() x the
   // batch (GEMM multiply-adds counted as 2; 0 for the quadratic). The JSON adds
@@ -75,14 +75,14 @@ struct BenchResult {
   // device's peak, the fraction of it each side reaches.
   double flops_per_gradient = 0;
   // workload d: memory
-  double peak_rss_mb = -1;          // peak resident set of the process that ran it
-  uint64_t param_buffers = 0;       // parameter buffers allocated during the run
+  double peak_rss_mb = -1;              // peak resident set of the process that ran it
+  uint64_t param_buffers = 0;           // parameter buffers allocated during the run
   uint64_t max_versions_in_flight = 0;  // the bound: workers + 1 versions at most
   // workload e: evaluation cost
-  double eval_fraction = -1;        // share of a run's wall time spent evaluating
+  double eval_fraction = -1;                // share of a run's wall time spent evaluating
   double eval_fraction_by_difference = -1;  // 1 - ratio of the runs with and without it
-  uint64_t evaluations = 0;         // evaluations in the run
-  double eval_seconds = 0;          // one evaluation (median)
+  uint64_t evaluations = 0;                 // evaluations in the run
+  double eval_seconds = 0;                  // one evaluation (median)
   // a, b, f, g: what a gradient (a batch of batched_gradients) and an update ask of the
   // backend, counted outside the timings
   JobLaunches launches;
@@ -95,9 +95,9 @@ struct BenchResult {
 // `gradients` gradients per timed run, evaluation only at the start and the end.
 // batched_gradients > 1: the run gathers its jobs so (RunSettings::batched_gradients)
 // and each bare thread computes as many per Model::loss_grad_batch call.
-BenchResult bench_mlp(const std::string& workload, const std::string& engine, int workers,
-                      uint64_t gradients, int threads, int repeats, const std::string& data_dir,
-                      size_t train_limit, int batched_gradients = 1);
+BenchResult bench_mlp(const std::string& workload, const std::string& engine, int workers, uint64_t gradients,
+                      int threads, int repeats, const std::string& data_dir, size_t train_limit,
+                      int batched_gradients = 1);
 
 // f: the LeNet-5 CNN (model cnn, arch lenet5), batch 32, Fashion-MNIST (first train_limit
 // training images), `engine` with `workers` workers, as the MLP workloads.

@@ -40,7 +40,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage:\n"
-    "  asgdsim run CONFIG.json [--set KEY.PATH=VALUE]... [--out DIR] [--threads N] [--jobs N] [--shard I/K] [--rerun] [--supersede] [--recalibrate] [--wait] [--quiet] [--trace]\n"
+    "  asgdsim run CONFIG.json [--set KEY.PATH=VALUE]... [--out DIR] [--threads N] [--jobs N] [--shard I/K] [--rerun] "
+    "[--supersede] [--recalibrate] [--wait] [--quiet] [--trace]\n"
     "  mpirun -np K asgdsim run CONFIG.json ...      (the runs spread over K ranks; needs an MPI build)\n"
     "  mpirun -np N+1 asgdsim cluster CONFIG.json [--set ...] [--out DIR] [--rerun] [--supersede] [--quiet] [--trace]\n"
     "                                                (real processes: rank 0 the server, N workers)\n"
@@ -87,7 +88,8 @@ std::string printable_command_line(int argc, char** argv) {
 void print_params(const std::vector<ParamInfo>& params, const std::string& indent) {
   for (const auto& p : params) {
     std::cout << indent << p.name << " (" << describe_allowed(p) << ", "
-              << (p.required() ? std::string("required") : "default " + p.default_value.dump()) << "): " << p.doc << "\n";
+              << (p.required() ? std::string("required") : "default " + p.default_value.dump()) << "): " << p.doc
+              << "\n";
   }
 }
 
@@ -128,13 +130,19 @@ json example_value(const ParamInfo& p) {
   double lo = std::isfinite(p.min) ? p.min + (p.min_exclusive ? 1 : 0) : 1;
   double one = (1 >= lo && 1 <= p.max) ? 1 : std::min(lo, p.max);
   switch (p.type) {
-    case ParamType::Boolean: return true;
-    case ParamType::String: return p.choices.empty() ? json("...") : json(p.choices.front());
-    case ParamType::Integer: return int64_t(one);
-    case ParamType::IntegerList: return json::array({int64_t(one)});
-    case ParamType::NumberList: return json::array({one});
+    case ParamType::Boolean:
+      return true;
+    case ParamType::String:
+      return p.choices.empty() ? json("...") : json(p.choices.front());
+    case ParamType::Integer:
+      return int64_t(one);
+    case ParamType::IntegerList:
+      return json::array({int64_t(one)});
+    case ParamType::NumberList:
+      return json::array({one});
     case ParamType::Number:
-    case ParamType::Any: return one;
+    case ParamType::Any:
+      return one;
   }
   return nullptr;
 }
@@ -151,7 +159,8 @@ void md_params(std::ostream& out, const std::vector<ParamInfo>& params, const st
     std::string path = (prefix.empty() ? "" : prefix + ".") + p.name;
     out << "| `" << p.name << "` | " << md_escape(describe_allowed(p)) << " | "
         << (p.required() ? std::string("**required**") : "`" + md_escape(p.default_value.dump()) + "`") << " | `--set "
-        << md_escape(path + "=" + (ex.is_string() ? ex.get<std::string>() : ex.dump())) << "` | " << md_escape(p.doc) << " |\n";
+        << md_escape(path + "=" + (ex.is_string() ? ex.get<std::string>() : ex.dump())) << "` | " << md_escape(p.doc)
+        << " |\n";
   }
 }
 
@@ -173,7 +182,8 @@ int cmd_list_markdown() {
          "validate configs and that `asgdsim list` prints: each key's declaration beside the code that uses it\n"
          "(the run's sections and the staleness and schedule families in `sim/run/settings.cpp`, each engine in\n"
          "its own `engines/*.cpp`, the models in `sim/models/catalog.cpp`, the distributions in\n"
-         "`sim/timing/distribution.cpp`, the data sets in `experiments/config/config.cpp`). Whoever adds or changes a config key, engine,\n"
+         "`sim/timing/distribution.cpp`, the data sets in `experiments/config/config.cpp`). Whoever adds or changes a "
+         "config key, engine,\n"
          "model, dataset, distribution, staleness mode or schedule must regenerate it; the test\n"
          "`ConfigDocs.ConfigMdIsTheOutputOfListMarkdown` fails while it is out of date.\n\n"
          "A config is one JSON object (comments allowed). Validation is strict: an unknown key (with the\n"
@@ -190,7 +200,8 @@ int cmd_list_markdown() {
       << smallest.resolved.dump(2) << "\n```\n\n"
       << "One run is made per engine × sweep point × repeat. `sweep` maps dotted keys to lists of values\n"
          "(`{\"train.lr\": [0.05, 0.1], \"engine.period\": [1, 4]}`; an `engine.` key sets the parameter of\n"
-         "the engines that have it, and the others run without it) and runs their cartesian product; `repeats` runs each point with seeds `seed`,\n"
+         "the engines that have it, and the others run without it) and runs their cartesian product; `repeats` runs "
+         "each point with seeds `seed`,\n"
          "`seed + 1`, .... A run's id is `<engine>[-<key>=<value>...]-seed<seed>`.\n";
   for (const auto& s : section_catalog()) {
     out << "\n## " << (s.name == "top" ? std::string("Top-level keys") : "`" + s.name + "`: " + s.doc) << "\n\n";
@@ -245,45 +256,44 @@ int cmd_list_markdown() {
 // The options of run, validate and cluster, bound to sets and ro. All three commands parse
 // every option (validate ignores run's, so a run's command line validates as is; cluster
 // refuses run's with a reason); `for_help` keeps only those the command uses.
-po::options_description experiment_options(const std::string& cmd, std::vector<std::string>& sets,
-                                           RunnerOptions& ro, bool for_help, bool& force_given) {
+po::options_description experiment_options(const std::string& cmd, std::vector<std::string>& sets, RunnerOptions& ro,
+                                           bool for_help, bool& force_given) {
   po::options_description opts("options");
-  opts.add_options()
-      ("set", po::value<std::vector<std::string>>(&sets)->composing()->value_name("KEY.PATH=VALUE"),
-       "override a config key; VALUE is read as JSON, else as a string (train.lr=0.05, "
-       "engines[0].type=sync, model={\"type\":\"mlp\"}); repeatable. sweep.KEY=[v1,v2] adds or replaces one "
-       "sweep key, keeping the others");
+  opts.add_options()(
+      "set", po::value<std::vector<std::string>>(&sets)->composing()->value_name("KEY.PATH=VALUE"),
+      "override a config key; VALUE is read as JSON, else as a string (train.lr=0.05, "
+      "engines[0].type=sync, model={\"type\":\"mlp\"}); repeatable. sweep.KEY=[v1,v2] adds or replaces one "
+      "sweep key, keeping the others");
   if (for_help && cmd == "validate") {
     opts.add_options()("help,h", "print this help and exit");
     return opts;  // run's other options are accepted and ignored
   }
-  opts.add_options()
-      ("out", po::value<std::string>(&ro.out_dir)->default_value("runs")->value_name("DIR"),
-       "the experiment goes into DIR/<name>/ (a run per folder, index.csv, experiment.json)")
-      ("rerun", po::bool_switch(&ro.replace.rerun),
-       "make again the runs of this config that are done (completed, stalled, diverged); they are skipped otherwise")
-      ("supersede", po::bool_switch(&ro.replace.supersede),
-       "move run folders of another config (an earlier sweep, a changed key) into OUT/<name>/superseded-<UTC time>/ "
-       "so that this run can go on (refused otherwise); re-runs nothing, deletes nothing")
-      ("quiet", po::bool_switch(&ro.quiet), "no progress or per-run lines; only where the results went, and errors")
-      ("trace", po::bool_switch(&ro.trace), "write trace.json (Chrome/Perfetto trace events) for every run")
-      ("recalibrate", po::bool_switch(&ro.recalibrate),
-       "cluster.compute \"measured\": time the gradients again instead of replaying the experiment's traces");
+  opts.add_options()("out", po::value<std::string>(&ro.out_dir)->default_value("runs")->value_name("DIR"),
+                     "the experiment goes into DIR/<name>/ (a run per folder, index.csv, experiment.json)")(
+      "rerun", po::bool_switch(&ro.replace.rerun),
+      "make again the runs of this config that are done (completed, stalled, diverged); they are skipped otherwise")(
+      "supersede", po::bool_switch(&ro.replace.supersede),
+      "move run folders of another config (an earlier sweep, a changed key) into OUT/<name>/superseded-<UTC time>/ "
+      "so that this run can go on (refused otherwise); re-runs nothing, deletes nothing")(
+      "quiet", po::bool_switch(&ro.quiet), "no progress or per-run lines; only where the results went, and errors")(
+      "trace", po::bool_switch(&ro.trace), "write trace.json (Chrome/Perfetto trace events) for every run")(
+      "recalibrate", po::bool_switch(&ro.recalibrate),
+      "cluster.compute \"measured\": time the gradients again instead of replaying the experiment's traces");
   if (!for_help || cmd == "run")
-    opts.add_options()
-        ("threads", po::value<std::string>()->default_value("0")->value_name("N"),
-         "worker threads of the pool that computes gradients (0 = every core; results do not depend on it)")
-        ("jobs", po::value<std::string>()->default_value("1")->value_name("N"),
-         "runs made side by side, each with threads/N threads (their memory is checked to fit first)")
-        ("shard", po::value<std::string>()->value_name("I/K"),
-         "make only runs k with k mod K == I, to split an experiment over machines (not with mpirun)")
-        ("wait", po::bool_switch(&ro.wait),
-         "wait while another asgdsim uses the experiment folder (else exit 2)")
-        ("checkpoint-every", po::value<double>(&ro.checkpoint_every)->default_value(kDefaultCheckpointSeconds)->value_name("SECONDS"),
-         "write each run's whole state to RUN/checkpoint.bin every SECONDS of wall time and when interrupted; a run "
-         "found with one resumes from it, with the files an uninterrupted run writes (docs/reliability.md; 0: none)")
-        ("interrupt-after-updates", po::value<uint64_t>(&ro.interrupt_after_updates)->value_name("N"),
-         "testing checkpoints: each run stops as on Ctrl-C once it has applied N updates");
+    opts.add_options()(
+        "threads", po::value<std::string>()->default_value("0")->value_name("N"),
+        "worker threads of the pool that computes gradients (0 = every core; results do not depend on it)")(
+        "jobs", po::value<std::string>()->default_value("1")->value_name("N"),
+        "runs made side by side, each with threads/N threads (their memory is checked to fit first)")(
+        "shard", po::value<std::string>()->value_name("I/K"),
+        "make only runs k with k mod K == I, to split an experiment over machines (not with mpirun)")(
+        "wait", po::bool_switch(&ro.wait), "wait while another asgdsim uses the experiment folder (else exit 2)")(
+        "checkpoint-every",
+        po::value<double>(&ro.checkpoint_every)->default_value(kDefaultCheckpointSeconds)->value_name("SECONDS"),
+        "write each run's whole state to RUN/checkpoint.bin every SECONDS of wall time and when interrupted; a run "
+        "found with one resumes from it, with the files an uninterrupted run writes (docs/reliability.md; 0: none)")(
+        "interrupt-after-updates", po::value<uint64_t>(&ro.interrupt_after_updates)->value_name("N"),
+        "testing checkpoints: each run stops as on Ctrl-C once it has applied N updates");
   if (!for_help)  // gone, split in two: parsed only to say so (dispatch)
     opts.add_options()("force", po::bool_switch(&force_given));
   opts.add_options()("help,h", "print this help and exit");
@@ -296,21 +306,24 @@ std::string command_help(const std::string& cmd) {
   bool force_given = false;
   std::ostringstream out;
   if (cmd == "run" || cmd == "validate" || cmd == "cluster") {
-    if (cmd == "run") out << "usage: asgdsim run CONFIG.json [options]\n"
-                             "       mpirun -np K asgdsim run CONFIG.json [options]   (runs spread over K ranks)\n\n"
-                             "Runs every engine x sweep point x repeat of the experiment in virtual time and writes\n"
-                             "OUT/<name>/ (docs/outputs.md). Runs of the same config already done are kept (resume;\n"
-                             "--rerun makes them again); run folders of another config are refused (--supersede moves\n"
-                             "them aside). --shard I/K splits the runs over machines (docs/slurm.md; asgdsim index\n"
-                             "rebuilds index.csv once their folders are copied together).\n";
-    if (cmd == "validate") out << "usage: asgdsim validate CONFIG.json [options]\n\n"
-                                  "Checks the config (every error at once, exit 2) and lists the runs it makes: run id,\n"
-                                  "engine, sweep values, seed. Writes nothing. run's other options are accepted (their\n"
-                                  "values checked as run checks them) and ignored, so a run's command line validates\n"
-                                  "as it is.\n";
-    if (cmd == "cluster") out << "usage: mpirun -np N+1 asgdsim cluster CONFIG.json [options]\n\n"
-                                 "Runs the experiment's engines for real: rank 0 the server, ranks 1..N the workers\n"
-                                 "(docs/cluster.md). --threads, --jobs, --shard and --wait do not apply.\n";
+    if (cmd == "run")
+      out << "usage: asgdsim run CONFIG.json [options]\n"
+             "       mpirun -np K asgdsim run CONFIG.json [options]   (runs spread over K ranks)\n\n"
+             "Runs every engine x sweep point x repeat of the experiment in virtual time and writes\n"
+             "OUT/<name>/ (docs/outputs.md). Runs of the same config already done are kept (resume;\n"
+             "--rerun makes them again); run folders of another config are refused (--supersede moves\n"
+             "them aside). --shard I/K splits the runs over machines (docs/slurm.md; asgdsim index\n"
+             "rebuilds index.csv once their folders are copied together).\n";
+    if (cmd == "validate")
+      out << "usage: asgdsim validate CONFIG.json [options]\n\n"
+             "Checks the config (every error at once, exit 2) and lists the runs it makes: run id,\n"
+             "engine, sweep values, seed. Writes nothing. run's other options are accepted (their\n"
+             "values checked as run checks them) and ignored, so a run's command line validates\n"
+             "as it is.\n";
+    if (cmd == "cluster")
+      out << "usage: mpirun -np N+1 asgdsim cluster CONFIG.json [options]\n\n"
+             "Runs the experiment's engines for real: rank 0 the server, ranks 1..N the workers\n"
+             "(docs/cluster.md). --threads, --jobs, --shard and --wait do not apply.\n";
     out << "\nCONFIG.json   the experiment config (JSON, comments allowed; keys: asgdsim list, docs/config.md)\n\n"
         << experiment_options(cmd, sets, ro, true, force_given);
   } else if (cmd == "index") {
@@ -332,17 +345,16 @@ std::string command_help(const std::string& cmd) {
            "  -h [ --help ]         print this help and exit\n";
   } else if (cmd == "bench") {
     po::options_description opts("options");  // parse_bench_options parses these
-    opts.add_options()
-        ("threads", po::value<int>()->default_value(0)->value_name("N"), "worker threads of both sides (0 = every core)")
-        ("quick", "smaller workloads: seconds instead of a minute")
-        ("only", po::value<std::string>()->value_name("a,b,..."), "only these workloads (letters a..f; default all)")
-        ("json", po::value<std::string>()->value_name("FILE"), "also write the results as JSON lines to FILE")
-        ("repeats", po::value<int>()->value_name("R"), "timed (simulator, bare loop) pairs per workload (default 3)")
-        ("data", po::value<std::string>()->value_name("DIR"),
-         (std::string("Fashion-MNIST folder (default ") + kFashionMnistDir + ")").c_str())
-        ("batched-gradients", po::value<int>()->default_value(1)->value_name("K"),
-         "a, b, f: gradients per loss_grad_batch call, on both sides (1..1024)")
-        ("help,h", "print this help and exit");
+    opts.add_options()("threads", po::value<int>()->default_value(0)->value_name("N"),
+                       "worker threads of both sides (0 = every core)")(
+        "quick", "smaller workloads: seconds instead of a minute")(
+        "only", po::value<std::string>()->value_name("a,b,..."), "only these workloads (letters a..f; default all)")(
+        "json", po::value<std::string>()->value_name("FILE"), "also write the results as JSON lines to FILE")(
+        "repeats", po::value<int>()->value_name("R"), "timed (simulator, bare loop) pairs per workload (default 3)")(
+        "data", po::value<std::string>()->value_name("DIR"),
+        (std::string("Fashion-MNIST folder (default ") + kFashionMnistDir + ")").c_str())(
+        "batched-gradients", po::value<int>()->default_value(1)->value_name("K"),
+        "a, b, f: gradients per loss_grad_batch call, on both sides (1..1024)")("help,h", "print this help and exit");
     out << "usage: asgdsim bench [options]\n\n"
            "Measures the simulator's throughput against a bare training loop on the same kernels,\n"
            "alternating the two (README, Benchmark).\n\n"
@@ -472,8 +484,7 @@ std::optional<int> run_small_command(const std::string& cmd, int argc, char** ar
 // on one rank is exit 2 on all (MpiEnv::agree names the rank and the difference), and a
 // rank that refused its command line (`error`, `what`) fails them all alike.
 Experiment load_on_every_rank(const std::string& cmd, const std::string& config, const std::vector<std::string>& sets,
-                              const RunnerOptions& ro, const MpiEnv& mpi, std::exception_ptr error,
-                              std::string what) {
+                              const RunnerOptions& ro, const MpiEnv& mpi, std::exception_ptr error, std::string what) {
   Experiment exp;
   if (!error) {
     try {
@@ -483,12 +494,16 @@ Experiment load_on_every_rank(const std::string& cmd, const std::string& config,
       what = "could not read its config: " + printable(e.what());
     }
   }
-  json options = {{"command", cmd}, {"out", ro.out_dir}, {"rerun", ro.replace.rerun},
-                  {"supersede", ro.replace.supersede}, {"trace", ro.trace},
-                  {"threads", ro.threads}, {"jobs", ro.jobs}};
+  json options = {{"command", cmd},
+                  {"out", ro.out_dir},
+                  {"rerun", ro.replace.rerun},
+                  {"supersede", ro.replace.supersede},
+                  {"trace", ro.trace},
+                  {"threads", ro.threads},
+                  {"jobs", ro.jobs}};
   mpi.agree(error ? std::string() : json{{"config", exp.resolved}, {"options", options}}.dump(1), bool(error), what);
   if (error) std::rethrow_exception(error);  // every rank failed alike
-  double timeout = 0;  // the heartbeat's bound on a silent peer: the config's real.worker_timeout
+  double timeout = 0;                        // the heartbeat's bound on a silent peer: the config's real.worker_timeout
   for (const auto& r : exp.runs) timeout = std::max(timeout, r.settings.real_worker_timeout);
   if (timeout > 0) mpi.set_peer_timeout(timeout);
   return exp;
@@ -510,8 +525,9 @@ void parse_experiment_command(const std::string& cmd, int argc, char** argv, con
     throw UsageError(e.what());
   }
   if (force_given)  // it did both, so that tidying a folder re-ran every finished run (issue 32)
-    throw UsageError("--force is gone, split in two: --supersede moves run folders of another config aside "
-                     "(nothing re-runs), --rerun makes again the runs already done; pass both for what --force did");
+    throw UsageError(
+        "--force is gone, split in two: --supersede moves run folders of another config aside "
+        "(nothing re-runs), --rerun makes again the runs already done; pass both for what --force did");
   if (!vm.count("config")) throw UsageError("missing CONFIG.json");
   set_run_counts(ro, vm["threads"].as<std::string>(), vm["jobs"].as<std::string>());
   if (ro.out_dir.empty()) throw UsageError("--out is empty: give the folder the experiment goes under");
@@ -532,9 +548,10 @@ void parse_experiment_command(const std::string& cmd, int argc, char** argv, con
   if (cmd == "cluster" && (!vm["checkpoint-every"].defaulted() || vm.count("interrupt-after-updates")))
     throw UsageError("checkpoints are asgdsim run's: a real run (asgdsim cluster) has none");
   if (cmd == "cluster" && (!mpi.active() || mpi.size() < 2))
-    throw UsageError("asgdsim cluster runs under MPI with one server and N workers: mpirun -np N+1 asgdsim cluster "
-                     "CONFIG (" + std::string(mpi.active() ? "this job has 1 rank" : "this process was not started by mpirun") +
-                     ")");
+    throw UsageError(
+        "asgdsim cluster runs under MPI with one server and N workers: mpirun -np N+1 asgdsim cluster "
+        "CONFIG (" +
+        std::string(mpi.active() ? "this job has 1 rank" : "this process was not started by mpirun") + ")");
 }
 
 int dispatch(int argc, char** argv, const MpiEnv& mpi) {
@@ -561,8 +578,8 @@ int dispatch(int argc, char** argv, const MpiEnv& mpi) {
   if (cmd == "validate") return cmd_validate(load_experiment(vm["config"].as<std::string>(), sets));
   // (a rank whose command line was refused may have no config to name)
   const std::string config = vm.count("config") ? vm["config"].as<std::string>() : std::string();
-  const Experiment exp = mpi.size() > 1 ? load_on_every_rank(cmd, config, sets, ro, mpi, error, what)
-                                        : load_experiment(config, sets);
+  const Experiment exp =
+      mpi.size() > 1 ? load_on_every_rank(cmd, config, sets, ro, mpi, error, what) : load_experiment(config, sets);
 
   ro.command_line = printable_command_line(argc, argv);
   if (mpi.size() > 1) ro.command_line = "mpirun -np " + std::to_string(mpi.size()) + " " + ro.command_line;

@@ -21,9 +21,7 @@
 
 namespace asgd {
 
-std::string cluster_experiment_name(const Experiment& exp) {
-  return experiment_name(exp) + "-cluster";
-}
+std::string cluster_experiment_name(const Experiment& exp) { return experiment_name(exp) + "-cluster"; }
 
 namespace {
 
@@ -45,22 +43,26 @@ void check_supported(const RunSpec& run, int workers_available) {
     v.error("cluster.network.precision", json(word_of(precision_words(), s.precision)).dump() +
                                              ": real transfers are fp32 (16-bit transfers are simulated only)");
   if (s.compression.type != CompressionSpec::Type::None)
-    v.error("cluster.network.compression.type", json(compression_type_name(s.compression.type)).dump() +
-                                                    ": real transfers are uncompressed (compression is simulated only)");
+    v.error("cluster.network.compression.type",
+            json(compression_type_name(s.compression.type)).dump() +
+                ": real transfers are uncompressed (compression is simulated only)");
   if (!find_topology_type(s.topology.type)->real)  // the real machines' links are what they are
-    v.error("cluster.topology.type", json(s.topology.type).dump() + ": its links are simulated only: a real run uses "
-                                     "the machines mpirun starts (remove cluster.topology)");
+    v.error("cluster.topology.type", json(s.topology.type).dump() +
+                                         ": its links are simulated only: a real run uses "
+                                         "the machines mpirun starts (remove cluster.topology)");
   run.bound_engine->check_real(v);
   if (s.clients.count > 0)
-    v.error("clients.count", std::to_string(s.clients.count) + ": a population of clients is simulated only (a real "
-                                                                "worker rank would change its data, speed and links per "
-                                                                "client job); use 0");
+    v.error("clients.count", std::to_string(s.clients.count) +
+                                 ": a population of clients is simulated only (a real "
+                                 "worker rank would change its data, speed and links per "
+                                 "client job); use 0");
   if (s.failure_rate > 0)
     v.error("cluster.failures.rate", "failures at a rate are simulated only (real failures: failures.events)");
   if (s.compute_model.value("dist", "") == "measured")  // no calibration runs here: the first step would fail
-    v.error("cluster.compute.dist", "\"measured\" replays a trace that `asgdsim run` measures before its runs; "
-                                    "asgdsim cluster does not calibrate (use another dist, or dist \"trace\" with "
-                                    "the file an asgdsim run made: OUT/<name>/calibration/*.trace)");
+    v.error("cluster.compute.dist",
+            "\"measured\" replays a trace that `asgdsim run` measures before its runs; "
+            "asgdsim cluster does not calibrate (use another dist, or dist \"trace\" with "
+            "the file an asgdsim run made: OUT/<name>/calibration/*.trace)");
   for (size_t i = 0; i < s.failures.size(); ++i)
     if (s.failures[i].down_for != kNever)
       v.error("cluster.failures.events[" + std::to_string(i) + "].down_for",
@@ -255,9 +257,10 @@ std::string serve_run(const Experiment& exp, const RunSpec& run, const std::stri
     std::cout << text << "\n" << std::flush;
   }
   if (outcome.status == "failed" && !state.first_error) {
-    state.first_error = server.mismatch()
-                      ? std::make_exception_ptr(RankMismatch("the ranks compute different problems: " + server.failure()))
-                      : std::make_exception_ptr(std::runtime_error(server.failure()));
+    state.first_error =
+        server.mismatch()
+            ? std::make_exception_ptr(RankMismatch("the ranks compute different problems: " + server.failure()))
+            : std::make_exception_ptr(std::runtime_error(server.failure()));
     state.first_error_run = run.run_id;
   }
   return outcome.status;

@@ -58,7 +58,8 @@ std::string first_difference(const std::string& root, const std::string& mine) {
     size_t ei = root.find('\n', i), ej = mine.find('\n', j);
     std::string x = root.substr(i, ei == std::string::npos ? std::string::npos : ei - i);
     std::string y = mine.substr(j, ej == std::string::npos ? std::string::npos : ej - j);
-    if (x != y) return "line " + std::to_string(line) + " is '" + clip(y, 80) + "' here, '" + clip(x, 80) + "' on rank 0";
+    if (x != y)
+      return "line " + std::to_string(line) + " is '" + clip(y, 80) + "' here, '" + clip(x, 80) + "' on rank 0";
     if (ei == std::string::npos || ej == std::string::npos) return "the texts differ in length";
     i = ei + 1;
     j = ej + 1;
@@ -77,11 +78,11 @@ struct MpiEnv::Heartbeat {
   int rank = 0, size = 1;
   std::thread thread;
   std::atomic<bool> stop{false};
-  std::atomic<int> lost{-1};       // first rank this rank knows lost
+  std::atomic<int> lost{-1};  // first rank this rank knows lost
   std::atomic<double> timeout{60};
   std::unique_ptr<std::atomic<double>[]> last_seen;  // by rank: steady seconds
-  std::vector<MPI_Request> req;                     // by rank: the beat in flight to it
-  std::vector<int> out;                             // by rank: its buffer
+  std::vector<MPI_Request> req;                      // by rank: the beat in flight to it
+  std::vector<int> out;                              // by rank: its buffer
 
   void start(int r, int n) {
     rank = r;
@@ -282,8 +283,10 @@ void MpiEnv::agree(const std::string& text, bool failed, const std::string& what
   wait_bounded(*this, &r, 1, kStartupSeconds, "rank 0's config");
   constexpr int kLine = 400;
   std::string line;
-  if (failed && (mismatch || rank_ == 0)) line = what;  // "could not read its config: ...", "refused its command line: ..."
-  else if (mismatch) line = root.rfind("error: ", 0) == 0 ? "read its config (rank 0 could not)" : first_difference(root, text);
+  if (failed && (mismatch || rank_ == 0))
+    line = what;  // "could not read its config: ...", "refused its command line: ..."
+  else if (mismatch)
+    line = root.rfind("error: ", 0) == 0 ? "read its config (rank 0 could not)" : first_difference(root, text);
   line = clip(line, kLine - 1);
   line.resize(kLine, '\0');
   std::vector<char> all(rank_ == 0 ? size_t(size_) * kLine : 0);

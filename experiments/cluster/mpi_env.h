@@ -43,7 +43,7 @@ class MpiEnv {
   static bool built_with_mpi();
   // The environment says an MPI launcher started this process (and how many ranks).
   static int launcher_size();
-  bool active() const { return active_; }   // MPI initialised here
+  bool active() const { return active_; }  // MPI initialised here
   int rank() const { return rank_; }
   int size() const { return size_; }
   int local_size() const { return local_size_; }  // ranks on this host (for thread shares)

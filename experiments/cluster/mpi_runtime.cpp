@@ -182,8 +182,12 @@ RunInputs inputs_for(const RunSpec& run, const std::string& base_dir, std::share
 
 WorkerProcess::WorkerProcess(const RunSpec& run, const RunSettings& s, const RunInputs& in,
                              const ComputeTimeModel& compute, int worker)
-    : s_(s), model_(*in.model), data_(in.model->uses_data() ? &in.data->train : nullptr), compute_(compute),
-      worker_(worker), shape_(shape_of(*in.model, *in.data)) {
+    : s_(s),
+      model_(*in.model),
+      data_(in.model->uses_data() ? &in.data->train : nullptr),
+      compute_(compute),
+      worker_(worker),
+      shape_(shape_of(*in.model, *in.data)) {
   delay_scale_ = run.settings.real_delay_scale;
   die_at_ = std::numeric_limits<double>::infinity();
   for (const auto& f : s.failures)
@@ -276,7 +280,9 @@ void worker_cannot_run(const std::string& why, Message& done) {
 
 MpiRuntime::MpiRuntime(const RunSpec& run, const RunSettings& s, const RunInputs& in, Recorder& rec)
     : Runtime(s, *in.model, in.model->uses_data() ? in.data->train.n : s.nominal_train_size, rec),
-      run_(run), in_(in), n_(in.model->num_params()) {
+      run_(run),
+      in_(in),
+      n_(in.model->num_params()) {
   timeout_ = run.settings.real_worker_timeout;
   shape_ = shape_of(model_, *in.data);
   const size_t workers = size_t(s.workers);
@@ -284,8 +290,8 @@ MpiRuntime::MpiRuntime(const RunSpec& run, const RunSettings& s, const RunInputs
   // the run's one sample stream, as the simulator's (a model that reads no data ignores the ids)
   const size_t train_n = model_.uses_data() ? in.data->train.n : s.nominal_train_size;
   stream_ = std::make_unique<SampleStream>(train_n, s.seed, /*shuffle=*/model_.uses_data());
-  parts_ = make_partitioned_samples(s.partition, s.data_owners(), s.seed, model_.uses_data() ? &in.data->train : nullptr,
-                                    model_.uses_data());
+  parts_ = make_partitioned_samples(s.partition, s.data_owners(), s.seed,
+                                    model_.uses_data() ? &in.data->train : nullptr, model_.uses_data());
   if (parts_) out_.partition_labels = parts_->histogram();
   steps_.assign(workers, 0);
   alive_.assign(workers, true);
@@ -305,8 +311,9 @@ MpiRuntime::MpiRuntime(const RunSpec& run, const RunSettings& s, const RunInputs
                   // this thread alone; its time is not run time
                   auto t = Clock::now();
                   Snapshot snap = engine_->model_of_record();
-                  const EvalPair sums = evaluate_params(model_, eval_pool_, exec_, snap.data(), &in_.data->train,
-                                                        settings_.eval_train_samples, &in_.data->test, settings_.eval_test_samples);
+                  const EvalPair sums =
+                      evaluate_params(model_, eval_pool_, exec_, snap.data(), &in_.data->train,
+                                      settings_.eval_train_samples, &in_.data->test, settings_.eval_test_samples);
                   eval_seconds_ += wall_since(t);
                   return std::make_pair(sums.train, sums.test);
                 });
@@ -357,8 +364,9 @@ void MpiRuntime::launch(const Step& step) {
   // the messages the step declares, at the sizes the simulator charges (mpi_runtime.h)
   rows_.clear();
   if (layout_.rows > 0) model_.touched_rows(model_.uses_data() ? &in_.data->train : nullptr, step.ids, step.m, rows_);
-  const StepMessageBytes sizes = step_message_bytes(settings_.network, n_, layout_.rows, layout_.width, rows_.size(),
-                                                    step.gradient && step.pull, settings_.sparse_pull, settings_.compression);
+  const StepMessageBytes sizes =
+      step_message_bytes(settings_.network, n_, layout_.rows, layout_.width, rows_.size(), step.gradient && step.pull,
+                         settings_.sparse_pull, settings_.compression);
   job->pull_bytes = sizes.pull;
   job->push_bytes = sizes.push;
   Message m;
@@ -393,8 +401,10 @@ void MpiRuntime::send(int w, const Message& m) {
 void MpiRuntime::finish_send(int w) {
   Outbox& o = outbox_[size_t(w)];
   if (!o.has_request) return;
-  if (alive_[size_t(w)] || zombie_[size_t(w)]) wait_send(o.req, timeout_);
-  else MPI_Request_free(&o.req);
+  if (alive_[size_t(w)] || zombie_[size_t(w)])
+    wait_send(o.req, timeout_);
+  else
+    MPI_Request_free(&o.req);
   o.has_request = false;
 }
 
@@ -452,8 +462,10 @@ void MpiRuntime::loop() {
     for (int w = 0; w < settings_.workers; ++w) waiting = waiting || (alive_[size_t(w)] && in_flight_[size_t(w)]);
     if (!waiting) {  // nothing under way can make progress any more
       bool anyone = std::count(alive_.begin(), alive_.end(), true) > 0;
-      if (anyone) monitor_.request_stop("completed", "no work left (every worker stopped)");
-      else monitor_.request_stop("failed", failure_ = "every worker died");
+      if (anyone)
+        monitor_.request_stop("completed", "no work left (every worker stopped)");
+      else
+        monitor_.request_stop("failed", failure_ = "every worker died");
       break;
     }
     int src = receive(MPI_ANY_SOURCE, kTagToServer, m, buf, 0.05);
@@ -464,7 +476,7 @@ void MpiRuntime::loop() {
 }
 
 void MpiRuntime::on_message(int w, const Message& m) {
-  if (!alive_[size_t(w)]) {  // declared dead, then spoke after all: its work was counted lost
+  if (!alive_[size_t(w)]) {     // declared dead, then spoke after all: its work was counted lost
     zombie_[size_t(w)] = true;  // it waits for an answer: Stop, at the end
     count_late_push(w, m);
     return;
@@ -499,8 +511,8 @@ void MpiRuntime::check_timeouts() {
   const double t = seconds();
   for (int w = 0; w < settings_.workers && !monitor_.stopping(); ++w) {
     if (!alive_[size_t(w)] || !in_flight_[size_t(w)] || t - given_at_[size_t(w)] <= timeout_) continue;
-    declare_dead(w, who(w) + " sent nothing for " + format_number(timeout_) +
-                        " s (real.worker_timeout): it died or hangs");
+    declare_dead(
+        w, who(w) + " sent nothing for " + format_number(timeout_) + " s (real.worker_timeout): it died or hangs");
     engine_->on_worker_down(*this, w);  // the engine goes on without it, as simulated
   }
 }

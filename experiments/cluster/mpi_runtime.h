@@ -61,11 +61,11 @@ enum class Kind : uint32_t {
 // `text` bytes.
 struct Header {
   uint32_t kind = 0;
-  uint32_t step = 0;        // the worker's step (Work, Gradient): its noise and its drawn time
-  uint64_t tag = 0;         // Stop, Done, Error: see the constants
-  double loss = 0;          // Gradient: minibatch loss
-  double busy = 0;          // Gradient: seconds computing (+ injected delay)
-  uint64_t steps = 0;       // Done: a peer died
+  uint32_t step = 0;   // the worker's step (Work, Gradient): its noise and its drawn time
+  uint64_t tag = 0;    // Stop, Done, Error: see the constants
+  double loss = 0;     // Gradient: minibatch loss
+  double busy = 0;     // Gradient: seconds computing (+ injected delay)
+  uint64_t steps = 0;  // Done: a peer died
   uint32_t ids = 0, values = 0, text = 0, pad = 0;
 };
 
@@ -192,7 +192,7 @@ class MpiRuntime final : public Runtime {
   void declare_dead(int w, const std::string& what);
   void wind_down();
   void finish_outcome();
-  void count_push(double bytes);                // a push reached the server
+  void count_push(double bytes);                        // a push reached the server
   void count_late_push(int w, const wire::Message& m);  // from a worker declared dead
 
   // One nonblocking send in flight per worker.
@@ -219,8 +219,8 @@ class MpiRuntime final : public Runtime {
   std::vector<std::unique_ptr<GradientJob>> in_flight_;  // by worker: at most one each
   std::vector<std::unique_ptr<GradientJob>> spare_jobs_;
   std::vector<double> given_at_, idle_since_, down_since_;
-  RowLayout layout_;              // model_.row_layout(): a sparse model's messages are its rows
-  std::vector<int32_t> rows_;     // scratch: the rows a step touches (its messages' sizes)
+  RowLayout layout_;           // model_.row_layout(): a sparse model's messages are its rows
+  std::vector<int32_t> rows_;  // scratch: the rows a step touches (its messages' sizes)
   // By worker: the push of the step it had in flight when it was declared dead, should it
   // arrive after all (it left the worker: counted then).
   struct LostPush {

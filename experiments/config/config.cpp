@@ -40,21 +40,20 @@ constexpr size_t kMaxConfigBytes = size_t(64) << 20;  // a config file larger th
 
 // A run's sections below the top level, as a config names them: the run, the experiment and
 // the experiment's resolved copy list these, plus their own ("engine", "engines", "sweep").
-const std::vector<std::string> kRunSections = {"model", "data",      "train", "stop",   "eval",
+const std::vector<std::string> kRunSections = {"model",   "data",      "train", "stop",   "eval",
                                                "cluster", "staleness", "real",  "clients"};
 std::vector<std::string> with_sections(std::vector<std::string> own) {
   own.insert(own.begin(), kRunSections.begin(), kRunSections.end());
   return own;
 }
 
-using keys::seconds;
-using keys::num;
-using keys::integer;
-using keys::str;
-using keys::boolean;
 using keys::any;
+using keys::boolean;
+using keys::integer;
 using keys::list;
-
+using keys::num;
+using keys::seconds;
+using keys::str;
 
 // -------- checks that need more than one key --------
 
@@ -74,13 +73,18 @@ constexpr size_t kMaxRunIdBytes = kMaxNameBytes;
 void check_name(const std::string& name, const json& user, Validator& v) {
   if (!user.contains("name") || !user["name"].is_string()) return;  // the default, or a type error reported
   std::string why;
-  if (name.empty()) why = "is empty";
-  else if (name == "." || name == "..") why = "would write into or beside --out instead of a folder of its own";
-  else if (sanitize(name) != name) why = "holds characters a folder name must not (only letters, digits and . - _ =)";
-  else if (name.size() > kMaxRunIdBytes) why = "is longer than " + std::to_string(kMaxRunIdBytes) + " bytes";
+  if (name.empty())
+    why = "is empty";
+  else if (name == "." || name == "..")
+    why = "would write into or beside --out instead of a folder of its own";
+  else if (sanitize(name) != name)
+    why = "holds characters a folder name must not (only letters, digits and . - _ =)";
+  else if (name.size() > kMaxRunIdBytes)
+    why = "is longer than " + std::to_string(kMaxRunIdBytes) + " bytes";
   if (!why.empty())
-    v.error("name", "'" + name + "' " + why + ": it names the experiment's folder under --out" +
-                        (name.empty() || name == "." || name == ".." ? std::string() : " (e.g. '" + sanitize(name) + "')"));
+    v.error("name",
+            "'" + name + "' " + why + ": it names the experiment's folder under --out" +
+                (name.empty() || name == "." || name == ".." ? std::string() : " (e.g. '" + sanitize(name) + "')"));
 }
 
 // eval.every's range depends on its unit: a time interval must be a whole nanosecond or
@@ -91,8 +95,9 @@ void check_eval(const json& e, Validator& v) {
   const double every = e["every"];
   const std::string unit = text_of(e, "unit");
   if (unit == "time" && every < 1e-9)
-    v.error("eval.every", brief(e["every"]) + " s is under the virtual clock's resolution (1 ns): the next evaluation "
-                          "would be due at the same instant forever; use eval.every >= 1e-9");
+    v.error("eval.every", brief(e["every"]) +
+                              " s is under the virtual clock's resolution (1 ns): the next evaluation "
+                              "would be due at the same instant forever; use eval.every >= 1e-9");
   if (unit == "time" && every > kMaxConfigSeconds)
     v.error("eval.every", brief(e["every"]) + " s is more than the " + brief(kMaxConfigSeconds) +
                               " s a time key may be (the virtual clock holds ~9.2e9 s)");
@@ -117,17 +122,18 @@ void check_lr_schedule(const json& s, const std::string& path, Validator& v) {
 void check_placement(const json& e, const json& cluster, Validator& v) {
   if (!e.is_object() || !e.contains("type") || !e["type"].is_string() || !cluster.is_object()) return;
   const EngineType* type = find_engine_type(e["type"]);
-  if (type && !type->sums_across_boxes && text_of(cluster, "placement") == "host" &&
-      topology_facts(cluster).boxes > 1)
-    v.error("cluster.placement", "\"host\" over more than one box is defined for sync and sync_backup (each box's "
-                                 "sum is exchanged with the servers); engine " + type->name + " needs \"servers\" or one box");
+  if (type && !type->sums_across_boxes && text_of(cluster, "placement") == "host" && topology_facts(cluster).boxes > 1)
+    v.error("cluster.placement",
+            "\"host\" over more than one box is defined for sync and sync_backup (each box's "
+            "sum is exchanged with the servers); engine " +
+                type->name + " needs \"servers\" or one box");
 }
 
 // Validates a list of objects (each against `section`'s keys) whose "worker" must name an
 // existing worker; appends each valid item, bound, to `items`.
 template <class Item>
-json worker_list(const json& list, const std::string& path, const Section<Item>& section, int64_t workers,
-                 Validator& v, std::vector<Item>& items) {
+json worker_list(const json& list, const std::string& path, const Section<Item>& section, int64_t workers, Validator& v,
+                 std::vector<Item>& items) {
   if (!list.is_array()) {
     v.error(path, "expected a list of objects, got " + brief(list));
     return json::array();
@@ -139,8 +145,9 @@ json worker_list(const json& list, const std::string& path, const Section<Item>&
     json item = section.bind(list[i], index_path(path, i), v, bound);
     if (item.contains("worker") && item["worker"].is_number_integer() && workers > 0 &&
         item["worker"].get<int64_t>() >= workers)
-      v.error(index_path(path, i) + ".worker", "worker " + item["worker"].dump() + " does not exist (cluster.workers is " +
-                                                  std::to_string(workers) + ": valid 0.." + std::to_string(workers - 1) + ")");
+      v.error(index_path(path, i) + ".worker", "worker " + item["worker"].dump() +
+                                                   " does not exist (cluster.workers is " + std::to_string(workers) +
+                                                   ": valid 0.." + std::to_string(workers - 1) + ")");
     if (v.issues().size() == before) items.push_back(bound);
     out.push_back(item);
   }
@@ -171,8 +178,10 @@ void resolve_topology(const json& user, json& cluster, Validator& v, RunSettings
   if (v.issues().size() != before) return;
   const TopologyType* type = find_topology_type(s.topology.type);
   if (cluster["placement"].is_string() && cluster["placement"] == "host" && !type->hosts)
-    v.error("cluster.placement", "\"host\" keeps the parameters in each box's host: it needs a topology with boxes "
-                                 "(cluster.topology.type \"boxes\"; got \"" + type->name + "\")");
+    v.error("cluster.placement",
+            "\"host\" keeps the parameters in each box's host: it needs a topology with boxes "
+            "(cluster.topology.type \"boxes\"; got \"" +
+                type->name + "\")");
   if (!type->workers) return;
   const int64_t fixed = type->workers(s.topology);
   if (fixed > int64_t(kMaxWorkers)) {
@@ -188,8 +197,8 @@ void resolve_topology(const json& user, json& cluster, Validator& v, RunSettings
 }
 
 json resolve_cluster(const json& user, Validator& v, RunSettings& s) {
-  json cluster = settings_section("cluster").bind(user, "cluster", v, s,
-                                                  {"compute", "network", "server", "stragglers", "failures", "topology"});
+  json cluster = settings_section("cluster").bind(
+      user, "cluster", v, s, {"compute", "network", "server", "stragglers", "failures", "topology"});
   if (!cluster.is_object()) return cluster;
   resolve_topology(user, cluster, v, s);
   int64_t workers = cluster["workers"].is_number_integer() ? cluster["workers"].get<int64_t>() : 0;
@@ -210,8 +219,8 @@ json resolve_cluster(const json& user, Validator& v, RunSettings& s) {
       if (!speeds[i].is_number() || !(speeds[i].get<double>() > 0))
         v.error(index_path("cluster.speeds", i), "expected a number > 0, got " + brief(speeds[i]));
     if (!speeds.empty() && workers > 0 && speeds.size() != size_t(workers))
-      v.error("cluster.speeds", "has " + std::to_string(speeds.size()) + " factors but cluster.workers is " +
-                                    std::to_string(workers));
+      v.error("cluster.speeds",
+              "has " + std::to_string(speeds.size()) + " factors but cluster.workers is " + std::to_string(workers));
     else if (std::all_of(speeds.begin(), speeds.end(), [](const json& f) { return f.is_number(); }))
       s.speeds = speeds.get<std::vector<double>>();
   } else {
@@ -221,10 +230,12 @@ json resolve_cluster(const json& user, Validator& v, RunSettings& s) {
   json network = settings_section("cluster.network")
                      .bind(cluster.value("network", json::object()), "cluster.network", v, s, {"compression"});
   if (network.is_object())
-    network["compression"] = settings_section("cluster.network.compression")
-                                 .bind(network.value("compression", json::object()), "cluster.network.compression", v, s);
+    network["compression"] =
+        settings_section("cluster.network.compression")
+            .bind(network.value("compression", json::object()), "cluster.network.compression", v, s);
   cluster["network"] = network;
-  cluster["server"] = settings_section("cluster.server").bind(cluster.value("server", json::object()), "cluster.server", v, s);
+  cluster["server"] =
+      settings_section("cluster.server").bind(cluster.value("server", json::object()), "cluster.server", v, s);
   json stragglers = settings_section("cluster.stragglers")
                         .bind(cluster.value("stragglers", json::object()), "cluster.stragglers", v, s, {"slow"});
   if (stragglers.is_object())
@@ -248,8 +259,10 @@ json engine_train_override(const json& run, Validator& v) {
   if (!engine.is_object() || !engine.contains("train")) return json::object();
   const json& given = engine["train"];
   if (given.is_object()) return given;
-  v.error("engine.train", "expected an object of train keys that override train for this engine (e.g. "
-                          "{\"lr\": 0.01, \"momentum\": 0.9}), got " + brief(given));
+  v.error("engine.train",
+          "expected an object of train keys that override train for this engine (e.g. "
+          "{\"lr\": 0.01, \"momentum\": 0.9}), got " +
+              brief(given));
   return json::object();
 }
 
@@ -276,9 +289,8 @@ constexpr const char* kWithEngineTrain = " (train with this engine's overrides, 
 // engine's (train.lr -> engine.train.lr; the caller names the engine engines[i]).
 std::string train_issue_path(const std::string& path, const json& override) {
   if (path.rfind("train.", 0) != 0) return path;
-  const std::string key = path.substr(6, path.find_first_of(".[", 6) == std::string::npos
-                                             ? std::string::npos
-                                             : path.find_first_of(".[", 6) - 6);
+  const std::string key = path.substr(
+      6, path.find_first_of(".[", 6) == std::string::npos ? std::string::npos : path.find_first_of(".[", 6) - 6);
   return override.contains(key) ? "engine." + path : path;
 }
 
@@ -318,7 +330,8 @@ EngineRunView engine_run_view(const json& run) {
   };
   const json train = object(run, "train"), cluster = object(run, "cluster"), staleness = object(run, "staleness");
   const json network = object(cluster, "network"), failures = object(cluster, "failures");
-  if (cluster.contains("workers") && cluster["workers"].is_number_integer()) r.workers = cluster["workers"].get<int64_t>();
+  if (cluster.contains("workers") && cluster["workers"].is_number_integer())
+    r.workers = cluster["workers"].get<int64_t>();
   if (train.contains("momentum") && train["momentum"].is_number()) r.momentum = train["momentum"].get<double>();
   r.optimizer = text_of(train, "optimizer");
   r.nesterov = train.value("nesterov", json()) == true;
@@ -339,7 +352,7 @@ ComputeRunView compute_run_view(const RunSpec& run) {
   r.model = model.name;
   r.batch_size = run.settings.batch_size;
   r.per_sample = run.settings.step_cost.per_sample;
-  const RunSpec* of = &run;  // (the view lives no longer than the run it is built from)
+  const RunSpec* of = &run;                       // (the view lives no longer than the run it is built from)
   if (model.reads == ModelType::Reads::External)  // a PyTorch module's FLOPs: counted once it is built
     r.flops_per_sample = [] { return std::optional<double>(); };
   else
@@ -375,8 +388,8 @@ json resolve_clients(const json& user, Validator& v, RunSettings& s) {
   if (clients["speeds"].is_object()) {
     clients["speeds"] = bind_distribution(clients["speeds"], "clients.speeds", v, s.clients.speeds);
   } else {
-    v.error("clients.speeds", "expected a distribution {\"dist\": ...} drawn once per client, got " +
-                                  brief(clients["speeds"]));
+    v.error("clients.speeds",
+            "expected a distribution {\"dist\": ...} drawn once per client, got " + brief(clients["speeds"]));
   }
   const json& count = clients["count"];
   if (count.is_number_integer() && count.get<int64_t>() > 0 && count.get<int64_t>() < s.workers)
@@ -441,12 +454,14 @@ json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<co
     for (const char* k : {"time", "updates", "gradients", "epochs"})
       if (stop.contains(k) && stop[k].is_number() && stop[k].get<double>() > 0) any_limit = true;
     if (!any_limit)
-      v.error("stop", "give at least one limit > 0: time, updates, gradients or epochs (a target alone may never be "
-                      "reached)");
+      v.error("stop",
+              "give at least one limit > 0: time, updates, gradients or epochs (a target alone may never be "
+              "reached)");
     if (stop.contains("target_accuracy") && stop["target_accuracy"].is_number() &&
         stop["target_accuracy"].get<double>() > 0 && model_kind && model_kind->task == ModelType::Task::Regression)
-      v.error("stop.target_accuracy", "model '" + model_type + "' is a regression: it has no test accuracy (use "
-                                      "stop.target_loss)");
+      v.error("stop.target_accuracy", "model '" + model_type +
+                                          "' is a regression: it has no test accuracy (use "
+                                          "stop.target_loss)");
   }
   out["stop"] = stop;
   out["eval"] = settings_section("eval").bind(u.value("eval", json::object()), "eval", v, s);
@@ -473,12 +488,13 @@ json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<co
     const DataShape shape = bound_data->shape();
     if (const std::string why = partition_impossible(s.partition, s.data_owners(), shape.train, shape.classes);
         !why.empty())
-      v.error("data.partition", s.clients.count > 0 ? why + " (the parts are the " +
-                                                          std::to_string(s.clients.count) + " clients')"
-                                                    : why);
+      v.error("data.partition", s.clients.count > 0
+                                    ? why + " (the parts are the " + std::to_string(s.clients.count) + " clients')"
+                                    : why);
   }
 
-  if (!u.contains("engine")) v.error("engine", "missing required key");
+  if (!u.contains("engine"))
+    v.error("engine", "missing required key");
   else {
     json engine_user = u["engine"];
     if (engine_user.is_object()) engine_user.erase("train");  // bound with train above
@@ -497,8 +513,10 @@ json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<co
         std::string able;
         for (const auto& t : engine_types())
           if (t.population) able += (able.empty() ? "" : ", ") + t.name;
-        v.error("clients.count", "engine " + engine->type() + " keeps a state per worker and does not run on a "
-                                 "population of clients; engines that do: " + able + " (or set clients.count 0)");
+        v.error("clients.count", "engine " + engine->type() +
+                                     " keeps a state per worker and does not run on a "
+                                     "population of clients; engines that do: " +
+                                     able + " (or set clients.count 0)");
       }
     }
   }
@@ -506,8 +524,8 @@ json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<co
       cluster["network"].is_object() && cluster["network"].contains("compression") &&
       cluster["network"]["compression"].is_object() && cluster["network"]["compression"].contains("type") &&
       cluster["network"]["compression"]["type"] != "none")
-    v.error("cluster.network.compression.type",
-            "compression is for dense models: model '" + model_type + "' already sends only the rows it touches (use \"none\")");
+    v.error("cluster.network.compression.type", "compression is for dense models: model '" + model_type +
+                                                    "' already sends only the rows it touches (use \"none\")");
   check_placement(out.value("engine", json::object()), cluster, v);
   if (const json& net = cluster.value("network", json::object());
       net.is_object() && net.value("compression", json::object()).is_object() &&
@@ -516,16 +534,20 @@ json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<co
     if (const EngineType* type = find_engine_type(out["engine"]["type"]); type && !type->all_reduces)
       v.error("cluster.network.compression.type",
               "\"powersgd\" compresses the gradients of an all-reduce (P and Q are summed across the workers): "
-              "engine " + type->name + " has none; use sync or sync_backup with comm \"allreduce\" or \"hierarchical\"");
+              "engine " +
+                  type->name + " has none; use sync or sync_backup with comm \"allreduce\" or \"hierarchical\"");
 
-  if (train.contains("global_batch") && train["global_batch"].is_number_integer() && train["global_batch"].get<int64_t>() > 0 &&
-      cluster.contains("workers") && cluster["workers"].is_number_integer()) {
+  if (train.contains("global_batch") && train["global_batch"].is_number_integer() &&
+      train["global_batch"].get<int64_t>() > 0 && cluster.contains("workers") &&
+      cluster["workers"].is_number_integer()) {
     int64_t g = train["global_batch"], w = cluster["workers"];
     if (w > 0 && g % w != 0)
-      v.error("train.global_batch", std::to_string(g) + " does not split evenly over " + std::to_string(w) + " workers");
+      v.error("train.global_batch",
+              std::to_string(g) + " does not split evenly over " + std::to_string(w) + " workers");
     else if (w > 0 && g / w > 16777216)
       v.error("train.global_batch", std::to_string(g) + " over " + std::to_string(w) + " workers is a batch of " +
-                                        std::to_string(g / w) + " per worker, more than train.batch_size may be (16777216)");
+                                        std::to_string(g / w) +
+                                        " per worker, more than train.batch_size may be (16777216)");
     else if (w > 0)
       out["train"]["batch_size"] = g / w;  // the per-worker batch it resolves to, shown in config.json
   }
@@ -561,7 +583,8 @@ std::vector<PathToken> parse_path(const std::string& path) {
   };
   for (size_t i = 0; i < path.size(); ++i) {
     char c = path[i];
-    if (c == '.') flush();
+    if (c == '.')
+      flush();
     else if (c == '[') {
       flush();
       size_t close = path.find(']', i);
@@ -571,7 +594,8 @@ std::vector<PathToken> parse_path(const std::string& path) {
         throw std::invalid_argument("list index in '" + path + "' must be a number");
       flush();
       i = close;
-    } else cur += c;
+    } else
+      cur += c;
   }
   flush();
   if (out.empty()) throw std::invalid_argument("empty key path");
@@ -599,7 +623,8 @@ void set_path(json& root, const std::string& path, const json& value) {
 
 std::string sanitize(const std::string& s) {
   std::string out;
-  for (char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == '=') ? c : '_';
+  for (char c : s)
+    out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == '=') ? c : '_';
   return out;
 }
 
@@ -671,8 +696,8 @@ void warn_of_free_network(Experiment& exp) {
   std::vector<RunSpec*> free;
   for (auto& run : exp.runs) {
     const NetworkSpec& n = run.settings.network;
-    if (n.latency > 0 || n.bandwidth > 0 || n.worker_bandwidth > 0 || run.settings.topology.type != kDefaultTopologyType ||
-        !run.settings.clients.devices.empty())
+    if (n.latency > 0 || n.bandwidth > 0 || n.worker_bandwidth > 0 ||
+        run.settings.topology.type != kDefaultTopologyType || !run.settings.clients.devices.empty())
       continue;
     sends.emplace(run.engine, run.bound_engine->cost(run.settings.workers).messages_per_step);
     free.push_back(&run);
@@ -682,10 +707,12 @@ void warn_of_free_network(Experiment& exp) {
   if (!differ) return;
   std::string list;
   for (const auto& [label, m] : sends) list += (list.empty() ? "" : ", ") + label + " " + format_number(m);
-  exp.warnings.push_back("the network is free (cluster.network latency 0, bandwidth unlimited) while the engines differ "
-                         "in the messages they send per gradient (" + list +
-                         "): that difference costs nothing here, so the comparison leaves out what sending less "
-                         "saves; set cluster.network.latency and bandwidth (docs/time-model.md)");
+  exp.warnings.push_back(
+      "the network is free (cluster.network latency 0, bandwidth unlimited) while the engines differ "
+      "in the messages they send per gradient (" +
+      list +
+      "): that difference costs nothing here, so the comparison leaves out what sending less "
+      "saves; set cluster.network.latency and bandwidth (docs/time-model.md)");
   for (RunSpec* run : free)
     run->notes.push_back("the network is free: engines that send " + list +
                          " messages per gradient cost the same here");
@@ -705,8 +732,8 @@ const std::vector<SectionInfo>& section_catalog() {
       for (const auto& level : t.levels)
         if (std::none_of(out.begin(), out.end(), [&](const SectionInfo& s) { return s.name == level.name; }))
           add(level);
-    for (const char* name : {"cluster.compute", "cluster.network",
-                             "cluster.network.compression", "cluster.server", "cluster.stragglers"})
+    for (const char* name :
+         {"cluster.compute", "cluster.network", "cluster.network.compression", "cluster.server", "cluster.stragglers"})
       add(settings_section(name));
     add(slow_window_section());
     add(settings_section("cluster.failures"));
@@ -747,7 +774,11 @@ json load_json_file(const std::string& path) {
     size_t byte = e.byte > 0 ? e.byte - 1 : 0;
     size_t line = 1, col = 1;
     for (size_t i = 0; i < byte && i < text.size(); ++i) {
-      if (text[i] == '\n') { ++line; col = 1; } else ++col;
+      if (text[i] == '\n') {
+        ++line;
+        col = 1;
+      } else
+        ++col;
     }
     std::string what = e.what();
     size_t cut = what.find("parse error");
@@ -811,7 +842,8 @@ void apply_overrides(json& config, const std::vector<std::string>& sets, const s
         if (inside)
           issues.push_back({"--set " + key, "the sweep sets " + swept + " (sweep." + swept + " = " + brief(values) +
                                                 "), which would override this in every run: set the sweep's values "
-                                                "instead (--set 'sweep." + swept + "=[...]') or remove the key from the sweep"});
+                                                "instead (--set 'sweep." +
+                                                swept + "=[...]') or remove the key from the sweep"});
       }
     }
   if (!issues.empty()) throw ConfigError(source, issues);
@@ -859,18 +891,19 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
 
   // engines
   std::vector<json> engines;
-  if (!user.contains("engines")) v.error("engines", "missing required key (a non-empty list of {\"type\": ...})");
+  if (!user.contains("engines"))
+    v.error("engines", "missing required key (a non-empty list of {\"type\": ...})");
   else if (!user["engines"].is_array() || user["engines"].empty())
     v.error("engines", "expected a non-empty list of engine objects, got " + brief(user["engines"]));
   else
-    for (size_t i = 0; i < user["engines"].size(); ++i)
-      engines.push_back(user["engines"][i]);
+    for (size_t i = 0; i < user["engines"].size(); ++i) engines.push_back(user["engines"][i]);
 
   // sweep
   std::vector<std::pair<std::string, json>> sweep;
   if (user.contains("sweep")) {
     const json& s = user["sweep"];
-    if (!s.is_object()) v.error("sweep", "expected an object {\"dotted.key\": [values...]}, got " + brief(s));
+    if (!s.is_object())
+      v.error("sweep", "expected an object {\"dotted.key\": [values...]}, got " + brief(s));
     else
       for (const auto& [key, values] : s.items()) {
         if (!values.is_array() || values.empty()) {
@@ -884,10 +917,11 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
         // Keys the program sets itself (a run's engine object and its `run` record) are
         // not config keys: sweeping them would relabel runs (issue 31).
         const std::string head = key.substr(0, key.find_first_of(".["));
-        if (head == "engine" && (key == "engine" || key.rfind("engine.type", 0) == 0 || key.rfind("engine.name", 0) == 0 ||
-                                 key[6] == '[')) {
-          v.error("sweep." + key, "cannot be swept: the engines list chooses each run's engine and its name; sweep an "
-                                  "engine's parameter as engine.<parameter>");
+        if (head == "engine" && (key == "engine" || key.rfind("engine.type", 0) == 0 ||
+                                 key.rfind("engine.name", 0) == 0 || key[6] == '[')) {
+          v.error("sweep." + key,
+                  "cannot be swept: the engines list chooses each run's engine and its name; sweep an "
+                  "engine's parameter as engine.<parameter>");
           continue;
         }
         if (head == "run") {
@@ -901,7 +935,8 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
             if (values[a].is_number() && values[b].is_number() && values[a].dump() != values[b].dump() &&
                 values[a].get<double>() == values[b].get<double>()) {  // (the same text: "the same point twice" below)
               v.error(index_path("sweep." + key, b), brief(values[b]) + " is the same value as " + brief(values[a]) +
-                                                         " (item " + std::to_string(a) + "): each point would run twice");
+                                                         " (item " + std::to_string(a) +
+                                                         "): each point would run twice");
               repeated = true;
             }
         if (repeated) continue;
@@ -921,7 +956,8 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
   for (size_t i = 0; i < engines.size(); ++i) {
     std::string label;
     if (engines[i].is_object()) {
-      if (engines[i].contains("name") && engines[i]["name"].is_string() && !engines[i]["name"].get<std::string>().empty())
+      if (engines[i].contains("name") && engines[i]["name"].is_string() &&
+          !engines[i]["name"].get<std::string>().empty())
         label = engines[i]["name"];
       else if (engines[i].contains("type") && engines[i]["type"].is_string())
         label = engines[i]["type"];
@@ -947,7 +983,9 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
     std::string product = std::to_string(engines.size()) + " engine(s)";
     for (const auto& [k, vals] : sweep) product += " x " + std::to_string(vals.size()) + " " + k;
     product += " x " + std::to_string(repeats) + " repeat(s)";
-    v.error(user.contains("repeats") && repeats > 1 ? "repeats" : sweep.empty() ? "engines" : "sweep",
+    v.error(user.contains("repeats") && repeats > 1 ? "repeats"
+            : sweep.empty()                         ? "engines"
+                                                    : "sweep",
             "the config makes " + whole(run_count) + " runs (" + product + "), more than " + whole(kMaxRuns) +
                 ": split it into several configs");
     v.throw_if_failed(source);
@@ -972,8 +1010,8 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
   for (size_t k = 0; k < sweep.size(); ++k) {
     const std::string& key = sweep[k].first;
     if (key.rfind("engine.", 0) != 0) continue;
-    std::string param = key.substr(7, key.find_first_of(".[", 7) == std::string::npos ? std::string::npos
-                                                                                       : key.find_first_of(".[", 7) - 7);
+    std::string param = key.substr(
+        7, key.find_first_of(".[", 7) == std::string::npos ? std::string::npos : key.find_first_of(".[", 7) - 7);
     if (param == "name" || param == "type" || param == "train") continue;  // every engine's keys
     bool any = false, all_known = true;
     std::string types;
@@ -986,7 +1024,8 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
         all_known = false;
         continue;
       }
-      bool has = std::any_of(info->params.begin(), info->params.end(), [&](const ParamInfo& p) { return p.name == param; });
+      bool has =
+          std::any_of(info->params.begin(), info->params.end(), [&](const ParamInfo& p) { return p.name == param; });
       applies[e][k] = has;
       any = any || has;
       types += (types.empty() ? "" : ", ") + info->name;
@@ -1008,9 +1047,10 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
     if (!own.is_object()) continue;
     for (const auto& [key, values] : sweep) {
       if (key != "train" && key.rfind("train.", 0) != 0) continue;
-      const std::string first = key == "train" ? "" : key.substr(6, key.find_first_of(".[", 6) == std::string::npos
-                                                                        ? std::string::npos
-                                                                        : key.find_first_of(".[", 6) - 6);
+      const std::string first = key == "train" ? ""
+                                               : key.substr(6, key.find_first_of(".[", 6) == std::string::npos
+                                                                   ? std::string::npos
+                                                                   : key.find_first_of(".[", 6) - 6);
       for (const auto& [k, value] : own.items())
         if (first.empty() || k == first)
           v.error(index_path("engines", e) + ".train." + k,
@@ -1063,7 +1103,8 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
           path = index_path("engines", e) + path.substr(6);
         const size_t with = message.rfind(kWithEngineTrain);
         if (with != std::string::npos)
-          message = message.substr(0, with) + " (train with this engine's overrides, " + index_path("engines", e) + ".train)";
+          message =
+              message.substr(0, with) + " (train with this engine's overrides, " + index_path("engines", e) + ".train)";
         bool from_sweep = false;
         for (const auto& [k, vals] : sweep)
           if (path == k || path.rfind(k + ".", 0) == 0) from_sweep = true;
@@ -1100,8 +1141,8 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
         run.bound_model = bound_model;
         run.bound_data = bound_data;
         run.config["name"] = name;
-        run.config["run"] = {{"run_id", run.run_id}, {"experiment", name}, {"engine", run.engine},
-                             {"sweep", sweep_values}, {"repeat", r}, {"seed", run.seed}};
+        run.config["run"] = {{"run_id", run.run_id},  {"experiment", name}, {"engine", run.engine},
+                             {"sweep", sweep_values}, {"repeat", r},        {"seed", run.seed}};
         exp.runs.push_back(std::move(run));
         engine_of_run.push_back(e);
       }
@@ -1129,8 +1170,9 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
       v.error("sweep", "the sweep lists the same point twice: " + describe_run(run) + " would run twice as '" +
                            run.run_id + "'; remove the repeated value");
     else
-      v.error("sweep", "two runs get the same run id '" + run.run_id + "' (run ids keep only letters, digits and . - _ =): " +
-                           describe_run(first) + " and " + describe_run(run) + "; make the sweep values distinct after that");
+      v.error("sweep", "two runs get the same run id '" + run.run_id +
+                           "' (run ids keep only letters, digits and . - _ =): " + describe_run(first) + " and " +
+                           describe_run(run) + "; make the sweep values distinct after that");
   }
 
   // PyTorch sources (model.module, model.loss, data.module) exist, and each run's record
@@ -1173,8 +1215,10 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
       for (const auto& t : engine_types())
         if (t.departures) able += (able.empty() ? "" : ", ") + t.name;
       v.error("clients.devices", "its clients come and go (availability.csv), and engine " + type->name + " " +
-                                     describe_run(run) + " cannot take back a job its client leaves unfinished; "
-                                     "engines that can: " + able);
+                                     describe_run(run) +
+                                     " cannot take back a job its client leaves unfinished; "
+                                     "engines that can: " +
+                                     able);
     }
   }
 
@@ -1182,7 +1226,7 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
   // failure half-way through an experiment; then what each run will cost is checked
   // (a run that cannot advance, or that needs more memory than there is).
   std::vector<std::pair<json, std::shared_ptr<Distribution>>> built;  // by BoundDistribution::spec
-  std::vector<std::pair<json, size_t>> checked;  // trace files read: their per-worker sequences
+  std::vector<std::pair<json, size_t>> checked;                       // trace files read: their per-worker sequences
   std::vector<json> failed_specs;
   const bool valid = v.ok();  // the cost checks read the runs' settings, which needs valid configs
   for (auto& run : exp.runs) {
@@ -1219,8 +1263,8 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
       if (valid && seen->second > 0 && seen->second != size_t(run.settings.workers))
         v.error(std::string("cluster.") + key + ".file",
                 "trace file " + spec.value("file", "") + " holds " + std::to_string(seen->second) +
-                    " workers' sequences (a per-worker trace); the run has " +
-                    std::to_string(run.settings.workers) + " workers (cluster.workers)");
+                    " workers' sequences (a per-worker trace); the run has " + std::to_string(run.settings.workers) +
+                    " workers (cluster.workers)");
     }
     if (valid && run.settings.compute_model.value("dist", "") == "trace") {
       // how a trace is replayed: every worker's steps drawn from it, or each worker its own

@@ -24,12 +24,12 @@ inline constexpr size_t kMaxNameBytes = 200;
 // sweep values applied, "seed" = experiment seed + repeat).
 struct RunSpec {
   std::string run_id;
-  std::string engine;        // the engine's name (its "name", else its type)
-  json sweep_values;         // {"train.lr": 0.1, ...} (ordered as in the sweep)
+  std::string engine;  // the engine's name (its "name", else its type)
+  json sweep_values;   // {"train.lr": 0.1, ...} (ordered as in the sweep)
   uint64_t seed = 0;
   int repeat = 0;
-  json config;               // the resolved config, as config.json shows it
-  RunSettings settings;      // the same run, typed: bound from config's keys while validating
+  json config;                                      // the resolved config, as config.json shows it
+  RunSettings settings;                             // the same run, typed: bound from config's keys while validating
   std::shared_ptr<const BoundEngine> bound_engine;  // its engine, bound to its typed config once (null: a run read
                                                     // back from its folder, which is not run)
   std::shared_ptr<const BoundModel> bound_model;    // its model, bound to its typed config once (null: as
@@ -42,9 +42,9 @@ struct RunSpec {
 };
 
 struct Experiment {
-  std::string source;        // the config file path ("" for the built-in default)
-  std::string base_dir;      // where relative paths in the config resolve
-  json resolved;             // the experiment config with every default filled
+  std::string source;    // the config file path ("" for the built-in default)
+  std::string base_dir;  // where relative paths in the config resolve
+  json resolved;         // the experiment config with every default filled
   std::vector<std::string> sweep_keys;
   std::vector<RunSpec> runs;
   // What validate and run say before the runs: notes (what cluster.compute "measured" will

@@ -10,7 +10,8 @@ namespace asgd {
 
 std::string name_from_path(const std::string& path) {
   std::string stem = std::filesystem::path(path).stem().string(), name;
-  for (char c : stem) name += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == '=') ? c : '_';
+  for (char c : stem)
+    name += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == '=') ? c : '_';
   // at most what a name may be (200 bytes): the user gave no name to shorten
   if (name.size() > kMaxNameBytes) name.resize(kMaxNameBytes);
   return name.empty() || name == "." || name == ".." ? kDefaultExperimentName : name;
@@ -31,7 +32,8 @@ Experiment load_experiment(const std::string& path, const std::vector<std::strin
 }
 
 std::string runs_text(const Experiment& exp) {
-  std::string out = std::to_string(exp.runs.size()) + " run(s) for experiment '" + exp.resolved.value("name", "") + "':\n";
+  std::string out =
+      std::to_string(exp.runs.size()) + " run(s) for experiment '" + exp.resolved.value("name", "") + "':\n";
   for (const auto& r : exp.runs) {
     out += "  " + r.run_id + "  engine=" + r.engine;
     for (const auto& [k, v] : r.sweep_values.items()) out += " " + k + "=" + v.dump();

@@ -52,7 +52,8 @@ double mean_speed_factor(const RunSettings& rs) {
 ModelSizes model_sizes(const json& c) {
   const std::shared_ptr<const BoundModel> model = bind_model(c["model"]);
   ModelSizes z;
-  if (const std::optional<double> params = model->params_unbuilt()) {  // building it would allocate what is being estimated
+  if (const std::optional<double> params =
+          model->params_unbuilt()) {  // building it would allocate what is being estimated
     z.params = *params;
     return z;
   }
@@ -70,10 +71,10 @@ ModelSizes model_sizes(const json& c) {
   return z;
 }
 
-double model_param_count(const json& c) { return model_sizes(c).params;
-}
+double model_param_count(const json& c) { return model_sizes(c).params; }
 
-RunScale estimate_run_scale(const json& c, const RunSettings& rs, const Distribution& compute, const ModelSizes* known) {
+RunScale estimate_run_scale(const json& c, const RunSettings& rs, const Distribution& compute,
+                            const ModelSizes* known) {
   RunScale s;
   const double workers = std::max(1, rs.workers);
   const double batch = std::max<double>(1, double(rs.batch_size));
@@ -125,7 +126,9 @@ MemoryEstimate estimate_run_memory(const json& c, const RunSettings& rs, const D
   const RunScale scale = estimate_run_scale(c, rs, compute, &sizes);
   // The key that sets the model's size: its dim, the data's features (a sparse model has a
   // row per feature), or the model's layers.
-  const std::string model_key = bind_model(c["model"])->params_unbuilt() ? "model.dim" : d.sparse ? "data.features" : "model";
+  const std::string model_key = bind_model(c["model"])->params_unbuilt() ? "model.dim"
+                                : d.sparse                               ? "data.features"
+                                                                         : "model";
   auto add = [&m](std::string key, std::string what, double bytes) {
     if (bytes > 0) m.parts.push_back({std::move(key), std::move(what), bytes});
   };
@@ -140,12 +143,13 @@ MemoryEstimate estimate_run_memory(const json& c, const RunSettings& rs, const D
   const double history = std::min(double(rs.staleness_tau), scale.updates);  // 0 unless forced
   // (Adam's state is two vectors: one more.)
   const double state = rs.optimizer.adam() ? 2 : 1;
-  add(model_key, std::string("the model of record and its ") + (rs.optimizer.adam() ? "Adam moments" : "momentum") +
-                     " (" + n(params) + " parameters)",
+  add(model_key,
+      std::string("the model of record and its ") + (rs.optimizer.adam() ? "Adam moments" : "momentum") + " (" +
+          n(params) + " parameters)",
       (1 + state) * vec);
   const std::string history_key = rs.staleness != StalenessMode::Geometric ? "staleness.tau"
                                   : rs.staleness_max > 0                   ? "staleness.max"
-                                                                            : "staleness.mean";
+                                                                           : "staleness.mean";
   add(history_key, "the " + n(history) + " parameter versions forced staleness keeps", history * vec);
 
   // Per worker: a gradient in flight and the parameters it was computed on; replicas of
@@ -157,24 +161,28 @@ MemoryEstimate estimate_run_memory(const json& c, const RunSettings& rs, const D
   add(vec > workers * kWorkerBytes ? model_key : "cluster.workers",
       n(workers) + " workers x " + n(copies) + " vectors of " + n(params) + " parameters", workers * copies * vec);
   add("cluster.workers", n(workers) + " workers' bookkeeping", workers * kWorkerBytes);
-  add("train.batch_size", n(workers) + " workers x minibatches of " + n(batch) + " sample ids", workers * batch * 2 * 4);
+  add("train.batch_size", n(workers) + " workers x minibatches of " + n(batch) + " sample ids",
+      workers * batch * 2 * 4);
 
   // Activations: each thread computing a gradient holds the model's workspace for its
   // minibatch (Model::floats_per_sample: activations, their gradients, the layers' own
   // buffers), or, evaluating, for a chunk of at most 1,024 rows and 16 MiB.
   const double eval_row = sizes.eval_floats_per_sample + 2;  // + the row's loss and correct
   const double eval_rows = std::max(1.0, std::min(1024.0, std::floor(4194304.0 / eval_row)));
-  const double per_thread = std::max(batch * sizes.train_floats_per_sample, eval_rows * eval_row * (sizes.eval_floats_per_sample > 0));
+  const double per_thread =
+      std::max(batch * sizes.train_floats_per_sample, eval_rows * eval_row * (sizes.eval_floats_per_sample > 0));
   const double threads = std::min(workers, double(std::max(1u, std::thread::hardware_concurrency())));
-  add("train.batch_size", n(threads) + " threads x the model's workspace for " + n(batch) + " samples (" +
-                              n(sizes.train_floats_per_sample) + " floats each)",
+  add("train.batch_size",
+      n(threads) + " threads x the model's workspace for " + n(batch) + " samples (" +
+          n(sizes.train_floats_per_sample) + " floats each)",
       threads * per_thread * kFloat);
 
   // Data: inputs and labels as floats, on the host and in backend memory (the same RAM
   // on CPU backends), the raw file bytes while converting, and the sample order.
   if (d.sparse)  // both copies while uploading, as stored (CSR)
-    add("data.train_samples", n(d.train) + " + " + n(d.test) + " sparse samples of " + n(d.features_per_sample) +
-                                  " features each", 2 * d.stored_values * kFloat);
+    add("data.train_samples",
+        n(d.train) + " + " + n(d.test) + " sparse samples of " + n(d.features_per_sample) + " features each",
+        2 * d.stored_values * kFloat);
   else
     add("data", n(d.train) + " + " + n(d.test) + " samples x " + n(d.in) + " features", 2 * d.stored_values * kFloat);
   add("data", "the raw data files", d.raw_bytes);
@@ -189,14 +197,17 @@ MemoryEstimate estimate_run_memory(const json& c, const RunSettings& rs, const D
   // checked after each update, so it gives at most one row per update.
   const std::string& unit = word_of(eval_unit_words(), rs.eval_unit);
   const double every = rs.eval_every;
-  double span = rs.eval_unit == EvalUnit::Time ? scale.seconds : rs.eval_unit == EvalUnit::Updates ? scale.updates : scale.epochs;
+  double span = rs.eval_unit == EvalUnit::Time      ? scale.seconds
+                : rs.eval_unit == EvalUnit::Updates ? scale.updates
+                                                    : scale.epochs;
   double rows = every > 0 ? span / every + 2 : kInf;
   if (rs.eval_unit == EvalUnit::Epochs) rows = std::min(rows, scale.updates + 2);
   add("eval.every", n(rows) + " metrics rows (eval every " + n(every) + " " + unit + ")", rows * kRowBytes);
   if (rs.trace)
     add("trace", n(scale.gradients) + " gradients' trace spans", scale.gradients * kSpansPerGradient * kSpanBytes);
 
-  std::stable_sort(m.parts.begin(), m.parts.end(), [](const MemoryPart& a, const MemoryPart& b) { return a.bytes > b.bytes; });
+  std::stable_sort(m.parts.begin(), m.parts.end(),
+                   [](const MemoryPart& a, const MemoryPart& b) { return a.bytes > b.bytes; });
   for (const auto& p : m.parts) m.total += p.bytes;
   return m;
 }
@@ -204,11 +215,14 @@ MemoryEstimate estimate_run_memory(const json& c, const RunSettings& rs, const D
 void check_run_resources(const json& c, const RunSettings& rs, const Distribution& compute, Validator& v) {
   const RunScale scale = estimate_run_scale(c, rs, compute);
   if (!std::isfinite(scale.gradients)) {  // only stop.time bounds it, and steps take no time
-    v.error("stop.time", "the run can never reach it: a worker's step takes 0 ns of virtual time (cluster.compute has "
-                         "mean " + brief(json(compute.mean())) + " s, rounded to whole nanoseconds, and the "
-                         "network charges nothing), so "
-                         "virtual time never advances; give cluster.compute a duration >= 1 ns, or add a limit on "
-                         "stop.updates, stop.gradients or stop.epochs");
+    v.error("stop.time",
+            "the run can never reach it: a worker's step takes 0 ns of virtual time (cluster.compute has "
+            "mean " +
+                brief(json(compute.mean())) +
+                " s, rounded to whole nanoseconds, and the "
+                "network charges nothing), so "
+                "virtual time never advances; give cluster.compute a duration >= 1 ns, or add a limit on "
+                "stop.updates, stop.gradients or stop.epochs");
     return;
   }
   const MemoryEstimate m = estimate_run_memory(c, rs, compute);
@@ -226,7 +240,8 @@ std::string memory_refusal(const MemoryEstimate& m, double budget) {
     if (::getrlimit(resource, &r) == 0 && r.rlim_cur != RLIM_INFINITY && double(r.rlim_cur) < physical)
       whose = std::string(" this process may use under its ") + (resource == RLIMIT_AS ? "address-space" : "data") +
               " limit of " + format_bytes(double(r.rlim_cur)) + " (ulimit " + (resource == RLIMIT_AS ? "-v" : "-d") +
-              "; less what it already maps and its threads' stacks" + (resource == RLIMIT_AS ? " and arenas" : "") + ")";
+              "; less what it already maps and its threads' stacks" + (resource == RLIMIT_AS ? " and arenas" : "") +
+              ")";
   }
   std::string text = "this run would need about " + format_bytes(m.total) + " of memory, more than the " +
                      format_bytes(budget) + whose;
@@ -261,8 +276,8 @@ void check_memory_with_model(const json& c, const RunSettings& rs, const std::st
 }
 
 std::string out_of_memory_text(const std::string& during) {
-  return "out of memory (std::bad_alloc)" + (during.empty() ? std::string() : " " + during) + ": an allocation failed; this process may use about " +
-         format_bytes(memory_limit_bytes()) +
+  return "out of memory (std::bad_alloc)" + (during.empty() ? std::string() : " " + during) +
+         ": an allocation failed; this process may use about " + format_bytes(memory_limit_bytes()) +
          " (physical memory, lowered by ulimit -v / -d and a cgroup memory.max): make the run smaller (model size, "
          "cluster.workers, data) or raise the limit";
 }

@@ -42,7 +42,6 @@ struct MemoryEstimate {
 MemoryEstimate estimate_run_memory(const json& run_config, const RunSettings& settings, const Distribution& compute,
                                    const ModelSizes* known = nullptr);
 
-
 // Reports, into v, a run that cannot advance or that needs more memory than
 // memory_limit_bytes() (sim/data/dataset.h). `compute` is the run's cluster.compute distribution.
 void check_run_resources(const json& run_config, const RunSettings& settings, const Distribution& compute,

@@ -30,8 +30,8 @@
 
 namespace asgd {
 
-GradientLoop::GradientLoop(const Model& m, const DeviceDataset* data, const std::vector<float>& init,
-                           size_t train_size, size_t b, uint64_t stream_seed, size_t n_batches)
+GradientLoop::GradientLoop(const Model& m, const DeviceDataset* data, const std::vector<float>& init, size_t train_size,
+                           size_t b, uint64_t stream_seed, size_t n_batches)
     : model(m), train(data), batch(b), batches(std::max<size_t>(n_batches, 1)), g(m.num_params()) {
   w.upload(init);
   SampleStream stream(train_size, stream_seed);
@@ -88,8 +88,11 @@ json cache_key(const RunSpec& run, const Model& model, const CalibrationBudget& 
           {"batch", run.settings.batch_size},
           {"threads", model.job_threads()},
           {"clock", clock},
-          {"budget", {{"warmup", budget.warmup}, {"steps", budget.steps}, {"seconds", budget.seconds},
-                      {"min_steps", budget.min_steps}}},
+          {"budget",
+           {{"warmup", budget.warmup},
+            {"steps", budget.steps},
+            {"seconds", budget.seconds},
+            {"min_steps", budget.min_steps}}},
           {"machine", host_name() + (cpu_model().empty() ? "" : ", " + cpu_model())},
           {"backend", std::string(build::backend) + ", " + build::build_type + ", GEMM " + kernels_gemm_core()},
           {"commit", commit},
@@ -119,8 +122,8 @@ bool read_cached(const std::string& path, const json& key, MeasuredTrace& out, c
 // Makes `path`, the trace of `run`'s model at its per-worker batch: copied from the
 // calibration cache where it holds one of the same key, else measured (and then stored
 // in the cache; a cache that cannot be written is a warning).
-void calibrate(const RunSpec& run, const std::string& base_dir, const std::string& path, const CalibrationBudget& budget,
-               const CalibrationOptions& opts) {
+void calibrate(const RunSpec& run, const std::string& base_dir, const std::string& path,
+               const CalibrationBudget& budget, const CalibrationOptions& opts) {
   const size_t batch = run.settings.batch_size;
   const double t0 = steady_seconds();
   std::shared_ptr<LoadedData> data = load_data(run, base_dir);
@@ -128,8 +131,7 @@ void calibrate(const RunSpec& run, const std::string& base_dir, const std::strin
   const std::string clock = opts.now ? "injected" : calibration_clock_name(model->job_threads());
   const std::string cache_dir = calibration_cache_dir();
   const json key = cache_key(run, *model, budget, clock);
-  const std::string cached =
-      cache_dir.empty() ? "" : cache_path(cache_dir, trace_name_of(run), key);
+  const std::string cached = cache_dir.empty() ? "" : cache_path(cache_dir, trace_name_of(run), key);
   MeasuredTrace trace;
   if (!opts.recalibrate && !cached.empty() && read_cached(cached, key, trace, opts)) {
     trace.header.erase("cache_key");
@@ -148,7 +150,8 @@ void calibrate(const RunSpec& run, const std::string& base_dir, const std::strin
               << budget.seconds << " s, at least " << std::min(budget.min_steps, budget.steps) << ") ..." << std::flush;
   const bool uses_data = model->uses_data();
   const size_t train_size = uses_data && data->train.n > 0 ? data->train.n : 1024;
-  trace.step_seconds = time_gradient_steps(*model, uses_data ? &data->train : nullptr, train_size, batch, budget, opts.now);
+  trace.step_seconds =
+      time_gradient_steps(*model, uses_data ? &data->train : nullptr, train_size, batch, budget, opts.now);
   trace.header = {{"model", run.config["model"]},  // the resolved object, as replays compare it
                   {"data", run.config["data"]},
                   {"batch", batch},
@@ -207,9 +210,8 @@ const char* calibration_clock_name(int job_threads) {
 std::vector<double> time_gradient_steps(const Model& model, const DeviceDataset* train, size_t train_size, size_t batch,
                                         const CalibrationBudget& budget, const std::function<double()>& now_fn) {
   const int threads = model.job_threads();
-  const std::function<double()> now = now_fn ? now_fn : std::function<double()>([threads] {
-    return calibration_clock_seconds(threads);
-  });
+  const std::function<double()> now =
+      now_fn ? now_fn : std::function<double()>([threads] { return calibration_clock_seconds(threads); });
   std::vector<double> times;
   std::exception_ptr error;
   // A thread of its own, set up as the worker pool's threads are (one kernel thread).
@@ -257,7 +259,8 @@ bool flops_counted_at_run(const RunSpec& run) { return run.settings.compute_dist
 std::set<size_t> runs_measured_anew(const Experiment& exp, const std::string& exp_dir, bool recalibrate) {
   std::set<size_t> out;
   for (size_t k = 0; k < exp.runs.size(); ++k)
-    if (measured(exp.runs[k]) && (recalibrate || ::access((exp_dir + "/" + trace_name_of(exp.runs[k])).c_str(), F_OK) != 0))
+    if (measured(exp.runs[k]) &&
+        (recalibrate || ::access((exp_dir + "/" + trace_name_of(exp.runs[k])).c_str(), F_OK) != 0))
       out.insert(k);
   return out;
 }
@@ -307,8 +310,9 @@ Experiment with_measured_compute(const Experiment& exp, const std::string& exp_d
       try {
         trace = read_measured_trace(path);
       } catch (const DataError& e) {
-        throw DataError(std::string(e.what()) + " (cluster.compute \"measured\" replays it: fix or delete it, or run "
-                                                "with --recalibrate to measure it again)");
+        throw DataError(std::string(e.what()) +
+                        " (cluster.compute \"measured\" replays it: fix or delete it, or run "
+                        "with --recalibrate to measure it again)");
       }
       // the name's hash keys model, data and batch: a header that disagrees was copied in
       const std::vector<std::pair<std::string, json>> expected = {{"batch", run.settings.batch_size},

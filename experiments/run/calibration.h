@@ -57,8 +57,7 @@ const char* calibration_clock_name(int job_threads = 1);
 // `now` as the clock (seconds; empty: calibration_clock_seconds; a test injects one).
 // Returns each timed step's seconds.
 std::vector<double> time_gradient_steps(const Model& model, const DeviceDataset* train, size_t train_size, size_t batch,
-                                        const CalibrationBudget& budget,
-                                        const std::function<double()>& now = {});
+                                        const CalibrationBudget& budget, const std::function<double()>& now = {});
 
 // The calibration cache: traces measured by any experiment on this machine, so that
 // another experiment (another output folder) replays the same measurement instead of
@@ -68,11 +67,10 @@ std::vector<double> time_gradient_steps(const Model& model, const DeviceDataset*
 std::string calibration_cache_dir();
 
 struct CalibrationOptions {
-  bool recalibrate = false;  // measure again even where the trace exists (in the folder or the cache)
-  bool quiet = false;        // no progress lines on stderr
+  bool recalibrate = false;     // measure again even where the trace exists (in the folder or the cache)
+  bool quiet = false;           // no progress lines on stderr
   std::function<double()> now;  // the clock of the timing (empty: calibration_clock_seconds)
 };
-
 
 // The experiment with every run of cluster.compute "flops" whose model is a PyTorch module
 // resolved with the module's count, and every run of "measured" resolved to (both in their

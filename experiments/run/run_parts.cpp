@@ -53,7 +53,6 @@ bool read_json(const std::string& path, json& out) {
 
 // ---- data and models from a run config ----
 
-
 json data_key(const RunSpec& run) { return run.bound_data->share_key(run.settings.seed); }
 
 std::shared_ptr<LoadedData> load_data(const RunSpec& run, const std::string& base_dir) {
@@ -78,8 +77,8 @@ std::shared_ptr<LoadedData> load_data(const RunSpec& run, const std::string& bas
 }
 
 std::unique_ptr<Model> build_model(const BoundModel& m, const LoadedData& data, const std::string& base_dir) {
-  return m.build(ModelInput{data.host.train.dim, data.host.train.classes, data.host.train.shape,
-                                   data.host.description, base_dir, &data.train});
+  return m.build(ModelInput{data.host.train.dim, data.host.train.classes, data.host.train.shape, data.host.description,
+                            base_dir, &data.train});
 }
 
 std::string config_differences(const json& there, const json& now, size_t limit) {
@@ -124,9 +123,7 @@ std::string index_csv(const Experiment& exp, const std::string& exp_dir, const s
     for (char ch : text) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch);
     return quoted + "\"";
   };
-  auto member = [](const json& o, const char* key) {
-    return o.is_object() && o.contains(key) ? o.at(key) : json();
-  };
+  auto member = [](const json& o, const char* key) { return o.is_object() && o.contains(key) ? o.at(key) : json(); };
   for (const auto& run : exp.runs) {
     json s;
     const std::string status = pending.count(run.run_id) ? "pending" : listed_status(exp_dir, run, s);
@@ -184,14 +181,14 @@ ComputeTimeModel build_compute_model(const RunSettings& s, const std::string& ba
       std::vector<float> ms = devices->compute_ms;
       std::nth_element(ms.begin(), ms.begin() + ptrdiff_t(ms.size() / 2), ms.end());
       const double median = ms[ms.size() / 2];
-      for (size_t c = 0; c < factors.size(); ++c) factors[c] = float(double(factors[c]) * devices->compute_ms[c] / median);
+      for (size_t c = 0; c < factors.size(); ++c)
+        factors[c] = float(double(factors[c]) * devices->compute_ms[c] / median);
       model.set_client_devices(std::move(devices));
     }
     model.set_client_slowdown(std::move(factors));
   }
   return model;
 }
-
 
 }  // namespace asgd
 
@@ -204,9 +201,14 @@ std::string host_name() {
 }
 
 json run_meta(const std::string& command_line) {
-  return {{"asgdsim_version", build::version}, {"git_commit", build::git_commit}, {"git_dirty", build::git_dirty},
-          {"backend", build::backend},         {"build_type", build::build_type}, {"command_line", command_line},
-          {"host", host_name()},               {"start", iso_now()}};
+  return {{"asgdsim_version", build::version},
+          {"git_commit", build::git_commit},
+          {"git_dirty", build::git_dirty},
+          {"backend", build::backend},
+          {"build_type", build::build_type},
+          {"command_line", command_line},
+          {"host", host_name()},
+          {"start", iso_now()}};
 }
 
 void write_run_results(const std::string& dir, const Recorder& recorder, const RunOutcome& outcome, int workers,
@@ -246,8 +248,10 @@ json summary_json(const RunSpec& run, const RunOutcome& outcome, const MetricsRo
       {"compute_model", run.settings.compute_model},
       {"seed", run.seed},
       {"sweep", run.sweep_values},
-      {"final", {{"train_loss", finite_or_null(last.train_loss)}, {"test_loss", finite_or_null(last.test_loss)},
-                 {"test_accuracy", finite_or_null(last.test_accuracy)}}},
+      {"final",
+       {{"train_loss", finite_or_null(last.train_loss)},
+        {"test_loss", finite_or_null(last.test_loss)},
+        {"test_accuracy", finite_or_null(last.test_accuracy)}}},
       {"time", sim_to_seconds(outcome.time)},
       {"updates", outcome.updates},
       {"gradients", outcome.gradients},
@@ -259,8 +263,8 @@ json summary_json(const RunSpec& run, const RunOutcome& outcome, const MetricsRo
       {"worker_failures", outcome.failures},
       {"staleness",
        {{"mean", outcome.staleness_mean}, {"max", outcome.staleness_max}, {"unit", outcome.staleness_unit}}},
-      {"iteration_time", outcome.iterations ? json{{"mean", outcome.iteration_time_mean}, {"count", outcome.iterations}}
-                                            : json(nullptr)},
+      {"iteration_time",
+       outcome.iterations ? json{{"mean", outcome.iteration_time_mean}, {"count", outcome.iterations}} : json(nullptr)},
       {"server",
        {{"updates", outcome.server_updates},
         {"busy_time", sim_to_seconds(outcome.server_busy)},
@@ -302,7 +306,8 @@ json clients_json(const RunOutcome& outcome) {
     samples.push_back(total);
     labels.push_back(present);
   }
-  c["partition"] = {{"samples", spread(samples)}, {"classes", spread(labels)},
+  c["partition"] = {{"samples", spread(samples)},
+                    {"classes", spread(labels)},
                     {"csv", outcome.partition_labels.size() <= kPartitionRows}};
   return c;
 }
@@ -343,14 +348,15 @@ const std::vector<std::string>& run_result_files() {
 void refuse_link(const std::string& path) {
   struct stat st;
   if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
-    throw IoError(path + " is a symbolic link: asgdsim never writes or deletes through a link inside the output "
-                         "folder (only --out itself may be one); remove the link, or choose another --out");
+    throw IoError(path +
+                  " is a symbolic link: asgdsim never writes or deletes through a link inside the output "
+                  "folder (only --out itself may be one); remove the link, or choose another --out");
 }
 
 void make_experiment_folder(const std::string& exp_dir) {
   refuse_link(exp_dir);
   make_directories(exp_dir);
-  refuse_link(exp_dir);  // planted while it was made
+  refuse_link(exp_dir);                                                             // planted while it was made
   for (const char* lock : {"/.lock", "/.index.lock"}) refuse_link(exp_dir + lock);  // opened with O_NOFOLLOW too
 }
 
@@ -396,7 +402,8 @@ bool ended_with_results(const std::string& status) {
 }
 
 std::string incomplete_results(const std::string& dir, const json& config, const json& summary) {
-  if (!config.is_object() || !config.contains("run") || !config["run"].is_object()) return "config.json has no run record";
+  if (!config.is_object() || !config.contains("run") || !config["run"].is_object())
+    return "config.json has no run record";
   if (!summary.is_object()) return "summary.json is not an object";
   if (summary.value("run_id", json()) != config["run"]["run_id"]) return "summary.json is another run's";
   for (const char* f : {"metrics.csv", "staleness.csv", "workers.csv", "meta.json"})
@@ -413,16 +420,17 @@ std::string incomplete_results(const std::string& dir, const json& config, const
   const std::string last_worker = last_line(dir + "/workers.csv", &workers_header);
   if (workers_header.rfind("worker,", 0) != 0) return "workers.csv has no header";
   // a row per worker, the last one worker N - 1's, written whole
-  const json n = config.contains("cluster") && config["cluster"].is_object() ? config["cluster"].value("workers", json())
-                                                                                : json();
-  if (n.is_number_integer() &&
-      (last_worker.rfind(std::to_string(n.get<long long>() - 1) + ",", 0) != 0 ||
-       std::count(last_worker.begin(), last_worker.end(), ',') != std::count(workers_header.begin(), workers_header.end(), ',')))
+  const json n =
+      config.contains("cluster") && config["cluster"].is_object() ? config["cluster"].value("workers", json()) : json();
+  if (n.is_number_integer() && (last_worker.rfind(std::to_string(n.get<long long>() - 1) + ",", 0) != 0 ||
+                                std::count(last_worker.begin(), last_worker.end(), ',') !=
+                                    std::count(workers_header.begin(), workers_header.end(), ',')))
     return "workers.csv does not end with worker " + std::to_string(n.get<long long>() - 1) + "'s whole row";
   std::string staleness_header;
   last_line(dir + "/staleness.csv", &staleness_header);
   if (staleness_header.rfind("staleness,", 0) != 0) return "staleness.csv has no header";
-  if (config.value("trace", json()) == true && ::access((dir + "/trace.json").c_str(), R_OK) != 0) return "trace.json is missing";
+  if (config.value("trace", json()) == true && ::access((dir + "/trace.json").c_str(), R_OK) != 0)
+    return "trace.json is missing";
   return "";
 }
 
@@ -431,7 +439,8 @@ std::string lock_holder_line(const std::string& what) {
 }
 
 std::string experiment_identity(const json& resolved, int shards) {
-  return fnv1a64_hex(resolved.dump()) + " in " + std::to_string(std::max(1, shards)) + " shard" + (shards > 1 ? "s" : "");
+  return fnv1a64_hex(resolved.dump()) + " in " + std::to_string(std::max(1, shards)) + " shard" +
+         (shards > 1 ? "s" : "");
 }
 
 std::string lock_holder(const std::string& text) {
@@ -460,7 +469,8 @@ std::string identity_in(const std::string& text) {
 // reads it. Best effort: a file system without flock on folders gets no gate.
 class FolderGate {
  public:
-  explicit FolderGate(const std::string& dir) : fd_(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) {
+  explicit FolderGate(const std::string& dir)
+      : fd_(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) {
     if (fd_ < 0) return;
     for (int i = 0; i < 3000; ++i) {  // held for microseconds by others; polled, so no signal waits on it
       if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
@@ -485,14 +495,16 @@ ExperimentLock::ExperimentLock(const std::string& exp_dir, Mode mode, bool wait,
                                bool quiet, const std::string& identity)
     : file_(std::make_unique<FileLock>(exp_dir + "/.lock")) {
   FileLock& f = *file_;
-  const std::string me = lock_holder_line(command_line) + "\n" +
-                         (identity.empty() ? std::string() : kIdentityTag + identity + "\n");
+  const std::string me =
+      lock_holder_line(command_line) + "\n" + (identity.empty() ? std::string() : kIdentityTag + identity + "\n");
   bool said = false;
   for (;;) {
     std::string busy;  // why the lock cannot be had now ("" once it is held)
     if (mode == Mode::Exclusive) {
-      if (f.try_lock(FileLock::Mode::Exclusive)) f.set_text(me);
-      else busy = "in use by " + lock_holder(f.text());
+      if (f.try_lock(FileLock::Mode::Exclusive))
+        f.set_text(me);
+      else
+        busy = "in use by " + lock_holder(f.text());
     } else {
       FolderGate gate(exp_dir);
       if (f.try_lock(FileLock::Mode::Exclusive)) {  // no one holds it: this process says whose it is
@@ -504,8 +516,8 @@ ExperimentLock::ExperimentLock(const std::string& exp_dir, Mode mode, bool wait,
           if (theirs.empty() && !identity.empty()) f.set_text(me);  // held by `asgdsim index` alone
         } else {
           f.unlock();
-          busy = "in use by processes of another config (" + lock_holder(text) + ", config " + theirs + "; this one is " +
-                 identity + "), which share it among themselves";
+          busy = "in use by processes of another config (" + lock_holder(text) + ", config " + theirs +
+                 "; this one is " + identity + "), which share it among themselves";
         }
       } else {
         busy = "in use by " + lock_holder(f.text());
@@ -539,7 +551,8 @@ std::string run_tag(const Experiment& exp, size_t k) {
   return "[" + std::to_string(k + 1) + "/" + std::to_string(exp.runs.size()) + "] " + exp.runs[k].run_id;
 }
 
-EarlierRun earlier_run(const std::string& dir, const json& config, const ReplacePolicy& policy, const std::string& tag) {
+EarlierRun earlier_run(const std::string& dir, const json& config, const ReplacePolicy& policy,
+                       const std::string& tag) {
   refuse_link(dir);  // checked before anything is written
   EarlierRun earlier;
   json old_config, old_summary;
@@ -561,8 +574,8 @@ EarlierRun earlier_run(const std::string& dir, const json& config, const Replace
   earlier.done = missing.empty() && !policy.rerun;
   earlier.line = tag + ": " + status + " earlier" +
                  (!missing.empty() ? ", but " + missing + ": re-running it"
-                  : earlier.done  ? ", skipped (--rerun re-runs it)"
-                                  : ", re-running it (--rerun)");
+                  : earlier.done   ? ", skipped (--rerun re-runs it)"
+                                   : ", re-running it (--rerun)");
   return earlier;
 }
 
@@ -610,8 +623,8 @@ void move_runs_aside(const std::string& exp_dir, const std::vector<std::string>&
   }
   if (!made_them.is_null())  // index.csv stays: it also lists runs that stay
     write_file_atomic(aside + "/experiment.json", made_them.dump(2) + "\n");
-  std::cerr << "moved " << names.size() << " run folder" << (names.size() == 1 ? "" : "s")
-            << " of another config into " << aside << "\n";
+  std::cerr << "moved " << names.size() << " run folder" << (names.size() == 1 ? "" : "s") << " of another config into "
+            << aside << "\n";
 }
 
 }  // namespace asgd

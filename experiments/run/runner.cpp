@@ -74,9 +74,12 @@ constexpr std::chrono::seconds kMetricsWriteInterval{1};
 std::string format_duration(double seconds) {
   long s = std::lround(std::max(0.0, seconds));
   char buf[32];
-  if (s < 60) std::snprintf(buf, sizeof(buf), "%lds", s);
-  else if (s < 3600) std::snprintf(buf, sizeof(buf), "%ldm%02lds", s / 60, s % 60);
-  else std::snprintf(buf, sizeof(buf), "%ldh%02ldm", s / 3600, (s % 3600) / 60);
+  if (s < 60)
+    std::snprintf(buf, sizeof(buf), "%lds", s);
+  else if (s < 3600)
+    std::snprintf(buf, sizeof(buf), "%ldm%02lds", s / 60, s % 60);
+  else
+    std::snprintf(buf, sizeof(buf), "%ldh%02ldm", s / 3600, (s % 3600) / 60);
   return buf;
 }
 
@@ -154,7 +157,11 @@ class DataCache {
 class Console {
  public:
   Console(bool quiet, bool live, int lanes, size_t runs)
-      : quiet_(quiet), live_(live), lanes_(size_t(lanes)), fractions_(size_t(lanes), 0.0), runs_(runs),
+      : quiet_(quiet),
+        live_(live),
+        lanes_(size_t(lanes)),
+        fractions_(size_t(lanes), 0.0),
+        runs_(runs),
         start_(std::chrono::steady_clock::now()) {}
   bool live() const { return live_; }
 
@@ -235,8 +242,11 @@ constexpr const char* kCheckpointFormat = "asgdsim-checkpoint 1";
 // What must match for a checkpoint to be read back: the build (the bytes are its layout
 // and its arithmetic) and the run's config with its PyTorch files' fingerprints.
 json checkpoint_identity(const RunSpec& run) {
-  return {{"git_commit", build::git_commit}, {"git_dirty", build::git_dirty}, {"backend", build::backend},
-          {"build_type", build::build_type}, {"config", fnv1a64_hex(run.config.dump() + sources_of(run).dump())}};
+  return {{"git_commit", build::git_commit},
+          {"git_dirty", build::git_dirty},
+          {"backend", build::backend},
+          {"build_type", build::build_type},
+          {"config", fnv1a64_hex(run.config.dump() + sources_of(run).dump())}};
 }
 
 struct Checkpoint {
@@ -280,8 +290,11 @@ std::optional<Checkpoint> read_checkpoint(const std::string& dir, const RunSpec&
 
 void write_checkpoint(const std::string& dir, const RunSpec& run, std::string&& state, uint64_t updates, SimTime time,
                       double wall_seconds) {
-  const json header = {{"identity", checkpoint_identity(run)}, {"updates", updates},
-                       {"time", sim_to_seconds(time)}, {"wall_seconds", wall_seconds}, {"written", iso_now()}};
+  const json header = {{"identity", checkpoint_identity(run)},
+                       {"updates", updates},
+                       {"time", sim_to_seconds(time)},
+                       {"wall_seconds", wall_seconds},
+                       {"written", iso_now()}};
   std::string text = std::string(kCheckpointFormat) + "\n" + header.dump() + "\n";
   text += state;
   write_file_atomic(dir + "/" + kCheckpointFile, text);
@@ -298,8 +311,10 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   remove_stale_temp_files(dir, {kCheckpointFile});
   const bool checkpointing = opts.checkpoint_every > 0;
   std::optional<Checkpoint> resume;
-  if (checkpointing && !opts.replace.rerun) resume = read_checkpoint(dir, run, tag, console);
-  else ::unlink((dir + "/" + kCheckpointFile).c_str());  // (an earlier attempt's: this one starts over)
+  if (checkpointing && !opts.replace.rerun)
+    resume = read_checkpoint(dir, run, tag, console);
+  else
+    ::unlink((dir + "/" + kCheckpointFile).c_str());  // (an earlier attempt's: this one starts over)
   write_file_atomic(dir + "/config.json", run.config.dump(2) + "\n");
 
   json meta = run_meta(opts.command_line);
@@ -307,7 +322,8 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   meta["jobs"] = lane.lanes;
   if (opts.shards > 1) meta["shard"] = std::to_string(opts.shard) + "/" + std::to_string(opts.shards);
   if (resume) {
-    meta["resumed"] = {{"updates", resume->header["updates"]}, {"time", resume->header["time"]},
+    meta["resumed"] = {{"updates", resume->header["updates"]},
+                       {"time", resume->header["time"]},
                        {"checkpoint_written", resume->header["written"]}};
     console.line(tag + ": resuming from its checkpoint at update " + resume->header["updates"].dump() + " (virtual " +
                  format_number(resume->header["time"].get<double>()) + " s)");
@@ -331,8 +347,8 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   std::string checkpoint_line;  // what an interrupted run's last line says of its checkpoint
   {
     bool uses_data = model->uses_data();
-    Simulation sim(settings, *model, uses_data ? &data->train : nullptr, uses_data ? &data->test : nullptr,
-                   *lane.pool, compute, recorder);
+    Simulation sim(settings, *model, uses_data ? &data->train : nullptr, uses_data ? &data->test : nullptr, *lane.pool,
+                   compute, recorder);
     // metrics.csv as the rows come: the first row's, then at most once a wall second, each
     // write atomic (a reader sees a whole file); the run's end writes it whole, so the
     // final bytes do not depend on when these writes fell. No virtual time is charged.
@@ -348,9 +364,11 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
       if (!console.live()) return;
       char buf[256];
       if (lane.lanes == 1)
-        std::snprintf(buf, sizeof(buf), "%s  t=%.3gs  epoch %.2f  train_loss %.4g%s  %3.0f%%",
-                      tag.c_str(), sim_to_seconds(r.time), r.epoch, r.train_loss,
-                      std::isnan(r.test_accuracy) ? "" : ("  acc " + format_number(std::round(r.test_accuracy * 1000) / 1000)).c_str(),
+        std::snprintf(buf, sizeof(buf), "%s  t=%.3gs  epoch %.2f  train_loss %.4g%s  %3.0f%%", tag.c_str(),
+                      sim_to_seconds(r.time), r.epoch, r.train_loss,
+                      std::isnan(r.test_accuracy)
+                          ? ""
+                          : ("  acc " + format_number(std::round(r.test_accuracy * 1000) / 1000)).c_str(),
                       100 * f);
       else
         std::snprintf(buf, sizeof(buf), "%s %3.0f%%", tag.c_str(), 100 * f);
@@ -369,7 +387,8 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
     };
     if (checkpointing)
       hooks.write = [&](std::string&& state, uint64_t updates, SimTime time) {
-        const double wall = wall_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+        const double wall =
+            wall_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
         write_checkpoint(dir, run, std::move(state), updates, time, wall);
         last_checkpoint = std::chrono::steady_clock::now();
         checkpoint_line = "its checkpoint at update " + std::to_string(updates) + " resumes it";
@@ -387,11 +406,14 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
       outcome = sim.run(*engine);
     }
     // (the newest checkpoint there resumes it: one this attempt wrote, else the one it resumed from)
-    if (!checkpointing) checkpoint_line = "checkpoints are off (--checkpoint-every 0): a re-run starts it over";
-    else if (checkpoint_line.empty() && resume) checkpoint_line = "its checkpoint at update " + resume->header["updates"].dump() + " resumes it";
+    if (!checkpointing)
+      checkpoint_line = "checkpoints are off (--checkpoint-every 0): a re-run starts it over";
+    else if (checkpoint_line.empty() && resume)
+      checkpoint_line = "its checkpoint at update " + resume->header["updates"].dump() + " resumes it";
     else if (checkpoint_line.empty() && !sim.checkpoint_refused().empty())
       checkpoint_line = "no checkpoint (" + sim.checkpoint_refused() + "): a re-run starts it over";
-    else if (checkpoint_line.empty()) checkpoint_line = "no checkpoint was written: a re-run starts it over";
+    else if (checkpoint_line.empty())
+      checkpoint_line = "no checkpoint was written: a re-run starts it over";
   }
   console.idle(lane.index, true);
   double wall = wall_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
@@ -401,12 +423,15 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   json summary = summary_json(run, outcome, last, engine->describe(), outcome.note, wall);
   write_run_results(dir, recorder, outcome, settings.workers, meta, summary);
 
-  std::string text = tag + ": " + outcome.status + " (" + outcome.note + "), train_loss " + format_number(last.train_loss);
+  std::string text =
+      tag + ": " + outcome.status + " (" + outcome.note + "), train_loss " + format_number(last.train_loss);
   if (!std::isnan(last.test_accuracy)) text += ", test_accuracy " + format_number(last.test_accuracy);
   text += ", virtual " + format_number(sim_to_seconds(outcome.time)) + " s, " + std::to_string(outcome.updates) +
           " updates, " + format_number(std::round(wall * 100) / 100) + " s wall";
-  if (outcome.status == "interrupted") text += "; " + checkpoint_line;
-  else ::unlink((dir + "/" + kCheckpointFile).c_str());  // it ended: nothing to resume
+  if (outcome.status == "interrupted")
+    text += "; " + checkpoint_line;
+  else
+    ::unlink((dir + "/" + kCheckpointFile).c_str());  // it ended: nothing to resume
   console.line(text);
   if (opts.on_progress)
     opts.on_progress(progress_of(run, k, exp.runs.size(), progress_fraction(settings, last), last, outcome.status));
@@ -483,9 +508,9 @@ void check_lanes_fit_in_memory(const Experiment& exp, const std::vector<size_t>&
   for (int i = 0; i < lanes; ++i) together += need[size_t(i)];
   const double budget = memory_limit_bytes();
   if (together > budget)
-    throw ConfigError("--jobs", {{"", std::to_string(lanes) + " runs side by side would need about " +
-                                          format_bytes(together) + " of memory, more than the " + format_bytes(budget) +
-                                          " this machine has: lower --jobs"}});
+    throw ConfigError(
+        "--jobs", {{"", std::to_string(lanes) + " runs side by side would need about " + format_bytes(together) +
+                            " of memory, more than the " + format_bytes(budget) + " this machine has: lower --jobs"}});
 }
 
 }  // namespace
@@ -516,7 +541,8 @@ int run_experiment(const Experiment& given, const RunnerOptions& opts) {
   const std::string exp_dir = opts.out_dir + "/" + name;
   if (!external_provider())  // a PyTorch model or data set runs from Python: refused before anything is written
     for (const RunSpec& run : given.runs)
-      if (const std::string key = external_key(run.config); !key.empty()) throw UsageError(external_provider_missing(key));
+      if (const std::string key = external_key(run.config); !key.empty())
+        throw UsageError(external_provider_missing(key));
   make_experiment_folder(exp_dir);  // not a link: nothing is written through one
   // The folder is this process's (shared with the other shards of the same experiment)
   // until it returns: no other asgdsim writes into it meanwhile.
@@ -528,8 +554,9 @@ int run_experiment(const Experiment& given, const RunnerOptions& opts) {
   if (!lock.held()) return 130;  // interrupted while waiting for it
   for (const auto& w : given.warnings) std::cerr << "asgdsim: warning: " << w << "\n";
   if (opts.recalibrate && sharded)  // each process would measure in turn, and the shards replay different traces
-    throw UsageError("--recalibrate with --shard or mpirun: measure once without sharding (asgdsim run CONFIG "
-                     "--recalibrate), then share the experiment folder");
+    throw UsageError(
+        "--recalibrate with --shard or mpirun: measure once without sharding (asgdsim run CONFIG "
+        "--recalibrate), then share the experiment folder");
   // cluster.compute "measured": a run whose trace is measured now is made again (its
   // earlier results replayed another trace)
   const std::set<size_t> remeasured = runs_measured_anew(given, exp_dir, opts.recalibrate);
@@ -566,7 +593,8 @@ int run_experiment(const Experiment& given, const RunnerOptions& opts) {
   if (opts.shard == 0) aside.insert(aside.end(), others.begin(), others.end());
   if (sharded && !old_experiment.is_null() && old_experiment != exp.resolved && !opts.replace.supersede)
     // shards of one experiment share experiment.json; one of another config must not replace it
-    throw IoError(exp_dir + "/experiment.json is another config's (" + config_differences(old_experiment, exp.resolved) +
+    throw IoError(exp_dir + "/experiment.json is another config's (" +
+                  config_differences(old_experiment, exp.resolved) +
                   "): a sharded run (--shard, mpirun) never replaces it; pass --supersede to replace it (and move "
                   "the runs of that config aside), or choose another --out");
   move_runs_aside(exp_dir, aside, old_experiment);
@@ -725,14 +753,16 @@ size_t rebuild_index(const std::string& dir, const std::string& command_line, bo
   std::string exp_dir = dir;
   while (exp_dir.size() > 1 && exp_dir.back() == '/') exp_dir.pop_back();
   std::error_code ec;
-  if (!fs::is_directory(exp_dir, ec)) throw IoError(exp_dir + ": no such folder (give OUT/<name>, an experiment folder)");
+  if (!fs::is_directory(exp_dir, ec))
+    throw IoError(exp_dir + ": no such folder (give OUT/<name>, an experiment folder)");
   refuse_link(exp_dir);
   json resolved;
   if (!read_json(exp_dir + "/experiment.json", resolved) || !resolved.is_object() || !resolved.contains("name") ||
       !resolved["name"].is_string() || !resolved.contains("engines") || !resolved["engines"].is_array() ||
       !resolved.contains("sweep") || !resolved["sweep"].is_object())
-    throw IoError(exp_dir + " is not an experiment folder: it has no readable experiment.json (asgdsim run writes one "
-                            "into OUT/<name>/, beside the run folders; copy it back with them)");
+    throw IoError(exp_dir +
+                  " is not an experiment folder: it has no readable experiment.json (asgdsim run writes one "
+                  "into OUT/<name>/, beside the run folders; copy it back with them)");
   ExperimentLock lock(exp_dir, ExperimentLock::Mode::Shared, wait, command_line, quiet);
   if (!lock.held()) return 0;  // interrupted while waiting for it
 
@@ -752,7 +782,8 @@ size_t rebuild_index(const std::string& dir, const std::string& command_line, bo
     else if (!config.contains("run") || !(run = config["run"]).is_object() || !run.contains("run_id") ||
              !run["run_id"].is_string() || !run.contains("engine") || !run["engine"].is_string() ||
              !run.contains("sweep") || !run["sweep"].is_object() || !run.contains("seed") ||
-             !run["seed"].is_number_unsigned() || !run.contains("repeat") || !run["repeat"].is_number_unsigned())  // (from a file: unsigned)
+             !run["seed"].is_number_unsigned() || !run.contains("repeat") ||
+             !run["repeat"].is_number_unsigned())  // (from a file: unsigned)
       why = "its config.json has no run record";
     else if (run["run_id"] != name)
       why = "its config.json is run " + run["run_id"].dump();
@@ -784,8 +815,7 @@ size_t rebuild_index(const std::string& dir, const std::string& command_line, bo
                   "; their results would be indexed as this experiment's: move them out (asgdsim run CONFIG "
                   "--supersede moves them aside)");
   }
-  if (found.empty())
-    throw IoError(exp_dir + " holds no run folder (a folder with a config.json): nothing to index");
+  if (found.empty()) throw IoError(exp_dir + " holds no run folder (a folder with a config.json): nothing to index");
   // Two folders cannot be the same run (the run id is the folder's name), so the order is total.
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   Experiment exp;

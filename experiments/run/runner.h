@@ -38,13 +38,13 @@ inline constexpr double kDefaultCheckpointSeconds = 600;
 
 struct RunnerOptions {
   std::string out_dir = "runs";
-  int threads = 0;          // 0: hardware concurrency
-  int jobs = 1;             // runs side by side; each gets threads / jobs threads (at least 1)
+  int threads = 0;  // 0: hardware concurrency
+  int jobs = 1;     // runs side by side; each gets threads / jobs threads (at least 1)
   bool quiet = false;
-  bool trace = false;       // force trace.json for every run
-  ReplacePolicy replace;    // --rerun, --supersede
-  bool recalibrate = false; // cluster.compute "measured": measure the traces again (and re-make their runs)
-  bool wait = false;        // wait for the experiment folder's lock instead of refusing
+  bool trace = false;        // force trace.json for every run
+  ReplacePolicy replace;     // --rerun, --supersede
+  bool recalibrate = false;  // cluster.compute "measured": measure the traces again (and re-make their runs)
+  bool wait = false;         // wait for the experiment folder's lock instead of refusing
   // This process makes only the runs k with k % shards == shard (--shard I/K, or one MPI
   // rank of K); the others are left to other processes sharing the experiment folder.
   int shard = 0;

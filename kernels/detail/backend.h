@@ -103,11 +103,10 @@ inline void count_merge_sort(ExecContext& ctx, size_t n) {
   counts_of(ctx).kernels += 1 + 2 * passes;
 }
 #if defined(ASGD_BACKEND_CUDA)
-#define ASGD_CUDA_CHECK(expr)                                                     \
-  do {                                                                            \
-    cudaError_t asgd_err_ = (expr);                                               \
-    if (asgd_err_ != cudaSuccess)                                                 \
-      ::asgd::detail::fail(cudaGetErrorString(asgd_err_), __FILE__, __LINE__);    \
+#define ASGD_CUDA_CHECK(expr)                                                                              \
+  do {                                                                                                     \
+    cudaError_t asgd_err_ = (expr);                                                                        \
+    if (asgd_err_ != cudaSuccess) ::asgd::detail::fail(cudaGetErrorString(asgd_err_), __FILE__, __LINE__); \
   } while (0)
 // Hands out the context's cached temporary blocks to Thrust (first fit; a new block,
 // rounded up to a power of two, only when none is free and large enough).
@@ -320,14 +319,13 @@ struct PerRequest {
 };
 
 // C (M x N) = alpha * op(A) (M x K) * op(B) (K x N) + beta * C, all row-major.
-void gemm(ExecContext& ctx, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
-          const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc);
+void gemm(ExecContext& ctx, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+          const float* B, int ldb, float beta, float* C, int ldc);
 // `count` GEMMs of one shape: C[i] = alpha * op(A[i]) op(B[i]) + beta * C[i]. The three
 // pointer tables are backend memory (ExecContext::stage_pointers). CUDA: one
 // cublasSgemmBatched call; CPU: gemm() for each i in order (the same bits as k calls).
-void gemm_batched(ExecContext& ctx, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
-                  const float* const* A, int lda, const float* const* B, int ldb, float beta,
-                  float* const* C, int ldc, int count);
+void gemm_batched(ExecContext& ctx, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* const* A,
+                  int lda, const float* const* B, int ldb, float beta, float* const* C, int ldc, int count);
 
 }  // namespace detail
 }  // namespace asgd

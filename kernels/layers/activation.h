@@ -29,9 +29,12 @@ struct Tanh {
 template <class Fn>
 decltype(auto) with_activation(Act a, Fn&& fn) {
   switch (a) {
-    case Act::ReLU: return fn(Relu{});
-    case Act::Tanh: return fn(Tanh{});
-    default: return fn(Identity{});
+    case Act::ReLU:
+      return fn(Relu{});
+    case Act::Tanh:
+      return fn(Tanh{});
+    default:
+      return fn(Identity{});
   }
 }
 

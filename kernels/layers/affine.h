@@ -23,9 +23,12 @@ namespace asgd::layers {
 // z (rows, n) = A(z + b_i) for rows of request i = r / R (detail::for_each_row_element)
 template <class A>
 struct AddBiasActivate {
-  float* z; detail::PerRequest b; size_t n, R;
+  float* z;
+  detail::PerRequest b;
+  size_t n, R;
   struct Row {
-    float* z; const float* b;
+    float* z;
+    const float* b;
     ASGD_HD void operator()(size_t c) const { z[c] = A::f(z[c] + b[c]); }
   };
   ASGD_HD Row row(size_t r) const { return Row{z + r * n, b.at(r / R)}; }
@@ -81,7 +84,8 @@ struct Affine {
     }
     if (!dA) return;
     if (!p.tables) {
-      detail::gemm(ctx, false, true, int(R), int(K), int(N), 1.0f, dZ, int(N), p.w[0] + w_off, int(N), 0.0f, dA, int(K));
+      detail::gemm(ctx, false, true, int(R), int(K), int(N), 1.0f, dZ, int(N), p.w[0] + w_off, int(N), 0.0f, dA,
+                   int(K));
     } else {
       const PointerTables& t = *p.tables;
       detail::gemm_batched(ctx, false, true, int(R), int(K), int(N), 1.0f, t[io.table[kDZ]], int(N), t[io.table[kW]],

@@ -20,14 +20,16 @@ struct Geometry {
 // of input row oh S - P + kh (contiguous in HWC), zero where they fall outside the input.
 // i = sample OH + oh. One call writes KW C values.
 struct Im2col {
-  const float* x; float* col; Geometry g;
+  const float* x;
+  float* col;
+  Geometry g;
   ASGD_HD void operator()(size_t i, size_t ow_, size_t kh_) const {
     const int oh = int(i % size_t(g.OH)), ow = int(ow_), kh = int(kh_);
     const size_t s = i / size_t(g.OH);
     const int ih = oh * g.S - g.P + kh, iw0 = ow * g.S - g.P;
-    const int run = g.KW * g.C;                                        // values per window row
-    const int lo = iw0 < 0 ? -iw0 * g.C : 0;                           // first inside
-    const int hi = (g.W - iw0 < g.KW ? g.W - iw0 : g.KW) * g.C;        // past the last inside
+    const int run = g.KW * g.C;                                  // values per window row
+    const int lo = iw0 < 0 ? -iw0 * g.C : 0;                     // first inside
+    const int hi = (g.W - iw0 < g.KW ? g.W - iw0 : g.KW) * g.C;  // past the last inside
     float* out = col + ((i * size_t(g.OW) + size_t(ow)) * size_t(g.KH) + size_t(kh)) * size_t(run);
     if (ih < 0 || ih >= g.H) {
       for (int t = 0; t < run; ++t) out[t] = 0.0f;
@@ -44,7 +46,9 @@ struct Im2col {
 // gradient over the (kh, kw) that read it, kh then kw ascending. i = sample H + ih. One
 // call writes the position's C values (no two calls write the same value).
 struct Col2im {
-  const float* dcol; float* dx; Geometry g;
+  const float* dcol;
+  float* dx;
+  Geometry g;
   ASGD_HD void operator()(size_t i, size_t iw_) const {
     const int ih = int(i % size_t(g.H)), iw = int(iw_);
     const size_t s = i / size_t(g.H);
@@ -69,8 +73,9 @@ struct Col2im {
 class Conv2d final : public Layer {
  public:
   Conv2d(Shape in, int channels, int kernel, int stride, int padding)
-      : Layer(in, conv2d_out_shape(in, channels, kernel, stride, padding)),
-        g_{in.height, in.width, in.channels, 0, 0, channels, kernel, kernel, stride, padding} {
+      : Layer(in, conv2d_out_shape(in, channels, kernel, stride, padding)), g_{in.height, in.width, in.channels, 0,
+                                                                               0,         channels, kernel,      kernel,
+                                                                               stride,    padding} {
     g_.OH = out_.height;
     g_.OW = out_.width;
   }
@@ -102,8 +107,7 @@ class Conv2d final : public Layer {
   void backward(ExecContext& ctx, const Pass& p, const LayerIO& io) const override {
     float* col = static_cast<float*>(io.own[0]);
     affine().backward(ctx, p, p.m * positions(), col, io.d_in ? col : nullptr, io);
-    if (io.d_in)
-      detail::for_each_2d(ctx, p.rows() * size_t(g_.H), size_t(g_.W), Col2im{col, io.d_in, g_});
+    if (io.d_in) detail::for_each_2d(ctx, p.rows() * size_t(g_.H), size_t(g_.W), Col2im{col, io.d_in, g_});
   }
 
  private:

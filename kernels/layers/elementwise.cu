@@ -14,7 +14,8 @@ namespace {
 // check that two arrays do not overlap fails, and it falls back to scalar code).
 template <class A>
 struct Forward {
-  const float* in; float* out;
+  const float* in;
+  float* out;
   ASGD_HD void operator()(size_t i) const { out[i] = A::f(in[i]); }
 };
 template <class A>
@@ -24,12 +25,15 @@ struct ForwardInPlace {
 };
 template <class A>
 struct Backward {
-  const float* out; const float* d_out; float* d_in;
+  const float* out;
+  const float* d_out;
+  float* d_in;
   ASGD_HD void operator()(size_t i) const { d_in[i] = A::df(out[i], d_out[i]); }
 };
 template <class A>
 struct BackwardInPlace {
-  const float* out; float* d;
+  const float* out;
+  float* d;
   ASGD_HD void operator()(size_t i) const { d[i] = A::df(out[i], d[i]); }
 };
 
@@ -43,14 +47,18 @@ class Elementwise final : public Layer {
   bool backward_reads_out() const override { return true; }
   void forward(ExecContext& ctx, const Pass& p, const LayerIO& io) const override {
     const size_t n = p.rows() * out_.size();
-    if (io.out == io.in) detail::for_each_index(ctx, n, ForwardInPlace<A>{io.out});
-    else detail::for_each_index(ctx, n, Forward<A>{io.in, io.out});
+    if (io.out == io.in)
+      detail::for_each_index(ctx, n, ForwardInPlace<A>{io.out});
+    else
+      detail::for_each_index(ctx, n, Forward<A>{io.in, io.out});
   }
   void backward(ExecContext& ctx, const Pass& p, const LayerIO& io) const override {
     if (!io.d_in) return;
     const size_t n = p.rows() * out_.size();
-    if (io.d_in == io.d_out) detail::for_each_index(ctx, n, BackwardInPlace<A>{io.out, io.d_in});
-    else detail::for_each_index(ctx, n, Backward<A>{io.out, io.d_out, io.d_in});
+    if (io.d_in == io.d_out)
+      detail::for_each_index(ctx, n, BackwardInPlace<A>{io.out, io.d_in});
+    else
+      detail::for_each_index(ctx, n, Backward<A>{io.out, io.d_out, io.d_in});
   }
 
  private:
@@ -69,12 +77,8 @@ class Flatten final : public Layer {
 
 }  // namespace
 
-std::unique_ptr<Layer> make_relu(Shape in) {
-  return std::make_unique<Elementwise<Relu>>(in, "relu", Act::ReLU);
-}
-std::unique_ptr<Layer> make_tanh(Shape in) {
-  return std::make_unique<Elementwise<Tanh>>(in, "tanh", Act::Tanh);
-}
+std::unique_ptr<Layer> make_relu(Shape in) { return std::make_unique<Elementwise<Relu>>(in, "relu", Act::ReLU); }
+std::unique_ptr<Layer> make_tanh(Shape in) { return std::make_unique<Elementwise<Tanh>>(in, "tanh", Act::Tanh); }
 std::unique_ptr<Layer> make_flatten(Shape in) { return std::make_unique<Flatten>(in); }
 
 }  // namespace asgd::layers

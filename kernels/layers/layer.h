@@ -86,12 +86,12 @@ class PointerTables {
 
 // A layer's buffers in one pass, set up by LayerStack::bind and the layer's own bind.
 struct LayerIO {
-  const float* in = nullptr;  // (rows, in size)
-  float* out = nullptr;       // (rows, out size); may be `in` (a layer that runs in place)
-  const float* d_out = nullptr;  // training: d loss / d out (rows, out size)
-  float* d_in = nullptr;      // training: written by backward (null: not wanted); may be d_out
+  const float* in = nullptr;          // (rows, in size)
+  float* out = nullptr;               // (rows, out size); may be `in` (a layer that runs in place)
+  const float* d_out = nullptr;       // training: d loss / d out (rows, out size)
+  float* d_in = nullptr;              // training: written by backward (null: not wanted); may be d_out
   void* own[2] = {nullptr, nullptr};  // the layer's own buffers (conv's columns, pool's argmax)
-  int index = 0;              // the layer's place in its stack (names its workspace buffers)
+  int index = 0;                      // the layer's place in its stack (names its workspace buffers)
   // Fusion (LayerStack::bind). act: the activation layer above runs in this layer's kernels
   // (in place: out is then the activation's output, and d_out holds d loss / d that
   // output on entry to backward, overwritten with d loss / d this layer's output).

@@ -63,7 +63,8 @@ inline Batch maxpool(const Batch& in, size_t rows, Shape s, int window) {
           double m = -INFINITY;
           for (int dy = 0; dy < window; ++dy)
             for (int dx = 0; dx < window; ++dx)
-              m = std::max(m, in[r * s.size() + (size_t(oh * window + dy) * s.width + ow * window + dx) * s.channels + c]);
+              m = std::max(m,
+                           in[r * s.size() + (size_t(oh * window + dy) * s.width + ow * window + dx) * s.channels + c]);
           out[r * o.size() + (size_t(oh) * o.width + ow) * s.channels + c] = m;
         }
   return out;

@@ -19,11 +19,11 @@ void OutputLoss::apply(ExecContext& ctx, const float* z, size_t rows, const floa
                        float* row_loss, float* row_correct, float* dz, float scale, const OutputBias& bias) const {
   const detail::PerRequest b{const_cast<float* const*>(bias.table), const_cast<float*>(bias.single), bias.offset};
   if (bias.table || bias.single)
-    detail::for_each_index(ctx, rows, RowLoss<true>{z, y, ids, row_loss, row_correct, dz, outputs_, int(kind_), scale,
-                                                    b, bias.m});
+    detail::for_each_index(ctx, rows,
+                           RowLoss<true>{z, y, ids, row_loss, row_correct, dz, outputs_, int(kind_), scale, b, bias.m});
   else
-    detail::for_each_index(ctx, rows, RowLoss<false>{z, y, ids, row_loss, row_correct, dz, outputs_, int(kind_),
-                                                     scale, b, bias.m});
+    detail::for_each_index(
+        ctx, rows, RowLoss<false>{z, y, ids, row_loss, row_correct, dz, outputs_, int(kind_), scale, b, bias.m});
 }
 
 }  // namespace asgd::layers

@@ -15,7 +15,10 @@ struct PoolGeometry {
 
 // Output (sample, oh, ow) = row r, channel c.
 struct MaxPoolForward {
-  const float* x; float* out; int32_t* arg; PoolGeometry g;  // arg null: not kept
+  const float* x;
+  float* out;
+  int32_t* arg;
+  PoolGeometry g;  // arg null: not kept
   ASGD_HD void operator()(size_t r, size_t c) const {
     const size_t positions = size_t(g.OH) * size_t(g.OW);
     const size_t s = r / positions;
@@ -41,7 +44,10 @@ struct MaxPoolForward {
 // written by one call; inputs in no window (dropped edges) are zeroed first
 // (MaxPool::backward).
 struct MaxPoolBackward {
-  const float* d_out; const int32_t* arg; float* d_in; PoolGeometry g;
+  const float* d_out;
+  const int32_t* arg;
+  float* d_in;
+  PoolGeometry g;
   ASGD_HD void operator()(size_t i, size_t ow, size_t c) const {
     const size_t s = i / size_t(g.OH), oh = i % size_t(g.OH);
     const size_t o = (i * g.OW + ow) * g.C + c;
@@ -85,6 +91,7 @@ class MaxPool final : public Layer {
     detail::for_each_3d(ctx, p.rows() * size_t(g_.OH), size_t(g_.OW), size_t(g_.C),
                         MaxPoolBackward{io.d_out, static_cast<const int32_t*>(io.own[0]), io.d_in, g_});
   }
+
  private:
   PoolGeometry g_;
 };

@@ -10,7 +10,7 @@ namespace asgd::layers {
 // pointer, or the staged table when the pass has tables (Pass::tables).
 inline detail::PerRequest params_of(const Pass& p, size_t offset) {
   return !p.tables ? detail::PerRequest{nullptr, const_cast<float*>(p.w[0]), offset}
-                  : detail::PerRequest{const_cast<float* const*>(p.w_table), nullptr, offset};
+                   : detail::PerRequest{const_cast<float* const*>(p.w_table), nullptr, offset};
 }
 inline detail::PerRequest grads_of(const Pass& p, size_t offset) {
   return !p.tables ? detail::PerRequest{nullptr, p.g[0], offset} : detail::PerRequest{p.g_table, nullptr, offset};

@@ -14,20 +14,30 @@ struct NoBias {
   ASGD_HD float operator[](int j) const { return zr[j]; }
 };
 struct WithBias {
-  const float* zr; const float* b;
+  const float* zr;
+  const float* b;
   ASGD_HD float operator[](int j) const { return zr[j] + b[j]; }
 };
 // Per-row loss of the logits (k outputs); optionally writes dz = dloss/dz * scale.
 // label is the class index (classification) or the target (regression).
 template <bool kBias>
 struct RowLoss {
-  const float* z; const float* y; const int32_t* ids;  // ids null: row r is sample r
-  float* row_loss; float* row_correct; float* dz;      // row_correct, dz may be null
-  int k; int loss; float scale;                        // loss: DenseLoss as int
-  detail::PerRequest bias; size_t m;                   // kBias: row r's bias is bias.at(r / m)
+  const float* z;
+  const float* y;
+  const int32_t* ids;  // ids null: row r is sample r
+  float* row_loss;
+  float* row_correct;
+  float* dz;  // row_correct, dz may be null
+  int k;
+  int loss;
+  float scale;  // loss: DenseLoss as int
+  detail::PerRequest bias;
+  size_t m;  // kBias: row r's bias is bias.at(r / m)
   ASGD_HD void operator()(size_t r) const {
-    if constexpr (kBias) run(r, WithBias{z + r * k, bias.at(r / m)});
-    else run(r, NoBias{z + r * k});
+    if constexpr (kBias)
+      run(r, WithBias{z + r * k, bias.at(r / m)});
+    else
+      run(r, NoBias{z + r * k});
   }
   template <class Z>
   ASGD_HD void run(size_t r, const Z& zr) const {
@@ -48,7 +58,10 @@ struct RowLoss {
       float mx = zr[0];
       int arg = 0;
       for (int j = 1; j < k; ++j)
-        if (zr[j] > mx) { mx = zr[j]; arg = j; }
+        if (zr[j] > mx) {
+          mx = zr[j];
+          arg = j;
+        }
       float se = 0.0f;
       for (int j = 0; j < k; ++j) se += expf(zr[j] - mx);
       float lse = mx + logf(se);
@@ -56,14 +69,12 @@ struct RowLoss {
       correct = (arg == label) ? 1.0f : 0.0f;
       if (dz) {
         float* dr = dz + r * k;
-        for (int j = 0; j < k; ++j)
-          dr[j] = (expf(zr[j] - lse) - (j == label ? 1.0f : 0.0f)) * scale;
+        for (int j = 0; j < k; ++j) dr[j] = (expf(zr[j] - lse) - (j == label ? 1.0f : 0.0f)) * scale;
       }
     }
     row_loss[r] = l;
     if (row_correct) row_correct[r] = correct;
   }
 };
-
 
 }  // namespace asgd::layers

@@ -32,8 +32,9 @@ LayerStack::LayerStack(std::vector<std::unique_ptr<Layer>> layers) : layers_(std
   if (layers_.empty()) throw std::invalid_argument("a layer stack needs at least one layer");
   for (size_t l = 0; l < layers_.size(); ++l) {
     if (l > 0 && layers_[l]->in_shape() != layers_[l - 1]->out_shape())
-      throw std::invalid_argument("layer " + std::to_string(l) + " (" + layers_[l]->describe() + ") does not take layer " +
-                                  std::to_string(l - 1) + "'s output " + layers_[l - 1]->out_shape().text());
+      throw std::invalid_argument("layer " + std::to_string(l) + " (" + layers_[l]->describe() +
+                                  ") does not take layer " + std::to_string(l - 1) + "'s output " +
+                                  layers_[l - 1]->out_shape().text());
     layers_[l]->set_param_offset(num_params_);
     num_params_ += layers_[l]->num_params();
   }
@@ -107,9 +108,12 @@ LayerStack::Bound LayerStack::bind(Workspace& ws, const Pass& p, const float* in
       const Layer& layer = *layers_[l];
       LayerIO& io = b.io[l];
       io.d_out = d;
-      if (layer.is_view() || io.out == io.in) io.d_in = d;  // a view, or in place
-      else if (l == 0) io.d_in = d_input;
-      else io.d_in = ws.take<float>("d activation", rows * layer.in_shape().size(), int(l));
+      if (layer.is_view() || io.out == io.in)
+        io.d_in = d;  // a view, or in place
+      else if (l == 0)
+        io.d_in = d_input;
+      else
+        io.d_in = ws.take<float>("d activation", rows * layer.in_shape().size(), int(l));
       d = io.d_in;
     }
   }
@@ -143,10 +147,8 @@ void LayerStack::backward(ExecContext& ctx, const Pass& p, const Bound& b) const
     if (!b.io[l].fused) layers_[l]->backward(ctx, q, b.io[l]);
   run_sums(ctx, *q.sums);
   // Views at the bottom pass the gradient through unchanged: it is still in their d_in.
-  if (b.d_input && b.io[0].d_in != b.d_input)
-    ops::copy(ctx, b.d_input, b.io[0].d_in, p.rows() * in_shape().size());
+  if (b.d_input && b.io[0].d_in != b.d_input) ops::copy(ctx, b.d_input, b.io[0].d_in, p.rows() * in_shape().size());
 }
-
 
 StackPass::StackPass(ExecContext& ctx, const LayerStack& stack, size_t k, size_t m, const float* const* w,
                      float* const* g, const float* input, float* d_input, bool leave_output_bias, bool tables)

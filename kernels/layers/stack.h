@@ -80,7 +80,7 @@ class StackPass {
   const Pass& pass() const { return p_; }
   const float* output() const { return b_.output; }  // (k m, out size)
   const LayerIO& io(size_t layer) const { return b_.io[layer]; }
-  float* d_output() const { return b_.d_output; }    // (k m, out size), training
+  float* d_output() const { return b_.d_output; }  // (k m, out size), training
   // With leave_output_bias: where the bias the output lacks starts in each request's
   // parameters (Layer::npos: it lacks none).
   size_t output_bias() const { return b_.output_bias; }

@@ -22,13 +22,20 @@ namespace {
 // Each gradient functor also writes the loss terms of its coordinates (QuadraticTerm's
 // arithmetic): the loss then needs no pass of its own.
 struct QuadraticTerm {  // out_i = 1/2 h_i w_i^2
-  const float* w; const float* h; float* out;
+  const float* w;
+  const float* h;
+  float* out;
   ASGD_HD void operator()(size_t i) const { out[i] = 0.5f * h[i] * w[i] * w[i]; }
 };
 
 struct QuadraticNoisyGradient {  // handles coordinates 4j .. 4j+3
-  const float* w; const float* h; float* g; size_t n; float noise_std;
-  uint2 key; unsigned sub_lo, sub_hi;
+  const float* w;
+  const float* h;
+  float* g;
+  size_t n;
+  float noise_std;
+  uint2 key;
+  unsigned sub_lo, sub_hi;
   QuadraticTerm term;
   ASGD_D void operator()(size_t j) const {
     uint4 r = curand_Philox4x32_10(make_uint4(unsigned(j), unsigned(j >> 32), sub_lo, sub_hi), key);
@@ -45,7 +52,9 @@ struct QuadraticNoisyGradient {  // handles coordinates 4j .. 4j+3
 };
 
 struct QuadraticGradient {  // no noise: g = h * w
-  const float* w; const float* h; float* g;
+  const float* w;
+  const float* h;
+  float* g;
   QuadraticTerm term;
   ASGD_HD void operator()(size_t i) const {
     g[i] = h[i] * w[i];
@@ -66,25 +75,24 @@ class Quadratic final : public Model {
 
   void init_params(uint64_t, std::vector<float>& w) const override { w.assign(dim_, init_); }
 
-  double loss_grad(ExecContext& ctx, const float* w, const DeviceDataset*, const int32_t*,
-                   size_t, const NoiseKey& noise, float* grad) const override {
+  double loss_grad(ExecContext& ctx, const float* w, const DeviceDataset*, const int32_t*, size_t,
+                   const NoiseKey& noise, float* grad) const override {
     Workspace::Frame frame(ctx.workspace());
     float* terms = ctx.workspace().take<float>("quadratic loss terms", dim_);
     const QuadraticTerm term{w, h_.data(), terms};
     if (noise_std_ > 0.0f) {
       uint64_t sub = Rng::subsequence(RngPurpose::GradientNoise, noise.worker, noise.step);
       uint2 key = make_uint2(unsigned(noise.seed), unsigned(noise.seed >> 32));
-      detail::for_each_index(ctx, (dim_ + 3) / 4,
-                             QuadraticNoisyGradient{w, h_.data(), grad, dim_, noise_std_, key,
-                                                    unsigned(sub), unsigned(sub >> 32), term});
+      detail::for_each_index(
+          ctx, (dim_ + 3) / 4,
+          QuadraticNoisyGradient{w, h_.data(), grad, dim_, noise_std_, key, unsigned(sub), unsigned(sub >> 32), term});
     } else {
       detail::for_each_index(ctx, dim_, QuadraticGradient{w, h_.data(), grad, term});
     }
     return ops::sum(ctx, terms, dim_);
   }
 
-  EvalSums evaluate(ExecContext& ctx, const float* w, const DeviceDataset*, size_t,
-                    size_t) const override {
+  EvalSums evaluate(ExecContext& ctx, const float* w, const DeviceDataset*, size_t, size_t) const override {
     EvalSums s;
     s.loss_sum = loss(ctx, w);
     s.count = 1;

@@ -20,7 +20,10 @@ using layers::LayerStack;
 
 // rows (m, d) <- x[ids[r]] (the minibatch gathered)
 struct GatherRows {
-  const float* x; const int32_t* ids; float* out; size_t d;
+  const float* x;
+  const int32_t* ids;
+  float* out;
+  size_t d;
   ASGD_HD void operator()(size_t r, size_t c) const { out[r * d + c] = x[size_t(ids[r]) * d + c]; }
 };
 
@@ -33,7 +36,9 @@ class Sequential final : public BatchModel {
  public:
   // exact_shape: the data's samples must have the input's shape (a CNN), not only its size.
   Sequential(std::string name, LayerStack stack, DenseLoss loss, bool exact_shape)
-      : name_(std::move(name)), stack_(std::move(stack)), loss_(loss, int(stack_.out_shape().size())),
+      : name_(std::move(name)),
+        stack_(std::move(stack)),
+        loss_(loss, int(stack_.out_shape().size())),
         exact_shape_(exact_shape) {
     const size_t per_row = stack_.floats_per_sample(false) + 2;  // + row loss and correct
     eval_chunk_ = std::max<size_t>(1, std::min(kEvalChunk, kEvalWorkspaceFloats / per_row));
@@ -82,10 +87,11 @@ class Sequential final : public BatchModel {
       throw std::invalid_argument("model " + name_ + " reads dense samples; the data is sparse (use a sparse model)");
     const Shape in = stack_.in_shape();
     if (data->dim != in.size())
-      throw std::invalid_argument("model " + name_ + " takes " + std::to_string(in.size()) + " features per sample, the data has " +
-                                  std::to_string(data->dim));
+      throw std::invalid_argument("model " + name_ + " takes " + std::to_string(in.size()) +
+                                  " features per sample, the data has " + std::to_string(data->dim));
     if (exact_shape_ && data->shape != in)
-      throw std::invalid_argument("model " + name_ + " takes " + in.text() + " images, the data's are " + data->shape.text());
+      throw std::invalid_argument("model " + name_ + " takes " + in.text() + " images, the data's are " +
+                                  data->shape.text());
   }
 
   // The requests' loss and gradient; all of the same minibatch size.
@@ -150,8 +156,10 @@ class Sequential final : public BatchModel {
     layers::OutputBias b;
     if (pass.output_bias() == layers::Layer::npos) return b;
     const layers::Pass& p = pass.pass();
-    if (p.tables) b.table = p.w_table;
-    else b.single = p.w[0];
+    if (p.tables)
+      b.table = p.w_table;
+    else
+      b.single = p.w[0];
     b.offset = pass.output_bias();
     b.m = p.m;
     return b;
@@ -165,7 +173,7 @@ class Sequential final : public BatchModel {
 };
 
 std::vector<std::unique_ptr<layers::Layer>>& add_activation(std::vector<std::unique_ptr<layers::Layer>>& v,
-                                                             Activation a) {
+                                                            Activation a) {
   Shape s = v.back()->out_shape();
   v.push_back(a == Activation::ReLU ? layers::make_relu(s) : layers::make_tanh(s));
   return v;
@@ -182,10 +190,10 @@ std::unique_ptr<Model> make_dense(std::vector<int> sizes, DenseLoss loss, Activa
     v.push_back(layers::make_dense(Shape{1, 1, sizes[l - 1]}, sizes[l]));
     if (l + 1 < sizes.size()) add_activation(v, activation);
   }
-  std::string name = sizes.size() > 2                ? "mlp"
-                     : loss == DenseLoss::Squared    ? "linear"
-                     : loss == DenseLoss::Logistic   ? "logistic"
-                                                     : "softmax";
+  std::string name = sizes.size() > 2              ? "mlp"
+                     : loss == DenseLoss::Squared  ? "linear"
+                     : loss == DenseLoss::Logistic ? "logistic"
+                                                   : "softmax";
   return std::make_unique<Sequential>(name, LayerStack(std::move(v)), loss, false);
 }
 

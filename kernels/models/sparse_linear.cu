@@ -34,9 +34,15 @@ namespace {
 // logits z[r, c] = b[c] + the sum over s's entries, in order, of val * W[col, c], then the
 // output loss of the row (kernels/layers/row_loss.h). W, b: the request's parameters.
 struct SparseRow {
-  const int64_t* row_ptr; const int32_t* col; const float* val;
-  const int32_t* ids; size_t first;
-  detail::PerRequest w; size_t b_off; size_t k; size_t m;  // W at w.at(i), b at w.at(i) + b_off
+  const int64_t* row_ptr;
+  const int32_t* col;
+  const float* val;
+  const int32_t* ids;
+  size_t first;
+  detail::PerRequest w;
+  size_t b_off;
+  size_t k;
+  size_t m;  // W at w.at(i), b at w.at(i) + b_off
   float* z;
   layers::RowLoss<false> loss;
   ASGD_HD void operator()(size_t r) const {
@@ -57,7 +63,10 @@ struct SparseRow {
 // rows, then a memset per gradient (host: the same k pointers, in host memory).
 #if defined(ASGD_BACKEND_CUDA)
 struct RowsAndZeros {
-  SparseRow f; size_t rows; detail::PerRequest grads; size_t zeros;
+  SparseRow f;
+  size_t rows;
+  detail::PerRequest grads;
+  size_t zeros;
   ASGD_HD void operator()(size_t e) const {
     if (e < rows) return f(e);
     e -= rows;
@@ -94,11 +103,22 @@ struct OneGradient {
 };
 template <class G>
 struct SparseGradient {
-  const int64_t* row_ptr; const float* val; const int32_t* ids;  // ids: the minibatches (k m)
-  const int32_t* rows; const int32_t* req; const int32_t* seg; const int32_t* sample; const int32_t* offset;
+  const int64_t* row_ptr;
+  const float* val;
+  const int32_t* ids;  // ids: the minibatches (k m)
+  const int32_t* rows;
+  const int32_t* req;
+  const int32_t* seg;
+  const int32_t* sample;
+  const int32_t* offset;
   size_t u;  // table rows, all requests
   size_t requests;
-  const float* dz; const float* row_loss; double* loss_sums; size_t m; size_t k; size_t b_off;
+  const float* dz;
+  const float* row_loss;
+  double* loss_sums;
+  size_t m;
+  size_t k;
+  size_t b_off;
   G grad;
   ASGD_HD void row(size_t i) const {
     const size_t p = i / k, c = i % k;
@@ -178,7 +198,9 @@ thread_local HostWork tl_work;
 class SparseLinear final : public BatchModel {
  public:
   SparseLinear(size_t features, int classes, DenseLoss loss)
-      : features_(features), classes_(classes), loss_(loss),
+      : features_(features),
+        classes_(classes),
+        loss_(loss),
         k_(loss == DenseLoss::SoftmaxCrossEntropy ? size_t(classes) : 1) {
     layers::OutputLoss check(loss, int(k_));  // throws on a loss and outputs that do not go together
     if (features_ < 1 || features_ > size_t(INT32_MAX))
@@ -189,9 +211,7 @@ class SparseLinear final : public BatchModel {
     if (classes_ < 2) throw std::invalid_argument("sparse model: classes must be >= 2");
   }
 
-  std::string name() const override {
-    return loss_ == DenseLoss::Logistic ? "sparse_logistic" : "sparse_softmax";
-  }
+  std::string name() const override { return loss_ == DenseLoss::Logistic ? "sparse_logistic" : "sparse_softmax"; }
   size_t num_params() const override { return features_ * k_ + k_; }
   bool is_classifier() const override { return true; }
   RowLayout row_layout() const override { return {features_, k_}; }
@@ -213,11 +233,13 @@ class SparseLinear final : public BatchModel {
       const size_t m = std::min(kEvalChunk, end - r0);
       Workspace::Frame frame(ctx.workspace());
       const Buffers buf = take_buffers(ctx, m, k_, 1, /*training=*/false);
-      const layers::RowLoss<false> loss{buf.z, data->y.data() + r0, nullptr, buf.row_loss, buf.row_correct, nullptr,
-                                        int(k_), int(loss_), 1.0f, {}, 1};
-      detail::for_each_index(ctx, m, SparseRow{data->row_ptr.data(), data->col.data(), data->val.data(), nullptr, r0,
-                                               detail::PerRequest{nullptr, const_cast<float*>(w), 0}, features_ * k_,
-                                               k_, m, buf.z, loss});
+      const layers::RowLoss<false> loss{
+          buf.z, data->y.data() + r0, nullptr, buf.row_loss, buf.row_correct, nullptr, int(k_), int(loss_), 1.0f, {},
+          1};
+      detail::for_each_index(
+          ctx, m,
+          SparseRow{data->row_ptr.data(), data->col.data(), data->val.data(), nullptr, r0,
+                    detail::PerRequest{nullptr, const_cast<float*>(w), 0}, features_ * k_, k_, m, buf.z, loss});
       layers::add_evaluation_sums(ctx, buf.row_loss, buf.row_correct, m, sums);
     }
     return sums;
@@ -276,25 +298,28 @@ class SparseLinear final : public BatchModel {
     for (size_t i = 0; i < k; ++i) host.push_back(const_cast<float*>(reqs[i].w));
     for (size_t i = 0; i < k; ++i) host.push_back(reqs[i].grad);
     float* const* table = k == 1 ? host.data() : ctx.stage_pointers(host.data(), host.size());
-    const detail::PerRequest w = k == 1 ? detail::PerRequest{nullptr, host[0], 0} : detail::PerRequest{table, nullptr, 0};
-    const detail::PerRequest g = k == 1 ? detail::PerRequest{nullptr, host[1], 0} : detail::PerRequest{table + k, nullptr, 0};
+    const detail::PerRequest w =
+        k == 1 ? detail::PerRequest{nullptr, host[0], 0} : detail::PerRequest{table, nullptr, 0};
+    const detail::PerRequest g =
+        k == 1 ? detail::PerRequest{nullptr, host[1], 0} : detail::PerRequest{table + k, nullptr, 0};
 
     Workspace::Frame frame(ctx.workspace());
     const size_t n = k * m;
     const Buffers buf = take_buffers(ctx, n, k_, k, /*training=*/true);
-    const layers::RowLoss<false> loss{buf.z, data->y.data(), ids, buf.row_loss, nullptr, buf.dz, int(k_), int(loss_),
-                                      1.0f / float(m), {}, 1};
-    rows_and_zeros(ctx,
-                   SparseRow{data->row_ptr.data(), data->col.data(), data->val.data(), ids, 0, w, b_off, k_, m, buf.z,
-                             loss},
-                   n, g, host.data() + k, k, b_off);
+    const layers::RowLoss<false> loss{
+        buf.z, data->y.data(), ids, buf.row_loss, nullptr, buf.dz, int(k_), int(loss_), 1.0f / float(m), {}, 1};
+    rows_and_zeros(
+        ctx, SparseRow{data->row_ptr.data(), data->col.data(), data->val.data(), ids, 0, w, b_off, k_, m, buf.z, loss},
+        n, g, host.data() + k, k, b_off);
     auto gradient = [&](auto grads) {
       gradient_and_sums(ctx, SparseGradient<decltype(grads)>{data->row_ptr.data(), data->val.data(), ids, d_rows, d_req,
                                                              d_seg, d_sample, d_offset, u, k, buf.dz, buf.row_loss,
                                                              buf.sums, m, k_, b_off, grads});
     };
-    if (k == 1) gradient(OneGradient{reqs[0].grad});
-    else gradient(g);
+    if (k == 1)
+      gradient(OneGradient{reqs[0].grad});
+    else
+      gradient(g);
     hw.sums.resize(k);
     detail::copy_to_host(ctx, hw.sums.data(), buf.sums, k * sizeof(double));
     for (size_t i = 0; i < k; ++i) reqs[i].loss = hw.sums[i] / double(m);

@@ -358,7 +358,8 @@ void check_given(const Experiment& exp, bool model, bool loss, bool data, bool t
     if (mt && mt->reads == ModelType::Reads::External) {
       torch_model = true;
       if (!model && text_of(m, "module").empty())
-        throw UsageError("run " + r.run_id + ": model.type \"torch\" but no model: give model= (an nn.Module or a "
+        throw UsageError("run " + r.run_id +
+                         ": model.type \"torch\" but no model: give model= (an nn.Module or a "
                          "factory) or model.module FILE.py:FACTORY (python3 -m asgdsim run --model FILE.py:FACTORY)");
     } else if (native_model.empty()) {
       native_model = text_of(m, "type");
@@ -366,7 +367,8 @@ void check_given(const Experiment& exp, bool model, bool loss, bool data, bool t
     if (const auto* torch = r.bound_data->config_as<ExternalDataConfig>()) {
       torch_data = true;
       if (!data && torch->module.empty())
-        throw UsageError("run " + r.run_id + ": data.type \"torch\" but no data: give data= (and test_data=, or a "
+        throw UsageError("run " + r.run_id +
+                         ": data.type \"torch\" but no data: give data= (and test_data=, or a "
                          "factory returning both) or data.module FILE.py:FACTORY (python3 -m asgdsim run --data "
                          "FILE.py:FACTORY)");
     } else if (native_data.empty()) {
@@ -378,7 +380,9 @@ void check_given(const Experiment& exp, bool model, bool loss, bool data, bool t
     throw UsageError(given_model + " given, but no run's model.type is \"torch\" (model.type is \"" + native_model +
                      "\"): the runs would train that model and never call yours; set model.type to \"torch\", or "
                      "leave model= out");
-  const std::string given_data = data && test_data ? "data= and test_data= were" : data ? "data= was" : "test_data= was";
+  const std::string given_data = data && test_data ? "data= and test_data= were"
+                                 : data            ? "data= was"
+                                                   : "test_data= was";
   if ((data || test_data) && !torch_data)
     throw UsageError(given_data + " given, but no run's data.type is \"torch\" (data.type is \"" + native_data +
                      "\"): the runs would read that data set and never yours; set data.type to \"torch\", or leave "
@@ -393,8 +397,8 @@ T option(const py::object& options, const char* name, const char* expected) {
   try {
     return value.cast<T>();
   } catch (const py::cast_error&) {
-    throw py::type_error(std::string("RunOptions.") + name + ": " + py::repr(value).cast<std::string>() +
-                         " is not " + expected);
+    throw py::type_error(std::string("RunOptions.") + name + ": " + py::repr(value).cast<std::string>() + " is not " +
+                         expected);
   }
 }
 
@@ -420,16 +424,19 @@ PYBIND11_MODULE(_core, m) {
   m.attr("git_commit") = build::git_commit;
   m.attr("default_experiment_name") = kDefaultExperimentName;  // a dict config without "name"
 
-  m.def("catalog", [] { return catalog_json().dump(); }, "the config keys and families, as JSON text");
-  m.def("read_config", [](const std::string& path) { return translated([&] { return load_json_file(path).dump(); }); },
-        "a config file's JSON as `asgdsim run` reads it (comments allowed; errors name line and column)");
+  m.def(
+      "catalog", [] { return catalog_json().dump(); }, "the config keys and families, as JSON text");
+  m.def(
+      "read_config", [](const std::string& path) { return translated([&] { return load_json_file(path).dump(); }); },
+      "a config file's JSON as `asgdsim run` reads it (comments allowed; errors name line and column)");
   m.def(
       "initial_parameters",
       [](const std::string& config_text, const std::string& source, const std::string& base_dir, size_t run) {
         std::vector<float> w = translated([&] {
           Experiment exp = load(config_text, source, base_dir, {}, kDefaultExperimentName);
-          if (run >= exp.runs.size()) throw UsageError("run " + std::to_string(run) + ": the experiment has " +
-                                                       std::to_string(exp.runs.size()) + " runs");
+          if (run >= exp.runs.size())
+            throw UsageError("run " + std::to_string(run) + ": the experiment has " + std::to_string(exp.runs.size()) +
+                             " runs");
           const RunSpec& r = exp.runs[run];
           std::shared_ptr<LoadedData> data = load_data(r, exp.base_dir);
           std::vector<float> out;
@@ -440,15 +447,17 @@ PYBIND11_MODULE(_core, m) {
       },
       "the initial parameters a native model of run `run` starts from (its flat layout: docs/python.md)",
       py::arg("config_text"), py::arg("source"), py::arg("base_dir"), py::arg("run") = 0);
-  m.def("interrupted", [] { return interrupt_requested(); },
-        "whether Ctrl-C (SIGINT, SIGTERM) came during asgdsim.run: Python loops that the simulator waits on poll it");
+  m.def(
+      "interrupted", [] { return interrupt_requested(); },
+      "whether Ctrl-C (SIGINT, SIGTERM) came during asgdsim.run: Python loops that the simulator waits on poll it");
   m.def("name_from_path", &name_from_path, "the experiment name `asgdsim run` gives a config file without one");
 
   m.def(
       "validate",
       [](const std::string& config_text, const std::string& source, const std::string& base_dir,
          const std::vector<std::string>& sets, const std::string& default_name) {
-        return translated([&] { return experiment_json(load(config_text, source, base_dir, sets, default_name)).dump(); });
+        return translated(
+            [&] { return experiment_json(load(config_text, source, base_dir, sets, default_name)).dump(); });
       },
       py::arg("config_text"), py::arg("source"), py::arg("base_dir"), py::arg("sets"), py::arg("default_name"));
 
@@ -459,7 +468,8 @@ PYBIND11_MODULE(_core, m) {
          const py::object& options, const std::vector<std::string>& given, py::object make_bridge) {
         std::unique_lock<std::mutex> one(run_mutex(), std::try_to_lock);
         if (!one.owns_lock())
-          translated([]() -> int { throw UsageError("another asgdsim.run is under way in this process: one at a time"); });
+          translated(
+              []() -> int { throw UsageError("another asgdsim.run is under way in this process: one at a time"); });
         RunnerOptions ro;
         ro.out_dir = out;  // the options first: a wrong one is refused before the config is read
         ro.replace.rerun = option<bool>(options, "rerun", "a bool");
@@ -491,21 +501,24 @@ PYBIND11_MODULE(_core, m) {
         py::handle progress = options.attr("progress");
         if (!progress.is_none())
           ro.on_progress = [progress](const RunProgress& p) {
-            call_python("reporting progress", [&] {
-              py::dict d;
-              d["run_id"] = p.run_id;
-              d["run"] = p.run;
-              d["runs"] = p.runs;
-              d["fraction"] = p.fraction;
-              d["time"] = p.time;
-              d["epoch"] = p.epoch;
-              d["updates"] = p.updates;
-              d["train_loss"] = p.train_loss;
-              d["test_loss"] = p.test_loss;
-              d["test_accuracy"] = p.test_accuracy;
-              d["status"] = p.status;
-              progress(d);
-            }, "the progress callback");
+            call_python(
+                "reporting progress",
+                [&] {
+                  py::dict d;
+                  d["run_id"] = p.run_id;
+                  d["run"] = p.run;
+                  d["runs"] = p.runs;
+                  d["fraction"] = p.fraction;
+                  d["time"] = p.time;
+                  d["epoch"] = p.epoch;
+                  d["updates"] = p.updates;
+                  d["train_loss"] = p.train_loss;
+                  d["test_loss"] = p.test_loss;
+                  d["test_accuracy"] = p.test_accuracy;
+                  d["status"] = p.status;
+                  progress(d);
+                },
+                "the progress callback");
           };
         const auto names = option<std::vector<std::string>>(options, "option_names", "two str");
         if (names.size() != 2) throw py::type_error("RunOptions.option_names: two names (threads, jobs)");
@@ -514,7 +527,8 @@ PYBIND11_MODULE(_core, m) {
         });
         Experiment exp = translated([&] { return load(config_text, source, base_dir, sets, default_name); });
         const auto is_given = [&](const char* what) { return std::count(given.begin(), given.end(), what) > 0; };
-        translated([&] { check_given(exp, is_given("model"), is_given("loss"), is_given("data"), is_given("test_data")); });
+        translated(
+            [&] { check_given(exp, is_given("model"), is_given("loss"), is_given("data"), is_given("test_data")); });
         py::object bridge = py::none();  // made only when a run reads a PyTorch model or data set
         for (const RunSpec& r : exp.runs)
           if (bridge.is_none() && !external_key(r.config).empty()) bridge = make_bridge();
@@ -578,31 +592,35 @@ PYBIND11_MODULE(_core, m) {
            }),
            py::arg("blocks"), py::arg("n"), py::arg("rank"), py::arg("min_compression_rate"), py::arg("epsilon"),
            py::arg("error_feedback"), py::arg("warm_start"), py::arg("workers"))
-      .def("matrices",
-           [](const PowerSgd& p) {
-             py::list out;
-             for (size_t c = 0; c < p.matrices().size(); ++c)
-               out.append(py::make_tuple(p.matrices()[c].offset, p.matrices()[c].rows, p.matrices()[c].cols, p.rank_of(c)));
-             return out;
-           },
-           "the compressed matrices: (offset, rows, cols, rank) each")
-      .def("set_q",
-           [](PowerSgd& p, size_t c, py::array_t<float, py::array::c_style | py::array::forcecast> q) {
-             translated([&] { p.set_q(c, std::vector<float>(q.data(), q.data() + q.size())); });
-           },
-           "the first Q of compressed matrix c (cols x rank, row-major)")
-      .def("reduce",
-           [](PowerSgd& p, const std::vector<py::array_t<float, py::array::c_style | py::array::forcecast>>& grads) {
-             static ExecContext ctx;
-             std::vector<const float*> inputs;
-             std::vector<int> workers;
-             for (size_t i = 0; i < grads.size(); ++i) {
-               inputs.push_back(grads[i].data());
-               workers.push_back(int(i));
-             }
-             py::array_t<float> out(grads.empty() ? 0 : grads[0].size());
-             translated([&] { p.reduce(ctx, inputs, workers, out.mutable_data()); });
-             return out;
-           },
-           "one all-reduce of the workers' gradients (worker i: grads[i]): what every worker ends with");
+      .def(
+          "matrices",
+          [](const PowerSgd& p) {
+            py::list out;
+            for (size_t c = 0; c < p.matrices().size(); ++c)
+              out.append(
+                  py::make_tuple(p.matrices()[c].offset, p.matrices()[c].rows, p.matrices()[c].cols, p.rank_of(c)));
+            return out;
+          },
+          "the compressed matrices: (offset, rows, cols, rank) each")
+      .def(
+          "set_q",
+          [](PowerSgd& p, size_t c, py::array_t<float, py::array::c_style | py::array::forcecast> q) {
+            translated([&] { p.set_q(c, std::vector<float>(q.data(), q.data() + q.size())); });
+          },
+          "the first Q of compressed matrix c (cols x rank, row-major)")
+      .def(
+          "reduce",
+          [](PowerSgd& p, const std::vector<py::array_t<float, py::array::c_style | py::array::forcecast>>& grads) {
+            static ExecContext ctx;
+            std::vector<const float*> inputs;
+            std::vector<int> workers;
+            for (size_t i = 0; i < grads.size(); ++i) {
+              inputs.push_back(grads[i].data());
+              workers.push_back(int(i));
+            }
+            py::array_t<float> out(grads.empty() ? 0 : grads[0].size());
+            translated([&] { p.reduce(ctx, inputs, workers, out.mutable_data()); });
+            return out;
+          },
+          "one all-reduce of the workers' gradients (worker i: grads[i]): what every worker ends with");
 }

@@ -17,8 +17,10 @@ std::string printable(const std::string& s) {
     if (c >= '0' && c <= '9') {
       size_t j = i;
       while (j < s.size() && s[j] >= '0' && s[j] <= '9') ++j;
-      if (j - i > 24) out += s.substr(i, 8) + "..." + s.substr(j - 4, 4) + " (" + std::to_string(j - i) + " digits)";
-      else out += s.substr(i, j - i);
+      if (j - i > 24)
+        out += s.substr(i, 8) + "..." + s.substr(j - 4, 4) + " (" + std::to_string(j - i) + " digits)";
+      else
+        out += s.substr(i, j - i);
       i = j;
       continue;
     }

@@ -59,7 +59,8 @@ class StateArchive {
     uint64_t n = v.size();
     io(n);
     if (!saving()) v.resize(size_t(check_size(n, std::is_trivially_copyable<T>::value ? sizeof(T) : 1)));
-    if constexpr (std::is_trivially_copyable<T>::value) bytes_of(v);
+    if constexpr (std::is_trivially_copyable<T>::value)
+      bytes_of(v);
     else
       for (auto& x : v) io(x);
   }
@@ -118,7 +119,8 @@ class StateArchive {
       out_->append(static_cast<const char*>(p), n);
       return;
     }
-    if (n > in_->size() - pos_) throw CheckpointError(source_ + ": truncated (" + std::to_string(in_->size()) + " bytes)");
+    if (n > in_->size() - pos_)
+      throw CheckpointError(source_ + ": truncated (" + std::to_string(in_->size()) + " bytes)");
     if (n) std::memcpy(p, in_->data() + pos_, n);
     pos_ += n;
   }

@@ -54,7 +54,8 @@ Field<S> field(ParamInfo info, std::function<void(S&, const json&)> set, std::fu
 // `zero_is_never` is set.
 template <class S>
 Field<S> seconds_field(SimTime S::*member, ParamInfo info, bool zero_is_never) {
-  return {std::move(info), [member, zero_is_never](S& s, const json& v) {
+  return {std::move(info),
+          [member, zero_is_never](S& s, const json& v) {
             const double sec = v.get<double>();
             s.*member = zero_is_never && sec <= 0 ? kNever : seconds_to_sim(sec);
           },
@@ -77,7 +78,8 @@ Field<S> choice_field(E S::*member, ParamInfo info, std::vector<std::pair<std::s
   info.type = ParamType::String;
   info.choices.clear();
   for (const auto& w : words) info.choices.push_back(w.first);
-  return {std::move(info), [member, words](S& s, const json& v) {
+  return {std::move(info),
+          [member, words](S& s, const json& v) {
             for (const auto& w : words)
               if (w.first == v.get<std::string>()) s.*member = w.second;
           },
@@ -103,8 +105,10 @@ template <class S>
 void set_fields(const std::vector<Field<S>>& fields, const json& resolved, S& out) {
   for (const auto& f : fields) {
     if (!f.set) continue;
-    if (resolved.is_object() && resolved.contains(f.info.name)) f.set(out, resolved.at(f.info.name));
-    else if (!f.info.required()) f.set(out, f.info.default_value);
+    if (resolved.is_object() && resolved.contains(f.info.name))
+      f.set(out, resolved.at(f.info.name));
+    else if (!f.info.required())
+      f.set(out, f.info.default_value);
   }
 }
 
@@ -125,7 +129,8 @@ template <class S>
 void check_values(const std::vector<Field<S>>& fields, const json& resolved, const std::string& path, Validator& v) {
   for (const auto& f : fields)
     if (f.why_not && resolved.is_object() && resolved.contains(f.info.name))
-      if (const std::string why = f.why_not(resolved.at(f.info.name)); !why.empty()) v.error(join_path(path, f.info.name), why);
+      if (const std::string why = f.why_not(resolved.at(f.info.name)); !why.empty())
+        v.error(join_path(path, f.info.name), why);
 }
 
 // The keys of one JSON object (a config section), bound to the members of S.

@@ -20,8 +20,8 @@ struct ParamInfo {
   std::string doc;
   double min = -std::numeric_limits<double>::infinity();
   double max = std::numeric_limits<double>::infinity();
-  bool min_exclusive = false;         // value must be > min instead of >= min
-  std::vector<std::string> choices;   // for String: the allowed values (empty: any)
+  bool min_exclusive = false;        // value must be > min instead of >= min
+  std::vector<std::string> choices;  // for String: the allowed values (empty: any)
 
   bool required() const { return default_value.is_null(); }
 };
@@ -67,13 +67,20 @@ inline ParamInfo list(std::string name, ParamType t, nlohmann::json def, std::st
 
 inline const char* param_type_name(ParamType t) {
   switch (t) {
-    case ParamType::Number: return "number";
-    case ParamType::Integer: return "integer";
-    case ParamType::Boolean: return "boolean";
-    case ParamType::String: return "string";
-    case ParamType::NumberList: return "list of numbers";
-    case ParamType::IntegerList: return "list of integers";
-    case ParamType::Any: return "any";
+    case ParamType::Number:
+      return "number";
+    case ParamType::Integer:
+      return "integer";
+    case ParamType::Boolean:
+      return "boolean";
+    case ParamType::String:
+      return "string";
+    case ParamType::NumberList:
+      return "list of numbers";
+    case ParamType::IntegerList:
+      return "list of integers";
+    case ParamType::Any:
+      return "any";
   }
   return "?";
 }

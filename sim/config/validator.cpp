@@ -45,9 +45,7 @@ int64_t int_of(const json& o, const char* key, int64_t fallback) {
   return it != o.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
 }
 
-std::string join_path(const std::string& base, const std::string& key) {
-  return base.empty() ? key : base + "." + key;
-}
+std::string join_path(const std::string& base, const std::string& key) { return base.empty() ? key : base + "." + key; }
 std::string index_path(const std::string& base, size_t i) { return base + "[" + std::to_string(i) + "]"; }
 
 std::string brief(const json& v) {
@@ -86,9 +84,14 @@ std::string nearest_key(const std::string& key, const std::vector<std::string>& 
 std::string describe_allowed(const ParamInfo& p) {
   std::string what;
   switch (p.type) {
-    case ParamType::Number: what = "a number"; break;
-    case ParamType::Integer: what = "an integer"; break;
-    case ParamType::Boolean: return "true or false";
+    case ParamType::Number:
+      what = "a number";
+      break;
+    case ParamType::Integer:
+      what = "an integer";
+      break;
+    case ParamType::Boolean:
+      return "true or false";
     case ParamType::String:
       if (!p.choices.empty()) {
         std::string s = "one of: ";
@@ -96,16 +99,24 @@ std::string describe_allowed(const ParamInfo& p) {
         return s;
       }
       return "a string";
-    case ParamType::NumberList: what = "a list of numbers"; break;
-    case ParamType::IntegerList: what = "a list of integers"; break;
-    case ParamType::Any: return "a value";
+    case ParamType::NumberList:
+      what = "a list of numbers";
+      break;
+    case ParamType::IntegerList:
+      what = "a list of integers";
+      break;
+    case ParamType::Any:
+      return "a value";
   }
   const double max = effective_max(p);
   bool lo = std::isfinite(p.min), hi = std::isfinite(max);
   std::string each = (p.type == ParamType::NumberList || p.type == ParamType::IntegerList) ? " (each" : "";
-  if (lo && hi) what += each + " in " + (p.min_exclusive ? "(" : "[") + fmt_num(p.min) + ", " + fmt_num(max) + "]";
-  else if (lo) what += each + (p.min_exclusive ? " > " : " >= ") + fmt_num(p.min);
-  else if (hi) what += each + " <= " + fmt_num(max);
+  if (lo && hi)
+    what += each + " in " + (p.min_exclusive ? "(" : "[") + fmt_num(p.min) + ", " + fmt_num(max) + "]";
+  else if (lo)
+    what += each + (p.min_exclusive ? " > " : " >= ") + fmt_num(p.min);
+  else if (hi)
+    what += each + " <= " + fmt_num(max);
   if (!each.empty() && (lo || hi)) what += ")";
   return what;
 }
@@ -137,8 +148,10 @@ bool Validator::value(const json& v, const ParamInfo& p, const std::string& path
     return d <= max;
   };
   switch (p.type) {
-    case ParamType::Any: return true;
-    case ParamType::Boolean: return v.is_boolean() ? true : bad();
+    case ParamType::Any:
+      return true;
+    case ParamType::Boolean:
+      return v.is_boolean() ? true : bad();
     case ParamType::String:
       if (!v.is_string()) return bad();
       if (!p.choices.empty() &&
@@ -180,15 +193,18 @@ json Validator::object(const json& value, const std::string& path, const std::ve
     std::string near = nearest_key(key, names);
     std::string valid;
     for (const auto& n : names) valid += (valid.empty() ? "" : ", ") + n;
-    error(join_path(path, key), "unknown key" + (near.empty() ? " (valid keys: " + (valid.empty() ? std::string("none") : valid) + ")"
-                                                          : " (did you mean '" + near + "'?)"));
+    error(join_path(path, key),
+          "unknown key" + (near.empty() ? " (valid keys: " + (valid.empty() ? std::string("none") : valid) + ")"
+                                        : " (did you mean '" + near + "'?)"));
   }
   json out = value;
   for (const auto& p : params) {
     std::string at = join_path(path, p.name);
     if (!value.contains(p.name)) {
-      if (p.required()) error(at, "missing required key (" + describe_allowed(p) + ": " + p.doc + ")");
-      else out[p.name] = p.default_value;
+      if (p.required())
+        error(at, "missing required key (" + describe_allowed(p) + ": " + p.doc + ")");
+      else
+        out[p.name] = p.default_value;
       continue;
     }
     this->value(value.at(p.name), p, at);
@@ -314,9 +330,13 @@ json parse_json_strict(const std::string& text, bool allow_comments) {
         }
         break;
       }
-      case json::parse_event_t::value: element_begins(); break;
+      case json::parse_event_t::value:
+        element_begins();
+        break;
       case json::parse_event_t::object_end:
-      case json::parse_event_t::array_end: open.pop_back(); break;
+      case json::parse_event_t::array_end:
+        open.pop_back();
+        break;
     }
     return true;
   };

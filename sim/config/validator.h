@@ -34,8 +34,7 @@ class Validator {
   // nearest valid one, validates its parameters. Returns the filled object (or `value`
   // unchanged if the type is unusable).
   json component(const json& value, const std::string& path, const std::string& type_key,
-                 const std::vector<ComponentInfo>& catalog,
-                 const std::vector<ParamInfo>& common = {},
+                 const std::vector<ComponentInfo>& catalog, const std::vector<ParamInfo>& common = {},
                  const std::string& default_type = "");
 
  private:

@@ -35,8 +35,7 @@ struct Event {
 class EventQueue {
  public:
   void push(SimTime time, EventKind kind, int32_t worker = -1, uint64_t payload = 0) {
-    if (time < last_popped_)
-      throw std::logic_error("EventQueue: event scheduled in the past (time runs forward only)");
+    if (time < last_popped_) throw std::logic_error("EventQueue: event scheduled in the past (time runs forward only)");
     heap_.push(Event{time, next_seq_++, kind, worker, payload});
   }
   bool empty() const { return heap_.empty(); }
@@ -66,9 +65,7 @@ class EventQueue {
 
  private:
   struct Later {
-    bool operator()(const Event& a, const Event& b) const {
-      return a.time != b.time ? a.time > b.time : a.seq > b.seq;
-    }
+    bool operator()(const Event& a, const Event& b) const { return a.time != b.time ? a.time > b.time : a.seq > b.seq; }
   };
   std::priority_queue<Event, std::vector<Event>, Later> heap_;
   uint64_t next_seq_ = 0;

@@ -17,8 +17,8 @@ struct BufferPool::Home {
   std::mutex mutex;
   std::vector<Params*> free;
   size_t allocated = 0;
-  size_t out = 0;          // handed out, not yet returned
-  bool orphaned = false;   // the pool is gone
+  size_t out = 0;         // handed out, not yet returned
+  bool orphaned = false;  // the pool is gone
 };
 
 namespace {
@@ -219,7 +219,8 @@ void ParameterStore::checkpoint(StateArchive& a) {
     if (a.saving()) p->download(h);
     a.io(h);
     if (a.saving()) return;
-    if (h.size() != pool_->n()) a.fail("a parameter version of " + std::to_string(h.size()) + " values, not " + std::to_string(pool_->n()));
+    if (h.size() != pool_->n())
+      a.fail("a parameter version of " + std::to_string(h.size()) + " values, not " + std::to_string(pool_->n()));
     p = pool_->acquire();
     p->upload(h);
   };
@@ -227,7 +228,8 @@ void ParameterStore::checkpoint(StateArchive& a) {
   uint64_t kept = history_.size();
   a.io(kept);
   if (!a.saving()) {
-    if (kept > keep_) a.fail("a history of " + std::to_string(kept) + " versions where " + std::to_string(keep_) + " are kept");
+    if (kept > keep_)
+      a.fail("a history of " + std::to_string(kept) + " versions where " + std::to_string(keep_) + " are kept");
     history_.assign(size_t(kept), nullptr);
   }
   for (auto& h : history_) {

@@ -124,10 +124,10 @@ class ParameterStore {
   // The table rows that versions v, v-1, ... changed (front newest), back to the last
   // dense update at most (which clears it), and no more rows in all than the table has.
   std::deque<std::vector<int32_t>> changes_;
-  size_t change_rows_ = 0;       // rows listed in changes_, in all
+  size_t change_rows_ = 0;                        // rows listed in changes_, in all
   std::vector<std::vector<int32_t>> spare_rows_;  // storage of dropped changes, reused
-  std::vector<uint64_t> last_change_;  // (by row) the newest version in changes_ that changed it
-  std::vector<int32_t> patch_;   // scratch: rows to bring a buffer up to date
+  std::vector<uint64_t> last_change_;             // (by row) the newest version in changes_ that changed it
+  std::vector<int32_t> patch_;                    // scratch: rows to bring a buffer up to date
   uint64_t whole_copies_ = 0;
 };
 

@@ -50,8 +50,8 @@ class Population {
   uint64_t seed_;
   std::vector<uint32_t> samples_;
   std::vector<uint64_t> cumulative_;  // by_size: samples summed up to and including client c
-  std::vector<uint8_t> busy_;          // 1: training now
-  std::vector<uint8_t> seen_;          // 1: drawn at least once
+  std::vector<uint8_t> busy_;         // 1: training now
+  std::vector<uint8_t> seen_;         // 1: drawn at least once
   uint64_t draws_ = 0, tries_ = 0, distinct_ = 0, training_ = 0;
 };
 

@@ -12,11 +12,13 @@ std::vector<float> Runtime::initial_params() const {
 
 size_t Runtime::history_needed() const {
   switch (settings_.staleness) {
-    case StalenessMode::Emergent: return 0;
+    case StalenessMode::Emergent:
+      return 0;
     case StalenessMode::Fixed:
     case StalenessMode::Uniform:
     case StalenessMode::Geometric:
-    case StalenessMode::PerLayer: return settings_.staleness_tau;
+    case StalenessMode::PerLayer:
+      return settings_.staleness_tau;
   }
   return 0;
 }

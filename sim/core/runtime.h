@@ -62,7 +62,7 @@ struct Step {
   int worker = 0;
   const int32_t* ids = nullptr;  // the minibatch's m sample ids (copied)
   size_t m = 0;
-  uint64_t tag = 0;              // the engine's own (e.g. the sync iteration)
+  uint64_t tag = 0;  // the engine's own (e.g. the sync iteration)
   // The parameters the step computes on, one of:
   //  - pull: the server's store. The pull reads it when the server serves the pull (the
   //    transfer starts), not when it is requested; forced staleness (staleness.mode) picks
@@ -72,14 +72,14 @@ struct Step {
   const ParameterStore* pull = nullptr;
   Snapshot own;
   bool reply = false;
-  int reply_from = kServer;      // the reply's sender: the server, a box's host or a peer worker
-  bool push = true;              // the result travels to the server (one message)
+  int reply_from = kServer;  // the reply's sender: the server, a box's host or a peer worker
+  bool push = true;          // the result travels to the server (one message)
   // The push carries this step's gradient on the pulled parameters (async, SSP, sync), not
   // parameters: a sparse model's pull and push then hold only the rows the minibatch
   // reads and its gradient touches (Model::touched_rows), and a dense model's gradient is
   // compressed as cluster.network.compression says. False: full-size messages.
   bool gradient = false;
-  DeferredStep before;           // own only: applied to own.data() first (see DeferredStep)
+  DeferredStep before;  // own only: applied to own.data() first (see DeferredStep)
   // A time allowance for the compute (MindFlayer SGD's t_i): a step whose drawn compute
   // time exceeds it is abandoned when the allowance runs out. It then computes nothing and
   // pushes nothing, its time (pull and allowance) counts as the worker's wasted_time and
@@ -101,9 +101,9 @@ struct Step {
 // alpha-beta model: docs/architecture.md, "Collectives". Every transfer of a step of a
 // collective is requested when the step before has ended everywhere.
 enum class Collective {
-  RingAllReduce,     // a ring of the members in worker order: 2(n-1) steps of bytes/n each
-  Hierarchical,      // members -> their box's host, a ring of those hosts, hosts -> members
-  HostReduceToServers,   // members -> their box's host, each such host -> the servers
+  RingAllReduce,            // a ring of the members in worker order: 2(n-1) steps of bytes/n each
+  Hierarchical,             // members -> their box's host, a ring of those hosts, hosts -> members
+  HostReduceToServers,      // members -> their box's host, each such host -> the servers
   ServersToHostsToMembers,  // the servers -> each members' box's host -> the members
 };
 
@@ -111,42 +111,42 @@ enum class Collective {
 struct GradientJob {
   int worker = 0;
   uint32_t step = 0;
-  Snapshot read;                // released once computed unless the engine keeps it
+  Snapshot read;  // released once computed unless the engine keeps it
   uint64_t read_version = 0;
-  std::vector<int32_t> ids;     // minibatch sample ids
-  DeviceArray<float> grad;      // (num_params) mean gradient over the minibatch
-  std::vector<int32_t> rows;    // a sparse model's gradient: the table rows it touches (exactly +0 elsewhere)
-  bool sparse = false;          // rows is set (the model has a row table)
+  std::vector<int32_t> ids;   // minibatch sample ids
+  DeviceArray<float> grad;    // (num_params) mean gradient over the minibatch
+  std::vector<int32_t> rows;  // a sparse model's gradient: the table rows it touches (exactly +0 elsewhere)
+  bool sparse = false;        // rows is set (the model has a row table)
   // A sparse model's gradient step pulled from a store: `read` is then this job's own
   // copy of only the rows it reads (= rows) and the dense part, taken from the version
   // read; the rest of `pulled` is stale. So no reader holds the store's versions, and the
   // server updates them in place. ServerUpdate reads a DC backup on those rows only.
   bool read_rows = false;
-  DeviceArray<float> pulled;    // (num_params) read_rows only
+  DeviceArray<float> pulled;  // (num_params) read_rows only
   // The rows for ServerUpdate: null for a dense gradient.
   const std::vector<int32_t>* touched() const { return sparse ? &rows : nullptr; }
-  double push_bytes = 0;        // of its push message
-  double pull_bytes = 0;        // of its pull or reply message (when received)
-  bool compress = false;        // its pushed gradient is compressed when it arrives
-  double loss = 0;              // mean minibatch loss at `read`
-  SimTime start = 0;            // launched (a pull or reply is requested now)
-  SimTime compute_start = 0;    // parameters at the worker
-  SimTime compute_done = 0;     // gradient ready (push starts)
-  SimTime arrival = 0;          // at the server (pushed), or compute_done (kept on the worker); kNever: not known yet
-  uint64_t incarnation = 0;     // the worker's life it belongs to (a failure ends a life)
-  uint64_t tag = 0;             // engine's own (e.g. the sync iteration)
+  double push_bytes = 0;      // of its push message
+  double pull_bytes = 0;      // of its pull or reply message (when received)
+  bool compress = false;      // its pushed gradient is compressed when it arrives
+  double loss = 0;            // mean minibatch loss at `read`
+  SimTime start = 0;          // launched (a pull or reply is requested now)
+  SimTime compute_start = 0;  // parameters at the worker
+  SimTime compute_done = 0;   // gradient ready (push starts)
+  SimTime arrival = 0;        // at the server (pushed), or compute_done (kept on the worker); kNever: not known yet
+  uint64_t incarnation = 0;   // the worker's life it belongs to (a failure ends a life)
+  uint64_t tag = 0;           // engine's own (e.g. the sync iteration)
   const ParameterStore* source = nullptr;  // pulled from this store, read when served
-  bool received = false;        // a message brought the parameters (a pull or a reply)
-  bool pushed = false;          // the result travels to the server
-  bool submitted = false;       // handed to the pool (a pull is handed over once served)
-  bool read_at_arrival = false; // staleness.at = apply: read (and computed) when it arrives
-  bool accounted = false;       // its time is in the worker's compute/comm counters
-  bool push_counted = false;    // its push is in the run's message counters
-  bool cancelled = false;       // abandoned by Runtime::cancel: never delivered, not lost
-  bool timed_out = false;       // ran out of its Step::time_budget: no gradient, delivered at the cut
-  DeferredStep before;          // applied to `read` before computing (see DeferredStep)
-  int64_t client = -1;          // the population's client it trains (Step::client), -1: none
-  bool ends_client_job = false; // its client's job ends with it (not Step::keep_client)
+  bool received = false;                   // a message brought the parameters (a pull or a reply)
+  bool pushed = false;                     // the result travels to the server
+  bool submitted = false;                  // handed to the pool (a pull is handed over once served)
+  bool read_at_arrival = false;            // staleness.at = apply: read (and computed) when it arrives
+  bool accounted = false;                  // its time is in the worker's compute/comm counters
+  bool push_counted = false;               // its push is in the run's message counters
+  bool cancelled = false;                  // abandoned by Runtime::cancel: never delivered, not lost
+  bool timed_out = false;                  // ran out of its Step::time_budget: no gradient, delivered at the cut
+  DeferredStep before;                     // applied to `read` before computing (see DeferredStep)
+  int64_t client = -1;                     // the population's client it trains (Step::client), -1: none
+  bool ends_client_job = false;            // its client's job ends with it (not Step::keep_client)
   WorkerPool::Ticket ticket;
 };
 
@@ -165,8 +165,10 @@ void checkpoint(StateArchive& a, std::vector<std::unique_ptr<GradientJob>>& jobs
 inline Step step_from_stream(int worker, SampleStream& stream, PartitionedSamples* parts, size_t batch,
                              std::vector<int32_t>& ids) {
   ids.clear();
-  if (parts) parts->next(worker, batch, ids);
-  else stream.next(batch, ids);
+  if (parts)
+    parts->next(worker, batch, ids);
+  else
+    stream.next(batch, ids);
   Step step;
   step.worker = worker;
   step.ids = ids.data();
@@ -189,7 +191,7 @@ class Runtime {
   const RunSettings& settings() const { return settings_; }
   size_t num_params() const { return model_.num_params(); }
   const Model& model() const { return model_; }  // the model trained (its row layout: sparse stores)
-  ExecContext& exec() { return exec_; }  // for the engine's own (server-side) arithmetic
+  ExecContext& exec() { return exec_; }          // for the engine's own (server-side) arithmetic
   // The parameters engines start from: the model's seeded initialisation, unless
   // set_initial_params gave others (the single-replica warm-up hands on its result so).
   std::vector<float> initial_params() const;
@@ -271,7 +273,9 @@ class Runtime {
   // `train_size`: the samples an epoch counts (the training set's, or the nominal size of
   // a model that reads no data). The derived runtime sets topology_ and alive_.
   Runtime(const RunSettings& settings, const Model& model, size_t train_size, Recorder& recorder)
-      : settings_(settings), model_(model), recorder_(recorder),
+      : settings_(settings),
+        model_(model),
+        recorder_(recorder),
         monitor_(settings, train_size, model.is_classifier(), out_, recorder) {}
 
   const RunSettings& settings_;

@@ -75,10 +75,12 @@ void Simulation::await(GradientJob& job) {
 }
 
 Simulation::Simulation(const RunSettings& settings, const Model& model, const DeviceDataset* train,
-                       const DeviceDataset* test, WorkerPool& pool, const ComputeTimeModel& compute,
-                       Recorder& recorder)
+                       const DeviceDataset* test, WorkerPool& pool, const ComputeTimeModel& compute, Recorder& recorder)
     : Runtime(settings, model, model.uses_data() && train ? train->n : settings.nominal_train_size, recorder),
-      train_(train), test_(test), pool_(pool), compute_(compute),
+      train_(train),
+      test_(test),
+      pool_(pool),
+      compute_(compute),
       host_kernels_(std::string(kernels_backend()) != "CUDA") {
   if (settings_.workers < 1) throw std::invalid_argument("workers must be >= 1");
   topology_ = make_topology(settings_.topology, settings_.network, settings_.workers);
@@ -136,8 +138,9 @@ Simulation::Simulation(const RunSettings& settings, const Model& model, const De
   monitor_.bind([this] { return now(); },
                 [this] {
                   Snapshot snap = engine_->model_of_record();
-                  const EvalPair sums = evaluate_params(model_, pool_, exec_, snap.data(), train_,
-                                                        settings_.eval_train_samples, test_, settings_.eval_test_samples);
+                  const EvalPair sums =
+                      evaluate_params(model_, pool_, exec_, snap.data(), train_, settings_.eval_train_samples, test_,
+                                      settings_.eval_test_samples);
                   return std::make_pair(sums.train, sums.test);
                 });
   monitor_.on_row = [this](const MetricsRow& row) {
@@ -157,8 +160,11 @@ Snapshot Simulation::read_for(int worker, uint32_t step, const ParameterStore& s
   uint64_t lag = 0;
   switch (staleness_window_open() ? settings_.staleness : StalenessMode::Emergent) {
     case StalenessMode::Emergent:
-    case StalenessMode::PerLayer: break;  // (read_params composes the layers' versions)
-    case StalenessMode::Fixed: lag = settings_.staleness_tau; break;
+    case StalenessMode::PerLayer:
+      break;  // (read_params composes the layers' versions)
+    case StalenessMode::Fixed:
+      lag = settings_.staleness_tau;
+      break;
     case StalenessMode::Uniform: {
       Rng rng(settings_.seed, RngPurpose::Staleness, uint32_t(worker), step);
       lag = rng.below(uint64_t(settings_.staleness_tau) + 1);
@@ -307,7 +313,8 @@ SimTime Simulation::time_step(GradientJob& job, const Step& st) {
     const bool sent_by_server = send_seconds_ > 0 && st.reply_from == kServer;
     if (sent_by_server) served = server_send();
     const SimTime leaves = sent_by_server ? add_time(served, send_seconds_) : now();
-    TransferTimes t = free_network_ ? TransferTimes{leaves, leaves} : topology_->transfer(st.reply_from, worker, pull_bytes, leaves);
+    TransferTimes t =
+        free_network_ ? TransferTimes{leaves, leaves} : topology_->transfer(st.reply_from, worker, pull_bytes, leaves);
     if (!sent_by_server) served = t.start;
     job.compute_start = add_time(t.arrival, client_link(st.client, pull_bytes));
     out_.messages_to_workers++;
@@ -338,7 +345,8 @@ SimTime Simulation::time_step(GradientJob& job, const Step& st) {
 void Simulation::launch(const Step& st) {
   const int worker = st.worker;
   if ((st.pull != nullptr) == bool(st.own.params) || (st.pull && (st.reply || st.before.params)))
-    throw std::logic_error("launch: a step computes on pulled parameters or on its own (with a reply or a deferred step)");
+    throw std::logic_error(
+        "launch: a step computes on pulled parameters or on its own (with a reply or a deferred step)");
   std::unique_ptr<GradientJob> job = new_job(st);
   if (idle_since_[worker] >= 0 && now() > idle_since_[worker])
     recorder_.add_span(worker + 1, "wait", idle_since_[worker], now());  // e.g. at a sync barrier
@@ -378,7 +386,8 @@ void Simulation::schedule_after_read(GradientJob& job, size_t slot) {
                   job.worker, slot);
       return;
     }
-    const SimTime sent = add_time(job.compute_done, client_link(job.client, job.push_bytes));  // over the client's own link first
+    const SimTime sent =
+        add_time(job.compute_done, client_link(job.client, job.push_bytes));  // over the client's own link first
     job.arrival = free_network_ ? sent : topology_->transfer(job.worker, kServer, job.push_bytes, sent).arrival;
   } else {
     job.arrival = job.compute_done;  // the result stays on the worker
@@ -566,8 +575,14 @@ SimTime Simulation::collective(Collective kind, const std::vector<int>& members,
       const TransferTimes t = topology_->transfer(s.from, s.to, piece, at);
       end = std::max(end, t.arrival);
       if (waited && t.start != at) *waited = true;
-      if (s.to == kServer) { out_.messages_to_server++; out_.bytes_to_server += piece; }
-      if (s.to >= 0) { out_.messages_to_workers++; out_.bytes_to_workers += piece; }
+      if (s.to == kServer) {
+        out_.messages_to_server++;
+        out_.bytes_to_server += piece;
+      }
+      if (s.to >= 0) {
+        out_.messages_to_workers++;
+        out_.bytes_to_workers += piece;
+      }
     }
     return end;
   };
@@ -628,8 +643,12 @@ SimTime Simulation::collective(Collective kind, const std::vector<int>& members,
     throw std::logic_error("collective: this topology has no box hosts");
   SimTime end = start;
   switch (kind) {
-    case Collective::RingAllReduce: end = ring(start, members); break;
-    case Collective::Hierarchical: end = from_hosts(ring(to_hosts(start), hosts)); break;
+    case Collective::RingAllReduce:
+      end = ring(start, members);
+      break;
+    case Collective::Hierarchical:
+      end = from_hosts(ring(to_hosts(start), hosts));
+      break;
     case Collective::HostReduceToServers:
       end = to_hosts(start);
       sends.clear();
@@ -657,7 +676,7 @@ SimTime Simulation::collective(Collective kind, const std::vector<int>& members,
 void Simulation::worker_down(int w, SimTime down_for) {
   if (!alive_[w]) return;
   alive_[w] = false;
-  incarnation_[w]++;  // its gradient in flight, if any, is lost
+  incarnation_[w]++;            // its gradient in flight, if any, is lost
   for (auto& job : in_flight_)  // its time so far was spent; the rest never happens
     if (job && job->worker == w) {
       account(*job, now());
@@ -775,13 +794,13 @@ void Simulation::compress(GradientJob& job) {
     }
     residual = r.data();
   }
-  if (c.type == CompressionSpec::Type::TopK) ops::compress_topk(exec_, job.grad.data(), residual, n, topk_count(c.ratio, n));
+  if (c.type == CompressionSpec::Type::TopK)
+    ops::compress_topk(exec_, job.grad.data(), residual, n, topk_count(c.ratio, n));
   if (c.type == CompressionSpec::Type::Int8) ops::compress_int8(exec_, job.grad.data(), residual, n);
 }
 
 EvalPair evaluate_params(const Model& model, WorkerPool& pool, ExecContext& exec, const float* w,
-                         const DeviceDataset* train, size_t train_limit, const DeviceDataset* test,
-                         size_t test_limit) {
+                         const DeviceDataset* train, size_t train_limit, const DeviceDataset* test, size_t test_limit) {
   EvalPair out;
   exec.synchronize();  // w may have been written on the caller's stream; the pool reads it on others
   if (!model.uses_data()) {
@@ -859,8 +878,7 @@ void Simulation::drain() {
 
 void Simulation::start_run(Engine& engine) {
   if (settings_.stop_time != kNever) queue_.push(settings_.stop_time, EventKind::StopTime);
-  if (settings_.eval_unit == EvalUnit::Time)
-    queue_.push(seconds_to_sim(settings_.eval_every), EventKind::Evaluate);
+  if (settings_.eval_unit == EvalUnit::Time) queue_.push(seconds_to_sim(settings_.eval_every), EventKind::Evaluate);
   for (const auto& f : settings_.failures) queue_.push(f.at, EventKind::WorkerDown, f.worker, uint64_t(f.down_for));
   if (settings_.failure_rate > 0)
     for (int w = 0; w < settings_.workers; ++w) schedule_rate_failure(w);
@@ -870,19 +888,35 @@ void Simulation::start_run(Engine& engine) {
 
 void Simulation::handle(const Event& e) {
   switch (e.kind) {
-    case EventKind::GradientArrival: handle_arrival(e); break;
-    case EventKind::ComputeDone: handle_compute_done(e); break;
-    case EventKind::PullServed: handle_pull_served(e); break;
-    case EventKind::ServerDone: handle_server_done(); break;
+    case EventKind::GradientArrival:
+      handle_arrival(e);
+      break;
+    case EventKind::ComputeDone:
+      handle_compute_done(e);
+      break;
+    case EventKind::PullServed:
+      handle_pull_served(e);
+      break;
+    case EventKind::ServerDone:
+      handle_server_done();
+      break;
     case EventKind::Evaluate:
       evaluate_row();
       // Only while work remains: a stalled run must end, not evaluate forever.
       if (!queue_.empty()) queue_.push(add_time(e.time, seconds_to_sim(settings_.eval_every)), EventKind::Evaluate);
       break;
-    case EventKind::StopTime: request_stop("completed", "reached stop.time"); break;
-    case EventKind::EngineTimer: engine_->on_timer(*this, Timer{e.worker, e.payload}); break;
-    case EventKind::WorkerDown: worker_down(e.worker, SimTime(e.payload)); break;
-    case EventKind::WorkerUp: worker_up(e.worker); break;
+    case EventKind::StopTime:
+      request_stop("completed", "reached stop.time");
+      break;
+    case EventKind::EngineTimer:
+      engine_->on_timer(*this, Timer{e.worker, e.payload});
+      break;
+    case EventKind::WorkerDown:
+      worker_down(e.worker, SimTime(e.payload));
+      break;
+    case EventKind::WorkerUp:
+      worker_up(e.worker);
+      break;
   }
 }
 
@@ -919,8 +953,10 @@ RunOutcome Simulation::run(Engine& engine, StateArchive* from) {
   // its snapshot as soon as the gradient is computed: memory then follows the versions
   // being computed on, not the versions whose gradients are still travelling.
   setup_ = JobSetup{&model_, train_, settings_.seed, settings_.precision, !engine.keeps_read_params()};
-  if (from) restore(engine, *from);
-  else start_run(engine);
+  if (from)
+    restore(engine, *from);
+  else
+    start_run(engine);
 
   // No progress in virtual time: with stop.time as the only limit, a run whose steps take
   // 0 ns (cluster.compute drawing durations that round to 0 ns, over a free network)
@@ -942,7 +978,8 @@ RunOutcome Simulation::run(Engine& engine, StateArchive* from) {
       const bool wait = checkpoints && !checkpoint_point() && ++deferred <= kCheckpointDeferEvents;
       awaiting_checkpoint_ = wait;  // (the events till then run as they would have)
       if (!wait) {
-        if (checkpoints && checkpoint_point()) save_checkpoint();
+        if (checkpoints && checkpoint_point())
+          save_checkpoint();
         else if (checkpoints)  // (a saturated server: its updates are closures, not state)
           checkpoint_refused_ = "for " + std::to_string(kCheckpointDeferEvents) +
                                 " events after the interruption the server had an update under way, or a batch of "
@@ -980,7 +1017,8 @@ RunOutcome Simulation::run(Engine& engine, StateArchive* from) {
 // ---- checkpoints ----
 
 void checkpoint(StateArchive& a, GradientJob& job, const std::vector<const ParameterStore*>& stores) {
-  if (job.before.params && !job.submitted) throw std::logic_error("checkpoint: a job whose deferred step is not applied");
+  if (job.before.params && !job.submitted)
+    throw std::logic_error("checkpoint: a job whose deferred step is not applied");
   a.tag("job");
   a.io(job.worker);
   a.io(job.step);
@@ -1005,7 +1043,8 @@ void checkpoint(StateArchive& a, GradientJob& job, const std::vector<const Param
   }
   a.io(source);
   if (!a.saving()) {
-    if (source >= int32_t(stores.size())) a.fail("a job pulls from store " + std::to_string(source) + " of " + std::to_string(stores.size()));
+    if (source >= int32_t(stores.size()))
+      a.fail("a job pulls from store " + std::to_string(source) + " of " + std::to_string(stores.size()));
     job.source = source < 0 ? nullptr : stores[size_t(source)];
   }
   for (bool* b : {&job.received, &job.pushed, &job.submitted, &job.read_at_arrival, &job.accounted, &job.push_counted,
@@ -1037,9 +1076,7 @@ void checkpoint(StateArchive& a, std::vector<std::unique_ptr<GradientJob>>& jobs
   }
 }
 
-std::string Simulation::checkpoint_refusal(const Engine& engine) const {
-  return engine.checkpoint_refusal();
-}
+std::string Simulation::checkpoint_refusal(const Engine& engine) const { return engine.checkpoint_refusal(); }
 
 bool Simulation::save_checkpoint() {
   for (auto& job : in_flight_) {

@@ -49,8 +49,7 @@ struct EvalPair {
   EvalSums train, test;
 };
 EvalPair evaluate_params(const Model& model, WorkerPool& pool, ExecContext& exec, const float* w,
-                         const DeviceDataset* train, size_t train_limit, const DeviceDataset* test,
-                         size_t test_limit);
+                         const DeviceDataset* train, size_t train_limit, const DeviceDataset* test, size_t test_limit);
 
 // The no-progress rule (Simulation::run): more than kStuckEventsBase +
 // kStuckEventsPerWorker x workers events in a row at one virtual instant, with stop.time
@@ -63,9 +62,8 @@ inline constexpr uint64_t kCheckpointDeferEvents = 100000;
 
 class Simulation final : public Runtime {
  public:
-  Simulation(const RunSettings& settings, const Model& model, const DeviceDataset* train,
-             const DeviceDataset* test, WorkerPool& pool, const ComputeTimeModel& compute,
-             Recorder& recorder);
+  Simulation(const RunSettings& settings, const Model& model, const DeviceDataset* train, const DeviceDataset* test,
+             WorkerPool& pool, const ComputeTimeModel& compute, Recorder& recorder);
   ~Simulation();
 
   // The run from its start, or, with `from`, from the checkpoint it reads (written by
@@ -201,17 +199,17 @@ class Simulation final : public Runtime {
   std::vector<uint64_t> incarnation_;
   std::vector<uint32_t> failure_draws_;
   std::vector<SimTime> down_since_;
-  std::vector<SimTime> idle_since_;  // for trace "wait" spans: when the worker last went idle (-1: busy)
-  double message_bytes_ = 0;          // one parameter-sized message
-  RowLayout layout_;                  // model_.row_layout(): rows > 0 for a sparse model
-  std::vector<ParamRange> layers_;    // staleness per_layer: the model's layers
+  std::vector<SimTime> idle_since_;           // for trace "wait" spans: when the worker last went idle (-1: busy)
+  double message_bytes_ = 0;                  // one parameter-sized message
+  RowLayout layout_;                          // model_.row_layout(): rows > 0 for a sparse model
+  std::vector<ParamRange> layers_;            // staleness per_layer: the model's layers
   std::vector<DeviceArray<float>> residual_;  // per worker: error feedback of compression
   void compress(GradientJob& job);
-  bool contended_ = false;            // topology_->contended()
-  bool free_network_ = true;          // topology_->free()
-  SimTime server_seconds_ = 0;        // cluster.server.update_seconds
-  SimTime send_seconds_ = 0;          // cluster.server.send_seconds
-  SimTime server_free_ = 0;           // when the server finishes the updates (and sends) asked so far
+  bool contended_ = false;      // topology_->contended()
+  bool free_network_ = true;    // topology_->free()
+  SimTime server_seconds_ = 0;  // cluster.server.update_seconds
+  SimTime send_seconds_ = 0;    // cluster.server.send_seconds
+  SimTime server_free_ = 0;     // when the server finishes the updates (and sends) asked so far
   // The server sends one message (send_seconds_ > 0): it starts when the server
   // is free (the time returned: a pull's parameters are read then) and keeps it busy
   // send_seconds_; the message leaves when that is over.

@@ -85,7 +85,8 @@ WorkerPool::Job& done_job() {  // the ticket of every job that ran inline withou
 }  // namespace
 
 WorkerPool::WorkerPool(int threads, bool caller_computes)
-    : state_(new State), caller_computes_(caller_computes),
+    : state_(new State),
+      caller_computes_(caller_computes),
       spare_core_(unsigned(threads) < std::thread::hardware_concurrency()) {
   if (threads < 1) {
     delete state_;
@@ -142,8 +143,7 @@ WorkerPool::~WorkerPool() {
 }
 
 int64_t WorkerPool::now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -236,16 +236,20 @@ WorkerPool::Ticket WorkerPool::enqueue(Job* j, bool wake_all) {
   int sleeping;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
-    if (s.tail) s.tail->next = j;
-    else s.head = j;
+    if (s.tail)
+      s.tail->next = j;
+    else
+      s.head = j;
     s.tail = j;
     queued = s.queued.fetch_add(1, std::memory_order_relaxed) + 1;
     sleeping = s.sleeping;
   }
   if (sleeping > 0) {
     int64_t a = s.avg_ns.load(std::memory_order_relaxed);
-    if (wake_all) s.work.notify_all();
-    else if (a < 0 || a >= kShortJobNs || queued >= kWakeBatch) s.work.notify_one();
+    if (wake_all)
+      s.work.notify_all();
+    else if (a < 0 || a >= kShortJobNs || queued >= kWakeBatch)
+      s.work.notify_one();
   }
   return Ticket(j);
 }

@@ -54,11 +54,11 @@ class WorkerPool {
     void (*run)(Job&, ExecContext&) = nullptr;  // calls the stored callable
     void (*destroy)(Job&) = nullptr;            // destroys it (null: already destroyed)
     std::atomic<int> status{kFree};
-    std::atomic<int> refs{0};           // tickets + 1 while queued or running
-    std::atomic<int> sleepers{0};       // threads blocked in wait() on this job
+    std::atomic<int> refs{0};      // tickets + 1 while queued or running
+    std::atomic<int> sleepers{0};  // threads blocked in wait() on this job
     std::exception_ptr error;
-    Job* next = nullptr;                // queue or free-list link
-    State* home = nullptr;              // null: the shared "done" job (never recycled)
+    Job* next = nullptr;    // queue or free-list link
+    State* home = nullptr;  // null: the shared "done" job (never recycled)
     enum : int { kFree, kQueued, kRunning, kDone };
   };
 

@@ -29,7 +29,8 @@ constexpr double kFloat = 4;  // bytes per stored value
 template <class Config>
 DataType data_type(std::string name, std::string doc, Layout layout, bool labelled, bool seeded,
                    std::vector<Field<Config>> fields, DataHooks<Config> hooks) {
-  if ((layout == Layout::None) != !hooks.load) throw std::logic_error("data type " + name + ": a loader iff it has samples");
+  if ((layout == Layout::None) != !hooks.load)
+    throw std::logic_error("data type " + name + ": a loader iff it has samples");
   using Bound = BoundDataOf<Config>;
   DataType t;
   t.name = std::move(name);
@@ -113,12 +114,17 @@ DataType synthetic() {
        field(&C::train_samples, integer("train_samples", 4096, "training samples", 1, 1e8)),
        field(&C::test_samples, integer("test_samples", 1024, "test samples", 1, 1e8)),
        field(&C::noise, num("noise", 0.1, "std of noise on the teacher's logits or targets", 0)),
-       field<C>(list("image", ParamType::IntegerList, json::array(),
-                     "the samples' shape as images, [channels, height, width] (features is then their product; stored "
-                     "channels last); [] = flat",
-                     1),
-                [](C& s, const json& v) { s.image = synthetic_image({{"image", v}}); },
-                [](const C& s) { return s.image ? json{s.image->channels, s.image->height, s.image->width} : json::array(); })},
+       field<C>(
+           list("image", ParamType::IntegerList, json::array(),
+                "the samples' shape as images, [channels, height, width] (features is then their product; stored "
+                "channels last); [] = flat",
+                1),
+           [](C& s, const json& v) {
+             s.image = synthetic_image({{"image", v}});
+           },
+           [](const C& s) {
+             return s.image ? json{s.image->channels, s.image->height, s.image->width} : json::array();
+           })},
       std::move(hooks));
   // data.image: [channels, height, width] or []; features, when left out, is their product.
   t.resolve = [features](const json& user, json& data, Validator& v) {
@@ -139,7 +145,8 @@ DataType synthetic() {
                                 " values per sample, more than data.features may be (" + brief(json(cap)) + ")");
       return;
     }
-    if (!given) data["features"] = product;
+    if (!given)
+      data["features"] = product;
     else if (data["features"].is_number_integer() && data["features"].get<int64_t>() != product)
       v.error("data.features", "is " + data["features"].dump() + " but data.image " + i.dump() + " holds " +
                                    std::to_string(product) + " values per sample: leave features out, or set it to " +
@@ -179,7 +186,8 @@ DataType fashion_mnist() {
   return data_type<C>(
       "fashion_mnist", "Fashion-MNIST (28x28 grey images, 10 classes) from IDX files", Layout::Dense,
       /*labelled=*/true, /*seeded=*/false,
-      {field(&C::path, str("path", kFashionMnistDir, "folder with the four IDX .gz files (Debian: dataset-fashion-mnist)")),
+      {field(&C::path,
+             str("path", kFashionMnistDir, "folder with the four IDX .gz files (Debian: dataset-fashion-mnist)")),
        field(&C::train_limit, integer("train_limit", 0, "use only the first so many training images (0 = all 60000)")),
        field(&C::test_limit, integer("test_limit", 0, "use only the first so many test images (0 = all 10000)"))},
       std::move(hooks));
@@ -262,16 +270,19 @@ DataType svmlight() {
       "svmlight", "LIBSVM/svmlight text files (RCV1, news20, Criteo in LIBSVM form), plain or gzip (sparse models)",
       Layout::Sparse, /*labelled=*/true, /*seeded=*/false,
       {field(&C::path, str("path", nullptr, "training file (a relative path is from the config's folder)")),
-       field(&C::test_path, str("test_path", "", "test file; empty: the last `holdout` share of path's samples is the "
-                                                 "test set")),
+       field(&C::test_path, str("test_path", "",
+                                "test file; empty: the last `holdout` share of path's samples is the "
+                                "test set")),
        field(&C::holdout,
-             num("holdout", 0.1, "share of path's samples held out as the test set when test_path is empty", 0, true, 0.9)),
-       field(&C::features, integer("features", 0,
-                                   "features (indices beyond are errors); 0: one past the largest index in the files",
-                                   0, 2147483647)),
+             num("holdout", 0.1, "share of path's samples held out as the test set when test_path is empty", 0, true,
+                 0.9)),
+       field(&C::features,
+             integer("features", 0, "features (indices beyond are errors); 0: one past the largest index in the files",
+                     0, 2147483647)),
        field(&C::index_base, integer("index_base", 1, "index of the first feature: 1 (LIBSVM) or 0", 0, 1)),
-       field(&C::classes, integer("classes", 0,
-                                  "classes; 0: from the labels (-1/+1: 2; else the largest class number + 1)", 0, 1000))},
+       field(&C::classes,
+             integer("classes", 0, "classes; 0: from the labels (-1/+1: 2; else the largest class number + 1)", 0,
+                     1000))},
       std::move(hooks));
 }
 
@@ -314,11 +325,11 @@ DataType torch_data() {
     if (!p) throw UsageError(external_provider_missing("data.type"));
     DataSplit split = p->load_data(c, ExternalContext{ctx.base_dir});
     if (split.train.classes > kMaxTorchClasses)  // data.classes 0: from the targets
-      throw DataError("data.type torch: the training set's targets make " +
-                      (split.train.classes == INT32_MAX ? std::string("2^31 - 1 or more")
-                                                        : std::to_string(split.train.classes)) +
-                      " classes (its largest target + 1), more than data.classes may be (" +
-                      std::to_string(kMaxTorchClasses) + "); check the targets, or give data.classes");
+      throw DataError(
+          "data.type torch: the training set's targets make " +
+          (split.train.classes == INT32_MAX ? std::string("2^31 - 1 or more") : std::to_string(split.train.classes)) +
+          " classes (its largest target + 1), more than data.classes may be (" + std::to_string(kMaxTorchClasses) +
+          "); check the targets, or give data.classes");
     return split;
   };
   return data_type<C>(
@@ -342,8 +353,8 @@ DataType torch_data() {
 }  // namespace
 
 const std::vector<DataType>& data_types() {
-  static const std::vector<DataType> types = {none(),           synthetic(), fashion_mnist(),
-                                              sparse_synthetic(), svmlight(), torch_data()};
+  static const std::vector<DataType> types = {none(),     synthetic(), fashion_mnist(), sparse_synthetic(),
+                                              svmlight(), torch_data()};
   return types;
 }
 

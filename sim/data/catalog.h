@@ -146,9 +146,7 @@ class BoundDataOf final : public BoundData {
     if (d_->labelled) k.update(get_fields(partition_fields(), partition()));
     return k;
   }
-  std::optional<Shape> image() const override {
-    return d_->hooks.image ? d_->hooks.image(c_) : std::nullopt;
-  }
+  std::optional<Shape> image() const override { return d_->hooks.image ? d_->hooks.image(c_) : std::nullopt; }
   DataShape shape() const override { return d_->hooks.shape(c_); }
   void check_files(const std::string& base_dir, Validator& v) const override {
     if (d_->hooks.check_files) d_->hooks.check_files(c_, base_dir, v);

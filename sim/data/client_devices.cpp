@@ -37,8 +37,7 @@ class CsvFile {
     if (::stat(path_.c_str(), &st) != 0)
       throw ConfigError(path_, {{"", std::string("cannot read (") + std::strerror(errno) + ")"}});
     if (!S_ISREG(st.st_mode)) throw ConfigError(path_, {{"", "not a regular file"}});
-    if (st.st_size > kMaxFileBytes)
-      throw ConfigError(path_, {{"", "larger than 1 GiB: not a population file"}});
+    if (st.st_size > kMaxFileBytes) throw ConfigError(path_, {{"", "larger than 1 GiB: not a population file"}});
     std::ifstream in(path_, std::ios::binary);
     if (!in) throw ConfigError(path_, {{"", std::string("cannot open (") + std::strerror(errno) + ")"}});
     text_.resize(size_t(st.st_size));
@@ -103,8 +102,8 @@ class CsvFile {
     double v = 0;
     const auto r = std::from_chars(b, f.second, v);
     if (b == f.second || r.ec != std::errc() || r.ptr != f.second || !std::isfinite(v))
-      fail(line_, std::string(column) + " '" + field_text(f.first, f.second) + "': not a finite number (" + allowed +
-                      ")");
+      fail(line_,
+           std::string(column) + " '" + field_text(f.first, f.second) + "': not a finite number (" + allowed + ")");
     return v;
   }
 
@@ -144,8 +143,7 @@ std::string num(double v) {
 }
 
 // The positive float a compute or bandwidth column holds, or an error.
-float positive_float(const CsvFile& file, std::pair<const char*, const char*> f, const char* column,
-                     const char* unit) {
+float positive_float(const CsvFile& file, std::pair<const char*, const char*> f, const char* column, const char* unit) {
   const double v = file.number(f, column, unit);
   if (!(v > 0) || v > double(FLT_MAX) || float(v) == 0.0f)
     file.fail(std::string(column) + " '" + CsvFile::field_text(f.first, f.second) + "': must be " + unit +
@@ -250,9 +248,7 @@ ClientDevices::Position ClientDevices::locate(size_t c, double t) const {
   return at;
 }
 
-bool ClientDevices::available(size_t c, double t) const {
-  return always_available() || locate(c, t).inside(*this);
-}
+bool ClientDevices::available(size_t c, double t) const { return always_available() || locate(c, t).inside(*this); }
 
 double ClientDevices::available_until(size_t c, double t) const {
   if (always_available()) return kInf;

@@ -25,8 +25,8 @@ void fill_normal(std::vector<float>& v, uint64_t seed, uint32_t stream) {
   }
 }
 
-HostDataset synthetic_part(const SyntheticSpec& s, const std::vector<float>& teacher, size_t n,
-                           uint64_t seed, uint32_t stream) {
+HostDataset synthetic_part(const SyntheticSpec& s, const std::vector<float>& teacher, size_t n, uint64_t seed,
+                           uint32_t stream) {
   HostDataset d;
   d.n = n;
   d.dim = s.features;
@@ -63,21 +63,23 @@ std::string first_existing(const std::string& dir, const std::string& stem) {
     std::string p = dir + "/" + stem + ext;
     if (::stat(p.c_str(), &st) == 0) return p;
   }
-  throw DataError("Fashion-MNIST file " + dir + "/" + stem + ".gz not found (install Debian's "
+  throw DataError("Fashion-MNIST file " + dir + "/" + stem +
+                  ".gz not found (install Debian's "
                   "dataset-fashion-mnist, or set data.path)");
 }
 
 HostDataset from_idx(const std::string& images_path, const std::string& labels_path, size_t limit) {
   IdxImages img = read_idx_images(images_path);
-  if (img.count == 0) throw DataError(images_path + ": holds no images (its header says 0): nothing to train or test on");
+  if (img.count == 0)
+    throw DataError(images_path + ": holds no images (its header says 0): nothing to train or test on");
   std::vector<uint8_t> labels = read_idx_labels(labels_path);
   if (labels.size() != img.count)
-    throw DataError(images_path + " holds " + std::to_string(img.count) + " images but " + labels_path +
-                    " holds " + std::to_string(labels.size()) + " labels");
+    throw DataError(images_path + " holds " + std::to_string(img.count) + " images but " + labels_path + " holds " +
+                    std::to_string(labels.size()) + " labels");
   for (size_t i = 0; i < labels.size(); ++i)
     if (labels[i] > 9)
-      throw DataError(labels_path + ": label " + std::to_string(labels[i]) + " at index " +
-                      std::to_string(i) + " is outside 0..9");
+      throw DataError(labels_path + ": label " + std::to_string(labels[i]) + " at index " + std::to_string(i) +
+                      " is outside 0..9");
   HostDataset d;
   d.n = (limit > 0 && limit < img.count) ? limit : img.count;
   d.dim = size_t(img.rows) * img.cols;
@@ -95,8 +97,8 @@ HostDataset from_idx(const std::string& images_path, const std::string& labels_p
 
 DataSplit make_synthetic(const SyntheticSpec& s, uint64_t seed) {
   if (s.image && s.image->size() != s.features)
-    throw std::invalid_argument("synthetic data: image " + s.image->text() + " holds " + std::to_string(s.image->size()) +
-                                " values, features is " + std::to_string(s.features));
+    throw std::invalid_argument("synthetic data: image " + s.image->text() + " holds " +
+                                std::to_string(s.image->size()) + " values, features is " + std::to_string(s.features));
   int outputs = s.classification ? s.classes : 1;
   std::vector<float> teacher(s.features * outputs);
   fill_normal(teacher, seed, 0);
@@ -111,12 +113,13 @@ DataSplit make_synthetic(const SyntheticSpec& s, uint64_t seed) {
 
 std::string fashion_mnist_missing(const std::string& dir) {
   struct stat st;
-  for (const char* stem : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
-                           "t10k-labels-idx1-ubyte"}) {
+  for (const char* stem :
+       {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"}) {
     bool found = false;
     for (const char* ext : {".gz", ""}) found = found || ::stat((dir + "/" + stem + ext).c_str(), &st) == 0;
     if (!found)
-      return "Fashion-MNIST file " + dir + "/" + stem + ".gz not found (install Debian's dataset-fashion-mnist, or "
+      return "Fashion-MNIST file " + dir + "/" + stem +
+             ".gz not found (install Debian's dataset-fashion-mnist, or "
              "set data.path)";
   }
   return "";
@@ -124,13 +127,13 @@ std::string fashion_mnist_missing(const std::string& dir) {
 
 DataSplit load_fashion_mnist(const std::string& dir, size_t train_limit, size_t test_limit) {
   DataSplit split;
-  split.train = from_idx(first_existing(dir, "train-images-idx3-ubyte"),
-                         first_existing(dir, "train-labels-idx1-ubyte"), train_limit);
-  split.test = from_idx(first_existing(dir, "t10k-images-idx3-ubyte"),
-                        first_existing(dir, "t10k-labels-idx1-ubyte"), test_limit);
+  split.train = from_idx(first_existing(dir, "train-images-idx3-ubyte"), first_existing(dir, "train-labels-idx1-ubyte"),
+                         train_limit);
+  split.test = from_idx(first_existing(dir, "t10k-images-idx3-ubyte"), first_existing(dir, "t10k-labels-idx1-ubyte"),
+                        test_limit);
   if (split.train.dim != split.test.dim)
-    throw DataError(dir + ": train images are " + std::to_string(split.train.dim) +
-                    " pixels but test images " + std::to_string(split.test.dim));
+    throw DataError(dir + ": train images are " + std::to_string(split.train.dim) + " pixels but test images " +
+                    std::to_string(split.test.dim));
   split.description = "Fashion-MNIST from " + dir;
   return split;
 }

@@ -16,15 +16,15 @@ struct HostDataset {
   std::vector<float> x;  // (n, dim) row-major; empty for sparse data
   std::vector<float> y;  // (n) target, or class index as float
   size_t n = 0;
-  size_t dim = 0;        // features
-  int classes = 0;       // 0: regression
+  size_t dim = 0;   // features
+  int classes = 0;  // 0: regression
   // Sparse data (CSR, as DeviceDataset): sample i's features are col[row_ptr[i] ..
   // row_ptr[i+1]), strictly increasing and < dim, with values val[same range].
   std::vector<int64_t> row_ptr;  // (n + 1); empty for dense data
   std::vector<int32_t> col;      // (nnz)
   std::vector<float> val;        // (nnz)
   bool sparse() const { return !row_ptr.empty(); }
-  Shape shape;           // one sample as an image, channels last (dim floats); 1 x 1 x dim if flat
+  Shape shape;  // one sample as an image, channels last (dim floats); 1 x 1 x dim if flat
   // >= 0: the samples live outside this program (data.type "torch", sim/models/external.h)
   // and this is the provider's id of the set; x is empty and dim 0.
   int external = -1;
@@ -49,11 +49,11 @@ struct DataSplit {
 
 struct SyntheticSpec {
   bool classification = true;
-  int classes = 10;       // >= 2 for classification
+  int classes = 10;  // >= 2 for classification
   size_t features = 20;
   size_t train_samples = 4096;
   size_t test_samples = 1024;
-  double noise = 0.1;     // label noise (logit std) or target noise std
+  double noise = 0.1;          // label noise (logit std) or target noise std
   std::optional<Shape> image;  // the samples' shape (its size must be `features`); none: flat
 };
 

@@ -15,10 +15,10 @@ namespace asgd {
 // most kMaxTorchClasses: a stray target of 10^9 must not size the runs' label counts.
 inline constexpr int kMaxTorchClasses = 1000000;
 struct ExternalDataConfig {
-  std::string module;       // "file.py:factory"; "": the caller gives the data
-  size_t train_limit = 0;   // > 0: only the first so many training samples
+  std::string module;      // "file.py:factory"; "": the caller gives the data
+  size_t train_limit = 0;  // > 0: only the first so many training samples
   size_t test_limit = 0;
-  int classes = 0;          // 0: from the labels (integer targets), or regression
+  int classes = 0;  // 0: from the labels (integer targets), or regression
 };
 
 // Where the config's relative module paths resolve: the config's folder.

@@ -9,7 +9,6 @@
 namespace asgd {
 namespace {
 
-
 // The most bytes an IDX file may hold: 1 GiB, about 22 times Fashion-MNIST's training
 // images. A header asking for more is refused before anything is inflated.
 constexpr uint64_t kMaxIdxBytes = uint64_t(1) << 30;
@@ -70,9 +69,9 @@ uint64_t image_payload(const uint8_t* h, const std::string& path) {
     return kBadHeader;
   uint64_t bytes = uint64_t(be32(h + 4)) * be32(h + 8) * be32(h + 12);
   if (bytes > kMaxIdxBytes)
-    throw DataError(path + ": header says " + std::to_string(be32(h + 4)) + " images of " + std::to_string(be32(h + 8)) +
-                    "x" + std::to_string(be32(h + 12)) + " (" + std::to_string(bytes) + " bytes), more than the " +
-                    std::to_string(kMaxIdxBytes >> 20) + " MiB an IDX file may hold");
+    throw DataError(path + ": header says " + std::to_string(be32(h + 4)) + " images of " +
+                    std::to_string(be32(h + 8)) + "x" + std::to_string(be32(h + 12)) + " (" + std::to_string(bytes) +
+                    " bytes), more than the " + std::to_string(kMaxIdxBytes >> 20) + " MiB an IDX file may hold");
   return bytes;
 }
 
@@ -105,7 +104,8 @@ namespace {
 // The header of an IDX image file whose bytes are `b`, checked against its size; pixels
 // left empty.
 IdxImages image_header(const std::vector<uint8_t>& b, const std::string& name) {
-  if (b.size() < 16) throw DataError(name + ": too short for an IDX image header (" + std::to_string(b.size()) + " bytes)");
+  if (b.size() < 16)
+    throw DataError(name + ": too short for an IDX image header (" + std::to_string(b.size()) + " bytes)");
   uint32_t magic = be32(b, 0);
   if (magic != 0x00000803)
     throw DataError(name + ": wrong magic number " + hex(magic) + " (IDX unsigned-byte images need 0x00000803)");
@@ -133,7 +133,8 @@ IdxImages parse_idx_images(const std::vector<uint8_t>& b, const std::string& nam
 }
 
 std::vector<uint8_t> parse_idx_labels(const std::vector<uint8_t>& b, const std::string& name) {
-  if (b.size() < 8) throw DataError(name + ": too short for an IDX label header (" + std::to_string(b.size()) + " bytes)");
+  if (b.size() < 8)
+    throw DataError(name + ": too short for an IDX label header (" + std::to_string(b.size()) + " bytes)");
   uint32_t magic = be32(b, 0);
   if (magic != 0x00000801)
     throw DataError(name + ": wrong magic number " + hex(magic) + " (IDX unsigned-byte labels need 0x00000801)");
@@ -151,6 +152,8 @@ IdxImages read_idx_images(const std::string& path) {
   img.pixels = std::move(bytes);
   return img;
 }
-std::vector<uint8_t> read_idx_labels(const std::string& path) { return parse_idx_labels(read_idx(path, 8, label_payload), path); }
+std::vector<uint8_t> read_idx_labels(const std::string& path) {
+  return parse_idx_labels(read_idx(path, 8, label_payload), path);
+}
 
 }  // namespace asgd

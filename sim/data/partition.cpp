@@ -131,8 +131,10 @@ std::vector<std::vector<int32_t>> partition_samples(const std::vector<int32_t>& 
       std::vector<std::function<void()>> blocks;
       for (size_t c = 0; c < by_class.size(); c += per_block)
         blocks.push_back([&, c] { draw_classes(c, std::min(by_class.size(), c + per_block)); });
-      if (run && blocks.size() > 1) run(std::move(blocks));
-      else for (auto& b : blocks) b();
+      if (run && blocks.size() > 1)
+        run(std::move(blocks));
+      else
+        for (auto& b : blocks) b();
       std::fill(count.begin(), count.end(), 0);
       for (const auto& class_cuts : cuts)
         for (const Cut& k : class_cuts) count[k.worker] += k.end - k.begin;
@@ -146,7 +148,8 @@ std::vector<std::vector<int32_t>> partition_samples(const std::vector<int32_t>& 
     for (size_t w = 0; w < p; ++w) parts[w].reserve(count[w]);
     for (size_t c = 0; c < cuts.size(); ++c)  // class by class, as the shares were cut
       for (const Cut& k : cuts[c])
-        parts[k.worker].insert(parts[k.worker].end(), by_class[c].begin() + long(k.begin), by_class[c].begin() + long(k.end));
+        parts[k.worker].insert(parts[k.worker].end(), by_class[c].begin() + long(k.begin),
+                               by_class[c].begin() + long(k.end));
   } else if (spec.kind == PartitionSpec::Kind::DirichletMix) {
     if (p > n)
       throw ConfigError("", {{"data.partition", std::to_string(p) + " workers but " + std::to_string(n) +
@@ -201,7 +204,8 @@ std::string partition_impossible(const PartitionSpec& spec, int workers, double 
   const double p = double(workers);
   auto n = [](double v) { return std::to_string(uint64_t(v)); };
   if (train > 0 && p > train)
-    return n(p) + " workers but " + n(train) + " training samples: a worker would get none (use fewer workers, or "
+    return n(p) + " workers but " + n(train) +
+           " training samples: a worker would get none (use fewer workers, or "
            "more samples)";
   if (spec.kind == PartitionSpec::Kind::Shards) {
     if (train > 0 && p * spec.shards > train)
@@ -231,11 +235,13 @@ std::string partition_impossible(const PartitionSpec& spec, int workers, double 
       const double first_empty = std::pow(below, classes);
       if (empty >= 15 || std::pow(all_zero, classes) > 0.9999 || first_empty > 0.9999) {
         char text[160];
-        std::snprintf(text, sizeof(text), "alpha %g over %s workers and %d classes of about %s samples leaves about %.3g "
-                      "workers without a sample in each Dirichlet draw", a, n(p).c_str(), classes, n(m).c_str(),
-                      std::max(empty, first_empty));
-        return std::string(text) + ", so every one of the 100 draws would fail (raise alpha, use fewer workers or more "
-                                   "samples)";
+        std::snprintf(text, sizeof(text),
+                      "alpha %g over %s workers and %d classes of about %s samples leaves about %.3g "
+                      "workers without a sample in each Dirichlet draw",
+                      a, n(p).c_str(), classes, n(m).c_str(), std::max(empty, first_empty));
+        return std::string(text) +
+               ", so every one of the 100 draws would fail (raise alpha, use fewer workers or more "
+               "samples)";
       }
     } catch (const std::exception&) {  // parameters beyond the special functions' range: left to the draws
     }

@@ -45,7 +45,8 @@ void SampleStream::checkpoint(StateArchive& a) {
   a.io(pos);
   a.io(taken_);
   if (a.saving()) return;
-  if (pos > n_) a.fail("a sample stream's position " + std::to_string(pos) + " is past its " + std::to_string(n_) + " ids");
+  if (pos > n_)
+    a.fail("a sample stream's position " + std::to_string(pos) + " is past its " + std::to_string(n_) + " ids");
   if (epoch != epoch_) {
     epoch_ = epoch;
     reshuffle();

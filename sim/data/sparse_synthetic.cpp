@@ -91,8 +91,10 @@ uint64_t ZipfSampler::operator()(Rng& rng) const {
     const double u = h_integral_n_ + rng.uniform() * (h_integral_x1_ - h_integral_n_);
     const double x = h_integral_inverse(u);
     double k = std::floor(x + 0.5);
-    if (k < 1.0) k = 1.0;
-    else if (k > double(n_)) k = double(n_);
+    if (k < 1.0)
+      k = 1.0;
+    else if (k > double(n_))
+      k = double(n_);
     if (k - x <= accept_ || u >= h_integral(k + 0.5) - h(k)) return uint64_t(k);
   }
 }

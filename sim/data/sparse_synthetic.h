@@ -21,7 +21,7 @@ struct SparseSyntheticSpec {
   int classes = 2;
   size_t train_samples = 10000;
   size_t test_samples = 2000;
-  double noise = 0.1;        // std of the noise on the teacher's logits
+  double noise = 0.1;  // std of the noise on the teacher's logits
 };
 
 // Draws from Zipf(n, s): P(k) = k^-s / H(n, s) for k = 1..n, by rejection-inversion
@@ -33,8 +33,8 @@ class ZipfSampler {
   uint64_t operator()(Rng& rng) const;  // in 1..n
 
  private:
-  double h(double x) const;                  // x^-s
-  double h_integral(double x) const;         // integral of h from 1 to x
+  double h(double x) const;           // x^-s
+  double h_integral(double x) const;  // integral of h from 1 to x
   double h_integral_inverse(double x) const;
   uint64_t n_;
   double s_, h_integral_x1_, h_integral_n_, accept_;

@@ -17,7 +17,6 @@
 namespace asgd {
 namespace {
 
-
 constexpr size_t kChunk = 1 << 20;
 // The longest line a file may hold: far beyond any real data set's sample (news20's
 // longest is ~60 KB), and what keeps a file without newlines (/dev/zero, a gzip of
@@ -68,7 +67,8 @@ void for_each_line(Read&& read, F&& f, const std::string& name, size_t chunk = k
     throw_if_interrupted("reading " + name);
     if (held > max_line)
       throw DataError(name + ":" + std::to_string(line + 1) + ": line too long: more than " +
-                      std::to_string(max_line >> 20) + " MiB without a newline (is it a text file in svmlight format?)");
+                      std::to_string(max_line >> 20) +
+                      " MiB without a newline (is it a text file in svmlight format?)");
     if (held == buf.size()) buf.resize(std::min(buf.size() * 2, max_line + 1));  // a line longer than the buffer
     size_t got = read(buf.data() + held, buf.size() - held);
     if (got == 0) break;
@@ -137,7 +137,8 @@ class Parser {
       if (!colon) fail("expected index:value, got '" + token_text(tok, p) + "'");
       if (colon - tok == 3 && std::memcmp(tok, "qid", 3) == 0) fail("qid (ranking data) is not supported");
       int64_t index = 0;
-      if (!parse_number(tok, colon, index)) fail("bad index '" + token_text(tok, colon) + "' in '" + token_text(tok, p) + "'");
+      if (!parse_number(tok, colon, index))
+        fail("bad index '" + token_text(tok, colon) + "' in '" + token_text(tok, p) + "'");
       if (index < base_)
         fail("index " + std::to_string(index) + " is below the first index " + std::to_string(base_) +
              (base_ == 1 ? " (LIBSVM indices start at 1; set data.index_base to 0 for 0-based files)" : ""));
@@ -148,7 +149,8 @@ class Parser {
       if (c >= int64_t(INT32_MAX)) fail("bad index " + std::to_string(index) + ": at most 2^31 - 1 features");
       if (c == prev) fail("index " + std::to_string(index) + " appears twice");
       if (c < prev)
-        fail("index " + std::to_string(index) + " after " + std::to_string(prev + base_) + ": indices must be increasing");
+        fail("index " + std::to_string(index) + " after " + std::to_string(prev + base_) +
+             ": indices must be increasing");
       float value = 0;
       if (!parse_number(colon + 1, p, value)) {
         double wide = 0;  // a number, but not a float's (1e39, 1e-50)
@@ -190,19 +192,26 @@ FileCount count_file(const std::string& path) {
   char head[8] = {0};
   FileCount c;
   bool first = true;
-  for_each_line([&](char* buf, size_t n) {
-    size_t got = in.read(buf, n);
-    if (first && got >= 3) {
-      first = false;
-      std::memcpy(head, buf, std::min<size_t>(got, sizeof(head)));
-      if (std::memcmp(head, "BZh", 3) == 0 || std::memcmp(head, "\xFD" "7zXZ", 5) == 0)
-        throw DataError(path + ": looks bzip2- or xz-compressed: decompress it first (gzip and plain text are read)");
-    }
-    return got;
-  }, [&](const char* b, const char* e, uint32_t) {
-    c.lines++;
-    c.colons += uint64_t(std::count(b, e, ':'));
-  }, path);
+  for_each_line(
+      [&](char* buf, size_t n) {
+        size_t got = in.read(buf, n);
+        if (first && got >= 3) {
+          first = false;
+          std::memcpy(head, buf, std::min<size_t>(got, sizeof(head)));
+          if (std::memcmp(head, "BZh", 3) == 0 || std::memcmp(head,
+                                                              "\xFD"
+                                                              "7zXZ",
+                                                              5) == 0)
+            throw DataError(path +
+                            ": looks bzip2- or xz-compressed: decompress it first (gzip and plain text are read)");
+        }
+        return got;
+      },
+      [&](const char* b, const char* e, uint32_t) {
+        c.lines++;
+        c.colons += uint64_t(std::count(b, e, ':'));
+      },
+      path);
   return c;
 }
 
@@ -217,7 +226,8 @@ SvmlightFile read_file(const std::string& path, size_t features, int index_base,
   GzStream in(path);
   for_each_line([&](char* buf, size_t n) { return in.read(buf, n); },
                 [&](const char* b, const char* e, uint32_t line) { parser.line(b, e, line); }, path);
-  if (out.samples() == 0) throw DataError(path + ": no samples (the file is empty, or holds only comments and blank lines)");
+  if (out.samples() == 0)
+    throw DataError(path + ": no samples (the file is empty, or holds only comments and blank lines)");
   return out;
 }
 
@@ -244,13 +254,17 @@ SvmlightFile parse_svmlight(const std::string& text, const std::string& name, si
   SvmlightFile out;
   Parser parser(name, features, index_base, out);
   size_t at = 0;
-  for_each_line([&](char* buf, size_t n) {
-    size_t k = std::min(n, text.size() - at);
-    std::memcpy(buf, text.data() + at, k);
-    at += k;
-    return k;
-  }, [&](const char* b, const char* e, uint32_t line) { parser.line(b, e, line); }, name, std::min(kChunk, text.size() + 1));
-  if (out.samples() == 0) throw DataError(name + ": no samples (the file is empty, or holds only comments and blank lines)");
+  for_each_line(
+      [&](char* buf, size_t n) {
+        size_t k = std::min(n, text.size() - at);
+        std::memcpy(buf, text.data() + at, k);
+        at += k;
+        return k;
+      },
+      [&](const char* b, const char* e, uint32_t line) { parser.line(b, e, line); }, name,
+      std::min(kChunk, text.size() + 1));
+  if (out.samples() == 0)
+    throw DataError(name + ": no samples (the file is empty, or holds only comments and blank lines)");
   return out;
 }
 
@@ -268,11 +282,12 @@ DataSplit load_svmlight(const SvmlightSpec& spec) {
     total.lines += counts.back().lines;
     total.colons += counts.back().colons;
   }
-  const uint64_t need = 2 * (sparse_bytes(total.lines, total.colons) + total.lines * (sizeof(int64_t) + sizeof(uint32_t)));
+  const uint64_t need =
+      2 * (sparse_bytes(total.lines, total.colons) + total.lines * (sizeof(int64_t) + sizeof(uint32_t)));
   const double limit = spec.memory_limit ? double(spec.memory_limit) : memory_limit_bytes();
   if (double(need) > limit)
-    throw DataError("data.path: " + spec.path + (spec.test_path.empty() ? "" : " and " + spec.test_path) + " hold up to " +
-                    std::to_string(total.lines) + " samples and " + std::to_string(total.colons) +
+    throw DataError("data.path: " + spec.path + (spec.test_path.empty() ? "" : " and " + spec.test_path) +
+                    " hold up to " + std::to_string(total.lines) + " samples and " + std::to_string(total.colons) +
                     " stored features: loading them needs about " + format_bytes(double(need)) + ", more than the " +
                     format_bytes(limit) + " of memory here");
 
@@ -305,8 +320,9 @@ DataSplit load_svmlight(const SvmlightSpec& spec) {
                         "otherwise class numbers >= 0");
       const int64_t c = plus_minus ? (l + 1) / 2 : l - base;
       if (spec.classes > 0 && c >= spec.classes)
-        throw DataError(at + "bad label " + std::to_string(l) + ": beyond data.classes " + std::to_string(spec.classes) +
-                        (base == 1 ? " (1-based labels 1.." : " (labels 0..") + std::to_string(spec.classes - 1 + base) + ")");
+        throw DataError(at + "bad label " + std::to_string(l) + ": beyond data.classes " +
+                        std::to_string(spec.classes) + (base == 1 ? " (1-based labels 1.." : " (labels 0..") +
+                        std::to_string(spec.classes - 1 + base) + ")");
       max_class = std::max(max_class, c);
       classes_of[k].push_back(int32_t(c));
     }
@@ -329,7 +345,9 @@ DataSplit load_svmlight(const SvmlightSpec& spec) {
   }
   split.description = "svmlight " + spec.path + (spec.test_path.empty() ? "" : " + " + spec.test_path) + ": " +
                       std::to_string(features) + " features, " + std::to_string(classes) + " classes" +
-                      (plus_minus ? " (labels -1/+1)" : base == 1 ? " (1-based labels)" : "");
+                      (plus_minus  ? " (labels -1/+1)"
+                       : base == 1 ? " (1-based labels)"
+                                   : "");
   return split;
 }
 

@@ -19,11 +19,11 @@ namespace asgd {
 
 struct SvmlightSpec {
   std::string path;
-  std::string test_path;  // "": the last `holdout` share of path's samples is the test set
-  double holdout = 0.1;   // in (0, 1)
-  size_t features = 0;    // 0: one past the largest feature found in either file
-  int index_base = 1;     // the first feature's index: 1 (LIBSVM) or 0
-  int classes = 0;        // 0: from the labels
+  std::string test_path;      // "": the last `holdout` share of path's samples is the test set
+  double holdout = 0.1;       // in (0, 1)
+  size_t features = 0;        // 0: one past the largest feature found in either file
+  int index_base = 1;         // the first feature's index: 1 (LIBSVM) or 0
+  int classes = 0;            // 0: from the labels
   uint64_t memory_limit = 0;  // bytes a load may take; 0: memory_limit_bytes()
 };
 

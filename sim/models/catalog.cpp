@@ -18,7 +18,8 @@ using keys::num;
 using keys::str;
 
 json conv_json(const ConvSpec& c) {
-  return {{"channels", c.channels}, {"kernel", c.kernel}, {"stride", c.stride}, {"padding", c.padding}, {"pool", c.pool}};
+  return {
+      {"channels", c.channels}, {"kernel", c.kernel}, {"stride", c.stride}, {"padding", c.padding}, {"pool", c.pool}};
 }
 json lenet5_conv_json() {
   json out = json::array();
@@ -38,7 +39,8 @@ ModelType model_type(std::string name, std::string doc, ModelType::Reads reads, 
   t.params = params_of(fields);
   t.reads = reads;
   t.task = task;
-  auto d = std::make_shared<const typename Bound::Declared>(typename Bound::Declared{std::move(fields), std::move(hooks)});
+  auto d =
+      std::make_shared<const typename Bound::Declared>(typename Bound::Declared{std::move(fields), std::move(hooks)});
   t.bind = [d](const json& model) -> std::shared_ptr<BoundModel> {
     Config c;
     set_fields(d->fields, model, c);
@@ -63,14 +65,14 @@ std::vector<float> curvature_of(const QuadraticConfig& q) {
   using Form = QuadraticConfig::Curvature;
   std::vector<float> h(q.dim, 0.0f);
   const size_t dim = q.dim;
-  if (q.form == Form::Value) std::fill(h.begin(), h.end(), float(q.curvature[0]));
+  if (q.form == Form::Value)
+    std::fill(h.begin(), h.end(), float(q.curvature[0]));
   else if (q.form == Form::List) {
     if (q.curvature.size() != dim)  // reported at validation (the check below); an object built in code
       throw std::invalid_argument("model quadratic: curvature has " + std::to_string(q.curvature.size()) +
                                   " values but dim is " + std::to_string(dim));
     for (size_t i = 0; i < dim; ++i) h[i] = float(q.curvature[i]);
-  }
-  else {
+  } else {
     const double lo = q.curvature[0], hi = q.curvature[1];
     for (size_t i = 0; i < dim; ++i) h[i] = float(dim == 1 ? lo : lo * std::pow(hi / lo, double(i) / double(dim - 1)));
   }
@@ -99,8 +101,10 @@ Field<S> activation_field(Activation S::*member, const char* doc) {
 
 void check_curvature(const json& c, const std::string& path, Validator& v) {
   if (c.is_number()) {
-    if (!(c.get<double>() > 0)) v.error(path, "curvature must be > 0, got " + brief(c));
-    else if (!float_positive_finite(c.get<double>())) v.error(path, brief(c) + " is 0 or infinite in float" + kFloatRange);
+    if (!(c.get<double>() > 0))
+      v.error(path, "curvature must be > 0, got " + brief(c));
+    else if (!float_positive_finite(c.get<double>()))
+      v.error(path, brief(c) + " is 0 or infinite in float" + kFloatRange);
     return;
   }
   if (c.is_array()) {
@@ -113,8 +117,9 @@ void check_curvature(const json& c, const std::string& path, Validator& v) {
     return;
   }
   if (c.is_object()) {
-    json o = v.object(c, path, {num("min", nullptr, "smallest curvature", 0, true),
-                                num("max", nullptr, "largest curvature", 0, true)});
+    json o = v.object(
+        c, path,
+        {num("min", nullptr, "smallest curvature", 0, true), num("max", nullptr, "largest curvature", 0, true)});
     if (o.contains("min") && o.contains("max") && o["min"].is_number() && o["max"].is_number() &&
         o["max"].get<double>() < o["min"].get<double>())
       v.error(path, "curvature.max must be >= curvature.min");
@@ -130,38 +135,41 @@ ModelType quadratic() {
   using C = QuadraticConfig;
   using Form = C::Curvature;
   ModelHooks<C> hooks;
-  hooks.build = [](const C& q, const ModelInput&) { return make_quadratic(curvature_of(q), float(q.noise), float(q.init)); };
+  hooks.build = [](const C& q, const ModelInput&) {
+    return make_quadratic(curvature_of(q), float(q.noise), float(q.init));
+  };
   hooks.params_unbuilt = [](const C& q) { return double(q.dim); };
   hooks.check = [](const C& q, const ModelRunView&, Validator& v) {
     if (q.form == Form::List && q.curvature.size() != q.dim)
-      v.error("model.curvature", "list has " + std::to_string(q.curvature.size()) + " values but model.dim is " +
-                                     json(q.dim).dump());
+      v.error("model.curvature",
+              "list has " + std::to_string(q.curvature.size()) + " values but model.dim is " + json(q.dim).dump());
   };
-  ModelType t = model_type<C>(
-      "quadratic", "f(w) = 1/2 sum_i h_i w_i^2 (optimum 0), with optional gradient noise; reads no data",
-      ModelType::Reads::None, ModelType::Task::Regression,
-      {field(&C::dim, integer("dim", 100, "number of parameters", 1)),
-       field<C>(any("curvature", 1.0, "h: a number, a list of dim numbers, or {min, max} log-spaced"),
-                [](C& q, const json& c) {  // as check_curvature let it through
-                  if (c.is_number()) {
-                    q.form = Form::Value;
-                    q.curvature = {c.get<double>()};
-                  } else if (c.is_array()) {
-                    q.form = Form::List;
-                    q.curvature = c.get<std::vector<double>>();
-                  } else {
-                    q.form = Form::Range;
-                    q.curvature = {c.at("min").get<double>(), c.at("max").get<double>()};
-                  }
-                },
-                [](const C& q) -> json {
-                  if (q.form == Form::Value) return q.curvature[0];
-                  if (q.form == Form::List) return q.curvature;
-                  return {{"min", q.curvature[0]}, {"max", q.curvature[1]}};
-                }),
-       field(&C::noise, num("noise", 0.0, "std of N(0, noise^2) added to each gradient coordinate", 0)),
-       field(&C::init, num("init", 1.0, "every coordinate starts here"))},
-      std::move(hooks));
+  ModelType t =
+      model_type<C>("quadratic", "f(w) = 1/2 sum_i h_i w_i^2 (optimum 0), with optional gradient noise; reads no data",
+                    ModelType::Reads::None, ModelType::Task::Regression,
+                    {field(&C::dim, integer("dim", 100, "number of parameters", 1)),
+                     field<C>(
+                         any("curvature", 1.0, "h: a number, a list of dim numbers, or {min, max} log-spaced"),
+                         [](C& q, const json& c) {  // as check_curvature let it through
+                           if (c.is_number()) {
+                             q.form = Form::Value;
+                             q.curvature = {c.get<double>()};
+                           } else if (c.is_array()) {
+                             q.form = Form::List;
+                             q.curvature = c.get<std::vector<double>>();
+                           } else {
+                             q.form = Form::Range;
+                             q.curvature = {c.at("min").get<double>(), c.at("max").get<double>()};
+                           }
+                         },
+                         [](const C& q) -> json {
+                           if (q.form == Form::Value) return q.curvature[0];
+                           if (q.form == Form::List) return q.curvature;
+                           return {{"min", q.curvature[0]}, {"max", q.curvature[1]}};
+                         }),
+                     field(&C::noise, num("noise", 0.0, "std of N(0, noise^2) added to each gradient coordinate", 0)),
+                     field(&C::init, num("init", 1.0, "every coordinate starts here"))},
+                    std::move(hooks));
   t.resolve = [](const json&, json& model, Validator& v) {
     if (model.contains("curvature")) check_curvature(model["curvature"], "model.curvature", v);
   };
@@ -220,25 +228,28 @@ ModelType cnn() {
       "blocks (convolution, activation, max-pool), flatten, dense hidden layers with the activation, softmax "
       "cross-entropy",
       ModelType::Reads::Dense, ModelType::Task::Classifier,
-      {field(&C::arch, str("arch", "custom",
-                           "\"lenet5\": the LeNet-5 layers (conv and hidden as their defaults say), and conv and hidden "
-                           "must be left out; \"custom\": conv and hidden as given",
-                           {"custom", "lenet5"})),
-       field<C>(any("conv", lenet5_conv_json(),
-                    "the convolution blocks in order: a list of {channels, kernel, stride, padding, pool} (section "
-                    "model.conv[])"),
-                [](C& c, const json& blocks) {  // as resolved: every block's keys filled
-                  c.conv.clear();
-                  for (const auto& b : blocks)
-                    c.conv.push_back(ConvSpec{b["channels"].get<int>(), b["kernel"].get<int>(), b["stride"].get<int>(),
-                                              b["padding"].get<int>(), b["pool"].get<int>()});
-                },
-                [](const C& c) {
-                  json out = json::array();
-                  for (const ConvSpec& b : c.conv) out.push_back(conv_json(b));
-                  return out;
-                }),
-       field(&C::hidden, list("hidden", ParamType::IntegerList, json(lenet5().hidden), "dense layer sizes after flattening", 1)),
+      {field(&C::arch,
+             str("arch", "custom",
+                 "\"lenet5\": the LeNet-5 layers (conv and hidden as their defaults say), and conv and hidden "
+                 "must be left out; \"custom\": conv and hidden as given",
+                 {"custom", "lenet5"})),
+       field<C>(
+           any("conv", lenet5_conv_json(),
+               "the convolution blocks in order: a list of {channels, kernel, stride, padding, pool} (section "
+               "model.conv[])"),
+           [](C& c, const json& blocks) {  // as resolved: every block's keys filled
+             c.conv.clear();
+             for (const auto& b : blocks)
+               c.conv.push_back(ConvSpec{b["channels"].get<int>(), b["kernel"].get<int>(), b["stride"].get<int>(),
+                                         b["padding"].get<int>(), b["pool"].get<int>()});
+           },
+           [](const C& c) {
+             json out = json::array();
+             for (const ConvSpec& b : c.conv) out.push_back(conv_json(b));
+             return out;
+           }),
+       field(&C::hidden,
+             list("hidden", ParamType::IntegerList, json(lenet5().hidden), "dense layer sizes after flattening", 1)),
        activation_field(&C::activation, "after every convolution and hidden layer")},
       std::move(hooks));
   // the conv blocks (each against section model.conv[]), the lenet5 preset
@@ -246,8 +257,9 @@ ModelType cnn() {
     if (text_of(model, "arch") == "lenet5") {
       for (const char* k : {"conv", "hidden"})
         if (user.is_object() && user.contains(k))
-          v.error(std::string("model.") + k, "arch \"lenet5\" sets the layers: leave out conv and hidden, or use arch "
-                                             "\"custom\"");
+          v.error(std::string("model.") + k,
+                  "arch \"lenet5\" sets the layers: leave out conv and hidden, or use arch "
+                  "\"custom\"");
       model["conv"] = lenet5_conv_json();
       model["hidden"] = lenet5().hidden;
       return;
@@ -389,11 +401,13 @@ void check_model_data(const ModelType* t, const BoundModel* bound, const std::st
     return;
   }
   if (layout == Layout::External) {
-    v.error("data.type", "data '" + d + "' lives outside the simulator: only model.type torch reads it, not '" + m + "'");
+    v.error("data.type",
+            "data '" + d + "' lives outside the simulator: only model.type torch reads it, not '" + m + "'");
     return;
   }
   if (t->reads == Reads::None) {
-    if (layout != Layout::None) v.error("data.type", "the " + m + " model reads no data: use \"none\" (got '" + d + "')");
+    if (layout != Layout::None)
+      v.error("data.type", "the " + m + " model reads no data: use \"none\" (got '" + d + "')");
     own();
     return;
   }
@@ -414,8 +428,9 @@ void check_model_data(const ModelType* t, const BoundModel* bound, const std::st
   if (sparse_model) {
     if (const auto* s = data->config_as<SparseSyntheticSpec>()) {
       if (s->nnz > s->features)
-        v.error("data.nnz", "must be <= data.features (" + std::to_string(s->features) + "): each sample takes one "
-                            "feature from each of nnz fields");
+        v.error("data.nnz", "must be <= data.features (" + std::to_string(s->features) +
+                                "): each sample takes one "
+                                "feature from each of nnz fields");
       if (t->task == Task::Binary && s->classes != 2)
         v.error("data.classes", "model '" + m + "' is binary: use classes 2, or sparse_softmax");
     }
@@ -449,6 +464,8 @@ std::shared_ptr<const BoundModel> bind_model(const json& model) {
   return bound;
 }
 
-std::unique_ptr<Model> build_model(const json& model, const ModelInput& input) { return bind_model(model)->build(input); }
+std::unique_ptr<Model> build_model(const json& model, const ModelInput& input) {
+  return bind_model(model)->build(input);
+}
 
 }  // namespace asgd

@@ -12,7 +12,9 @@ std::shared_ptr<ExternalProvider> external_provider() {
   return std::dynamic_pointer_cast<ExternalProvider>(external_data_source());
 }
 
-void set_external_provider(std::shared_ptr<ExternalProvider> provider) { set_external_data_source(std::move(provider)); }
+void set_external_provider(std::shared_ptr<ExternalProvider> provider) {
+  set_external_data_source(std::move(provider));
+}
 
 std::string external_key(const nlohmann::json& run_config) {
   auto type = [&](const char* section) {
@@ -27,7 +29,7 @@ std::string external_key(const nlohmann::json& run_config) {
 }
 
 nlohmann::json external_sources(const nlohmann::json& c, const std::string& base_dir, Validator& v,
-                                 std::map<std::string, std::string>& cache) {
+                                std::map<std::string, std::string>& cache) {
   nlohmann::json out = nlohmann::json::object();
   const ModelType* m = find_model_type(text_of(c.value("model", nlohmann::json()), "type"));
   const DataType* d = find_data_type(text_of(c.value("data", nlohmann::json()), "type"));
@@ -52,8 +54,9 @@ nlohmann::json external_sources(const nlohmann::json& c, const std::string& base
       it = cache.emplace(file, in && !in.bad() ? fnv1a64_hex(text) : std::string()).first;
     }
     if (it->second.empty() && fresh)  // said once, not once per run
-      v.error(path, "'" + spec + "': " + file + " cannot be read (no such file?; a relative FILE is from the config's "
-                    "folder)");
+      v.error(path, "'" + spec + "': " + file +
+                        " cannot be read (no such file?; a relative FILE is from the config's "
+                        "folder)");
     else if (!it->second.empty())
       out[path] = it->second;
   }

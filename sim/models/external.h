@@ -20,10 +20,10 @@ namespace asgd {
 
 // model.type "torch": its keys, bound (sim/models/catalog.cpp declares them).
 struct ExternalModelConfig {
-  std::string module;    // "file.py:factory", relative to the config's folder; "": the caller gives the model
-  std::string loss;      // "file.py:function"; "": the caller's, else cross-entropy
-  int threads = 0;       // torch intra-op threads of each job (part of the config: it can change the bits)
-  size_t bn_samples = 0; // training samples that recompute BatchNorm statistics at each evaluation
+  std::string module;     // "file.py:factory", relative to the config's folder; "": the caller gives the model
+  std::string loss;       // "file.py:function"; "": the caller's, else cross-entropy
+  int threads = 0;        // torch intra-op threads of each job (part of the config: it can change the bits)
+  size_t bn_samples = 0;  // training samples that recompute BatchNorm statistics at each evaluation
 };
 // The provider: the data source (sim/data/external_data.h) that also builds models.
 class ExternalProvider : public ExternalDataSource {
@@ -51,6 +51,6 @@ std::string external_key(const nlohmann::json& run_config);
 // edited model file makes another config, as an edited config would. `cache` keeps the
 // files read, by path, across the runs of one experiment.
 nlohmann::json external_sources(const nlohmann::json& run_config, const std::string& base_dir, Validator& v,
-                                 std::map<std::string, std::string>& cache);
+                                std::map<std::string, std::string>& cache);
 
 }  // namespace asgd

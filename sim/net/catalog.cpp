@@ -38,8 +38,9 @@ std::vector<ParamInfo> params_of_type(const TopologyType& t) {
 TopologyType star() {
   TopologyType t;
   t.name = kDefaultTopologyType;
-  t.doc = "the parameter-server star: every worker's NIC and the server's shard links, as cluster.network sets them "
-          "(docs/architecture.md, Time model)";
+  t.doc =
+      "the parameter-server star: every worker's NIC and the server's shard links, as cluster.network sets them "
+      "(docs/architecture.md, Time model)";
   t.real = true;
   t.make = [](const S&, const NetworkSpec& net, int workers) { return make_star_topology(net, workers); };
   return t;
@@ -55,7 +56,8 @@ TopologyType boxes_of_gpus(const std::string& name, const std::string& doc) {
                        [](S& s, const json& v) { s.boxes = v.get<int>(); }),
               field<S>(integer("per_box", nullptr, "GPUs (workers) per machine", 1, kMaxWorkers),
                        [](S& s, const json& v) { s.per_box = v.get<int>(); })};
-  t.levels = {link_level("cluster.topology.intra", name + ": each GPU's link to its box's host (PCIe, NVLink)", &S::intra)};
+  t.levels = {
+      link_level("cluster.topology.intra", name + ": each GPU's link to its box's host (PCIe, NVLink)", &S::intra)};
   t.hosts = true;
   t.workers = [](const S& s) { return int64_t(s.boxes) * int64_t(s.per_box); };
   // The links of a GPU are its box's: the star's per-worker keys have no meaning here.
@@ -78,9 +80,10 @@ TopologyType boxes_of_gpus(const std::string& name, const std::string& doc) {
 
 TopologyType boxes() {
   TopologyType t = boxes_of_gpus(
-      "boxes", "boxes of GPUs (docs/architecture.md, Boxes): worker w is GPU w % per_box of box w / per_box; "
-               "cluster.workers is derived (boxes x per_box) or must equal it; cluster.network's bandwidth and shards "
-               "are then the dedicated servers' links");
+      "boxes",
+      "boxes of GPUs (docs/architecture.md, Boxes): worker w is GPU w % per_box of box w / per_box; "
+      "cluster.workers is derived (boxes x per_box) or must equal it; cluster.network's bandwidth and shards "
+      "are then the dedicated servers' links");
   t.levels.push_back(link_level("cluster.topology.inter", "boxes: each box's NIC to a non-blocking switch", &S::inter));
   return t;
 }
@@ -88,8 +91,9 @@ TopologyType boxes() {
 // Boxes behind racks' oversubscribed uplinks (leaf-spine): the same class, a rack level.
 TopologyType racks() {
   TopologyType t = boxes_of_gpus(
-      "racks", "boxes of GPUs in racks (docs/architecture.md, Racks): as boxes, and box b is in rack b / per_rack, "
-               "whose switch reaches the spine (and the dedicated servers on it) over the rack's uplink and downlink");
+      "racks",
+      "boxes of GPUs in racks (docs/architecture.md, Racks): as boxes, and box b is in rack b / per_rack, "
+      "whose switch reaches the spine (and the dedicated servers on it) over the rack's uplink and downlink");
   t.fields.push_back(field<S>(integer("per_rack", nullptr, "boxes per rack (must divide boxes)", 1, kMaxWorkers),
                               [](S& s, const json& v) { s.per_rack = v.get<int>(); }));
   t.levels.push_back(

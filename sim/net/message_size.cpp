@@ -12,9 +12,10 @@ struct CompressionWord {
   const char* word;
   CompressionSpec::Type type;
 };
-constexpr CompressionWord kCompressionWords[] = {
-    {"none", CompressionSpec::Type::None}, {"topk", CompressionSpec::Type::TopK}, {"int8", CompressionSpec::Type::Int8},
-    {"powersgd", CompressionSpec::Type::PowerSgd}};
+constexpr CompressionWord kCompressionWords[] = {{"none", CompressionSpec::Type::None},
+                                                 {"topk", CompressionSpec::Type::TopK},
+                                                 {"int8", CompressionSpec::Type::Int8},
+                                                 {"powersgd", CompressionSpec::Type::PowerSgd}};
 }  // namespace
 
 CompressionSpec::Type compression_type(const std::string& name) {
@@ -49,11 +50,15 @@ double row_message_bytes(const NetworkSpec& spec, size_t values, size_t rows, si
 
 double compressed_message_bytes(const NetworkSpec& spec, size_t values, const CompressionSpec& c) {
   switch (c.type) {
-    case CompressionSpec::Type::None: return message_bytes(spec, values);
+    case CompressionSpec::Type::None:
+      return message_bytes(spec, values);
     case CompressionSpec::Type::TopK:
-      return scaled_message_bytes(spec, values, double(topk_count(c.ratio, values)) * (kIndexBytes + spec.bytes_per_value));
-    case CompressionSpec::Type::Int8: return scaled_message_bytes(spec, values, double(values) + 4.0);
-    case CompressionSpec::Type::PowerSgd: return message_bytes(spec, values);  // (its all-reduces: engines/powersgd.h)
+      return scaled_message_bytes(spec, values,
+                                  double(topk_count(c.ratio, values)) * (kIndexBytes + spec.bytes_per_value));
+    case CompressionSpec::Type::Int8:
+      return scaled_message_bytes(spec, values, double(values) + 4.0);
+    case CompressionSpec::Type::PowerSgd:
+      return message_bytes(spec, values);  // (its all-reduces: engines/powersgd.h)
   }
   return message_bytes(spec, values);
 }

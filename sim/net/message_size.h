@@ -19,12 +19,12 @@ inline constexpr int kIndexBytes = 4;
 // collectives: engines/powersgd.h), and no push.
 struct CompressionSpec {
   enum class Type { None, TopK, Int8, PowerSgd } type = Type::None;
-  double ratio = 0.01;          // top-k: the fraction of values kept
-  bool error_feedback = false;  // keep what was not sent in a per-worker residual
-  int rank = 1;                 // PowerSGD: the approximation's rank r
-  double min_compression_rate = 2;        // PowerSGD: compress a matrix only if it shrinks more than this
-  double orthogonalization_epsilon = 0;   // PowerSGD: added to each column's norm
-  bool warm_start = true;       // PowerSGD: start each iteration's power step from the last Q
+  double ratio = 0.01;                   // top-k: the fraction of values kept
+  bool error_feedback = false;           // keep what was not sent in a per-worker residual
+  int rank = 1;                          // PowerSGD: the approximation's rank r
+  double min_compression_rate = 2;       // PowerSGD: compress a matrix only if it shrinks more than this
+  double orthogonalization_epsilon = 0;  // PowerSGD: added to each column's norm
+  bool warm_start = true;                // PowerSGD: start each iteration's power step from the last Q
   bool compresses_pushes() const { return type == Type::TopK || type == Type::Int8; }
 };
 CompressionSpec::Type compression_type(const std::string& name);  // "none", "topk", "int8", "powersgd"

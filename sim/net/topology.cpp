@@ -64,7 +64,7 @@ double repeated_sum(double s, double p, uint64_t times) {
       continue;
     }
     const uint64_t m = uint64_t(std::ldexp(s, 53 - e));  // s / ulp: exact, in [2^52, 2^53)
-    const double r = std::ldexp(p, 53 - e);                // p / ulp: exact, < 2^52
+    const double r = std::ldexp(p, 53 - e);              // p / ulp: exact, < 2^52
     const double q = std::floor(r);
     uint64_t inc = uint64_t(q);
     if (r - q > 0.5) ++inc;
@@ -159,10 +159,14 @@ class StarTopology final : public Topology {
 class ClusterTopology final : public Topology {
  public:
   ClusterTopology(const ClusterSpec& c, const NetworkSpec& net)
-      : c_(c), shards_(net.shards), per_rack_(c.per_rack > 0 ? c.per_rack : c.boxes),
-        intra_latency_(seconds_to_sim(c.intra.latency)), inter_latency_(seconds_to_sim(c.inter.latency)),
+      : c_(c),
+        shards_(net.shards),
+        per_rack_(c.per_rack > 0 ? c.per_rack : c.boxes),
+        intra_latency_(seconds_to_sim(c.intra.latency)),
+        inter_latency_(seconds_to_sim(c.inter.latency)),
         rack_latency_(seconds_to_sim(c.rack.latency)) {
-    if (c_.boxes < 1 || c_.per_box < 1) throw std::invalid_argument("a cluster topology needs boxes >= 1 and per_box >= 1");
+    if (c_.boxes < 1 || c_.per_box < 1)
+      throw std::invalid_argument("a cluster topology needs boxes >= 1 and per_box >= 1");
     if (c_.per_rack < 0 || c_.boxes % per_rack_ != 0)
       throw std::invalid_argument("a cluster topology's per_rack must divide its boxes");
     if (c_.per_rack == 0 && (c_.rack.bandwidth > 0 || c_.rack.latency > 0))
@@ -244,8 +248,8 @@ class ClusterTopology final : public Topology {
   }
   int rack(int box) const { return box >= 0 ? box / per_rack_ : -1; }
   void check(int endpoint) const {
-    const bool ok = endpoint >= 0 ? endpoint < c_.boxes * c_.per_box
-                                  : endpoint == kServer || (-2 - endpoint) < c_.boxes;
+    const bool ok =
+        endpoint >= 0 ? endpoint < c_.boxes * c_.per_box : endpoint == kServer || (-2 - endpoint) < c_.boxes;
     if (!ok) throw std::out_of_range("no endpoint " + std::to_string(endpoint) + " in the cluster topology");
   }
 

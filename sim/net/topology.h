@@ -154,11 +154,11 @@ struct ClusterSpec {
   std::string type = kDefaultTopologyType;
   int boxes = 0;
   int per_box = 0;
-  int per_rack = 0;            // boxes per rack; 0: no rack level (boxes: one switch)
-  LinkSpec intra;              // each GPU's link to its box's host (PCIe, NVLink)
-  LinkSpec inter;              // each box's NIC to its switch (boxes: the one switch; racks: its rack's)
-  LinkSpec rack;               // each rack's uplink to the spine (racks only)
-  bool host_placement = false; // cluster.placement "host" (else "servers")
+  int per_rack = 0;             // boxes per rack; 0: no rack level (boxes: one switch)
+  LinkSpec intra;               // each GPU's link to its box's host (PCIe, NVLink)
+  LinkSpec inter;               // each box's NIC to its switch (boxes: the one switch; racks: its rack's)
+  LinkSpec rack;                // each rack's uplink to the spine (racks only)
+  bool host_placement = false;  // cluster.placement "host" (else "servers")
 };
 
 // Boxes of GPUs (see docs/architecture.md, "Boxes"). Worker w is GPU w % per_box of box

@@ -108,7 +108,10 @@ bool read_file_limited(const std::string& path, size_t max_bytes, std::string& o
 }
 
 const char* file_type_name(unsigned st_mode) {
-  return S_ISFIFO(st_mode) ? "a FIFO" : S_ISDIR(st_mode) ? "a folder" : S_ISREG(st_mode) ? "a file" : "a device or socket";
+  return S_ISFIFO(st_mode)  ? "a FIFO"
+         : S_ISDIR(st_mode) ? "a folder"
+         : S_ISREG(st_mode) ? "a file"
+                            : "a device or socket";
 }
 
 int open_output_file(const std::string& path) {
@@ -146,8 +149,7 @@ void make_directories(const std::string& path) {
   std::error_code ec;
   std::filesystem::create_directories(path, ec);
   if (ec) throw IoError("cannot create folder " + path + ": " + ec.message());
-  if (::access(path.c_str(), W_OK) != 0)
-    throw IoError("folder " + path + " is not writable: " + std::strerror(errno));
+  if (::access(path.c_str(), W_OK) != 0) throw IoError("folder " + path + " is not writable: " + std::strerror(errno));
 }
 
 }  // namespace asgd

@@ -52,8 +52,9 @@ FileLock::FileLock(const std::string& path) : path_(path) {
   // O_NONBLOCK: a FIFO planted at the path must not block open() (it is refused below).
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
   if (fd < 0 && errno == ELOOP)
-    throw IoError(path + " is a symbolic link: asgdsim never writes or deletes through a link inside the output "
-                         "folder (only --out itself may be one); remove the link, or choose another --out");
+    throw IoError(path +
+                  " is a symbolic link: asgdsim never writes or deletes through a link inside the output "
+                  "folder (only --out itself may be one); remove the link, or choose another --out");
   if (fd < 0) throw IoError("cannot open " + path + ": " + std::strerror(errno));
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -21,12 +21,11 @@ void Recorder::write_metrics(const std::string& path) const {
       "time,updates,gradients,samples,epoch,lr,train_loss,test_loss,test_accuracy,worker_loss,"
       "mean_staleness,dropped\n";
   for (const auto& r : rows_) {
-    out += format_number(sim_to_seconds(r.time)) + "," + std::to_string(r.updates) + "," +
-           std::to_string(r.gradients) + "," + std::to_string(r.samples) + "," +
-           format_number(r.epoch) + "," + format_number(r.lr) + "," + format_number(r.train_loss) +
-           "," + format_number(r.test_loss) + "," + format_number(r.test_accuracy) + "," +
-           format_number(r.worker_loss) + "," + format_number(r.mean_staleness) + "," +
-           std::to_string(r.dropped) + "\n";
+    out += format_number(sim_to_seconds(r.time)) + "," + std::to_string(r.updates) + "," + std::to_string(r.gradients) +
+           "," + std::to_string(r.samples) + "," + format_number(r.epoch) + "," + format_number(r.lr) + "," +
+           format_number(r.train_loss) + "," + format_number(r.test_loss) + "," + format_number(r.test_accuracy) + "," +
+           format_number(r.worker_loss) + "," + format_number(r.mean_staleness) + "," + std::to_string(r.dropped) +
+           "\n";
   }
   write_file_atomic(path, out);
 }
@@ -37,18 +36,18 @@ void Recorder::write_staleness(const std::string& path, const std::map<uint64_t,
   write_file_atomic(path, out);
 }
 
-void Recorder::write_workers(const std::string& path, const std::vector<WorkerStats>& workers,
-                             SimTime end_time) {
-  std::string out = "worker,gradients,applied,dropped,lost,compute_time,comm_time,wait_time,down_time,cancelled,wasted_time\n";
+void Recorder::write_workers(const std::string& path, const std::vector<WorkerStats>& workers, SimTime end_time) {
+  std::string out =
+      "worker,gradients,applied,dropped,lost,compute_time,comm_time,wait_time,down_time,cancelled,wasted_time\n";
   for (size_t w = 0; w < workers.size(); ++w) {
     const auto& s = workers[w];
     SimTime wait = end_time - s.compute - s.comm - s.down;
     if (wait < 0) wait = 0;
-    out += std::to_string(w) + "," + std::to_string(s.gradients) + "," + std::to_string(s.applied) +
-           "," + std::to_string(s.dropped) + "," + std::to_string(s.lost) + "," +
-           format_number(sim_to_seconds(s.compute)) + "," + format_number(sim_to_seconds(s.comm)) + "," +
-           format_number(sim_to_seconds(wait)) + "," + format_number(sim_to_seconds(s.down)) + "," +
-           std::to_string(s.cancelled) + "," + format_number(sim_to_seconds(s.wasted)) + "\n";
+    out += std::to_string(w) + "," + std::to_string(s.gradients) + "," + std::to_string(s.applied) + "," +
+           std::to_string(s.dropped) + "," + std::to_string(s.lost) + "," + format_number(sim_to_seconds(s.compute)) +
+           "," + format_number(sim_to_seconds(s.comm)) + "," + format_number(sim_to_seconds(wait)) + "," +
+           format_number(sim_to_seconds(s.down)) + "," + std::to_string(s.cancelled) + "," +
+           format_number(sim_to_seconds(s.wasted)) + "\n";
   }
   write_file_atomic(path, out);
 }
@@ -58,8 +57,8 @@ void Recorder::write_trace(const std::string& path, int workers) const {
   const std::string pid = std::to_string(pid_);
   std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   if (!process_name_.empty())  // a run id: letters, digits and . - _ = only, nothing to escape
-    out += "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + pid + ",\"args\":{\"name\":\"" +
-           process_name_ + "\"}},\n";
+    out +=
+        "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + pid + ",\"args\":{\"name\":\"" + process_name_ + "\"}},\n";
   out += "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + pid + ",\"tid\":0,\"args\":{\"name\":\"server\"}}";
   for (int w = 0; w < workers; ++w)
     out += ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + pid + ",\"tid\":" + std::to_string(w + 1) +
@@ -89,7 +88,8 @@ void Recorder::checkpoint(StateArchive& a) {
   a.tag("recorder");
   a.io(rows_);
   // A span's name is one of these literals; the checkpoint holds its index.
-  static const char* const kNames[] = {"compute", "pull", "push", "wait", "down", "update", "apply", "send", "collective"};
+  static const char* const kNames[] = {"compute", "pull",  "push", "wait",      "down",
+                                       "update",  "apply", "send", "collective"};
   constexpr size_t kCount = sizeof(kNames) / sizeof(kNames[0]);
   uint64_t n = spans_.size();
   a.io(n);
@@ -98,7 +98,8 @@ void Recorder::checkpoint(StateArchive& a) {
     uint8_t name = 0;
     if (a.saving()) {
       while (name < kCount && std::strcmp(kNames[name], sp.name) != 0) ++name;
-      if (name == kCount) throw std::logic_error(std::string("Recorder: span name \"") + sp.name + "\" has no checkpoint code");
+      if (name == kCount)
+        throw std::logic_error(std::string("Recorder: span name \"") + sp.name + "\" has no checkpoint code");
     }
     a.io(sp.track);
     a.io(name);

@@ -22,9 +22,9 @@ struct MetricsRow {
   uint64_t updates = 0, gradients = 0, samples = 0;
   double epoch = 0, lr = 0;
   double train_loss = 0, test_loss = 0, test_accuracy = 0;  // accuracy NaN: not a classifier
-  double worker_loss = 0;      // mean minibatch loss of gradients arrived since the last row
-  double mean_staleness = 0;   // mean staleness of gradients applied since the last row
-  uint64_t dropped = 0;        // gradients dropped so far
+  double worker_loss = 0;     // mean minibatch loss of gradients arrived since the last row
+  double mean_staleness = 0;  // mean staleness of gradients applied since the last row
+  uint64_t dropped = 0;       // gradients dropped so far
 };
 
 // What a metrics row measures besides the model: the minibatch losses and the staleness
@@ -63,9 +63,9 @@ struct WorkerStats {
   uint64_t cancelled = 0;  // steps abandoned by Runtime::cancel or at their time budget (no gradient)
   SimTime wasted = 0;      // time of steps whose gradient was never applied: dropped, cancelled, timed out
                            // up to the cancel (a part of compute + comm, not beside it)
-  SimTime compute = 0;    // computing gradients (the part of a step cut off by a failure or the end too)
-  SimTime comm = 0;       // its messages in transit
-  SimTime down = 0;       // failed
+  SimTime compute = 0;     // computing gradients (the part of a step cut off by a failure or the end too)
+  SimTime comm = 0;        // its messages in transit
+  SimTime down = 0;        // failed
 };
 
 // What a span carries besides its time, written as the trace event's args (Perfetto shows
@@ -77,8 +77,9 @@ struct SpanArgs {
 };
 
 struct Span {
-  int track;              // 0 = server, w + 1 = worker w
-  const char* name;       // compute | pull | push | wait | down; server: update (an instant), apply (its busy time), send (one message, cluster.server.send_seconds)
+  int track;         // 0 = server, w + 1 = worker w
+  const char* name;  // compute | pull | push | wait | down; server: update (an instant), apply (its busy time), send
+                     // (one message, cluster.server.send_seconds)
   SimTime start, end;
   SpanArgs args;
 };
@@ -115,8 +116,7 @@ class Recorder {
 
   void write_metrics(const std::string& path) const;
   static void write_staleness(const std::string& path, const std::map<uint64_t, uint64_t>& hist);
-  static void write_workers(const std::string& path, const std::vector<WorkerStats>& workers,
-                            SimTime end_time);
+  static void write_workers(const std::string& path, const std::vector<WorkerStats>& workers, SimTime end_time);
   void write_trace(const std::string& path, int workers) const;
 
  private:

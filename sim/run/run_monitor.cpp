@@ -6,7 +6,12 @@
 namespace asgd {
 
 RunMonitor::RunMonitor(const RunSettings& s, size_t train_size, bool classifier, RunOutcome& out, Recorder& recorder)
-    : s_(s), train_size_(train_size), classifier_(classifier), out_(out), recorder_(recorder), schedule_(s.lr),
+    : s_(s),
+      train_size_(train_size),
+      classifier_(classifier),
+      out_(out),
+      recorder_(recorder),
+      schedule_(s.lr),
       after_update_(s) {}
 
 double RunMonitor::epoch() const { return double(out_.samples) / double(train_size_); }
@@ -133,9 +138,10 @@ void RunMonitor::finish() {
   if (out_.status == "completed" && !reached_target_ && out_.updates == 0) {
     // the engine's first round (a sync iteration, a period of local steps) never ended
     out_.status = "stalled";
-    out_.note += "; no round of the engine finished within the stop budget (0 updates of the model of record): a "
-                 "round is longer than the run, which says nothing of how the engine learns; raise the stop limits "
-                 "or shorten the round";
+    out_.note +=
+        "; no round of the engine finished within the stop budget (0 updates of the model of record): a "
+        "round is longer than the run, which says nothing of how the engine learns; raise the stop limits "
+        "or shorten the round";
   } else if (out_.status == "completed" && !reached_target_ && stalled(first_train_loss_, last_train_loss_)) {
     out_.status = "stalled";
     out_.note += "; train_loss " + format_number(last_train_loss_) + " did not fall below " +
@@ -177,8 +183,8 @@ void checkpoint(StateArchive& a, RunOutcome& o) {
   a.io(o.note);
   a.io(o.time);
   for (uint64_t* c : {&o.updates, &o.gradients, &o.dropped, &o.lost, &o.failures, &o.samples, &o.samples_computed,
-                      &o.staleness_max, &o.iterations, &o.server_updates, &o.messages_to_server,
-                      &o.messages_to_workers, &o.client_draws, &o.clients_distinct, &o.clients_departed})
+                      &o.staleness_max, &o.iterations, &o.server_updates, &o.messages_to_server, &o.messages_to_workers,
+                      &o.client_draws, &o.clients_distinct, &o.clients_departed})
     a.io(*c);
   a.io(o.staleness_hist);
   a.io(o.staleness_mean);

@@ -18,19 +18,20 @@ struct RunOutcome {
   std::string note;                  // why it ended, in words
   SimTime time = 0;
   uint64_t updates = 0, gradients = 0, dropped = 0, lost = 0, failures = 0;
-  uint64_t samples = 0;              // of applied gradients: what epochs count
-  uint64_t samples_computed = 0;     // of every gradient that arrived (applied, dropped or held)
+  uint64_t samples = 0;           // of applied gradients: what epochs count
+  uint64_t samples_computed = 0;  // of every gradient that arrived (applied, dropped or held)
   std::map<uint64_t, uint64_t> staleness_hist;
   double staleness_mean = 0;
   uint64_t staleness_max = 0;
   std::string staleness_unit = "updates";  // what staleness counts (Engine::staleness_unit)
-  double iteration_time_mean = 0;    // sync family; 0 if none
+  double iteration_time_mean = 0;          // sync family; 0 if none
   uint64_t iterations = 0;
-  uint64_t server_updates = 0;       // updates the server finished (Simulation::server_update)
-  SimTime server_busy = 0;           // virtual time it spent on updates, up to the run's end
+  uint64_t server_updates = 0;  // updates the server finished (Simulation::server_update)
+  SimTime server_busy = 0;      // virtual time it spent on updates, up to the run's end
   uint64_t messages_to_server = 0, messages_to_workers = 0;
   double bytes_to_server = 0, bytes_to_workers = 0;
-  double peak_sync_bytes = 0;        // the largest payload a worker sent or received at once: a message, or its share of a collective
+  double peak_sync_bytes =
+      0;  // the largest payload a worker sent or received at once: a message, or its share of a collective
   std::vector<WorkerStats> workers;
   std::vector<std::vector<uint64_t>> partition_labels;  // (data owners, classes) under data.partition; empty: iid
   // A population (section clients): clients drawn for slots, and how many distinct ones.

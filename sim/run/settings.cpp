@@ -27,9 +27,11 @@ std::vector<Section<S>> make_sections() {
   return {
       // The top level: RunSettings' seed, trace and batched_gradients, and the
       // experiment's own name, description and repeats (experiments/ reads those).
-      {"top", "top-level keys",
-       {unbound<S>(str("name", "", "experiment name: the folder under --out, of letters, digits and . - _ = "
-                                   "(default: the config file's name, other characters as _)")),
+      {"top",
+       "top-level keys",
+       {unbound<S>(str("name", "",
+                       "experiment name: the folder under --out, of letters, digits and . - _ = "
+                       "(default: the config file's name, other characters as _)")),
         unbound<S>(str("description", "", "free text, kept with the results")),
         field(&S::seed, integer("seed", 1, "base seed; repeat r uses seed + r", 0, kMaxCount)),
         unbound<S>(integer("repeats", 1, "runs per (engine, sweep point), seeds seed, seed+1, ...", 1, kMaxRuns)),
@@ -40,10 +42,12 @@ std::vector<Section<S>> make_sections() {
                       "batched call: for many workers per GPU); 1 = each alone. CPU backends: the same files for "
                       "every value, but slower (a batch runs on one core)",
                       1, 1024))}},
-      {"train", "optimisation",
+      {"train",
+       "optimisation",
        {field(&S::batch_size, integer("batch_size", 32, "minibatch size per worker", 1, 16777216)),
         field(&S::global_batch,
-              integer("global_batch", 0, "if > 0: the batch summed over workers; per-worker batch = global_batch / workers")),
+              integer("global_batch", 0,
+                      "if > 0: the batch summed over workers; per-worker batch = global_batch / workers")),
         field<S>(num("lr", 0.1, "base learning rate", 0, true), [](S& s, const json& v) { s.lr.lr = v.get<double>(); }),
         field<S>(str("optimizer", "sgd",
                      "the update rule wherever parameters are updated (the server; local_sgd's and diloco's "
@@ -68,8 +72,8 @@ std::vector<Section<S>> make_sections() {
                  [](S& s, const json& v) { s.optimizer.beta2 = v.get<double>(); }),
         field<S>(num("eps", 1e-8, "adam, adamw: added to sqrt(v_hat)", 0, true, 1),
                  [](S& s, const json& v) { s.optimizer.eps = v.get<double>(); }),
-        field<S>(num("weight_decay", 0.0,
-                     "adam: L2, g += wd w; adamw: decoupled, w -= lr wd w (sgd: must be 0)", 0, false, 1e6),
+        field<S>(num("weight_decay", 0.0, "adam: L2, g += wd w; adamw: decoupled, w -= lr wd w (sgd: must be 0)", 0,
+                     false, 1e6),
                  [](S& s, const json& v) { s.optimizer.weight_decay = v.get<double>(); }),
         field<S>(str("aggregate", "mean", "how synchronous engines combine worker gradients", {"mean", "sum"}),
                  [](S& s, const json& v) { s.aggregate_sum = v == "sum"; }),
@@ -78,7 +82,8 @@ std::vector<Section<S>> make_sections() {
                   "warm-up: a single replica (worker 0) trains alone for these epochs, then the engine starts from its "
                   "parameters (the lr schedule and stop limits count the whole run)",
                   0))}},
-      {"stop", "when a run ends: the first limit reached (0 = no limit)",
+      {"stop",
+       "when a run ends: the first limit reached (0 = no limit)",
        {seconds_field(&S::stop_time, seconds("time", 0, "virtual seconds"), /*zero_is_never=*/true),
         field(&S::stop_updates, integer("updates", 0, "updates of the model of record", 0, kMaxCount)),
         field(&S::stop_gradients, integer("gradients", 0, "gradients computed", 0, kMaxCount)),
@@ -94,26 +99,31 @@ std::vector<Section<S>> make_sections() {
                   "bound a run that never reaches it",
                   0))},
        /*left_out=*/{{"epochs", 1}}},
-      {"eval", "when the model of record is evaluated",
+      {"eval",
+       "when the model of record is evaluated",
        {field(&S::eval_every,
               num("every", 0.25,
                   "interval between evaluations, in `unit` (time: >= 1e-9, a nanosecond; updates: a whole number)", 0,
                   true, kMaxCount)),
         choice_field(&S::eval_unit, str("unit", "epochs", "what `every` counts"), eval_unit_words()),
-        field(&S::eval_train_samples,
-              integer("train_samples", 10000, "train_loss is measured on the first so many training samples (0 = all)")),
-        field(&S::eval_test_samples, integer("test_samples", 0, "test metrics on the first so many test samples (0 = all)")),
+        field(
+            &S::eval_train_samples,
+            integer("train_samples", 10000, "train_loss is measured on the first so many training samples (0 = all)")),
+        field(&S::eval_test_samples,
+              integer("test_samples", 0, "test metrics on the first so many test samples (0 = all)")),
         field(&S::divergence_bound,
               num("divergence_bound", 1e6, "a train_loss above this (or NaN/Inf) ends the run as diverged", 0, true))}},
-      {"cluster", "the simulated workers (also: compute, network, server, stragglers, failures, topology)",
+      {"cluster",
+       "the simulated workers (also: compute, network, server, stragglers, failures, topology)",
        {field(&S::workers, integer("workers", 4, "number of workers", 1, kMaxWorkers)),
-        field<S>(str("placement", "servers",
-                     "where the parameters live: \"servers\" dedicated server machines (network.shards shards, reached "
-                     "over the topology's inter links); \"host\" each box's host memory (GPUs reach it over intra; "
-                     "several boxes: sync exchanges each box's sum with the servers). \"host\" needs a topology with boxes "
-                     "(cluster.topology.type \"boxes\")",
-                     {"servers", "host"}),
-                 [](S& s, const json& v) { s.topology.host_placement = v == "host"; }),
+        field<S>(
+            str("placement", "servers",
+                "where the parameters live: \"servers\" dedicated server machines (network.shards shards, reached "
+                "over the topology's inter links); \"host\" each box's host memory (GPUs reach it over intra; "
+                "several boxes: sync exchanges each box's sum with the servers). \"host\" needs a topology with boxes "
+                "(cluster.topology.type \"boxes\")",
+                {"servers", "host"}),
+            [](S& s, const json& v) { s.topology.host_placement = v == "host"; }),
         unbound<S>(any("speeds", json::array(),
                        "per-worker slowdown factors (2 = twice as slow): a list of one factor per worker (empty = all "
                        "1), or a distribution {\"dist\": ...} drawn once per worker"))}},
@@ -125,8 +135,9 @@ std::vector<Section<S>> make_sections() {
                      "what one draw is the time of: one sample (a step scales with its batch) or one whole step",
                      {"sample", "step"}),
                  [](S& s, const json& v) { s.step_cost.per_sample = v == "sample"; }),
-        field<S>(seconds("overhead", 0.0, "fixed virtual seconds added to every step (before the speed and straggler "
-                                          "factors)"),
+        field<S>(seconds("overhead", 0.0,
+                         "fixed virtual seconds added to every step (before the speed and straggler "
+                         "factors)"),
                  [](S& s, const json& v) { s.step_cost.overhead = v.get<double>(); })},
        // left out: 10 ms per step at the default batch of 32, exponentially distributed
        /*left_out=*/{{"dist", "exponential"}, {"mean", 0.01 / 32}}},
@@ -135,17 +146,21 @@ std::vector<Section<S>> make_sections() {
        "parameter-server shard links, FIFO per link",
        {field<S>(seconds("latency", 0.0, "virtual seconds per message"),
                  [](S& s, const json& v) { s.network.latency = v.get<double>(); }),
-        field<S>(num("bandwidth", 0.0, "bytes per virtual second of each shard's link, each direction (0 = unlimited)", 0),
-                 [](S& s, const json& v) { s.network.bandwidth = v.get<double>(); }),
-        field<S>(integer("shards", 1, "parameter-server shards, each with its own link; a message is split evenly", 1, 4096),
-                 [](S& s, const json& v) { s.network.shards = v.get<int>(); }),
-        field<S>(num("worker_bandwidth", 0.0, "bytes per virtual second of each worker's NIC, each direction (0 = unlimited)", 0),
+        field<S>(
+            num("bandwidth", 0.0, "bytes per virtual second of each shard's link, each direction (0 = unlimited)", 0),
+            [](S& s, const json& v) { s.network.bandwidth = v.get<double>(); }),
+        field<S>(
+            integer("shards", 1, "parameter-server shards, each with its own link; a message is split evenly", 1, 4096),
+            [](S& s, const json& v) { s.network.shards = v.get<int>(); }),
+        field<S>(num("worker_bandwidth", 0.0,
+                     "bytes per virtual second of each worker's NIC, each direction (0 = unlimited)", 0),
                  [](S& s, const json& v) { s.network.worker_bandwidth = v.get<double>(); }),
-        field<S>(num("message_bytes", 0.0,
-                     "bytes of every parameter or gradient message (0 = parameters x bytes per value of `precision`): a "
-                     "proxy size, to time a large model's traffic while computing a small model's learning",
-                     0, false, kMaxCount),
-                 [](S& s, const json& v) { s.network.message_bytes = v.get<double>(); }),
+        field<S>(
+            num("message_bytes", 0.0,
+                "bytes of every parameter or gradient message (0 = parameters x bytes per value of `precision`): a "
+                "proxy size, to time a large model's traffic while computing a small model's learning",
+                0, false, kMaxCount),
+            [](S& s, const json& v) { s.network.message_bytes = v.get<double>(); }),
         choice_field(&S::precision,
                      str("precision", "fp32",
                          "format of pulled parameters and pushed gradients (16-bit: half the bytes, values rounded)"),
@@ -179,10 +194,12 @@ std::vector<Section<S>> make_sections() {
                  [](S& s, const json& v) { s.compression.min_compression_rate = v.get<double>(); }),
         field<S>(num("orthogonalization_epsilon", 0.0, "powersgd: added to each column's norm in Gram-Schmidt", 0.0),
                  [](S& s, const json& v) { s.compression.orthogonalization_epsilon = v.get<double>(); }),
-        field<S>(boolean("warm_start", true, "powersgd: each iteration's power step starts from the last Q (else a "
-                                             "fresh random Q every iteration)"),
+        field<S>(boolean("warm_start", true,
+                         "powersgd: each iteration's power step starts from the last Q (else a "
+                         "fresh random Q every iteration)"),
                  [](S& s, const json& v) { s.compression.warm_start = v.get<bool>(); })}},
-      {"cluster.server", "the parameter server (or EASGD center) as a resource: one update at a time, FIFO",
+      {"cluster.server",
+       "the parameter server (or EASGD center) as a resource: one update at a time, FIFO",
        {field(&S::server_update_seconds,
               seconds("update_seconds", 0.0,
                       "virtual seconds the server is busy per update it applies (an async gradient, a sync aggregate, "
@@ -193,12 +210,14 @@ std::vector<Section<S>> make_sections() {
                       "a reply, a cancel notice), one at a time on the server: a send waits for the update or send "
                       "in progress, an update for the sends asked before it, and the message leaves when its send "
                       "is done. 0: sends are free and do not wait for the server"))}},
-      {"cluster.stragglers", "slow steps on top of the compute-time distribution (also: slow, a list of windows)",
+      {"cluster.stragglers",
+       "slow steps on top of the compute-time distribution (also: slow, a list of windows)",
        {field<S>(num("probability", 0.0, "chance that a step is a transient straggler", 0, false, 1),
                  [](S& s, const json& v) { s.stragglers.probability = v.get<double>(); }),
         field<S>(num("factor", 1.0, "how many times slower a transient straggler step is", 0, true),
                  [](S& s, const json& v) { s.stragglers.factor = v.get<double>(); })}},
-      {"cluster.failures", "workers that fail: at given times (events) and/or at a rate; a failed worker's gradient in flight is lost",
+      {"cluster.failures",
+       "workers that fail: at given times (events) and/or at a rate; a failed worker's gradient in flight is lost",
        {field(&S::failure_rate, num("rate", 0.0, "failures per worker per virtual second (exponential gaps)", 0)),
         field<S>(seconds("down_time", 0.0, "how long a rate failure lasts (0 = the worker never comes back)"),
                  [](S& s, const json& v) { s.failure_down_time = seconds_or_never(v); })}},
@@ -207,8 +226,8 @@ std::vector<Section<S>> make_sections() {
        "a part of the data (data.partition over the clients), a speed and a sample stream; each client job takes "
        "a free slot, drawn by `sampling` among the clients not training (docs/population.md)",
        {field<S>(integer("count", 0,
-                         "clients in the population (0: none, each worker is its own client); >= cluster.workers",
-                         0, 16000000),
+                         "clients in the population (0: none, each worker is its own client); >= cluster.workers", 0,
+                         16000000),
                  [](S& s, const json& v) { s.clients.count = v.get<int64_t>(); }),
         field<S>(str("sampling", "uniform",
                      "how a free slot draws its next client among those not training: uniform, or size (with "
@@ -225,7 +244,8 @@ std::vector<Section<S>> make_sections() {
                      "messages) and its availability (drawn only while available; a job it leaves unfinished is "
                      "dropped). \"\": none"),
                  [](S& s, const json& v) { s.clients.devices = v.get<std::string>(); })}},
-      {"real", "`asgdsim cluster` only (real MPI processes; `asgdsim run` ignores it)",
+      {"real",
+       "`asgdsim cluster` only (real MPI processes; `asgdsim run` ignores it)",
        {field(&S::real_delay_scale,
               num("delay_scale", 0.0,
                   "0: workers compute flat out; s > 0: a worker's step lasts at least s x the compute time drawn from "
@@ -290,8 +310,9 @@ void check_optimizer(const json& train, Validator& v) {
     if (nesterov && number("momentum") <= 0)
       v.error("train.nesterov", "Nesterov momentum needs train.momentum > 0 (train.momentum is 0)");
     if (number("weight_decay") > 0)
-      v.error("train.weight_decay", "weight decay is implemented for train.optimizer adam and adamw, not sgd: set it "
-                                    "to 0 or choose adam/adamw");
+      v.error("train.weight_decay",
+              "weight decay is implemented for train.optimizer adam and adamw, not sgd: set it "
+              "to 0 or choose adam/adamw");
   } else if (type.is_string()) {
     if (number("momentum") > 0)
       v.error("train.momentum", "train.momentum is sgd's; " + type.get<std::string>() +
@@ -322,12 +343,14 @@ const Family<RunSettings>& lr_schedule_family() {
                  [](S& s, const json& v) { s.lr.warmup_from = v.is_string() ? -1.0 : v.get<double>(); })};
     f.members = {
         {"constant", "lr * scale after the warm-up", {}},
-        {"step", "multiply by gamma at each milestone epoch",
+        {"step",
+         "multiply by gamma at each milestone epoch",
          {field<S>(list("milestones", ParamType::NumberList, json::array(), "epochs", 0),
                    [](S& s, const json& v) { s.lr.milestones = v.get<std::vector<double>>(); }),
           field<S>(num("gamma", 0.1, "factor at each milestone", 0, true),
                    [](S& s, const json& v) { s.lr.gamma = v.get<double>(); })}},
-        {"cosine", "cosine decay from lr * scale to min_lr at total_epochs",
+        {"cosine",
+         "cosine decay from lr * scale to min_lr at total_epochs",
          {field<S>(num("total_epochs", nullptr, "end of the decay", 0, true),
                    [](S& s, const json& v) { s.lr.total_epochs = v.get<double>(); }),
           field<S>(num("min_lr", 0.0, "final rate", 0), [](S& s, const json& v) { s.lr.min_lr = v.get<double>(); })}},
@@ -371,7 +394,8 @@ const Family<RunSettings>& staleness_family() {
     std::vector<Field<S>> window = {
         field(&S::staleness_from_epoch,
               num("from_epoch", 0.0, "forced staleness applies from this epoch on (before it: emergent only)", 0)),
-        field(&S::staleness_until_epoch, num("until_epoch", 0.0, "... and until this epoch (0 = to the end; else > from_epoch)", 0)),
+        field(&S::staleness_until_epoch,
+              num("until_epoch", 0.0, "... and until this epoch (0 = to the end; else > from_epoch)", 0)),
         field<S>(str("at", "read",
                      "what the lag counts back from: the version current when the gradient is read (emergent "
                      "staleness adds to it), or the one current when it arrives at the server (applied exactly the "
@@ -415,8 +439,9 @@ RunSettings default_settings() {
   Validator v;
   for (const char* name : {"top", "train", "stop", "eval", "cluster", "cluster.network", "cluster.network.compression",
                            "cluster.server", "cluster.stragglers", "cluster.failures", "real", "clients"})
-    settings_section(name).bind(json::object(), name, v, s, {"lr_schedule", "compute", "network", "server", "stragglers",
-                                                             "failures", "topology", "compression", "slow", "events"});
+    settings_section(name).bind(json::object(), name, v, s,
+                                {"lr_schedule", "compute", "network", "server", "stragglers", "failures", "topology",
+                                 "compression", "slow", "events"});
   lr_schedule_family().bind(json::object(), "train.lr_schedule", v, s);
   staleness_family().bind(json::object(), "staleness", v, s);
   const Section<S>& compute = settings_section("cluster.compute");
@@ -435,7 +460,8 @@ void finish_settings(RunSettings& s) {
   if (s.staleness == StalenessMode::Geometric)
     s.staleness_tau = s.staleness_max > 0 ? s.staleness_max : uint32_t(std::ceil(10.0 * s.staleness_mean));
   if (s.staleness == StalenessMode::PerLayer)  // the history kept: the largest lag
-    s.staleness_tau = s.staleness_layers.empty() ? 0 : *std::max_element(s.staleness_layers.begin(), s.staleness_layers.end());
+    s.staleness_tau =
+        s.staleness_layers.empty() ? 0 : *std::max_element(s.staleness_layers.begin(), s.staleness_layers.end());
   s.network.bytes_per_value = s.precision == Precision::Fp32 ? 4 : 2;
 }
 

@@ -21,7 +21,6 @@
 
 namespace asgd {
 
-
 enum class EvalUnit { Time, Updates, Epochs };
 enum class StalenessMode { Emergent, Fixed, Uniform, Geometric, PerLayer };
 enum class Precision { Fp32, Fp16, Bf16 };  // of parameters pulled and gradients pushed
@@ -58,16 +57,16 @@ struct FailureEvent {
 // count 0 is no population, each worker its own client (and its own part of the data).
 struct ClientsSpec {
   int64_t count = 0;
-  bool by_size = false;       // sampling "size": a client is drawn with probability its share of the data
+  bool by_size = false;  // sampling "size": a client is drawn with probability its share of the data
   std::shared_ptr<const BoundDistribution> speeds;  // a distribution drawn once per client
-  std::string devices;        // a population folder (sim/data/client_devices.h), "": none
+  std::string devices;                              // a population folder (sim/data/client_devices.h), "": none
 };
 
 struct RunSettings {
   uint64_t seed = 0;
   int workers = 1;
-  size_t batch_size = 0;               // per worker
-  size_t global_batch = 0;             // train.global_batch; > 0: batch_size = global_batch / workers
+  size_t batch_size = 0;    // per worker
+  size_t global_batch = 0;  // train.global_batch; > 0: batch_size = global_batch / workers
   LrScheduleSpec lr;
   bool lr_scale_by_workers = false;    // lr_schedule.scale "workers": lr.scale = workers
   OptimizerSpec optimizer;             // train.optimizer, momentum, nesterov, beta1, ...
@@ -84,16 +83,16 @@ struct RunSettings {
   double stop_target_loss = 0.0;
 
   EvalUnit eval_unit = EvalUnit::Epochs;
-  double eval_every = 0;               // seconds, updates or epochs
-  size_t eval_train_samples = 0;       // first rows of the training set (0 = all)
-  size_t eval_test_samples = 0;        // first rows of the test set (0 = all)
-  double divergence_bound = 0;         // train_loss above this (or NaN/Inf): diverged
+  double eval_every = 0;          // seconds, updates or epochs
+  size_t eval_train_samples = 0;  // first rows of the training set (0 = all)
+  size_t eval_test_samples = 0;   // first rows of the test set (0 = all)
+  double divergence_bound = 0;    // train_loss above this (or NaN/Inf): diverged
 
   StalenessMode staleness = StalenessMode::Emergent;
-  uint32_t staleness_tau = 0;          // fixed: T; uniform: upper bound; geometric: cap; per_layer: the largest
+  uint32_t staleness_tau = 0;              // fixed: T; uniform: upper bound; geometric: cap; per_layer: the largest
   std::vector<uint32_t> staleness_layers;  // per_layer: the lag of layer l (the last for deeper layers)
-  double staleness_mean = 0.0;         // geometric mean
-  uint32_t staleness_max = 0;          // geometric: the cap as given (0: ceil(10 * mean))
+  double staleness_mean = 0.0;             // geometric mean
+  uint32_t staleness_max = 0;              // geometric: the cap as given (0: ceil(10 * mean))
   // Forced staleness applies to gradients read (or, at apply, arriving) while the epoch is
   // in [from, until); until 0 = to the end.
   double staleness_from_epoch = 0.0;
@@ -105,13 +104,13 @@ struct RunSettings {
   bool staleness_at_apply = false;
 
   NetworkSpec network;
-  ClusterSpec topology;                // cluster.topology (sim/net/catalog.h) and cluster.placement
+  ClusterSpec topology;  // cluster.topology (sim/net/catalog.h) and cluster.placement
   Precision precision = Precision::Fp32;
   // A sparse model's gradient step pulls only the rows its minibatch reads (and the dense
   // part); false: the whole vector (cluster.network.sparse_pull).
   bool sparse_pull = false;
-  CompressionSpec compression;         // of pushed gradients, dense models only
-  double server_update_seconds = 0;    // the server is busy this long per update it applies
+  CompressionSpec compression;       // of pushed gradients, dense models only
+  double server_update_seconds = 0;  // the server is busy this long per update it applies
   // the server is busy this long per message it sends (0: sends are free and wait for nothing)
   double server_send_seconds = 0;
   std::vector<FailureEvent> failures;  // scheduled failures
@@ -131,12 +130,12 @@ struct RunSettings {
   StragglerSpec stragglers;
 
   // `asgdsim cluster` only (section real)
-  double real_delay_scale = 0;         // s > 0: a step lasts at least s x its simulated time
-  double real_worker_timeout = 0;      // wall seconds of silence before a rank is declared dead
+  double real_delay_scale = 0;     // s > 0: a step lasts at least s x its simulated time
+  double real_worker_timeout = 0;  // wall seconds of silence before a rank is declared dead
 
-  size_t nominal_train_size = 0;       // samples per epoch when the model reads no data
-  PartitionSpec partition;             // data.partition
-  ClientsSpec clients;                 // section clients
+  size_t nominal_train_size = 0;  // samples per epoch when the model reads no data
+  PartitionSpec partition;        // data.partition
+  ClientsSpec clients;            // section clients
   // Who owns the parts of the data: the clients of a population, else the workers.
   int data_owners() const { return clients.count > 0 ? int(clients.count) : workers; }
   // Gradient jobs computed together by one Model::loss_grad_batch call (1: each alone).

@@ -5,16 +5,20 @@
 
 namespace asgd {
 
-ComputeTimeModel::ComputeTimeModel(uint64_t seed, std::unique_ptr<Distribution> dist,
-                                   std::vector<double> slowdown, StragglerSpec stragglers, StepCost cost)
-    : seed_(seed), dist_(std::move(dist)), slowdown_(std::move(slowdown)), stragglers_(std::move(stragglers)),
+ComputeTimeModel::ComputeTimeModel(uint64_t seed, std::unique_ptr<Distribution> dist, std::vector<double> slowdown,
+                                   StragglerSpec stragglers, StepCost cost)
+    : seed_(seed),
+      dist_(std::move(dist)),
+      slowdown_(std::move(slowdown)),
+      stragglers_(std::move(stragglers)),
       cost_(cost) {
   for (double s : slowdown_)
     if (!(s > 0)) throw std::invalid_argument("worker slowdown factors must be > 0");
   if (!(cost_.overhead >= 0)) throw std::invalid_argument("compute overhead must be >= 0");
 }
 
-SimTime ComputeTimeModel::duration(uint32_t worker, uint32_t step, size_t samples, SimTime start, int64_t client) const {
+SimTime ComputeTimeModel::duration(uint32_t worker, uint32_t step, size_t samples, SimTime start,
+                                   int64_t client) const {
   Rng rng(seed_, RngPurpose::ComputeTime, worker, step);
   double draw = dist_->sample(rng, worker, step);
   double d = cost_.overhead + (cost_.per_sample ? double(samples) * draw : draw);
@@ -27,9 +31,11 @@ SimTime ComputeTimeModel::duration(uint32_t worker, uint32_t step, size_t sample
   for (const auto& w : stragglers_.windows)
     if (w.worker == int(worker) && start >= w.from && start < w.to) d *= w.factor;
   if (!(d * 1e9 < 9.2e18))  // a heavy tail's draw, times slowdown and straggler factors
-    throw TimeOverflow("worker " + std::to_string(worker) + " drew a compute time of " + seconds_text(d) +
-                       " s at step " + std::to_string(step) + ": beyond the virtual clock's range (~9.2e9 s); "
-                       "use a lighter tail in cluster.compute (e.g. pareto alpha > 1), smaller slowdown factors or a shorter run");
+    throw TimeOverflow(
+        "worker " + std::to_string(worker) + " drew a compute time of " + seconds_text(d) + " s at step " +
+        std::to_string(step) +
+        ": beyond the virtual clock's range (~9.2e9 s); "
+        "use a lighter tail in cluster.compute (e.g. pareto alpha > 1), smaller slowdown factors or a shorter run");
   return seconds_to_sim(d);
 }
 

@@ -25,6 +25,7 @@ class Constant final : public Distribution {
   double sample(Rng&, uint32_t, uint32_t) const override { return v_; }
   double mean() const override { return v_; }
   double variance() const override { return 0.0; }
+
  private:
   double v_;
 };
@@ -35,6 +36,7 @@ class Uniform final : public Distribution {
   double sample(Rng& r, uint32_t, uint32_t) const override { return lo_ + (hi_ - lo_) * (1.0 - r.uniform()); }
   double mean() const override { return 0.5 * (lo_ + hi_); }
   double variance() const override { return (hi_ - lo_) * (hi_ - lo_) / 12.0; }
+
  private:
   double lo_, hi_;
 };
@@ -46,6 +48,7 @@ class ShiftedExponential final : public Distribution {
   double sample(Rng& r, uint32_t, uint32_t) const override { return shift_ - mean_ * std::log(r.uniform()); }
   double mean() const override { return shift_ + mean_; }
   double variance() const override { return mean_ * mean_; }
+
  private:
   double shift_, mean_;
 };
@@ -57,6 +60,7 @@ class LogNormal final : public Distribution {
   double sample(Rng& r, uint32_t, uint32_t) const override { return std::exp(mu_ + sigma_ * r.normal()); }
   double mean() const override { return mean_; }
   double variance() const override { return (std::exp(sigma_ * sigma_) - 1.0) * mean_ * mean_; }
+
  private:
   double mean_, sigma_, mu_;
 };
@@ -71,6 +75,7 @@ class Pareto final : public Distribution {
     if (alpha_ <= 2) return kInf;
     return scale_ * scale_ * alpha_ / ((alpha_ - 1) * (alpha_ - 1) * (alpha_ - 2));
   }
+
  private:
   double scale_, alpha_;
 };
@@ -87,6 +92,7 @@ class Weibull final : public Distribution {
     const double g1 = std::tgamma(1 + 1 / shape_);
     return scale_ * scale_ * (std::tgamma(1 + 2 / shape_) - g1 * g1);
   }
+
  private:
   double scale_, shape_;
 };
@@ -303,9 +309,10 @@ TraceFile read_trace_file(const std::string& path) {
   for (size_t w = 0; w < t.sequences.size(); ++w)
     if (t.sequences[w].empty())
       throw std::invalid_argument("trace file " + path + ": " +
-                                  (t.per_worker ? "worker " + std::to_string(w) + " has no durations (a per-worker "
-                                                  "trace gives every worker 0.." + std::to_string(t.sequences.size() - 1) +
-                                                  " its steps)"
+                                  (t.per_worker ? "worker " + std::to_string(w) +
+                                                      " has no durations (a per-worker "
+                                                      "trace gives every worker 0.." +
+                                                      std::to_string(t.sequences.size() - 1) + " its steps)"
                                                 : std::string("holds no durations")));
   return t;
 }
@@ -429,9 +436,10 @@ ComputeResolution resolve_flops(const FlopsConfig& c, const ComputeRunView& run)
   r.model = {{"dist", "flops"}, {"device_flops", rate}, {"efficiency", c.efficiency}};
   const std::optional<double> counted = run.flops_per_sample ? run.flops_per_sample() : std::nullopt;
   if (!counted) {
-    r.note = "cluster.compute \"flops\": `asgdsim run` counts the PyTorch module's FLOPs when it builds it "
-             "(asgdsim.flops: forward and backward of 8 training samples, matrix products and convolutions as the "
-             "native models count theirs); the runs then draw that many FLOPs per sample at the device's rate";
+    r.note =
+        "cluster.compute \"flops\": `asgdsim run` counts the PyTorch module's FLOPs when it builds it "
+        "(asgdsim.flops: forward and backward of 8 training samples, matrix products and convolutions as the "
+        "native models count theirs); the runs then draw that many FLOPs per sample at the device's rate";
     return r;
   }
   const double fps = *counted;
@@ -492,16 +500,14 @@ const std::vector<DistType>& dist_types() {
                        if (c.high < c.low) throw std::invalid_argument("uniform: high must be >= low");
                        return std::make_unique<Uniform>(c.low, c.high);
                      }}),
-        dist_type<Exp>("exponential", "exponential with the given mean", {seconds_param(&Exp::mean, "mean", "mean")},
-                       {[](const Exp& c, const std::string&) {
-                         return std::make_unique<ShiftedExponential>(0.0, c.mean);
-                       }}),
-        dist_type<SExp>("shifted_exponential", "shift + exponential(mean): a fixed minimum plus a random tail",
-                        {seconds_param(&SExp::shift, "shift", "fixed part", 0, false),
-                         seconds_param(&SExp::mean, "mean", "mean of the exponential part")},
-                        {[](const SExp& c, const std::string&) {
-                          return std::make_unique<ShiftedExponential>(c.shift, c.mean);
-                        }}),
+        dist_type<Exp>(
+            "exponential", "exponential with the given mean", {seconds_param(&Exp::mean, "mean", "mean")},
+            {[](const Exp& c, const std::string&) { return std::make_unique<ShiftedExponential>(0.0, c.mean); }}),
+        dist_type<SExp>(
+            "shifted_exponential", "shift + exponential(mean): a fixed minimum plus a random tail",
+            {seconds_param(&SExp::shift, "shift", "fixed part", 0, false),
+             seconds_param(&SExp::mean, "mean", "mean of the exponential part")},
+            {[](const SExp& c, const std::string&) { return std::make_unique<ShiftedExponential>(c.shift, c.mean); }}),
         dist_type<LN>("lognormal", "exp(N(mu, sigma^2)) with mu chosen so the mean is `mean`",
                       {seconds_param(&LN::mean, "mean", "mean"),
                        seconds_param(&LN::sigma, "sigma", "std of the underlying normal", 0, false)},
@@ -558,8 +564,8 @@ const std::vector<DistType>& dist_types() {
                                           "seconds of timed steps per model x batch, at most (the calibration clock: "
                                           "the thread's CPU time, on CUDA wall time)",
                                           0, 600, true}),
-             field(&M::steps, ParamInfo{"steps", ParamType::Integer, 200, "timed steps per model x batch, at most", 1,
-                                        100000}),
+             field(&M::steps,
+                   ParamInfo{"steps", ParamType::Integer, 200, "timed steps per model x batch, at most", 1, 100000}),
              // 30: the median of n steps has a standard error of about 1.25 CV / sqrt(n), so a
              // step time that varies by 20% (CV) is known to within 5% (one standard error)
              field(&M::min_steps, ParamInfo{"min_steps", ParamType::Integer, 30,
@@ -611,8 +617,11 @@ double device_flops(const nlohmann::json& v) {
   if (v.is_number()) return v.get<double>() > 0 && std::isfinite(v.get<double>()) ? v.get<double>() : 0;
   if (!v.is_string()) return 0;
   // Datasheet peaks, dense (no sparsity), FLOP/s: H100 SXM, A100 SXM, V100 SXM2.
-  static const std::vector<std::pair<std::string, double>> named = {
-      {"h100-fp32", 67e12}, {"a100-fp32", 19.5e12}, {"v100-fp32", 15.7e12}, {"h100-bf16", 989e12}, {"a100-bf16", 312e12}};
+  static const std::vector<std::pair<std::string, double>> named = {{"h100-fp32", 67e12},
+                                                                    {"a100-fp32", 19.5e12},
+                                                                    {"v100-fp32", 15.7e12},
+                                                                    {"h100-bf16", 989e12},
+                                                                    {"a100-bf16", 312e12}};
   for (const auto& [name, flops] : named)
     if (name == v.get<std::string>()) return flops;
   return 0;

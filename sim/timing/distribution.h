@@ -74,26 +74,26 @@ class BoundDistribution;
 // once per run at validation (compute_run_view), and `asgdsim run` again with what it
 // learns before the runs (a PyTorch module's FLOPs once built, the measured trace once made).
 struct ComputeRunView {
-  std::string model;         // the model's type (what notes and errors name)
-  size_t batch_size = 0;     // per worker
-  bool per_sample = true;    // cluster.compute.per is "sample"
+  std::string model;       // the model's type (what notes and errors name)
+  size_t batch_size = 0;   // per worker
+  bool per_sample = true;  // cluster.compute.per is "sample"
   // Asked only by the dist that needs it (each may build the model or hash its config):
   // the model's FLOPs per sample (0: it counts none; none: counted when `asgdsim run`
   // builds it, a PyTorch module), and dist "measured"'s trace in the experiment folder.
   std::function<std::optional<double>()> flops_per_sample;
   std::function<std::string()> trace_name;
-  std::string flops_counter;              // how the FLOPs were counted ("": the native models' rule)
-  std::string trace_path;                 // "measured": the trace's path once made or found
-  const MeasuredTrace* trace = nullptr;   // ... and what it holds (null: not yet)
+  std::string flops_counter;             // how the FLOPs were counted ("": the native models' rule)
+  std::string trace_path;                // "measured": the trace's path once made or found
+  const MeasuredTrace* trace = nullptr;  // ... and what it holds (null: not yet)
 };
 
 // What a run's compute draws, resolved from the distribution its config asks for.
 struct ComputeResolution {
   std::shared_ptr<const BoundDistribution> draw;  // null: resolved when `asgdsim run` starts
-  nlohmann::json model;   // what the clock charges, as summary.json's compute_model says
-  bool per_step = false;  // a draw is the whole step (per "step", whatever the config says)
-  std::string note;       // what `asgdsim run` does for it before the runs ("": nothing)
-  std::string error;      // why this run cannot draw it, said at cluster.compute.dist ("": it can)
+  nlohmann::json model;                           // what the clock charges, as summary.json's compute_model says
+  bool per_step = false;                          // a draw is the whole step (per "step", whatever the config says)
+  std::string note;                               // what `asgdsim run` does for it before the runs ("": nothing)
+  std::string error;  // why this run cannot draw it, said at cluster.compute.dist ("": it can)
 };
 
 // A distribution object bound once (at validation) to its type's typed config: what the
@@ -131,7 +131,6 @@ nlohmann::json bind_distribution(const nlohmann::json& user, const std::string& 
 const CalibrationBudget& calibration_budget(const BoundDistribution& measured);
 
 // For objects built in code (tests, bench): bind_distribution(spec)->make(base_dir).
-std::unique_ptr<Distribution> make_distribution(const nlohmann::json& spec,
-                                                const std::string& base_dir = "");
+std::unique_ptr<Distribution> make_distribution(const nlohmann::json& spec, const std::string& base_dir = "");
 
 }  // namespace asgd

@@ -7,9 +7,12 @@
 namespace asgd {
 
 LrSchedule::LrSchedule(LrScheduleSpec spec) : spec_(std::move(spec)) {
-  if (spec_.type == "step") kind_ = Kind::Step;
-  else if (spec_.type == "cosine") kind_ = Kind::Cosine;
-  else if (spec_.type != "constant") throw std::invalid_argument("unknown lr schedule '" + spec_.type + "'");
+  if (spec_.type == "step")
+    kind_ = Kind::Step;
+  else if (spec_.type == "cosine")
+    kind_ = Kind::Cosine;
+  else if (spec_.type != "constant")
+    throw std::invalid_argument("unknown lr schedule '" + spec_.type + "'");
   std::sort(spec_.milestones.begin(), spec_.milestones.end());
 }
 

@@ -12,15 +12,15 @@
 namespace asgd {
 
 struct LrScheduleSpec {
-  std::string type = "constant";      // constant | step | cosine
+  std::string type = "constant";  // constant | step | cosine
   double lr = 0.1;
   double scale = 1.0;
   double warmup_epochs = 0.0;
-  double warmup_from = -1.0;          // < 0: use lr
-  std::vector<double> milestones;     // step: epochs at which the rate is multiplied by gamma
+  double warmup_from = -1.0;       // < 0: use lr
+  std::vector<double> milestones;  // step: epochs at which the rate is multiplied by gamma
   double gamma = 0.1;
-  double total_epochs = 0.0;          // cosine: end of the decay
-  double min_lr = 0.0;                // cosine: final rate
+  double total_epochs = 0.0;  // cosine: end of the decay
+  double min_lr = 0.0;        // cosine: final rate
 };
 
 class LrSchedule {

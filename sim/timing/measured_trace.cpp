@@ -64,7 +64,8 @@ void check_written_whole(const std::string& path) {
     for (size_t i = 0; i < n; ++i) {
       const char c = chunk[i];
       if (c == '\0')
-        throw DataError("trace file " + path + " line " + std::to_string(line) + ": holds a NUL byte (a write torn "
+        throw DataError("trace file " + path + " line " + std::to_string(line) +
+                        ": holds a NUL byte (a write torn "
                         "or cut short?)");
       if (line == 1 && c != '\n' && first.size() < 64) first += c;
       if (c == '\n') {
@@ -92,7 +93,8 @@ MeasuredTrace read_measured_trace(const std::string& path) {
   try {
     TraceFile file = read_trace_file(path);
     if (file.per_worker)
-      throw std::invalid_argument("trace file " + path + ": a measured trace is one sequence of step times, not a "
+      throw std::invalid_argument("trace file " + path +
+                                  ": a measured trace is one sequence of step times, not a "
                                   "per-worker trace");
     t.step_seconds = std::move(file.sequences[0]);
   } catch (const std::invalid_argument& e) {

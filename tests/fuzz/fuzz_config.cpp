@@ -1,7 +1,7 @@
 // tests/fuzz/fuzz_config.cpp — libFuzzer target for the config loader: any bytes either
 // fail to parse, fail validation with a ConfigError, or resolve into runs whose settings
-// can be built (a "measured" compute model once its trace exists: tests/test_measured_compute.cpp). Any other exception or crash is a bug in the validator (a config it let
-// through that a later stage cannot read) and stops the fuzzer.
+// can be built (a "measured" compute model once its trace exists: tests/test_measured_compute.cpp). Any other exception
+// or crash is a bug in the validator (a config it let through that a later stage cannot read) and stops the fuzzer.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -22,8 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     asgd::Experiment exp = asgd::resolve_experiment(j, "fuzz", "/nonexistent-fuzz-dir");
     for (const auto& run : exp.runs)  // "measured" is built from the trace `asgdsim run` measures first
-      if (run.settings.compute_dist->type() != "measured")
-        asgd::build_compute_model(run.settings, exp.base_dir);
+      if (run.settings.compute_dist->type() != "measured") asgd::build_compute_model(run.settings, exp.base_dir);
   } catch (const asgd::ConfigError&) {
   }
   return 0;
