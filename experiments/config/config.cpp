@@ -874,22 +874,13 @@ std::vector<std::string> run_id_key_names(const std::vector<std::string>& keys) 
   return names;
 }
 
-Experiment resolve_experiment(const json& user, const std::string& source, const std::string& base_dir) {
-  Validator v;
-  Experiment exp;
-  exp.source = source;
-  exp.base_dir = base_dir;
-  if (!user.is_object()) {
-    v.error("", "the config must be a JSON object, got " + brief(user));
-    v.throw_if_failed(source);
-  }
-  // The run-level keys common to every run, checked once on the experiment.
-  json base = user;
-  base.erase("engines");
-  base.erase("sweep");
-  json top_checked = v.object(user, "", top_section().params(), with_sections({"engines", "sweep"}));
+namespace {
 
-  // engines
+// resolve_experiment's jobs, in the order it does them.
+using Sweep = std::vector<std::pair<std::string, json>>;
+
+// The experiment's engines list, each entry as written (checked whole in each run).
+std::vector<json> read_engines(const json& user, Validator& v) {
   std::vector<json> engines;
   if (!user.contains("engines"))
     v.error("engines", "missing required key (a non-empty list of {\"type\": ...})");
@@ -897,9 +888,13 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
     v.error("engines", "expected a non-empty list of engine objects, got " + brief(user["engines"]));
   else
     for (size_t i = 0; i < user["engines"].size(); ++i) engines.push_back(user["engines"][i]);
+  return engines;
+}
 
-  // sweep
-  std::vector<std::pair<std::string, json>> sweep;
+// The sweep's keys and values, in the order written; keys that cannot be swept and
+// values that repeat are reported.
+Sweep read_sweep(const json& user, Validator& v) {
+  Sweep sweep;
   if (user.contains("sweep")) {
     const json& s = user["sweep"];
     if (!s.is_object())
@@ -943,13 +938,11 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
         sweep.emplace_back(key, values);
       }
   }
-  std::string name = user.contains("name") ? text_of(top_checked, "name") : kDefaultExperimentName;
-  check_name(name, user, v);
-  // object() filled the defaults; invalid values were reported (and fail below).
-  uint64_t seed = top_checked["seed"].is_number_integer() ? top_checked["seed"].get<uint64_t>() : 1;
-  int64_t repeats = int_of(top_checked, "repeats", 1);
-  if (repeats < 1 || repeats > int64_t(kMaxRuns)) repeats = 1;  // reported by the range check
+  return sweep;
+}
 
+// Each engine's label as run ids write it: its name, else its type, else engine<i>.
+std::vector<std::string> engine_labels(const std::vector<json>& engines, Validator& v) {
   // Engine labels must be distinct as written in run ids (after sanitising): "a b" and
   // "a_b" would share every run folder.
   std::vector<std::string> labels, raw_labels;
@@ -975,12 +968,16 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
     labels.push_back(sanitize(label));
     raw_labels.push_back(label);
   }
+  return labels;
+}
 
+void check_run_count(const json& user, size_t engines, int64_t repeats, const Sweep& sweep, Validator& v,
+                     const std::string& source) {
   // The number of runs, before making any: each holds a resolved config.
-  double run_count = double(std::max<size_t>(1, engines.size())) * double(repeats);
+  double run_count = double(std::max<size_t>(1, engines)) * double(repeats);
   for (const auto& [k, vals] : sweep) run_count *= double(vals.size());
   if (run_count > kMaxRuns) {
-    std::string product = std::to_string(engines.size()) + " engine(s)";
+    std::string product = std::to_string(engines) + " engine(s)";
     for (const auto& [k, vals] : sweep) product += " x " + std::to_string(vals.size()) + " " + k;
     product += " x " + std::to_string(repeats) + " repeat(s)";
     v.error(user.contains("repeats") && repeats > 1 ? "repeats"
@@ -990,19 +987,10 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
                 ": split it into several configs");
     v.throw_if_failed(source);
   }
+}
 
-  std::string sweepable_top;
-  for (const std::string& k : kRunSections) sweepable_top += (sweepable_top.empty() ? "" : ", ") + k;
-  for (const auto& p : top_section().params())
-    if (p.name != "name" && p.name != "seed" && p.name != "repeats") sweepable_top += ", " + p.name;
-
-  // Expand: engine x sweep point x repeat; every run validated whole.
-  size_t points = 1;
-  for (const auto& [k, vals] : sweep) points *= vals.size();
-  std::vector<std::string> sweep_keys;
-  for (const auto& [k, vals] : sweep) sweep_keys.push_back(k);
-  const std::vector<std::string> short_names = run_id_key_names(sweep_keys);
-
+// By engine and sweep key: whether the key applies to the engine.
+std::vector<std::vector<bool>> sweep_applies(const std::vector<json>& engines, const Sweep& sweep, Validator& v) {
   // An engine.* key applies to the engines whose type has that parameter (every engine for
   // "name"); the others run without it: one run per point of the other keys, its run id
   // and sweep values without the key. A key no engine has is an error, reported once.
@@ -1040,6 +1028,10 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
                                                   : " (engines that have it: " + owners + ")"));
     }
   }
+  return applies;
+}
+
+void check_train_overrides(const std::vector<json>& engines, const Sweep& sweep, Validator& v) {
   // A train key an engine overrides is that engine's: a sweep of train.<key> would not reach
   // its runs (the engine's value wins), so the two together are refused.
   for (size_t e = 0; e < engines.size(); ++e) {
@@ -1059,95 +1051,38 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
                       (first.empty() ? k : key.substr(6)) + " to vary it per engine, or remove one of the two");
     }
   }
-  v.throw_if_failed(source);
+}
 
-  json resolved_engines = json::array();
-  std::vector<size_t> engine_of_run;  // index into engines, per run
-  for (size_t e = 0; e < engines.size(); ++e) {
-    for (size_t p = 0; p < points; ++p) {
-      json run_user = base;
-      run_user["engine"] = engines[e];
-      json sweep_values = json::object();
-      std::string id = labels[e];
-      size_t rest = p;
-      std::vector<size_t> idx(sweep.size());
-      bool repeated_point = false;  // a key that does not apply to this engine past its first value
-      for (size_t k = sweep.size(); k-- > 0;) {
-        idx[k] = rest % sweep[k].second.size();
-        rest /= sweep[k].second.size();
-        repeated_point = repeated_point || (!applies[e][k] && idx[k] != 0);
-      }
-      if (repeated_point) continue;
-      std::string point_text;
-      for (size_t k = 0; k < sweep.size(); ++k) {
-        if (!applies[e][k]) continue;
-        const json& val = sweep[k].second[idx[k]];
-        sweep_values[sweep[k].first] = val;
-        id += "-" + sanitize(short_names[k] + "=" + value_label(val));
-        point_text += (point_text.empty() ? "" : ", ") + sweep[k].first + "=" + value_text(val);
-        try {
-          set_path(run_user, sweep[k].first, val);
-        } catch (const std::exception& ex) {
-          v.error("sweep." + sweep[k].first, ex.what());
-        }
-      }
-      Validator rv;
-      RunSettings settings;
-      std::shared_ptr<const BoundEngine> bound;
-      std::shared_ptr<const BoundModel> bound_model;
-      std::shared_ptr<const BoundData> bound_data;
-      json resolved = resolve_run(run_user, rv, settings, bound, bound_model, bound_data);
-      for (const auto& issue : rv.issues()) {
-        std::string path = issue.path, message = issue.message;
-        if (path.rfind("engine", 0) == 0 && (path.size() == 6 || path[6] == '.'))
-          path = index_path("engines", e) + path.substr(6);
-        const size_t with = message.rfind(kWithEngineTrain);
-        if (with != std::string::npos)
-          message =
-              message.substr(0, with) + " (train with this engine's overrides, " + index_path("engines", e) + ".train)";
-        bool from_sweep = false;
-        for (const auto& [k, vals] : sweep)
-          if (path == k || path.rfind(k + ".", 0) == 0) from_sweep = true;
-        bool top_level = path.find_first_of(".[") == std::string::npos;
-        if (top_level && issue.message.rfind("unknown key", 0) == 0) {
-          // The run's own keys (engine, run) are internal: the experiment's check above
-          // reported a key of the config; one set by the sweep is named with the keys a
-          // sweep may set.
-          if (from_sweep)
-            v.error("sweep." + path, "unknown key (a sweep key is a dotted path to a config key: " + sweepable_top +
-                                         ", or engine.<parameter>)");
-          continue;
-        }
-        v.error(from_sweep ? "sweep." + path : path, message);
-      }
-      if (!rv.ok()) continue;
-      if (p == 0) {  // the engine as resolved, for experiment.json
-        json engine = resolved["engine"];
-        engine["name"] = labels[e];
-        resolved_engines.push_back(engine);
-      }
-      for (int r = 0; r < int(repeats); ++r) {
-        RunSpec run;
-        run.engine = labels[e];
-        run.sweep_values = sweep_values;
-        run.seed = seed + uint64_t(r);
-        run.repeat = r;
-        run.run_id = id + "-seed" + std::to_string(run.seed);
-        run.config = resolved;
-        run.config["seed"] = run.seed;
-        run.settings = settings;
-        run.settings.seed = run.seed;
-        run.bound_engine = bound;
-        run.bound_model = bound_model;
-        run.bound_data = bound_data;
-        run.config["name"] = name;
-        run.config["run"] = {{"run_id", run.run_id},  {"experiment", name}, {"engine", run.engine},
-                             {"sweep", sweep_values}, {"repeat", r},        {"seed", run.seed}};
-        exp.runs.push_back(std::move(run));
-        engine_of_run.push_back(e);
-      }
+// A run's issues, reported on the experiment: engine.* paths as the engines list's entry,
+// sweep-set keys as sweep.<key>; the run's own internal keys' "unknown key" dropped.
+void report_run_issues(const Validator& rv, size_t e, const Sweep& sweep, const std::string& sweepable_top,
+                       Validator& v) {
+  for (const auto& issue : rv.issues()) {
+    std::string path = issue.path, message = issue.message;
+    if (path.rfind("engine", 0) == 0 && (path.size() == 6 || path[6] == '.'))
+      path = index_path("engines", e) + path.substr(6);
+    const size_t with = message.rfind(kWithEngineTrain);
+    if (with != std::string::npos)
+      message =
+          message.substr(0, with) + " (train with this engine's overrides, " + index_path("engines", e) + ".train)";
+    bool from_sweep = false;
+    for (const auto& [k, vals] : sweep)
+      if (path == k || path.rfind(k + ".", 0) == 0) from_sweep = true;
+    bool top_level = path.find_first_of(".[") == std::string::npos;
+    if (top_level && issue.message.rfind("unknown key", 0) == 0) {
+      // The run's own keys (engine, run) are internal: the experiment's check above
+      // reported a key of the config; one set by the sweep is named with the keys a
+      // sweep may set.
+      if (from_sweep)
+        v.error("sweep." + path, "unknown key (a sweep key is a dotted path to a config key: " + sweepable_top +
+                                     ", or engine.<parameter>)");
+      continue;
     }
+    v.error(from_sweep ? "sweep." + path : path, message);
   }
+}
+
+void check_run_ids(const Experiment& exp, const std::vector<size_t>& engine_of_run, Validator& v) {
   // Run ids name folders: two runs with one id would share (and overwrite) one folder.
   std::map<std::string, size_t> id_owner;
   for (size_t i = 0; i < exp.runs.size(); ++i) {
@@ -1174,7 +1109,11 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
                            "' (run ids keep only letters, digits and . - _ =): " + describe_run(first) + " and " +
                            describe_run(run) + "; make the sweep values distinct after that");
   }
+}
 
+// What the runs read from files, read now, so a missing or bad file is invalid input:
+// PyTorch sources, data sets, populations' devices.
+void check_run_inputs(Experiment& exp, const std::string& base_dir, Validator& v) {
   // PyTorch sources (model.module, model.loss, data.module) exist, and each run's record
   // holds their text's fingerprint: an edited model file is a changed config (a re-run
   // does not skip its runs as done; they hold another config).
@@ -1221,7 +1160,9 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
                                      able);
     }
   }
+}
 
+void resolve_compute(Experiment& exp, const std::string& base_dir, Validator& v) {
   // Trace files are read now, so a missing file or a bad line is invalid input, not a
   // failure half-way through an experiment; then what each run will cost is checked
   // (a run that cannot advance, or that needs more memory than there is).
@@ -1293,6 +1234,136 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
     check_run_resources(run.config, run.settings, *compute, v);
     if (v.ok()) warn_of_rounds_past_the_budget(exp, run, *compute);
   }
+}
+
+// Expands engine x sweep point x repeat into exp.runs, every run validated whole (its
+// issues reported on the experiment); returns each engine as resolved (for
+// experiment.json), and fills engine_of_run (an index into engines, per run).
+json expand_runs(const json& base, const std::vector<json>& engines, const std::vector<std::string>& labels,
+                 const Sweep& sweep, const std::vector<std::vector<bool>>& applies, const std::string& sweepable_top,
+                 const std::string& name, uint64_t seed, int64_t repeats, Experiment& exp,
+                 std::vector<size_t>& engine_of_run, Validator& v) {
+  size_t points = 1;
+  for (const auto& [k, vals] : sweep) points *= vals.size();
+  std::vector<std::string> sweep_keys;
+  for (const auto& [k, vals] : sweep) sweep_keys.push_back(k);
+  const std::vector<std::string> short_names = run_id_key_names(sweep_keys);
+
+  json resolved_engines = json::array();
+  for (size_t e = 0; e < engines.size(); ++e) {
+    for (size_t p = 0; p < points; ++p) {
+      json run_user = base;
+      run_user["engine"] = engines[e];
+      json sweep_values = json::object();
+      std::string id = labels[e];
+      size_t rest = p;
+      std::vector<size_t> idx(sweep.size());
+      bool repeated_point = false;  // a key that does not apply to this engine past its first value
+      for (size_t k = sweep.size(); k-- > 0;) {
+        idx[k] = rest % sweep[k].second.size();
+        rest /= sweep[k].second.size();
+        repeated_point = repeated_point || (!applies[e][k] && idx[k] != 0);
+      }
+      if (repeated_point) continue;
+      std::string point_text;
+      for (size_t k = 0; k < sweep.size(); ++k) {
+        if (!applies[e][k]) continue;
+        const json& val = sweep[k].second[idx[k]];
+        sweep_values[sweep[k].first] = val;
+        id += "-" + sanitize(short_names[k] + "=" + value_label(val));
+        point_text += (point_text.empty() ? "" : ", ") + sweep[k].first + "=" + value_text(val);
+        try {
+          set_path(run_user, sweep[k].first, val);
+        } catch (const std::exception& ex) {
+          v.error("sweep." + sweep[k].first, ex.what());
+        }
+      }
+      Validator rv;
+      RunSettings settings;
+      std::shared_ptr<const BoundEngine> bound;
+      std::shared_ptr<const BoundModel> bound_model;
+      std::shared_ptr<const BoundData> bound_data;
+      json resolved = resolve_run(run_user, rv, settings, bound, bound_model, bound_data);
+      report_run_issues(rv, e, sweep, sweepable_top, v);
+      if (!rv.ok()) continue;
+      if (p == 0) {  // the engine as resolved, for experiment.json
+        json engine = resolved["engine"];
+        engine["name"] = labels[e];
+        resolved_engines.push_back(engine);
+      }
+      for (int r = 0; r < int(repeats); ++r) {
+        RunSpec run;
+        run.engine = labels[e];
+        run.sweep_values = sweep_values;
+        run.seed = seed + uint64_t(r);
+        run.repeat = r;
+        run.run_id = id + "-seed" + std::to_string(run.seed);
+        run.config = resolved;
+        run.config["seed"] = run.seed;
+        run.settings = settings;
+        run.settings.seed = run.seed;
+        run.bound_engine = bound;
+        run.bound_model = bound_model;
+        run.bound_data = bound_data;
+        run.config["name"] = name;
+        run.config["run"] = {{"run_id", run.run_id},  {"experiment", name}, {"engine", run.engine},
+                             {"sweep", sweep_values}, {"repeat", r},        {"seed", run.seed}};
+        exp.runs.push_back(std::move(run));
+        engine_of_run.push_back(e);
+      }
+    }
+  }
+  return resolved_engines;
+}
+
+}  // namespace
+
+Experiment resolve_experiment(const json& user, const std::string& source, const std::string& base_dir) {
+  Validator v;
+  Experiment exp;
+  exp.source = source;
+  exp.base_dir = base_dir;
+  if (!user.is_object()) {
+    v.error("", "the config must be a JSON object, got " + brief(user));
+    v.throw_if_failed(source);
+  }
+  // The run-level keys common to every run, checked once on the experiment.
+  json base = user;
+  base.erase("engines");
+  base.erase("sweep");
+  json top_checked = v.object(user, "", top_section().params(), with_sections({"engines", "sweep"}));
+
+  std::vector<json> engines = read_engines(user, v);
+
+  const Sweep sweep = read_sweep(user, v);
+  std::string name = user.contains("name") ? text_of(top_checked, "name") : kDefaultExperimentName;
+  check_name(name, user, v);
+  // object() filled the defaults; invalid values were reported (and fail below).
+  uint64_t seed = top_checked["seed"].is_number_integer() ? top_checked["seed"].get<uint64_t>() : 1;
+  int64_t repeats = int_of(top_checked, "repeats", 1);
+  if (repeats < 1 || repeats > int64_t(kMaxRuns)) repeats = 1;  // reported by the range check
+
+  const std::vector<std::string> labels = engine_labels(engines, v);
+
+  check_run_count(user, engines.size(), repeats, sweep, v, source);
+
+  std::string sweepable_top;
+  for (const std::string& k : kRunSections) sweepable_top += (sweepable_top.empty() ? "" : ", ") + k;
+  for (const auto& p : top_section().params())
+    if (p.name != "name" && p.name != "seed" && p.name != "repeats") sweepable_top += ", " + p.name;
+
+  const std::vector<std::vector<bool>> applies = sweep_applies(engines, sweep, v);
+  check_train_overrides(engines, sweep, v);
+  v.throw_if_failed(source);
+
+  std::vector<size_t> engine_of_run;  // index into engines, per run
+  const json resolved_engines =
+      expand_runs(base, engines, labels, sweep, applies, sweepable_top, name, seed, repeats, exp, engine_of_run, v);
+  check_run_ids(exp, engine_of_run, v);
+
+  check_run_inputs(exp, base_dir, v);
+
+  resolve_compute(exp, base_dir, v);
   v.throw_if_failed(source);
   warn_of_fixed_compute_in_sweeps(sweep, exp);
   warn_of_free_network(exp);
