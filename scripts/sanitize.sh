@@ -16,7 +16,7 @@
 #    A crash leaves its input in build-asan/fuzz-findings/ and fails the script: turn it into
 #    a regression test.
 # 2. build-tsan/ (clang, -fsanitize=thread): test_sim, test_engines, test_conformance,
-#    test_time_model, test_reliability, test_checkpoint, in lanes. libgomp is not
+#    test_time_model, test_disk_and_signals, test_checkpoint, in lanes. libgomp is not
 #    TSan-instrumented, so OMP_NUM_THREADS=1 keeps OpenMP regions on one thread; the worker
 #    pool, the scheduler and every job still run on their own threads.
 # Both builds compile through the compiler cache (scripts/deps.sh, asgd_compiler_cache).
@@ -54,10 +54,10 @@ configure() {
 # The suites each build runs, longest first (lanes start them in this order); ":N" splits a
 # suite into N gtest shards. Every GoogleTest suite runs under ASan but test_bench (it times
 # code against a bare loop; the Release ctest runs it).
-asan_suites=(test_config:6 test_engines:4 test_time_model:3 test_hardening:3 test_conformance test_sparse
+asan_suites=(test_config:6 test_engines:4 test_time_model:3 test_bad_input:3 test_conformance test_sparse
              test_messages test_run_folders test_kernels test_topology test_measured_compute
-             test_reliability test_sim test_layers test_launches test_checkpoint)
-tsan_suites=(test_engines:2 test_conformance test_time_model test_reliability test_sim test_checkpoint)
+             test_disk_and_signals test_sim test_layers test_launches test_checkpoint)
+tsan_suites=(test_engines:2 test_conformance test_time_model test_disk_and_signals test_sim test_checkpoint)
 targets() { local s; for s in "$@"; do echo "${s%%:*}"; done; }
 
 echo "== sanitize.sh: ASan + UBSan (clang) -> build-asan/"

@@ -84,7 +84,7 @@ class CorruptRowsTest(unittest.TestCase):
         self.assertIn("line 2", stderr)
 
 
-class Issue42PlotWarnings(unittest.TestCase):
+class PlotWarnings(unittest.TestCase):
     """What plot.py read silently (issue 42, Medium 10): each is warned about and listed
     among the run's problems (the report's "Runs with problems")."""
 

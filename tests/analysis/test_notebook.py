@@ -25,7 +25,7 @@ ANALYSIS = HERE.parents[1] / "analysis"
 NOTEBOOK = ANALYSIS / "examples" / "first_study.ipynb"
 sys.path.insert(0, str(HERE))
 
-from test_questions import accuracy_curve, make_run, reach_time, write_folder  # noqa: E402
+from test_targets_and_seeds import accuracy_curve, make_run, reach_time, write_folder  # noqa: E402
 
 EXAMPLES = ANALYSIS / "examples"
 RUNNER = f"""

@@ -1,4 +1,4 @@
-"""Issue #32: the figures follow the question, and the statistics are honest.
+"""What the figures and tables do with a target and with groups of seeds (issue #32): the target drives them, and the statistics are honest.
 
 What it is: synthetic runs (no simulator) checked through the data behind the figures
 (the tidy frame draw_sweep returns as fig.asgd_frame), the summary table and plot.py's

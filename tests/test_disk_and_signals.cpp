@@ -1,4 +1,4 @@
-// tests/test_reliability.cpp — two promises of issue 8 tested against the real thing:
+// tests/test_disk_and_signals.cpp — a full disk and a second signal, tested against the real thing:
 // (1) a full disk, or a file-size limit, fails a run with exit 2 and an error naming the
 // file and the reason, leaves no file that looks complete (no summary.json, no truncated
 // metrics.csv, no temporary file) and loses nothing written before; (2) a second SIGINT

@@ -1,11 +1,11 @@
-"""tests/python/test_hardening.py — issue #42's items in the Python package: what it is
+"""tests/python/test_bad_input.py — what the Python package does with bad input (issue #42's items): what it is
 handed beside a config (model=, data=), paths with bytes that are not UTF-8, the run
 options' checks, the gradient contract's breaks as ModelError, a torch module's memory,
 labels, accuracy, Ctrl-C while labels are read, an edited model file, a forking factory.
 Each test fails without its fix (docs/reliability.md lists them). Small runs: a 4-worker
 MLP of 12 features, 40 updates.
 
-    ASGDSIM_PYTHONPATH=build/python /usr/bin/python3 -m unittest tests/python/test_hardening.py -v
+    ASGDSIM_PYTHONPATH=build/python /usr/bin/python3 -m unittest tests/python/test_bad_input.py -v
 """
 import json
 import math
@@ -27,7 +27,7 @@ NATIVE = {"name": "n", "model": {"type": "quadratic", "dim": 4}, "stop": {"updat
           "cluster": {"workers": 2}, "engines": [{"type": "async"}]}
 
 
-class Hardening(TorchRuns, unittest.TestCase):
+class BadInput(TorchRuns, unittest.TestCase):
 
     def refused(self, error_class=asgdsim.InputError, **kw):
         with self.assertRaises(error_class) as e:

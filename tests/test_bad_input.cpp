@@ -1,5 +1,5 @@
-// tests/test_hardening.cpp — issue 17's table: every case found by probing asgdsim as an
-// attacker and a careless user would (the 14 defects), and the earlier bad-input cases,
+// tests/test_bad_input.cpp — what asgdsim does with bad input and careless use, as a table:
+// every case found by probing asgdsim as an attacker and a careless user would (issue 17's 14 defects, and later issues'),
 // as rows of (input, expected exit code, words the output must hold, state of the folder
 // afterwards). Each row is one test: a bash snippet run against the asgdsim binary in a
 // folder of its own, with a time limit, so a hang is a failure and not a stuck suite.
@@ -17,9 +17,9 @@
 // To see which rows fail without the fixes, point the suite at another binary (and
 // ASGD_HARDENING_SOURCE at another tree, for analysis/plot.py):
 //   ASGD_HARDENING_BINARY=/path/to/old/asgdsim ASGD_HARDENING_TIMEOUT=20
-//   ASGD_HARDENING_ULIMIT_KB=4000000 build/tests/test_hardening   (one command line)
+//   ASGD_HARDENING_ULIMIT_KB=4000000 build/tests/test_bad_input   (one command line)
 // (the time limit and the address-space limit keep the old hangs and memory bombs short).
-// Not here: the write_file_atomic and full-disk cases (test_reliability.cpp), plot.py's
+// Not here: the write_file_atomic and full-disk cases (test_disk_and_signals.cpp), plot.py's
 // own tests (tests/analysis).
 #include <sys/stat.h>
 #include <zlib.h>
@@ -511,7 +511,7 @@ void issue31_rows(std::vector<Row>& t) {
 
 // Issue 42: the new surfaces (shards, calibration, planted FIFOs, index, partitions,
 // messages). Defect numbers: High item k is 200 + k, Medium 210 + k, Low 230 + k (the
-// Python package's items are tests/python/test_hardening.py's).
+// Python package's items are tests/python/test_bad_input.py's).
 const json kMeasured = json::parse(R"({"name": "m", "model": {"type": "softmax"},
   "data": {"type": "synthetic", "features": 8, "classes": 3, "train_samples": 64, "test_samples": 16},
   "cluster": {"workers": 2, "compute": {"dist": "measured", "steps": 3, "warmup": 0}},
@@ -1429,9 +1429,9 @@ CommandResult run_script(const std::string& script, double seconds) {
   return r;
 }
 
-class Hardening : public ::testing::TestWithParam<Row> {};
+class BadInput : public ::testing::TestWithParam<Row> {};
 
-TEST_P(Hardening, Row) {
+TEST_P(BadInput, Row) {
   const Row& r = GetParam();
   if (r.unsanitized_only && ASGD_SANITIZED) GTEST_SKIP() << "needs ulimit -v, which a sanitizer cannot run under";
   if (r.host_backend_only && on_cuda())
@@ -1486,11 +1486,11 @@ std::string row_name(const ::testing::TestParamInfo<Row>& info) {
   return name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Issue17, Hardening, ::testing::ValuesIn(rows()), row_name);
+INSTANTIATE_TEST_SUITE_P(Cases, BadInput, ::testing::ValuesIn(rows()), row_name);
 
 // The table is the issue's floor: at least 100 rows, every defect 1..14 with a case, no
 // two rows with one name.
-TEST(HardeningTable, CoversEveryDefect) {
+TEST(BadInputTable, CoversEveryDefect) {
   std::vector<Row> t = rows();
   EXPECT_GE(t.size(), 100u);
   std::set<int> defects;
@@ -1505,7 +1505,7 @@ TEST(HardeningTable, CoversEveryDefect) {
     if (d == 106) continue;
     EXPECT_TRUE(defects.count(d)) << "no row for issue 31, item " << d - 100;
   }
-  // Issue 42's C++ items (the Python package's are tests/python/test_hardening.py's; Medium
+  // Issue 42's C++ items (the Python package's are tests/python/test_bad_input.py's; Medium
   // 9 is tests/mpi's; Low 8, the speed, is scripts/bench_hardening.sh's).
   for (int d : {201, 202, 203, 204, 215, 216, 234, 235, 236, 239})
     EXPECT_TRUE(defects.count(d)) << "no row for issue 42's item " << d;
@@ -1533,7 +1533,7 @@ json zero_step_config() {
 // lognormal sigma 1e9 draws 0 ns steps: virtual time never reached stop.time and the run
 // went round at t = 0 forever. It now stops (the no-progress rule, Simulation::run) with
 // exit 2 naming cluster.compute; the run is marked failed.
-TEST(Issue31, ZeroNanosecondStepsWithOnlyStopTimeExitTwoNamingClusterCompute) {
+TEST(NoProgress, ZeroNanosecondStepsWithOnlyStopTimeExitTwoNamingClusterCompute) {
   std::string dir = temp_dir("stuck");
   write_text(dir + "/c.json", zero_step_config().dump());
   const auto t0 = std::chrono::steady_clock::now();
@@ -1548,7 +1548,7 @@ TEST(Issue31, ZeroNanosecondStepsWithOnlyStopTimeExitTwoNamingClusterCompute) {
 
 // The rule is off while another limit can end the run: the same 0 ns steps with
 // stop.updates complete at t = 0 (more events at one instant than the rule allows).
-TEST(Issue31, ZeroNanosecondStepsWithAnotherLimitComplete) {
+TEST(NoProgress, ZeroNanosecondStepsWithAnotherLimitComplete) {
   std::string dir = temp_dir("stuck_ok");
   json c = zero_step_config();
   c["stop"] = {{"time", 1.0}, {"updates", 2 * (asgd::kStuckEventsBase + 2 * asgd::kStuckEventsPerWorker)}};
@@ -1566,7 +1566,7 @@ TEST(Issue31, ZeroNanosecondStepsWithAnotherLimitComplete) {
 // Medium 6: the Dirichlet draws poll for Ctrl-C. 100 draws of 100,000 workers x 10 classes
 // over 1,000,000 samples each leave a worker empty (about 13 s of draws here, then an
 // error): with a signal pending, the first class's draw stops the partition at once.
-TEST(Issue42, DirichletDrawsHearCtrlC) {
+TEST(DirichletPartition, DrawsHearCtrlC) {
   std::vector<int32_t> labels(1000000);
   for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t(i % 10);
   asgd::PartitionSpec spec;
@@ -1582,7 +1582,7 @@ TEST(Issue42, DirichletDrawsHearCtrlC) {
 // The draws of blocks of classes go side by side through the run's pool: the parts are
 // the same whichever order the blocks run in (here: the last block first), and the same
 // as drawn one after another.
-TEST(Issue42, DirichletPartsDoNotDependOnHowTheBlocksRun) {
+TEST(DirichletPartition, PartsDoNotDependOnHowTheBlocksRun) {
   std::vector<int32_t> labels(1000000);  // 30,000 workers: blocks of 8 classes
   for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t((i * 7) % 13);
   asgd::PartitionSpec spec;
@@ -1601,7 +1601,7 @@ TEST(Issue42, DirichletPartsDoNotDependOnHowTheBlocksRun) {
 
 // Low 7: a child this process forks (a model factory calling os.fork) does not keep the
 // experiment's lock once this process lets it go: its copy of the descriptor is closed.
-TEST(Issue42, AForkedChildDoesNotKeepALock) {
+TEST(ExperimentLock, AForkedChildDoesNotKeepALock) {
   const std::string dir = temp_dir("forklock");
   const std::string path = dir + "/.lock";
   auto lock = std::make_unique<asgd::FileLock>(path);
