@@ -169,16 +169,10 @@ json quadratic_run(const EngineForm& f) {
 RunOutcome simulate(const json& c) {
   const Experiment exp = resolve_experiment(c, "test", ".");
   const RunSpec& run = exp.runs.at(0);
-  const std::shared_ptr<LoadedData> data = load_data(run, exp.base_dir);
-  const std::unique_ptr<Model> model = build_model(*run.bound_model, *data, exp.base_dir);
-  const ComputeTimeModel compute = build_compute_model(run.settings, exp.base_dir);
+  const RunParts parts = make_run_parts(run, run.settings, nullptr, exp.base_dir);
   WorkerPool pool(2, /*caller_computes=*/true);
   Recorder recorder(false);
-  const bool uses_data = model->uses_data();
-  Simulation sim(run.settings, *model, uses_data ? &data->train : nullptr, uses_data ? &data->test : nullptr, pool,
-                 compute, recorder);
-  const std::unique_ptr<Engine> engine = make_engine(*run.bound_engine);
-  return sim.run(*engine);
+  return parts.simulation(pool, recorder)->run(*parts.engine);
 }
 
 // The config is refused, naming `path`.

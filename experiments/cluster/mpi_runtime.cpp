@@ -279,20 +279,14 @@ void worker_cannot_run(const std::string& why, Message& done) {
 // ------------------------------------------------------------------ server (rank 0)
 
 MpiRuntime::MpiRuntime(const RunSpec& run, const RunSettings& s, const RunInputs& in, Recorder& rec)
-    : Runtime(s, *in.model, in.model->uses_data() ? in.data->train.n : s.nominal_train_size, rec),
+    : Runtime(s, *in.model, &in.data->train, rec),
       run_(run),
-      in_(in),
-      n_(in.model->num_params()) {
+      in_(in) {
   timeout_ = run.settings.real_worker_timeout;
   shape_ = shape_of(model_, *in.data);
   const size_t workers = size_t(s.workers);
   topology_ = make_star_topology(s.network, s.workers);
-  // the run's one sample stream, as the simulator's (a model that reads no data ignores the ids)
-  const size_t train_n = model_.uses_data() ? in.data->train.n : s.nominal_train_size;
-  stream_ = std::make_unique<SampleStream>(train_n, s.seed, /*shuffle=*/model_.uses_data());
-  parts_ = make_partitioned_samples(s.partition, s.data_owners(), s.seed,
-                                    model_.uses_data() ? &in.data->train : nullptr, model_.uses_data());
-  if (parts_) out_.partition_labels = parts_->histogram();
+  make_sample_streams(&in.data->train);  // the run's one sample stream, as the simulator's
   steps_.assign(workers, 0);
   alive_.assign(workers, true);
   zombie_.assign(workers, false);
@@ -356,7 +350,7 @@ void MpiRuntime::launch(const Step& step) {
     job->read = step.own;
     const DeferredStep& d = step.before;
     if (d.params) {  // the engine's deferred local step, before the parameters leave
-      ops::sgd_step(exec_, d.params, d.params, d.grad, d.lr, n_);
+      ops::sgd_step(exec_, d.params, d.params, d.grad, d.lr, num_params());
       if (d.grad_buffer) std::swap(job->grad, *d.grad_buffer);  // (as the simulator hands buffers over)
     }
   }
@@ -365,7 +359,7 @@ void MpiRuntime::launch(const Step& step) {
   rows_.clear();
   if (layout_.rows > 0) model_.touched_rows(model_.uses_data() ? &in_.data->train : nullptr, step.ids, step.m, rows_);
   const StepMessageBytes sizes =
-      step_message_bytes(settings_.network, n_, layout_.rows, layout_.width, rows_.size(), step.gradient && step.pull,
+      step_message_bytes(settings_.network, num_params(), layout_.rows, layout_.width, rows_.size(), step.gradient && step.pull,
                          settings_.sparse_pull, settings_.compression);
   job->pull_bytes = sizes.pull;
   job->push_bytes = sizes.push;
@@ -489,7 +483,7 @@ void MpiRuntime::on_message(int w, const Message& m) {
     return;
   }
   std::unique_ptr<GradientJob> job = std::move(in_flight_[size_t(w)]);
-  if (Kind(m.h.kind) != Kind::Gradient || !job || m.h.step != job->step || m.values.size() != n_)
+  if (Kind(m.h.kind) != Kind::Gradient || !job || m.h.step != job->step || m.values.size() != num_params())
     throw std::runtime_error("cluster: unexpected message from " + who(w));
   if (job->pushed) count_push(job->push_bytes);
   job->grad.upload(m.values);

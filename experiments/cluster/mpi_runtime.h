@@ -208,12 +208,9 @@ class MpiRuntime final : public Runtime {
 
   const RunSpec& run_;
   const RunInputs& in_;
-  const size_t n_;
   double timeout_ = 60;
   std::string shape_;
   Engine* engine_ = nullptr;
-  std::unique_ptr<SampleStream> stream_;
-  std::unique_ptr<PartitionedSamples> parts_;  // data.partition not iid: each worker's own stream
   std::vector<uint32_t> steps_;
   std::vector<bool> zombie_;
   std::vector<std::unique_ptr<GradientJob>> in_flight_;  // by worker: at most one each

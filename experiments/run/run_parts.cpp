@@ -15,6 +15,7 @@
 #include <fstream>
 #include <iostream>
 #include <set>
+#include "engines/engine_registry.h"
 #include "experiments/run/build_info.h"
 #include "sim/data/catalog.h"
 #include "sim/run/atomic_file.h"
@@ -188,6 +189,25 @@ ComputeTimeModel build_compute_model(const RunSettings& s, const std::string& ba
     model.set_client_slowdown(std::move(factors));
   }
   return model;
+}
+
+RunParts make_run_parts(const RunSpec& run, RunSettings settings, std::shared_ptr<LoadedData> data,
+                        const std::string& base_dir) {
+  RunParts p;
+  p.data = data ? std::move(data) : load_data(run, base_dir);
+  p.model = build_model(*run.bound_model, *p.data, base_dir);
+  if (run.bound_model->type().reads == ModelType::Reads::External)  // its size is known only now
+    check_memory_with_model(run.config, settings, base_dir, p.model->num_params(), "the PyTorch module");
+  p.compute = std::make_unique<ComputeTimeModel>(build_compute_model(settings, base_dir));
+  p.engine = make_engine(*run.bound_engine);
+  p.settings = std::move(settings);
+  return p;
+}
+
+std::unique_ptr<Simulation> RunParts::simulation(WorkerPool& pool, Recorder& recorder) const {
+  const bool uses_data = model->uses_data();
+  return std::make_unique<Simulation>(settings, *model, uses_data ? &data->train : nullptr,
+                                      uses_data ? &data->test : nullptr, pool, *compute, recorder);
 }
 
 }  // namespace asgd

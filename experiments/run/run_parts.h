@@ -47,6 +47,22 @@ std::unique_ptr<Model> build_model(const BoundModel& model, const LoadedData& da
 // workers' speeds (a distribution is drawn once per worker) and the stragglers.
 ComputeTimeModel build_compute_model(const RunSettings& s, const std::string& base_dir);
 
+// A run's parts, built from its spec the one way: its settings (the caller's copy: the runner
+// may turn tracing on), data, model (a PyTorch module's memory is checked once it is built:
+// its size is known only then), compute-time model and engine. simulation() makes the
+// Simulation over them; the parts must outlive it.
+struct RunParts {
+  RunSettings settings;
+  std::shared_ptr<LoadedData> data;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<ComputeTimeModel> compute;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<Simulation> simulation(WorkerPool& pool, Recorder& recorder) const;
+};
+// `data`: the run's loaded data (a cache's), or null to load it here.
+RunParts make_run_parts(const RunSpec& run, RunSettings settings, std::shared_ptr<LoadedData> data,
+                        const std::string& base_dir);
+
 std::string host_name();
 // meta.json's common part: version, git commit and state, backend, build type, the
 // command line, the host, and the start time (UTC).

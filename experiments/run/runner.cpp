@@ -333,22 +333,17 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   auto wall_start = std::chrono::steady_clock::now();
   // wall seconds spent on the run before this process took it up (its checkpoint's)
   const double wall_before = resume ? resume->header["wall_seconds"].get<double>() : 0.0;
-  RunSettings settings = run.settings;
-  settings.trace = settings.trace || opts.trace;
-  std::shared_ptr<LoadedData> data = cache.get(run);
-  std::unique_ptr<Model> model = build_model(*run.bound_model, *data, exp.base_dir);
-  if (run.bound_model->type().reads == ModelType::Reads::External)  // its size is known only now
-    check_memory_with_model(run.config, settings, exp.base_dir, model->num_params(), "the PyTorch module");
-  ComputeTimeModel compute = build_compute_model(settings, exp.base_dir);
+  RunSettings with_trace = run.settings;
+  with_trace.trace = with_trace.trace || opts.trace;
+  const RunParts parts = make_run_parts(run, std::move(with_trace), cache.get(run), exp.base_dir);
+  const RunSettings& settings = parts.settings;
   Recorder recorder(settings.trace);
   recorder.set_process(int(k) + 1, run.run_id);  // trace.json: a process per run, in run order
-  std::unique_ptr<Engine> engine = make_engine(*run.bound_engine);
   RunOutcome outcome;
   std::string checkpoint_line;  // what an interrupted run's last line says of its checkpoint
   {
-    bool uses_data = model->uses_data();
-    Simulation sim(settings, *model, uses_data ? &data->train : nullptr, uses_data ? &data->test : nullptr, *lane.pool,
-                   compute, recorder);
+    const std::unique_ptr<Simulation> simulation = parts.simulation(*lane.pool, recorder);
+    Simulation& sim = *simulation;
     // metrics.csv as the rows come: the first row's, then at most once a wall second, each
     // write atomic (a reader sees a whole file); the run's end writes it whole, so the
     // final bytes do not depend on when these writes fell. No virtual time is charged.
@@ -397,13 +392,13 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
     if (resume) {
       StateArchive from(resume->state, dir + "/" + kCheckpointFile);
       try {
-        outcome = sim.run(*engine, &from);
+        outcome = sim.run(*parts.engine, &from);
       } catch (const CheckpointError& e) {  // (its header matched: a damaged file)
         ::unlink((dir + "/" + kCheckpointFile).c_str());
         throw std::runtime_error(std::string(e.what()) + "; removed it: a re-run starts the run over");
       }
     } else {
-      outcome = sim.run(*engine);
+      outcome = sim.run(*parts.engine);
     }
     // (the newest checkpoint there resumes it: one this attempt wrote, else the one it resumed from)
     if (!checkpointing)
@@ -420,7 +415,7 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
 
   const MetricsRow& last = recorder.rows().back();
   for (const auto& note : run.notes) outcome.note += "; " + note;  // what would mislead (config.h)
-  json summary = summary_json(run, outcome, last, engine->describe(), outcome.note, wall);
+  json summary = summary_json(run, outcome, last, parts.engine->describe(), outcome.note, wall);
   write_run_results(dir, recorder, outcome, settings.workers, meta, summary);
 
   std::string text =

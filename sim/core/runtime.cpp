@@ -1,5 +1,6 @@
 // sim/core/runtime.cpp — the run core both runtimes share (sim/core/runtime.h).
 #include "sim/core/runtime.h"
+#include <stdexcept>
 
 namespace asgd {
 
@@ -31,6 +32,15 @@ void Runtime::applied(const GradientJob& job, uint64_t staleness) {
 void Runtime::dropped(const GradientJob& job) {
   monitor_.dropped(job.worker);
   out_.workers[size_t(job.worker)].wasted += job.arrival - job.start;  // the whole step, for nothing
+}
+
+void Runtime::make_sample_streams(const DeviceDataset* train, const RunTasks& run) {
+  if (train_size_ == 0) throw std::invalid_argument("training set size (samples per epoch) is 0");
+  // a model that reads no data ignores the ids: they only count samples
+  stream_ = std::make_unique<SampleStream>(train_size_, settings_.seed, /*shuffle=*/model_.uses_data());
+  parts_ = make_partitioned_samples(settings_.partition, settings_.data_owners(), settings_.seed,
+                                    model_.uses_data() ? train : nullptr, model_.uses_data(), run);
+  if (parts_) out_.partition_labels = parts_->histogram();
 }
 
 }  // namespace asgd

@@ -270,20 +270,30 @@ class Runtime {
   virtual uint32_t client_samples(int64_t client) const { return 0; }
 
  protected:
-  // `train_size`: the samples an epoch counts (the training set's, or the nominal size of
-  // a model that reads no data). The derived runtime sets topology_ and alive_.
-  Runtime(const RunSettings& settings, const Model& model, size_t train_size, Recorder& recorder)
+  // `train`: the training set (null, or ignored, for a model that reads no data: an epoch
+  // is then RunSettings::nominal_train_size samples). The derived runtime sets topology_
+  // and alive_, and calls make_sample_streams.
+  Runtime(const RunSettings& settings, const Model& model, const DeviceDataset* train, Recorder& recorder)
       : settings_(settings),
         model_(model),
         recorder_(recorder),
-        monitor_(settings, train_size, model.is_classifier(), out_, recorder) {}
+        train_size_(model.uses_data() && train ? train->n : settings.nominal_train_size),
+        monitor_(settings, train_size_, model.is_classifier(), out_, recorder) {}
+
+  // The run's one sample stream and, under a data.partition other than iid, each data
+  // owner's part (parts_; null under iid) with its labels in out_; `run` draws the parts'
+  // blocks side by side. Throws when an epoch would be 0 samples.
+  void make_sample_streams(const DeviceDataset* train, const RunTasks& run = {});
 
   const RunSettings& settings_;
   const Model& model_;
   Recorder& recorder_;
   ExecContext exec_;
   RunOutcome out_;
-  RunMonitor monitor_;  // counters, rows, the eval schedule and stop rules
+  const size_t train_size_;  // samples per epoch
+  RunMonitor monitor_;       // counters, rows, the eval schedule and stop rules
+  std::unique_ptr<SampleStream> stream_;
+  std::unique_ptr<PartitionedSamples> parts_;  // data.partition not iid: each data owner's own stream
   std::unique_ptr<Topology> topology_;
   std::vector<bool> alive_;              // by worker
   std::vector<float> initial_override_;  // set_initial_params (empty: the model's init)

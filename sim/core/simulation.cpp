@@ -76,7 +76,7 @@ void Simulation::await(GradientJob& job) {
 
 Simulation::Simulation(const RunSettings& settings, const Model& model, const DeviceDataset* train,
                        const DeviceDataset* test, WorkerPool& pool, const ComputeTimeModel& compute, Recorder& recorder)
-    : Runtime(settings, model, model.uses_data() && train ? train->n : settings.nominal_train_size, recorder),
+    : Runtime(settings, model, train, recorder),
       train_(train),
       test_(test),
       pool_(pool),
@@ -103,18 +103,11 @@ Simulation::Simulation(const RunSettings& settings, const Model& model, const De
   kernels_use_one_thread_here();  // the scheduler's kernels are small; pool threads do the heavy work
   if (model_.uses_data() && (!train_ || !test_))
     throw std::invalid_argument("model " + model_.name() + " needs a training and a test set");
-  train_size_ = model_.uses_data() ? train_->n : settings_.nominal_train_size;  // (as monitor_'s)
-  if (train_size_ == 0) throw std::invalid_argument("training set size (samples per epoch) is 0");
-  // a model that reads no data ignores the ids: they only count samples
-  stream_ = std::make_unique<SampleStream>(train_size_, settings_.seed, /*shuffle=*/model_.uses_data());
-  parts_ = make_partitioned_samples(settings_.partition, settings_.data_owners(), settings_.seed,
-                                    model_.uses_data() ? train_ : nullptr, model_.uses_data(),
-                                    [this](std::vector<std::function<void()>>&& tasks) {
-                                      std::vector<WorkerPool::Task> jobs;
-                                      for (auto& t : tasks) jobs.push_back([t = std::move(t)](ExecContext&) { t(); });
-                                      pool_.run_all(std::move(jobs));
-                                    });
-  if (parts_) out_.partition_labels = parts_->histogram();
+  make_sample_streams(train_, [this](std::vector<std::function<void()>>&& tasks) {
+    std::vector<WorkerPool::Task> jobs;
+    for (auto& t : tasks) jobs.push_back([t = std::move(t)](ExecContext&) { t(); });
+    pool_.run_all(std::move(jobs));
+  });
   if (settings_.clients.count > 0) {  // each client's samples: its part, or an equal share of the one stream
     const size_t n = size_t(settings_.clients.count);
     std::vector<uint32_t> samples(n);

@@ -184,12 +184,9 @@ class Simulation final : public Runtime {
   Engine* engine_ = nullptr;
 
   EventQueue queue_;
-  std::unique_ptr<SampleStream> stream_;
-  std::unique_ptr<PartitionedSamples> parts_;  // data.partition not iid: each data owner's own stream
   std::unique_ptr<Population> population_;     // section clients (null: none)
   std::vector<int64_t> slot_client_;           // the client each worker's slot trains now (-1: none)
   const ClientDevices* devices_ = nullptr;     // clients.devices (null: none)
-  size_t train_size_;
   std::vector<std::unique_ptr<GradientJob>> in_flight_;  // by slot
   std::vector<size_t> free_slots_;
   std::vector<std::unique_ptr<GradientJob>> spare_jobs_;
