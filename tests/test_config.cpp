@@ -1181,6 +1181,27 @@ TEST(DistributionKeys, ReadBackFromTheTypedConfigAndResolveInTheirEntries) {
   EXPECT_EQ(exponential->resolve(view).draw, exponential);
 }
 
+// dist "flops" names its devices once: every name its key's doc lists resolves to a peak,
+// the list is not empty, and a name not on it resolves to nothing.
+TEST(Distributions, FlopsDeviceNamesInTheDocAreTheOnesThatResolve) {
+  std::string doc;
+  for (const auto& d : distribution_catalog())
+    for (const auto& p : d.params)
+      if (d.name == "flops" && p.name == "flops") doc = p.doc;
+  const size_t open = doc.rfind('('), close = doc.rfind(')');
+  ASSERT_TRUE(open != std::string::npos && close > open) << doc;
+  std::stringstream list(doc.substr(open + 1, close - open - 1));
+  int names = 0;
+  for (std::string name; std::getline(list, name, ',');) {
+    name.erase(0, name.find_first_not_of(' '));
+    EXPECT_GT(device_flops(json(name)), 0) << name;
+    ++names;
+  }
+  EXPECT_GE(names, 5);
+  EXPECT_EQ(device_flops(json("h100-fp64")), 0);
+  EXPECT_EQ(device_flops(json("a100-bf16")), 312e12);
+}
+
 TEST(ConfigDefaults, DefaultSettingsAreTheDeclaredDefaults) {
   const RunSettings s = default_settings();
   const json run = run_config(kSmallest);

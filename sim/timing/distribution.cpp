@@ -426,7 +426,22 @@ Field<C> seconds_param(double C::*member, std::string name, std::string doc, dou
                                  exclusive});
 }
 
-const char* const kDeviceNames = "h100-fp32, a100-fp32, v100-fp32, h100-bf16, a100-bf16";
+// Datasheet peaks, dense (no sparsity), FLOP/s: H100 SXM, A100 SXM, V100 SXM2. The names
+// dist "flops" takes for its key flops, in the order its doc lists them.
+const std::vector<std::pair<std::string, double>>& device_peaks() {
+  static const std::vector<std::pair<std::string, double>> peaks = {
+      {"h100-fp32", 67e12}, {"a100-fp32", 19.5e12}, {"v100-fp32", 15.7e12}, {"h100-bf16", 989e12}, {"a100-bf16", 312e12}};
+  return peaks;
+}
+
+const std::string& device_names() {
+  static const std::string names = [] {
+    std::string list;
+    for (const auto& [name, flops] : device_peaks()) list += (list.empty() ? "" : ", ") + name;
+    return list;
+  }();
+  return names;
+}
 
 // dist "flops": a constant draw of the model's FLOPs per sample at the device's rate (per
 // step: the batch's); a PyTorch module's count is known once `asgdsim run` builds it.
@@ -531,7 +546,7 @@ const std::vector<DistType>& dist_types() {
             "Counts the GEMMs only: memory-bound layers, elementwise work and kernel launches are not in it",
             {Field<F>{ParamInfo{"flops", ParamType::Any, nullptr,
                                 std::string("the device's FLOP/s: a number > 0, or a named datasheet peak (") +
-                                    kDeviceNames + ")"},
+                                    device_names() + ")"},
                       [](F& c, const nlohmann::json& v) {
                         c.device = v.is_string() ? v.get<std::string>() : "";
                         c.rate = device_flops(v);
@@ -539,7 +554,7 @@ const std::vector<DistType>& dist_types() {
                       [](const F& c) { return c.device.empty() ? nlohmann::json(c.rate) : nlohmann::json(c.device); },
                       [](const nlohmann::json& v) -> std::string {
                         if (device_flops(v) > 0) return "";
-                        return std::string("expected a number > 0 (FLOP/s) or one of ") + kDeviceNames + "; got " +
+                        return std::string("expected a number > 0 (FLOP/s) or one of ") + device_names() + "; got " +
                                brief(v);
                       }},
              field(&F::efficiency, ParamInfo{"efficiency", ParamType::Number, 1.0,
@@ -616,13 +631,7 @@ const std::vector<DistType>& dist_types() {
 double device_flops(const nlohmann::json& v) {
   if (v.is_number()) return v.get<double>() > 0 && std::isfinite(v.get<double>()) ? v.get<double>() : 0;
   if (!v.is_string()) return 0;
-  // Datasheet peaks, dense (no sparsity), FLOP/s: H100 SXM, A100 SXM, V100 SXM2.
-  static const std::vector<std::pair<std::string, double>> named = {{"h100-fp32", 67e12},
-                                                                    {"a100-fp32", 19.5e12},
-                                                                    {"v100-fp32", 15.7e12},
-                                                                    {"h100-bf16", 989e12},
-                                                                    {"a100-bf16", 312e12}};
-  for (const auto& [name, flops] : named)
+  for (const auto& [name, flops] : device_peaks())
     if (name == v.get<std::string>()) return flops;
   return 0;
 }
