@@ -16,6 +16,7 @@
 #include "sim/run/recorder.h"
 #include "sim/core/simulation.h"
 #include "sim/net/catalog.h"
+#include "sim/net/collective.h"
 #include "sim/net/topology.h"
 #include "sim/core/worker_pool.h"
 #include "test_helpers.h"
@@ -445,6 +446,32 @@ TEST(Collectives, HierarchicalReducesRingsAndBroadcasts) {
     cfg["cluster"]["server"] = {{"update_seconds", u}};
     const double coll = 2 * (ai + kMB / bi) + 2 * (B - 1) * (ae + kMB / (B * be));
     expect_relative(run_time(run_one(cfg, "hier")), K * (c + coll + u), "B = " + std::to_string(B));
+  }
+}
+
+// The ring all-reduce as an algorithm over the topology alone (sim/net/collective.h), no
+// run around it: on the star, n workers, each NIC of bandwidth b, latency a, B bytes each:
+// 2(n-1) steps of a + B/(n b) (to the nanosecond); every step sends n messages of B/n between workers. Kinds
+// through box hosts are refused on the star.
+TEST(Collectives, RingOverTheTopologyAloneIsTheClosedForm) {
+  const double a = 3e-4, bw = 2e9, B = 8e6;
+  for (int n : {2, 3, 8}) {
+    NetworkSpec spec;
+    spec.latency = a;
+    spec.worker_bandwidth = bw;
+    const std::unique_ptr<Topology> star = make_star_topology(spec, n);
+    std::vector<int> members(static_cast<size_t>(n), 0);
+    for (int w = 0; w < n; ++w) members[size_t(w)] = w;
+    MessageCounts counts;
+    const SimTime start = seconds_to_sim(1.0);
+    const SimTime end = run_collective(*star, Collective::RingAllReduce, members, B, start, counts, [] { return true; });
+    // (each step's transfer rounds to the clock's nanosecond)
+    EXPECT_NEAR(sim_to_seconds(end - start), 2 * (n - 1) * (a + B / (n * bw)), 2 * (n - 1) * 1e-9) << "n = " << n;
+    EXPECT_EQ(counts.messages_to_workers, uint64_t(2 * (n - 1) * n));
+    EXPECT_NEAR(counts.bytes_to_workers, 2 * (n - 1) * B, 1e-6 * B);
+    EXPECT_EQ(counts.messages_to_server, 0u);
+    EXPECT_THROW(run_collective(*star, Collective::Hierarchical, members, B, end, counts, [] { return true; }),
+                 std::logic_error);
   }
 }
 

@@ -20,6 +20,7 @@
 #include "sim/run/run_monitor.h"
 #include "sim/run/settings.h"
 #include "sim/base/time.h"
+#include "sim/net/collective.h"
 #include "sim/net/topology.h"
 #include "sim/core/worker_pool.h"
 
@@ -95,16 +96,6 @@ struct Step {
   // No client of the population is available now (clients.devices' traces): next_step gave
   // no step (m = 0, client -1), and one may be from this time on (kNever: never again).
   SimTime no_client_until = 0;
-};
-
-// The synchronous family's collectives (Runtime::collective), over the topology, in the
-// alpha-beta model: docs/architecture.md, "Collectives". Every transfer of a step of a
-// collective is requested when the step before has ended everywhere.
-enum class Collective {
-  RingAllReduce,            // a ring of the members in worker order: 2(n-1) steps of bytes/n each
-  Hierarchical,             // members -> their box's host, a ring of those hosts, hosts -> members
-  HostReduceToServers,      // members -> their box's host, each such host -> the servers
-  ServersToHostsToMembers,  // the servers -> each members' box's host -> the members
 };
 
 // One gradient computation: worker `worker`'s step `step`, on parameters `read`.

@@ -9,11 +9,13 @@
 #include <vector>
 #include "sim/base/state_archive.h"
 #include "sim/base/time.h"
+#include "sim/net/collective.h"  // MessageCounts
 #include "sim/run/recorder.h"  // WorkerStats
 
 namespace asgd {
 
-struct RunOutcome {
+// (MessageCounts: messages_to_server, bytes_to_server, messages_to_workers, bytes_to_workers)
+struct RunOutcome : MessageCounts {
   std::string status = "completed";  // completed | stalled | diverged | interrupted (RunMonitor)
   std::string note;                  // why it ended, in words
   SimTime time = 0;
@@ -28,8 +30,6 @@ struct RunOutcome {
   uint64_t iterations = 0;
   uint64_t server_updates = 0;  // updates the server finished (Simulation::server_update)
   SimTime server_busy = 0;      // virtual time it spent on updates, up to the run's end
-  uint64_t messages_to_server = 0, messages_to_workers = 0;
-  double bytes_to_server = 0, bytes_to_workers = 0;
   double peak_sync_bytes =
       0;  // the largest payload a worker sent or received at once: a message, or its share of a collective
   std::vector<WorkerStats> workers;
