@@ -528,6 +528,166 @@ void set_run_counts(RunnerOptions& ro, const std::string& threads, const std::st
   ro.jobs = parse_count(jobs_name, jobs, 1, kMaxThreads);
 }
 
+namespace {
+
+// What this process does of an experiment's runs, in run order: the runs it makes (`todo`),
+// the lines saying what it skips (runs already done), and the run folders it moves aside
+// (--supersede). Checked before anything is written.
+struct RunPlan {
+  std::vector<size_t> todo;
+  std::vector<std::string> skipped_lines;
+  std::vector<std::string> aside;
+};
+
+RunPlan plan_runs(const Experiment& given, const std::string& exp_dir, const RunnerOptions& opts,
+                  const std::set<size_t>& remeasured) {
+  RunPlan plan;
+  for (size_t k = 0; k < given.runs.size(); ++k) {
+    if (int(k % size_t(std::max(1, opts.shards))) != opts.shard) continue;  // another shard's
+    const RunSpec& run = given.runs[k];
+    const std::string dir = exp_dir + "/" + run.run_id;
+    ReplacePolicy replace = opts.replace;  // a run whose trace is measured anew is made again
+    replace.rerun = replace.rerun || remeasured.count(k) > 0;
+    const EarlierRun earlier = earlier_run(dir, run.config, replace, run_tag(given, k));
+    if (!earlier.line.empty()) plan.skipped_lines.push_back(earlier.line);
+    if (earlier.superseded) plan.aside.push_back(run.run_id);  // this shard's run: no other shard touches it
+    if (earlier.done) continue;
+    plan.todo.push_back(k);
+  }
+  return plan;
+}
+
+// The folder made ready for the runs: what is moved aside is moved (with the experiment.json
+// of the config that made it), experiment.json written, and index.csv lists the runs about to
+// be (re-)made as pending until it is rewritten at the end (a kill -9 leaves them so).
+void prepare_experiment_folder(const Experiment& exp, const std::string& exp_dir, const RunnerOptions& opts,
+                               RunPlan& plan, const std::vector<std::string>& others) {
+  const bool sharded = opts.shards > 1;
+  json old_experiment;  // the config that made what is here, as this process found it
+  if (!read_json(exp_dir + "/experiment.json", old_experiment) || (sharded && old_experiment == exp.resolved))
+    old_experiment = nullptr;  // another shard may have replaced it already: then it is not written aside
+  // Shard 0 alone moves the others (the folders are no shard's runs, so no other shard writes them).
+  if (opts.shard == 0) plan.aside.insert(plan.aside.end(), others.begin(), others.end());
+  if (sharded && !old_experiment.is_null() && old_experiment != exp.resolved && !opts.replace.supersede)
+    // shards of one experiment share experiment.json; one of another config must not replace it
+    throw IoError(exp_dir + "/experiment.json is another config's (" +
+                  config_differences(old_experiment, exp.resolved) +
+                  "): a sharded run (--shard, mpirun) never replaces it; pass --supersede to replace it (and move "
+                  "the runs of that config aside), or choose another --out");
+  move_runs_aside(exp_dir, plan.aside, old_experiment);
+  if (!sharded) remove_stale_temp_files(exp_dir, {"experiment.json", "index.csv"});  // no other process writes here now
+  write_file_atomic(exp_dir + "/experiment.json", exp.resolved.dump(2) + "\n");
+  if (opts.write_index && !plan.todo.empty()) {
+    std::set<std::string> pending;
+    for (size_t k : plan.todo) pending.insert(exp.runs[k].run_id);
+    write_index(exp, exp_dir, pending);
+  }
+}
+
+// What the lanes made of each run (by run index): its status, or the error that ended it.
+struct LaneResults {
+  std::vector<std::string> status;
+  std::vector<std::exception_ptr> errors;
+};
+
+// Lanes: up to `lanes` runs at once, each on its own worker pool with a share of the
+// threads (at least one, the lane's thread itself). Results do not depend on the pool
+// size, so they do not depend on --jobs either. After a failure or an interruption no lane
+// starts another run.
+LaneResults run_lanes(const Experiment& exp, const std::string& exp_dir, const RunnerOptions& opts,
+                      const std::vector<size_t>& todo, int lanes, DataCache& cache, Console& console) {
+  const int threads = opts.threads > 0 ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  LaneResults r{std::vector<std::string>(exp.runs.size()), std::vector<std::exception_ptr>(exp.runs.size())};
+  auto lane_main = [&](int index) {
+    Lane lane;
+    lane.index = index;
+    lane.lanes = lanes;
+    std::unique_ptr<WorkerPool> pool;
+    for (;;) {
+      if (failed.load() || interrupt_requested()) return;  // start nothing new
+      size_t i = next.fetch_add(1);
+      if (i >= todo.size()) return;
+      size_t k = todo[i];
+      try {
+        // the lane's own thread, which runs the simulation, is one of its threads
+        if (!pool)
+          pool = std::make_unique<WorkerPool>(std::max(1, threads / lanes + (index < threads % lanes ? 1 : 0)),
+                                              /*caller_computes=*/true);
+        lane.pool = pool.get();
+        r.status[k] = make_run(exp, k, exp_dir + "/" + exp.runs[k].run_id, opts, lane, cache, console);
+      } catch (const Interrupted& e) {  // before its simulation started: marked, not an error
+        r.status[k] = "interrupted";
+        console.idle(index, true);
+        mark_ended(exp.runs[k], exp_dir + "/" + exp.runs[k].run_id, "interrupted", e.what());
+      } catch (...) {
+        r.errors[k] = std::current_exception();
+        failed.store(true);
+        console.idle(index, true);
+        mark_ended(exp.runs[k], exp_dir + "/" + exp.runs[k].run_id, "failed", error_text(r.errors[k]));
+      }
+    }
+  };
+  if (lanes == 1) {
+    lane_main(0);
+  } else {
+    std::vector<std::thread> pool_of_lanes;
+    try {
+      for (int i = 0; i < lanes; ++i) pool_of_lanes.emplace_back(lane_main, i);
+    } catch (...) {  // lanes already started finish their run and start no other; then rethrow
+      failed.store(true);
+      for (auto& t : pool_of_lanes) t.join();
+      throw;
+    }
+    for (auto& t : pool_of_lanes) t.join();
+  }
+  console.clear();
+  return r;
+}
+
+// The end: index.csv rewritten, the first failure (in run order) thrown and the others that
+// ran beside it printed so none is lost, where the results are and how to look at them.
+// Returns the exit code: 130 when interrupted, else 0.
+int finish_experiment(const Experiment& exp, const std::string& exp_dir, const RunnerOptions& opts,
+                      const LaneResults& r, Console& console) {
+  if (opts.write_index) {
+    try {
+      write_index(exp, exp_dir);
+    } catch (const std::exception& e) {
+      bool run_failed = std::any_of(r.errors.begin(), r.errors.end(), [](const auto& e) { return bool(e); });
+      if (!run_failed) throw;
+      console.error(std::string("asgdsim: ") + e.what());  // a run's own error (the cause, often) follows
+    }
+  }
+  std::optional<size_t> first_error;
+  for (size_t k = 0; k < r.errors.size(); ++k) {
+    if (!r.errors[k]) continue;
+    if (!first_error) {
+      first_error = k;
+      continue;
+    }
+    try {
+      rethrow_naming_run(r.errors[k], exp.runs[k].run_id);
+    } catch (const std::exception& e) {
+      console.error(std::string("asgdsim: ") + e.what());
+    }
+  }
+  if (first_error) rethrow_naming_run(r.errors[*first_error], exp.runs[*first_error].run_id);
+
+  if (opts.write_index) std::cout << "results: " << exp_dir << "\n";  // --quiet too: where the results went
+  // How to look at them (the analysis is in the source tree this binary was built from).
+  const std::string plot = std::string(build::source_dir) + "/analysis/plot.py";
+  if (opts.write_index && !opts.quiet && ::access(plot.c_str(), R_OK) == 0)
+    std::cout << "report: /usr/bin/python3 " << plot << " " << exp_dir
+              << "   (figures and report.html; --target-accuracy X to ask for a target)\n";
+  bool interrupted = interrupt_requested();
+  for (const auto& s : r.status) interrupted = interrupted || s == "interrupted";
+  return interrupted ? 130 : 0;
+}
+
+}  // namespace
+
 int run_experiment(const Experiment& given, const RunnerOptions& opts) {
   const std::string name = experiment_name(given);
   if (opts.out_dir.empty()) throw IoError("--out is empty: give the folder the experiment goes under");
@@ -555,146 +715,23 @@ int run_experiment(const Experiment& given, const RunnerOptions& opts) {
   // cluster.compute "measured": a run whose trace is measured now is made again (its
   // earlier results replayed another trace)
   const std::set<size_t> remeasured = runs_measured_anew(given, exp_dir, opts.recalibrate);
-  const size_t total = given.runs.size();
-
-  // Everything is checked before anything is written: in run order, skip runs already
-  // done (their result files complete), refuse folders that hold another config. A
-  // refusal leaves every file as it was, experiment.json included.
-  std::vector<size_t> todo;
-  std::vector<std::string> skipped_lines;
-  std::vector<std::string> aside;  // run folders this process moves aside (--supersede)
-  for (size_t k = 0; k < total; ++k) {
-    if (int(k % size_t(std::max(1, opts.shards))) != opts.shard) continue;  // another shard's
-    const RunSpec& run = given.runs[k];
-    const std::string dir = exp_dir + "/" + run.run_id;
-    ReplacePolicy replace = opts.replace;  // a run whose trace is measured anew is made again
-    replace.rerun = replace.rerun || remeasured.count(k) > 0;
-    const EarlierRun earlier = earlier_run(dir, run.config, replace, run_tag(given, k));
-    if (!earlier.line.empty()) skipped_lines.push_back(earlier.line);
-    if (earlier.superseded) aside.push_back(run.run_id);  // this shard's run: no other shard touches it
-    if (earlier.done) continue;
-    todo.push_back(k);
-  }
+  // Everything is checked before anything is written: skip runs already done (their result
+  // files complete), refuse folders that hold another config. A refusal leaves every file
+  // as it was, experiment.json included.
+  RunPlan plan = plan_runs(given, exp_dir, opts, remeasured);
   const std::vector<std::string> others = runs_of_other_configs(exp_dir, given);
   refuse_runs_of_other_configs(exp_dir, others, opts.replace.supersede);
   // then the traces are measured (or found), and the runs replay them
   const Experiment exp = with_measured_compute(given, exp_dir, {opts.recalibrate, opts.quiet, {}});
-  const int lanes = int(std::max<size_t>(1, std::min<size_t>(size_t(std::max(1, opts.jobs)), todo.size())));
-  if (lanes > 1) check_lanes_fit_in_memory(exp, todo, lanes);
-  json old_experiment;  // the config that made what is here, as this process found it
-  if (!read_json(exp_dir + "/experiment.json", old_experiment) || (sharded && old_experiment == exp.resolved))
-    old_experiment = nullptr;  // another shard may have replaced it already: then it is not written aside
-  // Shard 0 alone moves the others (the folders are no shard's runs, so no other shard writes them).
-  if (opts.shard == 0) aside.insert(aside.end(), others.begin(), others.end());
-  if (sharded && !old_experiment.is_null() && old_experiment != exp.resolved && !opts.replace.supersede)
-    // shards of one experiment share experiment.json; one of another config must not replace it
-    throw IoError(exp_dir + "/experiment.json is another config's (" +
-                  config_differences(old_experiment, exp.resolved) +
-                  "): a sharded run (--shard, mpirun) never replaces it; pass --supersede to replace it (and move "
-                  "the runs of that config aside), or choose another --out");
-  move_runs_aside(exp_dir, aside, old_experiment);
-  if (!sharded) remove_stale_temp_files(exp_dir, {"experiment.json", "index.csv"});  // no other process writes here now
-  const std::string experiment_json = exp.resolved.dump(2) + "\n";
-  write_file_atomic(exp_dir + "/experiment.json", experiment_json);
-  // index.csv tells the truth while the runs are made: the runs this process is about to
-  // (re-)make are pending until it rewrites the index at the end (a kill -9 leaves them so).
-  if (opts.write_index && !todo.empty()) {
-    std::set<std::string> pending;
-    for (size_t k : todo) pending.insert(exp.runs[k].run_id);
-    write_index(exp, exp_dir, pending);
-  }
+  const int lanes = int(std::max<size_t>(1, std::min<size_t>(size_t(std::max(1, opts.jobs)), plan.todo.size())));
+  if (lanes > 1) check_lanes_fit_in_memory(exp, plan.todo, lanes);
+  prepare_experiment_folder(exp, exp_dir, opts, plan, others);
 
-  // Lanes: up to --jobs runs at once, each on its own worker pool with a share of the
-  // threads (at least one, the lane's thread itself). Results do not depend on the pool size, so they do not
-  // depend on --jobs either.
-  const int threads = opts.threads > 0 ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  Console console(opts.quiet, !opts.quiet && ::isatty(STDERR_FILENO), lanes, todo.size());
-  for (const auto& l : skipped_lines) console.line(l);
+  Console console(opts.quiet, !opts.quiet && ::isatty(STDERR_FILENO), lanes, plan.todo.size());
+  for (const auto& l : plan.skipped_lines) console.line(l);
   DataCache cache(exp.base_dir);
-
-  std::atomic<size_t> next{0};
-  std::atomic<bool> failed{false};
-  std::vector<std::string> status(total);
-  std::vector<std::exception_ptr> errors(total);
-  auto lane_main = [&](int index) {
-    Lane lane;
-    lane.index = index;
-    lane.lanes = lanes;
-    std::unique_ptr<WorkerPool> pool;
-    for (;;) {
-      if (failed.load() || interrupt_requested()) return;  // start nothing new
-      size_t i = next.fetch_add(1);
-      if (i >= todo.size()) return;
-      size_t k = todo[i];
-      try {
-        // the lane's own thread, which runs the simulation, is one of its threads
-        if (!pool)
-          pool = std::make_unique<WorkerPool>(std::max(1, threads / lanes + (index < threads % lanes ? 1 : 0)),
-                                              /*caller_computes=*/true);
-        lane.pool = pool.get();
-        status[k] = make_run(exp, k, exp_dir + "/" + exp.runs[k].run_id, opts, lane, cache, console);
-      } catch (const Interrupted& e) {  // before its simulation started: marked, not an error
-        status[k] = "interrupted";
-        console.idle(index, true);
-        mark_ended(exp.runs[k], exp_dir + "/" + exp.runs[k].run_id, "interrupted", e.what());
-      } catch (...) {
-        errors[k] = std::current_exception();
-        failed.store(true);
-        console.idle(index, true);
-        mark_ended(exp.runs[k], exp_dir + "/" + exp.runs[k].run_id, "failed", error_text(errors[k]));
-      }
-    }
-  };
-  if (lanes == 1) {
-    lane_main(0);
-  } else {
-    std::vector<std::thread> pool_of_lanes;
-    try {
-      for (int i = 0; i < lanes; ++i) pool_of_lanes.emplace_back(lane_main, i);
-    } catch (...) {  // lanes already started finish their run and start no other; then rethrow
-      failed.store(true);
-      for (auto& t : pool_of_lanes) t.join();
-      throw;
-    }
-    for (auto& t : pool_of_lanes) t.join();
-  }
-  console.clear();
-
-  if (opts.write_index) {
-    try {
-      write_index(exp, exp_dir);
-    } catch (const std::exception& e) {
-      bool run_failed = std::any_of(errors.begin(), errors.end(), [](const auto& e) { return bool(e); });
-      if (!run_failed) throw;
-      console.error(std::string("asgdsim: ") + e.what());  // a run's own error (the cause, often) follows
-    }
-  }
-  // The first failure (in run order) becomes the error; others that ran beside it are
-  // printed so none is lost.
-  std::optional<size_t> first_error;
-  for (size_t k = 0; k < total; ++k) {
-    if (!errors[k]) continue;
-    if (!first_error) {
-      first_error = k;
-      continue;
-    }
-    try {
-      rethrow_naming_run(errors[k], exp.runs[k].run_id);
-    } catch (const std::exception& e) {
-      console.error(std::string("asgdsim: ") + e.what());
-    }
-  }
-  if (first_error) rethrow_naming_run(errors[*first_error], exp.runs[*first_error].run_id);
-
-  if (opts.write_index) std::cout << "results: " << exp_dir << "\n";  // --quiet too: where the results went
-  // How to look at them (the analysis is in the source tree this binary was built from).
-  const std::string plot = std::string(build::source_dir) + "/analysis/plot.py";
-  if (opts.write_index && !opts.quiet && ::access(plot.c_str(), R_OK) == 0)
-    std::cout << "report: /usr/bin/python3 " << plot << " " << exp_dir
-              << "   (figures and report.html; --target-accuracy X to ask for a target)\n";
-  bool interrupted = interrupt_requested();
-  for (const auto& s : status) interrupted = interrupted || s == "interrupted";
-  return interrupted ? 130 : 0;
+  const LaneResults results = run_lanes(exp, exp_dir, opts, plan.todo, lanes, cache, console);
+  return finish_experiment(exp, exp_dir, opts, results, console);
 }
 
 namespace {
