@@ -196,18 +196,122 @@ bool parse_number(const std::string& field, double& v) {
 
 }  // namespace
 
-TraceFile read_trace_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::invalid_argument("trace file " + path + ": cannot be opened");
-  enum class Form { Unknown, Single, Rows, Columns } form = Form::Unknown;
-  TraceFile t;
-  std::vector<long long> last_step;  // Rows: each worker's last step
-  std::vector<bool> ended;           // Columns: a column that has had an empty cell
-  size_t count = 0;
-  std::string line;
-  int lineno = 1;
-  auto at = [&] { return "trace file " + path + " line " + std::to_string(lineno) + ": "; };
-  auto duration = [&](const std::string& field, const std::string& what) {
+namespace {
+
+// A trace file read line by line: its form is known at its first line of data (a header
+// of more than one name: per worker, as rows worker,step,seconds or a column per worker;
+// else one duration per line), and each line is checked as it comes.
+class TraceReader {
+ public:
+  explicit TraceReader(const std::string& path) : path_(path) {}
+
+  // One line's fields (not blank, not a comment).
+  void line(const std::vector<std::string>& fields, int lineno) {
+    lineno_ = lineno;
+    if (form_ == Form::Unknown && header(fields)) return;
+    switch (form_) {
+      case Form::Single:
+        if (fields.size() != 1)
+          throw std::invalid_argument(at() + std::to_string(fields.size()) +
+                                      " values in a line: one duration per line, or a header (worker,step,seconds; or "
+                                      "a name per worker's column) for a per-worker trace");
+        t_.sequences[0].push_back(duration(fields[0], ""));
+        break;
+      case Form::Rows:
+        row(fields);
+        break;
+      case Form::Columns:
+        columns(fields);
+        break;
+      case Form::Unknown:
+        break;
+    }
+  }
+
+  // The trace read, once every line was: every sequence holds a duration.
+  TraceFile finish() {
+    if (t_.sequences.empty()) throw std::invalid_argument("trace file " + path_ + ": holds no durations");
+    for (size_t w = 0; w < t_.sequences.size(); ++w)
+      if (t_.sequences[w].empty())
+        throw std::invalid_argument("trace file " + path_ + ": " +
+                                    (t_.per_worker ? "worker " + std::to_string(w) +
+                                                         " has no durations (a per-worker "
+                                                         "trace gives every worker 0.." +
+                                                         std::to_string(t_.sequences.size() - 1) + " its steps)"
+                                                   : std::string("holds no durations")));
+    return std::move(t_);
+  }
+
+ private:
+  enum class Form { Unknown, Single, Rows, Columns };
+
+  std::string at() const { return "trace file " + path_ + " line " + std::to_string(lineno_) + ": "; }
+
+  // The first line of data sets the form; true when it was a header (no durations in it).
+  bool header(const std::vector<std::string>& fields) {
+    bool numbers = true;
+    for (const auto& f : fields) {
+      double v;
+      numbers = numbers && parse_number(f, v);
+    }
+    if (!numbers && fields.size() > 1) {  // a header: the per-worker forms
+      std::vector<std::string> names;
+      for (std::string f : fields) {
+        for (char& c : f) c = char(std::tolower(static_cast<unsigned char>(c)));
+        if (f.empty()) throw std::invalid_argument(at() + "a header names every column (an empty name)");
+        names.push_back(f);
+      }
+      t_.per_worker = true;
+      if (names == std::vector<std::string>{"worker", "step", "seconds"}) {
+        form_ = Form::Rows;
+      } else {
+        form_ = Form::Columns;
+        t_.sequences.resize(fields.size());
+        ended_.assign(fields.size(), false);
+      }
+      return true;
+    }
+    form_ = Form::Single;
+    t_.sequences.resize(1);
+    return !numbers;  // a one-column file's header ("seconds"): one sequence
+  }
+
+  void row(const std::vector<std::string>& fields) {
+    if (fields.size() != 3)
+      throw std::invalid_argument(at() + "expected worker,step,seconds; got " + std::to_string(fields.size()) +
+                                  " fields");
+    const long long w = index(fields[0], "worker", double(1 << 24));
+    const long long step = index(fields[1], "step", 4294967296.0);
+    if (size_t(w) >= t_.sequences.size()) {
+      t_.sequences.resize(size_t(w) + 1);
+      last_step_.resize(size_t(w) + 1, -1);
+    }
+    if (!t_.sequences[w].empty() && step != last_step_[w] + 1)
+      throw std::invalid_argument(at() + "worker " + fields[0] + "'s step " + fields[1] + " follows its step " +
+                                  std::to_string(last_step_[w]) + " (a worker's steps are consecutive, in order)");
+    last_step_[w] = step;
+    t_.sequences[w].push_back(duration(fields[2], "worker " + fields[0] + ": "));
+  }
+
+  void columns(const std::vector<std::string>& fields) {
+    if (fields.size() > t_.sequences.size())
+      throw std::invalid_argument(at() + std::to_string(fields.size()) + " fields; the header names " +
+                                  std::to_string(t_.sequences.size()) + " workers' columns");
+    for (size_t c = 0; c < t_.sequences.size(); ++c) {
+      const std::string f = c < fields.size() ? fields[c] : "";
+      if (f.empty()) {
+        ended_[c] = true;
+        continue;
+      }
+      if (ended_[c])
+        throw std::invalid_argument(at() + "worker " + std::to_string(c) +
+                                    "'s column has a duration after an empty cell (a column ends at its first "
+                                    "empty cell)");
+      t_.sequences[c].push_back(duration(f, "worker " + std::to_string(c) + ": "));
+    }
+  }
+
+  double duration(const std::string& field, const std::string& what) {
     double v = 0;
     if (!parse_number(field, v))
       throw std::invalid_argument(at() + what + "'" + printable(field) + "' is not a number");
@@ -215,106 +319,43 @@ TraceFile read_trace_file(const std::string& path) {
     if (v > kMaxConfigSeconds)
       throw std::invalid_argument(at() + what + "duration " + printable(field) + " is more than " +
                                   std::to_string(long(kMaxConfigSeconds)) + " s");
-    if (++count > kMaxTraceValues)
-      throw std::invalid_argument("trace file " + path + ": more than " + std::to_string(kMaxTraceValues) +
+    if (++count_ > kMaxTraceValues)
+      throw std::invalid_argument("trace file " + path_ + ": more than " + std::to_string(kMaxTraceValues) +
                                   " durations (a trace is replayed cyclically: give a representative part)");
     return v;
-  };
-  auto index = [&](const std::string& field, const char* what, double limit) {
+  }
+
+  long long index(const std::string& field, const char* what, double limit) const {
     double v = 0;
     if (!parse_number(field, v) || v < 0 || v != std::floor(v) || v >= limit)
       throw std::invalid_argument(at() + what + " '" + printable(field) + "' is not an integer in [0, " +
                                   std::to_string((long long)limit) + ")");
     return (long long)v;
-  };
-  for (; read_bounded_line(in, line, path, lineno); ++lineno) {
+  }
+
+  const std::string& path_;
+  Form form_ = Form::Unknown;
+  TraceFile t_;
+  std::vector<long long> last_step_;  // Rows: each worker's last step
+  std::vector<bool> ended_;           // Columns: a column that has had an empty cell
+  size_t count_ = 0;
+  int lineno_ = 0;
+};
+
+}  // namespace
+
+TraceFile read_trace_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument("trace file " + path + ": cannot be opened");
+  TraceReader reader(path);
+  std::string line;
+  for (int lineno = 1; read_bounded_line(in, line, path, lineno); ++lineno) {
     if (lineno % 65536 == 0) throw_if_interrupted("reading " + path);
     size_t b = line.find_first_not_of(" \t\r");
     if (b == std::string::npos || line[b] == '#') continue;
-    const std::vector<std::string> fields = split_fields(line);
-    if (form == Form::Unknown) {
-      bool numbers = true;
-      for (const auto& f : fields) {
-        double v;
-        numbers = numbers && parse_number(f, v);
-      }
-      if (!numbers && fields.size() > 1) {  // a header: the per-worker forms
-        std::vector<std::string> names;
-        for (std::string f : fields) {
-          for (char& c : f) c = char(std::tolower(static_cast<unsigned char>(c)));
-          if (f.empty()) throw std::invalid_argument(at() + "a header names every column (an empty name)");
-          names.push_back(f);
-        }
-        t.per_worker = true;
-        if (names == std::vector<std::string>{"worker", "step", "seconds"}) {
-          form = Form::Rows;
-        } else {
-          form = Form::Columns;
-          t.sequences.resize(fields.size());
-          ended.assign(fields.size(), false);
-        }
-        continue;
-      }
-      form = Form::Single;
-      t.sequences.resize(1);
-      if (!numbers) continue;  // a one-column file's header ("seconds"): one sequence
-    }
-    switch (form) {
-      case Form::Single:
-        if (fields.size() != 1)
-          throw std::invalid_argument(at() + std::to_string(fields.size()) +
-                                      " values in a line: one duration per line, or a header (worker,step,seconds; or "
-                                      "a name per worker's column) for a per-worker trace");
-        t.sequences[0].push_back(duration(fields[0], ""));
-        break;
-      case Form::Rows: {
-        if (fields.size() != 3)
-          throw std::invalid_argument(at() + "expected worker,step,seconds; got " + std::to_string(fields.size()) +
-                                      " fields");
-        const long long w = index(fields[0], "worker", double(1 << 24));
-        const long long step = index(fields[1], "step", 4294967296.0);
-        if (size_t(w) >= t.sequences.size()) {
-          t.sequences.resize(size_t(w) + 1);
-          last_step.resize(size_t(w) + 1, -1);
-        }
-        if (!t.sequences[w].empty() && step != last_step[w] + 1)
-          throw std::invalid_argument(at() + "worker " + fields[0] + "'s step " + fields[1] + " follows its step " +
-                                      std::to_string(last_step[w]) + " (a worker's steps are consecutive, in order)");
-        last_step[w] = step;
-        t.sequences[w].push_back(duration(fields[2], "worker " + fields[0] + ": "));
-        break;
-      }
-      case Form::Columns:
-        if (fields.size() > t.sequences.size())
-          throw std::invalid_argument(at() + std::to_string(fields.size()) + " fields; the header names " +
-                                      std::to_string(t.sequences.size()) + " workers' columns");
-        for (size_t c = 0; c < t.sequences.size(); ++c) {
-          const std::string f = c < fields.size() ? fields[c] : "";
-          if (f.empty()) {
-            ended[c] = true;
-            continue;
-          }
-          if (ended[c])
-            throw std::invalid_argument(at() + "worker " + std::to_string(c) +
-                                        "'s column has a duration after an empty cell (a column ends at its first "
-                                        "empty cell)");
-          t.sequences[c].push_back(duration(f, "worker " + std::to_string(c) + ": "));
-        }
-        break;
-      case Form::Unknown:
-        break;
-    }
+    reader.line(split_fields(line), lineno);
   }
-  if (t.sequences.empty()) throw std::invalid_argument("trace file " + path + ": holds no durations");
-  for (size_t w = 0; w < t.sequences.size(); ++w)
-    if (t.sequences[w].empty())
-      throw std::invalid_argument("trace file " + path + ": " +
-                                  (t.per_worker ? "worker " + std::to_string(w) +
-                                                      " has no durations (a per-worker "
-                                                      "trace gives every worker 0.." +
-                                                      std::to_string(t.sequences.size() - 1) + " its steps)"
-                                                : std::string("holds no durations")));
-  return t;
+  return reader.finish();
 }
 
 namespace {
