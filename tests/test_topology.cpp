@@ -464,7 +464,8 @@ TEST(Collectives, RingOverTheTopologyAloneIsTheClosedForm) {
     for (int w = 0; w < n; ++w) members[size_t(w)] = w;
     MessageCounts counts;
     const SimTime start = seconds_to_sim(1.0);
-    const SimTime end = run_collective(*star, Collective::RingAllReduce, members, B, start, counts, [] { return true; });
+    const SimTime end =
+        run_collective(*star, Collective::RingAllReduce, members, B, start, counts, [] { return true; });
     // (each step's transfer rounds to the clock's nanosecond)
     EXPECT_NEAR(sim_to_seconds(end - start), 2 * (n - 1) * (a + B / (n * bw)), 2 * (n - 1) * 1e-9) << "n = " << n;
     EXPECT_EQ(counts.messages_to_workers, uint64_t(2 * (n - 1) * n));

@@ -279,9 +279,7 @@ void worker_cannot_run(const std::string& why, Message& done) {
 // ------------------------------------------------------------------ server (rank 0)
 
 MpiRuntime::MpiRuntime(const RunSpec& run, const RunSettings& s, const RunInputs& in, Recorder& rec)
-    : Runtime(s, *in.model, &in.data->train, rec),
-      run_(run),
-      in_(in) {
+    : Runtime(s, *in.model, &in.data->train, rec), run_(run), in_(in) {
   timeout_ = run.settings.real_worker_timeout;
   shape_ = shape_of(model_, *in.data);
   const size_t workers = size_t(s.workers);
@@ -359,8 +357,8 @@ void MpiRuntime::launch(const Step& step) {
   rows_.clear();
   if (layout_.rows > 0) model_.touched_rows(model_.uses_data() ? &in_.data->train : nullptr, step.ids, step.m, rows_);
   const StepMessageBytes sizes =
-      step_message_bytes(settings_.network, num_params(), layout_.rows, layout_.width, rows_.size(), step.gradient && step.pull,
-                         settings_.sparse_pull, settings_.compression);
+      step_message_bytes(settings_.network, num_params(), layout_.rows, layout_.width, rows_.size(),
+                         step.gradient && step.pull, settings_.sparse_pull, settings_.compression);
   job->pull_bytes = sizes.pull;
   job->push_bytes = sizes.push;
   Message m;

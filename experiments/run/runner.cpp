@@ -780,6 +780,41 @@ std::vector<size_t> run_order(const json& resolved, const json& run, std::string
 
 }  // namespace
 
+namespace {
+
+// The run a run folder `name` at `path` holds, with its place in the experiment's run order,
+// as its config.json's run record says; nullopt, and `why`, when the folder is not one of
+// the runs `resolved` (the experiment.json) makes.
+std::optional<std::pair<std::vector<size_t>, RunSpec>> run_of_folder(const std::string& path, const std::string& name,
+                                                                     const json& resolved, std::string& why) {
+  json config, run;
+  if (!read_json(path + "/config.json", config) || !config.is_object())
+    why = "its config.json is not JSON";
+  else if (!config.contains("run") || !(run = config["run"]).is_object() || !run.contains("run_id") ||
+           !run["run_id"].is_string() || !run.contains("engine") || !run["engine"].is_string() ||
+           !run.contains("sweep") || !run["sweep"].is_object() || !run.contains("seed") ||
+           !run["seed"].is_number_unsigned() || !run.contains("repeat") ||
+           !run["repeat"].is_number_unsigned())  // (from a file: unsigned)
+    why = "its config.json has no run record";
+  else if (run["run_id"] != name)
+    why = "its config.json is run " + run["run_id"].dump();
+  else if (run.value("experiment", json()) != resolved["name"])
+    why = "its config.json is of experiment " + run.value("experiment", json()).dump();
+  std::vector<size_t> order;
+  if (why.empty()) order = run_order(resolved, run, why);
+  if (!why.empty()) return std::nullopt;
+  RunSpec spec;
+  spec.run_id = name;
+  spec.config = config;  // index.csv checks its result files as `asgdsim run` does
+  spec.engine = run["engine"].get<std::string>();
+  spec.sweep_values = run["sweep"];
+  spec.seed = run["seed"].get<uint64_t>();
+  spec.repeat = int(run["repeat"].get<uint64_t>());
+  return std::make_pair(std::move(order), std::move(spec));
+}
+
+}  // namespace
+
 size_t rebuild_index(const std::string& dir, const std::string& command_line, bool quiet, bool wait) {
   namespace fs = std::filesystem;
   std::string exp_dir = dir;
@@ -807,34 +842,13 @@ size_t rebuild_index(const std::string& dir, const std::string& command_line, bo
       refuse_link(it->path().string());  // a run folder through a link: never read as this experiment's
     if (type != fs::file_type::directory || !fs::exists(fs::symlink_status(it->path() / "config.json", ec)))
       continue;  // not a run folder (superseded-*/ holds run folders one level down)
-    json config, run;
     std::string why;
-    if (!read_json(it->path().string() + "/config.json", config) || !config.is_object())
-      why = "its config.json is not JSON";
-    else if (!config.contains("run") || !(run = config["run"]).is_object() || !run.contains("run_id") ||
-             !run["run_id"].is_string() || !run.contains("engine") || !run["engine"].is_string() ||
-             !run.contains("sweep") || !run["sweep"].is_object() || !run.contains("seed") ||
-             !run["seed"].is_number_unsigned() || !run.contains("repeat") ||
-             !run["repeat"].is_number_unsigned())  // (from a file: unsigned)
-      why = "its config.json has no run record";
-    else if (run["run_id"] != name)
-      why = "its config.json is run " + run["run_id"].dump();
-    else if (run.value("experiment", json()) != resolved["name"])
-      why = "its config.json is of experiment " + run.value("experiment", json()).dump();
-    std::vector<size_t> order;
-    if (why.empty()) order = run_order(resolved, run, why);
-    if (!why.empty()) {
+    auto run = run_of_folder(it->path().string(), name, resolved, why);  // (its place in the run order, the run)
+    if (!run) {
       foreign.push_back(name + " (" + why + ")");
       continue;
     }
-    RunSpec spec;
-    spec.run_id = name;
-    spec.config = config;  // index.csv checks its result files as `asgdsim run` does
-    spec.engine = run["engine"].get<std::string>();
-    spec.sweep_values = run["sweep"];
-    spec.seed = run["seed"].get<uint64_t>();
-    spec.repeat = int(run["repeat"].get<uint64_t>());
-    found.emplace_back(std::move(order), std::move(spec));
+    found.push_back(std::move(*run));
   }
   if (ec) throw IoError("cannot read the folder " + exp_dir + ": " + ec.message());
   if (!foreign.empty()) {

@@ -268,6 +268,53 @@ SvmlightFile parse_svmlight(const std::string& text, const std::string& name, si
   return out;
 }
 
+namespace {
+
+// The files' labels as classes (see the header): binary -1/+1, else 0- or 1-based class
+// numbers; a label that is neither, or beyond data.classes, is an error naming its line.
+struct Classes {
+  std::vector<std::vector<int32_t>> of;  // by file, by sample
+  int count = 0;
+  bool plus_minus = true;  // the labels are -1/+1
+  int64_t base = 0;        // 1: 1-based class numbers
+};
+
+Classes classes_of_labels(const SvmlightSpec& spec, const std::vector<const SvmlightFile*>& files,
+                          const std::vector<std::string>& names) {
+  bool plus_minus = true, has_zero = false;
+  for (const auto* f : files)
+    for (int64_t l : f->label) {
+      plus_minus = plus_minus && (l == -1 || l == 1);
+      has_zero = has_zero || l == 0;
+    }
+  const int64_t base = plus_minus ? 0 : has_zero ? 0 : 1;
+  std::vector<std::vector<int32_t>> classes_of(2);
+  int64_t max_class = 0;
+  for (size_t k = 0; k < files.size(); ++k) {
+    for (size_t i = 0; i < files[k]->samples(); ++i) {
+      const int64_t l = files[k]->label[i];
+      const std::string at = names[k] + ":" + std::to_string(files[k]->line[i]) + ": ";
+      if (!plus_minus && l < 0)
+        throw DataError(at + "bad label " + std::to_string(l) + ": labels are -1/+1 (binary) only if all are; " +
+                        "otherwise class numbers >= 0");
+      const int64_t c = plus_minus ? (l + 1) / 2 : l - base;
+      if (spec.classes > 0 && c >= spec.classes)
+        throw DataError(at + "bad label " + std::to_string(l) + ": beyond data.classes " +
+                        std::to_string(spec.classes) + (base == 1 ? " (1-based labels 1.." : " (labels 0..") +
+                        std::to_string(spec.classes - 1 + base) + ")");
+      max_class = std::max(max_class, c);
+      classes_of[k].push_back(int32_t(c));
+    }
+  }
+  return {std::move(classes_of),
+          spec.classes > 0 ? spec.classes
+          : plus_minus     ? 2
+                           : int(max_class + 1),
+          plus_minus, base};
+}
+
+}  // namespace
+
 DataSplit load_svmlight(const SvmlightSpec& spec) {
   if (spec.index_base != 0 && spec.index_base != 1) throw DataError("data.index_base must be 0 or 1");
   // What loading takes at its peak, known before anything is stored: the files as parsed
@@ -301,33 +348,8 @@ DataSplit load_svmlight(const SvmlightSpec& spec) {
   if (features == 0) features = size_t(std::max(train.max_col, test.max_col) + 1);
   if (features == 0) throw DataError(spec.path + ": no sample has a feature");
 
-  // Labels to classes (see the header): binary -1/+1, else 0- or 1-based class numbers.
-  bool plus_minus = true, has_zero = false;
-  for (const auto* f : files)
-    for (int64_t l : f->label) {
-      plus_minus = plus_minus && (l == -1 || l == 1);
-      has_zero = has_zero || l == 0;
-    }
-  const int64_t base = plus_minus ? 0 : has_zero ? 0 : 1;
-  std::vector<std::vector<int32_t>> classes_of(2);
-  int64_t max_class = 0;
-  for (size_t k = 0; k < files.size(); ++k) {
-    for (size_t i = 0; i < files[k]->samples(); ++i) {
-      const int64_t l = files[k]->label[i];
-      const std::string at = names[k] + ":" + std::to_string(files[k]->line[i]) + ": ";
-      if (!plus_minus && l < 0)
-        throw DataError(at + "bad label " + std::to_string(l) + ": labels are -1/+1 (binary) only if all are; " +
-                        "otherwise class numbers >= 0");
-      const int64_t c = plus_minus ? (l + 1) / 2 : l - base;
-      if (spec.classes > 0 && c >= spec.classes)
-        throw DataError(at + "bad label " + std::to_string(l) + ": beyond data.classes " +
-                        std::to_string(spec.classes) + (base == 1 ? " (1-based labels 1.." : " (labels 0..") +
-                        std::to_string(spec.classes - 1 + base) + ")");
-      max_class = std::max(max_class, c);
-      classes_of[k].push_back(int32_t(c));
-    }
-  }
-  const int classes = spec.classes > 0 ? spec.classes : plus_minus ? 2 : int(max_class + 1);
+  const Classes labels = classes_of_labels(spec, files, names);
+  const int classes = labels.count;
   if (classes < 2) throw DataError(spec.path + ": every label is the same class: nothing to classify");
 
   DataSplit split;
@@ -337,17 +359,17 @@ DataSplit load_svmlight(const SvmlightSpec& spec) {
     if (n_test < 1 || n_test >= n)
       throw DataError(spec.path + ": " + std::to_string(n) + " samples are too few to hold out data.holdout " +
                       std::to_string(spec.holdout) + " of them as the test set (or give data.test_path)");
-    split.train = take(train, 0, n - n_test, classes_of[0], features, classes);
-    split.test = take(train, n - n_test, n, classes_of[0], features, classes);
+    split.train = take(train, 0, n - n_test, labels.of[0], features, classes);
+    split.test = take(train, n - n_test, n, labels.of[0], features, classes);
   } else {
-    split.train = take(train, 0, train.samples(), classes_of[0], features, classes);
-    split.test = take(test, 0, test.samples(), classes_of[1], features, classes);
+    split.train = take(train, 0, train.samples(), labels.of[0], features, classes);
+    split.test = take(test, 0, test.samples(), labels.of[1], features, classes);
   }
   split.description = "svmlight " + spec.path + (spec.test_path.empty() ? "" : " + " + spec.test_path) + ": " +
                       std::to_string(features) + " features, " + std::to_string(classes) + " classes" +
-                      (plus_minus  ? " (labels -1/+1)"
-                       : base == 1 ? " (1-based labels)"
-                                   : "");
+                      (labels.plus_minus  ? " (labels -1/+1)"
+                       : labels.base == 1 ? " (1-based labels)"
+                                          : "");
   return split;
 }
 

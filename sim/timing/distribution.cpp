@@ -470,8 +470,11 @@ Field<C> seconds_param(double C::*member, std::string name, std::string doc, dou
 // Datasheet peaks, dense (no sparsity), FLOP/s: H100 SXM, A100 SXM, V100 SXM2. The names
 // dist "flops" takes for its key flops, in the order its doc lists them.
 const std::vector<std::pair<std::string, double>>& device_peaks() {
-  static const std::vector<std::pair<std::string, double>> peaks = {
-      {"h100-fp32", 67e12}, {"a100-fp32", 19.5e12}, {"v100-fp32", 15.7e12}, {"h100-bf16", 989e12}, {"a100-bf16", 312e12}};
+  static const std::vector<std::pair<std::string, double>> peaks = {{"h100-fp32", 67e12},
+                                                                    {"a100-fp32", 19.5e12},
+                                                                    {"v100-fp32", 15.7e12},
+                                                                    {"h100-bf16", 989e12},
+                                                                    {"a100-bf16", 312e12}};
   return peaks;
 }
 
