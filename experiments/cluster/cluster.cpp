@@ -155,33 +155,6 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
 }
 
 namespace {
-// serve(): the experiment folder made ready (everything checked before anything is written,
-// as `asgdsim run` checks it: a refusal leaves every file as it was, experiment.json
-// included); returns what each run's folder already holds.
-std::vector<EarlierRun> prepare_folder(const Experiment& exp, const Experiment& named, const std::string& exp_dir,
-                                       const std::vector<json>& configs, const ClusterOptions& opts) {
-  const size_t total = exp.runs.size();
-  std::vector<EarlierRun> earlier;
-  std::vector<std::string> aside;  // run folders of another config (--supersede)
-  for (size_t k = 0; k < total; ++k) {
-    earlier.push_back(earlier_run(exp_dir + "/" + exp.runs[k].run_id, configs[k], opts.replace, run_tag(exp, k)));
-    if (earlier.back().superseded) aside.push_back(exp.runs[k].run_id);
-  }
-  const std::vector<std::string> others = runs_of_other_configs(exp_dir, exp);
-  refuse_runs_of_other_configs(exp_dir, others, opts.replace.supersede);
-  aside.insert(aside.end(), others.begin(), others.end());
-  json made_them;  // the config that made them
-  if (!read_json(exp_dir + "/experiment.json", made_them)) made_them = nullptr;
-  move_runs_aside(exp_dir, aside, made_them);
-  write_file_atomic(exp_dir + "/experiment.json", named.resolved.dump(2) + "\n");
-  // index.csv says pending for the runs about to be made until it is rewritten at the end
-  std::set<std::string> pending;
-  for (size_t k = 0; k < total; ++k)
-    if (!earlier[k].done) pending.insert(exp.runs[k].run_id);
-  if (!pending.empty()) write_index(named, exp_dir, pending);
-  return earlier;
-}
-
 // The run's status note, with what asgdsim cluster ignored of its config.
 std::string cluster_note(const RunSpec& run, const RunOutcome& outcome, const MpiRuntime& server) {
   std::string note = outcome.note;
@@ -286,7 +259,12 @@ int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, 
     configs.back()["run"]["experiment"] = name;
     configs.back()["run"]["mode"] = "cluster";
   }
-  const std::vector<EarlierRun> earlier = prepare_folder(exp, named, exp_dir, configs, opts);
+  // Everything is checked before anything is written, as `asgdsim run` checks it: a refusal
+  // leaves every file as it was, experiment.json included.
+  RunPlan plan = plan_runs(exp, exp_dir, configs, opts.replace, 0, 1);
+  const std::vector<std::string> others = runs_of_other_configs(exp_dir, exp);
+  refuse_runs_of_other_configs(exp_dir, others, opts.replace.supersede);
+  prepare_experiment_folder(named, exp_dir, plan, others, 0, 1, opts.replace.supersede, true);
   ServeState state{dead, nullptr, nullptr, ""};
   for (size_t k = 0; k < total; ++k) {
     const RunSpec& run = exp.runs[k];
@@ -294,8 +272,8 @@ int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, 
     const std::string tag = run_tag(exp, k);
     const json& cfg = configs[k];
     bool skip = state.first_error || interrupted || interrupt_requested();
-    if (!skip && !earlier[k].line.empty() && !opts.quiet) std::cout << earlier[k].line << "\n" << std::flush;
-    skip = skip || earlier[k].done;
+    if (!skip && !plan.lines[k].empty() && !opts.quiet) std::cout << plan.lines[k] << "\n" << std::flush;
+    skip = skip || std::find(plan.todo.begin(), plan.todo.end(), k) == plan.todo.end();  // done earlier
     if (!skip && std::count(dead.begin(), dead.end(), true) > 0) {
       std::string ranks;
       for (int r = 1; r <= workers; ++r)

@@ -557,6 +557,49 @@ ExperimentLock::ExperimentLock(const std::string& exp_dir, Mode mode, bool wait,
 
 ExperimentLock::~ExperimentLock() = default;  // closing the file releases the lock
 
+RunPlan plan_runs(const Experiment& exp, const std::string& exp_dir, const std::vector<json>& configs,
+                  const ReplacePolicy& replace, int shard, int shards, const std::set<size_t>& remeasured) {
+  RunPlan plan;
+  plan.lines.resize(exp.runs.size());
+  for (size_t k = 0; k < exp.runs.size(); ++k) {
+    if (int(k % size_t(std::max(1, shards))) != shard) continue;  // another shard's
+    const RunSpec& run = exp.runs[k];
+    ReplacePolicy policy = replace;  // a run whose trace is measured anew is made again
+    policy.rerun = policy.rerun || remeasured.count(k) > 0;
+    const EarlierRun earlier =
+        earlier_run(exp_dir + "/" + run.run_id, configs.empty() ? run.config : configs.at(k), policy, run_tag(exp, k));
+    plan.lines[k] = earlier.line;
+    if (earlier.superseded) plan.aside.push_back(run.run_id);  // this shard's run: no other shard touches it
+    if (!earlier.done) plan.todo.push_back(k);
+  }
+  return plan;
+}
+
+void prepare_experiment_folder(const Experiment& exp, const std::string& exp_dir, RunPlan& plan,
+                               const std::vector<std::string>& others, int shard, int shards, bool supersede,
+                               bool write_index_now) {
+  const bool sharded = shards > 1;
+  json old_experiment;  // the config that made what is here, as this process found it
+  if (!read_json(exp_dir + "/experiment.json", old_experiment) || (sharded && old_experiment == exp.resolved))
+    old_experiment = nullptr;  // another shard may have replaced it already: then it is not written aside
+  // Shard 0 alone moves the others (the folders are no shard's runs, so no other shard writes them).
+  if (shard == 0) plan.aside.insert(plan.aside.end(), others.begin(), others.end());
+  if (sharded && !old_experiment.is_null() && old_experiment != exp.resolved && !supersede)
+    // shards of one experiment share experiment.json; one of another config must not replace it
+    throw IoError(exp_dir + "/experiment.json is another config's (" +
+                  config_differences(old_experiment, exp.resolved) +
+                  "): a sharded run (--shard, mpirun) never replaces it; pass --supersede to replace it (and move "
+                  "the runs of that config aside), or choose another --out");
+  move_runs_aside(exp_dir, plan.aside, old_experiment);
+  if (!sharded) remove_stale_temp_files(exp_dir, {"experiment.json", "index.csv"});  // no other process writes here now
+  write_file_atomic(exp_dir + "/experiment.json", exp.resolved.dump(2) + "\n");
+  if (write_index_now && !plan.todo.empty()) {
+    std::set<std::string> pending;
+    for (size_t k : plan.todo) pending.insert(exp.runs[k].run_id);
+    write_index(exp, exp_dir, pending);
+  }
+}
+
 void write_index(const Experiment& exp, const std::string& exp_dir, const std::set<std::string>& pending) {
   FileLock lock(exp_dir + "/.index.lock");  // a planted link or FIFO: refused
   // Polled rather than waited for in flock: another shard holds it only while it writes

@@ -152,6 +152,29 @@ void refuse_runs_of_other_configs(const std::string& exp_dir, const std::vector<
 // plot.py reads that folder as an experiment) unless it is null.
 void move_runs_aside(const std::string& exp_dir, const std::vector<std::string>& names, const json& made_them);
 
+// What one process (`asgdsim run`, a --shard of it, or `asgdsim cluster`'s server) does of
+// an experiment's runs, checked before anything is written, in run order: the runs it makes
+// (`todo`), what earlier_run said of each of its runs (`lines`, by run index; "" for none and
+// for another shard's runs), and the run folders it moves aside (--supersede).
+struct RunPlan {
+  std::vector<size_t> todo;
+  std::vector<std::string> lines;
+  std::vector<std::string> aside;
+};
+// `configs`: each run's config.json as this process writes it (empty: each run's config);
+// runs in `remeasured` (their compute trace measured anew) are made again.
+RunPlan plan_runs(const Experiment& exp, const std::string& exp_dir, const std::vector<json>& configs,
+                  const ReplacePolicy& replace, int shard, int shards, const std::set<size_t>& remeasured = {});
+// The folder made ready for the plan's runs: the run folders of another config (`others`,
+// already refused unless --supersede) are moved aside by shard 0 with the plan's, beside
+// the experiment.json of the config that made them; experiment.json is written (`exp`'s);
+// and with `write_index` index.csv lists the runs about to be (re-)made as pending until it
+// is rewritten at the end (a kill -9 leaves them so). A sharded run never replaces another
+// config's experiment.json (IoError) unless `supersede`.
+void prepare_experiment_folder(const Experiment& exp, const std::string& exp_dir, RunPlan& plan,
+                               const std::vector<std::string>& others, int shard, int shards, bool supersede,
+                               bool write_index);
+
 // "pid P on HOST since TIME (WHAT)": what a holder writes into a lock file, so that a
 // process that finds the lock taken can name it.
 std::string lock_holder_line(const std::string& what);

@@ -530,60 +530,6 @@ void set_run_counts(RunnerOptions& ro, const std::string& threads, const std::st
 
 namespace {
 
-// What this process does of an experiment's runs, in run order: the runs it makes (`todo`),
-// the lines saying what it skips (runs already done), and the run folders it moves aside
-// (--supersede). Checked before anything is written.
-struct RunPlan {
-  std::vector<size_t> todo;
-  std::vector<std::string> skipped_lines;
-  std::vector<std::string> aside;
-};
-
-RunPlan plan_runs(const Experiment& given, const std::string& exp_dir, const RunnerOptions& opts,
-                  const std::set<size_t>& remeasured) {
-  RunPlan plan;
-  for (size_t k = 0; k < given.runs.size(); ++k) {
-    if (int(k % size_t(std::max(1, opts.shards))) != opts.shard) continue;  // another shard's
-    const RunSpec& run = given.runs[k];
-    const std::string dir = exp_dir + "/" + run.run_id;
-    ReplacePolicy replace = opts.replace;  // a run whose trace is measured anew is made again
-    replace.rerun = replace.rerun || remeasured.count(k) > 0;
-    const EarlierRun earlier = earlier_run(dir, run.config, replace, run_tag(given, k));
-    if (!earlier.line.empty()) plan.skipped_lines.push_back(earlier.line);
-    if (earlier.superseded) plan.aside.push_back(run.run_id);  // this shard's run: no other shard touches it
-    if (earlier.done) continue;
-    plan.todo.push_back(k);
-  }
-  return plan;
-}
-
-// The folder made ready for the runs: what is moved aside is moved (with the experiment.json
-// of the config that made it), experiment.json written, and index.csv lists the runs about to
-// be (re-)made as pending until it is rewritten at the end (a kill -9 leaves them so).
-void prepare_experiment_folder(const Experiment& exp, const std::string& exp_dir, const RunnerOptions& opts,
-                               RunPlan& plan, const std::vector<std::string>& others) {
-  const bool sharded = opts.shards > 1;
-  json old_experiment;  // the config that made what is here, as this process found it
-  if (!read_json(exp_dir + "/experiment.json", old_experiment) || (sharded && old_experiment == exp.resolved))
-    old_experiment = nullptr;  // another shard may have replaced it already: then it is not written aside
-  // Shard 0 alone moves the others (the folders are no shard's runs, so no other shard writes them).
-  if (opts.shard == 0) plan.aside.insert(plan.aside.end(), others.begin(), others.end());
-  if (sharded && !old_experiment.is_null() && old_experiment != exp.resolved && !opts.replace.supersede)
-    // shards of one experiment share experiment.json; one of another config must not replace it
-    throw IoError(exp_dir + "/experiment.json is another config's (" +
-                  config_differences(old_experiment, exp.resolved) +
-                  "): a sharded run (--shard, mpirun) never replaces it; pass --supersede to replace it (and move "
-                  "the runs of that config aside), or choose another --out");
-  move_runs_aside(exp_dir, plan.aside, old_experiment);
-  if (!sharded) remove_stale_temp_files(exp_dir, {"experiment.json", "index.csv"});  // no other process writes here now
-  write_file_atomic(exp_dir + "/experiment.json", exp.resolved.dump(2) + "\n");
-  if (opts.write_index && !plan.todo.empty()) {
-    std::set<std::string> pending;
-    for (size_t k : plan.todo) pending.insert(exp.runs[k].run_id);
-    write_index(exp, exp_dir, pending);
-  }
-}
-
 // What the lanes made of each run (by run index): its status, or the error that ended it.
 struct LaneResults {
   std::vector<std::string> status;
@@ -718,17 +664,19 @@ int run_experiment(const Experiment& given, const RunnerOptions& opts) {
   // Everything is checked before anything is written: skip runs already done (their result
   // files complete), refuse folders that hold another config. A refusal leaves every file
   // as it was, experiment.json included.
-  RunPlan plan = plan_runs(given, exp_dir, opts, remeasured);
+  RunPlan plan = plan_runs(given, exp_dir, {}, opts.replace, opts.shard, opts.shards, remeasured);
   const std::vector<std::string> others = runs_of_other_configs(exp_dir, given);
   refuse_runs_of_other_configs(exp_dir, others, opts.replace.supersede);
   // then the traces are measured (or found), and the runs replay them
   const Experiment exp = with_measured_compute(given, exp_dir, {opts.recalibrate, opts.quiet, {}});
   const int lanes = int(std::max<size_t>(1, std::min<size_t>(size_t(std::max(1, opts.jobs)), plan.todo.size())));
   if (lanes > 1) check_lanes_fit_in_memory(exp, plan.todo, lanes);
-  prepare_experiment_folder(exp, exp_dir, opts, plan, others);
+  prepare_experiment_folder(exp, exp_dir, plan, others, opts.shard, opts.shards, opts.replace.supersede,
+                            opts.write_index);
 
   Console console(opts.quiet, !opts.quiet && ::isatty(STDERR_FILENO), lanes, plan.todo.size());
-  for (const auto& l : plan.skipped_lines) console.line(l);
+  for (const auto& l : plan.lines)
+    if (!l.empty()) console.line(l);
   DataCache cache(exp.base_dir);
   const LaneResults results = run_lanes(exp, exp_dir, opts, plan.todo, lanes, cache, console);
   return finish_experiment(exp, exp_dir, opts, results, console);
