@@ -50,16 +50,16 @@ namespace asgd {
 
 EngineType easgd_engine_type() {
   using C = EasgdConfig;
-  Field<C> alpha = field<C>(
-      keys::any("alpha", "auto",
-                "elastic coefficient in [0, 1], or \"auto\" = 0.9 / workers (sync: beta = "
-                "workers * alpha <= 1)"),
-      [](C& c, const json& v) { c.alpha = v.is_number() ? v.get<double>() : -1; },
-      [](const C& c) { return c.alpha < 0 ? json("auto") : json(c.alpha); });
-  alpha.why_not = [](const json& a) {
-    const bool ok = (a.is_number() && a.get<double>() >= 0 && a.get<double>() <= 1) || (a.is_string() && a == "auto");
-    return ok ? std::string() : "expected a number in [0, 1] or \"auto\" (= 0.9 / workers), got " + brief(a);
-  };
+  Field<C> alpha = number_or_word<C>(keys::any("alpha", "auto",
+                                               "elastic coefficient in [0, 1], or \"auto\" = 0.9 / workers (sync: "
+                                               "beta = workers * alpha <= 1)"),
+                                     {keys::num("", nullptr, "", 0, false, 1),
+                                      {"auto"},
+                                      [](C& c, double a) { c.alpha = a; },
+                                      [](C& c, const std::string&) { c.alpha = -1; },
+                                      [](const C& c) { return c.alpha < 0 ? json("auto") : json(c.alpha); },
+                                      "",
+                                      " (= 0.9 / workers)"});
   return engine_type<C>(
       "easgd",
       "elastic-averaged SGD (Zhang, Choromanska & LeCun 2015), asynchronous or synchronous; delta > 0 gives "

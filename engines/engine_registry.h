@@ -29,19 +29,20 @@ struct EngineCost {
   bool optimizer_per_worker = false;
 };
 
-// What engines' checks across sections read of the run: typed, bound once from the run's
-// resolved sections (experiments/config), whose values may already be reported as invalid
-// there: a value of the wrong type is left empty here, and the checks that need it skip.
+// What engines' checks across sections read of the run: typed, read from the run's bound
+// settings (experiments/config) of the sections that bound with no error of their own; a
+// section with an error leaves its part empty (unset, "", false), and the checks that need
+// it skip (they show once that error is fixed).
 struct EngineRunView {
-  std::optional<int64_t> workers;  // cluster.workers
+  std::optional<int64_t> workers;  // cluster.workers (given, or fixed by the topology)
   std::optional<double> momentum;  // train.momentum
-  std::string optimizer;           // train.optimizer ("": not a word)
+  std::string optimizer;           // train.optimizer
   bool nesterov = false;           // train.nesterov is true
-  std::string compression;         // cluster.network.compression.type ("": not a word)
-  std::string placement;           // cluster.placement ("": not a word)
+  std::string compression;         // cluster.network.compression.type
+  bool host_placement = false;     // cluster.placement is "host"
   TopologyFacts topology;          // whether its boxes have hosts, how many boxes
   bool failures = false;           // cluster.failures has events or a rate > 0
-  std::string staleness;           // staleness.mode ("": not a word)
+  std::string staleness;           // staleness.mode
 };
 
 // An engine object bound once (at validation) to its typed config: what the run's

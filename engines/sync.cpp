@@ -63,7 +63,7 @@ void check_comm(const SyncConfig& c, const EngineRunView& run, Validator& v) {
             "\"hierarchical\" reduces within each box: it needs a topology with boxes "
             "(cluster.topology.type \"boxes\")");
   const bool collective = c.comm != "ps";
-  const bool host_exchange = !collective && run.placement == "host" && run.topology.boxes > 1;
+  const bool host_exchange = !collective && run.host_placement && run.topology.boxes > 1;
   if (collective)
     refuse_compression(run, "comm " + json(c.comm).dump() + " sums gradients in a collective, not pushes", v);
   else if (host_exchange)

@@ -3,6 +3,7 @@
 // repeats, run ids, index.csv, resume; every shipped config validates.
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -1194,12 +1195,12 @@ TEST(Distributions, FlopsDeviceNamesInTheDocAreTheOnesThatResolve) {
   int names = 0;
   for (std::string name; std::getline(list, name, ',');) {
     name.erase(0, name.find_first_not_of(' '));
-    EXPECT_GT(device_flops(json(name)), 0) << name;
+    EXPECT_GT(device_flops(name), 0) << name;
     ++names;
   }
   EXPECT_GE(names, 5);
-  EXPECT_EQ(device_flops(json("h100-fp64")), 0);
-  EXPECT_EQ(device_flops(json("a100-bf16")), 312e12);
+  EXPECT_EQ(device_flops("h100-fp64"), 0);
+  EXPECT_EQ(device_flops("a100-bf16"), 312e12);
 }
 
 TEST(ConfigDefaults, DefaultSettingsAreTheDeclaredDefaults) {
@@ -1588,4 +1589,147 @@ TEST(Warnings, ARoundLongerThanTheStopBudgetIsNamedNotCalledUntrained) {
   EXPECT_EQ(note.find("did not train"), std::string::npos) << note;
   c["stop"] = {{"epochs", 10}};  // rounds that fit: no warning
   EXPECT_TRUE(resolve_experiment(c, "t", ".").warnings.empty());
+}
+
+// Every check across sections runs on the typed settings of the sections it reads, once
+// each of them bound with no error of its own: on a config whose sections are each valid
+// it reports (the check is called), and while one of its sections has an error of its own
+// only that error is reported (the check shows once it is fixed).
+TEST(CrossSectionChecks, ReportOnCleanSectionsAndWaitForASectionsOwnError) {
+  using Edit = std::function<void(json&)>;
+  struct Case {
+    Edit set;           // a config whose sections are each valid, and that a check across them refuses
+    std::string check;  // the start of that check's line
+    Edit own_error;     // then an error in one of the sections it reads
+    std::string own;    // the start of that error's line: the only one reported
+  };
+  auto boxes = [](json& c) { c["cluster"] = {{"topology", {{"type", "boxes"}, {"boxes", 2}, {"per_box", 2}}}}; };
+  auto regression = [](json& c) {
+    c["model"] = {{"type", "linear"}};
+    c["data"]["task"] = "regression";
+  };
+  auto sparse = [](json& c) {
+    c["model"] = {{"type", "sparse_logistic"}};
+    c["data"] = {{"type", "sparse_synthetic"}};
+  };
+  const std::vector<Case> cases = {
+      {[](json& c) {
+         c["stop"] = {{"updates", 0}};
+       },
+       "stop: give at least one limit > 0", [](json& c) { c["stop"]["time"] = "x"; }, "stop.time: expected a number"},
+      {[&](json& c) {
+         regression(c);
+         c["stop"]["target_accuracy"] = 0.5;
+       },
+       "stop.target_accuracy: model 'linear' is a regression", [](json& c) { c["stop"]["time"] = "x"; },
+       "stop.time: expected a number"},
+      {[](json& c) {
+         c["staleness"] = {{"mode", "fixed"}, {"tau", 2}, {"from_epoch", 2}, {"until_epoch", 1}};
+       },
+       "staleness.until_epoch: 1 is not after", [](json& c) { c["staleness"]["at"] = "x"; }, "staleness.at: 'x'"},
+      {[](json& c) {
+         c["staleness"] = {{"mode", "per_layer"}, {"tau", json::array()}};
+       },
+       "staleness.tau: per_layer needs", [](json& c) { c["staleness"]["at"] = "x"; }, "staleness.at: 'x'"},
+      {[&](json& c) {
+         sparse(c);
+         c["staleness"] = {{"mode", "per_layer"}, {"tau", {1}}};
+       },
+       "staleness.mode: \"per_layer\" reads each layer", [](json& c) { c["staleness"]["bogus"] = 1; },
+       "staleness.bogus: unknown key"},
+      {[](json& c) { c["train"]["global_batch"] = 7; }, "train.global_batch: 7 does not split evenly over 2",
+       [](json& c) { c["train"]["lr"] = -1; }, "train.lr: expected"},
+      {[](json& c) { c["train"]["global_batch"] = 7; }, "train.global_batch: 7 does not split evenly over 2",
+       [](json& c) { c["cluster"]["bogus"] = 1; }, "cluster.bogus: unknown key"},
+      {[](json& c) {
+         c["cluster"]["network"] = {{"compression", {{"type", "powersgd"}}}};
+       },
+       "cluster.network.compression.type: \"powersgd\" compresses the gradients of an all-reduce",
+       [](json& c) { c["cluster"]["network"]["compression"]["rank"] = 0; }, "cluster.network.compression.rank: "},
+      {[&](json& c) {
+         sparse(c);
+         c["cluster"]["network"] = {{"compression", {{"type", "topk"}}}};
+       },
+       "cluster.network.compression.type: compression is for dense models",
+       [](json& c) { c["cluster"]["network"]["compression"]["ratio"] = 2; }, "cluster.network.compression.ratio: "},
+      {[](json& c) {
+         c["clients"] = {{"count", 1}};
+       },
+       "clients.count: 1 clients for 2 slots", [](json& c) { c["clients"]["sampling"] = "x"; },
+       "clients.sampling: 'x'"},
+      {[](json& c) {
+         c["engines"] = json::array({json{{"type", "easgd"}}});
+         c["clients"] = {{"count", 4}};
+       },
+       "clients.count: engine easgd keeps a state per worker", [](json& c) { c["clients"]["sampling"] = "x"; },
+       "clients.sampling: 'x'"},
+      {[](json& c) {
+         c["cluster"]["speeds"] = {1, 2, 3};
+       },
+       "cluster.speeds: has 3 factors but cluster.workers is 2", [](json& c) { c["cluster"]["bogus"] = 1; },
+       "cluster.bogus: unknown key"},
+      {[](json& c) {
+         c["cluster"]["failures"] = {{"events", {{{"worker", 5}, {"at", 1}}}}};
+       },
+       "cluster.failures.events[0].worker: worker 5 does not exist",
+       [](json& c) { c["cluster"]["failures"]["rate"] = -1; }, "cluster.failures.rate: "},
+      {[](json& c) {
+         c["cluster"]["stragglers"] = {{"slow", {{{"worker", 5}, {"factor", 2}}}}};
+       },
+       "cluster.stragglers.slow[0].worker: worker 5 does not exist",
+       [](json& c) { c["cluster"]["stragglers"]["slow"][0]["bogus"] = 1; }, "cluster.stragglers.slow[0].bogus: "},
+      {[&](json& c) {
+         boxes(c);
+         c["cluster"]["workers"] = 3;
+       },
+       "cluster.workers: must equal cluster.topology boxes x per_box (4)",
+       [](json& c) { c["cluster"]["topology"]["bogus"] = 1; }, "cluster.topology.bogus: "},
+      {[&](json& c) {
+         boxes(c);
+         c["cluster"]["network"] = {{"latency", 0.1}};
+       },
+       "cluster.network.latency: is replaced by cluster.topology.intra",
+       [](json& c) { c["cluster"]["network"]["bogus"] = 1; }, "cluster.network.bogus: "},
+      {[&](json& c) {
+         boxes(c);
+         c["cluster"]["placement"] = "host";
+       },
+       "cluster.placement: \"host\" over more than one box", [](json& c) { c["cluster"]["bogus"] = 1; },
+       "cluster.bogus: "},
+      {[](json& c) {
+         c["engines"] = json::array({json{{"type", "async"}, {"delay_compensation", 0.1}}});
+         c["train"]["momentum"] = 0.9;
+       },
+       "engines[0].delay_compensation: DC-ASGD is implemented for plain SGD", [](json& c) { c["train"]["bogus"] = 1; },
+       "train.bogus: "},
+      {[](json& c) {
+         c["engines"] = json::array({json{{"type", "k_async"}, {"k", 5}}});
+       },
+       "engines[0].k: must be <=", [](json& c) { c["cluster"]["bogus"] = 1; }, "cluster.bogus: "},
+  };
+  for (const Case& k : cases) {
+    json c = tiny();
+    k.set(c);
+    const std::string checked = config_issues(c);
+    EXPECT_EQ(checked.rfind(k.check, 0), 0u) << "the check was not called on " << c.dump() << ":\n" << checked;
+    EXPECT_EQ(std::count(checked.begin(), checked.end(), '\n'), 1) << checked;
+    k.own_error(c);
+    const std::string own = config_issues(c);
+    EXPECT_EQ(own.rfind(k.own, 0), 0u) << c.dump() << ":\n" << own;
+    EXPECT_EQ(std::count(own.begin(), own.end(), '\n'), 1) << "more than the section's own error:\n" << own;
+  }
+}
+
+// A key that takes a number or a word (sim/config/field.h, number_or_word) is checked before
+// it is set: any other value is invalid input naming the key, never a crash.
+TEST(CrossSectionChecks, ANumberOrAWordKeyRefusesEverythingElse) {
+  json c = tiny();
+  c["train"]["lr_schedule"] = {{"scale", nullptr}, {"warmup_from", {1}}};
+  EXPECT_EQ(config_issues(c),
+            "train.lr_schedule.scale: expected a number > 0 or \"workers\", got null\n"
+            "train.lr_schedule.warmup_from: expected a number >= 0 or \"lr\", got [1]\n");
+  c["train"]["lr_schedule"] = {{"scale", "workers"}, {"warmup_from", 0.01}};
+  const Experiment exp = resolve_experiment(c, "t", ".");
+  EXPECT_EQ(exp.runs.front().settings.lr.scale, 2.0);  // "workers": 2 of them
+  EXPECT_EQ(exp.runs.front().settings.lr.warmup_from, 0.01);
 }

@@ -68,10 +68,20 @@ std::string whole(double v) {  // a count for messages: 60000, not 60000.0
 
 constexpr size_t kMaxRunIdBytes = kMaxNameBytes;
 
+// A top-level integer key as validated (`top`: the top level, defaults filled, when it
+// reported no issue), else its declared default: the config is invalid then, and the value
+// only lets the other checks go on.
+int64_t top_integer(const json& top, bool clean, const std::string& key) {
+  for (const ParamInfo& p : top_section().params())
+    if (p.name == key) return (clean ? top.at(key) : p.default_value).get<int64_t>();
+  throw std::logic_error("top_integer: no top-level key " + key);
+}
+
 // The experiment's name is a folder under --out: the label rule of run ids (letters,
 // digits and . - _ =), and not "." or "..", so that no name leads out of --out.
-void check_name(const std::string& name, const json& user, Validator& v) {
-  if (!user.contains("name") || !user["name"].is_string()) return;  // the default, or a type error reported
+// `given`: the config gives it, and the top level reported no issue of its own.
+void check_name(const std::string& name, bool given, Validator& v) {
+  if (!given) return;
   std::string why;
   if (name.empty())
     why = "is empty";
@@ -87,50 +97,47 @@ void check_name(const std::string& name, const json& user, Validator& v) {
                 (name.empty() || name == "." || name == ".." ? std::string() : " (e.g. '" + sanitize(name) + "')"));
 }
 
-// eval.every's range depends on its unit: a time interval must be a whole nanosecond or
-// more (else the next evaluation is due at the same instant, forever) and fit the clock;
-// an interval in updates is a whole number (it is stored as one).
-void check_eval(const json& e, Validator& v) {
-  if (!e.is_object() || !e.contains("every") || !e["every"].is_number() || !(e["every"].get<double>() > 0)) return;
-  const double every = e["every"];
-  const std::string unit = text_of(e, "unit");
-  if (unit == "time" && every < 1e-9)
-    v.error("eval.every", brief(e["every"]) +
-                              " s is under the virtual clock's resolution (1 ns): the next evaluation "
-                              "would be due at the same instant forever; use eval.every >= 1e-9");
-  if (unit == "time" && every > kMaxConfigSeconds)
-    v.error("eval.every", brief(e["every"]) + " s is more than the " + brief(kMaxConfigSeconds) +
-                              " s a time key may be (the virtual clock holds ~9.2e9 s)");
-  if (unit == "updates" && (every < 1 || std::floor(every) != every))
-    v.error("eval.every", "in updates it must be a whole number >= 1, got " + brief(e["every"]));
-}
+// Which of a run's sections bound with no issue of their own. The checks across sections
+// read the typed settings (and the bound engine and model) of clean sections only: a
+// section with an error reports that error alone, and its checks across sections show
+// once it is fixed.
+struct Clean {
+  bool cluster = false;      // cluster's own keys (workers, placement)
+  bool topology = false;     // cluster.topology (and the worker count it fixes)
+  bool network = false;      // cluster.network's own keys
+  bool compression = false;  // cluster.network.compression
+  bool failures = false;     // cluster.failures with its events
+  bool train = false;        // train's own keys and the checks across them (lr_schedule apart)
+  bool stop = false;
+  bool staleness = false;
+  bool clients = false;  // clients with its speeds
+  // cluster.workers as the run has it: given, or fixed by the topology.
+  bool workers() const { return cluster && topology; }
+};
 
-void check_lr_schedule(const json& s, const std::string& path, Validator& v) {
-  if (s.contains("scale")) {
-    const json& k = s["scale"];
-    if (!((k.is_number() && k.get<double>() > 0) || (k.is_string() && k.get<std::string>() == "workers")))
-      v.error(join_path(path, "scale"), "expected a number > 0 or \"workers\", got " + brief(k));
-  }
-  if (s.contains("warmup_from")) {
-    const json& f = s["warmup_from"];
-    if (!((f.is_number() && f.get<double>() >= 0) || (f.is_string() && f.get<std::string>() == "lr")))
-      v.error(join_path(path, "warmup_from"), "expected a number >= 0 or \"lr\", got " + brief(f));
-  }
-}
+// Counts the issues a binding step reports: clean() is true when it reported none.
+class IssueMark {
+ public:
+  explicit IssueMark(const Validator& v) : v_(v), before_(v.issues().size()) {}
+  bool clean() const { return v_.issues().size() == before_; }
+
+ private:
+  const Validator& v_;
+  size_t before_;
+};
 
 // What the topology and placement allow of the engine (docs/architecture.md, "Boxes").
-void check_placement(const json& e, const json& cluster, Validator& v) {
-  if (!e.is_object() || !e.contains("type") || !e["type"].is_string() || !cluster.is_object()) return;
-  const EngineType* type = find_engine_type(e["type"]);
-  if (type && !type->sums_across_boxes && text_of(cluster, "placement") == "host" && topology_facts(cluster).boxes > 1)
+void check_placement(const EngineType& type, const RunSettings& s, Validator& v) {
+  if (!type.sums_across_boxes && s.topology.host_placement && topology_facts(s.topology).boxes > 1)
     v.error("cluster.placement",
             "\"host\" over more than one box is defined for sync and sync_backup (each box's "
             "sum is exchanged with the servers); engine " +
-                type->name + " needs \"servers\" or one box");
+                type.name + " needs \"servers\" or one box");
 }
 
 // Validates a list of objects (each against `section`'s keys) whose "worker" must name an
-// existing worker; appends each valid item, bound, to `items`.
+// existing worker (`workers` 0: unknown, not checked); appends each valid item, bound, to
+// `items`. An item with an error of its own reports that alone.
 template <class Item>
 json worker_list(const json& list, const std::string& path, const Section<Item>& section, int64_t workers, Validator& v,
                  std::vector<Item>& items) {
@@ -141,67 +148,67 @@ json worker_list(const json& list, const std::string& path, const Section<Item>&
   json out = json::array();
   for (size_t i = 0; i < list.size(); ++i) {
     Item bound;
-    const size_t before = v.issues().size();
-    json item = section.bind(list[i], index_path(path, i), v, bound);
-    if (item.contains("worker") && item["worker"].is_number_integer() && workers > 0 &&
-        item["worker"].get<int64_t>() >= workers)
-      v.error(index_path(path, i) + ".worker", "worker " + item["worker"].dump() +
+    const IssueMark item_mark(v);
+    out.push_back(section.bind(list[i], index_path(path, i), v, bound));
+    if (!item_mark.clean()) continue;
+    if (workers > 0 && bound.worker >= workers)
+      v.error(index_path(path, i) + ".worker", "worker " + std::to_string(bound.worker) +
                                                    " does not exist (cluster.workers is " + std::to_string(workers) +
                                                    ": valid 0.." + std::to_string(workers - 1) + ")");
-    if (v.issues().size() == before) items.push_back(bound);
-    out.push_back(item);
+    else
+      items.push_back(bound);
   }
   return out;
 }
 
-// What topologies' checks read of the run (TopologyRunView), from the cluster section as
-// the config gives it: cluster.network's latency and worker_bandwidth where given other than 0.
-TopologyRunView topology_run_view(const json& cluster) {
+// What topologies' checks read of the run (TopologyRunView), from the bound network:
+// latency and worker_bandwidth where other than 0.
+TopologyRunView topology_run_view(const NetworkSpec& network) {
+  auto given = [](double value) { return value == 0 ? std::string() : brief(json(value)); };
   TopologyRunView r;
-  const json net = cluster.is_object() ? cluster.value("network", json::object()) : json::object();
-  auto given = [&](const char* key) {
-    if (!net.is_object() || !net.contains(key)) return std::string();
-    return net[key].is_number() && net[key].get<double>() == 0 ? std::string() : brief(net[key]);
-  };
-  r.network_latency = given("latency");
-  r.network_worker_bandwidth = given("worker_bandwidth");
+  r.network_latency = given(network.latency);
+  r.network_worker_bandwidth = given(network.worker_bandwidth);
   return r;
 }
 
 // cluster.topology (sim/net/catalog.h; left out: the star) and cluster.placement. A
 // topology that fixes the worker count derives cluster.workers when it is left out;
-// given, it must equal that.
-void resolve_topology(const json& user, json& cluster, Validator& v, RunSettings& s) {
-  const json given = user.is_object() && user.contains("topology") ? user["topology"] : json::object();
-  const size_t before = v.issues().size();
-  cluster["topology"] = bind_topology(given, "cluster.topology", topology_run_view(user), v, s.topology);
-  if (v.issues().size() != before) return;
+// given, it must equal that. The topology binds with its own checks here; its checks
+// against the network run once the network is bound (resolve_cluster).
+void resolve_topology(const json& user, json& cluster, Validator& v, RunSettings& s, Clean& clean) {
+  const IssueMark mark(v);
+  cluster["topology"] =
+      bind_topology(cluster.value("topology", json::object()), "cluster.topology", TopologyRunView{}, v, s.topology);
+  if (!mark.clean()) return;
   const TopologyType* type = find_topology_type(s.topology.type);
-  if (cluster["placement"].is_string() && cluster["placement"] == "host" && !type->hosts)
+  if (clean.cluster && s.topology.host_placement && !type->hosts)
     v.error("cluster.placement",
             "\"host\" keeps the parameters in each box's host: it needs a topology with boxes "
             "(cluster.topology.type \"boxes\"; got \"" +
                 type->name + "\")");
+  clean.topology = true;
   if (!type->workers) return;
   const int64_t fixed = type->workers(s.topology);
   if (fixed > int64_t(kMaxWorkers)) {
     v.error("cluster.topology", "boxes x per_box is " + std::to_string(fixed) + " workers, more than " +
                                     std::to_string(int64_t(kMaxWorkers)));
+    clean.topology = false;
   } else if (!user.contains("workers")) {
     cluster["workers"] = fixed;
     s.workers = int(fixed);
-  } else if (cluster["workers"].is_number_integer() && cluster["workers"].get<int64_t>() != fixed) {
+  } else if (clean.cluster && s.workers != fixed) {
     v.error("cluster.workers", "must equal cluster.topology boxes x per_box (" + std::to_string(fixed) +
-                                   ") or be left out (it is then derived); got " + cluster["workers"].dump());
+                                   ") or be left out (it is then derived); got " + std::to_string(s.workers));
   }
 }
 
-json resolve_cluster(const json& user, Validator& v, RunSettings& s) {
+json resolve_cluster(const json& user, Validator& v, RunSettings& s, Clean& clean) {
+  const IssueMark mark(v);
   json cluster = settings_section("cluster").bind(
       user, "cluster", v, s, {"compute", "network", "server", "stragglers", "failures", "topology"});
-  if (!cluster.is_object()) return cluster;
-  resolve_topology(user, cluster, v, s);
-  int64_t workers = cluster["workers"].is_number_integer() ? cluster["workers"].get<int64_t>() : 0;
+  clean.cluster = mark.clean();
+  resolve_topology(user, cluster, v, s, clean);
+  const int64_t workers = clean.workers() ? s.workers : 0;  // 0: unknown
   json compute_user = cluster.value("compute", settings_section("cluster.compute").when_left_out());
   const Section<RunSettings>& compute_keys = settings_section("cluster.compute");
   std::shared_ptr<const BoundDistribution> compute;
@@ -211,42 +218,51 @@ json resolve_cluster(const json& user, Validator& v, RunSettings& s) {
     s.compute_dist = compute;
   }
 
+  // a list of factors, one per worker, or a distribution drawn once per worker
   json& speeds = cluster["speeds"];
   if (speeds.is_object()) {
     speeds = bind_distribution(speeds, "cluster.speeds", v, s.speeds_dist);
   } else if (speeds.is_array()) {
+    const IssueMark factors(v);
     for (size_t i = 0; i < speeds.size(); ++i)
       if (!speeds[i].is_number() || !(speeds[i].get<double>() > 0))
         v.error(index_path("cluster.speeds", i), "expected a number > 0, got " + brief(speeds[i]));
-    if (!speeds.empty() && workers > 0 && speeds.size() != size_t(workers))
+    if (factors.clean() && !speeds.empty() && workers > 0 && speeds.size() != size_t(workers))
       v.error("cluster.speeds",
               "has " + std::to_string(speeds.size()) + " factors but cluster.workers is " + std::to_string(workers));
-    else if (std::all_of(speeds.begin(), speeds.end(), [](const json& f) { return f.is_number(); }))
+    else if (factors.clean())
       s.speeds = speeds.get<std::vector<double>>();
   } else {
     v.error("cluster.speeds", "expected a list of factors > 0 or a distribution {\"dist\": ...}, got " + brief(speeds));
   }
 
+  const IssueMark network_mark(v);
   json network = settings_section("cluster.network")
                      .bind(cluster.value("network", json::object()), "cluster.network", v, s, {"compression"});
-  if (network.is_object())
-    network["compression"] =
-        settings_section("cluster.network.compression")
-            .bind(network.value("compression", json::object()), "cluster.network.compression", v, s);
+  clean.network = network_mark.clean();
+  if (clean.topology && clean.network)  // the topology's checks against the network
+    if (const TopologyType* type = find_topology_type(s.topology.type); type->check)
+      type->check(s.topology, topology_run_view(s.network), v);
+  const IssueMark compression_mark(v);
+  network["compression"] = settings_section("cluster.network.compression")
+                               .bind(network.value("compression", json::object()), "cluster.network.compression", v, s);
+  clean.compression = compression_mark.clean();
   cluster["network"] = network;
   cluster["server"] =
       settings_section("cluster.server").bind(cluster.value("server", json::object()), "cluster.server", v, s);
+  const IssueMark stragglers_mark(v);
   json stragglers = settings_section("cluster.stragglers")
                         .bind(cluster.value("stragglers", json::object()), "cluster.stragglers", v, s, {"slow"});
-  if (stragglers.is_object())
-    stragglers["slow"] = worker_list(stragglers.value("slow", json::array()), "cluster.stragglers.slow",
-                                     slow_window_section(), workers, v, s.stragglers.windows);
+  stragglers["slow"] =
+      worker_list(stragglers.value("slow", json::array()), "cluster.stragglers.slow", slow_window_section(),
+                  stragglers_mark.clean() ? workers : 0, v, s.stragglers.windows);
   cluster["stragglers"] = stragglers;
+  const IssueMark failures_mark(v);
   json failures = settings_section("cluster.failures")
                       .bind(cluster.value("failures", json::object()), "cluster.failures", v, s, {"events"});
-  if (failures.is_object())
-    failures["events"] = worker_list(failures.value("events", json::array()), "cluster.failures.events",
-                                     failure_event_section(), workers, v, s.failures);
+  failures["events"] = worker_list(failures.value("events", json::array()), "cluster.failures.events",
+                                   failure_event_section(), failures_mark.clean() ? workers : 0, v, s.failures);
+  clean.failures = failures_mark.clean();
   cluster["failures"] = failures;
   return cluster;
 }
@@ -319,28 +335,21 @@ void warn_of_fixed_compute_in_sweeps(const std::vector<std::pair<std::string, js
   }
 }
 
-// Validates one run's config and binds its typed settings `s` in the same pass (`s` is
-// complete when nothing was reported).
-// What engines' checks read of the run (EngineRunView), from its resolved sections: a value
-// of the wrong type (reported by its section) is left empty.
-EngineRunView engine_run_view(const json& run) {
+// What engines' checks read of the run (EngineRunView), from the typed settings of its
+// clean sections (a section with an error leaves its part empty).
+EngineRunView engine_run_view(const RunSettings& s, const Clean& clean) {
   EngineRunView r;
-  auto object = [](const json& o, const char* key) {
-    return o.is_object() && o.contains(key) && o[key].is_object() ? o[key] : json::object();
-  };
-  const json train = object(run, "train"), cluster = object(run, "cluster"), staleness = object(run, "staleness");
-  const json network = object(cluster, "network"), failures = object(cluster, "failures");
-  if (cluster.contains("workers") && cluster["workers"].is_number_integer())
-    r.workers = cluster["workers"].get<int64_t>();
-  if (train.contains("momentum") && train["momentum"].is_number()) r.momentum = train["momentum"].get<double>();
-  r.optimizer = text_of(train, "optimizer");
-  r.nesterov = train.value("nesterov", json()) == true;
-  r.compression = text_of(object(network, "compression"), "type");
-  r.placement = text_of(cluster, "placement");
-  r.topology = topology_facts(cluster);
-  const json events = failures.value("events", json::array()), rate = failures.value("rate", json(0));
-  r.failures = (events.is_array() && !events.empty()) || (rate.is_number() && rate.get<double>() > 0);
-  r.staleness = text_of(staleness, "mode");
+  if (clean.workers()) r.workers = s.workers;
+  if (clean.train) {
+    r.momentum = s.optimizer.momentum;
+    r.optimizer = word_of(optimizer_words(), s.optimizer.kind);
+    r.nesterov = s.optimizer.nesterov;
+  }
+  if (clean.compression) r.compression = compression_type_name(s.compression.type);
+  r.host_placement = clean.cluster && s.topology.host_placement;
+  if (clean.topology) r.topology = topology_facts(s.topology);
+  r.failures = clean.failures && (!s.failures.empty() || s.failure_rate > 0);
+  if (clean.staleness) r.staleness = word_of(staleness_mode_words(), s.staleness);
   return r;
 }
 
@@ -382,18 +391,18 @@ namespace {
 
 // The population (section clients): its keys, its speeds' distribution, and at least as
 // many clients as slots (each slot trains one client at a time).
-json resolve_clients(const json& user, Validator& v, RunSettings& s) {
+json resolve_clients(const json& user, Validator& v, RunSettings& s, Clean& clean) {
+  const IssueMark mark(v);
   json clients = settings_section("clients").bind(user, "clients", v, s);
-  if (!clients.is_object()) return clients;
   if (clients["speeds"].is_object()) {
     clients["speeds"] = bind_distribution(clients["speeds"], "clients.speeds", v, s.clients.speeds);
   } else {
     v.error("clients.speeds",
             "expected a distribution {\"dist\": ...} drawn once per client, got " + brief(clients["speeds"]));
   }
-  const json& count = clients["count"];
-  if (count.is_number_integer() && count.get<int64_t>() > 0 && count.get<int64_t>() < s.workers)
-    v.error("clients.count", count.dump() + " clients for " + std::to_string(s.workers) +
+  clean.clients = mark.clean();
+  if (clean.clients && clean.workers() && s.clients.count > 0 && s.clients.count < s.workers)
+    v.error("clients.count", std::to_string(s.clients.count) + " clients for " + std::to_string(s.workers) +
                                  " slots (cluster.workers): a slot trains one client at a time, so give at least as "
                                  "many clients as slots, or 0 for no population");
   return clients;
@@ -432,13 +441,14 @@ json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<co
 
   // train, with the engine's own overrides (engine.train) merged in: issues of a key the
   // engine overrides are the engine's (engine.train.<key>)
+  Clean clean;
   const json train_override = engine_train_override(u, v);
   Validator tv;
   json train = settings_section("train").bind(with_train_override(u.value("train", json::object()), train_override),
                                               "train", tv, s, {"lr_schedule"});
   check_optimizer(train, tv);
+  clean.train = tv.ok();
   json sched = lr_schedule_family().bind(train.value("lr_schedule", json::object()), "train.lr_schedule", tv, s);
-  check_lr_schedule(sched, "train.lr_schedule", tv);
   train["lr_schedule"] = sched;
   out["train"] = train;
   for (const auto& issue : tv.issues()) {
@@ -448,41 +458,34 @@ json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<co
   }
 
   json stop_user = u.value("stop", settings_section("stop").when_left_out());
-  json stop = settings_section("stop").bind(stop_user, "stop", v, s);
-  if (stop.is_object()) {
-    bool any_limit = false;
-    for (const char* k : {"time", "updates", "gradients", "epochs"})
-      if (stop.contains(k) && stop[k].is_number() && stop[k].get<double>() > 0) any_limit = true;
-    if (!any_limit)
-      v.error("stop",
-              "give at least one limit > 0: time, updates, gradients or epochs (a target alone may never be "
-              "reached)");
-    if (stop.contains("target_accuracy") && stop["target_accuracy"].is_number() &&
-        stop["target_accuracy"].get<double>() > 0 && model_kind && model_kind->task == ModelType::Task::Regression)
-      v.error("stop.target_accuracy", "model '" + model_type +
-                                          "' is a regression: it has no test accuracy (use "
-                                          "stop.target_loss)");
-  }
-  out["stop"] = stop;
+  const IssueMark stop_mark(v);
+  out["stop"] = settings_section("stop").bind(stop_user, "stop", v, s);
+  clean.stop = stop_mark.clean();
+  if (clean.stop && s.stop_time == kNever && s.stop_updates == 0 && s.stop_gradients == 0 && !(s.stop_epochs > 0))
+    v.error("stop",
+            "give at least one limit > 0: time, updates, gradients or epochs (a target alone may never be "
+            "reached)");
+  if (clean.stop && s.stop_target_accuracy > 0 && bound_model &&
+      bound_model->type().task == ModelType::Task::Regression)
+    v.error("stop.target_accuracy", "model '" + bound_model->type().name +
+                                        "' is a regression: it has no test accuracy (use "
+                                        "stop.target_loss)");
   out["eval"] = settings_section("eval").bind(u.value("eval", json::object()), "eval", v, s);
-  check_eval(out["eval"], v);
 
-  json cluster = resolve_cluster(u.value("cluster", json::object()), v, s);
+  json cluster = resolve_cluster(u.value("cluster", json::object()), v, s, clean);
   out["cluster"] = cluster;
 
+  const IssueMark staleness_mark(v);
   json st = staleness_family().bind(u.value("staleness", json::object()), "staleness", v, s);
-  if (st.contains("until_epoch") && st["until_epoch"].is_number() && st["from_epoch"].is_number() &&
-      st["until_epoch"].get<double>() > 0 && st["until_epoch"].get<double>() <= st["from_epoch"].get<double>())
-    v.error("staleness.until_epoch", st["until_epoch"].dump() + " is not after staleness.from_epoch (" +
-                                         st["from_epoch"].dump() + "): the window would be empty; use 0 for no end");
-  if (st.value("mode", json()) == "per_layer" && st.contains("tau") && st["tau"].is_array() && st["tau"].empty())
-    v.error("staleness.tau", "per_layer needs the lag of at least one layer (the last one holds for deeper layers)");
-  if (st.value("mode", json()) == "per_layer" && model_kind && model_kind->reads == ModelType::Reads::Sparse)
-    v.error("staleness.mode", "\"per_layer\" reads each layer of a version; model '" + model_type +
+  if (staleness_mark.clean()) check_staleness(s, st, v);
+  clean.staleness = staleness_mark.clean();
+  if (clean.staleness && s.staleness == StalenessMode::PerLayer && bound_model &&
+      bound_model->type().reads == ModelType::Reads::Sparse)
+    v.error("staleness.mode", "\"per_layer\" reads each layer of a version; model '" + bound_model->type().name +
                                   "' reads only the rows its minibatch names: use fixed, uniform or geometric");
   out["staleness"] = st;
   out["real"] = settings_section("real").bind(u.value("real", json::object()), "real", v, s);
-  out["clients"] = resolve_clients(u.value("clients", json::object()), v, s);
+  out["clients"] = resolve_clients(u.value("clients", json::object()), v, s, clean);
 
   if (s.partition.kind != PartitionSpec::Kind::Iid) {  // a split the data cannot give (s.partition: bound)
     const DataShape shape = bound_data->shape();
@@ -504,12 +507,12 @@ json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<co
     if (train_override.is_object() && !train_override.empty() && out["engine"].is_object())
       out["engine"]["train"] = train_override;  // what this engine's runs changed of train, in config.json
     // Bound once, when its own keys are valid; its checks across sections read the typed
-    // config and the run's view.
+    // settings of the clean sections (engine_run_view).
     if (v.issues().size() == before) find_engine_type(out["engine"]["type"])->check_values(out["engine"], v);
     if (v.issues().size() == before) {
       engine = bind_engine(out["engine"]);
-      engine->check(engine_run_view(out), v);
-      if (s.clients.count > 0 && !find_engine_type(engine->type())->population) {
+      engine->check(engine_run_view(s, clean), v);
+      if (clean.clients && s.clients.count > 0 && !find_engine_type(engine->type())->population) {
         std::string able;
         for (const auto& t : engine_types())
           if (t.population) able += (able.empty() ? "" : ", ") + t.name;
@@ -520,35 +523,29 @@ json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<co
       }
     }
   }
-  if (model_kind && model_kind->reads == ModelType::Reads::Sparse && cluster.contains("network") &&
-      cluster["network"].is_object() && cluster["network"].contains("compression") &&
-      cluster["network"]["compression"].is_object() && cluster["network"]["compression"].contains("type") &&
-      cluster["network"]["compression"]["type"] != "none")
-    v.error("cluster.network.compression.type", "compression is for dense models: model '" + model_type +
+  const EngineType* engine_type = engine ? find_engine_type(engine->type()) : nullptr;
+  if (clean.compression && s.compression.type != CompressionSpec::Type::None && bound_model &&
+      bound_model->type().reads == ModelType::Reads::Sparse)
+    v.error("cluster.network.compression.type", "compression is for dense models: model '" + bound_model->type().name +
                                                     "' already sends only the rows it touches (use \"none\")");
-  check_placement(out.value("engine", json::object()), cluster, v);
-  if (const json& net = cluster.value("network", json::object());
-      net.is_object() && net.value("compression", json::object()).is_object() &&
-      net.value("compression", json::object()).value("type", json()) == "powersgd" && out.contains("engine") &&
-      out["engine"].is_object() && out["engine"].contains("type") && out["engine"]["type"].is_string())
-    if (const EngineType* type = find_engine_type(out["engine"]["type"]); type && !type->all_reduces)
-      v.error("cluster.network.compression.type",
-              "\"powersgd\" compresses the gradients of an all-reduce (P and Q are summed across the workers): "
-              "engine " +
-                  type->name + " has none; use sync or sync_backup with comm \"allreduce\" or \"hierarchical\"");
+  if (engine_type && clean.cluster && clean.topology) check_placement(*engine_type, s, v);
+  if (engine_type && clean.compression && s.compression.type == CompressionSpec::Type::PowerSgd &&
+      !engine_type->all_reduces)
+    v.error("cluster.network.compression.type",
+            "\"powersgd\" compresses the gradients of an all-reduce (P and Q are summed across the workers): "
+            "engine " +
+                engine_type->name + " has none; use sync or sync_backup with comm \"allreduce\" or \"hierarchical\"");
 
-  if (train.contains("global_batch") && train["global_batch"].is_number_integer() &&
-      train["global_batch"].get<int64_t>() > 0 && cluster.contains("workers") &&
-      cluster["workers"].is_number_integer()) {
-    int64_t g = train["global_batch"], w = cluster["workers"];
-    if (w > 0 && g % w != 0)
+  if (clean.train && clean.workers() && s.global_batch > 0) {
+    const int64_t g = int64_t(s.global_batch), w = s.workers;
+    if (g % w != 0)
       v.error("train.global_batch",
               std::to_string(g) + " does not split evenly over " + std::to_string(w) + " workers");
-    else if (w > 0 && g / w > 16777216)
+    else if (g / w > 16777216)
       v.error("train.global_batch", std::to_string(g) + " over " + std::to_string(w) + " workers is a batch of " +
                                         std::to_string(g / w) +
                                         " per worker, more than train.batch_size may be (16777216)");
-    else if (w > 0)
+    else
       out["train"]["batch_size"] = g / w;  // the per-worker batch it resolves to, shown in config.json
   }
   finish_settings(s);
@@ -657,10 +654,11 @@ std::string describe_run(const RunSpec& run) {
 }
 
 // The stop budget in words, for a warning: "stop.epochs 2", "stop.time 1 s", ...
+// (`stop`: a valid run's, its limits filled in.)
 std::string budget_text(const json& stop) {
   std::string out;
   for (const char* k : {"time", "updates", "gradients", "epochs"})
-    if (stop.contains(k) && stop[k].is_number() && stop[k].get<double>() > 0)
+    if (stop.at(k).get<double>() > 0)
       out += (out.empty() ? "" : ", ") + std::string("stop.") + k + " " + brief(stop[k]);
   return out;
 }
@@ -1331,17 +1329,17 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
   json base = user;
   base.erase("engines");
   base.erase("sweep");
+  const IssueMark top_mark(v);
   json top_checked = v.object(user, "", top_section().params(), with_sections({"engines", "sweep"}));
+  const bool top_clean = top_mark.clean();
 
   std::vector<json> engines = read_engines(user, v);
 
   const Sweep sweep = read_sweep(user, v);
   std::string name = user.contains("name") ? text_of(top_checked, "name") : kDefaultExperimentName;
-  check_name(name, user, v);
-  // object() filled the defaults; invalid values were reported (and fail below).
-  uint64_t seed = top_checked["seed"].is_number_integer() ? top_checked["seed"].get<uint64_t>() : 1;
-  int64_t repeats = int_of(top_checked, "repeats", 1);
-  if (repeats < 1 || repeats > int64_t(kMaxRuns)) repeats = 1;  // reported by the range check
+  check_name(name, user.contains("name") && top_clean, v);
+  const uint64_t seed = uint64_t(top_integer(top_checked, top_clean, "seed"));
+  const int64_t repeats = top_integer(top_checked, top_clean, "repeats");
 
   const std::vector<std::string> labels = engine_labels(engines, v);
 

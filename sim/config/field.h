@@ -11,7 +11,9 @@
 // number ("auto", "workers"), or that are derived from other keys, have a setter of their
 // own; checks across keys belong to the component that owns them.
 #pragma once
+#include <cmath>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -85,6 +87,55 @@ Field<S> choice_field(E S::*member, ParamInfo info, std::vector<std::pair<std::s
           },
           [member, words](const S& s) { return json(word_of(words, s.*member)); }};
 }
+// A key that takes a number in a range or one of a few words ("workers", "auto", a
+// device's name): one declaration gives its ParamInfo (ParamType::Any, so the doc says
+// what it takes), its check (why_not: "expected a number > 0 or \"workers\", got -1"; with
+// several words "... or one of a, b; got x") and its setter and getter. `range` is the
+// number's: a ParamType::Number ParamInfo whose min, max and min_exclusive are read (and
+// whose name, default and doc are not); `number_note` and `word_note` follow the number's
+// range and the words in the message (" (FLOP/s)", " (= 0.9 / workers)").
+template <class S>
+struct NumberOrWord {
+  ParamInfo range;
+  std::vector<std::string> words;
+  std::function<void(S&, double)> set_number;
+  std::function<void(S&, const std::string&)> set_word;
+  std::function<json(const S&)> get;
+  std::string number_note, word_note;
+
+  bool number_allowed(double x) const {
+    return std::isfinite(x) && (range.min_exclusive ? x > range.min : x >= range.min) && x <= range.max;
+  }
+  bool word_allowed(const std::string& w) const {
+    for (const auto& allowed : words)
+      if (allowed == w) return true;
+    return false;
+  }
+  std::string why_not(const json& v) const {
+    if ((v.is_number() && number_allowed(v.get<double>())) || (v.is_string() && word_allowed(v.get<std::string>())))
+      return "";
+    std::string listed;
+    for (const auto& w : words) listed += (listed.empty() ? "" : ", ") + (words.size() > 1 ? w : json(w).dump());
+    return "expected " + describe_allowed(range) + number_note + " or " + (words.size() > 1 ? "one of " : "") + listed +
+           word_note + (words.size() > 1 ? "; got " : ", got ") + brief(v);
+  }
+};
+template <class S>
+Field<S> number_or_word(ParamInfo info, NumberOrWord<S> form) {
+  info.type = ParamType::Any;
+  auto shared = std::make_shared<const NumberOrWord<S>>(std::move(form));
+  Field<S> f{std::move(info),
+             [shared](S& s, const json& v) {
+               if (v.is_string())
+                 shared->set_word(s, v.get<std::string>());
+               else
+                 shared->set_number(s, v.get<double>());
+             },
+             shared->get};
+  f.why_not = [shared](const json& v) { return shared->why_not(v); };
+  return f;
+}
+
 // A key that is validated and shown but read by no setter (its section's code reads it).
 template <class S>
 Field<S> unbound(ParamInfo info) {
@@ -154,6 +205,7 @@ struct Section {
             const std::vector<std::string>& also_allowed = {}) const {
     const size_t before = v.issues().size();
     json resolved = v.object(user, path, params(), also_allowed);
+    check_values(fields, resolved, path, v);
     if (check && v.issues().size() == before) check(resolved, path, v);
     if (v.issues().size() == before) set_fields(fields, resolved, out);
     return resolved;
@@ -219,9 +271,14 @@ struct Family {
             const std::vector<ParamInfo>& extra = {}) const {
     const size_t before = v.issues().size();
     json resolved = v.component(user, path, type_key, catalog(), extra, default_type);
-    if (v.issues().size() != before || !resolved.is_object() || !resolved.contains(type_key)) return resolved;
-    const Member<S>* m = find(resolved.at(type_key).get<std::string>());
-    if (!m) return resolved;
+    const Member<S>* m = resolved.is_object() && resolved.contains(type_key) && resolved.at(type_key).is_string()
+                             ? find(resolved.at(type_key).get<std::string>())
+                             : nullptr;
+    if (m) {  // each key's own value check, beside the validator's (a key of type Any)
+      check_values(m->fields, resolved, path, v);
+      check_values(common, resolved, path, v);
+    }
+    if (v.issues().size() != before || !m) return resolved;
     if (set_type) set_type(out, m->name);
     set_fields(m->fields, resolved, out);
     set_fields(common, resolved, out);

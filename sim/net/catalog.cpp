@@ -148,13 +148,12 @@ json bind_topology(const json& given, const std::string& path, const TopologyRun
   return resolved;
 }
 
-TopologyFacts topology_facts(const json& cluster) {
+TopologyFacts topology_facts(const ClusterSpec& topology) {
   TopologyFacts f;
-  const json topology = cluster.is_object() ? cluster.value("topology", json::object()) : json::object();
-  const TopologyType* t = find_topology_type(text_of(topology, "type"));
+  const TopologyType* t = find_topology_type(topology.type);
   if (!t || !t->hosts) return f;
   f.hosts = true;
-  f.boxes = int_of(topology, "boxes", 1);
+  f.boxes = topology.boxes;
   return f;
 }
 

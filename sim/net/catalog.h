@@ -18,10 +18,10 @@
 
 namespace asgd {
 
-// What topologies' checks across sections read of the run, typed (built once from the
-// cluster section as the config gives it: experiments/config, topology_run_view):
-// cluster.network's per-worker keys of the star, latency and worker_bandwidth, as the
-// config writes them (brief()), "" where it leaves them out or gives 0.
+// What topologies' checks across sections read of the run, typed (read from the bound
+// cluster.network once it bound with no error: experiments/config, topology_run_view):
+// the star's per-worker keys, latency and worker_bandwidth, written as brief() writes a
+// number, "" where they are 0.
 struct TopologyRunView {
   std::string network_latency, network_worker_bandwidth;
 };
@@ -65,14 +65,13 @@ const std::vector<ComponentInfo>& topology_catalog();
 nlohmann::json bind_topology(const nlohmann::json& given, const std::string& path, const TopologyRunView& run,
                              Validator& v, ClusterSpec& out);
 
-// What engines' checks ask of a resolved run's topology (cluster: the resolved cluster
-// section, whose values may already be reported as invalid): whether its boxes have hosts,
-// and how many boxes it has (1 for the star).
+// What engines' checks ask of a bound topology: whether its boxes have hosts, and how many
+// boxes it has (1 for the star).
 struct TopologyFacts {
   bool hosts = false;
   int64_t boxes = 1;
 };
-TopologyFacts topology_facts(const nlohmann::json& cluster);
+TopologyFacts topology_facts(const ClusterSpec& topology);
 
 // The Topology of a bound spec: its member's make. Throws std::logic_error for a type that
 // is no member's.

@@ -3,6 +3,7 @@
 // the member it fills. experiments/config/ binds them while validating a run's config.
 #include "sim/run/settings.h"
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace asgd {
@@ -16,6 +17,13 @@ using keys::num;
 using keys::seconds;
 using keys::str;
 using S = RunSettings;
+
+template <class E>
+std::vector<std::string> words_of(const std::vector<std::pair<std::string, E>>& words) {
+  std::vector<std::string> out;
+  for (const auto& w : words) out.push_back(w.first);
+  return out;
+}
 
 // A time key where 0 means "never" (a failure that lasts forever, a window to the end).
 SimTime seconds_or_never(const json& v) {
@@ -53,11 +61,10 @@ std::vector<Section<S>> make_sections() {
                      "the update rule wherever parameters are updated (the server; local_sgd's and diloco's "
                      "workers): sgd (with momentum, nesterov), adam (Kingma & Ba 2015; weight_decay is L2 added to "
                      "the gradient), adamw (Loshchilov & Hutter 2019; weight_decay decoupled)",
-                     {"sgd", "adam", "adamw"}),
+                     words_of(optimizer_words())),
                  [](S& s, const json& v) {
-                   s.optimizer.kind = v == "adam"    ? OptimizerKind::Adam
-                                      : v == "adamw" ? OptimizerKind::AdamW
-                                                     : OptimizerKind::Sgd;
+                   for (const auto& w : optimizer_words())
+                     if (w.first == v.get<std::string>()) s.optimizer.kind = w.second;
                  }),
         field<S>(num("momentum", 0.0, "sgd: heavy-ball momentum (0 = plain SGD): v = mu v + g; w -= lr v", 0, false,
                      0.999999),
@@ -112,7 +119,25 @@ std::vector<Section<S>> make_sections() {
         field(&S::eval_test_samples,
               integer("test_samples", 0, "test metrics on the first so many test samples (0 = all)")),
         field(&S::divergence_bound,
-              num("divergence_bound", 1e6, "a train_loss above this (or NaN/Inf) ends the run as diverged", 0, true))}},
+              num("divergence_bound", 1e6, "a train_loss above this (or NaN/Inf) ends the run as diverged", 0, true))},
+       nullptr,
+       // every's range depends on its unit: a time interval must be a whole nanosecond or
+       // more (else the next evaluation is due at the same instant, forever) and fit the
+       // clock; an interval in updates is a whole number (it is stored as one).
+       [](const json& e, const std::string& path, Validator& v) {
+         const double every = e["every"].get<double>();
+         const std::string unit = e["unit"].get<std::string>();
+         const std::string at = join_path(path, "every");
+         if (unit == "time" && every < 1e-9)
+           v.error(at, brief(e["every"]) +
+                           " s is under the virtual clock's resolution (1 ns): the next evaluation "
+                           "would be due at the same instant forever; use eval.every >= 1e-9");
+         if (unit == "time" && every > kMaxConfigSeconds)
+           v.error(at, brief(e["every"]) + " s is more than the " + brief(kMaxConfigSeconds) +
+                           " s a time key may be (the virtual clock holds ~9.2e9 s)");
+         if (unit == "updates" && (every < 1 || std::floor(every) != every))
+           v.error(at, "in updates it must be a whole number >= 1, got " + brief(e["every"]));
+       }},
       {"cluster",
        "the simulated workers (also: compute, network, server, stragglers, failures, topology)",
        {field(&S::workers, integer("workers", 4, "number of workers", 1, kMaxWorkers)),
@@ -332,15 +357,22 @@ const Family<RunSettings>& lr_schedule_family() {
     f.common_first = true;
     f.set_type = [](S& s, const std::string& t) { s.lr.type = t; };
     f.common = {
-        field<S>(any("scale", 1.0, "multiplier k of the linear scaling rule: a number > 0, or \"workers\""),
-                 [](S& s, const json& v) {
-                   s.lr_scale_by_workers = v.is_string();
-                   if (v.is_number()) s.lr.scale = v.get<double>();
-                 }),
+        number_or_word<S>(any("scale", 1.0, "multiplier k of the linear scaling rule: a number > 0, or \"workers\""),
+                          {num("", nullptr, "", 0, true),
+                           {"workers"},
+                           [](S& s, double k) {
+                             s.lr_scale_by_workers = false;
+                             s.lr.scale = k;
+                           },
+                           [](S& s, const std::string&) { s.lr_scale_by_workers = true; }}),
         field<S>(num("warmup_epochs", 0.0, "linear warm-up from warmup_from to lr * scale over these epochs", 0),
                  [](S& s, const json& v) { s.lr.warmup_epochs = v.get<double>(); }),
-        field<S>(any("warmup_from", "lr", "rate at epoch 0 of the warm-up: a number, or \"lr\" (Goyal et al.)"),
-                 [](S& s, const json& v) { s.lr.warmup_from = v.is_string() ? -1.0 : v.get<double>(); })};
+        number_or_word<S>(
+            any("warmup_from", "lr", "rate at epoch 0 of the warm-up: a number, or \"lr\" (Goyal et al.)"),
+            {num("", nullptr, "", 0),
+             {"lr"},
+             [](S& s, double rate) { s.lr.warmup_from = rate; },
+             [](S& s, const std::string&) { s.lr.warmup_from = -1.0; }})};
     f.members = {
         {"constant", "lr * scale after the warm-up", {}},
         {"step",
@@ -372,6 +404,12 @@ const std::vector<std::pair<std::string, StalenessMode>>& staleness_mode_words()
 const std::vector<std::pair<std::string, Precision>>& precision_words() {
   static const std::vector<std::pair<std::string, Precision>> w = {
       {"fp32", Precision::Fp32}, {"fp16", Precision::Fp16}, {"bf16", Precision::Bf16}};
+  return w;
+}
+
+const std::vector<std::pair<std::string, OptimizerKind>>& optimizer_words() {
+  static const std::vector<std::pair<std::string, OptimizerKind>> w = {
+      {"sgd", OptimizerKind::Sgd}, {"adam", OptimizerKind::Adam}, {"adamw", OptimizerKind::AdamW}};
   return w;
 }
 
@@ -432,6 +470,15 @@ const Family<RunSettings>& staleness_family() {
     return f;
   }();
   return f;
+}
+
+void check_staleness(const RunSettings& s, const json& resolved, Validator& v) {
+  if (s.staleness_until_epoch > 0 && s.staleness_until_epoch <= s.staleness_from_epoch)
+    v.error("staleness.until_epoch", resolved["until_epoch"].dump() + " is not after staleness.from_epoch (" +
+                                         resolved["from_epoch"].dump() +
+                                         "): the window would be empty; use 0 for no end");
+  if (s.staleness == StalenessMode::PerLayer && s.staleness_layers.empty())
+    v.error("staleness.tau", "per_layer needs the lag of at least one layer (the last one holds for deeper layers)");
 }
 
 RunSettings default_settings() {

@@ -169,9 +169,15 @@ void check_optimizer(const nlohmann::json& train, Validator& v);
 const std::vector<std::pair<std::string, StalenessMode>>& staleness_mode_words();
 const std::vector<std::pair<std::string, Precision>>& precision_words();
 const std::vector<std::pair<std::string, EvalUnit>>& eval_unit_words();
+// ... and for train.optimizer.
+const std::vector<std::pair<std::string, OptimizerKind>>& optimizer_words();
 // train.lr_schedule (by "type") and staleness (by "mode").
 const Family<RunSettings>& lr_schedule_family();
 const Family<RunSettings>& staleness_family();
+// The checks across staleness's keys, on its bound settings (`resolved`: the section as
+// validated, for the values as the config writes them): a window that ends before it
+// starts, per_layer with no lag.
+void check_staleness(const RunSettings& s, const nlohmann::json& resolved, Validator& v);
 // The values derived from several keys, once every section is bound: the per-worker batch
 // from global_batch, the lr scale "workers", the geometric cap, bytes per value.
 void finish_settings(RunSettings& s);

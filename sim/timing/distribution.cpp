@@ -467,24 +467,24 @@ Field<C> seconds_param(double C::*member, std::string name, std::string doc, dou
                                  exclusive});
 }
 
-// Datasheet peaks, dense (no sparsity), FLOP/s: H100 SXM, A100 SXM, V100 SXM2. The names
-// dist "flops" takes for its key flops, in the order its doc lists them.
+// Datasheet peaks, dense (no sparsity), FLOP/s: H100 SXM, A100 SXM, V100 SXM2.
 const std::vector<std::pair<std::string, double>>& device_peaks() {
-  static const std::vector<std::pair<std::string, double>> peaks = {{"h100-fp32", 67e12},
+  static const std::vector<std::pair<std::string, double>> named = {{"h100-fp32", 67e12},
                                                                     {"a100-fp32", 19.5e12},
                                                                     {"v100-fp32", 15.7e12},
                                                                     {"h100-bf16", 989e12},
                                                                     {"a100-bf16", 312e12}};
-  return peaks;
+  return named;
 }
-
-const std::string& device_names() {
-  static const std::string names = [] {
-    std::string list;
-    for (const auto& [name, flops] : device_peaks()) list += (list.empty() ? "" : ", ") + name;
-    return list;
-  }();
-  return names;
+std::vector<std::string> device_names() {
+  std::vector<std::string> out;
+  for (const auto& d : device_peaks()) out.push_back(d.first);
+  return out;
+}
+std::string device_names_text() {
+  std::string out;
+  for (const auto& name : device_names()) out += (out.empty() ? "" : ", ") + name;
+  return out;
 }
 
 // dist "flops": a constant draw of the model's FLOPs per sample at the device's rate (per
@@ -588,19 +588,21 @@ const std::vector<DistType>& dist_types() {
             "the model's own cost: a sample takes the model's FLOPs per sample (Model::flops_per_sample) / (flops x "
             "efficiency) seconds, and a step on m samples m times that, plus overhead (per sample or per step alike). "
             "Counts the GEMMs only: memory-bound layers, elementwise work and kernel launches are not in it",
-            {Field<F>{ParamInfo{"flops", ParamType::Any, nullptr,
-                                std::string("the device's FLOP/s: a number > 0, or a named datasheet peak (") +
-                                    device_names() + ")"},
-                      [](F& c, const nlohmann::json& v) {
-                        c.device = v.is_string() ? v.get<std::string>() : "";
-                        c.rate = device_flops(v);
-                      },
-                      [](const F& c) { return c.device.empty() ? nlohmann::json(c.rate) : nlohmann::json(c.device); },
-                      [](const nlohmann::json& v) -> std::string {
-                        if (device_flops(v) > 0) return "";
-                        return std::string("expected a number > 0 (FLOP/s) or one of ") + device_names() + "; got " +
-                               brief(v);
-                      }},
+            {number_or_word<F>(
+                 ParamInfo{"flops", ParamType::Any, nullptr,
+                           std::string("the device's FLOP/s: a number > 0, or a named datasheet peak (") +
+                               device_names_text() + ")"},
+                 {keys::num("", nullptr, "", 0, true), device_names(),
+                  [](F& c, double rate) {
+                    c.device.clear();
+                    c.rate = rate;
+                  },
+                  [](F& c, const std::string& device) {
+                    c.device = device;
+                    c.rate = device_flops(device);
+                  },
+                  [](const F& c) { return c.device.empty() ? nlohmann::json(c.rate) : nlohmann::json(c.device); },
+                  " (FLOP/s)"}),
              field(&F::efficiency, ParamInfo{"efficiency", ParamType::Number, 1.0,
                                              "the fraction of that peak the model reaches", 0, 1, true})},
             {[](const F&, const std::string&) -> std::unique_ptr<Distribution> {
@@ -672,11 +674,9 @@ const std::vector<DistType>& dist_types() {
 
 }  // namespace
 
-double device_flops(const nlohmann::json& v) {
-  if (v.is_number()) return v.get<double>() > 0 && std::isfinite(v.get<double>()) ? v.get<double>() : 0;
-  if (!v.is_string()) return 0;
+double device_flops(const std::string& device) {
   for (const auto& [name, flops] : device_peaks())
-    if (name == v.get<std::string>()) return flops;
+    if (name == device) return flops;
   return 0;
 }
 

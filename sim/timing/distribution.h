@@ -35,9 +35,9 @@ class Distribution {
 // The distributions and their parameters (the "dist" key selects one).
 const std::vector<ComponentInfo>& distribution_catalog();
 
-// cluster.compute.flops of dist "flops": a device's FLOP/s, a number or a named datasheet
-// peak ("h100-fp32", ...); 0 for anything else.
-double device_flops(const nlohmann::json& flops);
+// A named datasheet peak's FLOP/s (cluster.compute.flops of dist "flops": "h100-fp32", ...);
+// 0 for another name.
+double device_flops(const std::string& device);
 
 // A trace file's durations ('#' lines and blank lines skipped), in one of three forms:
 //   0.0312                   one duration per line: one sequence (after an optional
