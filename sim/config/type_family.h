@@ -73,6 +73,20 @@ class TypeFamily {
     const Type& t = type_of(object);
     return t.bind(t, object);
   }
+  // Validates `user` (the object as the config gave it) at `path` against the catalog
+  // (Validator::component: `common` keys every type accepts and its section binds,
+  // `default_type` when it names none) and returns it with defaults filled; where it names
+  // a type, `own(type, resolved)` then does what is that type's own (derived keys, values
+  // its ParamInfos cannot describe); when nothing in it was reported, binds it into `out`.
+  template <class Bound, class Own>
+  nlohmann::json resolve(const nlohmann::json& user, const std::string& path, Validator& v, Bound& out, Own own,
+                         const std::vector<ParamInfo>& common = {}, const std::string& default_type = "") const {
+    const size_t before = v.issues().size();
+    nlohmann::json resolved = v.component(user, path, type_key_, catalog_, common, default_type);
+    if (const Type* t = find(text_of(resolved, type_key_.c_str()))) own(*t, resolved);
+    if (v.issues().size() == before) out = bind(resolved);  // its own keys valid: bound once
+    return resolved;
+  }
 
  private:
   std::string what_, type_key_;

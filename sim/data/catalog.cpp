@@ -370,12 +370,12 @@ std::string data_type_names(DataType::Layout layout) {
 
 json resolve_data(const json& user, const std::string& default_type, Validator& v,
                   std::shared_ptr<const BoundData>& out) {
-  const size_t before = v.issues().size();
-  json data = v.component(user, "data", "type", data_catalog(), {}, default_type);
-  if (const DataType* t = find_data_type(text_of(data, "type")); t && t->resolve && data.is_object())
-    t->resolve(user, data, v);
-  if (v.issues().size() == before) out = bind_data(data);  // its own keys valid: bound once
-  return data;
+  return data_family().resolve(
+      user, "data", v, out,
+      [&](const DataType& t, json& data) {
+        if (t.resolve) t.resolve(user, data, v);
+      },
+      {}, default_type);
 }
 
 std::shared_ptr<const BoundData> bind_data(const json& data) { return data_family().bind(data); }

@@ -373,11 +373,9 @@ const std::vector<ParamInfo>& conv_block_params() {
 }
 
 json resolve_model(const json& user, Validator& v, std::shared_ptr<const BoundModel>& out) {
-  const size_t before = v.issues().size();
-  json model = v.component(user, "model", "type", model_catalog());
-  if (const ModelType* t = find_model_type(text_of(model, "type")); t && t->resolve) t->resolve(user, model, v);
-  if (v.issues().size() == before) out = bind_model(model);  // its own keys valid: bound once
-  return model;
+  return model_family().resolve(user, "model", v, out, [&](const ModelType& t, json& model) {
+    if (t.resolve) t.resolve(user, model, v);
+  });
 }
 
 void check_model_data(const ModelType* t, const BoundModel* bound, const std::string& d, const BoundData* data,

@@ -643,12 +643,12 @@ std::shared_ptr<const BoundDistribution> bind_distribution(const nlohmann::json&
 nlohmann::json bind_distribution(const nlohmann::json& user, const std::string& path, Validator& v,
                                  std::shared_ptr<const BoundDistribution>& out, const std::vector<ParamInfo>& common) {
   const size_t before = v.issues().size();
-  nlohmann::json resolved = v.component(user, path, "dist", distribution_catalog(), common);
-  if (v.issues().size() != before) return resolved;
-  const DistType& t = dist_family().type_of(resolved);  // (the catalog is dist_family's: the validator found it)
-  t.check_values(resolved, path, v);
-  if (v.issues().size() == before) out = t.bind(t, resolved);
-  return resolved;
+  return dist_family().resolve(
+      user, path, v, out,
+      [&](const DistType& t, const nlohmann::json& resolved) {
+        if (v.issues().size() == before) t.check_values(resolved, path, v);  // once its keys' types are right
+      },
+      common);
 }
 
 const CalibrationBudget& calibration_budget(const BoundDistribution& measured) {
