@@ -12,6 +12,7 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 #include "sim/config/field.h"
+#include "sim/config/type_family.h"
 #include "sim/core/engine.h"
 #include "sim/net/catalog.h"
 
@@ -111,8 +112,9 @@ struct EngineType {
   std::vector<ParamInfo> params;
   // Binds a validated engine object (defaults filled; a key it lacks takes its default,
   // as in an object built in code) to the engine's typed config. Each key's own value
-  // check (Field::why_not) is the validator's business before (bind_engine).
-  std::function<std::shared_ptr<BoundEngine>(const nlohmann::json& engine)> bind;
+  // check (Field::why_not) is the validator's business before (bind_engine). `self`: this
+  // type (TypeFamily::bind).
+  std::function<std::shared_ptr<BoundEngine>(const EngineType& self, const nlohmann::json& engine)> bind;
   // The keys whose values the ParamInfos cannot describe, checked by Field::why_not.
   std::function<void(const nlohmann::json& engine, Validator& v)> check_values;
   // Host placement over several boxes (each box's sum exchanged with the servers).
@@ -161,7 +163,7 @@ EngineType engine_type(std::string name, std::string doc, std::vector<Field<Conf
   t.doc = std::move(doc);
   t.params = params_of(fields);
   auto d = std::make_shared<const typename Bound::Declared>(typename Bound::Declared{name, fields, std::move(hooks)});
-  t.bind = [d](const nlohmann::json& engine) -> std::shared_ptr<BoundEngine> {
+  t.bind = [d](const EngineType&, const nlohmann::json& engine) -> std::shared_ptr<BoundEngine> {
     Config c;
     set_fields(d->fields, engine, c);
     return std::make_shared<Bound>(d, std::move(c));
@@ -170,11 +172,11 @@ EngineType engine_type(std::string name, std::string doc, std::vector<Field<Conf
   return t;
 }
 
-// Every engine, in the order `asgdsim list` shows them.
+// Every engine, in the order `asgdsim list` shows them (engines/registry.cpp).
+const TypeFamily<EngineType>& engine_family();
+// engine_family()'s types, find (nullptr for an unknown name) and catalog.
 const std::vector<EngineType>& engine_types();
-// nullptr for an unknown name.
 const EngineType* find_engine_type(const std::string& name);
-// The engines and their keys, as the validator and `asgdsim list` read them.
 const std::vector<ComponentInfo>& engine_catalog();
 // Binds a validated engine object {"type": ..., params with defaults filled, "name",
 // "train"} to its typed config (an object built in code: a key it lacks takes its

@@ -1,7 +1,6 @@
 // engines/registry.cpp — the engines, one line each; each describes itself (keys,
 // checks, cost, factory) in its own file.
 #include "engines/engine_registry.h"
-#include <stdexcept>
 #include "engines/single_replica_warmup.h"
 
 namespace asgd {
@@ -23,44 +22,35 @@ EngineType fedavg_engine_type();            // engines/federated.cpp
 EngineType fedbuff_engine_type();           // engines/federated.cpp
 EngineType fedasync_engine_type();          // engines/federated.cpp
 
-const std::vector<EngineType>& engine_types() {
-  static const std::vector<EngineType> types = {
-      async_engine_type(),
-      sync_engine_type(),
-      sync_backup_engine_type(),
-      ssp_engine_type(),
-      k_batch_sync_engine_type(),
-      k_async_engine_type(),
-      local_sgd_engine_type(),
-      easgd_engine_type(),
-      diloco_engine_type(),
-      ringmaster_engine_type(),
-      mindflayer_engine_type(),
-      async_local_sgd_engine_type(),
-      streaming_diloco_engine_type(),
-      fedavg_engine_type(),
-      fedbuff_engine_type(),
-      fedasync_engine_type(),
-  };
-  return types;
+const TypeFamily<EngineType>& engine_family() {
+  static const TypeFamily<EngineType> family("engine type", "type",
+                                             {
+                                                 async_engine_type(),
+                                                 sync_engine_type(),
+                                                 sync_backup_engine_type(),
+                                                 ssp_engine_type(),
+                                                 k_batch_sync_engine_type(),
+                                                 k_async_engine_type(),
+                                                 local_sgd_engine_type(),
+                                                 easgd_engine_type(),
+                                                 diloco_engine_type(),
+                                                 ringmaster_engine_type(),
+                                                 mindflayer_engine_type(),
+                                                 async_local_sgd_engine_type(),
+                                                 streaming_diloco_engine_type(),
+                                                 fedavg_engine_type(),
+                                                 fedbuff_engine_type(),
+                                                 fedasync_engine_type(),
+                                             });
+  return family;
 }
 
-const EngineType* find_engine_type(const std::string& name) { return find_named(engine_types(), name); }
-
-const std::vector<ComponentInfo>& engine_catalog() {
-  static const std::vector<ComponentInfo> catalog = catalog_of(engine_types());
-  return catalog;
-}
+const std::vector<EngineType>& engine_types() { return engine_family().types(); }
+const EngineType* find_engine_type(const std::string& name) { return engine_family().find(name); }
+const std::vector<ComponentInfo>& engine_catalog() { return engine_family().catalog(); }
 
 std::shared_ptr<const BoundEngine> bind_engine(const nlohmann::json& spec) {
-  const std::string type = spec.at("type").get<std::string>();
-  const EngineType* t = find_engine_type(type);
-  if (!t) {
-    std::string valid;
-    for (const auto& e : engine_types()) valid += (valid.empty() ? "" : ", ") + e.name;
-    throw std::invalid_argument("unknown engine type '" + type + "' (valid: " + valid + ")");
-  }
-  std::shared_ptr<BoundEngine> bound = t->bind(spec);
+  std::shared_ptr<BoundEngine> bound = engine_family().bind(spec);
   if (spec.contains("name")) bound->name = spec["name"].get<std::string>();
   if (spec.contains("train")) bound->train = spec["train"];
   return bound;
@@ -80,7 +70,7 @@ std::unique_ptr<Engine> make_engine(const nlohmann::json& spec) { return make_en
 
 EngineCost engine_cost(const nlohmann::json& engine, int workers) {
   const EngineType* t = find_engine_type(text_of(engine, "type"));
-  return t ? t->bind(engine)->cost(workers) : EngineCost{};
+  return t ? t->bind(*t, engine)->cost(workers) : EngineCost{};
 }
 
 }  // namespace asgd

@@ -1733,3 +1733,86 @@ TEST(CrossSectionChecks, ANumberOrAWordKeyRefusesEverythingElse) {
   EXPECT_EQ(exp.runs.front().settings.lr.scale, 2.0);  // "workers": 2 of them
   EXPECT_EQ(exp.runs.front().settings.lr.warmup_from, 0.01);
 }
+
+// ---- TypeFamily (sim/config/type_family.h): the one registry under the five families ----
+
+namespace {
+
+struct Toy {  // a family's Type: name, doc, params, and a bind hook that says what it bound
+  std::string name, doc;
+  std::vector<ParamInfo> params;
+  std::function<std::string(const Toy& self, const json& object)> bind;
+};
+
+Toy toy(const std::string& name) {
+  return {name, name + " doc", {keys::num("x", 1.0, "x of " + name)}, [](const Toy& self, const json& o) {
+            return self.name + ":" + o.value("x", json(0)).dump();
+          }};
+}
+
+// The message at() throws for `name` ("" when it throws none).
+template <class Type>
+std::string unknown_message(const TypeFamily<Type>& family, const std::string& name) {
+  try {
+    family.at(name);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(TypeFamily, FindsCatalogsAndNamesInDeclarationOrder) {
+  const TypeFamily<Toy> f("toy type", "kind", {toy("b"), toy("a"), toy("c")});
+  ASSERT_EQ(f.types().size(), 3u);
+  EXPECT_EQ(f.find("a"), &f.types()[1]);  // the stored entry, not a copy
+  EXPECT_EQ(f.find("d"), nullptr);
+  EXPECT_EQ(&f.at("c"), &f.types()[2]);
+  EXPECT_EQ(f.names(), "b, a, c");  // list order, as declared: not sorted
+  EXPECT_EQ(f.names(" or ", [](const Toy& t) { return t.name != "a"; }), "b or c");
+  ASSERT_EQ(f.catalog().size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(f.catalog()[i].name, f.types()[i].name);
+    EXPECT_EQ(f.catalog()[i].doc, f.types()[i].doc);
+    ASSERT_EQ(f.catalog()[i].params.size(), 1u);
+    EXPECT_EQ(f.catalog()[i].params[0].doc, "x of " + f.types()[i].name);
+  }
+  EXPECT_EQ(&f.catalog(), &f.catalog()) << "built once";
+  EXPECT_THROW(TypeFamily<Toy>("toy type", "kind", {toy("a"), toy("b"), toy("a")}), std::logic_error);
+}
+
+TEST(TypeFamily, UnknownNameNamesTheFamilyAndTheValidOnes) {
+  const TypeFamily<Toy> f("toy type", "kind", {toy("b"), toy("a")});
+  EXPECT_EQ(unknown_message(f, "z"), "unknown toy type 'z' (valid: b, a)");
+  EXPECT_EQ(unknown_message(f, "a"), "");
+  // bind reads the name under the family's type key and hands the type itself to its hook
+  EXPECT_EQ(f.bind(json{{"kind", "a"}, {"x", 2}}), "a:2");
+  EXPECT_THROW(f.bind(json{{"type", "a"}}), std::invalid_argument);  // another key: no name
+  EXPECT_THROW(f.bind(json{{"kind", 3}}), std::invalid_argument);    // not a word
+}
+
+// Each of the five families is one TypeFamily: an unknown name in an object built in code
+// is refused with the same message, naming the family's valid types in `asgdsim list` order.
+TEST(TypeFamily, TheFiveFamiliesShareTheUnknownTypeMessage) {
+  EXPECT_EQ(unknown_message(engine_family(), "nope").rfind("unknown engine type 'nope' (valid: async, sync, ", 0), 0u)
+      << unknown_message(engine_family(), "nope");
+  EXPECT_EQ(unknown_message(model_family(), "nope").rfind("unknown model type 'nope' (valid: quadratic, linear, ", 0),
+            0u);
+  EXPECT_EQ(unknown_message(data_family(), "nope"),
+            "unknown data type 'nope' (valid: none, synthetic, fashion_mnist, sparse_synthetic, svmlight, torch)");
+  EXPECT_EQ(unknown_message(topology_family(), "nope"), "unknown topology type 'nope' (valid: star, boxes, racks)");
+  EXPECT_THROW(bind_engine(json{{"type", "nope"}}), std::invalid_argument);
+  EXPECT_THROW(bind_model(json{{"type", "nope"}}), std::invalid_argument);
+  EXPECT_THROW(bind_data(json{{"type", "nope"}}), std::invalid_argument);
+  try {
+    bind_distribution(json{{"dist", "nope"}});
+    ADD_FAILURE() << "an unknown dist was bound";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("unknown distribution 'nope' (valid: constant, uniform, ", 0), 0u)
+        << e.what();
+  }
+  // the bound model and data point at their family's own entry
+  EXPECT_EQ(&bind_model(json{{"type", "softmax"}})->type(), find_model_type("softmax"));
+  EXPECT_EQ(&bind_data(json{{"type", "synthetic"}})->type(), find_data_type("synthetic"));
+}

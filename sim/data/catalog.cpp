@@ -41,12 +41,14 @@ DataType data_type(std::string name, std::string doc, Layout layout, bool labell
   t.layout = layout;
   t.labelled = labelled;
   t.seeded = seeded;
-  auto d = std::make_shared<const typename Bound::Declared>(
-      typename Bound::Declared{std::move(fields), std::move(hooks), labelled});
-  t.bind = [d](const json& data) -> std::shared_ptr<BoundData> {
+  auto d =
+      std::make_shared<const typename Bound::Declared>(typename Bound::Declared{std::move(fields), std::move(hooks)});
+  t.bind = [d](const DataType& self, const json& data) -> std::shared_ptr<BoundData> {
     Config c;
     set_fields(d->fields, data, c);
-    return std::make_shared<Bound>(d, std::move(c));
+    PartitionSpec partition;
+    if (self.labelled) set_fields(partition_fields(), data, partition);
+    return std::make_shared<Bound>(self, std::move(partition), d, std::move(c));
   };
   return t;
 }
@@ -352,45 +354,31 @@ DataType torch_data() {
 
 }  // namespace
 
-const std::vector<DataType>& data_types() {
-  static const std::vector<DataType> types = {none(),     synthetic(), fashion_mnist(), sparse_synthetic(),
-                                              svmlight(), torch_data()};
-  return types;
+const TypeFamily<DataType>& data_family() {
+  static const TypeFamily<DataType> family(
+      "data type", "type", {none(), synthetic(), fashion_mnist(), sparse_synthetic(), svmlight(), torch_data()});
+  return family;
 }
 
-const DataType* find_data_type(const std::string& name) { return find_named(data_types(), name); }
-
-const std::vector<ComponentInfo>& data_catalog() {
-  static const std::vector<ComponentInfo> c = catalog_of(data_types());
-  return c;
-}
+const std::vector<DataType>& data_types() { return data_family().types(); }
+const DataType* find_data_type(const std::string& name) { return data_family().find(name); }
+const std::vector<ComponentInfo>& data_catalog() { return data_family().catalog(); }
 
 std::string data_type_names(DataType::Layout layout) {
-  std::string out;
-  for (const auto& t : data_types())
-    if (t.layout == layout) out += (out.empty() ? "" : " or ") + t.name;
-  return out;
+  return data_family().names(" or ", [layout](const DataType& t) { return t.layout == layout; });
 }
 
 json resolve_data(const json& user, const std::string& default_type, Validator& v,
                   std::shared_ptr<const BoundData>& out) {
-  const size_t before = v.issues().size();
-  json data = v.component(user, "data", "type", data_catalog(), {}, default_type);
-  if (const DataType* t = find_data_type(text_of(data, "type")); t && t->resolve && data.is_object())
-    t->resolve(user, data, v);
-  if (v.issues().size() == before) out = bind_data(data);  // its own keys valid: bound once
-  return data;
+  return data_family().resolve(
+      user, "data", v, out,
+      [&](const DataType& t, json& data) {
+        if (t.resolve) t.resolve(user, data, v);
+      },
+      {}, default_type);
 }
 
-std::shared_ptr<const BoundData> bind_data(const json& data) {
-  const std::string type = text_of(data, "type");
-  const DataType* t = find_data_type(type);
-  if (!t) throw std::invalid_argument("unknown data type '" + type + "'");
-  std::shared_ptr<BoundData> bound = t->bind(data);
-  bound->type_ = t;
-  if (t->labelled) set_fields(partition_fields(), data, bound->partition_);
-  return bound;
-}
+std::shared_ptr<const BoundData> bind_data(const json& data) { return data_family().bind(data); }
 
 json BoundData::object() const {
   json o = keys();

@@ -5,7 +5,7 @@
 // memory estimate counts), whether its files exist (what validation checks before any run),
 // what makes two runs share one loaded copy, and how it is loaded. A data object is bound to
 // its typed config once, at validation (resolve_data, bind_data: a BoundData), and the run
-// carries that. Adding a data set is one entry in data_types() plus its reader.
+// carries that. Adding a data set is one entry in data_family() plus its reader.
 // What it is not: the readers and generators themselves (sim/data/dataset.h,
 // sparse_synthetic.h, svmlight_reader.h), the split over workers (sim/data/partition.h),
 // or the checks that join a model and its data (sim/models/catalog.h).
@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include "kernels/shape.h"
 #include "sim/config/field.h"
+#include "sim/config/type_family.h"
 #include "sim/data/dataset.h"
 #include "sim/data/partition.h"  // PartitionSpec
 
@@ -79,7 +80,8 @@ struct DataType {
   std::function<void(const nlohmann::json& user, nlohmann::json& data, Validator& v)> resolve;
   // Binds a validated data object (defaults filled, resolved; a key it lacks takes its
   // default, as in an object built in code) to the set's typed config (bind_data).
-  std::function<std::shared_ptr<BoundData>(const nlohmann::json& data)> bind;
+  // `self`: this type (TypeFamily::bind).
+  std::function<std::shared_ptr<BoundData>(const DataType& self, const nlohmann::json& data)> bind;
 };
 
 // A data object bound once (at validation) to its type's typed config: what the run's
@@ -115,9 +117,11 @@ class BoundData {
   template <class C>
   const C* config_as() const;
 
+ protected:
+  BoundData(const DataType& type, PartitionSpec partition) : type_(&type), partition_(std::move(partition)) {}
+
  private:
-  friend std::shared_ptr<const BoundData> bind_data(const nlohmann::json& data);
-  const DataType* type_ = nullptr;
+  const DataType* type_;
   PartitionSpec partition_;
 };
 
@@ -137,13 +141,13 @@ class BoundDataOf final : public BoundData {
   struct Declared {
     std::vector<Field<Config>> fields;
     DataHooks<Config> hooks;
-    bool labelled = false;
   };
-  BoundDataOf(std::shared_ptr<const Declared> d, Config c) : d_(std::move(d)), c_(std::move(c)) {}
+  BoundDataOf(const DataType& type, PartitionSpec partition, std::shared_ptr<const Declared> d, Config c)
+      : BoundData(type, std::move(partition)), d_(std::move(d)), c_(std::move(c)) {}
   const Config& config() const { return c_; }
   nlohmann::json keys() const override {
     nlohmann::json k = get_fields(d_->fields, c_);
-    if (d_->labelled) k.update(get_fields(partition_fields(), partition()));
+    if (type().labelled) k.update(get_fields(partition_fields(), partition()));
     return k;
   }
   std::optional<Shape> image() const override { return d_->hooks.image ? d_->hooks.image(c_) : std::nullopt; }
@@ -169,10 +173,10 @@ const C* BoundData::config_as() const {
 }
 
 // Every data set, in the order `asgdsim list` shows them.
+const TypeFamily<DataType>& data_family();
+// data_family()'s types, find (nullptr for an unknown name) and catalog.
 const std::vector<DataType>& data_types();
-// nullptr for an unknown name.
 const DataType* find_data_type(const std::string& name);
-// The data sets and their keys, as the validator and `asgdsim list` read them.
 const std::vector<ComponentInfo>& data_catalog();
 // "a or b": the names of the data sets of one layout, in catalog order (for messages).
 std::string data_type_names(DataType::Layout layout);

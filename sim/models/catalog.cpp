@@ -41,10 +41,10 @@ ModelType model_type(std::string name, std::string doc, ModelType::Reads reads, 
   t.task = task;
   auto d =
       std::make_shared<const typename Bound::Declared>(typename Bound::Declared{std::move(fields), std::move(hooks)});
-  t.bind = [d](const json& model) -> std::shared_ptr<BoundModel> {
+  t.bind = [d](const ModelType& self, const json& model) -> std::shared_ptr<BoundModel> {
     Config c;
     set_fields(d->fields, model, c);
-    return std::make_shared<Bound>(d, std::move(c));
+    return std::make_shared<Bound>(self, d, std::move(c));
   };
   return t;
 }
@@ -326,36 +326,37 @@ ModelType torch_model() {
 
 }  // namespace
 
-const std::vector<ModelType>& model_types() {
+const TypeFamily<ModelType>& model_family() {
   using Task = ModelType::Task;
-  static const std::vector<ModelType> types = {
-      quadratic(),
-      dense("linear", "linear regression, squared loss (synthetic regression data)", Task::Regression,
-            DenseLoss::Squared, false),
-      dense("logistic", "logistic regression, binary labels (synthetic classification, classes 2)", Task::Binary,
-            DenseLoss::Logistic, false),
-      dense("softmax", "softmax regression, cross-entropy", Task::Classifier, DenseLoss::SoftmaxCrossEntropy, true),
-      mlp(),
-      cnn(),
-      sparse_linear("sparse_logistic",
-                    "logistic regression on sparse data (sparse_synthetic or svmlight, 2 classes); a gradient touches "
-                    "only the rows of the features in its minibatch",
-                    Task::Binary),
-      sparse_linear("sparse_softmax",
-                    "softmax regression on sparse data (sparse_synthetic or svmlight), cross-entropy; a gradient "
-                    "touches only the rows of the features in its minibatch",
-                    Task::Classifier),
-      torch_model(),
-  };
-  return types;
+  static const TypeFamily<ModelType> family(
+      "model type", "type",
+      {
+          quadratic(),
+          dense("linear", "linear regression, squared loss (synthetic regression data)", Task::Regression,
+                DenseLoss::Squared, false),
+          dense("logistic", "logistic regression, binary labels (synthetic classification, classes 2)", Task::Binary,
+                DenseLoss::Logistic, false),
+          dense("softmax", "softmax regression, cross-entropy", Task::Classifier, DenseLoss::SoftmaxCrossEntropy, true),
+          mlp(),
+          cnn(),
+          sparse_linear(
+              "sparse_logistic",
+              "logistic regression on sparse data (sparse_synthetic or svmlight, 2 classes); a gradient touches "
+              "only the rows of the features in its minibatch",
+              Task::Binary),
+          sparse_linear("sparse_softmax",
+                        "softmax regression on sparse data (sparse_synthetic or svmlight), cross-entropy; a gradient "
+                        "touches only the rows of the features in its minibatch",
+                        Task::Classifier),
+          torch_model(),
+      });
+  return family;
 }
 
-const ModelType* find_model_type(const std::string& name) { return find_named(model_types(), name); }
-
-const std::vector<ComponentInfo>& model_catalog() {
-  static const std::vector<ComponentInfo> c = catalog_of(model_types());
-  return c;
-}
+const std::vector<ModelType>& model_types() { return model_family().types(); }
+const ModelType* find_model_type(const std::string& name) { return model_family().find(name); }
+const ModelType& model_type_of(const json& model) { return model_family().type_of(model); }
+const std::vector<ComponentInfo>& model_catalog() { return model_family().catalog(); }
 
 const std::vector<ParamInfo>& conv_block_params() {
   const ConvSpec defaults;  // the block's defaults are ConvSpec's (kernels/model.h)
@@ -372,11 +373,9 @@ const std::vector<ParamInfo>& conv_block_params() {
 }
 
 json resolve_model(const json& user, Validator& v, std::shared_ptr<const BoundModel>& out) {
-  const size_t before = v.issues().size();
-  json model = v.component(user, "model", "type", model_catalog());
-  if (const ModelType* t = find_model_type(text_of(model, "type")); t && t->resolve) t->resolve(user, model, v);
-  if (v.issues().size() == before) out = bind_model(model);  // its own keys valid: bound once
-  return model;
+  return model_family().resolve(user, "model", v, out, [&](const ModelType& t, json& model) {
+    if (t.resolve) t.resolve(user, model, v);
+  });
 }
 
 void check_model_data(const ModelType* t, const BoundModel* bound, const std::string& d, const BoundData* data,
@@ -450,19 +449,7 @@ void check_model_data(const ModelType* t, const BoundModel* bound, const std::st
   own();
 }
 
-const ModelType& model_type_of(const json& model) {
-  const std::string type = model.at("type").get<std::string>();
-  const ModelType* t = find_model_type(type);
-  if (!t) throw std::invalid_argument("unknown model type '" + type + "'");
-  return *t;
-}
-
-std::shared_ptr<const BoundModel> bind_model(const json& model) {
-  const ModelType& type = model_type_of(model);
-  std::shared_ptr<BoundModel> bound = type.bind(model);
-  bound->type_ = &type;
-  return bound;
-}
+std::shared_ptr<const BoundModel> bind_model(const json& model) { return model_family().bind(model); }
 
 std::unique_ptr<Model> build_model(const json& model, const ModelInput& input) {
   return bind_model(model)->build(input);

@@ -17,6 +17,7 @@
 #include "kernels/model.h"
 #include "kernels/shape.h"
 #include "sim/config/field.h"
+#include "sim/config/type_family.h"
 
 namespace asgd {
 
@@ -63,9 +64,11 @@ class BoundModel {
   // (construction allocates only its layer list).
   virtual std::optional<double> params_unbuilt() const = 0;
 
+ protected:
+  explicit BoundModel(const ModelType& type) : type_(&type) {}
+
  private:
-  friend std::shared_ptr<const BoundModel> bind_model(const nlohmann::json& model);
-  const ModelType* type_ = nullptr;
+  const ModelType* type_;
 };
 
 // A model's typed hooks over its config struct: `build` builds it; `check` (checks against
@@ -84,7 +87,8 @@ class BoundModelOf final : public BoundModel {
     std::vector<Field<Config>> fields;
     ModelHooks<Config> hooks;
   };
-  BoundModelOf(std::shared_ptr<const Declared> d, Config c) : d_(std::move(d)), c_(std::move(c)) {}
+  BoundModelOf(const ModelType& type, std::shared_ptr<const Declared> d, Config c)
+      : BoundModel(type), d_(std::move(d)), c_(std::move(c)) {}
   nlohmann::json keys() const override { return get_fields(d_->fields, c_); }
   void check(const ModelRunView& run, Validator& v) const override {
     if (d_->hooks.check) d_->hooks.check(c_, run, v);
@@ -120,7 +124,8 @@ struct ModelType {
   std::function<void(const nlohmann::json& user, nlohmann::json& model, Validator& v)> resolve;
   // Binds a validated model object (defaults filled, resolved; a key it lacks takes its
   // default, as in an object built in code) to the model's typed config (bind_model).
-  std::function<std::shared_ptr<BoundModel>(const nlohmann::json& model)> bind;
+  // `self`: this type (TypeFamily::bind).
+  std::function<std::shared_ptr<BoundModel>(const ModelType& self, const nlohmann::json& model)> bind;
   // data.type when the config leaves it out: `data` if set, else by what it reads.
   std::string data;
   std::string default_data() const {
@@ -129,15 +134,17 @@ struct ModelType {
   }
 };
 
+// Every model, in the order `asgdsim list` shows them.
+const TypeFamily<ModelType>& model_family();
+// model_family()'s types, find (nullptr for an unknown name), type_of (the type a model
+// object names; std::invalid_argument for none) and catalog.
 const std::vector<ModelType>& model_types();
 const ModelType* find_model_type(const std::string& name);
-// The member a validated model object names (throws std::invalid_argument for none).
 const ModelType& model_type_of(const nlohmann::json& model);
 // Binds a validated model object {"type": ..., its keys resolved, defaults filled (a key it
 // lacks takes its default)} to its type's typed config; throws std::invalid_argument on an
 // unknown type.
 std::shared_ptr<const BoundModel> bind_model(const nlohmann::json& model);
-// The models and their keys, as the validator and `asgdsim list` read them.
 const std::vector<ComponentInfo>& model_catalog();
 // One convolution block of model cnn (section model.conv[]).
 const std::vector<ParamInfo>& conv_block_params();

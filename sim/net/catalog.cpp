@@ -1,5 +1,5 @@
 // sim/net/catalog.cpp — the topologies (see catalog.h): each one's keys, levels, checks and
-// factory, in one entry of topology_types().
+// factory, in one entry of topology_family().
 #include "sim/net/catalog.h"
 #include <stdexcept>
 #include "sim/base/limits.h"
@@ -112,21 +112,18 @@ TopologyType racks() {
 
 }  // namespace
 
-const std::vector<TopologyType>& topology_types() {
-  static const std::vector<TopologyType> types = {star(), boxes(), racks()};
-  return types;
+const TypeFamily<TopologyType>& topology_family() {
+  static const TypeFamily<TopologyType> family("topology type", "type", [] {
+    std::vector<TopologyType> types = {star(), boxes(), racks()};
+    for (TopologyType& t : types) t.params = params_of_type(t);
+    return types;
+  }());
+  return family;
 }
 
-const TopologyType* find_topology_type(const std::string& name) { return find_named(topology_types(), name); }
-
-const std::vector<ComponentInfo>& topology_catalog() {
-  static const std::vector<ComponentInfo> c = [] {
-    std::vector<ComponentInfo> out;
-    for (const auto& t : topology_types()) out.push_back({t.name, t.doc, params_of_type(t)});
-    return out;
-  }();
-  return c;
-}
+const std::vector<TopologyType>& topology_types() { return topology_family().types(); }
+const TopologyType* find_topology_type(const std::string& name) { return topology_family().find(name); }
+const std::vector<ComponentInfo>& topology_catalog() { return topology_family().catalog(); }
 
 json bind_topology(const json& given, const std::string& path, const TopologyRunView& run, Validator& v,
                    ClusterSpec& out) {
@@ -158,9 +155,7 @@ TopologyFacts topology_facts(const ClusterSpec& topology) {
 }
 
 std::unique_ptr<Topology> make_topology(const ClusterSpec& spec, const NetworkSpec& net, int workers) {
-  const TopologyType* t = find_topology_type(spec.type);
-  if (!t) throw std::logic_error("make_topology: no topology '" + spec.type + "'");
-  return t->make(spec, net, workers);
+  return topology_family().at(spec.type).make(spec, net, workers);
 }
 
 }  // namespace asgd

@@ -4,7 +4,7 @@
 // sub-objects, each a section of its own), whether its boxes have hosts (what placement
 // "host" and sync's comm "hierarchical" need), the worker count it fixes, its checks
 // across sections, and how its Topology is made. Adding a topology is one entry in
-// topology_types() plus its Topology class (sim/net/topology.h).
+// topology_family() plus its Topology class (sim/net/topology.h).
 // What it is not: the link model and the routes (sim/net/topology.h), or what an engine
 // does with boxes (engines/sync.cpp asks topology_facts()).
 #pragma once
@@ -14,6 +14,7 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 #include "sim/config/field.h"
+#include "sim/config/type_family.h"
 #include "sim/net/topology.h"
 
 namespace asgd {
@@ -33,6 +34,9 @@ struct TopologyType {
   // Sub-objects of its section, each bound by its own Section (named by its full path,
   // "cluster.topology.intra"); left out: its keys' defaults.
   std::vector<Section<ClusterSpec>> levels;
+  // What the catalog shows: its fields' keys, then one key per level (the object of its
+  // keys' defaults); filled by topology_family() from fields and levels.
+  std::vector<ParamInfo> params;
   // Whether workers sit in boxes with a host endpoint each (box_host): placement "host"
   // and the hierarchical all-reduce need it.
   bool hosts = false;
@@ -50,10 +54,10 @@ struct TopologyType {
 };
 
 // Every topology, in the order `asgdsim list` shows them.
+const TypeFamily<TopologyType>& topology_family();
+// topology_family()'s types, find (nullptr for an unknown name) and catalog.
 const std::vector<TopologyType>& topology_types();
-// nullptr for an unknown name.
 const TopologyType* find_topology_type(const std::string& name);
-// The topologies and their keys, as the validator and `asgdsim list` read them.
 const std::vector<ComponentInfo>& topology_catalog();
 
 // Validates cluster.topology (`given`: the object as the config gave it; {} when left
@@ -73,8 +77,8 @@ struct TopologyFacts {
 };
 TopologyFacts topology_facts(const ClusterSpec& topology);
 
-// The Topology of a bound spec: its member's make. Throws std::logic_error for a type that
-// is no member's.
+// The Topology of a bound spec: its member's make. Throws std::invalid_argument (a
+// std::logic_error) for a type that is no member's.
 std::unique_ptr<Topology> make_topology(const ClusterSpec& spec, const NetworkSpec& net, int workers);
 
 }  // namespace asgd

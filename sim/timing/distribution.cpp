@@ -9,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 #include "sim/config/field.h"
+#include "sim/config/type_family.h"
 #include "sim/base/errors.h"
 #include "sim/base/interrupt.h"
 #include "sim/base/time.h"
@@ -434,7 +435,7 @@ class BoundDistributionOf final : public BoundDistribution,
 struct DistType {
   std::string name, doc;
   std::vector<ParamInfo> params;
-  std::function<std::shared_ptr<BoundDistribution>(const nlohmann::json& spec)> bind;
+  std::function<std::shared_ptr<BoundDistribution>(const DistType& self, const nlohmann::json& spec)> bind;
   std::function<void(const nlohmann::json& spec, const std::string& path, Validator& v)> check_values;
 };
 
@@ -446,7 +447,7 @@ DistType dist_type(std::string name, std::string doc, std::vector<Field<Config>>
   t.params = params_of(fields);
   using Declared = DeclaredDist<Config>;
   auto d = std::make_shared<const Declared>(Declared{name, std::move(fields), std::move(hooks)});
-  t.bind = [d](const nlohmann::json& spec) -> std::shared_ptr<BoundDistribution> {
+  t.bind = [d](const DistType&, const nlohmann::json& spec) -> std::shared_ptr<BoundDistribution> {
     for (const auto& f : d->fields)  // a spec built in code (tests, bench) may leave out a required key
       if (f.info.required() && !spec.contains(f.info.name))
         throw std::invalid_argument(d->type + ": missing key '" + f.info.name + "'");
@@ -536,8 +537,8 @@ ComputeResolution resolve_measured(const MeasuredConfig& c, const ComputeRunView
   return r;
 }
 
-const std::vector<DistType>& dist_types() {
-  static const std::vector<DistType> types = [] {
+const TypeFamily<DistType>& dist_family() {
+  static const TypeFamily<DistType> family("distribution", "dist", [] {
     using Const = ConstantConfig;
     using U = UniformConfig;
     using Exp = ExponentialConfig;
@@ -668,8 +669,8 @@ const std::vector<DistType>& dist_types() {
               return std::make_unique<Trace>(std::move(values));
             }}),
     };
-  }();
-  return types;
+  }());
+  return family;
 }
 
 }  // namespace
@@ -680,10 +681,7 @@ double device_flops(const std::string& device) {
   return 0;
 }
 
-const std::vector<ComponentInfo>& distribution_catalog() {
-  static const std::vector<ComponentInfo> catalog = catalog_of(dist_types());
-  return catalog;
-}
+const std::vector<ComponentInfo>& distribution_catalog() { return dist_family().catalog(); }
 
 nlohmann::json BoundDistribution::spec() const {
   nlohmann::json s = keys();
@@ -692,21 +690,18 @@ nlohmann::json BoundDistribution::spec() const {
 }
 
 std::shared_ptr<const BoundDistribution> bind_distribution(const nlohmann::json& spec) {
-  const std::string dist = spec.at("dist").get<std::string>();
-  const DistType* t = find_named(dist_types(), dist);
-  if (!t) throw std::invalid_argument("unknown distribution '" + dist + "'");
-  return t->bind(spec);
+  return dist_family().bind(spec);
 }
 
 nlohmann::json bind_distribution(const nlohmann::json& user, const std::string& path, Validator& v,
                                  std::shared_ptr<const BoundDistribution>& out, const std::vector<ParamInfo>& common) {
   const size_t before = v.issues().size();
-  nlohmann::json resolved = v.component(user, path, "dist", distribution_catalog(), common);
-  if (v.issues().size() != before) return resolved;
-  const DistType* t = find_named(dist_types(), resolved.at("dist").get<std::string>());
-  t->check_values(resolved, path, v);  // (the catalog is dist_types': the validator found it)
-  if (v.issues().size() == before) out = t->bind(resolved);
-  return resolved;
+  return dist_family().resolve(
+      user, path, v, out,
+      [&](const DistType& t, const nlohmann::json& resolved) {
+        if (v.issues().size() == before) t.check_values(resolved, path, v);  // once its keys' types are right
+      },
+      common);
 }
 
 const CalibrationBudget& calibration_budget(const BoundDistribution& measured) {
