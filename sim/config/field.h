@@ -220,21 +220,6 @@ struct Member {
   std::vector<Field<S>> fields;
 };
 
-// A family's member by name (nullptr: none), and the members as the validator and
-// `asgdsim list` read them: for vectors of types with name, doc and params.
-template <class T>
-const T* find_named(const std::vector<T>& types, const std::string& name) {
-  for (const auto& t : types)
-    if (t.name == name) return &t;
-  return nullptr;
-}
-template <class T>
-std::vector<ComponentInfo> catalog_of(const std::vector<T>& types) {
-  std::vector<ComponentInfo> out;
-  for (const auto& t : types) out.push_back({t.name, t.doc, t.params});
-  return out;
-}
-
 // Members chosen by a type key ("type", "mode"): each member's keys are its own fields
 // plus the family's common ones; `set_type` records the chosen member in S.
 template <class S>
