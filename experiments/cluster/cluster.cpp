@@ -265,6 +265,8 @@ int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, 
   const std::vector<std::string> others = runs_of_other_configs(exp_dir, exp);
   refuse_runs_of_other_configs(exp_dir, others, opts.replace.supersede);
   prepare_experiment_folder(named, exp_dir, plan, others, 0, 1, opts.replace.supersede, true);
+  std::vector<bool> to_make(total, false);  // by run: not done earlier
+  for (size_t k : plan.todo) to_make[k] = true;
   ServeState state{dead, nullptr, nullptr, ""};
   for (size_t k = 0; k < total; ++k) {
     const RunSpec& run = exp.runs[k];
@@ -273,7 +275,7 @@ int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, 
     const json& cfg = configs[k];
     bool skip = state.first_error || interrupted || interrupt_requested();
     if (!skip && !plan.lines[k].empty() && !opts.quiet) std::cout << plan.lines[k] << "\n" << std::flush;
-    skip = skip || std::find(plan.todo.begin(), plan.todo.end(), k) == plan.todo.end();  // done earlier
+    skip = skip || !to_make[k];
     if (!skip && std::count(dead.begin(), dead.end(), true) > 0) {
       std::string ranks;
       for (int r = 1; r <= workers; ++r)
