@@ -119,17 +119,14 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
     for (size_t k = 0; k < total && Kind(done.h.kind) != Kind::Done; ++k) {
       const RunSpec& run = exp.runs[k];
       watch.timeout = run.settings.real_worker_timeout;
-      const RunSettings& s = run.settings;
-      RunInputs in;
-      std::unique_ptr<ComputeTimeModel> compute;
+      RunParts parts;
       try {
-        in = inputs_for(run, exp.base_dir, cache);
-        compute = std::make_unique<ComputeTimeModel>(build_compute_model(s, exp.base_dir));
+        parts = rank_parts(run, run.settings, exp.base_dir, cache);
       } catch (const std::exception& e) {
         worker_cannot_run(std::string(e.what()) + " (on host " + host_name() + ")", done);
         continue;
       }
-      WorkerProcess(run, s, in, *compute, mpi.rank() - 1).run(done);
+      WorkerProcess(run, parts, mpi.rank() - 1).run(done);
     }
     std::vector<char> buf;
     while (Kind(done.h.kind) != Kind::Done) receive(0, kTagToWorker, done, buf, -1);
@@ -185,9 +182,9 @@ std::string serve_run(const Experiment& exp, const RunSpec& run, const std::stri
   const int workers = mpi.size() - 1;
   RunSettings s = run.settings;
   s.trace = s.trace || opts.trace;
-  RunInputs in;
+  RunParts parts;
   try {
-    in = inputs_for(run, exp.base_dir, state.cache);
+    parts = rank_parts(run, s, exp.base_dir, state.cache);
     make_directories(dir);
     clear_run_folder(dir);  // an earlier attempt's files (and temporary files) go first
     write_file_atomic(dir + "/config.json", cfg.dump(2) + "\n");
@@ -203,8 +200,8 @@ std::string serve_run(const Experiment& exp, const RunSpec& run, const std::stri
   write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
 
   Recorder recorder(s.trace);
-  MpiRuntime server(run, s, in, recorder);
-  std::unique_ptr<Engine> engine = make_engine(*run.bound_engine);
+  MpiRuntime server(run, parts, recorder);
+  Engine* engine = parts.engine.get();
   RunOutcome outcome;
   try {
     outcome = server.run(*engine);

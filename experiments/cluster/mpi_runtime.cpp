@@ -167,30 +167,27 @@ void wait_for_stop(Message& m, std::vector<char>& buf) {
 }
 }  // namespace
 
-RunInputs inputs_for(const RunSpec& run, const std::string& base_dir, std::shared_ptr<LoadedData>& cache) {
+RunParts rank_parts(const RunSpec& run, RunSettings s, const std::string& base_dir,
+                    std::shared_ptr<LoadedData>& cache) {
   if (!cache || cache->key != data_key(run)) {
     cache.reset();  // one data set at a time
     cache = load_data(run, base_dir);
   }
-  RunInputs in;
-  in.data = cache;
-  in.model = build_model(*run.bound_model, *cache);
-  return in;
+  return make_run_parts(run, std::move(s), cache, base_dir);
 }
 
 // ------------------------------------------------------------------ worker (ranks 1..N)
 
-WorkerProcess::WorkerProcess(const RunSpec& run, const RunSettings& s, const RunInputs& in,
-                             const ComputeTimeModel& compute, int worker)
-    : s_(s),
-      model_(*in.model),
-      data_(in.model->uses_data() ? &in.data->train : nullptr),
-      compute_(compute),
+WorkerProcess::WorkerProcess(const RunSpec& run, const RunParts& parts, int worker)
+    : s_(parts.settings),
+      model_(*parts.model),
+      data_(parts.model->uses_data() ? &parts.data->train : nullptr),
+      compute_(*parts.compute),
       worker_(worker),
-      shape_(shape_of(*in.model, *in.data)) {
+      shape_(shape_of(*parts.model, *parts.data)) {
   delay_scale_ = run.settings.real_delay_scale;
   die_at_ = std::numeric_limits<double>::infinity();
-  for (const auto& f : s.failures)
+  for (const auto& f : s_.failures)
     if (f.worker == worker) die_at_ = std::min(die_at_, sim_to_seconds(f.at));
 }
 
@@ -278,13 +275,14 @@ void worker_cannot_run(const std::string& why, Message& done) {
 
 // ------------------------------------------------------------------ server (rank 0)
 
-MpiRuntime::MpiRuntime(const RunSpec& run, const RunSettings& s, const RunInputs& in, Recorder& rec)
-    : Runtime(s, *in.model, &in.data->train, rec), run_(run), in_(in) {
+MpiRuntime::MpiRuntime(const RunSpec& run, const RunParts& parts, Recorder& rec)
+    : Runtime(parts.settings, *parts.model, &parts.data->train, rec), run_(run), run_parts_(parts) {
+  const RunSettings& s = parts.settings;
   timeout_ = run.settings.real_worker_timeout;
-  shape_ = shape_of(model_, *in.data);
+  shape_ = shape_of(model_, *parts.data);
   const size_t workers = size_t(s.workers);
   topology_ = make_star_topology(s.network, s.workers);
-  make_sample_streams(&in.data->train);  // the run's one sample stream, as the simulator's
+  make_sample_streams(&parts.data->train);  // the run's one sample stream, as the simulator's
   steps_.assign(workers, 0);
   alive_.assign(workers, true);
   zombie_.assign(workers, false);
@@ -304,8 +302,8 @@ MpiRuntime::MpiRuntime(const RunSpec& run, const RunSettings& s, const RunInputs
                   auto t = Clock::now();
                   Snapshot snap = engine_->model_of_record();
                   const EvalPair sums =
-                      evaluate_params(model_, eval_pool_, exec_, snap.data(), &in_.data->train,
-                                      settings_.eval_train_samples, &in_.data->test, settings_.eval_test_samples);
+                      evaluate_params(model_, eval_pool_, exec_, snap.data(), &run_parts_.data->train,
+                                      settings_.eval_train_samples, &run_parts_.data->test, settings_.eval_test_samples);
                   eval_seconds_ += wall_since(t);
                   return std::make_pair(sums.train, sums.test);
                 });
@@ -355,7 +353,7 @@ void MpiRuntime::launch(const Step& step) {
   job->read_version = job->read.version;
   // the messages the step declares, at the sizes the simulator charges (mpi_runtime.h)
   rows_.clear();
-  if (layout_.rows > 0) model_.touched_rows(model_.uses_data() ? &in_.data->train : nullptr, step.ids, step.m, rows_);
+  if (layout_.rows > 0) model_.touched_rows(model_.uses_data() ? &run_parts_.data->train : nullptr, step.ids, step.m, rows_);
   const StepMessageBytes sizes =
       step_message_bytes(settings_.network, num_params(), layout_.rows, layout_.width, rows_.size(),
                          step.gradient && step.pull, settings_.sparse_pull, settings_.compression);

@@ -108,12 +108,9 @@ void tell_workers(int workers, std::vector<bool>& dead, double timeout, Kind kin
 
 }  // namespace wire
 
-// Data and model for a run, loaded once per data key across the runs of an experiment.
-struct RunInputs {
-  std::shared_ptr<LoadedData> data;
-  std::unique_ptr<Model> model;
-};
-RunInputs inputs_for(const RunSpec& run, const std::string& base_dir, std::shared_ptr<LoadedData>& cache);
+// A run's parts on a rank (make_run_parts, the simulator's assembly), its data read once per
+// data key across the runs of an experiment (`cache` holds the last one).
+RunParts rank_parts(const RunSpec& run, RunSettings s, const std::string& base_dir, std::shared_ptr<LoadedData>& cache);
 
 // A worker rank's part of one run: Work in, gradient out, until Stop. A Done in place of
 // the run's first message (the server gave up before the run: its folder could not be
@@ -122,8 +119,7 @@ RunInputs inputs_for(const RunSpec& run, const std::string& base_dir, std::share
 // lasts at least that times the compute time the simulator draws for it.
 class WorkerProcess {
  public:
-  WorkerProcess(const RunSpec& run, const RunSettings& s, const RunInputs& in, const ComputeTimeModel& compute,
-                int worker);
+  WorkerProcess(const RunSpec& run, const RunParts& parts, int worker);
   void run(wire::Message& done);
 
  private:
@@ -154,7 +150,7 @@ void worker_cannot_run(const std::string& why, wire::Message& done);
 // staleness are refused before a run starts (simulated only).
 class MpiRuntime final : public Runtime {
  public:
-  MpiRuntime(const RunSpec& run, const RunSettings& s, const RunInputs& in, Recorder& rec);
+  MpiRuntime(const RunSpec& run, const RunParts& parts, Recorder& rec);
   RunOutcome run(Engine& engine);
   // After an error on the server: every worker is told to stop (none is left waiting).
   void abandon() noexcept;
@@ -207,7 +203,7 @@ class MpiRuntime final : public Runtime {
   void finish_send(int w);
 
   const RunSpec& run_;
-  const RunInputs& in_;
+  const RunParts& run_parts_;
   double timeout_ = 60;
   std::string shape_;
   Engine* engine_ = nullptr;
