@@ -187,9 +187,5 @@ std::shared_ptr<const BoundEngine> bind_engine(const nlohmann::json& spec);
 std::unique_ptr<Engine> make_engine(const BoundEngine& engine);
 // For objects built in code (tests, bench): make_engine(*bind_engine(spec)).
 std::unique_ptr<Engine> make_engine(const nlohmann::json& spec);
-// What the engine a validated object names costs for `workers` workers (EngineCost's
-// defaults for an unknown type), for the estimates that read the resolved config
-// (experiments/config/resources): it binds the object again.
-EngineCost engine_cost(const nlohmann::json& engine, int workers);
 
 }  // namespace asgd

@@ -68,9 +68,4 @@ std::unique_ptr<Engine> make_engine(const BoundEngine& engine) {
 
 std::unique_ptr<Engine> make_engine(const nlohmann::json& spec) { return make_engine(*bind_engine(spec)); }
 
-EngineCost engine_cost(const nlohmann::json& engine, int workers) {
-  const EngineType* t = find_engine_type(text_of(engine, "type"));
-  return t ? t->bind(*t, engine)->cost(workers) : EngineCost{};
-}
-
 }  // namespace asgd

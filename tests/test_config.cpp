@@ -882,7 +882,10 @@ TEST(ConfigCli, CnnLayersAreCheckedAgainstTheDatasImages) {
 // CNN's conv and dense layers, the sparse model's row per feature (not 0 as when only
 // dense layer lists were counted).
 TEST(ResourceEstimate, CountsTheParametersOfTheModelTheRunBuilds) {
-  auto count = [](json c) { return model_param_count(resolve_experiment(c, "test", ".").runs.front().config); };
+  auto count = [](json c) {
+    const RunSpec run = resolve_experiment(c, "test", ".").runs.front();
+    return model_sizes(*run.bound_model, *run.bound_data).params;
+  };
   json mlp = tiny();
   mlp["model"] = {{"type", "mlp"}, {"hidden", {5}}};
   EXPECT_EQ(count(mlp), (6 + 1) * 5 + (5 + 1) * 3);
@@ -1242,7 +1245,7 @@ TEST(MemoryEstimate, CountsTheCnnsActivationsFromTheModel) {
               {"engines", json::array({{{"type", "async"}}})}};
     const Experiment e = resolve_experiment(c, "t", ".");
     auto dist = e.runs[0].settings.compute_dist->make();
-    const MemoryEstimate m = estimate_run_memory(e.runs[0].config, e.runs[0].settings, *dist);
+    const MemoryEstimate m = estimate_run_memory(e.runs[0], *dist);
     for (const auto& p : m.parts)
       if (p.what.find("workspace") != std::string::npos) return p.bytes;
     return 0.0;

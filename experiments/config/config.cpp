@@ -365,7 +365,7 @@ ComputeRunView compute_run_view(const RunSpec& run) {
   if (model.reads == ModelType::Reads::External)  // a PyTorch module's FLOPs: counted once it is built
     r.flops_per_sample = [] { return std::optional<double>(); };
   else
-    r.flops_per_sample = [of] { return std::optional<double>(model_sizes(of->config).flops_per_sample); };
+    r.flops_per_sample = [of] { return std::optional<double>(model_sizes(*of->bound_model, *of->bound_data).flops_per_sample); };
   r.trace_name = [of] { return trace_name_of(*of); };
   return r;
 }
@@ -672,7 +672,7 @@ void warn_of_rounds_past_the_budget(Experiment& exp, const RunSpec& run, const D
   // A data set whose size is known only once it is loaded (a PyTorch Dataset) leaves an epoch
   // budget unknown here: estimate_run_scale would count it as one sample.
   if (run.settings.stop_epochs > 0 && !(run.bound_data->shape().train > 0)) return;
-  const RunScale scale = estimate_run_scale(run.config, run.settings, compute);
+  const RunScale scale = estimate_run_scale(run, compute);
   const EngineCost cost = run.bound_engine->cost(run.settings.workers);
   if (!(cost.gradients_per_update > 1) || !(scale.gradients < cost.gradients_per_update)) return;
   const std::string budget = budget_text(run.config["stop"]);
@@ -1229,7 +1229,7 @@ void resolve_compute(Experiment& exp, const std::string& base_dir, Validator& v)
       }
       built.emplace_back(compute_spec, compute);
     }
-    check_run_resources(run.config, run.settings, *compute, v);
+    check_run_resources(run, *compute, v);
     if (v.ok()) warn_of_rounds_past_the_budget(exp, run, *compute);
   }
 }

@@ -49,18 +49,17 @@ double mean_speed_factor(const RunSettings& rs) {
 
 }  // namespace
 
-ModelSizes model_sizes(const json& c) {
-  const std::shared_ptr<const BoundModel> model = bind_model(c["model"]);
+ModelSizes model_sizes(const BoundModel& model, const BoundData& data) {
   ModelSizes z;
   if (const std::optional<double> params =
-          model->params_unbuilt()) {  // building it would allocate what is being estimated
+          model.params_unbuilt()) {  // building it would allocate what is being estimated
     z.params = *params;
     return z;
   }
-  if (model->type().reads == ModelType::Reads::External) return z;  // its sizes are the module's: not known here
-  const DataShape d = bind_data(c["data"])->shape();
+  if (model.type().reads == ModelType::Reads::External) return z;  // its sizes are the module's: not known here
+  const DataShape d = data.shape();
   try {  // the model the run builds (construction allocates nothing but its layer list)
-    const auto m = model->build(ModelInput{size_t(d.in), d.classes, d.image, "the data"});
+    const auto m = model.build(ModelInput{size_t(d.in), d.classes, d.image, "the data"});
     z.params = double(m->num_params());
     z.train_floats_per_sample = double(m->floats_per_sample(true));
     z.eval_floats_per_sample = double(m->floats_per_sample(false));
@@ -71,14 +70,23 @@ ModelSizes model_sizes(const json& c) {
   return z;
 }
 
-double model_param_count(const json& c) { return model_sizes(c).params; }
+namespace {
 
-RunScale estimate_run_scale(const json& c, const RunSettings& rs, const Distribution& compute,
-                            const ModelSizes* known) {
+// The estimates over the run's parts: its settings (the caller's: tracing may be on), its
+// bound model, data and engine.
+struct Sizing {
+  const RunSettings& rs;
+  const BoundModel& model;
+  const BoundData& data;
+  const BoundEngine& engine;
+};
+
+RunScale run_scale(const Sizing& run, const Distribution& compute, const ModelSizes* known) {
+  const RunSettings& rs = run.rs;
   RunScale s;
   const double workers = std::max(1, rs.workers);
   const double batch = std::max<double>(1, double(rs.batch_size));
-  const double samples = std::max(1.0, bind_data(c["data"])->shape().train);
+  const double samples = std::max(1.0, run.data.shape().train);
   const double stop_time = rs.stop_time == kNever ? 0 : sim_to_seconds(rs.stop_time);
 
   // A step: compute (overhead + the batch's or the step's mean draw, x mean slowdown, x the
@@ -88,12 +96,12 @@ RunScale estimate_run_scale(const json& c, const RunSettings& rs, const Distribu
   double straggle = 1 + rs.stragglers.probability * (rs.stragglers.factor - 1);
   const StepCost& cost = rs.step_cost;
   double step = (cost.overhead + compute.mean() * (cost.per_sample ? batch : 1)) * mean_speed_factor(rs) * straggle;
-  const EngineCost engine = engine_cost(c["engine"], rs.workers);
+  const EngineCost engine = run.engine.cost(rs.workers);
   const double messages = engine.messages_per_step;
   double bytes_per_second = kInf;
   if (rs.network.bandwidth > 0) bytes_per_second = rs.network.bandwidth * std::max(1, rs.network.shards);
   if (rs.network.worker_bandwidth > 0) bytes_per_second = std::min(bytes_per_second, rs.network.worker_bandwidth);
-  const double bytes = message_bytes(rs.network, size_t(known ? known->params : model_param_count(c)));
+  const double bytes = message_bytes(rs.network, size_t(known ? known->params : model_sizes(run.model, run.data).params));
   step += messages * (bytes / bytes_per_second + rs.network.latency);
   s.step_seconds = std::isfinite(step) ? step : kInf;
 
@@ -114,19 +122,19 @@ RunScale estimate_run_scale(const json& c, const RunSettings& rs, const Distribu
   return s;
 }
 
-MemoryEstimate estimate_run_memory(const json& c, const RunSettings& rs, const Distribution& compute,
-                                   const ModelSizes* known) {
+MemoryEstimate run_memory(const Sizing& run, const Distribution& compute, const ModelSizes* known) {
+  const RunSettings& rs = run.rs;
   MemoryEstimate m;
-  const DataShape d = bind_data(c["data"])->shape();
+  const DataShape d = run.data.shape();
   const double workers = std::max(1, rs.workers);
   const double batch = std::max<double>(1, double(rs.batch_size));
-  const ModelSizes sizes = known ? *known : model_sizes(c);
+  const ModelSizes sizes = known ? *known : model_sizes(run.model, run.data);
   const double params = sizes.params;
   const double vec = params * kFloat;
-  const RunScale scale = estimate_run_scale(c, rs, compute, &sizes);
+  const RunScale scale = run_scale(run, compute, &sizes);
   // The key that sets the model's size: its dim, the data's features (a sparse model has a
   // row per feature), or the model's layers.
-  const std::string model_key = bind_model(c["model"])->params_unbuilt() ? "model.dim"
+  const std::string model_key = run.model.params_unbuilt() ? "model.dim"
                                 : d.sparse                               ? "data.features"
                                                                          : "model";
   auto add = [&m](std::string key, std::string what, double bytes) {
@@ -155,7 +163,7 @@ MemoryEstimate estimate_run_memory(const json& c, const RunSettings& rs, const D
   // Per worker: a gradient in flight and the parameters it was computed on; replicas of
   // their own for local SGD and EASGD (EAMSGD: two more vectors) and local SGD's and
   // DiLoCo's optimizer state; minibatch ids.
-  const EngineCost cost = engine_cost(c["engine"], rs.workers);
+  const EngineCost cost = run.engine.cost(rs.workers);
   const double copies = cost.vectors_per_worker + (cost.optimizer_per_worker && rs.optimizer.stateful() ? state : 0);
   // Named after the factor more out of the ordinary: the workers, or the model's size.
   add(vec > workers * kWorkerBytes ? model_key : "cluster.workers",
@@ -212,8 +220,22 @@ MemoryEstimate estimate_run_memory(const json& c, const RunSettings& rs, const D
   return m;
 }
 
-void check_run_resources(const json& c, const RunSettings& rs, const Distribution& compute, Validator& v) {
-  const RunScale scale = estimate_run_scale(c, rs, compute);
+Sizing sizing(const RunSpec& run, const RunSettings& settings) {
+  return {settings, *run.bound_model, *run.bound_data, *run.bound_engine};
+}
+
+}  // namespace
+
+RunScale estimate_run_scale(const RunSpec& run, const Distribution& compute, const ModelSizes* known) {
+  return run_scale(sizing(run, run.settings), compute, known);
+}
+
+MemoryEstimate estimate_run_memory(const RunSpec& run, const Distribution& compute, const ModelSizes* known) {
+  return run_memory(sizing(run, run.settings), compute, known);
+}
+
+void check_run_resources(const RunSpec& run, const Distribution& compute, Validator& v) {
+  const RunScale scale = estimate_run_scale(run, compute);
   if (!std::isfinite(scale.gradients)) {  // only stop.time bounds it, and steps take no time
     v.error("stop.time",
             "the run can never reach it: a worker's step takes 0 ns of virtual time (cluster.compute has "
@@ -225,7 +247,7 @@ void check_run_resources(const json& c, const RunSettings& rs, const Distributio
                 "stop.updates, stop.gradients or stop.epochs");
     return;
   }
-  const MemoryEstimate m = estimate_run_memory(c, rs, compute);
+  const MemoryEstimate m = estimate_run_memory(run, compute);
   const double budget = memory_limit_bytes();
   if (m.total <= budget) return;
   v.error(m.parts.front().key, memory_refusal(m, budget) + ". Lower " + m.parts.front().key);
@@ -250,12 +272,15 @@ std::string memory_refusal(const MemoryEstimate& m, double budget) {
   return text;
 }
 
-void check_memory_with_data(const json& c, const RunSettings& rs, const std::string& base_dir, size_t features,
-                            int classes, const std::string& source) {
-  json run = c;
-  run["data"]["features"] = features;
-  run["data"]["classes"] = classes;
-  const MemoryEstimate m = estimate_run_memory(run, rs, *rs.compute_dist->make(base_dir));
+void check_memory_with_data(const RunSpec& run, const std::string& base_dir, size_t features, int classes,
+                            const std::string& source) {
+  json keys = run.bound_data->keys();  // the data as the file told it: another data config
+  keys["type"] = run.bound_data->type().name;
+  keys["features"] = features;
+  keys["classes"] = classes;
+  const std::shared_ptr<const BoundData> told = bind_data(keys);
+  const MemoryEstimate m = run_memory({run.settings, *run.bound_model, *told, *run.bound_engine},
+                                      *run.settings.compute_dist->make(base_dir), nullptr);
   const double budget = memory_limit_bytes();
   if (m.total <= budget) return;
   throw DataError(source + ": " + std::to_string(features) + " features and " + std::to_string(classes) +
@@ -264,11 +289,11 @@ void check_memory_with_data(const json& c, const RunSettings& rs, const std::str
                   "data.classes so that such lines are refused");
 }
 
-void check_memory_with_model(const json& c, const RunSettings& rs, const std::string& base_dir, size_t params,
-                             const std::string& source) {
+void check_memory_with_model(const RunSpec& run, const RunSettings& settings, const std::string& base_dir,
+                             size_t params, const std::string& source) {
   ModelSizes sizes;
   sizes.params = double(params);
-  const MemoryEstimate m = estimate_run_memory(c, rs, *rs.compute_dist->make(base_dir), &sizes);
+  const MemoryEstimate m = run_memory(sizing(run, settings), *settings.compute_dist->make(base_dir), &sizes);
   const double budget = memory_limit_bytes();
   if (m.total <= budget) return;
   throw DataError(source + " has " + std::to_string(params) + " parameters: " + memory_refusal(m, budget) + ". Lower " +

@@ -17,9 +17,13 @@
 namespace asgd {
 
 using nlohmann::json;
+struct RunSpec;    // experiments/config/config.h
+class BoundModel;  // sim/models/catalog.h
+class BoundData;   // sim/data/catalog.h
 
 // How far a run goes at most, from whichever stop limit binds first (+inf: unbounded).
-// The functions below take a run's resolved, validated config (RunSpec::config).
+// The functions below take a run as resolve_experiment made it: its typed settings and its
+// bound model, data and engine (RunSpec::settings, bound_model, bound_data, bound_engine).
 struct RunScale {
   double gradients = 0, updates = 0, epochs = 0, seconds = 0;
   double step_seconds = 0;  // mean virtual duration of one worker step (compute + transfers)
@@ -27,8 +31,7 @@ struct RunScale {
 struct ModelSizes;
 // `known`: the model's sizes when they are known only once it is built (a PyTorch module);
 // else they come from the config (model_sizes).
-RunScale estimate_run_scale(const json& run_config, const RunSettings& settings, const Distribution& compute,
-                            const ModelSizes* known = nullptr);
+RunScale estimate_run_scale(const RunSpec& run, const Distribution& compute, const ModelSizes* known = nullptr);
 
 struct MemoryPart {
   std::string key;   // the config key that drives it (named in a refusal)
@@ -39,13 +42,12 @@ struct MemoryEstimate {
   double total = 0;
   std::vector<MemoryPart> parts;  // largest first
 };
-MemoryEstimate estimate_run_memory(const json& run_config, const RunSettings& settings, const Distribution& compute,
+MemoryEstimate estimate_run_memory(const RunSpec& run, const Distribution& compute,
                                    const ModelSizes* known = nullptr);
 
 // Reports, into v, a run that cannot advance or that needs more memory than
 // memory_limit_bytes() (sim/data/dataset.h). `compute` is the run's cluster.compute distribution.
-void check_run_resources(const json& run_config, const RunSettings& settings, const Distribution& compute,
-                         Validator& v);
+void check_run_resources(const RunSpec& run, const Distribution& compute, Validator& v);
 
 // "this run would need about X of memory, more than the Y this machine has; the largest
 // part is ...": the words of every memory refusal (check_run_resources, the data check).
@@ -54,19 +56,18 @@ std::string memory_refusal(const MemoryEstimate& m, double budget);
 // its real features and classes (the config's 0s mean "from the file", so the estimate
 // before could not count them): throws DataError naming `source` (the file), the sizes
 // and the memory, instead of letting the model's allocation die of std::bad_alloc.
-void check_memory_with_data(const json& run_config, const RunSettings& settings, const std::string& base_dir,
-                            size_t features, int classes, const std::string& source);
+void check_memory_with_data(const RunSpec& run, const std::string& base_dir, size_t features, int classes,
+                            const std::string& source);
 // The same once a PyTorch module (`source`) is built and its parameter count known (the
 // config says nothing of its size, so the estimate before counted none): throws DataError
 // naming the module, its parameters and the memory, before the run allocates its workers'
 // copies (it used to die of std::bad_alloc, exit 1).
-void check_memory_with_model(const json& run_config, const RunSettings& settings, const std::string& base_dir,
+// `settings`: the run's as the caller will run it (tracing may be on).
+void check_memory_with_model(const RunSpec& run, const RunSettings& settings, const std::string& base_dir,
                              size_t params, const std::string& source);
 // What an allocation failure that still escapes (std::bad_alloc) is reported as.
 std::string out_of_memory_text(const std::string& during);
 
-// The number of parameters of a model config (data dimensions from the data config);
-// 0 for a model type it does not know.
 // The model's sizes, from the model the run builds (sim/models/catalog.h): parameters, and
 // floats of workspace per sample, training and evaluating (0 where it keeps none).
 struct ModelSizes {
@@ -75,7 +76,6 @@ struct ModelSizes {
   double eval_floats_per_sample = 0;
   double flops_per_sample = 0;  // Model::flops_per_sample (0: the quadratic)
 };
-ModelSizes model_sizes(const json& run_config);
-double model_param_count(const json& run_config);
+ModelSizes model_sizes(const BoundModel& model, const BoundData& data);
 
 }  // namespace asgd

@@ -284,7 +284,7 @@ Experiment with_measured_compute(const Experiment& exp, const std::string& exp_d
     view.flops_per_sample = [fps = it->second.first] { return std::optional<double>(fps); };
     view.flops_counter = it->second.second;
     apply_compute(run, run.settings.compute_dist->resolve(view), out.notes);
-    check_run_resources(run.config, run.settings, *run.settings.compute_dist->make(), v);
+    check_run_resources(run, *run.settings.compute_dist->make(), v);
   }
   for (RunSpec& run : out.runs) {
     if (!measured(run)) continue;
@@ -330,7 +330,7 @@ Experiment with_measured_compute(const Experiment& exp, const std::string& exp_d
     apply_compute(run, run.settings.compute_dist->resolve(view), out.notes);
     auto made = std::find_if(dists.begin(), dists.end(), [&](const auto& d) { return d.first == name; });
     if (made == dists.end()) made = dists.insert(dists.end(), {name, run.settings.compute_dist->make()});
-    check_run_resources(run.config, run.settings, *made->second, v);
+    check_run_resources(run, *made->second, v);
   }
   v.throw_if_failed(exp.source.empty() ? "config" : exp.source);
   return out;

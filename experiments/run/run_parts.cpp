@@ -65,7 +65,7 @@ std::shared_ptr<LoadedData> load_data(const RunSpec& run, const std::string& bas
   ctx.seed = run.settings.seed;
   ctx.base_dir = base_dir;
   ctx.check_sizes = [&](size_t features, int classes, const std::string& source) {
-    check_memory_with_data(run.config, run.settings, base_dir, features, classes, source);
+    check_memory_with_data(run, base_dir, features, classes, source);
   };
   out->host = data.load(ctx);
   out->train = upload(out->host.train);
@@ -197,7 +197,7 @@ RunParts make_run_parts(const RunSpec& run, RunSettings settings, std::shared_pt
   p.data = data ? std::move(data) : load_data(run, base_dir);
   p.model = build_model(*run.bound_model, *p.data, base_dir);
   if (run.bound_model->type().reads == ModelType::Reads::External)  // its size is known only now
-    check_memory_with_model(run.config, settings, base_dir, p.model->num_params(), "the PyTorch module");
+    check_memory_with_model(run, settings, base_dir, p.model->num_params(), "the PyTorch module");
   p.compute = std::make_unique<ComputeTimeModel>(build_compute_model(settings, base_dir));
   p.engine = make_engine(*run.bound_engine);
   p.settings = std::move(settings);

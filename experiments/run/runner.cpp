@@ -496,7 +496,7 @@ void check_lanes_fit_in_memory(const Experiment& exp, const std::vector<size_t>&
     for (const auto& [s, d] : dists)
       if (s == spec) dist = d;
     if (!dist) dists.emplace_back(spec, dist = bound.make(exp.base_dir));
-    need.push_back(estimate_run_memory(exp.runs[k].config, exp.runs[k].settings, *dist).total);
+    need.push_back(estimate_run_memory(exp.runs[k], *dist).total);
   }
   std::sort(need.begin(), need.end(), std::greater<double>());
   double together = 0;
