@@ -353,16 +353,14 @@ void check_given(const Experiment& exp, bool model, bool loss, bool data, bool t
   std::string native_model, native_data;
   bool torch_model = false, torch_data = false;
   for (const RunSpec& r : exp.runs) {
-    const json& m = r.config["model"];
-    const ModelType* mt = &r.bound_model->type();
-    if (mt && mt->reads == ModelType::Reads::External) {
+    if (const auto* torch = r.bound_model->config_as<ExternalModelConfig>()) {
       torch_model = true;
-      if (!model && text_of(m, "module").empty())
+      if (!model && torch->module.empty())
         throw UsageError("run " + r.run_id +
                          ": model.type \"torch\" but no model: give model= (an nn.Module or a "
                          "factory) or model.module FILE.py:FACTORY (python3 -m asgdsim run --model FILE.py:FACTORY)");
     } else if (native_model.empty()) {
-      native_model = text_of(m, "type");
+      native_model = r.bound_model->type().name;
     }
     if (const auto* torch = r.bound_data->config_as<ExternalDataConfig>()) {
       torch_data = true;

@@ -63,6 +63,10 @@ class BoundModel {
   // its size (quadratic: its curvature alone is dim floats); none: the estimates build it
   // (construction allocates only its layer list).
   virtual std::optional<double> params_unbuilt() const = 0;
+  // Its typed config when it is a C, else nullptr (a torch model's module, for the Python
+  // package's check of what it was given).
+  template <class C>
+  const C* config_as() const;
 
  protected:
   explicit BoundModel(const ModelType& type) : type_(&type) {}
@@ -89,6 +93,7 @@ class BoundModelOf final : public BoundModel {
   };
   BoundModelOf(const ModelType& type, std::shared_ptr<const Declared> d, Config c)
       : BoundModel(type), d_(std::move(d)), c_(std::move(c)) {}
+  const Config& config() const { return c_; }
   nlohmann::json keys() const override { return get_fields(d_->fields, c_); }
   void check(const ModelRunView& run, Validator& v) const override {
     if (d_->hooks.check) d_->hooks.check(c_, run, v);
@@ -103,6 +108,12 @@ class BoundModelOf final : public BoundModel {
   std::shared_ptr<const Declared> d_;
   Config c_;
 };
+
+template <class C>
+const C* BoundModel::config_as() const {
+  const auto* of = dynamic_cast<const BoundModelOf<C>*>(this);
+  return of ? &of->config() : nullptr;
+}
 
 struct ModelType {
   // External: a model from outside (sim/models/external.h) that reads dense samples,
