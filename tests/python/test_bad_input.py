@@ -64,6 +64,13 @@ class BadInput(TorchRuns, unittest.TestCase):
         self.assertIn("data.type \"torch\" but no data", e.exception.message)
         self.nothing_written()
 
+    def test_a_torch_model_without_a_model_or_module_is_refused_before_anything_is_written(self):
+        x, y = self.train
+        with self.assertRaises(asgdsim.InputError) as e:
+            asgdsim.run(torch_config(), out=self.tmp, quiet=True, data=(x, y), test_data=(x[:8], y[:8]))
+        self.assertIn("model.type \"torch\" but no model", e.exception.message)
+        self.nothing_written()
+
     # ---- Medium 1: a torch module's memory is estimated once it is built
     def test_a_module_too_large_for_its_workers_is_refused_naming_its_size(self):
         x = torch.randn(64, 3000)
