@@ -536,6 +536,43 @@ TEST_P(ShippedConfig, RunsAtReducedSize) {
   EXPECT_EQ(index.find(",pending,"), std::string::npos) << index;
 }
 
+// Every run of every shipped config reads back from its typed parts as its config.json
+// holds it: each settings key with a getter (Field::get) from RunSettings, and the engine,
+// model and data objects from their bound configs (keys()). What config.json shows is
+// what the run computes with, key by key (numbers compare by value: 1 and 1.0 are equal).
+TEST_P(ShippedConfig, ReadsBackFromItsTypedParts) {
+  const std::string path = std::string(asgd::testing::source_dir()) + "/experiments/configs/" + GetParam() + ".json";
+  const Experiment e = resolve_experiment(json::parse(read_file(path)), path, fs::path(path).parent_path().string());
+  ASSERT_FALSE(e.runs.empty());
+  size_t compared = 0;
+  for (const RunSpec& run : e.runs) {
+    for (const char* name : {"top", "train", "stop", "eval", "cluster", "cluster.network", "cluster.network.compression",
+                             "cluster.server", "cluster.stragglers", "cluster.failures", "real", "clients"}) {
+      json at = run.config;  // the section's object in config.json ("top": the config itself)
+      if (std::string(name) != "top")
+        for (std::string rest = name; !rest.empty();) {
+          const size_t dot = rest.find('.');
+          at = at.value(rest.substr(0, dot), json::object());
+          rest = dot == std::string::npos ? "" : rest.substr(dot + 1);
+        }
+      for (const auto& f : settings_section(name).fields) {
+        if (!f.get) continue;
+        ASSERT_TRUE(at.contains(f.info.name)) << run.run_id << ": " << name << "." << f.info.name;
+        EXPECT_EQ(f.get(run.settings), at[f.info.name]) << run.run_id << ": " << name << "." << f.info.name;
+        ++compared;
+      }
+    }
+    for (const auto& [what, keys] : {std::pair<const char*, json>{"engine", run.bound_engine->keys()},
+                                     {"model", run.bound_model->keys()},
+                                     {"data", run.bound_data->keys()}})
+      for (const auto& [key, value] : keys.items()) {
+        EXPECT_EQ(value, run.config[what].value(key, json())) << run.run_id << ": " << what << "." << key;
+        ++compared;
+      }
+  }
+  EXPECT_GT(compared, 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Configs, ShippedConfig, ::testing::ValuesIn(shipped_configs()),
                          [](const ::testing::TestParamInfo<std::string>& p) {
                            std::string name = p.param;  // a gtest name: letters, digits, '_'
