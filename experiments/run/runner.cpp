@@ -23,6 +23,7 @@
 #include <thread>
 #include "engines/engine_registry.h"
 #include "experiments/run/build_info.h"
+#include "experiments/config/records.h"
 #include "experiments/config/resources.h"
 #include "experiments/run/run_parts.h"
 #include "sim/models/external.h"
@@ -687,26 +688,24 @@ namespace {
 // Run k of the runner's order: (engine, the sweep values' positions in their lists, the
 // last key fastest, repeat); a key that does not apply to the run's engine is at 0, as the
 // runner leaves it. Empty when the run is not one experiment.json makes: `why` says why.
-std::vector<size_t> run_order(const json& resolved, const json& run, std::string& why) {
+std::vector<size_t> run_order(const ExperimentRecord& exp, const RunRecord& run, std::string& why) {
   std::vector<size_t> order;
-  const json& engines = resolved["engines"];
   size_t e = 0;
-  while (e < engines.size() && !(engines[e].is_object() && engines[e].value("name", json()) == run["engine"])) ++e;
-  if (e == engines.size()) {
-    why = "engine " + run["engine"].dump() + " is not in its engines";
+  while (e < exp.engines.size() && exp.engines[e].name != run.engine) ++e;
+  if (e == exp.engines.size()) {
+    why = "engine " + json(run.engine).dump() + " is not in its engines";
     return {};
   }
   order.push_back(e);
-  const json& sweep = resolved["sweep"];
-  for (const auto& [key, values] : run["sweep"].items())
-    if (!sweep.contains(key)) {
+  for (const auto& [key, value] : run.sweep.items())
+    if (!exp.sweep.contains(key)) {
       why = "sweep key " + key + " is not in its sweep";
       return {};
     }
-  for (const auto& [key, values] : sweep.items()) {
+  for (const auto& [key, values] : exp.sweep.items()) {
     size_t at = 0;
-    if (run["sweep"].contains(key)) {
-      const json& v = run["sweep"][key];
+    if (run.sweep.contains(key)) {
+      const json& v = run.sweep[key];
       while (at < values.size() && values[at] != v) ++at;
       if (at == values.size()) {
         why = key + "=" + v.dump() + " is not in its sweep";
@@ -715,14 +714,12 @@ std::vector<size_t> run_order(const json& resolved, const json& run, std::string
     }
     order.push_back(at);
   }
-  const uint64_t seed = resolved.value("seed", uint64_t(0)), repeats = resolved.value("repeats", uint64_t(1));
-  const uint64_t repeat = run["repeat"].get<uint64_t>();
-  if (repeat >= repeats || run["seed"].get<uint64_t>() != seed + repeat) {
-    why = "repeat " + std::to_string(repeat) + " with seed " + run["seed"].dump() + " is not one of its " +
-          std::to_string(repeats) + " repeats from seed " + std::to_string(seed);
+  if (uint64_t(run.repeat) >= exp.repeats || run.seed != exp.seed + uint64_t(run.repeat)) {
+    why = "repeat " + std::to_string(run.repeat) + " with seed " + std::to_string(run.seed) + " is not one of its " +
+          std::to_string(exp.repeats) + " repeats from seed " + std::to_string(exp.seed);
     return {};
   }
-  order.push_back(size_t(repeat));
+  order.push_back(size_t(run.repeat));
   return order;
 }
 
@@ -732,32 +729,34 @@ namespace {
 
 // The run a run folder `name` at `path` holds, with its place in the experiment's run order,
 // as its config.json's run record says; nullopt, and `why`, when the folder is not one of
-// the runs `resolved` (the experiment.json) makes.
+// the runs `exp` (its experiment.json) makes.
 std::optional<std::pair<std::vector<size_t>, RunSpec>> run_of_folder(const std::string& path, const std::string& name,
-                                                                     const json& resolved, std::string& why) {
-  json config, run;
-  if (!read_json(path + "/config.json", config) || !config.is_object())
+                                                                     const ExperimentRecord& exp, std::string& why) {
+  json config;
+  if (!read_json(path + "/config.json", config)) {
     why = "its config.json is not JSON";
-  else if (!config.contains("run") || !(run = config["run"]).is_object() || !run.contains("run_id") ||
-           !run["run_id"].is_string() || !run.contains("engine") || !run["engine"].is_string() ||
-           !run.contains("sweep") || !run["sweep"].is_object() || !run.contains("seed") ||
-           !run["seed"].is_number_unsigned() || !run.contains("repeat") ||
-           !run["repeat"].is_number_unsigned())  // (from a file: unsigned)
-    why = "its config.json has no run record";
-  else if (run["run_id"] != name)
-    why = "its config.json is run " + run["run_id"].dump();
-  else if (run.value("experiment", json()) != resolved["name"])
-    why = "its config.json is of experiment " + run.value("experiment", json()).dump();
+    return std::nullopt;
+  }
+  const auto record = read_record(run_config_record(), config);
+  if (!record) {
+    why = "its config.json has no run record (" + record.why + ")";
+    return std::nullopt;
+  }
+  const RunRecord& run = record->run;
+  if (run.run_id != name)
+    why = "its config.json is run " + json(run.run_id).dump();
+  else if (run.experiment != exp.name)
+    why = "its config.json is of experiment " + json(run.experiment).dump();
   std::vector<size_t> order;
-  if (why.empty()) order = run_order(resolved, run, why);
+  if (why.empty()) order = run_order(exp, run, why);
   if (!why.empty()) return std::nullopt;
   RunSpec spec;
   spec.run_id = name;
   spec.config = config;  // index.csv checks its result files as `asgdsim run` does
-  spec.engine = run["engine"].get<std::string>();
-  spec.sweep_values = run["sweep"];
-  spec.seed = run["seed"].get<uint64_t>();
-  spec.repeat = int(run["repeat"].get<uint64_t>());
+  spec.engine = run.engine;
+  spec.sweep_values = run.sweep;
+  spec.seed = run.seed;
+  spec.repeat = run.repeat;
   return std::make_pair(std::move(order), std::move(spec));
 }
 
@@ -772,12 +771,12 @@ size_t rebuild_index(const std::string& dir, const std::string& command_line, bo
     throw IoError(exp_dir + ": no such folder (give OUT/<name>, an experiment folder)");
   refuse_link(exp_dir);
   json resolved;
-  if (!read_json(exp_dir + "/experiment.json", resolved) || !resolved.is_object() || !resolved.contains("name") ||
-      !resolved["name"].is_string() || !resolved.contains("engines") || !resolved["engines"].is_array() ||
-      !resolved.contains("sweep") || !resolved["sweep"].is_object())
-    throw IoError(exp_dir +
-                  " is not an experiment folder: it has no readable experiment.json (asgdsim run writes one "
-                  "into OUT/<name>/, beside the run folders; copy it back with them)");
+  const bool json_read = read_json(exp_dir + "/experiment.json", resolved);
+  const auto record = read_record(experiment_record(), resolved);
+  if (!json_read || !record)
+    throw IoError(exp_dir + " is not an experiment folder: it has no readable experiment.json (" +
+                  (json_read ? record.why + "; " : "") +
+                  "asgdsim run writes one into OUT/<name>/, beside the run folders; copy it back with them)");
   ExperimentLock lock(exp_dir, ExperimentLock::Mode::Shared, wait, command_line, quiet);
   if (!lock.held()) return 0;  // interrupted while waiting for it
 
@@ -791,7 +790,7 @@ size_t rebuild_index(const std::string& dir, const std::string& command_line, bo
     if (type != fs::file_type::directory || !fs::exists(fs::symlink_status(it->path() / "config.json", ec)))
       continue;  // not a run folder (superseded-*/ holds run folders one level down)
     std::string why;
-    auto run = run_of_folder(it->path().string(), name, resolved, why);  // (its place in the run order, the run)
+    auto run = run_of_folder(it->path().string(), name, *record, why);  // (its place in the run order, the run)
     if (!run) {
       foreign.push_back(name + " (" + why + ")");
       continue;
@@ -814,7 +813,7 @@ size_t rebuild_index(const std::string& dir, const std::string& command_line, bo
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   Experiment exp;
   exp.resolved = resolved;
-  for (const auto& [key, values] : resolved["sweep"].items()) exp.sweep_keys.push_back(key);
+  for (const auto& [key, values] : record->sweep.items()) exp.sweep_keys.push_back(key);
   for (auto& [order, spec] : found) exp.runs.push_back(std::move(spec));
   write_index(exp, exp_dir);
   if (!quiet) {
