@@ -250,8 +250,28 @@ json checkpoint_identity(const RunSpec& run) {
           {"config", fnv1a64_hex(run.config.dump() + sources_of(run).dump())}};
 }
 
+// checkpoint.bin's header line: written from these fields, and read back through them.
+struct CheckpointHeader {
+  json identity;            // checkpoint_identity of the run that wrote it
+  uint64_t updates = 0;     // where the run was
+  double time = 0;          // virtual seconds
+  double wall_seconds = 0;  // spent on the run up to it, over every process that took it up
+  std::string written;      // when (UTC, ISO 8601)
+};
+const Section<CheckpointHeader>& checkpoint_header() {
+  using H = CheckpointHeader;
+  static const Section<H> s = record<H>(
+      "", "checkpoint.bin's header line",
+      {field(&H::identity, keys::any("identity", nullptr, "what must match to resume: the build and the run's config")),
+       field(&H::updates, keys::integer("updates", nullptr, "updates applied when it was written", 0, kMaxCount)),
+       field(&H::time, keys::num("time", nullptr, "virtual seconds when it was written", 0)),
+       field(&H::wall_seconds, keys::num("wall_seconds", nullptr, "wall seconds spent on the run up to it", 0)),
+       field(&H::written, keys::str("written", nullptr, "when it was written (UTC, ISO 8601)"))});
+  return s;
+}
+
 struct Checkpoint {
-  json header;        // identity, updates, time (virtual seconds), wall_seconds, written
+  CheckpointHeader header;
   std::string state;  // the state's bytes
 };
 
@@ -272,13 +292,15 @@ std::optional<Checkpoint> read_checkpoint(const std::string& dir, const RunSpec&
   if (second == std::string::npos || text.compare(0, first, kCheckpointFormat) != 0) {
     why = "it is not a checkpoint of this format (" + std::string(kCheckpointFormat) + ")";
   } else {
-    c.header = json::parse(text.begin() + long(first) + 1, text.begin() + long(second), nullptr, false);
-    if (!c.header.is_object() || !c.header.contains("identity") || !c.header["updates"].is_number_unsigned() ||
-        !c.header["time"].is_number() || !c.header["wall_seconds"].is_number() || !c.header["written"].is_string())
-      why = "its header is not readable";
-    else if (c.header["identity"] != checkpoint_identity(run))
+    const json line = json::parse(text.begin() + long(first) + 1, text.begin() + long(second), nullptr, false);
+    const auto header = read_record(checkpoint_header(), line);
+    if (!header)
+      why = "its header is not readable (" + (line.is_discarded() ? std::string("not JSON") : header.why) + ")";
+    else if (header->identity != checkpoint_identity(run))
       why = "it was written by another build or for another config (" +
-            config_differences(c.header["identity"], checkpoint_identity(run), 3) + ")";
+            config_differences(header->identity, checkpoint_identity(run), 3) + ")";
+    else
+      c.header = *header;
   }
   if (why.empty()) {
     c.state = text.substr(second + 1);
@@ -291,12 +313,9 @@ std::optional<Checkpoint> read_checkpoint(const std::string& dir, const RunSpec&
 
 void write_checkpoint(const std::string& dir, const RunSpec& run, std::string&& state, uint64_t updates, SimTime time,
                       double wall_seconds) {
-  const json header = {{"identity", checkpoint_identity(run)},
-                       {"updates", updates},
-                       {"time", sim_to_seconds(time)},
-                       {"wall_seconds", wall_seconds},
-                       {"written", iso_now()}};
-  std::string text = std::string(kCheckpointFormat) + "\n" + header.dump() + "\n";
+  const CheckpointHeader header{checkpoint_identity(run), updates, sim_to_seconds(time), wall_seconds, iso_now()};
+  std::string text =
+      std::string(kCheckpointFormat) + "\n" + get_fields(checkpoint_header().fields, header).dump() + "\n";
   text += state;
   write_file_atomic(dir + "/" + kCheckpointFile, text);
 }
@@ -323,17 +342,17 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   meta["jobs"] = lane.lanes;
   if (opts.shards > 1) meta["shard"] = std::to_string(opts.shard) + "/" + std::to_string(opts.shards);
   if (resume) {
-    meta["resumed"] = {{"updates", resume->header["updates"]},
-                       {"time", resume->header["time"]},
-                       {"checkpoint_written", resume->header["written"]}};
-    console.line(tag + ": resuming from its checkpoint at update " + resume->header["updates"].dump() + " (virtual " +
-                 format_number(resume->header["time"].get<double>()) + " s)");
+    meta["resumed"] = {{"updates", resume->header.updates},
+                       {"time", resume->header.time},
+                       {"checkpoint_written", resume->header.written}};
+    console.line(tag + ": resuming from its checkpoint at update " + std::to_string(resume->header.updates) +
+                 " (virtual " + format_number(resume->header.time) + " s)");
   }
   write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
 
   auto wall_start = std::chrono::steady_clock::now();
   // wall seconds spent on the run before this process took it up (its checkpoint's)
-  const double wall_before = resume ? resume->header["wall_seconds"].get<double>() : 0.0;
+  const double wall_before = resume ? resume->header.wall_seconds : 0.0;
   RunSettings with_trace = run.settings;
   with_trace.trace = with_trace.trace || opts.trace;
   const RunParts parts = make_run_parts(run, std::move(with_trace), cache.get(run), exp.base_dir);
@@ -372,7 +391,7 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
     };
     // (the hooks live as long as sim: what they refer to is declared in this scope)
     const auto every = std::chrono::duration<double>(opts.checkpoint_every);
-    const uint64_t start_updates = resume ? resume->header["updates"].get<uint64_t>() : 0;
+    const uint64_t start_updates = resume ? resume->header.updates : 0;
     auto last_checkpoint = std::chrono::steady_clock::now();
     Simulation::CheckpointHooks hooks;
     hooks.due = [&opts, &last_checkpoint, every, start_updates, checkpointing](uint64_t updates) {
@@ -405,7 +424,7 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
     if (!checkpointing)
       checkpoint_line = "checkpoints are off (--checkpoint-every 0): a re-run starts it over";
     else if (checkpoint_line.empty() && resume)
-      checkpoint_line = "its checkpoint at update " + resume->header["updates"].dump() + " resumes it";
+      checkpoint_line = "its checkpoint at update " + std::to_string(resume->header.updates) + " resumes it";
     else if (checkpoint_line.empty() && !sim.checkpoint_refused().empty())
       checkpoint_line = "no checkpoint (" + sim.checkpoint_refused() + "): a re-run starts it over";
     else if (checkpoint_line.empty())
