@@ -463,3 +463,44 @@ TEST(IndexCommand, NamesTheKeyOfARecordItCannotRead) {
       << exp.output;
   EXPECT_EQ(read_file(exp_dir + "/index.csv"), index);
 }
+
+// A run's results are whole only when summary.json and config.json read back: a record cut or
+// edited by hand makes them incomplete (named), so `asgdsim run` re-runs the run and the index
+// does not list it as done; a summary without a readable status lists as "unknown".
+TEST(Records, ResultsWhoseRecordsCannotBeReadAreIncomplete) {
+  json c = swept();
+  c.erase("sweep");
+  c["engines"] = json::parse(R"([{"type": "async"}])");
+  const Experiment exp = resolve_experiment(c, "test", ".");
+  const std::string exp_dir = run_config(c, temp_dir("records-results")), dir = exp_dir + "/async-seed1";
+  const json config = json::parse(read_file(dir + "/config.json")), summary = summary_at(dir);
+  ASSERT_EQ(incomplete_results(dir, config, summary), "");
+  for (const Edit& e : std::vector<Edit>{
+           {"/updates", "x",
+            "summary.json is not readable (updates: expected an integer in [0, 1e+15], got \"x\" (string))"},
+           {"/run_id", kRemoved, "summary.json is not readable (run_id: missing required key"},
+           {"/run_id", "other", "summary.json is another run's"},
+           {"/updates", 7, "metrics.csv does not end at the summary's 7 updates"}})
+    EXPECT_EQ(incomplete_results(dir, config, edited(summary, e.at, e.value)).find(e.words), 0u) << e.words;
+  for (const Edit& e : std::vector<Edit>{
+           {"/run/run_id", 5, "config.json has no run record (run.run_id: expected a string, got 5 (integer))"},
+           {"/cluster/workers", kRemoved, "config.json is not readable (cluster.workers: missing required key"},
+           {"/trace", "yes", "config.json is not readable (trace: expected true or false, got \"yes\" (string))"},
+           {"/cluster/workers", 3, "workers.csv does not end with worker 2's whole row"}})
+    EXPECT_EQ(incomplete_results(dir, edited(config, e.at, e.value), summary).find(e.words), 0u) << e.words;
+
+  json listed;
+  EXPECT_EQ(listed_status(exp_dir, exp.runs[0], listed), "completed");
+  EXPECT_TRUE(earlier_run(dir, config, {}, "tag").done);
+  write_text(dir + "/summary.json", edited(summary, "/updates", "x").dump());
+  EXPECT_EQ(listed_status(exp_dir, exp.runs[0], listed), "incomplete");
+  const EarlierRun cut = earlier_run(dir, config, {}, "tag");
+  EXPECT_FALSE(cut.done);
+  EXPECT_NE(cut.line.find("completed earlier, but summary.json is not readable (updates: "), std::string::npos)
+      << cut.line;
+  write_text(dir + "/summary.json", edited(summary, "/status", 5).dump());
+  EXPECT_EQ(listed_status(exp_dir, exp.runs[0], listed), "unknown");
+  const EarlierRun odd = earlier_run(dir, config, {}, "tag");
+  EXPECT_FALSE(odd.done);
+  EXPECT_EQ(odd.line, "");
+}
