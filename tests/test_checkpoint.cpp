@@ -226,7 +226,7 @@ TEST(Checkpoint, AnotherBuildsOrADamagedCheckpointIsNotResumed) {
     EXPECT_FALSE(meta.contains("resumed"));
     expect_same_results(dir, run);
   }
-  {  // a header without the run's place (a hand-edited file): starts over, saying so
+  {  // a header without the run's place (a hand-edited file): starts over, saying which key
     const std::string run = interrupted("header", [](std::string& text) {
       const size_t at = text.find("\"time\":");
       ASSERT_NE(at, std::string::npos);
@@ -234,10 +234,35 @@ TEST(Checkpoint, AnotherBuildsOrADamagedCheckpointIsNotResumed) {
     });
     const CommandResult r = again("header");
     EXPECT_EQ(r.exit_code, 0) << r.output;
-    EXPECT_NE(r.output.find("cannot be resumed from: its header is not readable; starting the run over"),
+    EXPECT_NE(r.output.find("cannot be resumed from: its header is not readable (time: missing required key (a "
+                            "number >= 0: virtual seconds when it was written)); starting the run over"),
               std::string::npos)
         << r.output;
     expect_same_results(dir, run);
+  }
+  {  // a header line that is not an object, then one with a negative update count: the same
+    const std::string run = interrupted("list", [](std::string& text) {
+      const size_t first = text.find('\n'), second = text.find('\n', first + 1);
+      ASSERT_NE(second, std::string::npos);
+      text.replace(first + 1, second - first - 1, "[1]");
+    });
+    const CommandResult r = again("list");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("cannot be resumed from: its header is not readable (expected an object, got [1] (list)); "
+                            "starting the run over"),
+              std::string::npos)
+        << r.output;
+    expect_same_results(dir, run);
+    interrupted("negative", [](std::string& text) {
+      const size_t at = text.find("\"updates\":");
+      ASSERT_NE(at, std::string::npos);
+      text.replace(at, 10, "\"updates\":-");
+    });
+    const CommandResult n = again("negative");
+    EXPECT_NE(n.output.find("cannot be resumed from: its header is not readable (updates: expected an integer in [0, "
+                            "1e+15], got -"),
+              std::string::npos)
+        << n.output;
   }
   {  // the state cut short: the run fails naming the file, which is gone; the next one starts over
     const std::string run = interrupted("damaged", [](std::string& text) { text.resize(text.size() - 100); });

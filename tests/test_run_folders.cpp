@@ -4,13 +4,17 @@
 // the old --force is refused naming both; run ids name each swept key by its shortest
 // unambiguous suffix; `asgdsim index` rebuilds index.csv from the run folders present,
 // also after shards' folders from several disks are copied together (the Slurm example,
-// scripts/slurm_sweep.sbatch and scripts/slurm_merge.sh, run here without Slurm).
+// scripts/slurm_sweep.sbatch and scripts/slurm_merge.sh, run here without Slurm); the
+// records asgdsim reads back from a folder (sim/config/record.h) refuse what was cut or
+// edited, naming the key.
 #include <sys/stat.h>
 #include <filesystem>
 #include <map>
 #include <regex>
 #include <nlohmann/json.hpp>
 #include "experiments/config/config.h"
+#include "experiments/config/records.h"
+#include "experiments/run/run_parts.h"
 #include "test_helpers.h"
 
 using nlohmann::json;
@@ -333,4 +337,170 @@ TEST(SlurmExample, ArrayTasksOnTheirOwnDisksThenIndexGiveTheWholeExperiment) {
                                         "/scripts/slurm_merge.sh " + dir + "/c.json " + dir + "/shared");
   EXPECT_NE(short_one.exit_code, 0) << short_one.output;
   EXPECT_NE(short_one.output.find("sync-lr=0.05-seed1"), std::string::npos) << short_one.output;
+}
+
+// ---- the records asgdsim reads back (sim/config/record.h) ----
+
+namespace {
+
+const json kRemoved = "(removed)";  // a case's value: the key is taken out
+
+// `doc` with the value at JSON pointer `at` replaced by `value` (kRemoved: taken out).
+json edited(json doc, const std::string& at, const json& value) {
+  const json::json_pointer p(at);
+  if (value == kRemoved)
+    doc.at(p.parent_pointer()).erase(p.back());
+  else
+    doc[p] = value;
+  return doc;
+}
+
+// What is put where in a readable document, and words the refusal says.
+struct Edit {
+  std::string at;
+  json value;
+  std::string words;
+};
+
+template <class S>
+void expect_refused(const Section<S>& record, const json& readable, const std::vector<Edit>& edits) {
+  for (const Edit& e : edits) {
+    const auto read = read_record(record, edited(readable, e.at, e.value));
+    EXPECT_FALSE(read) << e.at << " = " << e.value.dump();
+    EXPECT_NE(read.why.find(e.words), std::string::npos) << e.at << " = " << e.value.dump() << ": " << read.why;
+  }
+}
+
+}  // namespace
+
+// A run's config.json as the runner writes it reads back as its run (the keys it does not
+// declare let be); its run record is exactly what the runner writes, so it could write it;
+// a record cut or edited by hand is refused naming the key.
+TEST(Records, AConfigJsonsRunRecordReadsBackOrIsRefusedNamingTheKey) {
+  json c = swept();
+  c["repeats"] = 2;
+  const Experiment exp = resolve_experiment(c, "test", ".");
+  json config = exp.runs.back().config;
+  config["run"]["mode"] = "cluster";  // (asgdsim cluster's mark: a key the record does not declare)
+  const auto read = read_record(run_config_record(), config);
+  ASSERT_TRUE(read) << read.why;
+  const RunRecord& run = read->run;
+  EXPECT_EQ(run.run_id, "sync-lr=0.05-seed2");
+  EXPECT_EQ(run.experiment, "base");
+  EXPECT_EQ(run.engine, "sync");
+  EXPECT_EQ(run.sweep, json({{"train.lr", 0.05}}));
+  EXPECT_EQ(run.seed, 2u);
+  EXPECT_EQ(run.repeat, 1);
+  EXPECT_EQ(get_fields(run_record().fields, run), exp.runs.back().config["run"]);
+  expect_refused(run_config_record(), config,
+                 {{"/run/seed", kRemoved, "run.seed: missing required key (an integer in [0, "},
+                  {"/run/seed", -1, "run.seed: expected an integer in [0, 1.00000000005e+15], got -1 (integer)"},
+                  {"/run/seed", "x", "run.seed: expected an integer in [0, 1.00000000005e+15], got \"x\" (string)"},
+                  {"/run/repeat", 1.5, "run.repeat: expected an integer in [0, 2147483647], got 1.5 (number)"},
+                  {"/run/engine", 5, "run.engine: expected a string, got 5 (integer)"},
+                  {"/run/run_id", nullptr, "run.run_id: expected a string, got null (null)"},
+                  {"/run/experiment", kRemoved, "run.experiment: missing required key (a string: "},
+                  {"/run/sweep", json::array({1}), "run.sweep: expected an object, got [1] (list)"},
+                  {"/run", kRemoved, "run: missing required key"},
+                  {"/run", "r", "run: expected an object, got \"r\" (string)"},
+                  {"", json::array(), "expected an object, got [] (list)"}});
+}
+
+// experiment.json as the runner writes it reads back as the run order's members; one cut
+// or edited by hand is refused naming the key; a seed it lacks is the config's default.
+TEST(Records, ExperimentJsonReadsBackOrIsRefusedNamingTheKey) {
+  json c = swept();
+  c["repeats"] = 3;
+  c["seed"] = 7;
+  const json resolved = resolve_experiment(c, "test", ".").resolved;
+  const auto read = read_record(experiment_record(), resolved);
+  ASSERT_TRUE(read) << read.why;
+  EXPECT_EQ(read->name, "base");
+  ASSERT_EQ(read->engines.size(), 2u);
+  EXPECT_EQ(read->engines[0].name, "async");
+  EXPECT_EQ(read->engines[1].name, "sync");
+  EXPECT_EQ(read->sweep, json::parse(R"({"train.lr": [0.1, 0.05]})"));
+  EXPECT_EQ(read->seed, 7u);
+  EXPECT_EQ(read->repeats, 3u);
+  const auto no_seed = read_record(experiment_record(), edited(resolved, "/seed", kRemoved));
+  ASSERT_TRUE(no_seed) << no_seed.why;
+  EXPECT_EQ(no_seed->seed, 1u);
+  expect_refused(experiment_record(), resolved,
+                 {{"/name", kRemoved, "name: missing required key (a string: "},
+                  {"/engines", json::object(), "engines: expected a list, got {}"},
+                  {"/engines/0", "async", "engines[0]: expected an object, got \"async\" (string)"},
+                  {"/engines/1/name", kRemoved, "engines[1].name: missing required key (a string: "},
+                  {"/engines/0/name", 3, "engines[0].name: expected a string, got 3 (integer)"},
+                  {"/sweep", json::array(), "sweep: expected an object, got [] (list)"},
+                  {"/sweep/train.lr", 0.1, "sweep.train.lr: expected a list, got 0.1"},
+                  {"/seed", -1, "seed: expected an integer in [0, 1e+15], got -1 (integer)"},
+                  {"/repeats", 0, "repeats: expected an integer in [1, 50000], got 0 (integer)"}});
+}
+
+// `asgdsim index` says which key of a record it cannot read: a run folder's run record,
+// experiment.json's; it writes nothing.
+TEST(IndexCommand, NamesTheKeyOfARecordItCannotRead) {
+  std::string dir = temp_dir("index-records");
+  write_text(dir + "/c.json", swept().dump());
+  ASSERT_EQ(run_cli("run " + dir + "/c.json --quiet --out " + dir + "/out").exit_code, 0);
+  const std::string exp_dir = dir + "/out/base", config_json = exp_dir + "/sync-lr=0.05-seed1/config.json";
+  const std::string config = read_file(config_json), experiment = read_file(exp_dir + "/experiment.json"),
+                    index = read_file(exp_dir + "/index.csv");
+  write_text(config_json, edited(json::parse(config), "/run/seed", -1).dump());
+  CommandResult run = run_cli("index " + exp_dir);
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("sync-lr=0.05-seed1 (its config.json has no run record (run.seed: expected an integer in "
+                            "[0, 1.00000000005e+15], got -1 (integer)))"),
+            std::string::npos)
+      << run.output;
+  write_text(config_json, config);
+  write_text(exp_dir + "/experiment.json", edited(json::parse(experiment), "/engines/1/name", kRemoved).dump());
+  CommandResult exp = run_cli("index " + exp_dir);
+  EXPECT_EQ(exp.exit_code, 2) << exp.output;
+  EXPECT_NE(exp.output.find("is not an experiment folder: it has no readable experiment.json (engines[1].name: "
+                            "missing required key"),
+            std::string::npos)
+      << exp.output;
+  EXPECT_EQ(read_file(exp_dir + "/index.csv"), index);
+}
+
+// A run's results are whole only when summary.json and config.json read back: a record cut or
+// edited by hand makes them incomplete (named), so `asgdsim run` re-runs the run and the index
+// does not list it as done; a summary without a readable status lists as "unknown".
+TEST(Records, ResultsWhoseRecordsCannotBeReadAreIncomplete) {
+  json c = swept();
+  c.erase("sweep");
+  c["engines"] = json::parse(R"([{"type": "async"}])");
+  const Experiment exp = resolve_experiment(c, "test", ".");
+  const std::string exp_dir = run_config(c, temp_dir("records-results")), dir = exp_dir + "/async-seed1";
+  const json config = json::parse(read_file(dir + "/config.json")), summary = summary_at(dir);
+  ASSERT_EQ(incomplete_results(dir, config, summary), "");
+  for (const Edit& e : std::vector<Edit>{
+           {"/updates", "x",
+            "summary.json is not readable (updates: expected an integer in [0, 1e+15], got \"x\" (string))"},
+           {"/run_id", kRemoved, "summary.json is not readable (run_id: missing required key"},
+           {"/run_id", "other", "summary.json is another run's"},
+           {"/updates", 7, "metrics.csv does not end at the summary's 7 updates"}})
+    EXPECT_EQ(incomplete_results(dir, config, edited(summary, e.at, e.value)).find(e.words), 0u) << e.words;
+  for (const Edit& e : std::vector<Edit>{
+           {"/run/run_id", 5, "config.json has no run record (run.run_id: expected a string, got 5 (integer))"},
+           {"/cluster/workers", kRemoved, "config.json is not readable (cluster.workers: missing required key"},
+           {"/trace", "yes", "config.json is not readable (trace: expected true or false, got \"yes\" (string))"},
+           {"/cluster/workers", 3, "workers.csv does not end with worker 2's whole row"}})
+    EXPECT_EQ(incomplete_results(dir, edited(config, e.at, e.value), summary).find(e.words), 0u) << e.words;
+
+  json listed;
+  EXPECT_EQ(listed_status(exp_dir, exp.runs[0], listed), "completed");
+  EXPECT_TRUE(earlier_run(dir, config, {}, "tag").done);
+  write_text(dir + "/summary.json", edited(summary, "/updates", "x").dump());
+  EXPECT_EQ(listed_status(exp_dir, exp.runs[0], listed), "incomplete");
+  const EarlierRun cut = earlier_run(dir, config, {}, "tag");
+  EXPECT_FALSE(cut.done);
+  EXPECT_NE(cut.line.find("completed earlier, but summary.json is not readable (updates: "), std::string::npos)
+      << cut.line;
+  write_text(dir + "/summary.json", edited(summary, "/status", 5).dump());
+  EXPECT_EQ(listed_status(exp_dir, exp.runs[0], listed), "unknown");
+  const EarlierRun odd = earlier_run(dir, config, {}, "tag");
+  EXPECT_FALSE(odd.done);
+  EXPECT_EQ(odd.line, "");
 }

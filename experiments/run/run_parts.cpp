@@ -2,6 +2,7 @@
 // run's resolved config (data, model, compute-time model) and write around it.
 #include "experiments/run/run_parts.h"
 #include "experiments/config/config.h"
+#include "experiments/config/records.h"
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -111,6 +112,52 @@ std::string config_differences(const json& there, const json& now, size_t limit)
   return out;
 }
 
+namespace {
+// summary.json as the runner and the index read it back (summary_json and
+// ended_summary_json write it, with more keys): how the run ended, ...
+struct SummaryStatus {
+  std::string status;
+};
+const Section<SummaryStatus>& summary_status() {
+  static const Section<SummaryStatus> s = record<SummaryStatus>(
+      "", "summary.json's status",
+      {field(&SummaryStatus::status, keys::str("status", nullptr, "how the run ended: completed, failed, ..."))});
+  return s;
+}
+// ... and, of a run that ended with results, which run it is and where it ended.
+struct SummaryResults {
+  std::string run_id;
+  uint64_t updates = 0;  // metrics.csv's last row's
+};
+const Section<SummaryResults>& summary_results() {
+  static const Section<SummaryResults> s = record<SummaryResults>(
+      "", "what summary.json says of a run that ended with results",
+      {field(&SummaryResults::run_id, keys::str("run_id", nullptr, "the run's id")),
+       field(&SummaryResults::updates, keys::integer("updates", nullptr, "updates applied in the run", 0, kMaxCount))});
+  return s;
+}
+// What a run's config.json says of its result files: workers.csv has a row per worker;
+// trace.json is written when it traces. Its keys are the config's own.
+struct ClusterWorkers {
+  int workers = 0;
+};
+struct ResultFiles {
+  ClusterWorkers cluster;
+  bool trace = false;
+};
+const Section<ResultFiles>& result_files() {
+  static const Section<ResultFiles> s = record<ResultFiles>(
+      "", "what a run's config.json says of its result files",
+      {field(&ResultFiles::trace, declared_key(settings_section("top"), "trace"))},
+      {record_key(
+          &ResultFiles::cluster, keys::any("cluster", nullptr, "the cluster"),
+          record<ClusterWorkers>(
+              "cluster", "its workers",
+              {field(&ClusterWorkers::workers, required_key(declared_key(settings_section("cluster"), "workers")))}))});
+  return s;
+}
+}  // namespace
+
 std::string index_csv(const Experiment& exp, const std::string& exp_dir, const std::set<std::string>& pending) {
   std::string out = "run_id,engine";
   for (const auto& k : exp.sweep_keys) out += "," + k;
@@ -150,8 +197,8 @@ std::string listed_status(const std::string& exp_dir, const RunSpec& run, json& 
   }
   // A summary.json is read as it is: whatever it holds (a hand edit, another program's
   // file) gives a row, its missing or odd members "nan" or "unknown".
-  const bool text = summary.is_object() && summary.contains("status") && summary["status"].is_string();
-  const std::string status = text ? summary["status"].get<std::string>() : "unknown";
+  const auto ended = read_record(summary_status(), summary);
+  const std::string status = ended ? ended->status : "unknown";
   // a folder `asgdsim run` would not skip as done is not listed as done (a result file
   // deleted or cut): the check is the runner's own
   if (ended_with_results(status) && !incomplete_results(dir, run.config, summary).empty()) return "incomplete";
@@ -422,10 +469,13 @@ bool ended_with_results(const std::string& status) {
 }
 
 std::string incomplete_results(const std::string& dir, const json& config, const json& summary) {
-  if (!config.is_object() || !config.contains("run") || !config["run"].is_object())
-    return "config.json has no run record";
-  if (!summary.is_object()) return "summary.json is not an object";
-  if (summary.value("run_id", json()) != config["run"]["run_id"]) return "summary.json is another run's";
+  const auto record = read_record(run_config_record(), config);
+  if (!record) return "config.json has no run record (" + record.why + ")";
+  const auto files = read_record(result_files(), config);
+  if (!files) return "config.json is not readable (" + files.why + ")";
+  const auto results = read_record(summary_results(), summary);
+  if (!results) return "summary.json is not readable (" + results.why + ")";
+  if (results->run_id != record->run.run_id) return "summary.json is another run's";
   for (const char* f : {"metrics.csv", "staleness.csv", "workers.csv", "meta.json"})
     if (::access((dir + "/" + f).c_str(), R_OK) != 0) return std::string(f) + " is missing";
   std::string header;
@@ -433,24 +483,22 @@ std::string incomplete_results(const std::string& dir, const json& config, const
   if (header.rfind("time,updates,", 0) != 0) return "metrics.csv has no header";
   // The last row is taken at the end of the run: its updates are the summary's.
   size_t a = last.find(','), b = a == std::string::npos ? a : last.find(',', a + 1);
-  const json updates = summary.value("updates", json());
-  if (b == std::string::npos || !updates.is_number_integer() || last.substr(a + 1, b - a - 1) != updates.dump())
-    return "metrics.csv does not end at the summary's " + updates.dump() + " updates";
+  const std::string updates = std::to_string(results->updates);
+  if (b == std::string::npos || last.substr(a + 1, b - a - 1) != updates)
+    return "metrics.csv does not end at the summary's " + updates + " updates";
   std::string workers_header;
   const std::string last_worker = last_line(dir + "/workers.csv", &workers_header);
   if (workers_header.rfind("worker,", 0) != 0) return "workers.csv has no header";
   // a row per worker, the last one worker N - 1's, written whole
-  const json n =
-      config.contains("cluster") && config["cluster"].is_object() ? config["cluster"].value("workers", json()) : json();
-  if (n.is_number_integer() && (last_worker.rfind(std::to_string(n.get<long long>() - 1) + ",", 0) != 0 ||
-                                std::count(last_worker.begin(), last_worker.end(), ',') !=
-                                    std::count(workers_header.begin(), workers_header.end(), ',')))
-    return "workers.csv does not end with worker " + std::to_string(n.get<long long>() - 1) + "'s whole row";
+  const std::string last_worker_id = std::to_string(files->cluster.workers - 1);
+  if (last_worker.rfind(last_worker_id + ",", 0) != 0 ||
+      std::count(last_worker.begin(), last_worker.end(), ',') !=
+          std::count(workers_header.begin(), workers_header.end(), ','))
+    return "workers.csv does not end with worker " + last_worker_id + "'s whole row";
   std::string staleness_header;
   last_line(dir + "/staleness.csv", &staleness_header);
   if (staleness_header.rfind("staleness,", 0) != 0) return "staleness.csv has no header";
-  if (config.value("trace", json()) == true && ::access((dir + "/trace.json").c_str(), R_OK) != 0)
-    return "trace.json is missing";
+  if (files->trace && ::access((dir + "/trace.json").c_str(), R_OK) != 0) return "trace.json is missing";
   return "";
 }
 
@@ -629,10 +677,10 @@ EarlierRun earlier_run(const std::string& dir, const json& config, const Replace
     earlier.line = tag + ": its folder holds a run of a different config (" + differences + "): moved aside";
     return earlier;
   }
-  if (!read_json(dir + "/summary.json", old_summary) || !old_summary.is_object()) return earlier;
-  const json& st = old_summary.contains("status") ? old_summary["status"] : json();
-  const std::string status = st.is_string() ? st.get<std::string>() : "";
-  if (!ended_with_results(status)) return earlier;  // results, kept
+  if (!read_json(dir + "/summary.json", old_summary)) return earlier;
+  const auto ended = read_record(summary_status(), old_summary);
+  if (!ended || !ended_with_results(ended->status)) return earlier;  // results, kept
+  const std::string& status = ended->status;
   const std::string missing = incomplete_results(dir, config, old_summary);
   earlier.done = missing.empty() && !policy.rerun;
   earlier.line = tag + ": " + status + " earlier" +

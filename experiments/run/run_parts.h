@@ -115,7 +115,8 @@ std::string config_differences(const json& there, const json& now, size_t limit 
 
 // Why the results in `dir` are not those of a finished run of `config` whose summary.json
 // is `summary` (a file missing, metrics.csv not ending at the summary's update count, a
-// run id that differs, ...), or "" when they are complete.
+// run id that differs, a record of either file that does not read back, naming its key,
+// ...), or "" when they are complete.
 std::string incomplete_results(const std::string& dir, const json& config, const json& summary);
 // A status a run ends with when it has results (completed, stalled, diverged): its folder
 // is then checked with incomplete_results, by `asgdsim run` (skip it?) and by index.csv

@@ -23,6 +23,7 @@
 #include <thread>
 #include "engines/engine_registry.h"
 #include "experiments/run/build_info.h"
+#include "experiments/config/records.h"
 #include "experiments/config/resources.h"
 #include "experiments/run/run_parts.h"
 #include "sim/models/external.h"
@@ -249,8 +250,28 @@ json checkpoint_identity(const RunSpec& run) {
           {"config", fnv1a64_hex(run.config.dump() + sources_of(run).dump())}};
 }
 
+// checkpoint.bin's header line: written from these fields, and read back through them.
+struct CheckpointHeader {
+  json identity;            // checkpoint_identity of the run that wrote it
+  uint64_t updates = 0;     // where the run was
+  double time = 0;          // virtual seconds
+  double wall_seconds = 0;  // spent on the run up to it, over every process that took it up
+  std::string written;      // when (UTC, ISO 8601)
+};
+const Section<CheckpointHeader>& checkpoint_header() {
+  using H = CheckpointHeader;
+  static const Section<H> s = record<H>(
+      "", "checkpoint.bin's header line",
+      {field(&H::identity, keys::any("identity", nullptr, "what must match to resume: the build and the run's config")),
+       field(&H::updates, keys::integer("updates", nullptr, "updates applied when it was written", 0, kMaxCount)),
+       field(&H::time, keys::num("time", nullptr, "virtual seconds when it was written", 0)),
+       field(&H::wall_seconds, keys::num("wall_seconds", nullptr, "wall seconds spent on the run up to it", 0)),
+       field(&H::written, keys::str("written", nullptr, "when it was written (UTC, ISO 8601)"))});
+  return s;
+}
+
 struct Checkpoint {
-  json header;        // identity, updates, time (virtual seconds), wall_seconds, written
+  CheckpointHeader header;
   std::string state;  // the state's bytes
 };
 
@@ -271,13 +292,15 @@ std::optional<Checkpoint> read_checkpoint(const std::string& dir, const RunSpec&
   if (second == std::string::npos || text.compare(0, first, kCheckpointFormat) != 0) {
     why = "it is not a checkpoint of this format (" + std::string(kCheckpointFormat) + ")";
   } else {
-    c.header = json::parse(text.begin() + long(first) + 1, text.begin() + long(second), nullptr, false);
-    if (!c.header.is_object() || !c.header.contains("identity") || !c.header["updates"].is_number_unsigned() ||
-        !c.header["time"].is_number() || !c.header["wall_seconds"].is_number() || !c.header["written"].is_string())
-      why = "its header is not readable";
-    else if (c.header["identity"] != checkpoint_identity(run))
+    const json line = json::parse(text.begin() + long(first) + 1, text.begin() + long(second), nullptr, false);
+    const auto header = read_record(checkpoint_header(), line);
+    if (!header)
+      why = "its header is not readable (" + (line.is_discarded() ? std::string("not JSON") : header.why) + ")";
+    else if (header->identity != checkpoint_identity(run))
       why = "it was written by another build or for another config (" +
-            config_differences(c.header["identity"], checkpoint_identity(run), 3) + ")";
+            config_differences(header->identity, checkpoint_identity(run), 3) + ")";
+    else
+      c.header = *header;
   }
   if (why.empty()) {
     c.state = text.substr(second + 1);
@@ -290,12 +313,9 @@ std::optional<Checkpoint> read_checkpoint(const std::string& dir, const RunSpec&
 
 void write_checkpoint(const std::string& dir, const RunSpec& run, std::string&& state, uint64_t updates, SimTime time,
                       double wall_seconds) {
-  const json header = {{"identity", checkpoint_identity(run)},
-                       {"updates", updates},
-                       {"time", sim_to_seconds(time)},
-                       {"wall_seconds", wall_seconds},
-                       {"written", iso_now()}};
-  std::string text = std::string(kCheckpointFormat) + "\n" + header.dump() + "\n";
+  const CheckpointHeader header{checkpoint_identity(run), updates, sim_to_seconds(time), wall_seconds, iso_now()};
+  std::string text =
+      std::string(kCheckpointFormat) + "\n" + get_fields(checkpoint_header().fields, header).dump() + "\n";
   text += state;
   write_file_atomic(dir + "/" + kCheckpointFile, text);
 }
@@ -322,17 +342,17 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
   meta["jobs"] = lane.lanes;
   if (opts.shards > 1) meta["shard"] = std::to_string(opts.shard) + "/" + std::to_string(opts.shards);
   if (resume) {
-    meta["resumed"] = {{"updates", resume->header["updates"]},
-                       {"time", resume->header["time"]},
-                       {"checkpoint_written", resume->header["written"]}};
-    console.line(tag + ": resuming from its checkpoint at update " + resume->header["updates"].dump() + " (virtual " +
-                 format_number(resume->header["time"].get<double>()) + " s)");
+    meta["resumed"] = {{"updates", resume->header.updates},
+                       {"time", resume->header.time},
+                       {"checkpoint_written", resume->header.written}};
+    console.line(tag + ": resuming from its checkpoint at update " + std::to_string(resume->header.updates) +
+                 " (virtual " + format_number(resume->header.time) + " s)");
   }
   write_file_atomic(dir + "/meta.json", meta.dump(2) + "\n");
 
   auto wall_start = std::chrono::steady_clock::now();
   // wall seconds spent on the run before this process took it up (its checkpoint's)
-  const double wall_before = resume ? resume->header["wall_seconds"].get<double>() : 0.0;
+  const double wall_before = resume ? resume->header.wall_seconds : 0.0;
   RunSettings with_trace = run.settings;
   with_trace.trace = with_trace.trace || opts.trace;
   const RunParts parts = make_run_parts(run, std::move(with_trace), cache.get(run), exp.base_dir);
@@ -371,7 +391,7 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
     };
     // (the hooks live as long as sim: what they refer to is declared in this scope)
     const auto every = std::chrono::duration<double>(opts.checkpoint_every);
-    const uint64_t start_updates = resume ? resume->header["updates"].get<uint64_t>() : 0;
+    const uint64_t start_updates = resume ? resume->header.updates : 0;
     auto last_checkpoint = std::chrono::steady_clock::now();
     Simulation::CheckpointHooks hooks;
     hooks.due = [&opts, &last_checkpoint, every, start_updates, checkpointing](uint64_t updates) {
@@ -404,7 +424,7 @@ std::string make_run(const Experiment& exp, size_t k, const std::string& dir, co
     if (!checkpointing)
       checkpoint_line = "checkpoints are off (--checkpoint-every 0): a re-run starts it over";
     else if (checkpoint_line.empty() && resume)
-      checkpoint_line = "its checkpoint at update " + resume->header["updates"].dump() + " resumes it";
+      checkpoint_line = "its checkpoint at update " + std::to_string(resume->header.updates) + " resumes it";
     else if (checkpoint_line.empty() && !sim.checkpoint_refused().empty())
       checkpoint_line = "no checkpoint (" + sim.checkpoint_refused() + "): a re-run starts it over";
     else if (checkpoint_line.empty())
@@ -687,26 +707,24 @@ namespace {
 // Run k of the runner's order: (engine, the sweep values' positions in their lists, the
 // last key fastest, repeat); a key that does not apply to the run's engine is at 0, as the
 // runner leaves it. Empty when the run is not one experiment.json makes: `why` says why.
-std::vector<size_t> run_order(const json& resolved, const json& run, std::string& why) {
+std::vector<size_t> run_order(const ExperimentRecord& exp, const RunRecord& run, std::string& why) {
   std::vector<size_t> order;
-  const json& engines = resolved["engines"];
   size_t e = 0;
-  while (e < engines.size() && !(engines[e].is_object() && engines[e].value("name", json()) == run["engine"])) ++e;
-  if (e == engines.size()) {
-    why = "engine " + run["engine"].dump() + " is not in its engines";
+  while (e < exp.engines.size() && exp.engines[e].name != run.engine) ++e;
+  if (e == exp.engines.size()) {
+    why = "engine " + json(run.engine).dump() + " is not in its engines";
     return {};
   }
   order.push_back(e);
-  const json& sweep = resolved["sweep"];
-  for (const auto& [key, values] : run["sweep"].items())
-    if (!sweep.contains(key)) {
+  for (const auto& [key, value] : run.sweep.items())
+    if (!exp.sweep.contains(key)) {
       why = "sweep key " + key + " is not in its sweep";
       return {};
     }
-  for (const auto& [key, values] : sweep.items()) {
+  for (const auto& [key, values] : exp.sweep.items()) {
     size_t at = 0;
-    if (run["sweep"].contains(key)) {
-      const json& v = run["sweep"][key];
+    if (run.sweep.contains(key)) {
+      const json& v = run.sweep[key];
       while (at < values.size() && values[at] != v) ++at;
       if (at == values.size()) {
         why = key + "=" + v.dump() + " is not in its sweep";
@@ -715,14 +733,12 @@ std::vector<size_t> run_order(const json& resolved, const json& run, std::string
     }
     order.push_back(at);
   }
-  const uint64_t seed = resolved.value("seed", uint64_t(0)), repeats = resolved.value("repeats", uint64_t(1));
-  const uint64_t repeat = run["repeat"].get<uint64_t>();
-  if (repeat >= repeats || run["seed"].get<uint64_t>() != seed + repeat) {
-    why = "repeat " + std::to_string(repeat) + " with seed " + run["seed"].dump() + " is not one of its " +
-          std::to_string(repeats) + " repeats from seed " + std::to_string(seed);
+  if (uint64_t(run.repeat) >= exp.repeats || run.seed != exp.seed + uint64_t(run.repeat)) {
+    why = "repeat " + std::to_string(run.repeat) + " with seed " + std::to_string(run.seed) + " is not one of its " +
+          std::to_string(exp.repeats) + " repeats from seed " + std::to_string(exp.seed);
     return {};
   }
-  order.push_back(size_t(repeat));
+  order.push_back(size_t(run.repeat));
   return order;
 }
 
@@ -732,32 +748,34 @@ namespace {
 
 // The run a run folder `name` at `path` holds, with its place in the experiment's run order,
 // as its config.json's run record says; nullopt, and `why`, when the folder is not one of
-// the runs `resolved` (the experiment.json) makes.
+// the runs `exp` (its experiment.json) makes.
 std::optional<std::pair<std::vector<size_t>, RunSpec>> run_of_folder(const std::string& path, const std::string& name,
-                                                                     const json& resolved, std::string& why) {
-  json config, run;
-  if (!read_json(path + "/config.json", config) || !config.is_object())
+                                                                     const ExperimentRecord& exp, std::string& why) {
+  json config;
+  if (!read_json(path + "/config.json", config)) {
     why = "its config.json is not JSON";
-  else if (!config.contains("run") || !(run = config["run"]).is_object() || !run.contains("run_id") ||
-           !run["run_id"].is_string() || !run.contains("engine") || !run["engine"].is_string() ||
-           !run.contains("sweep") || !run["sweep"].is_object() || !run.contains("seed") ||
-           !run["seed"].is_number_unsigned() || !run.contains("repeat") ||
-           !run["repeat"].is_number_unsigned())  // (from a file: unsigned)
-    why = "its config.json has no run record";
-  else if (run["run_id"] != name)
-    why = "its config.json is run " + run["run_id"].dump();
-  else if (run.value("experiment", json()) != resolved["name"])
-    why = "its config.json is of experiment " + run.value("experiment", json()).dump();
+    return std::nullopt;
+  }
+  const auto record = read_record(run_config_record(), config);
+  if (!record) {
+    why = "its config.json has no run record (" + record.why + ")";
+    return std::nullopt;
+  }
+  const RunRecord& run = record->run;
+  if (run.run_id != name)
+    why = "its config.json is run " + json(run.run_id).dump();
+  else if (run.experiment != exp.name)
+    why = "its config.json is of experiment " + json(run.experiment).dump();
   std::vector<size_t> order;
-  if (why.empty()) order = run_order(resolved, run, why);
+  if (why.empty()) order = run_order(exp, run, why);
   if (!why.empty()) return std::nullopt;
   RunSpec spec;
   spec.run_id = name;
   spec.config = config;  // index.csv checks its result files as `asgdsim run` does
-  spec.engine = run["engine"].get<std::string>();
-  spec.sweep_values = run["sweep"];
-  spec.seed = run["seed"].get<uint64_t>();
-  spec.repeat = int(run["repeat"].get<uint64_t>());
+  spec.engine = run.engine;
+  spec.sweep_values = run.sweep;
+  spec.seed = run.seed;
+  spec.repeat = run.repeat;
   return std::make_pair(std::move(order), std::move(spec));
 }
 
@@ -772,12 +790,12 @@ size_t rebuild_index(const std::string& dir, const std::string& command_line, bo
     throw IoError(exp_dir + ": no such folder (give OUT/<name>, an experiment folder)");
   refuse_link(exp_dir);
   json resolved;
-  if (!read_json(exp_dir + "/experiment.json", resolved) || !resolved.is_object() || !resolved.contains("name") ||
-      !resolved["name"].is_string() || !resolved.contains("engines") || !resolved["engines"].is_array() ||
-      !resolved.contains("sweep") || !resolved["sweep"].is_object())
-    throw IoError(exp_dir +
-                  " is not an experiment folder: it has no readable experiment.json (asgdsim run writes one "
-                  "into OUT/<name>/, beside the run folders; copy it back with them)");
+  const bool json_read = read_json(exp_dir + "/experiment.json", resolved);
+  const auto record = read_record(experiment_record(), resolved);
+  if (!json_read || !record)
+    throw IoError(exp_dir + " is not an experiment folder: it has no readable experiment.json (" +
+                  (json_read ? record.why + "; " : "") +
+                  "asgdsim run writes one into OUT/<name>/, beside the run folders; copy it back with them)");
   ExperimentLock lock(exp_dir, ExperimentLock::Mode::Shared, wait, command_line, quiet);
   if (!lock.held()) return 0;  // interrupted while waiting for it
 
@@ -791,7 +809,7 @@ size_t rebuild_index(const std::string& dir, const std::string& command_line, bo
     if (type != fs::file_type::directory || !fs::exists(fs::symlink_status(it->path() / "config.json", ec)))
       continue;  // not a run folder (superseded-*/ holds run folders one level down)
     std::string why;
-    auto run = run_of_folder(it->path().string(), name, resolved, why);  // (its place in the run order, the run)
+    auto run = run_of_folder(it->path().string(), name, *record, why);  // (its place in the run order, the run)
     if (!run) {
       foreign.push_back(name + " (" + why + ")");
       continue;
@@ -814,7 +832,7 @@ size_t rebuild_index(const std::string& dir, const std::string& command_line, bo
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   Experiment exp;
   exp.resolved = resolved;
-  for (const auto& [key, values] : resolved["sweep"].items()) exp.sweep_keys.push_back(key);
+  for (const auto& [key, values] : record->sweep.items()) exp.sweep_keys.push_back(key);
   for (auto& [order, spec] : found) exp.runs.push_back(std::move(spec));
   write_index(exp, exp_dir);
   if (!quiet) {
