@@ -546,8 +546,9 @@ TEST_P(ShippedConfig, ReadsBackFromItsTypedParts) {
   ASSERT_FALSE(e.runs.empty());
   size_t compared = 0;
   for (const RunSpec& run : e.runs) {
-    for (const char* name : {"top", "train", "stop", "eval", "cluster", "cluster.network", "cluster.network.compression",
-                             "cluster.server", "cluster.stragglers", "cluster.failures", "real", "clients"}) {
+    for (const char* name : {"top", "train", "stop", "eval", "cluster", "cluster.compute", "cluster.network",
+                             "cluster.network.compression", "cluster.server", "cluster.stragglers", "cluster.failures",
+                             "real", "clients"}) {
       json at = run.config;  // the section's object in config.json ("top": the config itself)
       if (std::string(name) != "top")
         for (std::string rest = name; !rest.empty();) {

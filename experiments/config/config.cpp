@@ -380,7 +380,10 @@ std::string trace_name_of(const RunSpec& run) {
 }
 
 void apply_compute(RunSpec& run, const ComputeResolution& resolved, std::vector<std::string>& notes) {
-  if (resolved.per_step) run.settings.step_cost.per_sample = false;
+  if (resolved.per_step) {  // (config.json says what the run computes with)
+    run.settings.step_cost.per_sample = false;
+    run.config["cluster"]["compute"]["per"] = "step";
+  }
   if (resolved.draw) run.settings.compute_dist = resolved.draw;
   run.settings.compute_model = resolved.model;
   if (!resolved.note.empty() && std::find(notes.begin(), notes.end(), resolved.note) == notes.end())

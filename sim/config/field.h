@@ -46,8 +46,17 @@ Field<S> field(T S::*member, ParamInfo info) {
   return {std::move(info), [member](S& s, const json& v) { s.*member = v.get<T>(); },
           [member](const S& s) { return json(s.*member); }};
 }
+// A field of M, declared as any other (field, choice_field, ...), whose value lives in the
+// member `outer` of S (s.optimizer.momentum: nested(&S::optimizer, field(&OptimizerSpec::momentum, ...))).
+template <class S, class M>
+Field<S> nested(M S::*outer, Field<M> f) {
+  Field<S> out{std::move(f.info), {}, {}, std::move(f.why_not)};
+  if (f.set) out.set = [outer, set = std::move(f.set)](S& s, const json& v) { set(s.*outer, v); };
+  if (f.get) out.get = [outer, get = std::move(f.get)](const S& s) { return get(s.*outer); };
+  return out;
+}
 // A key with a setter (and a getter, where the section is read back) of its own: a
-// conversion, a member of a member.
+// conversion.
 template <class S>
 Field<S> field(ParamInfo info, std::function<void(S&, const json&)> set, std::function<json(const S&)> get = {}) {
   return {std::move(info), std::move(set), std::move(get)};

@@ -25,12 +25,6 @@ std::vector<std::string> words_of(const std::vector<std::pair<std::string, E>>& 
   return out;
 }
 
-// A time key where 0 means "never" (a failure that lasts forever, a window to the end).
-SimTime seconds_or_never(const json& v) {
-  const double s = v.get<double>();
-  return s > 0 ? seconds_to_sim(s) : kNever;
-}
-
 std::vector<Section<S>> make_sections() {
   return {
       // The top level: RunSettings' seed, trace and batched_gradients, and the
@@ -56,34 +50,41 @@ std::vector<Section<S>> make_sections() {
         field(&S::global_batch,
               integer("global_batch", 0,
                       "if > 0: the batch summed over workers; per-worker batch = global_batch / workers")),
-        field<S>(num("lr", 0.1, "base learning rate", 0, true), [](S& s, const json& v) { s.lr.lr = v.get<double>(); }),
-        field<S>(str("optimizer", "sgd",
-                     "the update rule wherever parameters are updated (the server; local_sgd's and diloco's "
-                     "workers): sgd (with momentum, nesterov), adam (Kingma & Ba 2015; weight_decay is L2 added to "
-                     "the gradient), adamw (Loshchilov & Hutter 2019; weight_decay decoupled)",
-                     words_of(optimizer_words())),
-                 [](S& s, const json& v) {
-                   for (const auto& w : optimizer_words())
-                     if (w.first == v.get<std::string>()) s.optimizer.kind = w.second;
-                 }),
-        field<S>(num("momentum", 0.0, "sgd: heavy-ball momentum (0 = plain SGD): v = mu v + g; w -= lr v", 0, false,
-                     0.999999),
-                 [](S& s, const json& v) { s.optimizer.momentum = v.get<double>(); }),
-        field<S>(boolean("nesterov", false,
-                         "sgd: Nesterov momentum in PyTorch's form: v = mu v + g; w -= lr (g + mu v) (needs "
-                         "momentum > 0)"),
-                 [](S& s, const json& v) { s.optimizer.nesterov = v.get<bool>(); }),
-        field<S>(num("beta1", 0.9, "adam, adamw: decay of the first-moment average", 0, false, 0.999999),
-                 [](S& s, const json& v) { s.optimizer.beta1 = v.get<double>(); }),
-        field<S>(num("beta2", 0.999, "adam, adamw: decay of the second-moment average", 0, false, 0.999999),
-                 [](S& s, const json& v) { s.optimizer.beta2 = v.get<double>(); }),
-        field<S>(num("eps", 1e-8, "adam, adamw: added to sqrt(v_hat)", 0, true, 1),
-                 [](S& s, const json& v) { s.optimizer.eps = v.get<double>(); }),
-        field<S>(num("weight_decay", 0.0, "adam: L2, g += wd w; adamw: decoupled, w -= lr wd w (sgd: must be 0)", 0,
-                     false, 1e6),
-                 [](S& s, const json& v) { s.optimizer.weight_decay = v.get<double>(); }),
-        field<S>(str("aggregate", "mean", "how synchronous engines combine worker gradients", {"mean", "sum"}),
-                 [](S& s, const json& v) { s.aggregate_sum = v == "sum"; }),
+        nested(&S::lr, field(&LrScheduleSpec::lr, num("lr", 0.1, "base learning rate", 0, true))),
+        field<S>(
+            str("optimizer", "sgd",
+                "the update rule wherever parameters are updated (the server; local_sgd's and diloco's "
+                "workers): sgd (with momentum, nesterov), adam (Kingma & Ba 2015; weight_decay is L2 added to "
+                "the gradient), adamw (Loshchilov & Hutter 2019; weight_decay decoupled)",
+                words_of(optimizer_words())),
+            [](S& s, const json& v) {
+              for (const auto& w : optimizer_words())
+                if (w.first == v.get<std::string>()) s.optimizer.kind = w.second;
+            },
+            [](const S& s) { return json(word_of(optimizer_words(), s.optimizer.kind)); }),
+        nested(&S::optimizer,
+               field(&OptimizerSpec::momentum,
+                     num("momentum", 0.0, "sgd: heavy-ball momentum (0 = plain SGD): v = mu v + g; w -= lr v", 0, false,
+                         0.999999))),
+        nested(&S::optimizer,
+               field(&OptimizerSpec::nesterov,
+                     boolean("nesterov", false,
+                             "sgd: Nesterov momentum in PyTorch's form: v = mu v + g; w -= lr (g + mu v) (needs "
+                             "momentum > 0)"))),
+        nested(&S::optimizer,
+               field(&OptimizerSpec::beta1,
+                     num("beta1", 0.9, "adam, adamw: decay of the first-moment average", 0, false, 0.999999))),
+        nested(&S::optimizer,
+               field(&OptimizerSpec::beta2,
+                     num("beta2", 0.999, "adam, adamw: decay of the second-moment average", 0, false, 0.999999))),
+        nested(&S::optimizer,
+               field(&OptimizerSpec::eps, num("eps", 1e-8, "adam, adamw: added to sqrt(v_hat)", 0, true, 1))),
+        nested(&S::optimizer,
+               field(&OptimizerSpec::weight_decay,
+                     num("weight_decay", 0.0, "adam: L2, g += wd w; adamw: decoupled, w -= lr wd w (sgd: must be 0)", 0,
+                         false, 1e6))),
+        choice_field(&S::aggregate_sum, str("aggregate", "mean", "how synchronous engines combine worker gradients"),
+                     {{"mean", false}, {"sum", true}}),
         field(&S::single_replica_epochs,
               num("single_replica_epochs", 0.0,
                   "warm-up: a single replica (worker 0) trains alone for these epochs, then the engine starts from its "
@@ -148,7 +149,8 @@ std::vector<Section<S>> make_sections() {
                 "several boxes: sync exchanges each box's sum with the servers). \"host\" needs a topology with boxes "
                 "(cluster.topology.type \"boxes\")",
                 {"servers", "host"}),
-            [](S& s, const json& v) { s.topology.host_placement = v == "host"; }),
+            [](S& s, const json& v) { s.topology.host_placement = v == "host"; },
+            [](const S& s) { return json(s.topology.host_placement ? "host" : "servers"); }),
         unbound<S>(any("speeds", json::array(),
                        "per-worker slowdown factors (2 = twice as slow): a list of one factor per worker (empty = all "
                        "1), or a distribution {\"dist\": ...} drawn once per worker"))}},
@@ -156,36 +158,42 @@ std::vector<Section<S>> make_sections() {
        "a step's compute time: `dist` and its keys (see distributions below) give one draw per step; a step on m "
        "samples lasts overhead + m x draw (per sample) or overhead + draw (per step), times the worker's speed and "
        "straggler factors",
-       {field<S>(str("per", "sample",
-                     "what one draw is the time of: one sample (a step scales with its batch) or one whole step",
-                     {"sample", "step"}),
-                 [](S& s, const json& v) { s.step_cost.per_sample = v == "sample"; }),
-        field<S>(seconds("overhead", 0.0,
-                         "fixed virtual seconds added to every step (before the speed and straggler "
-                         "factors)"),
-                 [](S& s, const json& v) { s.step_cost.overhead = v.get<double>(); })},
+       {field<S>(
+            str("per", "sample",
+                "what one draw is the time of: one sample (a step scales with its batch) or one whole step",
+                {"sample", "step"}),
+            [](S& s, const json& v) { s.step_cost.per_sample = v == "sample"; },
+            [](const S& s) { return json(s.step_cost.per_sample ? "sample" : "step"); }),
+        nested(&S::step_cost, field(&StepCost::overhead,
+                                    seconds("overhead", 0.0,
+                                            "fixed virtual seconds added to every step (before the speed and straggler "
+                                            "factors)")))},
        // left out: 10 ms per step at the default batch of 32, exponentially distributed
        /*left_out=*/{{"dist", "exponential"}, {"mean", 0.01 / 32}}},
       {"cluster.network",
        "the messages engines send (docs/architecture.md, Time model): each crosses the worker's NIC and the "
        "parameter-server shard links, FIFO per link",
-       {field<S>(seconds("latency", 0.0, "virtual seconds per message"),
-                 [](S& s, const json& v) { s.network.latency = v.get<double>(); }),
-        field<S>(
-            num("bandwidth", 0.0, "bytes per virtual second of each shard's link, each direction (0 = unlimited)", 0),
-            [](S& s, const json& v) { s.network.bandwidth = v.get<double>(); }),
-        field<S>(
-            integer("shards", 1, "parameter-server shards, each with its own link; a message is split evenly", 1, 4096),
-            [](S& s, const json& v) { s.network.shards = v.get<int>(); }),
-        field<S>(num("worker_bandwidth", 0.0,
-                     "bytes per virtual second of each worker's NIC, each direction (0 = unlimited)", 0),
-                 [](S& s, const json& v) { s.network.worker_bandwidth = v.get<double>(); }),
-        field<S>(
-            num("message_bytes", 0.0,
-                "bytes of every parameter or gradient message (0 = parameters x bytes per value of `precision`): a "
-                "proxy size, to time a large model's traffic while computing a small model's learning",
-                0, false, kMaxCount),
-            [](S& s, const json& v) { s.network.message_bytes = v.get<double>(); }),
+       {nested(&S::network, field(&NetworkSpec::latency, seconds("latency", 0.0, "virtual seconds per message"))),
+        nested(&S::network,
+               field(&NetworkSpec::bandwidth,
+                     num("bandwidth", 0.0,
+                         "bytes per virtual second of each shard's link, each direction (0 = unlimited)", 0))),
+        nested(&S::network,
+               field(&NetworkSpec::shards,
+                     integer("shards", 1, "parameter-server shards, each with its own link; a message is split evenly",
+                             1, 4096))),
+        nested(&S::network,
+               field(&NetworkSpec::worker_bandwidth,
+                     num("worker_bandwidth", 0.0,
+                         "bytes per virtual second of each worker's NIC, each direction (0 = unlimited)", 0))),
+        nested(
+            &S::network,
+            field(
+                &NetworkSpec::message_bytes,
+                num("message_bytes", 0.0,
+                    "bytes of every parameter or gradient message (0 = parameters x bytes per value of `precision`): a "
+                    "proxy size, to time a large model's traffic while computing a small model's learning",
+                    0, false, kMaxCount))),
         choice_field(&S::precision,
                      str("precision", "fp32",
                          "format of pulled parameters and pushed gradients (16-bit: half the bytes, values rounded)"),
@@ -197,32 +205,41 @@ std::vector<Section<S>> make_sections() {
       {"cluster.network.compression",
        "compression of pushed gradients (dense models; async, SSP, sync engines), applied for real: the server "
        "applies the compressed values",
-       {field<S>(str("type", "none",
-                     "topk: keep the ratio x parameters values of largest magnitude, k x (4 + value bytes) bytes; "
-                     "int8: value / (max|value| / 127) rounded, parameters + 4 bytes; powersgd: rank-r PowerSGD "
-                     "(Vogels et al. 2019) of an all-reduce (sync, sync_backup with comm allreduce or hierarchical): "
-                     "P and Q all-reduced, r (rows + cols) values per matrix",
-                     {"none", "topk", "int8", "powersgd"}),
-                 [](S& s, const json& v) { s.compression.type = compression_type(v.get<std::string>()); }),
-        field<S>(num("ratio", 0.01, "topk: fraction of the values sent (k = ceil(ratio x parameters))", 0, true, 1),
-                 [](S& s, const json& v) { s.compression.ratio = v.get<double>(); }),
-        field<S>(boolean("error_feedback", false,
-                         "keep what a push (or PowerSGD's all-reduce) did not deliver in a per-worker residual, added "
-                         "to the worker's next gradient (PowerSGD's paper and hook use it)"),
-                 [](S& s, const json& v) { s.compression.error_feedback = v.get<bool>(); }),
-        field<S>(integer("rank", 1, "powersgd: the rank r of each matrix's approximation P Q^T", 1, 1 << 20),
-                 [](S& s, const json& v) { s.compression.rank = v.get<int>(); }),
-        field<S>(num("min_compression_rate", 2.0,
-                     "powersgd: a matrix rows x cols is compressed only if r (rows + cols) x this < rows x cols "
-                     "(torch's powerSGD_hook default 2); the others are all-reduced whole",
-                     1.0),
-                 [](S& s, const json& v) { s.compression.min_compression_rate = v.get<double>(); }),
-        field<S>(num("orthogonalization_epsilon", 0.0, "powersgd: added to each column's norm in Gram-Schmidt", 0.0),
-                 [](S& s, const json& v) { s.compression.orthogonalization_epsilon = v.get<double>(); }),
-        field<S>(boolean("warm_start", true,
-                         "powersgd: each iteration's power step starts from the last Q (else a "
-                         "fresh random Q every iteration)"),
-                 [](S& s, const json& v) { s.compression.warm_start = v.get<bool>(); })}},
+       {field<S>(
+            str("type", "none",
+                "topk: keep the ratio x parameters values of largest magnitude, k x (4 + value bytes) bytes; "
+                "int8: value / (max|value| / 127) rounded, parameters + 4 bytes; powersgd: rank-r PowerSGD "
+                "(Vogels et al. 2019) of an all-reduce (sync, sync_backup with comm allreduce or hierarchical): "
+                "P and Q all-reduced, r (rows + cols) values per matrix",
+                {"none", "topk", "int8", "powersgd"}),
+            [](S& s, const json& v) { s.compression.type = compression_type(v.get<std::string>()); },
+            [](const S& s) { return json(compression_type_name(s.compression.type)); }),
+        nested(
+            &S::compression,
+            field(&CompressionSpec::ratio,
+                  num("ratio", 0.01, "topk: fraction of the values sent (k = ceil(ratio x parameters))", 0, true, 1))),
+        nested(
+            &S::compression,
+            field(&CompressionSpec::error_feedback,
+                  boolean("error_feedback", false,
+                          "keep what a push (or PowerSGD's all-reduce) did not deliver in a per-worker residual, added "
+                          "to the worker's next gradient (PowerSGD's paper and hook use it)"))),
+        nested(&S::compression,
+               field(&CompressionSpec::rank,
+                     integer("rank", 1, "powersgd: the rank r of each matrix's approximation P Q^T", 1, 1 << 20))),
+        nested(&S::compression,
+               field(&CompressionSpec::min_compression_rate,
+                     num("min_compression_rate", 2.0,
+                         "powersgd: a matrix rows x cols is compressed only if r (rows + cols) x this < rows x cols "
+                         "(torch's powerSGD_hook default 2); the others are all-reduced whole",
+                         1.0))),
+        nested(&S::compression, field(&CompressionSpec::orthogonalization_epsilon,
+                                      num("orthogonalization_epsilon", 0.0,
+                                          "powersgd: added to each column's norm in Gram-Schmidt", 0.0))),
+        nested(&S::compression, field(&CompressionSpec::warm_start,
+                                      boolean("warm_start", true,
+                                              "powersgd: each iteration's power step starts from the last Q (else a "
+                                              "fresh random Q every iteration)")))}},
       {"cluster.server",
        "the parameter server (or EASGD center) as a resource: one update at a time, FIFO",
        {field(&S::server_update_seconds,
@@ -237,38 +254,46 @@ std::vector<Section<S>> make_sections() {
                       "is done. 0: sends are free and do not wait for the server"))}},
       {"cluster.stragglers",
        "slow steps on top of the compute-time distribution (also: slow, a list of windows)",
-       {field<S>(num("probability", 0.0, "chance that a step is a transient straggler", 0, false, 1),
-                 [](S& s, const json& v) { s.stragglers.probability = v.get<double>(); }),
-        field<S>(num("factor", 1.0, "how many times slower a transient straggler step is", 0, true),
-                 [](S& s, const json& v) { s.stragglers.factor = v.get<double>(); })}},
+       {nested(&S::stragglers,
+               field(&StragglerSpec::probability,
+                     num("probability", 0.0, "chance that a step is a transient straggler", 0, false, 1))),
+        nested(&S::stragglers,
+               field(&StragglerSpec::factor,
+                     num("factor", 1.0, "how many times slower a transient straggler step is", 0, true)))}},
       {"cluster.failures",
        "workers that fail: at given times (events) and/or at a rate; a failed worker's gradient in flight is lost",
        {field(&S::failure_rate, num("rate", 0.0, "failures per worker per virtual second (exponential gaps)", 0)),
-        field<S>(seconds("down_time", 0.0, "how long a rate failure lasts (0 = the worker never comes back)"),
-                 [](S& s, const json& v) { s.failure_down_time = seconds_or_never(v); })}},
+        seconds_field(&S::failure_down_time,
+                      seconds("down_time", 0.0, "how long a rate failure lasts (0 = the worker never comes back)"),
+                      /*zero_is_never=*/true)}},
       {"clients",
        "a population of clients apart from the worker slots (cluster.workers trainers at once): each client owns "
        "a part of the data (data.partition over the clients), a speed and a sample stream; each client job takes "
        "a free slot, drawn by `sampling` among the clients not training (docs/population.md)",
-       {field<S>(integer("count", 0,
-                         "clients in the population (0: none, each worker is its own client); >= cluster.workers", 0,
-                         16000000),
-                 [](S& s, const json& v) { s.clients.count = v.get<int64_t>(); }),
-        field<S>(str("sampling", "uniform",
-                     "how a free slot draws its next client among those not training: uniform, or size (with "
-                     "probability its share of the training data)",
-                     {"uniform", "size"}),
-                 [](S& s, const json& v) { s.clients.by_size = v == "size"; }),
+       {nested(&S::clients,
+               field(&ClientsSpec::count,
+                     integer("count", 0,
+                             "clients in the population (0: none, each worker is its own client); >= cluster.workers",
+                             0, 16000000))),
+        field<S>(
+            str("sampling", "uniform",
+                "how a free slot draws its next client among those not training: uniform, or size (with "
+                "probability its share of the training data)",
+                {"uniform", "size"}),
+            [](S& s, const json& v) { s.clients.by_size = v == "size"; },
+            [](const S& s) { return json(s.clients.by_size ? "size" : "uniform"); }),
         unbound<S>(any("speeds", json{{"dist", "constant"}, {"value", 1.0}},
                        "the clients' slowdown factors (2 = twice as slow), a distribution {\"dist\": ...} drawn once "
                        "per client: a client's step lasts its slot's compute time times its factor")),
-        field<S>(str("devices", "",
-                     "a population folder (devices.csv, optional availability.csv; docs/population-devices.md; "
-                     "relative to the config's folder): each client's compute (its factor is its ms per sample over "
-                     "the median client's, times `speeds`), its bandwidth (its own link, crossed by each of its "
-                     "messages) and its availability (drawn only while available; a job it leaves unfinished is "
-                     "dropped). \"\": none"),
-                 [](S& s, const json& v) { s.clients.devices = v.get<std::string>(); })}},
+        nested(
+            &S::clients,
+            field(&ClientsSpec::devices,
+                  str("devices", "",
+                      "a population folder (devices.csv, optional availability.csv; docs/population-devices.md; "
+                      "relative to the config's folder): each client's compute (its factor is its ms per sample over "
+                      "the median client's, times `speeds`), its bandwidth (its own link, crossed by each of its "
+                      "messages) and its availability (drawn only while available; a job it leaves unfinished is "
+                      "dropped). \"\": none")))}},
       {"real",
        "`asgdsim cluster` only (real MPI processes; `asgdsim run` ignores it)",
        {field(&S::real_delay_scale,
