@@ -1816,3 +1816,84 @@ TEST(TypeFamily, TheFiveFamiliesShareTheUnknownTypeMessage) {
   EXPECT_EQ(&bind_model(json{{"type", "softmax"}})->type(), find_model_type("softmax"));
   EXPECT_EQ(&bind_data(json{{"type", "synthetic"}})->type(), find_data_type("synthetic"));
 }
+
+// ---- keys that take one of several shapes (sim/config/field.h, shaped) ----
+
+namespace {
+
+struct ShapedToy {
+  std::string shape;  // the shape whose setter ran
+  json value;
+};
+struct ToyPoint {
+  double x = 0;
+};
+
+// {"key": value, "map": map} bound against a section of two shaped keys: the typed toy and
+// each issue as "path: message\n".
+std::pair<ShapedToy, std::string> bind_shaped_toy(const json& value, const json& map = json::object()) {
+  using T = ShapedToy;
+  static const Section<ToyPoint> point{"toy.key", "", {field(&ToyPoint::x, keys::num("x", 1.0, "x", 0))}};
+  auto sets = [](const char* shape) { return [shape](T& t, const json& v) { t = {shape, v}; }; };
+  const ParamInfo positive = keys::num("", nullptr, "", 0, true);
+  static const Section<T> section{
+      "toy",
+      "",
+      {shaped<T>(
+           keys::any("key", 1.0, "a number, a list or an object"),
+           {{number_shape<T>(number_check(positive), sets("number")),
+             list_shape<T>(number_check(positive, [](double x) { return x > 10 ? "over 10" : ""; }), 1, sets("list")),
+             object_shape<T>(
+                 [](json& o, const std::string& path, Validator& v) {
+                   ToyPoint unused;
+                   o = point.bind(o, path, v, unused);
+                 },
+                 sets("object"))},
+            "a number > 0, a non-empty list of them or {x}"}),
+       shaped<T>(keys::any("map", json::object(), "names to numbers"),
+                 {{map_shape<T>(number_check(positive), [](T&, const json&) {})}, "an object of numbers"})}};
+  Validator v;
+  T out;
+  const json resolved = section.bind({{"key", value}, {"map", map}}, "toy", v, out);
+  std::string issues;
+  for (const auto& i : v.issues()) issues += i.path + ": " + i.message + "\n";
+  if (issues.empty()) out.value = resolved["key"];  // as resolved: an object's defaults filled
+  return {out, issues};
+}
+
+}  // namespace
+
+TEST(ShapedKeys, EachShapeIsAcceptedAndEveryOtherValueRefusedNamingTheKey) {
+  // each shape: its own setter, the value as checked (an object with its defaults filled)
+  for (const auto& [value, shape, resolved] :
+       std::vector<std::tuple<json, std::string, json>>{{2.5, "number", 2.5},
+                                                        {json{1, 2}, "list", json{1, 2}},
+                                                        {json::object(), "object", json{{"x", 1.0}}},
+                                                        {json{{"x", 3}}, "object", json{{"x", 3}}}}) {
+    const auto [toy, issues] = bind_shaped_toy(value);
+    EXPECT_EQ(issues, "") << value;
+    EXPECT_EQ(toy.shape, shape) << value;
+    EXPECT_EQ(toy.value, resolved) << value;
+  }
+  // a value of no shape's kind, or a list shorter than its shape takes: what the key takes
+  for (const json& value : {json("x"), json(true), json(nullptr), json::array()})
+    EXPECT_EQ(bind_shaped_toy(value).second,
+              "toy.key: expected a number > 0, a non-empty list of them or {x}, got " + value.dump() + "\n");
+  // a value of a shape's kind that the shape refuses: at its own path
+  const std::vector<std::pair<json, std::string>> refused = {
+      {-1, "toy.key: expected a number > 0, got -1\n"},
+      {json{1, -2, "y", 11},
+       "toy.key[1]: expected a number > 0, got -2\ntoy.key[2]: expected a number > 0, got \"y\"\ntoy.key[3]: over "
+       "10\n"},
+      {json{{"x", -1}, {"bogus", 1}},
+       "toy.key.bogus: unknown key (valid keys: x)\ntoy.key.x: expected a number >= 0, got -1 (integer)\n"},
+  };
+  for (const auto& [value, issues] : refused) {
+    const auto [toy, got] = bind_shaped_toy(value);
+    EXPECT_EQ(got, issues) << value;
+    EXPECT_EQ(toy.shape, "") << "set from a refused value: " << value;
+  }
+  // a map: each member at its own path
+  EXPECT_EQ(bind_shaped_toy(1, {{"a", 1}, {"b", -1}}).second, "toy.map.b: expected a number > 0, got -1\n");
+  EXPECT_EQ(bind_shaped_toy(1, json{1}).second, "toy.map: expected an object of numbers, got [1]\n");
+}
