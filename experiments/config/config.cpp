@@ -218,23 +218,10 @@ json resolve_cluster(const json& user, Validator& v, RunSettings& s, Clean& clea
     s.compute_dist = compute;
   }
 
-  // a list of factors, one per worker, or a distribution drawn once per worker
-  json& speeds = cluster["speeds"];
-  if (speeds.is_object()) {
-    speeds = bind_distribution(speeds, "cluster.speeds", v, s.speeds_dist);
-  } else if (speeds.is_array()) {
-    const IssueMark factors(v);
-    for (size_t i = 0; i < speeds.size(); ++i)
-      if (!speeds[i].is_number() || !(speeds[i].get<double>() > 0))
-        v.error(index_path("cluster.speeds", i), "expected a number > 0, got " + brief(speeds[i]));
-    if (factors.clean() && !speeds.empty() && workers > 0 && speeds.size() != size_t(workers))
-      v.error("cluster.speeds",
-              "has " + std::to_string(speeds.size()) + " factors but cluster.workers is " + std::to_string(workers));
-    else if (factors.clean())
-      s.speeds = speeds.get<std::vector<double>>();
-  } else {
-    v.error("cluster.speeds", "expected a list of factors > 0 or a distribution {\"dist\": ...}, got " + brief(speeds));
-  }
+  // a list of factors (bound with cluster's keys): one per worker
+  if (workers > 0 && !s.speeds.empty() && s.speeds.size() != size_t(workers))
+    v.error("cluster.speeds",
+            "has " + std::to_string(s.speeds.size()) + " factors but cluster.workers is " + std::to_string(workers));
 
   const IssueMark network_mark(v);
   json network = settings_section("cluster.network")
@@ -389,17 +376,11 @@ void apply_compute(RunSpec& run, const ComputeResolution& resolved, std::vector<
 
 namespace {
 
-// The population (section clients): its keys, its speeds' distribution, and at least as
-// many clients as slots (each slot trains one client at a time).
+// The population (section clients): its keys (its speeds' distribution among them), and at
+// least as many clients as slots (each slot trains one client at a time).
 json resolve_clients(const json& user, Validator& v, RunSettings& s, Clean& clean) {
   const IssueMark mark(v);
   json clients = settings_section("clients").bind(user, "clients", v, s);
-  if (clients["speeds"].is_object()) {
-    clients["speeds"] = bind_distribution(clients["speeds"], "clients.speeds", v, s.clients.speeds);
-  } else {
-    v.error("clients.speeds",
-            "expected a distribution {\"dist\": ...} drawn once per client, got " + brief(clients["speeds"]));
-  }
   clean.clients = mark.clean();
   if (clean.clients && clean.workers() && s.clients.count > 0 && s.clients.count < s.workers)
     v.error("clients.count", std::to_string(s.clients.count) + " clients for " + std::to_string(s.workers) +

@@ -25,6 +25,15 @@ std::vector<std::string> words_of(const std::vector<std::pair<std::string, E>>& 
   return out;
 }
 
+// A distribution object's check (bind_distribution's: its keys at their own paths), with
+// its defaults filled.
+ShapeCheck distribution_check() {
+  return [](json& value, const std::string& path, Validator& v) {
+    std::shared_ptr<const BoundDistribution> unused;  // bound by the shape's setter, once the section is valid
+    value = bind_distribution(value, path, v, unused);
+  };
+}
+
 // A time key where 0 means "never" (a failure that lasts forever, a window to the end).
 SimTime seconds_or_never(const json& v) {
   const double s = v.get<double>();
@@ -149,9 +158,15 @@ std::vector<Section<S>> make_sections() {
                 "(cluster.topology.type \"boxes\")",
                 {"servers", "host"}),
             [](S& s, const json& v) { s.topology.host_placement = v == "host"; }),
-        unbound<S>(any("speeds", json::array(),
-                       "per-worker slowdown factors (2 = twice as slow): a list of one factor per worker (empty = all "
-                       "1), or a distribution {\"dist\": ...} drawn once per worker"))}},
+        shaped<S>(
+            any("speeds", json::array(),
+                "per-worker slowdown factors (2 = twice as slow): a list of one factor per worker (empty = all "
+                "1), or a distribution {\"dist\": ...} drawn once per worker"),
+            {{list_shape<S>(number_check(num("", nullptr, "", 0, true)), 0,
+                            [](S& s, const json& v) { s.speeds = v.get<std::vector<double>>(); }),
+              object_shape<S>(distribution_check(), [](S& s, const json& v) { s.speeds_dist = bind_distribution(v); })},
+             "a list of factors > 0 or a distribution {\"dist\": ...}",
+             [](const S& s) { return s.speeds_dist ? s.speeds_dist->spec() : json(s.speeds); }})}},
       {"cluster.compute",
        "a step's compute time: `dist` and its keys (see distributions below) give one draw per step; a step on m "
        "samples lasts overhead + m x draw (per sample) or overhead + draw (per step), times the worker's speed and "
@@ -259,9 +274,13 @@ std::vector<Section<S>> make_sections() {
                      "probability its share of the training data)",
                      {"uniform", "size"}),
                  [](S& s, const json& v) { s.clients.by_size = v == "size"; }),
-        unbound<S>(any("speeds", json{{"dist", "constant"}, {"value", 1.0}},
-                       "the clients' slowdown factors (2 = twice as slow), a distribution {\"dist\": ...} drawn once "
-                       "per client: a client's step lasts its slot's compute time times its factor")),
+        shaped<S>(any("speeds", json{{"dist", "constant"}, {"value", 1.0}},
+                      "the clients' slowdown factors (2 = twice as slow), a distribution {\"dist\": ...} drawn once "
+                      "per client: a client's step lasts its slot's compute time times its factor"),
+                  {{object_shape<S>(distribution_check(),
+                                    [](S& s, const json& v) { s.clients.speeds = bind_distribution(v); })},
+                   "a distribution {\"dist\": ...} drawn once per client",
+                   [](const S& s) { return s.clients.speeds ? s.clients.speeds->spec() : json(); }}),
         field<S>(str("devices", "",
                      "a population folder (devices.csv, optional availability.csv; docs/population-devices.md; "
                      "relative to the config's folder): each client's compute (its factor is its ms per sample over "
