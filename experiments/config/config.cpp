@@ -427,7 +427,7 @@ json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<co
   Validator tv;
   json train = settings_section("train").bind(with_train_override(u.value("train", json::object()), train_override),
                                               "train", tv, s, {"lr_schedule"});
-  check_optimizer(train, tv);
+  if (tv.ok()) check_optimizer(s.optimizer, tv);  // bound: train's own keys are valid
   clean.train = tv.ok();
   json sched = lr_schedule_family().bind(train.value("lr_schedule", json::object()), "train.lr_schedule", tv, s);
   train["lr_schedule"] = sched;

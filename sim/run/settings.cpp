@@ -345,26 +345,23 @@ const Section<FailureEvent>& failure_event_section() {
   return s;
 }
 
-void check_optimizer(const json& train, Validator& v) {
-  if (!train.is_object()) return;
-  auto number = [&](const char* k) { return train.contains(k) && train[k].is_number() ? train[k].get<double>() : 0.0; };
-  const bool nesterov = train.contains("nesterov") && train["nesterov"] == true;
-  const json type = train.value("optimizer", json());  // resolved: always there
-  if (type == "sgd") {
-    if (nesterov && number("momentum") <= 0)
+void check_optimizer(const OptimizerSpec& o, Validator& v) {
+  const std::string& type = word_of(optimizer_words(), o.kind);
+  if (o.kind == OptimizerKind::Sgd) {
+    if (o.nesterov && o.momentum <= 0)
       v.error("train.nesterov", "Nesterov momentum needs train.momentum > 0 (train.momentum is 0)");
-    if (number("weight_decay") > 0)
+    if (o.weight_decay > 0)
       v.error("train.weight_decay",
               "weight decay is implemented for train.optimizer adam and adamw, not sgd: set it "
               "to 0 or choose adam/adamw");
-  } else if (type.is_string()) {
-    if (number("momentum") > 0)
-      v.error("train.momentum", "train.momentum is sgd's; " + type.get<std::string>() +
-                                    "'s momentum is train.beta1: set train.momentum to 0");
-    if (nesterov) v.error("train.nesterov", "Nesterov momentum is sgd's: set it to false with " + type.dump());
-    if (number("eps") > 0 && !float_positive_finite(number("eps")))  // the update divides by sqrt(v_hat) + eps
-      v.error("train.eps", brief(train["eps"]) + " is 0 in float, so it would not keep " + type.get<std::string>() +
-                               "'s update finite" + kFloatRange);
+  } else {
+    if (o.momentum > 0)
+      v.error("train.momentum",
+              "train.momentum is sgd's; " + type + "'s momentum is train.beta1: set train.momentum to 0");
+    if (o.nesterov) v.error("train.nesterov", "Nesterov momentum is sgd's: set it to false with " + json(type).dump());
+    if (o.eps > 0 && !float_positive_finite(o.eps))  // the update divides by sqrt(v_hat) + eps
+      v.error("train.eps",
+              brief(json(o.eps)) + " is 0 in float, so it would not keep " + type + "'s update finite" + kFloatRange);
   }
 }
 
