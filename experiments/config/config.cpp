@@ -484,8 +484,8 @@ json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<co
   const size_t data_issues = v.issues().size();
   json data = resolve_data(u.value("data", json::object()), default_data, v, bound_data);
   out["data"] = data;
-  if (data.is_object() && data["type"].is_string())  // (a type not a word: reported at data.type)
-    check_model_data(model_kind, bound_model.get(), data["type"], bound_data.get(), v);
+  if (const std::string data_type = text_of(data, "type"); !data_type.empty())  // (else reported at data.type)
+    check_model_data(model_kind, bound_model.get(), data_type, bound_data.get(), v);
   if (bound_data && bound_data->partition().kind != PartitionSpec::Kind::Iid) {  // sim/data/partition.h
     if (regression_data(*bound_data) || (model_kind && (model_kind->reads == ModelType::Reads::None ||
                                                         model_kind->task == ModelType::Task::Regression)))
