@@ -436,8 +436,7 @@ ComputeRunView compute_run_view(const RunSpec& run) {
 }
 
 json sources_of(const RunSpec& run) {
-  const json info = run.config.value("run", json());
-  return info.is_object() ? info.value("sources", json()) : json();
+  return run.config.at("run").value("sources", json());  // (expand_runs writes every run's `run` record)
 }
 
 std::string trace_name_of(const RunSpec& run) {
@@ -472,7 +471,6 @@ json resolve_clients(const json& user, Validator& v, RunSettings& s, Clean& clea
 json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<const BoundEngine>& engine,
                  std::shared_ptr<const BoundModel>& bound_model, std::shared_ptr<const BoundData>& bound_data) {
   json out = top_section().bind(u, "", v, s, with_sections({"engine", "run"}));
-  if (!u.is_object()) return out;
 
   if (!u.contains("model")) v.error("model", "missing required key (an object with \"type\")");
   json model = resolve_model(u.value("model", json::object()), v, bound_model);
