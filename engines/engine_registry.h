@@ -64,10 +64,10 @@ class BoundEngine {
   // Its keys, read back from the typed config (Field::get).
   virtual nlohmann::json keys() const = 0;
   // Its label (the object's "name"; absent in an object built in code) and what its runs
-  // changed of train (the object's "train", null: nothing): config.json and summary.json
-  // show them beside its keys.
+  // changed of train (the object's "train", an object; empty: nothing): config.json and
+  // summary.json show them beside its keys.
   std::optional<std::string> name;
-  nlohmann::json train;
+  nlohmann::json train = nlohmann::json::object();
 };
 
 // An engine's typed hooks over its config struct: `make` builds the engine; `cost` (left

@@ -62,7 +62,7 @@ std::unique_ptr<Engine> make_engine(const BoundEngine& engine) {
   nlohmann::json config = engine.keys();
   config["type"] = engine.type();
   if (engine.name) config["name"] = *engine.name;
-  if (!engine.train.is_null()) config["train"] = engine.train;
+  if (!engine.train.empty()) config["train"] = engine.train;
   return std::make_unique<SingleReplicaWarmup>(engine.make(), std::move(config));
 }
 

@@ -1857,3 +1857,192 @@ TEST(TypeFamily, TheFiveFamiliesShareTheUnknownTypeMessage) {
   EXPECT_EQ(&bind_model(json{{"type", "softmax"}})->type(), find_model_type("softmax"));
   EXPECT_EQ(&bind_data(json{{"type", "synthetic"}})->type(), find_data_type("synthetic"));
 }
+
+// ---- keys that take one of several shapes (sim/config/field.h, shaped) ----
+
+namespace {
+
+struct ShapedToy {
+  std::string shape;  // the shape whose setter ran
+  json value;
+};
+struct ToyPoint {
+  double x = 0;
+};
+
+// {"key": value, "map": map} bound against a section of two shaped keys: the typed toy and
+// each issue as "path: message\n".
+std::pair<ShapedToy, std::string> bind_shaped_toy(const json& value, const json& map = json::object()) {
+  using T = ShapedToy;
+  static const Section<ToyPoint> point{"toy.key", "", {field(&ToyPoint::x, keys::num("x", 1.0, "x", 0))}};
+  auto sets = [](const char* shape) { return [shape](T& t, const json& v) { t = {shape, v}; }; };
+  const ParamInfo positive = keys::num("", nullptr, "", 0, true);
+  static const Section<T> section{
+      "toy",
+      "",
+      {shaped<T>(
+           keys::any("key", 1.0, "a number, a list or an object"),
+           {{number_shape<T>(number_check(positive), sets("number")),
+             list_shape<T>(number_check(positive, [](double x) { return x > 10 ? "over 10" : ""; }), 1, sets("list")),
+             object_shape<T>(
+                 [](json& o, const std::string& path, Validator& v) {
+                   ToyPoint unused;
+                   o = point.bind(o, path, v, unused);
+                 },
+                 sets("object"))},
+            "a number > 0, a non-empty list of them or {x}"}),
+       shaped<T>(keys::any("map", json::object(), "names to numbers"),
+                 {{map_shape<T>(number_check(positive), [](T&, const json&) {})}, "an object of numbers"})}};
+  Validator v;
+  T out;
+  const json resolved = section.bind({{"key", value}, {"map", map}}, "toy", v, out);
+  std::string issues;
+  for (const auto& i : v.issues()) issues += i.path + ": " + i.message + "\n";
+  if (issues.empty()) out.value = resolved["key"];  // as resolved: an object's defaults filled
+  return {out, issues};
+}
+
+}  // namespace
+
+TEST(ShapedKeys, EachShapeIsAcceptedAndEveryOtherValueRefusedNamingTheKey) {
+  // each shape: its own setter, the value as checked (an object with its defaults filled)
+  for (const auto& [value, shape, resolved] :
+       std::vector<std::tuple<json, std::string, json>>{{2.5, "number", 2.5},
+                                                        {json{1, 2}, "list", json{1, 2}},
+                                                        {json::object(), "object", json{{"x", 1.0}}},
+                                                        {json{{"x", 3}}, "object", json{{"x", 3}}}}) {
+    const auto [toy, issues] = bind_shaped_toy(value);
+    EXPECT_EQ(issues, "") << value;
+    EXPECT_EQ(toy.shape, shape) << value;
+    EXPECT_EQ(toy.value, resolved) << value;
+  }
+  // a value of no shape's kind, or a list shorter than its shape takes: what the key takes
+  for (const json& value : {json("x"), json(true), json(nullptr), json::array()})
+    EXPECT_EQ(bind_shaped_toy(value).second,
+              "toy.key: expected a number > 0, a non-empty list of them or {x}, got " + value.dump() + "\n");
+  // a value of a shape's kind that the shape refuses: at its own path
+  const std::vector<std::pair<json, std::string>> refused = {
+      {-1, "toy.key: expected a number > 0, got -1\n"},
+      {json{1, -2, "y", 11},
+       "toy.key[1]: expected a number > 0, got -2\ntoy.key[2]: expected a number > 0, got \"y\"\ntoy.key[3]: over "
+       "10\n"},
+      {json{{"x", -1}, {"bogus", 1}},
+       "toy.key.bogus: unknown key (valid keys: x)\ntoy.key.x: expected a number >= 0, got -1 (integer)\n"},
+  };
+  for (const auto& [value, issues] : refused) {
+    const auto [toy, got] = bind_shaped_toy(value);
+    EXPECT_EQ(got, issues) << value;
+    EXPECT_EQ(toy.shape, "") << "set from a refused value: " << value;
+  }
+  // a map: each member at its own path
+  EXPECT_EQ(bind_shaped_toy(1, {{"a", 1}, {"b", -1}}).second, "toy.map.b: expected a number > 0, got -1\n");
+  EXPECT_EQ(bind_shaped_toy(1, json{1}).second, "toy.map: expected an object of numbers, got [1]\n");
+}
+
+// The config's keys of several shapes (cluster.speeds, clients.speeds, model.curvature,
+// model.conv, engines, sweep, engines[].train): each shape is accepted and bound; anything
+// else is refused at the key's path, saying what it takes.
+TEST(ShapedKeys, TheConfigsShapedKeysAcceptEachShapeAndNameTheKeyOtherwise) {
+  using Edit = std::function<void(json&)>;
+  auto quadratic = [](const json& curvature) -> Edit {
+    return [curvature](json& c) {
+      c["model"] = {{"type", "quadratic"}, {"dim", 2}, {"curvature", curvature}};
+      c["data"] = {{"type", "none"}};
+    };
+  };
+  auto cnn = [](const json& conv) -> Edit {
+    return [conv](json& c) {
+      c["model"] = {{"type", "cnn"}, {"conv", conv}, {"hidden", json::array()}};
+      c["data"]["image"] = {1, 8, 8};
+      c["data"].erase("features");
+    };
+  };
+  auto speeds = [](const json& s) -> Edit { return [s](json& c) { c["cluster"]["speeds"] = s; }; };
+  auto client_speeds = [](const json& s) -> Edit {
+    return [s](json& c) { c["clients"] = {{"count", 4}, {"speeds", s}}; };
+  };
+  auto engines = [](const json& e) -> Edit { return [e](json& c) { c["engines"] = e; }; };
+  auto sweep = [](const json& s) -> Edit { return [s](json& c) { c["sweep"] = s; }; };
+  auto engine_train = [](const json& t) -> Edit {
+    return [t](json& c) { c["engines"] = json::array({json{{"type", "async"}, {"train", t}}}); };
+  };
+  const json lognormal = {{"dist", "lognormal"}, {"mean", 1.0}, {"sigma", 0.5}};
+  // accepted, with what the run binds of it
+  const std::vector<std::tuple<std::string, Edit, std::function<bool(const RunSpec&)>>> accepted = {
+      {"speeds list", speeds(json{1.0, 2.0}),
+       [](const RunSpec& r) {
+         return r.settings.speeds == std::vector<double>{1.0, 2.0} && !r.settings.speeds_dist;
+       }},
+      {"speeds dist", speeds(lognormal),
+       [](const RunSpec& r) { return r.settings.speeds.empty() && r.settings.speeds_dist != nullptr; }},
+      {"client speeds", client_speeds(lognormal),
+       [&](const RunSpec& r) { return r.settings.clients.speeds->spec() == r.config["clients"]["speeds"]; }},
+      {"curvature number", quadratic(2.0),
+       [](const RunSpec& r) { return r.bound_model->keys()["curvature"] == json(2.0); }},
+      {"curvature list", quadratic(json{1.0, 2.0}),
+       [](const RunSpec& r) {
+         return r.bound_model->keys()["curvature"] == json{1.0, 2.0};
+       }},
+      {"curvature range", quadratic(json{{"min", 1.0}, {"max", 2.0}}),
+       [](const RunSpec& r) {
+         return r.bound_model->keys()["curvature"] == json{{"min", 1.0}, {"max", 2.0}};
+       }},
+      {"conv blocks", cnn(json::array({json{{"channels", 2}, {"kernel", 3}}})),
+       [](const RunSpec& r) {
+         return r.bound_model->keys()["conv"] ==
+                json::array({json{{"channels", 2}, {"kernel", 3}, {"stride", 1}, {"padding", 0}, {"pool", 1}}});
+       }},
+      {"engines", engines(json::array({json{{"type", "sync"}, {"name", "s"}}})),
+       [](const RunSpec& r) { return r.engine == "s" && r.bound_engine->type() == "sync"; }},
+      {"sweep", sweep(json{{"train.lr", {0.05}}}), [](const RunSpec& r) { return r.settings.lr.lr == 0.05; }},
+      {"engine train", engine_train(json{{"lr", 0.05}}),
+       [](const RunSpec& r) {
+         return r.settings.lr.lr == 0.05 && r.bound_engine->train == json{{"lr", 0.05}};
+       }},
+  };
+  for (const auto& [what, edit, bound] : accepted) {
+    json c = tiny();
+    edit(c);
+    try {
+      const Experiment exp = resolve_experiment(c, "t", ".");
+      ASSERT_EQ(exp.runs.size(), 1u) << what;
+      EXPECT_TRUE(bound(exp.runs.front())) << what << ": " << exp.runs.front().config.dump();
+    } catch (const ConfigError& e) {
+      ADD_FAILURE() << what << ": " << e.what();
+    }
+  }
+  // refused: the first issue's line
+  const std::vector<std::pair<Edit, std::string>> refused = {
+      {speeds("x"), "cluster.speeds: expected a list of factors > 0 or a distribution {\"dist\": ...}, got \"x\""},
+      {speeds(3), "cluster.speeds: expected a list of factors > 0 or a distribution {\"dist\": ...}, got 3"},
+      {speeds(json{1, 0}), "cluster.speeds[1]: expected a number > 0, got 0"},
+      {speeds(json{{"dist", "bogus"}}), "cluster.speeds.dist: unknown dist 'bogus'"},
+      {client_speeds(json{1, 2}),
+       "clients.speeds: expected a distribution {\"dist\": ...} drawn once per client, got [1,2]"},
+      {quadratic("x"),
+       "model.curvature: expected a number > 0, a list of them, or {\"min\": a, \"max\": b}, got \"x\""},
+      {quadratic(json::array()),
+       "model.curvature: expected a number > 0, a list of them, or {\"min\": a, \"max\": b}, got []"},
+      {quadratic(-1), "model.curvature: expected a number > 0, got -1"},
+      {quadratic(json{1, -1}), "model.curvature[1]: expected a number > 0, got -1"},
+      {quadratic(json{1e-50, 1}), "model.curvature[0]: 1e-50 is 0 or infinite in float"},
+      {quadratic(json{{"min", 2}}), "model.curvature.max: missing required key"},
+      {quadratic(json{{"min", 2}, {"max", 1}}), "model.curvature: curvature.max must be >= curvature.min"},
+      {cnn(json{{"channels", 2}}),
+       "model.conv: expected a list of {channels, kernel, stride, padding, pool}, got {\"channels\":2}"},
+      {cnn(json{5}), "model.conv[0]: expected an object, got 5"},
+      {cnn(json::array({json{{"channels", 2}}})), "model.conv[0].kernel: missing required key"},
+      {engines(json::array()), "engines: expected a non-empty list of engine objects, got []"},
+      {engines(json{{"type", "async"}}), "engines: expected a non-empty list of engine objects, got {\"type\":"},
+      {sweep(json{0.1}), "sweep: expected an object {\"dotted.key\": [values...]}, got [0.1]"},
+      {sweep(json{{"train.lr", json::array()}}), "sweep.train.lr: expected a non-empty list of values, got []"},
+      {sweep(json{{"train.lr", 0.1}}), "sweep.train.lr: expected a non-empty list of values, got 0.1"},
+      {engine_train(5), "engines[0].train: expected an object of train keys that override train for this engine"},
+  };
+  for (const auto& [edit, first] : refused) {
+    json c = tiny();
+    edit(c);
+    const std::string issues = config_issues(c);
+    EXPECT_EQ(issues.rfind(first, 0), 0u) << c.dump() << ":\n" << issues;
+  }
+}

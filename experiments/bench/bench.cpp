@@ -304,7 +304,8 @@ std::unique_ptr<MnistFixture> load_mlp(const std::string& dir, size_t train_limi
 // applied to the timed and the warm-up runs alike.
 BenchResult model_workload(const MnistFixture& f, const std::string& workload, const std::string& name,
                            const std::string& engine, int workers, uint64_t gradients, int threads, int repeats,
-                           const std::string& dir, size_t train_limit, int batched, const json& patch = json()) {
+                           const std::string& dir, size_t train_limit, int batched,
+                           const json& patch = json::object()) {
   BenchResult r;
   r.workload = workload;
   r.name = name + "_" + engine;
@@ -320,10 +321,8 @@ BenchResult model_workload(const MnistFixture& f, const std::string& workload, c
   // Warm-up (workspaces, page faults, caches): a short run of each side.
   json warm = mnist_config(f.model_config, engine, workers, std::max<uint64_t>(gradients / 10, 4 * workers), dir,
                            train_limit, batched);
-  if (!patch.is_null()) {
-    cfg.merge_patch(patch);
-    warm.merge_patch(patch);
-  }
+  cfg.merge_patch(patch);
+  warm.merge_patch(patch);
   time_simulation(warm, p, pool);
   SimRun last;
   auto sim = [&] {

@@ -218,23 +218,10 @@ json resolve_cluster(const json& user, Validator& v, RunSettings& s, Clean& clea
     s.compute_dist = compute;
   }
 
-  // a list of factors, one per worker, or a distribution drawn once per worker
-  json& speeds = cluster["speeds"];
-  if (speeds.is_object()) {
-    speeds = bind_distribution(speeds, "cluster.speeds", v, s.speeds_dist);
-  } else if (speeds.is_array()) {
-    const IssueMark factors(v);
-    for (size_t i = 0; i < speeds.size(); ++i)
-      if (!speeds[i].is_number() || !(speeds[i].get<double>() > 0))
-        v.error(index_path("cluster.speeds", i), "expected a number > 0, got " + brief(speeds[i]));
-    if (factors.clean() && !speeds.empty() && workers > 0 && speeds.size() != size_t(workers))
-      v.error("cluster.speeds",
-              "has " + std::to_string(speeds.size()) + " factors but cluster.workers is " + std::to_string(workers));
-    else if (factors.clean())
-      s.speeds = speeds.get<std::vector<double>>();
-  } else {
-    v.error("cluster.speeds", "expected a list of factors > 0 or a distribution {\"dist\": ...}, got " + brief(speeds));
-  }
+  // a list of factors (bound with cluster's keys): one per worker
+  if (workers > 0 && !s.speeds.empty() && s.speeds.size() != size_t(workers))
+    v.error("cluster.speeds",
+            "has " + std::to_string(s.speeds.size()) + " factors but cluster.workers is " + std::to_string(workers));
 
   const IssueMark network_mark(v);
   json network = settings_section("cluster.network")
@@ -267,29 +254,107 @@ json resolve_cluster(const json& user, Validator& v, RunSettings& s, Clean& clea
   return cluster;
 }
 
-// An engine's own training keys: engine.train, an object of train.* keys that override
-// train for that engine's runs (a per-engine learning rate, momentum, optimizer). {} when
-// the engine has none; anything but an object is reported.
-json engine_train_override(const json& run, Validator& v) {
-  const json& engine = run.value("engine", json());
-  if (!engine.is_object() || !engine.contains("train")) return json::object();
-  const json& given = engine["train"];
-  if (given.is_object()) return given;
-  v.error("engine.train",
-          "expected an object of train keys that override train for this engine (e.g. "
-          "{\"lr\": 0.01, \"momentum\": 0.9}), got " +
-              brief(given));
-  return json::object();
+// -------- the experiment's own keys: engines and sweep --------
+
+// An engines entry as the experiment reads it, before each of its runs validates it whole
+// (with the sweep's values set): its type, its name and what it overrides of train. A key
+// of the wrong type reads as absent here; its runs report it.
+struct EngineEntry {
+  json object;                  // as written
+  std::string type;             // "": none, or not a word
+  std::string name;             // "": none
+  json train = json::object();  // the train keys it overrides (engine.train)
+  // How run ids label it (before sanitising): its name, else its type, else engine<i>.
+  std::string label(size_t i) const {
+    return !name.empty() ? name : !type.empty() ? type : "engine" + std::to_string(i);
+  }
+};
+
+// engine.train: an object of train.* keys that override train for that engine's runs (a
+// per-engine learning rate, momentum, optimizer).
+const Field<EngineEntry>& engine_train_key() {
+  static const Field<EngineEntry> f = shaped<EngineEntry>(
+      any("train", json::object(),
+          "train keys that override train for this engine's runs (an lr_schedule of the same type merges key by "
+          "key)"),
+      {{object_shape<EngineEntry>({}, [](EngineEntry& e, const json& v) { e.train = v; })},
+       "an object of train keys that override train for this engine (e.g. {\"lr\": 0.01, \"momentum\": 0.9})"});
+  return f;
+}
+
+// The keys every engine object takes beside its type and its type's keys.
+const std::vector<Field<EngineEntry>>& engine_entry_fields() {
+  static const std::vector<Field<EngineEntry>> f = {
+      field(&EngineEntry::name, str("name", "", "label for this engine in run ids and plots (default: its type)")),
+      engine_train_key()};
+  return f;
+}
+
+EngineEntry read_engine_entry(const json& given) {
+  EngineEntry e;
+  e.object = given;
+  e.type = text_of(given, "type");
+  Validator unreported;  // each run reports the entry's issues, beside its other keys'
+  json object = given;
+  bind_fields_of(engine_entry_fields(), object, "", unreported, e);
+  return e;
+}
+
+// The sweep: dotted keys, each with its values, in the order written.
+using Sweep = std::vector<std::pair<std::string, std::vector<json>>>;
+
+struct ExperimentKeys {
+  std::vector<EngineEntry> engines;
+  Sweep sweep;
+};
+
+const Field<ExperimentKeys>& engines_key() {
+  using E = ExperimentKeys;
+  static const Field<E> f =
+      shaped<E>(any("engines", nullptr, "the engines compared: a non-empty list of {\"type\": ...} (section engines)"),
+                {{list_shape<E>({}, 1,
+                                [](E& e, const json& list) {
+                                  for (const json& entry : list) e.engines.push_back(read_engine_entry(entry));
+                                })},
+                 "a non-empty list of engine objects"});
+  return f;
+}
+
+const Field<ExperimentKeys>& sweep_key() {
+  using E = ExperimentKeys;
+  static const Shapes<E> values{{list_shape<E>({}, 1, {})}, "a non-empty list of values"};
+  static const Field<E> f =
+      shaped<E>(any("sweep", json::object(),
+                    "dotted config keys, each with a list of values: a run for each engine, point and repeat"),
+                {{map_shape<E>([](json& list, const std::string& path, Validator& v) { values.check(list, path, v); },
+                               [](E& e, const json& sweep) {
+                                 for (const auto& [key, list] : sweep.items())
+                                   e.sweep.emplace_back(key, list.get<std::vector<json>>());
+                               })},
+                 "an object {\"dotted.key\": [values...]}"});
+  return f;
+}
+
+// The sweep as `config` gives it; {} where it gives none, or one that is not valid.
+Sweep sweep_of(const json& config) {
+  ExperimentKeys keys;
+  Validator unreported;  // reported when the config is validated
+  json given = config;
+  bind_fields_of<ExperimentKeys>({sweep_key()}, given, "", unreported, keys);
+  return keys.sweep;
 }
 
 // train with an engine's overrides: each key replaces train's (null removes it, as in a JSON
-// merge patch); an lr_schedule of the same type merges key by key, one of another type replaces it.
+// merge patch); an lr_schedule of the same type merges key by key, one of another type
+// replaces it. A train that is not an object is left as given, for its section to report.
 json with_train_override(json train, const json& override) {
   if (!train.is_object() || override.empty()) return train;
   json patch = override;
-  if (patch.contains("lr_schedule") && patch["lr_schedule"].is_object() && train.contains("lr_schedule") &&
-      train["lr_schedule"].is_object() &&
-      patch["lr_schedule"].value("type", json("constant")) != train["lr_schedule"].value("type", json("constant"))) {
+  auto schedule_type = [](const json& t) {
+    const std::string type = text_of(t.at("lr_schedule"), "type");
+    return type.empty() ? std::string("constant") : type;
+  };
+  if (patch.contains("lr_schedule") && train.contains("lr_schedule") && schedule_type(patch) != schedule_type(train)) {
     train["lr_schedule"] = patch["lr_schedule"];
     patch.erase("lr_schedule");
   }
@@ -312,7 +377,7 @@ std::string train_issue_path(const std::string& path, const json& override) {
 
 // A sweep over model.* or the batch size while cluster.compute is a fixed draw (neither
 // "flops" nor "measured") adds a warning to exp.warnings: compute then ignores the model.
-void warn_of_fixed_compute_in_sweeps(const std::vector<std::pair<std::string, json>>& sweep, Experiment& exp) {
+void warn_of_fixed_compute_in_sweeps(const Sweep& sweep, Experiment& exp) {
   for (const auto& [key, values] : sweep) {
     const bool over_model = key == "model" || key.rfind("model.", 0) == 0;
     const bool over_batch = key == "train.batch_size" || key == "train.global_batch";
@@ -371,8 +436,7 @@ ComputeRunView compute_run_view(const RunSpec& run) {
 }
 
 json sources_of(const RunSpec& run) {
-  const json info = run.config.value("run", json());
-  return info.is_object() ? info.value("sources", json()) : json();
+  return run.config.at("run").value("sources", json());  // (expand_runs writes every run's `run` record)
 }
 
 std::string trace_name_of(const RunSpec& run) {
@@ -392,17 +456,11 @@ void apply_compute(RunSpec& run, const ComputeResolution& resolved, std::vector<
 
 namespace {
 
-// The population (section clients): its keys, its speeds' distribution, and at least as
-// many clients as slots (each slot trains one client at a time).
+// The population (section clients): its keys (its speeds' distribution among them), and at
+// least as many clients as slots (each slot trains one client at a time).
 json resolve_clients(const json& user, Validator& v, RunSettings& s, Clean& clean) {
   const IssueMark mark(v);
   json clients = settings_section("clients").bind(user, "clients", v, s);
-  if (clients["speeds"].is_object()) {
-    clients["speeds"] = bind_distribution(clients["speeds"], "clients.speeds", v, s.clients.speeds);
-  } else {
-    v.error("clients.speeds",
-            "expected a distribution {\"dist\": ...} drawn once per client, got " + brief(clients["speeds"]));
-  }
   clean.clients = mark.clean();
   if (clean.clients && clean.workers() && s.clients.count > 0 && s.clients.count < s.workers)
     v.error("clients.count", std::to_string(s.clients.count) + " clients for " + std::to_string(s.workers) +
@@ -416,7 +474,6 @@ json resolve_clients(const json& user, Validator& v, RunSettings& s, Clean& clea
 json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<const BoundEngine>& engine,
                  std::shared_ptr<const BoundModel>& bound_model, std::shared_ptr<const BoundData>& bound_data) {
   json out = top_section().bind(u, "", v, s, with_sections({"engine", "run"}));
-  if (!u.is_object()) return out;
 
   if (!u.contains("model")) v.error("model", "missing required key (an object with \"type\")");
   json model = resolve_model(u.value("model", json::object()), v, bound_model);
@@ -428,8 +485,8 @@ json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<co
   const size_t data_issues = v.issues().size();
   json data = resolve_data(u.value("data", json::object()), default_data, v, bound_data);
   out["data"] = data;
-  if (data.is_object() && data["type"].is_string())  // (a type not a word: reported at data.type)
-    check_model_data(model_kind, bound_model.get(), data["type"], bound_data.get(), v);
+  if (const std::string data_type = text_of(data, "type"); !data_type.empty())  // (else reported at data.type)
+    check_model_data(model_kind, bound_model.get(), data_type, bound_data.get(), v);
   if (bound_data && bound_data->partition().kind != PartitionSpec::Kind::Iid) {  // sim/data/partition.h
     if (regression_data(*bound_data) || (model_kind && (model_kind->reads == ModelType::Reads::None ||
                                                         model_kind->task == ModelType::Task::Regression)))
@@ -445,11 +502,14 @@ json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<co
   // train, with the engine's own overrides (engine.train) merged in: issues of a key the
   // engine overrides are the engine's (engine.train.<key>)
   Clean clean;
-  const json train_override = engine_train_override(u, v);
+  EngineEntry own;  // the engine's train (its name: validated with its type's keys below)
+  json engine_given = u.value("engine", json());
+  bind_fields_of<EngineEntry>({engine_train_key()}, engine_given, "engine", v, own);
+  const json& train_override = own.train;
   Validator tv;
   json train = settings_section("train").bind(with_train_override(u.value("train", json::object()), train_override),
                                               "train", tv, s, {"lr_schedule"});
-  check_optimizer(train, tv);
+  if (tv.ok()) check_optimizer(s.optimizer, tv);  // bound: train's own keys are valid
   clean.train = tv.ok();
   json sched = lr_schedule_family().bind(train.value("lr_schedule", json::object()), "train.lr_schedule", tv, s);
   train["lr_schedule"] = sched;
@@ -502,16 +562,14 @@ json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<co
   if (!u.contains("engine"))
     v.error("engine", "missing required key");
   else {
-    json engine_user = u["engine"];
-    if (engine_user.is_object()) engine_user.erase("train");  // bound with train above
     const size_t before = v.issues().size();
-    out["engine"] = v.component(engine_user, "engine", "type", engine_catalog(),
-                                {str("name", "", "label for this engine in run ids and plots (default: its type)")});
-    if (train_override.is_object() && !train_override.empty() && out["engine"].is_object())
-      out["engine"]["train"] = train_override;  // what this engine's runs changed of train, in config.json
+    out["engine"] = v.component(engine_given, "engine", "type", engine_catalog(), params_of(engine_entry_fields()));
     // Bound once, when its own keys are valid; its checks across sections read the typed
     // settings of the clean sections (engine_run_view).
-    if (v.issues().size() == before) find_engine_type(out["engine"]["type"])->check_values(out["engine"], v);
+    if (v.issues().size() == before) {
+      if (train_override.empty()) out["engine"].erase("train");  // config.json: what its runs changed of train
+      find_engine_type(out["engine"]["type"])->check_values(out["engine"], v);
+    }
     if (v.issues().size() == before) {
       engine = bind_engine(out["engine"]);
       engine->check(engine_run_view(s, clean), v);
@@ -602,8 +660,9 @@ std::vector<PathToken> parse_path(const std::string& path) {
   return out;
 }
 
-void set_path(json& root, const std::string& path, const json& value) {
-  auto tokens = parse_path(path);
+// Sets the value at `tokens` (parse_path's; `path`: their text, for messages), making
+// objects on the way; a list element must exist.
+void set_tokens(json& root, const std::vector<PathToken>& tokens, const std::string& path, const json& value) {
   json* node = &root;
   for (size_t t = 0; t < tokens.size(); ++t) {
     const auto& tok = tokens[t];
@@ -619,6 +678,10 @@ void set_path(json& root, const std::string& path, const json& value) {
     }
     if (last) *node = value;
   }
+}
+
+void set_path(json& root, const std::string& path, const json& value) {
+  set_tokens(root, parse_path(path), path, value);
 }
 
 std::string sanitize(const std::string& s) {
@@ -822,9 +885,8 @@ void apply_overrides(json& config, const std::vector<std::string>& sets, const s
     try {
       // sweep's keys are dotted paths themselves: sweep.train.lr=[...] is the one sweep
       // key "train.lr", added beside the others (or replacing its values).
-      if (key.rfind("sweep.", 0) == 0 && key.size() > 6 && config.is_object() &&
-          (!config.contains("sweep") || config["sweep"].is_object()))
-        config["sweep"][key.substr(6)] = value;
+      if (key.rfind("sweep.", 0) == 0 && key.size() > 6)
+        set_tokens(config, {PathToken{"sweep"}, PathToken{key.substr(6)}}, key, value);
       else
         set_path(config, key, value);
     } catch (const std::exception& e) {
@@ -833,20 +895,20 @@ void apply_overrides(json& config, const std::vector<std::string>& sets, const s
   }
   // A key the sweep sets would be overwritten by every sweep point: say so instead of
   // ignoring the --set (the sweep's own values are set with --set sweep.KEY=[...]).
-  if (issues.empty() && config.is_object() && config.contains("sweep") && config["sweep"].is_object())
-    for (const auto& s : sets) {
-      const std::string key = s.substr(0, s.find('='));
-      if (key.rfind("sweep", 0) == 0) continue;
-      for (const auto& [swept, values] : config["sweep"].items()) {
-        const bool inside = key == swept || key.rfind(swept + ".", 0) == 0 || key.rfind(swept + "[", 0) == 0 ||
-                            swept.rfind(key + ".", 0) == 0 || swept.rfind(key + "[", 0) == 0;
-        if (inside)
-          issues.push_back({"--set " + key, "the sweep sets " + swept + " (sweep." + swept + " = " + brief(values) +
-                                                "), which would override this in every run: set the sweep's values "
-                                                "instead (--set 'sweep." +
-                                                swept + "=[...]') or remove the key from the sweep"});
-      }
+  const Sweep sweep = issues.empty() ? sweep_of(config) : Sweep();
+  for (const auto& s : sets) {
+    const std::string key = s.substr(0, s.find('='));
+    if (key.rfind("sweep", 0) == 0) continue;
+    for (const auto& [swept, values] : sweep) {
+      const bool inside = key == swept || key.rfind(swept + ".", 0) == 0 || key.rfind(swept + "[", 0) == 0 ||
+                          swept.rfind(key + ".", 0) == 0 || swept.rfind(key + "[", 0) == 0;
+      if (inside)
+        issues.push_back({"--set " + key, "the sweep sets " + swept + " (sweep." + swept + " = " + brief(json(values)) +
+                                              "), which would override this in every run: set the sweep's values "
+                                              "instead (--set 'sweep." +
+                                              swept + "=[...]') or remove the key from the sweep"});
     }
+  }
   if (!issues.empty()) throw ConfigError(source, issues);
 }
 
@@ -878,85 +940,64 @@ std::vector<std::string> run_id_key_names(const std::vector<std::string>& keys) 
 namespace {
 
 // resolve_experiment's jobs, in the order it does them.
-using Sweep = std::vector<std::pair<std::string, json>>;
 
-// The experiment's engines list, each entry as written (checked whole in each run).
-std::vector<json> read_engines(const json& user, Validator& v) {
-  std::vector<json> engines;
-  if (!user.contains("engines"))
-    v.error("engines", "missing required key (a non-empty list of {\"type\": ...})");
-  else if (!user["engines"].is_array() || user["engines"].empty())
-    v.error("engines", "expected a non-empty list of engine objects, got " + brief(user["engines"]));
-  else
-    for (size_t i = 0; i < user["engines"].size(); ++i) engines.push_back(user["engines"][i]);
-  return engines;
+// The experiment's engines and sweep, their shapes checked (each engines entry is checked
+// whole in each of its runs).
+ExperimentKeys read_experiment_keys(const json& user, Validator& v) {
+  ExperimentKeys keys;
+  if (!user.contains("engines")) v.error("engines", "missing required key (a non-empty list of {\"type\": ...})");
+  json given = user;
+  bind_fields_of<ExperimentKeys>({engines_key(), sweep_key()}, given, "", v, keys);
+  return keys;
 }
 
-// The sweep's keys and values, in the order written; keys that cannot be swept and
-// values that repeat are reported.
-Sweep read_sweep(const json& user, Validator& v) {
+// The sweep's keys that can be swept, with their values, in the order written; keys that
+// cannot be swept and values that repeat are reported.
+Sweep check_sweep(const Sweep& given, Validator& v) {
   Sweep sweep;
-  if (user.contains("sweep")) {
-    const json& s = user["sweep"];
-    if (!s.is_object())
-      v.error("sweep", "expected an object {\"dotted.key\": [values...]}, got " + brief(s));
-    else
-      for (const auto& [key, values] : s.items()) {
-        if (!values.is_array() || values.empty()) {
-          v.error("sweep." + key, "expected a non-empty list of values, got " + brief(values));
-          continue;
+  for (const auto& [key, values] : given) {
+    if (key == "seed" || key == "repeats" || key == "name" || key.rfind("engines", 0) == 0) {
+      v.error("sweep." + key, "cannot be swept (use repeats for seeds, the engines list for engines)");
+      continue;
+    }
+    // Keys the program sets itself (a run's engine object and its `run` record) are
+    // not config keys: sweeping them would relabel runs (issue 31).
+    const std::string head = key.substr(0, key.find_first_of(".["));
+    if (head == "engine" &&
+        (key == "engine" || key.rfind("engine.type", 0) == 0 || key.rfind("engine.name", 0) == 0 || key[6] == '[')) {
+      v.error("sweep." + key,
+              "cannot be swept: the engines list chooses each run's engine and its name; sweep an "
+              "engine's parameter as engine.<parameter>");
+      continue;
+    }
+    if (head == "run") {
+      v.error("sweep." + key, "is not a config key (asgdsim writes each run's `run` record itself)");
+      continue;
+    }
+    // 2 and 2.0 are one value (JSON's numbers compare by value, in lists and objects too):
+    // runs would repeat under two ids
+    bool repeated = false;
+    for (size_t a = 0; a < values.size() && !repeated; ++a)
+      for (size_t b = a + 1; b < values.size() && !repeated; ++b)
+        if (values[a] == values[b] && values[a].dump() != values[b].dump()) {  // (the same text: "the same point
+                                                                               // twice" below)
+          v.error(index_path("sweep." + key, b), brief(values[b]) + " is the same value as " + brief(values[a]) +
+                                                     " (item " + std::to_string(a) + "): each point would run twice");
+          repeated = true;
         }
-        if (key == "seed" || key == "repeats" || key == "name" || key.rfind("engines", 0) == 0) {
-          v.error("sweep." + key, "cannot be swept (use repeats for seeds, the engines list for engines)");
-          continue;
-        }
-        // Keys the program sets itself (a run's engine object and its `run` record) are
-        // not config keys: sweeping them would relabel runs (issue 31).
-        const std::string head = key.substr(0, key.find_first_of(".["));
-        if (head == "engine" && (key == "engine" || key.rfind("engine.type", 0) == 0 ||
-                                 key.rfind("engine.name", 0) == 0 || key[6] == '[')) {
-          v.error("sweep." + key,
-                  "cannot be swept: the engines list chooses each run's engine and its name; sweep an "
-                  "engine's parameter as engine.<parameter>");
-          continue;
-        }
-        if (head == "run") {
-          v.error("sweep." + key, "is not a config key (asgdsim writes each run's `run` record itself)");
-          continue;
-        }
-        // 2 and 2.0 are one value: runs would repeat under two ids
-        bool repeated = false;
-        for (size_t a = 0; a < values.size() && !repeated; ++a)
-          for (size_t b = a + 1; b < values.size() && !repeated; ++b)
-            if (values[a].is_number() && values[b].is_number() && values[a].dump() != values[b].dump() &&
-                values[a].get<double>() == values[b].get<double>()) {  // (the same text: "the same point twice" below)
-              v.error(index_path("sweep." + key, b), brief(values[b]) + " is the same value as " + brief(values[a]) +
-                                                         " (item " + std::to_string(a) +
-                                                         "): each point would run twice");
-              repeated = true;
-            }
-        if (repeated) continue;
-        sweep.emplace_back(key, values);
-      }
+    if (repeated) continue;
+    sweep.emplace_back(key, values);
   }
   return sweep;
 }
 
 // Each engine's label as run ids write it: its name, else its type, else engine<i>.
-std::vector<std::string> engine_labels(const std::vector<json>& engines, Validator& v) {
+std::vector<std::string> engine_labels(const std::vector<EngineEntry>& engines, Validator& v) {
   // Engine labels must be distinct as written in run ids (after sanitising): "a b" and
   // "a_b" would share every run folder.
   std::vector<std::string> labels, raw_labels;
   for (size_t i = 0; i < engines.size(); ++i) {
-    std::string label;
-    if (engines[i].is_object()) {
-      if (engines[i].contains("name") && engines[i]["name"].is_string() &&
-          !engines[i]["name"].get<std::string>().empty())
-        label = engines[i]["name"];
-      else if (engines[i].contains("type") && engines[i]["type"].is_string())
-        label = engines[i]["type"];
-    }
-    if (label.empty()) label = "engine" + std::to_string(i);
+    const std::string label = engines[i].label(i);
     auto same = std::find(labels.begin(), labels.end(), sanitize(label));
     if (same != labels.end()) {
       const std::string& other = raw_labels[size_t(same - labels.begin())];
@@ -991,7 +1032,8 @@ void check_run_count(const json& user, size_t engines, int64_t repeats, const Sw
 }
 
 // By engine and sweep key: whether the key applies to the engine.
-std::vector<std::vector<bool>> sweep_applies(const std::vector<json>& engines, const Sweep& sweep, Validator& v) {
+std::vector<std::vector<bool>> sweep_applies(const std::vector<EngineEntry>& engines, const Sweep& sweep,
+                                             Validator& v) {
   // An engine.* key applies to the engines whose type has that parameter (every engine for
   // "name"); the others run without it: one run per point of the other keys, its run id
   // and sweep values without the key. A key no engine has is an error, reported once.
@@ -1005,10 +1047,9 @@ std::vector<std::vector<bool>> sweep_applies(const std::vector<json>& engines, c
     bool any = false, all_known = true;
     std::string types;
     for (size_t e = 0; e < engines.size(); ++e) {
-      const json& type = engines[e].is_object() ? engines[e].value("type", json()) : json();
       const ComponentInfo* info = nullptr;
       for (const auto& c : engine_catalog())
-        if (type.is_string() && c.name == type.get<std::string>()) info = &c;
+        if (c.name == engines[e].type) info = &c;
       if (!info) {  // an unknown or missing type: reported by the run's validation
         all_known = false;
         continue;
@@ -1032,12 +1073,11 @@ std::vector<std::vector<bool>> sweep_applies(const std::vector<json>& engines, c
   return applies;
 }
 
-void check_train_overrides(const std::vector<json>& engines, const Sweep& sweep, Validator& v) {
+void check_train_overrides(const std::vector<EngineEntry>& engines, const Sweep& sweep, Validator& v) {
   // A train key an engine overrides is that engine's: a sweep of train.<key> would not reach
   // its runs (the engine's value wins), so the two together are refused.
   for (size_t e = 0; e < engines.size(); ++e) {
-    const json& own = engines[e].is_object() ? engines[e].value("train", json()) : json();
-    if (!own.is_object()) continue;
+    const json& own = engines[e].train;
     for (const auto& [key, values] : sweep) {
       if (key != "train" && key.rfind("train.", 0) != 0) continue;
       const std::string first = key == "train" ? ""
@@ -1240,7 +1280,7 @@ void resolve_compute(Experiment& exp, const std::string& base_dir, Validator& v)
 // Expands engine x sweep point x repeat into exp.runs, every run validated whole (its
 // issues reported on the experiment); returns each engine as resolved (for
 // experiment.json), and fills engine_of_run (an index into engines, per run).
-json expand_runs(const json& base, const std::vector<json>& engines, const std::vector<std::string>& labels,
+json expand_runs(const json& base, const std::vector<EngineEntry>& engines, const std::vector<std::string>& labels,
                  const Sweep& sweep, const std::vector<std::vector<bool>>& applies, const std::string& sweepable_top,
                  const std::string& name, uint64_t seed, int64_t repeats, Experiment& exp,
                  std::vector<size_t>& engine_of_run, Validator& v) {
@@ -1254,7 +1294,7 @@ json expand_runs(const json& base, const std::vector<json>& engines, const std::
   for (size_t e = 0; e < engines.size(); ++e) {
     for (size_t p = 0; p < points; ++p) {
       json run_user = base;
-      run_user["engine"] = engines[e];
+      run_user["engine"] = engines[e].object;
       json sweep_values = json::object();
       std::string id = labels[e];
       size_t rest = p;
@@ -1336,9 +1376,9 @@ Experiment resolve_experiment(const json& user, const std::string& source, const
   json top_checked = v.object(user, "", top_section().params(), with_sections({"engines", "sweep"}));
   const bool top_clean = top_mark.clean();
 
-  std::vector<json> engines = read_engines(user, v);
-
-  const Sweep sweep = read_sweep(user, v);
+  const ExperimentKeys keys = read_experiment_keys(user, v);
+  const std::vector<EngineEntry>& engines = keys.engines;
+  const Sweep sweep = check_sweep(keys.sweep, v);
   std::string name = user.contains("name") ? text_of(top_checked, "name") : kDefaultExperimentName;
   check_name(name, user.contains("name") && top_clean, v);
   const uint64_t seed = uint64_t(top_integer(top_checked, top_clean, "seed"));

@@ -36,8 +36,14 @@ struct Field {
   // or where nothing reads the section back.
   std::function<json(const S&)> get;
   // For a key whose value the ParamInfo cannot describe (a number in a range or a word:
-  // ParamType::Any): why its value is not allowed ("": it is). Optional.
+  // ParamType::Any), or a value the validator accepted that is still not allowed (a list
+  // of the wrong length): why its value is not allowed ("": it is). Never called with a
+  // value the validator reported. Optional.
   std::function<std::string(const json& value)> why_not;
+  // For a key whose value has parts of its own (a list's items, an object's keys: a
+  // shaped key, below): checks the value, reporting each issue at its own path under
+  // `path` (the key's), and fills its parts' defaults. Optional.
+  std::function<void(json& value, const std::string& path, Validator& v)> check;
 };
 
 // A key whose value is stored as it is (number, integer, boolean, string, list).
@@ -50,7 +56,7 @@ Field<S> field(T S::*member, ParamInfo info) {
 // member `outer` of S (s.optimizer.momentum: nested(&S::optimizer, field(&OptimizerSpec::momentum, ...))).
 template <class S, class M>
 Field<S> nested(M S::*outer, Field<M> f) {
-  Field<S> out{std::move(f.info), {}, {}, std::move(f.why_not)};
+  Field<S> out{std::move(f.info), {}, {}, std::move(f.why_not), std::move(f.check)};
   if (f.set) out.set = [outer, set = std::move(f.set)](S& s, const json& v) { set(s.*outer, v); };
   if (f.get) out.get = [outer, get = std::move(f.get)](const S& s) { return get(s.*outer); };
   return out;
@@ -112,9 +118,7 @@ struct NumberOrWord {
   std::function<json(const S&)> get;
   std::string number_note, word_note;
 
-  bool number_allowed(double x) const {
-    return std::isfinite(x) && (range.min_exclusive ? x > range.min : x >= range.min) && x <= range.max;
-  }
+  bool number_allowed(double x) const { return number_in_range(range, x); }
   bool word_allowed(const std::string& w) const {
     for (const auto& allowed : words)
       if (allowed == w) return true;
@@ -142,6 +146,105 @@ Field<S> number_or_word(ParamInfo info, NumberOrWord<S> form) {
              },
              shared->get};
   f.why_not = [shared](const json& v) { return shared->why_not(v); };
+  return f;
+}
+
+// ---- keys that take one of several shapes ----
+// A key whose value takes one of a few shapes, told apart by the value's JSON kind
+// (cluster.speeds: a list of factors or a distribution; model.curvature: a number, a list
+// or {min, max}; model.conv: a list of blocks; an experiment's sweep: an object of lists).
+// Each shape says what it takes: a number (its `check`: number_check, a range), a list
+// (each item's `check`, at its own path model.curvature[2]; none: any item), an object
+// (its `check`: its section's or family's, which fills its defaults) or a map (an object
+// whose every member `check` takes, at path.member). Shapes::check picks the shape by the
+// value's kind, in this one place; a value of no shape's kind, or a list shorter than its
+// shape's `min_items`, is refused as "expected <expected>, got <value>". The setter of the
+// value's shape fills S (from the checked value, its defaults filled).
+// Checks a value (or a part of one) at `path`, reporting in `v`; may fill its defaults.
+using ShapeCheck = std::function<void(json& value, const std::string& path, Validator& v)>;
+
+template <class S>
+struct ValueShape {
+  enum class Kind { Number, List, Object, Map };
+  Kind kind = Kind::Number;
+  ShapeCheck check;      // Number, Object: the value's; List: each item's; Map: each member's (none: any)
+  size_t min_items = 0;  // List
+  std::function<void(S&, const json& value)> set;
+};
+template <class S>
+ValueShape<S> number_shape(ShapeCheck check, std::function<void(S&, const json&)> set) {
+  return {ValueShape<S>::Kind::Number, std::move(check), 0, std::move(set)};
+}
+template <class S>
+ValueShape<S> list_shape(ShapeCheck item, size_t min_items, std::function<void(S&, const json&)> set) {
+  return {ValueShape<S>::Kind::List, std::move(item), min_items, std::move(set)};
+}
+template <class S>
+ValueShape<S> object_shape(ShapeCheck check, std::function<void(S&, const json&)> set) {
+  return {ValueShape<S>::Kind::Object, std::move(check), 0, std::move(set)};
+}
+template <class S>
+ValueShape<S> map_shape(ShapeCheck member, std::function<void(S&, const json&)> set) {
+  return {ValueShape<S>::Kind::Map, std::move(member), 0, std::move(set)};
+}
+
+template <class S>
+struct Shapes {
+  std::vector<ValueShape<S>> shapes;
+  std::string expected;               // what the key takes, as a message says it ("a list of factors > 0 or ...")
+  std::function<json(const S&)> get;  // optional (as Field::get)
+
+  // The shape of `value`'s kind; nullptr for none.
+  const ValueShape<S>* shape_of(const json& value) const {
+    using Kind = typename ValueShape<S>::Kind;
+    for (const auto& shape : shapes) {
+      const bool of_kind = shape.kind == Kind::Number ? value.is_number()
+                           : shape.kind == Kind::List ? value.is_array()
+                                                      : value.is_object();
+      if (of_kind) return &shape;
+    }
+    return nullptr;
+  }
+  void check(json& value, const std::string& path, Validator& v) const {
+    using Kind = typename ValueShape<S>::Kind;
+    const ValueShape<S>* shape = shape_of(value);
+    if (!shape || (shape->kind == Kind::List && value.size() < shape->min_items)) {
+      v.error(path, "expected " + expected + ", got " + brief(value));
+      return;
+    }
+    if (!shape->check) return;
+    if (shape->kind == Kind::List)
+      for (size_t i = 0; i < value.size(); ++i) shape->check(value[i], index_path(path, i), v);
+    else if (shape->kind == Kind::Map)
+      for (auto& [member, item] : value.items()) shape->check(item, join_path(path, member), v);
+    else
+      shape->check(value, path, v);
+  }
+  void set(S& s, const json& value) const {
+    if (const ValueShape<S>* shape = shape_of(value)) shape->set(s, value);
+  }
+};
+
+// A check of a number in `range`'s range (a ParamType::Number ParamInfo whose min, max
+// and min_exclusive are read): "expected a number > 0, got -2"; `also` refuses more of a
+// number in range ("": allowed; optional).
+inline ShapeCheck number_check(ParamInfo range, std::function<std::string(double)> also = {}) {
+  return [range = std::move(range), also = std::move(also)](json& x, const std::string& path, Validator& v) {
+    if (!x.is_number() || !number_in_range(range, x.get<double>()))
+      v.error(path, "expected " + describe_allowed(range) + ", got " + brief(x));
+    else if (also)
+      if (const std::string why = also(x.get<double>()); !why.empty()) v.error(path, why);
+  };
+}
+
+// The key of `info` (its type becomes ParamType::Any, so that the doc says what it takes)
+// whose value takes `shapes`.
+template <class S>
+Field<S> shaped(ParamInfo info, Shapes<S> shapes) {
+  info.type = ParamType::Any;
+  auto shared = std::make_shared<const Shapes<S>>(std::move(shapes));
+  Field<S> f{std::move(info), [shared](S& s, const json& v) { shared->set(s, v); }, shared->get};
+  f.check = [shared](json& value, const std::string& path, Validator& v) { shared->check(value, path, v); };
   return f;
 }
 
@@ -184,13 +287,54 @@ json get_fields(const std::vector<Field<S>>& fields, const S& s) {
   return out;
 }
 
-// Reports each key of `resolved` whose value its field's why_not refuses, at `path`.key.
+// Whether an issue was reported at `path` itself.
+inline bool reported_at(const Validator& v, const std::string& path) {
+  for (const auto& issue : v.issues())
+    if (issue.path == path) return true;
+  return false;
+}
+
+// Reports each key of `resolved` whose value its field's why_not refuses, at `path`.key
+// (a value already reported there is not judged again).
 template <class S>
 void check_values(const std::vector<Field<S>>& fields, const json& resolved, const std::string& path, Validator& v) {
   for (const auto& f : fields)
-    if (f.why_not && resolved.is_object() && resolved.contains(f.info.name))
+    if (f.why_not && resolved.is_object() && resolved.contains(f.info.name) &&
+        !reported_at(v, join_path(path, f.info.name)))
       if (const std::string why = f.why_not(resolved.at(f.info.name)); !why.empty())
         v.error(join_path(path, f.info.name), why);
+}
+
+// Checks the parts of each key of `resolved` whose field has a `check` (a shaped key), at
+// `path`.key, filling their defaults in `resolved`.
+template <class S>
+void check_parts(const std::vector<Field<S>>& fields, json& resolved, const std::string& path, Validator& v) {
+  for (const auto& f : fields)
+    if (f.check && resolved.is_object() && resolved.contains(f.info.name))
+      f.check(resolved.at(f.info.name), join_path(path, f.info.name), v);
+}
+
+// For an object whose other keys another declaration checks (an engine object's common
+// keys beside its type's; an experiment's engines and sweep beside the run's keys): checks
+// each key of `fields` the object has (its ParamInfo, check and why_not) at `path`.key,
+// and sets each one that is valid in `out` (a key it lacks: its default, where it has
+// one). An object that is not one is left to the declaration that reports it.
+template <class S>
+void bind_fields_of(const std::vector<Field<S>>& fields, json& object, const std::string& path, Validator& v, S& out) {
+  for (const auto& f : fields) {
+    const std::string at = join_path(path, f.info.name);
+    if (!object.is_object() || !object.contains(f.info.name)) {
+      if (!f.info.required() && f.set) f.set(out, f.info.default_value);
+      continue;
+    }
+    json& value = object.at(f.info.name);
+    const size_t before = v.issues().size();
+    if (!v.value(value, f.info, at)) continue;
+    if (f.check) f.check(value, at, v);
+    if (f.why_not)
+      if (const std::string why = f.why_not(value); !why.empty()) v.error(at, why);
+    if (v.issues().size() == before && f.set) f.set(out, value);
+  }
 }
 
 // The keys of one JSON object (a config section), bound to the members of S.
@@ -214,6 +358,7 @@ struct Section {
             const std::vector<std::string>& also_allowed = {}) const {
     const size_t before = v.issues().size();
     json resolved = v.object(user, path, params(), also_allowed);
+    check_parts(fields, resolved, path, v);
     check_values(fields, resolved, path, v);
     if (check && v.issues().size() == before) check(resolved, path, v);
     if (v.issues().size() == before) set_fields(fields, resolved, out);
@@ -269,6 +414,8 @@ struct Family {
                              ? find(resolved.at(type_key).get<std::string>())
                              : nullptr;
     if (m) {  // each key's own value check, beside the validator's (a key of type Any)
+      check_parts(m->fields, resolved, path, v);
+      check_parts(common, resolved, path, v);
       check_values(m->fields, resolved, path, v);
       check_values(common, resolved, path, v);
     }

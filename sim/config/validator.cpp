@@ -126,6 +126,12 @@ double effective_max(const ParamInfo& p) {
   return integral && !std::isfinite(p.max) ? kDefaultIntegerMax : p.max;
 }
 
+bool number_in_range(const ParamInfo& p, double x) {
+  if (!std::isfinite(x)) return false;
+  if (p.min_exclusive ? !(x > p.min) : !(x >= p.min)) return false;
+  return x <= effective_max(p);
+}
+
 void Validator::error(const std::string& path, const std::string& message) {
   for (const auto& i : issues_)
     if (i.path == path && i.message == message) return;  // sweeps can find the same twice
@@ -141,12 +147,7 @@ bool Validator::value(const json& v, const ParamInfo& p, const std::string& path
     error(path, "expected " + describe_allowed(p) + ", got " + brief(v) + " (" + json_type_name(v) + ")");
     return false;
   };
-  const double max = effective_max(p);
-  auto in_range = [&](double d) {
-    if (!std::isfinite(d)) return false;
-    if (p.min_exclusive ? !(d > p.min) : !(d >= p.min)) return false;
-    return d <= max;
-  };
+  auto in_range = [&](double d) { return number_in_range(p, d); };
   switch (p.type) {
     case ParamType::Any:
       return true;

@@ -80,6 +80,8 @@ inline constexpr double kDefaultIntegerMax = 2147483647.0;  // INT32_MAX
 inline constexpr double kMaxCount = 1e15;
 // The max a parameter is checked against: its own, else kDefaultIntegerMax for integers.
 double effective_max(const ParamInfo& p);
+// Whether `x` is finite and within `p`'s min (or above it, min_exclusive) and effective max.
+bool number_in_range(const ParamInfo& p, double x);
 
 // Members read while validating, when the validator may already have reported them as the
 // wrong type: a wrong type reads as absent instead of throwing.

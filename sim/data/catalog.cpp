@@ -50,6 +50,14 @@ DataType data_type(std::string name, std::string doc, Layout layout, bool labell
     if (self.labelled) set_fields(partition_fields(), data, partition);
     return std::make_shared<Bound>(self, std::move(partition), d, std::move(c));
   };
+  t.resolve = [d](const json& user, json& data, Validator& v) {
+    check_values(d->fields, data, "data", v);
+    if (!d->hooks.derive) return;
+    Config c;  // its valid keys, typed (one with an issue, reported at its path in `v`, keeps Config's value)
+    Validator reported_in_v;
+    bind_fields_of(d->fields, data, "data", reported_in_v, c);
+    d->hooks.derive(c, user, data, v);
+  };
   return t;
 }
 
@@ -86,14 +94,33 @@ DataType none() {
 
 // ---- synthetic: Gaussian inputs, a random teacher ----
 
-// data.image [channels, height, width] as height x width x channels; nullopt when it is
-// [] (flat) or holds values already reported (or too large for a Shape).
-std::optional<Shape> synthetic_image(const json& data) {
-  if (!data.contains("image") || !data["image"].is_array() || data["image"].size() != 3) return std::nullopt;
-  const json& i = data["image"];
-  for (const auto& x : i)
-    if (!x.is_number_integer() || x.get<int64_t>() < 1 || x.get<int64_t>() > 1000000) return std::nullopt;
-  return Shape{int(i[1].get<int64_t>()), int(i[2].get<int64_t>()), int(i[0].get<int64_t>())};
+// data.image's longest side: the image's values per sample (their product) then fit an
+// int64, and a product over data.features' range is reported as a number.
+constexpr double kMaxImageSide = 1000000;
+
+// data.image: [channels, height, width] (stored channels last), or [] for flat samples.
+Field<SyntheticSpec> image_field() {
+  using C = SyntheticSpec;
+  ParamInfo info = list("image", ParamType::IntegerList, json::array(),
+                        "the samples' shape as images, [channels, height, width] (features is then their product; "
+                        "stored channels last); [] = flat",
+                        1);
+  info.max = kMaxImageSide;
+  Field<C> f = field<C>(
+      std::move(info),
+      [](C& s, const json& v) {
+        const auto i = v.get<std::vector<int>>();
+        s.image = i.size() == 3 ? std::optional<Shape>(Shape{i[1], i[2], i[0]}) : std::nullopt;
+      },
+      [](const C& s) {
+        return s.image ? json{s.image->channels, s.image->height, s.image->width} : json::array();
+      });
+  f.why_not = [](const json& image) {  // a list of integers in range (the validator's)
+    return image.empty() || image.size() == 3
+               ? std::string()
+               : "expected [channels, height, width] (or [] for flat samples), got " + brief(image);
+  };
+  return f;
 }
 
 DataType synthetic() {
@@ -106,7 +133,28 @@ DataType synthetic() {
   };
   hooks.load = [](const C& c, const DataLoadContext& ctx) { return make_synthetic(c, ctx.seed); };
   hooks.image = [](const C& c) { return c.image; };
-  DataType t = data_type<C>(
+  // features, when left out, is the image's values per sample; given, it must be that
+  hooks.derive = [features](const C& c, const json& user, json& data, Validator& v) {
+    if (!c.image) return;  // flat, or an image with an issue of its own
+    const Shape& i = *c.image;
+    const int64_t product = int64_t(i.channels) * i.height * i.width;  // (each side <= kMaxImageSide)
+    const std::string image = json{i.channels, i.height, i.width}.dump();
+    const bool given = user.contains("features");
+    // features derived from the image must respect features' own range (issue 31)
+    const double cap = effective_max(features);
+    if (!given && double(product) > cap) {
+      v.error("data.image", image + " holds " + std::to_string(product) +
+                                " values per sample, more than data.features may be (" + brief(json(cap)) + ")");
+      return;
+    }
+    if (!given)
+      data["features"] = product;
+    else if (!reported_at(v, "data.features") && int64_t(c.features) != product)
+      v.error("data.features", "is " + std::to_string(c.features) + " but data.image " + image + " holds " +
+                                   std::to_string(product) + " values per sample: leave features out, or set it to " +
+                                   std::to_string(product));
+  };
+  return data_type<C>(
       "synthetic", "generated from the seed: Gaussian inputs, a random teacher model", Layout::Dense,
       /*labelled=*/true, /*seeded=*/true,
       {choice_field(&C::classification,
@@ -115,46 +163,8 @@ DataType synthetic() {
        field(&C::classes, integer("classes", 10, "classes (classification)", 2, 1000)), field(&C::features, features),
        field(&C::train_samples, integer("train_samples", 4096, "training samples", 1, 1e8)),
        field(&C::test_samples, integer("test_samples", 1024, "test samples", 1, 1e8)),
-       field(&C::noise, num("noise", 0.1, "std of noise on the teacher's logits or targets", 0)),
-       field<C>(
-           list("image", ParamType::IntegerList, json::array(),
-                "the samples' shape as images, [channels, height, width] (features is then their product; stored "
-                "channels last); [] = flat",
-                1),
-           [](C& s, const json& v) {
-             s.image = synthetic_image({{"image", v}});
-           },
-           [](const C& s) {
-             return s.image ? json{s.image->channels, s.image->height, s.image->width} : json::array();
-           })},
+       field(&C::noise, num("noise", 0.1, "std of noise on the teacher's logits or targets", 0)), image_field()},
       std::move(hooks));
-  // data.image: [channels, height, width] or []; features, when left out, is their product.
-  t.resolve = [features](const json& user, json& data, Validator& v) {
-    if (!data.contains("image") || !data["image"].is_array() || data["image"].empty()) return;
-    const json& i = data["image"];
-    if (i.size() != 3) {
-      v.error("data.image", "expected [channels, height, width] (or [] for flat samples), got " + brief(i));
-      return;
-    }
-    auto shape = synthetic_image(data);
-    if (!shape) return;  // the list's values were reported already
-    const int64_t product = int64_t(shape->size());
-    const bool given = user.is_object() && user.contains("features");
-    // features derived from the image must respect features' own range (issue 31)
-    const double cap = effective_max(features);
-    if (!given && double(product) > cap) {
-      v.error("data.image", i.dump() + " holds " + std::to_string(product) +
-                                " values per sample, more than data.features may be (" + brief(json(cap)) + ")");
-      return;
-    }
-    if (!given)
-      data["features"] = product;
-    else if (data["features"].is_number_integer() && data["features"].get<int64_t>() != product)
-      v.error("data.features", "is " + data["features"].dump() + " but data.image " + i.dump() + " holds " +
-                                   std::to_string(product) + " values per sample: leave features out, or set it to " +
-                                   std::to_string(product));
-  };
-  return t;
 }
 
 // ---- fashion_mnist: IDX files ----
@@ -371,11 +381,7 @@ std::string data_type_names(DataType::Layout layout) {
 json resolve_data(const json& user, const std::string& default_type, Validator& v,
                   std::shared_ptr<const BoundData>& out) {
   return data_family().resolve(
-      user, "data", v, out,
-      [&](const DataType& t, json& data) {
-        if (t.resolve) t.resolve(user, data, v);
-      },
-      {}, default_type);
+      user, "data", v, out, [&](const DataType& t, json& data) { t.resolve(user, data, v); }, {}, default_type);
 }
 
 std::shared_ptr<const BoundData> bind_data(const json& data) { return data_family().bind(data); }

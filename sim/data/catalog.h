@@ -71,12 +71,10 @@ struct DataType {
   // Whether its samples are drawn from the run's seed: runs with other seeds then load
   // their own copy (BoundData::share_key).
   bool seeded = false;
-  // Fills keys derived from others (synthetic: features from image) and checks them;
-  // `user` is the data object as the config gave it. Optional. It stays over JSON because
-  // it runs before there is a typed config to bind: it writes the resolved object
-  // (config.json shows the derived features), reads what the user left out (features
-  // given beside image must agree with it), and reports a list of the wrong length at its
-  // own key before the list is bound.
+  // Checks its keys' values beyond their types (check_values) and fills the keys derived
+  // from others from its typed config (DataHooks::derive); `user` is the data object as the
+  // config gave it, `data` the object validated against its keys. Set by the set's
+  // declaration (data_type).
   std::function<void(const nlohmann::json& user, nlohmann::json& data, Validator& v)> resolve;
   // Binds a validated data object (defaults filled, resolved; a key it lacks takes its
   // default, as in an object built in code) to the set's typed config (bind_data).
@@ -126,13 +124,19 @@ class BoundData {
 };
 
 // A data set's typed hooks over its config struct: `shape` its sizes; `load` (empty
-// exactly when the layout is None: no samples), `image` and `check_files` optional.
+// exactly when the layout is None: no samples), `image`, `check_files` and `derive` optional.
 template <class Config>
 struct DataHooks {
   std::function<DataShape(const Config&)> shape;
   std::function<DataSplit(const Config&, const DataLoadContext&)> load;
   std::function<std::optional<Shape>(const Config&)> image;
   std::function<void(const Config&, const std::string& base_dir, Validator& v)> check_files;
+  // Fills keys derived from others (synthetic: features from image) in `data`, the resolved
+  // object (config.json shows them), and checks them. It reads the typed config of the keys
+  // that are valid: a key reported in `v` (reported_at) holds Config's own value, and the
+  // others' checks still run beside its issue. `user` is the object as the config gave it
+  // (what it left out). Optional.
+  std::function<void(const Config&, const nlohmann::json& user, nlohmann::json& data, Validator& v)> derive;
 };
 
 template <class Config>

@@ -17,10 +17,7 @@ using keys::list;
 using keys::num;
 using keys::str;
 
-json conv_json(const ConvSpec& c) {
-  return {
-      {"channels", c.channels}, {"kernel", c.kernel}, {"stride", c.stride}, {"padding", c.padding}, {"pool", c.pool}};
-}
+json conv_json(const ConvSpec& c) { return get_fields(conv_block_section().fields, c); }
 json lenet5_conv_json() {
   json out = json::array();
   for (const ConvSpec& c : lenet5().conv) out.push_back(conv_json(c));
@@ -45,6 +42,10 @@ ModelType model_type(std::string name, std::string doc, ModelType::Reads reads, 
     Config c;
     set_fields(d->fields, model, c);
     return std::make_shared<Bound>(self, d, std::move(c));
+  };
+  t.check_keys = [d](json& model, Validator& v) {
+    check_parts(d->fields, model, "model", v);
+    check_values(d->fields, model, "model", v);
   };
   return t;
 }
@@ -98,42 +99,35 @@ Field<S> activation_field(Activation S::*member, const char* doc) {
 
 // The model computes in fp32: a curvature that float rounds to 0 or to infinity is not
 // the one asked for (issue 31: 1e-50 passed as "> 0" and trained a flat model).
+std::string unless_in_float(double h) {
+  return float_positive_finite(h) ? "" : brief(json(h)) + " is 0 or infinite in float" + kFloatRange;
+}
 
-void check_curvature(const json& c, const std::string& path, Validator& v) {
-  if (c.is_number()) {
-    if (!(c.get<double>() > 0))
-      v.error(path, "curvature must be > 0, got " + brief(c));
-    else if (!float_positive_finite(c.get<double>()))
-      v.error(path, brief(c) + " is 0 or infinite in float" + kFloatRange);
-    return;
-  }
-  if (c.is_array()) {
-    if (c.empty()) v.error(path, "curvature list is empty");
-    for (size_t i = 0; i < c.size(); ++i)
-      if (!c[i].is_number() || !(c[i].get<double>() > 0))
-        v.error(index_path(path, i), "curvature must be a number > 0, got " + brief(c[i]));
-      else if (!float_positive_finite(c[i].get<double>()))
-        v.error(index_path(path, i), brief(c[i]) + " is 0 or infinite in float" + kFloatRange);
-    return;
-  }
-  if (c.is_object()) {
-    json o = v.object(
-        c, path,
-        {num("min", nullptr, "smallest curvature", 0, true), num("max", nullptr, "largest curvature", 0, true)});
-    if (o.contains("min") && o.contains("max") && o["min"].is_number() && o["max"].is_number() &&
-        o["max"].get<double>() < o["min"].get<double>())
-      v.error(path, "curvature.max must be >= curvature.min");
-    for (const char* k : {"min", "max"})
-      if (o.contains(k) && o[k].is_number() && o[k].get<double>() > 0 && !float_positive_finite(o[k].get<double>()))
-        v.error(join_path(path, k), brief(o[k]) + " is 0 or infinite in float" + kFloatRange);
-    return;
-  }
-  v.error(path, "expected a number > 0, a list of them, or {\"min\": a, \"max\": b}; got " + brief(c));
+// model.curvature {min, max}: h log-spaced from min to max over the dim coordinates.
+struct CurvatureRange {
+  double min{}, max{};
+};
+const Section<CurvatureRange>& curvature_range_section() {
+  using R = CurvatureRange;
+  static const Section<R> s{"model.curvature",
+                            "h log-spaced over the dim coordinates",
+                            {field(&R::min, num("min", nullptr, "smallest curvature", 0, true)),
+                             field(&R::max, num("max", nullptr, "largest curvature", 0, true))},
+                            nullptr,
+                            [](const json& r, const std::string& path, Validator& v) {
+                              if (r["max"].get<double>() < r["min"].get<double>())
+                                v.error(path, "curvature.max must be >= curvature.min");
+                              for (const char* k : {"min", "max"})
+                                if (const std::string why = unless_in_float(r[k].get<double>()); !why.empty())
+                                  v.error(join_path(path, k), why);
+                            }};
+  return s;
 }
 
 ModelType quadratic() {
   using C = QuadraticConfig;
   using Form = C::Curvature;
+  const ParamInfo h = num("curvature", nullptr, "one coordinate's curvature", 0, true);
   ModelHooks<C> hooks;
   hooks.build = [](const C& q, const ModelInput&) {
     return make_quadratic(curvature_of(q), float(q.noise), float(q.init));
@@ -144,36 +138,41 @@ ModelType quadratic() {
       v.error("model.curvature",
               "list has " + std::to_string(q.curvature.size()) + " values but model.dim is " + json(q.dim).dump());
   };
-  ModelType t =
-      model_type<C>("quadratic", "f(w) = 1/2 sum_i h_i w_i^2 (optimum 0), with optional gradient noise; reads no data",
-                    ModelType::Reads::None, ModelType::Task::Regression,
-                    {field(&C::dim, integer("dim", 100, "number of parameters", 1)),
-                     field<C>(
-                         any("curvature", 1.0, "h: a number, a list of dim numbers, or {min, max} log-spaced"),
-                         [](C& q, const json& c) {  // as check_curvature let it through
-                           if (c.is_number()) {
-                             q.form = Form::Value;
-                             q.curvature = {c.get<double>()};
-                           } else if (c.is_array()) {
-                             q.form = Form::List;
-                             q.curvature = c.get<std::vector<double>>();
-                           } else {
-                             q.form = Form::Range;
-                             q.curvature = {c.at("min").get<double>(), c.at("max").get<double>()};
-                           }
-                         },
-                         [](const C& q) -> json {
-                           if (q.form == Form::Value) return q.curvature[0];
-                           if (q.form == Form::List) return q.curvature;
-                           return {{"min", q.curvature[0]}, {"max", q.curvature[1]}};
-                         }),
-                     field(&C::noise, num("noise", 0.0, "std of N(0, noise^2) added to each gradient coordinate", 0)),
-                     field(&C::init, num("init", 1.0, "every coordinate starts here"))},
-                    std::move(hooks));
-  t.resolve = [](const json&, json& model, Validator& v) {
-    if (model.contains("curvature")) check_curvature(model["curvature"], "model.curvature", v);
-  };
-  return t;
+  return model_type<C>(
+      "quadratic", "f(w) = 1/2 sum_i h_i w_i^2 (optimum 0), with optional gradient noise; reads no data",
+      ModelType::Reads::None, ModelType::Task::Regression,
+      {field(&C::dim, integer("dim", 100, "number of parameters", 1)),
+       shaped<C>(any("curvature", 1.0, "h: a number, a list of dim numbers, or {min, max} log-spaced"),
+                 {{number_shape<C>(number_check(h, unless_in_float),
+                                   [](C& q, const json& c) {
+                                     q.form = Form::Value;
+                                     q.curvature = {c.get<double>()};
+                                   }),
+                   list_shape<C>(number_check(h, unless_in_float), 1,
+                                 [](C& q, const json& c) {
+                                   q.form = Form::List;
+                                   q.curvature = c.get<std::vector<double>>();
+                                 }),
+                   object_shape<C>(
+                       [](json& c, const std::string& path, Validator& v) {
+                         CurvatureRange unused;  // bound by the setter, from the checked object
+                         c = curvature_range_section().bind(c, path, v, unused);
+                       },
+                       [](C& q, const json& c) {
+                         CurvatureRange r;
+                         set_fields(curvature_range_section().fields, c, r);
+                         q.form = Form::Range;
+                         q.curvature = {r.min, r.max};
+                       })},
+                  "a number > 0, a list of them, or {\"min\": a, \"max\": b}",
+                  [](const C& q) -> json {
+                    if (q.form == Form::Value) return q.curvature[0];
+                    if (q.form == Form::List) return q.curvature;
+                    return {{"min", q.curvature[0]}, {"max", q.curvature[1]}};
+                  }}),
+       field(&C::noise, num("noise", 0.0, "std of N(0, noise^2) added to each gradient coordinate", 0)),
+       field(&C::init, num("init", 1.0, "every coordinate starts here"))},
+      std::move(hooks));
 }
 
 ModelType dense(std::string name, std::string doc, ModelType::Task task, DenseLoss loss, bool logits_per_class) {
@@ -233,46 +232,43 @@ ModelType cnn() {
                  "\"lenet5\": the LeNet-5 layers (conv and hidden as their defaults say), and conv and hidden "
                  "must be left out; \"custom\": conv and hidden as given",
                  {"custom", "lenet5"})),
-       field<C>(
-           any("conv", lenet5_conv_json(),
-               "the convolution blocks in order: a list of {channels, kernel, stride, padding, pool} (section "
-               "model.conv[])"),
-           [](C& c, const json& blocks) {  // as resolved: every block's keys filled
-             c.conv.clear();
-             for (const auto& b : blocks)
-               c.conv.push_back(ConvSpec{b["channels"].get<int>(), b["kernel"].get<int>(), b["stride"].get<int>(),
-                                         b["padding"].get<int>(), b["pool"].get<int>()});
-           },
-           [](const C& c) {
-             json out = json::array();
-             for (const ConvSpec& b : c.conv) out.push_back(conv_json(b));
-             return out;
-           }),
+       shaped<C>(any("conv", lenet5_conv_json(),
+                     "the convolution blocks in order: a list of {channels, kernel, stride, padding, pool} (section "
+                     "model.conv[])"),
+                 {{list_shape<C>(
+                      [](json& block, const std::string& path, Validator& v) {
+                        ConvSpec unused;  // bound by the setter, from the checked blocks
+                        block = conv_block_section().bind(block, path, v, unused);
+                      },
+                      0,
+                      [](C& c, const json& blocks) {  // every block's keys filled
+                        c.conv.clear();
+                        for (const auto& b : blocks) {
+                          ConvSpec block;
+                          set_fields(conv_block_section().fields, b, block);
+                          c.conv.push_back(block);
+                        }
+                      })},
+                  "a list of {channels, kernel, stride, padding, pool}",
+                  [](const C& c) {
+                    json out = json::array();
+                    for (const ConvSpec& b : c.conv) out.push_back(conv_json(b));
+                    return out;
+                  }}),
        field(&C::hidden,
              list("hidden", ParamType::IntegerList, json(lenet5().hidden), "dense layer sizes after flattening", 1)),
        activation_field(&C::activation, "after every convolution and hidden layer")},
       std::move(hooks));
-  // the conv blocks (each against section model.conv[]), the lenet5 preset
+  // the lenet5 preset (a model of arch lenet5 is an object, as the user gave it)
   t.resolve = [](const json& user, json& model, Validator& v) {
-    if (text_of(model, "arch") == "lenet5") {
-      for (const char* k : {"conv", "hidden"})
-        if (user.is_object() && user.contains(k))
-          v.error(std::string("model.") + k,
-                  "arch \"lenet5\" sets the layers: leave out conv and hidden, or use arch "
-                  "\"custom\"");
-      model["conv"] = lenet5_conv_json();
-      model["hidden"] = lenet5().hidden;
-      return;
-    }
-    const json& conv = model["conv"];
-    if (!conv.is_array()) {
-      v.error("model.conv", "expected a list of {channels, kernel, stride, padding, pool}, got " + brief(conv));
-      return;
-    }
-    json blocks = json::array();
-    for (size_t i = 0; i < conv.size(); ++i)
-      blocks.push_back(v.object(conv[i], index_path("model.conv", i), conv_block_params()));
-    model["conv"] = blocks;
+    if (text_of(model, "arch") != "lenet5") return;
+    for (const char* k : {"conv", "hidden"})
+      if (user.contains(k))
+        v.error(std::string("model.") + k,
+                "arch \"lenet5\" sets the layers: leave out conv and hidden, or use arch "
+                "\"custom\"");
+    model["conv"] = lenet5_conv_json();
+    model["hidden"] = lenet5().hidden;
   };
   return t;
 }
@@ -358,23 +354,33 @@ const ModelType* find_model_type(const std::string& name) { return model_family(
 const ModelType& model_type_of(const json& model) { return model_family().type_of(model); }
 const std::vector<ComponentInfo>& model_catalog() { return model_family().catalog(); }
 
-const std::vector<ParamInfo>& conv_block_params() {
+const Section<ConvSpec>& conv_block_section() {
+  using B = ConvSpec;
   const ConvSpec defaults;  // the block's defaults are ConvSpec's (kernels/model.h)
-  static const std::vector<ParamInfo> p = {
-      integer("channels", nullptr, "filters (output channels)", 1, 4096),
-      integer("kernel", nullptr, "the filters' side (kernel x kernel)", 1, 1024),
-      integer("stride", defaults.stride, "step between windows", 1, 1024),
-      integer("padding", defaults.padding, "zeros added on every side of the input (< kernel)", 0, 1023),
-      integer("pool", defaults.pool,
-              "max-pool window and stride after the activation (1: none); rows and columns past the last whole "
-              "window are dropped",
-              1, 1024)};
+  static const Section<B> s{
+      "model.conv[]",
+      "one convolution block of model cnn: convolution, the activation, then max-pooling",
+      {field(&B::channels, integer("channels", nullptr, "filters (output channels)", 1, 4096)),
+       field(&B::kernel, integer("kernel", nullptr, "the filters' side (kernel x kernel)", 1, 1024)),
+       field(&B::stride, integer("stride", defaults.stride, "step between windows", 1, 1024)),
+       field(&B::padding,
+             integer("padding", defaults.padding, "zeros added on every side of the input (< kernel)", 0, 1023)),
+       field(&B::pool, integer("pool", defaults.pool,
+                               "max-pool window and stride after the activation (1: none); rows and columns past the "
+                               "last whole window are dropped",
+                               1, 1024))}};
+  return s;
+}
+
+const std::vector<ParamInfo>& conv_block_params() {
+  static const std::vector<ParamInfo> p = conv_block_section().params();
   return p;
 }
 
 json resolve_model(const json& user, Validator& v, std::shared_ptr<const BoundModel>& out) {
   return model_family().resolve(user, "model", v, out, [&](const ModelType& t, json& model) {
     if (t.resolve) t.resolve(user, model, v);
+    if (t.check_keys) t.check_keys(model, v);
   });
 }
 

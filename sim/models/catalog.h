@@ -125,14 +125,15 @@ struct ModelType {
   std::vector<ParamInfo> params;
   Reads reads = Reads::Dense;
   Task task = Task::Classifier;
-  // Fills keys derived from others and validates nested values (cnn: the lenet5 preset,
-  // the conv blocks; quadratic: the curvature's forms); `user` is the model object as the
-  // config gave it. Optional. It stays over JSON because it runs before there is a typed
-  // config to bind: it writes the resolved object (config.json shows the preset's layers),
-  // reads what the user left out (lenet5 refuses conv and hidden given beside it), and
-  // validates values nested below a key, reporting at their own paths (model.conv[1].kernel,
-  // model.curvature[2]), which a key's one-message why_not cannot.
+  // Fills keys derived from others (cnn: the lenet5 preset); `user` is the model object as
+  // the config gave it. Optional. It stays over JSON because it runs before there is a typed
+  // config to bind: it writes the resolved object (config.json shows the preset's layers)
+  // and reads what the user left out (lenet5 refuses conv and hidden given beside it).
   std::function<void(const nlohmann::json& user, nlohmann::json& model, Validator& v)> resolve;
+  // Checks the values of its keys beyond their types (a shaped key's parts at their own
+  // paths: model.conv[1].kernel, model.curvature[2]; check_parts, check_values), after
+  // `resolve`. Set by the model's declaration.
+  std::function<void(nlohmann::json& model, Validator& v)> check_keys;
   // Binds a validated model object (defaults filled, resolved; a key it lacks takes its
   // default, as in an object built in code) to the model's typed config (bind_model).
   // `self`: this type (TypeFamily::bind).
@@ -157,7 +158,8 @@ const ModelType& model_type_of(const nlohmann::json& model);
 // unknown type.
 std::shared_ptr<const BoundModel> bind_model(const nlohmann::json& model);
 const std::vector<ComponentInfo>& model_catalog();
-// One convolution block of model cnn (section model.conv[]).
+// One convolution block of model cnn (section model.conv[]): its keys, bound to a ConvSpec.
+const Section<ConvSpec>& conv_block_section();
 const std::vector<ParamInfo>& conv_block_params();
 
 // Resolves and checks the model object at "model" (defaults filled, derived keys set) and

@@ -131,7 +131,7 @@ json bind_topology(const json& given, const std::string& path, const TopologyRun
   if (user.is_object() && !user.contains("type") && !user.empty()) user["type"] = "boxes";  // the form before "type"
   const size_t before = v.issues().size();
   json resolved = v.component(user, path, "type", topology_catalog(), {}, kDefaultTopologyType);
-  if (v.issues().size() != before || !resolved.is_object()) return resolved;
+  if (v.issues().size() != before) return resolved;  // (with none, it is an object naming a type)
   const TopologyType* t = find_topology_type(resolved["type"].get<std::string>());
   ClusterSpec bound = out;
   bound.type = t->name;

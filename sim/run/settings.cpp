@@ -25,6 +25,15 @@ std::vector<std::string> words_of(const std::vector<std::pair<std::string, E>>& 
   return out;
 }
 
+// A distribution object's check (bind_distribution's: its keys at their own paths), with
+// its defaults filled.
+ShapeCheck distribution_check() {
+  return [](json& value, const std::string& path, Validator& v) {
+    std::shared_ptr<const BoundDistribution> unused;  // bound by the shape's setter, once the section is valid
+    value = bind_distribution(value, path, v, unused);
+  };
+}
+
 std::vector<Section<S>> make_sections() {
   return {
       // The top level: RunSettings' seed, trace and batched_gradients, and the
@@ -151,9 +160,15 @@ std::vector<Section<S>> make_sections() {
                 {"servers", "host"}),
             [](S& s, const json& v) { s.topology.host_placement = v == "host"; },
             [](const S& s) { return json(s.topology.host_placement ? "host" : "servers"); }),
-        unbound<S>(any("speeds", json::array(),
-                       "per-worker slowdown factors (2 = twice as slow): a list of one factor per worker (empty = all "
-                       "1), or a distribution {\"dist\": ...} drawn once per worker"))}},
+        shaped<S>(
+            any("speeds", json::array(),
+                "per-worker slowdown factors (2 = twice as slow): a list of one factor per worker (empty = all "
+                "1), or a distribution {\"dist\": ...} drawn once per worker"),
+            {{list_shape<S>(number_check(num("", nullptr, "", 0, true)), 0,
+                            [](S& s, const json& v) { s.speeds = v.get<std::vector<double>>(); }),
+              object_shape<S>(distribution_check(), [](S& s, const json& v) { s.speeds_dist = bind_distribution(v); })},
+             "a list of factors > 0 or a distribution {\"dist\": ...}",
+             [](const S& s) { return s.speeds_dist ? s.speeds_dist->spec() : json(s.speeds); }})}},
       {"cluster.compute",
        "a step's compute time: `dist` and its keys (see distributions below) give one draw per step; a step on m "
        "samples lasts overhead + m x draw (per sample) or overhead + draw (per step), times the worker's speed and "
@@ -282,9 +297,13 @@ std::vector<Section<S>> make_sections() {
                 {"uniform", "size"}),
             [](S& s, const json& v) { s.clients.by_size = v == "size"; },
             [](const S& s) { return json(s.clients.by_size ? "size" : "uniform"); }),
-        unbound<S>(any("speeds", json{{"dist", "constant"}, {"value", 1.0}},
-                       "the clients' slowdown factors (2 = twice as slow), a distribution {\"dist\": ...} drawn once "
-                       "per client: a client's step lasts its slot's compute time times its factor")),
+        shaped<S>(any("speeds", json{{"dist", "constant"}, {"value", 1.0}},
+                      "the clients' slowdown factors (2 = twice as slow), a distribution {\"dist\": ...} drawn once "
+                      "per client: a client's step lasts its slot's compute time times its factor"),
+                  {{object_shape<S>(distribution_check(),
+                                    [](S& s, const json& v) { s.clients.speeds = bind_distribution(v); })},
+                   "a distribution {\"dist\": ...} drawn once per client",
+                   [](const S& s) { return s.clients.speeds ? s.clients.speeds->spec() : json(); }}),
         nested(
             &S::clients,
             field(&ClientsSpec::devices,
@@ -351,26 +370,23 @@ const Section<FailureEvent>& failure_event_section() {
   return s;
 }
 
-void check_optimizer(const json& train, Validator& v) {
-  if (!train.is_object()) return;
-  auto number = [&](const char* k) { return train.contains(k) && train[k].is_number() ? train[k].get<double>() : 0.0; };
-  const bool nesterov = train.contains("nesterov") && train["nesterov"] == true;
-  const json type = train.value("optimizer", json());  // resolved: always there
-  if (type == "sgd") {
-    if (nesterov && number("momentum") <= 0)
+void check_optimizer(const OptimizerSpec& o, Validator& v) {
+  const std::string& type = word_of(optimizer_words(), o.kind);
+  if (o.kind == OptimizerKind::Sgd) {
+    if (o.nesterov && o.momentum <= 0)
       v.error("train.nesterov", "Nesterov momentum needs train.momentum > 0 (train.momentum is 0)");
-    if (number("weight_decay") > 0)
+    if (o.weight_decay > 0)
       v.error("train.weight_decay",
               "weight decay is implemented for train.optimizer adam and adamw, not sgd: set it "
               "to 0 or choose adam/adamw");
-  } else if (type.is_string()) {
-    if (number("momentum") > 0)
-      v.error("train.momentum", "train.momentum is sgd's; " + type.get<std::string>() +
-                                    "'s momentum is train.beta1: set train.momentum to 0");
-    if (nesterov) v.error("train.nesterov", "Nesterov momentum is sgd's: set it to false with " + type.dump());
-    if (number("eps") > 0 && !float_positive_finite(number("eps")))  // the update divides by sqrt(v_hat) + eps
-      v.error("train.eps", brief(train["eps"]) + " is 0 in float, so it would not keep " + type.get<std::string>() +
-                               "'s update finite" + kFloatRange);
+  } else {
+    if (o.momentum > 0)
+      v.error("train.momentum",
+              "train.momentum is sgd's; " + type + "'s momentum is train.beta1: set train.momentum to 0");
+    if (o.nesterov) v.error("train.nesterov", "Nesterov momentum is sgd's: set it to false with " + json(type).dump());
+    if (o.eps > 0 && !float_positive_finite(o.eps))  // the update divides by sqrt(v_hat) + eps
+      v.error("train.eps",
+              brief(json(o.eps)) + " is 0 in float, so it would not keep " + type + "'s update finite" + kFloatRange);
   }
 }
 

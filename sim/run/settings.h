@@ -160,10 +160,10 @@ const Section<RunSettings>& settings_section(const std::string& name);
 // (cluster.failures.events[]).
 const Section<SlowWindow>& slow_window_section();
 const Section<FailureEvent>& failure_event_section();
-// The checks across train's optimizer keys (train resolved, defaults filled): nesterov
-// needs momentum > 0 and sgd; momentum and nesterov are sgd's (Adam's momentum is beta1);
+// The checks across train's optimizer keys (as bound from a valid train): nesterov needs
+// momentum > 0 and sgd; momentum and nesterov are sgd's (Adam's momentum is beta1);
 // weight_decay is adam's and adamw's.
-void check_optimizer(const nlohmann::json& train, Validator& v);
+void check_optimizer(const OptimizerSpec& optimizer, Validator& v);
 // The words the config writes for staleness.mode, cluster.network.precision and eval.unit: the keys
 // bind with them, and messages name a bound value with them (word_of, sim/config/field.h).
 const std::vector<std::pair<std::string, StalenessMode>>& staleness_mode_words();

@@ -20,15 +20,13 @@ constexpr const char* kFirstLine = "# asgdsim measured compute trace";
 std::string measured_trace_name(const nlohmann::json& model, const nlohmann::json& data, size_t batch,
                                 const nlohmann::json& sources) {
   nlohmann::json fields = {{"model", model}, {"data", data}, {"batch", batch}};
-  if (!sources.is_null()) fields["sources"] = sources;
+  if (!sources.empty()) fields["sources"] = sources;
   const std::string key = fields.dump();
   uint64_t h = 1469598103934665603ull;  // FNV-1a, 64 bits
   for (unsigned char c : key) h = (h ^ c) * 1099511628211ull;
   char hex[9];
   std::snprintf(hex, sizeof(hex), "%08x", unsigned(h ^ (h >> 32)));
-  std::string type = model.is_object() && model.contains("type") && model["type"].is_string()
-                         ? model["type"].get<std::string>()
-                         : "model";
+  std::string type = model.at("type").get<std::string>();
   for (char& c : type)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') c = '_';
   return "calibration/" + type + "-b" + std::to_string(batch) + "-" + hex + ".trace";

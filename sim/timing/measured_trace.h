@@ -22,8 +22,8 @@ struct MeasuredTrace {
 // The trace's path inside the experiment folder for a run's resolved model and data
 // sections and per-worker batch: "calibration/<model type>-b<batch>-<8 hex digits>.trace",
 // the digits an FNV-1a hash of the three (runs that compute the same gradient share it),
-// and of `sources` where it is not null: the fingerprints of a PyTorch model's files
-// (run.sources), so that an edited model file is another trace.
+// and of `sources` where it holds any (null: none): the fingerprints of a PyTorch model's
+// files (run.sources), so that an edited model file is another trace.
 std::string measured_trace_name(const nlohmann::json& model, const nlohmann::json& data, size_t batch,
                                 const nlohmann::json& sources = nullptr);
 
