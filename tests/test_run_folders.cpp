@@ -400,9 +400,9 @@ TEST(Records, AConfigJsonsRunRecordReadsBackOrIsRefusedNamingTheKey) {
                   {"/run/engine", 5, "run.engine: expected a string, got 5 (integer)"},
                   {"/run/run_id", nullptr, "run.run_id: expected a string, got null (null)"},
                   {"/run/experiment", kRemoved, "run.experiment: missing required key (a string: "},
-                  {"/run/sweep", json::array({1}), "run.sweep: expected an object, got [1] (list)"},
+                  {"/run/sweep", json::array({1}), "run.sweep: expected an object, got [1]"},
                   {"/run", kRemoved, "run: missing required key"},
-                  {"/run", "r", "run: expected an object, got \"r\" (string)"},
+                  {"/run", "r", "run: expected an object, got \"r\""},
                   {"", json::array(), "expected an object, got [] (list)"}});
 }
 
@@ -427,11 +427,11 @@ TEST(Records, ExperimentJsonReadsBackOrIsRefusedNamingTheKey) {
   EXPECT_EQ(no_seed->seed, 1u);
   expect_refused(experiment_record(), resolved,
                  {{"/name", kRemoved, "name: missing required key (a string: "},
-                  {"/engines", json::object(), "engines: expected a list, got {}"},
+                  {"/engines", json::object(), "engines: expected a list of objects, got {}"},
                   {"/engines/0", "async", "engines[0]: expected an object, got \"async\" (string)"},
                   {"/engines/1/name", kRemoved, "engines[1].name: missing required key (a string: "},
                   {"/engines/0/name", 3, "engines[0].name: expected a string, got 3 (integer)"},
-                  {"/sweep", json::array(), "sweep: expected an object, got [] (list)"},
+                  {"/sweep", json::array(), "sweep: expected an object, got []"},
                   {"/sweep/train.lr", 0.1, "sweep.train.lr: expected a list, got 0.1"},
                   {"/seed", -1, "seed: expected an integer in [0, 1e+15], got -1 (integer)"},
                   {"/repeats", 0, "repeats: expected an integer in [1, 50000], got 0 (integer)"}});

@@ -5,8 +5,8 @@
 // before any member is set; what is not readable is said as the first issue with its JSON
 // path ("run.seed: expected an integer ..., got \"x\" (string)"). Keys a record does not
 // declare are let be: asgdsim's files hold more than any one reader needs. A key whose value
-// holds records of its own (an object, a list of objects) is a RecordKey, checked at its own
-// path.
+// holds records of its own (an object, a list of objects) is a shaped key (field.h),
+// checked at its own path.
 // What it is not: a config validator (nothing is reported of undeclared keys) nor a writer:
 // where a file holds exactly a record's keys, get_fields writes it from the same fields.
 #pragma once
@@ -45,78 +45,63 @@ inline bool check_list(const json& value, const std::string& path, Validator& v)
   return false;
 }
 
-// A key of a record whose value holds records of its own: its field (ParamType::Any: its
-// setter reads the value once `check` found nothing) and `check`, which validates the value
-// at the key's path (`path` is the key's own: "run", "engines").
-template <class S>
-struct RecordKey {
-  Field<S> field;
-  std::function<void(const json& value, const std::string& path, Validator& v)> check;
-};
+// Keys whose value holds records of their own are shaped keys (field.h): their Field's
+// check validates the value at the key's own path ("run.seed", "engines[1].name").
 
 // A key whose value is a record of its own, `inner`, read into `member`.
 template <class S, class T>
-RecordKey<S> record_key(T S::*member, ParamInfo info, Section<T> inner) {
-  info.type = ParamType::Any;
+Field<S> record_key(T S::*member, ParamInfo info, Section<T> inner) {
   auto shared = std::make_shared<const Section<T>>(std::move(inner));
-  return {{std::move(info), [member, shared](S& s, const json& v) { set_fields(shared->fields, v, s.*member); },
-           [member, shared](const S& s) { return get_fields(shared->fields, s.*member); }},
-          [shared](const json& v, const std::string& path, Validator& val) {
-            T scratch{};
-            bind_record(*shared, v, path, val, scratch);
-          }};
+  return shaped<S>(std::move(info),
+                   {{object_shape<S>(
+                        [shared](json& value, const std::string& path, Validator& v) {
+                          T scratch{};
+                          bind_record(*shared, value, path, v, scratch);
+                        },
+                        [member, shared](S& s, const json& value) { set_fields(shared->fields, value, s.*member); })},
+                    "an object",
+                    [member, shared](const S& s) { return get_fields(shared->fields, s.*member); }});
 }
 
 // A key whose value is a list of records `inner`, read into `member` in order.
 template <class S, class T>
-RecordKey<S> record_list_key(std::vector<T> S::*member, ParamInfo info, Section<T> inner) {
-  info.type = ParamType::Any;
+Field<S> record_list_key(std::vector<T> S::*member, ParamInfo info, Section<T> inner) {
   auto shared = std::make_shared<const Section<T>>(std::move(inner));
-  return {{std::move(info),
-           [member, shared](S& s, const json& v) {
-             (s.*member).clear();
-             for (const json& e : v) set_fields(shared->fields, e, (s.*member).emplace_back());
-           },
-           [member, shared](const S& s) {
-             json out = json::array();
-             for (const T& e : s.*member) out.push_back(get_fields(shared->fields, e));
-             return out;
-           }},
-          [shared](const json& v, const std::string& path, Validator& val) {
-            if (!check_list(v, path, val)) return;
-            for (size_t i = 0; i < v.size(); ++i) {
-              T scratch{};
-              bind_record(*shared, v[i], index_path(path, i), val, scratch);
-            }
-          }};
+  return shaped<S>(std::move(info), {{list_shape<S>(
+                                         [shared](json& item, const std::string& path, Validator& v) {
+                                           T scratch{};
+                                           bind_record(*shared, item, path, v, scratch);
+                                         },
+                                         0,
+                                         [member, shared](S& s, const json& value) {
+                                           (s.*member).clear();
+                                           for (const json& e : value)
+                                             set_fields(shared->fields, e, (s.*member).emplace_back());
+                                         })},
+                                     "a list of objects",
+                                     [member, shared](const S& s) {
+                                       json out = json::array();
+                                       for (const T& e : s.*member) out.push_back(get_fields(shared->fields, e));
+                                       return out;
+                                     }});
 }
 
 // A key whose value is an object of any keys, kept as it is in `member` (a sweep point);
 // `each`, when given, checks each of its members at path.key (a sweep's value lists).
 template <class S>
-RecordKey<S> object_key(json S::*member, ParamInfo info,
-                        std::function<void(const json& value, const std::string& path, Validator& v)> each = {}) {
-  info.type = ParamType::Any;
-  return {field(member, std::move(info)), [each](const json& v, const std::string& path, Validator& val) {
-            const size_t before = val.issues().size();
-            val.object(v, path, {}, own_keys(v));
-            if (!each || val.issues().size() != before) return;
-            for (const auto& [key, member_value] : v.items()) each(member_value, join_path(path, key), val);
-          }};
+Field<S> object_key(json S::*member, ParamInfo info, ShapeCheck each = {}) {
+  return shaped<S>(std::move(info),
+                   {{map_shape<S>(std::move(each), [member](S& s, const json& value) { s.*member = value; })},
+                    "an object",
+                    [member](const S& s) { return s.*member; }});
 }
 
-// A record: `fields` (keys the Validator checks itself) and `keys` (keys holding records of
-// their own, checked once every field is valid), as one Section named `name` (its path).
+// A record: `fields`, then `keys` (the keys holding records of their own), as one Section
+// named `name` (its path).
 template <class S>
-Section<S> record(std::string name, std::string doc, std::vector<Field<S>> fields,
-                  std::vector<RecordKey<S>> keys = {}) {
-  Section<S> s{std::move(name), std::move(doc), std::move(fields)};
-  for (const auto& k : keys) s.fields.push_back(k.field);
-  if (!keys.empty())
-    s.check = [keys](const json& resolved, const std::string& path, Validator& v) {
-      for (const auto& k : keys) k.check(resolved.at(k.field.info.name), join_path(path, k.field.info.name), v);
-    };
-  return s;
+Section<S> record(std::string name, std::string doc, std::vector<Field<S>> fields, std::vector<Field<S>> keys = {}) {
+  fields.insert(fields.end(), keys.begin(), keys.end());
+  return Section<S>{std::move(name), std::move(doc), std::move(fields)};
 }
 
 // The declaration of key `name` in `section`: a record that reads back a config key takes
