@@ -127,6 +127,9 @@ struct EngineType {
   // (Step::keep_client). The others keep a state per worker that a client would have to
   // carry from slot to slot, and refuse a population.
   bool population = false;
+  // It runs only on a population: its jobs are clients' (their sample counts weigh its
+  // updates), so clients.count 0 (no population) is refused.
+  bool needs_population = false;
   // On a population whose clients come and go (clients.devices with availability.csv): it
   // takes back a client job its client left unfinished (GradientJob::timed_out) and waits
   // for a client when none is available (Step::no_client_until).

@@ -452,6 +452,7 @@ EngineType federated_type(const char* name, Rule rule, const char* doc, Extra ex
                                  },
                                  refuse_real});
   t.population = true;
+  t.needs_population = true;
   t.departures = true;
   return t;
 }

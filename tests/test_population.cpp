@@ -261,6 +261,16 @@ TEST(Population, ConfigRefusals) {
   report["clients"] = {{"count", 10}};
   report["engines"] = json::array({json{{"type", "fedavg"}, {"report", 5}}});
   EXPECT_NE(issues(report).find("engines[0].report"), std::string::npos) << issues(report);
+  // the federated engines train clients: no population (clients.count 0) is refused (fedavg
+  // went round at t = 0 looking for a client until memory ran out)
+  for (const char* type : {"fedavg", "fedbuff", "fedasync"}) {
+    json none = quadratic_config("x", {1.0}, 4, 0.1);
+    none["engines"] = json::array({json{{"type", type}}});
+    const std::string no_clients = issues(none);
+    EXPECT_NE(no_clients.find("clients.count: engine " + std::string(type) + " trains the clients of a population"),
+              std::string::npos)
+        << no_clients;
+  }
 }
 
 // clients.devices: a client's messages cross its own link (bytes x 8 / 1000 / kbit/s seconds

@@ -430,7 +430,9 @@ ComputeRunView compute_run_view(const RunSpec& run) {
   if (model.reads == ModelType::Reads::External)  // a PyTorch module's FLOPs: counted once it is built
     r.flops_per_sample = [] { return std::optional<double>(); };
   else
-    r.flops_per_sample = [of] { return std::optional<double>(model_sizes(*of->bound_model, *of->bound_data).flops_per_sample); };
+    r.flops_per_sample = [of] {
+      return std::optional<double>(model_sizes(*of->bound_model, *of->bound_data).flops_per_sample);
+    };
   r.trace_name = [of] { return trace_name_of(*of); };
   return r;
 }
@@ -582,6 +584,11 @@ json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<co
                                      "population of clients; engines that do: " +
                                      able + " (or set clients.count 0)");
       }
+      if (clean.clients && s.clients.count == 0 && find_engine_type(engine->type())->needs_population)
+        v.error("clients.count",
+                "engine " + engine->type() +
+                    " trains the clients of a population (section clients): give clients.count, at least "
+                    "cluster.workers (each slot trains one client at a time); 0 is no population");
     }
   }
   const EngineType* engine_type = engine ? find_engine_type(engine->type()) : nullptr;
