@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include "engines/engine_registry.h"
 #include "kernels/model.h"
+#include "sim/core/parameter_store.h"
 #include "sim/core/runtime.h"
 #include "sim/core/simulation.h"
 #include "sim/core/worker_pool.h"
@@ -351,3 +352,51 @@ INSTANTIATE_TEST_SUITE_P(Engines, Conformance, ::testing::ValuesIn(forms()), for
 INSTANTIATE_TEST_SUITE_P(Engines, Failures, ::testing::ValuesIn(forms()), form_name);
 
 }  // namespace
+
+namespace {
+
+// An engine that goes round without work: each timer schedules two more at the same
+// instant (as fedavg did on no population: a slot that found no client waited for one at
+// time 0, every slot at every wake-up).
+class GoesRound final : public Engine {
+ public:
+  std::string type() const override { return "goes_round"; }
+  void start(Runtime& sim) override {
+    store_ = std::make_unique<ParameterStore>(sim.initial_params(), sim.history_needed(), sim.model().row_layout());
+    sim.schedule_timer(sim.now(), 0, 1);
+  }
+  void on_gradient(Runtime&, std::unique_ptr<GradientJob>) override {}
+  void on_timer(Runtime& sim, const Timer&) override {
+    sim.schedule_timer(sim.now(), 0, 1);
+    sim.schedule_timer(sim.now(), 0, 1);
+  }
+  Snapshot model_of_record() const override { return store_->current(); }
+
+ private:
+  std::unique_ptr<ParameterStore> store_;
+};
+
+}  // namespace
+
+// The no-progress rule under any stop limit: so many events in a row at one instant with
+// no gradient arriving and no update applied end the run with NoProgress (exit 2), instead
+// of a queue that grows until memory runs out.
+TEST(NoProgressRule, AnEngineGoingRoundWithoutWorkEndsTheRunUnderAnyLimit) {
+  const json c = {{"model", {{"type", "quadratic"}, {"dim", 4}}},
+                  {"data", {{"type", "none"}}},
+                  {"stop", {{"updates", 100}}},
+                  {"cluster", {{"workers", 2}}},
+                  {"engines", json::array({json{{"type", "async"}}})}};
+  const Experiment exp = resolve_experiment(c, "test", ".");
+  const RunSpec& run = exp.runs.at(0);
+  const RunParts parts = make_run_parts(run, run.settings, nullptr, exp.base_dir);
+  WorkerPool pool(2, /*caller_computes=*/true);
+  Recorder recorder(false);
+  GoesRound engine;
+  try {
+    parts.simulation(pool, recorder)->run(engine);
+    ADD_FAILURE() << "the run ended without NoProgress";
+  } catch (const NoProgress& e) {
+    EXPECT_NE(std::string(e.what()).find("no gradient arriving and no update applied"), std::string::npos) << e.what();
+  }
+}

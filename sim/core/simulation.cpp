@@ -856,7 +856,9 @@ RunOutcome Simulation::run(Engine& engine, StateArchive* from) {
   // about 10), so more than kStuckEventsPerWorker per worker (plus kStuckEventsBase) in a
   // row at one instant happens only when nearly every step is 0 ns; the run then fails
   // with NoProgress (exit 2), naming cluster.compute. With any other limit the run ends
-  // by it, and the rule is off.
+  // by it, unless no gradient arrives and no update is applied: so many events in a row at
+  // one instant with neither are an engine going round without work (it would never end,
+  // and its queue may grow until memory runs out), also NoProgress.
   const bool only_time_limit = settings_.stop_time != kNever && settings_.stop_updates == 0 &&
                                settings_.stop_gradients == 0 && !(settings_.stop_epochs > 0);
   const uint64_t stuck_after = kStuckEventsBase + kStuckEventsPerWorker * uint64_t(settings_.workers);
@@ -887,7 +889,16 @@ RunOutcome Simulation::run(Engine& engine, StateArchive* from) {
     if (e.time != instant_) {
       instant_ = e.time;
       same_instant_ = 0;
-    } else if (++same_instant_ > stuck_after && only_time_limit) {
+      work_seen_ = out_.gradients + out_.updates;
+    } else if (++same_instant_ % stuck_after == 0 && !only_time_limit) {
+      if (out_.gradients + out_.updates == work_seen_)
+        throw NoProgress("virtual time stayed at " + format_number(sim_to_seconds(instant_)) + " s for " +
+                         std::to_string(same_instant_) +
+                         " events in a row with no gradient arriving and no update applied (" +
+                         std::to_string(out_.updates) +
+                         " updates so far): the engine goes round without work, and the run would never end");
+      work_seen_ = out_.gradients + out_.updates;
+    } else if (same_instant_ > stuck_after && only_time_limit) {
       throw NoProgress("virtual time stayed at " + format_number(sim_to_seconds(instant_)) + " s for " +
                        std::to_string(same_instant_) + " events in a row (" + std::to_string(out_.updates) +
                        " updates so far) while stop.time " + format_number(sim_to_seconds(settings_.stop_time)) +

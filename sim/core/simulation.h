@@ -53,7 +53,8 @@ EvalPair evaluate_params(const Model& model, WorkerPool& pool, ExecContext& exec
 
 // The no-progress rule (Simulation::run): more than kStuckEventsBase +
 // kStuckEventsPerWorker x workers events in a row at one virtual instant, with stop.time
-// the only limit, end the run with NoProgress.
+// the only limit or with no gradient arriving and no update applied among them, end the
+// run with NoProgress.
 inline constexpr uint64_t kStuckEventsBase = 100000;
 inline constexpr uint64_t kStuckEventsPerWorker = 1000;
 // An interrupted run's checkpoint waits at most this many events for a point with no
@@ -184,9 +185,9 @@ class Simulation final : public Runtime {
   Engine* engine_ = nullptr;
 
   EventQueue queue_;
-  std::unique_ptr<Population> population_;     // section clients (null: none)
-  std::vector<int64_t> slot_client_;           // the client each worker's slot trains now (-1: none)
-  const ClientDevices* devices_ = nullptr;     // clients.devices (null: none)
+  std::unique_ptr<Population> population_;               // section clients (null: none)
+  std::vector<int64_t> slot_client_;                     // the client each worker's slot trains now (-1: none)
+  const ClientDevices* devices_ = nullptr;               // clients.devices (null: none)
   std::vector<std::unique_ptr<GradientJob>> in_flight_;  // by slot
   std::vector<size_t> free_slots_;
   std::vector<std::unique_ptr<GradientJob>> spare_jobs_;
@@ -219,6 +220,7 @@ class Simulation final : public Runtime {
   // The no-progress rule (run): the instant of the last event, and how many ran at it.
   SimTime instant_ = 0;
   uint64_t same_instant_ = 0;
+  uint64_t work_seen_ = 0;  // gradients + updates when the no-progress rule last looked
   CheckpointHooks checkpoints_;
   std::string checkpoint_refused_;
   // Interrupted, the run goes on to the first point a checkpoint can be taken: the loops
