@@ -1027,6 +1027,7 @@ TEST(ConfigDefaults, ListDefaultsAreWhatAConfigThatLeavesThemOutResolvesTo) {
   for (const auto& e : engine_catalog()) {
     json cfg = kSmallest;
     cfg["engines"] = json::array({{{"type", e.name}}});
+    if (find_engine_type(e.name)->needs_population) cfg["clients"] = {{"count", 100}};  // (a population's engines)
     expect_defaults(e.params, run_config(cfg)["engine"], {}, {}, "engines[" + e.name + "]");
   }
   // every topology, its required keys given
