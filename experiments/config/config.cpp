@@ -23,6 +23,7 @@
 #include "sim/models/external.h"
 #include "sim/net/catalog.h"
 #include "kernels/model.h"
+#include "experiments/config/records.h"  // the run record
 #include "experiments/config/resources.h"
 #include "sim/run/atomic_file.h"
 #include "sim/run/recorder.h"  // format_number
@@ -1354,8 +1355,8 @@ json expand_runs(const json& base, const std::vector<EngineEntry>& engines, cons
         run.bound_model = bound_model;
         run.bound_data = bound_data;
         run.config["name"] = name;
-        run.config["run"] = {{"run_id", run.run_id},  {"experiment", name}, {"engine", run.engine},
-                             {"sweep", sweep_values}, {"repeat", r},        {"seed", run.seed}};
+        run.config["run"] = get_fields(run_record().fields,
+                                       RunRecord{run.run_id, name, run.engine, sweep_values, run.seed, r});
         exp.runs.push_back(std::move(run));
         engine_of_run.push_back(e);
       }
