@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <thread>
 
@@ -101,7 +102,8 @@ RunScale run_scale(const Sizing& run, const Distribution& compute, const ModelSi
   double bytes_per_second = kInf;
   if (rs.network.bandwidth > 0) bytes_per_second = rs.network.bandwidth * std::max(1, rs.network.shards);
   if (rs.network.worker_bandwidth > 0) bytes_per_second = std::min(bytes_per_second, rs.network.worker_bandwidth);
-  const double bytes = message_bytes(rs.network, size_t(known ? known->params : model_sizes(run.model, run.data).params));
+  const double bytes =
+      message_bytes(rs.network, size_t(known ? known->params : model_sizes(run.model, run.data).params));
   step += messages * (bytes / bytes_per_second + rs.network.latency);
   s.step_seconds = std::isfinite(step) ? step : kInf;
 
@@ -122,6 +124,51 @@ RunScale run_scale(const Sizing& run, const Distribution& compute, const ModelSi
   return s;
 }
 
+// A part of the estimate: the key that drives it, what it is, its bytes (none: left out).
+using AddPart = std::function<void(std::string key, std::string what, double bytes)>;
+// A number as the parts say it (4 significant digits).
+std::string fmt4(double v) {
+  char s[32];
+  std::snprintf(s, sizeof(s), "%.4g", v);
+  return s;
+}
+
+// Data: inputs and labels as floats, on the host and in backend memory (the same RAM on
+// CPU backends), the raw file bytes while converting, and the sample order.
+void add_data_parts(const AddPart& add, const DataShape& d, const RunSettings& rs, double workers) {
+  const auto n = fmt4;
+  if (d.sparse)  // both copies while uploading, as stored (CSR)
+    add("data.train_samples",
+        n(d.train) + " + " + n(d.test) + " sparse samples of " + n(d.features_per_sample) + " features each",
+        2 * d.stored_values * kFloat);
+  else
+    add("data", n(d.train) + " + " + n(d.test) + " samples x " + n(d.in) + " features", 2 * d.stored_values * kFloat);
+  add("data", "the raw data files", d.raw_bytes);
+  add(d.samples_key, "the sample order of " + n(d.train) + " samples", d.train * 4);
+  // A split by label (data.partition): each worker's label counts, and partition.csv's text
+  // of them (up to 8 digits and a comma each), beside the parts themselves (the samples' ids).
+  if (rs.partition.kind != PartitionSpec::Kind::Iid)
+    add("data.partition", n(workers) + " workers x " + n(d.classes) + " classes' label counts (partition.csv)",
+        workers * std::max(1, d.classes) * (8 + 9) + d.train * 4);
+}
+
+// What the run records: metrics rows (the start, one per eval interval, the end; an
+// interval in epochs is checked after each update, so at most one row per update) and
+// trace spans.
+void add_record_parts(const AddPart& add, const RunSettings& rs, const RunScale& scale) {
+  const auto n = fmt4;
+  const std::string& unit = word_of(eval_unit_words(), rs.eval_unit);
+  const double every = rs.eval_every;
+  double span = rs.eval_unit == EvalUnit::Time      ? scale.seconds
+                : rs.eval_unit == EvalUnit::Updates ? scale.updates
+                                                    : scale.epochs;
+  double rows = every > 0 ? span / every + 2 : kInf;
+  if (rs.eval_unit == EvalUnit::Epochs) rows = std::min(rows, scale.updates + 2);
+  add("eval.every", n(rows) + " metrics rows (eval every " + n(every) + " " + unit + ")", rows * kRowBytes);
+  if (rs.trace)
+    add("trace", n(scale.gradients) + " gradients' trace spans", scale.gradients * kSpansPerGradient * kSpanBytes);
+}
+
 MemoryEstimate run_memory(const Sizing& run, const Distribution& compute, const ModelSizes* known) {
   const RunSettings& rs = run.rs;
   MemoryEstimate m;
@@ -134,17 +181,11 @@ MemoryEstimate run_memory(const Sizing& run, const Distribution& compute, const 
   const RunScale scale = run_scale(run, compute, &sizes);
   // The key that sets the model's size: its dim, the data's features (a sparse model has a
   // row per feature), or the model's layers.
-  const std::string model_key = run.model.params_unbuilt() ? "model.dim"
-                                : d.sparse                               ? "data.features"
-                                                                         : "model";
-  auto add = [&m](std::string key, std::string what, double bytes) {
+  const std::string model_key = run.model.params_unbuilt() ? "model.dim" : d.sparse ? "data.features" : "model";
+  const AddPart add = [&m](std::string key, std::string what, double bytes) {
     if (bytes > 0) m.parts.push_back({std::move(key), std::move(what), bytes});
   };
-  auto n = [](double v) {
-    char s[32];
-    std::snprintf(s, sizeof(s), "%.4g", v);
-    return std::string(s);
-  };
+  const auto n = fmt4;
 
   // Parameter versions: the model of record, its momentum, and the history forced
   // staleness keeps (no more versions than there are updates).
@@ -185,34 +226,8 @@ MemoryEstimate run_memory(const Sizing& run, const Distribution& compute, const 
           n(sizes.train_floats_per_sample) + " floats each)",
       threads * per_thread * kFloat);
 
-  // Data: inputs and labels as floats, on the host and in backend memory (the same RAM
-  // on CPU backends), the raw file bytes while converting, and the sample order.
-  if (d.sparse)  // both copies while uploading, as stored (CSR)
-    add("data.train_samples",
-        n(d.train) + " + " + n(d.test) + " sparse samples of " + n(d.features_per_sample) + " features each",
-        2 * d.stored_values * kFloat);
-  else
-    add("data", n(d.train) + " + " + n(d.test) + " samples x " + n(d.in) + " features", 2 * d.stored_values * kFloat);
-  add("data", "the raw data files", d.raw_bytes);
-  add(d.samples_key, "the sample order of " + n(d.train) + " samples", d.train * 4);
-  // A split by label (data.partition): each worker's label counts, and partition.csv's text
-  // of them (up to 8 digits and a comma each), beside the parts themselves (the samples' ids).
-  if (rs.partition.kind != PartitionSpec::Kind::Iid)
-    add("data.partition", n(workers) + " workers x " + n(d.classes) + " classes' label counts (partition.csv)",
-        workers * std::max(1, d.classes) * (8 + 9) + d.train * 4);
-
-  // Metrics rows: the start, one per eval interval, the end. An interval in epochs is
-  // checked after each update, so it gives at most one row per update.
-  const std::string& unit = word_of(eval_unit_words(), rs.eval_unit);
-  const double every = rs.eval_every;
-  double span = rs.eval_unit == EvalUnit::Time      ? scale.seconds
-                : rs.eval_unit == EvalUnit::Updates ? scale.updates
-                                                    : scale.epochs;
-  double rows = every > 0 ? span / every + 2 : kInf;
-  if (rs.eval_unit == EvalUnit::Epochs) rows = std::min(rows, scale.updates + 2);
-  add("eval.every", n(rows) + " metrics rows (eval every " + n(every) + " " + unit + ")", rows * kRowBytes);
-  if (rs.trace)
-    add("trace", n(scale.gradients) + " gradients' trace spans", scale.gradients * kSpansPerGradient * kSpanBytes);
+  add_data_parts(add, d, rs, workers);
+  add_record_parts(add, rs, scale);
 
   std::stable_sort(m.parts.begin(), m.parts.end(),
                    [](const MemoryPart& a, const MemoryPart& b) { return a.bytes > b.bytes; });
