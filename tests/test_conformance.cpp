@@ -278,7 +278,7 @@ void every_worker_lost_ends_the_run(const EngineForm& f) {
   if (!f.failures()) return expect_refused(c, f.refuses_failures_at);
   const RunOutcome out = simulate(c);
   EXPECT_EQ(out.failures, 3u);
-  EXPECT_NE(out.note.find("no work left"), std::string::npos) << out.note;
+  EXPECT_NE(out.note.find("no work left (every worker was lost)"), std::string::npos) << out.note;
   EXPECT_LT(out.updates, 100000u);
 }
 

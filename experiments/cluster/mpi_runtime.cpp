@@ -451,9 +451,10 @@ void MpiRuntime::loop() {
     bool waiting = !timers_.empty();
     for (int w = 0; w < settings_.workers; ++w) waiting = waiting || (alive_[size_t(w)] && in_flight_[size_t(w)]);
     if (!waiting) {  // nothing under way can make progress any more
-      bool anyone = std::count(alive_.begin(), alive_.end(), true) > 0;
-      if (anyone)
-        monitor_.request_stop("completed", "no work left (every worker stopped)");
+      const auto live = std::count(alive_.begin(), alive_.end(), true);
+      if (live > 0)
+        monitor_.request_stop("completed", "no work left (the engine gave none of its " + std::to_string(live) +
+                                               " live workers a step)");
       else
         monitor_.request_stop("failed", failure_ = "every worker died");
       break;

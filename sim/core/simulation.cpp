@@ -882,7 +882,10 @@ RunOutcome Simulation::run(Engine& engine, StateArchive* from) {
       }
     }
     if (queue_.empty()) {
-      request_stop("completed", "no work left (every worker stopped)");
+      const auto live = std::count(alive_.begin(), alive_.end(), true);
+      request_stop("completed", live == 0 ? "no work left (every worker was lost)"
+                                          : "no work left (the engine gave none of its " + std::to_string(live) +
+                                                " live workers a step)");
       break;
     }
     Event e = queue_.pop();
