@@ -301,9 +301,9 @@ MpiRuntime::MpiRuntime(const RunSpec& run, const RunParts& parts, Recorder& rec)
                   // this thread alone; its time is not run time
                   auto t = Clock::now();
                   Snapshot snap = engine_->model_of_record();
-                  const EvalPair sums =
-                      evaluate_params(model_, eval_pool_, exec_, snap.data(), &run_parts_.data->train,
-                                      settings_.eval_train_samples, &run_parts_.data->test, settings_.eval_test_samples);
+                  const EvalPair sums = evaluate_params(model_, eval_pool_, exec_, snap.data(), &run_parts_.data->train,
+                                                        settings_.eval_train_samples, &run_parts_.data->test,
+                                                        settings_.eval_test_samples);
                   eval_seconds_ += wall_since(t);
                   return std::make_pair(sums.train, sums.test);
                 });
@@ -353,7 +353,8 @@ void MpiRuntime::launch(const Step& step) {
   job->read_version = job->read.version;
   // the messages the step declares, at the sizes the simulator charges (mpi_runtime.h)
   rows_.clear();
-  if (layout_.rows > 0) model_.touched_rows(model_.uses_data() ? &run_parts_.data->train : nullptr, step.ids, step.m, rows_);
+  if (layout_.rows > 0)
+    model_.touched_rows(model_.uses_data() ? &run_parts_.data->train : nullptr, step.ids, step.m, rows_);
   const StepMessageBytes sizes =
       step_message_bytes(settings_.network, num_params(), layout_.rows, layout_.width, rows_.size(),
                          step.gradient && step.pull, settings_.sparse_pull, settings_.compression);
@@ -451,10 +452,8 @@ void MpiRuntime::loop() {
     bool waiting = !timers_.empty();
     for (int w = 0; w < settings_.workers; ++w) waiting = waiting || (alive_[size_t(w)] && in_flight_[size_t(w)]);
     if (!waiting) {  // nothing under way can make progress any more
-      const auto live = std::count(alive_.begin(), alive_.end(), true);
-      if (live > 0)
-        monitor_.request_stop("completed", "no work left (the engine gave none of its " + std::to_string(live) +
-                                               " live workers a step)");
+      if (live_workers() > 0)
+        monitor_.request_stop("completed", idle_workers_note());
       else
         monitor_.request_stop("failed", failure_ = "every worker died");
       break;

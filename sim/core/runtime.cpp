@@ -1,8 +1,16 @@
 // sim/core/runtime.cpp — the run core both runtimes share (sim/core/runtime.h).
 #include "sim/core/runtime.h"
+#include <algorithm>
 #include <stdexcept>
+#include <string>
 
 namespace asgd {
+
+int64_t Runtime::live_workers() const { return std::count(alive_.begin(), alive_.end(), true); }
+
+std::string Runtime::idle_workers_note() const {
+  return "no work left (the engine gave none of its " + std::to_string(live_workers()) + " live workers a step)";
+}
 
 std::vector<float> Runtime::initial_params() const {
   if (!initial_override_.empty()) return initial_override_;

@@ -275,6 +275,10 @@ class Runtime {
   // owner's part (parts_; null under iid) with its labels in out_; `run` draws the parts'
   // blocks side by side. Throws when an epoch would be 0 samples.
   void make_sample_streams(const DeviceDataset* train, const RunTasks& run = {});
+  // Nothing is under way and nothing will come: how many workers are alive (0: every one
+  // was lost for good), and the note of a run that ends so with some alive.
+  int64_t live_workers() const;
+  std::string idle_workers_note() const;
 
   const RunSettings& settings_;
   const Model& model_;

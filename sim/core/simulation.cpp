@@ -882,10 +882,7 @@ RunOutcome Simulation::run(Engine& engine, StateArchive* from) {
       }
     }
     if (queue_.empty()) {
-      const auto live = std::count(alive_.begin(), alive_.end(), true);
-      request_stop("completed", live == 0 ? "no work left (every worker was lost)"
-                                          : "no work left (the engine gave none of its " + std::to_string(live) +
-                                                " live workers a step)");
+      request_stop("completed", live_workers() == 0 ? "no work left (every worker was lost)" : idle_workers_note());
       break;
     }
     Event e = queue_.pop();
