@@ -285,9 +285,7 @@ const Field<EngineEntry>& engine_train_key() {
 
 // The keys every engine object takes beside its type and its type's keys.
 const std::vector<Field<EngineEntry>>& engine_entry_fields() {
-  static const std::vector<Field<EngineEntry>> f = {
-      field(&EngineEntry::name, str("name", "", "label for this engine in run ids and plots (default: its type)")),
-      engine_train_key()};
+  static const std::vector<Field<EngineEntry>> f = {field(&EngineEntry::name, engine_name_key()), engine_train_key()};
   return f;
 }
 
@@ -420,6 +418,10 @@ EngineRunView engine_run_view(const RunSettings& s, const Clean& clean) {
 }
 
 }  // namespace
+
+ParamInfo engine_name_key() {
+  return str("name", "", "label for this engine in run ids and plots (default: its type)");
+}
 
 ComputeRunView compute_run_view(const RunSpec& run) {
   ComputeRunView r;
@@ -1355,8 +1357,8 @@ json expand_runs(const json& base, const std::vector<EngineEntry>& engines, cons
         run.bound_model = bound_model;
         run.bound_data = bound_data;
         run.config["name"] = name;
-        run.config["run"] = get_fields(run_record().fields,
-                                       RunRecord{run.run_id, name, run.engine, sweep_values, run.seed, r});
+        run.config["run"] =
+            get_fields(run_record().fields, RunRecord{run.run_id, name, run.engine, sweep_values, run.seed, r});
         exp.runs.push_back(std::move(run));
         engine_of_run.push_back(e);
       }

@@ -70,6 +70,9 @@ void apply_overrides(json& config, const std::vector<std::string>& sets, const s
 std::vector<std::string> run_id_key_names(const std::vector<std::string>& keys);
 // Validates and expands; throws ConfigError with every issue found.
 Experiment resolve_experiment(const json& user, const std::string& source, const std::string& base_dir);
+// An engines entry's "name": its label in run ids and plots (experiment.json's record of
+// the engines reads it back, required there: the resolved entries all have one).
+ParamInfo engine_name_key();
 
 // What a run's compute distribution may ask of the run (BoundDistribution::resolve): its
 // model (FLOPs per sample, counted when asked), batch and `per`, and dist "measured"'s

@@ -1,5 +1,6 @@
 // experiments/config/records.cpp — the declarations of experiments/config/records.h.
 #include "experiments/config/records.h"
+#include "experiments/config/config.h"  // engine_name_key
 #include "sim/base/limits.h"
 #include "sim/run/settings.h"  // the top-level keys experiment.json holds resolved
 
@@ -38,8 +39,7 @@ const Section<ExperimentRecord>& experiment_record() {
          field(&ExperimentRecord::repeats, declared_key(top, "repeats"))},
         {record_list_key(&ExperimentRecord::engines, keys::any("engines", nullptr, "the engines as resolved, in order"),
                          record<EngineRecord>("engines[]", "an engine as resolved",
-                                              {field(&EngineRecord::name,
-                                                     keys::str("name", nullptr, "the engine's label in run ids"))})),
+                                              {field(&EngineRecord::name, required_key(engine_name_key()))})),
          object_key(&ExperimentRecord::sweep, keys::any("sweep", nullptr, "dotted key -> the values it takes"),
                     [](const json& values, const std::string& path, Validator& v) { check_list(values, path, v); })});
   }();
