@@ -376,6 +376,24 @@ class GoesRound final : public Engine {
   std::unique_ptr<ParameterStore> store_;
 };
 
+// An async engine that stops handling gradients after its 5th (async: its 5th update): each
+// gradient that comes later is dropped, and its worker is never given another step (an engine stuck
+// waiting for something that never comes).
+class StopsAfterFiveUpdates final : public Engine {
+ public:
+  explicit StopsAfterFiveUpdates(std::unique_ptr<Engine> inner) : inner_(std::move(inner)) {}
+  std::string type() const override { return "stops_after_five"; }
+  void start(Runtime& sim) override { inner_->start(sim); }
+  void on_gradient(Runtime& sim, std::unique_ptr<GradientJob> job) override {
+    if (++gradients_ <= 5) inner_->on_gradient(sim, std::move(job));
+  }
+  Snapshot model_of_record() const override { return inner_->model_of_record(); }
+
+ private:
+  std::unique_ptr<Engine> inner_;
+  int gradients_ = 0;
+};
+
 }  // namespace
 
 // The no-progress rule under any stop limit: so many events in a row at one instant with
@@ -399,4 +417,30 @@ TEST(NoProgressRule, AnEngineGoingRoundWithoutWorkEndsTheRunUnderAnyLimit) {
   } catch (const NoProgress& e) {
     EXPECT_NE(std::string(e.what()).find("no gradient arriving and no update applied"), std::string::npos) << e.what();
   }
+}
+
+// An engine that gives its live workers no step, with nothing under way, before any stop
+// limit is stuck: the run ends "stalled", naming it, though it trained (5 updates of the
+// quadratic at rate 0.1 bring its loss well below its start). Before, it ended "completed".
+TEST(NoWorkLeft, AStuckEngineEndsTheRunStalled) {
+  const json c = {{"model", {{"type", "quadratic"}, {"dim", 4}}},
+                  {"data", {{"type", "none"}}},
+                  {"train", {{"lr", 0.1}}},
+                  {"stop", {{"updates", 100}}},
+                  {"eval", {{"every", 1}, {"unit", "updates"}}},
+                  {"cluster", {{"workers", 2}}},
+                  {"engines", json::array({json{{"type", "async"}}})}};
+  const Experiment exp = resolve_experiment(c, "test", ".");
+  const RunSpec& run = exp.runs.at(0);
+  const RunParts parts = make_run_parts(run, run.settings, nullptr, exp.base_dir);
+  WorkerPool pool(2, /*caller_computes=*/true);
+  Recorder recorder(false);
+  StopsAfterFiveUpdates engine(make_engine(*run.bound_engine));
+  const RunOutcome out = parts.simulation(pool, recorder)->run(engine);
+  EXPECT_EQ(out.updates, 5u);
+  EXPECT_EQ(out.status, "stalled") << out.note;
+  EXPECT_NE(out.note.find("the engine gave none of its 2 live workers a step, with nothing under way, after 5 "
+                          "updates and before any stop limit: the engine is stuck"),
+            std::string::npos)
+      << out.note;
 }

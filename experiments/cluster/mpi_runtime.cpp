@@ -453,7 +453,7 @@ void MpiRuntime::loop() {
     for (int w = 0; w < settings_.workers; ++w) waiting = waiting || (alive_[size_t(w)] && in_flight_[size_t(w)]);
     if (!waiting) {  // nothing under way can make progress any more
       if (live_workers() > 0)
-        monitor_.request_stop("completed", idle_workers_note());
+        end_with_no_work_left();
       else
         monitor_.request_stop("failed", failure_ = "every worker died");
       break;

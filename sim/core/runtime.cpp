@@ -8,8 +8,14 @@ namespace asgd {
 
 int64_t Runtime::live_workers() const { return std::count(alive_.begin(), alive_.end(), true); }
 
-std::string Runtime::idle_workers_note() const {
-  return "no work left (the engine gave none of its " + std::to_string(live_workers()) + " live workers a step)";
+void Runtime::end_with_no_work_left() {
+  if (live_workers() == 0)
+    monitor_.request_stop("completed", "no work left (every worker was lost)");
+  else
+    monitor_.request_stop("stalled", "the engine gave none of its " + std::to_string(live_workers()) +
+                                         " live workers a step, with nothing under way, after " +
+                                         std::to_string(out_.updates) +
+                                         " updates and before any stop limit: the engine is stuck");
 }
 
 std::vector<float> Runtime::initial_params() const {

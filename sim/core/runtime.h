@@ -275,10 +275,14 @@ class Runtime {
   // owner's part (parts_; null under iid) with its labels in out_; `run` draws the parts'
   // blocks side by side. Throws when an epoch would be 0 samples.
   void make_sample_streams(const DeviceDataset* train, const RunTasks& run = {});
-  // Nothing is under way and nothing will come: how many workers are alive (0: every one
-  // was lost for good), and the note of a run that ends so with some alive.
+  // How many workers are alive (0: every one was lost for good).
   int64_t live_workers() const;
-  std::string idle_workers_note() const;
+  // Nothing is under way and nothing will come, before any stop limit: every worker was
+  // lost (completed: the run went as far as its workers did), or the engine gave none of
+  // its live workers a step: it is stuck, and the run is stalled (its results are not those
+  // of a run that went on to its limits). (A population always has a client again: every
+  // client's availability recurs, and there are at least as many clients as slots.)
+  void end_with_no_work_left();
 
   const RunSettings& settings_;
   const Model& model_;

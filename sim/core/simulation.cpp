@@ -882,7 +882,7 @@ RunOutcome Simulation::run(Engine& engine, StateArchive* from) {
       }
     }
     if (queue_.empty()) {
-      request_stop("completed", live_workers() == 0 ? "no work left (every worker was lost)" : idle_workers_note());
+      end_with_no_work_left();
       break;
     }
     Event e = queue_.pop();

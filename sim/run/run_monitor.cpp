@@ -96,7 +96,7 @@ void RunMonitor::evaluate_row() {
   }
   // The row taken after a limit ended the run counts too: a run whose last row diverged
   // did not complete.
-  if (stop_ && out_.status == "completed") stop_ = false;
+  if (stop_ && (out_.status == "completed" || out_.status == "stalled")) stop_ = false;
   request_stop("diverged", why);
 }
 
