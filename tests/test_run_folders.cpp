@@ -394,8 +394,8 @@ TEST(Records, AConfigJsonsRunRecordReadsBackOrIsRefusedNamingTheKey) {
   EXPECT_EQ(get_fields(run_record().fields, run), exp.runs.back().config["run"]);
   expect_refused(run_config_record(), config,
                  {{"/run/seed", kRemoved, "run.seed: missing required key (an integer in [0, "},
-                  {"/run/seed", -1, "run.seed: expected an integer in [0, 1.00000000005e+15], got -1 (integer)"},
-                  {"/run/seed", "x", "run.seed: expected an integer in [0, 1.00000000005e+15], got \"x\" (string)"},
+                  {"/run/seed", -1, "run.seed: expected an integer in [0, 1000000000050000], got -1 (integer)"},
+                  {"/run/seed", "x", "run.seed: expected an integer in [0, 1000000000050000], got \"x\" (string)"},
                   {"/run/repeat", 1.5, "run.repeat: expected an integer in [0, 2147483647], got 1.5 (number)"},
                   {"/run/engine", 5, "run.engine: expected a string, got 5 (integer)"},
                   {"/run/run_id", nullptr, "run.run_id: expected a string, got null (null)"},
@@ -450,7 +450,7 @@ TEST(IndexCommand, NamesTheKeyOfARecordItCannotRead) {
   CommandResult run = run_cli("index " + exp_dir);
   EXPECT_EQ(run.exit_code, 2) << run.output;
   EXPECT_NE(run.output.find("sync-lr=0.05-seed1 (its config.json has no run record (run.seed: expected an integer in "
-                            "[0, 1.00000000005e+15], got -1 (integer)))"),
+                            "[0, 1000000000050000], got -1 (integer)))"),
             std::string::npos)
       << run.output;
   write_text(config_json, config);

@@ -3,6 +3,7 @@
 #include "sim/config/validator.h"
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 #include <sstream>
 
@@ -13,7 +14,16 @@ std::string fmt_num(double v) {
   std::ostringstream s;
   s.precision(15);
   s << v;
-  return s.str();
+  // A whole number whose exponent form needs several digits (the seed's bound,
+  // 1000000000050000, read "1.00000000005e+15"): all its digits. (1e+15 stays.)
+  const std::string e = s.str();
+  if (v == std::floor(v) && std::fabs(v) < 9007199254740992.0 && e.find('e') != std::string::npos &&
+      e.find('.') != std::string::npos) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.0f", v);
+    return buf;
+  }
+  return e;
 }
 const char* json_type_name(const json& v) {
   if (v.is_boolean()) return "boolean";
