@@ -10,6 +10,7 @@
 #include <iostream>
 #include "engines/engine_registry.h"
 #include "experiments/cluster/mpi_runtime.h"
+#include "experiments/run/experiment_folder.h"
 #include "experiments/run/run_parts.h"
 #include "experiments/config/resources.h"
 #include "experiments/run/runner.h"
@@ -106,8 +107,6 @@ int run_cluster(const Experiment& exp, const ClusterOptions& opts, const MpiEnv&
   for (const auto& run : exp.runs) check_supported(run, workers);  // every rank refuses alike
   kernels_use_one_thread_here();  // one process per worker: parallelism comes from the ranks
 
-  const std::string name = cluster_experiment_name(exp);
-  const std::string exp_dir = opts.out_dir + "/" + name;
   std::shared_ptr<LoadedData> cache;
   const size_t total = exp.runs.size();
 
@@ -177,16 +176,16 @@ struct ServeState {
 
 // One run of serve(): its folder, the server's run on the workers, its files. Returns its
 // status ("failed" when it could not be made: state.first_error says why).
-std::string serve_run(const Experiment& exp, const RunSpec& run, const std::string& dir, const std::string& tag,
+std::string serve_run(const Experiment& exp, const RunSpec& run, const ExperimentFolder& folder, const std::string& tag,
                       const json& cfg, const ClusterOptions& opts, const MpiEnv& mpi, ServeState& state) {
   const int workers = mpi.size() - 1;
   RunSettings s = run.settings;
   s.trace = s.trace || opts.trace;
   RunParts parts;
+  std::string dir;
   try {
     parts = rank_parts(run, s, exp.base_dir, state.cache);
-    make_directories(dir);
-    clear_run_folder(dir);  // an earlier attempt's files (and temporary files) go first
+    dir = folder.open_run(run);
     write_file_atomic(dir + "/config.json", cfg.dump(2) + "\n");
   } catch (...) {
     tell_workers(workers, state.dead, run.settings.real_worker_timeout, Kind::Stop);
@@ -240,13 +239,13 @@ std::string serve_run(const Experiment& exp, const RunSpec& run, const std::stri
 int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, std::vector<bool>& dead) {
   const int workers = mpi.size() - 1;
   const std::string name = cluster_experiment_name(exp);
-  const std::string exp_dir = opts.out_dir + "/" + name;
   const size_t total = exp.runs.size();
   bool interrupted = false;
-  make_experiment_folder(exp_dir);  // not a link: nothing is written through one
   // The folder is this process's until it returns, as for `asgdsim run`: no other asgdsim
   // writes into it meanwhile.
-  ExperimentLock lock(exp_dir, ExperimentLock::Mode::Exclusive, false, opts.command_line, opts.quiet);
+  ExperimentFolder folder(opts.out_dir, name,
+                          {ExperimentLock::Mode::Exclusive, false, opts.command_line, opts.quiet, ""});
+  const std::string& exp_dir = folder.path();
   Experiment named = exp;
   named.resolved["name"] = name;
   // Each run's config.json: its config, marked as this cluster experiment's.
@@ -258,16 +257,13 @@ int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, 
   }
   // Everything is checked before anything is written, as `asgdsim run` checks it: a refusal
   // leaves every file as it was, experiment.json included.
-  RunPlan plan = plan_runs(exp, exp_dir, configs, opts.replace, 0, 1);
-  const std::vector<std::string> others = runs_of_other_configs(exp_dir, exp);
-  refuse_runs_of_other_configs(exp_dir, others, opts.replace.supersede);
-  prepare_experiment_folder(named, exp_dir, plan, others, 0, 1, opts.replace.supersede, true);
+  RunPlan plan = folder.plan(exp, configs, opts.replace, 0, 1);
+  folder.prepare(named, plan, 0, 1, opts.replace.supersede, true);
   std::vector<bool> to_make(total, false);  // by run: not done earlier
   for (size_t k : plan.todo) to_make[k] = true;
   ServeState state{dead, nullptr, nullptr, ""};
   for (size_t k = 0; k < total; ++k) {
     const RunSpec& run = exp.runs[k];
-    const std::string dir = exp_dir + "/" + run.run_id;
     const std::string tag = run_tag(exp, k);
     const json& cfg = configs[k];
     bool skip = state.first_error || interrupted || interrupt_requested();
@@ -287,11 +283,11 @@ int serve(const Experiment& exp, const ClusterOptions& opts, const MpiEnv& mpi, 
       continue;
     }
 
-    const std::string status = serve_run(exp, run, dir, tag, cfg, opts, mpi, state);
+    const std::string status = serve_run(exp, run, folder, tag, cfg, opts, mpi, state);
     if (status == "interrupted") interrupted = true;
   }
   if (std::count(dead.begin(), dead.end(), true) > 0) mpi.note_peer_lost();
-  write_index(named, exp_dir);
+  folder.write_index(named);
   if (state.first_error) rethrow_naming_run(state.first_error, state.first_error_run);
   std::cout << "results: " << exp_dir << "\n";
   return interrupted ? 130 : 0;

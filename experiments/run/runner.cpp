@@ -23,6 +23,7 @@
 #include <thread>
 #include "engines/engine_registry.h"
 #include "experiments/run/build_info.h"
+#include "experiments/run/experiment_folder.h"
 #include "experiments/config/records.h"
 #include "experiments/config/resources.h"
 #include "experiments/run/run_parts.h"
@@ -322,12 +323,11 @@ void write_checkpoint(const std::string& dir, const RunSpec& run, std::string&& 
 
 // Makes run `k` into `dir`: config.json and meta.json first, summary.json last. Returns
 // the run's status (completed, stalled, diverged or interrupted); throws on failure.
-std::string make_run(const Experiment& exp, size_t k, const std::string& dir, const RunnerOptions& opts,
+std::string make_run(const Experiment& exp, size_t k, const ExperimentFolder& folder, const RunnerOptions& opts,
                      const Lane& lane, DataCache& cache, Console& console) {
   const RunSpec& run = exp.runs[k];
   const std::string tag = run_tag(exp, k);
-  make_directories(dir);
-  clear_run_folder(dir);  // an earlier attempt's files (and temporary files) go first
+  const std::string dir = folder.open_run(run);
   remove_stale_temp_files(dir, {kCheckpointFile});
   const bool checkpointing = opts.checkpoint_every > 0;
   std::optional<Checkpoint> resume;
@@ -560,7 +560,7 @@ struct LaneResults {
 // threads (at least one, the lane's thread itself). Results do not depend on the pool
 // size, so they do not depend on --jobs either. After a failure or an interruption no lane
 // starts another run.
-LaneResults run_lanes(const Experiment& exp, const std::string& exp_dir, const RunnerOptions& opts,
+LaneResults run_lanes(const Experiment& exp, const ExperimentFolder& folder, const RunnerOptions& opts,
                       const std::vector<size_t>& todo, int lanes, DataCache& cache, Console& console) {
   const int threads = opts.threads > 0 ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   std::atomic<size_t> next{0};
@@ -582,16 +582,16 @@ LaneResults run_lanes(const Experiment& exp, const std::string& exp_dir, const R
           pool = std::make_unique<WorkerPool>(std::max(1, threads / lanes + (index < threads % lanes ? 1 : 0)),
                                               /*caller_computes=*/true);
         lane.pool = pool.get();
-        r.status[k] = make_run(exp, k, exp_dir + "/" + exp.runs[k].run_id, opts, lane, cache, console);
+        r.status[k] = make_run(exp, k, folder, opts, lane, cache, console);
       } catch (const Interrupted& e) {  // before its simulation started: marked, not an error
         r.status[k] = "interrupted";
         console.idle(index, true);
-        mark_ended(exp.runs[k], exp_dir + "/" + exp.runs[k].run_id, "interrupted", e.what());
+        mark_ended(exp.runs[k], folder.run_dir(exp.runs[k]), "interrupted", e.what());
       } catch (...) {
         r.errors[k] = std::current_exception();
         failed.store(true);
         console.idle(index, true);
-        mark_ended(exp.runs[k], exp_dir + "/" + exp.runs[k].run_id, "failed", error_text(r.errors[k]));
+        mark_ended(exp.runs[k], folder.run_dir(exp.runs[k]), "failed", error_text(r.errors[k]));
       }
     }
   };
@@ -615,11 +615,12 @@ LaneResults run_lanes(const Experiment& exp, const std::string& exp_dir, const R
 // The end: index.csv rewritten, the first failure (in run order) thrown and the others that
 // ran beside it printed so none is lost, where the results are and how to look at them.
 // Returns the exit code: 130 when interrupted, else 0.
-int finish_experiment(const Experiment& exp, const std::string& exp_dir, const RunnerOptions& opts,
+int finish_experiment(const Experiment& exp, const ExperimentFolder& folder, const RunnerOptions& opts,
                       const LaneResults& r, Console& console) {
+  const std::string& exp_dir = folder.path();
   if (opts.write_index) {
     try {
-      write_index(exp, exp_dir);
+      folder.write_index(exp);
     } catch (const std::exception& e) {
       bool run_failed = std::any_of(r.errors.begin(), r.errors.end(), [](const auto& e) { return bool(e); });
       if (!run_failed) throw;
@@ -655,24 +656,20 @@ int finish_experiment(const Experiment& exp, const std::string& exp_dir, const R
 }  // namespace
 
 int run_experiment(const Experiment& given, const RunnerOptions& opts) {
-  const std::string name = experiment_name(given);
-  if (opts.out_dir.empty()) throw IoError("--out is empty: give the folder the experiment goes under");
-  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos)
-    throw IoError("experiment name '" + name + "' cannot be a folder under --out");
-  const std::string exp_dir = opts.out_dir + "/" + name;
   if (!external_provider())  // a PyTorch model or data set runs from Python: refused before anything is written
     for (const RunSpec& run : given.runs)
       if (const std::string key = external_key(run.config); !key.empty())
         throw UsageError(external_provider_missing(key));
-  make_experiment_folder(exp_dir);  // not a link: nothing is written through one
   // The folder is this process's (shared with the other shards of the same experiment)
-  // until it returns: no other asgdsim writes into it meanwhile.
+  // until it returns: no other asgdsim writes into it meanwhile. Shards share it only with
+  // shards of the same config: another config's --supersede or --rerun would move or
+  // remake the runs they are writing.
   const bool sharded = opts.shards > 1;
-  // Shards share it only with shards of the same config: another config's --supersede or
-  // --rerun would move or remake the runs they are writing.
-  ExperimentLock lock(exp_dir, sharded ? ExperimentLock::Mode::Shared : ExperimentLock::Mode::Exclusive, opts.wait,
-                      opts.command_line, opts.quiet, experiment_identity(given.resolved, opts.shards));
-  if (!lock.held()) return 130;  // interrupted while waiting for it
+  ExperimentFolder folder(opts.out_dir, experiment_name(given),
+                          {sharded ? ExperimentLock::Mode::Shared : ExperimentLock::Mode::Exclusive, opts.wait,
+                           opts.command_line, opts.quiet, experiment_identity(given.resolved, opts.shards)});
+  if (!folder.held()) return 130;  // interrupted while waiting for it
+  const std::string& exp_dir = folder.path();
   for (const auto& w : given.warnings) std::cerr << "asgdsim: warning: " << w << "\n";
   if (opts.recalibrate && sharded)  // each process would measure in turn, and the shards replay different traces
     throw UsageError(
@@ -684,22 +681,19 @@ int run_experiment(const Experiment& given, const RunnerOptions& opts) {
   // Everything is checked before anything is written: skip runs already done (their result
   // files complete), refuse folders that hold another config. A refusal leaves every file
   // as it was, experiment.json included.
-  RunPlan plan = plan_runs(given, exp_dir, {}, opts.replace, opts.shard, opts.shards, remeasured);
-  const std::vector<std::string> others = runs_of_other_configs(exp_dir, given);
-  refuse_runs_of_other_configs(exp_dir, others, opts.replace.supersede);
+  RunPlan plan = folder.plan(given, {}, opts.replace, opts.shard, opts.shards, remeasured);
   // then the traces are measured (or found), and the runs replay them
   const Experiment exp = with_measured_compute(given, exp_dir, {opts.recalibrate, opts.quiet, {}});
   const int lanes = int(std::max<size_t>(1, std::min<size_t>(size_t(std::max(1, opts.jobs)), plan.todo.size())));
   if (lanes > 1) check_lanes_fit_in_memory(exp, plan.todo, lanes);
-  prepare_experiment_folder(exp, exp_dir, plan, others, opts.shard, opts.shards, opts.replace.supersede,
-                            opts.write_index);
+  folder.prepare(exp, plan, opts.shard, opts.shards, opts.replace.supersede, opts.write_index);
 
   Console console(opts.quiet, !opts.quiet && ::isatty(STDERR_FILENO), lanes, plan.todo.size());
   for (const auto& l : plan.lines)
     if (!l.empty()) console.line(l);
   DataCache cache(exp.base_dir);
-  const LaneResults results = run_lanes(exp, exp_dir, opts, plan.todo, lanes, cache, console);
-  return finish_experiment(exp, exp_dir, opts, results, console);
+  const LaneResults results = run_lanes(exp, folder, opts, plan.todo, lanes, cache, console);
+  return finish_experiment(exp, folder, opts, results, console);
 }
 
 namespace {
