@@ -1,8 +1,8 @@
 // tests/test_bad_input.cpp — what asgdsim does with bad input and careless use, as a table:
-// every case found by probing asgdsim as an attacker and a careless user would (issue 17's 14 defects, and later issues'),
-// as rows of (input, expected exit code, words the output must hold, state of the folder
-// afterwards). Each row is one test: a bash snippet run against the asgdsim binary in a
-// folder of its own, with a time limit, so a hang is a failure and not a stuck suite.
+// every case found by probing asgdsim as an attacker and a careless user would (issue 17's 14 defects, and later
+// issues'), as rows of (input, expected exit code, words the output must hold, state of the folder afterwards). Each
+// row is one test: a bash snippet run against the asgdsim binary in a folder of its own, with a time limit, so a hang
+// is a failure and not a stuck suite.
 //
 // Placeholders in a row's command: {bin} the asgdsim under test, {cfg} the row's config
 // file, {out} the --out folder, {dir} the row's folder (helper configs: long.json, a run

@@ -42,8 +42,7 @@ struct MemoryEstimate {
   double total = 0;
   std::vector<MemoryPart> parts;  // largest first
 };
-MemoryEstimate estimate_run_memory(const RunSpec& run, const Distribution& compute,
-                                   const ModelSizes* known = nullptr);
+MemoryEstimate estimate_run_memory(const RunSpec& run, const Distribution& compute, const ModelSizes* known = nullptr);
 
 // Reports, into v, a run that cannot advance or that needs more memory than
 // memory_limit_bytes() (sim/data/dataset.h). `compute` is the run's cluster.compute distribution.

@@ -10,7 +10,7 @@
 #include "sim/base/state_archive.h"
 #include "sim/base/time.h"
 #include "sim/net/collective.h"  // MessageCounts
-#include "sim/run/recorder.h"  // WorkerStats
+#include "sim/run/recorder.h"    // WorkerStats
 
 namespace asgd {
 

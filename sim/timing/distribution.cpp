@@ -618,7 +618,8 @@ const TypeFamily<DistType>& dist_family() {
             "`warmup` untimed steps, then up to `steps` steps or `seconds` of them, at least `min_steps`), writes the "
             "step times to OUT/NAME/calibration/MODEL-bBATCH-HASH.trace (with machine, backend, commit and date) and "
             "every run draws its steps from that trace as dist \"trace\" does (each worker and step independently); "
-            "a draw is a whole step (`per` does not apply: config.json shows it as \"step\"), plus overhead. An existing trace is reused, and one "
+            "a draw is a whole step (`per` does not apply: config.json shows it as \"step\"), plus overhead. An "
+            "existing trace is reused, and one "
             "measured by another experiment on this machine and build is copied from the calibration cache "
             "(~/.cache/asgdsim/calibration, or $ASGDSIM_CACHE_DIR; \"off\": none) (`asgdsim run --recalibrate` "
             "measures again)",
