@@ -43,8 +43,11 @@ measures how far the simulated timeline is from the real one:
     /usr/bin/python3 validation/compare.py --out DIR [--engines async,sync,...]
         [--workers 2,4,8] [--seeds 1,2,3] [--updates 300] [--compute exponential:0.03]
         [--calibration FILE] [--doc docs/validation.md] [--figure FILE] [--check]
+        [--device cpu|cuda[:N]]
 
---doc rewrites the table between the markers of that file (dated and commit-stamped),
+--device is where the reference's workers compute their gradients. --doc rewrites that
+device's table between the markers of that file (dated and commit-stamped; "validation
+table" for the CPU, "validation table (cuda)" for a GPU; checked before any run),
 --figure draws the real and simulated timelines of the first engine's first run, and
 --check exits 1 when any error passes its target (docs/validation.md, "Targets"). The
 runs are kept in DIR (real/, sim/); a run already there with the same options is reused
@@ -63,6 +66,7 @@ import datetime
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -157,6 +161,8 @@ def run_reference(args, name, workers, seed, folder):
     cmd = [PYTHON, os.path.join(HERE, "reference.py"), *ref_args, "--workers", str(workers), "--seed", str(seed),
            "--updates", str(args.updates), "--eval-every", str(args.eval_every), "--compute", args.compute,
            "--batch", str(args.batch), "--lr", str(args.lr), "--hidden", "64"]
+    if args.device != "cpu":  # (so a kept CPU run's key stays what it was)
+        cmd += ["--device", args.device]
     if args.speeds:
         cmd += ["--speeds", args.speeds]
     key = cmd[2:]
@@ -521,7 +527,8 @@ def table(rows, meta):
         f"{meta['host']} ({meta['cpus']} cores, load average {meta['load']:.1f} at the start; the reference runs "
         f"started at load {meta['reference_load'][0]:.1f}-{meta['reference_load'][1]:.1f}, "
         f"{meta['reference_dates'][0][:10]} to {meta['reference_dates'][1][:10]}); "
-        f"{meta['updates']} updates a run, compute `{meta['compute']}`, seeds {meta['seeds']}; calibration: "
+        f"{meta['updates']} updates a run, compute `{meta['compute']}`, seeds {meta['seeds']}, the workers' "
+        f"gradients on {meta.get('device', 'cpu')}; calibration: "
         f"latency {meta['latency'] * 1e6:.0f} us, bandwidth {meta['bandwidth'] / 1e9:.2f} GB/s, server update "
         f"{meta['update'] * 1e6:.0f} us, server send {meta.get('send', 0.0) * 1e6:.0f} us. Run length: from the first parameters a worker received to the last "
         f"update. Times to target (train loss <= {meta['target']}) in seconds from the same start, per seed, "
@@ -542,8 +549,15 @@ def table(rows, meta):
     return "\n".join(lines)
 
 
-def replace_between_markers(path, text):
-    begin, end = "<!-- validation table: begin -->", "<!-- validation table: end -->"
+def table_markers(device):
+    """The doc's markers of the table made with the workers' gradients on `device`: the
+    CPU's table and a GPU's are kept apart."""
+    name = "validation table" if device == "cpu" else f"validation table ({device.split(':')[0]})"
+    return f"<!-- {name}: begin -->", f"<!-- {name}: end -->"
+
+
+def replace_between_markers(path, text, device="cpu"):
+    begin, end = table_markers(device)
     with open(path) as f:
         doc = f.read()
     if begin not in doc or end not in doc:
@@ -615,6 +629,9 @@ def main(argv=None):
     p.add_argument("--eval-train-samples", type=int, default=10000)
     p.add_argument("--compute", default="exponential:0.03", help="the reference's emulated step durations")
     p.add_argument("--speeds", default="", help="per-worker slowdown factors (the reference's --speeds)")
+    p.add_argument("--device", default="cpu",
+                   help="where the reference's workers compute gradients (its --device: cpu, cuda[:N]); --doc "
+                        "then rewrites that device's table (markers 'validation table (cuda)')")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--target-loss", type=float, default=1.2, help="train loss of the time-to-target column")
@@ -638,6 +655,17 @@ def main(argv=None):
         seeds = parse_list(args.seeds, "--seeds", int)
         if any(n < 2 for n in workers):
             raise InputError("--workers: each at least 2")
+        if args.device != "cpu" and not re.fullmatch(r"cuda(:[0-9]+)?", args.device):
+            raise InputError(f"--device {args.device}: cpu or cuda[:N]")
+        if args.doc:  # (checked before the runs: a missing marker would otherwise end them)
+            begin, end = table_markers(args.device)
+            try:
+                with open(args.doc) as f:
+                    doc = f.read()
+            except OSError as e:
+                raise InputError(f"--doc {args.doc}: cannot read it ({e.strerror})") from None
+            if begin not in doc or end not in doc:
+                raise InputError(f"--doc {args.doc}: the markers '{begin}' and '{end}' are missing")
         if not os.access(args.asgdsim, os.X_OK):
             raise InputError(f"--asgdsim: {args.asgdsim} is not an executable (build it: ./scripts/run.sh or cmake)")
     except InputError as e:
@@ -697,14 +725,15 @@ def main(argv=None):
             "seeds": ",".join(map(str, seeds)), "latency": calibration["asgdsim_config"]["cluster.network.latency"],
             "bandwidth": calibration["asgdsim_config"]["cluster.network.bandwidth"],
             "update": calibration["asgdsim_config"]["cluster.server.update_seconds"],
-            "send": calibration["asgdsim_config"].get("cluster.server.send_seconds", 0.0), "target": args.target_loss}
+            "send": calibration["asgdsim_config"].get("cluster.server.send_seconds", 0.0), "target": args.target_loss,
+            "device": args.device}
     text = table(rows, meta)
     write_text(os.path.join(args.out, "results.json"),
                json.dumps({"meta": meta, "rows": rows, "runs": {k: v for k, v in results_all.items()}}, indent=1))
     print(text)
     if args.doc:
         try:
-            replace_between_markers(args.doc, text)
+            replace_between_markers(args.doc, text, args.device)
         except InputError as e:
             print(f"compare.py: error: {e}", file=sys.stderr)
             return 2

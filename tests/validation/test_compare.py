@@ -64,5 +64,34 @@ class TimeToTargetTest(unittest.TestCase):
         self.assertAlmostEqual(compare.start(tl), 0.05)
 
 
+class DeviceTableTest(unittest.TestCase):
+    """--device: the reference's workers compute there, and --doc rewrites that device's
+    table, leaving the CPU's; both refused before any run when they cannot be used."""
+
+    def test_each_device_rewrites_its_own_table(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            doc = os.path.join(d, "v.md")
+            cpu_b, cpu_e = compare.table_markers("cpu")
+            gpu_b, gpu_e = compare.table_markers("cuda:1")
+            self.assertEqual(gpu_b, "<!-- validation table (cuda): begin -->")
+            with open(doc, "w") as f:
+                f.write(f"a\n{cpu_b}\nold cpu\n{cpu_e}\nb\n{gpu_b}\nold gpu\n{gpu_e}\nc\n")
+            compare.replace_between_markers(doc, "new gpu", "cuda")
+            with open(doc) as f:
+                text = f.read()
+            self.assertIn("old cpu", text)
+            self.assertIn(f"{gpu_b}\nnew gpu\n{gpu_e}", text)
+            self.assertNotIn("old gpu", text)
+            # a doc without the device's markers, or a device that is neither, is refused
+            # (exit 2) before anything runs
+            with open(doc, "w") as f:
+                f.write(f"{cpu_b}\n{cpu_e}\n")
+            out = os.path.join(d, "out")
+            self.assertEqual(compare.main(["--out", out, "--device", "cuda", "--doc", doc]), 2)
+            self.assertEqual(compare.main(["--out", out, "--device", "gpu"]), 2)
+            self.assertFalse(os.path.exists(out))
+
+
 if __name__ == "__main__":
     unittest.main()
