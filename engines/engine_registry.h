@@ -111,9 +111,9 @@ struct EngineType {
   std::string doc;
   std::vector<ParamInfo> params;
   // Binds a validated engine object (defaults filled; a key it lacks takes its default,
-  // as in an object built in code) to the engine's typed config. Each key's own value
-  // check (Field::why_not) is the validator's business before (bind_engine). `self`: this
-  // type (TypeFamily::bind).
+  // as in an object built in code) to the engine's typed config, with its `name` and
+  // `train` (bind_entry). Each key's own value check (Field::why_not) is the validator's
+  // business before (check_values). `self`: this type (TypeFamily::bind).
   std::function<std::shared_ptr<BoundEngine>(const EngineType& self, const nlohmann::json& engine)> bind;
   // The keys whose values the ParamInfos cannot describe, checked by Field::why_not.
   std::function<void(const nlohmann::json& engine, Validator& v)> check_values;
@@ -135,6 +135,10 @@ struct EngineType {
   // for a client when none is available (Step::no_client_until).
   bool departures = false;
 };
+
+// The keys every engine object may have beside its type's (`name`, `train`: the
+// experiment's engine entry, declared in experiments/config) set on its bound engine.
+void bind_entry(const nlohmann::json& engine, BoundEngine& bound);
 
 // For an engine (or a mode of one) that pushes no gradients: compression of pushed
 // gradients (cluster.network.compression: topk, int8) would not be applied, so it is
@@ -169,7 +173,9 @@ EngineType engine_type(std::string name, std::string doc, std::vector<Field<Conf
   t.bind = [d](const EngineType&, const nlohmann::json& engine) -> std::shared_ptr<BoundEngine> {
     Config c;
     set_fields(d->fields, engine, c);
-    return std::make_shared<Bound>(d, std::move(c));
+    auto bound = std::make_shared<Bound>(d, std::move(c));
+    bind_entry(engine, *bound);
+    return bound;
   };
   t.check_values = [d](const nlohmann::json& engine, Validator& v) { check_values(d->fields, engine, "engine", v); };
   return t;

@@ -49,12 +49,12 @@ const std::vector<EngineType>& engine_types() { return engine_family().types(); 
 const EngineType* find_engine_type(const std::string& name) { return engine_family().find(name); }
 const std::vector<ComponentInfo>& engine_catalog() { return engine_family().catalog(); }
 
-std::shared_ptr<const BoundEngine> bind_engine(const nlohmann::json& spec) {
-  std::shared_ptr<BoundEngine> bound = engine_family().bind(spec);
-  if (spec.contains("name")) bound->name = spec["name"].get<std::string>();
-  if (spec.contains("train")) bound->train = spec["train"];
-  return bound;
+void bind_entry(const nlohmann::json& engine, BoundEngine& bound) {
+  if (engine.contains("name")) bound.name = engine["name"].get<std::string>();
+  if (engine.contains("train")) bound.train = engine["train"];
 }
+
+std::shared_ptr<const BoundEngine> bind_engine(const nlohmann::json& spec) { return engine_family().bind(spec); }
 
 // Every engine is wrapped in the single-replica warm-up, which only forwards unless
 // train.single_replica_epochs > 0 (it reads that from the run's settings at start).

@@ -567,16 +567,16 @@ json resolve_run(const json& u, Validator& v, RunSettings& s, std::shared_ptr<co
   if (!u.contains("engine"))
     v.error("engine", "missing required key");
   else {
-    const size_t before = v.issues().size();
-    out["engine"] = v.component(engine_given, "engine", "type", engine_catalog(), params_of(engine_entry_fields()));
     // Bound once, when its own keys are valid; its checks across sections read the typed
     // settings of the clean sections (engine_run_view).
-    if (v.issues().size() == before) {
-      if (train_override.empty()) out["engine"].erase("train");  // config.json: what its runs changed of train
-      find_engine_type(out["engine"]["type"])->check_values(out["engine"], v);
-    }
-    if (v.issues().size() == before) {
-      engine = bind_engine(out["engine"]);
+    out["engine"] = engine_family().resolve(
+        engine_given, "engine", v, engine,
+        [&](const EngineType& t, json& resolved) {
+          if (train_override.empty()) resolved.erase("train");  // config.json: what its runs changed of train
+          t.check_values(resolved, v);
+        },
+        params_of(engine_entry_fields()));
+    if (engine) {
       engine->check(engine_run_view(s, clean), v);
       if (clean.clients && s.clients.count > 0 && !find_engine_type(engine->type())->population) {
         std::string able;
