@@ -444,3 +444,29 @@ TEST(NoWorkLeft, AStuckEngineEndsTheRunStalled) {
             std::string::npos)
       << out.note;
 }
+
+// Work without updates: DiLoCo's rounds (4 workers x 500 inner steps) never finish when a
+// worker fails every 20 ms on average (back 2 ms later): the run would go on computing
+// forever under stop.updates. After 100 rounds' gradients computed or lost with no update
+// it ends "stalled", naming it, at about 785 virtual s, long before its stop.time bound
+// (without the rule it ran to stop.time: "reached stop.time", then stalled for its 0
+// updates).
+TEST(NoWorkLeft, RoundsThatNeverFinishEndTheRunStalled) {
+  const json c = {{"model", {{"type", "quadratic"}, {"dim", 8}}},
+                  {"data", {{"type", "none"}}},
+                  {"train", {{"lr", 0.05}}},
+                  {"stop", {{"updates", 200}, {"time", 5000.0}}},
+                  {"eval", {{"every", 10}, {"unit", "updates"}}},
+                  {"cluster", {{"workers", 4}, {"failures", {{"rate", 50.0}, {"down_time", 0.002}}}}},
+                  {"engines", json::array({json{{"type", "diloco"}}})}};
+  const RunOutcome out = simulate(c);
+  EXPECT_EQ(out.status, "stalled") << out.note;
+  EXPECT_EQ(out.updates, 0u);
+  EXPECT_EQ(out.note.rfind("no update of the model of record in the last 200001 gradients computed or lost (100 "
+                           "rounds' worth), after 0 updates: the engine's rounds stopped finishing (worker failures "
+                           "can end every round before it finishes)",
+                           0),
+            0u)
+      << out.note;
+  EXPECT_LT(sim_to_seconds(out.time), 1000.0);
+}

@@ -51,8 +51,15 @@ void RunMonitor::iteration_done(double seconds) {
   out_.iterations++;
 }
 
+void RunMonitor::set_round(double gradients_per_update, int workers) {
+  work_limit_ = gradients_per_update > 0
+                    ? uint64_t(std::ceil(kRoundsWithoutUpdate * std::max(gradients_per_update, double(workers))))
+                    : 0;
+}
+
 void RunMonitor::updated() {
   out_.updates++;
+  work_at_update_ = out_.gradients + out_.lost;
   const SimTime t = now_();
   recorder_.add_span(0, "update", t, t);  // an instant on the server's track
   evaluated_now_ = false;
@@ -62,6 +69,15 @@ void RunMonitor::updated() {
 }
 
 void RunMonitor::check_progress() {
+  if (work_limit_ > 0 && !stop_ && out_.gradients + out_.lost - work_at_update_ > work_limit_)
+    request_stop("stalled",
+                 "no update of the model of record in the last " + std::to_string(out_.gradients + out_.lost -
+                                                                                work_at_update_) +
+                     " gradients computed or lost (" + format_number(kRoundsWithoutUpdate) +
+                     " rounds' worth), after " + std::to_string(out_.updates) +
+                     " updates: the engine's rounds stopped finishing" +
+                     (out_.failures > 0 ? " (worker failures can end every round before it finishes)" : "") +
+                     ", so no limit in updates would be reached");
   if (!progressed_) return;
   progressed_ = false;
   if (stop_) return;
@@ -167,6 +183,7 @@ void RunMonitor::checkpoint(StateArchive& a) {
   a.io(evaluated_now_);
   a.io(progressed_);
   a.io(reached_target_);
+  a.io(work_at_update_);
   a.io(first_train_loss_);
   a.io(last_train_loss_);
   a.io(stale_counts_);
