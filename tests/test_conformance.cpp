@@ -12,6 +12,7 @@
 // engines' closed forms and equivalences stay in tests/test_engines.cpp; features under
 // several engines (optimizers, compression, staleness) in their own suites.
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -166,14 +167,17 @@ json quadratic_run(const EngineForm& f) {
 }
 
 // The one run of `c` made in memory, as the runner makes it but without its files (the
-// failure properties read only its outcome): its outcome.
-RunOutcome simulate(const json& c) {
+// failure properties read only its outcome): its outcome. `engine`, when given, makes the
+// engine it runs instead of the config's (an engine written for a test).
+using EngineFor = std::function<std::unique_ptr<Engine>(const RunSpec&)>;
+RunOutcome simulate(const json& c, const EngineFor& engine = nullptr) {
   const Experiment exp = resolve_experiment(c, "test", ".");
   const RunSpec& run = exp.runs.at(0);
   const RunParts parts = make_run_parts(run, run.settings, nullptr, exp.base_dir);
   WorkerPool pool(2, /*caller_computes=*/true);
   Recorder recorder(false);
-  return parts.simulation(pool, recorder)->run(*parts.engine);
+  const std::unique_ptr<Engine> own = engine ? engine(run) : nullptr;
+  return parts.simulation(pool, recorder)->run(own ? *own : *parts.engine);
 }
 
 // The config is refused, naming `path`.
@@ -405,14 +409,8 @@ TEST(NoProgressRule, AnEngineGoingRoundWithoutWorkEndsTheRunUnderAnyLimit) {
                   {"stop", {{"updates", 100}}},
                   {"cluster", {{"workers", 2}}},
                   {"engines", json::array({json{{"type", "async"}}})}};
-  const Experiment exp = resolve_experiment(c, "test", ".");
-  const RunSpec& run = exp.runs.at(0);
-  const RunParts parts = make_run_parts(run, run.settings, nullptr, exp.base_dir);
-  WorkerPool pool(2, /*caller_computes=*/true);
-  Recorder recorder(false);
-  GoesRound engine;
   try {
-    parts.simulation(pool, recorder)->run(engine);
+    simulate(c, [](const RunSpec&) { return std::make_unique<GoesRound>(); });
     ADD_FAILURE() << "the run ended without NoProgress";
   } catch (const NoProgress& e) {
     EXPECT_NE(std::string(e.what()).find("no gradient arriving and no update applied"), std::string::npos) << e.what();
@@ -430,13 +428,8 @@ TEST(NoWorkLeft, AStuckEngineEndsTheRunStalled) {
                   {"eval", {{"every", 1}, {"unit", "updates"}}},
                   {"cluster", {{"workers", 2}}},
                   {"engines", json::array({json{{"type", "async"}}})}};
-  const Experiment exp = resolve_experiment(c, "test", ".");
-  const RunSpec& run = exp.runs.at(0);
-  const RunParts parts = make_run_parts(run, run.settings, nullptr, exp.base_dir);
-  WorkerPool pool(2, /*caller_computes=*/true);
-  Recorder recorder(false);
-  StopsAfterFiveUpdates engine(make_engine(*run.bound_engine));
-  const RunOutcome out = parts.simulation(pool, recorder)->run(engine);
+  const RunOutcome out = simulate(
+      c, [](const RunSpec& run) { return std::make_unique<StopsAfterFiveUpdates>(make_engine(*run.bound_engine)); });
   EXPECT_EQ(out.updates, 5u);
   EXPECT_EQ(out.status, "stalled") << out.note;
   EXPECT_NE(out.note.find("the engine gave none of its 2 live workers a step, with nothing under way, after 5 "

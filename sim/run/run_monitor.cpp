@@ -70,14 +70,13 @@ void RunMonitor::updated() {
 
 void RunMonitor::check_progress() {
   if (work_limit_ > 0 && !stop_ && out_.gradients + out_.lost - work_at_update_ > work_limit_)
-    request_stop("stalled",
-                 "no update of the model of record in the last " + std::to_string(out_.gradients + out_.lost -
-                                                                                work_at_update_) +
-                     " gradients computed or lost (" + format_number(kRoundsWithoutUpdate) +
-                     " rounds' worth), after " + std::to_string(out_.updates) +
-                     " updates: the engine's rounds stopped finishing" +
-                     (out_.failures > 0 ? " (worker failures can end every round before it finishes)" : "") +
-                     ", so no limit in updates would be reached");
+    request_stop("stalled", "no update of the model of record in the last " +
+                                std::to_string(out_.gradients + out_.lost - work_at_update_) +
+                                " gradients computed or lost (" + format_number(kRoundsWithoutUpdate) +
+                                " rounds' worth), after " + std::to_string(out_.updates) +
+                                " updates: the engine's rounds stopped finishing" +
+                                (out_.failures > 0 ? " (worker failures can end every round before it finishes)" : "") +
+                                ", so no limit in updates would be reached");
   if (!progressed_) return;
   progressed_ = false;
   if (stop_) return;
