@@ -159,8 +159,7 @@ void md_params(std::ostream& out, const std::vector<ParamInfo>& params, const st
     std::string path = (prefix.empty() ? "" : prefix + ".") + p.name;
     out << "| `" << p.name << "` | " << md_escape(describe_allowed(p)) << " | "
         << (p.required() ? std::string("**required**") : "`" + md_escape(p.default_value.dump()) + "`") << " | `--set "
-        << md_escape(path + "=" + (ex.is_string() ? ex.get<std::string>() : ex.dump())) << "` | " << md_escape(p.doc)
-        << " |\n";
+        << md_escape(path + "=" + value_text(ex)) << "` | " << md_escape(p.doc) << " |\n";
   }
 }
 

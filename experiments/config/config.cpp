@@ -59,7 +59,6 @@ using keys::str;
 // -------- checks that need more than one key --------
 
 std::string sanitize(const std::string& s);  // a run-id label: characters outside [A-Za-z0-9._=-] become _
-std::string value_text(const json& v);
 
 std::string whole(double v) {  // a count for messages: 60000, not 60000.0
   char text[32];
@@ -700,8 +699,6 @@ std::string sanitize(const std::string& s) {
     out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == '=') ? c : '_';
   return out;
 }
-
-std::string value_text(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
 // A swept value as a run id writes it: scalars as value_text; a list's elements joined
 // with x ([64,32] -> 64x32); an object's "type" first, then key+value for each other key,

@@ -57,6 +57,9 @@ struct Experiment {
 inline constexpr const char* kDefaultExperimentName = "experiment";
 // Its name: the folder under --out (resolve_experiment always sets resolved.name).
 inline std::string experiment_name(const Experiment& exp) { return exp.resolved.at("name").get<std::string>(); }
+// A config value as text for people (messages, index.csv, --set examples): a string as it
+// is, anything else as its JSON.
+inline std::string value_text(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
 // Reads and parses a JSON file; throws ConfigError naming file, line and column.
 json load_json_file(const std::string& path);

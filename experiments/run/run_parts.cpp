@@ -165,7 +165,7 @@ std::string index_csv(const Experiment& exp, const std::string& exp_dir, const s
   auto cell = [](const json& v) -> std::string {
     if (v.is_null()) return "nan";
     if (v.is_number_float()) return format_number(v.get<double>());
-    std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+    const std::string text = value_text(v);
     if (text.find_first_of(",\"\n") == std::string::npos) return text;
     std::string quoted = "\"";  // RFC 4180: a list or object swept, or a string with a comma
     for (char ch : text) quoted += ch == '"' ? std::string("\"\"") : std::string(1, ch);
