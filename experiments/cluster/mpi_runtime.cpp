@@ -283,7 +283,6 @@ MpiRuntime::MpiRuntime(const RunSpec& run, const RunParts& parts, Recorder& rec)
   const size_t workers = size_t(s.workers);
   topology_ = make_star_topology(s.network, s.workers);
   make_sample_streams(&parts.data->train);  // the run's one sample stream, as the simulator's
-  set_round(parts.round_gradients);
   steps_.assign(workers, 0);
   alive_.assign(workers, true);
   zombie_.assign(workers, false);

@@ -247,17 +247,14 @@ RunParts make_run_parts(const RunSpec& run, RunSettings settings, std::shared_pt
     check_memory_with_model(run, settings, base_dir, p.model->num_params(), "the PyTorch module");
   p.compute = std::make_unique<ComputeTimeModel>(build_compute_model(settings, base_dir));
   p.engine = make_engine(*run.bound_engine);
-  p.round_gradients = run.bound_engine->cost(settings.workers).gradients_per_update;
   p.settings = std::move(settings);
   return p;
 }
 
 std::unique_ptr<Simulation> RunParts::simulation(WorkerPool& pool, Recorder& recorder) const {
   const bool uses_data = model->uses_data();
-  auto sim = std::make_unique<Simulation>(settings, *model, uses_data ? &data->train : nullptr,
-                                          uses_data ? &data->test : nullptr, pool, *compute, recorder);
-  sim->set_round(round_gradients);
-  return sim;
+  return std::make_unique<Simulation>(settings, *model, uses_data ? &data->train : nullptr,
+                                      uses_data ? &data->test : nullptr, pool, *compute, recorder);
 }
 
 }  // namespace asgd

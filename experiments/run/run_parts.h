@@ -57,8 +57,6 @@ struct RunParts {
   std::unique_ptr<Model> model;
   std::unique_ptr<ComputeTimeModel> compute;
   std::unique_ptr<Engine> engine;
-  double round_gradients = 0;  // what one round of the engine takes (EngineCost::gradients_per_update)
-  // The run's simulation (its RunMonitor told the engine's round: RunMonitor::set_round).
   std::unique_ptr<Simulation> simulation(WorkerPool& pool, Recorder& recorder) const;
 };
 // `data`: the run's loaded data (a cache's), or null to load it here.

@@ -253,9 +253,6 @@ class Runtime {
     return collective(kind, members, -1.0, now(), false);
   }
   const Topology& topology() const { return *topology_; }
-  // One round of the engine takes so many gradients (EngineCost::gradients_per_update):
-  // the rule of work without updates (RunMonitor::set_round).
-  void set_round(double gradients_per_update) { monitor_.set_round(gradients_per_update, settings_.workers); }
   bool stopping() const { return monitor_.stopping(); }
   bool worker_alive(int w) const { return alive_[size_t(w)]; }
   // A population (section clients): client c's training samples (its part of the data, or

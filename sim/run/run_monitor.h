@@ -25,9 +25,9 @@ namespace asgd {
 // (a model that starts at its optimum cannot stall). The one rule, for both runtimes;
 // docs/outputs.md states it.
 constexpr double kStallMargin = 0.01;
-// The rule of work without updates (RunMonitor::set_round): so many rounds' gradients
-// (at least so many per worker) computed or lost with no update of the model of record.
-constexpr double kRoundsWithoutUpdate = 100;
+// The rule of failures without updates (RunMonitor::check_progress): so many failures per
+// worker with no update of the model of record end the run "stalled".
+constexpr uint64_t kFailuresWithoutUpdate = 100;
 bool stalled(double first_train_loss, double last_train_loss);
 
 class RunMonitor {
@@ -62,15 +62,12 @@ class RunMonitor {
   void updated();
   // After steps that may not update the model of record (local steps): rows due in
   // epochs and the stop limits; only when gradients arrived or were applied since. Also
-  // the rule of work without updates (set_round).
+  // the rule of failures without updates: a run whose workers failed
+  // kFailuresWithoutUpdate times each (times the worker count) since the last update of
+  // the model of record ends "stalled", naming it: its failures end every round before the
+  // round finishes (DiLoCo's 500 inner steps against a failure every 20 ms), and it would
+  // compute forever under a limit in updates.
   void check_progress();
-  // The rule of work without updates: an engine that keeps computing but no longer
-  // finishes an update of the model of record (failures that end every round before it
-  // finishes) would never reach a limit in updates, so once kRoundsWithoutUpdate times
-  // max(gradients_per_update, workers) gradients were computed or lost since the last
-  // update, the run ends "stalled", naming it. gradients_per_update: what one round of the
-  // engine takes (EngineCost); 0 (the default): the rule is off.
-  void set_round(double gradients_per_update, int workers);
   // A metrics row now (evaluating the model of record); stops the run if it diverged.
   void evaluate_row();
   bool evaluated_now() const { return evaluated_now_; }  // no update since the last row
@@ -104,9 +101,8 @@ class RunMonitor {
   Clock now_;
   Evaluate evaluate_;
   bool stop_ = false, evaluated_now_ = false, progressed_ = false;
-  bool reached_target_ = false;  // a stop target ended the run (it is then not "stalled")
-  uint64_t work_limit_ = 0;      // set_round (0: off)
-  uint64_t work_at_update_ = 0;  // gradients + lost at the last update
+  bool reached_target_ = false;      // a stop target ended the run (it is then not "stalled")
+  uint64_t failures_at_update_ = 0;  // out_.failures at the last update
   double first_train_loss_ = std::numeric_limits<double>::quiet_NaN();  // of the first row
   double last_train_loss_ = std::numeric_limits<double>::quiet_NaN();   // of the last row
   std::vector<uint64_t> stale_counts_;  // applied gradients by staleness (dense: a map was slow)
